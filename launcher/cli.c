@@ -1,0 +1,385 @@
+/*
+ * cli.c — the option table and its parser.
+ *
+ * Every option is one row: name, argument type, where it lands in p3d_opts,
+ * bounds, which commands take it, and its help line. --help is generated
+ * from the same rows, so help and parser cannot drift apart.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
+
+/* Which commands accept an option (bit mask of 1 << p3d_cmd). */
+#define C_LAUNCH (1u << P3D_CMD_LAUNCH)
+#define C_DRY (1u << P3D_CMD_DRYRUN)
+#define C_TOPO (1u << P3D_CMD_TOPO)
+#define C_PLAN (1u << P3D_CMD_PLAN)
+#define C_PLACE (C_LAUNCH | C_DRY)
+#define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN)
+
+typedef struct opt_row {
+    const char *name;     /* without the leading "--" */
+    opt_type type;
+    size_t off;           /* offset in p3d_opts */
+    size_t count_off;     /* T_STRV: offset of the size_t count */
+    double min, max;      /* bounds for numbers */
+    unsigned cmds;
+    const char *metavar;
+    const char *help;
+} opt_row;
+
+#define OFF(f) offsetof(p3d_opts, f)
+#define NOB 0, 0
+
+/* Grouped as --help shows them. Keep the group headers' order in help_groups. */
+static const opt_row rows[] = {
+    /* general */
+    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL, NULL, "show this help and exit"},
+    {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
+    {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
+    {"dry-run", T_FLAG, 0, 0, NOB, C_ALL, NULL, "place, check and report; start nothing"},
+    /* inputs */
+    {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
+     "this node's topology: local, an hwloc XML, an nvidia-smi topo -m text, or synthetic:STRING"},
+    {"cluster", T_STR, OFF(cluster), 0, NOB, C_PLACE | C_PLAN, "FILE", "cluster description (JSON)"},
+    {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN, "FILE",
+     "Slurm topology.conf: leaf switch = rack, block = multi-node NVLink domain"},
+    {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
+    {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
+    /* mesh and policy */
+    {"tp", T_INT, OFF(tp), 0, 1, 1 << 20, C_PLACE, "N", "tensor-parallel size"},
+    {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE, "N", "pipeline-parallel size"},
+    {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
+    {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE, "N", "context-parallel size (default 1)"},
+    {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE, "N", "expert-parallel size (default 1)"},
+    {"order", T_STR, OFF(order), 0, NOB, C_PLACE, "STR",
+     "rank order, fastest first (default tp-cp-ep-dp-pp, Megatron's)"},
+    {"policy", T_STR, OFF(policy), 0, NOB, C_PLACE, "NAME|PATH|URL",
+     "placement policy (default megatron; bundled: megatron, devicemesh, naive)"},
+    {"policy-sha256", T_STR, OFF(policy_sha256), 0, NOB, C_PLACE, "HEX", "refuse a policy whose SHA-256 differs"},
+    /* training shape and model */
+    {"micro-batches", T_INT, OFF(micro_batches), 0, 1, 1 << 20, C_PLACE | C_PLAN, "M", "micro-batches per step"},
+    {"micro-batch", T_INT, OFF(micro_batch), 0, 1, 1 << 20, C_PLACE | C_PLAN, "B", "micro-batch size (samples)"},
+    {"global-batch", T_INT, OFF(global_batch), 0, 1, 1 << 30, C_PLACE | C_PLAN, "N", "global batch size (samples)"},
+    {"virtual-stages", T_INT, OFF(virtual_stages), 0, 1, 1024, C_PLACE | C_PLAN, "V",
+     "interleaved 1F1B: model chunks per pipeline stage"},
+    {"model", T_STR, OFF(model), 0, NOB, C_PLACE | C_PLAN, "NAME",
+     "model preset: gpt3-175b, llama2-70b, llama3-8b, ... (see docs/cost-model.md)"},
+    {"params", T_DOUBLE, OFF(params), 0, 1, 1e15, C_PLACE | C_PLAN, "N", "parameter count (e.g. 175e9)"},
+    {"layers", T_INT, OFF(layers), 0, 1, 1 << 20, C_PLACE | C_PLAN, "L", "transformer layers"},
+    {"hidden", T_INT, OFF(hidden), 0, 1, 1 << 24, C_PLACE | C_PLAN, "H", "hidden size"},
+    {"heads", T_INT, OFF(heads), 0, 1, 1 << 20, C_PLACE | C_PLAN, "A", "attention heads"},
+    {"seq-len", T_INT, OFF(seq_len), 0, 1, 1 << 26, C_PLACE | C_PLAN, "S", "sequence length"},
+    {"vocab", T_INT, OFF(vocab), 0, 1, 1 << 26, C_PLACE | C_PLAN, "V", "vocabulary size"},
+    {"dtype", T_STR, OFF(dtype), 0, NOB, C_PLACE | C_PLAN, "T", "bf16 (default), fp16 or fp32"},
+    {"zero", T_INT, OFF(zero), 0, 0, 3, C_PLACE | C_PLAN, "0-3", "ZeRO stage (default 0, or 1 with --dp > 1 in plan)"},
+    {"recompute", T_STR, OFF(recompute), 0, NOB, C_PLACE | C_PLAN, "MODE", "none, selective (default) or full"},
+    {"gpu-mem", T_DOUBLE, OFF(gpu_mem_gb), 0, 0.001, 1e6, C_PLACE | C_PLAN, "GB", "GPU memory when the topology lacks it"},
+    {"tflops", T_DOUBLE, OFF(tflops), 0, 0.001, 1e6, C_PLACE | C_PLAN, "N",
+     "sustained TFLOP/s per GPU for time estimates"},
+    {"top", T_INT, OFF(top), 0, 1, 1000, C_PLAN, "N", "plan: how many layouts to show (default 5)"},
+    {"search-zero", T_FLAG, OFF(search_zero), 0, NOB, C_PLAN, NULL, "plan: also search ZeRO stages 0-3"},
+    /* launch */
+    {"nproc-per-node", T_INT, OFF(nproc_per_node), 0, 1, 4096, C_PLACE, "N",
+     "ranks per node (default: the node's GPU count; required without GPUs)"},
+    {"env", T_STRV, OFF(env), OFF(nenv), NOB, C_LAUNCH, "K=V", "add to every rank's environment (repeatable)"},
+    {"env-file", T_STRV, OFF(env_files), OFF(nenv_files), NOB, C_LAUNCH, "FILE",
+     "add K=V lines of FILE to every rank's environment (repeatable)"},
+    {"bind", T_STR, OFF(bind), 0, NOB, C_LAUNCH, "MODE", "numa (default), core or none"},
+    {"report-bindings", T_FLAG, OFF(report_bindings), 0, NOB, C_LAUNCH, NULL,
+     "print rank -> cpuset -> NUMA -> GPU -> NIC before starting"},
+    {"tag-output", T_FLAG, OFF(tag_output), 0, NOB, C_LAUNCH, NULL,
+     "prefix each output line with [rR tpT ppP dpD] (default with more than one rank)"},
+    {"no-tag-output", T_NOFLAG, OFF(tag_output), 0, NOB, C_LAUNCH, NULL, "never prefix output lines"},
+    {"log-dir", T_STR, OFF(log_dir), 0, NOB, C_LAUNCH, "DIR", "also write each rank's output to DIR/rank-N.log"},
+    {"output-ranks", T_STR, OFF(output_ranks), 0, NOB, C_LAUNCH, "LIST",
+     "show output of these ranks only (e.g. 0,8-15); the others still go to --log-dir"},
+    {"grace", T_DOUBLE, OFF(grace), 0, 0, 86400, C_LAUNCH, "SECONDS", "SIGTERM -> SIGKILL grace (default 10)"},
+    {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N", "restart the local ranks up to N times"},
+    {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},
+    {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
+    {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
+    {"emulate", T_FLAG, OFF(emulate), 0, NOB, C_LAUNCH, NULL,
+     "run every node of --cluster as its own agent on this host"},
+    {"job-id", T_STR, OFF(job_id), 0, NOB, C_LAUNCH, "ID", "job id (default: SLURM_JOB_ID or a random one)"},
+    {"run-dir", T_STR, OFF(run_dir), 0, NOB, C_LAUNCH, "DIR", "where the job's placement JSON is written"},
+    /* multi-node */
+    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes)"},
+    {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
+    {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, etcd:URL"},
+    {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
+     "give up waiting for agents (default 60 + 0.1 per node)"},
+    {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present"},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static const struct {
+    const char *first;
+    const char *title;
+} help_groups[] = {
+    {"help", "General"},
+    {"topology", "Inputs"},
+    {"tp", "Mesh and policy"},
+    {"micro-batches", "Training shape and model (cost model)"},
+    {"nproc-per-node", "Launch"},
+    {"nnodes", "Multi-node"},
+};
+
+static void opts_defaults(p3d_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->topology = "local";
+    o->format = "text";
+    o->policy = "megatron";
+    o->zero = -1;
+    o->bind = "numa";
+    o->tag_output = -1;
+    o->grace = 10.0;
+    o->node_rank = -1;
+    o->rdzv = "auto";
+}
+
+static const opt_row *find_row(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NROWS; i++)
+        if (strlen(rows[i].name) == len && strncmp(rows[i].name, name, len) == 0)
+            return &rows[i];
+    return NULL;
+}
+
+static const char *cmd_name(p3d_cmd c)
+{
+    switch (c) {
+    case P3D_CMD_TOPO: return "topo";
+    case P3D_CMD_PLAN: return "plan";
+    case P3D_CMD_DRYRUN: return "--dry-run";
+    default: return "launch";
+    }
+}
+
+static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
+{
+    char *base = (char *)o;
+    char *end = NULL;
+    switch (r->type) {
+    case T_FLAG: *(int *)(base + r->off) = 1; return 0;
+    case T_NOFLAG: *(int *)(base + r->off) = 0; return 0;
+    case T_STR:
+        if (!*val)
+            return p3d_err(err, "--%s: expected %s, got an empty string", r->name, r->metavar);
+        *(const char **)(base + r->off) = val;
+        return 0;
+    case T_STRV: {
+        const char ***v = (const char ***)(base + r->off);
+        size_t *n = (size_t *)(base + r->count_off);
+        const char **nv = realloc(*v, (*n + 1) * sizeof **v);
+        if (!nv)
+            return p3d_err(err, "out of memory");
+        nv[(*n)++] = val;
+        *v = nv;
+        return 0;
+    }
+    case T_INT: {
+        errno = 0;
+        long long x = strtoll(val, &end, 10);
+        if (errno || end == val || *end)
+            return p3d_err(err, "--%s: expected an integer, got '%s'", r->name, val);
+        if ((double)x < r->min || (double)x > r->max)
+            return p3d_err(err, "--%s: %lld is out of range (expected %.0f to %.0f)", r->name, x, r->min,
+                           r->max);
+        *(int *)(base + r->off) = (int)x;
+        return 0;
+    }
+    case T_DOUBLE: {
+        errno = 0;
+        double x = strtod(val, &end);
+        if (errno || end == val || *end || !isfinite(x))
+            return p3d_err(err, "--%s: expected a number, got '%s'", r->name, val);
+        if (x < r->min || x > r->max)
+            return p3d_err(err, "--%s: %g is out of range (expected %g to %g)", r->name, x, r->min, r->max);
+        *(double *)(base + r->off) = x;
+        return 0;
+    }
+    }
+    return p3d_err(err, "internal: bad option type");
+}
+
+int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
+{
+    opts_defaults(o);
+    int dry = 0, i = 1;
+    const opt_row *seen_rows[NROWS + 1];
+    size_t nseen = 0;
+
+    /* A subcommand may only come first. */
+    if (argc > 1 && strcmp(argv[1], "topo") == 0) {
+        o->cmd = P3D_CMD_TOPO;
+        i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "plan") == 0) {
+        o->cmd = P3D_CMD_PLAN;
+        i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
+        o->cmd = P3D_CMD_AGENT;
+        i = 2;
+    }
+
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            o->argv = argv + i + 1;
+            o->argc = argc - i - 1;
+            break;
+        }
+        if (strcmp(a, "-h") == 0)
+            a = "--help";
+        if (strncmp(a, "--", 2) != 0) {
+            if (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT) {
+                /* torchrun/mpirun style: the program may follow the options
+                 * without "--". */
+                o->argv = argv + i;
+                o->argc = argc - i;
+                break;
+            }
+            return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a,
+                           o->cmd == P3D_CMD_TOPO ? "topo" : "plan");
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        const opt_row *r = find_row(name, len);
+        if (!r)
+            return p3d_err(err, "unknown option '--%.*s' (see par3drun --help)", (int)len, name);
+        if (strcmp(r->name, "dry-run") == 0) {
+            dry = 1;
+            continue;
+        }
+        const char *val = NULL;
+        if (r->type == T_FLAG || r->type == T_NOFLAG) {
+            if (eq)
+                return p3d_err(err, "--%s takes no value", r->name);
+        } else if (eq) {
+            val = eq + 1;
+        } else if (i + 1 < argc) {
+            val = argv[++i];
+        } else {
+            return p3d_err(err, "--%s: expected %s after it", r->name, r->metavar);
+        }
+        if (set_value(o, r, val, err) < 0)
+            return -1;
+        if (nseen < NROWS)
+            seen_rows[nseen++] = r;
+    }
+    if (dry) {
+        if (o->cmd != P3D_CMD_LAUNCH)
+            return p3d_err(err, "--dry-run cannot be combined with '%s'", cmd_name(o->cmd));
+        o->cmd = P3D_CMD_DRYRUN;
+    }
+    if (o->help || o->version)
+        return 0;
+    if (o->cmd != P3D_CMD_AGENT) {
+        for (size_t k = 0; k < nseen; k++)
+            if (!(seen_rows[k]->cmds & (1u << o->cmd)))
+                return p3d_err(err, "--%s does not apply to %s (see par3drun %s--help)", seen_rows[k]->name,
+                               cmd_name(o->cmd),
+                               o->cmd == P3D_CMD_TOPO ? "topo " : o->cmd == P3D_CMD_PLAN ? "plan " : "");
+    }
+    if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
+        return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
+    if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
+        return p3d_err(err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...] "
+                            "(or --dry-run to only place)");
+    if (strcmp(o->bind, "numa") && strcmp(o->bind, "core") && strcmp(o->bind, "none"))
+        return p3d_err(err, "--bind: expected numa, core or none, got '%s'", o->bind);
+    return 0;
+}
+
+void p3d_cli_free(p3d_opts *o)
+{
+    free(o->env);
+    free(o->env_files);
+    o->env = NULL;
+    o->env_files = NULL;
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n < 0)
+            return -1;
+        if ((size_t)n < *cap - *len) {
+            *len += (size_t)n;
+            return 0;
+        }
+        size_t ncap = *cap * 2 + (size_t)n + 1;
+        char *nb = realloc(*buf, ncap);
+        if (!nb)
+            return -1;
+        *buf = nb;
+        *cap = ncap;
+    }
+}
+
+char *p3d_cli_help(p3d_cmd cmd)
+{
+    size_t len = 0, cap = 4096;
+    char *b = malloc(cap);
+    if (!b)
+        return NULL;
+    b[0] = 0;
+    if (cmd == P3D_CMD_TOPO) {
+        append(&b, &len, &cap,
+               "usage: par3drun topo [--topology SRC] [--format text|json] [--output FILE]\n\n"
+               "Shows one node's GPUs, NICs, NUMA affinity, the GPU/NIC link matrix in\n"
+               "nvidia-smi topo -m notation, the NVLink domains and each GPU's nearest NIC.\n\n");
+    } else if (cmd == P3D_CMD_PLAN) {
+        append(&b, &len, &cap,
+               "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"
+               "Searches tp, pp, dp, micro-batch size and count (and ZeRO with --search-zero),\n"
+               "keeps the layouts that fit memory and the hard rules, and ranks them by\n"
+               "estimated step time.\n\n");
+    } else {
+        append(&b, &len, &cap,
+               "par3drun %s — topology-aware launcher for 3D-parallel (tp x pp x dp) training\n\n"
+               "usage: par3drun [options] -- PROGRAM [ARGS...]   place, start and supervise the ranks\n"
+               "       par3drun --dry-run [options]               place, check and report only\n"
+               "       par3drun topo [--topology SRC]             show this node's topology\n"
+               "       par3drun plan --cluster FILE --model M     recommend tp/pp/dp layouts\n\n"
+               "examples:\n"
+               "  par3drun --dry-run --cluster examples/clusters/2x-dgx-h100.json --tp 8 --pp 2\n"
+               "  par3drun --emulate --cluster examples/clusters/2x-dgx-h100.json --tp 2 --pp 2 -- p3d-worker\n"
+               "  srun --ntasks-per-node=1 --mpi=pmix par3drun --policy megatron -- ./train.py\n\n",
+               P3D_VERSION);
+    }
+    size_t g = 0;
+    for (size_t i = 0; i < NROWS; i++) {
+        const opt_row *r = &rows[i];
+        if (g < sizeof help_groups / sizeof help_groups[0] && strcmp(help_groups[g].first, r->name) == 0)
+            append(&b, &len, &cap, "%s%s:\n", i ? "\n" : "", help_groups[g++].title);
+        if (!(r->cmds & (1u << cmd)) && !(cmd == P3D_CMD_LAUNCH && (r->cmds & C_DRY)))
+            continue;
+        char left[64];
+        if (r->metavar)
+            snprintf(left, sizeof left, "--%s %s", r->name, r->metavar);
+        else
+            snprintf(left, sizeof left, "--%s", r->name);
+        append(&b, &len, &cap, "  %-28s %s\n", left, r->help);
+    }
+    append(&b, &len, &cap,
+           "\nExit codes: 0 ok; 2 bad input or a placement that fails an error-level check;\n"
+           "a launched job returns its first failing rank's code (128+signal for a signal).\n"
+           "Environment: P3D_DATA_DIR (bundled policies/topologies), P3D_PLUGIN_DIR, NO_COLOR.\n");
+    return b;
+}

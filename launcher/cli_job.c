@@ -1,0 +1,65 @@
+/* cli_job.c — turns the parsed options into a p3d_job (mesh, order, model). */
+#include "cli.h"
+
+#include <string.h>
+
+int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err)
+{
+    p3d_job_init(job);
+    p3d_mesh *m = &job->mesh;
+    m->size[P3D_DIM_TP] = o->tp ? o->tp : 1;
+    m->size[P3D_DIM_PP] = o->pp ? o->pp : 1;
+    m->size[P3D_DIM_CP] = o->cp ? o->cp : 1;
+    m->size[P3D_DIM_EP] = o->ep ? o->ep : 1;
+    m->size[P3D_DIM_DP] = o->dp; /* 0: what is left, see p3d_job_resolve_dp */
+    if (o->order && p3d_mesh_set_order(m, o->order, err) < 0)
+        return -1;
+    job->micro_batches = o->micro_batches;
+    job->micro_batch_size = o->micro_batch;
+    job->global_batch = o->global_batch;
+    job->virtual_stages = o->virtual_stages ? o->virtual_stages : 1;
+    if (o->dtype) {
+        if (!strcmp(o->dtype, "bf16") || !strcmp(o->dtype, "fp16"))
+            job->dtype_bytes = 2;
+        else if (!strcmp(o->dtype, "fp32"))
+            job->dtype_bytes = 4;
+        else
+            return p3d_err(err, "--dtype: expected bf16, fp16 or fp32, got '%s'", o->dtype);
+    }
+    job->zero = o->zero < 0 ? 0 : o->zero;
+    if (o->recompute) {
+        if (!strcmp(o->recompute, "none"))
+            job->recompute = 0;
+        else if (!strcmp(o->recompute, "selective"))
+            job->recompute = 1;
+        else if (!strcmp(o->recompute, "full"))
+            job->recompute = 2;
+        else
+            return p3d_err(err, "--recompute: expected none, selective or full, got '%s'", o->recompute);
+    }
+    job->gpu_mem_bytes = o->gpu_mem_gb * 1e9;
+    if (o->model) {
+        if (p3d_model_preset(o->model, &job->model, err) < 0)
+            return -1;
+        job->has_model = 1;
+    }
+    /* explicit figures override the preset's */
+    p3d_model *md = &job->model;
+    if (o->params || o->layers || o->hidden || o->heads || o->seq_len || o->vocab) {
+        if (!job->has_model)
+            strcpy(md->name, "custom");
+        if (o->params) md->params = o->params;
+        if (o->layers) md->layers = o->layers;
+        if (o->hidden) md->hidden = o->hidden;
+        if (o->heads) md->heads = o->heads;
+        if (o->seq_len) md->seq_len = o->seq_len;
+        if (o->vocab) md->vocab = o->vocab;
+        job->has_model = 1;
+        if (!md->layers || !md->hidden || !md->heads || !md->seq_len)
+            return p3d_err(err, "a custom model needs --layers, --hidden, --heads and --seq-len "
+                                "(or start from a preset with --model)");
+        if (!md->params) /* 12*L*h^2 + V*h: the usual transformer estimate */
+            md->params = 12.0 * md->layers * (double)md->hidden * md->hidden + (double)md->vocab * md->hidden;
+    }
+    return 0;
+}

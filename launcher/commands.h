@@ -1,0 +1,17 @@
+/* commands.h — one entry point per par3drun command; each returns the
+ * process exit code (P3D_EXIT_*, or a launched job's code). */
+#ifndef P3D_COMMANDS_H
+#define P3D_COMMANDS_H
+
+#include "cli.h"
+
+int p3d_cmd_topo(const p3d_opts *o);    /* cmd_topo.c */
+int p3d_cmd_dryrun(const p3d_opts *o);  /* cmd_dryrun.c */
+int p3d_cmd_launch(const p3d_opts *o);  /* cmd_launch.c */
+int p3d_cmd_agent(const p3d_opts *o);   /* cmd_launch.c: internal emulated agent */
+int p3d_cmd_plan(const p3d_opts *o);    /* cmd_plan.c */
+
+/* Prints "par3drun: MSG" on stderr and returns P3D_EXIT_BADINPUT; frees msg. */
+int p3d_fail_input(char *msg);
+
+#endif

@@ -1,0 +1,46 @@
+/* main.c — par3drun's entry: parse the command line, run one command. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "commands.h"
+
+int p3d_fail_input(char *msg)
+{
+    fprintf(stderr, "par3drun: %s\n", msg ? msg : "out of memory");
+    free(msg);
+    return P3D_EXIT_BADINPUT;
+}
+
+int main(int argc, char **argv)
+{
+    p3d_opts o;
+    char *err = NULL;
+    int rc;
+    if (p3d_cli_parse(argc, argv, &o, &err) < 0) {
+        rc = p3d_fail_input(err);
+        goto out;
+    }
+    if (o.help) {
+        char *h = p3d_cli_help(o.cmd);
+        fputs(h ? h : "", stdout);
+        free(h);
+        rc = P3D_EXIT_OK;
+        goto out;
+    }
+    if (o.version) {
+        printf("par3drun %s\n", P3D_VERSION);
+        rc = P3D_EXIT_OK;
+        goto out;
+    }
+    switch (o.cmd) {
+    case P3D_CMD_TOPO: rc = p3d_cmd_topo(&o); break;
+    case P3D_CMD_DRYRUN: rc = p3d_cmd_dryrun(&o); break;
+    case P3D_CMD_PLAN: rc = p3d_cmd_plan(&o); break;
+    case P3D_CMD_AGENT: rc = p3d_cmd_agent(&o); break;
+    default: rc = p3d_cmd_launch(&o); break;
+    }
+out:
+    p3d_cli_free(&o);
+    return rc;
+}

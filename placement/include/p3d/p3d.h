@@ -1,0 +1,279 @@
+/*
+ * p3d.h — the public API of libp3dplace, par3drun's placement library.
+ *
+ * Conventions (read once, they hold for every function below):
+ *  - Functions that can fail return 0 on success and -1 on failure; on failure
+ *    they store a malloc'd, one-line, user-facing message in *err (when err is
+ *    not NULL) that names the file, the field or line, and what was expected.
+ *    The caller frees it with free(). Bad input is never a crash.
+ *  - "Caller frees with X_free()" is stated per function; X_free(NULL) is a no-op.
+ *  - Nothing here prints to stdout/stderr; reports are returned as strings.
+ *
+ * The file is split into sections, one per concern; each concern lives in its
+ * own placement/<concern>_*.c files.
+ */
+#ifndef P3D_P3D_H
+#define P3D_P3D_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define P3D_VERSION "0.1.0"
+
+/* Exit codes of the par3drun program (DESIGN.md "CLI"). */
+#define P3D_EXIT_OK 0
+#define P3D_EXIT_FAIL 1
+#define P3D_EXIT_BADINPUT 2
+
+/* Frees *pp and sets it to NULL. */
+#define P3D_FREE(pp) do { free(*(pp)); *(pp) = NULL; } while (0)
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Formats a message into a fresh malloc'd *err (no-op when err is NULL).
+ * Always returns -1 so callers can write `return p3d_err(err, ...)`. */
+int p3d_err(char **err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------ */
+/* Link classes, fastest first. Comparisons (<, >) are meaningful.          */
+/* ------------------------------------------------------------------------ */
+
+typedef enum p3d_link {
+    P3D_LINK_SELF = 0,   /* same GPU */
+    P3D_LINK_NVLINK,     /* NV#: NVLink / NVSwitch inside a node */
+    P3D_LINK_MNNVL,      /* multi-node NVLink domain (GB200 NVL72, ...) */
+    P3D_LINK_PIX,        /* one PCIe switch */
+    P3D_LINK_PXB,        /* several PCIe switches, no host bridge */
+    P3D_LINK_PHB,        /* through a PCIe host bridge */
+    P3D_LINK_NODE,       /* across host bridges within one NUMA node */
+    P3D_LINK_SYS,        /* across the SMP interconnect (sockets / NUMA) */
+    P3D_LINK_RACK,       /* network, same rack (leaf switch) */
+    P3D_LINK_XRACK,      /* network, across racks */
+    P3D_LINK_COUNT
+} p3d_link;
+
+/* "X", "NV", "MNNVL", "PIX", "PXB", "PHB", "NODE", "SYS", "RACK", "XRACK". */
+const char *p3d_link_name(p3d_link l);
+/* Human description: "NVLink", "PCIe (one switch)", "network, across racks"... */
+const char *p3d_link_desc(p3d_link l);
+
+/* ------------------------------------------------------------------------ */
+/* One node's topology (placement/topo_*.c, placement/node.c)                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct p3d_gpu {
+    int index;          /* position in PCI bus order on this node */
+    char pci[32];       /* "0000:18:00.0" (lower case), "" when unknown */
+    char model[64];     /* "NVIDIA H100 80GB HBM3" when known, else "" */
+    char osdev[32];     /* "cuda0", "nvml3", "" for PCI-only GPUs */
+    int numa;           /* lowest NUMA os_index of its locality, -1 unknown */
+    int package;        /* package (socket) os_index, -1 unknown */
+    char *cpus;         /* cpuset as a list string "0-19,40-59" (malloc'd) */
+    int nearest_nic;    /* index into node->nics, -1 when the node has none */
+    int nic_same_numa;  /* 1 when nearest_nic is on the GPU's NUMA node */
+    int domain;         /* NVLink domain index on this node */
+    uint64_t mem_bytes; /* device memory when known, else 0 */
+} p3d_gpu;
+
+typedef struct p3d_nic {
+    char name[32];      /* "mlx5_0", "efa0", "eth0" */
+    char pci[32];
+    char kind[16];      /* "ib", "efa", "eth", "other" */
+    int numa;           /* -1 unknown */
+} p3d_nic;
+
+typedef struct p3d_node {
+    char *hostname;     /* from the source, or the local hostname */
+    char *source;       /* what it was read from, as given ("local", a path...) */
+    char *source_kind;  /* "local", "hwloc-xml", "nvidia-smi", "synthetic" */
+    int ngpus, nnics;
+    int nnuma, npackages, ncores, npus;
+    p3d_gpu *gpus;
+    p3d_nic *nics;
+    double *nvlink;           /* ngpus*ngpus GB/s (0 = no NVLink), symmetric */
+    unsigned char *gg_class;  /* ngpus*ngpus p3d_link between GPUs */
+    unsigned char *gn_class;  /* ngpus*nnics p3d_link GPU -> NIC */
+    int ndomains;             /* NVLink domains: every GPU in exactly one */
+    int nvlink_connected_not_clique; /* e.g. DGX-1 cube-mesh: noted in reports */
+    char *fabric_uuid;        /* NVML GPU fabric cluster UUID, NULL if unknown */
+    int fabric_clique;        /* NVML clique id, -1 unknown */
+    char *notes;              /* newline-separated notes for reports, or NULL */
+    char hash[17];            /* 16 hex digits over the node's facts */
+} p3d_node;
+
+/* Loads one node's topology. src: "local", "synthetic:STRING", or a path
+ * to an hwloc XML or an `nvidia-smi topo -m` text (detected by content).
+ * Caller frees *out with p3d_node_free(). */
+int p3d_topo_load(const char *src, p3d_node **out, char **err);
+void p3d_node_free(p3d_node *n);
+
+/* Derives everything computed from the raw facts: validates the NVLink
+ * matrix (size, symmetry, non-negative), NVLink domains, nearest NIC per GPU,
+ * notes, hash. Every source calls it last. */
+int p3d_node_finish(p3d_node *n, char **err);
+
+/* GPU indices of domain d, sorted; returns count, fills out (cap entries). */
+int p3d_node_domain_members(const p3d_node *n, int d, int *out, int cap);
+
+/* Reports for `par3drun topo`; caller frees. */
+char *p3d_topo_text(const p3d_node *n, int color);
+char *p3d_topo_json(const p3d_node *n);
+
+/* ------------------------------------------------------------------------ */
+/* Cluster (placement/cluster_*.c, placement/hostlist.c, slurm_topo.c)       */
+/* ------------------------------------------------------------------------ */
+
+/* Expands a Slurm hostlist expression ("node[001-016,020]", "a[1-2]b[3-4]",
+ * comma-separated lists). At most max names. Caller frees with
+ * p3d_strv_free(). */
+int p3d_hostlist_expand(const char *expr, char ***names, size_t *n,
+                        size_t max, char **err);
+void p3d_strv_free(char **v, size_t n);
+
+typedef struct p3d_cnode {
+    char *name;             /* hostname */
+    const p3d_node *topo;   /* shared record, owned by the cluster */
+    int rack;               /* index into cluster->racks */
+    int nvl_domain;         /* index into cluster->nvl_domains, -1 none */
+} p3d_cnode;
+
+typedef struct p3d_cluster {
+    char *source;           /* cluster file path, or NULL */
+    char *slurm_topology;   /* topology.conf path when applied, or NULL */
+    size_t nnodes;
+    p3d_cnode *nodes;       /* in list order (the naive baseline's order) */
+    size_t ntopos;
+    p3d_node **topos;       /* unique topologies, shared by nodes */
+    size_t nracks;
+    char **racks;           /* rack names; a single "default" when none given */
+    size_t nnvl_domains;
+    char **nvl_domains;     /* multi-node NVLink domain names */
+    int *rack_dist;         /* nracks*nracks switch hops (0 same), or NULL */
+    double link_gbps[P3D_LINK_COUNT]; /* per-direction GB/s per link class */
+    char **warnings;        /* things a report must show */
+    size_t nwarnings;
+} p3d_cluster;
+
+/* Reads a cluster description JSON; topologies resolve relative to the
+ * file, then among the bundled ones (P3D_TOPOLOGY_PATH / install dir).
+ * Caller frees with p3d_cluster_free(). */
+int p3d_cluster_load(const char *path, p3d_cluster **out, char **err);
+/* A one-node cluster around a node record (takes ownership of node). */
+int p3d_cluster_from_node(p3d_node *node, p3d_cluster **out, char **err);
+/* Applies a Slurm topology.conf (tree: leaf switch = rack; block: block =
+ * multi-node NVLink domain). Problems that do not stop it are warnings. */
+int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path,
+                                     char **err);
+/* Keeps only the nodes named by a hostlist (SLURM_JOB_NODELIST), in the
+ * hostlist's order. */
+int p3d_cluster_restrict(p3d_cluster *c, const char *hostlist, char **err);
+void p3d_cluster_free(p3d_cluster *c);
+size_t p3d_cluster_gpus(const p3d_cluster *c);
+/* Link class between (node a, gpu ga) and (node b, gpu gb). */
+p3d_link p3d_cluster_link(const p3d_cluster *c, size_t a, int ga, size_t b,
+                          int gb);
+/* Appends a warning (copied). */
+void p3d_cluster_warn(p3d_cluster *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* ------------------------------------------------------------------------ */
+/* Job, mesh and model                                                       */
+/* ------------------------------------------------------------------------ */
+
+enum { P3D_DIM_TP = 0, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP,
+       P3D_NDIMS };
+
+/* "tp", "cp", "ep", "dp", "pp". */
+const char *p3d_dim_name(int dim);
+
+typedef struct p3d_mesh {
+    int size[P3D_NDIMS];    /* every entry >= 1 */
+    int order[P3D_NDIMS];   /* dims, fastest-varying first */
+    char order_str[48];     /* "tp-cp-ep-dp-pp" as given */
+} p3d_mesh;
+
+/* Parses an order string ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", or any
+ * permutation/subset; missing dims are appended in default order). */
+int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err);
+int p3d_mesh_world(const p3d_mesh *m);
+/* rank <-> coordinates under m->order. */
+int p3d_mesh_rank(const p3d_mesh *m, const int coord[P3D_NDIMS]);
+void p3d_mesh_coord(const p3d_mesh *m, int rank, int coord[P3D_NDIMS]);
+
+typedef struct p3d_model {
+    char name[48];          /* preset name or "custom" */
+    double params;          /* parameter count P */
+    int layers, hidden, heads, seq_len, vocab;
+} p3d_model;
+
+typedef struct p3d_job {
+    p3d_mesh mesh;
+    int micro_batches;      /* m, 0 = unknown */
+    int micro_batch_size;   /* b, 0 = unknown */
+    int global_batch;       /* B, 0 = unknown */
+    int virtual_stages;     /* v, 1 = plain 1F1B */
+    int dtype_bytes;        /* 2 for bf16/fp16 */
+    int zero;               /* ZeRO stage 0..3 */
+    int recompute;          /* 0 none, 1 selective, 2 full */
+    int has_model;
+    p3d_model model;
+    double gpu_mem_bytes;   /* override, 0 = from topology/default */
+} p3d_job;
+
+void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
+
+/* When job->mesh.size[P3D_DIM_DP] is 0 ("what is left"), sets it to
+ * gpus / (tp*cp*ep*pp); fails with a clear message when that does not divide.
+ * When dp was given, checks world <= gpus. */
+int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err);
+
+/* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
+ * Fails naming the known presets. (placement/cost_model.c) */
+int p3d_model_preset(const char *name, p3d_model *m, char **err);
+
+/* ------------------------------------------------------------------------ */
+/* Placement and policies (placement/policy_*.c, lua_*.c)                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct p3d_rank {
+    int node;               /* index into cluster->nodes */
+    int gpu;                /* GPU index on that node (PCI order) */
+    int local_rank;         /* position among the node's ranks, by rank */
+    int coord[P3D_NDIMS];
+} p3d_rank;
+
+typedef struct p3d_placement {
+    int world;
+    p3d_rank *ranks;        /* indexed by global rank */
+    p3d_mesh mesh;
+    char *policy;           /* policy name as reported ("megatron") */
+    char *policy_source;    /* path or URL it was read from */
+    char **notes;           /* policy's explanations (rule degraded, ...) */
+    size_t nnotes;
+} p3d_placement;
+
+/* Runs a Lua policy (bundled name, path or http(s) URL) on the cluster and
+ * job, validates the result (bijection, coordinates vs order). Caller frees
+ * with p3d_placement_free(). */
+int p3d_policy_run(const char *policy, const char *sha256_pin,
+                   const p3d_cluster *c, const p3d_job *job,
+                   p3d_placement **out, char **err);
+void p3d_placement_free(p3d_placement *p);
+
+/* Members of the group of dimension dim that contains rank r, ascending. */
+int p3d_group_members(const p3d_mesh *m, int dim, int r, int *out, int cap);
+
+/* Where bundled files live: P3D_DATA_DIR env, else the build/install dir. */
+const char *p3d_data_dir(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages par3drun builds and tests with. Idempotent:
+# packages already present are not asked for again, and apt-get update runs
+# only when something is missing. Needs root (or sudo) when it installs.
+set -euo pipefail
+
+PKGS=(build-essential cmake pkg-config git
+      libhwloc-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libcmocka-dev
+      libcurl4-openssl-dev libpmix-dev
+      openmpi-bin libopenmpi-dev slurm-wlm munge etcd-server etcd-client
+      clang libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3)
+# Chromium renders the HTML report in the tests (P3D_SETUP_NO_BROWSER=1 skips it).
+if [ "${P3D_SETUP_NO_BROWSER:-0}" != 1 ]; then PKGS+=(chromium); fi
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done"
