@@ -270,6 +270,81 @@ void p3d_placement_free(p3d_placement *p);
 /* Members of the group of dimension dim that contains rank r, ascending. */
 int p3d_group_members(const p3d_mesh *m, int dim, int r, int *out, int cap);
 
+/* ------------------------------------------------------------------------ */
+/* Cost model (placement/cost_*.c) — estimates, formulas in DOMAIN.md and    */
+/* docs/cost-model.md. Pure functions of the job and the link classes.       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct p3d_cost {
+    /* memory per GPU, bytes */
+    double mem_weights, mem_grads, mem_optim, mem_act, mem_total, gpu_mem;
+    int fits;                       /* mem_total <= gpu_mem */
+    /* traffic per GPU per step, bytes; the link class each dimension uses */
+    double tp_bytes_layer, tp_bytes_step, pp_bytes_boundary, pp_bytes_step,
+        dp_bytes_step;
+    p3d_link link[P3D_NDIMS];
+    double tp_time, pp_time, dp_time; /* seconds per step at those links */
+    double bubble;                  /* idle fraction */
+    double flops_step;              /* whole job, per iteration */
+    double compute_time, step_time, mfu;
+    double tflops;                  /* sustained TFLOP/s per GPU assumed */
+} p3d_cost;
+
+/* Fills *out; needs job->has_model. link[] gives the worst link class each
+ * dimension's groups cross (from an analysis or a hypothetical layout). */
+int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
+                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err);
+
+/* ------------------------------------------------------------------------ */
+/* Checks and reports (placement/check_*.c, report_*.c)                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { P3D_SEV_INFO = 0, P3D_SEV_WARNING, P3D_SEV_ERROR } p3d_severity;
+
+typedef struct p3d_check {
+    p3d_severity severity;
+    char code[48];          /* "TP_CROSSES_NODES", ... (docs/checks.md) */
+    char *message;          /* what happened, why it matters, what to do */
+} p3d_check;
+
+typedef struct p3d_dim_stats {
+    int ngroups;
+    int worst;                       /* p3d_link: worst class any group crosses */
+    int groups_by_link[P3D_LINK_COUNT]; /* groups whose worst link is that class */
+} p3d_dim_stats;
+
+typedef struct p3d_analysis {
+    p3d_check *checks;
+    size_t nchecks;
+    int nerrors, nwarnings;
+    p3d_dim_stats dim[P3D_NDIMS];
+    int has_cost;
+    p3d_cost cost;
+} p3d_analysis;
+
+/* Checks a placement against the cluster and the job and scores it. Caller
+ * frees with p3d_analysis_free(). */
+int p3d_analyze(const p3d_cluster *c, const p3d_job *job,
+                const p3d_placement *pl, p3d_analysis **out, char **err);
+void p3d_analysis_free(p3d_analysis *a);
+
+/* What a report shows; the baseline (naive policy) may be NULL. */
+typedef struct p3d_report_in {
+    const p3d_cluster *cluster;
+    const p3d_job *job;
+    const p3d_placement *pl;
+    const p3d_analysis *an;
+    const p3d_placement *base_pl;
+    const p3d_analysis *base_an;
+    int color;
+} p3d_report_in;
+
+/* Reports; caller frees. Deterministic: same input, same bytes. */
+char *p3d_report_text(const p3d_report_in *in);
+char *p3d_report_json(const p3d_report_in *in);
+char *p3d_report_svg(const p3d_report_in *in);
+char *p3d_report_html(const p3d_report_in *in);
+
 /* Where bundled files live: P3D_DATA_DIR env, else the build/install dir. */
 const char *p3d_data_dir(void);
 
