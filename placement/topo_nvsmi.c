@@ -1,0 +1,668 @@
+/*
+ * topo_nvsmi.c — one node's topology from the text of `nvidia-smi topo -m`
+ * (or `-mp`), the form users have far more often than an hwloc XML with
+ * NVLink in it. What is read and what is assumed: docs/nvidia-smi-topo.md.
+ *
+ * The text is a matrix: a header line naming the columns (GPU0..GPUn-1,
+ * then NICs, then "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"), one row
+ * per GPU and per NIC, then a Legend (ignored, except for the "NIC Legend"
+ * of newer drivers that maps NIC0.. to device names). Cells are separated
+ * by tabs in the real output and by runs of spaces once pasted through a
+ * web page, so both count as separators; the only multi-word column names
+ * are merged back by name.
+ */
+#include "topo_internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* NV# means "# bonded NVLinks". NVLink 2, 3 and 4 (V100, A100, H100) all
+ * move 25 GB/s per link per direction, so NV12 on an A100 is 300 GB/s per
+ * direction (NVIDIA's "600 GB/s" counts both). The text names no GPU model,
+ * so one figure is used for every generation; it over-states NVLink 1 (P100,
+ * 20 GB/s) and the RTX NVLink bridges (~14 GB/s). Per direction, like hwloc's
+ * NVLinkBandwidth matrix (MB/s per direction), so both sources agree. */
+#define NVSMI_GBPS_PER_LINK 25.0
+
+/* Far above any real node; bounds the allocations a hostile file can ask for. */
+#define NVSMI_MAX_COLS 1024
+
+enum col_kind { COL_GPU, COL_NIC, COL_CPUAFF, COL_NUMAAFF, COL_GPUNUMA };
+
+typedef struct nv_col {
+    int kind;
+    char name[32];
+} nv_col;
+
+/* One parsed row of the matrix. cls/nv hold ncol cells (link class and NV
+ * link count); line is 0 while the row has not been seen. */
+typedef struct nv_row {
+    int line;
+    unsigned char *cls;
+    int *nv;
+    char *cpus;       /* CPU Affinity (GPU rows), malloc'd, NULL if N/A */
+    int numa;         /* lowest NUMA Affinity entry, -1 when unknown */
+    int numa_multi;   /* NUMA Affinity listed more than one node */
+} nv_row;
+
+/* Splits line in place at tabs and spaces; *tok gets up to cap pointers.
+ * Returns the number of tokens (may exceed cap: then only cap are stored). */
+static int split_ws(char *line, char **tok, int cap)
+{
+    int n = 0;
+    char *p = line;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        if (n < cap)
+            tok[n] = p;
+        n++;
+        while (*p && *p != ' ' && *p != '\t')
+            p++;
+        if (*p)
+            *p++ = 0;
+    }
+    return n;
+}
+
+/* A cell of the matrix: X, NV#, PIX, PXB, PHB, NODE, SYS (SOC: what drivers
+ * before ~R384 printed for SYS). p3d_link_parse also knows our own network
+ * classes (RACK, ...), which nvidia-smi never prints: refused here. */
+static int cell_class(const char *s)
+{
+    if (!strcmp(s, "SOC"))
+        return P3D_LINK_SYS;
+    int l = p3d_link_parse(s);
+    if (l == P3D_LINK_SELF || l == P3D_LINK_NVLINK ||
+        (l >= P3D_LINK_PIX && l <= P3D_LINK_SYS))
+        return l;
+    return -1;
+}
+
+/* "NV12" -> 12 (1..999), else -1. */
+static int nv_links(const char *s)
+{
+    if (strncmp(s, "NV", 2) || !s[2] || strlen(s) > 5)
+        return -1;
+    int v = atoi(s + 2);
+    return v >= 1 ? v : -1;
+}
+
+/* "GPU12" -> 12, else -1 ("GPU", "GPU1x", "GPU0GPU1" are not GPU labels). */
+static int gpu_label(const char *s)
+{
+    if (strncmp(s, "GPU", 3) || !s[3] || strlen(s) > 7)
+        return -1;
+    for (const char *p = s + 3; *p; p++)
+        if (!isdigit((unsigned char)*p))
+            return -1;
+    return atoi(s + 3);
+}
+
+/* A NIC column name as nvidia-smi prints it: an RDMA/net device name
+ * ("mlx5_0", "NIC3", "efa0", "bnxt_re1"). Link-class words and words of the
+ * affinity columns are refused so that a header merged with a row, or
+ * broken mid-word, is reported instead of read as NIC names. */
+static int nic_label_ok(const char *s)
+{
+    static const char *const reserved[] = {"X", "CPU", "NUMA", "Affinity",
+                                           "ID", "GPU", "Legend:"};
+    size_t len = strlen(s);
+    if (len == 0 || len >= sizeof(((nv_col *)0)->name))
+        return 0;
+    if (!isalpha((unsigned char)s[0]))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' &&
+            *p != '.' && *p != ':')
+            return 0;
+    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
+        if (!strcmp(s, reserved[i]))
+            return 0;
+    if (cell_class(s) >= 0 || !strncmp(s, "GPU", 3) ||
+        !strncmp(s, "Affinit", 7))
+        return 0;
+    return 1;
+}
+
+static const char *nic_kind(const char *name)
+{
+    if (!strncmp(name, "mlx", 3) || !strncmp(name, "ib", 2) ||
+        !strncmp(name, "hfi", 3) || !strncmp(name, "qib", 3))
+        return "ib";
+    if (!strncmp(name, "efa", 3))
+        return "efa";
+    if (!strncmp(name, "eth", 3) || !strncmp(name, "en", 2) ||
+        !strncmp(name, "bnxt", 4) || !strncmp(name, "irdma", 5))
+        return "eth";
+    return "other";
+}
+
+/* Natural order: "mlx5_2" < "mlx5_10". Used to number NICs, because the
+ * text's column order is not PCI order (DGX-1 prints mlx5_0, mlx5_2, ...). */
+static int natural_cmp(const char *a, const char *b)
+{
+    while (*a && *b) {
+        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+            char *ea, *eb;
+            unsigned long va = strtoul(a, &ea, 10), vb = strtoul(b, &eb, 10);
+            if (va != vb)
+                return va < vb ? -1 : 1;
+            a = ea;
+            b = eb;
+            continue;
+        }
+        if (*a != *b)
+            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+        a++;
+        b++;
+    }
+    return *a ? 1 : *b ? -1 : 0;
+}
+
+/* CPU Affinity value: a cpulist ("0-19,40-59") or N/A. */
+static int cpulist_ok(const char *s)
+{
+    if (!isdigit((unsigned char)s[0]))
+        return 0;
+    for (const char *p = s; *p; p++)
+        if (!isdigit((unsigned char)*p) && *p != ',' && *p != '-')
+            return 0;
+    return 1;
+}
+
+/* Skips a line that is a comment in our fixtures or a pasted shell prompt. */
+static int is_comment(const char *first_tok)
+{
+    return first_tok[0] == '#' || first_tok[0] == '$';
+}
+
+int p3d_topo_looks_nvsmi(const char *text)
+{
+    if (!text)
+        return 0;
+    const char *p = text;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        /* A "GPU0  X" row is unmistakable; look for it on the first 4 KiB
+         * of each line only (rows are short). */
+        char buf[64];
+        size_t k = len < sizeof buf - 1 ? len : sizeof buf - 1;
+        memcpy(buf, p, k);
+        buf[k] = 0;
+        char *tok[2];
+        int nt = split_ws(buf, tok, 2);
+        if (nt >= 2 && !strcmp(tok[0], "GPU0") && !strcmp(tok[1], "X"))
+            return 1;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+/* The parser's state, so that one cleanup frees everything. */
+typedef struct nv_parse {
+    const char *path;
+    char *buf;        /* copy of the text, cut into lines */
+    char **tok;       /* token pointers for the current line */
+    int tokcap;
+    nv_col *cols;
+    int ncols;        /* all header columns */
+    int nmat;         /* matrix columns: GPUs then NICs */
+    int ngpu, nnic;
+    int naff;         /* affinity columns after the matrix */
+    int header_line;
+    nv_row *rows;     /* nmat rows: GPU rows then NIC rows, by column */
+} nv_parse;
+
+static void nv_parse_free(nv_parse *ps)
+{
+    if (ps->rows)
+        for (int i = 0; i < ps->nmat; i++) {
+            free(ps->rows[i].cls);
+            free(ps->rows[i].nv);
+            free(ps->rows[i].cpus);
+        }
+    free(ps->rows);
+    free(ps->cols);
+    free(ps->tok);
+    free(ps->buf);
+}
+
+/* Reads the header tokens into ps->cols. */
+static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
+{
+    ps->cols = calloc((size_t)nt, sizeof *ps->cols);
+    if (!ps->cols)
+        return p3d_err(err, "%s: out of memory", ps->path);
+    for (int i = 0; i < nt; i++) {
+        nv_col c = {0};
+        int g = gpu_label(tok[i]);
+        if (!strcmp(tok[i], "CPU") && i + 1 < nt && !strcmp(tok[i + 1], "Affinity")) {
+            c.kind = COL_CPUAFF;
+            snprintf(c.name, sizeof c.name, "CPU Affinity");
+            i++;
+        } else if (!strcmp(tok[i], "NUMA") && i + 1 < nt &&
+                   !strcmp(tok[i + 1], "Affinity")) {
+            c.kind = COL_NUMAAFF;
+            snprintf(c.name, sizeof c.name, "NUMA Affinity");
+            i++;
+        } else if (!strcmp(tok[i], "GPU") && i + 2 < nt &&
+                   !strcmp(tok[i + 1], "NUMA") && !strcmp(tok[i + 2], "ID")) {
+            c.kind = COL_GPUNUMA;
+            snprintf(c.name, sizeof c.name, "GPU NUMA ID");
+            i += 2;
+        } else if (g >= 0) {
+            if (g != ps->ngpu || ps->nnic || ps->naff)
+                return p3d_err(err,
+                               "%s:%d: header column '%s' out of place (expected GPU%d "
+                               "here: GPU columns come first, numbered from 0)",
+                               ps->path, line, tok[i], ps->ngpu);
+            c.kind = COL_GPU;
+            snprintf(c.name, sizeof c.name, "%s", tok[i]);
+            ps->ngpu++;
+        } else if (nic_label_ok(tok[i])) {
+            if (ps->naff)
+                return p3d_err(err,
+                               "%s:%d: header column '%s' after the affinity columns "
+                               "(expected GPU and NIC columns first)",
+                               ps->path, line, tok[i]);
+            for (int j = 0; j < ps->ncols; j++)
+                if (ps->cols[j].kind == COL_NIC && !strcmp(ps->cols[j].name, tok[i]))
+                    return p3d_err(err, "%s:%d: header names NIC '%s' twice",
+                                   ps->path, line, tok[i]);
+            c.kind = COL_NIC;
+            snprintf(c.name, sizeof c.name, "%s", tok[i]);
+            ps->nnic++;
+        } else {
+            /* "CPU Affi" of a header wrapped by a terminal: show both words */
+            int two = i + 1 < nt && (!strcmp(tok[i], "CPU") || !strcmp(tok[i], "NUMA"));
+            return p3d_err(err,
+                           "%s:%d: mangled header: column %d '%s%s%s' is not a GPU, "
+                           "NIC or affinity column name (expected GPU0 GPU1 ... NICs "
+                           "... CPU Affinity NUMA Affinity)",
+                           ps->path, line, ps->ncols + 1, tok[i], two ? " " : "",
+                           two ? tok[i + 1] : "");
+        }
+        if (c.kind >= COL_CPUAFF) {
+            for (int j = 0; j < ps->ncols; j++)
+                if (ps->cols[j].kind == c.kind)
+                    return p3d_err(err, "%s:%d: header names '%s' twice", ps->path,
+                                   line, c.name);
+            ps->naff++;
+        }
+        ps->cols[ps->ncols++] = c;
+    }
+    if (ps->ngpu == 0)
+        return p3d_err(err, "%s:%d: header has no GPU columns", ps->path, line);
+    ps->nmat = ps->ngpu + ps->nnic;
+    if (ps->nmat > NVSMI_MAX_COLS)
+        return p3d_err(err, "%s:%d: %d matrix columns (at most %d)", ps->path, line,
+                       ps->nmat, NVSMI_MAX_COLS);
+    ps->rows = calloc((size_t)ps->nmat, sizeof *ps->rows);
+    if (!ps->rows)
+        return p3d_err(err, "%s: out of memory", ps->path);
+    for (int i = 0; i < ps->nmat; i++) {
+        ps->rows[i].numa = -1;
+        ps->rows[i].cls = calloc((size_t)ps->nmat, 1);
+        ps->rows[i].nv = calloc((size_t)ps->nmat, sizeof(int));
+        if (!ps->rows[i].cls || !ps->rows[i].nv)
+            return p3d_err(err, "%s: out of memory", ps->path);
+    }
+    ps->header_line = line;
+    return 0;
+}
+
+/* Reads one GPU or NIC row (r = its matrix column). */
+static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **err)
+{
+    nv_row *row = &ps->rows[r];
+    int is_gpu = r < ps->ngpu;
+    int ncells = nt - 1;
+    if (row->line)
+        return p3d_err(err, "%s:%d: second row for %s (first on line %d)", ps->path,
+                       line, ps->cols[r].name, row->line);
+    /* NIC rows carry no affinity in real output; accept it when present. */
+    if (is_gpu ? ncells != ps->nmat + ps->naff
+               : ncells != ps->nmat && ncells != ps->nmat + ps->naff)
+        return p3d_err(err,
+                       "%s:%d: row %s has %d fields, expected %d (the header on line "
+                       "%d has %d matrix and %d affinity columns)",
+                       ps->path, line, ps->cols[r].name, ncells,
+                       ps->nmat + (is_gpu ? ps->naff : 0), ps->header_line, ps->nmat,
+                       ps->naff);
+    row->line = line;
+    for (int j = 0; j < ps->nmat; j++) {
+        const char *cell = tok[1 + j];
+        int l = cell_class(cell);
+        if (l < 0)
+            return p3d_err(err,
+                           "%s:%d: row %s, column %s: unknown cell '%s' (expected X, "
+                           "NV#, PIX, PXB, PHB, NODE or SYS)",
+                           ps->path, line, ps->cols[r].name, ps->cols[j].name, cell);
+        if ((l == P3D_LINK_SELF) != (j == r))
+            return p3d_err(err,
+                           "%s:%d: row %s, column %s: '%s' (X marks the diagonal and "
+                           "only it)",
+                           ps->path, line, ps->cols[r].name, ps->cols[j].name, cell);
+        if (l == P3D_LINK_NVLINK) {
+            row->nv[j] = nv_links(cell);
+            if (row->nv[j] < 1 || !is_gpu || j >= ps->ngpu)
+                return p3d_err(err,
+                               "%s:%d: row %s, column %s: '%s' (NV# needs a link count "
+                               "of 1 or more, between two GPUs)",
+                               ps->path, line, ps->cols[r].name, ps->cols[j].name,
+                               cell);
+        }
+        row->cls[j] = (unsigned char)l;
+    }
+    for (int k = 0; k < ps->naff && 1 + ps->nmat + k < nt; k++) {
+        const nv_col *c = &ps->cols[ps->nmat + k];
+        const char *v = tok[1 + ps->nmat + k];
+        if (!is_gpu || !strcmp(v, "N/A"))
+            continue;
+        if (c->kind == COL_CPUAFF) {
+            if (!cpulist_ok(v))
+                return p3d_err(err,
+                               "%s:%d: row %s, CPU Affinity '%s' (expected a CPU list "
+                               "such as 0-19,40-59, or N/A)",
+                               ps->path, line, ps->cols[r].name, v);
+            row->cpus = strdup(v);
+            if (!row->cpus)
+                return p3d_err(err, "%s: out of memory", ps->path);
+        } else if (c->kind == COL_NUMAAFF) {
+            /* One node normally; a list ("0-1") when the GPU is equally
+             * close to several: keep the lowest, as hwloc sources do. */
+            if (!cpulist_ok(v))
+                return p3d_err(err,
+                               "%s:%d: row %s, NUMA Affinity '%s' (expected a NUMA node "
+                               "number, a list, or N/A)",
+                               ps->path, line, ps->cols[r].name, v);
+            row->numa = atoi(v);
+            row->numa_multi = strspn(v, "0123456789") != strlen(v);
+        }
+        /* GPU NUMA ID is the GPU memory's own NUMA node on coherent
+         * systems (Grace Hopper/Blackwell); the placement needs the CPU
+         * side, so it is not used. */
+    }
+    return 0;
+}
+
+/* "  NIC0: mlx5_0" below "NIC Legend:" renames matrix column NIC0. */
+static int apply_nic_legend(nv_parse *ps, char **tok, int nt, int line, char **err)
+{
+    if (nt != 2)
+        return 0;
+    size_t l = strlen(tok[0]);
+    if (l < 2 || tok[0][l - 1] != ':')
+        return 0;
+    tok[0][l - 1] = 0;
+    for (int j = ps->ngpu; j < ps->nmat; j++) {
+        if (strcmp(ps->cols[j].name, tok[0]))
+            continue;
+        if (!nic_label_ok(tok[1]))
+            return p3d_err(err, "%s:%d: NIC Legend gives '%s' for %s (not a device name)",
+                           ps->path, line, tok[1], tok[0]);
+        snprintf(ps->cols[j].name, sizeof ps->cols[j].name, "%s", tok[1]);
+        return 0;
+    }
+    return 0;
+}
+
+/* Cross-checks the two halves of the matrix: nvidia-smi prints it
+ * symmetric, so a mismatch means a damaged file, not hardware. */
+static int check_symmetry(const nv_parse *ps, char **err)
+{
+    for (int i = 0; i < ps->nmat; i++) {
+        if (!ps->rows[i].line) {
+            if (i < ps->ngpu)
+                return p3d_err(err, "%s: no row for %s (the header on line %d lists it)",
+                               ps->path, ps->cols[i].name, ps->header_line);
+            continue; /* a NIC row may be missing: the GPU rows hold GPU<->NIC */
+        }
+        for (int j = 0; j < i; j++) {
+            const nv_row *a = &ps->rows[j], *b = &ps->rows[i];
+            if (!a->line || (i >= ps->ngpu && j >= ps->ngpu))
+                continue; /* NIC<->NIC cells are not used */
+            if (a->cls[i] != b->cls[j] || a->nv[i] != b->nv[j]) {
+                char ca[16], cb[16];
+                if (a->cls[i] == P3D_LINK_NVLINK)
+                    snprintf(ca, sizeof ca, "NV%d", a->nv[i]);
+                else
+                    snprintf(ca, sizeof ca, "%s", p3d_link_name(a->cls[i]));
+                if (b->cls[j] == P3D_LINK_NVLINK)
+                    snprintf(cb, sizeof cb, "NV%d", b->nv[j]);
+                else
+                    snprintf(cb, sizeof cb, "%s", p3d_link_name(b->cls[j]));
+                return p3d_err(err,
+                               "%s:%d: asymmetric matrix: row %s says %s for %s, but row "
+                               "%s (line %d) says %s",
+                               ps->path, b->line, ps->cols[i].name, cb, ps->cols[j].name,
+                               ps->cols[j].name, a->line, ca);
+            }
+        }
+    }
+    return 0;
+}
+
+static int build_node(nv_parse *ps, p3d_node **out, char **err)
+{
+    int rc = -1;
+    p3d_node *n = NULL;
+    int *nic_of_col = NULL; /* matrix column -> index in n->nics */
+    int *order = NULL;
+    int ng = ps->ngpu, nn = ps->nnic;
+
+    n = p3d_node_new(NULL, ps->path, "nvidia-smi");
+    nic_of_col = calloc((size_t)ps->nmat + 1, sizeof *nic_of_col);
+    order = calloc((size_t)nn + 1, sizeof *order);
+    if (!n || !nic_of_col || !order) {
+        p3d_err(err, "%s: out of memory", ps->path);
+        goto out;
+    }
+    if (p3d_node_alloc(n, ng, nn, err) < 0)
+        goto out;
+
+    /* NICs in natural name order (insertion sort: a handful of entries). */
+    for (int k = 0; k < nn; k++) {
+        int c = ps->ngpu + k, pos = k;
+        while (pos > 0 && natural_cmp(ps->cols[order[pos - 1]].name, ps->cols[c].name) > 0) {
+            order[pos] = order[pos - 1];
+            pos--;
+        }
+        order[pos] = c;
+    }
+    for (int k = 0; k < nn; k++) {
+        const nv_col *c = &ps->cols[order[k]];
+        for (int m = 0; m < k; m++)
+            if (!strcmp(n->nics[m].name, c->name)) {
+                p3d_err(err, "%s: NIC '%s' appears twice (after the NIC Legend)",
+                        ps->path, c->name);
+                goto out;
+            }
+        nic_of_col[order[k]] = k;
+        snprintf(n->nics[k].name, sizeof n->nics[k].name, "%s", c->name);
+        snprintf(n->nics[k].kind, sizeof n->nics[k].kind, "%s", nic_kind(c->name));
+        n->nics[k].pci[0] = 0;
+        n->nics[k].numa = -1;
+    }
+
+    int have_numa = 0, have_nv = 0;
+    for (int g = 0; g < ng; g++) {
+        nv_row *row = &ps->rows[g];
+        p3d_gpu *gpu = &n->gpus[g];
+        gpu->index = g;
+        gpu->numa = row->numa;
+        have_numa |= row->numa >= 0;
+        if (row->numa_multi)
+            p3d_node_note(n, "GPU%d: NUMA Affinity lists several nodes; using %d", g,
+                          row->numa);
+        gpu->cpus = row->cpus; /* ownership moves to the node */
+        row->cpus = NULL;
+        for (int h = 0; h < ng; h++) {
+            n->gg_class[g * ng + h] = row->cls[h];
+            n->nvlink[g * ng + h] = row->nv[h] * NVSMI_GBPS_PER_LINK;
+            have_nv |= row->nv[h] > 0;
+        }
+        for (int c = ng; c < ps->nmat; c++)
+            n->gn_class[g * nn + nic_of_col[c]] = row->cls[c];
+    }
+    /* A NIC's NUMA node is that of any GPU it reaches without crossing the
+     * SMP interconnect (PIX..NODE all stay inside one NUMA node); a NIC
+     * that is SYS to every GPU keeps -1. */
+    for (int k = 0; k < nn; k++)
+        for (int g = 0; g < ng && n->nics[k].numa < 0; g++)
+            if (n->gpus[g].numa >= 0 && n->gn_class[g * nn + k] <= P3D_LINK_NODE)
+                n->nics[k].numa = n->gpus[g].numa;
+
+    p3d_node_note(n, "read from nvidia-smi topo text: NV# counted as %g GB/s per link "
+                  "per direction; PCI ids, GPU models and package numbers are not in "
+                  "this text",
+                  NVSMI_GBPS_PER_LINK);
+    if (!have_numa)
+        p3d_node_note(n, "no NUMA Affinity column: NUMA nodes unknown");
+    if (!have_nv && ng > 1)
+        p3d_node_note(n, "no NV# cells: no NVLink, or a PCIe-only view (topo -mp)");
+
+    if (p3d_node_finish(n, err) < 0)
+        goto out;
+    *out = n;
+    n = NULL;
+    rc = 0;
+out:
+    p3d_node_free(n);
+    free(nic_of_col);
+    free(order);
+    return rc;
+}
+
+int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
+                         char **err)
+{
+    int rc = -1;
+    nv_parse ps = {.path = path ? path : "(text)"};
+    enum { PRE, ROWS, LEGEND, NIC_LEGEND } state = PRE;
+    int last_line = 0;       /* last non-comment line before the header */
+    char last_text[48] = ""; /* and its first characters, for the message */
+
+    *out = NULL;
+    if (!text)
+        return p3d_err(err, "%s: no text", ps.path);
+    ps.buf = strdup(text);
+    ps.tokcap = 64;
+    ps.tok = malloc((size_t)ps.tokcap * sizeof *ps.tok);
+    if (!ps.buf || !ps.tok) {
+        p3d_err(err, "%s: out of memory", ps.path);
+        goto out;
+    }
+
+    int line = 0;
+    for (char *p = ps.buf, *next; p; p = next) {
+        line++;
+        next = strchr(p, '\n');
+        if (next)
+            *next++ = 0;
+        size_t len = strlen(p);
+        if (len && p[len - 1] == '\r')
+            p[--len] = 0;
+        if ((int)(len / 2 + 2) > ps.tokcap) {
+            int cap = (int)(len / 2 + 2);
+            char **t = realloc(ps.tok, (size_t)cap * sizeof *t);
+            if (!t) {
+                p3d_err(err, "%s: out of memory", ps.path);
+                goto out;
+            }
+            ps.tok = t;
+            ps.tokcap = cap;
+        }
+        char keep[48];
+        snprintf(keep, sizeof keep, "%s", p);
+        int nt = split_ws(p, ps.tok, ps.tokcap);
+        char **tok = ps.tok;
+        if (nt == 0 || is_comment(tok[0]))
+            continue;
+        if (!strcmp(tok[0], "Legend:") || (nt >= 2 && !strcmp(tok[0], "NIC") &&
+                                           !strcmp(tok[1], "Legend:"))) {
+            if (state == PRE)
+                break; /* no header: reported below */
+            state = strcmp(tok[0], "NIC") ? LEGEND : NIC_LEGEND;
+            continue;
+        }
+        if (state == LEGEND)
+            continue;
+        if (state == NIC_LEGEND) {
+            if (apply_nic_legend(&ps, tok, nt, line, err) < 0)
+                goto out;
+            continue;
+        }
+        if (state == PRE) {
+            if (!strcmp(tok[0], "GPU0") && (nt == 1 || cell_class(tok[1]) < 0)) {
+                if (parse_header(&ps, tok, nt, line, err) < 0)
+                    goto out;
+                state = ROWS;
+                continue;
+            }
+            if (gpu_label(tok[0]) >= 0 && nt >= 2 && cell_class(tok[1]) >= 0) {
+                if (last_line)
+                    p3d_err(err,
+                            "%s:%d: mangled header '%s%s' (expected the column names "
+                            "GPU0 GPU1 ... CPU Affinity above the first GPU row)",
+                            ps.path, last_line, last_text,
+                            strlen(last_text) >= sizeof last_text - 1 ? "..." : "");
+                else
+                    p3d_err(err,
+                            "%s:%d: GPU row before any header line (expected the "
+                            "column names GPU0 GPU1 ... first)",
+                            ps.path, line);
+                goto out;
+            }
+            /* Anything else before the header (a title, a pasted prompt)
+             * is ignored, but remembered in case it was a broken header. */
+            last_line = line;
+            snprintf(last_text, sizeof last_text, "%s", keep);
+            for (char *q = last_text; *q; q++)
+                if (*q == '\t')
+                    *q = ' ';
+            continue;
+        }
+        /* state == ROWS */
+        int r = -1;
+        for (int j = 0; j < ps.nmat; j++)
+            if (!strcmp(ps.cols[j].name, tok[0])) {
+                r = j;
+                break;
+            }
+        if (r < 0) {
+            p3d_err(err,
+                    "%s:%d: row label '%s' is not a GPU or NIC column of the header "
+                    "on line %d",
+                    ps.path, line, tok[0], ps.header_line);
+            goto out;
+        }
+        if (nt > ps.tokcap) {
+            p3d_err(err, "%s:%d: row %s has too many fields", ps.path, line, tok[0]);
+            goto out;
+        }
+        if (parse_row(&ps, r, tok, nt, line, err) < 0)
+            goto out;
+    }
+    if (state == PRE) {
+        p3d_err(err,
+                "%s: not an nvidia-smi topo -m text: no header line starting with "
+                "GPU0 (and no GPU rows)%s",
+                ps.path, text[strspn(text, " \t\r\n")] ? "" : " (the file is empty)");
+        goto out;
+    }
+    if (check_symmetry(&ps, err) < 0)
+        goto out;
+    rc = build_node(&ps, out, err);
+out:
+    nv_parse_free(&ps);
+    return rc;
+}
