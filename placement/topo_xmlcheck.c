@@ -1,0 +1,300 @@
+/*
+ * topo_xmlcheck.c — keeps foreign hwloc XML from taking par3drun down.
+ *
+ * hwloc 2.9 trusts its XML: an object without complete_cpuset or
+ * complete_nodeset makes hwloc_topology_load() dereference NULL. So before
+ * hwloc sees a file we (1) scan it ourselves — tags balanced, attributes
+ * quoted, <topology version="2.x">, every CPU-side object with its four
+ * sets — which gives a message naming the line; and (2) load it with hwloc
+ * in a child process under an alarm, which turns any crash or hang the scan
+ * did not foresee into an error message too. Costs one fork and a second
+ * parse (a few ms for the largest fixture; see bench/topo.sh).
+ */
+#include "topo_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hwloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_DEPTH 256
+
+/* Object types hwloc keeps on the CPU side and which therefore need
+ * cpuset/complete_cpuset/nodeset/complete_nodeset. PU needs them too (its
+ * parent's sets are computed from it). I/O and Misc objects have none. */
+static int cpu_side_type(const char *t)
+{
+    static const char *const io[] = {"Bridge", "PCIDev", "OSDev", "Misc"};
+    for (size_t i = 0; i < sizeof io / sizeof *io; i++)
+        if (!strcmp(t, io[i]))
+            return 0;
+    return 1;
+}
+
+static int line_of(const char *text, const char *p)
+{
+    int l = 1;
+    for (const char *q = text; q < p; q++)
+        l += *q == '\n';
+    return l;
+}
+
+typedef struct attr {
+    const char *name, *val;
+    size_t nlen, vlen;
+} attr;
+
+static const attr *find_attr(const attr *a, int n, const char *name)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].nlen == strlen(name) && !memcmp(a[i].name, name, a[i].nlen))
+            return &a[i];
+    return NULL;
+}
+
+int p3d_topo_xml_check(const char *path, const char *text, size_t len,
+                       char **err)
+{
+    int rc = -1, depth = 0, seen_root = 0;
+    const char *stack[MAX_DEPTH];
+    size_t stack_len[MAX_DEPTH];
+    const char *p = text, *end = text + len;
+    attr at[64];
+    if (memchr(text, 0, len)) {
+        p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected "
+                "an hwloc XML text", path,
+                (size_t)((const char *)memchr(text, 0, len) - text));
+        goto out;
+    }
+    while (p < end) {
+        const char *lt = memchr(p, '<', (size_t)(end - p));
+        if (!lt)
+            break;
+        if (depth == 0 && seen_root) {
+            p3d_err(err, "%s: line %d: content after </topology>", path,
+                    line_of(text, lt));
+            goto out;
+        }
+        p = lt + 1;
+        const char *close = NULL;
+        if (p < end && (*p == '?' || *p == '!')) {
+            const char *term = *p == '?' ? "?>" : (!strncmp(p, "!--", 3) ? "-->" : ">");
+            close = memmem(p, (size_t)(end - p), term, strlen(term));
+            if (!close) {
+                p3d_err(err, "%s: line %d: '<%c' never closed (truncated "
+                        "file?)", path, line_of(text, lt), *p);
+                goto out;
+            }
+            p = close + strlen(term);
+            continue;
+        }
+        int closing = p < end && *p == '/';
+        if (closing)
+            p++;
+        const char *name = p;
+        while (p < end && (isalnum((unsigned char)*p) || *p == '_' ||
+                           *p == '-' || *p == ':' || *p == '.'))
+            p++;
+        size_t nlen = (size_t)(p - name);
+        if (!nlen) {
+            p3d_err(err, "%s: line %d: '<' not followed by a tag name: not "
+                    "well-formed XML", path, line_of(text, lt));
+            goto out;
+        }
+        int nat = 0, self = 0;
+        for (;;) {
+            while (p < end && isspace((unsigned char)*p))
+                p++;
+            if (p >= end) {
+                p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
+                        "file?)", path, line_of(text, lt), (int)nlen, name);
+                goto out;
+            }
+            if (*p == '>') {
+                p++;
+                break;
+            }
+            if (*p == '/' && p + 1 < end && p[1] == '>' && !closing) {
+                self = 1;
+                p += 2;
+                break;
+            }
+            const char *an = p;
+            while (p < end && (isalnum((unsigned char)*p) || *p == '_' ||
+                               *p == '-' || *p == ':' || *p == '.'))
+                p++;
+            size_t anlen = (size_t)(p - an);
+            if (p + 1 >= end) {
+                p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
+                        "file?)", path, line_of(text, lt), (int)nlen, name);
+                goto out;
+            }
+            if (!anlen || closing || p >= end || *p != '=' || p + 1 >= end ||
+                (p[1] != '"' && p[1] != '\'')) {
+                p3d_err(err, "%s: line %d: malformed attribute in <%.*s>: "
+                        "expected name=\"value\"", path, line_of(text, p),
+                        (int)nlen, name);
+                goto out;
+            }
+            char q = p[1];
+            const char *v = p + 2;
+            const char *ve = memchr(v, q, (size_t)(end - v));
+            if (!ve) {
+                p3d_err(err, "%s: line %d: attribute '%.*s' has no closing "
+                        "quote", path, line_of(text, an), (int)anlen, an);
+                goto out;
+            }
+            if (nat < (int)(sizeof at / sizeof *at))
+                at[nat++] = (attr){an, v, anlen, (size_t)(ve - v)};
+            p = ve + 1;
+        }
+        if (closing) {
+            if (!depth || stack_len[depth - 1] != nlen ||
+                memcmp(stack[depth - 1], name, nlen)) {
+                p3d_err(err, "%s: line %d: </%.*s> does not close %s%.*s%s",
+                        path, line_of(text, lt), (int)nlen, name,
+                        depth ? "<" : "any open tag", depth ? (int)stack_len[depth - 1] : 0,
+                        depth ? stack[depth - 1] : "", depth ? ">" : "");
+                goto out;
+            }
+            depth--;
+            continue;
+        }
+        if (!seen_root) {
+            seen_root = 1;
+            if (nlen != 8 || memcmp(name, "topology", 8)) {
+                p3d_err(err, "%s: line %d: root element is <%.*s>: expected "
+                        "<topology> (an hwloc XML export)%s", path,
+                        line_of(text, lt), (int)nlen, name,
+                        nlen == 6 && !memcmp(name, "system", 6)
+                            ? "; this looks like an NCCL topology file "
+                              "(NCCL_TOPO_FILE), which par3drun does not read"
+                            : "");
+                goto out;
+            }
+            const attr *ver = find_attr(at, nat, "version");
+            if (!ver || ver->vlen < 2 || memcmp(ver->val, "2.", 2)) {
+                p3d_err(err, "%s: line %d: <topology> %s%.*s%s: expected "
+                        "version=\"2.0\" (hwloc 2.x export; 1.x files lose "
+                        "their NVLink matrix)", path, line_of(text, lt),
+                        ver ? "version=\"" : "has no version",
+                        ver ? (int)ver->vlen : 0, ver ? ver->val : "",
+                        ver ? "\"" : "");
+                goto out;
+            }
+        }
+        if (nlen == 6 && !memcmp(name, "object", 6)) {
+            const attr *ty = find_attr(at, nat, "type");
+            char tname[32] = "";
+            if (!ty || !ty->vlen || ty->vlen >= sizeof tname) {
+                p3d_err(err, "%s: line %d: <object> without a type", path,
+                        line_of(text, lt));
+                goto out;
+            }
+            memcpy(tname, ty->val, ty->vlen);
+            static const char *const sets[] = {"cpuset", "complete_cpuset",
+                                               "nodeset", "complete_nodeset"};
+            for (size_t s = 0; cpu_side_type(tname) && s < 4; s++)
+                if (!find_attr(at, nat, sets[s])) {
+                    p3d_err(err, "%s: line %d: <object type=\"%s\"> has no "
+                            "%s attribute (hwloc 2.9 crashes on such files; "
+                            "re-export with `lstopo --of xml`)", path,
+                            line_of(text, lt), tname, sets[s]);
+                    goto out;
+                }
+        }
+        if (!self) {
+            if (depth >= MAX_DEPTH) {
+                p3d_err(err, "%s: line %d: nested deeper than %d levels",
+                        path, line_of(text, lt), MAX_DEPTH);
+                goto out;
+            }
+            stack[depth] = name;
+            stack_len[depth++] = nlen;
+        }
+    }
+    if (!seen_root) {
+        p3d_err(err, "%s: no <topology> element: not an hwloc XML file", path);
+        goto out;
+    }
+    if (depth) {
+        p3d_err(err, "%s: <%.*s> is never closed (truncated file?)", path,
+                (int)stack_len[depth - 1], stack[depth - 1]);
+        goto out;
+    }
+    rc = 0;
+out:
+    return rc;
+}
+
+/* Child: 0 = loaded, 3 = hwloc refused it (the parent's own load will say
+ * so); anything else (a signal, ASan's exit 1) = it crashed. */
+static void probe_child(const char *text, size_t len)
+{
+    hwloc_topology_t t;
+    /* The parent's crash handlers (a test framework's, a debugger's) must
+     * not run here: this process exists to die cleanly if hwloc crashes. */
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
+                               SIGALRM};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+        signal(sigs[i], SIG_DFL);
+    int fd = open("/dev/null", O_WRONLY);
+    if (fd >= 0) {
+        dup2(fd, 2); /* hwloc's and sanitizers' chatter is not for users */
+        close(fd);
+    }
+    alarm(10);
+    if (hwloc_topology_init(&t) < 0)
+        _exit(3);
+    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
+    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
+        hwloc_topology_load(t) < 0)
+        _exit(3);
+    _exit(0);
+}
+
+int p3d_topo_xml_probe(const char *path, const char *text, size_t len,
+                       char **err)
+{
+    int rc = -1, st = 0;
+    if (len > (size_t)0x7ffffffe)
+        return p3d_err(err, "%s: too large for an hwloc XML", path);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        /* Cannot isolate it; the scan above already passed, so go on. */
+        rc = 0;
+        goto out;
+    }
+    if (pid == 0)
+        probe_child(text, len);
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) { /* SIGCHLD ignored: reaped already */
+            rc = 0;
+            goto out;
+        }
+    }
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3)) {
+        rc = 0;
+        goto out;
+    }
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        p3d_err(err, "%s: hwloc did not finish reading this XML within 10 s",
+                path);
+    else if (WIFSIGNALED(st))
+        p3d_err(err, "%s: hwloc crashed reading this XML (signal %d, %s): the "
+                "file is malformed; re-export it with `lstopo --of xml`",
+                path, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        p3d_err(err, "%s: hwloc crashed reading this XML (exit %d): the file "
+                "is malformed; re-export it with `lstopo --of xml`", path,
+                WEXITSTATUS(st));
+out:
+    return rc;
+}
