@@ -1,7 +1,322 @@
-/* cost_model.c — placeholder: presets land with the cost model. */
+/*
+ * cost_model.c — model presets and the cost model: memory per GPU, traffic
+ * per dimension, bubble, compute time, step time and MFU.
+ *
+ * Every figure is an estimate from a published closed-form formula (DOMAIN.md;
+ * docs/cost-model.md names each one and its source). Nothing here measures
+ * anything; the point is to rank layouts and to make the cost of a bad
+ * placement a number, not to predict a step time to the millisecond.
+ */
 #include "p3d/p3d.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Presets. Figures from the papers / published configs listed in           */
+/* docs/cost-model.md; vocab is the (padded) size the embedding really has. */
+/* ------------------------------------------------------------------------ */
+
+static const p3d_model presets[] = {
+    /* Brown et al. 2020, Table 2.1; vocab padded as in Megatron-LM. */
+    {"gpt3-175b", 175e9, 96, 12288, 96, 2048, 51200},
+    {"gpt3-13b", 13e9, 40, 5140, 40, 2048, 51200},
+    {"gpt3-6.7b", 6.7e9, 32, 4096, 32, 2048, 51200},
+    {"gpt3-1.3b", 1.3e9, 24, 2048, 24, 2048, 51200},
+    /* Touvron et al. 2023 (Llama 2), Table 1 + released configs. */
+    {"llama2-7b", 6.74e9, 32, 4096, 32, 4096, 32000},
+    {"llama2-13b", 13.0e9, 40, 5120, 40, 4096, 32000},
+    {"llama2-70b", 68.98e9, 80, 8192, 64, 4096, 32000},
+    /* Llama 3 herd paper (2024), Table 3 + released configs. */
+    {"llama3-8b", 8.03e9, 32, 4096, 32, 8192, 128256},
+    {"llama3-70b", 70.55e9, 80, 8192, 64, 8192, 128256},
+    {"llama3-405b", 405.85e9, 126, 16384, 128, 8192, 128256},
+};
+#define NPRESETS (sizeof presets / sizeof presets[0])
+
+const char *const *p3d_model_preset_names(void)
+{
+    static const char *names[NPRESETS + 1];
+    for (size_t i = 0; i < NPRESETS; i++)
+        names[i] = presets[i].name;
+    names[NPRESETS] = NULL;
+    return names;
+}
+
 int p3d_model_preset(const char *name, p3d_model *m, char **err)
 {
-    (void)m;
-    return p3d_err(err, "--model: unknown preset '%s'", name);
+    for (size_t i = 0; i < NPRESETS; i++)
+        if (name && strcmp(name, presets[i].name) == 0) {
+            *m = presets[i];
+            return 0;
+        }
+    char list[512] = "";
+    for (size_t i = 0; i < NPRESETS; i++) {
+        if (i)
+            strcat(list, ", ");
+        strcat(list, presets[i].name);
+    }
+    return p3d_err(err, "--model: unknown preset '%s' (known: %s; or give --params --layers "
+                        "--hidden --heads --seq-len --vocab)", name ? name : "", list);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Link bandwidths                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* Per-direction GB/s per GPU. NVLink: H100 SXM 900 GB/s bidirectional;
+ * MNNVL: GB200 NVL72 1.8 TB/s bidirectional; PCIe Gen5 x16 ~64 GB/s per
+ * direction, less once a transfer crosses host bridges or sockets (rough
+ * figures, the same as cluster.c's defaults; a cluster file's "link_gbps"
+ * overrides them);
+ * network: NDR InfiniBand 400 Gb/s = 50 GB/s per NIC with one NIC per GPU
+ * (DGX H100), and half of that across racks for a 2:1 oversubscribed spine. */
+double p3d_link_default_gbps(p3d_link l)
+{
+    switch (l) {
+    case P3D_LINK_SELF: return 0; /* no traffic leaves the GPU */
+    case P3D_LINK_NVLINK: return 450;
+    case P3D_LINK_MNNVL: return 900;
+    case P3D_LINK_PIX: return 64;
+    case P3D_LINK_PXB: return 64;
+    case P3D_LINK_PHB: return 64;
+    case P3D_LINK_NODE: return 48;
+    case P3D_LINK_SYS: return 24;
+    case P3D_LINK_RACK: return 50;
+    case P3D_LINK_XRACK: return 25;
+    default: return 0;
+    }
+}
+
+double p3d_link_gbps(const p3d_cluster *c, p3d_link l)
+{
+    if ((unsigned)l >= P3D_LINK_COUNT)
+        return 0;
+    if (c && c->link_gbps[l] > 0)
+        return c->link_gbps[l];
+    return p3d_link_default_gbps(l);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The single formulas                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Mixed-precision Adam (ZeRO paper): w bytes of weights and of gradients per
+ * parameter and K = 16 - 2w bytes of optimizer state (fp32 master copy,
+ * momentum, variance for w = 2; momentum and variance for fp32 training). */
+void p3d_cost_model_states(double psi, int d, int zero, int w, double *weights,
+                           double *grads, double *optim)
+{
+    double K = 16.0 - 2.0 * w;
+    double dd = d > 0 ? d : 1;
+    *weights = w * psi / (zero >= 3 ? dd : 1);
+    *grads = w * psi / (zero >= 2 ? dd : 1);
+    *optim = K * psi / (zero >= 1 ? dd : 1);
+}
+
+/* Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+ * Transformer Models", Table 2 (16-bit activations, bytes per layer):
+ *   no parallelism        sbh(34 + 5as/h)
+ *   tensor parallel       sbh(10 + 24/t + 5as/(ht))
+ *   tensor + sequence par sbh(34 + 5as/h)/t
+ *   selective recompute   drops the 5as/h term (attention scores recomputed)
+ *   full recompute        keeps only the layer input, 2sbh (/t with SP). */
+double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
+                          int recompute)
+{
+    double sbh = (double)s * b * h;
+    double attn = recompute >= 1 ? 0.0 : 5.0 * a * (double)s / h;
+    if (t < 1)
+        t = 1;
+    if (recompute >= 2)
+        return 2.0 * sbh / (seq_parallel ? t : 1);
+    if (t == 1 || seq_parallel)
+        return sbh * (34.0 + attn) / t;
+    return sbh * (10.0 + 24.0 / t + attn / t);
+}
+
+/* Narayanan et al. SC21, eq. (3): 96·B·s·L·h²·(1 + s/(6h) + V/(16Lh)) with
+ * full recomputation (4 passes over the layers); 72 without (3 passes). */
+double p3d_cost_flops(double factor, double B, int s, int L, int h, int V)
+{
+    double hh = (double)h * h;
+    return factor * B * s * L * hh * (1.0 + (double)s / (6.0 * h) + (double)V / (16.0 * L * (double)h));
+}
+
+double p3d_cost_bubble(int p, int m, int v)
+{
+    if (p <= 1 || m <= 0)
+        return 0;
+    if (v < 1)
+        v = 1;
+    return (double)(p - 1) / ((double)v * m + p - 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The whole estimate                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The smallest memory any GPU of the cluster reports, 0 when none does. */
+static double cluster_gpu_mem(const p3d_cluster *c)
+{
+    double best = 0;
+    if (!c)
+        return 0;
+    for (size_t i = 0; i < c->ntopos; i++) {
+        const p3d_node *n = c->topos[i];
+        for (int g = 0; n && g < n->ngpus; g++) {
+            double mb = (double)n->gpus[g].mem_bytes;
+            if (mb > 0 && (best == 0 || mb < best))
+                best = mb;
+        }
+    }
+    return best;
+}
+
+static double xfer_time(double bytes, double gbps)
+{
+    if (bytes <= 0)
+        return 0;
+    return gbps > 0 ? bytes / (gbps * 1e9) : INFINITY;
+}
+
+int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
+                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
+{
+    memset(out, 0, sizeof *out);
+    if (!job->has_model)
+        return p3d_err(err, "cost model: no model given (use --model NAME or --params --layers "
+                            "--hidden --heads --seq-len)");
+    const p3d_model *md = &job->model;
+    if (md->params <= 0 || md->layers <= 0 || md->hidden <= 0 || md->heads <= 0 || md->seq_len <= 0)
+        return p3d_err(err, "cost model: model '%s' needs params, layers, hidden, heads and seq-len > 0",
+                       md->name);
+    const int t = job->mesh.size[P3D_DIM_TP], p = job->mesh.size[P3D_DIM_PP],
+              d = job->mesh.size[P3D_DIM_DP], cp = job->mesh.size[P3D_DIM_CP];
+    const int v = job->virtual_stages > 0 ? job->virtual_stages : 1;
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
+    if (t < 1 || p < 1 || d < 1 || cp < 1 || job->mesh.size[P3D_DIM_EP] < 1)
+        return p3d_err(err, "cost model: mesh sizes must be >= 1 (tp=%d pp=%d dp=%d)", t, p, d);
+    if (p > md->layers)
+        return p3d_err(err, "cost model: pp=%d exceeds the model's %d layers", p, md->layers);
+    if (job->zero < 0 || job->zero > 3)
+        return p3d_err(err, "cost model: ZeRO stage must be 0-3, got %d", job->zero);
+    const double N = (double)p3d_mesh_world(&job->mesh);
+
+    /* b, m, B: B = d·b·m. Missing ones follow from the others; with neither
+     * B nor m we assume m = 4·pp, a common choice that keeps the 1F1B bubble
+     * near 20% (said in every report). */
+    int b = job->micro_batch_size, m = job->micro_batches, B = job->global_batch;
+    if (B > 0 && m > 0 && b <= 0) {
+        if (B % ((long)d * m))
+            return p3d_err(err, "--global-batch %d is not a multiple of dp (%d) x --micro-batches (%d)",
+                           B, d, m);
+        b = B / (d * m);
+    }
+    if (b <= 0)
+        b = 1;
+    if (m <= 0) {
+        if (B > 0) {
+            if (B % ((long)d * b))
+                return p3d_err(err, "--global-batch %d is not a multiple of dp (%d) x micro-batch size (%d)",
+                               B, d, b);
+            m = B / (d * b);
+        } else {
+            m = 4 * p;
+            out->micro_batches_assumed = 1;
+        }
+    }
+    if (B <= 0)
+        B = d * b * m;
+    if ((long long)d * b * m != B)
+        return p3d_err(err, "--global-batch %d != dp (%d) x micro-batch size (%d) x micro-batches (%d)",
+                       B, d, b, m);
+    out->micro_batch_size = b;
+    out->micro_batches = m;
+    out->global_batch = B;
+
+    const int s = md->seq_len, h = md->hidden, a = md->heads, L = md->layers, V = md->vocab;
+    const int lps = (L + p - 1) / p;
+    out->layers_per_stage = lps;
+    out->seq_parallel = t > 1;
+
+    /* memory */
+    double psi = md->params / ((double)t * p);
+    out->params_per_gpu = psi;
+    p3d_cost_model_states(psi, d, job->zero, w, &out->mem_weights, &out->mem_grads, &out->mem_optim);
+    /* Korthikanti's figures are for 16-bit activations; cp splits the sequence. */
+    double act = p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, job->recompute) * (w / 2.0) / cp;
+    out->act_layer = act;
+    out->inflight = m < p ? m : p;
+    double interleave = v > 1 ? 1.0 + (double)(p - 1) / ((double)p * v) : 1.0;
+    out->mem_act = act * lps * out->inflight * interleave;
+    if (job->recompute >= 2) /* one layer's full working set while it is recomputed */
+        out->mem_act += p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, 1) * (w / 2.0) / cp;
+    out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
+    double gm = cluster_gpu_mem(c);
+    if (gm > 0) {
+        out->gpu_mem = gm;
+        out->gpu_mem_source = "topology";
+    } else if (job->gpu_mem_bytes > 0) {
+        out->gpu_mem = job->gpu_mem_bytes;
+        out->gpu_mem_source = "--gpu-mem";
+    } else {
+        out->gpu_mem = P3D_DEFAULT_GPU_MEM;
+        out->gpu_mem_source = "default";
+    }
+    out->fits = out->mem_total <= out->gpu_mem;
+
+    /* traffic and time */
+    for (int k = 0; k < P3D_NDIMS; k++) {
+        out->link[k] = link ? link[k] : P3D_LINK_SELF;
+        out->link_gbps[k] = p3d_link_gbps(c, out->link[k]);
+    }
+    double act_elems = (double)b * s * h; /* one micro-batch's hidden states */
+    if (t > 1) {
+        /* Megatron: 2 all-reduces forward, 2 backward per layer (plus the 2
+         * forward ones again under full recompute); a ring moves 2(t-1)/t of
+         * the buffer per GPU. With SP each becomes an all-gather plus a
+         * reduce-scatter, which moves the same bytes. */
+        int nar = job->recompute >= 2 ? 6 : 4;
+        out->tp_bytes_layer = nar * 2.0 * (t - 1) / t * act_elems * w;
+        out->tp_bytes_step = out->tp_bytes_layer * lps * m;
+        out->tp_time = xfer_time(out->tp_bytes_step, out->link_gbps[P3D_DIM_TP]);
+    }
+    if (p > 1) {
+        /* b·s·h forward and the same back per boundary per micro-batch; each
+         * of a stage's t GPUs sends its 1/t slice (SP or Megatron's
+         * scatter-gather), and interleaving multiplies the boundaries by v. */
+        out->pp_bytes_boundary = 2.0 * act_elems * w;
+        out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
+        out->pp_time = xfer_time(out->pp_bytes_step, out->link_gbps[P3D_DIM_PP]);
+    }
+    if (d > 1) {
+        double S = (double)w * psi;
+        out->dp_bytes_step = 2.0 * (d - 1) / d * S * (job->zero >= 3 ? 1.5 : 1.0);
+        out->dp_time = xfer_time(out->dp_bytes_step, out->link_gbps[P3D_DIM_DP]);
+    }
+
+    /* compute, bubble, step */
+    out->tflops = job->tflops > 0 ? job->tflops : P3D_DEFAULT_TFLOPS;
+    out->peak_tflops = P3D_PEAK_TFLOPS;
+    out->flops_step = p3d_cost_flops(job->recompute >= 2 ? 96 : 72, B, s, L, h, V);
+    out->flops_model = p3d_cost_flops(72, B, s, L, h, V);
+    /* The pipeline runs at the pace of its slowest stage: the last one holds
+     * ceil(L/p) layers plus the LM head, whose share of the FLOPs formula is
+     * the V/(16Lh) term (V/(16h) in units of one layer's 1 + s/(6h)). */
+    double layer_w = 1.0 + (double)s / (6.0 * h), head_w = (double)V / (16.0 * h);
+    out->stage_imbalance = p > 1 ? (lps * layer_w + head_w) / ((L * layer_w + head_w) / p) : 1.0;
+    out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
+    out->bubble = p3d_cost_bubble(p, m, v);
+    out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
+    /* TP and PP transfers sit on each micro-batch's critical path, so the
+     * bubble stretches them like compute; the DP all-reduce is counted as
+     * fully exposed after the last backward (no overlap assumed). */
+    out->step_time = (out->compute_time + out->tp_time + out->pp_time) * (1.0 + out->bubble_overhead) +
+                     out->dp_time;
+    out->mfu = out->step_time > 0 && isfinite(out->step_time)
+                   ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
+                   : 0;
+    return 0;
 }

@@ -1,0 +1,131 @@
+/*
+ * cost_report.c — the cost model's figures as JSON and as text, shared by
+ * every report (plan, dry run). Field names are documented in
+ * docs/cost-model.md; keep both in step.
+ */
+#include "cost_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+const char *p3d_recompute_name(int r)
+{
+    return r <= 0 ? "none" : r == 1 ? "selective" : "full";
+}
+
+static void kv_num(p3d_sb *b, const char *k, double v, int comma)
+{
+    p3d_sb_json_str(b, k);
+    p3d_sb_putc(b, ':');
+    p3d_sb_json_num(b, v);
+    if (comma)
+        p3d_sb_putc(b, ',');
+}
+
+/* Rounds to 6 significant digits first: estimates do not deserve more, and
+ * it keeps golden files stable against last-bit floating-point noise. */
+static double r6(double v)
+{
+    if (!isfinite(v) || v == 0)
+        return v;
+    double e = floor(log10(fabs(v)));
+    double scale = pow(10.0, 5 - e);
+    return round(v * scale) / scale;
+}
+
+void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
+{
+    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    p3d_sb_puts(b, "{\"estimate\":true,\"memory\":{");
+    kv_num(b, "weights", r6(c->mem_weights), 1);
+    kv_num(b, "grads", r6(c->mem_grads), 1);
+    kv_num(b, "optimizer", r6(c->mem_optim), 1);
+    kv_num(b, "activations", r6(c->mem_act), 1);
+    kv_num(b, "total", r6(c->mem_total), 1);
+    kv_num(b, "gpu", r6(c->gpu_mem), 1);
+    p3d_sb_puts(b, "\"gpu_source\":");
+    p3d_sb_json_str(b, c->gpu_mem_source ? c->gpu_mem_source : "default");
+    p3d_sb_printf(b, ",\"fits\":%s,", c->fits ? "true" : "false");
+    kv_num(b, "params_per_gpu", r6(c->params_per_gpu), 1);
+    kv_num(b, "activation_per_layer", r6(c->act_layer), 1);
+    kv_num(b, "layers_per_stage", c->layers_per_stage, 1);
+    kv_num(b, "inflight_micro_batches", c->inflight, 0);
+    p3d_sb_puts(b, "},\"batch\":{");
+    kv_num(b, "global", c->global_batch, 1);
+    kv_num(b, "micro_batch", c->micro_batch_size, 1);
+    kv_num(b, "micro_batches", c->micro_batches, 1);
+    p3d_sb_printf(b, "\"micro_batches_assumed\":%s},\"dims\":{", c->micro_batches_assumed ? "true" : "false");
+    for (int i = 0; i < 3; i++) {
+        int d = dims[i];
+        if (i)
+            p3d_sb_putc(b, ',');
+        p3d_sb_json_str(b, p3d_dim_name(d));
+        p3d_sb_puts(b, ":{\"link\":");
+        p3d_sb_json_str(b, p3d_link_name(c->link[d]));
+        p3d_sb_putc(b, ',');
+        kv_num(b, "gbps", c->link_gbps[d], 1);
+        if (d == P3D_DIM_TP) {
+            kv_num(b, "bytes_per_layer", r6(c->tp_bytes_layer), 1);
+            kv_num(b, "bytes_per_step", r6(c->tp_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->tp_time), 0);
+        } else if (d == P3D_DIM_PP) {
+            kv_num(b, "bytes_per_boundary", r6(c->pp_bytes_boundary), 1);
+            kv_num(b, "bytes_per_step", r6(c->pp_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->pp_time), 0);
+        } else {
+            kv_num(b, "bytes_per_step", r6(c->dp_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->dp_time), 0);
+        }
+        p3d_sb_putc(b, '}');
+    }
+    p3d_sb_puts(b, "},");
+    kv_num(b, "bubble", r6(c->bubble), 1);
+    kv_num(b, "bubble_overhead", r6(c->bubble_overhead), 1);
+    kv_num(b, "stage_imbalance", r6(c->stage_imbalance), 1);
+    kv_num(b, "flops_per_step", r6(c->flops_step), 1);
+    kv_num(b, "model_flops_per_step", r6(c->flops_model), 1);
+    kv_num(b, "tflops_sustained", c->tflops, 1);
+    kv_num(b, "tflops_peak", c->peak_tflops, 1);
+    kv_num(b, "compute_seconds", r6(c->compute_time), 1);
+    kv_num(b, "step_seconds", r6(c->step_time), 1);
+    kv_num(b, "mfu", r6(c->mfu), 0);
+    p3d_sb_putc(b, '}');
+}
+
+static void dim_line(p3d_sb *b, const char *indent, const char *label, p3d_link l, double gbps,
+                     double bytes, double secs, const p3d_cost *base, p3d_link bl, double bsecs)
+{
+    p3d_sb_printf(b, "%s%-30s %-6s %6.0f %10.2f %9.3f", indent, label, p3d_link_name(l), gbps, bytes / 1e9, secs);
+    if (base)
+        p3d_sb_printf(b, "  | %-6s %9.3f", p3d_link_name(bl), bsecs);
+    p3d_sb_putc(b, '\n');
+}
+
+void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const char *indent)
+{
+    char label[64];
+    p3d_sb_printf(b, "%s%-30s %-6s %6s %10s %9s", indent, "per GPU per step (estimates)", "link", "GB/s",
+                  "GB", "seconds");
+    if (base)
+        p3d_sb_printf(b, "  | %-6s %9s", "naive", "seconds");
+    p3d_sb_putc(b, '\n');
+    snprintf(label, sizeof label, "TP all-reduce (%d layers x %d)", c->layers_per_stage, c->micro_batches);
+    dim_line(b, indent, label, c->link[P3D_DIM_TP], c->link_gbps[P3D_DIM_TP], c->tp_bytes_step, c->tp_time, base,
+             base ? base->link[P3D_DIM_TP] : 0, base ? base->tp_time : 0);
+    dim_line(b, indent, "PP send/recv", c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
+             base, base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
+    dim_line(b, indent, "DP gradient all-reduce", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP], c->dp_bytes_step,
+             c->dp_time, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_time : 0);
+    p3d_sb_printf(b, "%scompute %.2f s at %.0f TFLOP/s, bubble %.1f%%, step %.2f s, MFU %.1f%%", indent,
+                  c->compute_time, c->tflops, 100 * c->bubble, c->step_time, 100 * c->mfu);
+    if (base)
+        p3d_sb_printf(b, "  | naive step %.2f s, MFU %.1f%%", base->step_time, 100 * base->mfu);
+    p3d_sb_putc(b, '\n');
+    p3d_sb_printf(b, "%smemory per GPU %.1f of %.1f GB (%s): weights %.1f, grads %.1f, optimizer %.1f, "
+                     "activations %.1f%s\n",
+                  indent, c->mem_total / 1e9, c->gpu_mem / 1e9, c->gpu_mem_source ? c->gpu_mem_source : "default",
+                  c->mem_weights / 1e9, c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9,
+                  c->fits ? "" : "  DOES NOT FIT");
+    if (c->micro_batches_assumed)
+        p3d_sb_printf(b, "%s(micro-batches not given: assumed m = 4 x pp = %d)\n", indent, c->micro_batches);
+}

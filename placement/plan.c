@@ -1,0 +1,301 @@
+/*
+ * plan.c — `par3drun plan`'s search: every (tp, pp, dp, micro-batch size,
+ * micro-batch count[, ZeRO stage]) that uses all of the cluster's GPUs,
+ * filtered by the hard rules and by memory, ranked by the cost model's step
+ * time estimate.
+ *
+ * No policy runs here. The link class each dimension would use is derived
+ * from the cluster's shape the way a topology-aware policy lays ranks out
+ * (docs/plan.md): TP inside an NVLink domain, a pipeline on the fewest
+ * nodes of one rack, DP across whatever remains.
+ */
+#include "p3d/p3d.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Facts about the cluster's shape the derivation needs. */
+static int cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err)
+{
+    int rc = -1;
+    int *per_rack = NULL, *per_dom = NULL;
+    if (!c || c->nnodes == 0)
+        return p3d_err(err, "plan: the cluster has no nodes (give --cluster FILE)");
+    /* a one-node cluster built from --topology names that file */
+    pl->cluster_source = c->source ? c->source : c->nodes[0].topo ? c->nodes[0].topo->source : NULL;
+    pl->nodes = (int)c->nnodes;
+    int G = -1, D = -1;
+    p3d_link intra = P3D_LINK_SELF;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const p3d_node *n = c->nodes[i].topo;
+        int g = n ? n->ngpus : 0;
+        if (G < 0 || g < G)
+            G = g;
+        if (!n || g == 0)
+            continue;
+        /* smallest NVLink domain of this node */
+        for (int d = 0; d < n->ndomains; d++) {
+            int cnt = 0;
+            for (int k = 0; k < g; k++)
+                cnt += n->gpus[k].domain == d;
+            if (cnt > 0 && (D < 0 || cnt < D))
+                D = cnt;
+        }
+        /* the slowest class between two GPUs of a node */
+        for (int a = 0; n->gg_class && a < g; a++)
+            for (int b = 0; b < g; b++)
+                if (a != b && n->gg_class[a * g + b] > intra)
+                    intra = (p3d_link)n->gg_class[a * g + b];
+    }
+    if (G <= 0) {
+        rc = p3d_err(err, "plan: %s: node '%s' has no GPUs; plan needs GPUs on every node",
+                     c->source ? c->source : "cluster", c->nodes[0].name);
+        goto out;
+    }
+    pl->gpus_per_node = G;
+    pl->gpus = G * pl->nodes;
+    pl->nvl_gpus = D > 0 ? D : 1;
+    if (pl->nvl_gpus > G)
+        pl->nvl_gpus = G;
+    pl->intra_link = intra == P3D_LINK_SELF ? P3D_LINK_NVLINK : intra;
+
+    per_rack = calloc(c->nracks ? c->nracks : 1, sizeof *per_rack);
+    per_dom = calloc(c->nnvl_domains ? c->nnvl_domains : 1, sizeof *per_dom);
+    if (!per_rack || !per_dom) {
+        rc = p3d_err(err, "plan: out of memory");
+        goto out;
+    }
+    int all_mnnvl = 1;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        int r = c->nodes[i].rack;
+        if (r >= 0 && (size_t)r < c->nracks)
+            per_rack[r]++;
+        int d = c->nodes[i].nvl_domain;
+        if (d >= 0 && (size_t)d < c->nnvl_domains)
+            per_dom[d]++;
+        else
+            all_mnnvl = 0;
+    }
+    pl->nracks = 0;
+    pl->nodes_per_rack = 0;
+    for (size_t r = 0; r < c->nracks; r++)
+        if (per_rack[r] > 0) {
+            pl->nracks++;
+            if (pl->nodes_per_rack == 0 || per_rack[r] < pl->nodes_per_rack)
+                pl->nodes_per_rack = per_rack[r];
+        }
+    if (pl->nracks == 0) { /* no rack information: one rack */
+        pl->nracks = 1;
+        pl->nodes_per_rack = pl->nodes;
+    }
+    pl->mnnvl_gpus = 0;
+    if (all_mnnvl && c->nnvl_domains > 0) {
+        int mn = 0;
+        for (size_t d = 0; d < c->nnvl_domains; d++)
+            if (per_dom[d] > 0 && (mn == 0 || per_dom[d] < mn))
+                mn = per_dom[d];
+        pl->mnnvl_gpus = mn * G;
+    }
+    for (int l = 0; l < P3D_LINK_COUNT; l++)
+        pl->link_gbps[l] = p3d_link_gbps(c, (p3d_link)l);
+    rc = 0;
+out:
+    free(per_rack);
+    free(per_dom);
+    return rc;
+}
+
+/* The class a group of `span` GPUs uses when laid out on the fewest nodes:
+ * inside an NVLink domain, inside a node, inside a multi-node NVLink domain,
+ * inside one rack, or across racks. */
+static p3d_link span_link(const p3d_plan *pl, long span)
+{
+    if (span <= 1)
+        return P3D_LINK_SELF;
+    if (span <= pl->nvl_gpus)
+        return P3D_LINK_NVLINK;
+    if (span <= pl->gpus_per_node)
+        return pl->intra_link;
+    if (pl->mnnvl_gpus > 0 && span <= pl->mnnvl_gpus)
+        return P3D_LINK_MNNVL;
+    long nodes = (span + pl->gpus_per_node - 1) / pl->gpus_per_node;
+    return nodes <= pl->nodes_per_rack ? P3D_LINK_RACK : P3D_LINK_XRACK;
+}
+
+/* Hypothetical link classes: a TP group spans tp GPUs; a pipeline spans
+ * tp·pp GPUs (its stages on consecutive GPUs/nodes); a DP group's members
+ * sit in different replicas, which together cover the whole job, so it spans
+ * the whole job. */
+static void layout_links(const p3d_plan *pl, int t, int p, int d, p3d_link link[P3D_NDIMS])
+{
+    for (int k = 0; k < P3D_NDIMS; k++)
+        link[k] = P3D_LINK_SELF;
+    link[P3D_DIM_TP] = span_link(pl, t);
+    link[P3D_DIM_PP] = p > 1 ? span_link(pl, (long)t * p) : P3D_LINK_SELF;
+    link[P3D_DIM_DP] = d > 1 ? span_link(pl, (long)t * p * d) : P3D_LINK_SELF;
+}
+
+/* Fastest first; ties broken by lower memory, then smaller tp, pp, b, ZeRO
+ * stage — a total order, so the output is deterministic. */
+static int row_cmp(const void *pa, const void *pb)
+{
+    const p3d_plan_row *a = pa, *b = pb;
+    if (a->cost.step_time != b->cost.step_time)
+        return a->cost.step_time < b->cost.step_time ? -1 : 1;
+    if (a->cost.mem_total != b->cost.mem_total)
+        return a->cost.mem_total < b->cost.mem_total ? -1 : 1;
+    if (a->tp != b->tp)
+        return a->tp - b->tp;
+    if (a->pp != b->pp)
+        return a->pp - b->pp;
+    if (a->micro_batch != b->micro_batch)
+        return a->micro_batch - b->micro_batch;
+    return a->zero - b->zero;
+}
+
+static int push_row(p3d_plan *pl, size_t *cap, const p3d_plan_row *r)
+{
+    if (pl->nrows == *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        p3d_plan_row *nr = realloc(pl->rows, nc * sizeof *nr);
+        if (!nr)
+            return -1;
+        pl->rows = nr;
+        *cap = nc;
+    }
+    pl->rows[pl->nrows++] = *r;
+    return 0;
+}
+
+int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
+                    p3d_plan **out, char **err)
+{
+    int rc = -1;
+    size_t cap = 0;
+    p3d_plan *pl = calloc(1, sizeof *pl);
+    *out = NULL;
+    if (!pl)
+        return p3d_err(err, "plan: out of memory");
+    if (!job->has_model) {
+        p3d_err(err, "plan: no model given (use --model NAME, e.g. gpt3-175b, or --params --layers "
+                     "--hidden --heads --seq-len --vocab)");
+        goto out;
+    }
+    if (job->global_batch <= 0) {
+        p3d_err(err, "plan: --global-batch N is required (samples per optimizer step)");
+        goto out;
+    }
+    if (zero_mode < P3D_PLAN_ZERO_SEARCH || zero_mode > 3) {
+        p3d_err(err, "plan: ZeRO stage must be 0-3, got %d", zero_mode);
+        goto out;
+    }
+    pl->job = *job;
+    pl->zero_mode = zero_mode;
+    if (cluster_shape(c, pl, err) < 0)
+        goto out;
+
+    const p3d_model *md = &job->model;
+    const int N = pl->gpus, B = job->global_batch, L = md->layers;
+    /* TP: powers of two up to the widest domain a TP group may use. */
+    int tmax = pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node;
+    for (int t = 1; t <= tmax && t <= N; t *= 2) {
+        if (N % t)
+            continue;
+        for (int p = 1; p <= L && (long)t * p <= N; p++) {
+            if (N % (t * p))
+                continue;
+            int d = N / (t * p);
+            pl->searched++;
+            /* hard rules, most fundamental first */
+            if (md->heads % t || md->hidden % t) {
+                pl->rejected[P3D_PLAN_REJ_HEADS]++;
+                continue;
+            }
+            p3d_link link[P3D_NDIMS];
+            layout_links(pl, t, p, d, link);
+            /* TP must stay inside an NVLink domain; a node without NVLink
+             * (every domain one GPU) may use its PCIe fabric for TP. */
+            int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
+                        (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
+            if (!tp_ok) {
+                pl->rejected[P3D_PLAN_REJ_NVLINK]++;
+                continue;
+            }
+            if (L % p) {
+                pl->rejected[P3D_PLAN_REJ_LAYERS]++;
+                continue;
+            }
+            if (B % d) {
+                pl->rejected[P3D_PLAN_REJ_BATCH]++;
+                continue;
+            }
+            int per_replica = B / d;
+            int zlo, zhi;
+            if (zero_mode == P3D_PLAN_ZERO_SEARCH)
+                zlo = 0, zhi = 3;
+            else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
+                zlo = zhi = d > 1 ? 1 : 0;
+            else
+                zlo = zhi = zero_mode;
+            int fit_any = 0, tried = 0;
+            for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
+                if (per_replica % bsz)
+                    continue;
+                int m = per_replica / bsz;
+                if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
+                    continue;
+                if (job->micro_batches > 0 && m != job->micro_batches)
+                    continue;
+                for (int z = zlo; z <= zhi; z++) {
+                    p3d_job j = *job;
+                    j.mesh.size[P3D_DIM_TP] = t;
+                    j.mesh.size[P3D_DIM_PP] = p;
+                    j.mesh.size[P3D_DIM_DP] = d;
+                    j.mesh.size[P3D_DIM_CP] = 1;
+                    j.mesh.size[P3D_DIM_EP] = 1;
+                    j.micro_batch_size = bsz;
+                    j.micro_batches = m;
+                    j.zero = z;
+                    p3d_plan_row r;
+                    memset(&r, 0, sizeof r);
+                    r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
+                    if (p3d_cost_eval(c, &j, link, &r.cost, err) < 0)
+                        goto out;
+                    tried++;
+                    if (!r.cost.fits) {
+                        if (!pl->has_misfit || r.cost.mem_total < pl->misfit.cost.mem_total) {
+                            pl->misfit = r;
+                            pl->has_misfit = 1;
+                        }
+                        continue;
+                    }
+                    fit_any = 1;
+                    if (push_row(pl, &cap, &r) < 0) {
+                        p3d_err(err, "plan: out of memory");
+                        goto out;
+                    }
+                }
+            }
+            pl->variants += (size_t)tried;
+            if (tried && !fit_any)
+                pl->rejected[P3D_PLAN_REJ_MEMORY]++;
+        }
+    }
+    if (pl->nrows > 1)
+        qsort(pl->rows, pl->nrows, sizeof *pl->rows, row_cmp);
+    *out = pl;
+    pl = NULL;
+    rc = 0;
+out:
+    p3d_plan_free(pl);
+    return rc;
+}
+
+void p3d_plan_free(p3d_plan *pl)
+{
+    if (!pl)
+        return;
+    free(pl->rows);
+    free(pl);
+}

@@ -1,0 +1,382 @@
+/*
+ * plan_report.c — `par3drun plan`'s text and JSON: the best layouts, one per
+ * mesh shape, and why each wins or loses against the best (docs/plan.md).
+ */
+#include "cost_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const rej_text[P3D_PLAN_NREJ] = {
+    "do not fit in GPU memory",
+    "would put TP outside an NVLink domain",
+    "have a dp that does not divide the global batch",
+    "have a tp that does not divide the heads/hidden size",
+    "have a pp that does not divide the layers",
+};
+static const char *const rej_key[P3D_PLAN_NREJ] = {"memory", "tp_outside_nvlink", "batch", "heads",
+                                                   "layers"};
+
+/* Link class for the table; "-" when the dimension has size 1. */
+static const char *lname(p3d_link l)
+{
+    return l == P3D_LINK_SELF ? "-" : p3d_link_name(l);
+}
+
+/* The best variant of each (tp, pp, dp) shape, in rank order (rows are
+ * sorted fastest first, so the first row of a shape is its best). Returns a
+ * malloc'd index array; *n gets its length (at most top). */
+static size_t *pick_shapes(const p3d_plan *pl, int top, size_t *n)
+{
+    size_t *idx = malloc((pl->nrows ? pl->nrows : 1) * sizeof *idx);
+    *n = 0;
+    if (!idx)
+        return NULL;
+    for (size_t i = 0; i < pl->nrows && (int)*n < top; i++) {
+        const p3d_plan_row *r = &pl->rows[i];
+        int seen = 0;
+        for (size_t k = 0; k < *n && !seen; k++) {
+            const p3d_plan_row *q = &pl->rows[idx[k]];
+            seen = q->tp == r->tp && q->pp == r->pp && q->dp == r->dp;
+        }
+        if (!seen)
+            idx[(*n)++] = i;
+    }
+    return idx;
+}
+
+/* Appends text word-wrapped at 100 columns, continuation lines indented. */
+static void wrapped(p3d_sb *b, const char *text, const char *first, const char *cont)
+{
+    size_t col = strlen(first);
+    p3d_sb_puts(b, first);
+    const char *p = text;
+    int at_start = 1;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        const char *e = p;
+        while (*e && *e != ' ')
+            e++;
+        size_t wl = (size_t)(e - p);
+        if (wl == 0)
+            break;
+        if (!at_start && col + 1 + wl > 100) {
+            p3d_sb_putc(b, '\n');
+            p3d_sb_puts(b, cont);
+            col = strlen(cont);
+            at_start = 1;
+        }
+        if (!at_start) {
+            p3d_sb_putc(b, ' ');
+            col++;
+        }
+        p3d_sb_putn(b, p, wl);
+        col += wl;
+        at_start = 0;
+        p = e;
+    }
+    p3d_sb_putc(b, '\n');
+}
+
+/* Step time split into parts that add up: compute (with the slowest-stage
+ * imbalance), TP, PP, bubble (the idle share stretching those three), DP. */
+enum { PART_COMPUTE, PART_TP, PART_PP, PART_BUBBLE, PART_DP, NPARTS };
+static void parts(const p3d_cost *c, double out[NPARTS])
+{
+    out[PART_COMPUTE] = c->compute_time;
+    out[PART_TP] = c->tp_time;
+    out[PART_PP] = c->pp_time;
+    out[PART_BUBBLE] = (c->compute_time + c->tp_time + c->pp_time) * c->bubble_overhead;
+    out[PART_DP] = c->dp_time;
+}
+
+static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_plan_row *best, double delta)
+{
+    const p3d_cost *c = &r->cost, *w = &best->cost;
+    p3d_sb_printf(b, "%s%.2f s ", delta >= 0 ? "+" : "-", fabs(delta));
+    switch (k) {
+    case PART_COMPUTE:
+        p3d_sb_printf(b, "compute (slowest stage %.1f%% over average vs %.1f%%)", 100 * (c->stage_imbalance - 1),
+                      100 * (w->stage_imbalance - 1));
+        break;
+    case PART_TP:
+        p3d_sb_printf(b, "TP (tp=%d on %s vs tp=%d on %s)", r->tp, p3d_link_name(c->link[P3D_DIM_TP]), best->tp,
+                      p3d_link_name(w->link[P3D_DIM_TP]));
+        break;
+    case PART_PP:
+        p3d_sb_printf(b, "PP send/recv (%s vs %s)", p3d_link_name(c->link[P3D_DIM_PP]),
+                      p3d_link_name(w->link[P3D_DIM_PP]));
+        break;
+    case PART_BUBBLE:
+        p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble);
+        break;
+    default:
+        p3d_sb_printf(b, "DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9, w->dp_bytes_step / 1e9,
+                      p3d_link_name(c->link[P3D_DIM_DP]));
+        break;
+    }
+}
+
+/* One "why" sentence for row r against the best row. */
+static void why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int is_best)
+{
+    const p3d_cost *c = &r->cost;
+    double dpshare = c->step_time > 0 ? c->dp_time / c->step_time : 0;
+    if (is_best) {
+        p3d_sb_printf(b, "fastest estimate: compute %.2f s, bubble %.1f%%, TP %.2f s on %s (%.0f GB/s), "
+                         "PP %.2f s on %s, DP all-reduce %.2f s on %s (%.1f%% of the step);",
+                      c->compute_time, 100 * c->bubble, c->tp_time, lname(c->link[P3D_DIM_TP]),
+                      c->link_gbps[P3D_DIM_TP], c->pp_time, lname(c->link[P3D_DIM_PP]), c->dp_time,
+                      lname(c->link[P3D_DIM_DP]), 100 * dpshare);
+    } else {
+        double a[NPARTS], w[NPARTS], d[NPARTS];
+        parts(c, a);
+        parts(&best->cost, w);
+        for (int k = 0; k < NPARTS; k++)
+            d[k] = a[k] - w[k];
+        p3d_sb_printf(b, "%+.1f%% step time vs #1:", 100 * (c->step_time / best->cost.step_time - 1));
+        /* the biggest differences first, at most three, skipping noise */
+        int used[NPARTS] = {0}, shown = 0;
+        for (int n = 0; n < 3; n++) {
+            int k = -1;
+            for (int j = 0; j < NPARTS; j++)
+                if (!used[j] && (k < 0 || fabs(d[j]) > fabs(d[k])))
+                    k = j;
+            if (k < 0 || fabs(d[k]) < 0.002 * best->cost.step_time)
+                break;
+            used[k] = 1;
+            p3d_sb_puts(b, shown ? ", " : " ");
+            describe_part(b, k, r, best, d[k]);
+            shown++;
+        }
+        if (!shown)
+            p3d_sb_puts(b, " about the same time");
+        p3d_sb_putc(b, ';');
+    }
+    double free_gb = (c->gpu_mem - c->mem_total) / 1e9;
+    p3d_sb_printf(b, " %.1f GB of %.1f GB free per GPU", free_gb, c->gpu_mem / 1e9);
+    if (!is_best && fabs(c->mem_total - best->cost.mem_total) > 0.05 * c->gpu_mem)
+        p3d_sb_printf(b, " (%s headroom than #1)", c->mem_total < best->cost.mem_total ? "more" : "less");
+    p3d_sb_putc(b, '.');
+}
+
+static const char *dtype_name(int w)
+{
+    return w == 4 ? "fp32" : "bf16/fp16";
+}
+
+static void zero_text(p3d_sb *b, int mode)
+{
+    if (mode == P3D_PLAN_ZERO_SEARCH)
+        p3d_sb_puts(b, "ZeRO 0-3 searched");
+    else if (mode == P3D_PLAN_ZERO_DEFAULT)
+        p3d_sb_puts(b, "ZeRO-1 when dp > 1 (default)");
+    else
+        p3d_sb_printf(b, "ZeRO-%d", mode);
+}
+
+static void header(p3d_sb *b, const p3d_plan *pl)
+{
+    const p3d_job *j = &pl->job;
+    const p3d_model *m = &j->model;
+    const int w = j->dtype_bytes > 0 ? j->dtype_bytes : 2;
+    p3d_sb_puts(b, "par3drun plan: estimates from the cost model in docs/cost-model.md, not measurements\n");
+    p3d_sb_printf(b, "model    %s: %.1fB params, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
+                  m->params / 1e9, m->layers, m->hidden, m->heads, m->seq_len, m->vocab);
+    {
+        p3d_sb cl = {0};
+        p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, %d rack%s (>= %d node%s each), NVLink domain %d GPUs",
+                      pl->cluster_source ? pl->cluster_source : "(cluster)", pl->nodes, pl->nodes == 1 ? "" : "s",
+                      pl->gpus_per_node, pl->gpus, pl->nracks, pl->nracks == 1 ? "" : "s", pl->nodes_per_rack,
+                      pl->nodes_per_rack == 1 ? "" : "s", pl->nvl_gpus);
+        if (pl->mnnvl_gpus)
+            p3d_sb_printf(&cl, ", multi-node NVLink %d GPUs", pl->mnnvl_gpus);
+        char *cs = p3d_sb_finish(&cl);
+        wrapped(b, cs ? cs : "", "cluster  ", "         ");
+        free(cs);
+    }
+    p3d_sb_printf(b, "job      global batch %d, %s, recompute %s, ", j->global_batch, dtype_name(w),
+                  p3d_recompute_name(j->recompute));
+    zero_text(b, pl->zero_mode);
+    if (j->virtual_stages > 1)
+        p3d_sb_printf(b, ", interleaved 1F1B v=%d\n", j->virtual_stages);
+    else
+        p3d_sb_puts(b, ", 1F1B\n");
+    const p3d_cost *any = pl->nrows ? &pl->rows[0].cost : pl->has_misfit ? &pl->misfit.cost : NULL;
+    if (any)
+        p3d_sb_printf(b, "assumed  %.0f TFLOP/s sustained per GPU (MFU against %.0f peak), %.1f GB per GPU (%s)\n",
+                      any->tflops, any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source);
+    p3d_sb_printf(b, "links    GB/s per direction: NV %.0f, MNNVL %.0f, PCIe %.0f-%.0f, RACK %.0f, XRACK %.0f\n",
+                  pl->link_gbps[P3D_LINK_NVLINK], pl->link_gbps[P3D_LINK_MNNVL], pl->link_gbps[P3D_LINK_SYS],
+                  pl->link_gbps[P3D_LINK_PIX], pl->link_gbps[P3D_LINK_RACK], pl->link_gbps[P3D_LINK_XRACK]);
+    if (any) {
+        /* DOMAIN.md's first lesson: does the model fit one GPU at all? */
+        double gm = any->gpu_mem, wbytes = w * m->params, state = 16.0 * m->params;
+        p3d_sb *t = b;
+        char line[400];
+        if (wbytes > gm)
+            snprintf(line, sizeof line,
+                     "%s weights alone are %.1f GB > %.1f GB: the model does not fit one GPU; "
+                     "with gradients and Adam state (16 B/param, %.0f GB) it needs tp x pp >= %d GPUs "
+                     "before ZeRO and activations.",
+                     w == 4 ? "FP32" : "FP16/BF16", wbytes / 1e9, gm / 1e9, state / 1e9, (int)ceil(state / gm));
+        else if (state > gm)
+            snprintf(line, sizeof line,
+                     "weights (%.1f GB) fit one GPU, but with gradients and Adam state (16 B/param, %.0f GB) "
+                     "they need %d GPUs (tp x pp, or ZeRO over dp) before activations.",
+                     wbytes / 1e9, state / 1e9, (int)ceil(state / gm));
+        else
+            snprintf(line, sizeof line, "model state (16 B/param, %.1f GB) fits one GPU.", state / 1e9);
+        wrapped(t, line, "memory   ", "         ");
+    }
+    size_t rej = 0;
+    for (int k = 0; k < P3D_PLAN_NREJ; k++)
+        rej += pl->rejected[k];
+    p3d_sb sbl = {0};
+    p3d_sb_printf(&sbl, "%zu mesh shapes (tp x pp x dp = %d), %zu kept", pl->searched, pl->gpus,
+                  pl->searched - rej);
+    int first = 1;
+    for (int k = 0; k < P3D_PLAN_NREJ; k++)
+        if (pl->rejected[k]) {
+            p3d_sb_printf(&sbl, "%s %zu %s", first ? "; rejected:" : ",", pl->rejected[k], rej_text[k]);
+            first = 0;
+        }
+    p3d_sb_putc(&sbl, '.');
+    char *s = p3d_sb_finish(&sbl);
+    wrapped(b, s ? s : "", "search   ", "         ");
+    free(s);
+}
+
+char *p3d_plan_text(const p3d_plan *pl, int top)
+{
+    p3d_sb b = {0};
+    size_t n = 0;
+    size_t *idx = pick_shapes(pl, top > 0 ? top : 5, &n);
+    if (!idx)
+        return NULL;
+    header(&b, pl);
+    p3d_sb_putc(&b, '\n');
+    if (n == 0) {
+        p3d_sb_puts(&b, "no layout fits in GPU memory.\n");
+    } else {
+        p3d_sb_printf(&b, "%2s %3s %3s %4s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
+                      "pp", "dp", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
+                      "step s", "MFU");
+        for (size_t i = 0; i < n; i++) {
+            const p3d_plan_row *r = &pl->rows[idx[i]];
+            const p3d_cost *c = &r->cost;
+            char mem[32];
+            snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
+            p3d_sb_printf(&b, "%2zu %3d %3d %4d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f %4.1f%%\n",
+                          i + 1, r->tp, r->pp, r->dp, r->micro_batch, r->micro_batches, r->zero, mem,
+                          100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
+                          lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
+                          c->step_time > 0 ? 100 * c->dp_time / c->step_time : 0, c->step_time, 100 * c->mfu);
+        }
+        p3d_sb_puts(&b, "\nwhy\n");
+        for (size_t i = 0; i < n; i++) {
+            const p3d_plan_row *r = &pl->rows[idx[i]];
+            p3d_sb s = {0};
+            why(&s, r, &pl->rows[idx[0]], i == 0);
+            char *txt = p3d_sb_finish(&s);
+            char first[64];
+            snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
+            wrapped(&b, txt ? txt : "", first, "   ");
+            free(txt);
+        }
+        const p3d_plan_row *w = &pl->rows[idx[0]];
+        p3d_sb_printf(&b, "\nrun the best:  par3drun --dry-run --tp %d --pp %d --dp %d --micro-batch %d "
+                          "--global-batch %d --zero %d ...\n",
+                      w->tp, w->pp, w->dp, w->micro_batch, pl->job.global_batch, w->zero);
+    }
+    if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
+        const p3d_plan_row *m = &pl->misfit;
+        const p3d_cost *c = &m->cost;
+        char line[400];
+        snprintf(line, sizeof line,
+                 "tp=%d pp=%d dp=%d b=%d ZeRO-%d needs %.1f GB per GPU (weights %.1f, grads %.1f, optimizer "
+                 "%.1f, activations %.1f) > %.1f GB.",
+                 m->tp, m->pp, m->dp, m->micro_batch, m->zero, c->mem_total / 1e9, c->mem_weights / 1e9,
+                 c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9, c->gpu_mem / 1e9);
+        wrapped(&b, line, n ? "\nclosest misfit: " : "closest misfit: ", "   ");
+        if (n == 0)
+            p3d_sb_puts(&b, "try --recompute full, --search-zero, a smaller --micro-batch, or more nodes.\n");
+    }
+    free(idx);
+    return p3d_sb_finish(&b);
+}
+
+static void row_json(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int rank)
+{
+    p3d_sb_printf(b, "{\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"micro_batches\":%d,"
+                     "\"zero\":%d,\"why\":",
+                  rank, r->tp, r->pp, r->dp, r->micro_batch, r->micro_batches, r->zero);
+    if (best) {
+        p3d_sb s = {0};
+        why(&s, r, best, rank == 1);
+        char *txt = p3d_sb_finish(&s);
+        p3d_sb_json_str(b, txt ? txt : "");
+        free(txt);
+    } else {
+        p3d_sb_puts(b, "null");
+    }
+    p3d_sb_puts(b, ",\"cost\":");
+    p3d_cost_json(b, &r->cost);
+    p3d_sb_putc(b, '}');
+}
+
+char *p3d_plan_json(const p3d_plan *pl, int top)
+{
+    p3d_sb b = {0};
+    size_t n = 0;
+    size_t *idx = pick_shapes(pl, top > 0 ? top : 5, &n);
+    if (!idx)
+        return NULL;
+    const p3d_job *j = &pl->job;
+    const p3d_model *m = &j->model;
+    p3d_sb_puts(&b, "{\"estimate\":true,\"model\":{\"name\":");
+    p3d_sb_json_str(&b, m->name);
+    p3d_sb_puts(&b, ",\"params\":");
+    p3d_sb_json_num(&b, m->params);
+    p3d_sb_printf(&b, ",\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"seq_len\":%d,\"vocab\":%d},", m->layers,
+                  m->hidden, m->heads, m->seq_len, m->vocab);
+    p3d_sb_puts(&b, "\"cluster\":{\"source\":");
+    p3d_sb_json_str(&b, pl->cluster_source);
+    p3d_sb_printf(&b, ",\"nodes\":%d,\"gpus_per_node\":%d,\"gpus\":%d,\"racks\":%d,\"nodes_per_rack\":%d,"
+                      "\"nvlink_domain_gpus\":%d,\"mnnvl_domain_gpus\":%d,\"link_gbps\":{",
+                  pl->nodes, pl->gpus_per_node, pl->gpus, pl->nracks, pl->nodes_per_rack, pl->nvl_gpus,
+                  pl->mnnvl_gpus);
+    for (int l = 1; l < P3D_LINK_COUNT; l++) {
+        p3d_sb_printf(&b, "%s\"%s\":", l > 1 ? "," : "", p3d_link_name((p3d_link)l));
+        p3d_sb_json_num(&b, pl->link_gbps[l]);
+    }
+    p3d_sb_printf(&b, "}},\"job\":{\"global_batch\":%d,\"dtype_bytes\":%d,\"recompute\":\"%s\",\"zero\":",
+                  j->global_batch, j->dtype_bytes > 0 ? j->dtype_bytes : 2, p3d_recompute_name(j->recompute));
+    if (pl->zero_mode == P3D_PLAN_ZERO_SEARCH)
+        p3d_sb_puts(&b, "\"search\"");
+    else if (pl->zero_mode == P3D_PLAN_ZERO_DEFAULT)
+        p3d_sb_puts(&b, "\"default\"");
+    else
+        p3d_sb_int(&b, pl->zero_mode);
+    p3d_sb_printf(&b, ",\"virtual_stages\":%d},\"searched\":%zu,\"variants\":%zu,\"rejected\":{",
+                  j->virtual_stages > 0 ? j->virtual_stages : 1, pl->searched, pl->variants);
+    for (int k = 0; k < P3D_PLAN_NREJ; k++)
+        p3d_sb_printf(&b, "%s\"%s\":%zu", k ? "," : "", rej_key[k], pl->rejected[k]);
+    p3d_sb_puts(&b, "},\"layouts\":[");
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            p3d_sb_putc(&b, ',');
+        row_json(&b, &pl->rows[idx[i]], &pl->rows[idx[0]], (int)i + 1);
+    }
+    p3d_sb_puts(&b, "],\"closest_misfit\":");
+    if (pl->has_misfit)
+        row_json(&b, &pl->misfit, NULL, 0);
+    else
+        p3d_sb_puts(&b, "null");
+    p3d_sb_puts(&b, "}\n");
+    free(idx);
+    return p3d_sb_finish(&b);
+}

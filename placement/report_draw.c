@@ -1,0 +1,506 @@
+/*
+ * report_draw.c — the placement as a picture (SVG elements), shared by the
+ * SVG and HTML reports: racks side by side, nodes stacked inside them, GPUs
+ * as labelled cells, NVLink domains outlined with dashes. Each view colours
+ * the GPUs by one thing (pipeline stage, TP group, pipeline, DP group) and
+ * draws the links its groups cross between nodes; a link that leaves the
+ * group's intended domain (TP: its NVLink domain; PP: its rack) is red.
+ *
+ * Big clusters stay readable by drawing at most MAX_NODES_PER_RACK nodes of
+ * each rack and summarising the rest in one line. Output depends only on
+ * the input (no time, no randomness), so reports are byte-identical.
+ */
+#include "report_draw.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CW 60          /* GPU cell */
+#define CH 34
+#define GAP 4
+#define NPAD 6         /* node padding */
+#define NHEAD 16       /* node label */
+#define NGAP 8
+#define RPAD 10
+#define RHEAD 22
+#define RGAP 18
+#define MAX_COLS 8
+#define MAX_NODES_PER_RACK 8
+#define MAX_LINES 3000
+#define LEGEND_H 64
+#define WARN "#d62728"
+#define GREY "#6f6f6f"
+
+typedef struct dnode {
+    int drawn;
+    int x, y, w, h;
+} dnode;
+
+typedef struct drack {
+    int x, y, w, h;
+    int nnodes, nhidden;
+    int hidden_first, hidden_last; /* node indices of the summarised nodes */
+    int rank_lo, rank_hi;          /* ranks on the summarised nodes */
+} drack;
+
+struct p3d_draw {
+    const p3d_report_in *in;
+    size_t nnodes, nracks;
+    dnode *nodes;
+    drack *racks;
+    size_t *gpu_off;        /* first slot of node i in rank_at */
+    int *rank_at;           /* (node, gpu) -> rank, -1 none */
+    int *gid[P3D_NDIMS];    /* rank -> dense group index per dim (tp, pp, dp) */
+    int ngroups[P3D_NDIMS];
+    int w, h;               /* drawing without legend */
+};
+
+void p3d_xml_text(p3d_sb *b, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': p3d_sb_puts(b, "&lt;"); break;
+        case '>': p3d_sb_puts(b, "&gt;"); break;
+        case '&': p3d_sb_puts(b, "&amp;"); break;
+        case '"': p3d_sb_puts(b, "&quot;"); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\n')
+                p3d_sb_putc(b, *s);
+        }
+    }
+}
+
+const char *p3d_draw_view_title(int view)
+{
+    static const char *const t[P3D_NVIEWS] = {"Pipeline stages", "Tensor-parallel groups", "Pipelines",
+                                              "Data-parallel groups"};
+    return view >= 0 && view < P3D_NVIEWS ? t[view] : "?";
+}
+
+/* Light colours so black labels stay readable. HSL with fixed S and L. */
+static void hsl_hex(double hue, char out[8])
+{
+    double s = 0.65, l = 0.74;
+    double c = (1 - fabs(2 * l - 1)) * s, hp = fmod(hue, 360.0) / 60.0;
+    double x = c * (1 - fabs(fmod(hp, 2.0) - 1)), r = 0, g = 0, bl = 0;
+    if (hp < 1) r = c, g = x;
+    else if (hp < 2) r = x, g = c;
+    else if (hp < 3) g = c, bl = x;
+    else if (hp < 4) g = x, bl = c;
+    else if (hp < 5) r = x, bl = c;
+    else r = c, bl = x;
+    double mm = l - c / 2;
+    snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + mm) * 255), (int)lround((g + mm) * 255),
+             (int)lround((bl + mm) * 255));
+}
+
+/* Stage colours run along the hue circle in order (neighbours look alike);
+ * group colours jump by the golden angle so adjacent groups differ. */
+static void view_color(int view, int idx, int n, char out[8])
+{
+    if (view == P3D_VIEW_STAGE)
+        hsl_hex(fmod(200.0 + 360.0 * idx / (n > 0 ? n : 1), 360.0), out);
+    else
+        hsl_hex(fmod(idx * 137.508 + 20.0, 360.0), out);
+}
+
+static int view_dim(int view)
+{
+    return view == P3D_VIEW_TP ? P3D_DIM_TP : view == P3D_VIEW_DP ? P3D_DIM_DP : P3D_DIM_PP;
+}
+
+void p3d_draw_free(p3d_draw *d)
+{
+    if (!d)
+        return;
+    free(d->nodes);
+    free(d->racks);
+    free(d->gpu_off);
+    free(d->rank_at);
+    for (int k = 0; k < P3D_NDIMS; k++)
+        free(d->gid[k]);
+    free(d);
+}
+
+/* Dense group indices in order of each group's lowest rank. */
+static int group_ids(p3d_draw *d, int dim)
+{
+    const p3d_placement *pl = d->in->pl;
+    int world = pl->world;
+    int *key_to = malloc((size_t)(world > 0 ? world : 1) * sizeof *key_to);
+    d->gid[dim] = malloc((size_t)(world > 0 ? world : 1) * sizeof(int));
+    if (!key_to || !d->gid[dim]) {
+        free(key_to);
+        return -1;
+    }
+    for (int r = 0; r < world; r++)
+        key_to[r] = -1;
+    int n = 0;
+    for (int r = 0; r < world; r++) {
+        int coord[P3D_NDIMS];
+        p3d_mesh_coord(&pl->mesh, r, coord);
+        coord[dim] = 0;
+        int key = p3d_mesh_rank(&pl->mesh, coord);
+        if (key < 0 || key >= world)
+            key = 0;
+        if (key_to[key] < 0)
+            key_to[key] = n++;
+        d->gid[dim][r] = key_to[key];
+    }
+    d->ngroups[dim] = n;
+    free(key_to);
+    return 0;
+}
+
+static int node_gpus(const p3d_draw *d, size_t i)
+{
+    const p3d_node *t = d->in->cluster->nodes[i].topo;
+    return t ? t->ngpus : 0;
+}
+
+p3d_draw *p3d_draw_new(const p3d_report_in *in)
+{
+    const p3d_cluster *c = in->cluster;
+    p3d_draw *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->in = in;
+    d->nnodes = c ? c->nnodes : 0;
+    d->nracks = c && c->nracks ? c->nracks : 1;
+    d->nodes = calloc(d->nnodes ? d->nnodes : 1, sizeof *d->nodes);
+    d->racks = calloc(d->nracks, sizeof *d->racks);
+    d->gpu_off = calloc(d->nnodes + 1, sizeof *d->gpu_off);
+    if (!d->nodes || !d->racks || !d->gpu_off)
+        goto fail;
+    for (size_t i = 0; i < d->nnodes; i++)
+        d->gpu_off[i + 1] = d->gpu_off[i] + (size_t)node_gpus(d, i);
+    size_t slots = d->gpu_off[d->nnodes];
+    d->rank_at = malloc((slots ? slots : 1) * sizeof *d->rank_at);
+    if (!d->rank_at)
+        goto fail;
+    for (size_t k = 0; k < slots; k++)
+        d->rank_at[k] = -1;
+    if (in->pl) {
+        for (int r = 0; r < in->pl->world; r++) {
+            const p3d_rank *rk = &in->pl->ranks[r];
+            if (rk->node >= 0 && (size_t)rk->node < d->nnodes && rk->gpu >= 0 && rk->gpu < node_gpus(d, rk->node))
+                d->rank_at[d->gpu_off[rk->node] + (size_t)rk->gpu] = r;
+        }
+        if (group_ids(d, P3D_DIM_TP) < 0 || group_ids(d, P3D_DIM_PP) < 0 || group_ids(d, P3D_DIM_DP) < 0)
+            goto fail;
+    }
+    /* racks side by side; each rack's nodes in cluster order, top to bottom */
+    int node_w = 0;
+    for (size_t i = 0; i < d->nnodes; i++) {
+        int g = node_gpus(d, i), cols = g < MAX_COLS ? (g ? g : 1) : MAX_COLS;
+        int w = 2 * NPAD + cols * CW + (cols - 1) * GAP;
+        if (w > node_w)
+            node_w = w;
+    }
+    if (node_w < 200)
+        node_w = 200;
+    int rack_w = node_w + 2 * RPAD, maxh = 0;
+    for (size_t r = 0; r < d->nracks; r++) {
+        drack *rk = &d->racks[r];
+        rk->x = (int)r * (rack_w + RGAP);
+        rk->y = 0;
+        rk->w = rack_w;
+        rk->hidden_first = rk->hidden_last = -1;
+        rk->rank_lo = rk->rank_hi = -1;
+        int y = RHEAD;
+        for (size_t i = 0; i < d->nnodes; i++) {
+            int nr = c->nodes[i].rack;
+            if ((size_t)(nr >= 0 ? nr : 0) != r)
+                continue;
+            rk->nnodes++;
+            if (rk->nnodes > MAX_NODES_PER_RACK) {
+                rk->nhidden++;
+                if (rk->hidden_first < 0)
+                    rk->hidden_first = (int)i;
+                rk->hidden_last = (int)i;
+                for (int g = 0; g < node_gpus(d, i); g++) {
+                    int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
+                    if (rank < 0)
+                        continue;
+                    if (rk->rank_lo < 0 || rank < rk->rank_lo)
+                        rk->rank_lo = rank;
+                    if (rank > rk->rank_hi)
+                        rk->rank_hi = rank;
+                }
+                continue;
+            }
+            dnode *n = &d->nodes[i];
+            int g = node_gpus(d, i), rows = g ? (g + MAX_COLS - 1) / MAX_COLS : 1;
+            n->drawn = 1;
+            n->x = rk->x + RPAD;
+            n->y = y;
+            n->w = node_w;
+            n->h = NHEAD + NPAD + rows * CH + (rows - 1) * GAP + NPAD;
+            y += n->h + NGAP;
+        }
+        if (rk->nhidden)
+            y += 34;
+        rk->h = y + RPAD - NGAP;
+        if (rk->h > maxh)
+            maxh = rk->h;
+    }
+    for (size_t r = 0; r < d->nracks; r++)
+        d->racks[r].h = maxh;
+    d->w = (int)d->nracks * (rack_w + RGAP) - RGAP;
+    d->h = maxh;
+    return d;
+fail:
+    p3d_draw_free(d);
+    return NULL;
+}
+
+void p3d_draw_size(const p3d_draw *d, int *w, int *h)
+{
+    *w = d->w < 1040 ? 1040 : d->w; /* room for the summary and legend lines */
+    *h = d->h + LEGEND_H;
+}
+
+static void cell_pos(const p3d_draw *d, size_t node, int gpu, int *x, int *y)
+{
+    const dnode *n = &d->nodes[node];
+    *x = n->x + NPAD + (gpu % MAX_COLS) * (CW + GAP);
+    *y = n->y + NHEAD + NPAD + (gpu / MAX_COLS) * (CH + GAP);
+}
+
+/* Links between consecutive members of each group of the view's dimension
+ * that cross nodes; red when they leave the group's intended domain. */
+static void draw_links(p3d_sb *b, const p3d_draw *d, int view, int *nwarn)
+{
+    const p3d_placement *pl = d->in->pl;
+    const p3d_cluster *c = d->in->cluster;
+    int dim = view_dim(view), lines = 0;
+    int members[4096];
+    int gmax = view == P3D_VIEW_DP ? 8 : d->ngroups[dim]; /* DP: a sample keeps it legible */
+    char *done = calloc((size_t)(d->ngroups[dim] > 0 ? d->ngroups[dim] : 1), 1);
+    if (!done)
+        return;
+    for (int r = 0; r < pl->world && lines < MAX_LINES; r++) {
+        int g = d->gid[dim][r];
+        if (done[g] || g >= gmax)
+            continue;
+        done[g] = 1;
+        int n = p3d_group_members(&pl->mesh, dim, r, members, 4096);
+        if (n > 4096)
+            n = 4096;
+        for (int k = 0; k + 1 < n && lines < MAX_LINES; k++) {
+            const p3d_rank *a = &pl->ranks[members[k]], *z = &pl->ranks[members[k + 1]];
+            if (a->node == z->node)
+                continue; /* inside a node: the outlines tell */
+            p3d_link l = p3d_cluster_link(c, (size_t)a->node, a->gpu, (size_t)z->node, z->gpu);
+            int warn = (dim == P3D_DIM_TP && l > P3D_LINK_MNNVL) || (dim == P3D_DIM_PP && l >= P3D_LINK_XRACK);
+            if (warn)
+                (*nwarn)++;
+            if (!d->nodes[a->node].drawn || !d->nodes[z->node].drawn)
+                continue;
+            int x1, y1, x2, y2;
+            cell_pos(d, (size_t)a->node, a->gpu, &x1, &y1);
+            cell_pos(d, (size_t)z->node, z->gpu, &x2, &y2);
+            p3d_sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%s\" "
+                             "stroke-opacity=\"0.8\"><title>%s ranks %d-%d over %s</title></line>\n",
+                          x1 + CW / 2, y1 + CH / 2, x2 + CW / 2, y2 + CH / 2, warn ? WARN : GREY, warn ? "2.5" : "1.2",
+                          p3d_dim_name(dim), members[k], members[k + 1], p3d_link_desc(l));
+            lines++;
+        }
+    }
+    free(done);
+}
+
+static void legend(p3d_sb *b, const p3d_draw *d, int view, int y, int nwarn)
+{
+    int dim = view_dim(view), n = d->in->pl ? d->ngroups[dim] : 0;
+    if (view == P3D_VIEW_STAGE)
+        n = d->in->pl ? d->in->pl->mesh.size[P3D_DIM_PP] : 0;
+    int shown = n < 12 ? n : 12;
+    p3d_sb_printf(b, "<g class=\"legend\" transform=\"translate(0,%d)\" font-size=\"11\">\n", y);
+    for (int i = 0; i < shown; i++) {
+        char col[8];
+        view_color(view, i, view == P3D_VIEW_STAGE ? n : 0, col);
+        p3d_sb_printf(b, "<rect x=\"%d\" y=\"4\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#333\"/>"
+                         "<text x=\"%d\" y=\"15\">%s %d</text>\n",
+                      i * 62, col, i * 62 + 18, view == P3D_VIEW_STAGE ? "pp" : view == P3D_VIEW_TP ? "tp#"
+                                                                           : view == P3D_VIEW_PP ? "pipe" : "dp#", i);
+    }
+    if (n > shown)
+        p3d_sb_printf(b, "<text x=\"%d\" y=\"15\">... %d in all</text>\n", shown * 62, n);
+    p3d_sb_printf(b, "<rect x=\"0\" y=\"26\" width=\"22\" height=\"12\" fill=\"none\" stroke=\"#333\" "
+                     "stroke-dasharray=\"4 2\"/><text x=\"28\" y=\"36\">NVLink domain</text>"
+                     "<line x1=\"130\" y1=\"32\" x2=\"158\" y2=\"32\" stroke=\"" GREY "\" stroke-width=\"1.2\"/>"
+                     "<text x=\"164\" y=\"36\">group link between nodes</text>"
+                     "<line x1=\"330\" y1=\"32\" x2=\"358\" y2=\"32\" stroke=\"" WARN "\" stroke-width=\"2.5\"/>"
+                     "<text x=\"364\" y=\"36\">leaves its domain (TP: NVLink domain, PP: rack)");
+    if (view != P3D_VIEW_STAGE)
+        p3d_sb_printf(b, ": %d link%s", nwarn, nwarn == 1 ? "" : "s");
+    p3d_sb_puts(b, "</text>\n<text x=\"0\" y=\"56\">cell: rank, then (tp,pp,dp) coordinates");
+    if (view == P3D_VIEW_DP && n > 8)
+        p3d_sb_printf(b, "; lines for the first 8 of %d DP groups", n);
+    p3d_sb_puts(b, "</text>\n</g>\n");
+}
+
+void p3d_draw_view(p3d_sb *b, const p3d_draw *d, int view, int x, int y)
+{
+    const p3d_cluster *c = d->in->cluster;
+    const p3d_placement *pl = d->in->pl;
+    int dim = view_dim(view);
+    p3d_sb_printf(b, "<g class=\"view\" transform=\"translate(%d,%d)\" font-family=\"sans-serif\">\n", x, y);
+    for (size_t r = 0; r < d->nracks; r++) {
+        const drack *rk = &d->racks[r];
+        if (rk->nnodes == 0)
+            continue;
+        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
+                         "stroke=\"#999\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\">rack ",
+                      rk->x, rk->y, rk->w, rk->h, rk->x + 8, rk->y + 16);
+        p3d_xml_text(b, c->nracks ? c->racks[r] : "default");
+        p3d_sb_printf(b, " (%d node%s)</text>\n", rk->nnodes, rk->nnodes == 1 ? "" : "s");
+        if (rk->nhidden) {
+            p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\">+ %d more node%s: ", rk->x + RPAD,
+                          rk->y + rk->h - RPAD - 18, rk->nhidden, rk->nhidden == 1 ? "" : "s");
+            p3d_xml_text(b, c->nodes[rk->hidden_first].name);
+            p3d_sb_puts(b, " .. ");
+            p3d_xml_text(b, c->nodes[rk->hidden_last].name);
+            if (rk->rank_lo >= 0)
+                p3d_sb_printf(b, "</text><text x=\"%d\" y=\"%d\" font-size=\"11\">ranks %d..%d (not drawn)",
+                              rk->x + RPAD, rk->y + rk->h - RPAD - 4, rk->rank_lo, rk->rank_hi);
+            p3d_sb_puts(b, "</text>\n");
+        }
+    }
+    for (size_t i = 0; i < d->nnodes; i++) {
+        const dnode *n = &d->nodes[i];
+        if (!n->drawn)
+            continue;
+        const p3d_cnode *cn = &c->nodes[i];
+        int mn = cn->nvl_domain >= 0;
+        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"#fff\" stroke=\"%s\" "
+                         "stroke-width=\"%s\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"11\">",
+                      n->x, n->y, n->w, n->h, mn ? "#7b3fa0" : "#444", mn ? "2.5" : "1", n->x + NPAD, n->y + 12);
+        p3d_xml_text(b, cn->name);
+        if (mn && (size_t)cn->nvl_domain < c->nnvl_domains) {
+            p3d_sb_puts(b, " [NVLink domain ");
+            p3d_xml_text(b, c->nvl_domains[cn->nvl_domain]);
+            p3d_sb_putc(b, ']');
+        }
+        p3d_sb_puts(b, "</text>\n");
+        const p3d_node *t = cn->topo;
+        int g = t ? t->ngpus : 0;
+        /* NVLink domains of this node, outlined (bounding box of members) */
+        for (int dom = 0; t && dom < t->ndomains; dom++) {
+            int x0 = 1 << 30, y0 = 1 << 30, x1 = -1, y1 = -1, cnt = 0;
+            for (int k = 0; k < g; k++)
+                if (t->gpus[k].domain == dom) {
+                    int cx, cy;
+                    cell_pos(d, i, k, &cx, &cy);
+                    x0 = cx < x0 ? cx : x0;
+                    y0 = cy < y0 ? cy : y0;
+                    x1 = cx + CW > x1 ? cx + CW : x1;
+                    y1 = cy + CH > y1 ? cy + CH : y1;
+                    cnt++;
+                }
+            if (cnt > 1)
+                p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\" "
+                                 "stroke-dasharray=\"4 2\"/>\n",
+                              x0 - 2, y0 - 2, x1 - x0 + 4, y1 - y0 + 4);
+        }
+        for (int k = 0; k < g; k++) {
+            int cx, cy, rank = d->rank_at[d->gpu_off[i] + (size_t)k];
+            cell_pos(d, i, k, &cx, &cy);
+            char col[8] = "#eeeeee";
+            if (rank >= 0) {
+                const p3d_rank *rk = &pl->ranks[rank];
+                if (view == P3D_VIEW_STAGE)
+                    view_color(view, rk->coord[P3D_DIM_PP], pl->mesh.size[P3D_DIM_PP], col);
+                else
+                    view_color(view, d->gid[dim][rank], 0, col);
+            }
+            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"%s\" "
+                             "stroke=\"#555\">",
+                          cx, cy, CW, CH, col);
+            if (rank >= 0) {
+                const p3d_rank *rk = &pl->ranks[rank];
+                p3d_sb_printf(b, "<title>rank %d on ", rank);
+                p3d_xml_text(b, cn->name);
+                p3d_sb_printf(b, " GPU %d: tp %d, pp %d, dp %d</title></rect>\n", k, rk->coord[P3D_DIM_TP],
+                              rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
+                p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" "
+                                 "font-weight=\"bold\">r%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
+                                 "text-anchor=\"middle\">%d,%d,%d</text>\n",
+                              cx + CW / 2, cy + 14, rank, cx + CW / 2, cy + 27, rk->coord[P3D_DIM_TP],
+                              rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
+            } else {
+                p3d_sb_printf(b, "<title>GPU %d: no rank</title></rect>\n<text x=\"%d\" y=\"%d\" font-size=\"10\" "
+                                 "text-anchor=\"middle\" fill=\"#888\">GPU %d</text>\n",
+                              k, cx + CW / 2, cy + 21, k);
+            }
+        }
+    }
+    int nwarn = 0;
+    if (pl && view != P3D_VIEW_STAGE)
+        draw_links(b, d, view, &nwarn);
+    legend(b, d, view, d->h + 4, nwarn);
+    p3d_sb_puts(b, "</g>\n");
+}
+
+int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN], int max)
+{
+    int n = 0;
+    const p3d_placement *pl = in->pl;
+    const p3d_mesh *m = pl ? &pl->mesh : &in->job->mesh;
+    if (max < 4)
+        return 0;
+    snprintf(lines[n++], P3D_SUMMARY_LEN, "par3drun placement: policy %s, order %s, tp=%d pp=%d dp=%d (%d ranks on %zu nodes)",
+             pl && pl->policy ? pl->policy : "?", m->order_str, m->size[P3D_DIM_TP], m->size[P3D_DIM_PP],
+             m->size[P3D_DIM_DP], pl ? pl->world : 0, in->cluster ? in->cluster->nnodes : (size_t)0);
+    if (!in->an)
+        return n;
+    const p3d_analysis *an = in->an;
+    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    char *line = lines[n++];
+    size_t len = (size_t)snprintf(line, P3D_SUMMARY_LEN, "worst link per dimension:");
+    for (int i = 0; i < 3 && len < P3D_SUMMARY_LEN; i++) {
+        const p3d_dim_stats *st = &an->dim[dims[i]];
+        len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s %s (%d group%s)%s", p3d_dim_name(dims[i]),
+                                p3d_link_name((p3d_link)st->worst), st->ngroups, st->ngroups == 1 ? "" : "s",
+                                i < 2 ? "," : "");
+    }
+    if (len < P3D_SUMMARY_LEN)
+        snprintf(line + len, P3D_SUMMARY_LEN - len, "; checks: %d error%s, %d warning%s", an->nerrors,
+                 an->nerrors == 1 ? "" : "s", an->nwarnings, an->nwarnings == 1 ? "" : "s");
+    if (!an->has_cost)
+        return n;
+    const p3d_cost *c = &an->cost;
+    snprintf(lines[n++], P3D_SUMMARY_LEN,
+             "estimated step %.2f s (compute %.2f, TP %.2f on %s, PP %.2f on %s, DP %.2f on %s), "
+             "bubble %.1f%%, MFU %.1f%%; memory %.1f of %.1f GB per GPU",
+             c->step_time, c->compute_time, c->tp_time, p3d_link_name(c->link[P3D_DIM_TP]), c->pp_time,
+             p3d_link_name(c->link[P3D_DIM_PP]), c->dp_time, p3d_link_name(c->link[P3D_DIM_DP]), 100 * c->bubble,
+             100 * c->mfu, c->mem_total / 1e9, c->gpu_mem / 1e9);
+    if (in->base_an && in->base_an->has_cost && c->step_time > 0) {
+        const p3d_cost *bc = &in->base_an->cost;
+        snprintf(lines[n++], P3D_SUMMARY_LEN,
+                 "naive placement (host-list order): step %.2f s, TP on %s, PP on %s: this placement is "
+                 "%.1f%% faster (estimate, docs/cost-model.md)",
+                 bc->step_time, p3d_link_name(bc->link[P3D_DIM_TP]), p3d_link_name(bc->link[P3D_DIM_PP]),
+                 100 * (bc->step_time / c->step_time - 1));
+    }
+    return n;
+}
+
+void p3d_draw_summary(p3d_sb *b, const p3d_report_in *in, int x, int y, int *h)
+{
+    char lines[P3D_SUMMARY_MAX][P3D_SUMMARY_LEN];
+    int n = p3d_draw_summary_lines(in, lines, P3D_SUMMARY_MAX);
+    int y0 = y;
+    for (int i = 0; i < n; i++) {
+        y += i == 0 ? 18 : 17;
+        p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"%d\" font-family=\"sans-serif\"%s>", x, y,
+                      i == 0 ? 15 : 12, i == 0 ? " font-weight=\"bold\"" : "");
+        p3d_xml_text(b, lines[i]);
+        p3d_sb_puts(b, "</text>\n");
+    }
+    *h = y - y0 + 8;
+}
