@@ -1,0 +1,50 @@
+/* cuda_loader.c - finds and loads the CUDA backend module
+ * (p3d-worker-cuda.so) at run time, so that p3d-worker itself never links
+ * the CUDA libraries: it starts fast and starts everywhere. */
+#include "worker.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const p3dw_cuda_api *p3dw_cuda_load(const char **why)
+{
+    static char msg[PATH_MAX + 256];
+    char path[PATH_MAX];
+    const char *env = getenv("P3D_WORKER_CUDA_LIB");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s", env);
+    } else {
+        /* Next to the executable: the build directory, or the install's bin/. */
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+        if (n <= 0) {
+            *why = "cannot locate p3d-worker-cuda.so (/proc/self/exe unreadable; set "
+                   "P3D_WORKER_CUDA_LIB)";
+            return NULL;
+        }
+        path[n] = 0;
+        char *slash = strrchr(path, '/');
+        snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
+                 "p3d-worker-cuda.so");
+    }
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(msg, sizeof msg, "the CUDA backend cannot be loaded: %s (built without "
+                 "CUDA/NCCL, or their libraries are missing)", dlerror());
+        *why = msg;
+        return NULL;
+    }
+    const p3dw_cuda_api *api = dlsym(h, "p3dw_cuda_api_v1");
+    if (!api || api->abi != P3DW_CUDA_ABI) {
+        snprintf(msg, sizeof msg, "%s: %s (expected ABI %d)", path,
+                 api ? "wrong ABI number" : "no p3dw_cuda_api_v1 symbol", P3DW_CUDA_ABI);
+        *why = msg;
+        dlclose(h);
+        return NULL;
+    }
+    /* Kept loaded for the life of the process (its code runs until exit). */
+    return api;
+}

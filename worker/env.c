@@ -1,0 +1,140 @@
+/* env.c - the rank environment the launcher hands every worker.
+ * Names are torchrun's plus par3drun's own (see docs/worker.md). */
+#include "worker.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const p3dw_dim_name[P3DW_NDIM] = {"tp", "pp", "dp"};
+
+static int get_int(const char *name, int *out, int dflt, int required)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) {
+        if (required) {
+            fprintf(stderr, "p3d-worker: environment variable %s is not set "
+                            "(start the worker under par3drun, or set it)\n", name);
+            return -1;
+        }
+        *out = dflt;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < 0 || v > INT_MAX) {
+        fprintf(stderr, "p3d-worker: %s='%s': expected a non-negative integer\n", name, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int p3dw_parse_list(const char *s, int **out)
+{
+    int n = 0, cap = 8, rc = -1;
+    int *v = malloc(cap * sizeof *v);
+    const char *p = s;
+    if (!v)
+        goto out;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT_MAX || (*end && *end != ','))
+            goto out;
+        if (n == cap) {
+            int *nv = realloc(v, 2 * cap * sizeof *v);
+            if (!nv)
+                goto out;
+            v = nv;
+            cap *= 2;
+        }
+        v[n++] = (int)x;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            goto out; /* trailing comma */
+    }
+    if (n == 0)
+        goto out;
+    *out = v;
+    v = NULL;
+    rc = n;
+out:
+    free(v);
+    return rc;
+}
+
+int p3dw_env_read(p3dw_env *e, int need_mesh)
+{
+    static const char *const rank_var[P3DW_NDIM] = {"P3D_TP_RANK", "P3D_PP_RANK", "P3D_DP_RANK"};
+    static const char *const size_var[P3DW_NDIM] = {"P3D_TP_SIZE", "P3D_PP_SIZE", "P3D_DP_SIZE"};
+    static const char *const group_var[P3DW_NDIM] = {"P3D_TP_GROUP", "P3D_PP_GROUP", "P3D_DP_GROUP"};
+    memset(e, 0, sizeof *e);
+    if (get_int("RANK", &e->rank, 0, 1) || get_int("WORLD_SIZE", &e->world, 0, 1) ||
+        get_int("LOCAL_RANK", &e->local_rank, 0, 0) ||
+        get_int("LOCAL_WORLD_SIZE", &e->local_world, 1, 0) ||
+        get_int("NODE_RANK", &e->node_rank, 0, 0) || get_int("MASTER_PORT", &e->master_port, 0, 1))
+        return -1;
+    if (e->world < 1 || e->rank >= e->world) {
+        fprintf(stderr, "p3d-worker: RANK=%d WORLD_SIZE=%d: expected 0 <= RANK < WORLD_SIZE\n",
+                e->rank, e->world);
+        return -1;
+    }
+    if (e->master_port < 1 || e->master_port > 65535) {
+        fprintf(stderr, "p3d-worker: MASTER_PORT=%d: expected 1-65535\n", e->master_port);
+        return -1;
+    }
+    const char *ma = getenv("MASTER_ADDR");
+    snprintf(e->master_addr, sizeof e->master_addr, "%s", ma && *ma ? ma : "127.0.0.1");
+    const char *job = getenv("P3D_JOB_ID");
+    snprintf(e->job_id, sizeof e->job_id, "%s", job ? job : "");
+
+    const char *cp = getenv("P3D_CP_SIZE");
+    if (cp && strcmp(cp, "1") != 0 && *cp) {
+        fprintf(stderr, "p3d-worker: P3D_CP_SIZE=%s: the bundled worker has no context "
+                        "parallelism; run it with --cp 1\n", cp);
+        return -1;
+    }
+    for (int d = 0; d < P3DW_NDIM; d++) {
+        /* Without the launcher's mesh variables (a plain torchrun-style
+         * environment) the world is one data-parallel group. */
+        int dflt_size = d == P3DW_DP ? e->world : 1;
+        int dflt_rank = d == P3DW_DP ? e->rank : 0;
+        if (get_int(rank_var[d], &e->coord[d], dflt_rank, need_mesh) ||
+            get_int(size_var[d], &e->size[d], dflt_size, need_mesh))
+            return -1;
+        if (e->size[d] < 1 || e->coord[d] >= e->size[d]) {
+            fprintf(stderr, "p3d-worker: %s=%d %s=%d: expected 0 <= rank < size\n", rank_var[d],
+                    e->coord[d], size_var[d], e->size[d]);
+            return -1;
+        }
+        const char *g = getenv(group_var[d]);
+        if (g && *g) {
+            e->ngroup[d] = p3dw_parse_list(g, &e->group[d]);
+            if (e->ngroup[d] < 0) {
+                fprintf(stderr, "p3d-worker: %s='%s': expected comma-separated ranks\n",
+                        group_var[d], g);
+                e->ngroup[d] = 0;
+                return -1;
+            }
+        }
+    }
+    if ((long)e->size[0] * e->size[1] * e->size[2] != e->world) {
+        fprintf(stderr, "p3d-worker: P3D_TP_SIZE*P3D_PP_SIZE*P3D_DP_SIZE = %d*%d*%d != WORLD_SIZE=%d\n",
+                e->size[0], e->size[1], e->size[2], e->world);
+        return -1;
+    }
+    return 0;
+}
+
+void p3dw_env_free(p3dw_env *e)
+{
+    for (int d = 0; d < P3DW_NDIM; d++) {
+        free(e->group[d]);
+        e->group[d] = NULL;
+    }
+}

@@ -1,0 +1,344 @@
+/* main.c - p3d-worker: options, backend choice, the run, --verify, report.
+ * Exit codes: 0 ok; 1 a runtime failure (peer died, timeout, --verify
+ * mismatch, no GPU for --backend cuda); 2 bad options or environment. */
+#include "worker.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { O_INT, O_DBL, O_U64, O_STR, O_FLAG, O_SIZE };
+
+typedef struct opt_row {
+    const char *name;
+    int type;
+    size_t off;
+    double lo, hi;
+    const char *help;
+} opt_row;
+
+#define OFF(f) offsetof(p3dw_opts, f)
+static const opt_row rows[] = {
+    {"layers", O_INT, OFF(layers), 1, 4096, "number of MLP layers (default 4)"},
+    {"hidden", O_INT, OFF(hidden), 1, 65536, "hidden size h; each layer is h x 4h x h (default 64)"},
+    {"global-batch", O_INT, OFF(global_batch), 1, 1 << 24, "samples per step, all replicas (default 16)"},
+    {"micro-batches", O_INT, OFF(micro_batches), 1, 1 << 20, "micro-batches per replica and step (default 1)"},
+    {"steps", O_INT, OFF(steps), 1, 1 << 20, "training steps (default 5)"},
+    {"lr", O_DBL, OFF(lr), 0, 1e6, "SGD learning rate (default 1.0)"},
+    {"seed", O_U64, OFF(seed), 0, 0, "seed of weights and data (default 1234)"},
+    {"verify", O_FLAG, OFF(verify), 0, 0, "rank 0 reruns the training in one process and compares losses"},
+    {"backend", O_STR, OFF(backend), 0, 0, "cpu, cuda or auto (default auto: cuda when a GPU is usable)"},
+    {"json", O_FLAG, OFF(json), 0, 0, "print the per-step losses as JSON lines too"},
+    {"timeout", O_DBL, OFF(timeout), 0.1, 1e6, "seconds one communication may wait (default 120)"},
+    {"connect-timeout", O_DBL, OFF(connect_timeout), 0.1, 1e6, "seconds for bootstrap and connections (default 30)"},
+    {"bench-allreduce", O_FLAG, OFF(bench_allreduce), 0, 0, "benchmark the CPU ring all-reduce over the world"},
+    {"bench-memcpy", O_FLAG, OFF(bench_memcpy), 0, 0, "benchmark memcpy (one process, no environment needed)"},
+    {"bench-min", O_SIZE, OFF(bench_min), 4, 1ull << 34, "smallest benchmark buffer, bytes or K/M/G (default 1K)"},
+    {"bench-max", O_SIZE, OFF(bench_max), 4, 1ull << 34, "largest benchmark buffer (default 64M)"},
+    {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
+};
+#define NROWS (sizeof rows / sizeof rows[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: p3d-worker [options]   (started by par3drun, one process per rank)\n\n");
+    for (size_t i = 0; i < NROWS; i++)
+        fprintf(f, "  --%-18s %s\n", rows[i].name, rows[i].help);
+    fprintf(f, "  --%-18s %s\n", "help", "this text");
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024.0 * 1024;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024.0 * 1024 * 1024;
+    else if (*end)
+        return -1;
+    if (*end && end[1] && strcmp(end + 1, "iB") != 0 && strcmp(end + 1, "B") != 0)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, p3dw_opts *o)
+{
+    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .micro_batches = 1,
+                     .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
+                     .connect_timeout = 30, .bench_min = 1024, .bench_max = 64u << 20,
+                     .bench_iters = 5};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "p3d-worker: unexpected argument '%s' (see --help)\n", a);
+            return -1;
+        }
+        a += 2;
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt_row *row = NULL;
+        for (size_t k = 0; k < NROWS; k++)
+            if (strlen(rows[k].name) == len && !strncmp(rows[k].name, a, len))
+                row = &rows[k];
+        if (!row) {
+            fprintf(stderr, "p3d-worker: unknown option '--%.*s' (see --help)\n", (int)len, a);
+            return -1;
+        }
+        char *base = (char *)o + row->off;
+        if (row->type == O_FLAG) {
+            if (eq) {
+                fprintf(stderr, "p3d-worker: --%s takes no value\n", row->name);
+                return -1;
+            }
+            *(int *)base = 1;
+            continue;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            fprintf(stderr, "p3d-worker: --%s needs a value\n", row->name);
+            return -1;
+        }
+        char *end = NULL;
+        errno = 0;
+        int bad = 0;
+        switch (row->type) {
+        case O_INT: {
+            long v = strtol(val, &end, 10);
+            bad = errno || *end || end == val || v < row->lo || v > row->hi;
+            *(int *)base = (int)v;
+            break;
+        }
+        case O_DBL: {
+            double v = strtod(val, &end);
+            bad = errno || *end || end == val || !(v >= row->lo && v <= row->hi);
+            *(double *)base = v;
+            break;
+        }
+        case O_U64:
+            *(uint64_t *)base = strtoull(val, &end, 10);
+            bad = errno || *end || end == val || *val == '-';
+            break;
+        case O_SIZE: {
+            size_t v = 0;
+            bad = parse_size(val, &v) || v < row->lo || v > row->hi;
+            *(size_t *)base = v;
+            break;
+        }
+        default:
+            *(const char **)base = val;
+        }
+        if (bad) {
+            if (row->type == O_SIZE || row->type == O_U64)
+                fprintf(stderr, "p3d-worker: --%s '%s': expected %s\n", row->name, val,
+                        row->type == O_SIZE ? "a size such as 4096, 64K or 1M in range"
+                                            : "a non-negative integer");
+            else
+                fprintf(stderr, "p3d-worker: --%s '%s': expected a number in [%g, %g]\n",
+                        row->name, val, row->lo, row->hi);
+            return -1;
+        }
+    }
+    if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto")) {
+        fprintf(stderr, "p3d-worker: --backend '%s': expected cpu, cuda or auto\n", o->backend);
+        return -1;
+    }
+    if (o->bench_min > o->bench_max) {
+        fprintf(stderr, "p3d-worker: --bench-min is larger than --bench-max\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Picks the backend.  Returns the ops table (and *cuda for the CUDA one),
+ * or NULL (message printed). */
+static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e,
+                                     const p3dw_cuda_api **cuda)
+{
+    int want_cuda = !strcmp(o->backend, "cuda"), auto_ = !strcmp(o->backend, "auto");
+    const char *why = NULL;
+    *cuda = NULL;
+    if (!want_cuda && !auto_)
+        return &p3dw_cpu_ops;
+    /* Without the driver's files there is no GPU: skip loading the CUDA
+     * libraries altogether (a second of start-up per rank). */
+    if (auto_ && access("/proc/driver/nvidia/version", F_OK) != 0 &&
+        access("/dev/nvidiactl", F_OK) != 0) {
+        why = "no GPU: no NVIDIA driver on this machine (/proc/driver/nvidia is absent)";
+    } else {
+        const p3dw_cuda_api *api = p3dw_cuda_load(&why);
+        if (api && api->probe(&why) > 0) {
+            *cuda = api;
+            return api->ops;
+        }
+    }
+    if (want_cuda) {
+        fprintf(stderr, "p3d-worker: rank %d: --backend cuda: %s\n", e->rank, why);
+        return NULL;
+    }
+    if (e->rank == 0)
+        fprintf(stderr, "p3d-worker: %s; using the CPU backend\n", why);
+    return &p3dw_cpu_ops;
+}
+
+/* --verify: the same training, same code, one process (tp=pp=dp=1, one
+ * micro-batch) on rank 0.  Returns 0 if every step agrees within tol. */
+static int verify(const p3dw_opts *o, const p3d_ops *ops, const double *losses, double tol,
+                  double *max_rel)
+{
+    p3dw_run ref = {.ops = ops, .micro_batches = 1, .quiet = 1};
+    const char *names[P3DW_NDIM] = {"TP", "PP", "DP"};
+    for (int d = 0; d < P3DW_NDIM; d++)
+        ref.g[d] = (p3dw_group){.size = 1, .rank = 0, .name = names[d]};
+    double *rl = calloc((size_t)o->steps, sizeof *rl);
+    p3dw_stats st;
+    int rc = -1, bad = 0;
+    p3dw_opts o1 = *o;
+    o1.micro_batches = 1;
+    if (!rl || p3dw_train(&o1, &ref, rl, &st))
+        goto out;
+    *max_rel = 0;
+    for (int s = 0; s < o->steps; s++) {
+        double rel = fabs(losses[s] - rl[s]) / fmax(fabs(rl[s]), 1e-30);
+        if (rel > *max_rel)
+            *max_rel = rel;
+        int ok = rel <= tol;
+        if (o->json)
+            printf("{\"verify_step\":%d,\"loss\":%.9g,\"reference\":%.9g,\"rel_diff\":%.3g,"
+                   "\"ok\":%s}\n", s + 1, losses[s], rl[s], rel, ok ? "true" : "false");
+        else
+            printf("p3d-worker: verify step %d: loss %.9g reference %.9g rel diff %.3g%s\n",
+                   s + 1, losses[s], rl[s], rel, ok ? "" : "  MISMATCH");
+        bad |= !ok;
+    }
+    fflush(stdout);
+    if (bad)
+        fprintf(stderr, "p3d-worker: --verify FAILED: the distributed losses differ from the "
+                        "single-process reference by up to %.3g (tolerance %g)\n", *max_rel, tol);
+    rc = bad ? -1 : 0;
+out:
+    free(rl);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    p3dw_opts o;
+    p3dw_env e = {0};
+    tcp_world *w = NULL;
+    tcp_comm comm[P3DW_NDIM] = {0};
+    p3dw_run run = {0};
+    double *losses = NULL;
+    p3dw_rank_record *all = NULL;
+    int rc = 2, cuda_up = 0;
+    const p3dw_cuda_api *cuda = NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (parse_args(argc, argv, &o))
+        goto out;
+    if (o.bench_memcpy) {
+        rc = p3dw_bench_memcpy(&o) ? 1 : 0;
+        goto out;
+    }
+    if (p3dw_env_read(&e, 0))
+        goto out;
+    const p3d_ops *ops = &p3dw_cpu_ops;
+    if (!o.bench_allreduce) {
+        if (p3dw_check_shape(&o, e.size[0], e.size[1], e.size[2], o.micro_batches))
+            goto out;
+        rc = 1; /* "no GPU" for --backend cuda is a runtime failure */
+        if (!(ops = choose_backend(&o, &e, &cuda)))
+            goto out;
+    }
+    rc = 1;
+    if (!(w = tcp_world_init(&e, o.connect_timeout, o.timeout)))
+        goto out;
+    if (o.bench_allreduce) {
+        rc = p3dw_bench_allreduce(&o, w) ? 1 : 0;
+        goto out;
+    }
+    if (p3dw_groups_make(w, &e, comm)) {
+        rc = 2;
+        goto out;
+    }
+    const char *names[P3DW_NDIM] = {"TP", "PP", "DP"};
+    for (int d = 0; d < P3DW_NDIM; d++)
+        run.g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
+                                .impl = &comm[d]};
+    if (cuda) {
+        if (cuda->setup(w, &e, comm, run.g, o.timeout))
+            goto out;
+        cuda_up = 1;
+    }
+    run.ops = ops;
+    run.micro_batches = o.micro_batches;
+    run.json = o.json;
+    int last = e.coord[1] == e.size[1] - 1;
+    run.print_loss = last && e.coord[0] == 0 && e.coord[2] == 0;
+    losses = calloc((size_t)o.steps, sizeof *losses);
+    p3dw_rank_record mine = {.rank = e.rank, .node_rank = e.node_rank};
+    all = calloc((size_t)e.world, sizeof *all);
+    if (!losses || !all)
+        goto out;
+    if (e.rank == 0)
+        fprintf(stderr, "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
+                        "hidden %d, global batch %d, %d micro-batches, %d steps\n",
+                ops->name, e.world, e.size[0], e.size[1], e.size[2], o.layers, o.hidden,
+                o.global_batch, o.micro_batches, o.steps);
+    if (p3dw_train(&o, &run, losses, &mine.st))
+        goto out;
+    for (int d = 0; d < P3DW_NDIM; d++)
+        mine.coord[d] = e.coord[d];
+    tcp_set_activity(w, "gathering the report");
+    if (tcp_world_allgather(w, &mine, all, sizeof mine))
+        goto out;
+    p3dw_report_rank(&e, ops->name, o.micro_batches, &mine);
+    /* The rank printing the loss (last stage, tp 0, dp 0) hands its losses
+     * to rank 0, which compares them with its own reference run. */
+    int loss_rank = -1;
+    for (int r = 0; r < e.world; r++)
+        if ((int)all[r].coord[1] == e.size[1] - 1 && all[r].coord[0] == 0 && all[r].coord[2] == 0)
+            loss_rank = r;
+    if (loss_rank != 0 && e.rank == loss_rank && tcp_world_send(w, 0, losses, sizeof *losses * o.steps))
+        goto out;
+    if (e.rank != 0) {
+        rc = 0;
+        goto out;
+    }
+    if (loss_rank != 0 && tcp_world_recv(w, loss_rank, losses, sizeof *losses * o.steps))
+        goto out;
+    const char *verdict = "off";
+    double max_rel = 0;
+    if (o.verify) {
+        double tol = ops == &p3dw_cpu_ops ? 1e-5 : 1e-3;
+        verdict = verify(&o, ops, losses, tol, &max_rel) ? "fail" : "pass";
+    }
+    p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel);
+    rc = strcmp(verdict, "fail") ? 0 : 1;
+out:
+    if (cuda_up)
+        cuda->teardown(run.g);
+    for (int d = 0; d < P3DW_NDIM; d++)
+        tcp_comm_free(&comm[d]);
+    tcp_world_free(w);
+    p3dw_env_free(&e);
+    free(losses);
+    free(all);
+    return rc;
+}

@@ -1,0 +1,342 @@
+/* train.c - the model and its 1F1B schedule, written once against
+ * struct p3d_ops (so the CPU and CUDA backends run the same algorithm).
+ *
+ * Model: L layers, Y = GeLU(X·A)·B, A: h x 4h split by columns over TP,
+ * B: 4h x h split by rows; the partial products of B are summed by one TP
+ * all-reduce forward and the input gradient by one TP all-reduce backward
+ * (Megatron's f/g operators).  Stage s of pp owns a contiguous block of
+ * layers.  Loss: mean squared error over the whole global batch against a
+ * synthetic target.  Gradients: summed over micro-batches and DP replicas
+ * of d(global mean)/dW, which equals Megatron's average over DP of each
+ * replica's mean.  Weights and data come from a per-element hash of the
+ * seed, so every shard agrees with the unsplit model and the global batch
+ * is the same for every mesh.
+ */
+#include "worker.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { K_INPUT = 1, K_WEIGHT_A = 16, K_WEIGHT_B = 17 };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b)
+{
+    uint64_t h = mix(mix(mix(seed ^ mix(kind)) ^ a) ^ (b * 0x2545f4914f6cdd1dull));
+    return (float)((double)(h >> 40) * (2.0 / 16777216.0) - 1.0);
+}
+
+int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m)
+{
+    if ((4L * o->hidden) % tp) {
+        fprintf(stderr, "p3d-worker: --hidden %d: 4*hidden must be divisible by tp=%d\n",
+                o->hidden, tp);
+        return -1;
+    }
+    if (o->layers < pp) {
+        fprintf(stderr, "p3d-worker: --layers %d: need at least one layer per pipeline stage "
+                        "(pp=%d)\n", o->layers, pp);
+        return -1;
+    }
+    if (o->global_batch % ((long)dp * m)) {
+        fprintf(stderr, "p3d-worker: --global-batch %d: must be divisible by dp*micro-batches "
+                        "= %d*%d\n", o->global_batch, dp, m);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct state {
+    const p3dw_opts *o;
+    p3dw_run *r;
+    p3dw_stats *st;
+    const p3d_ops *ops;
+    int h, f, b, m, nl, first, stage, nstage, tp, dp_rank, dp;
+    float *w, *g;                 /* weights, gradients: per layer A then B */
+    float **act;                  /* per micro-batch: X_i, Z_i, G_i per layer, Y */
+    float **dout;                 /* last stage: dLoss/dY per micro-batch */
+    float *dy, *dx, *dg, *dz, *tgt;
+    float *host;                  /* staging, b*h */
+    double loss;
+    int step;
+} state;
+
+#define LAYER_W(S, i) ((S)->w + (size_t)(i) * 2 * (S)->h * (S)->f)
+#define LAYER_G(S, i) ((S)->g + (size_t)(i) * 2 * (S)->h * (S)->f)
+#define ACT_X(S, k, i) ((S)->act[k] + (size_t)(i) * ((size_t)(S)->b * ((S)->h + 2 * (S)->f)))
+#define ACT_Z(S, k, i) (ACT_X(S, k, i) + (size_t)(S)->b * (S)->h)
+#define ACT_G(S, k, i) (ACT_Z(S, k, i) + (size_t)(S)->b * (S)->f)
+#define ACT_Y(S, k) ACT_X(S, k, (S)->nl)
+
+static int tp_allreduce(state *S, float *buf, size_t n)
+{
+    p3dw_group *g = &S->r->g[P3DW_TP];
+    if (g->size == 1)
+        return 0;
+    S->ops->sync();
+    double t0 = now_s();
+    int rc = S->ops->allreduce(g, buf, n);
+    S->st->tp_time += now_s() - t0;
+    S->st->tp_ops++;
+    S->st->tp_bytes += n * sizeof(float);
+    S->st->tp_bus_bytes += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+    return rc;
+}
+
+static int pp_send(state *S, int peer, const float *buf, size_t n)
+{
+    S->ops->sync();
+    double t0 = now_s();
+    int rc = S->ops->send(&S->r->g[P3DW_PP], peer, buf, n);
+    S->st->pp_send_time += now_s() - t0;
+    S->st->pp_send_ops++;
+    S->st->pp_send_bytes += n * sizeof(float);
+    return rc;
+}
+
+/* Time blocked here is the pipeline bubble: this stage has nothing to do
+ * until its neighbour delivers. */
+static int pp_recv(state *S, int peer, float *buf, size_t n)
+{
+    S->ops->sync();
+    double t0 = now_s();
+    int rc = S->ops->recv(&S->r->g[P3DW_PP], peer, buf, n);
+    S->st->pp_recv_time += now_s() - t0;
+    S->st->pp_recv_ops++;
+    S->st->pp_recv_bytes += n * sizeof(float);
+    return rc;
+}
+
+/* Global sample index of row i of micro-batch k of this replica. */
+static uint64_t sample_id(const state *S, int k, int i)
+{
+    return (uint64_t)S->step * S->o->global_batch + (uint64_t)S->dp_rank * S->b * S->m +
+           (uint64_t)k * S->b + (uint64_t)i;
+}
+
+static void make_data(state *S, int k, uint64_t kind, float scale, float *dst)
+{
+    for (int i = 0; i < S->b; i++)
+        for (int j = 0; j < S->h; j++)
+            S->host[(size_t)i * S->h + j] =
+                scale * p3dw_hash_uniform(S->o->seed, kind, sample_id(S, k, i), (uint64_t)j);
+    S->ops->upload(dst, S->host, (size_t)S->b * S->h);
+}
+
+static int forward(state *S, int k)
+{
+    const p3d_ops *ops = S->ops;
+    size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
+    if (S->stage == 0)
+        make_data(S, k, K_INPUT, 1.0f, ACT_X(S, k, 0));
+    else if (pp_recv(S, S->stage - 1, ACT_X(S, k, 0), bh))
+        return -1;
+    for (int i = 0; i < S->nl; i++) {
+        float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
+        ops->gemm(0, 0, S->b, S->f, S->h, ACT_X(S, k, i), A, ACT_Z(S, k, i), 0.0f);
+        ops->gelu_fwd(ACT_Z(S, k, i), ACT_G(S, k, i), bf);
+        ops->gemm(0, 0, S->b, S->h, S->f, ACT_G(S, k, i), B, ACT_X(S, k, i + 1), 0.0f);
+        if (tp_allreduce(S, ACT_X(S, k, i + 1), bh))
+            return -1;
+    }
+    if (S->stage == S->nstage - 1) {
+        /* Target: a fixed linear map of the input (half of it), so the loss
+         * can actually fall. */
+        make_data(S, k, K_INPUT, 0.5f, S->tgt);
+        float scale = 2.0f / ((float)S->o->global_batch * (float)S->h);
+        S->loss += ops->mse(ACT_Y(S, k), S->tgt, S->dout[k], bh, scale);
+        return 0;
+    }
+    return pp_send(S, S->stage + 1, ACT_Y(S, k), bh);
+}
+
+static int backward(state *S, int k)
+{
+    const p3d_ops *ops = S->ops;
+    size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
+    float *dy = S->dy;
+    if (S->stage == S->nstage - 1)
+        dy = S->dout[k];
+    else if (pp_recv(S, S->stage + 1, S->dy, bh))
+        return -1;
+    for (int i = S->nl - 1; i >= 0; i--) {
+        float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
+        float *dA = LAYER_G(S, i), *dB = dA + (size_t)S->h * S->f;
+        ops->gemm(1, 0, S->f, S->h, S->b, ACT_G(S, k, i), dy, dB, 1.0f);
+        ops->gemm(0, 1, S->b, S->f, S->h, dy, B, S->dg, 0.0f);
+        ops->gelu_bwd(ACT_Z(S, k, i), S->dg, S->dz, bf);
+        ops->gemm(1, 0, S->h, S->f, S->b, ACT_X(S, k, i), S->dz, dA, 1.0f);
+        /* dy is consumed above, so dx may be the same buffer next round. */
+        ops->gemm(0, 1, S->b, S->h, S->f, S->dz, A, S->dx, 0.0f);
+        if (tp_allreduce(S, S->dx, bh))
+            return -1;
+        dy = S->dx;
+    }
+    if (S->stage > 0)
+        return pp_send(S, S->stage - 1, S->dx, bh);
+    return 0;
+}
+
+/* 1F1B: stage s runs min(p-s-1, m) warm-up forwards, then alternates one
+ * forward and one backward, then drains the remaining backwards. */
+static int one_step(state *S)
+{
+    int m = S->m, warm = S->nstage - S->stage - 1;
+    if (warm > m)
+        warm = m;
+    int fwd = 0, bwd = 0;
+    for (; fwd < warm; fwd++)
+        if (forward(S, fwd))
+            return -1;
+    while (fwd < m) {
+        if (forward(S, fwd++) || backward(S, bwd++))
+            return -1;
+    }
+    while (bwd < m)
+        if (backward(S, bwd++))
+            return -1;
+    return 0;
+}
+
+static void init_weights(state *S, float *host)
+{
+    int h = S->h, f = S->f, c0 = S->r->g[P3DW_TP].rank * f;
+    float sa = sqrtf(3.0f / h), sb = sqrtf(3.0f / (4.0f * h));
+    for (int i = 0; i < S->nl; i++) {
+        uint64_t layer = (uint64_t)(S->first + i);
+        float *A = host, *B = host + (size_t)h * f;
+        for (int r = 0; r < h; r++)
+            for (int c = 0; c < f; c++)
+                A[(size_t)r * f + c] =
+                    sa * p3dw_hash_uniform(S->o->seed, K_WEIGHT_A + 2 * layer, (uint64_t)r,
+                                           (uint64_t)(c0 + c));
+        for (int r = 0; r < f; r++)
+            for (int c = 0; c < h; c++)
+                B[(size_t)r * h + c] =
+                    sb * p3dw_hash_uniform(S->o->seed, K_WEIGHT_B + 2 * layer,
+                                           (uint64_t)(c0 + r), (uint64_t)c);
+        S->ops->upload(LAYER_W(S, i), host, 2 * (size_t)h * f);
+    }
+}
+
+int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
+{
+    state S0 = {0}, *S = &S0;
+    int rc = -1;
+    float *hostw = NULL;
+    S->o = o;
+    S->r = r;
+    S->st = st;
+    S->ops = r->ops;
+    S->tp = r->g[P3DW_TP].size;
+    S->nstage = r->g[P3DW_PP].size;
+    S->stage = r->g[P3DW_PP].rank;
+    S->dp = r->g[P3DW_DP].size;
+    S->dp_rank = r->g[P3DW_DP].rank;
+    S->m = r->micro_batches;
+    S->h = o->hidden;
+    S->f = 4 * o->hidden / S->tp;
+    S->b = o->global_batch / (S->dp * S->m);
+    int per = o->layers / S->nstage, extra = o->layers % S->nstage;
+    S->nl = per + (S->stage < extra);
+    S->first = S->stage * per + (S->stage < extra ? S->stage : extra);
+    memset(st, 0, sizeof *st);
+    memset(losses, 0, sizeof *losses * (size_t)o->steps);
+
+    size_t wn = (size_t)S->nl * 2 * S->h * S->f;
+    size_t an = (size_t)S->nl * S->b * (S->h + 2 * S->f) + (size_t)S->b * S->h;
+    size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
+    int last = S->stage == S->nstage - 1;
+    S->act = calloc((size_t)S->m, sizeof *S->act);
+    S->dout = calloc((size_t)S->m, sizeof *S->dout);
+    S->host = malloc(bh * sizeof *S->host);
+    hostw = malloc(2 * (size_t)S->h * S->f * sizeof *hostw);
+    if (!S->act || !S->dout || !S->host || !hostw)
+        goto out;
+    if (!(S->w = S->ops->alloc(wn)) || !(S->g = S->ops->alloc(wn)) ||
+        !(S->dy = S->ops->alloc(bh)) || !(S->dx = S->ops->alloc(bh)) ||
+        !(S->dg = S->ops->alloc(bf)) || !(S->dz = S->ops->alloc(bf)) ||
+        !(S->tgt = S->ops->alloc(bh)))
+        goto out;
+    for (int k = 0; k < S->m; k++)
+        if (!(S->act[k] = S->ops->alloc(an)) || (last && !(S->dout[k] = S->ops->alloc(bh))))
+            goto out;
+    init_weights(S, hostw);
+
+    double norm = (double)o->global_batch * S->h;
+    for (S->step = 0; S->step < o->steps; S->step++) {
+        S->ops->zero(S->g, wn);
+        S->loss = 0;
+        S->ops->sync();
+        double t0 = now_s();
+        if (one_step(S))
+            goto out;
+        p3dw_group *dpg = &r->g[P3DW_DP];
+        if (dpg->size > 1) {
+            S->ops->sync();
+            double t1 = now_s();
+            if (S->ops->allreduce(dpg, S->g, wn))
+                goto out;
+            st->dp_time += now_s() - t1;
+            st->dp_ops++;
+            st->dp_bytes += wn * sizeof(float);
+            st->dp_bus_bytes += 2.0 * (dpg->size - 1) / dpg->size * wn * sizeof(float);
+        }
+        S->ops->sgd(S->w, S->g, wn, (float)o->lr);
+        S->ops->sync();
+        st->step_time += now_s() - t0;
+        st->steps++;
+        if (last) {
+            double l = S->loss;
+            if (dpg->size > 1 && S->ops->allreduce_host_f64(dpg, &l, 1))
+                goto out;
+            losses[S->step] = l / norm;
+            if (r->print_loss && !r->quiet) {
+                if (r->json)
+                    printf("{\"step\":%d,\"loss\":%.9g}\n", S->step + 1, losses[S->step]);
+                else
+                    printf("p3d-worker: step %d/%d loss %.9g\n", S->step + 1, o->steps,
+                           losses[S->step]);
+                fflush(stdout);
+            }
+        }
+    }
+    rc = 0;
+out:
+    if (rc && !S->act)
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+    if (S->act)
+        for (int k = 0; k < S->m; k++) {
+            S->ops->release(S->act[k]);
+            S->ops->release(S->dout[k]);
+        }
+    S->ops->release(S->w);
+    S->ops->release(S->g);
+    S->ops->release(S->dy);
+    S->ops->release(S->dx);
+    S->ops->release(S->dg);
+    S->ops->release(S->dz);
+    S->ops->release(S->tgt);
+    free(S->act);
+    free(S->dout);
+    free(S->host);
+    free(hostw);
+    return rc;
+}

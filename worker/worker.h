@@ -1,0 +1,222 @@
+/* worker.h - private interfaces of p3d-worker, the bundled 3D-parallel
+ * training worker.  Nothing here is public: the worker is a program, not a
+ * library.  The pieces:
+ *
+ *   env.c        the launcher's rank environment (RANK, P3D_TP_GROUP, ...)
+ *   tcp_comm.c   TCP communicator: bootstrap, split, ring all-reduce, p2p
+ *   groups.c     derive TP/PP/DP groups by a split and check them against env
+ *   train.c      the model and the 1F1B schedule, written once against
+ *                struct p3d_ops so the CPU and CUDA backends share it
+ *   cpu_ops.c    the fp32 C backend (collectives over tcp_comm)
+ *   cuda/         the CUDA/NCCL backend (built when CUDA and NCCL are found)
+ *   report.c     per-rank JSON lines and the rank-0 summary
+ *   bench.c      --bench-allreduce and --bench-memcpy
+ *   main.c       options, backend choice, --verify
+ */
+#ifndef P3D_WORKER_H
+#define P3D_WORKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- options -------------------------------------------------------- */
+
+typedef struct p3dw_opts {
+    int layers, hidden, global_batch, micro_batches, steps;
+    double lr;
+    uint64_t seed;
+    int verify, json;
+    const char *backend;       /* "cpu", "cuda" or "auto" */
+    double timeout;            /* seconds for one communication op */
+    double connect_timeout;    /* seconds for bootstrap and connections */
+    int bench_allreduce, bench_memcpy;
+    size_t bench_min, bench_max; /* bytes */
+    int bench_iters;
+} p3dw_opts;
+
+/* ---- rank environment (env.c) ---------------------------------------- */
+
+enum { P3DW_TP, P3DW_PP, P3DW_DP, P3DW_NDIM };
+extern const char *const p3dw_dim_name[P3DW_NDIM]; /* "tp", "pp", "dp" */
+
+typedef struct p3dw_env {
+    int rank, world, local_rank, local_world, node_rank;
+    char master_addr[256];
+    int master_port;
+    char job_id[128];
+    int coord[P3DW_NDIM], size[P3DW_NDIM];
+    int *group[P3DW_NDIM];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
+    int ngroup[P3DW_NDIM];
+} p3dw_env;
+
+/* Reads the environment.  Returns 0, or -1 after printing which variable is
+ * missing or malformed.  Free with p3dw_env_free(). */
+int p3dw_env_read(p3dw_env *e, int need_mesh);
+void p3dw_env_free(p3dw_env *e);
+/* Parses "r0,r1,..." into a malloc'd array; returns the count or -1. */
+int p3dw_parse_list(const char *s, int **out);
+
+/* ---- TCP communicator (tcp_comm.c) ---------------------------------- */
+
+typedef struct tcp_world tcp_world;   /* one per process */
+typedef struct tcp_comm {
+    tcp_world *w;
+    uint32_t tag;      /* distinguishes this communicator's messages */
+    int size, rank;    /* my index in members */
+    int *members;      /* world ranks, ordered by key (owned) */
+} tcp_comm;
+
+/* Rank 0 binds master_port (SO_REUSEADDR); the others connect with retries
+ * until connect_timeout.  Returns NULL after printing why. */
+tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_timeout);
+void tcp_world_free(tcp_world *w);
+int tcp_world_rank(const tcp_world *w);
+int tcp_world_size(const tcp_world *w);
+/* Star collectives through rank 0 (used at start and end only). */
+int tcp_world_allgather(tcp_world *w, const void *mine, void *all, size_t each);
+int tcp_world_barrier(tcp_world *w);
+/* Plain world point-to-point (any pair; direct connections made on demand
+ * are not needed: rank 0 is connected to everyone from the bootstrap). */
+int tcp_world_send(tcp_world *w, int to, const void *buf, size_t len);
+int tcp_world_recv(tcp_world *w, int from, void *buf, size_t len);
+/* Collective over the world: members with the same colour form one
+ * communicator, ordered by (key, world rank).  Fills *c (free with
+ * tcp_comm_free).  Connections to ring neighbours are made later by
+ * tcp_world_connect(), once every communicator of the process exists. */
+int tcp_comm_split(tcp_world *w, int colour, int key, tcp_comm *c);
+void tcp_comm_free(tcp_comm *c);
+/* Collective over the world: opens the direct connections every split
+ * communicator needs (ring neighbours).  Returns 0 or -1. */
+int tcp_world_connect(tcp_world *w);
+
+typedef enum { TCP_F32, TCP_F64 } tcp_dtype;
+int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t);
+int tcp_send(tcp_comm *c, int peer, const void *buf, size_t len);
+int tcp_recv(tcp_comm *c, int peer, void *buf, size_t len);
+/* What the comm is used for, for error messages ("TP all-reduce"). */
+void tcp_set_activity(tcp_world *w, const char *what);
+
+/* ---- groups (groups.c) ------------------------------------------------ */
+
+/* Derives the TP/PP/DP communicators by splits over coordinates allgathered
+ * from every rank, checks the mesh and compares each group with the
+ * launcher's lists.  Returns 0, or -1 after printing both lists. */
+int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NDIM]);
+/* Compares a derived group with the launcher's; 0 if equal, else -1 with a
+ * message naming both.  Exposed for tests through the worker's output. */
+int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine,
+                       const int *env, int nenv);
+
+/* ---- backend operations (cpu_ops.c, cuda/) ---------------------------- */
+
+/* A group as train.c sees it: size/rank, plus the backend's handle. */
+typedef struct p3dw_group {
+    int size, rank;
+    const char *name; /* "TP", "PP" or "DP", for messages */
+    void *impl;    /* tcp_comm * (cpu) or the CUDA backend's communicator */
+} p3dw_group;
+
+/* Buffers are opaque "device" pointers of floats.  Compute calls may be
+ * asynchronous; collectives and sync() return only when done.  Collective
+ * calls return 0 or -1 (message printed); compute failures are fatal inside
+ * the backend (they mean a broken device, not a peer). */
+typedef struct p3d_ops {
+    const char *name;
+    void *(*alloc)(size_t n);
+    void (*release)(void *p);
+    void (*upload)(void *dst, const float *src, size_t n);
+    void (*download)(float *dst, const void *src, size_t n);
+    void (*zero)(void *dst, size_t n);
+    void (*copy)(void *dst, const void *src, size_t n);
+    /* Row-major C[M x N] = op(A)·op(B) + beta·C; ta/tb: 0 plain, 1 transposed. */
+    void (*gemm)(int ta, int tb, int M, int N, int K, const void *A, const void *B,
+                 void *C, float beta);
+    void (*gelu_fwd)(const void *Z, void *G, size_t n);
+    void (*gelu_bwd)(const void *Z, const void *dG, void *dZ, size_t n);
+    /* Returns sum((Y-T)^2) and writes dY = scale·(Y-T). */
+    double (*mse)(const void *Y, const void *T, void *dY, size_t n, float scale);
+    void (*sgd)(void *W, const void *G, size_t n, float lr);
+    int (*allreduce)(p3dw_group *g, void *buf, size_t n);
+    int (*allreduce_host_f64)(p3dw_group *g, double *buf, size_t n);
+    int (*send)(p3dw_group *g, int peer, const void *buf, size_t n);
+    int (*recv)(p3dw_group *g, int peer, void *buf, size_t n);
+    void (*sync)(void);
+} p3d_ops;
+
+extern const p3d_ops p3dw_cpu_ops;
+
+/* ---- training (train.c) ------------------------------------------------ */
+
+typedef struct p3dw_stats {
+    double steps, step_time;                  /* sum over steps */
+    double tp_ops, tp_bytes, tp_bus_bytes, tp_time;
+    double pp_send_ops, pp_send_bytes, pp_send_time;
+    double pp_recv_ops, pp_recv_bytes, pp_recv_time;  /* recv time = idle */
+    double dp_ops, dp_bytes, dp_bus_bytes, dp_time;
+} p3dw_stats;
+
+typedef struct p3dw_run {
+    const p3d_ops *ops;
+    p3dw_group g[P3DW_NDIM];
+    int micro_batches;
+    int print_loss;        /* this rank prints the loss of each step */
+    int json;
+    int quiet;             /* reference run: no printing */
+} p3dw_run;
+
+/* Trains opts->steps steps.  losses[steps] receives the global mean loss of
+ * each step on the last stage's ranks (other ranks: 0).  Returns 0 or -1. */
+int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
+/* Checks the model shape against the mesh; prints and returns -1 if bad. */
+int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);
+
+/* Deterministic value in [-1, 1) from a seed and three indices. */
+float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b);
+
+/* ---- report (report.c) ---------------------------------------------- */
+
+typedef struct p3dw_rank_record {
+    double rank, node_rank, coord[P3DW_NDIM];
+    p3dw_stats st;
+} p3dw_rank_record;
+
+void p3dw_report_rank(const p3dw_env *e, const char *backend, int m,
+                      const p3dw_rank_record *rec);
+void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o,
+                         const p3dw_rank_record *all, int n, const char *verify,
+                         double max_rel);
+double p3dw_analytic_bubble(int pp, int m);
+
+/* ---- benchmarks (bench.c) --------------------------------------------- */
+int p3dw_bench_memcpy(const p3dw_opts *o);
+int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w);
+
+/* ---- CUDA backend (cuda/, a module loaded with dlopen) ---------------
+ * The CUDA libraries (cudart, cuBLAS, NCCL) take about a second to load;
+ * CPU runs must not pay for that, and the worker must start where they are
+ * missing.  So the backend is p3d-worker-cuda.so next to the executable (or
+ * $P3D_WORKER_CUDA_LIB), exporting one descriptor, ABI number first. */
+#define P3DW_CUDA_ABI 1
+typedef struct p3dw_cuda_api {
+    int abi;
+    /* Number of usable GPUs; 0 when none, with *why a static explanation. */
+    int (*probe)(const char **why);
+    /* Selects the GPU for local_rank, makes the NCCL world communicator (id
+     * from rank 0 through the TCP world) and the TP/PP/DP communicators by
+     * ncclCommSplit with groups.c's colours.  Fills g[]. Returns 0 or -1. */
+    int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NDIM],
+                 p3dw_group g[P3DW_NDIM], double op_timeout);
+    void (*teardown)(p3dw_group g[P3DW_NDIM]);
+    const p3d_ops *ops;
+} p3dw_cuda_api;
+/* Loads the module (cuda_loader.c); NULL with *why set when it cannot. */
+const p3dw_cuda_api *p3dw_cuda_load(const char **why);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
