@@ -1,0 +1,719 @@
+/*
+ * cluster_file.c — reads a cluster description (JSON, docs/cluster-file.md):
+ *
+ *   { "nodes": [ { "name": "node[001-016]", "topology": "dgx-h100.xml",
+ *                  "rack": "r1", "nvlink_domain": "nvl72-0" }, ... ],
+ *     "link_gbps": { "RACK": 50, "XRACK": 25 },
+ *     "description": "free text" }
+ *
+ * Topologies are loaded once per distinct file and shared by every node
+ * naming it. cJSON keeps no positions, so messages get their line numbers
+ * from a small scan of the text that finds where each nodes[] entry and its
+ * keys sit (only when a message needs one).
+ */
+#include "cluster_internal.h"
+#include "strmap.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_KEY_WARNINGS 5
+
+typedef struct cf_ctx {
+    const char *path;       /* as given, for messages */
+    const char *buf;
+    size_t len;
+    char *dir;              /* directory of the file ("." when none) */
+    /* where nodes[] entries sit in the text, found on first need */
+    int scanned;
+    size_t nspans, *span_lo, *span_hi;
+    p3d_cluster *c;
+    p3d_strmap topo_by_str, topo_by_real, racks, domains, names;
+    char **reals;           /* realpath strings (keys of topo_by_real) */
+    size_t nreals, cap_reals;
+    size_t cap_nodes, cap_topos, cap_racks, cap_domains;
+    size_t *entry_of_node;  /* nodes[] entry each node came from */
+    size_t nkey_warnings;
+} cf_ctx;
+
+/* ---- positions ----------------------------------------------------------- */
+
+static size_t line_of(const cf_ctx *x, size_t off)
+{
+    size_t line = 1;
+    for (size_t i = 0; i < off && i < x->len; i++)
+        line += x->buf[i] == '\n';
+    return line;
+}
+
+/* Finds the spans of the objects inside the top-level "nodes" array. Tolerant:
+ * it only runs on text cJSON already accepted. */
+static void scan_spans(cf_ctx *x)
+{
+    if (x->scanned)
+        return;
+    x->scanned = 1;
+    const char *s = x->buf;
+    size_t n = x->len, cap = 0;
+    int depth = 0, in_nodes = 0;
+    size_t key_lo = 0, key_hi = 0; /* last string seen at depth 1 */
+    int last_was_nodes = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '"') {
+            size_t lo = i + 1;
+            for (i++; i < n && s[i] != '"'; i++)
+                if (s[i] == '\\')
+                    i++;
+            if (depth == 1) {
+                key_lo = lo;
+                key_hi = i;
+            }
+            continue;
+        }
+        if (ch == ':' && depth == 1)
+            last_was_nodes = key_hi - key_lo == 5 &&
+                             memcmp(s + key_lo, "nodes", 5) == 0;
+        if (ch == '[' || ch == '{') {
+            depth++;
+            if (ch == '[' && depth == 2 && last_was_nodes)
+                in_nodes = 1;
+            if (ch == '{' && depth == 3 && in_nodes) {
+                if (x->nspans == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    size_t *a = realloc(x->span_lo, nc * sizeof *a);
+                    size_t *b = a ? realloc(x->span_hi, nc * sizeof *b) : NULL;
+                    if (a)
+                        x->span_lo = a;
+                    if (!b)
+                        return;
+                    x->span_hi = b;
+                    cap = nc;
+                }
+                x->span_lo[x->nspans] = i;
+                x->span_hi[x->nspans++] = n;
+            }
+        } else if (ch == ']' || ch == '}') {
+            if (ch == '}' && depth == 3 && in_nodes && x->nspans)
+                x->span_hi[x->nspans - 1] = i + 1;
+            if (ch == ']' && depth == 2)
+                in_nodes = 0;
+            depth--;
+        }
+    }
+}
+
+/* Line of `"key"` inside nodes[entry] (or of the entry itself when key is
+ * NULL or not found); entry SIZE_MAX means top level. 0 when unknown. */
+static size_t find_line(cf_ctx *x, size_t entry, const char *key)
+{
+    size_t lo = 0, hi = x->len;
+    if (entry != SIZE_MAX) {
+        scan_spans(x);
+        if (entry >= x->nspans)
+            return 0;
+        lo = x->span_lo[entry];
+        hi = x->span_hi[entry];
+    }
+    if (key) {
+        char pat[80];
+        int k = snprintf(pat, sizeof pat, "\"%s\"", key);
+        if (k > 0 && (size_t)k < sizeof pat) {
+            const char *p = memmem(x->buf + lo, hi - lo, pat, (size_t)k);
+            if (p)
+                return line_of(x, (size_t)(p - x->buf));
+        }
+    }
+    return entry == SIZE_MAX ? 0 : line_of(x, lo);
+}
+
+/* "PATH:LINE: nodes[3].topology" (or without LINE when unknown). */
+static void where(cf_ctx *x, size_t entry, const char *key, char *out,
+                  size_t cap)
+{
+    size_t line = find_line(x, entry, key);
+    int k = line ? snprintf(out, cap, "%s:%zu: ", x->path, line)
+                 : snprintf(out, cap, "%s: ", x->path);
+    if (k < 0 || (size_t)k >= cap)
+        return;
+    if (entry == SIZE_MAX)
+        snprintf(out + k, cap - (size_t)k, "%s", key ? key : "");
+    else if (key)
+        snprintf(out + k, cap - (size_t)k, "nodes[%zu].%s", entry, key);
+    else
+        snprintf(out + k, cap - (size_t)k, "nodes[%zu]", entry);
+}
+
+static const char *json_type(const cJSON *j)
+{
+    if (cJSON_IsString(j))
+        return "a string";
+    if (cJSON_IsNumber(j))
+        return "a number";
+    if (cJSON_IsBool(j))
+        return "a boolean";
+    if (cJSON_IsNull(j))
+        return "null";
+    if (cJSON_IsArray(j))
+        return "an array";
+    if (cJSON_IsObject(j))
+        return "an object";
+    return "something else";
+}
+
+/* ---- topologies ---------------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "dgx-a100.xml, dgx-h100.xml, ..." — what a user could have meant. */
+static char *bundled_list(const char *dir)
+{
+    DIR *d = opendir(dir);
+    char **v = NULL, *out = NULL;
+    size_t n = 0, cap = 0;
+    if (!d)
+        return strdup("none installed");
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (p3d_strv_push(&v, &n, &cap, strdup(e->d_name)) < 0)
+            break;
+    }
+    closedir(d);
+    if (n == 0) {
+        free(v);
+        return strdup("none installed");
+    }
+    qsort(v, n, sizeof *v, cmp_str);
+    size_t len = 0;
+    for (size_t i = 0; i < n && i < 12; i++)
+        len += strlen(v[i]) + 2;
+    if ((out = malloc(len + 8))) {
+        out[0] = 0;
+        for (size_t i = 0; i < n && i < 12; i++) {
+            if (i)
+                strcat(out, ", ");
+            strcat(out, v[i]);
+        }
+        if (n > 12)
+            strcat(out, ", ...");
+    }
+    p3d_strv_free(v, n);
+    return out;
+}
+
+static int is_file(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Where a "topology" value points: "synthetic:..." as is; an absolute
+ * path; relative to the cluster file; then among the bundled topologies.
+ * *src gets a malloc'd string; NULL with *err when nothing matches. */
+static int resolve_topo(cf_ctx *x, const char *t, const char *at, char **src,
+                        char **err)
+{
+    char *cand = NULL, *bdir = NULL, *list = NULL;
+    int rc = -1;
+    *src = NULL;
+    if (strncmp(t, "synthetic:", 10) == 0 || t[0] == '/') {
+        if (t[0] == '/' && !is_file(t)) {
+            p3d_err(err, "%s: no such file '%s'", at, t);
+            goto out;
+        }
+        *src = strdup(t);
+        rc = *src ? 0 : p3d_err(err, "%s: out of memory", at);
+        goto out;
+    }
+    if (asprintf(&cand, "%s/%s", x->dir, t) < 0) {
+        cand = NULL;
+        goto oom;
+    }
+    if (is_file(cand)) {
+        *src = cand;
+        cand = NULL;
+        rc = 0;
+        goto out;
+    }
+    free(cand);
+    if (asprintf(&bdir, "%s/examples/topologies", p3d_data_dir()) < 0) {
+        bdir = NULL;
+        goto oom;
+    }
+    if (asprintf(&cand, "%s/%s", bdir, t) < 0) {
+        cand = NULL;
+        goto oom;
+    }
+    if (is_file(cand)) {
+        *src = cand;
+        cand = NULL;
+        rc = 0;
+        goto out;
+    }
+    list = bundled_list(bdir);
+    p3d_err(err, "%s: no such file '%s' (looked next to %s and in %s; "
+            "bundled: %s)", at, t, x->path, bdir, list ? list : "?");
+    goto out;
+oom:
+    p3d_err(err, "%s: out of memory", at);
+out:
+    free(cand);
+    free(bdir);
+    free(list);
+    return rc;
+}
+
+/* Index into c->topos for the value t of nodes[entry].topology, loading
+ * the file the first time any spelling of it is seen. */
+static int get_topo(cf_ctx *x, size_t entry, const char *t, size_t *idx,
+                    char **err)
+{
+    int rc = -1;
+    char at[512], *src = NULL, *real = NULL, *e = NULL;
+    p3d_node *node = NULL;
+    if (p3d_strmap_get(&x->topo_by_str, t, idx))
+        return 0;
+    where(x, entry, "topology", at, sizeof at);
+    if (resolve_topo(x, t, at, &src, err) < 0)
+        goto out;
+    real = strncmp(src, "synthetic:", 10) == 0 ? strdup(src)
+                                                : realpath(src, NULL);
+    if (!real) {
+        p3d_err(err, "%s: cannot resolve '%s'", at, src);
+        goto out;
+    }
+    if (!p3d_strmap_get(&x->topo_by_real, real, idx)) {
+        if (p3d_topo_load(src, &node, &e) < 0) {
+            p3d_err(err, "%s: %s", at, e ? e : "cannot load topology");
+            goto out;
+        }
+        if (node->ngpus <= 0)
+            p3d_cluster_warn(x->c, "%s: topology '%s' has no GPUs", at, t);
+        if (x->c->ntopos == x->cap_topos) {
+            size_t nc = x->cap_topos ? x->cap_topos * 2 : 4;
+            p3d_node **a = realloc(x->c->topos, nc * sizeof *a);
+            if (!a)
+                goto oom;
+            x->c->topos = a;
+            x->cap_topos = nc;
+        }
+        *idx = x->c->ntopos;
+        x->c->topos[x->c->ntopos++] = node;
+        node = NULL;
+        if (p3d_strv_push(&x->reals, &x->nreals, &x->cap_reals, real) < 0) {
+            real = NULL;
+            goto oom;
+        }
+        if (p3d_strmap_put(&x->topo_by_real, real, *idx, NULL) < 0) {
+            real = NULL;
+            goto oom;
+        }
+        real = NULL; /* owned by x->reals */
+    }
+    /* key t lives in the cJSON tree, which outlives the map */
+    if (p3d_strmap_put(&x->topo_by_str, t, *idx, NULL) < 0)
+        goto oom;
+    rc = 0;
+    goto out;
+oom:
+    p3d_err(err, "%s: out of memory", at);
+out:
+    p3d_node_free(node);
+    free(src);
+    free(real);
+    free(e);
+    return rc;
+}
+
+/* ---- names: racks and NVLink domains ------------------------------------ */
+
+static int intern(p3d_strmap *m, char ***v, size_t *n, size_t *cap,
+                  const char *name, int *idx)
+{
+    size_t i;
+    if (p3d_strmap_get(m, name, &i)) {
+        *idx = (int)i;
+        return 0;
+    }
+    long k = p3d_strv_push(v, n, cap, strdup(name));
+    if (k < 0 || p3d_strmap_put(m, (*v)[k], (size_t)k, NULL) < 0)
+        return -1;
+    *idx = (int)k;
+    return 0;
+}
+
+/* ---- the document -------------------------------------------------------- */
+
+static void warn_key(cf_ctx *x, size_t entry, const char *key,
+                     const char *known)
+{
+    char at[512];
+    if (++x->nkey_warnings > MAX_KEY_WARNINGS)
+        return;
+    where(x, entry, NULL, at, sizeof at);
+    if (entry == SIZE_MAX)
+        snprintf(at, sizeof at, "%s", x->path);
+    p3d_cluster_warn(x->c, "%s: unknown key '%s' ignored (known: %s)", at,
+                     key, known);
+}
+
+static int get_string(cf_ctx *x, size_t entry, const cJSON *o,
+                      const char *key, int required, const char **out,
+                      char **err)
+{
+    char at[512];
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    *out = NULL;
+    if (!v) {
+        if (!required)
+            return 0;
+        where(x, entry, NULL, at, sizeof at);
+        return p3d_err(err, "%s: missing \"%s\"", at, key);
+    }
+    if (cJSON_IsString(v) && v->valuestring[0]) {
+        *out = v->valuestring;
+        return 0;
+    }
+    /* positions cost a scan of the text: only on the error path */
+    where(x, entry, key, at, sizeof at);
+    if (!cJSON_IsString(v))
+        return p3d_err(err, "%s: expected a string, found %s", at,
+                       json_type(v));
+    return p3d_err(err, "%s: empty string", at);
+}
+
+static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
+                    int rack, int dom, char **err)
+{
+    p3d_cluster *c = x->c;
+    size_t prev;
+    if (c->nnodes == x->cap_nodes) {
+        size_t nc = x->cap_nodes ? x->cap_nodes * 2 : 64;
+        p3d_cnode *a = realloc(c->nodes, nc * sizeof *a);
+        size_t *b = a ? realloc(x->entry_of_node, nc * sizeof *b) : NULL;
+        if (a)
+            c->nodes = a;
+        if (!b) {
+            free(name);
+            return p3d_err(err, "%s: out of memory", x->path);
+        }
+        x->entry_of_node = b;
+        x->cap_nodes = nc;
+    }
+    int r = p3d_strmap_put(&x->names, name, c->nnodes, &prev);
+    if (r <= 0) {
+        char at[512];
+        where(x, entry, "name", at, sizeof at);
+        if (r == 0)
+            p3d_err(err, "%s: node '%s' is already listed in nodes[%zu]; "
+                    "every node name must be unique", at, name,
+                    x->entry_of_node[prev]);
+        else
+            p3d_err(err, "%s: out of memory", at);
+        free(name);
+        return -1;
+    }
+    p3d_cnode *cn = &c->nodes[c->nnodes];
+    cn->name = name;
+    cn->topo = c->topos[topo];
+    cn->rack = rack;
+    cn->nvl_domain = dom;
+    x->entry_of_node[c->nnodes++] = entry;
+    return 0;
+}
+
+static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
+                      int *saw_rack, int *saw_norack, char **err)
+{
+    static const char *const known[] = {"name", "topology", "rack",
+                                        "nvlink_domain"};
+    char at[512], *e = NULL, **names = NULL;
+    size_t nn = 0, topo;
+    const char *name, *t, *rack, *dom;
+    int rc = -1, ri, di = -1;
+    if (!cJSON_IsObject(o)) {
+        where(x, entry, NULL, at, sizeof at);
+        return p3d_err(err, "%s: expected an object {\"name\": ..., "
+                       "\"topology\": ...}, found %s", at, json_type(o));
+    }
+    for (const cJSON *k = o->child; k; k = k->next) {
+        size_t i;
+        for (i = 0; i < 4 && strcmp(k->string, known[i]) != 0; i++)
+            ;
+        if (i == 4)
+            warn_key(x, entry, k->string, "name, topology, rack, nvlink_domain");
+        else if (cJSON_GetObjectItemCaseSensitive(o, k->string) != k) {
+            where(x, entry, k->string, at, sizeof at);
+            return p3d_err(err, "%s: key given twice", at);
+        }
+    }
+    if (get_string(x, entry, o, "name", 1, &name, err) < 0 ||
+        get_string(x, entry, o, "topology", 1, &t, err) < 0 ||
+        get_string(x, entry, o, "rack", 0, &rack, err) < 0 ||
+        get_string(x, entry, o, "nvlink_domain", 0, &dom, err) < 0)
+        return -1;
+    size_t room = P3D_CLUSTER_MAX_NODES - x->c->nnodes;
+    if (p3d_hostlist_expand(name, &names, &nn, room, &e) < 0) {
+        where(x, entry, "name", at, sizeof at);
+        p3d_err(err, "%s: %s", at, e);
+        goto out;
+    }
+    if (nn == 0) {
+        where(x, entry, "name", at, sizeof at);
+        p3d_err(err, "%s: names no node (expected e.g. \"node[001-016]\")", at);
+        goto out;
+    }
+    if (get_topo(x, entry, t, &topo, err) < 0)
+        goto out;
+    *(rack ? saw_rack : saw_norack) = 1;
+    if (intern(&x->racks, &x->c->racks, &x->c->nracks, &x->cap_racks,
+               rack ? rack : "default", &ri) < 0 ||
+        (dom && intern(&x->domains, &x->c->nvl_domains, &x->c->nnvl_domains,
+                       &x->cap_domains, dom, &di) < 0)) {
+        p3d_err(err, "%s: out of memory", x->path);
+        goto out;
+    }
+    for (size_t i = 0; i < nn; i++) {
+        char *nm = names[i];
+        names[i] = NULL;
+        if (add_node(x, entry, nm, topo, ri, di, err) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(e);
+    p3d_strv_free(names, nn);
+    return rc;
+}
+
+static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
+{
+    char at[512];
+    where(x, SIZE_MAX, "link_gbps", at, sizeof at);
+    if (!cJSON_IsObject(o))
+        return p3d_err(err, "%s: expected an object such as {\"RACK\": 50, "
+                       "\"XRACK\": 25}, found %s", at, json_type(o));
+    for (const cJSON *k = o->child; k; k = k->next) {
+        int l;
+        for (l = 0; l < P3D_LINK_COUNT; l++)
+            if (strcasecmp(k->string, p3d_link_name((p3d_link)l)) == 0)
+                break;
+        if (l == P3D_LINK_COUNT)
+            return p3d_err(err, "%s: unknown link class '%s' (known: X, NV, "
+                           "MNNVL, PIX, PXB, PHB, NODE, SYS, RACK, XRACK)", at,
+                           k->string);
+        if (!cJSON_IsNumber(k) || !isfinite(k->valuedouble) ||
+            k->valuedouble <= 0)
+            return p3d_err(err, "%s.%s: expected a positive number of GB/s "
+                           "per direction, found %s", at, k->string,
+                           cJSON_IsNumber(k) ? "a number <= 0" : json_type(k));
+        x->c->link_gbps[l] = k->valuedouble;
+    }
+    return 0;
+}
+
+/* The parse error cJSON reports, as PATH:LINE:COL plus the likely cause. */
+static int syntax_error(cf_ctx *x, const char *end, char **err)
+{
+    size_t pos = end && end >= x->buf ? (size_t)(end - x->buf) : 0;
+    if (pos > x->len)
+        pos = x->len;
+    size_t line = 1, col = 1;
+    int depth = 0, maxdepth = 0, instr = 0;
+    for (size_t i = 0; i < pos; i++) {
+        char ch = x->buf[i];
+        if (ch == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+        if (instr) {
+            if (ch == '\\')
+                i++, col++;
+            else if (ch == '"')
+                instr = 0;
+        } else if (ch == '"') {
+            instr = 1;
+        } else if (ch == '[' || ch == '{') {
+            if (++depth > maxdepth)
+                maxdepth = depth;
+        } else if (ch == ']' || ch == '}') {
+            depth--;
+        }
+    }
+    /* where the whole text ends up: unclosed brackets or string mean the
+     * file was cut short, whatever token cJSON stopped at */
+    int enddepth = depth, endstr = instr;
+    for (size_t i = pos; i < x->len; i++) {
+        char ch = x->buf[i];
+        if (endstr) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                endstr = 0;
+        } else if (ch == '"') {
+            endstr = 1;
+        } else if (ch == '[' || ch == '{') {
+            enddepth++;
+        } else if (ch == ']' || ch == '}') {
+            enddepth--;
+        }
+    }
+    if (maxdepth >= CJSON_NESTING_LIMIT)
+        return p3d_err(err, "%s:%zu:%zu: JSON nested deeper than %d levels "
+                       "(a cluster file needs 3)", x->path, line, col,
+                       CJSON_NESTING_LIMIT);
+    if (pos >= x->len || enddepth > 0 || endstr) {
+        size_t el = 1, ec = 1;
+        for (size_t i = 0; i < x->len; i++, ec++)
+            if (x->buf[i] == '\n')
+                el++, ec = 0;
+        return p3d_err(err, "%s:%zu:%zu: invalid JSON: unexpected end of file"
+                       "%s", x->path, el, ec,
+                       endstr ? " inside a string"
+                       : enddepth > 0 ? " (a '{' or '[' is never closed)" : "");
+    }
+    char near[24];
+    size_t k = 0;
+    for (size_t i = pos; i < x->len && k < 16 && x->buf[i] != '\n'; i++)
+        near[k++] = (unsigned char)x->buf[i] < 0x20 ? '?' : x->buf[i];
+    near[k] = 0;
+    return p3d_err(err, "%s:%zu:%zu: invalid JSON near '%s'", x->path, line,
+                   col, near);
+}
+
+int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
+{
+    int rc = -1, saw_rack = 0, saw_norack = 0;
+    char *buf = NULL;
+    size_t len = 0;
+    cJSON *root = NULL;
+    cf_ctx x = {0};
+    *out = NULL;
+    x.path = path;
+    if (p3d_read_small_file(path, "cluster file", P3D_CLUSTER_MAX_FILE, &buf,
+                            &len, err) < 0)
+        goto out;
+    x.buf = buf;
+    x.len = len;
+    {
+        const char *slash = strrchr(path, '/');
+        x.dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
+                      : strdup(".");
+    }
+    if (!(x.c = p3d_cluster_new()) || !x.dir ||
+        !(x.c->source = strdup(path))) {
+        p3d_err(err, "%s: out of memory", path);
+        goto out;
+    }
+    /* a UTF-8 byte order mark is harmless; cJSON would reject it */
+    size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
+    const char *end = NULL;
+    size_t ws = skip;
+    while (ws < len && strchr(" \t\r\n", buf[ws]))
+        ws++;
+    if (ws == len) {
+        p3d_err(err, "%s: empty file (expected a JSON object with \"nodes\")",
+                path);
+        goto out;
+    }
+    root = cJSON_ParseWithLengthOpts(buf + skip, len - skip, &end, 0);
+    if (!root) {
+        syntax_error(&x, end, err);
+        goto out;
+    }
+    while (end && end < buf + len && strchr(" \t\r\n", *end))
+        end++;
+    if (end && end < buf + len) {
+        cJSON_Delete(root);
+        root = NULL;
+        size_t off = (size_t)(end - buf), line = 1;
+        for (size_t i = 0; i < off; i++)
+            line += buf[i] == '\n';
+        p3d_err(err, "%s:%zu: unexpected text after the JSON object (one "
+                "object per file)", path, line);
+        goto out;
+    }
+    if (!cJSON_IsObject(root)) {
+        p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s",
+                path, json_type(root));
+        goto out;
+    }
+    for (const cJSON *k = root->child; k; k = k->next) {
+        if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&
+            strcmp(k->string, "description"))
+            warn_key(&x, SIZE_MAX, k->string, "nodes, link_gbps, description");
+    }
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+    const cJSON *gbps = cJSON_GetObjectItemCaseSensitive(root, "link_gbps");
+    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(root, "description");
+    char at[512];
+    if (desc && !cJSON_IsString(desc)) {
+        where(&x, SIZE_MAX, "description", at, sizeof at);
+        p3d_err(err, "%s: expected a string, found %s", at, json_type(desc));
+        goto out;
+    }
+    if (gbps && read_link_gbps(&x, gbps, err) < 0)
+        goto out;
+    if (!nodes) {
+        p3d_err(err, "%s: missing \"nodes\" (an array of {\"name\": ..., "
+                "\"topology\": ...})", path);
+        goto out;
+    }
+    where(&x, SIZE_MAX, "nodes", at, sizeof at);
+    if (!cJSON_IsArray(nodes)) {
+        p3d_err(err, "%s: expected an array, found %s", at, json_type(nodes));
+        goto out;
+    }
+    if (!nodes->child) {
+        p3d_err(err, "%s: empty; list at least one node", at);
+        goto out;
+    }
+    size_t nentries = (size_t)cJSON_GetArraySize(nodes);
+    if (p3d_strmap_init(&x.names, nentries * 8) < 0) {
+        p3d_err(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t entry = 0;
+    for (const cJSON *o = nodes->child; o; o = o->next, entry++)
+        if (read_entry(&x, entry, o, &saw_rack, &saw_norack, err) < 0)
+            goto out;
+    if (saw_rack && saw_norack)
+        p3d_cluster_warn(x.c, "%s: some nodes have no \"rack\"; they are put "
+                         "in a rack named 'default'", path);
+    if (x.nkey_warnings > MAX_KEY_WARNINGS)
+        p3d_cluster_warn(x.c, "%s: %zu more unknown keys ignored", path,
+                         x.nkey_warnings - MAX_KEY_WARNINGS);
+    *out = x.c;
+    x.c = NULL;
+    rc = 0;
+out:
+    cJSON_Delete(root);
+    p3d_strmap_free(&x.topo_by_str);
+    p3d_strmap_free(&x.topo_by_real);
+    p3d_strmap_free(&x.racks);
+    p3d_strmap_free(&x.domains);
+    p3d_strmap_free(&x.names);
+    p3d_strv_free(x.reals, x.nreals);
+    free(x.entry_of_node);
+    free(x.span_lo);
+    free(x.span_hi);
+    free(x.dir);
+    free(buf);
+    p3d_cluster_free(x.c);
+    return rc;
+}
