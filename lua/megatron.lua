@@ -1,0 +1,23 @@
+-- megatron.lua — placement for Megatron-LM (and NeMo, Megatron-DeepSpeed).
+--
+-- Megatron forms its process groups from rank numbers alone: the order
+-- string (job.order, default "tp-cp-ep-dp-pp"; --order to change, e.g.
+-- "tp-cp-ep-pp-dp" for --use-tp-pp-dp-mapping) lists the dimensions
+-- fastest-varying first, rank = sum(coord * stride). This policy never
+-- changes that arithmetic; it chooses which GPU each rank runs on so that:
+--   1. every TP group sits inside one NVLink domain: several TP groups per
+--      node when tp < GPUs per node, across nodes only inside a multi-node
+--      NVLink domain (GB200 NVL72, Slurm topology/block);
+--   2. every pipeline's stages sit on nodes of one rack, consecutive stages
+--      on the same or adjacent nodes (the rack's nodes in list order);
+--   3. DP spans the rest;
+--   4. rank 0 lands on the job's first node.
+-- When the hardware cannot satisfy a rule, the layout degrades to the next
+-- best (a TP group across a node's domains, then across nodes; a pipeline
+-- across racks) and a note names the rule and why.
+-- The work is done by par3d.place_nested (lua/par3d.lua).
+
+function place(cluster, job)
+  local result, notes = par3d.place_nested(cluster, job)
+  return result, notes
+end

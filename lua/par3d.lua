@@ -1,0 +1,481 @@
+-- par3d.lua — the helper module every placement policy sees as the global
+-- `par3d` (docs/policies.md lists each function). Pure Lua, no I/O: it runs
+-- inside the same sandbox as the policy.
+--
+-- Conventions: node numbers are 1-based indices into cluster.nodes; GPU
+-- numbers are 0-based PCI-order indices on their node (as in the result a
+-- policy returns); ranks and mesh coordinates are 0-based.
+
+local par3d = {}
+
+par3d.DIMS = {"tp", "cp", "ep", "dp", "pp"}
+local DIMS = par3d.DIMS
+local KNOWN = {tp = true, cp = true, ep = true, dp = true, pp = true}
+
+---------------------------------------------------------------------------
+-- Mesh arithmetic (Megatron-LM's RankGenerator): the order string lists the
+-- dimensions fastest-varying first; rank = sum(coord[d] * stride[d]) with
+-- stride[d] the product of the sizes listed before d.
+---------------------------------------------------------------------------
+
+local Mesh = {}
+Mesh.__index = Mesh
+
+-- "tp-pp-dp" -> {"tp","pp","dp","cp","ep"}: dims left out are appended in
+-- the default order (they have size 1 in practice), as the C side does.
+function par3d.parse_order(s)
+  local list, seen = {}, {}
+  for tok in string.gmatch(s, "[^-]+") do
+    if not KNOWN[tok] then
+      error("order '" .. s .. "': unknown dimension '" .. tok .. "' (expected tp, cp, ep, dp, pp)", 2)
+    end
+    if seen[tok] then error("order '" .. s .. "': dimension '" .. tok .. "' appears twice", 2) end
+    seen[tok] = true
+    list[#list + 1] = tok
+  end
+  for _, d in ipairs(DIMS) do
+    if not seen[d] then list[#list + 1] = d end
+  end
+  return list
+end
+
+-- par3d.mesh(job [, order]) -> mesh with fields order (list), size, stride
+-- (tables keyed by dim name) and world. order defaults to job.order.
+function par3d.mesh(job, order)
+  order = order or job.order_list or job.order or "tp-cp-ep-dp-pp"
+  if type(order) == "string" then order = par3d.parse_order(order) end
+  local m = setmetatable({order = {}, size = {}, stride = {}}, Mesh)
+  for i, d in ipairs(order) do m.order[i] = d end
+  for _, d in ipairs(DIMS) do m.size[d] = job[d] or 1 end
+  local s = 1
+  for _, d in ipairs(m.order) do
+    m.stride[d] = s
+    s = s * m.size[d]
+  end
+  m.world = s
+  return m
+end
+
+-- mesh:rank{tp=, cp=, ...} (missing coordinates count as 0)
+function Mesh:rank(c)
+  local r = 0
+  for d, st in pairs(self.stride) do r = r + (c[d] or 0) * st end
+  return r
+end
+
+-- mesh:coords(rank) -> {tp=, cp=, ep=, dp=, pp=}
+function Mesh:coords(r)
+  local c = {}
+  for _, d in ipairs(self.order) do
+    local n = self.size[d]
+    c[d] = r % n
+    r = r // n
+  end
+  return c
+end
+
+-- mesh:group(dim, rank) -> the ranks differing from rank only in dim, ascending
+function Mesh:group(dim, r)
+  local n, st = self.size[dim], self.stride[dim]
+  local base = r - ((r // st) % n) * st
+  local g = {}
+  for k = 0, n - 1 do g[k + 1] = base + k * st end
+  return g
+end
+
+-- mesh:groups(dim) -> every group of dim, ordered by their smallest rank
+function Mesh:groups(dim)
+  local n, st = self.size[dim], self.stride[dim]
+  local out = {}
+  for r = 0, self.world - 1 do
+    if (r // st) % n == 0 then out[#out + 1] = self:group(dim, r) end
+  end
+  return out
+end
+
+function par3d.rank_of(mesh, coords) return mesh:rank(coords) end
+function par3d.coords_of(mesh, rank) return mesh:coords(rank) end
+function par3d.groups(mesh, dim) return mesh:groups(dim) end
+
+---------------------------------------------------------------------------
+-- Sorting
+---------------------------------------------------------------------------
+
+-- Sorts list in place by key(x) (numbers or strings), keeping the original
+-- order among equal keys (table.sort alone is not stable). Returns list.
+function par3d.stable_sort(list, key)
+  local n, idx, keys = #list, {}, {}
+  for i = 1, n do
+    idx[i] = i
+    keys[i] = key(list[i])
+  end
+  table.sort(idx, function(a, b)
+    local ka, kb = keys[a], keys[b]
+    if ka ~= kb then return ka < kb end
+    return a < b
+  end)
+  local copy = {}
+  for i = 1, n do copy[i] = list[idx[i]] end
+  for i = 1, n do list[i] = copy[i] end
+  return list
+end
+
+---------------------------------------------------------------------------
+-- Grouping the hardware
+---------------------------------------------------------------------------
+
+-- Racks in the order their first node appears in the node list:
+-- {{name=, index=, nodes={node numbers in list order}}, ...}
+function par3d.racks(cluster)
+  local out, at = {}, {}
+  for i, nd in ipairs(cluster.nodes) do
+    local r = nd.rack_index
+    local e = at[r]
+    if not e then
+      e = {name = nd.rack, index = r, nodes = {}}
+      at[r] = e
+      out[#out + 1] = e
+    end
+    e.nodes[#e.nodes + 1] = i
+  end
+  return out
+end
+
+-- Multi-node NVLink domains (GB200 NVL72, Slurm topology/block) in order of
+-- first appearance: {{name=, index=, nodes={...}}, ...}. Nodes outside any
+-- such domain are left out.
+function par3d.nvlink_domains(cluster)
+  local out, at = {}, {}
+  for i, nd in ipairs(cluster.nodes) do
+    local d = nd.nvlink_domain_index
+    if d then
+      local e = at[d]
+      if not e then
+        e = {name = nd.nvlink_domain, index = d, nodes = {}}
+        at[d] = e
+        out[#out + 1] = e
+      end
+      e.nodes[#e.nodes + 1] = i
+    end
+  end
+  return out
+end
+
+-- Every NVLink domain inside a node, nodes in list order (or in the order
+-- of the node numbers given): {{node=, domain= (0-based), gpus={...}}, ...}
+function par3d.gpu_domains(cluster, nodes)
+  local out = {}
+  local list = nodes or {}
+  if not nodes then
+    for i = 1, #cluster.nodes do list[i] = i end
+  end
+  for _, i in ipairs(list) do
+    for d, gpus in ipairs(cluster.nodes[i].domains) do
+      local g = {}
+      for k, x in ipairs(gpus) do g[k] = x end
+      out[#out + 1] = {node = i, domain = d - 1, gpus = g}
+    end
+  end
+  return out
+end
+
+-- The order in which placement walks the nodes: racks in order of first
+-- appearance (so the job's first node comes first), each rack's nodes in
+-- list order, except that the nodes of one multi-node NVLink domain stay
+-- together at the place of the first of them. Slurm lists nodes
+-- alphabetically, which may interleave racks; this undoes that.
+function par3d.node_sequence(cluster)
+  local nodes, seq = cluster.nodes, {}
+  for _, rk in ipairs(par3d.racks(cluster)) do
+    local members, done = {}, {}
+    for _, i in ipairs(rk.nodes) do
+      local d = nodes[i].nvlink_domain_index
+      if d then
+        local m = members[d]
+        if not m then
+          m = {}
+          members[d] = m
+        end
+        m[#m + 1] = i
+      end
+    end
+    for _, i in ipairs(rk.nodes) do
+      local d = nodes[i].nvlink_domain_index
+      if not d then
+        seq[#seq + 1] = i
+      elseif not done[d] then
+        done[d] = true
+        for _, j in ipairs(members[d]) do seq[#seq + 1] = j end
+      end
+    end
+  end
+  return seq
+end
+
+---------------------------------------------------------------------------
+-- Units: blocks of `size` GPUs that should share one NVLink domain (a TP
+-- group). par3d.units(cluster, seq, size, need [, notes]) returns
+--   U = {n=, size=, node={}, gpu={}, rack={}, tier={}}
+-- where unit u owns slots (u-1)*size+1 .. u*size of U.node / U.gpu, U.rack[u]
+-- is the rack index of its first GPU and U.tier[u] says how good it is:
+--   1  inside one NVLink domain (of a node, or a multi-node domain)
+--   2  inside one node, across its NVLink domains (PCIe / CPU links)
+--   3  across nodes (the network)
+-- Units come in walking order (seq), so consecutive units are neighbours.
+-- Only as many tier-2/3 units are formed as needed to reach `need`; when
+-- tier 1 alone has enough, GPUs a unit cannot use well are left idle.
+---------------------------------------------------------------------------
+
+function par3d.units(cluster, seq, size, need, notes)
+  local nodes = cluster.nodes
+  local sn, sg, sblk, snode = {}, {}, {}, {} -- per slot: node, gpu, block id, node position
+  local nslots, nblk = 0, 0
+  local largest_local = 0
+  for _, i in ipairs(seq) do
+    for _, gpus in ipairs(nodes[i].domains) do
+      if #gpus > largest_local then largest_local = #gpus end
+    end
+  end
+  local prev_mn = nil
+  local spans_nodes = 0
+  for pos, i in ipairs(seq) do
+    local nd = nodes[i]
+    local mn = nd.nvlink_domain_index
+    -- a multi-node domain is one block only when the unit does not fit
+    -- inside a node's own domain: prefer keeping a unit on one node
+    local big = mn and size > largest_local
+    if big and mn ~= prev_mn then nblk = nblk + 1 end
+    for _, gpus in ipairs(nd.domains) do
+      if not big then nblk = nblk + 1 end
+      for _, g in ipairs(gpus) do
+        nslots = nslots + 1
+        sn[nslots], sg[nslots], sblk[nslots], snode[nslots] = i, g, nblk, pos
+      end
+    end
+    prev_mn = big and mn or nil
+  end
+
+  local used = {}
+  local units = {} -- list of {first slot, slots...} built per tier
+  local count = 0
+  -- tier 1: whole units inside each block
+  local a = 1
+  while a <= nslots do
+    local b = a
+    while b < nslots and sblk[b + 1] == sblk[a] do b = b + 1 end
+    local k = (b - a + 1) // size
+    for u = 0, k - 1 do
+      local s = {}
+      for t = 1, size do
+        local p = a + u * size + t - 1
+        s[t] = p
+        used[p] = true
+      end
+      count = count + 1
+      units[count] = s
+      if snode[s[1]] ~= snode[s[size]] then spans_nodes = spans_nodes + 1 end
+    end
+    a = b + 1
+  end
+  local tier1 = count
+  -- tier 2: what is left of each node, across its domains
+  local tier2 = 0
+  if count < need then
+    a = 1
+    while a <= nslots and count < need do
+      local b = a
+      while b < nslots and snode[b + 1] == snode[a] do b = b + 1 end
+      local free = {}
+      for p = a, b do
+        if not used[p] then free[#free + 1] = p end
+      end
+      for u = 0, #free // size - 1 do
+        if count >= need then break end
+        local s = {}
+        for t = 1, size do
+          s[t] = free[u * size + t]
+          used[s[t]] = true
+        end
+        count = count + 1
+        tier2 = tier2 + 1
+        units[count] = s
+      end
+      a = b + 1
+    end
+  end
+  -- tier 3: the rest, in walking order, across nodes
+  local tier3 = 0
+  if count < need then
+    local free = {}
+    for p = 1, nslots do
+      if not used[p] then free[#free + 1] = p end
+    end
+    for u = 0, #free // size - 1 do
+      if count >= need then break end
+      local s = {}
+      for t = 1, size do s[t] = free[u * size + t] end
+      count = count + 1
+      tier3 = tier3 + 1
+      units[count] = s
+    end
+  end
+  if count < need then
+    error(string.format("only %d GPUs for %d units of %d", nslots, need, size), 2)
+  end
+  if tier2 + tier3 > 0 then
+    table.sort(units, function(x, y) return x[1] < y[1] end)
+  end
+
+  local U = {n = count, size = size, node = {}, gpu = {}, rack = {}, tier = {}}
+  for u = 1, count do
+    local s = units[u]
+    local same_blk, same_node = true, true
+    for t = 1, size do
+      local p = s[t]
+      U.node[(u - 1) * size + t] = sn[p]
+      U.gpu[(u - 1) * size + t] = sg[p]
+      if sblk[p] ~= sblk[s[1]] then same_blk = false end
+      if sn[p] ~= sn[s[1]] then same_node = false end
+    end
+    U.rack[u] = nodes[sn[s[1]]].rack_index
+    U.tier[u] = same_blk and 1 or (same_node and 2 or 3)
+  end
+  if notes then
+    if spans_nodes > 0 then
+      notes[#notes + 1] = string.format(
+        "TP rule: %d groups of %d GPUs span nodes inside a multi-node NVLink domain (a node's own NVLink domains hold at most %d GPUs); they stay on NVLink",
+        spans_nodes, size, largest_local)
+    end
+    if tier2 > 0 then
+      notes[#notes + 1] = string.format(
+        "TP rule degraded: %d of %d TP groups span several NVLink domains of one node (tp=%d does not fit or divide the NVLink domains; the largest has %d GPUs), so their all-reduces leave NVLink",
+        tier2, need, size, largest_local)
+    end
+    if tier3 > 0 then
+      notes[#notes + 1] = string.format(
+        "TP rule degraded: %d of %d TP groups span nodes (not enough NVLink domains with room for tp=%d GPUs), so their all-reduces run over the network",
+        tier3, need, size)
+    end
+  end
+  return U
+end
+
+---------------------------------------------------------------------------
+-- Packing units into groups that should share a rack (pipelines).
+-- par3d.pack(U, per, count [, notes, label]) picks `count` groups of `per`
+-- consecutive units: whole groups inside one rack first (racks in walking
+-- order, each rack's units in order), then, only if racks run out, groups
+-- from the leftovers across racks. Returns a flat list of unit numbers:
+-- group g (0-based) is order[g*per+1 .. (g+1)*per]; groups are ordered by
+-- their first unit, so the first unit of the walk stays first.
+---------------------------------------------------------------------------
+
+function par3d.pack(U, per, count, notes, label)
+  local byrack, racks = {}, {}
+  for u = 1, U.n do
+    local r = U.rack[u]
+    local l = byrack[r]
+    if not l then
+      l = {}
+      byrack[r] = l
+      racks[#racks + 1] = r
+    end
+    l[#l + 1] = u
+  end
+  local groups, taken, largest = {}, {}, 0
+  for _, r in ipairs(racks) do
+    local l = byrack[r]
+    if #l > largest then largest = #l end
+    local k = math.min(#l // per, count - #groups)
+    for g = 0, k - 1 do
+      local grp = {}
+      for q = 1, per do
+        local u = l[g * per + q]
+        grp[q] = u
+        taken[u] = true
+      end
+      groups[#groups + 1] = grp
+    end
+    if #groups == count then break end
+  end
+  local crossing = count - #groups
+  if crossing > 0 then
+    local rest = {}
+    for u = 1, U.n do
+      if not taken[u] then rest[#rest + 1] = u end
+    end
+    if #rest < crossing * per then
+      error(string.format("only %d units left for %d groups of %d", #rest, crossing, per), 2)
+    end
+    for g = 0, crossing - 1 do
+      local grp = {}
+      for q = 1, per do grp[q] = rest[g * per + q] end
+      groups[#groups + 1] = grp
+    end
+    if notes then
+      notes[#notes + 1] = string.format(
+        "%s rule degraded: %d of %d %ss span racks (each needs %d GPUs; the largest rack offers %d usable GPUs and rack sizes do not divide evenly)",
+        label or "group", crossing, count, label or "group", per * U.size, largest * U.size)
+    end
+  end
+  table.sort(groups, function(x, y) return x[1] < y[1] end)
+  local order = {}
+  for g, grp in ipairs(groups) do
+    for q = 1, per do order[(g - 1) * per + q] = grp[q] end
+  end
+  return order
+end
+
+---------------------------------------------------------------------------
+-- The layout megatron.lua and devicemesh.lua share. Physically nested, from
+-- the innermost: a TP group (one unit, one NVLink domain), the cp*ep units
+-- of one pipeline stage (neighbours), the pp stages of one model replica
+-- (consecutive, inside one rack: stage k+1 on the same or the next node),
+-- and the dp replicas over the rest. The rank of each GPU follows from its
+-- coordinates through the job's order string, so any order string gets the
+-- same physical layout of its groups. Returns result, notes.
+---------------------------------------------------------------------------
+
+function par3d.place_nested(cluster, job)
+  local m = par3d.mesh(job)
+  local sz, st = m.size, m.stride
+  local tp, cp, ep, pp, dp = sz.tp, sz.cp, sz.ep, sz.pp, sz.dp
+  local notes = {}
+  local inner = cp * ep
+  local per = inner * pp
+  local U = par3d.units(cluster, par3d.node_sequence(cluster), tp, m.world // tp, notes)
+  local order = par3d.pack(U, per, dp, notes, pp > 1 and "pipeline" or "replica")
+  local nodeof, gpuof = U.node, U.gpu
+  local stp, scp, sep, sdp, spp = st.tp, st.cp, st.ep, st.dp, st.pp
+  local res = {}
+  for p = 0, dp - 1 do
+    for s = 0, pp - 1 do
+      for e = 0, ep - 1 do
+        for c = 0, cp - 1 do
+          local u = order[p * per + s * inner + e * cp + c + 1]
+          local base = (u - 1) * tp
+          local r0 = c * scp + e * sep + p * sdp + s * spp
+          for t = 0, tp - 1 do
+            local rank = r0 + t * stp
+            res[rank + 1] = {rank = rank, node = nodeof[base + t + 1], gpu = gpuof[base + t + 1],
+                             tp = t, cp = c, ep = e, dp = p, pp = s}
+          end
+        end
+      end
+    end
+  end
+  if res[1].node ~= 1 then
+    local why
+    if U.node[1] ~= 1 then
+      why = string.format("that node has no NVLink domain with room for a TP group of %d", tp)
+    else
+      why = string.format("its rack %s cannot hold a whole %s of %d GPUs and other racks hold all of them",
+        cluster.nodes[1].rack, pp > 1 and "pipeline" or "replica", per * tp)
+    end
+    notes[#notes + 1] = string.format("rank 0 rule degraded: rank 0 is on %s, not on the job's first node %s: %s",
+      cluster.nodes[res[1].node].name, cluster.nodes[1].name, why)
+  end
+  return res, notes
+end
+
+return par3d

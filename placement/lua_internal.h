@@ -1,0 +1,63 @@
+/*
+ * lua_internal.h — the embedded Lua host for placement policies (private to
+ * placement/; unit tests include it to reach the sandbox directly).
+ *
+ * A sandbox is one lua_State built by construction (STYLE.md 7-8): only
+ * base (without dofile/loadfile, with a text-only `load`), string, table,
+ * math and utf8 are opened; memory is capped in the lua_Alloc; a count hook
+ * bounds the instructions and, once the budget is spent, fails on every
+ * further instruction so pcall/xpcall cannot swallow the kill.
+ */
+#ifndef P3D_LUA_INTERNAL_H
+#define P3D_LUA_INTERNAL_H
+
+#include <lua.h>
+#include <stddef.h>
+
+#include "p3d/p3d.h"
+
+#define P3D_POLICY_MEM_DEFAULT ((size_t)256 << 20)
+#define P3D_POLICY_INSTR_DEFAULT 2000000000ULL
+
+typedef struct p3d_sandbox_limits {
+    size_t mem_bytes;            /* 0 = P3D_POLICY_MEM_DEFAULT */
+    unsigned long long instructions; /* 0 = P3D_POLICY_INSTR_DEFAULT */
+} p3d_sandbox_limits;
+
+/* Defaults, overridden by $P3D_POLICY_MEM_MB and $P3D_POLICY_MAX_INSTRUCTIONS
+ * (documented in docs/policies.md). Bad values are an error. */
+int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err);
+
+typedef struct p3d_sandbox p3d_sandbox;
+
+/* Creates the state and opens the allowed libraries (inside lua_pcall).
+ * Caller frees with p3d_sandbox_free(). */
+int p3d_sandbox_new(const p3d_sandbox_limits *lim, p3d_sandbox **out, char **err);
+void p3d_sandbox_free(p3d_sandbox *sb);
+lua_State *p3d_sandbox_state(p3d_sandbox *sb);
+
+/* Compiles a text chunk (binary chunks are refused) named `name` (shown in
+ * messages as "name:LINE:") and pushes it. */
+int p3d_sandbox_load(p3d_sandbox *sb, const char *buf, size_t len, const char *name, char **err);
+
+/* The one docall: calls the function below nargs arguments with a traceback
+ * message handler. On failure *err gets "name:LINE: message" plus the
+ * traceback, or the memory / instruction limit message; the stack is left
+ * as lua_pcall leaves it minus the error object. */
+int p3d_sandbox_call(p3d_sandbox *sb, int nargs, int nresults, char **err);
+
+/* Runs f(L) with ud as its only argument in protected mode (memory errors
+ * in C code that builds tables become *err, never a panic). */
+int p3d_sandbox_protect(p3d_sandbox *sb, lua_CFunction f, void *ud, char **err);
+
+/* Instructions executed so far (rounded to the hook's step). */
+unsigned long long p3d_sandbox_instructions(const p3d_sandbox *sb);
+/* Peak bytes allocated by the state. */
+size_t p3d_sandbox_peak_bytes(const p3d_sandbox *sb);
+
+/* lua_tables.c: push the read-only `cluster` / `job` tables. Must run in
+ * protected mode (they allocate). */
+void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c);
+void p3d_lua_push_job(lua_State *L, const p3d_job *j);
+
+#endif

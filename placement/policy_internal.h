@@ -1,0 +1,27 @@
+/*
+ * policy_internal.h — policy runner internals (private to placement/;
+ * unit tests include it to run policies from strings with small limits).
+ */
+#ifndef P3D_POLICY_INTERNAL_H
+#define P3D_POLICY_INTERNAL_H
+
+#include "lua_internal.h"
+#include "p3d/p3d.h"
+
+/* Runs policy source text (already fetched) named `name` (as shown in
+ * messages, e.g. "megatron.lua"); source is recorded as policy_source.
+ * lim NULL means the environment's limits. Caller frees *out with
+ * p3d_placement_free(). */
+int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len,
+                        const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
+                        p3d_placement **out, char **err);
+
+/* Statistics of the last p3d_policy_run_text in this thread (for bench/
+ * and tests): instructions, peak Lua heap bytes. */
+void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes);
+
+/* Reads a whole file (at most max bytes) into a malloc'd NUL-terminated
+ * buffer. Caller frees *buf. */
+int p3d_read_file(const char *path, size_t max, char **buf, size_t *len, char **err);
+
+#endif

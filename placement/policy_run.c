@@ -1,0 +1,685 @@
+/*
+ * policy_run.c — resolving --policy (bundled name, path, http(s) URL),
+ * checking the optional SHA-256 pin, running place(cluster, job) in the
+ * sandbox, and validating what it returned before C trusts any of it:
+ * exactly one entry per rank, a bijection onto existing GPUs, coordinates
+ * consistent with the declared order. Validation reads the result with raw
+ * accesses only, so a returned table with metatables cannot fool it.
+ */
+#include "policy_internal.h"
+#include "sha256.h"
+#include "p3d/policy_fetch.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <lauxlib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define POLICY_MAX_BYTES ((size_t)16 << 20)
+#define MAX_NOTES 64
+#define MAX_NOTE_LEN 1000
+
+static _Thread_local unsigned long long last_instructions;
+static _Thread_local size_t last_peak;
+
+void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes)
+{
+    if (instructions)
+        *instructions = last_instructions;
+    if (peak_bytes)
+        *peak_bytes = last_peak;
+}
+
+void p3d_placement_free(p3d_placement *p)
+{
+    if (!p)
+        return;
+    free(p->ranks);
+    free(p->policy);
+    free(p->policy_source);
+    p3d_strv_free(p->notes, p->nnotes);
+    free(p);
+}
+
+int p3d_read_file(const char *path, size_t max, char **buf, size_t *len, char **err)
+{
+    int rc = -1;
+    char *b = NULL;
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    *buf = NULL;
+    if (!f)
+        return p3d_err(err, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
+        p3d_err(err, "%s: not a regular file", path);
+        goto out;
+    }
+    if ((size_t)st.st_size > max) {
+        p3d_err(err, "%s: %lld bytes is larger than the limit of %zu bytes", path, (long long)st.st_size, max);
+        goto out;
+    }
+    b = malloc((size_t)st.st_size + 1);
+    if (!b) {
+        p3d_err(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t n = fread(b, 1, (size_t)st.st_size, f);
+    if (ferror(f)) {
+        p3d_err(err, "%s: read error: %s", path, strerror(errno));
+        goto out;
+    }
+    b[n] = 0;
+    *len = n;
+    *buf = b;
+    b = NULL;
+    rc = 0;
+out:
+    free(b);
+    fclose(f);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Resolving --policy                                                      */
+/* ---------------------------------------------------------------------- */
+
+static int is_url(const char *s)
+{
+    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
+}
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* "devicemesh, megatron, naive": the bundled policies, for messages. */
+static char *bundled_list(void)
+{
+    char dir[4096], *names[64], *out = NULL;
+    size_t n = 0, total = 1;
+    snprintf(dir, sizeof dir, "%s/lua", p3d_data_dir());
+    DIR *d = opendir(dir);
+    if (!d)
+        return strdup("none found");
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 64) {
+        if (!ends_with(e->d_name, ".lua") || strcmp(e->d_name, "par3d.lua") == 0)
+            continue;
+        names[n] = strndup(e->d_name, strlen(e->d_name) - 4);
+        if (names[n])
+            total += strlen(names[n++]) + 2;
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    out = calloc(1, total + 16);
+    for (size_t i = 0; out && i < n; i++) {
+        if (i)
+            strcat(out, ", ");
+        strcat(out, names[i]);
+    }
+    if (out && n == 0)
+        strcpy(out, "none found");
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    return out;
+}
+
+/* Loads the fetch plugin and fetches url. The plugin is searched in
+ * $P3D_PLUGIN_DIR (':'-separated), the build tree, then the install dir. */
+static int fetch_url(const char *url, char **text, size_t *len, char **err)
+{
+    int rc = -1;
+    void *h = NULL;
+    char path[4096], tried[8192] = "";
+    const char *env = getenv("P3D_PLUGIN_DIR");
+    char *dirs = NULL;
+    if (asprintf(&dirs, "%s%s%s:%s", env ? env : "", env && *env ? ":" : "", P3D_PLUGIN_BUILD_DIR,
+                 P3D_INSTALL_PLUGIN_DIR) < 0)
+        return p3d_err(err, "out of memory");
+    for (char *save = NULL, *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        snprintf(path, sizeof path, "%s/%s", dir, P3D_POLICY_FETCH_FILE);
+        if (access(path, R_OK) == 0) {
+            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+            if (!h) {
+                p3d_err(err, "--policy %s: cannot load plugin %s: %s", url, path, dlerror());
+                goto out;
+            }
+            break;
+        }
+        size_t tl = strlen(tried);
+        snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dir);
+    }
+    if (!h) {
+        p3d_err(err, "policy URLs need plugin %s: not found in %s (build par3drun with libcurl, or download the "
+                     "policy and pass its path)",
+                P3D_POLICY_FETCH_FILE, tried);
+        goto out;
+    }
+    const p3d_policy_fetch_plugin *pl = dlsym(h, P3D_POLICY_FETCH_SYMBOL);
+    if (!pl) {
+        p3d_err(err, "plugin %s does not export %s", path, P3D_POLICY_FETCH_SYMBOL);
+        goto out;
+    }
+    if (pl->abi != P3D_POLICY_FETCH_ABI) {
+        p3d_err(err, "plugin %s has ABI %d, this par3drun needs %d (rebuild the plugin)", path, pl->abi,
+                P3D_POLICY_FETCH_ABI);
+        goto out;
+    }
+    char *perr = NULL;
+    if (pl->fetch(url, POLICY_MAX_BYTES, text, len, &perr) < 0) {
+        p3d_err(err, "--policy: %s", perr ? perr : "fetch failed");
+        free(perr);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (h)
+        dlclose(h);
+    free(dirs);
+    return rc;
+}
+
+/* The last path component of a URL, without query or fragment. */
+static char *url_basename(const char *url)
+{
+    const char *p = strstr(url, "://");
+    p = p ? p + 3 : url;
+    size_t end = strcspn(p, "?#");
+    const char *slash = NULL;
+    for (const char *q = p; q < p + end; q++)
+        if (*q == '/')
+            slash = q;
+    if (!slash || slash + 1 >= p + end)
+        return strdup("policy.lua");
+    return strndup(slash + 1, (size_t)(p + end - slash - 1));
+}
+
+typedef struct resolved {
+    char *chunk;   /* name in messages: "megatron.lua", "./mine.lua" */
+    char *name;    /* reported policy name: "megatron" */
+    char *source;  /* path or URL */
+    char *text;
+    size_t len;
+} resolved;
+
+static void resolved_free(resolved *r)
+{
+    free(r->chunk);
+    free(r->name);
+    free(r->source);
+    free(r->text);
+}
+
+static char *display_name(const char *chunk)
+{
+    const char *b = strrchr(chunk, '/');
+    b = b ? b + 1 : chunk;
+    size_t n = strlen(b);
+    if (n > 4 && ends_with(b, ".lua"))
+        n -= 4;
+    return strndup(b, n);
+}
+
+/* Names without '/' are bundled policies; "x.lua" prefers ./x.lua when it
+ * exists (users type file names), a bare "x" prefers the bundled one. */
+static int resolve(const char *policy, resolved *r, char **err)
+{
+    char path[4096];
+    memset(r, 0, sizeof *r);
+    if (!policy || !*policy)
+        return p3d_err(err, "--policy: expected a bundled name, a path or an http(s) URL, got ''");
+    if (is_url(policy)) {
+        if (fetch_url(policy, &r->text, &r->len, err) < 0)
+            return -1;
+        r->chunk = url_basename(policy);
+        r->source = strdup(policy);
+    } else {
+        int local = strchr(policy, '/') != NULL;
+        if (!local && ends_with(policy, ".lua") && access(policy, F_OK) == 0)
+            local = 1;
+        if (local) {
+            r->source = strdup(policy);
+            r->chunk = strdup(policy);
+        } else {
+            snprintf(path, sizeof path, "%s/lua/%s%s", p3d_data_dir(), policy, ends_with(policy, ".lua") ? "" : ".lua");
+            if (access(path, F_OK) != 0 && access(policy, F_OK) == 0) {
+                r->source = strdup(policy);
+                r->chunk = strdup(policy);
+            } else if (access(path, F_OK) != 0) {
+                char *list = bundled_list();
+                p3d_err(err, "--policy: unknown policy '%s': no bundled policy of that name in %s/lua and no such "
+                             "file (bundled: %s)",
+                        policy, p3d_data_dir(), list ? list : "?");
+                free(list);
+                return -1;
+            } else {
+                r->source = strdup(path);
+                const char *b = strrchr(path, '/');
+                r->chunk = strdup(b + 1);
+            }
+        }
+        if (!r->source || !r->chunk)
+            return p3d_err(err, "out of memory");
+        char *e = NULL;
+        if (p3d_read_file(r->source, POLICY_MAX_BYTES, &r->text, &r->len, &e) < 0) {
+            p3d_err(err, "--policy: %s", e ? e : "cannot read the policy");
+            free(e);
+            return -1;
+        }
+    }
+    r->name = display_name(r->chunk);
+    return r->name ? 0 : p3d_err(err, "out of memory");
+}
+
+static int check_pin(const resolved *r, const char *pin, char **err)
+{
+    char have[65], want[65];
+    size_t n = strlen(pin);
+    if (n != 64)
+        return p3d_err(err, "--policy-sha256: expected 64 hex digits, got %zu characters ('%s')", n, pin);
+    for (size_t i = 0; i < 64; i++) {
+        if (!isxdigit((unsigned char)pin[i]))
+            return p3d_err(err, "--policy-sha256: '%c' at position %zu is not a hex digit", pin[i], i + 1);
+        want[i] = (char)tolower((unsigned char)pin[i]);
+    }
+    want[64] = 0;
+    p3d_sha256_hex(r->text, r->len, have);
+    if (strcmp(have, want) != 0)
+        return p3d_err(err, "--policy-sha256: policy %s has SHA-256 %s, expected %s; refusing to run it", r->source,
+                       have, want);
+    return 0;
+}
+
+int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster *c, const p3d_job *job,
+                   p3d_placement **out, char **err)
+{
+    int rc = -1;
+    resolved r;
+    p3d_sandbox_limits lim;
+    *out = NULL;
+    if (resolve(policy, &r, err) < 0)
+        goto out;
+    if (sha256_pin && *sha256_pin && check_pin(&r, sha256_pin, err) < 0)
+        goto out;
+    if (p3d_sandbox_limits_from_env(&lim, err) < 0)
+        goto out;
+    if (p3d_policy_run_text(r.chunk, r.source, r.text, r.len, c, job, &lim, out, err) < 0)
+        goto out;
+    free((*out)->policy);
+    (*out)->policy = r.name;
+    r.name = NULL;
+    rc = 0;
+out:
+    resolved_free(&r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Running and validating                                                  */
+/* ---------------------------------------------------------------------- */
+
+typedef struct run_ctx {
+    p3d_sandbox *sb;
+    const char *chunk;
+    const char *text;
+    size_t len;
+    char *helper;       /* par3d.lua source */
+    size_t helper_len;
+    const p3d_cluster *c;
+    const p3d_job *job;
+    int world;
+    p3d_placement *pl;
+    size_t *gpu_base;   /* first global GPU slot of each node */
+    int *owner;         /* rank on each global GPU slot, -1 free */
+    size_t *by_name;    /* node indices sorted by name, built on demand */
+    char *err;          /* a step failed: message for the caller */
+} run_ctx;
+
+static const p3d_cluster *sort_cluster;
+static int cmp_node_name(const void *a, const void *b)
+{
+    return strcmp(sort_cluster->nodes[*(const size_t *)a].name, sort_cluster->nodes[*(const size_t *)b].name);
+}
+
+/* Node index for a name, -1 when none: bsearch over a sorted index. */
+static long node_by_name(run_ctx *x, const char *name)
+{
+    const p3d_cluster *c = x->c;
+    if (!x->by_name) {
+        x->by_name = malloc((c->nnodes ? c->nnodes : 1) * sizeof *x->by_name);
+        if (!x->by_name)
+            return -2;
+        for (size_t i = 0; i < c->nnodes; i++)
+            x->by_name[i] = i;
+        sort_cluster = c;
+        qsort(x->by_name, c->nnodes, sizeof *x->by_name, cmp_node_name);
+    }
+    size_t lo = 0, hi = c->nnodes;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int k = strcmp(c->nodes[x->by_name[mid]].name, name);
+        if (k == 0)
+            return (long)x->by_name[mid];
+        if (k < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+enum { F_RANK, F_NODE, F_GPU, F_DIM0, NFIELDS = F_DIM0 + P3D_NDIMS };
+
+/* Integer field: 1 found, 0 absent, -1 not an integer number. */
+static int int_field(lua_State *L, int t, int key, lua_Integer *v)
+{
+    lua_pushvalue(L, key);
+    int ty = lua_rawget(L, t), rc = 0;
+    if (ty == LUA_TNUMBER) {
+        int ok;
+        *v = lua_tointegerx(L, -1, &ok);
+        rc = ok ? 1 : -1;
+    } else if (ty != LUA_TNIL)
+        rc = -1;
+    lua_pop(L, 1);
+    return rc;
+}
+
+static const char *order_desc(const p3d_mesh *m, char *buf, size_t n)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, n - k, "order %s with", m->order_str);
+    for (int d = 0; d < P3D_NDIMS && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, " %s=%d", p3d_dim_name(d), m->size[d]);
+    return buf;
+}
+
+/* Validates the result at index res (and notes at notes_idx) into x->pl. */
+static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
+{
+    const p3d_cluster *c = x->c;
+    const p3d_mesh *m = &x->job->mesh;
+    const char *who = x->chunk;
+    int world = x->world;
+    char od[160];
+    if (lua_type(L, res) != LUA_TTABLE)
+        return p3d_err(&x->err, "%s: place() returned %s, expected a table with one entry per rank ({rank=, node=, "
+                                "gpu=}, %d entries)",
+                       who, luaL_typename(L, res), world);
+    size_t n = lua_rawlen(L, res);
+    if (n > (size_t)world)
+        return p3d_err(&x->err, "%s: place() returned %zu entries, expected %d (one per rank, world = "
+                                "tp*cp*ep*dp*pp)",
+                       who, n, world);
+    int keys = lua_gettop(L) + 1;
+    static const char *const fixed[] = {"rank", "node", "gpu"};
+    luaL_checkstack(L, NFIELDS + 4, "validating the placement");
+    for (int f = 0; f < F_DIM0; f++)
+        lua_pushstring(L, fixed[f]);
+    for (int d = 0; d < P3D_NDIMS; d++)
+        lua_pushstring(L, p3d_dim_name(d));
+
+    p3d_rank *R = x->pl->ranks;
+    for (int r = 0; r < world; r++)
+        R[r].node = -1;
+    for (size_t i = 1; i <= n; i++) {
+        int ty = lua_rawgeti(L, res, (lua_Integer)i);
+        int e = lua_gettop(L);
+        if (ty != LUA_TTABLE)
+            return p3d_err(&x->err, "%s: entry %zu of place()'s result is %s, expected a table {rank=, node=, gpu=}",
+                           who, i, luaL_typename(L, e));
+        lua_Integer rank, gpu, node = -1;
+        int k = int_field(L, e, keys + F_RANK, &rank);
+        if (k <= 0)
+            return p3d_err(&x->err, "%s: entry %zu: field 'rank' %s, expected an integer 0..%d", who, i,
+                           k == 0 ? "is missing" : "is not an integer", world - 1);
+        if (rank < 0 || rank >= world)
+            return p3d_err(&x->err, "%s: entry %zu: rank %lld is out of range 0..%d", who, i, (long long)rank,
+                           world - 1);
+        if (R[rank].node >= 0)
+            return p3d_err(&x->err, "%s: rank %lld appears twice in place()'s result (entry %zu again)", who,
+                           (long long)rank, i);
+        /* node: 1-based index into cluster.nodes, or a node name */
+        lua_pushvalue(L, keys + F_NODE);
+        int nt = lua_rawget(L, e);
+        if (nt == LUA_TSTRING) {
+            const char *nm = lua_tostring(L, -1);
+            long ni = node_by_name(x, nm);
+            if (ni == -2)
+                return p3d_err(&x->err, "out of memory");
+            if (ni < 0)
+                return p3d_err(&x->err, "%s: rank %lld: node '%s' is not in the cluster", who, (long long)rank, nm);
+            node = ni;
+        } else if (nt == LUA_TNUMBER) {
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok || v < 1 || (size_t)v > c->nnodes)
+                return p3d_err(&x->err, "%s: rank %lld: node %s is not a node index 1..%zu (or a node name)", who,
+                               (long long)rank, lua_tostring(L, -1), c->nnodes);
+            node = v - 1;
+        } else
+            return p3d_err(&x->err, "%s: rank %lld: field 'node' %s, expected a node index 1..%zu or a node name",
+                           who, (long long)rank, nt == LUA_TNIL ? "is missing" : "has the wrong type", c->nnodes);
+        lua_pop(L, 1);
+        const p3d_cnode *cn = &c->nodes[node];
+        int ng = cn->topo ? cn->topo->ngpus : 0;
+        k = int_field(L, e, keys + F_GPU, &gpu);
+        if (k <= 0)
+            return p3d_err(&x->err, "%s: rank %lld: field 'gpu' %s, expected a GPU index 0..%d of %s", who,
+                           (long long)rank, k == 0 ? "is missing" : "is not an integer", ng - 1, cn->name);
+        if (gpu < 0 || gpu >= ng)
+            return p3d_err(&x->err, "%s: rank %lld: GPU %lld does not exist on %s (it has %d GPUs, indices 0..%d)",
+                           who, (long long)rank, (long long)gpu, cn->name, ng, ng - 1);
+        size_t slot = x->gpu_base[node] + (size_t)gpu;
+        if (x->owner[slot] >= 0)
+            return p3d_err(&x->err, "%s: GPU %lld of %s is assigned to both rank %d and rank %lld", who,
+                           (long long)gpu, cn->name, x->owner[slot], (long long)rank);
+        x->owner[slot] = (int)rank;
+        int coord[P3D_NDIMS];
+        p3d_mesh_coord(m, (int)rank, coord);
+        for (int d = 0; d < P3D_NDIMS; d++) {
+            lua_Integer v;
+            k = int_field(L, e, keys + F_DIM0 + d, &v);
+            if (k < 0)
+                return p3d_err(&x->err, "%s: rank %lld: field '%s' is not an integer", who, (long long)rank,
+                               p3d_dim_name(d));
+            if (k == 1 && v != coord[d])
+                return p3d_err(&x->err, "%s: rank %lld: %s=%lld, but under %s rank %lld has %s=%d (rank = "
+                                        "sum of coord*stride, strides from the order string)",
+                               who, (long long)rank, p3d_dim_name(d), (long long)v,
+                               order_desc(m, od, sizeof od), (long long)rank, p3d_dim_name(d), coord[d]);
+        }
+        R[rank].node = (int)node;
+        R[rank].gpu = (int)gpu;
+        memcpy(R[rank].coord, coord, sizeof coord);
+        lua_pop(L, 1);
+    }
+    if (n < (size_t)world) {
+        int miss = 0;
+        while (miss < world && R[miss].node >= 0)
+            miss++;
+        return p3d_err(&x->err, "%s: place() returned %zu entries for a world of %d: rank %d is missing", who, n,
+                       world, miss);
+    }
+    /* local_rank: position among the node's ranks, ascending by rank */
+    int *count = calloc(c->nnodes ? c->nnodes : 1, sizeof *count);
+    if (!count)
+        return p3d_err(&x->err, "out of memory");
+    for (int r = 0; r < world; r++)
+        R[r].local_rank = count[R[r].node]++;
+    free(count);
+
+    /* notes: result.notes, else a second return value (list or string) */
+    int nidx = 0;
+    lua_pushliteral(L, "notes");
+    if (lua_rawget(L, res) == LUA_TTABLE)
+        nidx = lua_gettop(L);
+    else if (lua_type(L, notes_idx) == LUA_TTABLE)
+        nidx = notes_idx;
+    else if (lua_type(L, notes_idx) == LUA_TSTRING) {
+        lua_createtable(L, 1, 0);
+        lua_pushvalue(L, notes_idx);
+        lua_rawseti(L, -2, 1);
+        nidx = lua_gettop(L);
+    } else if (!lua_isnil(L, notes_idx))
+        return p3d_err(&x->err, "%s: place()'s second result must be a list of strings (notes), got %s", who,
+                       luaL_typename(L, notes_idx));
+    if (nidx) {
+        size_t nn = lua_rawlen(L, nidx);
+        if (nn > MAX_NOTES)
+            nn = MAX_NOTES;
+        x->pl->notes = calloc(nn ? nn : 1, sizeof(char *));
+        if (!x->pl->notes)
+            return p3d_err(&x->err, "out of memory");
+        for (size_t i = 1; i <= nn; i++) {
+            if (lua_rawgeti(L, nidx, (lua_Integer)i) != LUA_TSTRING)
+                return p3d_err(&x->err, "%s: note %zu is %s, expected a string", who, i, luaL_typename(L, -1));
+            size_t l;
+            const char *s = lua_tolstring(L, -1, &l);
+            x->pl->notes[x->pl->nnotes] = strndup(s, l > MAX_NOTE_LEN ? MAX_NOTE_LEN : l);
+            if (!x->pl->notes[x->pl->nnotes])
+                return p3d_err(&x->err, "out of memory");
+            x->pl->nnotes++;
+            lua_pop(L, 1);
+        }
+    }
+    return 0;
+}
+
+/* The whole run, in protected mode: the libraries' setup has happened;
+ * here the helper module, the tables, the policy and place() run. Each Lua
+ * call goes through p3d_sandbox_call (the docall); a failed step leaves its
+ * message in x->err and returns normally. */
+static int run_body(lua_State *L)
+{
+    run_ctx *x = lua_touserdata(L, 1);
+    lua_settop(L, 0);
+    if (p3d_sandbox_load(x->sb, x->helper, x->helper_len, "par3d.lua", &x->err) < 0 ||
+        p3d_sandbox_call(x->sb, 0, 1, &x->err) < 0)
+        return 0;
+    if (!lua_istable(L, -1)) {
+        p3d_err(&x->err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));
+        return 0;
+    }
+    lua_setglobal(L, "par3d");
+    p3d_lua_push_cluster(L, x->c); /* 1 */
+    p3d_lua_push_job(L, x->job);   /* 2 */
+    if (p3d_sandbox_load(x->sb, x->text, x->len, x->chunk, &x->err) < 0 ||
+        p3d_sandbox_call(x->sb, 0, 0, &x->err) < 0)
+        return 0;
+    /* raw: the policy may have given _G a metatable */
+    lua_pushglobaltable(L);
+    lua_pushliteral(L, "place");
+    lua_rawget(L, -2);
+    lua_remove(L, -2);
+    if (lua_type(L, -1) != LUA_TFUNCTION) {
+        p3d_err(&x->err, "%s: the policy does not define a function place(cluster, job) (found %s)", x->chunk,
+                luaL_typename(L, -1));
+        return 0;
+    }
+    lua_pushvalue(L, 1);
+    lua_pushvalue(L, 2);
+    if (p3d_sandbox_call(x->sb, 2, 2, &x->err) < 0)
+        return 0;
+    int top = lua_gettop(L);
+    collect(L, x, top - 1, top);
+    return 0;
+}
+
+int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len,
+                        const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
+                        p3d_placement **out, char **err)
+{
+    int rc = -1;
+    run_ctx x;
+    char hpath[4096];
+    p3d_sandbox_limits envlim;
+    memset(&x, 0, sizeof x);
+    *out = NULL;
+    x.chunk = name;
+    x.text = text;
+    x.len = len;
+    x.c = c;
+    x.job = job;
+    x.world = p3d_mesh_world(&job->mesh);
+    for (int d = 0; d < P3D_NDIMS; d++)
+        if (job->mesh.size[d] < 1)
+            return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
+                           job->mesh.size[d]);
+    if (x.world <= 0)
+        return p3d_err(err, "mesh: world size tp*cp*ep*dp*pp is too large");
+    if (!c || c->nnodes == 0)
+        return p3d_err(err, "the cluster has no nodes");
+    size_t total = 0;
+    x.gpu_base = malloc(c->nnodes * sizeof *x.gpu_base);
+    if (!x.gpu_base) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        x.gpu_base[i] = total;
+        total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
+    }
+    if ((size_t)x.world > total) {
+        p3d_err(err, "world size %d (tp*cp*ep*dp*pp) is larger than the %zu GPUs of the cluster", x.world, total);
+        goto out;
+    }
+    x.owner = malloc((total ? total : 1) * sizeof *x.owner);
+    x.pl = calloc(1, sizeof *x.pl);
+    if (!x.owner || !x.pl || !(x.pl->ranks = calloc((size_t)x.world, sizeof *x.pl->ranks))) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    memset(x.owner, 0xff, total * sizeof *x.owner);
+    x.pl->world = x.world;
+    x.pl->mesh = job->mesh;
+    x.pl->policy = display_name(name);
+    x.pl->policy_source = strdup(source ? source : name);
+    snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
+    if (p3d_read_file(hpath, POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
+        goto out;
+    if (!lim) {
+        if (p3d_sandbox_limits_from_env(&envlim, err) < 0)
+            goto out;
+        lim = &envlim;
+    }
+    if (p3d_sandbox_new(lim, &x.sb, err) < 0)
+        goto out;
+    if (p3d_sandbox_protect(x.sb, run_body, &x, err) < 0)
+        goto out;
+    last_instructions = p3d_sandbox_instructions(x.sb);
+    last_peak = p3d_sandbox_peak_bytes(x.sb);
+    if (x.err) {
+        p3d_err(err, "%s", x.err);
+        goto out;
+    }
+    *out = x.pl;
+    x.pl = NULL;
+    rc = 0;
+out:
+    if (x.sb) {
+        last_instructions = p3d_sandbox_instructions(x.sb);
+        last_peak = p3d_sandbox_peak_bytes(x.sb);
+    }
+    p3d_sandbox_free(x.sb);
+    p3d_placement_free(x.pl);
+    free(x.err);
+    free(x.helper);
+    free(x.gpu_base);
+    free(x.owner);
+    free(x.by_name);
+    return rc;
+}
