@@ -32,7 +32,9 @@ static void link_cell(char *buf, size_t cap, const p3d_node *n, int i, int j)
     if (c == P3D_LINK_NVLINK) {
         double gbps = n->nvlink[(size_t)i * n->ngpus + j];
         long links = lround(gbps / 25.0);
-        snprintf(buf, cap, "NV%ld", links < 1 ? 1 : links);
+        /* clamp so the cell always fits: no real node has 9999 links */
+        int shown = links < 1 ? 1 : links > 9999 ? 9999 : (int)links;
+        snprintf(buf, cap, "NV%d", shown);
     } else {
         snprintf(buf, cap, "%s", p3d_link_name((p3d_link)c));
     }
