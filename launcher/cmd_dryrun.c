@@ -1,9 +1,98 @@
-/* cmd_dryrun.c — placeholder until this command lands. */
+/*
+ * cmd_dryrun.c — `par3drun --dry-run`: place, check, report; start nothing.
+ * Exit 0 when no check is an error, 2 on bad input or error-level checks
+ * (the report is still printed so the user sees why).
+ */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "commands.h"
+#include "place.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int write_all(FILE *f, const char *s)
+{
+    size_t n = strlen(s);
+    return fwrite(s, 1, n, f) == n ? 0 : -1;
+}
+
 int p3d_cmd_dryrun(const p3d_opts *o)
 {
-    (void)o;
-    fprintf(stderr, "par3drun: 'dryrun' is not built yet\n");
-    return P3D_EXIT_FAIL;
+    int rc = P3D_EXIT_BADINPUT;
+    char *err = NULL, *report = NULL;
+    const char *fmt = o->format ? o->format : "text";
+    p3d_plan_result r;
+    memset(&r, 0, sizeof r);
+    char *(*fn)(const p3d_report_in *) = NULL;
+    if (!strcmp(fmt, "text"))
+        fn = p3d_report_text;
+    else if (!strcmp(fmt, "json"))
+        fn = p3d_report_json;
+    else if (!strcmp(fmt, "svg"))
+        fn = p3d_report_svg;
+    else if (!strcmp(fmt, "html"))
+        fn = p3d_report_html;
+    else
+        return p3d_fail_input(strdup("--format: expected text, json, svg or html"));
+    if (p3d_place(o, &r, &err) < 0)
+        return p3d_fail_input(err);
+    if (o->verbose && r.base_err)
+        fprintf(stderr, "par3drun: no naive baseline: %s\n", r.base_err);
+    p3d_report_in in = p3d_plan_report_in(&r);
+    /* colour only for people: text, on a terminal, and never with NO_COLOR */
+    const char *nc = getenv("NO_COLOR");
+    in.color = !strcmp(fmt, "text") && !o->output && isatty(STDOUT_FILENO) && !(nc && *nc);
+    double t0 = now();
+    report = fn(&in);
+    double t_report = now() - t0;
+    if (!report) {
+        fprintf(stderr, "par3drun: out of memory while writing the %s report\n", fmt);
+        rc = P3D_EXIT_FAIL;
+        goto out;
+    }
+    if (o->output) {
+        FILE *f = fopen(o->output, "w");
+        if (!f) {
+            char *m = NULL;
+            p3d_err(&m, "--output %s: cannot create: %s", o->output, strerror(errno));
+            rc = p3d_fail_input(m);
+            goto out;
+        }
+        int bad = write_all(f, report) < 0;
+        bad |= fclose(f) != 0;
+        if (bad) {
+            fprintf(stderr, "par3drun: --output %s: write failed: %s\n", o->output, strerror(errno));
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+    } else if (write_all(stdout, report) < 0 || fflush(stdout) != 0) {
+        rc = P3D_EXIT_FAIL;
+        goto out;
+    }
+    if (o->verbose)
+        fprintf(stderr,
+                "par3drun: dry run: cluster+job %.3f s, policy %.3f s, checks %.3f s, baseline %.3f s, "
+                "report %.3f s, write %.3f s\n",
+                r.t_cluster, r.t_policy, r.t_check, r.t_baseline, t_report, now() - t0 - t_report);
+    if (r.an->nerrors) {
+        fprintf(stderr, "par3drun: the placement fails %d error-level check%s (see the report)\n", r.an->nerrors,
+                r.an->nerrors == 1 ? "" : "s");
+        rc = P3D_EXIT_BADINPUT;
+    } else {
+        rc = P3D_EXIT_OK;
+    }
+out:
+    free(report);
+    p3d_plan_result_free(&r);
+    return rc;
 }

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# dryrun-scale.sh — dry-run time and peak memory at 1,024 / 16,384 / 131,072
+# GPUs (8 per node, 32 nodes per rack), JSON report, tp=8 pp=16 dp=rest.
+# Prints one JSON object; figures, never pass/fail (bench/ convention).
+# Target (issue 3): 131,072 GPUs under 2 s and 1 GiB, time ~linear.
+#
+#   bench/dryrun-scale.sh [SIZES...]      (PAR3DRUN=path/to/par3drun, default build/par3drun)
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${PAR3DRUN:-$here/build/par3drun}
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1024 16384 131072)
+[ -x "$bin" ] || { echo "dryrun-scale: no par3drun at $bin (set PAR3DRUN)" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export P3D_DATA_DIR=${P3D_DATA_DIR:-$here}
+unset SLURM_JOB_NODELIST
+exec python3 - "$bin" "$here" "$tmp" "${sizes[@]}" <<'PY'
+import json, os, re, sys, time
+
+binp, here, tmp = sys.argv[1:4]
+sizes = [int(s) for s in sys.argv[4:]]
+topo = os.path.join(here, "examples/topologies/dgx-h100.xml")
+
+def gen(gpus):
+    """8 GPUs per node, 32 nodes per rack, nodes listed rack by rack in
+    hostlist ranges (one entry per rack, as admins write them)."""
+    nodes = gpus // 8
+    racks = max(1, nodes // 32)
+    ent = []
+    for r in range(racks):
+        lo, hi = r * 32 + 1, min(nodes, (r + 1) * 32)
+        ent.append({"name": "node[%06d-%06d]" % (lo, hi), "topology": topo, "rack": "rack%04d" % (r + 1)})
+    path = os.path.join(tmp, "cluster-%d.json" % gpus)
+    with open(path, "w") as f:
+        json.dump({"nodes": ent}, f)
+    return path, nodes, racks
+
+def run(argv):
+    t0 = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.path.join(tmp, "stderr"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 2)
+        os.execv(argv[0], argv)
+    _, status, ru = os.wait4(pid, 0)
+    wall = time.monotonic() - t0
+    err = open(os.path.join(tmp, "stderr")).read()
+    return os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss / 1024.0, err
+
+out = {"bench": "dryrun-scale", "binary": binp, "mesh": "tp=8 pp=16 dp=rest", "runs": []}
+for gpus in sizes:
+    cl, nodes, racks = gen(gpus)
+    for fmt in ("json", "text"):
+        rep = os.path.join(tmp, "report." + fmt)
+        rc, wall, rss, err = run([binp, "--dry-run", "--verbose", "--cluster", cl, "--tp", "8", "--pp", "16",
+                                  "--format", fmt, "--output", rep])
+        stages = {}
+        m = re.search(r"cluster\+job ([\d.]+) s, policy ([\d.]+) s, checks ([\d.]+) s, baseline ([\d.]+) s, "
+                      r"report ([\d.]+) s, write ([\d.]+) s", err)
+        if m:
+            stages = dict(zip(("cluster_job", "policy", "checks", "baseline", "report", "write"),
+                              map(float, m.groups())))
+            stages["rest"] = round(wall - sum(stages.values()), 3)  # start-up, frees, exit
+        out["runs"].append({"gpus": gpus, "nodes": nodes, "racks": racks, "format": fmt, "exit": rc,
+                            "seconds": round(wall, 3), "peak_rss_mib": round(rss, 1),
+                            "report_bytes": os.path.getsize(rep) if os.path.exists(rep) else 0,
+                            "stages_s": stages,
+                            "error": err.strip().splitlines()[-1] if rc not in (0, 2) and err.strip() else None})
+runs = [r for r in out["runs"] if r["format"] == "json"]
+if len(runs) >= 2 and runs[0]["seconds"] > 0:
+    out["json_time_ratio_per_gpu_ratio"] = [round((b["seconds"] / a["seconds"]) / (b["gpus"] / a["gpus"]), 3)
+                                            for a, b in zip(runs, runs[1:])]
+print(json.dumps(out, indent=2))
+PY

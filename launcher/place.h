@@ -1,0 +1,46 @@
+/*
+ * place.h — the placement pipeline shared by `--dry-run` and launch:
+ * options -> cluster -> job -> policy -> checks, plus the naive baseline
+ * that reports compare against. docs/dry-run.md describes what it reads.
+ */
+#ifndef P3D_PLACE_H
+#define P3D_PLACE_H
+
+#include "cli.h"
+
+typedef struct p3d_plan_result {
+    p3d_cluster *cluster;     /* owned */
+    p3d_job job;              /* dp resolved */
+    p3d_placement *pl;        /* the chosen policy's placement, owned */
+    p3d_analysis *an;         /* its checks and link scores, owned */
+    p3d_placement *base_pl;   /* naive.lua on the same input; NULL when the
+                                 policy is naive itself or the baseline failed */
+    p3d_analysis *base_an;
+    char *base_err;           /* why there is no baseline (NULL when there is
+                                 one or the policy is naive), owned */
+    /* seconds per stage, for --verbose and bench/ */
+    double t_cluster, t_policy, t_check, t_baseline;
+} p3d_plan_result;
+
+/* Where the nodes come from, in this order:
+ *  1. --cluster FILE; inside a Slurm allocation (SLURM_JOB_NODELIST set)
+ *     only the allocation's nodes, in the hostlist's order;
+ *  2. otherwise one node from --topology (default "local").
+ * --nproc-per-node N then gives every node N rank slots (CPU slots on a
+ * node without GPUs, see p3d_cluster_set_slots), --slurm-topology is
+ * applied, dp is resolved, the policy runs and is checked, and naive.lua
+ * runs as the baseline. Returns 0 with *out filled (free with
+ * p3d_plan_result_free), or -1 with a one-line message in *err: bad input,
+ * exit 2. Error-level checks are NOT a failure here: the caller decides
+ * (dry-run prints and exits 2, launch refuses). */
+int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
+/* The same from job resolution on, over a cluster built elsewhere (the
+ * multi-node rendezvous gathers it from the agents); takes ownership of
+ * cluster (freed with *out, also on failure). */
+int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
+void p3d_plan_result_free(p3d_plan_result *r);
+
+/* The report input over a result (colour off). */
+p3d_report_in p3d_plan_report_in(const p3d_plan_result *r);
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * check.c — p3d_analyze: validates what a policy returned, scores every
+ * group's links (check_links.c) and runs the named checks (check_rules.c).
+ * docs/checks.md lists every check code.
+ */
+#include "check_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int p3d_analysis_add(p3d_analysis *a, p3d_severity sev, const char *code,
+                     const char *fmt, ...)
+{
+    char *msg = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return -1;
+    p3d_check *v = realloc(a->checks, (a->nchecks + 1) * sizeof *v);
+    if (!v) {
+        free(msg);
+        return -1;
+    }
+    a->checks = v;
+    p3d_check *k = &v[a->nchecks++];
+    memset(k, 0, sizeof *k);
+    k->severity = sev;
+    snprintf(k->code, sizeof k->code, "%s", code);
+    k->message = msg;
+    return 0;
+}
+
+void p3d_analysis_free(p3d_analysis *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->nchecks; i++)
+        free(a->checks[i].message);
+    free(a->checks);
+    free(a);
+}
+
+int p3d_tp_off_nvlink(const p3d_analysis *a)
+{
+    int n = 0;
+    for (int l = P3D_LINK_MNNVL + 1; l < P3D_LINK_COUNT; l++)
+        n += a->dim[P3D_DIM_TP].groups_by_link[l];
+    return n;
+}
+
+int p3d_pp_cross_rack(const p3d_analysis *a)
+{
+    return a->dim[P3D_DIM_PP].groups_by_link[P3D_LINK_XRACK];
+}
+
+void p3d_gpu_domain_name(const p3d_cluster *c, int node, int gpu, char *buf, size_t cap)
+{
+    const p3d_cnode *cn = &c->nodes[node];
+    if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains)
+        snprintf(buf, cap, "%s", c->nvl_domains[cn->nvl_domain]);
+    else
+        snprintf(buf, cap, "%s/%d", cn->name, gpu >= 0 && gpu < cn->topo->ngpus ? cn->topo->gpus[gpu].domain : 0);
+}
+
+/* The policy runner validates too; this runs again because placements also
+ * come from elsewhere (tests, a saved plan) and the checks below index
+ * arrays with what the placement says. */
+static int validate(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, char **err)
+{
+    int rc = -1;
+    size_t *first = NULL;
+    int *owner = NULL;
+    const char *who = pl->policy ? pl->policy : "placement";
+    int world = p3d_mesh_world(&job->mesh);
+    if (world <= 0 || pl->world != world)
+        return p3d_err(err, "policy %s: returned %d ranks, the mesh has tp*cp*ep*dp*pp = %d", who, pl->world, world);
+    for (int d = 0; d < P3D_NDIMS; d++)
+        if (pl->mesh.size[d] != job->mesh.size[d])
+            return p3d_err(err, "policy %s: placement mesh has %s=%d, the job asked for %d", who, p3d_dim_name(d),
+                           pl->mesh.size[d], job->mesh.size[d]);
+    first = malloc((c->nnodes + 1) * sizeof *first);
+    if (!first) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    first[0] = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        first[i + 1] = first[i] + (size_t)c->nodes[i].topo->ngpus;
+    owner = malloc((first[c->nnodes] + 1) * sizeof *owner);
+    if (!owner) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (size_t s = 0; s < first[c->nnodes]; s++)
+        owner[s] = -1;
+    for (int r = 0; r < world; r++) {
+        const p3d_rank *rk = &pl->ranks[r];
+        if (rk->node < 0 || (size_t)rk->node >= c->nnodes) {
+            p3d_err(err, "policy %s: rank %d: node index %d is not in the cluster (0..%zu)", who, r, rk->node,
+                    c->nnodes - 1);
+            goto out;
+        }
+        const p3d_cnode *cn = &c->nodes[rk->node];
+        if (rk->gpu < 0 || rk->gpu >= cn->topo->ngpus) {
+            p3d_err(err, "policy %s: rank %d: node %s has GPUs 0..%d, got GPU %d", who, r, cn->name,
+                    cn->topo->ngpus - 1, rk->gpu);
+            goto out;
+        }
+        size_t s = first[rk->node] + (size_t)rk->gpu;
+        if (owner[s] >= 0) {
+            p3d_err(err, "policy %s: ranks %d and %d both placed on %s GPU %d", who, owner[s], r, cn->name, rk->gpu);
+            goto out;
+        }
+        owner[s] = r;
+        int want[P3D_NDIMS];
+        p3d_mesh_coord(&pl->mesh, r, want);
+        for (int d = 0; d < P3D_NDIMS; d++)
+            if (rk->coord[d] != want[d]) {
+                p3d_err(err, "policy %s: rank %d: %s coordinate is %d, order '%s' gives %d", who, r,
+                        p3d_dim_name(d), rk->coord[d], pl->mesh.order_str, want[d]);
+                goto out;
+            }
+    }
+    rc = 0;
+out:
+    free(first);
+    free(owner);
+    return rc;
+}
+
+int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis **out,
+                char **err)
+{
+    int rc = -1;
+    p3d_analysis *a = calloc(1, sizeof *a);
+    *out = NULL;
+    if (!a)
+        return p3d_err(err, "out of memory");
+    if (validate(c, job, pl, err) < 0)
+        goto out;
+    if (p3d_analysis_links(c, job, pl, a, err) < 0)
+        goto out;
+    if (p3d_analysis_rules(c, job, pl, a, err) < 0)
+        goto out;
+    /* Errors first, then warnings, then infos; within one severity the
+     * order the rules ran in (a stable insertion sort: qsort is not). */
+    for (size_t i = 1; i < a->nchecks; i++) {
+        p3d_check k = a->checks[i];
+        size_t j = i;
+        while (j > 0 && a->checks[j - 1].severity < k.severity) {
+            a->checks[j] = a->checks[j - 1];
+            j--;
+        }
+        a->checks[j] = k;
+    }
+    for (size_t i = 0; i < a->nchecks; i++) {
+        if (a->checks[i].severity == P3D_SEV_ERROR)
+            a->nerrors++;
+        else if (a->checks[i].severity == P3D_SEV_WARNING)
+            a->nwarnings++;
+    }
+    *out = a;
+    a = NULL;
+    rc = 0;
+out:
+    p3d_analysis_free(a);
+    return rc;
+}

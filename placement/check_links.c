@@ -1,0 +1,175 @@
+/*
+ * check_links.c — which link class each group of each dimension crosses.
+ *
+ * Collectives (TP, CP, EP and DP all-reduce / all-gather / all-to-all): a
+ * group's class is the worst link between ANY two members, because ring and
+ * tree algorithms both put every member on the critical path and the
+ * slowest hop bounds the whole collective.
+ *
+ * Pipelines (PP): only point-to-point sends between consecutive stages
+ * travel, so a pipeline's class is the worst link between stage i and
+ * stage i+1; with interleaved 1F1B (virtual stages > 1) the last stage also
+ * sends to the first, so that wrap-around link counts too.
+ *
+ * Cost: O(world) per dimension plus the pairs inside each node. Pairs of
+ * members on different nodes are compared node against node, and nodes
+ * that share (rack, multi-node NVLink domain) are interchangeable for that
+ * comparison — p3d_cluster_link between two nodes depends only on those —
+ * so at most two nodes per such pair take part. That keeps a 1,024-member
+ * DP group from costing half a million link look-ups.
+ */
+#include "check_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ctx {
+    const p3d_cluster *c;
+    const p3d_placement *pl;
+    int gid;             /* stamp of the group being scored */
+    int *node_stamp;     /* per node: gid that last touched it */
+    int *node_head;      /* per node: first member index (list via next) */
+    int *next;           /* per member index */
+    int *distinct;       /* nodes of the group, first-seen order */
+    int *combo_stamp;    /* per (rack, nvl domain) pair, or NULL */
+    unsigned char *combo_count;
+    size_t ncombos;
+    int *reps;           /* representative nodes of the group */
+} ctx;
+
+static p3d_link link_of(const ctx *x, int ra, int rb)
+{
+    const p3d_rank *a = &x->pl->ranks[ra], *b = &x->pl->ranks[rb];
+    return p3d_cluster_link(x->c, (size_t)a->node, a->gpu, (size_t)b->node, b->gpu);
+}
+
+static p3d_link chain_worst(const ctx *x, int first, int stride, int n, int wrap)
+{
+    p3d_link w = P3D_LINK_SELF;
+    for (int i = 0; i + 1 < n; i++) {
+        p3d_link l = link_of(x, first + i * stride, first + (i + 1) * stride);
+        if (l > w)
+            w = l;
+    }
+    if (wrap && n > 2) {
+        p3d_link l = link_of(x, first + (n - 1) * stride, first);
+        if (l > w)
+            w = l;
+    }
+    return w;
+}
+
+static p3d_link collective_worst(ctx *x, int first, int stride, int n)
+{
+    const p3d_rank *rk = x->pl->ranks;
+    int gid = ++x->gid, nd = 0, nreps = 0;
+    p3d_link w = P3D_LINK_SELF;
+    for (int i = 0; i < n; i++) {
+        int node = rk[first + i * stride].node;
+        if (x->node_stamp[node] != gid) {
+            x->node_stamp[node] = gid;
+            x->node_head[node] = -1;
+            x->distinct[nd++] = node;
+        }
+        x->next[i] = x->node_head[node];
+        x->node_head[node] = i;
+    }
+    /* pairs on one node: the intra-node class depends on the GPU pair */
+    for (int k = 0; k < nd; k++)
+        for (int i = x->node_head[x->distinct[k]]; i >= 0; i = x->next[i])
+            for (int j = x->next[i]; j >= 0; j = x->next[j]) {
+                p3d_link l = link_of(x, first + i * stride, first + j * stride);
+                if (l > w)
+                    w = l;
+            }
+    if (nd < 2)
+        return w;
+    for (int k = 0; k < nd; k++) {
+        int node = x->distinct[k];
+        if (x->combo_stamp) {
+            const p3d_cnode *cn = &x->c->nodes[node];
+            size_t cid = (size_t)cn->rack * (x->c->nnvl_domains + 1) + (size_t)(cn->nvl_domain + 1);
+            if (cid < x->ncombos) {
+                if (x->combo_stamp[cid] != gid) {
+                    x->combo_stamp[cid] = gid;
+                    x->combo_count[cid] = 0;
+                }
+                if (x->combo_count[cid] >= 2)
+                    continue;
+                x->combo_count[cid]++;
+            }
+        }
+        x->reps[nreps++] = first + x->node_head[node] * stride; /* a rank on that node */
+    }
+    for (int i = 0; i < nreps && w < P3D_LINK_XRACK; i++)
+        for (int j = i + 1; j < nreps && w < P3D_LINK_XRACK; j++) {
+            p3d_link l = link_of(x, x->reps[i], x->reps[j]);
+            if (l > w)
+                w = l;
+        }
+    return w;
+}
+
+int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a,
+                       char **err)
+{
+    int rc = -1;
+    const p3d_mesh *m = &pl->mesh;
+    int world = pl->world, maxn = 1;
+    ctx x = {.c = c, .pl = pl};
+    for (int d = 0; d < P3D_NDIMS; d++)
+        if (m->size[d] > maxn)
+            maxn = m->size[d];
+    x.node_stamp = malloc((c->nnodes + 1) * sizeof *x.node_stamp);
+    x.node_head = malloc((c->nnodes + 1) * sizeof *x.node_head);
+    x.next = malloc((size_t)maxn * sizeof *x.next);
+    x.distinct = malloc((size_t)maxn * sizeof *x.distinct);
+    x.reps = malloc((size_t)maxn * sizeof *x.reps);
+    if (!x.node_stamp || !x.node_head || !x.next || !x.distinct || !x.reps) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < c->nnodes; i++)
+        x.node_stamp[i] = 0;
+    /* (rack, domain) table when it is of a sensible size; without it every
+     * distinct node is a representative (exact, only slower). */
+    size_t nracks = c->nracks ? c->nracks : 1;
+    if (nracks * (c->nnvl_domains + 1) <= ((size_t)1 << 22)) {
+        x.ncombos = nracks * (c->nnvl_domains + 1);
+        x.combo_stamp = calloc(x.ncombos, sizeof *x.combo_stamp);
+        x.combo_count = calloc(x.ncombos, 1);
+        if (!x.combo_stamp || !x.combo_count) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+    }
+    for (int d = 0; d < P3D_NDIMS; d++) {
+        p3d_dim_stats *st = &a->dim[d];
+        int n = m->size[d], stride = p3d_mesh_stride(m, d);
+        memset(st, 0, sizeof *st);
+        st->ngroups = world / n;
+        st->worst = P3D_LINK_SELF;
+        if (n == 1) {
+            st->groups_by_link[P3D_LINK_SELF] = st->ngroups;
+            continue;
+        }
+        for (int g = 0; g < st->ngroups; g++) {
+            int first = p3d_group_first(m, d, g);
+            p3d_link w = d == P3D_DIM_PP ? chain_worst(&x, first, stride, n, job->virtual_stages > 1)
+                                         : collective_worst(&x, first, stride, n);
+            st->groups_by_link[w]++;
+            if ((int)w > st->worst)
+                st->worst = w;
+        }
+    }
+    rc = 0;
+out:
+    free(x.node_stamp);
+    free(x.node_head);
+    free(x.next);
+    free(x.distinct);
+    free(x.reps);
+    free(x.combo_stamp);
+    free(x.combo_count);
+    return rc;
+}

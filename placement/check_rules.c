@@ -1,0 +1,405 @@
+/*
+ * check_rules.c — the named checks (docs/checks.md is the list users read;
+ * keep the two in step). Each rule states what happened, why it matters
+ * and what to do. Severity policy:
+ *   error   — the job cannot run as described (world > GPUs, pp > layers,
+ *             dp > batch, model does not fit) or a mistake a placement
+ *             could have avoided on this hardware (TP over the network or
+ *             PCIe while every TP group would fit in an NVLink domain);
+ *   warning — it runs, slower than it could (pipelines across racks, TP
+ *             that cannot fit an NVLink domain, uneven stages...);
+ *   info    — facts worth knowing (idle GPUs, policy notes).
+ */
+#include "check_internal.h"
+#include "strbuf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADD(sev, code, ...)                                        \
+    do {                                                           \
+        if (p3d_analysis_add(a, sev, code, __VA_ARGS__) < 0)       \
+            goto oom;                                              \
+    } while (0)
+
+/* Largest NVLink domain in GPUs, and how many disjoint groups of tp GPUs
+ * fit inside NVLink domains over the whole cluster (a node in a multi-node
+ * domain counts towards that domain instead of its own). */
+static int nvlink_capacity(const p3d_cluster *c, int tp, long long *groups, int *largest)
+{
+    long long *dom_gpus = calloc(c->nnvl_domains + 1, sizeof *dom_gpus);
+    int *dsize = NULL, cap = 0;
+    if (!dom_gpus)
+        return -1;
+    *groups = 0;
+    *largest = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const p3d_cnode *cn = &c->nodes[i];
+        const p3d_node *t = cn->topo;
+        if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains) {
+            dom_gpus[cn->nvl_domain] += t->ngpus;
+            continue;
+        }
+        if (t->ndomains > cap) {
+            int *v = realloc(dsize, (size_t)t->ndomains * sizeof *v);
+            if (!v) {
+                free(dom_gpus);
+                free(dsize);
+                return -1;
+            }
+            dsize = v;
+            cap = t->ndomains;
+        }
+        for (int d = 0; d < t->ndomains; d++)
+            dsize[d] = 0;
+        for (int g = 0; g < t->ngpus; g++)
+            if (t->gpus[g].domain >= 0 && t->gpus[g].domain < t->ndomains)
+                dsize[t->gpus[g].domain]++;
+        for (int d = 0; d < t->ndomains; d++) {
+            *groups += dsize[d] / tp;
+            if (dsize[d] > *largest)
+                *largest = dsize[d];
+        }
+    }
+    for (size_t d = 0; d < c->nnvl_domains; d++) {
+        *groups += dom_gpus[d] / tp;
+        if (dom_gpus[d] > *largest)
+            *largest = (int)dom_gpus[d];
+    }
+    free(dom_gpus);
+    free(dsize);
+    return 0;
+}
+
+static int count_range(const p3d_dim_stats *st, int lo, int hi)
+{
+    int n = 0;
+    for (int l = lo; l <= hi; l++)
+        n += st->groups_by_link[l];
+    return n;
+}
+
+/* The worst class among lo..hi that some group has (for "over <link>"). */
+static int worst_in(const p3d_dim_stats *st, int lo, int hi)
+{
+    for (int l = hi; l >= lo; l--)
+        if (st->groups_by_link[l])
+            return l;
+    return lo;
+}
+
+static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+{
+    const p3d_dim_stats *st = &a->dim[P3D_DIM_TP];
+    int tp = job->mesh.size[P3D_DIM_TP];
+    long long fit_groups = 0;
+    int largest = 0;
+    if (tp <= 1)
+        return 0;
+    if (nvlink_capacity(c, tp, &fit_groups, &largest) < 0)
+        return -1;
+    int avoidable = fit_groups >= st->ngroups;
+    /* every GPU node is a connected-but-not-clique NVLink mesh / every
+     * slot is a synthesized CPU slot: see below */
+    int ring_only = 1, cpu_only = 1;
+    for (size_t t = 0; t < c->ntopos; t++) {
+        const p3d_node *n = c->topos[t];
+        if (n->ngpus && !n->nvlink_connected_not_clique)
+            ring_only = 0;
+        if (n->ngpus && strcmp(n->gpus[0].model, "CPU slot") != 0)
+            cpu_only = 0;
+    }
+    const char *why = avoidable
+        ? "This hardware has room for every TP group inside one NVLink domain: use a topology-aware policy "
+          "(--policy megatron) or fix the policy."
+        : "The NVLink domains here cannot hold every TP group";
+    int net = count_range(st, P3D_LINK_RACK, P3D_LINK_XRACK);
+    if (net) {
+        int l = worst_in(st, P3D_LINK_RACK, P3D_LINK_XRACK);
+        if (avoidable)
+            ADD(P3D_SEV_ERROR, "TP_CROSSES_NODES",
+                "%d of %d TP groups (tp=%d) span nodes: TP all-reduces on every layer will run over %s "
+                "instead of NVLink. %s",
+                net, st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
+        else
+            ADD(P3D_SEV_WARNING, "TP_CROSSES_NODES",
+                "%d of %d TP groups (tp=%d) span nodes: TP all-reduces on every layer will run over %s. %s "
+                "(largest NVLink domain: %d GPU%s): keep tp <= %d and grow pp or dp instead.",
+                net, st->ngroups, tp, p3d_link_desc((p3d_link)l), why, largest, largest == 1 ? "" : "s",
+                largest);
+    }
+    int pcie = count_range(st, P3D_LINK_PIX, P3D_LINK_SYS);
+    if (pcie && !net && ring_only) {
+        /* DGX-1-style hybrid cube-mesh: the domains are its all-to-all
+         * cliques, yet NVLink still reaches every GPU of the node, and NCCL
+         * rings a group spanning cliques over NVLink. Not a mistake. */
+        ADD(P3D_SEV_INFO, "NVLINK_RING_ONLY",
+            "%d of %d TP groups (tp=%d) span NVLink cliques of a node whose NVLink connects every GPU but not "
+            "every pair (hybrid cube-mesh, e.g. DGX-1): NCCL runs their all-reduces as NVLink rings, at "
+            "lower bandwidth than inside a clique of %d. Fine for tp=%d; tp <= %d keeps each group all-to-all.",
+            pcie, st->ngroups, tp, largest, tp, largest);
+    } else if (pcie && cpu_only) {
+        ADD(P3D_SEV_INFO, "CPU_SLOTS",
+            "the rank slots are CPU slots (no GPU): TP traffic runs through host memory; link checks for "
+            "NVLink do not apply.");
+    } else if (pcie) {
+        int l = worst_in(st, P3D_LINK_PIX, P3D_LINK_SYS);
+        if (avoidable)
+            ADD(P3D_SEV_ERROR, "TP_CROSSES_NVLINK_DOMAIN",
+                "%d of %d TP groups (tp=%d) leave their NVLink domain inside a node: TP all-reduces on every "
+                "layer will run over %s. %s",
+                pcie, st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
+        else
+            ADD(P3D_SEV_WARNING, "TP_CROSSES_NVLINK_DOMAIN",
+                "%d of %d TP groups (tp=%d) leave their NVLink domain: TP all-reduces on every layer will run "
+                "over %s. %s (largest NVLink domain: %d GPU%s): keep tp <= %d where you can.",
+                pcie, st->ngroups, tp, p3d_link_desc((p3d_link)l), why, largest, largest == 1 ? "" : "s",
+                largest);
+    }
+    /* tp vs GPUs per node: report each distinct GPU count once */
+    int seen[8], nseen = 0;
+    for (size_t i = 0; i < c->nnodes && nseen < 8; i++) {
+        int g = c->nodes[i].topo->ngpus, dup = 0;
+        for (int k = 0; k < nseen; k++)
+            dup |= seen[k] == g;
+        if (dup || g == 0)
+            continue;
+        seen[nseen++] = g;
+        if (g % tp != 0 && tp % g != 0) {
+            char divs[96] = "";
+            size_t len = 0;
+            for (int k = 1; k <= g && len + 8 < sizeof divs; k++)
+                if (g % k == 0)
+                    len += (size_t)snprintf(divs + len, sizeof divs - len, "%s%d", len ? ", " : "", k);
+            ADD(P3D_SEV_WARNING, "TP_NOT_DIVIDING_GPUS_PER_NODE",
+                "tp=%d does not divide the %d GPUs of node %s: either GPUs stay idle or a TP group straddles "
+                "two nodes. Choose tp among %s (or a multiple of %d inside a multi-node NVLink domain).",
+                tp, g, c->nodes[i].name, divs, g);
+        }
+    }
+    (void)pl;
+    return 0;
+oom:
+    return -1;
+}
+
+static int rack_gpus_min(const p3d_cluster *c)
+{
+    size_t nr = c->nracks ? c->nracks : 1;
+    long long *g = calloc(nr, sizeof *g);
+    long long best = 0;
+    if (!g)
+        return 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if ((size_t)c->nodes[i].rack < nr)
+            g[c->nodes[i].rack] += c->nodes[i].topo->ngpus;
+    for (size_t r = 0; r < nr; r++)
+        if (g[r] && (!best || g[r] < best))
+            best = g[r];
+    free(g);
+    return (int)best;
+}
+
+static int pp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+{
+    const p3d_dim_stats *st = &a->dim[P3D_DIM_PP];
+    const p3d_mesh *m = &job->mesh;
+    int pp = m->size[P3D_DIM_PP], v = job->virtual_stages > 1 ? job->virtual_stages : 1;
+    int xr = st->groups_by_link[P3D_LINK_XRACK];
+    if (pp > 1 && xr) {
+        long long pipe = (long long)pp * m->size[P3D_DIM_TP] * m->size[P3D_DIM_CP] * m->size[P3D_DIM_EP];
+        int rack = rack_gpus_min(c);
+        ADD(P3D_SEV_WARNING, "PP_CROSSES_RACKS",
+            "%d of %d pipelines have a stage boundary across racks: activations between those stages cross the "
+            "spine switches (more hops, shared and often oversubscribed) on every micro-batch. %s",
+            xr, st->ngroups,
+            pipe > rack ? "A pipeline needs more GPUs than a rack holds: lower pp (or tp) so one pipeline fits "
+                          "a rack, if the model allows."
+            : pl->policy && !strcmp(pl->policy, "megatron")
+                ? "Whole pipelines do not fill the racks evenly here (see the policy's notes): choose dp so "
+                  "each rack holds a whole number of pipelines."
+                : "A pipeline fits in one rack here: use a rack-aware policy (--policy megatron) or list "
+                  "nodes rack by rack.");
+    }
+    if (job->has_model && job->model.layers > 0 && pp > 1) {
+        int L = job->model.layers;
+        if ((long long)pp * v > L)
+            ADD(P3D_SEV_ERROR, "PP_GT_LAYERS",
+                "pp=%d%s needs at least %lld layers, the model has %d: some stages would hold no layer. "
+                "Lower pp (at most %d%s).",
+                pp, v > 1 ? " with virtual stages" : "", (long long)pp * v, L, L / v, v > 1 ? " / v" : "");
+        else if (L % (pp * v) != 0)
+            ADD(P3D_SEV_WARNING, "PP_LAYERS_UNEVEN",
+                "%d layers do not split evenly into %d stage%s: the stages with one layer more set the pace "
+                "of the whole pipeline. Prefer pp%s dividing %d.",
+                L, pp * v, pp * v > 1 ? "s" : "", v > 1 ? "*v" : "", L);
+    }
+    if (pp > 1 && job->micro_batches > 0 && job->micro_batches < pp)
+        ADD(P3D_SEV_WARNING, "PP_FEW_MICROBATCHES",
+            "%d micro-batches for %d stages: the pipeline bubble (p-1)/(m+p-1) = %.0f%% of every step is idle. "
+            "Use at least pp micro-batches, ideally 4*pp or more.",
+            job->micro_batches, pp, 100.0 * (pp - 1) / (job->micro_batches + pp - 1));
+    return 0;
+oom:
+    return -1;
+}
+
+static int dp_rules(const p3d_job *job, p3d_analysis *a)
+{
+    int dp = job->mesh.size[P3D_DIM_DP];
+    int b = job->micro_batch_size > 0 ? job->micro_batch_size : 1;
+    int B = job->global_batch;
+    if (B <= 0)
+        return 0;
+    if ((long long)dp * b > B)
+        ADD(P3D_SEV_ERROR, "DP_GT_BATCH",
+            "dp=%d replicas but the global batch of %d samples holds only %d micro-batch%s of %d: some replicas "
+            "would get no data. Lower dp (at most %d) or raise --global-batch.",
+            dp, B, B / b, B / b == 1 ? "" : "es", b, B / b);
+    else if (B % ((long long)dp * b) != 0)
+        ADD(P3D_SEV_WARNING, "BATCH_NOT_DIVISIBLE",
+            "global batch %d is not a multiple of dp*micro-batch = %d*%d: replicas get unequal work or samples "
+            "are dropped. Choose a global batch divisible by %d.",
+            B, dp, b, dp * b);
+    else if (job->micro_batches > 0 && (long long)job->micro_batches * b * dp != B)
+        ADD(P3D_SEV_WARNING, "BATCH_MISMATCH",
+            "--micro-batches %d x micro-batch %d x dp %d = %lld samples, but --global-batch is %d: the "
+            "figures disagree; the cost model uses the micro-batch count.",
+            job->micro_batches, b, dp, (long long)job->micro_batches * b * dp, B);
+    return 0;
+oom:
+    return -1;
+}
+
+/* CP (ring attention send/recv every layer) and EP (all-to-all every MoE
+ * layer) are nearly as chatty as TP. */
+static int cp_ep_rules(const p3d_job *job, p3d_analysis *a)
+{
+    static const struct {
+        int dim;
+        const char *code, *what;
+    } r[] = {
+        {P3D_DIM_CP, "CP_CROSSES_NODES", "context-parallel attention exchanges on every layer"},
+        {P3D_DIM_EP, "EP_CROSSES_NODES", "expert all-to-alls on every MoE layer"},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        const p3d_dim_stats *st = &a->dim[r[i].dim];
+        int n = count_range(st, P3D_LINK_RACK, P3D_LINK_XRACK);
+        if (job->mesh.size[r[i].dim] > 1 && n)
+            ADD(P3D_SEV_WARNING, r[i].code,
+                "%d of %d %s groups span nodes: %s will run over %s. Keep %s inside a node's NVLink domain "
+                "when tp*%s fits one.",
+                n, st->ngroups, p3d_dim_name(r[i].dim), r[i].what,
+                p3d_link_desc((p3d_link)worst_in(st, P3D_LINK_RACK, P3D_LINK_XRACK)), p3d_dim_name(r[i].dim),
+                p3d_dim_name(r[i].dim));
+    }
+    return 0;
+oom:
+    return -1;
+}
+
+static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+{
+    long long world = p3d_mesh_world(&job->mesh);
+    size_t gpus = p3d_cluster_gpus(c);
+    if (world > (long long)gpus)
+        ADD(P3D_SEV_ERROR, "WORLD_GT_GPUS",
+            "the mesh needs tp*cp*ep*dp*pp = %lld GPUs, the cluster has %zu. Lower dp (or leave --dp out to use "
+            "what is there) or add nodes.",
+            world, gpus);
+    else if (world < (long long)gpus) {
+        char *used = calloc(c->nnodes + 1, 1);
+        size_t idle_nodes = 0;
+        if (!used)
+            goto oom;
+        for (int r = 0; r < pl->world; r++)
+            used[pl->ranks[r].node] = 1;
+        for (size_t i = 0; i < c->nnodes; i++)
+            idle_nodes += !used[i];
+        free(used);
+        ADD(P3D_SEV_INFO, "NODES_IDLE",
+            "the job uses %lld of %zu GPUs: %zu GPUs stay idle (%zu node%s without any rank).", world, gpus,
+            gpus - (size_t)world, idle_nodes, idle_nodes == 1 ? "" : "s");
+    }
+    return 0;
+oom:
+    return -1;
+}
+
+static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
+{
+    char *cerr = NULL;
+    p3d_link link[P3D_NDIMS];
+    if (!job->has_model)
+        return 0;
+    for (int d = 0; d < P3D_NDIMS; d++)
+        link[d] = (p3d_link)a->dim[d].worst;
+    if (p3d_cost_eval(c, job, link, &a->cost, &cerr) < 0) {
+        int r = p3d_analysis_add(a, P3D_SEV_INFO, "COST_UNAVAILABLE", "no cost estimate: %s",
+                                 cerr ? cerr : "the cost model failed");
+        free(cerr);
+        return r;
+    }
+    a->has_cost = 1;
+    const p3d_cost *k = &a->cost;
+    if (!k->fits)
+        ADD(P3D_SEV_ERROR, "MODEL_DOES_NOT_FIT",
+            "%s needs about %.1f GB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f), "
+            "the GPUs hold %.1f GB. Raise tp*pp, use --zero 1..3 with dp > 1, or --recompute full.",
+            job->model.name, k->mem_total / 1e9, k->mem_weights / 1e9, k->mem_grads / 1e9, k->mem_optim / 1e9,
+            k->mem_act / 1e9, k->gpu_mem / 1e9);
+    return 0;
+oom:
+    return -1;
+}
+
+static int carried_notes(const p3d_cluster *c, const p3d_placement *pl, p3d_analysis *a)
+{
+    for (size_t i = 0; i < c->nwarnings; i++)
+        ADD(P3D_SEV_WARNING, "CLUSTER_WARNING", "%s", c->warnings[i]);
+    /* each distinct topology's notes once, naming its first node */
+    for (size_t t = 0; t < c->ntopos; t++) {
+        const p3d_node *n = c->topos[t];
+        const char *host = NULL;
+        size_t count = 0;
+        if (!n->notes || !*n->notes)
+            continue;
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (c->nodes[i].topo == n && !count++)
+                host = c->nodes[i].name;
+        if (!count)
+            continue;
+        /* one check per topology: its notes joined, so a node with eight
+         * similar GPU notes does not bury the checks that matter */
+        p3d_sb sb = {0};
+        for (const char *q = n->notes; *q; q++)
+            if (*q == '\n')
+                p3d_sb_puts(&sb, "; ");
+            else
+                p3d_sb_putc(&sb, *q);
+        char *joined = p3d_sb_finish(&sb);
+        if (!joined)
+            goto oom;
+        int r = p3d_analysis_add(a, P3D_SEV_INFO, "TOPOLOGY_NOTE", "node %s%s: %s", host,
+                                 count > 1 ? " (and the others with its topology)" : "", joined);
+        free(joined);
+        if (r < 0)
+            goto oom;
+    }
+    for (size_t i = 0; i < pl->nnotes; i++)
+        ADD(P3D_SEV_INFO, "POLICY_NOTE", "policy %s: %s", pl->policy ? pl->policy : "?", pl->notes[i]);
+    return 0;
+oom:
+    return -1;
+}
+
+int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a,
+                       char **err)
+{
+    if (world_rules(c, job, pl, a) < 0 || tp_rules(c, job, pl, a) < 0 || pp_rules(c, job, pl, a) < 0 ||
+        dp_rules(job, a) < 0 || cp_ep_rules(job, a) < 0 || cost_rules(c, job, a) < 0 ||
+        carried_notes(c, pl, a) < 0)
+        return p3d_err(err, "out of memory while checking the placement");
+    return 0;
+}

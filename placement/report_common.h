@@ -1,0 +1,21 @@
+/*
+ * report_common.h — pieces shared by the text and JSON reports (private).
+ */
+#ifndef P3D_REPORT_COMMON_H
+#define P3D_REPORT_COMMON_H
+
+#include "check_internal.h"
+#include "strbuf.h"
+
+/* Dimensions a report lists: tp, pp, dp always, cp and ep when > 1, in
+ * that order. Returns the count written to dims[]. */
+int p3d_report_dims(const p3d_mesh *m, int dims[P3D_NDIMS]);
+
+/* "error", "warning", "info". */
+const char *p3d_severity_name(p3d_severity s);
+
+/* The rank on each (node, GPU) slot: *first gets nnodes+1 offsets, *rank_at
+ * one entry per slot (-1 when idle). Caller frees both. */
+int p3d_report_slots(const p3d_cluster *c, const p3d_placement *pl, size_t **first, int **rank_at);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * slots.c — --nproc-per-node: N rank slots per node (p3d.h).
+ *
+ * Why synthesize slots on a GPU-less node instead of special-casing "no
+ * GPU" everywhere: the policies, checks, reports and the launcher all speak
+ * in (node, GPU index); a CPU slot is a GPU index without a device, so the
+ * whole pipeline runs unchanged (CI machines, CPU backends), and the report
+ * says plainly that the slots are synthetic.
+ */
+#include "topo_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* A new record with k slots built from n (k <= n->ngpus, or n has none). */
+static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
+{
+    int rc = -1;
+    p3d_node *m = p3d_node_new(n->hostname, n->source, n->source_kind);
+    if (!m)
+        return p3d_err(err, "out of memory");
+    if (p3d_node_alloc(m, k, n->nnics, err) < 0)
+        goto out;
+    m->nnuma = n->nnuma;
+    m->npackages = n->npackages;
+    m->ncores = n->ncores;
+    m->npus = n->npus;
+    m->fabric_clique = n->fabric_clique;
+    if (n->fabric_uuid && !(m->fabric_uuid = strdup(n->fabric_uuid)))
+        goto oom;
+    for (int j = 0; j < n->nnics; j++)
+        m->nics[j] = n->nics[j];
+    if (n->ngpus == 0) {
+        for (int i = 0; i < k; i++) {
+            p3d_gpu *g = &m->gpus[i];
+            g->index = i;
+            snprintf(g->model, sizeof g->model, "CPU slot");
+            g->numa = -1;
+            g->package = -1;
+            g->nearest_nic = -1;
+        }
+    } else {
+        for (int i = 0; i < k; i++) {
+            p3d_gpu *g = &m->gpus[i];
+            char *cpus = g->cpus; /* whatever alloc put there */
+            *g = n->gpus[i];
+            free(cpus);
+            g->cpus = dup_or_null(n->gpus[i].cpus);
+            if (n->gpus[i].cpus && !g->cpus)
+                goto oom;
+            for (int j = 0; j < k; j++) {
+                m->nvlink[i * k + j] = n->nvlink[i * n->ngpus + j];
+                m->gg_class[i * k + j] = n->gg_class[i * n->ngpus + j];
+            }
+            for (int j = 0; j < n->nnics; j++)
+                m->gn_class[i * n->nnics + j] = n->gn_class[i * n->nnics + j];
+        }
+    }
+    if (p3d_node_finish(m, err) < 0)
+        goto out;
+    if (n->ngpus == 0)
+        p3d_node_note(m, "no GPU found: %d CPU rank slots synthesized for --nproc-per-node (no device, no NVLink)",
+                      k);
+    else
+        p3d_node_note(m, "--nproc-per-node %d: only GPUs 0-%d of %d take ranks", k, k - 1, n->ngpus);
+    *out = m;
+    m = NULL;
+    rc = 0;
+    goto out;
+oom:
+    p3d_err(err, "out of memory");
+out:
+    p3d_node_free(m);
+    return rc;
+}
+
+int p3d_cluster_set_slots(p3d_cluster *c, int nslots, char **err)
+{
+    if (nslots < 1)
+        return p3d_err(err, "--nproc-per-node: expected at least 1, got %d", nslots);
+    for (size_t t = 0; t < c->ntopos; t++) {
+        p3d_node *n = c->topos[t], *m = NULL;
+        if (n->ngpus == nslots)
+            continue;
+        if (n->ngpus > 0 && n->ngpus < nslots) {
+            const char *host = n->hostname ? n->hostname : "?";
+            for (size_t i = 0; i < c->nnodes; i++)
+                if (c->nodes[i].topo == n) {
+                    host = c->nodes[i].name;
+                    break;
+                }
+            return p3d_err(err,
+                           "--nproc-per-node %d: node %s has only %d GPUs (one rank per GPU; give at most %d "
+                           "or leave it out)",
+                           nslots, host, n->ngpus, n->ngpus);
+        }
+        if (resize(n, nslots, &m, err) < 0)
+            return -1;
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (c->nodes[i].topo == n)
+                c->nodes[i].topo = m;
+        c->topos[t] = m;
+        p3d_node_free(n);
+    }
+    return 0;
+}

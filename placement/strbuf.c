@@ -1,0 +1,148 @@
+/* strbuf.c — the growing output buffer behind the reports (strbuf.h). */
+#include "strbuf.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int p3d_sb_reserve(p3d_sb *b, size_t n)
+{
+    if (b->oom)
+        return -1;
+    if (b->len + n + 1 <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->len + n + 1)
+        cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+void p3d_sb_putn(p3d_sb *b, const char *s, size_t n)
+{
+    if (p3d_sb_reserve(b, n) < 0)
+        return;
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+
+void p3d_sb_puts(p3d_sb *b, const char *s)
+{
+    p3d_sb_putn(b, s, strlen(s));
+}
+
+void p3d_sb_putc(p3d_sb *b, char c)
+{
+    if (p3d_sb_reserve(b, 1) < 0)
+        return;
+    b->p[b->len++] = c;
+    b->p[b->len] = 0;
+}
+
+void p3d_sb_pad(p3d_sb *b, char c, int n)
+{
+    if (n <= 0 || p3d_sb_reserve(b, (size_t)n) < 0)
+        return;
+    memset(b->p + b->len, c, (size_t)n);
+    b->len += (size_t)n;
+    b->p[b->len] = 0;
+}
+
+void p3d_sb_printf(p3d_sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || p3d_sb_reserve(b, (size_t)n) < 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+void p3d_sb_int(p3d_sb *b, long long v)
+{
+    char tmp[24];
+    int i = sizeof tmp;
+    unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    p3d_sb_putn(b, tmp + i, sizeof tmp - (size_t)i);
+}
+
+void p3d_sb_json_str(p3d_sb *b, const char *s)
+{
+    if (!s) {
+        p3d_sb_puts(b, "null");
+        return;
+    }
+    p3d_sb_putc(b, '"');
+    const char *run = s;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        p3d_sb_putn(b, run, (size_t)(s - run));
+        run = s + 1;
+        switch (c) {
+        case '"': p3d_sb_puts(b, "\\\""); break;
+        case '\\': p3d_sb_puts(b, "\\\\"); break;
+        case '\n': p3d_sb_puts(b, "\\n"); break;
+        case '\t': p3d_sb_puts(b, "\\t"); break;
+        case '\r': p3d_sb_puts(b, "\\r"); break;
+        default: p3d_sb_printf(b, "\\u%04x", c); break;
+        }
+    }
+    p3d_sb_putn(b, run, (size_t)(s - run));
+    p3d_sb_putc(b, '"');
+}
+
+void p3d_sb_json_num(p3d_sb *b, double v)
+{
+    if (!isfinite(v)) {
+        p3d_sb_puts(b, "null");
+        return;
+    }
+    if (v == (double)(long long)v && fabs(v) < 1e15) {
+        p3d_sb_int(b, (long long)v);
+        return;
+    }
+    /* 10 significant digits: plenty for estimates, and the same bytes on
+     * every run of the same binary. */
+    p3d_sb_printf(b, "%.10g", v);
+}
+
+char *p3d_sb_finish(p3d_sb *b)
+{
+    if (b->oom || p3d_sb_reserve(b, 0) < 0) {
+        p3d_sb_free(b);
+        return NULL;
+    }
+    char *p = b->p;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+void p3d_sb_free(p3d_sb *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+    b->oom = 0;
+}

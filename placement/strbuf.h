@@ -1,0 +1,37 @@
+/*
+ * strbuf.h — a growing output buffer for the report writers (private to
+ * placement/). Appends never fail visibly: on out-of-memory the buffer
+ * remembers it and p3d_sb_finish() returns NULL, so writers stay linear.
+ */
+#ifndef P3D_STRBUF_H
+#define P3D_STRBUF_H
+
+#include <stddef.h>
+
+typedef struct p3d_sb {
+    char *p;
+    size_t len, cap;
+    int oom;
+} p3d_sb;
+
+/* Makes room for n more bytes; returns 0, or -1 (and sets oom). */
+int p3d_sb_reserve(p3d_sb *b, size_t n);
+void p3d_sb_putn(p3d_sb *b, const char *s, size_t n);
+void p3d_sb_puts(p3d_sb *b, const char *s);
+void p3d_sb_putc(p3d_sb *b, char c);
+/* n copies of c (padding). */
+void p3d_sb_pad(p3d_sb *b, char c, int n);
+void p3d_sb_printf(p3d_sb *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Decimal integer without printf (the JSON writer's hot path). */
+void p3d_sb_int(p3d_sb *b, long long v);
+/* A JSON string literal with quotes; NULL writes null. */
+void p3d_sb_json_str(p3d_sb *b, const char *s);
+/* A JSON number; NaN and infinities write null (JSON has neither). */
+void p3d_sb_json_num(p3d_sb *b, double v);
+/* Hands the NUL-terminated text to the caller (who frees it); NULL when
+ * an append ran out of memory. The buffer is empty afterwards. */
+char *p3d_sb_finish(p3d_sb *b);
+void p3d_sb_free(p3d_sb *b);
+
+#endif
