@@ -1,13 +1,320 @@
-/* cmd_launch.c — placeholder until launch lands. */
-#include <stdio.h>
+/*
+ * cmd_launch.c — `par3drun [options] -- PROGRAM`: place (as --dry-run
+ * does), write the job's placement JSON, then hand the nodes to the
+ * supervisor (supervise.c). Also the internal `par3drun __agent`, which runs
+ * one node of the same job on its own (docs/launch.md).
+ */
 #include "commands.h"
+#include "launch.h"
+#include "place.h"
+#include "rdzv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Everything cmd_launch owns; freed in one place. */
+typedef struct launch_state {
+    p3d_plan_result res;
+    int placed;
+    p3d_envv extra;
+    char *job_id, *run_dir, *placement_path, *program, *master_addr;
+    int own_run_dir;    /* created by us under $TMPDIR: removed at the end */
+    int *nodes;
+    int nnodes;
+} launch_state;
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, mode) < 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static char *make_job_id(const p3d_opts *o)
+{
+    if (o->job_id)
+        return strdup(o->job_id);
+    const char *s = getenv("SLURM_JOB_ID");
+    if (s && *s)
+        return strdup(s);
+    unsigned char r[6];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        unsigned long x = (unsigned long)getpid() ^ (unsigned long)p3d_now();
+        memcpy(r, &x, sizeof r < sizeof x ? sizeof r : sizeof x);
+    }
+    char *id = malloc(13);
+    if (id)
+        for (int i = 0; i < 6; i++)
+            sprintf(id + 2 * i, "%02x", r[i]);
+    return id;
+}
+
+static int write_file(const char *path, const char *text, char **err)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
+    size_t len = strlen(text), off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            close(fd);
+            return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
+        }
+        off += (size_t)w;
+    }
+    close(fd);
+    /* rename: a worker never reads a half-written placement */
+    if (rename(tmp, path) < 0)
+        return p3d_err(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    return 0;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+/* Shared by launch and __agent: place, check, write the placement, fill L.
+ * Returns 0, or an exit code with the message already printed. */
+static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
+{
+    char *err = NULL;
+    int rc = P3D_EXIT_BADINPUT;
+    memset(L, 0, sizeof *L);
+    L->o = o;
+    if (o->emulate && !o->cluster) {
+        p3d_err(&err, "--emulate runs the nodes of a cluster file on this host: give --cluster FILE");
+        goto out;
+    }
+    if (o->argc < 1) {
+        p3d_err(&err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...]");
+        goto out;
+    }
+    S->program = p3d_resolve_program(o->argv[0], &err);
+    if (!S->program) {
+        rc = P3D_EXIT_NOEXEC;
+        goto out;
+    }
+    if (p3d_place(o, &S->res, &err) < 0)
+        goto out;
+    S->placed = 1;
+    const p3d_placement *pl = S->res.pl;
+    const p3d_cluster *c = S->res.cluster;
+    if (S->res.an && S->res.an->nerrors > 0) {
+        fprintf(stderr, "par3drun: the placement fails %d error-level check%s; nothing started:\n",
+                S->res.an->nerrors, S->res.an->nerrors == 1 ? "" : "s");
+        for (size_t i = 0; i < S->res.an->nchecks; i++)
+            if (S->res.an->checks[i].severity == P3D_SEV_ERROR)
+                fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, S->res.an->checks[i].message);
+        fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
+        goto out;
+    }
+    /* the nodes that hold ranks, in cluster order */
+    S->nodes = calloc(c->nnodes + 1, sizeof *S->nodes);
+    unsigned char *has = calloc(c->nnodes + 1, 1);
+    if (!S->nodes || !has) {
+        free(has);
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < pl->world; r++)
+        has[pl->ranks[r].node] = 1;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (has[i])
+            S->nodes[S->nnodes++] = (int)i;
+    free(has);
+    if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT) {
+        p3d_err(&err, "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
+                      "docs/launch.md) or add --emulate to run them all on this host",
+                S->nnodes, o->cluster ? o->cluster : "the cluster");
+        goto out;
+    }
+
+    S->job_id = make_job_id(o);
+    if (!S->job_id) {
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    if (o->run_dir) {
+        S->run_dir = strdup(o->run_dir);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        if (asprintf(&S->run_dir, "%s/par3drun-%s", tmp && *tmp ? tmp : "/tmp", S->job_id) < 0)
+            S->run_dir = NULL;
+        S->own_run_dir = 1;
+    }
+    if (!S->run_dir || mkdir_p(S->run_dir, 0700) < 0) {
+        p3d_err(&err, "--run-dir %s: cannot create it: %s", S->run_dir ? S->run_dir : "?", strerror(errno));
+        goto out;
+    }
+    if (o->log_dir && mkdir_p(o->log_dir, 0755) < 0) {
+        p3d_err(&err, "--log-dir %s: cannot create it: %s", o->log_dir, strerror(errno));
+        goto out;
+    }
+    if (asprintf(&S->placement_path, "%s/placement.json", S->run_dir) < 0) {
+        S->placement_path = NULL;
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    {
+        p3d_report_in in = p3d_plan_report_in(&S->res);
+        char *json = p3d_report_json(&in);
+        if (!json) {
+            p3d_err(&err, "cannot render the placement JSON (out of memory)");
+            goto out;
+        }
+        int w = write_file(S->placement_path, json, &err);
+        free(json);
+        if (w < 0)
+            goto out;
+    }
+
+    for (size_t i = 0; i < o->nenv_files; i++)
+        if (p3d_env_file_read(o->env_files[i], &S->extra, &err) < 0)
+            goto out;
+    for (size_t i = 0; i < o->nenv; i++)
+        if (p3d_envv_put(&S->extra, o->env[i]) < 0) {
+            p3d_err(&err, "--env '%s': expected KEY=VALUE", o->env[i]);
+            goto out;
+        }
+
+    /* Rank 0's node: on one host (one node, or --emulate) loopback is
+     * right by construction; across hosts, rank 0's node name. */
+    if (o->master_addr)
+        S->master_addr = strdup(o->master_addr);
+    else if (S->nnodes == 1 || o->emulate)
+        S->master_addr = strdup("127.0.0.1");
+    else
+        S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
+    L->master_port = o->master_port ? o->master_port : p3d_free_port();
+    if (!S->master_addr || !L->master_port) {
+        p3d_err(&err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
+        rc = P3D_EXIT_FAIL;
+        goto out;
+    }
+    /* NCCL_COMM_ID makes every ncclGetUniqueId point at one address, which
+     * is only right for a program that creates one world communicator and
+     * splits it: the bundled worker. */
+    if (!strcmp(base_name(S->program), "p3d-worker")) {
+        for (int k = 0; k < 8 && (!L->nccl_port || L->nccl_port == L->master_port); k++)
+            L->nccl_port = p3d_free_port();
+        if (L->nccl_port == L->master_port)
+            L->nccl_port = 0;
+    }
+
+    L->cluster = c;
+    L->pl = pl;
+    L->job_id = S->job_id;
+    L->run_dir = S->run_dir;
+    L->placement_path = S->placement_path;
+    L->master_addr = S->master_addr;
+    L->extra_env = S->extra.v;
+    L->nextra = S->extra.n;
+    L->tag = o->tag_output < 0 ? pl->world > 1 : o->tag_output;
+    L->emulate = o->emulate;
+    L->program = S->program;
+    if (o->verbose)
+        fprintf(stderr,
+                "par3drun: job %s: %d ranks on %d node%s, placement %s, MASTER_ADDR=%s MASTER_PORT=%d "
+                "(place %.1f ms: cluster %.1f, policy %.1f, checks %.1f, baseline %.1f)\n",
+                S->job_id, pl->world, S->nnodes, S->nnodes == 1 ? "" : "s", S->placement_path, S->master_addr,
+                L->master_port,
+                1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline),
+                1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "par3drun: %s\n", err ? err : "out of memory");
+    free(err);
+    return rc;
+}
+
+static void cleanup(launch_state *S)
+{
+    if (S->own_run_dir && S->run_dir) {
+        /* only what we put there; a worker's own files keep the dir */
+        char p[PATH_MAX];
+        if (S->placement_path)
+            unlink(S->placement_path);
+        snprintf(p, sizeof p, "%s/output.lock", S->run_dir);
+        unlink(p);
+        rmdir(S->run_dir);
+    }
+    if (S->placed)
+        p3d_plan_result_free(&S->res);
+    p3d_envv_free(&S->extra);
+    free(S->job_id);
+    free(S->run_dir);
+    free(S->placement_path);
+    free(S->program);
+    free(S->master_addr);
+    free(S->nodes);
+}
+
 int p3d_cmd_launch(const p3d_opts *o)
 {
-    (void)o;
-    fprintf(stderr, "par3drun: launch is not built yet\n");
-    return P3D_EXIT_FAIL;
+    launch_state S;
+    p3d_launch L;
+    /* one agent per node with a rendezvous (rdzv.h, mnode.c) when --rdzv
+     * or the environment (PMIx, Slurm) asks for it */
+    int mrc = p3d_rdzv_launch(o);
+    if (mrc >= 0)
+        return mrc;
+    memset(&S, 0, sizeof S);
+    int rc = prepare(o, &S, &L);
+    if (rc == 0)
+        rc = p3d_launcher_run(&L, S.nodes, S.nnodes);
+    cleanup(&S);
+    return rc;
 }
+
+/* `par3drun __agent --node-rank I [the job's options] -- PROGRAM`: one node
+ * of the job, supervised on its own (no launcher above it: it decides
+ * restarts and prints its root cause itself). The placement is computed
+ * again from the same options — the policies are deterministic on the same
+ * input — so several __agents of one job agree without talking. Give them
+ * the same --job-id, --run-dir and --master-port. */
 int p3d_cmd_agent(const p3d_opts *o)
 {
-    return p3d_cmd_launch(o);
+    launch_state S;
+    p3d_launch L;
+    memset(&S, 0, sizeof S);
+    int rc = prepare(o, &S, &L);
+    if (rc == 0) {
+        int node = o->node_rank < 0 ? 0 : o->node_rank;
+        if (node >= S.nnodes) {
+            fprintf(stderr, "par3drun: __agent --node-rank %d: the placement has ranks on %d node%s\n", node,
+                    S.nnodes, S.nnodes == 1 ? "" : "s");
+            rc = P3D_EXIT_BADINPUT;
+        } else {
+            rc = p3d_agent_run(&L, S.nodes[node], -1);
+        }
+    }
+    cleanup(&S);
+    return rc;
 }

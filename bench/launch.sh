@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# bench/launch.sh — launch latency of par3drun next to mpirun, a plain
+# posix_spawn loop (the floor) and torchrun (when /usr/bin/python3 has
+# torch): wall time of the whole command running N x /bin/true, median of
+# RUNS runs, interleaved (par3drun, mpirun, floor, ... in the same round) so
+# that load on the machine hits them alike. Prints figures, never fails on
+# time.
+#
+#   bench/launch.sh [BUILD_DIR]        (default: build)
+#   RUNS=15 NS="1 8 32" TOPO=local bench/launch.sh
+#
+# TOPO is what par3drun discovers (--topology): "local" (live hwloc, the
+# default: topology discovery and the Lua policy are included in the
+# figure) or a file such as examples/topologies/cpu-only.xml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+runs=${RUNS:-15}
+ns=${NS:-"1 8 32"}
+topo=${TOPO:-local}
+par3drun=$build/par3drun
+[ -x "$par3drun" ] || { echo "bench: $par3drun not built (bash scripts/build.sh)"; exit 1; }
+export P3D_DATA_DIR=${P3D_DATA_DIR:-$PWD}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cc -O2 -o "$tmp/spawnloop" bench/spawnloop.c
+have_mpirun=0; command -v mpirun >/dev/null && have_mpirun=1
+have_torch=0; /usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# seconds of wall time for one run of "$@" (output discarded)
+wall() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$@" >/dev/null 2>&1 || echo "bench: failed: $*" >&2
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", b - a}'
+}
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+
+echo "launch latency, median of $runs runs (s), N x /bin/true; par3drun --topology $topo"
+echo "machine: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+printf "%4s %10s %10s %10s %10s %14s\n" N par3drun mpirun floor torchrun "par3drun/mpirun"
+for n in $ns; do
+  : >"$tmp/p"; : >"$tmp/m"; : >"$tmp/f"; : >"$tmp/t"
+  for ((i = 0; i < runs; i++)); do
+    wall "$par3drun" --topology "$topo" --nproc-per-node "$n" -- /bin/true >>"$tmp/p"
+    [ $have_mpirun = 1 ] && wall mpirun --allow-run-as-root --oversubscribe -n "$n" /bin/true >>"$tmp/m"
+    wall "$tmp/spawnloop" "$n" /bin/true >>"$tmp/f"
+    if [ $have_torch = 1 ] && [ $i -lt 3 ]; then
+      wall /usr/bin/python3 -m torch.distributed.run --no_python --nproc_per_node "$n" --monitor_interval 0.1 \
+        --redirects 1 --tee 1 /bin/true >>"$tmp/t"
+    fi
+  done
+  p=$(median <"$tmp/p"); f=$(median <"$tmp/f")
+  m=-; [ $have_mpirun = 1 ] && m=$(median <"$tmp/m")
+  t=-; [ -s "$tmp/t" ] && t=$(median <"$tmp/t")
+  ratio=-; [ "$m" != - ] && ratio=$(awk -v a="$p" -v b="$m" 'BEGIN {print a / b}')
+  printf "%4d %10.4f %10s %10.4f %10s %14s\n" "$n" "$p" "$m" "$f" "$t" "$(printf %.2f "$ratio" 2>/dev/null || echo -)"
+done
+echo "target: par3drun/mpirun <= 0.50 at N = 8 and 32 (topology discovery and the Lua policy included)"

@@ -1,0 +1,212 @@
+/*
+ * launch.h — private interface of par3drun's launch path (docs/launch.md).
+ *
+ * Process tree (why two levels: a supervisor must outlive a SIGKILLed
+ * par3drun to kill the workers' grandchildren):
+ *
+ *   par3drun (launcher: places, writes the placement JSON, subreaper)
+ *     └─ agent, one per node (node index + the placement, in memory after
+ *        fork; subreaper; PR_SET_PDEATHSIG=SIGTERM so it tears down when
+ *        the launcher dies)
+ *          └─ worker, one per local rank (own process group,
+ *             PR_SET_PDEATHSIG=SIGKILL)
+ *
+ * Launcher and agent talk over a SOCK_SEQPACKET socket pair (one message =
+ * one packet). That channel is the slot a multi-node rendezvous fills in
+ * later: an agent only needs the placement, its node index and an upstream.
+ *
+ *   agent -> launcher   "F <gen> <code> <rank>\n<root-cause summary>"
+ *                       first local failure of generation gen
+ *   launcher -> agent   "R <gen>\n"  stop the local ranks, start them again
+ *                                    with restart count gen
+ *                       "T <sig>\n"  stop: forward sig, grace, SIGKILL
+ *                       "U <sig>\n"  forward sig as is (SIGUSR1/2)
+ */
+#ifndef P3D_LAUNCH_H
+#define P3D_LAUNCH_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "cli.h"
+#include "p3d/p3d.h"
+
+/* Exit code of a job stopped by --timeout (as timeout(1)). */
+#define P3D_EXIT_TIMEOUT 124
+/* Exit code when the program cannot be started (as a shell). */
+#define P3D_EXIT_NOEXEC 127
+
+/* Lines of a rank's stderr kept for the root-cause summary. */
+#define P3D_TAIL_LINES 10
+
+/* Everything an agent needs; filled by the launcher, read-only afterwards.
+ * Pointers are borrowed from the launcher, which outlives its agents. */
+typedef struct p3d_launch {
+    const p3d_opts *o;
+    const p3d_cluster *cluster;
+    const p3d_placement *pl;
+    const char *job_id;
+    const char *run_dir;
+    const char *placement_path;  /* the job's placement JSON */
+    const char *master_addr;
+    int master_port;
+    int nccl_port;               /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
+    char **extra_env;            /* "K=V" from --env-file then --env */
+    size_t nextra;
+    int tag;                     /* prefix output lines */
+    int emulate;
+    const char *program;         /* resolved path of o->argv[0] */
+} p3d_launch;
+
+/* ---- rank_env.c ---------------------------------------------------------- */
+
+/* A growable NULL-terminated vector of malloc'd "K=V" strings. */
+typedef struct p3d_envv {
+    char **v;
+    size_t n, cap;
+} p3d_envv;
+
+/* Sets K=V (replacing an existing K). Returns 0 or -1 (out of memory). */
+int p3d_envv_set(p3d_envv *e, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Adds a "K=V" string (replacing an existing K); -1 when it has no '='. */
+int p3d_envv_put(p3d_envv *e, const char *kv);
+const char *p3d_envv_get(const p3d_envv *e, const char *key);
+void p3d_envv_free(p3d_envv *e);
+
+/* The whole environment of global rank r (base environment, then the
+ * contract of docs/launch.md, then extra_env), restart count restart.
+ * Caller frees *out with p3d_envv_free(). */
+int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
+                 p3d_envv *out, char **err);
+
+/* 1 when GPU index gpu of topo is a synthesized CPU slot (no device). */
+int p3d_is_cpu_slot(const p3d_node *topo, int gpu);
+
+/* CUDA_VISIBLE_DEVICES value for node: the GPUs of its ranks in local-rank
+ * order, so device LOCAL_RANK is the placed GPU. "" when the node has no
+ * GPU-backed ranks. Caller frees. */
+char *p3d_cuda_visible(const p3d_launch *L, int node);
+
+/* Reads K=V lines of an --env-file (blank lines and # comments skipped,
+ * optional "export "); appends to *e. Messages name file:line. */
+int p3d_env_file_read(const char *path, p3d_envv *e, char **err);
+
+/* A free TCP port on the loopback/any address (0 on failure). */
+int p3d_free_port(void);
+
+/* ---- bind.c -------------------------------------------------------------- */
+
+typedef struct p3d_binder p3d_binder;
+
+/* Prepares the CPU+memory binding of the local ranks (ranks[i], i in
+ * local-rank order) of node `node`. Sets *note (malloc'd) when binding is
+ * skipped as a whole (mode none, topology from a file, --emulate). Caller
+ * frees *out with p3d_binder_free(). */
+int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks,
+                     int nlocal, p3d_binder **out, char **note, char **err);
+/* In the forked child, before exec: binds the process. 0 or -1 (errno). */
+int p3d_bind_apply(const p3d_binder *b, int local);
+/* 1 when p3d_bind_apply may allocate (binds through a loaded hwloc
+ * topology), so the child must be a real fork. */
+int p3d_bind_needs_fork(const p3d_binder *b);
+/* One line per local rank: rank -> cpuset -> NUMA -> GPU -> NIC. Caller
+ * frees. */
+char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node,
+                      const int *ranks, int nlocal);
+void p3d_binder_free(p3d_binder *b);
+
+/* ---- output.c ------------------------------------------------------------ */
+
+typedef struct p3d_ostream {
+    int fd;              /* read end of the rank's pipe, -1 at EOF */
+    char *buf;           /* bytes of an unfinished line */
+    size_t len, cap;
+} p3d_ostream;
+
+typedef struct p3d_rank_out {
+    int rank;
+    char tag[96];        /* "[r3 tp1 pp0 dp0] " or "" */
+    int shown;           /* passes --output-ranks */
+    int log_fd;          /* --log-dir file or -1 */
+    p3d_ostream s[2];    /* 0 stdout, 1 stderr */
+    char *tail[P3D_TAIL_LINES]; /* last stderr lines (ring) */
+    int tail_next, tail_count;
+} p3d_rank_out;
+
+/* Where lines go: the agent's stdout/stderr; lock_fd (>= 0 when several
+ * agents share them) is flock()ed around each write so that no line is
+ * torn by another agent's. */
+typedef struct p3d_outsink {
+    int out_fd, err_fd;
+    int lock_fd;
+} p3d_outsink;
+
+/* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
+int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
+                        char **err);
+/* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
+void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
+
+/* Initialises r for rank `rank` (fds -1). */
+void p3d_rank_out_init(p3d_rank_out *r, int rank);
+/* Reads what is available on stream which (0/1) and writes every complete
+ * line, tagged, to the sink (and log). Returns 1 at EOF (fd closed, partial
+ * line flushed with a newline), 0 otherwise, -1 on a read error. */
+int p3d_rank_out_read(p3d_rank_out *r, int which, const p3d_outsink *sink);
+/* Reads until EAGAIN/EOF on both streams (after the process exited). */
+void p3d_rank_out_drain(p3d_rank_out *r, const p3d_outsink *sink);
+/* Writes a whole message (already tagged lines) to fd under the lock. */
+void p3d_sink_write(const p3d_outsink *sink, int fd, const char *buf,
+                    size_t len);
+/* The last stderr lines, oldest first, each indented by `indent`; caller
+ * frees. "" when none. */
+char *p3d_rank_out_tail(const p3d_rank_out *r, const char *indent);
+/* Closes fds, frees buffers and the tail. */
+void p3d_rank_out_free(p3d_rank_out *r);
+
+/* ---- spawn.c ------------------------------------------------------------- */
+
+/* Resolves prog like execvp would (PATH search when it has no '/').
+ * Returns a malloc'd path, or NULL with *err naming what was tried. */
+char *p3d_resolve_program(const char *prog, char **err);
+
+typedef struct p3d_spawn_req {
+    const char *path;      /* resolved program */
+    char *const *argv;
+    char *const *envp;
+    const p3d_binder *binder; /* may be NULL */
+    int local;             /* index for the binder */
+    pid_t parent;          /* getpid() of the spawning agent */
+} p3d_spawn_req;
+
+/* Starts one worker: own process group, parent-death signal SIGKILL (and
+ * exits at once if the parent is already gone), stdin /dev/null, stdout and
+ * stderr to fresh pipes whose non-blocking read ends go to out_fd[0..1],
+ * default signal dispositions and an empty mask, bound by the binder, then
+ * exec. An exec failure is reported on the worker's stderr and exits 127.
+ * Returns 0 or -1 with *err. */
+int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err);
+
+/* Sends sig to every process in *this process's* children (ppid == self),
+ * found through /proc: the subreaper's sweep for reparented descendants.
+ * Returns how many were signalled. */
+int p3d_kill_children(int sig);
+
+/* ---- supervise.c --------------------------------------------------------- */
+
+/* Runs node `node`'s local ranks until they end; returns the agent's exit
+ * code. upstream: the launcher's socket, or -1 (standalone: decides
+ * restarts itself and prints its own root-cause summary). Blocks SIGCHLD
+ * and the forwarded signals for its own signalfd. */
+int p3d_agent_run(const p3d_launch *L, int node, int upstream);
+
+/* The launcher's half: starts one agent per node in nodes[] (fork, no exec),
+ * relays signals, decides restarts and job-wide fate, prints the root-cause
+ * summary once, and returns the job's exit code. */
+int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
+
+/* Monotonic seconds. */
+double p3d_now(void);
+
+#endif

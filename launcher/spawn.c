@@ -1,0 +1,201 @@
+/*
+ * spawn.c — starting one worker, and the subreaper's sweep.
+ *
+ * Our own clone/fork+exec rather than posix_spawn because the child needs
+ * steps posix_spawn cannot express: PR_SET_PDEATHSIG (and the getppid check that
+ * closes the race where the parent dies between fork and prctl), hwloc
+ * binding, its own process group.
+ */
+#include "launch.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+char *p3d_resolve_program(const char *prog, char **err)
+{
+    if (strchr(prog, '/')) {
+        if (access(prog, X_OK) == 0)
+            return strdup(prog);
+        p3d_err(err, "cannot run '%s': %s", prog, strerror(errno));
+        return NULL;
+    }
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    const char *p = path;
+    while (*p) {
+        const char *c = strchr(p, ':');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        char *cand = NULL;
+        if (asprintf(&cand, "%.*s/%s", (int)l, l ? p : ".", prog) < 0)
+            break;
+        struct stat st;
+        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+            return cand;
+        free(cand);
+        p += l + (c ? 1 : 0);
+        if (!c)
+            break;
+    }
+    p3d_err(err, "cannot run '%s': not found in PATH (%s)", prog, path);
+    return NULL;
+}
+
+/* Only async-signal-safe calls between fork and exec. */
+static void child_fail(const char *what, const char *path)
+{
+    const char *e = strerror(errno);
+    const char *parts[] = {"par3drun: ", what, " '", path, "': ", e, "\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        ssize_t w = write(2, parts[i], strlen(parts[i]));
+        (void)w;
+    }
+    _exit(P3D_EXIT_NOEXEC);
+}
+
+typedef struct child_ctx {
+    const p3d_spawn_req *req;
+    int out_w, err_w;   /* write ends of the pipes */
+} child_ctx;
+
+/* The child between clone and exec. Under CLONE_VM it runs on the parent's
+ * memory: no malloc, no stdio, nothing but system calls. */
+static int child_main(void *arg)
+{
+    const child_ctx *c = arg;
+    const p3d_spawn_req *req = c->req;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != req->parent) /* the agent died before prctl */
+        _exit(P3D_EXIT_NOEXEC);
+    setpgid(0, 0);
+    /* the agent ignores SIGPIPE and blocks what its signalfd reads; exec
+     * would keep both */
+    signal(SIGPIPE, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    int nul = open("/dev/null", O_RDONLY);
+    if (nul >= 0 && nul != 0) {
+        dup2(nul, 0);
+        close(nul);
+    }
+    /* dup2 clears O_CLOEXEC on the copies */
+    if (dup2(c->out_w, 1) < 0 || dup2(c->err_w, 2) < 0)
+        _exit(P3D_EXIT_NOEXEC);
+    if (req->binder && p3d_bind_apply(req->binder, req->local) < 0)
+        child_fail("cannot bind", req->path);
+    execve(req->path, req->argv, req->envp);
+    child_fail("cannot execute", req->path);
+    return P3D_EXIT_NOEXEC;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define P3D_SPAWN_VFORK 0 /* ASan cannot follow a child on a foreign stack */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define P3D_SPAWN_VFORK 0
+#endif
+#endif
+#ifndef P3D_SPAWN_VFORK
+#define P3D_SPAWN_VFORK 1
+#endif
+
+int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, rc = -1;
+    char *stack = NULL;
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0) {
+        p3d_err(err, "cannot create output pipes: %s", strerror(errno));
+        goto out;
+    }
+    child_ctx ctx = {.req = req, .out_w = po[1], .err_w = pe[1]};
+    pid_t c;
+    /* Like posix_spawn: share the memory until exec (CLONE_VM|CLONE_VFORK),
+     * so starting a rank does not copy the launcher's page tables. A
+     * binding that goes through a loaded hwloc topology may allocate:
+     * that one forks. */
+    if (P3D_SPAWN_VFORK && !p3d_bind_needs_fork(req->binder)) {
+        size_t sz = 64 * 1024;
+        stack = malloc(sz);
+        if (!stack) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+        c = clone(child_main, stack + sz, CLONE_VM | CLONE_VFORK | SIGCHLD, &ctx);
+    } else {
+        c = fork();
+        if (c == 0)
+            _exit(child_main(&ctx));
+    }
+    if (c < 0) {
+        p3d_err(err, "cannot start a process: %s", strerror(errno));
+        goto out;
+    }
+    /* both sides set the group so that a signal sent right after the
+     * start already reaches it */
+    setpgid(c, c);
+    close(po[1]);
+    close(pe[1]);
+    po[1] = pe[1] = -1;
+    fcntl(po[0], F_SETFL, O_NONBLOCK);
+    fcntl(pe[0], F_SETFL, O_NONBLOCK);
+    out_fd[0] = po[0];
+    out_fd[1] = pe[0];
+    po[0] = pe[0] = -1;
+    *pid = c;
+    rc = 0;
+out:
+    free(stack);
+    for (int i = 0; i < 2; i++) {
+        if (po[i] >= 0)
+            close(po[i]);
+        if (pe[i] >= 0)
+            close(pe[i]);
+    }
+    return rc;
+}
+
+int p3d_kill_children(int sig)
+{
+    pid_t self = getpid();
+    int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        char *end;
+        long pid = strtol(de->d_name, &end, 10);
+        if (*end || pid <= 0 || pid == self)
+            continue;
+        char path[64], buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t l = read(fd, buf, sizeof buf - 1);
+        close(fd);
+        if (l <= 0)
+            continue;
+        buf[l] = 0;
+        /* "pid (comm) S ppid ...": comm may hold spaces and parentheses */
+        char *rp = strrchr(buf, ')');
+        char st;
+        long ppid;
+        if (!rp || sscanf(rp + 1, " %c %ld", &st, &ppid) != 2)
+            continue;
+        if (ppid == self && st != 'Z' && kill((pid_t)pid, sig) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}

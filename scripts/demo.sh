@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Quick start (1): install what is needed, build, then run a 16-rank
+# 3D-parallel job (tp 2 x pp 2 x dp 4) on two emulated DGX H100 nodes on
+# this host: par3drun places the ranks, starts one agent per node, and the
+# bundled worker (CPU backend) trains a small model with real TP/PP/DP and
+# checks its losses against a single-process run (--verify). Without the
+# worker, each rank checks its own environment against the placement
+# instead (tests/tools/envcheck.py).
+#   scripts/demo.sh [extra par3drun options]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+bash scripts/build.sh
+export P3D_DATA_DIR=$PWD
+cluster=examples/clusters/2x-dgx-h100.json
+echo
+echo "== placement (par3drun --dry-run) =="
+build/par3drun --dry-run --cluster "$cluster" --tp 2 --pp 2 --dp 4 || true
+echo
+echo "== launch: 2 emulated nodes x 8 ranks =="
+if [ -x build/p3d-worker ]; then
+  set -x
+  build/par3drun --emulate --cluster "$cluster" --tp 2 --pp 2 --dp 4 "$@" \
+    -- build/p3d-worker --backend cpu --steps 3 --verify
+else
+  set -x
+  build/par3drun --emulate --cluster "$cluster" --tp 2 --pp 2 --dp 4 "$@" \
+    -- python3 tests/tools/envcheck.py
+fi
