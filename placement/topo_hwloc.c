@@ -486,9 +486,32 @@ out:
     return rc;
 }
 
+/* hwloc's gl and opencl components pull in X11/ICU and find nothing we use
+ * (GPUs come from PCI, CUDA/NVML OS devices or our NVML plugin); loading
+ * them costs about half of a local discovery, which every launch pays.
+ * hwloc reads the blacklist once, when its components are first set up, so
+ * it is set only around the first init and the user's value (or its
+ * absence) is restored: the workers inherit the environment untouched. */
+static int init_with_blacklist(hwloc_topology_t *t)
+{
+    static int done;
+    if (done)
+        return hwloc_topology_init(t);
+    done = 1;
+    const char *old = getenv("HWLOC_PLUGINS_BLACKLIST");
+    char *saved = old ? strdup(old) : NULL;
+    if (!old)
+        setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl", 1);
+    int rc = hwloc_topology_init(t);
+    if (!old)
+        unsetenv("HWLOC_PLUGINS_BLACKLIST");
+    free(saved);
+    return rc;
+}
+
 static int topo_init(hwloc_topology_t *t, char **err)
 {
-    if (hwloc_topology_init(t) < 0)
+    if (init_with_blacklist(t) < 0)
         return p3d_err(err, "hwloc: cannot initialise a topology");
     hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_ALL);
     return 0;
