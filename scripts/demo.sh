@@ -14,8 +14,14 @@ bash scripts/build.sh
 export P3D_DATA_DIR=$PWD
 cluster=examples/clusters/2x-dgx-h100.json
 echo
+echo "== this machine (par3drun topo) =="
+build/par3drun topo
+echo
+echo "== a bundled DGX H100 node (par3drun topo --topology dgx-h100.xml) =="
+build/par3drun topo --topology examples/topologies/dgx-h100.xml
+echo
 echo "== placement (par3drun --dry-run) =="
-build/par3drun --dry-run --cluster "$cluster" --tp 2 --pp 2 --dp 4 || true
+build/par3drun --dry-run --cluster "$cluster" --tp 2 --pp 2 --dp 4
 echo
 echo "== launch: 2 emulated nodes x 8 ranks =="
 if [ -x build/p3d-worker ]; then
