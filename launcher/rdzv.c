@@ -1,0 +1,474 @@
+/*
+ * rdzv.c — the rendezvous backend registry (rdzv.h): the built-in static
+ * and slurm backends, dlopen'd plugins (pmix, etcd, any p3d_rdzv_NAME.so),
+ * `--rdzv auto`, and the job token.
+ */
+#include "rdzv.h"
+
+#include <ctype.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+double p3d_rdzv_default_timeout(int nnodes)
+{
+    return 60.0 + 0.1 * (nnodes > 0 ? nnodes : 1);
+}
+
+static int say(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int say(char *msg, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void copy(char *dst, size_t cap, const char *s)
+{
+    snprintf(dst, cap, "%s", s ? s : "");
+}
+
+int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err)
+{
+    int rc = -1;
+    char buf[1024];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return p3d_err(err, "--rdzv-token-file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
+        fprintf(stderr, "par3drun: warning: --rdzv-token-file %s is readable by others (chmod 600 it)\n", path);
+    if (!fgets(buf, sizeof buf, f)) {
+        p3d_err(err, "--rdzv-token-file %s: empty: expected one line with the job's secret", path);
+        goto out;
+    }
+    char *s = buf, *e;
+    while (isspace((unsigned char)*s))
+        s++;
+    e = s + strlen(s);
+    while (e > s && isspace((unsigned char)e[-1]))
+        *--e = 0;
+    if (strlen(s) < 8 || strlen(s) >= cap || strlen(s) > 255) {
+        p3d_err(err, "--rdzv-token-file %s: the token is %zu bytes: expected 8..255 (e.g. head -c 24 /dev/urandom "
+                     "| base64 > FILE)",
+                path, strlen(s));
+        goto out;
+    }
+    copy(tok, cap, s);
+    rc = 0;
+out:
+    fclose(f);
+    return rc;
+}
+
+/* ---- static: everything from the command line ----------------------------- */
+
+/* "HOST:PORT" or "[V6]:PORT" */
+static int split_endpoint(const char *arg, char *host, size_t cap, int *port)
+{
+    const char *colon;
+    if (arg[0] == '[') {
+        const char *rb = strchr(arg, ']');
+        if (!rb || rb[1] != ':')
+            return -1;
+        if ((size_t)(rb - arg - 1) >= cap)
+            return -1;
+        memcpy(host, arg + 1, (size_t)(rb - arg - 1));
+        host[rb - arg - 1] = 0;
+        colon = rb + 1;
+    } else {
+        colon = strrchr(arg, ':');
+        if (!colon || colon == arg || (size_t)(colon - arg) >= cap)
+            return -1;
+        memcpy(host, arg, (size_t)(colon - arg));
+        host[colon - arg] = 0;
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (*end || p < 1 || p > 65535)
+        return -1;
+    *port = (int)p;
+    return 0;
+}
+
+static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
+                         void **state, char *msg, size_t cap)
+{
+    (void)timeout;
+    *state = NULL;
+    if (split_endpoint(arg, b->leader_host, sizeof b->leader_host, &b->leader_port) < 0)
+        return say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)", arg);
+    if (o_nnodes < 1)
+        return say(msg, cap, "--rdzv static needs --nnodes N (how many agents meet)");
+    if (o_node_rank < 0)
+        return say(msg, cap, "--rdzv static needs --node-rank I (0 on the node that listens on %s)", arg);
+    if (o_node_rank >= o_nnodes)
+        return say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
+    b->nnodes = o_nnodes;
+    b->node_rank = o_node_rank;
+    return 1;
+}
+
+const p3d_rdzv_ops p3d_rdzv_static = {
+    .abi = P3D_RDZV_ABI, .name = "static", .detect = static_detect,
+};
+
+/* ---- slurm: from the job step's environment -------------------------------- */
+
+static const char *env(const char *k)
+{
+    const char *v = getenv(k);
+    return v && *v ? v : NULL;
+}
+
+static const char *env2(const char *a, const char *b)
+{
+    return env(a) ? env(a) : env(b);
+}
+
+/* The address a Slurm node name stands for: DNS/hosts first, then the
+ * controller's NodeAddr (fake or renamed nodes, where the name does not
+ * resolve). Writes a numeric address. */
+static int slurm_node_addr(const char *name, char *out, size_t cap, char *msg, size_t mcap)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(name, NULL, &hints, &ai) == 0 && ai) {
+        int r = getnameinfo(ai->ai_addr, ai->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
+        freeaddrinfo(ai);
+        if (r == 0)
+            return 0;
+    }
+    /* scontrol prints NodeAddr=... for the node; a name with shell
+     * characters never reaches the shell */
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("-_.", *p))
+            return say(msg, mcap, "slurm: node name '%s' does not resolve", name);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "scontrol show node -o '%s' 2>/dev/null", name);
+    FILE *f = popen(cmd, "r");
+    char line[8192];
+    int found = 0;
+    if (f) {
+        while (!found && fgets(line, sizeof line, f)) {
+            char *a = strstr(line, "NodeAddr=");
+            if (a) {
+                a += 9;
+                size_t n = strcspn(a, " \n");
+                if (n && n < cap) {
+                    memcpy(out, a, n);
+                    out[n] = 0;
+                    found = 1;
+                }
+            }
+        }
+        pclose(f);
+    }
+    if (!found)
+        return say(msg, mcap,
+                   "slurm: the first node of the step, '%s', does not resolve and scontrol does not know its "
+                   "NodeAddr: give the leader's address with --rdzv slurm:ADDR",
+                   name);
+    return 0;
+}
+
+static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
+                        void **state, char *msg, size_t cap)
+{
+    (void)timeout;
+    (void)o_nnodes;
+    (void)o_node_rank;
+    *state = NULL;
+    const char *job = env("SLURM_JOB_ID");
+    if (!job)
+        return say(msg, cap, "SLURM_JOB_ID is not set (not inside a Slurm job)"), 0;
+    const char *step = env2("SLURM_STEP_ID", "SLURM_STEPID");
+    if (!step)
+        return say(msg, cap, "not inside a job step (run par3drun with srun)"), 0;
+    const char *list = env2("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
+    const char *nn = env2("SLURM_STEP_NUM_NODES", "SLURM_NNODES");
+    const char *nt = env2("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS");
+    const char *nid = env("SLURM_NODEID");
+    if (!list || !nn || !nid)
+        return say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
+                             "inside a job step");
+    int nnodes = atoi(nn), rank = atoi(nid);
+    if (nnodes < 1 || rank < 0 || rank >= nnodes)
+        return say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
+                   nn);
+    if (nt && atoi(nt) != nnodes)
+        return say(msg, cap,
+                   "slurm: the step runs %s tasks on %d nodes: par3drun starts the ranks itself, run one per node "
+                   "(srun --ntasks-per-node=1)",
+                   nt, nnodes);
+    char **names = NULL;
+    size_t n = 0;
+    char *e = NULL;
+    if (p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e) < 0 || n != (size_t)nnodes) {
+        say(msg, cap, "slurm: node list '%s': %s", list, e ? e : "node count differs from SLURM_STEP_NUM_NODES");
+        free(e);
+        p3d_strv_free(names, n);
+        return -1;
+    }
+    b->nnodes = nnodes;
+    b->node_rank = rank;
+    b->hostnames = calloc((size_t)nnodes, sizeof *b->hostnames);
+    if (!b->hostnames) {
+        p3d_strv_free(names, n);
+        return say(msg, cap, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        b->hostnames[i] = names[i];
+    free(names);
+    if (arg && *arg)
+        copy(b->leader_host, sizeof b->leader_host, arg);
+    else if (slurm_node_addr(b->hostnames[0], b->leader_host, sizeof b->leader_host, msg, cap) < 0)
+        return -1;
+    /* A reserved port (srun --resv-ports / MpiParams=ports) cannot clash;
+     * otherwise one derived from job and step, below Linux's ephemeral
+     * range, so every node computes the same without talking. */
+    const char *resv = env("SLURM_STEP_RESV_PORTS");
+    unsigned long jid = strtoul(job, NULL, 10), sid = strtoul(step, NULL, 10);
+    if (resv && atoi(resv) > 0)
+        b->leader_port = atoi(resv);
+    else
+        b->leader_port = 20000 + (int)((jid * 131 + sid * 7) % 10000);
+    /* Not a secret (see docs/multinode.md, "Threat model"): it keeps
+     * agents of another job or step from joining this one by accident. */
+    snprintf(b->token, sizeof b->token, "slurm-job-%s-step-%s-uid-%d", job, step, (int)getuid());
+    copy(b->job_id, sizeof b->job_id, job);
+    return 1;
+}
+
+const p3d_rdzv_ops p3d_rdzv_slurm = {
+    .abi = P3D_RDZV_ABI, .name = "slurm", .detect = slurm_detect,
+};
+
+/* ---- plugins ---------------------------------------------------------------- */
+
+/* Where plugins are looked for: P3D_PLUGIN_DIR, then next to the binary
+ * (build tree: <build>/plugins; install: <prefix>/lib/par3drun). */
+static int plugin_dirs(char dirs[3][PATH_MAX])
+{
+    int n = 0;
+    if (env("P3D_PLUGIN_DIR"))
+        copy(dirs[n++], PATH_MAX, env("P3D_PLUGIN_DIR"));
+    char exe[PATH_MAX - 32];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0) {
+        exe[k] = 0;
+        char *s = strrchr(exe, '/');
+        if (s) {
+            *s = 0;
+            snprintf(dirs[n++], PATH_MAX, "%s/plugins", exe);
+            snprintf(dirs[n++], PATH_MAX, "%s/../lib/par3drun", exe);
+        }
+    }
+    return n;
+}
+
+static int load_plugin(const char *name, p3d_rdzv *r, char **err)
+{
+    char dirs[3][PATH_MAX], tried[3 * PATH_MAX + 16] = "";
+    int nd = plugin_dirs(dirs);
+    for (const char *p = name; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '_')
+            return p3d_err(err, "--rdzv %s: unknown backend (built in: static, slurm; plugins: pmix, etcd)", name);
+    for (int i = 0; i < nd; i++) {
+        char path[PATH_MAX + 64];
+        snprintf(path, sizeof path, "%s/p3d_rdzv_%s.so", dirs[i], name);
+        size_t tl = strlen(tried);
+        snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dirs[i]);
+        if (access(path, R_OK) != 0)
+            continue;
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!dl)
+            return p3d_err(err, "rendezvous '%s': cannot load %s: %s", name, path, dlerror());
+        char sym[96];
+        snprintf(sym, sizeof sym, "p3d_rdzv_%s", name);
+        const p3d_rdzv_ops *ops = dlsym(dl, sym);
+        /* the ABI number is the first field: read it before anything else */
+        if (!ops || ops->abi != P3D_RDZV_ABI) {
+            int abi = ops ? ops->abi : -1;
+            dlclose(dl);
+            if (!ops)
+                return p3d_err(err, "rendezvous '%s': %s does not export %s", name, path, sym);
+            return p3d_err(err, "rendezvous '%s': %s has plugin ABI %d, this par3drun needs %d (rebuild it)", name,
+                           path, abi, P3D_RDZV_ABI);
+        }
+        if (!ops->detect || !ops->name) {
+            dlclose(dl);
+            return p3d_err(err, "rendezvous '%s': %s: incomplete descriptor", name, path);
+        }
+        r->ops = ops;
+        r->dl = dl;
+        return 0;
+    }
+    return p3d_err(err, "rendezvous '%s' needs plugin p3d_rdzv_%s.so: not found in %s", name, name,
+                   tried[0] ? tried : "(no plugin directory)");
+}
+
+/* ---- resolution ---------------------------------------------------------- */
+
+/* Runs detect; 1 active, 0 declined (msg), -1 failed (*err). */
+static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *msg, size_t cap, char **err)
+{
+    double t = o->rdzv_timeout > 0 ? o->rdzv_timeout : p3d_rdzv_default_timeout(o->nnodes);
+    memset(&r->boot, 0, sizeof r->boot);
+    msg[0] = 0;
+    int k = r->ops->detect(arg ? arg : "", o->nnodes, o->node_rank, t, &r->boot, &r->state, msg, cap);
+    if (k < 0) {
+        p3d_err(err, "%s", msg[0] ? msg : "rendezvous failed");
+        return -1;
+    }
+    if (k == 0)
+        return 0;
+    if (r->boot.nnodes < 1 || r->boot.node_rank < 0 || r->boot.node_rank >= r->boot.nnodes) {
+        return p3d_err(err, "rendezvous '%s': node rank %d of %d nodes: out of range", r->ops->name,
+                       r->boot.node_rank, r->boot.nnodes);
+    }
+    return 1;
+}
+
+static void close_backend(p3d_rdzv *r)
+{
+    if (r->ops && r->ops->close && r->state)
+        r->ops->close(r->state);
+    r->state = NULL;
+    if (r->boot.hostnames) {
+        for (int i = 0; i < r->boot.nnodes; i++)
+            free(r->boot.hostnames[i]);
+        free(r->boot.hostnames);
+        r->boot.hostnames = NULL;
+    }
+    /* A plugin is never unloaded: libpmix/libcurl keep threads and
+     * atexit state that must not outlive their code. */
+    r->dl = NULL;
+    r->ops = NULL;
+}
+
+int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
+{
+    char msg[1024];
+    int rc = -1;
+    memset(r, 0, sizeof *r);
+    const char *spec = o->rdzv && *o->rdzv ? o->rdzv : "auto";
+    char name[64];
+    const char *colon = strchr(spec, ':');
+    size_t nl = colon ? (size_t)(colon - spec) : strlen(spec);
+    if (nl >= sizeof name) {
+        p3d_err(err, "--rdzv %s: unknown backend", spec);
+        goto out;
+    }
+    memcpy(name, spec, nl);
+    name[nl] = 0;
+    const char *arg = colon ? colon + 1 : "";
+
+    if (!strcmp(name, "none")) {
+        rc = 0;
+        goto out;
+    }
+    if (!strcmp(name, "auto")) {
+        /* PMIx first: under srun --mpi=pmix both are there, and PMIx hands
+         * over a secret token */
+        if (env("PMIX_NAMESPACE")) {
+            char *e = NULL;
+            if (load_plugin("pmix", r, &e) == 0) {
+                int k = try_backend(r, "", o, msg, sizeof msg, err);
+                free(e);
+                if (k < 0)
+                    goto out;
+                if (k > 0 && r->boot.nnodes > 1) {
+                    rc = 1;
+                    goto out;
+                }
+                close_backend(r);
+            } else {
+                /* the plain Slurm environment still works without it */
+                if (o->verbose || !env("SLURM_JOB_ID"))
+                    fprintf(stderr, "par3drun: PMIX_NAMESPACE is set but %s%s\n", e,
+                            env("SLURM_JOB_ID") ? "; using the Slurm environment" : "; running as a single node");
+                free(e);
+            }
+        }
+        if (env("SLURM_JOB_ID")) {
+            r->ops = &p3d_rdzv_slurm;
+            int k = try_backend(r, "", o, msg, sizeof msg, err);
+            if (k < 0)
+                goto out;
+            if (k > 0 && r->boot.nnodes > 1) {
+                rc = 1;
+                goto out;
+            }
+            if (k == 0 && o->verbose)
+                fprintf(stderr, "par3drun: rendezvous: slurm declined: %s; single node\n", msg);
+            close_backend(r);
+        }
+        if (o->nnodes > 1 || o->node_rank >= 0) {
+            p3d_err(err, "--nnodes/--node-rank need --rdzv static:HOST:PORT or etcd:URL (--rdzv auto only finds "
+                         "PMIx and Slurm, and found neither)");
+            goto out;
+        }
+        rc = 0;
+        goto out;
+    }
+    if (!strcmp(name, "static"))
+        r->ops = &p3d_rdzv_static;
+    else if (!strcmp(name, "slurm"))
+        r->ops = &p3d_rdzv_slurm;
+    else if (load_plugin(name, r, err) < 0)
+        goto out;
+    int k = try_backend(r, arg, o, msg, sizeof msg, err);
+    if (k < 0)
+        goto out;
+    if (k == 0) {
+        p3d_err(err, "--rdzv %s: %s", name, msg[0] ? msg : "not available here");
+        goto out;
+    }
+    rc = 1;
+out:
+    if (rc == 1) {
+        /* the token: a file beats the environment beats the backend's own */
+        if (o->rdzv_token_file) {
+            if (p3d_rdzv_read_token(o->rdzv_token_file, r->boot.token, sizeof r->boot.token, err) < 0)
+                rc = -1;
+        } else if (env("P3D_RDZV_TOKEN")) {
+            copy(r->boot.token, sizeof r->boot.token, env("P3D_RDZV_TOKEN"));
+        }
+        if (rc == 1 && !r->boot.token[0] && !strcmp(r->ops->name, "static")) {
+            p3d_err(err, "--rdzv static needs the job's token on every node: --rdzv-token-file FILE (same content "
+                         "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE) or P3D_RDZV_TOKEN");
+            rc = -1;
+        }
+        if (rc == 1 && o->job_id)
+            copy(r->boot.job_id, sizeof r->boot.job_id, o->job_id);
+        r->timeout = o->rdzv_timeout > 0 ? o->rdzv_timeout : p3d_rdzv_default_timeout(r->boot.nnodes);
+    }
+    if (rc != 1)
+        close_backend(r);
+    return rc;
+}
+
+int p3d_rdzv_publish(p3d_rdzv *r, char **err)
+{
+    char msg[1024] = "";
+    if (!r->ops->publish)
+        return 0;
+    if (r->ops->publish(r->state, &r->boot, msg, sizeof msg) < 0)
+        return p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "publish failed");
+    return 0;
+}
+
+void p3d_rdzv_close(p3d_rdzv *r)
+{
+    close_backend(r);
+}

@@ -1,0 +1,261 @@
+/*
+ * rdzv.h — multi-node rendezvous (docs/multinode.md).
+ *
+ * One par3drun agent runs per node. Whatever started them (srun, mpirun,
+ * a remote shell, an etcd-coordinated scheduler), they meet in two steps:
+ *
+ *  1. bootstrap — a backend answers "how many nodes, which one am I, where
+ *     does the leader (node rank 0) listen, what is the job's token". The
+ *     backends: static (from the command line), slurm (from the job's
+ *     environment), pmix and etcd (plugins, because they need libpmix and
+ *     libcurl that the core binary must not link).
+ *  2. the TCP rendezvous (rdzv_tcp.c), the same for every backend: agents
+ *     connect to the leader, present token and version, send their node
+ *     record; the leader waits for all, places once, sends every agent the
+ *     same placement bytes; the connections stay open as the job-fate
+ *     channel (failure reports up, stop orders down, a dropped connection
+ *     is a lost agent).
+ *
+ * Why bootstrap-only backends: the gather/publish/fate logic is written
+ * and tested once, and a plugin stays small (it cannot call p3d_*
+ * functions: the executable does not export them).
+ */
+#ifndef P3D_RDZV_H
+#define P3D_RDZV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli.h"
+#include "p3d/p3d.h"
+
+/* ---- backends (rdzv.c, plugins/rdzv_*) ----------------------------------- */
+
+/* Bumped whenever p3d_rdzv_ops or p3d_rdzv_boot changes shape. */
+#define P3D_RDZV_ABI 1
+
+/* What a backend learns; strings are copied into the fixed buffers. */
+typedef struct p3d_rdzv_boot {
+    int nnodes;              /* > 0 */
+    int node_rank;           /* 0..nnodes-1; 0 is the leader */
+    char leader_host[256];   /* where node rank 0 listens (leader: bind address) */
+    int leader_port;         /* 0: the leader picks one and publish() tells others */
+    char token[256];         /* the job's secret, "" when the backend has none */
+    char job_id[128];        /* "" when the backend has none */
+    /* expected hostname of each node rank, for timeout messages; NULL or
+     * entries "" when unknown. malloc'd by the backend, freed by
+     * p3d_rdzv_close(). */
+    char **hostnames;
+} p3d_rdzv_boot;
+
+/* One rendezvous backend. Plugins export one `const p3d_rdzv_ops`
+ * named p3d_rdzv_<name> (the .so is p3d_rdzv_<name>.so); abi is read and
+ * checked before any other field. Messages go to msg (NUL-terminated,
+ * msgcap bytes): plugins cannot use p3d_err. */
+typedef struct p3d_rdzv_ops {
+    int abi;                 /* P3D_RDZV_ABI, first */
+    const char *name;        /* "static", "slurm", "pmix", "etcd" */
+    /* arg: what follows "name:" in --rdzv ("" when none); o_nnodes /
+     * o_node_rank: --nnodes / --node-rank (0 / -1 when not given).
+     * Returns 1 and fills *boot (except a leader_port the leader chooses)
+     * and *state when this is its environment, 0 to decline ("not my
+     * environment"; msg says why), -1 on failure (msg). */
+    int (*detect)(const char *arg, int o_nnodes, int o_node_rank,
+                  double timeout, p3d_rdzv_boot *boot, void **state,
+                  char *msg, size_t msgcap);
+    /* Leader side, after it listens: make "host port token" known to the
+     * other nodes. Others: wait for it and fill boot->leader_host,
+     * leader_port and token. NULL when detect() already knew everything
+     * (static, slurm). 0 or -1 with msg. Bounded by the timeout given to
+     * detect(). */
+    int (*publish)(void *state, p3d_rdzv_boot *boot, char *msg,
+                   size_t msgcap);
+    /* Ends the backend's session (PMIx_Finalize, lease revoke). May be
+     * NULL. */
+    void (*close)(void *state);
+} p3d_rdzv_ops;
+
+/* A resolved backend with its state. */
+typedef struct p3d_rdzv {
+    const p3d_rdzv_ops *ops;
+    void *state;
+    void *dl;                /* dlopen handle of a plugin, or NULL */
+    p3d_rdzv_boot boot;
+    double timeout;          /* seconds, resolved (default grows with nnodes) */
+} p3d_rdzv;
+
+/* Resolves --rdzv (auto, none, static:HOST:PORT, slurm[:HOST], pmix,
+ * etcd:URL, NAME:ARG for a plugin) against the environment. Returns 1 with
+ * *r filled when a multi-node rendezvous is active, 0 when the job is a
+ * single-node one (auto found nothing, or "none"), -1 with *err (exit 2).
+ * Caller ends it with p3d_rdzv_close(). */
+int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err);
+/* The backend's publish step (see p3d_rdzv_ops). */
+int p3d_rdzv_publish(p3d_rdzv *r, char **err);
+void p3d_rdzv_close(p3d_rdzv *r);
+
+/* The built-in backends, for tests (rdzv.c). */
+extern const p3d_rdzv_ops p3d_rdzv_static;
+extern const p3d_rdzv_ops p3d_rdzv_slurm;
+
+/* Default --rdzv-timeout for n nodes: 60 s + 0.1 s per node. */
+double p3d_rdzv_default_timeout(int nnodes);
+
+/* Reads a token file: the first line, surrounding whitespace dropped;
+ * 8..255 bytes. 0 or -1 with *err naming the file. */
+int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
+
+/* ---- wire format (rdzv_wire.c) -------------------------------------------- */
+
+/* Every message is a frame: 4-byte big-endian length L (1..P3D_WIRE_MAX),
+ * then L bytes: one type byte, then the body. Bodies are sequences of
+ * u32 (big-endian), u64, and strings/blobs (u32 length + bytes). Decoding
+ * is pure (no I/O, no globals) and checks every length against what is
+ * left, so a hostile peer gets an error, never a crash or a huge
+ * allocation. */
+#define P3D_WIRE_MAX ((uint32_t)64 << 20)
+#define P3D_WIRE_PROTO 1       /* wire protocol number, sent in HELLO */
+
+enum {
+    P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
+    P3D_MSG_REFUSE = 'N',    /* leader -> agent: refused, with the reason */
+    P3D_MSG_PLACE = 'P',     /* leader -> agent: the job's placement */
+    P3D_MSG_FATE = 'F',      /* both ways: a supervise.c packet, relayed */
+};
+
+/* A growable byte buffer (encoding). */
+typedef struct p3d_wbuf {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;                 /* set on allocation failure; checked at the end */
+} p3d_wbuf;
+
+void p3d_wbuf_u32(p3d_wbuf *b, uint32_t v);
+void p3d_wbuf_u64(p3d_wbuf *b, uint64_t v);
+void p3d_wbuf_bytes(p3d_wbuf *b, const void *p, size_t n);
+void p3d_wbuf_str(p3d_wbuf *b, const char *s);  /* NULL encodes as "" */
+/* Starts a frame of type t (reserves the length); p3d_wbuf_end fills it. */
+void p3d_wbuf_begin(p3d_wbuf *b, int type);
+int p3d_wbuf_end(p3d_wbuf *b);  /* 0, or -1 when oom / over P3D_WIRE_MAX */
+void p3d_wbuf_free(p3d_wbuf *b);
+
+/* A cursor over a received body (decoding). Any failed read sets bad and
+ * returns zeros, so a decoder reads everything and checks bad once. */
+typedef struct p3d_rbuf {
+    const unsigned char *p;
+    size_t len, off;
+    int bad;
+} p3d_rbuf;
+
+uint32_t p3d_rbuf_u32(p3d_rbuf *r);
+uint64_t p3d_rbuf_u64(p3d_rbuf *r);
+/* A string of at most max bytes without NUL bytes; malloc'd copy (NULL
+ * and bad set when malformed). */
+char *p3d_rbuf_str(p3d_rbuf *r, size_t max);
+/* A blob of at most max bytes: pointer into the buffer, *n its length. */
+const unsigned char *p3d_rbuf_blob(p3d_rbuf *r, size_t max, size_t *n);
+
+/* HELLO: what an agent tells the leader. */
+typedef struct p3d_hello {
+    uint32_t proto;          /* P3D_WIRE_PROTO */
+    char *version;           /* P3D_VERSION */
+    char *token;
+    char *job_id;            /* "" when unknown */
+    int nnodes, node_rank;
+    char *hostname;
+    char *addr;              /* the address others reach this node at */
+    int master_port, nccl_port;   /* free ports here, used when rank 0 lands here */
+    p3d_node *topo;          /* the node record (owned) */
+} p3d_hello;
+
+/* PLACE: the leader's decision, byte for byte the same for every agent
+ * except `you`. */
+typedef struct p3d_place_msg {
+    char *job_id;
+    char *master_addr;
+    int master_port, nccl_port;
+    int nnodes;
+    char **names;            /* cluster node names, index = node rank */
+    char **hashes;           /* node hash after --nproc-per-node, per node */
+    p3d_placement *pl;       /* ranks, mesh, policy (owned) */
+    char *json;              /* the placement JSON, written on every node */
+    size_t json_len;
+} p3d_place_msg;
+
+int p3d_hello_encode(const p3d_hello *h, p3d_wbuf *b);
+/* body: the frame's bytes after the type byte. 0 or -1 with *err. */
+int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h,
+                     char **err);
+void p3d_hello_free(p3d_hello *h);
+
+int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b);
+int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
+                     char **err);
+void p3d_place_msg_free(p3d_place_msg *m);
+
+/* The node record alone (also used by plugins' tests). */
+void p3d_node_encode(const p3d_node *n, p3d_wbuf *b);
+/* Rebuilds a node: the raw facts are re-derived with p3d_node_finish and
+ * the hash must come out as the sender computed it. */
+p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
+
+/* Reads one frame from a blocking fd. Returns the type (>0) with *body
+ * (malloc'd) and *len, 0 at a clean EOF before any byte, -1 with *err. */
+int p3d_frame_read(int fd, unsigned char **body, size_t *len, char **err);
+/* Writes all of b to fd (blocking). 0 or -1 with *err. */
+int p3d_frame_write(int fd, const p3d_wbuf *b, char **err);
+
+/* Incremental reader for non-blocking sockets. */
+typedef struct p3d_framer {
+    unsigned char *buf;
+    size_t len, cap;
+} p3d_framer;
+/* Reads what is available. Returns 1 when a whole frame is ready (take it
+ * with p3d_framer_take), 0 when more is needed, -1 at EOF/error (*err
+ * says which; "closed" for EOF). */
+int p3d_framer_fill(p3d_framer *f, int fd, char **err);
+/* Pops the first complete frame: type, body (malloc'd), len; 0 when none. */
+int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len);
+void p3d_framer_free(p3d_framer *f);
+
+/* ---- the TCP rendezvous (rdzv_tcp.c) --------------------------------------- */
+
+/* Leader: listens on host:port only (port 0: any free one; *bound gets
+ * it). Returns the listening fd or -1 with *err. */
+int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
+
+/* Leader: accepts agents until all r->boot.nnodes are in or the timeout.
+ * mine is the leader's own HELLO (node rank 0). On success all[i] holds
+ * node rank i's HELLO (all[0] = *mine, moved) and fds[i] its connection
+ * (fds[0] = -1). On timeout the joined agents are told why and *err names
+ * the nodes that never arrived. verbose: progress lines even when stderr
+ * is not a terminal. */
+int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, int *fds, int verbose,
+                   char **err);
+
+/* Leader: sends one frame to every fd >= 0 (the same bytes). Agents that
+ * cannot be reached make it fail with *err naming them. */
+int p3d_tcp_broadcast(const int *fds, int n, const p3d_wbuf *b, const p3d_hello *all, char **err);
+
+/* Leader: tells each connected agent why the job will not start. */
+void p3d_tcp_refuse_all(const int *fds, int n, const char *why);
+
+/* Agent: connects to the leader (retrying until the timeout), fills
+ * mine->addr with the local address of that connection, sends HELLO,
+ * waits for PLACE. Returns the connection (kept for the job's fate) or -1
+ * with *err (a refusal quotes the leader's reason). */
+int p3d_tcp_join(const p3d_rdzv *r, p3d_hello *mine, p3d_place_msg *out, int verbose, char **err);
+
+/* Sends a refusal frame (best effort). */
+void p3d_tcp_refuse(int fd, const char *why);
+
+/* ---- the multi-node launch (mnode.c) ----------------------------------------- */
+
+/* Runs this node's part of a multi-node job; returns its exit code. */
+int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
+
+/* Entry from cmd_launch.c: returns -1 when no rendezvous is active (the
+ * single-node path goes on), else the exit code of the multi-node job. */
+int p3d_rdzv_launch(const p3d_opts *o);
+
+#endif

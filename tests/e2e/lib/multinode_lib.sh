@@ -1,0 +1,64 @@
+# lib/multinode_lib.sh — sourced by tests/e2e/multinode_*.sh: a scratch
+# dir, a job token, four fixture topologies (one per node rank), a free
+# loopback port, and cleanup of every process the test started (by PID:
+# the agents we started, and any worker still carrying our marker).
+set -u
+: "${PAR3DRUN:?run through ctest (PAR3DRUN unset)}"
+: "${P3D_SRC:?}"
+export P3D_DATA_DIR=${P3D_DATA_DIR:-$P3D_SRC}
+unset SLURM_JOB_ID SLURM_JOB_NODELIST PMIX_NAMESPACE PMIX_RANK
+T=$(mktemp -d /tmp/p3d-mn-test.XXXXXX)
+MARK="p3dmn$$x$RANDOM"
+export P3D_TEST_MARK=$MARK
+FX=$P3D_SRC/tests/fixtures/realdata/topo
+TOPOS=("$FX/dgx-a100_12nic.txt" "$FX/dgx1-v100_4nic.txt"
+       "$FX/a6000x8_nvlink-bridge-pairs_pytorch79299.txt"
+       "$FX/rtx4090x8_pcie-only_2nic_go-gpuallocator17.txt")
+head -c 24 /dev/urandom | base64 >"$T/token"
+chmod 600 "$T/token"
+PIDS=()
+fail=0
+
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  # workers are found by the marker in their environment, killed by PID
+  for d in /proc/[0-9]*; do
+    if grep -qs "P3D_TEST_MARK=$MARK" "$d/environ" 2>/dev/null; then
+      kill -KILL "${d#/proc/}" 2>/dev/null
+    fi
+  done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null ||
+    echo $((30000 + RANDOM % 20000))
+}
+
+# Workers still alive that carry our marker (leftovers).
+leftovers() {
+  local n=0
+  for d in /proc/[0-9]*; do
+    grep -qs "P3D_TEST_MARK=$MARK" "$d/environ" 2>/dev/null && n=$((n + 1))
+  done
+  echo $n
+}
+
+bad() { echo "FAIL: $*"; fail=1; }
+
+# agent NAME I N PORT [extra args...] -- PROGRAM... : starts node rank I in
+# the background; its stdout/stderr go to $T/NAME.I.{out,err}; PID in
+# AG[I].
+declare -A AG
+agent() {
+  local name=$1 i=$2 n=$3 port=$4; shift 4
+  "$PAR3DRUN" --nnodes "$n" --node-rank "$i" --rdzv "static:127.0.0.1:$port" \
+    --rdzv-token-file "$T/token" --topology "${TOPOS[$((i % 4))]}" \
+    --run-dir "$T/$name.rd$i" "$@" >"$T/$name.$i.out" 2>"$T/$name.$i.err" &
+  AG[$i]=$!
+  PIDS+=($!)
+}
+
+# ms since the epoch
+now_ms() { date +%s%3N; }
