@@ -285,7 +285,9 @@ static int load_plugin(const char *name, p3d_rdzv *r, char **err)
             return p3d_err(err, "--rdzv %s: unknown backend (built in: static, slurm; plugins: pmix, etcd)", name);
     for (int i = 0; i < nd; i++) {
         char path[PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/p3d_rdzv_%s.so", dirs[i], name);
+        int w = snprintf(path, sizeof path, "%s/p3d_rdzv_%s.so", dirs[i], name);
+        if (w < 0 || (size_t)w >= sizeof path)
+            continue; /* a directory this long cannot hold the plugin */
         size_t tl = strlen(tried);
         snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dirs[i]);
         if (access(path, R_OK) != 0)
