@@ -122,7 +122,8 @@ static void header(tx *t, const p3d_report_in *in)
         if (job->micro_batches)
             p3d_sb_printf(b, ", %d micro-batches", job->micro_batches);
         if (job->micro_batch_size)
-            p3d_sb_printf(b, " of %d", job->micro_batch_size);
+            p3d_sb_printf(b, "%s micro-batch size %d", job->micro_batches ? " of" : ",",
+                          job->micro_batch_size);
         if (job->global_batch)
             p3d_sb_printf(b, ", global batch %d", job->global_batch);
         if (job->virtual_stages > 1)
