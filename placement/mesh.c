@@ -109,7 +109,7 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
             other *= m->size[d];
     if (m->size[P3D_DIM_DP] == 0) {
         if (gpus == 0)
-            return p3d_err(err, "the cluster has no GPU slots: give --nproc-per-node or --dp");
+            return p3d_err(err, "no GPUs found (see par3drun topo): give --nproc-per-node N to run N CPU ranks per node");
         if ((long long)gpus % other != 0)
             return p3d_err(err,
                            "mesh does not divide the world: %zu GPUs is not a multiple of tp*cp*ep*pp = %lld "
