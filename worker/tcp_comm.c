@@ -9,13 +9,23 @@
  * direct connections each communicator needs (ring neighbours only).
  *
  * Progress: every socket is non-blocking and every message is framed
- * (tag, length).  Whenever a rank waits - to write or to read - it polls
- * ALL its connections and drains whatever arrives into per-peer inboxes.
- * So a write never waits on a peer that is itself blocked writing (the
- * ring all-reduce and the 1F1B exchanges would otherwise deadlock once a
- * message exceeds the socket buffers), and receives match by (peer, tag)
- * in FIFO order.  Every wait has a deadline; a peer that closes its socket
- * is an error only when something is still expected from it.
+ * (tag, length).  One routine, exchange(), moves data: it sends to one
+ * peer and receives from another at the same time, and whenever it waits
+ * it polls ALL its connections.  A receive is "posted" first: when the
+ * expected message's header arrives, its payload is read straight into the
+ * destination (or, for the all-reduce, through a small cache-resident
+ * staging buffer and summed into the destination) - no copy.  Anything
+ * else that arrives goes into per-peer inboxes, so a write never waits on a
+ * peer that is itself blocked writing (the 1F1B exchanges would otherwise
+ * deadlock once a message exceeds the socket buffers), and receives match
+ * by (peer, tag) in FIFO order.  An op fails when nothing moves for the
+ * op timeout; a peer that closes its socket is an error only when
+ * something is still expected from it.
+ *
+ * All-reduce: a ring of n members, the buffer cut into n segments;
+ * n-1 reduce-scatter steps (send one segment to the right while receiving
+ * and summing another from the left) then n-1 all-gather steps.  Each
+ * member sends and receives 2(n-1)/n of the buffer, the least a ring can.
  */
 #include "worker.h"
 
@@ -36,6 +46,9 @@
 
 #define HELLO_MAGIC 0x70336477u /* "p3dw" */
 #define WORLD_TAG 1u
+/* Staging buffer of a summing receive: received bytes are added into the
+ * destination piece by piece while still in cache. */
+#define STAGE_BYTES (256u << 10)
 
 typedef struct msg {
     struct msg *next;
@@ -51,8 +64,16 @@ typedef struct conn {
     msg *head, *tail; /* complete messages not yet received (owned) */
     unsigned char hdr[16];
     size_t hdr_got;
-    msg *cur;         /* message being read (owned) */
+    msg *cur;         /* message being read into the inbox (owned) */
     size_t cur_got;
+    /* The posted receive (exchange()): the next message with post_tag and
+     * post_len goes to post_buf (borrowed, valid while posted), summed into
+     * it when post_add is set; direct while its payload is being read. */
+    int posted, post_done, direct;
+    uint32_t post_tag;
+    char *post_buf;
+    size_t post_len, post_got, post_es;
+    void (*post_add)(void *dst, const void *src, size_t n);
 } conn;
 
 struct tcp_world {
@@ -68,6 +89,7 @@ struct tcp_world {
     char activity[64];
     struct pollfd *pfd;
     int *pfd_peer;
+    char *stage;      /* STAGE_BYTES, for summing receives (owned) */
 };
 
 static double now_s(void)
@@ -110,6 +132,10 @@ static int set_nonblock(int fd)
     return fl < 0 ? -1 : fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Small messages (headers, 1F1B activations) must not wait for Nagle.
+ * Socket buffer sizes are left to the kernel's autotuning: fixed 4 MiB
+ * buffers measured no better on loopback (docs/worker.md) and would cap
+ * the window on a real network. */
 static void tune(int fd)
 {
     int one = 1;
@@ -305,7 +331,8 @@ tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_t
     w->need = calloc(w->size, 1);
     w->pfd = calloc(w->size, sizeof *w->pfd);
     w->pfd_peer = calloc(w->size, sizeof *w->pfd_peer);
-    if (!w->addr || !w->port || !w->c || !w->need || !w->pfd || !w->pfd_peer)
+    w->stage = malloc(STAGE_BYTES);
+    if (!w->addr || !w->port || !w->c || !w->need || !w->pfd || !w->pfd_peer || !w->stage)
         goto out;
     for (int i = 0; i < w->size; i++)
         conn_reset(&w->c[i]);
@@ -447,6 +474,7 @@ void tcp_world_free(tcp_world *w)
     free(w->need);
     free(w->pfd);
     free(w->pfd_peer);
+    free(w->stage);
     free(w);
 }
 
@@ -465,11 +493,98 @@ static void complete(conn *c)
     c->hdr_got = 0;
 }
 
-/* Reads whatever is available on peer's socket into its inbox. */
+/* Unlinks and returns the oldest inbox message with this tag, or NULL. */
+static msg *inbox_take(conn *c, uint32_t tag)
+{
+    msg *prev = NULL;
+    for (msg *m = c->head; m; prev = m, m = m->next) {
+        if (m->tag != tag)
+            continue;
+        if (prev)
+            prev->next = m->next;
+        else
+            c->head = m->next;
+        if (c->tail == m)
+            c->tail = prev;
+        m->next = NULL;
+        return m;
+    }
+    return NULL;
+}
+
+static int inbox_has(const conn *c, uint32_t tag)
+{
+    for (const msg *m = c->head; m; m = m->next)
+        if (m->tag == tag)
+            return 1;
+    return 0;
+}
+
+/* Reads more of the message that goes to the posted receive.  A plain
+ * receive reads straight into the destination; a summing one reads into
+ * the world's staging buffer (small enough to stay in cache) and adds each
+ * full piece into the destination.  Returns 1 when drain() must stop (no
+ * data, connection gone, or the posted message is complete). */
+static int read_direct(tcp_world *w, conn *c)
+{
+    size_t left = c->post_len - c->post_got, fill0 = 0, want;
+    char *dst;
+    if (c->post_add) {
+        fill0 = c->post_got % STAGE_BYTES;
+        dst = w->stage + fill0;
+        want = STAGE_BYTES - fill0 < left ? STAGE_BYTES - fill0 : left;
+    } else {
+        dst = c->post_buf + c->post_got;
+        want = left;
+    }
+    ssize_t k = recv(c->fd, dst, want, 0);
+    if (k < 0) {
+        if (errno == EINTR)
+            return 0;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            conn_close(c, errno);
+        return 1;
+    }
+    if (k == 0) {
+        conn_close(c, 0);
+        return 1;
+    }
+    c->post_got += (size_t)k;
+    if (c->post_add) {
+        size_t fill = fill0 + (size_t)k;
+        /* Pieces start at multiples of STAGE_BYTES (a multiple of the
+         * element size), so a piece is whole elements once full or last. */
+        if (fill == STAGE_BYTES || c->post_got == c->post_len)
+            c->post_add(c->post_buf + (c->post_got - fill), w->stage, fill / c->post_es);
+    }
+    if (c->post_got < c->post_len)
+        return 0;
+    c->direct = 0;
+    c->post_done = 1;
+    return 1;
+}
+
+/* A connection whose posted receive is complete is "held": the next
+ * message (the peer may already be a step ahead) stays in the kernel until
+ * the next receive is posted, instead of detouring through the inbox. */
+static int held(const conn *c)
+{
+    return c->posted && c->post_done;
+}
+
+/* Reads whatever is available on peer's socket: the posted message into
+ * its destination, anything else into the inbox. */
 static void drain(tcp_world *w, int peer)
 {
     conn *c = &w->c[peer];
     while (c->fd >= 0) {
+        if (c->direct) {
+            if (read_direct(w, c))
+                return;
+            continue;
+        }
+        if (held(c))
+            return;
         int in_hdr = c->hdr_got < sizeof c->hdr;
         ssize_t k = in_hdr ? recv(c->fd, c->hdr + c->hdr_got, sizeof c->hdr - c->hdr_got, 0)
                            : recv(c->fd, c->cur->data + c->cur_got, c->cur->len - c->cur_got, 0);
@@ -493,7 +608,22 @@ static void drain(tcp_world *w, int peer)
         c->hdr_got += (size_t)k;
         if (c->hdr_got < sizeof c->hdr)
             continue;
+        uint32_t tag = get32(c->hdr);
         uint64_t len = get64(c->hdr + 8);
+        /* The posted receive takes the message only if no older one with
+         * the same tag waits in the inbox (FIFO per tag) and the length
+         * agrees (a wrong length goes to the inbox, where the receiver
+         * finds it and reports both lengths). */
+        if (c->posted && !c->post_done && tag == c->post_tag && len == c->post_len &&
+            !inbox_has(c, tag)) {
+            c->hdr_got = 0;
+            c->post_got = 0;
+            if (len == 0)
+                c->post_done = 1;
+            else
+                c->direct = 1;
+            continue;
+        }
         c->cur = malloc(sizeof *c->cur + len);
         if (!c->cur) {
             fprintf(stderr, "p3d-worker: rank %d: out of memory for a %llu-byte message "
@@ -502,7 +632,7 @@ static void drain(tcp_world *w, int peer)
             return;
         }
         c->cur->next = NULL;
-        c->cur->tag = get32(c->hdr);
+        c->cur->tag = tag;
         c->cur->len = len;
         c->cur_got = 0;
         if (len == 0)
@@ -510,17 +640,22 @@ static void drain(tcp_world *w, int peer)
     }
 }
 
-/* One poll over every open connection, draining the readable ones.
- * wpeer >= 0 also waits for that socket to be writable; *writable tells.
- * Returns 0, or -1 when the deadline passed. */
-static int progress(tcp_world *w, int wpeer, int *writable, double deadline)
+/* One poll over every open connection (held ones only for writing),
+ * draining the readable ones; wpeer >= 0 also waits for that socket to be
+ * writable.  Returns 0, or -1 when the deadline passed. */
+static int progress(tcp_world *w, int wpeer, double deadline)
 {
     int n = 0;
     for (int r = 0; r < w->size; r++) {
         if (w->c[r].fd < 0)
             continue;
+        short ev = (short)((held(&w->c[r]) ? 0 : POLLIN) | (r == wpeer ? POLLOUT : 0));
+        /* A held socket is left out: POLLERR/POLLHUP on it would make
+         * poll() return at once, every time, until it is posted again. */
+        if (!ev)
+            continue;
         w->pfd[n].fd = w->c[r].fd;
-        w->pfd[n].events = (short)(POLLIN | (r == wpeer ? POLLOUT : 0));
+        w->pfd[n].events = ev;
         w->pfd[n].revents = 0;
         w->pfd_peer[n++] = r;
     }
@@ -532,15 +667,9 @@ static int progress(tcp_world *w, int wpeer, int *writable, double deadline)
         fprintf(stderr, "p3d-worker: rank %d: poll: %s\n", w->rank, strerror(errno));
         return -1;
     }
-    if (writable)
-        *writable = 0;
-    for (int i = 0; k > 0 && i < n; i++) {
-        int r = w->pfd_peer[i];
-        if (w->pfd[i].revents & (POLLIN | POLLHUP | POLLERR))
-            drain(w, r);
-        if (r == wpeer && writable && (w->pfd[i].revents & (POLLOUT | POLLERR | POLLHUP)))
-            *writable = 1;
-    }
+    for (int i = 0; k > 0 && i < n; i++)
+        if ((w->pfd[i].events & POLLIN) && (w->pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            drain(w, w->pfd_peer[i]);
     return 0;
 }
 
@@ -553,32 +682,73 @@ static int peer_gone(tcp_world *w, int peer, const char *doing)
     return -1;
 }
 
-static int msg_send(tcp_world *w, int peer, uint32_t tag, const void *buf, size_t len)
+static int have_conn(tcp_world *w, int peer)
 {
-    conn *c = &w->c[peer];
-    if (c->fd < 0 && !c->closed) {
-        fprintf(stderr, "p3d-worker: rank %d: internal error: no connection to rank %d (%s)\n",
-                w->rank, peer, w->activity);
-        return -1;
-    }
+    if (w->c[peer].fd >= 0 || w->c[peer].closed)
+        return 1;
+    fprintf(stderr, "p3d-worker: rank %d: internal error: no connection to rank %d (%s)\n",
+            w->rank, peer, w->activity);
+    return 0;
+}
+
+/* Sends slen bytes to `to` while receiving rlen bytes from `from` (either
+ * side off with -1; they may be the same peer), both framed with tag.  The
+ * received bytes land in rbuf, or are summed into it (add, element size es)
+ * when add is set.  Both directions advance in one loop, so a ring step
+ * streams to the right while it drains the left; other connections are
+ * drained into their inboxes meanwhile (a peer blocked writing to us is
+ * never left waiting on us).  The op fails when nothing moves for
+ * op_timeout seconds, or a peer it needs has gone.  Returns 0 or -1. */
+static int exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
+                    void *rbuf, size_t rlen, void (*add)(void *, const void *, size_t), size_t es)
+{
+    conn *sc = to >= 0 ? &w->c[to] : NULL, *rc = from >= 0 ? &w->c[from] : NULL;
     unsigned char hdr[16];
-    put32(hdr, tag);
-    put32(hdr + 4, 0);
-    put64(hdr + 8, len);
-    size_t hoff = 0, off = 0;
+    size_t hoff = sizeof hdr, off = 0;
+    int ret = -1, sdone = !sc, rdone = !rc;
+    if ((sc && !have_conn(w, to)) || (rc && !have_conn(w, from)))
+        return -1;
+    if (sc) {
+        put32(hdr, tag);
+        put32(hdr + 4, 0);
+        put64(hdr + 8, slen);
+        hoff = 0;
+    }
+    if (rc) {
+        rc->posted = 1;
+        rc->post_done = 0;
+        rc->direct = 0;
+        rc->post_tag = tag;
+        rc->post_buf = rbuf;
+        rc->post_len = rlen;
+        rc->post_got = 0;
+        rc->post_add = add;
+        rc->post_es = es;
+    }
     double deadline = now_s() + w->op_timeout;
-    while (hoff < sizeof hdr || off < len) {
-        if (c->closed)
-            return peer_gone(w, peer, "sending");
-        struct iovec iov[2];
-        int niov = 0;
-        if (hoff < sizeof hdr)
-            iov[niov++] = (struct iovec){hdr + hoff, sizeof hdr - hoff};
-        if (off < len)
-            iov[niov++] = (struct iovec){(char *)buf + off, len - off};
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-        ssize_t k = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (k > 0) {
+    for (;;) {
+        size_t before = hoff + off + (rc ? rc->post_got : 0);
+        int was_rdone = rdone;
+        while (!sdone) {
+            if (sc->closed) {
+                peer_gone(w, to, "sending");
+                goto out;
+            }
+            struct iovec iov[2];
+            int niov = 0;
+            if (hoff < sizeof hdr)
+                iov[niov++] = (struct iovec){hdr + hoff, sizeof hdr - hoff};
+            if (off < slen)
+                iov[niov++] = (struct iovec){(char *)sbuf + off, slen - off};
+            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+            ssize_t k = sendmsg(sc->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                if (errno != EINTR)
+                    conn_close(sc, errno);
+                continue;
+            }
             size_t kk = (size_t)k, h = sizeof hdr - hoff;
             if (kk >= h) {
                 hoff = sizeof hdr;
@@ -586,61 +756,77 @@ static int msg_send(tcp_world *w, int peer, uint32_t tag, const void *buf, size_
             } else {
                 hoff += kk;
             }
-            continue;
+            sdone = hoff == sizeof hdr && off == slen;
         }
-        if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-            conn_close(c, errno);
-            continue;
+        if (!rdone) {
+            msg *m = inbox_take(rc, tag);
+            if (m && m->len != rlen) {
+                fprintf(stderr, "p3d-worker: rank %d: message from rank %d has %zu bytes, "
+                                "expected %zu (%s): ranks disagree on the model shape?\n",
+                        w->rank, from, m->len, rlen, w->activity);
+                free(m);
+                goto out;
+            }
+            if (m) {
+                /* It arrived before this receive was posted. */
+                if (add)
+                    add(rbuf, m->data, rlen / es);
+                else
+                    memcpy(rbuf, m->data, rlen);
+                free(m);
+                rdone = 1;
+                /* Done: hold the connection, or the next message (maybe
+                 * already on its way) would be read into this buffer. */
+                rc->post_done = 1;
+            } else {
+                drain(w, from);
+                rdone = rc->post_done;
+                /* A message that was already being read into the inbox
+                 * when this receive was posted is taken on the next turn. */
+                if (!rdone && !inbox_has(rc, tag) && rc->closed) {
+                    peer_gone(w, from, "receiving");
+                    goto out;
+                }
+            }
         }
-        int writable;
-        if (progress(w, peer, &writable, deadline)) {
-            fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not finish "
-                            "within %.0f s (%s): rank %d does not receive\n",
-                    w->rank, len, peer, w->op_timeout, w->activity, peer);
-            return -1;
+        if (sdone && rdone)
+            break;
+        if (hoff + off + (rc ? rc->post_got : 0) != before || rdone != was_rdone)
+            deadline = now_s() + w->op_timeout;
+        if (rc && !rdone && inbox_has(rc, tag))
+            continue;
+        if (progress(w, sdone ? -1 : to, deadline)) {
+            if (!sdone)
+                fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
+                                "finish within %.0f s (%s): rank %d does not receive\n",
+                        w->rank, slen, to, w->op_timeout, w->activity, to);
+            else
+                fprintf(stderr, "p3d-worker: rank %d: no message from rank %d within %.0f s "
+                                "(%s)\n", w->rank, from, w->op_timeout, w->activity);
+            goto out;
         }
     }
-    return 0;
+    ret = 0;
+out:
+    if (rc) {
+        /* Failing half-way through a message leaves the stream unframed:
+         * nothing more can be read from it. */
+        if (rc->direct)
+            conn_close(rc, EPROTO);
+        rc->posted = 0;
+        rc->direct = 0;
+    }
+    return ret;
+}
+
+static int msg_send(tcp_world *w, int peer, uint32_t tag, const void *buf, size_t len)
+{
+    return exchange(w, tag, peer, buf, len, -1, NULL, 0, NULL, 1);
 }
 
 static int msg_recv(tcp_world *w, int peer, uint32_t tag, void *buf, size_t len)
 {
-    conn *c = &w->c[peer];
-    if (c->fd < 0 && !c->closed) {
-        fprintf(stderr, "p3d-worker: rank %d: internal error: no connection to rank %d (%s)\n",
-                w->rank, peer, w->activity);
-        return -1;
-    }
-    double deadline = now_s() + w->op_timeout;
-    for (;;) {
-        msg *prev = NULL;
-        for (msg *m = c->head; m; prev = m, m = m->next) {
-            if (m->tag != tag)
-                continue;
-            if (m->len != len) {
-                fprintf(stderr, "p3d-worker: rank %d: message from rank %d has %zu bytes, "
-                                "expected %zu (%s): ranks disagree on the model shape?\n",
-                        w->rank, peer, m->len, len, w->activity);
-                return -1;
-            }
-            memcpy(buf, m->data, len);
-            if (prev)
-                prev->next = m->next;
-            else
-                c->head = m->next;
-            if (c->tail == m)
-                c->tail = prev;
-            free(m);
-            return 0;
-        }
-        if (c->closed)
-            return peer_gone(w, peer, "receiving");
-        if (progress(w, -1, NULL, deadline)) {
-            fprintf(stderr, "p3d-worker: rank %d: no message from rank %d within %.0f s (%s)\n",
-                    w->rank, peer, w->op_timeout, w->activity);
-            return -1;
-        }
-    }
+    return exchange(w, tag, -1, NULL, 0, peer, buf, len, NULL, 1);
 }
 
 int tcp_world_send(tcp_world *w, int to, const void *buf, size_t len)
@@ -793,42 +979,39 @@ static void add_f64(void *dst, const void *src, size_t n)
         d[i] += s[i];
 }
 
-/* Ring all-reduce (sum): n-1 reduce-scatter steps then n-1 allgather steps,
- * chunk i = [count*i/n, count*(i+1)/n).  Each chunk is summed once, in ring
- * order, and then copied: every member ends with bitwise equal results. */
+/* Ring all-reduce (sum): n-1 reduce-scatter steps then n-1 all-gather
+ * steps, segment i = [count*i/n, count*(i+1)/n).  Each step sends one
+ * segment to the right while the segment from the left is received and
+ * summed in place (exchange()): no temporary, no copy out of an inbox.
+ * Each segment is summed once, in ring order (dst += incoming, the same
+ * order whatever the chunking), then copied around: every member ends with
+ * bitwise equal results, and the same ones on every run. */
 int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t)
 {
-    int n = c->size, rc = -1;
+    int n = c->size;
     if (n == 1)
         return 0;
     size_t es = t == TCP_F32 ? sizeof(float) : sizeof(double);
     void (*add)(void *, const void *, size_t) = t == TCP_F32 ? add_f32 : add_f64;
     int right = c->members[(c->rank + 1) % n], left = c->members[(c->rank + n - 1) % n];
     char *b = buf;
-    void *tmp = malloc((count / (size_t)n + 1) * es);
-    if (!tmp)
-        goto out;
-#define CH_OFF(i) (count * (size_t)(i) / (size_t)n)
-#define CH_LEN(i) (CH_OFF((i) + 1) - CH_OFF(i))
+#define SEG_OFF(i) (count * (size_t)(i) / (size_t)n)
+#define SEG_LEN(i) (SEG_OFF((i) + 1) - SEG_OFF(i))
     for (int s = 0; s < n - 1; s++) {
         int sc = (c->rank - s + 2 * n) % n, rcv = (c->rank - s - 1 + 2 * n) % n;
-        if (msg_send(c->w, right, c->tag, b + CH_OFF(sc) * es, CH_LEN(sc) * es) ||
-            msg_recv(c->w, left, c->tag, tmp, CH_LEN(rcv) * es))
-            goto out;
-        add(b + CH_OFF(rcv) * es, tmp, CH_LEN(rcv));
+        if (exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left,
+                     b + SEG_OFF(rcv) * es, SEG_LEN(rcv) * es, add, es))
+            return -1;
     }
     for (int s = 0; s < n - 1; s++) {
         int sc = (c->rank + 1 - s + 2 * n) % n, rcv = (c->rank - s + 2 * n) % n;
-        if (msg_send(c->w, right, c->tag, b + CH_OFF(sc) * es, CH_LEN(sc) * es) ||
-            msg_recv(c->w, left, c->tag, b + CH_OFF(rcv) * es, CH_LEN(rcv) * es))
-            goto out;
+        if (exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left,
+                     b + SEG_OFF(rcv) * es, SEG_LEN(rcv) * es, NULL, es))
+            return -1;
     }
-#undef CH_OFF
-#undef CH_LEN
-    rc = 0;
-out:
-    free(tmp);
-    return rc;
+#undef SEG_OFF
+#undef SEG_LEN
+    return 0;
 }
 
 int tcp_send(tcp_comm *c, int peer, const void *buf, size_t len)
