@@ -830,15 +830,19 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
 
     /* this node's record */
-    char host[256] = "localhost";
+    /* Under Slurm the node's Slurm name: topology.conf speaks in those, and
+     * they differ from the hostname on renamed or fake nodes */
+    char host[256] = "localhost", name[256];
     gethostname(host, sizeof host - 1);
+    const char *sn = getenv("SLURMD_NODENAME");
+    snprintf(name, sizeof name, "%s", sn && *sn ? sn : host);
     p3d_hello *h = &m->hello;
     h->proto = P3D_WIRE_PROTO;
     h->version = strdup(P3D_VERSION);
     h->token = strdup(r->boot.token);
     h->nnodes = m->nnodes;
     h->node_rank = m->me;
-    h->hostname = strdup(host);
+    h->hostname = strdup(name);
     h->master_port = p3d_free_port();
     h->nccl_port = 0;
     if (!strcmp(base_name(m->program), "p3d-worker"))

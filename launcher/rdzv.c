@@ -326,6 +326,10 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
 {
     double t = o->rdzv_timeout > 0 ? o->rdzv_timeout : p3d_rdzv_default_timeout(o->nnodes);
     memset(&r->boot, 0, sizeof r->boot);
+    /* --job-id goes in: a backend that keys its store by job (etcd) needs
+     * it during detect(); the others overwrite or ignore it */
+    if (o->job_id)
+        copy(r->boot.job_id, sizeof r->boot.job_id, o->job_id);
     msg[0] = 0;
     int k = r->ops->detect(arg ? arg : "", o->nnodes, o->node_rank, t, &r->boot, &r->state, msg, cap);
     if (k < 0) {

@@ -41,7 +41,8 @@ typedef struct p3d_rdzv_boot {
     char leader_host[256];   /* where node rank 0 listens (leader: bind address) */
     int leader_port;         /* 0: the leader picks one and publish() tells others */
     char token[256];         /* the job's secret, "" when the backend has none */
-    char job_id[128];        /* "" when the backend has none */
+    char job_id[128];        /* "" when the backend has none; holds --job-id
+                              * (or "") when detect() is called */
     /* expected hostname of each node rank, for timeout messages; NULL or
      * entries "" when unknown. malloc'd by the backend, freed by
      * p3d_rdzv_close(). */

@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# multinode_slurm.sh — par3drun under a real Slurm (tests/services/slurm.sh:
+# slurmctld + four slurmd fake nodes n[1-4] on this host, fake GPU GRES):
+# sbatch of the example job scripts in examples/slurm/, `srun --mpi=pmix`
+# (pmix plugin) and plain `srun` (slurm-environment backend) with one
+# placement JSON byte for byte on every node, and a rank crash on node 2
+# ending all four agents with one exit code. Skips (77) without slurm-wlm.
+. "$(dirname "$0")/lib/multinode_lib.sh"
+SVC=$P3D_SRC/tests/services/slurm.sh
+EX=$P3D_SRC/examples/slurm
+command -v slurmctld >/dev/null && command -v srun >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
+S=$T/slurm
+trap '"$SVC" stop "$S"; cleanup' EXIT
+"$SVC" start "$S" >"$T/svc.out" 2>&1; rc=$?
+[ "$rc" = 77 ] && { echo "skip: $(cat "$T/svc.out")"; exit 77; }
+[ "$rc" = 0 ] || { echo "FAIL: slurm did not start"; cat "$T/svc.out"; exit 1; }
+. "$S/env"
+# sanitizer build: libpmix (srun --mpi=pmix) keeps allocations past
+# PMIx_Finalize; those are its own, not par3drun's (as in multinode_pmix.sh)
+printf 'leak:libpmix\nleak:libevent\nleak:libhwloc\nleak:libmca\n' >"$T/lsan.supp"
+export LSAN_OPTIONS="suppressions=$T/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# the fake nodes share this host's hardware: one fixture topology for all;
+# TMPDIR (newtmp) keeps each node's run dir (par3drun-<job>.<node rank>)
+# in $T
+export PAR3DRUN P3D_TOPOLOGY=${TOPOS[0]}
+cd "$T" || exit 1
+cat >"$T/worker.sh" <<'W'
+#!/bin/sh
+echo "rank=$RANK node=$NODE_RANK world=$WORLD_SIZE"
+W
+chmod +x "$T/worker.sh"
+
+# wait_job ID SECONDS: polls squeue until the job left the queue; prints
+# "STATE EXITCODE" from scontrol (accounting is off)
+wait_job() {
+  local id=$1 end=$(($(date +%s) + $2)) st
+  while [ "$(date +%s)" -lt "$end" ]; do
+    st=$(squeue -h -j "$id" -o %T 2>/dev/null)
+    [ -z "$st" ] && break
+    case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
+    sleep 0.2
+  done
+  scontrol show job -o "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\) .*ExitCode=\([0-9:]*\).*/\1 \2/p'
+}
+# same_placement DIR N WHAT: DIR (the step's TMPDIR) holds one run dir
+# par3drun-<job>.<node rank> per node, and their placement.json are the
+# same bytes
+same_placement() {
+  local d=$1 n=$2 s0 i f
+  f=$(ls "$d"/par3drun-*.0/placement.json 2>/dev/null | head -1)
+  [ -n "$f" ] || { bad "$3: no placement.json for node 0 in $d"; return; }
+  s0=$(md5sum <"$f")
+  for i in $(seq 1 $((n - 1))); do
+    [ "$(cat "$d"/par3drun-*."$i"/placement.json 2>/dev/null | md5sum)" = "$s0" ] ||
+      bad "$3: placement.json of node $i differs from node 0's (or is missing)"
+  done
+}
+# fresh TMPDIR for each step: only its run dirs in it
+newtmp() { export TMPDIR=$T/tmp.$1; mkdir -p "$TMPDIR"; }
+
+# ---- 1. sbatch examples/slurm/dry-run-in-allocation.sbatch ------------------
+printf '{"nodes":[{"name":"n[1-4]","topology":"%s","rack":"r1"}]}\n' "${TOPOS[0]}" >"$T/cluster.json"
+printf 'SwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\nSwitchName=top Switches=s[1-2]\n' >"$T/topology.conf"
+id=$(CLUSTER=$T/cluster.json TOPO_CONF=$T/topology.conf sbatch --parsable -o "$T/dry.out" "$EX/dry-run-in-allocation.sbatch")
+r=$(wait_job "$id" 30)
+[ "$r" = "COMPLETED 0:0" ] || { bad "dry-run sbatch: $r"; sed 's/^/  /' "$T/dry.out"; }
+grep -q 'world 32 on 32 GPUs of 4 nodes, 2 racks' "$T/dry.out" || { bad "dry-run: no 4-node/2-rack mesh line"; head -5 "$T/dry.out"; }
+
+# ---- 2. sbatch examples/slurm/four-nodes-pmix.sbatch -----------------------------
+newtmp pmix4
+id=$(TOPO_CONF=$T/topology.conf P3D_PROGRAM=$T/worker.sh P3D_ARGS="--tp 8 --pp 4 --grace 1" \
+  sbatch --parsable -o "$T/pmix4.out" "$EX/four-nodes-pmix.sbatch")
+r=$(wait_job "$id" 60)
+[ "$r" = "COMPLETED 0:0" ] || { bad "four-nodes-pmix sbatch: $r"; sed 's/^/  /' "$T/pmix4.out"; }
+[ "$(grep -o 'rank=[0-9]*' "$T/pmix4.out" | sort -u | wc -l)" = 32 ] || bad "four-nodes-pmix: not 32 distinct ranks"
+same_placement "$TMPDIR" 4 "four-nodes-pmix sbatch"
+
+# ---- 2b. sbatch examples/slurm/single-node.sbatch: no rendezvous, 8 ranks ---------
+newtmp one
+id=$(P3D_PROGRAM=$T/worker.sh sbatch --parsable -o "$T/one.out" "$EX/single-node.sbatch")
+r=$(wait_job "$id" 60)
+[ "$r" = "COMPLETED 0:0" ] || { bad "single-node sbatch: $r"; sed 's/^/  /' "$T/one.out"; }
+[ "$(grep -o 'rank=[0-9]* node=0 world=8' "$T/one.out" | sort -u | wc -l)" = 8 ] ||
+  { bad "single-node: not 8 ranks on node 0 of world 8"; head -5 "$T/one.out"; }
+
+# ---- 3. srun --mpi=pmix and plain srun: same placement on every node ---------------
+for mode in pmix plain; do
+  mpi=(); [ $mode = pmix ] && mpi=(--mpi=pmix)
+  newtmp "$mode"
+  timeout 60 srun -N4 --ntasks-per-node=1 "${mpi[@]}" -J "p3d-$mode" "$PAR3DRUN" --topology "$P3D_TOPOLOGY" \
+    --tp 8 --verbose -- "$T/worker.sh" >"$T/$mode.out" 2>"$T/$mode.err"; rc=$?
+  [ "$rc" = 0 ] || { bad "srun $mode: exit $rc"; tail -5 "$T/$mode.err" | sed 's/^/  /'; }
+  [ "$(grep -o 'rank=[0-9]*' "$T/$mode.out" | sort -u | wc -l)" = 32 ] || bad "srun $mode: not 32 distinct ranks"
+  grep -q "rendezvous ($([ $mode = pmix ] && echo pmix || echo slurm))" "$T/$mode.err" ||
+    bad "srun $mode: not the $mode backend: $(grep rendezvous "$T/$mode.err" | head -1)"
+  same_placement "$TMPDIR" 4 "srun $mode"
+done
+
+# ---- 4. a rank crash on node 2 ends all four, one exit code ---------------------------
+newtmp crash
+t0=$(now_ms)
+timeout 60 srun -N4 --ntasks-per-node=1 -J p3d-crash "$PAR3DRUN" --topology "$P3D_TOPOLOGY" --tp 8 --grace 1 -- \
+  sh -c 'if [ "$RANK" = 17 ]; then sleep 0.5; echo "rank 17 fails on purpose" >&2; exit 3; fi; exec sleep 60' \
+  >"$T/crash.out" 2>"$T/crash.err"; rc=$?
+t1=$(now_ms)
+[ "$rc" = 3 ] || { bad "crash: srun exit $rc, want 3"; tail -5 "$T/crash.err" | sed 's/^/  /'; }
+[ $((t1 - t0)) -lt 9000 ] || bad "crash: took $((t1 - t0)) ms (grace 1 s + 5 s + srun start)"
+n=$(grep -c 'root cause: rank 17' "$T/crash.err")
+[ "$n" = 1 ] || { bad "crash: root cause printed $n times"; sed 's/^/  /' "$T/crash.err"; }
+# every task (agent) exited with 3: srun names any that did not
+if grep -E 'task [0-3]: Exited with exit code [^3]' "$T/crash.err"; then bad "crash: an agent exited differently"; fi
+echo "srun crash on node 2: all four ended in $((t1 - t0)) ms with exit $rc"
+
+[ "$fail" = 0 ] && echo "PASS multinode_slurm"
+exit "$fail"
