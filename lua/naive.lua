@@ -4,14 +4,15 @@
 -- compares its policy against this baseline.
 
 function place(cluster, job)
-  local mesh = par3d.mesh(job)
+  local world = par3d.mesh(job).world
   local result, rank = {}, 0
+  -- {rank, node, gpu} only: coordinates are optional in a result (par3drun
+  -- derives them from the rank), and at 100k+ ranks three fields instead
+  -- of eight make each entry a smaller table
   for i, node in ipairs(cluster.nodes) do
     for gpu = 0, node.ngpus - 1 do
-      if rank >= mesh.world then return result end
-      local e = mesh:coords(rank)
-      e.rank, e.node, e.gpu = rank, i, gpu
-      result[rank + 1] = e
+      if rank >= world then return result end
+      result[rank + 1] = {rank = rank, node = i, gpu = gpu}
       rank = rank + 1
     end
   end

@@ -226,67 +226,120 @@ end
 -- tier 1 alone has enough, GPUs a unit cannot use well are left idle.
 ---------------------------------------------------------------------------
 
+-- Plain copies of the NVLink domain lists of a node, made once per distinct
+-- `domains` table: nodes of one topology share theirs (docs/policies.md), so
+-- a 16,384-node cluster of one machine type copies one list, and the loops
+-- below read plain tables instead of going through read-only proxies.
+-- Returns lists, lens (#gpus of each domain, as the proxy's # reports it).
+local function domain_lists(cache, domains)
+  local d = cache[domains]
+  if not d then
+    local lists, lens = {}, {}
+    for k, gpus in ipairs(domains) do
+      local l = {}
+      for j, g in ipairs(gpus) do l[j] = g end
+      lists[k], lens[k] = l, #gpus
+    end
+    d = {lists, lens}
+    cache[domains] = d
+  end
+  return d[1], d[2]
+end
+
+-- The block (index into bstart, ascending first slots) that holds slot p.
+local function block_of(bstart, nblk, p)
+  local lo, hi = 1, nblk
+  while lo < hi do
+    local mid = (lo + hi + 1) // 2
+    if bstart[mid] <= p then lo = mid else hi = mid - 1 end
+  end
+  return lo
+end
+
 function par3d.units(cluster, seq, size, need, notes)
   local nodes = cluster.nodes
-  local sn, sg, sblk, snode = {}, {}, {}, {} -- per slot: node, gpu, block id, node position
-  local nslots, nblk = 0, 0
+  -- Slots are the GPUs in walking order: sn, sg = node, gpu of each. Blocks
+  -- (NVLink domains) and node positions in seq are runs of slots: block b
+  -- holds slots bstart[b] .. bstart[b+1]-1, position k pstart[k] .. pstart[k+1]-1.
+  local sn, sg = {}, {}
+  local bstart, bbig, pstart = {}, {}, {}
+  local nslots, nblk, npos = 0, 0, 0
   local largest_local = 0
-  for _, i in ipairs(seq) do
-    for _, gpus in ipairs(nodes[i].domains) do
-      if #gpus > largest_local then largest_local = #gpus end
+  local cache, dl, mnof = {}, {}, {} -- per node position: domain lists, multi-node domain
+  for pos, i in ipairs(seq) do
+    local nd = nodes[i]
+    local lists, lens = domain_lists(cache, nd.domains)
+    dl[pos], mnof[pos] = lists, nd.nvlink_domain_index or false
+    for k = 1, #lens do
+      if lens[k] > largest_local then largest_local = lens[k] end
     end
   end
   local prev_mn = nil
   local spans_nodes = 0
   for pos, i in ipairs(seq) do
-    local nd = nodes[i]
-    local mn = nd.nvlink_domain_index
+    npos = pos
+    pstart[pos] = nslots + 1
+    local mn = mnof[pos] or nil
     -- a multi-node domain is one block only when the unit does not fit
     -- inside a node's own domain: prefer keeping a unit on one node
     local big = mn and size > largest_local
-    if big and mn ~= prev_mn then nblk = nblk + 1 end
-    for _, gpus in ipairs(nd.domains) do
-      if not big then nblk = nblk + 1 end
-      for _, g in ipairs(gpus) do
+    if big and mn ~= prev_mn then
+      nblk = nblk + 1
+      bstart[nblk], bbig[nblk] = nslots + 1, true
+    end
+    local lists = dl[pos]
+    for k = 1, #lists do
+      if not big then
+        nblk = nblk + 1
+        bstart[nblk], bbig[nblk] = nslots + 1, false
+      end
+      local gpus = lists[k]
+      for j = 1, #gpus do
         nslots = nslots + 1
-        sn[nslots], sg[nslots], sblk[nslots], snode[nslots] = i, g, nblk, pos
+        sn[nslots], sg[nslots] = i, gpus[j]
       end
     end
     prev_mn = big and mn or nil
   end
+  bstart[nblk + 1], pstart[npos + 1] = nslots + 1, nslots + 1
 
-  local used = {}
-  local units = {} -- list of {first slot, slots...} built per tier
+  -- Units: ufirst[u] is the first slot of unit u; a tier-1 unit owns the
+  -- slots ufirst[u] .. ufirst[u]+size-1, any other one lists its slots in
+  -- ulist[u] (nil for tier 1, which is all of them on regular clusters).
+  local ufirst, ulist = {}, {}
   local count = 0
-  -- tier 1: whole units inside each block
-  local a = 1
-  while a <= nslots do
-    local b = a
-    while b < nslots and sblk[b + 1] == sblk[a] do b = b + 1 end
-    local k = (b - a + 1) // size
+  -- tier 1: whole units inside each block; only a multi-node block's units
+  -- can span nodes (qa, qb: the node positions of a unit's ends, advancing)
+  local qa, qb = 1, 1
+  for blk = 1, nblk do
+    local a = bstart[blk]
+    local k = (bstart[blk + 1] - a) // size
     for u = 0, k - 1 do
-      local s = {}
-      for t = 1, size do
-        local p = a + u * size + t - 1
-        s[t] = p
-        used[p] = true
-      end
+      local f = a + u * size
       count = count + 1
-      units[count] = s
-      if snode[s[1]] ~= snode[s[size]] then spans_nodes = spans_nodes + 1 end
+      ufirst[count] = f
+      if bbig[blk] then
+        while pstart[qa + 1] <= f do qa = qa + 1 end
+        while pstart[qb + 1] <= f + size - 1 do qb = qb + 1 end
+        if qa ~= qb then spans_nodes = spans_nodes + 1 end
+      end
     end
-    a = b + 1
   end
-  local tier1 = count
+  local used
+  if count < need then
+    used = {}
+    for u = 1, count do
+      local f = ufirst[u]
+      for p = f, f + size - 1 do used[p] = true end
+    end
+  end
   -- tier 2: what is left of each node, across its domains
   local tier2 = 0
   if count < need then
-    a = 1
-    while a <= nslots and count < need do
-      local b = a
-      while b < nslots and snode[b + 1] == snode[a] do b = b + 1 end
+    for pos = 1, npos do
+      if count >= need then break end
       local free = {}
-      for p = a, b do
+      for p = pstart[pos], pstart[pos + 1] - 1 do
         if not used[p] then free[#free + 1] = p end
       end
       for u = 0, #free // size - 1 do
@@ -298,9 +351,8 @@ function par3d.units(cluster, seq, size, need, notes)
         end
         count = count + 1
         tier2 = tier2 + 1
-        units[count] = s
+        ufirst[count], ulist[count] = s[1], s
       end
-      a = b + 1
     end
   end
   -- tier 3: the rest, in walking order, across nodes
@@ -316,29 +368,55 @@ function par3d.units(cluster, seq, size, need, notes)
       for t = 1, size do s[t] = free[u * size + t] end
       count = count + 1
       tier3 = tier3 + 1
-      units[count] = s
+      ufirst[count], ulist[count] = s[1], s
     end
   end
   if count < need then
     error(string.format("only %d GPUs for %d units of %d", nslots, need, size), 2)
   end
   if tier2 + tier3 > 0 then
-    table.sort(units, function(x, y) return x[1] < y[1] end)
+    -- units in slot order of their first slot (all distinct: no ties)
+    local idx = {}
+    for u = 1, count do idx[u] = u end
+    table.sort(idx, function(x, y) return ufirst[x] < ufirst[y] end)
+    local f2, l2 = {}, {}
+    for u = 1, count do
+      f2[u], l2[u] = ufirst[idx[u]], ulist[idx[u]]
+    end
+    ufirst, ulist = f2, l2
   end
 
-  local U = {n = count, size = size, node = {}, gpu = {}, rack = {}, tier = {}}
+  local Unode, Ugpu, Urack, Utier = {}, {}, {}, {}
+  local U = {n = count, size = size, node = Unode, gpu = Ugpu, rack = Urack, tier = Utier}
+  local rackof = {} -- per node number, looked up once
+  local o = 0
   for u = 1, count do
-    local s = units[u]
-    local same_blk, same_node = true, true
-    for t = 1, size do
-      local p = s[t]
-      U.node[(u - 1) * size + t] = sn[p]
-      U.gpu[(u - 1) * size + t] = sg[p]
-      if sblk[p] ~= sblk[s[1]] then same_blk = false end
-      if sn[p] ~= sn[s[1]] then same_node = false end
+    local s, f = ulist[u], ufirst[u]
+    if not s then
+      for p = f, f + size - 1 do
+        o = o + 1
+        Unode[o], Ugpu[o] = sn[p], sg[p]
+      end
+      Utier[u] = 1
+    else
+      local same_blk, same_node = true, true
+      local b1 = block_of(bstart, nblk, f)
+      for t = 1, size do
+        local p = s[t]
+        Unode[o + t], Ugpu[o + t] = sn[p], sg[p]
+        if same_blk and block_of(bstart, nblk, p) ~= b1 then same_blk = false end
+        if sn[p] ~= sn[f] then same_node = false end
+      end
+      o = o + size
+      Utier[u] = same_blk and 1 or (same_node and 2 or 3)
     end
-    U.rack[u] = nodes[sn[s[1]]].rack_index
-    U.tier[u] = same_blk and 1 or (same_node and 2 or 3)
+    local ni = sn[f]
+    local r = rackof[ni]
+    if not r then
+      r = nodes[ni].rack_index
+      rackof[ni] = r
+    end
+    Urack[u] = r
   end
   if notes then
     if spans_nodes > 0 then
@@ -447,22 +525,14 @@ function par3d.place_nested(cluster, job)
   local order = par3d.pack(U, per, dp, notes, pp > 1 and "pipeline" or "replica")
   local nodeof, gpuof = U.node, U.gpu
   local stp, scp, sep, sdp, spp = st.tp, st.cp, st.ep, st.dp, st.pp
+  -- Filled in rank order, so res stays a plain array (filling it in walk
+  -- order would scatter the keys into its hash part first).
   local res = {}
-  for p = 0, dp - 1 do
-    for s = 0, pp - 1 do
-      for e = 0, ep - 1 do
-        for c = 0, cp - 1 do
-          local u = order[p * per + s * inner + e * cp + c + 1]
-          local base = (u - 1) * tp
-          local r0 = c * scp + e * sep + p * sdp + s * spp
-          for t = 0, tp - 1 do
-            local rank = r0 + t * stp
-            res[rank + 1] = {rank = rank, node = nodeof[base + t + 1], gpu = gpuof[base + t + 1],
-                             tp = t, cp = c, ep = e, dp = p, pp = s}
-          end
-        end
-      end
-    end
+  for rank = 0, m.world - 1 do
+    local t, c, e = (rank // stp) % tp, (rank // scp) % cp, (rank // sep) % ep
+    local p, s = (rank // sdp) % dp, (rank // spp) % pp
+    local k = (order[p * per + s * inner + e * cp + c + 1] - 1) * tp + t + 1
+    res[rank + 1] = {rank = rank, node = nodeof[k], gpu = gpuof[k], tp = t, cp = c, ep = e, dp = p, pp = s}
   end
   if res[1].node ~= 1 then
     local why
