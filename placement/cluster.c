@@ -103,7 +103,9 @@ int p3d_read_small_file(const char *path, const char *what, size_t cap,
     struct stat st;
     *buf = NULL;
     *len = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO (or a device) must fail the S_ISREG check below,
+     * not block in open() waiting for a writer */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         p3d_err(err, "%s: cannot open %s: %s", path, what, strerror(errno));
         goto out;

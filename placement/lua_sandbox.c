@@ -17,6 +17,7 @@
  * 100M-instruction policy, fine-grained enough to stop a loop promptly. */
 #define HOOK_STEP 10000
 #define PRINT_CAP (64 * 1024)
+#define ALLOC_BYTES_PER_INSTR 2
 
 struct p3d_sandbox {
     lua_State *L;
@@ -27,6 +28,8 @@ struct p3d_sandbox {
     size_t printed;           /* bytes print() wrote to stderr */
     char name[256];           /* chunk name of the last load, for messages */
 };
+
+static void count_hook(lua_State *L, lua_Debug *ar);
 
 static p3d_sandbox *sandbox_of(lua_State *L)
 {
@@ -56,6 +59,19 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     sb->used = sb->used - osize + nsize;
     if (sb->used > sb->peak)
         sb->peak = sb->used;
+    /* Allocation is work the count hook cannot see: a loop of
+     * ("x"):rep(1 << 24) spends 16 MiB of memset per few instructions and
+     * would run for hours inside the budget. Charging one instruction per
+     * ALLOC_BYTES_PER_INSTR bytes makes the budget bound time again; the
+     * hook notices at its next step. */
+    if (nsize > osize && !sb->killed) {
+        sb->instr += (nsize - osize) / ALLOC_BYTES_PER_INSTR;
+        /* the hook runs every HOOK_STEP instructions, thousands of 16 MiB
+         * blocks away: make it run on the next one (lua_sethook is safe
+         * anywhere, even in a signal handler) */
+        if (sb->instr > sb->budget && sb->L)
+            lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+    }
     return p;
 }
 
@@ -218,6 +234,117 @@ static const luaL_Reg allowed_libs[] = {
 /* Names removed from base after opening it. */
 static const char *const removed_globals[] = {"dofile", "loadfile", NULL};
 
+/* Lua patterns backtrack inside one C call, where the count hook cannot
+ * reach: ("a"):rep(3000):find(".-.-.-.-b") runs for hours on a single
+ * instruction. So string.find/match/gmatch/gsub first bound the worst case:
+ * with q quantifiers (* + -) a match attempt can try about n^q splits of an
+ * n-byte subject, times n start positions when the pattern is not anchored
+ * with ^. Above PATTERN_WORK_MAX (a few seconds of matching) the call fails
+ * with a message instead of hanging the launcher (docs/limits.md). Plain
+ * finds (find's 4th argument) and patterns without quantifiers are linear. */
+#define PATTERN_WORK_MAX 4e9
+
+static int pattern_quantifiers(const char *p, size_t len)
+{
+    int q = 0;
+    size_t i = 0;
+    while (i < len) {
+        /* one single-char class: %x, [set], or a plain char */
+        if (p[i] == '%') {
+            if (i + 1 < len && (p[i + 1] == 'b')) {
+                i += 4; /* %bxy matches balanced text, no quantifier after */
+                continue;
+            }
+            if (i + 1 < len && p[i + 1] == 'f') {
+                i += 2; /* %f[set]: a frontier, the set follows */
+                if (i < len && p[i] == '[') {
+                    i++;
+                    if (i < len && p[i] == '^')
+                        i++;
+                    if (i < len)
+                        i++; /* a leading ] belongs to the set */
+                    while (i < len && p[i] != ']')
+                        i += p[i] == '%' ? 2 : 1;
+                    i++;
+                }
+                continue;
+            }
+            i += 2;
+        } else if (p[i] == '[') {
+            i++;
+            if (i < len && p[i] == '^')
+                i++;
+            if (i < len)
+                i++;
+            while (i < len && p[i] != ']')
+                i += p[i] == '%' ? 2 : 1;
+            i++;
+        } else {
+            i++;
+        }
+        if (i < len && (p[i] == '*' || p[i] == '+' || p[i] == '-')) {
+            q++;
+            i++;
+        } else if (i < len && p[i] == '?') {
+            i++;
+        }
+    }
+    return q;
+}
+
+static int pattern_guard(lua_State *L, int plain_arg)
+{
+    size_t n, plen;
+    const char *s = luaL_checklstring(L, 1, &n);
+    const char *p = luaL_checklstring(L, 2, &plen);
+    (void)s;
+    if (plain_arg && lua_toboolean(L, plain_arg))
+        return 0;
+    int anchored = plen > 0 && p[0] == '^';
+    int q = pattern_quantifiers(p, plen);
+    double work = anchored ? 1.0 : (double)n + 1;
+    for (int k = 0; k < q && work <= PATTERN_WORK_MAX; k++)
+        work *= (double)n + 1;
+    if (q > 0 && work > PATTERN_WORK_MAX) {
+        char msg[320]; /* lua_pushfstring knows no %zu or precisions */
+        snprintf(msg, sizeof msg,
+                 "pattern '%.40s' with %d repetition%s over a %zu-byte string could backtrack for "
+                 "hours (limit: %.0e steps); anchor it with ^, use fewer of * + -, or split the "
+                 "string first",
+                 p, q, q == 1 ? "" : "s", n, PATTERN_WORK_MAX);
+        return luaL_error(L, "%s", msg);
+    }
+    return 0;
+}
+
+/* upvalue 1: the original string function; upvalue 2: index of find's
+ * "plain" argument (0 when the function has none) */
+static int sb_pattern_call(lua_State *L)
+{
+    pattern_guard(L, (int)lua_tointeger(L, lua_upvalueindex(2)));
+    int n = lua_gettop(L);
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, n, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void guard_patterns(lua_State *L)
+{
+    static const struct {
+        const char *name;
+        int plain_arg;
+    } fns[] = {{"find", 4}, {"match", 0}, {"gmatch", 0}, {"gsub", 0}};
+    lua_getglobal(L, "string");
+    for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
+        lua_getfield(L, -1, fns[i].name);
+        lua_pushinteger(L, fns[i].plain_arg);
+        lua_pushcclosure(L, sb_pattern_call, 2);
+        lua_setfield(L, -2, fns[i].name);
+    }
+    lua_pop(L, 1);
+}
+
 static const luaL_Reg replaced_globals[] = {
     {"load", sb_load},       {"collectgarbage", sb_collectgarbage}, {"print", sb_print},
     {"xpcall", sb_xpcall},   {"setmetatable", sb_setmetatable},     {NULL, NULL}};
@@ -237,6 +364,7 @@ static int setup(lua_State *L)
     }
     luaL_setfuncs(L, replaced_globals, 0);
     lua_pop(L, 1);
+    guard_patterns(L);
     return 0;
 }
 

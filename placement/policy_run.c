@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +53,15 @@ int p3d_read_file(const char *path, size_t max, char **buf, size_t *len, char **
     int rc = -1;
     char *b = NULL;
     struct stat st;
-    FILE *f = fopen(path, "rb");
+    /* O_NONBLOCK: a FIFO must fail the S_ISREG check, not block in open() */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     *buf = NULL;
-    if (!f)
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
         return p3d_err(err, "%s: cannot open: %s", path, strerror(errno));
+    }
     if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
         p3d_err(err, "%s: not a regular file", path);
         goto out;

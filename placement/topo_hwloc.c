@@ -586,14 +586,49 @@ out:
     return rc;
 }
 
+/* hwloc builds every object a synthetic description asks for: "pack:1000
+ * core:1000 pu:1000" is a billion PUs and hours of work (a cluster file can
+ * name one). hwloc's parser is lenient ("pack: 0010core:1000" is pack:10
+ * core:1000), so rather than parse levels this multiplies every run of
+ * digits outside parentheses (attributes): never less than the real count,
+ * at most a small factor more (the 3 of "l3"). */
+#define SYNTHETIC_MAX_PUS (1u << 20)
+
+static int synthetic_too_big(const char *desc, double *total)
+{
+    double prod = 1;
+    int depth = 0;
+    for (const char *p = desc; *p; p++) {
+        if (*p == '(')
+            depth++;
+        else if (*p == ')' && depth > 0)
+            depth--;
+        else if (depth == 0 && *p >= '0' && *p <= '9') {
+            double v = 0;
+            for (; *p >= '0' && *p <= '9'; p++)
+                v = v * 10 + (*p - '0');
+            prod *= v;
+            p--;
+        }
+    }
+    *total = prod;
+    return prod > SYNTHETIC_MAX_PUS;
+}
+
 int p3d_topo_hwloc_synthetic(const char *desc, p3d_node **out, char **err)
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
     char *src = NULL;
+    double total = 0;
     if (asprintf(&src, "synthetic:%s", desc) < 0) {
         src = NULL;
         p3d_err(err, "out of memory");
+        goto out;
+    }
+    if (synthetic_too_big(desc, &total)) {
+        p3d_err(err, "%s: describes %.0f PUs; at most %u (docs/limits.md)", src, total,
+                SYNTHETIC_MAX_PUS);
         goto out;
     }
     if (topo_init(&t, err) < 0)

@@ -1,0 +1,3 @@
+function place(cluster, job)
+  error("deliberate failure in the policy")
+end

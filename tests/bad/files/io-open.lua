@@ -1,0 +1,4 @@
+function place(cluster, job)
+  local f = io.open("/etc/passwd")
+  return {}
+end

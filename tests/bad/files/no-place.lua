@@ -1,0 +1,3 @@
+function plaec(cluster, job)
+  return {}
+end

@@ -1,0 +1,2 @@
+local x = require("os")
+function place(cluster, job) return {} end

@@ -1,0 +1,46 @@
+/*
+ * fuzz_topofiles.h — a private data directory for the cluster targets:
+ * <tmp>/data/examples/topologies/ holds the bundled topology NAMES, but with
+ * `nvidia-smi topo -m` texts inside (the loader detects the format by
+ * content). Cluster files then resolve "dgx-h100.xml" etc. without hwloc's
+ * XML child probe, so one input costs no fork. The texts are the real
+ * fixtures of tests/fixtures/realdata/topo/.
+ */
+#ifndef P3D_FUZZ_TOPOFILES_H
+#define P3D_FUZZ_TOPOFILES_H
+
+#include "fuzz_common.h"
+
+static inline void fz_topo_dir(void)
+{
+    static const char *const map[][2] = {
+        {"dgx-a100.xml", "tests/fixtures/realdata/topo/dgx-a100_12nic.txt"},
+        {"dgx-h100.xml", "tests/fixtures/realdata/topo/dgx-a100_12nic.txt"},
+        {"gb200-tray.xml", "tests/fixtures/realdata/topo/a6000x8_nvlink-bridge-pairs_pytorch79299.txt"},
+        {"pcie8-nvlink-pairs.xml", "tests/fixtures/realdata/topo/a6000x8_nvlink-bridge-pairs_pytorch79299.txt"},
+        {"dgx1-v100.xml", "tests/fixtures/realdata/topo/dgx1-v100_4nic.txt"},
+        {"pcie4.xml", "tests/fixtures/realdata/topo/rtx4090x8_pcie-only_2nic_go-gpuallocator17.txt"},
+        {"a.txt", "tests/fixtures/realdata/topo/dgx1_topo-mp_pcie-only.txt"},
+    };
+    char p[1024];
+    snprintf(p, sizeof p, "%s/data", fz_tmpdir());
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/data/examples", fz_tmpdir());
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/data/examples/topologies", fz_tmpdir());
+    mkdir(p, 0700);
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++) {
+        size_t len;
+        char *t = fz_slurp_src(map[i][1], &len);
+        snprintf(p, sizeof p, "%s/data/examples/topologies/%s", fz_tmpdir(), map[i][0]);
+        fz_write(p, t, len);
+        /* also next to the cluster file, for relative names */
+        snprintf(p, sizeof p, "%s/%s", fz_tmpdir(), map[i][0]);
+        fz_write(p, t, len);
+        free(t);
+    }
+    snprintf(p, sizeof p, "%s/data", fz_tmpdir());
+    setenv("P3D_DATA_DIR", p, 1);
+}
+
+#endif
