@@ -45,7 +45,7 @@ static const opt_row rows[] = {
     {"help", T_FLAG, OFF(help), 0, NOB, C_ALL, NULL, "show this help and exit"},
     {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
     {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
-    {"dry-run", T_FLAG, 0, 0, NOB, C_ALL, NULL, "place, check and report; start nothing"},
+    {"dry-run", T_FLAG, 0, 0, NOB, C_PLACE, NULL, "place, check and report; start nothing"},
     /* inputs */
     {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
      "this node's topology: local, an hwloc XML, an nvidia-smi topo -m text, or synthetic:STRING"},
@@ -215,7 +215,7 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
 int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
 {
     opts_defaults(o);
-    int dry = 0, i = 1;
+    int dry = 0, i = 1, topology_given = 0;
     const opt_row *seen_rows[NROWS + 1];
     size_t nseen = 0;
 
@@ -271,10 +271,19 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         } else {
             return p3d_err(err, "--%s: expected %s after it", r->name, r->metavar);
         }
+        /* A second value would silently replace the first: refuse it
+         * (list options are the repeatable ones). Agents get the job's
+         * options plus their own, so they are left alone. */
+        if (r->type != T_STRV && o->cmd != P3D_CMD_AGENT)
+            for (size_t k = 0; k < nseen; k++)
+                if (seen_rows[k] == r)
+                    return p3d_err(err, "--%s given twice", r->name);
         if (set_value(o, r, val, err) < 0)
             return -1;
         if (nseen < NROWS)
             seen_rows[nseen++] = r;
+        if (r->off == OFF(topology) && r->type == T_STR)
+            topology_given = 1;
     }
     if (dry) {
         if (o->cmd != P3D_CMD_LAUNCH)
@@ -290,6 +299,11 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                                cmd_name(o->cmd),
                                o->cmd == P3D_CMD_TOPO ? "topo " : o->cmd == P3D_CMD_PLAN ? "plan " : "");
     }
+    /* Not an error (a wrapper script may always pass --topology), but the
+     * user should know which input counts. */
+    if (topology_given && o->cluster && o->cmd != P3D_CMD_AGENT)
+        fprintf(stderr, "par3drun: warning: --topology is ignored with --cluster (each node's topology comes "
+                        "from the cluster file)\n");
     if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
         return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
     if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
@@ -363,19 +377,32 @@ char *p3d_cli_help(p3d_cmd cmd)
                "  srun --ntasks-per-node=1 --mpi=pmix par3drun --policy megatron -- ./train.py\n\n",
                P3D_VERSION);
     }
+    /* A group's header is printed with its first row that applies to this
+     * command, so a command never shows an empty group. */
     size_t g = 0;
+    const char *pending = NULL;
+    int printed = 0;
     for (size_t i = 0; i < NROWS; i++) {
         const opt_row *r = &rows[i];
         if (g < sizeof help_groups / sizeof help_groups[0] && strcmp(help_groups[g].first, r->name) == 0)
-            append(&b, &len, &cap, "%s%s:\n", i ? "\n" : "", help_groups[g++].title);
+            pending = help_groups[g++].title;
         if (!(r->cmds & (1u << cmd)) && !(cmd == P3D_CMD_LAUNCH && (r->cmds & C_DRY)))
             continue;
+        if (pending) {
+            append(&b, &len, &cap, "%s%s:\n", printed ? "\n" : "", pending);
+            pending = NULL;
+            printed = 1;
+        }
         char left[64];
         if (r->metavar)
             snprintf(left, sizeof left, "--%s %s", r->name, r->metavar);
         else
             snprintf(left, sizeof left, "--%s", r->name);
-        append(&b, &len, &cap, "  %-28s %s\n", left, r->help);
+        const char *help = r->help;
+        /* topo and plan write text or json only (cmd_topo.c, cmd_plan.c) */
+        if (r->off == OFF(format) && (cmd == P3D_CMD_TOPO || cmd == P3D_CMD_PLAN))
+            help = "report format: text or json";
+        append(&b, &len, &cap, "  %-28s %s\n", left, help);
     }
     append(&b, &len, &cap,
            "\nExit codes: 0 ok; 2 bad input or a placement that fails an error-level check;\n"

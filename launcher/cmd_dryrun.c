@@ -42,8 +42,10 @@ int p3d_cmd_dryrun(const p3d_opts *o)
         fn = p3d_report_svg;
     else if (!strcmp(fmt, "html"))
         fn = p3d_report_html;
-    else
-        return p3d_fail_input(strdup("--format: expected text, json, svg or html"));
+    else {
+        p3d_err(&err, "--format: expected text, json, svg or html, got '%s'", fmt);
+        return p3d_fail_input(err);
+    }
     if (p3d_place(o, &r, &err) < 0)
         return p3d_fail_input(err);
     if (o->verbose && r.base_err)

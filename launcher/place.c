@@ -49,12 +49,15 @@ static int load_cluster(const p3d_opts *o, p3d_cluster **out, char **err)
         if (p3d_cluster_load(o->cluster, &c, err) < 0)
             goto out;
         const char *alloc = getenv("SLURM_JOB_NODELIST");
+        size_t listed = c->nnodes;
         if (alloc && *alloc && p3d_cluster_restrict(c, alloc, &e) < 0) {
             p3d_err(err, "SLURM_JOB_NODELIST '%s' against %s: %s (unset SLURM_JOB_NODELIST to place on the "
                          "whole cluster file)",
                     alloc, o->cluster, e ? e : "no match");
             goto out;
         }
+        if (alloc && *alloc) /* the report says only these nodes were used */
+            c->nnodes_file = listed;
     } else {
         p3d_node *n = NULL;
         if (p3d_topo_load(o->topology ? o->topology : "local", &n, err) < 0)
@@ -98,6 +101,12 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     out->cluster = cluster;
     if (p3d_cli_job(o, &out->job, err) < 0)
         goto out;
+    /* p3d_job_resolve_dp's own message points at the local machine */
+    if (o->cluster && p3d_cluster_gpus(out->cluster) == 0) {
+        p3d_err(err, "%s: the cluster has no GPUs: give --nproc-per-node N to run N CPU ranks per node",
+                o->cluster);
+        goto out;
+    }
     if (p3d_job_resolve_dp(&out->job, p3d_cluster_gpus(out->cluster), err) < 0)
         goto out;
     t1 = now();

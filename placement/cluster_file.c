@@ -186,7 +186,10 @@ static char *bundled_list(const char *dir)
         return strdup("none installed");
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
+        /* only topology files: READMEs and the like are not a choice */
+        size_t nl = strlen(e->d_name);
+        if (e->d_name[0] == '.' ||
+            !(nl > 4 && (!strcmp(e->d_name + nl - 4, ".xml") || !strcmp(e->d_name + nl - 4, ".txt"))))
             continue;
         if (p3d_strv_push(&v, &n, &cap, strdup(e->d_name)) < 0)
             break;

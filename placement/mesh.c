@@ -3,6 +3,7 @@
  * before dimension i in the order string (fastest-varying first). */
 #include "p3d/p3d.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,8 +50,9 @@ int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err)
         if (!*p)
             return p3d_err(err, "--order: '%s' ends with '-'", order);
     }
-    /* Dims left out have size 1 in practice; append them in default order
-     * so the arithmetic stays total. */
+    /* Dims left out must have size 1 (checked by p3d_job_resolve_dp once
+     * every size is known); append them in default order so the arithmetic
+     * stays total. order_str keeps the user's string, as Megatron does. */
     for (int k = 0; k < P3D_NDIMS; k++)
         if (!used[default_order[k]])
             m->order[n++] = default_order[k];
@@ -100,6 +102,35 @@ int p3d_group_members(const p3d_mesh *m, int dim, int r, int *out, int cap)
     return n;
 }
 
+/* Megatron's RankGenerator refuses an order string that leaves out a
+ * dimension of size > 1; accepting it would report and export (P3D_ORDER)
+ * an order the training script cannot use. Size-1 dims may be left out. */
+static int mesh_check_order(const p3d_mesh *m, char **err)
+{
+    int listed[P3D_NDIMS] = {0};
+    char missing[160] = "";
+    size_t k = 0;
+    for (const char *p = m->order_str; *p;) {
+        const char *dash = strchr(p, '-');
+        size_t len = dash ? (size_t)(dash - p) : strlen(p);
+        for (int d = 0; d < P3D_NDIMS; d++)
+            if (len == 2 && strncmp(p, p3d_dim_name(d), 2) == 0)
+                listed[d] = 1;
+        if (!dash)
+            break;
+        p = dash + 1;
+    }
+    for (int d = 0; d < P3D_NDIMS; d++)
+        if (!listed[d] && m->size[d] > 1 && k < sizeof missing)
+            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "",
+                                  p3d_dim_name(d), m->size[d]);
+    if (k)
+        return p3d_err(err, "--order %s leaves out %s: Megatron requires every dimension of size > 1 in the "
+                            "order string",
+                       m->order_str, missing);
+    return 0;
+}
+
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
 {
     p3d_mesh *m = &job->mesh;
@@ -117,10 +148,10 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
                            gpus, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_EP],
                            m->size[P3D_DIM_PP], gpus);
         m->size[P3D_DIM_DP] = (int)((long long)gpus / other);
-        return 0;
+        return mesh_check_order(m, err);
     }
     long long world = other * m->size[P3D_DIM_DP];
     if (world > (long long)gpus)
         return p3d_err(err, "world size tp*cp*ep*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
-    return 0;
+    return mesh_check_order(m, err);
 }

@@ -9,6 +9,7 @@
  * rank). Same input, same bytes: nothing here depends on time or paths
  * other than those given.
  */
+#include "cost_internal.h"
 #include "report_common.h"
 
 #include <stdio.h>
@@ -99,7 +100,10 @@ static void header(tx *t, const p3d_report_in *in)
     p3d_sb_printf(b, "par3drun dry run: policy %s", pl->policy ? pl->policy : "?");
     sgr(t, "0");
     p3d_sb_printf(b, " (%s), order %s\n", pl->policy_source ? pl->policy_source : "?", m->order_str);
-    if (c->source)
+    if (c->source && c->nnodes_file)
+        p3d_sb_printf(b, "inputs: cluster %s (allocation SLURM_JOB_NODELIST: %zu of its %zu nodes)", c->source,
+                      c->nnodes, c->nnodes_file);
+    else if (c->source)
         p3d_sb_printf(b, "inputs: cluster %s", c->source);
     else
         p3d_sb_printf(b, "inputs: topology %s", c->nnodes && c->nodes[0].topo->source ? c->nodes[0].topo->source : "?");
@@ -434,11 +438,16 @@ static void cost(tx *t, const p3d_report_in *in)
     R("PP time per step", F_TIME, pp_time, -1);
     R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
     R("DP time per step", F_TIME, dp_time, -1);
+    R("DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
     R("pipeline bubble", F_PCT, bubble, -1);
     R("compute time per step", F_TIME, compute_time, -1);
     R("step time", F_TIME, step_time, -1);
     R("MFU", F_PCT, mfu, -1);
 #undef R
+    p3d_sb_printf(b, "  assumed: %s, %.0f TFLOP/s sustained (%s), MFU against %.0f peak\n",
+                  x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
+                  x->peak_tflops);
+    p3d_cost_compare_note(b, x, in->pl->policy ? in->pl->policy : "policy", y, "naive", "  ");
     if (!x->fits)
         p3d_sb_puts(b, "  the model state does NOT fit GPU memory (see MODEL_DOES_NOT_FIT)\n");
 }

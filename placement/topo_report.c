@@ -252,6 +252,36 @@ static void put_wrapped(p3d_sb *b, const char *s, size_t len)
     }
 }
 
+/* ", 2 packages" or ", unknown packages": a count of 0 means the source
+ * does not give it (nvidia-smi text has no CPU inventory); a real node has
+ * at least one of each. */
+static void count_text(p3d_sb *b, int v, const char *one, const char *many)
+{
+    if (v > 0)
+        p3d_sb_printf(b, ", %d %s", v, v == 1 ? one : many);
+    else
+        p3d_sb_printf(b, ", unknown %s", many);
+}
+
+/* The node's name: its hostname, else the source file's name without
+ * directory and extension (an nvidia-smi text names no host). */
+static void node_name(p3d_sb *b, const p3d_node *n)
+{
+    if (n->hostname) {
+        p3d_sb_puts(b, n->hostname);
+        return;
+    }
+    if (!n->source || !*n->source) {
+        p3d_sb_puts(b, "(unnamed)");
+        return;
+    }
+    const char *base = strrchr(n->source, '/');
+    base = base ? base + 1 : n->source;
+    const char *dot = strrchr(base, '.');
+    size_t len = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+    p3d_sb_printf(b, "%.*s", (int)len, base);
+}
+
 char *p3d_topo_text(const p3d_node *n, int color)
 {
     p3d_sb b = {0};
@@ -259,15 +289,18 @@ char *p3d_topo_text(const p3d_node *n, int color)
         return NULL;
     /* the source path has a line of its own: it is the one line that may
      * exceed 100 columns */
-    p3d_sb_printf(&b, "Node %s (hash %s)\nSource: %s (%s)\n",
-                  n->hostname ? n->hostname : "?", n->hash,
+    p3d_sb_puts(&b, "Node ");
+    node_name(&b, n);
+    p3d_sb_printf(&b, " (hash %s)\nSource: %s (%s)\n", n->hash,
                   n->source ? n->source : "?",
                   n->source_kind ? n->source_kind : "?");
-    p3d_sb_printf(&b, "%d GPU%s, %d NIC%s, %d package%s, %d NUMA node%s, "
-                  "%d cores, %d PUs\n", n->ngpus, n->ngpus == 1 ? "" : "s",
-                  n->nnics, n->nnics == 1 ? "" : "s", n->npackages,
-                  n->npackages == 1 ? "" : "s", n->nnuma,
-                  n->nnuma == 1 ? "" : "s", n->ncores, n->npus);
+    p3d_sb_printf(&b, "%d GPU%s, %d NIC%s", n->ngpus, n->ngpus == 1 ? "" : "s",
+                  n->nnics, n->nnics == 1 ? "" : "s");
+    count_text(&b, n->npackages, "package", "packages");
+    count_text(&b, n->nnuma, "NUMA node", "NUMA nodes");
+    count_text(&b, n->ncores, "core", "cores");
+    count_text(&b, n->npus, "PU", "PUs");
+    p3d_sb_puts(&b, "\n");
     if (n->fabric_uuid)
         p3d_sb_printf(&b, "GPU fabric: cluster %s, clique %d\n",
                       n->fabric_uuid, n->fabric_clique);
@@ -320,9 +353,16 @@ char *p3d_topo_json(const p3d_node *n)
     p3d_sb_puts(&b, ",\n  \"source_kind\": ");
     p3d_sb_json_str(&b, n->source_kind);
     p3d_sb_printf(&b, ",\n  \"hash\": \"%s\",\n", n->hash);
-    p3d_sb_printf(&b, "  \"cpu\": {\"packages\": %d, \"numa_nodes\": %d, "
-                  "\"cores\": %d, \"pus\": %d},\n", n->npackages, n->nnuma,
-                  n->ncores, n->npus);
+    /* 0 = the source does not give it (see count_text): null */
+    p3d_sb_puts(&b, "  \"cpu\": {\"packages\": ");
+    json_int_or_null(&b, n->npackages > 0 ? n->npackages : -1);
+    p3d_sb_puts(&b, ", \"numa_nodes\": ");
+    json_int_or_null(&b, n->nnuma > 0 ? n->nnuma : -1);
+    p3d_sb_puts(&b, ", \"cores\": ");
+    json_int_or_null(&b, n->ncores > 0 ? n->ncores : -1);
+    p3d_sb_puts(&b, ", \"pus\": ");
+    json_int_or_null(&b, n->npus > 0 ? n->npus : -1);
+    p3d_sb_puts(&b, "},\n");
     p3d_sb_puts(&b, "  \"gpus\": [");
     for (int i = 0; i < g; i++) {
         const p3d_gpu *gp = &n->gpus[i];

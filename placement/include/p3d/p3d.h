@@ -165,6 +165,8 @@ typedef struct p3d_cluster {
     double link_gbps[P3D_LINK_COUNT]; /* per-direction GB/s per link class */
     char **warnings;        /* things a report must show */
     size_t nwarnings;
+    size_t nnodes_file;     /* nodes in the cluster file when an allocation
+                               (SLURM_JOB_NODELIST) kept only some, else 0 */
 } p3d_cluster;
 
 /* Reads a cluster description JSON; topologies resolve relative to the
@@ -309,6 +311,11 @@ typedef struct p3d_cost {
     double peak_tflops;             /* peak TFLOP/s per GPU the MFU is relative to */
     int seq_parallel;               /* 1: sequence parallelism assumed (tp > 1) */
     double stage_imbalance;         /* slowest stage's work / average stage's (LM head) */
+    const char *gpu_name;           /* GPU the FLOP/s figures are for ("H100", ...; static) */
+    const char *tflops_source;      /* "--tflops", "topology" or "default" (static) */
+    double dp_overlap;              /* seconds of DP all-reduce hidden behind backward */
+    double dp_exposed;              /* dp_time - dp_overlap: what the step waits for */
+    double pp_latency;              /* seconds of per-message latency inside pp_time */
 } p3d_cost;
 
 /* Fills *out; needs job->has_model. link[] gives the worst link class each
@@ -317,7 +324,8 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err);
 
 /* Defaults of the cost model (docs/cost-model.md says where each comes from). */
-#define P3D_DEFAULT_TFLOPS 400.0      /* sustained bf16 TFLOP/s per H100 */
+#define P3D_DEFAULT_TFLOPS 400.0      /* sustained bf16 TFLOP/s per H100 (the sustained
+                                       * default of any GPU is peak x 400/989) */
 #define P3D_PEAK_TFLOPS 989.0         /* H100 SXM dense bf16 peak */
 #define P3D_DEFAULT_GPU_MEM 80e9      /* bytes, when neither topology nor --gpu-mem says */
 
@@ -376,6 +384,7 @@ typedef struct p3d_plan {
     size_t nrows;
     int has_misfit;              /* closest layout that did not fit memory */
     p3d_plan_row misfit;
+    int cluster_is_topology;     /* cluster_source is one node's --topology */
 } p3d_plan;
 
 /* Searches every layout using all of the cluster's GPUs. job needs a model
@@ -387,6 +396,10 @@ void p3d_plan_free(p3d_plan *pl);
 /* Reports of the best `top` layouts with why each wins or loses; caller frees. */
 char *p3d_plan_text(const p3d_plan *pl, int top);
 char *p3d_plan_json(const p3d_plan *pl, int top);
+/* Why no layout was kept (pl->nrows == 0): the memory verdict with the GPU
+ * size when some shape passed the hard rules, else the rules every shape
+ * broke, with counts. One sentence without trailing newline; malloc'd. */
+char *p3d_plan_none_reason(const p3d_plan *pl);
 
 /* ------------------------------------------------------------------------ */
 /* Checks and reports (placement/check_*.c, report_*.c)                      */
