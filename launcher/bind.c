@@ -63,6 +63,25 @@ void p3d_binder_free(p3d_binder *b)
     free(b);
 }
 
+/* The os index of this host's NUMA node when it has exactly one (sysfs
+ * "online" is then a single number), else -1. Read instead of loading
+ * hwloc: the fast path exists to avoid that load. */
+static int only_numa_node(void)
+{
+    char buf[64] = "";
+    FILE *f = fopen("/sys/devices/system/node/online", "re");
+    if (!f)
+        return -1;
+    if (!fgets(buf, sizeof buf, f))
+        buf[0] = 0;
+    fclose(f);
+    char *end;
+    long v = strtol(buf, &end, 10);
+    if (end == buf || v < 0 || (*end && *end != '\n'))
+        return -1;
+    return (int)v;
+}
+
 int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
                      char **note, char **err)
 {
@@ -125,6 +144,9 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
         for (int i = 0; i < nlocal; i++) {
             int g = L->pl->ranks[ranks[i]].gpu;
             if (p3d_is_cpu_slot(topo, g)) {
+                /* not bound, but all of this host is one NUMA node: that
+                 * is the node it runs on (what --bind core reports too) */
+                b->numa[i] = only_numa_node();
                 b->why[i] = strdup("CPU slot on a host with one NUMA node: nothing to bind");
                 continue;
             }
@@ -260,12 +282,20 @@ char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const 
         char *cpus = NULL;
         if (b && b->cpus[i])
             hwloc_bitmap_list_asprintf(&cpus, b->cpus[i]);
-        fprintf(f, "bind: %s rank %d (local %d) -> cpus %s -> NUMA %d -> GPU ", cn->name, ranks[i],
-                k->local_rank, cpus ? cpus : "not bound", b ? b->numa[i] : (g ? g->numa : -1));
-        if (g)
-            fprintf(f, "%d (%s)", g->index, g->pci[0] ? g->pci : "pci ?");
+        /* NUMA: the node the binding gives (for a GPU rank its GPU's,
+         * also with --bind none), "-" when none is known */
+        int numa = b ? b->numa[i] : (g ? g->numa : -1);
+        char nbuf[16] = "-";
+        if (numa >= 0)
+            snprintf(nbuf, sizeof nbuf, "%d", numa);
+        fprintf(f, "bind: %s rank %d (local %d) -> cpus %s -> NUMA %s -> ", cn->name, ranks[i], k->local_rank,
+                cpus ? cpus : "not bound", nbuf);
+        if (g && p3d_is_cpu_slot(topo, k->gpu))
+            fprintf(f, "CPU slot %d (no GPU)", k->gpu);
+        else if (g)
+            fprintf(f, "GPU %d (%s)", g->index, g->pci[0] ? g->pci : "pci ?");
         else
-            fprintf(f, "none");
+            fprintf(f, "GPU none");
         fprintf(f, " -> NIC %s",
                 g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics ? topo->nics[g->nearest_nic].name
                                                                          : "none");

@@ -49,6 +49,29 @@ static int mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
+/* --log-dir: created when missing; must be a directory we can create
+ * files in. Checked by making (and removing) a file there: access() says
+ * yes to root on a read-only file system. */
+static int check_log_dir(const char *dir, char **err)
+{
+    struct stat st;
+    if (mkdir_p(dir, 0755) < 0)
+        return p3d_err(err, "--log-dir %s: cannot create it: %s", dir, strerror(errno));
+    if (stat(dir, &st) < 0)
+        return p3d_err(err, "--log-dir %s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return p3d_err(err, "--log-dir %s: exists and is not a directory", dir);
+    char probe[PATH_MAX];
+    if (snprintf(probe, sizeof probe, "%s/.par3drun-probe-XXXXXX", dir) >= (int)sizeof probe)
+        return p3d_err(err, "--log-dir %s: path too long", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return p3d_err(err, "--log-dir %s: cannot create files in it: %s", dir, strerror(errno));
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
 static char *make_job_id(const p3d_opts *o)
 {
     if (o->job_id)
@@ -115,11 +138,12 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         p3d_err(&err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...]");
         goto out;
     }
+    /* checked here, once, so that a typo is one line and exit 2 rather
+     * than a failure per rank; 127 stays for a program that disappears
+     * between this check and the exec */
     S->program = p3d_resolve_program(o->argv[0], &err);
-    if (!S->program) {
-        rc = P3D_EXIT_NOEXEC;
+    if (!S->program)
         goto out;
-    }
     if (p3d_place(o, &S->res, &err) < 0)
         goto out;
     S->placed = 1;
@@ -155,6 +179,18 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         goto out;
     }
 
+    if (o->output_ranks) {
+        /* the agents parse it again; any error must come before a start */
+        unsigned char *sel = malloc((size_t)pl->world + 1);
+        int bad = !sel || p3d_rank_list_parse(o->output_ranks, pl->world, sel, &err) < 0;
+        free(sel);
+        if (bad) {
+            if (!err)
+                p3d_err(&err, "out of memory");
+            goto out;
+        }
+    }
+
     S->job_id = make_job_id(o);
     if (!S->job_id) {
         p3d_err(&err, "out of memory");
@@ -172,10 +208,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         p3d_err(&err, "--run-dir %s: cannot create it: %s", S->run_dir ? S->run_dir : "?", strerror(errno));
         goto out;
     }
-    if (o->log_dir && mkdir_p(o->log_dir, 0755) < 0) {
-        p3d_err(&err, "--log-dir %s: cannot create it: %s", o->log_dir, strerror(errno));
+    if (o->log_dir && check_log_dir(o->log_dir, &err) < 0)
         goto out;
-    }
     if (asprintf(&S->placement_path, "%s/placement.json", S->run_dir) < 0) {
         S->placement_path = NULL;
         p3d_err(&err, "out of memory");

@@ -15,8 +15,10 @@
  * one packet). That channel is the slot a multi-node rendezvous fills in
  * later: an agent only needs the placement, its node index and an upstream.
  *
- *   agent -> launcher   "F <gen> <code> <rank>\n<root-cause summary>"
- *                       first local failure of generation gen
+ *   agent -> launcher   "F <gen> <code> <rank> <sig>\n<root-cause summary>"
+ *                       first local failure of generation gen (sig: the
+ *                       signal that killed it, 0 for an exit; rank -1
+ *                       when the agent could not start its ranks)
  *   launcher -> agent   "R <gen>\n"  stop the local ranks, start them again
  *                                    with restart count gen
  *                       "T <sig>\n"  stop: forward sig, grace, SIGKILL
@@ -205,6 +207,10 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream);
  * relays signals, decides restarts and job-wide fate, prints the root-cause
  * summary once, and returns the job's exit code. */
 int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
+
+/* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0) for the one-line
+ * restart messages. */
+void p3d_failure_how(int code, int sig, char *buf, size_t cap);
 
 /* Monotonic seconds. */
 double p3d_now(void);

@@ -817,7 +817,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
                         "rendezvous (racks: --slurm-topology)\n");
     m->program = p3d_resolve_program(o->argv[0], &err);
     if (!m->program) {
-        rc = P3D_EXIT_NOEXEC;
+        rc = P3D_EXIT_BADINPUT; /* as cmd_launch.c: checked before any start */
         goto out;
     }
     for (size_t i = 0; i < o->nenv_files; i++)

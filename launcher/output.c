@@ -24,22 +24,27 @@ int p3d_rank_list_parse(const char *s, int world, unsigned char *sel, char **err
 {
     const char *p = s;
     memset(sel, 0, (size_t)world);
+    if (!*s)
+        return p3d_err(err, "--output-ranks '': expected ranks like 0,8-15");
     while (*p) {
         char *end;
+        if (*p < '0' || *p > '9') /* strtol would take " +3" */
+            return p3d_err(err, "--output-ranks '%s': expected ranks like 0,8-15 at '%s'", s, p);
         long a = strtol(p, &end, 10), b;
         if (end == p || a < 0)
             return p3d_err(err, "--output-ranks '%s': expected ranks like 0,8-15 at '%s'", s, p);
         b = a;
         p = end;
         if (*p == '-') {
-            b = strtol(p + 1, &end, 10);
-            if (end == p + 1 || b < a)
+            b = p[1] >= '0' && p[1] <= '9' ? strtol(p + 1, &end, 10) : -1;
+            if (b < 0 || end == p + 1 || b < a)
                 return p3d_err(err, "--output-ranks '%s': bad range at '%s'", s, p);
             p = end;
         }
-        if (a >= world)
-            return p3d_err(err, "--output-ranks '%s': rank %ld is not below the world size %d", s, a, world);
-        for (long r = a; r <= b && r < world; r++)
+        if (b >= world)
+            return p3d_err(err, "--output-ranks '%s': rank %ld is outside the job (world size %d: ranks 0-%d)", s,
+                           a >= world ? a : b, world, world - 1);
+        for (long r = a; r <= b; r++)
             sel[r] = 1;
         if (*p == ',')
             p++;

@@ -20,17 +20,49 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Why candidate `path` cannot be run, or NULL when it can: a regular file
+ * we may execute. */
+static const char *not_runnable(const char *path, int *exists)
+{
+    struct stat st;
+    *exists = 0;
+    if (stat(path, &st) < 0)
+        return errno == ENOENT || errno == ENOTDIR ? "not found" : strerror(errno);
+    *exists = 1;
+    if (S_ISDIR(st.st_mode))
+        return "is a directory, not a program";
+    if (!S_ISREG(st.st_mode))
+        return "is not a regular file, not a program";
+    if (access(path, X_OK) < 0)
+        return errno == EACCES ? "is not executable (chmod +x?)" : strerror(errno);
+    return NULL;
+}
+
 char *p3d_resolve_program(const char *prog, char **err)
 {
-    if (strchr(prog, '/')) {
-        if (access(prog, X_OK) == 0)
-            return strdup(prog);
-        p3d_err(err, "cannot run '%s': %s", prog, strerror(errno));
+    if (!*prog) {
+        p3d_err(err, "no program to launch: the program name is empty");
         return NULL;
     }
+    if (strchr(prog, '/')) {
+        int exists;
+        const char *why = not_runnable(prog, &exists);
+        if (!why)
+            return strdup(prog);
+        if (exists)
+            p3d_err(err, "%s %s", prog, why);
+        else
+            p3d_err(err, "cannot run %s: %s", prog, why);
+        return NULL;
+    }
+    /* execvp's search: the first runnable candidate wins; when none is,
+     * the first one that exists (a directory, a file without x) is the
+     * one to explain */
     const char *path = getenv("PATH");
     if (!path || !*path)
         path = "/usr/local/bin:/usr/bin:/bin";
+    char *seen = NULL;
+    const char *seen_why = NULL;
     const char *p = path;
     while (*p) {
         const char *c = strchr(p, ':');
@@ -38,15 +70,27 @@ char *p3d_resolve_program(const char *prog, char **err)
         char *cand = NULL;
         if (asprintf(&cand, "%.*s/%s", (int)l, l ? p : ".", prog) < 0)
             break;
-        struct stat st;
-        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0)
+        int exists;
+        const char *why = not_runnable(cand, &exists);
+        if (!why) {
+            free(seen);
             return cand;
-        free(cand);
+        }
+        if (exists && !seen) {
+            seen = cand;
+            seen_why = why;
+        } else {
+            free(cand);
+        }
         p += l + (c ? 1 : 0);
         if (!c)
             break;
     }
-    p3d_err(err, "cannot run '%s': not found in PATH (%s)", prog, path);
+    if (seen)
+        p3d_err(err, "cannot run %s: %s (found in PATH) %s", prog, seen, seen_why);
+    else
+        p3d_err(err, "cannot run %s: not found in PATH (%s)", prog, path);
+    free(seen);
     return NULL;
 }
 
@@ -77,9 +121,21 @@ static int child_main(void *arg)
     if (getppid() != req->parent) /* the agent died before prctl */
         _exit(P3D_EXIT_NOEXEC);
     setpgid(0, 0);
-    /* the agent ignores SIGPIPE and blocks what its signalfd reads; exec
-     * would keep both */
-    signal(SIGPIPE, SIG_DFL);
+    /* What posix_spawn's SETSIGDEF + SETSIGMASK do: exec keeps ignored
+     * signals and the mask, and par3drun may itself have been started with
+     * SIGINT/SIGQUIT ignored (`cmd &` in a non-interactive shell) — a
+     * worker must still die of, or catch, the SIGINT we forward. The agent
+     * also ignores SIGPIPE and blocks what its signalfd reads. sigaction
+     * and sigprocmask are system calls: safe under CLONE_VM (the child has
+     * its own handler table: no CLONE_SIGHAND). glibc's reserved signals
+     * fail with EINVAL, which is fine. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int s = 1; s < NSIG; s++)
+        if (s != SIGKILL && s != SIGSTOP)
+            sigaction(s, &dfl, NULL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -119,22 +175,32 @@ int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err)
     }
     child_ctx ctx = {.req = req, .out_w = po[1], .err_w = pe[1]};
     pid_t c;
+    size_t stack_sz = 64 * 1024;
+    if (P3D_SPAWN_VFORK && !p3d_bind_needs_fork(req->binder) && !(stack = malloc(stack_sz))) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    /* as posix_spawn: no signal handler may run in the child before it has
+     * reset the dispositions (under CLONE_VM it would run on our memory);
+     * the child inherits this full mask and clears it itself */
+    sigset_t all, saved;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &saved);
     /* Like posix_spawn: share the memory until exec (CLONE_VM|CLONE_VFORK),
      * so starting a rank does not copy the launcher's page tables. A
      * binding that goes through a loaded hwloc topology may allocate:
      * that one forks. */
     if (P3D_SPAWN_VFORK && !p3d_bind_needs_fork(req->binder)) {
-        size_t sz = 64 * 1024;
-        stack = malloc(sz);
-        if (!stack) {
-            p3d_err(err, "out of memory");
-            goto out;
-        }
-        c = clone(child_main, stack + sz, CLONE_VM | CLONE_VFORK | SIGCHLD, &ctx);
+        c = clone(child_main, stack + stack_sz, CLONE_VM | CLONE_VFORK | SIGCHLD, &ctx);
     } else {
         c = fork();
         if (c == 0)
             _exit(child_main(&ctx));
+    }
+    {
+        int e = errno;
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        errno = e;
     }
     if (c < 0) {
         p3d_err(err, "cannot start a process: %s", strerror(errno));

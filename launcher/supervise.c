@@ -85,6 +85,14 @@ static int code_of(int status)
     return P3D_EXIT_FAIL;
 }
 
+void p3d_failure_how(int code, int sig, char *buf, size_t cap)
+{
+    if (sig > 0)
+        snprintf(buf, cap, "killed by signal %d (%s)", sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    else
+        snprintf(buf, cap, "exit code %d", code);
+}
+
 static void sendmsg_str(int fd, const char *s, size_t len)
 {
     if (fd < 0)
@@ -241,17 +249,23 @@ static char *agent_summary(agent *a, int i, int status)
     else
         snprintf(how, sizeof how, "exited with code %d", code_of(status));
     char gpu[80] = "no GPU";
-    if (topo && k->gpu >= 0 && k->gpu < topo->ngpus)
+    if (topo && k->gpu >= 0 && k->gpu < topo->ngpus && p3d_is_cpu_slot(topo, k->gpu))
+        snprintf(gpu, sizeof gpu, "CPU slot %d (no GPU)", k->gpu);
+    else if (topo && k->gpu >= 0 && k->gpu < topo->ngpus)
         snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
                  topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
     char *s = NULL;
+    /* printed only for the failure that ends the job, which happens in
+     * generation gen: gen restarts came before it */
+    char after[48] = "";
+    if (a->gen > 0)
+        snprintf(after, sizeof after, ", after %d restart%s", a->gen, a->gen == 1 ? "" : "s");
     if (asprintf(&s,
                  "par3drun: root cause: rank %d (tp %d, pp %d, dp %d, cp %d, ep %d) on node %s, %s, "
                  "pid %d, %s%s\n%s%s",
                  r, k->coord[P3D_DIM_TP], k->coord[P3D_DIM_PP], k->coord[P3D_DIM_DP], k->coord[P3D_DIM_CP],
-                 k->coord[P3D_DIM_EP], cn->name, gpu, (int)a->pid[i], how,
-                 a->gen ? " (after restarts)" : "",
+                 k->coord[P3D_DIM_EP], cn->name, gpu, (int)a->pid[i], how, after,
                  tail && tail[0] ? "  last lines of its stderr:\n" : "  (nothing on its stderr)\n",
                  tail ? tail : "") < 0)
         s = NULL;
@@ -279,23 +293,28 @@ static void agent_reap(agent *a)
             a->failed = 1;
             a->fail_code = code;
             char *sum = agent_summary(a, i, status);
+            int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
             if (a->upstream >= 0) {
+                /* the 4th field (signal, 0 for an exit) is new; readers
+                 * that scan three fields still work */
                 char *msg = NULL;
-                int n = asprintf(&msg, "F %d %d %d\n%s", a->gen, code, a->ranks[i], sum ? sum : "");
+                int n = asprintf(&msg, "F %d %d %d %d\n%s", a->gen, code, a->ranks[i], sig, sum ? sum : "");
                 if (n > 0)
                     sendmsg_str(a->upstream, msg, (size_t)n);
                 free(msg);
+            } else if (a->gen < a->L->o->max_restarts) {
+                /* not the root cause yet: one line, the summary comes
+                 * with the failure that ends the job */
+                char how[48];
+                p3d_failure_how(code, sig, how, sizeof how);
+                say(&a->sink, "par3drun: rank %d failed (%s); restarting all local ranks (restart %d of %d)\n",
+                    a->ranks[i], how, a->gen + 1, a->L->o->max_restarts);
+                a->restart_to = a->gen + 1;
             } else {
                 if (sum)
                     p3d_sink_write(&a->sink, a->sink.err_fd, sum, strlen(sum));
-                if (a->gen < a->L->o->max_restarts) {
-                    say(&a->sink, "par3drun: restarting the local ranks (restart %d of %d)\n", a->gen + 1,
-                        a->L->o->max_restarts);
-                    a->restart_to = a->gen + 1;
-                } else {
-                    a->final = 1;
-                    a->exit_code = code;
-                }
+                a->final = 1;
+                a->exit_code = code;
             }
             free(sum);
             agent_stop(a, SIGTERM);
@@ -429,8 +448,10 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
     }
     if (upstream < 0 && L->o->timeout > 0)
         a->deadline = p3d_now() + L->o->timeout;
+    /* the program was checked before anything started (cmd_launch.c):
+     * what fails here is par3drun's own doing (log file, fork) */
     if (agent_spawn_all(a, &err) < 0) {
-        rc = P3D_EXIT_NOEXEC;
+        rc = P3D_EXIT_FAIL;
         a->final = 1;
         a->exit_code = rc;
         agent_stop(a, SIGKILL);
@@ -455,7 +476,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
                 if (agent_spawn_all(a, &err) < 0) {
                     say(&a->sink, "par3drun: %s\n", err ? err : "restart failed");
                     P3D_FREE(&err);
-                    rc = P3D_EXIT_NOEXEC;
+                    rc = P3D_EXIT_FAIL;
                     agent_stop(a, SIGKILL);
                     a->final = 1;
                     a->exit_code = rc;
@@ -597,7 +618,7 @@ static void l_message(launcher *l, int i)
         return;
     }
     buf[n] = 0;
-    int g = 0, code = 0, rank = 0;
+    int g = 0, code = 0, rank = 0, sig = 0;
     if (buf[0] == 'D' && sscanf(buf + 1, " %d", &g) == 1) {
         if (g == l->gen)
             l->ag[i].done_gen = g;
@@ -613,16 +634,25 @@ static void l_message(launcher *l, int i)
         }
         return;
     }
-    if (buf[0] != 'F' || sscanf(buf + 1, " %d %d %d", &g, &code, &rank) != 3)
+    int nf = buf[0] == 'F' ? sscanf(buf + 1, " %d %d %d %d", &g, &code, &rank, &sig) : 0;
+    if (nf < 3)
         return;
     if (g != l->gen || l->stopping)
         return; /* a consequence of a failure already being handled */
     const char *sum = strchr(buf, '\n');
     sum = sum ? sum + 1 : "";
     if (l->gen < l->L->o->max_restarts) {
-        p3d_sink_write(&l->sink, 2, sum, strlen(sum));
+        /* not the root cause yet: one line; the summary is printed once,
+         * for the failure that ends the job */
+        char how[48];
+        p3d_failure_how(code, nf == 4 ? sig : 0, how, sizeof how);
         l->gen++;
-        say(&l->sink, "par3drun: restarting all ranks (restart %d of %d)\n", l->gen, l->L->o->max_restarts);
+        if (rank >= 0)
+            say(&l->sink, "par3drun: rank %d failed (%s); restarting all ranks (restart %d of %d)\n", rank, how,
+                l->gen, l->L->o->max_restarts);
+        else
+            say(&l->sink, "par3drun: node %s could not start its ranks (%s); restarting all ranks (restart %d of %d)\n",
+                l->L->cluster->nodes[l->ag[i].node].name, how, l->gen, l->L->o->max_restarts);
         char msg[32];
         snprintf(msg, sizeof msg, "R %d\n", l->gen);
         for (int k = 0; k < l->n; k++)

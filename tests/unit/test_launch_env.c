@@ -161,6 +161,24 @@ static void test_rank_list_and_tag(void **st)
     err = NULL;
     assert_int_equal(p3d_rank_list_parse("3-x", 16, sel, &err), -1);
     free(err);
+    /* a range reaching past the world names the rank and the world size */
+    err = NULL;
+    assert_int_equal(p3d_rank_list_parse("1-9", 4, sel, &err), -1);
+    assert_non_null(strstr(err, "rank 9 is outside the job (world size 4"));
+    free(err);
+    err = NULL;
+    assert_int_equal(p3d_rank_list_parse("5-9", 4, sel, &err), -1);
+    assert_non_null(strstr(err, "rank 5 is outside"));
+    free(err);
+    const char *bad[] = {"", " 1", "+1", "1-", "1--3", "3-1", "1,,2", "1;2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err = NULL;
+        assert_int_equal(p3d_rank_list_parse(bad[i], 16, sel, &err), -1);
+        assert_non_null(strstr(err, "--output-ranks"));
+        free(err);
+    }
+    assert_int_equal(p3d_rank_list_parse("0-3", 4, sel, &err), 0);
+    assert_true(sel[0] && sel[1] && sel[2] && sel[3]);
     static fixture f;
     fixture_init(&f, 2, 8, 2, 2, 4);
     char tag[96];
