@@ -77,8 +77,10 @@ int p3d_cmd_plan(const p3d_opts *o)
         goto out;
     }
     if (pl->nrows == 0) {
-        fprintf(stderr, "par3drun: plan: no layout of %s fits on %d GPUs of %.0f GB (see 'closest misfit')\n",
-                job.model.name, pl->gpus, pl->has_misfit ? pl->misfit.cost.gpu_mem / 1e9 : 0.0);
+        char *why = p3d_plan_none_reason(pl);
+        fprintf(stderr, "par3drun: plan: %s on %d GPUs: %s%s\n", job.model.name, pl->gpus,
+                why ? why : "no layout is valid", pl->has_misfit ? " (see 'closest misfit')" : "");
+        free(why);
         rc = P3D_EXIT_BADINPUT;
         goto out;
     }

@@ -11,6 +11,7 @@
  *   info    — facts worth knowing (idle GPUs, policy notes).
  */
 #include "check_internal.h"
+#include "cost_internal.h"
 #include "strbuf.h"
 
 #include <stdio.h>
@@ -248,25 +249,45 @@ oom:
 static int dp_rules(const p3d_job *job, p3d_analysis *a)
 {
     int dp = job->mesh.size[P3D_DIM_DP];
-    int b = job->micro_batch_size > 0 ? job->micro_batch_size : 1;
     int B = job->global_batch;
     if (B <= 0)
         return 0;
-    if ((long long)dp * b > B)
-        ADD(P3D_SEV_ERROR, "DP_GT_BATCH",
-            "dp=%d replicas but the global batch of %d samples holds only %d micro-batch%s of %d: some replicas "
-            "would get no data. Lower dp (at most %d) or raise --global-batch.",
-            dp, B, B / b, B / b == 1 ? "" : "es", b, B / b);
-    else if (B % ((long long)dp * b) != 0)
-        ADD(P3D_SEV_WARNING, "BATCH_NOT_DIVISIBLE",
-            "global batch %d is not a multiple of dp*micro-batch = %d*%d: replicas get unequal work or samples "
-            "are dropped. Choose a global batch divisible by %d.",
-            B, dp, b, dp * b);
-    else if (job->micro_batches > 0 && (long long)job->micro_batches * b * dp != B)
-        ADD(P3D_SEV_WARNING, "BATCH_MISMATCH",
-            "--micro-batches %d x micro-batch %d x dp %d = %lld samples, but --global-batch is %d: the "
-            "figures disagree; the cost model uses the micro-batch count.",
-            job->micro_batches, b, dp, (long long)job->micro_batches * b * dp, B);
+    /* --micro-batches without --micro-batch: the cost model derives b from
+     * B/(dp*m); only p3d_batch_resolve's verdict applies (below). */
+    if (job->micro_batch_size > 0 || job->micro_batches <= 0) {
+        int b = job->micro_batch_size > 0 ? job->micro_batch_size : 1;
+        if ((long long)dp * b > B) {
+            ADD(P3D_SEV_ERROR, "DP_GT_BATCH",
+                "dp=%d replicas but the global batch of %d samples holds only %d micro-batch%s of %d: some "
+                "replicas would get no data. Lower dp (at most %d) or raise --global-batch.",
+                dp, B, B / b, B / b == 1 ? "" : "es", b, B / b);
+            return 0;
+        }
+        if (B % ((long long)dp * b) != 0) {
+            ADD(P3D_SEV_WARNING, "BATCH_NOT_DIVISIBLE",
+                "global batch %d is not a multiple of dp*micro-batch = %d*%d: replicas get unequal work or "
+                "samples are dropped. Choose a global batch divisible by %d.",
+                B, dp, b, dp * b);
+            return 0;
+        }
+    }
+    /* the same resolution the cost model does: say exactly what it uses */
+    p3d_batch bt;
+    char *berr = NULL;
+    if (p3d_batch_resolve(job, &bt, &berr) < 0) {
+        int b = job->micro_batch_size > 0 ? job->micro_batch_size : 1;
+        char fix[128] = "";
+        if (job->micro_batches > 0 && job->micro_batch_size > 0 && B % ((long long)dp * b) == 0)
+            snprintf(fix, sizeof fix, " (e.g. --micro-batches %lld)", (long long)B / ((long long)dp * b));
+        int r = p3d_analysis_add(a, P3D_SEV_WARNING, "BATCH_MISMATCH",
+                                 "%s: the figures disagree, so the cost model gives no estimate. Make "
+                                 "--global-batch = dp x --micro-batch x --micro-batches%s, or leave one of "
+                                 "them out to have it derived.",
+                                 berr ? berr : "batch sizes disagree", fix);
+        free(berr);
+        if (r < 0)
+            goto oom;
+    }
     return 0;
 oom:
     return -1;
@@ -319,8 +340,9 @@ static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
             idle_nodes += !used[i];
         free(used);
         ADD(P3D_SEV_INFO, "NODES_IDLE",
-            "the job uses %lld of %zu GPUs: %zu GPUs stay idle (%zu node%s without any rank).", world, gpus,
-            gpus - (size_t)world, idle_nodes, idle_nodes == 1 ? "" : "s");
+            "the job uses %lld of %zu GPUs: %zu GPU%s idle (%zu node%s without any rank).", world, gpus,
+            gpus - (size_t)world, gpus - (size_t)world == 1 ? " stays" : "s stay", idle_nodes,
+            idle_nodes == 1 ? "" : "s");
     }
     return 0;
 oom:
@@ -345,10 +367,13 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
     const p3d_cost *k = &a->cost;
     if (!k->fits)
         ADD(P3D_SEV_ERROR, "MODEL_DOES_NOT_FIT",
-            "%s needs about %.1f GB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f), "
-            "the GPUs hold %.1f GB. Raise tp*pp, use --zero 1..3 with dp > 1, or --recompute full.",
+            "%s needs about %.1f GB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f "
+            "for micro-batch %d%s x %d in flight), the GPUs hold %.1f GB. Raise tp*pp, use --zero 1..3 with "
+            "dp > 1, a smaller --micro-batch, or --recompute full.",
             job->model.name, k->mem_total / 1e9, k->mem_weights / 1e9, k->mem_grads / 1e9, k->mem_optim / 1e9,
-            k->mem_act / 1e9, k->gpu_mem / 1e9);
+            k->mem_act / 1e9, k->micro_batch_size,
+            job->micro_batch_size > 0 ? "" : job->micro_batches > 0 ? " = global batch / (dp x micro-batches)" : "",
+            k->inflight, k->gpu_mem / 1e9);
     return 0;
 oom:
     return -1;

@@ -18,6 +18,24 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c);
 void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base,
                    const char *indent);
 
+/* b, m, B as the cost model uses them: B = dp·b·m, missing ones derived
+ * from the others (docs/cost-model.md, "Batch"). The one place that resolves
+ * them; the checks (BATCH_MISMATCH) call it too so they say what the cost
+ * model really does. Returns -1 with *err naming the figures that disagree. */
+typedef struct p3d_batch {
+    int b, m, B;
+    int b_derived;   /* b = B/(dp·m): --micro-batch not given, --micro-batches was */
+    int m_derived;   /* m = B/(dp·b) */
+    int m_assumed;   /* neither B nor m given: m = 4·pp */
+} p3d_batch;
+int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err);
+
+/* One line (ending in '\n', prefixed by indent) saying why `base` (named
+ * base_name) comes out faster than c (named name): which dimension's traffic
+ * moved to which link; nothing when c is not slower. */
+void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
+                           const char *base_name, const char *indent);
+
 /* "none", "selective", "full". */
 const char *p3d_recompute_name(int r);
 

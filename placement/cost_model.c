@@ -7,7 +7,7 @@
  * anything; the point is to rank layouts and to make the cost of a bad
  * placement a number, not to predict a step time to the millisecond.
  */
-#include "p3d/p3d.h"
+#include "cost_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -174,6 +174,98 @@ static double cluster_gpu_mem(const p3d_cluster *c)
     return best;
 }
 
+/* Dense 16-bit peak TFLOP/s by GPU family, matched as a substring of the
+ * topology's model string, most specific first (vendor data sheets, dense,
+ * no sparsity; V100 is fp16 on tensor cores, it has no bf16). */
+static const struct {
+    const char *match, *name;
+    double peak;
+} gpu_peaks[] = {
+    {"GB200", "GB200", 2250}, {"B200", "B200", 2250}, {"H200", "H200", 989}, {"H100", "H100", 989},
+    {"H800", "H800", 989},    {"L40S", "L40S", 362},  {"A100", "A100", 312}, {"A800", "A800", 312},
+    {"A6000", "RTX A6000", 155}, {"V100", "V100", 125},
+};
+
+/* The GPU the FLOP/s figures are for: the slowest known family any GPU of
+ * the cluster reports. *known = 0 when no GPU names a known family (then
+ * H100 figures are assumed and the reports say so). */
+static int cluster_gpu_family(const p3d_cluster *c, int *known)
+{
+    int best = -1;
+    *known = 0;
+    for (size_t i = 0; c && i < c->ntopos; i++) {
+        const p3d_node *n = c->topos[i];
+        for (int g = 0; n && g < n->ngpus; g++)
+            for (size_t k = 0; k < sizeof gpu_peaks / sizeof gpu_peaks[0]; k++)
+                if (strstr(n->gpus[g].model, gpu_peaks[k].match)) {
+                    if (best < 0 || gpu_peaks[k].peak < gpu_peaks[best].peak)
+                        best = (int)k;
+                    break;
+                }
+    }
+    if (best >= 0) {
+        *known = 1;
+        return best;
+    }
+    for (size_t k = 0; k < sizeof gpu_peaks / sizeof gpu_peaks[0]; k++)
+        if (strcmp(gpu_peaks[k].name, "H100") == 0)
+            return (int)k;
+    return 0;
+}
+
+int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
+{
+    const int d = job->mesh.size[P3D_DIM_DP] > 0 ? job->mesh.size[P3D_DIM_DP] : 1;
+    const int p = job->mesh.size[P3D_DIM_PP] > 0 ? job->mesh.size[P3D_DIM_PP] : 1;
+    int b = job->micro_batch_size, m = job->micro_batches, B = job->global_batch;
+    memset(r, 0, sizeof *r);
+    /* Megatron's rule: B = d·b·m. Missing figures follow from the others;
+     * with neither B nor m, m = 4·pp (keeps the 1F1B bubble near 20%). */
+    if (B > 0 && m > 0 && b <= 0) {
+        if (B % ((long long)d * m))
+            return p3d_err(err, "--global-batch %d is not a multiple of dp %d x --micro-batches %d = %lld, "
+                                "so no micro-batch size follows from them",
+                           B, d, m, (long long)d * m);
+        b = B / (d * m);
+        r->b_derived = 1;
+    }
+    if (b <= 0)
+        b = 1;
+    if (m <= 0) {
+        if (B > 0) {
+            if (B % ((long long)d * b))
+                return p3d_err(err, "--global-batch %d is not a multiple of dp %d x micro-batch %d%s = %lld",
+                               B, d, b, job->micro_batch_size > 0 ? "" : " (default)", (long long)d * b);
+            m = B / (d * b);
+            r->m_derived = 1;
+        } else {
+            m = 4 * p;
+            r->m_assumed = 1;
+        }
+    }
+    if (B <= 0)
+        B = d * b * m;
+    if ((long long)d * b * m != B)
+        return p3d_err(err, "dp %d x micro-batch %d%s x --micro-batches %d = %lld samples, but --global-batch is %d",
+                       d, b, job->micro_batch_size > 0 ? "" : " (default)", m, (long long)d * b * m, B);
+    r->b = b, r->m = m, r->B = B;
+    return 0;
+}
+
+/* One point-to-point message's latency per link class: NVLink/PCIe peers
+ * about 2 us for a NCCL send/recv, a network hop (NIC, leaf switch) 5 us,
+ * through the spine 8 us (two more switch hops). Rough published NCCL p2p
+ * figures; they matter only when messages are small or many. */
+static double p2p_latency(p3d_link l)
+{
+    switch (l) {
+    case P3D_LINK_SELF: return 0;
+    case P3D_LINK_RACK: return 5e-6;
+    case P3D_LINK_XRACK: return 8e-6;
+    default: return 2e-6;
+    }
+}
+
 static double xfer_time(double bytes, double gbps)
 {
     if (bytes <= 0)
@@ -204,34 +296,11 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
         return p3d_err(err, "cost model: ZeRO stage must be 0-3, got %d", job->zero);
     const double N = (double)p3d_mesh_world(&job->mesh);
 
-    /* b, m, B: B = d·b·m. Missing ones follow from the others; with neither
-     * B nor m we assume m = 4·pp, a common choice that keeps the 1F1B bubble
-     * near 20% (said in every report). */
-    int b = job->micro_batch_size, m = job->micro_batches, B = job->global_batch;
-    if (B > 0 && m > 0 && b <= 0) {
-        if (B % ((long)d * m))
-            return p3d_err(err, "--global-batch %d is not a multiple of dp (%d) x --micro-batches (%d)",
-                           B, d, m);
-        b = B / (d * m);
-    }
-    if (b <= 0)
-        b = 1;
-    if (m <= 0) {
-        if (B > 0) {
-            if (B % ((long)d * b))
-                return p3d_err(err, "--global-batch %d is not a multiple of dp (%d) x micro-batch size (%d)",
-                               B, d, b);
-            m = B / (d * b);
-        } else {
-            m = 4 * p;
-            out->micro_batches_assumed = 1;
-        }
-    }
-    if (B <= 0)
-        B = d * b * m;
-    if ((long long)d * b * m != B)
-        return p3d_err(err, "--global-batch %d != dp (%d) x micro-batch size (%d) x micro-batches (%d)",
-                       B, d, b, m);
+    p3d_batch bt;
+    if (p3d_batch_resolve(job, &bt, err) < 0)
+        return -1;
+    const int b = bt.b, m = bt.m, B = bt.B;
+    out->micro_batches_assumed = bt.m_assumed;
     out->micro_batch_size = b;
     out->micro_batches = m;
     out->global_batch = B;
@@ -289,7 +358,10 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
          * scatter-gather), and interleaving multiplies the boundaries by v. */
         out->pp_bytes_boundary = 2.0 * act_elems * w;
         out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
-        out->pp_time = xfer_time(out->pp_bytes_step, out->link_gbps[P3D_DIM_PP]);
+        /* plus one latency per message: an activation forward and a
+         * gradient back per micro-batch per (virtual) stage boundary */
+        out->pp_latency = 2.0 * m * v * p2p_latency(out->link[P3D_DIM_PP]);
+        out->pp_time = xfer_time(out->pp_bytes_step, out->link_gbps[P3D_DIM_PP]) + out->pp_latency;
     }
     if (d > 1) {
         double S = (double)w * psi;
@@ -298,8 +370,18 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
     }
 
     /* compute, bubble, step */
-    out->tflops = job->tflops > 0 ? job->tflops : P3D_DEFAULT_TFLOPS;
-    out->peak_tflops = P3D_PEAK_TFLOPS;
+    int known;
+    int fam = cluster_gpu_family(c, &known);
+    out->gpu_name = gpu_peaks[fam].name;
+    out->peak_tflops = gpu_peaks[fam].peak;
+    if (job->tflops > 0) {
+        out->tflops = job->tflops;
+        out->tflops_source = "--tflops";
+    } else {
+        /* the H100 default's ratio (400 of 989, ~40%) applied to this GPU */
+        out->tflops = round(out->peak_tflops * P3D_DEFAULT_TFLOPS / P3D_PEAK_TFLOPS);
+        out->tflops_source = known ? "topology" : "default";
+    }
     out->flops_step = p3d_cost_flops(job->recompute >= 2 ? 96 : 72, B, s, L, h, V);
     out->flops_model = p3d_cost_flops(72, B, s, L, h, V);
     /* The pipeline runs at the pace of its slowest stage: the last one holds
@@ -311,10 +393,22 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
     out->bubble = p3d_cost_bubble(p, m, v);
     out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
     /* TP and PP transfers sit on each micro-batch's critical path, so the
-     * bubble stretches them like compute; the DP all-reduce is counted as
-     * fully exposed after the last backward (no overlap assumed). */
+     * bubble stretches them like compute. The DP all-reduce overlaps the
+     * backward pass (Megatron's --overlap-grad-reduce): a stage's gradients
+     * are final only during its last micro-batch's backward, and the first
+     * stage runs that last of all, so at most one micro-batch's backward on
+     * the slowest stage (2/3 of its compute, 3/4 with full recompute) hides
+     * it; the first layer's bucket (1/ceil(L/p) of the gradients) is ready
+     * only when the backward ends and is always exposed. */
+    double bwd_share = job->recompute >= 2 ? 0.75 : 2.0 / 3.0;
+    double window = out->compute_time / m * bwd_share;
+    double floor_exposed = out->dp_time / lps;
+    out->dp_exposed = out->dp_time - window;
+    if (out->dp_exposed < floor_exposed)
+        out->dp_exposed = floor_exposed;
+    out->dp_overlap = isfinite(out->dp_time) ? out->dp_time - out->dp_exposed : 0;
     out->step_time = (out->compute_time + out->tp_time + out->pp_time) * (1.0 + out->bubble_overhead) +
-                     out->dp_time;
+                     out->dp_exposed;
     out->mfu = out->step_time > 0 && isfinite(out->step_time)
                    ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
                    : 0;

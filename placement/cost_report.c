@@ -71,10 +71,13 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
         } else if (d == P3D_DIM_PP) {
             kv_num(b, "bytes_per_boundary", r6(c->pp_bytes_boundary), 1);
             kv_num(b, "bytes_per_step", r6(c->pp_bytes_step), 1);
+            kv_num(b, "latency_seconds", r6(c->pp_latency), 1);
             kv_num(b, "seconds", r6(c->pp_time), 0);
         } else {
             kv_num(b, "bytes_per_step", r6(c->dp_bytes_step), 1);
-            kv_num(b, "seconds", r6(c->dp_time), 0);
+            kv_num(b, "seconds", r6(c->dp_time), 1);
+            kv_num(b, "overlapped_seconds", r6(c->dp_overlap), 1);
+            kv_num(b, "exposed_seconds", r6(c->dp_exposed), 0);
         }
         p3d_sb_putc(b, '}');
     }
@@ -84,6 +87,11 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "stage_imbalance", r6(c->stage_imbalance), 1);
     kv_num(b, "flops_per_step", r6(c->flops_step), 1);
     kv_num(b, "model_flops_per_step", r6(c->flops_model), 1);
+    p3d_sb_puts(b, "\"gpu_model\":");
+    p3d_sb_json_str(b, c->gpu_name ? c->gpu_name : "H100");
+    p3d_sb_puts(b, ",\"tflops_source\":");
+    p3d_sb_json_str(b, c->tflops_source ? c->tflops_source : "default");
+    p3d_sb_putc(b, ',');
     kv_num(b, "tflops_sustained", c->tflops, 1);
     kv_num(b, "tflops_peak", c->peak_tflops, 1);
     kv_num(b, "compute_seconds", r6(c->compute_time), 1);
@@ -114,10 +122,13 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
              base ? base->link[P3D_DIM_TP] : 0, base ? base->tp_time : 0);
     dim_line(b, indent, "PP send/recv", c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
              base, base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
-    dim_line(b, indent, "DP gradient all-reduce", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP], c->dp_bytes_step,
-             c->dp_time, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_time : 0);
-    p3d_sb_printf(b, "%scompute %.2f s at %.0f TFLOP/s, bubble %.1f%%, step %.2f s, MFU %.1f%%", indent,
-                  c->compute_time, c->tflops, 100 * c->bubble, c->step_time, 100 * c->mfu);
+    dim_line(b, indent, "DP all-reduce (exposed part)", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP],
+             c->dp_bytes_step, c->dp_exposed, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_exposed : 0);
+    p3d_sb_printf(b, "%scompute %.2f s at %.0f TFLOP/s (%s, %s; MFU vs %.0f peak), bubble %.1f%%, step %.2f s, "
+                     "MFU %.1f%%",
+                  indent, c->compute_time, c->tflops, c->gpu_name ? c->gpu_name : "H100",
+                  c->tflops_source ? c->tflops_source : "default", c->peak_tflops, 100 * c->bubble, c->step_time,
+                  100 * c->mfu);
     if (base)
         p3d_sb_printf(b, "  | naive step %.2f s, MFU %.1f%%", base->step_time, 100 * base->mfu);
     p3d_sb_putc(b, '\n');
@@ -126,6 +137,43 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
                   indent, c->mem_total / 1e9, c->gpu_mem / 1e9, c->gpu_mem_source ? c->gpu_mem_source : "default",
                   c->mem_weights / 1e9, c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9,
                   c->fits ? "" : "  DOES NOT FIT");
+    if (base)
+        p3d_cost_compare_note(b, c, "this placement", base, "naive", indent);
     if (c->micro_batches_assumed)
         p3d_sb_printf(b, "%s(micro-batches not given: assumed m = 4 x pp = %d)\n", indent, c->micro_batches);
+}
+
+/* The dimension whose time (per GPU per step, as the step counts it) differs
+ * most between two estimates, for the comparison note. */
+static double dim_cost(const p3d_cost *c, int d)
+{
+    double stretch = 1.0 + c->bubble_overhead;
+    return d == P3D_DIM_TP ? c->tp_time * stretch : d == P3D_DIM_PP ? c->pp_time * stretch : c->dp_exposed;
+}
+
+void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
+                           const char *base_name, const char *indent)
+{
+    (void)name;
+    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    if (!base || !(base->step_time < c->step_time))
+        return;
+    /* which dimensions' traffic moved to which link, and what that costs
+     * (positive: the baseline saves time there) */
+    p3d_sb_printf(b, "%s%s's estimate is %.2f s faster:\n%s   ", indent, base_name, c->step_time - base->step_time,
+                  indent);
+    int shown = 0;
+    for (int i = 0; i < 3; i++) {
+        int d = dims[i];
+        double delta = dim_cost(c, d) - dim_cost(base, d);
+        if (c->link[d] == base->link[d] || fabs(delta) < 0.0005)
+            continue;
+        p3d_sb_printf(b, "%sits %s on %s instead of %s %s %.2f s", shown ? ", " : "", p3d_dim_name(d),
+                      p3d_link_name(base->link[d]), p3d_link_name(c->link[d]), delta >= 0 ? "saves" : "costs",
+                      fabs(delta));
+        shown++;
+    }
+    if (!shown)
+        p3d_sb_puts(b, "same links; compute or bubble differ");
+    p3d_sb_puts(b, ".\n");
 }

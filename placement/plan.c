@@ -1,6 +1,8 @@
 /*
  * plan.c — `par3drun plan`'s search: every (tp, pp, dp, micro-batch size,
- * micro-batch count[, ZeRO stage]) that uses all of the cluster's GPUs,
+ * micro-batch count[, ZeRO stage]) that uses all of the cluster's GPUs
+ * (tp: divisors of the NVLink domain; pp: any count up to the layers; dp:
+ * what is left),
  * filtered by the hard rules and by memory, ranked by the cost model's step
  * time estimate.
  *
@@ -24,6 +26,7 @@ static int cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err)
         return p3d_err(err, "plan: the cluster has no nodes (give --cluster FILE)");
     /* a one-node cluster built from --topology names that file */
     pl->cluster_source = c->source ? c->source : c->nodes[0].topo ? c->nodes[0].topo->source : NULL;
+    pl->cluster_is_topology = !c->source;
     pl->nodes = (int)c->nnodes;
     int G = -1, D = -1;
     p3d_link intra = P3D_LINK_SELF;
@@ -111,13 +114,16 @@ out:
  * inside one rack, or across racks. */
 static p3d_link span_link(const p3d_plan *pl, long span)
 {
+    /* a span that does not divide a level's size makes some groups
+     * straddle two of its units (tp=3 on 4-GPU trays), so that level's link
+     * only holds when the span tiles it */
     if (span <= 1)
         return P3D_LINK_SELF;
-    if (span <= pl->nvl_gpus)
+    if (span <= pl->nvl_gpus && pl->nvl_gpus % span == 0)
         return P3D_LINK_NVLINK;
-    if (span <= pl->gpus_per_node)
+    if (span <= pl->gpus_per_node && pl->gpus_per_node % span == 0)
         return pl->intra_link;
-    if (pl->mnnvl_gpus > 0 && span <= pl->mnnvl_gpus)
+    if (pl->mnnvl_gpus > 0 && span <= pl->mnnvl_gpus && pl->mnnvl_gpus % span == 0)
         return P3D_LINK_MNNVL;
     long nodes = (span + pl->gpus_per_node - 1) / pl->gpus_per_node;
     return nodes <= pl->nodes_per_rack ? P3D_LINK_RACK : P3D_LINK_XRACK;
@@ -197,10 +203,13 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
 
     const p3d_model *md = &job->model;
     const int N = pl->gpus, B = job->global_batch, L = md->layers;
-    /* TP: powers of two up to the widest domain a TP group may use. */
+    /* TP: every divisor of the widest domain a TP group may use (a node, or
+     * a multi-node NVLink domain: tp=6 or 9 is valid inside 72 GPUs), so
+     * the groups tile the domain; non-powers of two matter for models
+     * whose heads are divisible by 3. */
     int tmax = pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node;
-    for (int t = 1; t <= tmax && t <= N; t *= 2) {
-        if (N % t)
+    for (int t = 1; t <= tmax && t <= N; t++) {
+        if (tmax % t || N % t)
             continue;
         for (int p = 1; p <= L && (long)t * p <= N; p++) {
             if (N % (t * p))
@@ -222,10 +231,9 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
                 pl->rejected[P3D_PLAN_REJ_NVLINK]++;
                 continue;
             }
-            if (L % p) {
-                pl->rejected[P3D_PLAN_REJ_LAYERS]++;
-                continue;
-            }
+            /* pp need not divide the layers: the cost model runs the
+             * pipeline at the pace of its fullest stage (ceil(L/p) layers,
+             * stage_imbalance), so uneven splits rank by what they cost. */
             if (B % d) {
                 pl->rejected[P3D_PLAN_REJ_BATCH]++;
                 continue;

@@ -90,7 +90,7 @@ static void parts(const p3d_cost *c, double out[NPARTS])
     out[PART_TP] = c->tp_time;
     out[PART_PP] = c->pp_time;
     out[PART_BUBBLE] = (c->compute_time + c->tp_time + c->pp_time) * c->bubble_overhead;
-    out[PART_DP] = c->dp_time;
+    out[PART_DP] = c->dp_exposed;
 }
 
 static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_plan_row *best, double delta)
@@ -114,8 +114,8 @@ static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_pla
         p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble);
         break;
     default:
-        p3d_sb_printf(b, "DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9, w->dp_bytes_step / 1e9,
-                      p3d_link_name(c->link[P3D_DIM_DP]));
+        p3d_sb_printf(b, "exposed DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9,
+                      w->dp_bytes_step / 1e9, p3d_link_name(c->link[P3D_DIM_DP]));
         break;
     }
 }
@@ -124,13 +124,18 @@ static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_pla
 static void why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int is_best)
 {
     const p3d_cost *c = &r->cost;
-    double dpshare = c->step_time > 0 ? c->dp_time / c->step_time : 0;
+    double dpshare = c->step_time > 0 ? c->dp_exposed / c->step_time : 0;
     if (is_best) {
         p3d_sb_printf(b, "fastest estimate: compute %.2f s, bubble %.1f%%, TP %.2f s on %s (%.0f GB/s), "
-                         "PP %.2f s on %s, DP all-reduce %.2f s on %s (%.1f%% of the step);",
+                         "PP %.2f s on %s, ",
                       c->compute_time, 100 * c->bubble, c->tp_time, lname(c->link[P3D_DIM_TP]),
-                      c->link_gbps[P3D_DIM_TP], c->pp_time, lname(c->link[P3D_DIM_PP]), c->dp_time,
-                      lname(c->link[P3D_DIM_DP]), 100 * dpshare);
+                      c->link_gbps[P3D_DIM_TP], c->pp_time, lname(c->link[P3D_DIM_PP]));
+        if (r->dp > 1)
+            p3d_sb_printf(b, "DP all-reduce %.2f s on %s, %.2f s of it exposed after the backward (%.1f%% of "
+                             "the step);",
+                          c->dp_time, lname(c->link[P3D_DIM_DP]), c->dp_exposed, 100 * dpshare);
+        else
+            p3d_sb_puts(b, "no DP all-reduce (dp=1);");
     } else {
         double a[NPARTS], w[NPARTS], d[NPARTS];
         parts(c, a);
@@ -207,8 +212,21 @@ static void header(p3d_sb *b, const p3d_plan *pl)
         p3d_sb_puts(b, ", 1F1B\n");
     const p3d_cost *any = pl->nrows ? &pl->rows[0].cost : pl->has_misfit ? &pl->misfit.cost : NULL;
     if (any)
-        p3d_sb_printf(b, "assumed  %.0f TFLOP/s sustained per GPU (MFU against %.0f peak), %.1f GB per GPU (%s)\n",
-                      any->tflops, any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source);
+    {
+        p3d_sb as = {0};
+        int unknown = any->tflops_source && strcmp(any->tflops_source, "default") == 0;
+        if (unknown)
+            p3d_sb_printf(&as, "GPU model unknown, %s figures assumed (--tflops to change): ",
+                          any->gpu_name ? any->gpu_name : "H100");
+        else
+            p3d_sb_printf(&as, "%s (%s): ", any->gpu_name ? any->gpu_name : "H100",
+                          any->tflops_source ? any->tflops_source : "default");
+        p3d_sb_printf(&as, "%.0f TFLOP/s sustained per GPU, MFU against %.0f peak; %.1f GB per GPU (%s)", any->tflops,
+                      any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source);
+        char *ass = p3d_sb_finish(&as);
+        wrapped(b, ass ? ass : "", "assumed  ", "         ");
+        free(ass);
+    }
     p3d_sb_printf(b, "links    GB/s per direction: NV %.0f, MNNVL %.0f, PCIe %.0f-%.0f, RACK %.0f, XRACK %.0f\n",
                   pl->link_gbps[P3D_LINK_NVLINK], pl->link_gbps[P3D_LINK_MNNVL], pl->link_gbps[P3D_LINK_SYS],
                   pl->link_gbps[P3D_LINK_PIX], pl->link_gbps[P3D_LINK_RACK], pl->link_gbps[P3D_LINK_XRACK]);
@@ -250,6 +268,94 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     free(s);
 }
 
+/* A shell word: as is when it holds only safe characters, else quoted. */
+static void shell_word(p3d_sb *b, const char *w)
+{
+    if (w && *w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") ==
+                       strlen(w)) {
+        p3d_sb_puts(b, w);
+        return;
+    }
+    p3d_sb_putc(b, '\'');
+    for (const char *p = w ? w : ""; *p; p++)
+        if (*p == '\'')
+            p3d_sb_puts(b, "'\\''");
+        else
+            p3d_sb_putc(b, *p);
+    p3d_sb_putc(b, '\'');
+}
+
+/* The complete dry-run command for row r: the same cluster, model and job
+ * options as the plan, so it can be pasted as is. */
+static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
+{
+    const p3d_job *j = &pl->job;
+    const p3d_model *m = &j->model;
+    p3d_model pm;
+    int preset = p3d_model_preset(m->name, &pm, NULL) == 0;
+    p3d_sb_puts(b, "par3drun --dry-run ");
+    p3d_sb_puts(b, pl->cluster_is_topology ? "--topology " : "--cluster ");
+    shell_word(b, pl->cluster_source ? pl->cluster_source : "CLUSTER.json");
+    if (preset) {
+        p3d_sb_puts(b, " --model ");
+        shell_word(b, m->name);
+    }
+    /* whatever differs from the preset (everything for a custom model) */
+    if (!preset || pm.params != m->params)
+        p3d_sb_printf(b, " --params %.6g", m->params);
+    if (!preset || pm.layers != m->layers)
+        p3d_sb_printf(b, " --layers %d", m->layers);
+    if (!preset || pm.hidden != m->hidden)
+        p3d_sb_printf(b, " --hidden %d", m->hidden);
+    if (!preset || pm.heads != m->heads)
+        p3d_sb_printf(b, " --heads %d", m->heads);
+    if (!preset || pm.seq_len != m->seq_len)
+        p3d_sb_printf(b, " --seq-len %d", m->seq_len);
+    if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
+        p3d_sb_printf(b, " --vocab %d", m->vocab);
+    p3d_sb_printf(b, " --tp %d --pp %d --dp %d --micro-batch %d --global-batch %d --zero %d", r->tp, r->pp, r->dp,
+                  r->micro_batch, j->global_batch, r->zero);
+    if (j->virtual_stages > 1)
+        p3d_sb_printf(b, " --virtual-stages %d", j->virtual_stages);
+    if (j->dtype_bytes == 4)
+        p3d_sb_puts(b, " --dtype fp32");
+    if (j->recompute != 1)
+        p3d_sb_printf(b, " --recompute %s", p3d_recompute_name(j->recompute));
+    if (j->gpu_mem_bytes > 0)
+        p3d_sb_printf(b, " --gpu-mem %.6g", j->gpu_mem_bytes / 1e9);
+    if (j->tflops > 0)
+        p3d_sb_printf(b, " --tflops %.6g", j->tflops);
+}
+
+char *p3d_plan_none_reason(const p3d_plan *pl)
+{
+    p3d_sb b = {0};
+    size_t rules = 0;
+    for (int k = 0; k < P3D_PLAN_NREJ; k++)
+        if (k != P3D_PLAN_REJ_MEMORY)
+            rules += pl->rejected[k];
+    if (pl->searched == 0) {
+        p3d_sb_printf(&b, "no tp x pp x dp uses all %d GPUs with tp inside an NVLink domain of %d GPUs", pl->gpus,
+                      pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node);
+    } else if (pl->has_misfit) {
+        p3d_sb_printf(&b, "no layout fits in GPU memory: %zu of %zu mesh shapes pass the rules, but even the "
+                          "closest needs %.1f GB per GPU of %.1f GB",
+                      pl->searched - rules, pl->searched, pl->misfit.cost.mem_total / 1e9,
+                      pl->misfit.cost.gpu_mem / 1e9);
+    } else {
+        p3d_sb_printf(&b, "none of the %zu mesh shapes (tp x pp x dp = %d) is valid:", pl->searched, pl->gpus);
+        int first = 1;
+        for (int k = 0; k < P3D_PLAN_NREJ; k++)
+            if (k != P3D_PLAN_REJ_MEMORY && pl->rejected[k]) {
+                p3d_sb_printf(&b, "%s %zu %s", first ? "" : ",", pl->rejected[k], rej_text[k]);
+                first = 0;
+            }
+        if (pl->job.micro_batch_size > 0 || pl->job.micro_batches > 0)
+            p3d_sb_puts(&b, " (or none matches the --micro-batch/--micro-batches given)");
+    }
+    return p3d_sb_finish(&b);
+}
+
 char *p3d_plan_text(const p3d_plan *pl, int top)
 {
     p3d_sb b = {0};
@@ -260,7 +366,13 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
     header(&b, pl);
     p3d_sb_putc(&b, '\n');
     if (n == 0) {
-        p3d_sb_puts(&b, "no layout fits in GPU memory.\n");
+        char *why_none = p3d_plan_none_reason(pl);
+        p3d_sb sn = {0};
+        p3d_sb_printf(&sn, "%s.", why_none ? why_none : "no layout is valid");
+        free(why_none);
+        char *ln = p3d_sb_finish(&sn);
+        wrapped(&b, ln ? ln : "", "", "");
+        free(ln);
     } else {
         p3d_sb_printf(&b, "%2s %3s %3s %4s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
                       "pp", "dp", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
@@ -274,7 +386,7 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
                           i + 1, r->tp, r->pp, r->dp, r->micro_batch, r->micro_batches, r->zero, mem,
                           100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
                           lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
-                          c->step_time > 0 ? 100 * c->dp_time / c->step_time : 0, c->step_time, 100 * c->mfu);
+                          c->step_time > 0 ? 100 * c->dp_exposed / c->step_time : 0, c->step_time, 100 * c->mfu);
         }
         p3d_sb_puts(&b, "\nwhy\n");
         for (size_t i = 0; i < n; i++) {
@@ -287,10 +399,9 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             wrapped(&b, txt ? txt : "", first, "   ");
             free(txt);
         }
-        const p3d_plan_row *w = &pl->rows[idx[0]];
-        p3d_sb_printf(&b, "\nrun the best:  par3drun --dry-run --tp %d --pp %d --dp %d --micro-batch %d "
-                          "--global-batch %d --zero %d ...\n",
-                      w->tp, w->pp, w->dp, w->micro_batch, pl->job.global_batch, w->zero);
+        p3d_sb_puts(&b, "\nrun the best:  ");
+        run_line(&b, pl, &pl->rows[idx[0]]);
+        p3d_sb_putc(&b, '\n');
     }
     if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
         const p3d_plan_row *m = &pl->misfit;

