@@ -634,6 +634,24 @@ int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
                 path);
         goto out;
     }
+    /* cJSON decodes "\u0000" into a C string that silently ends there
+     * ("n\u0000x" would become node "n"): refuse it up front. An escape
+     * starts after an odd run of backslashes. */
+    for (size_t i = skip; i + 6 <= len; i++) {
+        if (buf[i] != '\\' || strncasecmp(buf + i + 1, "u0000", 5) != 0)
+            continue;
+        size_t run = 0;
+        while (i >= skip + run + 1 && buf[i - run - 1] == '\\')
+            run++;
+        if (run % 2)
+            continue;
+        size_t line = 1;
+        for (size_t k = 0; k < i; k++)
+            line += buf[k] == '\n';
+        p3d_err(err, "%s:%zu: a string contains \\u0000 (NUL), which no "
+                "host, rack or file name can hold", path, line);
+        goto out;
+    }
     root = cJSON_ParseWithLengthOpts(buf + skip, len - skip, &end, 0);
     if (!root) {
         syntax_error(&x, end, err);
