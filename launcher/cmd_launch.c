@@ -52,7 +52,7 @@ static int mkdir_p(const char *path, mode_t mode)
 /* --log-dir: created when missing; must be a directory we can create
  * files in. Checked by making (and removing) a file there: access() says
  * yes to root on a read-only file system. */
-static int check_log_dir(const char *dir, char **err)
+int p3d_check_log_dir(const char *dir, char **err)
 {
     struct stat st;
     if (mkdir_p(dir, 0755) < 0)
@@ -70,6 +70,17 @@ static int check_log_dir(const char *dir, char **err)
     close(fd);
     unlink(probe);
     return 0;
+}
+
+int p3d_check_output_ranks(const p3d_opts *o, int world, char **err)
+{
+    if (!o->output_ranks)
+        return 0;
+    /* the agents parse it again; any error must come before a start */
+    unsigned char *sel = malloc((size_t)world + 1);
+    int rc = sel ? p3d_rank_list_parse(o->output_ranks, world, sel, err) : p3d_err(err, "out of memory");
+    free(sel);
+    return rc < 0 ? -1 : 0;
 }
 
 static char *make_job_id(const p3d_opts *o)
@@ -179,17 +190,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         goto out;
     }
 
-    if (o->output_ranks) {
-        /* the agents parse it again; any error must come before a start */
-        unsigned char *sel = malloc((size_t)pl->world + 1);
-        int bad = !sel || p3d_rank_list_parse(o->output_ranks, pl->world, sel, &err) < 0;
-        free(sel);
-        if (bad) {
-            if (!err)
-                p3d_err(&err, "out of memory");
-            goto out;
-        }
-    }
+    if (p3d_check_output_ranks(o, pl->world, &err) < 0)
+        goto out;
 
     S->job_id = make_job_id(o);
     if (!S->job_id) {
@@ -208,7 +210,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         p3d_err(&err, "--run-dir %s: cannot create it: %s", S->run_dir ? S->run_dir : "?", strerror(errno));
         goto out;
     }
-    if (o->log_dir && check_log_dir(o->log_dir, &err) < 0)
+    if (o->log_dir && p3d_check_log_dir(o->log_dir, &err) < 0)
         goto out;
     if (asprintf(&S->placement_path, "%s/placement.json", S->run_dir) < 0) {
         S->placement_path = NULL;

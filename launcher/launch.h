@@ -147,6 +147,11 @@ typedef struct p3d_outsink {
 /* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
 int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
                         char **err);
+/* Launch options checked before any rank starts (exit 2 on failure):
+ * --log-dir is created and must accept files; --output-ranks must parse
+ * and name ranks inside the world. (cmd_launch.c) */
+int p3d_check_log_dir(const char *dir, char **err);
+int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
 /* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
 void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
 

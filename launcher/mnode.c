@@ -942,10 +942,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         rc = P3D_EXIT_FAIL;
         goto out;
     }
-    if (o->log_dir && mkdir_p(o->log_dir) < 0) {
-        p3d_err(&err, "--log-dir %s: cannot create it: %s", o->log_dir, strerror(errno));
+    if ((o->log_dir && p3d_check_log_dir(o->log_dir, &err) < 0) ||
+        p3d_check_output_ranks(o, m->pm.pl->world, &err) < 0)
         goto out;
-    }
     if (asprintf(&m->placement_path, "%s/placement.json", m->run_dir) < 0) {
         m->placement_path = NULL;
         p3d_err(&err, "out of memory");
