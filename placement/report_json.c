@@ -171,7 +171,7 @@ static void cost_obj(p3d_sb *b, int indent, const p3d_cost *k)
         F(mem_weights), F(mem_grads), F(mem_optim), F(mem_act), F(mem_total), F(gpu_mem),
         F(tp_bytes_layer), F(tp_bytes_step), F(pp_bytes_boundary), F(pp_bytes_step), F(dp_bytes_step),
         F(tp_time), F(pp_time), F(dp_time), F(bubble), F(flops_step), F(compute_time), F(step_time),
-        F(mfu), F(tflops),
+        F(mfu), F(tflops), F(dp_overlap), F(dp_exposed), F(pp_latency),
 #undef F
     };
     static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP};
@@ -182,6 +182,10 @@ static void cost_obj(p3d_sb *b, int indent, const p3d_cost *k)
         p3d_sb_printf(b, ", \"%s\": ", f[i].name);
         p3d_sb_json_num(b, *(const double *)((const char *)k + f[i].off));
     }
+    p3d_sb_puts(b, ", \"gpu_model\": ");
+    p3d_sb_json_str(b, k->gpu_name ? k->gpu_name : "H100");
+    p3d_sb_puts(b, ", \"tflops_source\": ");
+    p3d_sb_json_str(b, k->tflops_source ? k->tflops_source : "default");
     p3d_sb_puts(b, ", \"link\": {");
     for (int d = 0; d < P3D_NDIMS; d++) {
         p3d_sb_printf(b, "%s\"%s\": ", d ? ", " : "", p3d_dim_name(order[d]));
