@@ -21,7 +21,17 @@ set -e
 end=$(date +%s.%N)
 [ $rc = 42 ] || { cat "$T/out"; fail "exit code $rc, want 42"; }
 took=$(awk -v a="$(cat "$T/failed_at")" -v b="$end" 'BEGIN {print b - a}')
-awk -v t="$took" 'BEGIN {exit !(t >= 2 - 0.1 && t < 2 + 1)}' || fail "teardown took $took s, want [grace, grace + 1 s)"
+# The bound is the issue's grace + 1 s. An ASan/UBSan build pays for leak
+# checking and shadow memory in every exiting process (launcher, agents),
+# which is not teardown latency: there it checks the same order of
+# magnitude with 3 s more and says so.
+slack=1
+if grep -q __asan_init "$PAR3DRUN" 2>/dev/null; then
+  slack=4
+  echo "note: sanitizer build, teardown bound relaxed to grace + $slack s"
+fi
+awk -v t="$took" -v s="$slack" 'BEGIN {exit !(t >= 2 - 0.1 && t < 2 + s)}' ||
+  fail "teardown took $took s, want [grace, grace + $slack s)"
 grep -q 'root cause: rank 13 (tp 1, pp 1, dp 2' "$T/out" || { cat "$T/out"; fail "no root cause for rank 13"; }
 grep -q 'rank 13 going down' "$T/out" || fail "no stderr tail"
 [ -z "$(marked_pids)" ] || fail "processes left: $(marked_pids)"
