@@ -30,7 +30,7 @@ typedef struct launch_state {
     int nnodes;
 } launch_state;
 
-static int mkdir_p(const char *path, mode_t mode)
+int p3d_mkdir_p(const char *path, mode_t mode)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
@@ -55,7 +55,7 @@ static int mkdir_p(const char *path, mode_t mode)
 int p3d_check_log_dir(const char *dir, char **err)
 {
     struct stat st;
-    if (mkdir_p(dir, 0755) < 0)
+    if (p3d_mkdir_p(dir, 0755) < 0)
         return p3d_err(err, "--log-dir %s: cannot create it: %s", dir, strerror(errno));
     if (stat(dir, &st) < 0)
         return p3d_err(err, "--log-dir %s: %s", dir, strerror(errno));
@@ -206,7 +206,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
             S->run_dir = NULL;
         S->own_run_dir = 1;
     }
-    if (!S->run_dir || mkdir_p(S->run_dir, 0700) < 0) {
+    if (!S->run_dir || p3d_mkdir_p(S->run_dir, 0700) < 0) {
         p3d_err(&err, "--run-dir %s: cannot create it: %s", S->run_dir ? S->run_dir : "?", strerror(errno));
         goto out;
     }

@@ -27,6 +27,7 @@
 #ifndef P3D_LAUNCH_H
 #define P3D_LAUNCH_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -151,6 +152,11 @@ int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
  * --log-dir is created and must accept files; --output-ranks must parse
  * and name ranks inside the world. (cmd_launch.c) */
 int p3d_check_log_dir(const char *dir, char **err);
+/* mkdir -p; the last component gets mode. 0 or -1 with errno. */
+int p3d_mkdir_p(const char *path, mode_t mode);
+/* The signals the agent and fate loops take through a signalfd: SIGCHLD,
+ * the four that stop a job, and Slurm's SIGUSR1/2 warnings. */
+void p3d_launch_sigset(sigset_t *s);
 int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
 /* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
 void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);

@@ -67,21 +67,6 @@ static void err_line(const char *fmt, ...)
     va_end(ap);
 }
 
-static int mkdir_p(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
-        return -1;
-    for (char *p = buf + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(buf, 0700) < 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Written under a per-process temporary name and renamed: several agents
  * of one host (tests, benchmarks) may share the directory. */
 static int write_bytes(const char *path, const char *p, size_t n, char **err)
@@ -369,18 +354,6 @@ static int send_frame(int fd, const char *s, size_t len)
     int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write(fd, &b, NULL) : -1;
     p3d_wbuf_free(&b);
     return rc;
-}
-
-static void sigset_fate(sigset_t *s)
-{
-    sigemptyset(s);
-    sigaddset(s, SIGCHLD);
-    sigaddset(s, SIGINT);
-    sigaddset(s, SIGTERM);
-    sigaddset(s, SIGHUP);
-    sigaddset(s, SIGQUIT);
-    sigaddset(s, SIGUSR1);
-    sigaddset(s, SIGUSR2);
 }
 
 /* Leader: sends a packet to every node (its own agent included). */
@@ -726,7 +699,7 @@ static int run_node(mnode *m, const p3d_launch *L)
     fate *f = &F;
     int rc = P3D_EXIT_FAIL, sv[2] = {-1, -1};
     sigset_t ss;
-    sigset_fate(&ss);
+    p3d_launch_sigset(&ss);
     signal(SIGPIPE, SIG_IGN);
     f->fr = calloc((size_t)m->nnodes, sizeof *f->fr);
     f->done_gen = calloc((size_t)m->nnodes, sizeof *f->done_gen);
@@ -937,7 +910,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         if (asprintf(&m->run_dir, "%s/par3drun-%s.%d", tmp && *tmp ? tmp : "/tmp", m->pm.job_id, m->me) < 0)
             m->run_dir = NULL;
     }
-    if (!m->run_dir || mkdir_p(m->run_dir) < 0) {
+    if (!m->run_dir || p3d_mkdir_p(m->run_dir, 0700) < 0) {
         p3d_err(&err, "--run-dir %s: cannot create it: %s", m->run_dir ? m->run_dir : "?", strerror(errno));
         rc = P3D_EXIT_FAIL;
         goto out;

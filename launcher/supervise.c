@@ -45,7 +45,7 @@ static void sweep_children(void)
 }
 
 /* Signals both loops take through their signalfd. */
-static void sup_sigset(sigset_t *s)
+void p3d_launch_sigset(sigset_t *s)
 {
     sigemptyset(s);
     sigaddset(s, SIGCHLD);
@@ -60,7 +60,7 @@ static void sup_sigset(sigset_t *s)
 static int sup_signalfd(void)
 {
     sigset_t s;
-    sup_sigset(&s);
+    p3d_launch_sigset(&s);
     if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
         return -1;
     return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
