@@ -17,23 +17,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Per-direction GB/s per link class when the cluster file does not say
- * (DOMAIN.md): H100 NVLink 900 GB/s bidirectional per GPU, GB200 NVL72
- * 1.8 TB/s, PCIe Gen5 x16 ~64 GB/s, NDR InfiniBand 400 Gb/s = 50 GB/s per
- * NIC; across racks we assume 2:1 oversubscription. The same GPU is "device
- * memory" — never the bottleneck, but not zero so nothing divides by it. */
-static const double default_gbps[P3D_LINK_COUNT] = {
-    [P3D_LINK_SELF] = 3000, [P3D_LINK_NVLINK] = 450, [P3D_LINK_MNNVL] = 900,
-    [P3D_LINK_PIX] = 64,    [P3D_LINK_PXB] = 64,     [P3D_LINK_PHB] = 64,
-    [P3D_LINK_NODE] = 48,   [P3D_LINK_SYS] = 24,     [P3D_LINK_RACK] = 50,
-    [P3D_LINK_XRACK] = 25};
+/* The same GPU is "device memory": never the bottleneck, but not zero so
+ * nothing divides by it. Every other class starts at the cost model's
+ * default (p3d_link_default_gbps); a cluster file's "link_gbps" overrides. */
+#define SELF_GBPS 3000.0
 
 p3d_cluster *p3d_cluster_new(void)
 {
     p3d_cluster *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    memcpy(c->link_gbps, default_gbps, sizeof default_gbps);
+    for (int l = 0; l < P3D_LINK_COUNT; l++)
+        c->link_gbps[l] = p3d_link_default_gbps((p3d_link)l);
+    c->link_gbps[P3D_LINK_SELF] = SELF_GBPS;
     return c;
 }
 
@@ -93,60 +89,6 @@ void p3d_cluster_warn(p3d_cluster *c, const char *fmt, ...)
     }
     c->warnings = a;
     c->warnings[c->nwarnings++] = m;
-}
-
-int p3d_read_small_file(const char *path, const char *what, size_t cap,
-                        char **buf, size_t *len, char **err)
-{
-    int rc = -1, fd = -1;
-    char *b = NULL;
-    struct stat st;
-    *buf = NULL;
-    *len = 0;
-    /* O_NONBLOCK: a FIFO (or a device) must fail the S_ISREG check below,
-     * not block in open() waiting for a writer */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        p3d_err(err, "%s: cannot open %s: %s", path, what, strerror(errno));
-        goto out;
-    }
-    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        p3d_err(err, "%s: not a regular file (expected a %s)", path, what);
-        goto out;
-    }
-    if ((size_t)st.st_size > cap) {
-        p3d_err(err, "%s: %s is %.0f MiB; the limit is %zu MiB (is this the "
-                "right file?)", path, what, (double)st.st_size / 1048576.0,
-                cap >> 20);
-        goto out;
-    }
-    size_t want = (size_t)st.st_size, got = 0;
-    if (!(b = malloc(want + 1))) {
-        p3d_err(err, "%s: out of memory reading %zu bytes", path, want);
-        goto out;
-    }
-    while (got < want) {
-        ssize_t r = read(fd, b + got, want - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            p3d_err(err, "%s: read error: %s", path, strerror(errno));
-            goto out;
-        }
-        if (r == 0)
-            break; /* shrank while reading: take what is there */
-        got += (size_t)r;
-    }
-    b[got] = 0;
-    *buf = b;
-    *len = got;
-    b = NULL;
-    rc = 0;
-out:
-    if (fd >= 0)
-        close(fd);
-    free(b);
-    return rc;
 }
 
 int p3d_cluster_from_node(p3d_node *node, p3d_cluster **out, char **err)

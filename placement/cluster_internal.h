@@ -8,18 +8,13 @@
 #include <stddef.h>
 
 #include "p3d/p3d.h"
+#include "read_file.h"
 
 /* Biggest cluster file or topology.conf read, and most nodes in a cluster.
  * A 131,072-GPU cluster file is well under 1 MiB; the caps exist so a wrong
  * path (a disk image, /dev/zero) fails at once with a message. */
 #define P3D_CLUSTER_MAX_FILE ((size_t)256 << 20)
 #define P3D_CLUSTER_MAX_NODES ((size_t)1 << 20)
-
-/* Reads a whole regular file (NUL-terminated) of at most `cap` bytes. `what`
- * names it in messages ("cluster file", "topology.conf"). Caller frees
- * *buf. */
-int p3d_read_small_file(const char *path, const char *what, size_t cap,
-                        char **buf, size_t *len, char **err);
 
 /* An empty cluster (no nodes, default link bandwidths). NULL when out of
  * memory. Caller frees with p3d_cluster_free(). */

@@ -68,8 +68,8 @@ int p3d_model_preset(const char *name, p3d_model *m, char **err)
 /* Per-direction GB/s per GPU. NVLink: H100 SXM 900 GB/s bidirectional;
  * MNNVL: GB200 NVL72 1.8 TB/s bidirectional; PCIe Gen5 x16 ~64 GB/s per
  * direction, less once a transfer crosses host bridges or sockets (rough
- * figures, the same as cluster.c's defaults; a cluster file's "link_gbps"
- * overrides them);
+ * figures; every new cluster starts from them, and a cluster file's
+ * "link_gbps" overrides them);
  * network: NDR InfiniBand 400 Gb/s = 50 GB/s per NIC with one NIC per GPU
  * (DGX H100), and half of that across racks for a 2:1 oversubscribed spine. */
 double p3d_link_default_gbps(p3d_link l)

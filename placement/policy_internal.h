@@ -7,6 +7,7 @@
 
 #include "lua_internal.h"
 #include "p3d/p3d.h"
+#include "read_file.h"
 
 /* Runs policy source text (already fetched) named `name` (as shown in
  * messages, e.g. "megatron.lua"); source is recorded as policy_source.
@@ -20,8 +21,5 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
  * and tests): instructions, peak Lua heap bytes. */
 void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes);
 
-/* Reads a whole file (at most max bytes) into a malloc'd NUL-terminated
- * buffer. Caller frees *buf. */
-int p3d_read_file(const char *path, size_t max, char **buf, size_t *len, char **err);
 
 #endif

@@ -48,49 +48,6 @@ void p3d_placement_free(p3d_placement *p)
     free(p);
 }
 
-int p3d_read_file(const char *path, size_t max, char **buf, size_t *len, char **err)
-{
-    int rc = -1;
-    char *b = NULL;
-    struct stat st;
-    /* O_NONBLOCK: a FIFO must fail the S_ISREG check, not block in open() */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
-    *buf = NULL;
-    if (!f) {
-        if (fd >= 0)
-            close(fd);
-        return p3d_err(err, "%s: cannot open: %s", path, strerror(errno));
-    }
-    if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
-        p3d_err(err, "%s: not a regular file", path);
-        goto out;
-    }
-    if ((size_t)st.st_size > max) {
-        p3d_err(err, "%s: %lld bytes is larger than the limit of %zu bytes", path, (long long)st.st_size, max);
-        goto out;
-    }
-    b = malloc((size_t)st.st_size + 1);
-    if (!b) {
-        p3d_err(err, "%s: out of memory", path);
-        goto out;
-    }
-    size_t n = fread(b, 1, (size_t)st.st_size, f);
-    if (ferror(f)) {
-        p3d_err(err, "%s: read error: %s", path, strerror(errno));
-        goto out;
-    }
-    b[n] = 0;
-    *len = n;
-    *buf = b;
-    b = NULL;
-    rc = 0;
-out:
-    free(b);
-    fclose(f);
-    return rc;
-}
-
 /* ---------------------------------------------------------------------- */
 /* Resolving --policy                                                      */
 /* ---------------------------------------------------------------------- */
@@ -280,7 +237,7 @@ static int resolve(const char *policy, resolved *r, char **err)
         if (!r->source || !r->chunk)
             return p3d_err(err, "out of memory");
         char *e = NULL;
-        if (p3d_read_file(r->source, POLICY_MAX_BYTES, &r->text, &r->len, &e) < 0) {
+        if (p3d_read_small_file(r->source, "policy", POLICY_MAX_BYTES, &r->text, &r->len, &e) < 0) {
             p3d_err(err, "--policy: %s", e ? e : "cannot read the policy");
             free(e);
             return -1;
@@ -655,7 +612,7 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
     x.pl->policy = display_name(name);
     x.pl->policy_source = strdup(source ? source : name);
     snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
-    if (p3d_read_file(hpath, POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
+    if (p3d_read_small_file(hpath, "policy helper module", POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
         goto out;
     if (!lim) {
         if (p3d_sandbox_limits_from_env(&envlim, err) < 0)
