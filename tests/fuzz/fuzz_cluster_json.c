@@ -1,5 +1,5 @@
 /*
- * fuzz_cluster_json.c — cluster description JSON (placement/cluster_file.c)
+ * fuzz_cluster_json.c — cluster description JSON (placement/cluster/cluster_file.c)
  * through p3d_cluster_load on a temp file, then what every command does
  * with a loaded cluster: GPU count, link classes, hostlist compression of
  * the node names, restricting to a node list.

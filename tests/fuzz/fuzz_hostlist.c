@@ -1,5 +1,5 @@
 /*
- * fuzz_hostlist.c — Slurm hostlist expressions (placement/hostlist.c).
+ * fuzz_hostlist.c — Slurm hostlist expressions (placement/cluster/hostlist.c).
  * Besides "no crash", checks the documented round trip: compressing the
  * expansion and expanding that again gives the same names in the same order.
  */

@@ -1,5 +1,5 @@
 /*
- * fuzz_nvsmi.c — `nvidia-smi topo -m` text (placement/topo_nvsmi.c), the
+ * fuzz_nvsmi.c — `nvidia-smi topo -m` text (placement/topo/topo_nvsmi.c), the
  * content sniffer and, when a node comes out, its reports (they walk every
  * matrix the parser filled).
  */

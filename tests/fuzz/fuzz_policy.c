@@ -1,5 +1,5 @@
 /*
- * fuzz_policy.c — the policy-result validator (placement/policy_run.c:
+ * fuzz_policy.c — the policy-result validator (placement/policy/policy_run.c:
  * Lua table -> p3d_placement) through the real sandbox, with small limits.
  *
  * Input byte 0 picks the mode:

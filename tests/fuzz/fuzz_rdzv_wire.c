@@ -1,5 +1,5 @@
 /*
- * fuzz_rdzv_wire.c — rendezvous wire messages (launcher/rdzv_wire.c):
+ * fuzz_rdzv_wire.c — rendezvous wire messages (launcher/rdzv/rdzv_wire.c):
  * HELLO (agent -> leader, carries a node record) and PLACE (leader ->
  * agent). The first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and

@@ -1,6 +1,6 @@
 /*
  * fuzz_xmlcheck.c — the hwloc-XML pre-validator's text scan
- * (p3d_topo_xml_check in placement/topo_xmlcheck.c). The hwloc child probe
+ * (p3d_topo_xml_check in placement/topo/topo_xmlcheck.c). The hwloc child probe
  * is not run here: the fuzzer must not fork per input.
  */
 #include "fuzz_common.h"

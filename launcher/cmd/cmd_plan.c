@@ -1,6 +1,6 @@
 /*
  * cmd_plan.c — `par3drun plan`: load the cluster, search layouts with the
- * cost model (placement/plan.c), print the best few (docs/plan.md).
+ * cost model (placement/cost/plan.c), print the best few (docs/plan.md).
  *
  * Exit codes: 0 with at least one layout that fits; 2 on bad input or when
  * no layout fits (the report still says what came closest and why).

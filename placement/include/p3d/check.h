@@ -1,0 +1,51 @@
+/*
+ * p3d/check.h — check: validating and scoring a placement (placement/check/).
+ * Conventions: see p3d/base.h.
+ */
+#ifndef P3D_CHECK_H
+#define P3D_CHECK_H
+
+#include "p3d/policy.h"
+#include "p3d/cost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Checks and reports (placement/check/, placement/report/)                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { P3D_SEV_INFO = 0, P3D_SEV_WARNING, P3D_SEV_ERROR } p3d_severity;
+
+typedef struct p3d_check {
+    p3d_severity severity;
+    char code[48];          /* "TP_CROSSES_NODES", ... (docs/checks.md) */
+    char *message;          /* what happened, why it matters, what to do */
+} p3d_check;
+
+typedef struct p3d_dim_stats {
+    int ngroups;
+    int worst;                       /* p3d_link: worst class any group crosses */
+    int groups_by_link[P3D_LINK_COUNT]; /* groups whose worst link is that class */
+} p3d_dim_stats;
+
+typedef struct p3d_analysis {
+    p3d_check *checks;
+    size_t nchecks;
+    int nerrors, nwarnings;
+    p3d_dim_stats dim[P3D_NDIMS];
+    int has_cost;
+    p3d_cost cost;
+} p3d_analysis;
+
+/* Checks a placement against the cluster and the job and scores it. Caller
+ * frees with p3d_analysis_free(). */
+int p3d_analyze(const p3d_cluster *c, const p3d_job *job,
+                const p3d_placement *pl, p3d_analysis **out, char **err);
+void p3d_analysis_free(p3d_analysis *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/*
+ * p3d/cost.h — the cost model and plan search (placement/cost/).
+ * Conventions: see p3d/base.h.
+ */
+#ifndef P3D_COST_H
+#define P3D_COST_H
+
+#include "p3d/cluster.h"
+#include "p3d/job.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Cost model (placement/cost/)     — estimates, formulas in DOMAIN.md and    */
+/* docs/cost-model.md. Pure functions of the job and the link classes.       */
+/* ------------------------------------------------------------------------ */
+
+typedef struct p3d_cost {
+    /* memory per GPU, bytes */
+    double mem_weights, mem_grads, mem_optim, mem_act, mem_total, gpu_mem;
+    int fits;                       /* mem_total <= gpu_mem */
+    /* traffic per GPU per step, bytes; the link class each dimension uses */
+    double tp_bytes_layer, tp_bytes_step, pp_bytes_boundary, pp_bytes_step,
+        dp_bytes_step;
+    p3d_link link[P3D_NDIMS];
+    double tp_time, pp_time, dp_time; /* seconds per step at those links */
+    double bubble;                  /* idle fraction */
+    double flops_step;              /* whole job, per iteration */
+    double compute_time, step_time, mfu;
+    double tflops;                  /* sustained TFLOP/s per GPU assumed */
+    /* appended by the cost model (docs/cost-model.md names each formula) */
+    const char *gpu_mem_source;     /* "topology", "--gpu-mem" or "default" (static string) */
+    int micro_batch_size, micro_batches, global_batch; /* b, m, B as used */
+    int micro_batches_assumed;      /* 1 when m was not given and 4*pp was assumed */
+    int layers_per_stage;           /* ceil(L/pp) */
+    int inflight;                   /* micro-batches the first stage holds (1F1B) */
+    double params_per_gpu;          /* psi = P/(tp*pp) */
+    double act_layer;               /* activation bytes per layer per micro-batch */
+    double link_gbps[P3D_NDIMS];    /* per-direction GB/s used for each dimension */
+    double bubble_overhead;         /* (p-1)/(v*m): bubble time relative to ideal */
+    double flops_model;             /* model FLOPs per iteration (no recompute), for MFU */
+    double peak_tflops;             /* peak TFLOP/s per GPU the MFU is relative to */
+    int seq_parallel;               /* 1: sequence parallelism assumed (tp > 1) */
+    double stage_imbalance;         /* slowest stage's work / average stage's (LM head) */
+    const char *gpu_name;           /* GPU the FLOP/s figures are for ("H100", ...; static) */
+    const char *tflops_source;      /* "--tflops", "topology" or "default" (static) */
+    double dp_overlap;              /* seconds of DP all-reduce hidden behind backward */
+    double dp_exposed;              /* dp_time - dp_overlap: what the step waits for */
+    double pp_latency;              /* seconds of per-message latency inside pp_time */
+} p3d_cost;
+
+/* Fills *out; needs job->has_model. link[] gives the worst link class each
+ * dimension's groups cross (from an analysis or a hypothetical layout). */
+int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
+                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err);
+
+/* Defaults of the cost model (docs/cost-model.md says where each comes from). */
+#define P3D_DEFAULT_TFLOPS 400.0      /* sustained bf16 TFLOP/s per H100 (the sustained
+                                       * default of any GPU is peak x 400/989) */
+#define P3D_PEAK_TFLOPS 989.0         /* H100 SXM dense bf16 peak */
+#define P3D_DEFAULT_GPU_MEM 80e9      /* bytes, when neither topology nor --gpu-mem says */
+
+/* Per-direction GB/s of a link class when the cluster file gives none
+ * (cluster->link_gbps[l] == 0). */
+double p3d_link_default_gbps(p3d_link l);
+/* The bandwidth the cost model uses: c->link_gbps[l] when > 0, else the
+ * default. c may be NULL. */
+double p3d_link_gbps(const p3d_cluster *c, p3d_link l);
+/* Names of the bundled model presets, NULL-terminated (static). */
+const char *const *p3d_model_preset_names(void);
+
+/* The single formulas, exposed for tests and for plan's explanations. */
+/* Model-state bytes per GPU (weights, grads, optimizer) for ZeRO stage
+ * `zero` with psi parameters per GPU, data-parallel size d, dtype bytes w. */
+void p3d_cost_model_states(double psi, int d, int zero, int w, double *weights,
+                           double *grads, double *optim);
+/* Activation bytes per layer per micro-batch (Korthikanti et al. 2022), 16-bit. */
+double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
+                          int recompute);
+/* Training FLOPs per iteration: factor 96 (full recompute) or 72 (none). */
+double p3d_cost_flops(double factor, double B, int s, int L, int h, int V);
+/* Idle fraction of wall time: (p-1)/(v*m+p-1); v = 1 gives (p-1)/(m+p-1). */
+double p3d_cost_bubble(int p, int m, int v);
+
+/* ------------------------------------------------------------------------ */
+/* Plan: search tp/pp/dp/micro-batching layouts (placement/cost/plan*.c,          */
+/* docs/plan.md). Link classes are derived from the cluster's shape, not     */
+/* from running a policy.                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define P3D_PLAN_ZERO_DEFAULT (-1) /* ZeRO-1 when dp > 1, else 0 */
+#define P3D_PLAN_ZERO_SEARCH (-2)  /* try stages 0..3 */
+
+enum { P3D_PLAN_REJ_MEMORY = 0, P3D_PLAN_REJ_NVLINK, P3D_PLAN_REJ_BATCH,
+       P3D_PLAN_REJ_HEADS, P3D_PLAN_REJ_LAYERS, P3D_PLAN_NREJ };
+
+typedef struct p3d_plan_row {
+    int tp, pp, dp, micro_batch, micro_batches, zero;
+    p3d_cost cost;
+} p3d_plan_row;
+
+typedef struct p3d_plan {
+    p3d_job job;                 /* the request (mesh sizes unused) */
+    int zero_mode;               /* 0..3 or P3D_PLAN_ZERO_* */
+    const char *cluster_source;  /* borrowed from the cluster */
+    int nodes, gpus_per_node, gpus, nracks, nodes_per_rack;
+    int nvl_gpus;                /* GPUs per NVLink domain inside a node */
+    int mnnvl_gpus;              /* GPUs per multi-node NVLink domain, 0 none */
+    p3d_link intra_link;         /* class inside a node beyond its NVLink domain */
+    double link_gbps[P3D_LINK_COUNT]; /* as the cost model uses them */
+    size_t searched;             /* mesh shapes (tp, pp, dp) considered */
+    size_t rejected[P3D_PLAN_NREJ]; /* shapes dropped, by the first rule they break */
+    size_t variants;             /* (b, m, ZeRO) variants evaluated for the rest */
+    p3d_plan_row *rows;          /* variants that fit, best (fastest) first */
+    size_t nrows;
+    int has_misfit;              /* closest layout that did not fit memory */
+    p3d_plan_row misfit;
+    int cluster_is_topology;     /* cluster_source is one node's --topology */
+} p3d_plan;
+
+/* Searches every layout using all of the cluster's GPUs. job needs a model
+ * and a global batch; micro_batch_size / micro_batches fix b / m when set.
+ * Caller frees with p3d_plan_free(). */
+int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
+                    p3d_plan **out, char **err);
+void p3d_plan_free(p3d_plan *pl);
+/* Reports of the best `top` layouts with why each wins or loses; caller frees. */
+char *p3d_plan_text(const p3d_plan *pl, int top);
+char *p3d_plan_json(const p3d_plan *pl, int top);
+/* Why no layout was kept (pl->nrows == 0): the memory verdict with the GPU
+ * size when some shape passed the hard rules, else the rules every shape
+ * broke, with counts. One sentence without trailing newline; malloc'd. */
+char *p3d_plan_none_reason(const p3d_plan *pl);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
