@@ -31,6 +31,7 @@ static const opt_row rows[] = {
     {"seed", O_U64, OFF(seed), 0, 0, "seed of weights and data (default 1234)"},
     {"verify", O_FLAG, OFF(verify), 0, 0, "rank 0 reruns the training in one process and compares losses"},
     {"backend", O_STR, OFF(backend), 0, 0, "cpu, cuda or auto (default auto: cuda when a GPU is usable)"},
+    {"p2p", O_STR, OFF(p2p), 0, 0, "buffered or strict: a send completes only once its receive is posted, as in NCCL (default buffered)"},
     {"json", O_FLAG, OFF(json), 0, 0, "print the per-step losses as JSON lines too"},
     {"timeout", O_DBL, OFF(timeout), 0.1, 1e6, "seconds one communication may wait (default 120)"},
     {"connect-timeout", O_DBL, OFF(connect_timeout), 0.1, 1e6, "seconds for bootstrap and connections (default 30)"},
@@ -76,7 +77,7 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
 {
     *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .micro_batches = 1,
                      .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
-                     .connect_timeout = 30, .bench_min = 1024, .bench_max = 64u << 20,
+                     .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
                      .bench_iters = 5};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
@@ -158,6 +159,10 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
     }
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto")) {
         fprintf(stderr, "p3d-worker: --backend '%s': expected cpu, cuda or auto\n", o->backend);
+        return -1;
+    }
+    if (strcmp(o->p2p, "buffered") && strcmp(o->p2p, "strict")) {
+        fprintf(stderr, "p3d-worker: --p2p '%s': expected buffered or strict\n", o->p2p);
         return -1;
     }
     if (o->bench_min > o->bench_max) {
@@ -269,6 +274,7 @@ int main(int argc, char **argv)
     rc = 1;
     if (!(w = tcp_world_init(&e, o.connect_timeout, o.timeout)))
         goto out;
+    tcp_world_set_strict(w, !strcmp(o.p2p, "strict"));
     if (o.bench_allreduce) {
         rc = p3dw_bench_allreduce(&o, w) ? 1 : 0;
         goto out;

@@ -46,6 +46,10 @@
 
 #define HELLO_MAGIC 0x70336477u /* "p3dw" */
 #define WORLD_TAG 1u
+/* --p2p strict: a receiver posts its receive by sending a clear-to-send
+ * frame with the message's tag | CTS_BIT (no payload); a sender starts only
+ * once it holds one.  One CTS admits one message. */
+#define CTS_BIT 0x80000000u
 /* Staging buffer of a summing receive: received bytes are added into the
  * destination piece by piece while still in cache. */
 #define STAGE_BYTES (256u << 10)
@@ -90,6 +94,7 @@ struct tcp_world {
     struct pollfd *pfd;
     int *pfd_peer;
     char *stage;      /* STAGE_BYTES, for summing receives (owned) */
+    int strict;       /* --p2p strict: sends wait for the matching receive */
 };
 
 static double now_s(void)
@@ -479,6 +484,7 @@ void tcp_world_free(tcp_world *w)
 }
 
 int tcp_world_rank(const tcp_world *w) { return w->rank; }
+void tcp_world_set_strict(tcp_world *w, int strict) { w->strict = strict; }
 int tcp_world_size(const tcp_world *w) { return w->size; }
 
 /* Appends the message being read to the inbox. */
@@ -567,9 +573,12 @@ static int read_direct(tcp_world *w, conn *c)
 /* A connection whose posted receive is complete is "held": the next
  * message (the peer may already be a step ahead) stays in the kernel until
  * the next receive is posted, instead of detouring through the inbox. */
-static int held(const conn *c)
+static int held(const tcp_world *w, const conn *c)
 {
-    return c->posted && c->post_done;
+    /* In strict mode a held connection could hide the peer's clear-to-send
+     * behind it; no unexpected payload can come anyway (every payload was
+     * admitted by a posted receive), so nothing is held. */
+    return !w->strict && c->posted && c->post_done;
 }
 
 /* Reads whatever is available on peer's socket: the posted message into
@@ -583,7 +592,7 @@ static void drain(tcp_world *w, int peer)
                 return;
             continue;
         }
-        if (held(c))
+        if (held(w, c))
             return;
         int in_hdr = c->hdr_got < sizeof c->hdr;
         ssize_t k = in_hdr ? recv(c->fd, c->hdr + c->hdr_got, sizeof c->hdr - c->hdr_got, 0)
@@ -643,13 +652,14 @@ static void drain(tcp_world *w, int peer)
 /* One poll over every open connection (held ones only for writing),
  * draining the readable ones; wpeer >= 0 also waits for that socket to be
  * writable.  Returns 0, or -1 when the deadline passed. */
-static int progress(tcp_world *w, int wpeer, double deadline)
+static int progress(tcp_world *w, int wpeer, int wpeer2, double deadline)
 {
     int n = 0;
     for (int r = 0; r < w->size; r++) {
         if (w->c[r].fd < 0)
             continue;
-        short ev = (short)((held(&w->c[r]) ? 0 : POLLIN) | (r == wpeer ? POLLOUT : 0));
+        short ev = (short)((held(w, &w->c[r]) ? 0 : POLLIN) |
+                           (r == wpeer || r == wpeer2 ? POLLOUT : 0));
         /* A held socket is left out: POLLERR/POLLHUP on it would make
          * poll() return at once, every time, until it is posted again. */
         if (!ev)
@@ -703,9 +713,9 @@ static int exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t
                     void *rbuf, size_t rlen, void (*add)(void *, const void *, size_t), size_t es)
 {
     conn *sc = to >= 0 ? &w->c[to] : NULL, *rc = from >= 0 ? &w->c[from] : NULL;
-    unsigned char hdr[16];
-    size_t hoff = sizeof hdr, off = 0;
-    int ret = -1, sdone = !sc, rdone = !rc;
+    unsigned char hdr[16], cts[16];
+    size_t hoff = sizeof hdr, off = 0, coff = sizeof cts;
+    int ret = -1, sdone = !sc, rdone = !rc, wait_cts = sc && w->strict;
     if ((sc && !have_conn(w, to)) || (rc && !have_conn(w, from)))
         return -1;
     if (sc) {
@@ -724,12 +734,48 @@ static int exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t
         rc->post_got = 0;
         rc->post_add = add;
         rc->post_es = es;
+        if (w->strict) {
+            /* Posted: now the sender may start. */
+            put32(cts, tag | CTS_BIT);
+            put32(cts + 4, 0);
+            put64(cts + 8, 0);
+            coff = 0;
+        }
     }
     double deadline = now_s() + w->op_timeout;
     for (;;) {
-        size_t before = hoff + off + (rc ? rc->post_got : 0);
-        int was_rdone = rdone;
-        while (!sdone) {
+        size_t before = hoff + off + coff + (rc ? rc->post_got : 0);
+        int was_rdone = rdone, was_wait = wait_cts;
+        while (coff < sizeof cts) {
+            if (rc->closed) {
+                peer_gone(w, from, "posting a receive");
+                goto out;
+            }
+            ssize_t k = send(rc->fd, cts + coff, sizeof cts - coff, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                if (errno != EINTR)
+                    conn_close(rc, errno);
+                continue;
+            }
+            coff += (size_t)k;
+        }
+        if (wait_cts) {
+            msg *m = inbox_take(sc, tag | CTS_BIT);
+            if (!m) {
+                drain(w, to);
+                m = inbox_take(sc, tag | CTS_BIT);
+            }
+            if (m) {
+                free(m);
+                wait_cts = 0;
+            } else if (sc->closed) {
+                peer_gone(w, to, "waiting for the receiver");
+                goto out;
+            }
+        }
+        while (!sdone && !wait_cts) {
             if (sc->closed) {
                 peer_gone(w, to, "sending");
                 goto out;
@@ -789,14 +835,20 @@ static int exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t
                 }
             }
         }
-        if (sdone && rdone)
+        if (sdone && rdone && coff == sizeof cts)
             break;
-        if (hoff + off + (rc ? rc->post_got : 0) != before || rdone != was_rdone)
+        if (hoff + off + coff + (rc ? rc->post_got : 0) != before || rdone != was_rdone ||
+            wait_cts != was_wait)
             deadline = now_s() + w->op_timeout;
         if (rc && !rdone && inbox_has(rc, tag))
             continue;
-        if (progress(w, sdone ? -1 : to, deadline)) {
-            if (!sdone)
+        if (progress(w, sdone || wait_cts ? -1 : to, coff < sizeof cts ? from : -1, deadline)) {
+            if (wait_cts)
+                fprintf(stderr, "p3d-worker: rank %d: rank %d did not post the receive matching "
+                                "my %zu-byte send within %.0f s (%s; --p2p strict: a send "
+                                "waits for its receive): a deadlock, or rank %d is stuck\n",
+                        w->rank, to, slen, w->op_timeout, w->activity, to);
+            else if (!sdone)
                 fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
                                 "finish within %.0f s (%s): rank %d does not receive\n",
                         w->rank, slen, to, w->op_timeout, w->activity, to);

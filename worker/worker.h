@@ -31,6 +31,7 @@ typedef struct p3dw_opts {
     uint64_t seed;
     int verify, json;
     const char *backend;       /* "cpu", "cuda" or "auto" */
+    const char *p2p;           /* "buffered" or "strict" (CPU backend) */
     double timeout;            /* seconds for one communication op */
     double connect_timeout;    /* seconds for bootstrap and connections */
     int bench_allreduce, bench_memcpy;
@@ -76,6 +77,10 @@ tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_t
 void tcp_world_free(tcp_world *w);
 int tcp_world_rank(const tcp_world *w);
 int tcp_world_size(const tcp_world *w);
+/* --p2p strict: from now on a send completes only once the receiver has
+ * posted the matching receive (NCCL's rule), so a schedule that relies on
+ * buffering deadlocks here too (and fails at --timeout with a message). */
+void tcp_world_set_strict(tcp_world *w, int strict);
 /* Star collectives through rank 0 (used at start and end only). */
 int tcp_world_allgather(tcp_world *w, const void *mine, void *all, size_t each);
 int tcp_world_barrier(tcp_world *w);
