@@ -1,28 +1,19 @@
 /*
- * policy_run.c — resolving --policy (bundled name, path, http(s) URL),
- * checking the optional SHA-256 pin, running place(cluster, job) in the
- * sandbox, and validating what it returned before C trusts any of it:
+ * policy_run.c — running a policy: --policy is resolved and pinned
+ * (policy_resolve.c, policy_pin.c), then place(cluster, job) runs in the
+ * sandbox, and what it returned is validated before C trusts any of it:
  * exactly one entry per rank, a bijection onto existing GPUs, coordinates
  * consistent with the declared order. Validation reads the result with raw
  * accesses only, so a returned table with metatables cannot fool it.
  */
 #include "policy_internal.h"
-#include "sha256.h"
-#include "p3d/policy_fetch.h"
+#include "policy_source.h"
 
-#include <ctype.h>
-#include <dirent.h>
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <lauxlib.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#define POLICY_MAX_BYTES ((size_t)16 << 20)
 #define MAX_NOTES 64
 #define MAX_NOTE_LEN 1000
 
@@ -48,234 +39,16 @@ void p3d_placement_free(p3d_placement *p)
     free(p);
 }
 
-/* ---------------------------------------------------------------------- */
-/* Resolving --policy                                                      */
-/* ---------------------------------------------------------------------- */
-
-static int is_url(const char *s)
-{
-    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
-}
-
-static int ends_with(const char *s, const char *suf)
-{
-    size_t a = strlen(s), b = strlen(suf);
-    return a >= b && strcmp(s + a - b, suf) == 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* "devicemesh, megatron, naive": the bundled policies, for messages. */
-static char *bundled_list(void)
-{
-    char dir[4096], *names[64], *out = NULL;
-    size_t n = 0, total = 1;
-    snprintf(dir, sizeof dir, "%s/lua", p3d_data_dir());
-    DIR *d = opendir(dir);
-    if (!d)
-        return strdup("none found");
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 64) {
-        if (!ends_with(e->d_name, ".lua") || strcmp(e->d_name, "par3d.lua") == 0)
-            continue;
-        names[n] = strndup(e->d_name, strlen(e->d_name) - 4);
-        if (names[n])
-            total += strlen(names[n++]) + 2;
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
-    out = calloc(1, total + 16);
-    for (size_t i = 0; out && i < n; i++) {
-        if (i)
-            strcat(out, ", ");
-        strcat(out, names[i]);
-    }
-    if (out && n == 0)
-        strcpy(out, "none found");
-    for (size_t i = 0; i < n; i++)
-        free(names[i]);
-    return out;
-}
-
-/* Loads the fetch plugin and fetches url. The plugin is searched in
- * $P3D_PLUGIN_DIR (':'-separated), the build tree, then the install dir. */
-static int fetch_url(const char *url, char **text, size_t *len, char **err)
-{
-    int rc = -1;
-    void *h = NULL;
-    char path[4096], tried[8192] = "";
-    const char *env = getenv("P3D_PLUGIN_DIR");
-    char *dirs = NULL;
-    if (asprintf(&dirs, "%s%s%s:%s", env ? env : "", env && *env ? ":" : "", P3D_PLUGIN_BUILD_DIR,
-                 P3D_INSTALL_PLUGIN_DIR) < 0)
-        return p3d_err(err, "out of memory");
-    for (char *save = NULL, *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        snprintf(path, sizeof path, "%s/%s", dir, P3D_POLICY_FETCH_FILE);
-        if (access(path, R_OK) == 0) {
-            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (!h) {
-                p3d_err(err, "--policy %s: cannot load plugin %s: %s", url, path, dlerror());
-                goto out;
-            }
-            break;
-        }
-        size_t tl = strlen(tried);
-        snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dir);
-    }
-    if (!h) {
-        p3d_err(err, "policy URLs need plugin %s: not found in %s (build par3drun with libcurl, or download the "
-                     "policy and pass its path)",
-                P3D_POLICY_FETCH_FILE, tried);
-        goto out;
-    }
-    const p3d_policy_fetch_plugin *pl = dlsym(h, P3D_POLICY_FETCH_SYMBOL);
-    if (!pl) {
-        p3d_err(err, "plugin %s does not export %s", path, P3D_POLICY_FETCH_SYMBOL);
-        goto out;
-    }
-    if (pl->abi != P3D_POLICY_FETCH_ABI) {
-        p3d_err(err, "plugin %s has ABI %d, this par3drun needs %d (rebuild the plugin)", path, pl->abi,
-                P3D_POLICY_FETCH_ABI);
-        goto out;
-    }
-    char *perr = NULL;
-    if (pl->fetch(url, POLICY_MAX_BYTES, text, len, &perr) < 0) {
-        p3d_err(err, "--policy: %s", perr ? perr : "fetch failed");
-        free(perr);
-        goto out;
-    }
-    rc = 0;
-out:
-    if (h)
-        dlclose(h);
-    free(dirs);
-    return rc;
-}
-
-/* The last path component of a URL, without query or fragment. */
-static char *url_basename(const char *url)
-{
-    const char *p = strstr(url, "://");
-    p = p ? p + 3 : url;
-    size_t end = strcspn(p, "?#");
-    const char *slash = NULL;
-    for (const char *q = p; q < p + end; q++)
-        if (*q == '/')
-            slash = q;
-    if (!slash || slash + 1 >= p + end)
-        return strdup("policy.lua");
-    return strndup(slash + 1, (size_t)(p + end - slash - 1));
-}
-
-typedef struct resolved {
-    char *chunk;   /* name in messages: "megatron.lua", "./mine.lua" */
-    char *name;    /* reported policy name: "megatron" */
-    char *source;  /* path or URL */
-    char *text;
-    size_t len;
-} resolved;
-
-static void resolved_free(resolved *r)
-{
-    free(r->chunk);
-    free(r->name);
-    free(r->source);
-    free(r->text);
-}
-
-static char *display_name(const char *chunk)
-{
-    const char *b = strrchr(chunk, '/');
-    b = b ? b + 1 : chunk;
-    size_t n = strlen(b);
-    if (n > 4 && ends_with(b, ".lua"))
-        n -= 4;
-    return strndup(b, n);
-}
-
-/* Names without '/' are bundled policies; "x.lua" prefers ./x.lua when it
- * exists (users type file names), a bare "x" prefers the bundled one. */
-static int resolve(const char *policy, resolved *r, char **err)
-{
-    char path[4096];
-    memset(r, 0, sizeof *r);
-    if (!policy || !*policy)
-        return p3d_err(err, "--policy: expected a bundled name, a path or an http(s) URL, got ''");
-    if (is_url(policy)) {
-        if (fetch_url(policy, &r->text, &r->len, err) < 0)
-            return -1;
-        r->chunk = url_basename(policy);
-        r->source = strdup(policy);
-    } else {
-        int local = strchr(policy, '/') != NULL;
-        if (!local && ends_with(policy, ".lua") && access(policy, F_OK) == 0)
-            local = 1;
-        if (local) {
-            r->source = strdup(policy);
-            r->chunk = strdup(policy);
-        } else {
-            snprintf(path, sizeof path, "%s/lua/%s%s", p3d_data_dir(), policy, ends_with(policy, ".lua") ? "" : ".lua");
-            if (access(path, F_OK) != 0 && access(policy, F_OK) == 0) {
-                r->source = strdup(policy);
-                r->chunk = strdup(policy);
-            } else if (access(path, F_OK) != 0) {
-                char *list = bundled_list();
-                p3d_err(err, "--policy: unknown policy '%s': no bundled policy of that name in %s/lua and no such "
-                             "file (bundled: %s)",
-                        policy, p3d_data_dir(), list ? list : "?");
-                free(list);
-                return -1;
-            } else {
-                r->source = strdup(path);
-                const char *b = strrchr(path, '/');
-                r->chunk = strdup(b + 1);
-            }
-        }
-        if (!r->source || !r->chunk)
-            return p3d_err(err, "out of memory");
-        char *e = NULL;
-        if (p3d_read_small_file(r->source, "policy", POLICY_MAX_BYTES, &r->text, &r->len, &e) < 0) {
-            p3d_err(err, "--policy: %s", e ? e : "cannot read the policy");
-            free(e);
-            return -1;
-        }
-    }
-    r->name = display_name(r->chunk);
-    return r->name ? 0 : p3d_err(err, "out of memory");
-}
-
-static int check_pin(const resolved *r, const char *pin, char **err)
-{
-    char have[65], want[65];
-    size_t n = strlen(pin);
-    if (n != 64)
-        return p3d_err(err, "--policy-sha256: expected 64 hex digits, got %zu characters ('%s')", n, pin);
-    for (size_t i = 0; i < 64; i++) {
-        if (!isxdigit((unsigned char)pin[i]))
-            return p3d_err(err, "--policy-sha256: '%c' at position %zu is not a hex digit", pin[i], i + 1);
-        want[i] = (char)tolower((unsigned char)pin[i]);
-    }
-    want[64] = 0;
-    p3d_sha256_hex(r->text, r->len, have);
-    if (strcmp(have, want) != 0)
-        return p3d_err(err, "--policy-sha256: policy %s has SHA-256 %s, expected %s; refusing to run it", r->source,
-                       have, want);
-    return 0;
-}
-
 int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster *c, const p3d_job *job,
                    p3d_placement **out, char **err)
 {
     int rc = -1;
-    resolved r;
+    p3d_policy_src r;
     p3d_sandbox_limits lim;
     *out = NULL;
-    if (resolve(policy, &r, err) < 0)
+    if (p3d_policy_resolve(policy, &r, err) < 0)
         goto out;
-    if (sha256_pin && *sha256_pin && check_pin(&r, sha256_pin, err) < 0)
+    if (sha256_pin && *sha256_pin && p3d_policy_check_pin(r.source, r.text, r.len, sha256_pin, err) < 0)
         goto out;
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;
@@ -286,7 +59,7 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
     r.name = NULL;
     rc = 0;
 out:
-    resolved_free(&r);
+    p3d_policy_src_free(&r);
     return rc;
 }
 
@@ -609,10 +382,10 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
     memset(x.owner, 0xff, total * sizeof *x.owner);
     x.pl->world = x.world;
     x.pl->mesh = job->mesh;
-    x.pl->policy = display_name(name);
+    x.pl->policy = p3d_policy_display_name(name);
     x.pl->policy_source = strdup(source ? source : name);
     snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
-    if (p3d_read_small_file(hpath, "policy helper module", POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
+    if (p3d_read_small_file(hpath, "policy helper module", P3D_POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
         goto out;
     if (!lim) {
         if (p3d_sandbox_limits_from_env(&envlim, err) < 0)
