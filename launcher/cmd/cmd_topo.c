@@ -33,7 +33,8 @@ int p3d_cmd_topo(const p3d_opts *o)
         err = NULL;
         goto out;
     }
-    if (p3d_topo_load(o->topology ? o->topology : "local", &n, &err) < 0) {
+    if (p3d_topo_load(o->topology ? o->topology : "local", &n, &err) < 0 ||
+        p3d_node_apply_allocation(&n, 0, &err) < 0) { /* notes say what the allocation excludes */
         rc = p3d_fail_input(err);
         err = NULL;
         goto out;

@@ -46,7 +46,10 @@ static int load_cluster(const p3d_opts *o, p3d_cluster **out, char **err)
     p3d_cluster *c = NULL;
     char *e = NULL;
     if (o->cluster) {
-        if (p3d_cluster_load(o->cluster, &c, err) < 0)
+        /* --topology names the nodes' topology for sources without one
+         * (kubectl, AWS); "local" is the default, not a choice */
+        const char *t = o->topology && strcmp(o->topology, "local") ? o->topology : NULL;
+        if (p3d_cluster_load_as(o->cluster, t, &c, err) < 0)
             goto out;
         const char *alloc = getenv("SLURM_JOB_NODELIST");
         size_t listed = c->nnodes;
@@ -58,10 +61,25 @@ static int load_cluster(const p3d_opts *o, p3d_cluster **out, char **err)
         }
         if (alloc && *alloc) /* the report says only these nodes were used */
             c->nnodes_file = listed;
+        /* --emulate runs every node on this host: each takes this host's
+         * allocated GPUs (docs/cluster-file.md "Allocations") */
+        for (size_t t = 0; o->emulate && t < c->ntopos; t++) {
+            p3d_node *was = c->topos[t];
+            if (p3d_node_apply_allocation(&c->topos[t], o->nproc_per_node, err) < 0)
+                goto out;
+            for (size_t i = 0; i < c->nnodes; i++)
+                if (c->nodes[i].topo == was)
+                    c->nodes[i].topo = c->topos[t];
+        }
     } else {
         p3d_node *n = NULL;
         if (p3d_topo_load(o->topology ? o->topology : "local", &n, err) < 0)
             goto out;
+        /* this host's allocation (SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES) */
+        if (p3d_node_apply_allocation(&n, o->nproc_per_node, err) < 0) {
+            p3d_node_free(n);
+            goto out;
+        }
         /* takes ownership of n, also when it fails */
         if (p3d_cluster_from_node(n, &c, err) < 0)
             goto out;

@@ -167,6 +167,9 @@ typedef struct p3d_hello {
     char *addr;              /* the address others reach this node at */
     int master_port, nccl_port;   /* free ports here, used when rank 0 lands here */
     p3d_node *topo;          /* the node record (owned) */
+    char *rack;              /* leaf switch from SLURM_TOPOLOGY_ADDR (alloc.c),
+                              * NULL when unknown; optional trailing field: a
+                              * HELLO without it still decodes */
 } p3d_hello;
 
 /* PLACE: the leader's decision, byte for byte the same for every agent

@@ -357,6 +357,8 @@ int p3d_hello_encode(const p3d_hello *h, p3d_wbuf *b)
     wb_int(b, h->nccl_port);
     if (h->topo)
         p3d_node_encode(h->topo, b);
+    if (h->rack && h->rack[0])
+        p3d_wbuf_str(b, h->rack);
     return p3d_wbuf_end(b);
 }
 
@@ -387,6 +389,11 @@ int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h, char *
         free(e);
         return -1;
     }
+    if (r.off < r.len) { /* the rack, when the agent knew one */
+        h->rack = p3d_rbuf_str(&r, 255);
+        if (r.bad)
+            return p3d_err(err, "HELLO of node rank %d: malformed rack name", h->node_rank);
+    }
     if (r.off != r.len)
         return p3d_err(err, "HELLO of node rank %d: %zu trailing bytes", h->node_rank, r.len - r.off);
     return 0;
@@ -399,6 +406,7 @@ void p3d_hello_free(p3d_hello *h)
     free(h->job_id);
     free(h->hostname);
     free(h->addr);
+    free(h->rack);
     p3d_node_free(h->topo);
     memset(h, 0, sizeof *h);
 }

@@ -187,8 +187,22 @@ static int gathered_cluster(mnode *m, p3d_cluster **out, char **err)
     const p3d_opts *o = m->o;
     if (o->nproc_per_node > 0 && p3d_cluster_set_slots(c, o->nproc_per_node, err) < 0)
         goto out;
-    if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, err) < 0)
-        goto out;
+    if (o->slurm_topology) {
+        if (p3d_cluster_apply_slurm_topology(c, o->slurm_topology, err) < 0)
+            goto out;
+    } else { /* racks the agents read from SLURM_TOPOLOGY_ADDR */
+        char **racks = calloc((size_t)n, sizeof *racks);
+        if (!racks) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+        for (int i = 0; i < n; i++)
+            racks[i] = m->all[i].rack;
+        int e = p3d_cluster_set_racks(c, racks, err);
+        free(racks);
+        if (e < 0)
+            goto out;
+    }
     *out = c;
     c = NULL;
     rc = 0;
@@ -821,8 +835,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     if (!strcmp(base_name(m->program), "p3d-worker"))
         for (int k = 0; k < 8 && (!h->nccl_port || h->nccl_port == h->master_port); k++)
             h->nccl_port = p3d_free_port();
-    if (p3d_topo_load(o->topology ? o->topology : "local", &h->topo, &err) < 0)
+    if (p3d_topo_load(o->topology ? o->topology : "local", &h->topo, &err) < 0 ||
+        p3d_node_apply_allocation(&h->topo, o->nproc_per_node, &err) < 0)
         goto out;
+    h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
 
     if (m->me == 0) {
         /* the leader: listen, publish, gather, place, send */

@@ -109,7 +109,8 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
             nlocal++;
     /* local ranks are numbered 0..nlocal-1; place GPUs at their slot */
     int *gpu = malloc(sizeof *gpu * (size_t)(nlocal ? nlocal : 1));
-    char *s = malloc((size_t)nlocal * 12 + 1);
+    /* an entry is an index or the allocation's name for the GPU (alloc.c) */
+    char *s = malloc((size_t)nlocal * (sizeof((p3d_gpu *)0)->visible + 12) + 1);
     if (!gpu || !s) {
         free(gpu);
         free(s);
@@ -131,7 +132,12 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
             s[0] = 0;
             break;
         }
-        len += (size_t)sprintf(s + len, "%s%d", i ? "," : "", gpu[i]);
+        /* the inherited list's entry when an allocation named the GPU
+         * (right whether or not Slurm renumbered the devices) */
+        if (topo->gpus[gpu[i]].visible[0])
+            len += (size_t)sprintf(s + len, "%s%s", i ? "," : "", topo->gpus[gpu[i]].visible);
+        else
+            len += (size_t)sprintf(s + len, "%s%d", i ? "," : "", gpu[i]);
     }
     free(gpu);
     return s;

@@ -379,3 +379,47 @@ out:
     p3d_strv_free(names, nnames);
     return rc;
 }
+
+int p3d_cluster_set_racks(p3d_cluster *c, char *const *rack, char **err)
+{
+    size_t known = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        known += rack[i] && rack[i][0];
+    if (!known)
+        return 0;
+    int rc = -1;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    p3d_strmap m;
+    if (p3d_strmap_init(&m, c->nnodes) < 0)
+        return p3d_err(err, "cluster: out of memory");
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const char *r = rack[i] && rack[i][0] ? rack[i] : "default";
+        size_t idx;
+        if (!p3d_strmap_get(&m, r, &idx)) {
+            char *d = strdup(r);
+            long k = d ? p3d_strv_push(&names, &n, &cap, d) : -1;
+            if (k < 0 || p3d_strmap_put(&m, names[k], (size_t)k, NULL) < 0)
+                goto oom;
+            idx = (size_t)k;
+        }
+        c->nodes[i].rack = (int)idx;
+    }
+    p3d_strv_free(c->racks, c->nracks);
+    c->racks = names;
+    c->nracks = n;
+    names = NULL;
+    free(c->rack_dist); /* names only: no switch distances known */
+    c->rack_dist = NULL;
+    if (known < c->nnodes)
+        p3d_cluster_warn(c, "%zu of %zu nodes named no rack; they are put in a rack named 'default'",
+                         c->nnodes - known, c->nnodes);
+    rc = 0;
+    goto out;
+oom:
+    p3d_err(err, "cluster: out of memory");
+out:
+    p3d_strv_free(names, n);
+    p3d_strmap_free(&m);
+    return rc;
+}

@@ -12,6 +12,7 @@
  * keys sit (only when a message needs one).
  */
 #include "cluster_internal.h"
+#include "cluster_foreign.h"
 #include "strmap.h"
 
 #include <cjson/cJSON.h>
@@ -601,6 +602,11 @@ static int syntax_error(cf_ctx *x, const char *end, char **err)
 
 int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
 {
+    return p3d_cluster_load_as(path, NULL, out, err);
+}
+
+int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **out, char **err)
+{
     int rc = -1, saw_rack = 0, saw_norack = 0;
     char *buf = NULL;
     size_t len = 0;
@@ -673,6 +679,21 @@ int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
         p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s",
                 path, json_type(root));
         goto out;
+    }
+    { /* kubectl get nodes -o json, aws ec2 describe-instance-topology */
+        cJSON *conv = NULL;
+        char *fw = NULL;
+        int f = p3d_cluster_foreign(path, root, topology, &conv, &fw, err);
+        if (f < 0)
+            goto out;
+        if (f > 0) {
+            cJSON_Delete(root);
+            root = conv;
+            x.len = 0; /* no positions in a translated tree */
+            if (fw)
+                p3d_cluster_warn(x.c, "%s", fw);
+            free(fw);
+        }
     }
     for (const cJSON *k = root->child; k; k = k->next) {
         if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&

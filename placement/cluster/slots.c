@@ -13,16 +13,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *dup_or_null(const char *s)
-{
-    return s ? strdup(s) : NULL;
-}
-
 /* A new record with k slots built from n (k <= n->ngpus, or n has none). */
 static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
 {
     int rc = -1;
-    p3d_node *m = p3d_node_new(n->hostname, n->source, n->source_kind);
+    p3d_node *m = NULL;
+    if (n->ngpus > 0) { /* the first k GPUs in PCI order */
+        int *idx = malloc(sizeof *idx * (size_t)k);
+        if (!idx)
+            return p3d_err(err, "out of memory");
+        for (int i = 0; i < k; i++)
+            idx[i] = i;
+        m = p3d_node_subset(n, idx, k, err);
+        free(idx);
+        if (!m)
+            return -1;
+        p3d_node_note(m, "--nproc-per-node %d: only GPUs 0-%d of %d take ranks", k, k - 1, n->ngpus);
+        *out = m;
+        return 0;
+    }
+    m = p3d_node_new(n->hostname, n->source, n->source_kind);
     if (!m)
         return p3d_err(err, "out of memory");
     if (p3d_node_alloc(m, k, n->nnics, err) < 0)
@@ -36,39 +46,17 @@ static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
         goto oom;
     for (int j = 0; j < n->nnics; j++)
         m->nics[j] = n->nics[j];
-    if (n->ngpus == 0) {
-        for (int i = 0; i < k; i++) {
-            p3d_gpu *g = &m->gpus[i];
-            g->index = i;
-            snprintf(g->model, sizeof g->model, "CPU slot");
-            g->numa = -1;
-            g->package = -1;
-            g->nearest_nic = -1;
-        }
-    } else {
-        for (int i = 0; i < k; i++) {
-            p3d_gpu *g = &m->gpus[i];
-            char *cpus = g->cpus; /* whatever alloc put there */
-            *g = n->gpus[i];
-            free(cpus);
-            g->cpus = dup_or_null(n->gpus[i].cpus);
-            if (n->gpus[i].cpus && !g->cpus)
-                goto oom;
-            for (int j = 0; j < k; j++) {
-                m->nvlink[i * k + j] = n->nvlink[i * n->ngpus + j];
-                m->gg_class[i * k + j] = n->gg_class[i * n->ngpus + j];
-            }
-            for (int j = 0; j < n->nnics; j++)
-                m->gn_class[i * n->nnics + j] = n->gn_class[i * n->nnics + j];
-        }
+    for (int i = 0; i < k; i++) {
+        p3d_gpu *g = &m->gpus[i];
+        g->index = i;
+        snprintf(g->model, sizeof g->model, "CPU slot");
+        g->numa = -1;
+        g->package = -1;
+        g->nearest_nic = -1;
     }
     if (p3d_node_finish(m, err) < 0)
         goto out;
-    if (n->ngpus == 0)
-        p3d_node_note(m, "no GPU found: %d CPU rank slots synthesized for --nproc-per-node (no device, no NVLink)",
-                      k);
-    else
-        p3d_node_note(m, "--nproc-per-node %d: only GPUs 0-%d of %d take ranks", k, k - 1, n->ngpus);
+    p3d_node_note(m, "no GPU found: %d CPU rank slots synthesized for --nproc-per-node (no device, no NVLink)", k);
     *out = m;
     m = NULL;
     rc = 0;

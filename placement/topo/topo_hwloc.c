@@ -253,6 +253,16 @@ static int collect_gpus(hwloc_topology_t t, gpu_ref **out, int *nout,
     return 0;
 }
 
+/* NVIDIAUUID of the GPU's nvml* OS device (on the PCI device, or os). */
+static const char *gpu_uuid(hwloc_obj_t pci, hwloc_obj_t os)
+{
+    const char *u = os ? hwloc_obj_get_info_by_name(os, "NVIDIAUUID") : NULL;
+    for (hwloc_obj_t c = pci ? pci->io_first_child : NULL; c && !u; c = c->next_sibling)
+        if (c->type == HWLOC_OBJ_OS_DEVICE)
+            u = hwloc_obj_get_info_by_name(c, "NVIDIAUUID");
+    return u;
+}
+
 static int collect_nics(hwloc_topology_t t, nic_ref **out, int *nout)
 {
     int cap = 0, n = 0, any_rdma = 0;
@@ -428,6 +438,8 @@ static int build_node(hwloc_topology_t t, const char *source,
             model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
         copy_str(gp->model, sizeof gp->model, model);
         copy_str(gp->osdev, sizeof gp->osdev, os ? os->name : NULL);
+        /* the UUID, for CUDA_VISIBLE_DEVICES=GPU-... (alloc.c) */
+        copy_str(gp->uuid, sizeof gp->uuid, gpu_uuid(pci, os));
         const char *mem =
             os ? hwloc_obj_get_info_by_name(os, "CUDAGlobalMemorySize") : NULL;
         if (mem)

@@ -58,6 +58,11 @@ typedef struct p3d_cluster {
  * file, then among the bundled ones (P3D_TOPOLOGY_PATH / install dir).
  * Caller frees with p3d_cluster_free(). */
 int p3d_cluster_load(const char *path, p3d_cluster **out, char **err);
+/* The same; path may also be the JSON of `kubectl get nodes -o json` or
+ * `aws ec2 describe-instance-topology` (docs/kubernetes.md), whose nodes
+ * take topology (--topology; NULL: the documented table of bundled ones). */
+int p3d_cluster_load_as(const char *path, const char *topology,
+                        p3d_cluster **out, char **err);
 /* A one-node cluster around a node record (takes ownership of node). */
 int p3d_cluster_from_node(p3d_node *node, p3d_cluster **out, char **err);
 /* Applies a Slurm topology.conf (tree: leaf switch = rack; block: block =
@@ -84,6 +89,48 @@ void p3d_cluster_warn(p3d_cluster *c, const char *fmt, ...)
  * slots than a node has GPUs is an error (no oversubscription). Records
  * that already match are left alone. */
 int p3d_cluster_set_slots(p3d_cluster *c, int nslots, char **err);
+
+/* The allocation of this node (placement/cluster/alloc.c,
+ * docs/cluster-file.md "Allocations"): which GPUs of the node record a job
+ * may use, from SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else an inherited
+ * CUDA_VISIBLE_DEVICES (indices or GPU-UUIDs). */
+typedef struct p3d_alloc {
+    int active;          /* 0: nothing restricts the node's GPUs */
+    char var[24];        /* the variable that set it */
+    char *value;         /* its value */
+    int n;               /* usable GPUs */
+    int *gpu;            /* their indices in the node record, ascending */
+    char **visible;      /* the CUDA_VISIBLE_DEVICES entry naming each */
+} p3d_alloc;
+
+/* Reads the allocation from an environ-like "K=V" array against node
+ * (pure: envp is never the process's unless the caller passes environ).
+ * A node without GPUs gets active = 0. Caller frees with p3d_alloc_free. */
+int p3d_alloc_from_env(char *const *envp, const p3d_node *node,
+                       p3d_alloc *out, char **err);
+/* Replaces *n by a record of the usable GPUs only (each GPU's visible set,
+ * a note naming what was excluded and why). nproc (--nproc-per-node, 0 =
+ * not given) larger than the allocation is an error naming it. */
+int p3d_alloc_apply(const p3d_alloc *a, p3d_node **n, int nproc,
+                    char **err);
+void p3d_alloc_free(p3d_alloc *a);
+/* Both, from the process environment: what the launch paths call where
+ * they make this host's node record. */
+int p3d_node_apply_allocation(p3d_node **n, int nproc, char **err);
+/* The leaf switch of this node from Slurm's topology/tree address
+ * (SLURM_TOPOLOGY_ADDR "spine1.leaf3.node17" with
+ * SLURM_TOPOLOGY_ADDR_PATTERN "switch.switch.node" -> "leaf3"): the
+ * component just above the node. malloc'd, NULL when there is none.
+ * p3d_slurm_env_rack reads the process environment. */
+char *p3d_slurm_addr_rack(char *const *envp);
+char *p3d_slurm_env_rack(void);
+/* Puts node i in the rack named rack[i] (NULL: unknown, "default"),
+ * replacing the cluster's racks and switch distances. Does nothing when
+ * every entry is NULL; warns when only some are. */
+int p3d_cluster_set_racks(p3d_cluster *c, char *const *rack, char **err);
+/* A new record of GPUs idx[0..k) of n (in that order), finished. */
+p3d_node *p3d_node_subset(const p3d_node *n, const int *idx, int k,
+                          char **err);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,10 @@ typedef struct p3d_gpu {
     int nic_same_numa;  /* 1 when nearest_nic is on the GPU's NUMA node */
     int domain;         /* NVLink domain index on this node */
     uint64_t mem_bytes; /* device memory when known, else 0 */
+    char uuid[48];      /* "GPU-8f6c...", "" when unknown (hwloc NVML osdev) */
+    char visible[48];   /* CUDA_VISIBLE_DEVICES entry that names this GPU for
+                           a child when an allocation set one (alloc.c), ""
+                           = its index */
 } p3d_gpu;
 
 typedef struct p3d_nic {
