@@ -330,8 +330,8 @@ int p3d_cmd_launch(const p3d_opts *o)
 }
 
 /* `par3drun __agent --node-rank I [the job's options] -- PROGRAM`: one node
- * of the job, supervised on its own (no launcher above it: it decides
- * restarts and prints its root cause itself). The placement is computed
+ * of the job, under a job controller of its own (the one-agent case of
+ * supervise.c: it decides restarts of this node and prints its root cause). The placement is computed
  * again from the same options — the policies are deterministic on the same
  * input — so several __agents of one job agree without talking. Give them
  * the same --job-id, --run-dir and --master-port. */
@@ -348,7 +348,7 @@ int p3d_cmd_agent(const p3d_opts *o)
                     S.nnodes, S.nnodes == 1 ? "" : "s");
             rc = P3D_EXIT_BADINPUT;
         } else {
-            rc = p3d_agent_run(&L, S.nodes[node], -1);
+            rc = p3d_launcher_run(&L, &S.nodes[node], 1);
         }
     }
     cleanup(&S);

@@ -11,26 +11,27 @@
  *          └─ worker, one per local rank (own process group,
  *             PR_SET_PDEATHSIG=SIGKILL)
  *
- * Launcher and agent talk over a SOCK_SEQPACKET socket pair (one message =
- * one packet). That channel is the slot a multi-node rendezvous fills in
- * later: an agent only needs the placement, its node index and an upstream.
+ * The agents report to one job controller (controller.c: a state machine
+ * that knows no transport) through supervise.c's transports: a socket pair
+ * per local agent, the rendezvous connection per remote agent (a relay,
+ * relay.c, on every other node of a multi-node job). The messages are
+ * defined once, in agent_proto.h.
  *
- *   agent -> launcher   "F <gen> <code> <rank> <sig>\n<root-cause summary>"
- *                       first local failure of generation gen (sig: the
- *                       signal that killed it, 0 for an exit; rank -1
- *                       when the agent could not start its ranks)
- *   launcher -> agent   "R <gen>\n"  stop the local ranks, start them again
- *                                    with restart count gen
- *                       "T <sig>\n"  stop: forward sig, grace, SIGKILL
- *                       "U <sig>\n"  forward sig as is (SIGUSR1/2)
+ * Files: agent.c (an agent's loop), controller.c (the job's fate),
+ * supervise.c (transports + the controller's event loop), relay.c (a
+ * non-leader node), agent_proto.c (the messages), output.c (rank output,
+ * the terminal sink), spawn.c (starting a worker, ending process trees),
+ * bind.c, rank_env.c; the multi-node flow in mnode.c and mnode_place.c.
  */
 #ifndef P3D_LAUNCH_H
 #define P3D_LAUNCH_H
 
+#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "agent_proto.h"
 #include "cli.h"
 #include "p3d/p3d.h"
 
@@ -137,13 +138,49 @@ typedef struct p3d_rank_out {
     int tail_next, tail_count;
 } p3d_rank_out;
 
-/* Where lines go: the agent's stdout/stderr; lock_fd (>= 0 when several
- * agents share them) is flock()ed around each write so that no line is
- * torn by another agent's. */
+/* Bytes one terminal stream may hold for a slow reader before whole
+ * batches are dropped (and counted). */
+#define P3D_OUT_PENDING ((size_t)8 << 20)
+
+typedef struct p3d_outq {
+    int fd;              /* non-blocking when it could be reopened so */
+    int own;             /* fd is ours to close */
+    int regular;         /* a regular file: never waits */
+    char *buf;           /* bytes the stream did not take yet */
+    size_t len, cap;
+    size_t dropped;      /* bytes dropped since the last note */
+    int mid;             /* the last byte written ended no line */
+} p3d_outq;
+
+/* Where lines go (output.c): the agent's (or launcher's) stdout/stderr,
+ * never waited for. lock_fd (>= 0 when several agents share them) is
+ * flock()ed without waiting around each write so that no line is torn by
+ * another agent's. */
 typedef struct p3d_outsink {
-    int out_fd, err_fd;
+    p3d_outq q[2];       /* 0 stdout, 1 stderr */
+    int same;            /* both are one file (2>&1): q[0] only */
     int lock_fd;
+    int held;            /* we hold lock_fd */
+    int lock_busy;       /* the last flush found the lock taken */
 } p3d_outsink;
+
+/* --emulate: the lock file the agents sharing the terminal take around
+ * their writes (RUN_DIR/output.lock); -1 otherwise. */
+int p3d_output_lock_open(const p3d_launch *L);
+/* Sets sink up on out_fd/err_fd (not taken over). */
+void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd);
+/* Queues a whole message (already tagged lines) for stream which (0/1)
+ * and writes what the stream takes now. */
+void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len);
+/* Writes queued bytes the streams take now. */
+void p3d_sink_flush(p3d_outsink *sink);
+/* Adds the pollfds (POLLOUT) the sink waits for to pfd (room for 2);
+ * lowers *timeout_ms when it waits for another agent's lock. Returns how
+ * many it added. */
+int p3d_sink_poll(const p3d_outsink *sink, struct pollfd *pfd, int *timeout_ms);
+/* Last flush without waiting; what is left is counted in one note on
+ * stderr; closes what the sink opened. */
+void p3d_sink_close(p3d_outsink *sink);
 
 /* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
 int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
@@ -154,9 +191,6 @@ int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
 int p3d_check_log_dir(const char *dir, char **err);
 /* mkdir -p; the last component gets mode. 0 or -1 with errno. */
 int p3d_mkdir_p(const char *path, mode_t mode);
-/* The signals the agent and fate loops take through a signalfd: SIGCHLD,
- * the four that stop a job, and Slurm's SIGUSR1/2 warnings. */
-void p3d_launch_sigset(sigset_t *s);
 int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
 /* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
 void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
@@ -166,12 +200,9 @@ void p3d_rank_out_init(p3d_rank_out *r, int rank);
 /* Reads what is available on stream which (0/1) and writes every complete
  * line, tagged, to the sink (and log). Returns 1 at EOF (fd closed, partial
  * line flushed with a newline), 0 otherwise, -1 on a read error. */
-int p3d_rank_out_read(p3d_rank_out *r, int which, const p3d_outsink *sink);
+int p3d_rank_out_read(p3d_rank_out *r, int which, p3d_outsink *sink);
 /* Reads until EAGAIN/EOF on both streams (after the process exited). */
-void p3d_rank_out_drain(p3d_rank_out *r, const p3d_outsink *sink);
-/* Writes a whole message (already tagged lines) to fd under the lock. */
-void p3d_sink_write(const p3d_outsink *sink, int fd, const char *buf,
-                    size_t len);
+void p3d_rank_out_drain(p3d_rank_out *r, p3d_outsink *sink);
 /* The last stderr lines, oldest first, each indented by `indent`; caller
  * frees. "" when none. */
 char *p3d_rank_out_tail(const p3d_rank_out *r, const char *indent);
@@ -205,25 +236,66 @@ int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err);
  * found through /proc: the subreaper's sweep for reparented descendants.
  * Returns how many were signalled. */
 int p3d_kill_children(int sig);
+/* Sends sig to root and every descendant of it (one /proc pass), and to
+ * the process group of each that leads one (workers and their children):
+ * ends an agent that does not answer. Returns how many were signalled. */
+int p3d_kill_tree(pid_t root, int sig);
+/* SIGKILLs and reaps our children until none is left, bounded (2 s), never
+ * with a blocking waitpid. */
+void p3d_sweep_children(void);
+/* A wait status as an exit code: the code, or 128 + the signal. */
+int p3d_code_of(int status);
 
-/* ---- supervise.c --------------------------------------------------------- */
+/* ---- agent.c ------------------------------------------------------------- */
 
-/* Runs node `node`'s local ranks until they end; returns the agent's exit
- * code. upstream: the launcher's socket, or -1 (standalone: decides
- * restarts itself and prints its own root-cause summary). Blocks SIGCHLD
- * and the forwarded signals for its own signalfd. */
+/* Runs node `node`'s local ranks until the controller (on upstream, a
+ * SOCK_SEQPACKET socket, agent_proto.h) says the job is over; returns the
+ * agent's exit code. Blocks SIGCHLD and the forwarded signals for its own
+ * signalfd. */
 int p3d_agent_run(const p3d_launch *L, int node, int upstream);
 
-/* The launcher's half: starts one agent per node in nodes[] (fork, no exec),
- * relays signals, decides restarts and job-wide fate, prints the root-cause
- * summary once, and returns the job's exit code. */
+/* ---- supervise.c: the controller's transports ---------------------------- */
+
+/* Forks the agent of node `node` on a new socket pair; the child closes
+ * close_fds first (what belongs to the parent). 0, or -1 with errno. */
+int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclose, pid_t *pid, int *sock);
+
+/* Runs the job controller (controller.h) over nnodes agents: agent i is
+ * node nodes[i]; remote_fds (NULL: none) gives agent i's rendezvous
+ * connection, or -1 for an agent forked here. Remote fds are taken over
+ * (closed). Prints the root cause once; returns the job's exit code. */
+int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds);
+
+/* One node, or --emulate: every agent is forked here. */
 int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
 
-/* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0) for the one-line
- * restart messages. */
-void p3d_failure_how(int code, int sig, char *buf, size_t cap);
+/* Sends one agent_proto packet as a P3D_MSG_FATE frame. 0 or -1. */
+int p3d_fate_send(int fd, const char *pkt, size_t len);
+/* Reads what a rendezvous connection has (fr: its p3d_framer, rdzv.h) and
+ * calls fn for each well-formed agent_proto message. -1 (with *err) when
+ * the connection is gone. */
+struct p3d_framer;
+int p3d_fate_read(struct p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err);
 
+/* "its process was killed by signal 9 (KILL)" / "... ended with exit
+ * code N" for a lost agent. */
+void p3d_exit_how(int status, char *buf, size_t cap);
+
+/* The signals the agent and controller loops take through a signalfd:
+ * SIGCHLD, the four that stop a job, and Slurm's SIGUSR1/2 warnings. */
+void p3d_launch_sigset(sigset_t *s);
+/* Blocks them and returns a non-blocking signalfd for them, or -1. */
+int p3d_signalfd(void);
+/* poll() timeout until a monotonic deadline (0: none, -1 returned). */
+int p3d_poll_ms(double deadline);
 /* Monotonic seconds. */
 double p3d_now(void);
+
+/* ---- relay.c ------------------------------------------------------------- */
+
+/* A multi-node node other than the leader: forks its agent and relays
+ * between it and the leader's controller on up (taken over). Returns the
+ * node's exit code (the job's, as the leader decided it). */
+int p3d_relay_run(const p3d_launch *L, int me, int up);
 
 #endif

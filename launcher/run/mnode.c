@@ -3,24 +3,18 @@
  *
  *   rendezvous (rdzv.c bootstrap, rdzv_tcp.c gather/place)
  *   -> every node: the placement in memory + the same JSON bytes on disk
- *   -> this process forks the node's agent (supervise.c, p3d_agent_run)
- *      over a SOCK_SEQPACKET pair, exactly as the single-node launcher
- *      does, and becomes its upstream:
- *        leader (node rank 0): the job's controller — it decides restarts
- *          and the job's fate from every node's reports (its own agent on
- *          the socket pair, the others over their TCP connections);
- *        other nodes: a relay — agent packets go up as FATE frames,
- *          the leader's orders come down to the agent.
- *
- * Packets are supervise.c's ("F gen code rank\nsummary", "D gen", "R gen",
- * "T sig", "U sig") plus two of the job-fate channel: "S sig" (node ->
- * leader: a signal arrived here, stop the job) and "T sig code" (the stop
- * order carries the job's exit code, so every node exits with it).
+ *   -> every node forks its agent (agent.c) over a socket pair, exactly
+ *      as the single-node launcher does:
+ *        leader (node rank 0): runs the job controller (controller.c over
+ *          supervise.c's transports): its own agent on the socket pair,
+ *          the others over their TCP connections;
+ *        other nodes: a relay (relay.c).
+ * The messages are agent_proto.h's, relayed as P3D_MSG_FATE frames.
+ * The placement itself: mnode_place.c.
  */
-#include "rdzv.h"
+#include "mnode.h"
 
-#include "launch.h"
-#include "place.h"
+#include "controller.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,9 +32,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* The job's code when a node's agent is lost (connection dropped). */
-#define P3D_EXIT_LOST P3D_EXIT_FAIL
 
 typedef struct mnode {
     const p3d_opts *o;
@@ -123,653 +114,6 @@ static p3d_node *node_clone(const p3d_node *n, char **err)
     p3d_node *c = p3d_node_decode(&r, err);
     p3d_wbuf_free(&b);
     return c;
-}
-
-/* ---- the leader's placement ---------------------------------------------- */
-
-/* The cluster in node-rank order from the HELLOs. Records with the same
- * hash share one topology (as a cluster file's nodes do); hostnames that
- * occur twice (several agents on one host) become "host:RANK". */
-static int gathered_cluster(mnode *m, p3d_cluster **out, char **err)
-{
-    int n = m->nnodes, rc = -1;
-    p3d_cluster *c = NULL;
-    p3d_node *first = m->all[0].topo;
-    m->all[0].topo = NULL;
-    if (p3d_cluster_from_node(first, &c, err) < 0)
-        goto out;
-    p3d_cnode *nodes = realloc(c->nodes, (size_t)n * sizeof *nodes);
-    p3d_node **topos = realloc(c->topos, (size_t)n * sizeof *topos);
-    if (nodes)
-        c->nodes = nodes;
-    if (topos)
-        c->topos = topos;
-    if (!nodes || !topos) {
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    for (int i = 1; i < n; i++) {
-        p3d_node *t = m->all[i].topo;
-        m->all[i].topo = NULL;
-        const p3d_node *use = NULL;
-        for (size_t k = 0; k < c->ntopos && !use; k++)
-            if (!strcmp(c->topos[k]->hash, t->hash))
-                use = c->topos[k];
-        if (use) {
-            p3d_node_free(t);
-        } else {
-            c->topos[c->ntopos++] = t;
-            use = t;
-        }
-        c->nodes[i] = (p3d_cnode){.name = NULL, .topo = use, .rack = 0, .nvl_domain = -1};
-        c->nnodes++;
-    }
-    for (int i = 0; i < n; i++) {
-        const char *h = m->all[i].hostname && m->all[i].hostname[0] ? m->all[i].hostname : "node";
-        int dup = 0;
-        for (int k = 0; k < n && !dup; k++)
-            dup = k != i && m->all[k].hostname && !strcmp(m->all[k].hostname, h);
-        char *name = NULL;
-        if (asprintf(&name, dup ? "%s:%d" : "%s", h, i) < 0) {
-            p3d_err(err, "out of memory");
-            goto out;
-        }
-        free(c->nodes[i].name);
-        c->nodes[i].name = name;
-    }
-    /* reports name where the nodes came from */
-    free(c->source);
-    if (asprintf(&c->source, "rendezvous:%s", m->r->ops->name) < 0) {
-        c->source = NULL;
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    const p3d_opts *o = m->o;
-    if (o->nproc_per_node > 0 && p3d_cluster_set_slots(c, o->nproc_per_node, err) < 0)
-        goto out;
-    if (o->slurm_topology) {
-        if (p3d_cluster_apply_slurm_topology(c, o->slurm_topology, err) < 0)
-            goto out;
-    } else { /* racks the agents read from SLURM_TOPOLOGY_ADDR */
-        char **racks = calloc((size_t)n, sizeof *racks);
-        if (!racks) {
-            p3d_err(err, "out of memory");
-            goto out;
-        }
-        for (int i = 0; i < n; i++)
-            racks[i] = m->all[i].rack;
-        int e = p3d_cluster_set_racks(c, racks, err);
-        free(racks);
-        if (e < 0)
-            goto out;
-    }
-    *out = c;
-    c = NULL;
-    rc = 0;
-out:
-    p3d_cluster_free(c);
-    return rc;
-}
-
-/* Places on the gathered cluster and builds the PLACE frame. */
-static int leader_place(mnode *m, p3d_wbuf *frame, char **err)
-{
-    int rc = -1, n = m->nnodes;
-    p3d_cluster *c = NULL;
-    p3d_plan_result res;
-    int placed = 0;
-    char *json = NULL;
-    memset(&res, 0, sizeof res);
-    if (gathered_cluster(m, &c, err) < 0)
-        goto out;
-    {
-        p3d_cluster *own = c;
-        c = NULL; /* p3d_place_cluster owns it from here, also on failure */
-        if (p3d_place_cluster(m->o, own, &res, err) < 0)
-            goto out;
-    }
-    placed = 1;
-    if (res.an && res.an->nerrors > 0) {
-        char buf[4096];
-        int k = snprintf(buf, sizeof buf, "the placement fails %d error-level check%s; nothing started:",
-                         res.an->nerrors, res.an->nerrors == 1 ? "" : "s");
-        for (size_t i = 0; i < res.an->nchecks && k < (int)sizeof buf; i++)
-            if (res.an->checks[i].severity == P3D_SEV_ERROR)
-                k += snprintf(buf + k, sizeof buf - (size_t)k, " %s: %s", res.an->checks[i].code,
-                              res.an->checks[i].message);
-        p3d_err(err, "%s", buf);
-        goto out;
-    }
-    p3d_report_in in = p3d_plan_report_in(&res);
-    json = p3d_report_json(&in);
-    if (!json) {
-        p3d_err(err, "cannot render the placement JSON (out of memory)");
-        goto out;
-    }
-    const p3d_placement *pl = res.pl;
-    int n0 = pl->ranks[0].node;
-    p3d_place_msg pm = {
-        .job_id = m->all[0].job_id,
-        .master_addr = m->o->master_addr ? (char *)m->o->master_addr : m->all[n0].addr,
-        .master_port = m->o->master_port ? m->o->master_port : m->all[n0].master_port,
-        .nccl_port = m->all[n0].nccl_port,
-        .nnodes = n,
-        .pl = res.pl,
-        .json = json,
-        .json_len = strlen(json),
-    };
-    pm.names = calloc((size_t)n, sizeof *pm.names);
-    pm.hashes = calloc((size_t)n, sizeof *pm.hashes);
-    if (!pm.names || !pm.hashes) {
-        free(pm.names);
-        free(pm.hashes);
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < n; i++) {
-        pm.names[i] = res.cluster->nodes[i].name;
-        pm.hashes[i] = (char *)res.cluster->nodes[i].topo->hash;
-    }
-    int e = p3d_place_encode(&pm, frame);
-    free(pm.names);
-    free(pm.hashes);
-    if (e < 0) {
-        p3d_err(err, "cannot encode the placement (out of memory, or over %u bytes)", P3D_WIRE_MAX);
-        goto out;
-    }
-    if (m->o->verbose)
-        fprintf(stderr,
-                "par3drun: rendezvous: placed %d ranks on %d nodes (cluster %.1f ms, policy %.1f ms, checks %.1f "
-                "ms, baseline %.1f ms); placement %zu bytes\n",
-                pl->world, n, 1e3 * res.t_cluster, 1e3 * res.t_policy, 1e3 * res.t_check, 1e3 * res.t_baseline,
-                strlen(json));
-    rc = 0;
-out:
-    free(json);
-    if (placed)
-        p3d_plan_result_free(&res);
-    p3d_cluster_free(c);
-    return rc;
-}
-
-/* ---- this node's view of the job ----------------------------------------- */
-
-/* The agent's cluster: every node's name (rank environment, tags), and
- * only this node's topology — the only one an agent reads (binding,
- * CUDA_VISIBLE_DEVICES, the root-cause summary). */
-static int local_cluster(mnode *m, char **err)
-{
-    int n = m->pm.nnodes, rc = -1;
-    p3d_node *t = m->hello.topo;
-    m->hello.topo = NULL;
-    if (p3d_cluster_from_node(t, &m->cluster, err) < 0)
-        goto out;
-    p3d_cluster *c = m->cluster;
-    if (m->o->nproc_per_node > 0 && p3d_cluster_set_slots(c, m->o->nproc_per_node, err) < 0)
-        goto out;
-    if (strcmp(c->topos[0]->hash, m->pm.hashes[m->me]) != 0) {
-        p3d_err(err, "node[%d] %s: the leader placed on topology hash %s, this node has %s (different "
-                     "--nproc-per-node on this node?)",
-                m->me, m->pm.names[m->me], m->pm.hashes[m->me], c->topos[0]->hash);
-        goto out;
-    }
-    p3d_cnode *nodes = realloc(c->nodes, (size_t)n * sizeof *nodes);
-    if (!nodes) {
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    c->nodes = nodes;
-    free(c->nodes[0].name);
-    for (int i = 0; i < n; i++) {
-        c->nodes[i] = (p3d_cnode){.name = strdup(m->pm.names[i]), .topo = i == m->me ? c->topos[0] : NULL,
-                                  .rack = 0, .nvl_domain = -1};
-        if (!c->nodes[i].name) {
-            c->nnodes = (size_t)i;
-            p3d_err(err, "out of memory");
-            goto out;
-        }
-    }
-    c->nnodes = (size_t)n;
-    rc = 0;
-out:
-    return rc;
-}
-
-/* ---- the job-fate loops --------------------------------------------------- */
-
-typedef struct fate {
-    mnode *m;
-    const p3d_launch *L;
-    int sfd;
-    pid_t agent;               /* local agent, 0 once reaped */
-    int agent_status;
-    int local;                 /* socket pair to the local agent */
-    p3d_framer *fr;            /* per node rank (leader) or [0] (relay) */
-    int *done_gen;             /* leader: per node */
-    int gen;
-    int stopping;
-    double stop_at;
-    int code;                  /* the job's code once decided, -1 undecided */
-    char *summary;             /* leader: root cause, printed once */
-} fate;
-
-static void send_local(fate *f, const char *s)
-{
-    if (f->local >= 0)
-        while (send(f->local, s, strlen(s), MSG_NOSIGNAL) < 0 && errno == EINTR)
-            ;
-}
-
-static int send_frame(int fd, const char *s, size_t len)
-{
-    p3d_wbuf b = {0};
-    p3d_wbuf_begin(&b, P3D_MSG_FATE);
-    p3d_wbuf_bytes(&b, s, len);
-    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write(fd, &b, NULL) : -1;
-    p3d_wbuf_free(&b);
-    return rc;
-}
-
-/* Leader: sends a packet to every node (its own agent included). */
-static void l_all(fate *f, const char *s)
-{
-    send_local(f, s);
-    for (int i = 0; i < f->m->nnodes; i++)
-        if (f->m->fds[i] >= 0 && send_frame(f->m->fds[i], s, strlen(s)) < 0) {
-            close(f->m->fds[i]);
-            f->m->fds[i] = -1;
-        }
-}
-
-static void l_stop(fate *f, int sig, int code)
-{
-    char msg[48];
-    if (f->code < 0)
-        f->code = code;
-    if (f->stopping && sig != SIGKILL && sig != SIGQUIT)
-        sig = SIGKILL; /* asked twice: no more grace */
-    if (!f->stopping)
-        f->stop_at = p3d_now();
-    f->stopping = 1;
-    snprintf(msg, sizeof msg, "T %d %d\n", sig, f->code);
-    l_all(f, msg);
-}
-
-static void l_lost(fate *f, int node, const char *how)
-{
-    if (f->stopping)
-        return;
-    char *s = NULL;
-    if (asprintf(&s, "par3drun: root cause: lost the agent of node %s (node rank %d): %s\n",
-                 f->L->cluster->nodes[node].name, node, how) < 0)
-        s = NULL;
-    free(f->summary);
-    f->summary = s;
-    l_stop(f, SIGTERM, P3D_EXIT_LOST);
-}
-
-/* Leader: one packet from node `node`. */
-static void l_packet(fate *f, int node, const char *buf)
-{
-    int g = 0, code = 0, rank = 0, sig = 0;
-    if (buf[0] == 'D' && sscanf(buf + 1, " %d", &g) == 1) {
-        if (g == f->gen)
-            f->done_gen[node] = g;
-        int all = 1;
-        for (int k = 0; k < f->m->nnodes; k++)
-            if (f->done_gen[k] != f->gen)
-                all = 0;
-        if (all && !f->stopping) {
-            f->code = 0;
-            l_stop(f, 0, 0);
-        }
-        return;
-    }
-    if (buf[0] == 'S' && sscanf(buf + 1, " %d", &sig) == 1) {
-        if (!f->stopping)
-            err_line("node %s (node rank %d) got signal %d: stopping the job", f->L->cluster->nodes[node].name,
-                     node, sig);
-        l_stop(f, sig > 0 && sig < 65 ? sig : SIGTERM, 128 + sig);
-        return;
-    }
-    if (buf[0] != 'F' || sscanf(buf + 1, " %d %d %d", &g, &code, &rank) != 3)
-        return;
-    if (g != f->gen || f->stopping)
-        return; /* a consequence of a failure already being handled */
-    const char *sum = strchr(buf, '\n');
-    sum = sum ? sum + 1 : "";
-    if (f->gen < f->m->o->max_restarts) {
-        fputs(sum, stderr);
-        f->gen++;
-        err_line("restarting all ranks on all %d nodes (restart %d of %d)", f->m->nnodes, f->gen,
-                 f->m->o->max_restarts);
-        char msg[32];
-        snprintf(msg, sizeof msg, "R %d\n", f->gen);
-        for (int k = 0; k < f->m->nnodes; k++)
-            f->done_gen[k] = -1;
-        l_all(f, msg);
-        return;
-    }
-    free(f->summary);
-    if (!sum[0]) {
-        f->summary = NULL;
-        if (asprintf(&f->summary, "par3drun: root cause: node %s could not start its ranks (exit code %d)\n",
-                     f->L->cluster->nodes[node].name, code) < 0)
-            f->summary = NULL;
-    } else {
-        f->summary = strdup(sum);
-    }
-    l_stop(f, SIGTERM, code);
-}
-
-/* Relay: one packet from the leader, for the local agent. */
-static void r_packet(fate *f, const char *buf)
-{
-    int sig = 0, code = 0;
-    if (buf[0] == 'T' && sscanf(buf + 1, " %d %d", &sig, &code) == 2) {
-        if (f->code < 0)
-            f->code = code;
-        if (!f->stopping)
-            f->stop_at = p3d_now();
-        f->stopping = 1;
-    }
-    send_local(f, buf);
-}
-
-/* Reads every packet the local agent has queued. Returns -1 at EOF. */
-static int read_local(fate *f, int leader)
-{
-    char buf[65536];
-    for (;;) {
-        ssize_t n = recv(f->local, buf, sizeof buf - 1, MSG_DONTWAIT);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (n <= 0) {
-            close(f->local);
-            f->local = -1;
-            return -1;
-        }
-        buf[n] = 0;
-        if (leader) {
-            l_packet(f, f->m->me, buf);
-        } else {
-            if (buf[0] == 'F' && !f->stopping) {
-                int g, code, rank;
-                if (sscanf(buf + 1, " %d %d %d", &g, &code, &rank) == 3 && g >= f->m->o->max_restarts)
-                    err_line("node %s: rank %d failed with exit code %d; the leader stops the job",
-                             f->L->cluster->nodes[f->m->me].name, rank, code);
-            }
-            if (f->m->up >= 0 && send_frame(f->m->up, buf, (size_t)n) < 0) {
-                close(f->m->up);
-                f->m->up = -1;
-            }
-        }
-    }
-}
-
-static int code_of(int status)
-{
-    if (WIFEXITED(status))
-        return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-        return 128 + WTERMSIG(status);
-    return P3D_EXIT_FAIL;
-}
-
-static void reap(fate *f)
-{
-    int st;
-    pid_t p;
-    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-        if (p == f->agent) {
-            f->agent = 0;
-            f->agent_status = st;
-        }
-}
-
-/* Handles a signal of the node's own process. */
-static void on_signal(fate *f, int sig, int leader)
-{
-    char msg[48];
-    if (sig == SIGCHLD) {
-        reap(f);
-        return;
-    }
-    if (sig == SIGUSR1 || sig == SIGUSR2) {
-        snprintf(msg, sizeof msg, "U %d\n", sig);
-        if (leader)
-            l_all(f, msg);
-        else
-            send_local(f, msg);
-        return;
-    }
-    if (leader) {
-        l_stop(f, sig, 128 + sig);
-        return;
-    }
-    /* a node's own signal (scancel signals every node; a by-hand Ctrl-C
-     * one): stop here at once and tell the leader to stop the rest */
-    snprintf(msg, sizeof msg, "S %d\n", sig);
-    if (f->m->up >= 0 && send_frame(f->m->up, msg, strlen(msg)) < 0) {
-        close(f->m->up);
-        f->m->up = -1;
-    }
-    if (f->code < 0)
-        f->code = 128 + sig;
-    int again = f->stopping;
-    if (!f->stopping)
-        f->stop_at = p3d_now();
-    f->stopping = 1;
-    snprintf(msg, sizeof msg, "T %d\n", again && sig != SIGQUIT ? SIGKILL : sig);
-    send_local(f, msg);
-}
-
-/* The loop both roles share; returns the node's exit code. */
-static int fate_loop(fate *f)
-{
-    mnode *m = f->m;
-    int leader = m->me == 0, n = m->nnodes;
-    struct pollfd *pfd = calloc((size_t)n + 3, sizeof *pfd);
-    int *owner = calloc((size_t)n + 3, sizeof *owner);
-    double deadline = leader && m->o->timeout > 0 ? p3d_now() + m->o->timeout : 0;
-    if (!pfd || !owner) {
-        free(pfd);
-        free(owner);
-        err_line("out of memory");
-        l_stop(f, SIGKILL, P3D_EXIT_FAIL);
-        return P3D_EXIT_FAIL;
-    }
-    for (;;) {
-        /* done when the local agent is gone and (leader) every node has
-         * hung up — or grace + 5 s after the stop, whichever first */
-        int remote = 0;
-        if (leader)
-            for (int i = 0; i < n; i++)
-                remote += m->fds[i] >= 0;
-        if (!f->agent && f->local < 0) {
-            if (!leader || remote == 0)
-                break;
-            if (f->stopping && p3d_now() > f->stop_at + m->o->grace + 5)
-                break;
-        }
-        int np = 0;
-        pfd[np] = (struct pollfd){.fd = f->sfd, .events = POLLIN};
-        owner[np++] = -2;
-        if (f->local >= 0) {
-            pfd[np] = (struct pollfd){.fd = f->local, .events = POLLIN};
-            owner[np++] = -1;
-        }
-        if (leader) {
-            for (int i = 0; i < n; i++)
-                if (m->fds[i] >= 0) {
-                    pfd[np] = (struct pollfd){.fd = m->fds[i], .events = POLLIN};
-                    owner[np++] = i;
-                }
-        } else if (m->up >= 0) {
-            pfd[np] = (struct pollfd){.fd = m->up, .events = POLLIN};
-            owner[np++] = 0;
-        }
-        int ms = 1000;
-        if (deadline > 0 && !f->stopping) {
-            double d = deadline - p3d_now();
-            ms = d <= 0 ? 0 : d < 1 ? (int)(d * 1000) + 1 : 1000;
-        }
-        int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR)
-            break;
-        if (deadline > 0 && !f->stopping && p3d_now() >= deadline) {
-            err_line("--timeout %g s reached; stopping the job on all %d nodes", m->o->timeout, n);
-            l_stop(f, SIGTERM, P3D_EXIT_TIMEOUT);
-        }
-        for (int k = 0; k < np && pr > 0; k++) {
-            if (!pfd[k].revents)
-                continue;
-            if (owner[k] == -2) {
-                struct signalfd_siginfo si;
-                while (read(f->sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                    on_signal(f, (int)si.ssi_signo, leader);
-                continue;
-            }
-            if (owner[k] == -1) {
-                if (read_local(f, leader) < 0 && !f->stopping) {
-                    /* our own agent is gone without being told to stop */
-                    reap(f);
-                    if (leader)
-                        l_lost(f, m->me, "its agent process ended unexpectedly");
-                    else if (f->code < 0)
-                        f->code = P3D_EXIT_LOST;
-                }
-                continue;
-            }
-            int node = owner[k];
-            int fd = leader ? m->fds[node] : m->up;
-            p3d_framer *fr = &f->fr[leader ? node : 0];
-            char *e = NULL;
-            int got = p3d_framer_fill(fr, fd, &e);
-            unsigned char *body;
-            size_t len;
-            int type;
-            while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
-                if (type == P3D_MSG_FATE && len < 65536) {
-                    char *s = malloc(len + 1);
-                    if (s) {
-                        memcpy(s, body, len);
-                        s[len] = 0;
-                        if (leader)
-                            l_packet(f, node, s);
-                        else
-                            r_packet(f, s);
-                        free(s);
-                    }
-                }
-                free(body);
-            }
-            if (got < 0) {
-                if (leader) {
-                    close(m->fds[node]);
-                    m->fds[node] = -1;
-                    if (!f->stopping) {
-                        char how[256];
-                        snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
-                                 e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
-                        l_lost(f, node, how);
-                    }
-                } else {
-                    close(m->up);
-                    m->up = -1;
-                    if (!f->stopping) {
-                        err_line("node %s: lost the connection to the rendezvous leader (%s): stopping the local "
-                                 "ranks",
-                                 f->L->cluster->nodes[m->me].name, f->L->cluster->nodes[0].name);
-                        if (f->code < 0)
-                            f->code = P3D_EXIT_LOST;
-                        f->stopping = 1;
-                        f->stop_at = p3d_now();
-                        send_local(f, "T 15\n");
-                    }
-                }
-            }
-            free(e);
-        }
-    }
-    free(pfd);
-    free(owner);
-    if (f->agent) {
-        kill(f->agent, SIGKILL);
-        waitpid(f->agent, &f->agent_status, 0);
-        f->agent = 0;
-    }
-    if (f->code < 0)
-        f->code = code_of(f->agent_status);
-    return f->code;
-}
-
-/* Forks the local agent and runs the fate loop. */
-static int run_node(mnode *m, const p3d_launch *L)
-{
-    fate F = {.m = m, .L = L, .sfd = -1, .local = -1, .code = -1};
-    fate *f = &F;
-    int rc = P3D_EXIT_FAIL, sv[2] = {-1, -1};
-    sigset_t ss;
-    p3d_launch_sigset(&ss);
-    signal(SIGPIPE, SIG_IGN);
-    f->fr = calloc((size_t)m->nnodes, sizeof *f->fr);
-    f->done_gen = calloc((size_t)m->nnodes, sizeof *f->done_gen);
-    if (!f->fr || !f->done_gen || sigprocmask(SIG_BLOCK, &ss, NULL) < 0 ||
-        (f->sfd = signalfd(-1, &ss, SFD_NONBLOCK | SFD_CLOEXEC)) < 0 ||
-        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
-        err_line("cannot set up the node supervisor: %s", strerror(errno));
-        goto out;
-    }
-    for (int i = 0; i < m->nnodes; i++)
-        f->done_gen[i] = -1;
-    pid_t me = getpid();
-    fflush(NULL);
-    pid_t c = fork();
-    if (c < 0) {
-        err_line("cannot fork the agent: %s", strerror(errno));
-        goto out;
-    }
-    if (c == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != me)
-            _exit(P3D_EXIT_FAIL);
-        close(sv[0]);
-        close(f->sfd);
-        if (m->up >= 0)
-            close(m->up);
-        for (int i = 0; m->fds && i < m->nnodes; i++)
-            if (m->fds[i] >= 0)
-                close(m->fds[i]);
-        int arc = p3d_agent_run(L, m->me, sv[1]);
-        fflush(NULL);
-        _exit(arc);
-    }
-    close(sv[1]);
-    sv[1] = -1;
-    f->agent = c;
-    f->local = sv[0];
-    sv[0] = -1;
-    rc = fate_loop(f);
-    if (m->me == 0 && f->summary && f->summary[0])
-        fputs(f->summary, stderr);
-out:
-    if (sv[0] >= 0)
-        close(sv[0]);
-    if (sv[1] >= 0)
-        close(sv[1]);
-    if (f->local >= 0)
-        close(f->local);
-    if (f->sfd >= 0)
-        close(f->sfd);
-    for (int i = 0; f->fr && i < m->nnodes; i++)
-        p3d_framer_free(&f->fr[i]);
-    free(f->fr);
-    free(f->done_gen);
-    free(f->summary);
-    return rc;
 }
 
 /* ---- the flow ------------------------------------------------------------- */
@@ -884,7 +228,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         m->hello.topo = own;
         close(lfd);
         lfd = -1;
-        if (leader_place(m, &frame, &err) < 0) {
+        if (p3d_mnode_place(o, r, m->all, m->nnodes, &frame, &err) < 0) {
             p3d_tcp_refuse_all(m->fds, m->nnodes, err);
             goto out;
         }
@@ -915,8 +259,12 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         p3d_err(&err, "the leader placed on %d nodes, this node expected %d", m->pm.nnodes, m->nnodes);
         goto out;
     }
-    if (local_cluster(m, &err) < 0)
-        goto out;
+    {
+        p3d_node *t = m->hello.topo;
+        m->hello.topo = NULL;
+        if (p3d_mnode_local_cluster(o, t, &m->pm, m->me, &m->cluster, &err) < 0)
+            goto out;
+    }
 
     /* the run dir: the placement JSON, the same bytes on every node */
     if (o->run_dir) {
@@ -967,7 +315,26 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
                 m->me, m->cluster->nodes[m->me].name, L.job_id, nl, L.pl->world, m->placement_path, L.master_addr,
                 L.master_port);
     }
-    rc = run_node(m, &L);
+    if (m->me == 0) {
+        /* the job controller: our own agent forked here, the others over
+         * their rendezvous connections (handed over to it) */
+        int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);
+        if (!nodes) {
+            p3d_err(&err, "out of memory");
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+        for (int i = 0; i < m->nnodes; i++)
+            nodes[i] = i;
+        m->fds[0] = -1;
+        rc = p3d_hub_run(&L, nodes, m->nnodes, m->fds);
+        free(nodes);
+        for (int i = 0; i < m->nnodes; i++)
+            m->fds[i] = -1;
+    } else {
+        rc = p3d_relay_run(&L, m->me, m->up);
+        m->up = -1;
+    }
 out:
     if (err) {
         err_line("%s", err);

@@ -2,19 +2,30 @@
  * output.c — a rank's stdout/stderr, line by line.
  *
  * Workers write into pipes; the agent reads what is there, cuts complete
- * lines, prefixes each with the rank's tag and writes the batch with one
- * locked write loop, so a line is never torn: partial writes from the
- * worker are held until their newline arrives, and other agents sharing the
- * terminal wait on the lock. A line longer than P3D_LINE_MAX is cut into
- * tagged pieces (the only case where a line is split, documented).
+ * lines, prefixes each with the rank's tag and queues the batch for the
+ * terminal (the sink), so a line is never torn: partial writes from the
+ * worker are held until their newline arrives. A line longer than
+ * P3D_LINE_MAX is cut into tagged pieces (the only case where a line is
+ * split, documented).
+ *
+ * The sink never waits for its reader: it writes what the terminal (pipe)
+ * takes now, keeps the rest (at most P3D_OUT_PENDING bytes per stream) for
+ * the next POLLOUT, and drops whole batches beyond that, counting them; a
+ * note with the count follows once the queue drains. Agents that share the
+ * terminal (--emulate) take a lock file without waiting for it, and hold it
+ * while one of their lines is half written, so other agents queue instead.
  */
 #include "launch.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define P3D_LINE_MAX (1u << 20)
@@ -89,16 +100,199 @@ static void write_all(int fd, const char *b, size_t len)
     }
 }
 
-void p3d_sink_write(const p3d_outsink *sink, int fd, const char *buf, size_t len)
+/* A pipe or a terminal can make write() wait for its reader: such an fd is
+ * opened again as a new, non-blocking open file description (the shared
+ * one, the shell's too, keeps its flags). Regular files never wait; a
+ * socket cannot be reopened and is written in PIPE_BUF pieces after poll
+ * says it has room. */
+static int nonblocking_fd(int fd, int *own, int *regular)
+{
+    struct stat st;
+    *own = 0;
+    *regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (fd < 0 || fstat(fd, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)))
+        return fd;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    int n = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (n < 0)
+        return fd;
+    *own = 1;
+    return n;
+}
+
+int p3d_output_lock_open(const p3d_launch *L)
+{
+    if (!L->emulate || !L->run_dir)
+        return -1;
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/output.lock", L->run_dir);
+    return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+}
+
+void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd)
+{
+    memset(sink, 0, sizeof *sink);
+    sink->lock_fd = lock_fd;
+    struct stat a, b;
+    /* 2>&1: one queue, so that the two streams cannot tear each other's
+     * lines */
+    sink->same = out_fd == err_fd || (fstat(out_fd, &a) == 0 && fstat(err_fd, &b) == 0 && a.st_dev == b.st_dev &&
+                                      a.st_ino == b.st_ino && !S_ISREG(a.st_mode));
+    sink->q[0].fd = nonblocking_fd(out_fd, &sink->q[0].own, &sink->q[0].regular);
+    sink->q[1].fd = sink->same ? -1 : nonblocking_fd(err_fd, &sink->q[1].own, &sink->q[1].regular);
+}
+
+/* A regular file never makes a writer wait, so its lock is never held
+ * long: wait for it. Otherwise the holder may be a writer whose reader is
+ * slow: do not wait. */
+static int lock_try(p3d_outsink *sink, int wait)
+{
+    if (sink->lock_fd < 0 || sink->held)
+        return 1;
+    while (flock(sink->lock_fd, LOCK_EX | (wait ? 0 : LOCK_NB)) < 0)
+        if (errno != EINTR)
+            return 0;
+    sink->held = 1;
+    return 1;
+}
+
+static void lock_release(p3d_outsink *sink)
+{
+    if (sink->lock_fd >= 0 && sink->held && !sink->q[0].mid && !sink->q[1].mid) {
+        flock(sink->lock_fd, LOCK_UN);
+        sink->held = 0;
+    }
+}
+
+static int enqueue(p3d_outq *q, const char *b, size_t len)
+{
+    /* one batch (up to two P3D_LINE_MAX lines) always fits an empty queue */
+    if (q->len && len > P3D_OUT_PENDING - q->len)
+        return -1;
+    if (q->len + len > q->cap) {
+        size_t nc = q->cap ? q->cap : 65536;
+        while (nc < q->len + len)
+            nc *= 2;
+        char *nb = realloc(q->buf, nc);
+        if (!nb)
+            return -1;
+        q->buf = nb;
+        q->cap = nc;
+    }
+    memcpy(q->buf + q->len, b, len);
+    q->len += len;
+    return 0;
+}
+
+/* Writes what stream w can take now without waiting. */
+static void flush_one(p3d_outsink *sink, int w)
+{
+    p3d_outq *q = &sink->q[w];
+    while (q->len > 0) {
+        if (!lock_try(sink, q->regular)) {
+            sink->lock_busy = 1;
+            return;
+        }
+        struct pollfd pf = {.fd = q->fd, .events = POLLOUT};
+        if (!q->own && !q->regular && poll(&pf, 1, 0) <= 0)
+            break;
+        size_t n = q->len;
+        if (!q->own && !q->regular && n > PIPE_BUF)
+            n = PIPE_BUF;
+        ssize_t k = write(q->fd, q->buf, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (k <= 0) { /* EPIPE etc.: nobody reads this stream any more */
+            q->len = 0;
+            q->mid = 0;
+            break;
+        }
+        q->mid = q->buf[k - 1] != '\n';
+        memmove(q->buf, q->buf + k, q->len - (size_t)k);
+        q->len -= (size_t)k;
+        if (q->len == 0 && q->dropped) {
+            char note[160];
+            int l = snprintf(note, sizeof note,
+                             "par3drun: [%zu bytes of output dropped here: the reader of this stream is too slow; "
+                             "--log-dir keeps everything]\n",
+                             q->dropped);
+            q->dropped = 0;
+            enqueue(q, note, (size_t)l);
+        }
+    }
+    lock_release(sink);
+}
+
+void p3d_sink_flush(p3d_outsink *sink)
+{
+    sink->lock_busy = 0;
+    for (int w = 0; w < 2; w++)
+        flush_one(sink, w);
+}
+
+void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len)
 {
     if (!len)
         return;
-    if (sink->lock_fd >= 0)
-        while (flock(sink->lock_fd, LOCK_EX) < 0 && errno == EINTR)
-            ;
-    write_all(fd, buf, len);
-    if (sink->lock_fd >= 0)
+    p3d_outq *q = &sink->q[which && !sink->same ? 1 : 0];
+    if (q->fd < 0)
+        return;
+    /* whole batches (whole lines) go in or are dropped and counted */
+    if (enqueue(q, buf, len) < 0)
+        q->dropped += len;
+    p3d_sink_flush(sink);
+}
+
+int p3d_sink_poll(const p3d_outsink *sink, struct pollfd *pfd, int *timeout_ms)
+{
+    int n = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!sink->q[w].len)
+            continue;
+        if (sink->lock_busy) {
+            /* another agent holds the terminal: look again soon */
+            if (*timeout_ms < 0 || *timeout_ms > 20)
+                *timeout_ms = 20;
+            continue;
+        }
+        pfd[n++] = (struct pollfd){.fd = sink->q[w].fd, .events = POLLOUT};
+    }
+    return n;
+}
+
+void p3d_sink_close(p3d_outsink *sink)
+{
+    p3d_sink_flush(sink);
+    size_t lost = 0;
+    for (int w = 0; w < 2; w++) {
+        lost += sink->q[w].len + sink->q[w].dropped;
+        sink->q[w].len = 0;
+        sink->q[w].mid = 0;
+    }
+    if (lost) {
+        /* best effort, without waiting: the terminal may be the problem */
+        char note[160];
+        int l = snprintf(note, sizeof note,
+                         "par3drun: [%zu bytes of output not shown: the reader was too slow; --log-dir keeps "
+                         "everything]\n",
+                         lost);
+        p3d_outq *e = &sink->q[sink->same ? 0 : 1];
+        if (e->fd >= 0 && enqueue(e, note, (size_t)l) == 0)
+            flush_one(sink, 1);
+    }
+    if (sink->lock_fd >= 0 && sink->held)
         flock(sink->lock_fd, LOCK_UN);
+    sink->held = 0;
+    for (int w = 0; w < 2; w++) {
+        if (sink->q[w].own && sink->q[w].fd >= 0)
+            close(sink->q[w].fd);
+        free(sink->q[w].buf);
+        memset(&sink->q[w], 0, sizeof sink->q[w]);
+        sink->q[w].fd = -1;
+    }
 }
 
 static void tail_push(p3d_rank_out *r, const char *line, size_t len)
@@ -117,7 +311,7 @@ static void tail_push(p3d_rank_out *r, const char *line, size_t len)
 
 /* Emits lines [b, b+len) (each ends with '\n', except a forced last one)
  * as one tagged batch. */
-static void emit(p3d_rank_out *r, int which, const p3d_outsink *sink, const char *b, size_t len)
+static void emit(p3d_rank_out *r, int which, p3d_outsink *sink, const char *b, size_t len)
 {
     if (!len)
         return;
@@ -138,7 +332,7 @@ static void emit(p3d_rank_out *r, int which, const p3d_outsink *sink, const char
     }
     if (!r->shown)
         return;
-    int fd = which ? sink->err_fd : sink->out_fd;
+    int fd = which;
     if (!tl) {
         p3d_sink_write(sink, fd, b, len);
         return;
@@ -165,7 +359,7 @@ static void emit(p3d_rank_out *r, int which, const p3d_outsink *sink, const char
 
 /* Emits complete lines held in the buffer; keeps the unfinished rest. When
  * force, the rest is emitted too, with a newline added. */
-static void flush_lines(p3d_rank_out *r, int which, const p3d_outsink *sink, int force)
+static void flush_lines(p3d_rank_out *r, int which, p3d_outsink *sink, int force)
 {
     p3d_ostream *s = &r->s[which];
     size_t cut = 0;
@@ -192,7 +386,7 @@ static void flush_lines(p3d_rank_out *r, int which, const p3d_outsink *sink, int
     }
 }
 
-int p3d_rank_out_read(p3d_rank_out *r, int which, const p3d_outsink *sink)
+int p3d_rank_out_read(p3d_rank_out *r, int which, p3d_outsink *sink)
 {
     p3d_ostream *s = &r->s[which];
     if (s->fd < 0)
@@ -227,7 +421,7 @@ int p3d_rank_out_read(p3d_rank_out *r, int which, const p3d_outsink *sink)
     return 0;
 }
 
-void p3d_rank_out_drain(p3d_rank_out *r, const p3d_outsink *sink)
+void p3d_rank_out_drain(p3d_rank_out *r, p3d_outsink *sink)
 {
     for (int w = 0; w < 2; w++)
         while (r->s[w].fd >= 0) {

@@ -1,5 +1,6 @@
 /*
- * spawn.c — starting one worker, and the subreaper's sweep.
+ * spawn.c — starting one worker, and the subreaper's sweeps (ending a
+ * whole process tree, reaping without waiting).
  *
  * Our own clone/fork+exec rather than posix_spawn because the child needs
  * steps posix_spawn cannot express: PR_SET_PDEATHSIG (and the getppid check that
@@ -18,6 +19,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Why candidate `path` cannot be run, or NULL when it can: a regular file
@@ -230,13 +233,14 @@ out:
     return rc;
 }
 
-int p3d_kill_children(int sig)
+/* One pass over /proc: calls fn for every live process but us with its
+ * pid, parent and process group. */
+static void proc_each(void (*fn)(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp), void *ctx)
 {
     pid_t self = getpid();
-    int n = 0;
     DIR *d = opendir("/proc");
     if (!d)
-        return 0;
+        return;
     struct dirent *de;
     while ((de = readdir(d))) {
         char *end;
@@ -253,15 +257,127 @@ int p3d_kill_children(int sig)
         if (l <= 0)
             continue;
         buf[l] = 0;
-        /* "pid (comm) S ppid ...": comm may hold spaces and parentheses */
+        /* "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses */
         char *rp = strrchr(buf, ')');
         char st;
-        long ppid;
-        if (!rp || sscanf(rp + 1, " %c %ld", &st, &ppid) != 2)
+        long ppid, pgrp;
+        if (!rp || sscanf(rp + 1, " %c %ld %ld", &st, &ppid, &pgrp) != 3 || st == 'Z')
             continue;
-        if (ppid == self && st != 'Z' && kill((pid_t)pid, sig) == 0)
-            n++;
+        fn(ctx, (pid_t)pid, (pid_t)ppid, (pid_t)pgrp);
     }
     closedir(d);
+}
+
+typedef struct kill_ctx {
+    int sig, n;
+    pid_t self;
+} kill_ctx;
+
+static void kill_if_child(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp)
+{
+    kill_ctx *k = ctx;
+    (void)pgrp;
+    if (ppid == k->self && kill(pid, k->sig) == 0)
+        k->n++;
+}
+
+int p3d_kill_children(int sig)
+{
+    kill_ctx k = {.sig = sig, .self = getpid()};
+    proc_each(kill_if_child, &k);
+    return k.n;
+}
+
+typedef struct tree_ctx {
+    pid_t *pid, *ppid, *pgrp;
+    size_t n, cap;
+    int oom;
+} tree_ctx;
+
+static void tree_add(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp)
+{
+    tree_ctx *t = ctx;
+    if (t->n == t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        pid_t *a = realloc(t->pid, nc * sizeof *a), *b = a ? realloc(t->ppid, nc * sizeof *b) : NULL,
+              *c = b ? realloc(t->pgrp, nc * sizeof *c) : NULL;
+        if (a)
+            t->pid = a;
+        if (b)
+            t->ppid = b;
+        if (c)
+            t->pgrp = c;
+        if (!c) {
+            t->oom = 1;
+            return;
+        }
+        t->cap = nc;
+    }
+    t->pid[t->n] = pid;
+    t->ppid[t->n] = ppid;
+    t->pgrp[t->n] = pgrp;
+    t->n++;
+}
+
+int p3d_kill_tree(pid_t root, int sig)
+{
+    tree_ctx t = {0};
+    proc_each(tree_add, &t);
+    unsigned char *in = calloc(t.n + 1, 1);
+    int n = 0;
+    if (in) {
+        /* mark descendants until nothing changes (depth passes) */
+        for (int changed = 1; changed;) {
+            changed = 0;
+            for (size_t i = 0; i < t.n; i++) {
+                if (in[i] || t.pid[i] == root)
+                    continue;
+                int up = t.ppid[i] == root;
+                for (size_t j = 0; j < t.n && !up; j++)
+                    up = in[j] && t.pid[j] == t.ppid[i];
+                if (up)
+                    in[i] = changed = 1;
+            }
+        }
+    }
+    if (kill(root, sig) == 0)
+        n++;
+    killpg(root, sig);
+    for (size_t i = 0; in && i < t.n; i++)
+        if (in[i]) {
+            n += kill(t.pid[i], sig) == 0;
+            if (t.pgrp[i] == t.pid[i])
+                killpg(t.pid[i], sig); /* a worker's group: its own children too */
+        }
+    free(in);
+    free(t.pid);
+    free(t.ppid);
+    free(t.pgrp);
     return n;
+}
+
+int p3d_code_of(int status)
+{
+    if (WIFEXITED(status))
+        return WEXITSTATUS(status);
+    if (WIFSIGNALED(status))
+        return 128 + WTERMSIG(status);
+    return P3D_EXIT_FAIL;
+}
+
+void p3d_sweep_children(void)
+{
+    /* SIGKILL cannot be ignored, but a process in uninterruptible sleep
+     * takes its time to die: bounded, never a blocking waitpid */
+    double end = p3d_now() + 2.0;
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0)
+            ;
+        if (p3d_kill_children(SIGKILL) == 0 || p3d_now() >= end)
+            break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
 }

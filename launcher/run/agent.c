@@ -1,0 +1,482 @@
+/*
+ * agent.c — one node's agent: starts the node's ranks, watches them, tells
+ * the job controller (agent_proto.h) and does what it says.
+ *
+ * One poll(): signals arrive as signalfd reads, the grace period is a
+ * deadline that bounds poll's timeout, children are reaped with
+ * waitpid(WNOHANG), the terminal is written without waiting (output.c).
+ * Nothing blocks anywhere else, so a stop order is always seen.
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct agent {
+    const p3d_launch *L;
+    int node, upstream, sfd;
+    int nlocal;
+    int *ranks;             /* global ranks in local-rank order */
+    pid_t *pid;             /* 0 = not running */
+    p3d_rank_out *out;
+    p3d_binder *binder;
+    p3d_outsink sink;
+    pid_t self;
+    int gen;                /* restart count of the running group */
+    int running;            /* live workers */
+    int stopping;           /* the stop signal sent, waiting for the grace */
+    double kill_at;         /* SIGKILL deadline while stopping */
+    int killed;
+    int failed;             /* this generation had a root-cause failure */
+    int fail_code;
+    int restart_to;         /* >= 0: start generation restart_to when empty */
+    int exit_code;          /* decided result */
+    int final;              /* no restart will follow: exit when empty */
+    int swept;              /* the generation's leftovers were swept */
+    int done_sent;
+} agent;
+
+static void say(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(agent *a, const char *fmt, ...)
+{
+    char *m = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&m, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        p3d_sink_write(&a->sink, 1, m, (size_t)n);
+    free(m);
+}
+
+static void agent_signal_all(agent *a, int sig)
+{
+    for (int i = 0; i < a->nlocal; i++)
+        if (a->pid[i] > 0)
+            killpg(a->pid[i], sig);
+}
+
+/* Starts the stop sequence: sig now, SIGKILL after the grace. */
+static void agent_stop(agent *a, int sig)
+{
+    if (sig == SIGKILL) {
+        agent_signal_all(a, SIGKILL);
+        a->stopping = a->killed = 1;
+        return;
+    }
+    if (a->stopping)
+        return;
+    a->stopping = 1;
+    a->killed = 0;
+    a->kill_at = p3d_now() + a->L->o->grace;
+    agent_signal_all(a, sig);
+}
+
+/* The per-rank output state of a new generation; log files are kept. */
+static int agent_outputs(agent *a, char **err)
+{
+    const p3d_launch *L = a->L;
+    for (int i = 0; i < a->nlocal; i++) {
+        p3d_rank_out *ro = &a->out[i];
+        int log_fd = ro->log_fd;
+        ro->log_fd = -1;
+        p3d_rank_out_free(ro);
+        p3d_rank_out_init(ro, a->ranks[i]);
+        ro->log_fd = log_fd;
+        if (L->tag)
+            p3d_rank_tag(L->pl, a->ranks[i], ro->tag, sizeof ro->tag);
+    }
+    if (L->o->output_ranks) {
+        unsigned char *sel = malloc((size_t)L->pl->world);
+        if (!sel || p3d_rank_list_parse(L->o->output_ranks, L->pl->world, sel, err) < 0) {
+            free(sel);
+            return -1;
+        }
+        for (int i = 0; i < a->nlocal; i++)
+            a->out[i].shown = sel[a->ranks[i]];
+        free(sel);
+    }
+    if (!L->o->log_dir)
+        return 0;
+    for (int i = 0; i < a->nlocal; i++) {
+        if (a->out[i].log_fd >= 0) {
+            char mark[64];
+            int n = snprintf(mark, sizeof mark, "--- par3drun: restart %d ---\n", a->gen);
+            if (write(a->out[i].log_fd, mark, (size_t)n) < 0)
+                (void)0;
+            continue;
+        }
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/rank-%d.log", L->o->log_dir, a->ranks[i]);
+        a->out[i].log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+        if (a->out[i].log_fd < 0)
+            return p3d_err(err, "--log-dir: cannot create %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+static int agent_spawn_all(agent *a, char **err)
+{
+    const p3d_launch *L = a->L;
+    a->stopping = a->killed = a->failed = 0;
+    a->fail_code = 0;
+    a->restart_to = -1;
+    a->done_sent = 0;
+    a->swept = 0;
+    if (agent_outputs(a, err) < 0)
+        return -1;
+    for (int i = 0; i < a->nlocal; i++) {
+        p3d_envv env;
+        if (p3d_rank_env(L, environ, a->ranks[i], a->gen, &env, err) < 0)
+            return -1;
+        p3d_spawn_req req = {
+            .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
+            .local = i, .parent = a->self,
+        };
+        int fds[2];
+        int s = p3d_spawn(&req, &a->pid[i], fds, err);
+        p3d_envv_free(&env);
+        if (s < 0)
+            return -1;
+        a->out[i].s[0].fd = fds[0];
+        a->out[i].s[1].fd = fds[1];
+        a->running++;
+    }
+    p3d_amsg up = {.type = P3D_AM_UP, .gen = a->gen, .nranks = a->nlocal};
+    p3d_amsg_send(a->upstream, &up);
+    return 0;
+}
+
+/* The root-cause text of local rank i: who, where, how, last stderr lines. */
+static char *agent_summary(agent *a, int i, int status)
+{
+    const p3d_launch *L = a->L;
+    int r = a->ranks[i];
+    const p3d_rank *k = &L->pl->ranks[r];
+    const p3d_cnode *cn = &L->cluster->nodes[a->node];
+    const p3d_node *topo = cn->topo;
+    char how[96];
+    if (WIFSIGNALED(status))
+        snprintf(how, sizeof how, "was killed by signal %d (%s), exit code %d", WTERMSIG(status),
+                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", p3d_code_of(status));
+    else
+        snprintf(how, sizeof how, "exited with code %d", p3d_code_of(status));
+    char gpu[80] = "no GPU";
+    if (topo && k->gpu >= 0 && k->gpu < topo->ngpus && p3d_is_cpu_slot(topo, k->gpu))
+        snprintf(gpu, sizeof gpu, "CPU slot %d (no GPU)", k->gpu);
+    else if (topo && k->gpu >= 0 && k->gpu < topo->ngpus)
+        snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
+                 topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
+    char *tail = p3d_rank_out_tail(&a->out[i], "    ");
+    char *s = NULL;
+    /* printed only for the failure that ends the job, which happens in
+     * generation gen: gen restarts came before it */
+    char after[48] = "";
+    if (a->gen > 0)
+        snprintf(after, sizeof after, ", after %d restart%s", a->gen, a->gen == 1 ? "" : "s");
+    if (asprintf(&s,
+                 "par3drun: root cause: rank %d (tp %d, pp %d, dp %d, cp %d, ep %d) on node %s, %s, "
+                 "pid %d, %s%s\n%s%s",
+                 r, k->coord[P3D_DIM_TP], k->coord[P3D_DIM_PP], k->coord[P3D_DIM_DP], k->coord[P3D_DIM_CP],
+                 k->coord[P3D_DIM_EP], cn->name, gpu, (int)a->pid[i], how, after,
+                 tail && tail[0] ? "  last lines of its stderr:\n" : "  (nothing on its stderr)\n",
+                 tail ? tail : "") < 0)
+        s = NULL;
+    free(tail);
+    return s;
+}
+
+static void agent_reap(agent *a)
+{
+    int status;
+    pid_t p;
+    while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+        int i;
+        for (i = 0; i < a->nlocal; i++)
+            if (a->pid[i] == p)
+                break;
+        if (i == a->nlocal)
+            continue; /* a reparented descendant (we are its subreaper) */
+        a->running--;
+        /* kill what is left of its group (grandchildren) right away */
+        killpg(p, SIGKILL);
+        p3d_rank_out_drain(&a->out[i], &a->sink);
+        int code = p3d_code_of(status);
+        if (code != 0 && !a->stopping && !a->failed) {
+            a->failed = 1;
+            a->fail_code = code;
+            char *sum = agent_summary(a, i, status);
+            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = code, .rank = a->ranks[i],
+                          .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, .text = sum ? sum : ""};
+            p3d_amsg_send(a->upstream, &f);
+            free(sum);
+            agent_stop(a, SIGTERM);
+        }
+        a->pid[i] = 0;
+    }
+}
+
+/* The controller is gone: nobody can restart or report; end now. */
+static void agent_orphaned(agent *a)
+{
+    if (a->upstream >= 0)
+        close(a->upstream);
+    a->upstream = -1;
+    a->final = 1;
+    if (!a->exit_code)
+        a->exit_code = a->failed ? a->fail_code : 128 + SIGKILL;
+    agent_stop(a, SIGKILL);
+}
+
+/* Handles the packets the controller sent. */
+static void agent_upstream(agent *a)
+{
+    char buf[P3D_AMSG_MAX + 1];
+    for (;;) {
+        long n = p3d_amsg_recv(a->upstream, buf, sizeof buf);
+        if (n == 0)
+            return;
+        if (n < 0) {
+            agent_orphaned(a);
+            return;
+        }
+        p3d_amsg m;
+        if (p3d_amsg_decode(buf, (size_t)n, &m) < 0)
+            continue;
+        switch (m.type) {
+        case P3D_AM_RESTART:
+            a->restart_to = m.gen;
+            agent_stop(a, SIGTERM);
+            break;
+        case P3D_AM_STOP:
+            a->final = 1;
+            a->restart_to = -1;
+            if (!a->exit_code)
+                a->exit_code = a->failed ? a->fail_code : m.code;
+            if (m.sig)
+                agent_stop(a, m.sig);
+            break;
+        case P3D_AM_FORWARD:
+            agent_signal_all(a, m.sig);
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+static void agent_signal(agent *a, int sig)
+{
+    switch (sig) {
+    case SIGCHLD:
+        agent_reap(a);
+        break;
+    case SIGUSR1:
+    case SIGUSR2:
+        agent_signal_all(a, sig);
+        break;
+    default: { /* INT TERM HUP QUIT, and the parent-death SIGTERM */
+        /* the job stops everywhere, for the reason the controller names */
+        p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
+        p3d_amsg_send(a->upstream, &s);
+        a->final = 1;
+        a->restart_to = -1;
+        if (!a->exit_code)
+            a->exit_code = a->failed ? a->fail_code : 128 + sig;
+        if (a->stopping && sig != SIGQUIT)
+            agent_stop(a, SIGKILL); /* asked twice: no more grace */
+        else
+            agent_stop(a, sig);
+        break;
+    }
+    }
+}
+
+/* The node's ranks in local-rank order; output and binding prepared. */
+static int agent_setup(agent *a, char **err)
+{
+    const p3d_launch *L = a->L;
+    char *note = NULL;
+    for (int r = 0; r < L->pl->world; r++)
+        if (L->pl->ranks[r].node == a->node)
+            a->nlocal++;
+    a->ranks = calloc((size_t)a->nlocal + 1, sizeof *a->ranks);
+    a->pid = calloc((size_t)a->nlocal + 1, sizeof *a->pid);
+    a->out = calloc((size_t)a->nlocal + 1, sizeof *a->out);
+    if (!a->ranks || !a->pid || !a->out)
+        return p3d_err(err, "out of memory");
+    for (int r = 0, j = 0; r < L->pl->world; r++)
+        if (L->pl->ranks[r].node == a->node)
+            a->ranks[j++] = r;
+    for (int i = 0; i < a->nlocal; i++)
+        for (int j = i + 1; j < a->nlocal; j++)
+            if (L->pl->ranks[a->ranks[j]].local_rank < L->pl->ranks[a->ranks[i]].local_rank) {
+                int t = a->ranks[i];
+                a->ranks[i] = a->ranks[j];
+                a->ranks[j] = t;
+            }
+    for (int i = 0; i < a->nlocal; i++)
+        p3d_rank_out_init(&a->out[i], a->ranks[i]);
+    if (p3d_bind_prepare(L, a->node, a->ranks, a->nlocal, &a->binder, &note, err) < 0)
+        return -1;
+    const char *name = L->cluster->nodes[a->node].name;
+    if (L->o->report_bindings) {
+        char *rep = p3d_bind_report(a->binder, L, a->node, a->ranks, a->nlocal);
+        if (note)
+            say(a, "par3drun: %s: %s\n", name, note);
+        if (rep)
+            p3d_sink_write(&a->sink, 1, rep, strlen(rep));
+        free(rep);
+    } else if (note && L->o->verbose) {
+        say(a, "par3drun: %s: %s\n", name, note);
+    }
+    free(note);
+    return 0;
+}
+
+/* A generation is over: sweep what escaped, then start the next one, or
+ * report done. Returns 1 when the agent should exit. */
+static int agent_generation_over(agent *a, char **err)
+{
+    for (int i = 0; i < a->nlocal; i++)
+        p3d_rank_out_drain(&a->out[i], &a->sink);
+    if (!a->swept) {
+        /* once per generation: the /proc scan is not for idle wakeups */
+        a->swept = 1;
+        if (p3d_kill_children(SIGKILL) > 0)
+            agent_reap(a);
+    }
+    if (a->restart_to >= 0 && !a->final) {
+        a->gen = a->restart_to;
+        if (agent_spawn_all(a, err) < 0) {
+            say(a, "par3drun: %s\n", *err ? *err : "restart failed");
+            P3D_FREE(err);
+            agent_stop(a, SIGKILL);
+            a->failed = 1;
+            a->fail_code = P3D_EXIT_FAIL;
+            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
+            p3d_amsg_send(a->upstream, &f);
+        }
+        return 0;
+    }
+    if (a->final || a->upstream < 0)
+        return 1;
+    if (!a->failed && !a->done_sent) {
+        p3d_amsg d = {.type = P3D_AM_DONE, .gen = a->gen};
+        p3d_amsg_send(a->upstream, &d);
+        a->done_sent = 1;
+    }
+    return 0;
+}
+
+int p3d_agent_run(const p3d_launch *L, int node, int upstream)
+{
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1};
+    agent *a = &A;
+    char *err = NULL;
+    struct pollfd *pfd = NULL;
+    a->self = getpid();
+    int lock_fd = p3d_output_lock_open(L);
+    p3d_sink_init(&a->sink, 1, 2, lock_fd);
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    a->sfd = p3d_signalfd();
+    if (a->sfd < 0) {
+        p3d_err(&err, "cannot set up signal handling: %s", strerror(errno));
+        goto out;
+    }
+    if (agent_setup(a, &err) < 0)
+        goto out;
+    pfd = calloc((size_t)a->nlocal * 2 + 4, sizeof *pfd);
+    if (!pfd) {
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    /* the program was checked before anything started (cmd_launch.c):
+     * what fails here is par3drun's own doing (log file, fork) */
+    if (agent_spawn_all(a, &err) < 0) {
+        a->failed = 1;
+        a->fail_code = P3D_EXIT_FAIL;
+        agent_stop(a, SIGKILL);
+        say(a, "par3drun: %s\n", err ? err : "spawn failed");
+        P3D_FREE(&err);
+        p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
+        p3d_amsg_send(a->upstream, &f);
+    }
+
+    for (;;) {
+        if (a->running == 0 && agent_generation_over(a, &err))
+            break;
+        int np = 0;
+        pfd[np++] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
+        if (a->upstream >= 0)
+            pfd[np++] = (struct pollfd){.fd = a->upstream, .events = POLLIN};
+        for (int i = 0; i < a->nlocal; i++)
+            for (int w = 0; w < 2; w++)
+                if (a->out[i].s[w].fd >= 0)
+                    pfd[np++] = (struct pollfd){.fd = a->out[i].s[w].fd, .events = POLLIN};
+        int ms = p3d_poll_ms(a->stopping && !a->killed ? a->kill_at : 0);
+        np += p3d_sink_poll(&a->sink, pfd + np, &ms);
+        int pr = poll(pfd, (nfds_t)np, ms);
+        if (pr < 0 && errno != EINTR) {
+            p3d_err(&err, "poll: %s", strerror(errno));
+            agent_stop(a, SIGKILL);
+        }
+        if (a->stopping && !a->killed && p3d_now() >= a->kill_at)
+            agent_stop(a, SIGKILL);
+        p3d_sink_flush(&a->sink);
+        for (int k = 0; k < np && pr > 0; k++) {
+            if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) || pfd[k].events == POLLOUT)
+                continue;
+            if (pfd[k].fd == a->sfd) {
+                struct signalfd_siginfo si;
+                while (read(a->sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                    agent_signal(a, (int)si.ssi_signo);
+            } else if (pfd[k].fd == a->upstream) {
+                agent_upstream(a);
+            } else {
+                for (int i = 0; i < a->nlocal; i++)
+                    for (int w = 0; w < 2; w++)
+                        if (a->out[i].s[w].fd == pfd[k].fd)
+                            p3d_rank_out_read(&a->out[i], w, &a->sink);
+            }
+        }
+    }
+out:
+    if (err)
+        say(a, "par3drun: %s\n", err);
+    /* leave nothing behind, whatever path got us here */
+    for (int i = 0; a->pid && i < a->nlocal; i++)
+        if (a->pid[i] > 0)
+            killpg(a->pid[i], SIGKILL);
+    p3d_sweep_children();
+    for (int i = 0; a->out && i < a->nlocal; i++)
+        p3d_rank_out_free(&a->out[i]);
+    p3d_binder_free(a->binder);
+    p3d_sink_close(&a->sink);
+    free(a->ranks);
+    free(a->pid);
+    free(a->out);
+    free(pfd);
+    int rc = err || !a->final ? P3D_EXIT_FAIL : a->exit_code;
+    free(err);
+    if (a->sfd >= 0)
+        close(a->sfd);
+    if (lock_fd >= 0)
+        close(lock_fd);
+    return rc;
+}

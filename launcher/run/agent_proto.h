@@ -1,0 +1,78 @@
+/*
+ * agent_proto.h — the messages between an agent (one per node, the parent
+ * of the node's workers) and the job controller (controller.c). The only
+ * definition of that protocol; agent_proto.c encodes and decodes it.
+ *
+ * A message is one packet: on a node, a SOCK_SEQPACKET socket pair between
+ * the agent and its parent; across nodes, the body of one P3D_MSG_FATE
+ * frame of the rendezvous connection (rdzv.h), relayed unchanged. Text, so
+ * that a packet can be read in a trace:
+ *
+ *   "<type> <field> <field> ...\n<text>"
+ *
+ * | type | direction       | fields             | meaning                                  |
+ * |------|-----------------|--------------------|------------------------------------------|
+ * | F    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
+ * |      |                 | + text             | exit code (128+sig for a signal), the    |
+ * |      |                 |                    | global rank (-1: the ranks could not be  |
+ * |      |                 |                    | started), the signal (0 for an exit);    |
+ * |      |                 |                    | text: the root-cause summary             |
+ * | D    | agent -> ctl    | gen                | every local rank of gen exited 0         |
+ * | A    | agent -> ctl    | gen nranks         | the local ranks of gen are all started   |
+ * | S    | agent -> ctl    | sig                | the node (agent or relay) got a stop     |
+ * |      |                 |                    | signal: stop the job                     |
+ * | R    | ctl -> agent    | gen                | stop the local ranks, start generation   |
+ * |      |                 |                    | gen (restart count gen)                  |
+ * | T    | ctl -> agent    | sig code           | stop: forward sig (0: none, the ranks    |
+ * |      |                 |                    | are done), grace, SIGKILL; the job's     |
+ * |      |                 |                    | exit code is code                        |
+ * | U    | ctl -> agent    | sig                | forward sig as is (SIGUSR1/2)            |
+ *
+ * Decoding checks every field's range; a packet that does not parse is
+ * dropped by the caller (it never comes from our own agents).
+ */
+#ifndef P3D_AGENT_PROTO_H
+#define P3D_AGENT_PROTO_H
+
+#include <stddef.h>
+
+/* The largest packet (header + root-cause text). */
+#define P3D_AMSG_MAX 65536
+
+enum {
+    P3D_AM_FAIL = 'F',
+    P3D_AM_DONE = 'D',
+    P3D_AM_UP = 'A',
+    P3D_AM_SIGNAL = 'S',
+    P3D_AM_RESTART = 'R',
+    P3D_AM_STOP = 'T',
+    P3D_AM_FORWARD = 'U',
+};
+
+typedef struct p3d_amsg {
+    int type;          /* P3D_AM_* */
+    int gen;           /* F D A R */
+    int code;          /* F T */
+    int rank;          /* F */
+    int sig;           /* F S T U */
+    int nranks;        /* A */
+    const char *text;  /* F; decoded: points into the packet (NUL-ended) */
+} p3d_amsg;
+
+/* Encodes m into buf (cap bytes, at least 64); the text is cut to fit.
+ * Returns the packet length, or -1 for an unknown type. */
+int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap);
+
+/* Decodes a packet of len bytes; pkt[len] must be writable (a NUL is put
+ * there: m->text points into pkt). 0, or -1 when malformed. */
+int p3d_amsg_decode(char *pkt, size_t len, p3d_amsg *m);
+
+/* Receives one packet from a SOCK_SEQPACKET socket without waiting into
+ * buf (cap bytes, one kept for the decoder's NUL). Returns its length,
+ * 0 when none is queued, -1 at EOF or on an error. */
+long p3d_amsg_recv(int fd, char *buf, size_t cap);
+
+/* Sends a message on a SOCK_SEQPACKET socket (best effort; fd < 0: no-op). */
+void p3d_amsg_send(int fd, const p3d_amsg *m);
+
+#endif

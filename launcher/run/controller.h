@@ -1,0 +1,100 @@
+/*
+ * controller.h — the job controller: one state machine that decides a
+ * job's fate from what its agents report, whatever carries the reports.
+ *
+ * It knows agents only by index (0..nagents-1) and names; it knows no
+ * socket, process or node struct. The transports (supervise.c: the local
+ * agents' socket pairs and the remote agents' rendezvous connections) call
+ * it with events and it answers through the ops: messages to send, agents
+ * to end by force, lines for the user. Single node is the case of one
+ * agent; --emulate of several local ones; a multi-node leader of one local
+ * and n-1 remote ones — the same code decides in every case.
+ *
+ *   STARTING --all agents up--> RUNNING --failure, restarts left--> RESTARTING
+ *      |                           |  <------all agents up again-------'
+ *      '-------failure (none left), lost agent, signal, timeout, all done-->
+ *   STOPPING --every agent gone (or ended by force past its deadline)--> DONE
+ *
+ * Deadlines: after a stop order every agent has --grace plus
+ * P3D_CTL_SLACK seconds to end; then ops->kill ends it (a local agent is
+ * SIGKILLed with its workers, a remote connection is dropped). A second
+ * stop signal cuts the grace to nothing.
+ */
+#ifndef P3D_CONTROLLER_H
+#define P3D_CONTROLLER_H
+
+#include "agent_proto.h"
+
+/* Seconds past the grace an agent has to end after a stop order. */
+#define P3D_CTL_SLACK 2.0
+
+/* The job's code when an agent is lost (ended or disconnected unasked). */
+#define P3D_EXIT_LOST 1
+
+typedef enum p3d_ctl_state {
+    P3D_CTL_STARTING,
+    P3D_CTL_RUNNING,
+    P3D_CTL_RESTARTING,
+    P3D_CTL_STOPPING,
+    P3D_CTL_DONE,
+} p3d_ctl_state;
+
+typedef struct p3d_ctl_ops {
+    void *ctx;
+    /* sends m to agent a, or to every agent still there when a < 0 */
+    void (*send)(void *ctx, int a, const p3d_amsg *m);
+    /* agent a missed its deadline: end it by force; the transport reports
+     * it with p3d_ctl_gone() once it is gone */
+    void (*kill)(void *ctx, int a);
+    /* text for the user (whole lines) */
+    void (*say)(void *ctx, const char *text);
+} p3d_ctl_ops;
+
+typedef struct p3d_ctl_cfg {
+    int nagents;
+    const char *const *names; /* agent a's node name */
+    int nranks;               /* the job's world size (messages) */
+    int max_restarts;
+    double grace;             /* --grace */
+    double timeout;           /* --timeout, 0 none */
+    int verbose;
+} p3d_ctl_cfg;
+
+typedef struct p3d_ctl p3d_ctl;
+
+/* A controller in STARTING at time now; NULL when out of memory. cfg's
+ * names are borrowed. */
+p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now);
+void p3d_ctl_free(p3d_ctl *c);
+
+/* Events. */
+/* A message from agent a (F, D, A, S; others are ignored). */
+void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now);
+/* Agent a is gone (process reaped, connection closed). how: what
+ * happened, for the root cause when nobody asked it to end. */
+void p3d_ctl_gone(p3d_ctl *c, int a, const char *how, double now);
+/* The controller's own process got sig. */
+void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
+/* The transport could not start or reach agents: stop with code. */
+void p3d_ctl_abort(p3d_ctl *c, const char *why, int code, double now);
+/* Time passed: checks --timeout and the stop deadlines. */
+void p3d_ctl_tick(p3d_ctl *c, double now);
+
+/* Queries. */
+/* When p3d_ctl_tick must be called next (monotonic seconds); 0: never
+ * (only events move the job on). */
+double p3d_ctl_deadline(const p3d_ctl *c);
+p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
+/* The job's exit code (valid in DONE). */
+int p3d_ctl_code(const p3d_ctl *c);
+/* The root-cause summary to print once at the end ("" when none). */
+const char *p3d_ctl_summary(const p3d_ctl *c);
+/* Restarts done, and the longest time from a failure seen to every
+ * agent running its ranks again (0 when none). */
+int p3d_ctl_restarts(const p3d_ctl *c);
+double p3d_ctl_recovery_max(const p3d_ctl *c);
+
+/* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
+void p3d_failure_how(int code, int sig, char *buf, size_t cap);
+
+#endif

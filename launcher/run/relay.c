@@ -1,0 +1,216 @@
+/*
+ * relay.c — a multi-node job's node other than the leader: it forks the
+ * node's agent (as the leader and a single-node launcher do) and relays
+ * between it and the leader's controller. It decides nothing about the
+ * job; it keeps its own node's deadlines:
+ *   - a stop order from the leader (or a signal here) gives the agent
+ *     --grace + P3D_CTL_SLACK to end, then its process tree is SIGKILLed;
+ *   - a lost leader stops the local ranks (nobody can decide any more).
+ * A signal here (scancel signals every node; a Ctrl-C one) stops the local
+ * ranks at once and tells the leader, which stops the others.
+ */
+#include "controller.h"
+#include "launch.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rdzv.h"
+
+typedef struct relay {
+    const p3d_launch *L;
+    int me, up, sfd, local;
+    pid_t agent;
+    int agent_status;
+    p3d_framer fr;
+    int code;          /* the job's code once known, -1 */
+    int stopping;
+    int last_sig;
+    double kill_at;    /* the agent is ended by force then (0: none) */
+    int killed;
+} relay;
+
+static void r_local(relay *r, const p3d_amsg *m)
+{
+    char buf[256];
+    int n = p3d_amsg_encode(m, buf, sizeof buf);
+    if (n > 0 && r->local >= 0)
+        while (send(r->local, buf, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
+            ;
+}
+
+static void r_up(relay *r, const char *pkt, size_t len)
+{
+    if (r->up >= 0 && p3d_fate_send(r->up, pkt, len) < 0) {
+        close(r->up);
+        r->up = -1;
+    }
+}
+
+/* Stops the local ranks with sig; the agent must be gone by the grace
+ * plus the slack. */
+static void r_stop(relay *r, int sig, int code)
+{
+    if (r->code < 0)
+        r->code = code;
+    double grace = sig == 0 || sig == SIGKILL ? 0 : r->L->o->grace;
+    double k = p3d_now() + grace + P3D_CTL_SLACK;
+    if (!r->kill_at || k < r->kill_at)
+        r->kill_at = k;
+    r->stopping = 1;
+    p3d_amsg t = {.type = P3D_AM_STOP, .sig = sig, .code = r->code};
+    r_local(r, &t);
+}
+
+static void r_from_leader(void *ctx, const p3d_amsg *m)
+{
+    relay *r = ctx;
+    if (m->type == P3D_AM_STOP) {
+        r->code = m->code;
+        r_stop(r, m->sig, m->code);
+        return;
+    }
+    r_local(r, m);
+}
+
+static int r_from_agent(relay *r)
+{
+    char buf[P3D_AMSG_MAX + 1];
+    for (;;) {
+        long n = p3d_amsg_recv(r->local, buf, sizeof buf);
+        if (n == 0)
+            return 0;
+        if (n < 0) {
+            close(r->local);
+            r->local = -1;
+            return -1;
+        }
+        r_up(r, buf, (size_t)n);
+        p3d_amsg m;
+        if (p3d_amsg_decode(buf, (size_t)n, &m) == 0 && m.type == P3D_AM_FAIL && !r->stopping &&
+            m.gen >= r->L->o->max_restarts && m.rank >= 0) {
+            char how[64];
+            p3d_failure_how(m.code, m.sig, how, sizeof how);
+            fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n",
+                    r->L->cluster->nodes[r->me].name, m.rank, how);
+        }
+    }
+}
+
+static void r_signal(relay *r, int sig)
+{
+    if (sig == SIGCHLD) {
+        int st;
+        pid_t p;
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+            if (p == r->agent) {
+                r->agent = 0;
+                r->agent_status = st;
+            }
+        return;
+    }
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+        p3d_amsg u = {.type = P3D_AM_FORWARD, .sig = sig};
+        r_local(r, &u);
+        return;
+    }
+    char buf[64];
+    p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
+    int n = p3d_amsg_encode(&s, buf, sizeof buf);
+    if (n > 0)
+        r_up(r, buf, (size_t)n);
+    int again = r->stopping && r->last_sig;
+    r->last_sig = sig;
+    r_stop(r, again && sig != SIGQUIT ? SIGKILL : sig, 128 + sig);
+}
+
+static int relay_loop(relay *r)
+{
+    const char *name = r->L->cluster->nodes[r->me].name;
+    for (;;) {
+        if (!r->agent && r->local < 0)
+            break;
+        double now = p3d_now();
+        if (r->kill_at && now >= r->kill_at && r->agent && !r->killed) {
+            r->killed = 1;
+            p3d_kill_tree(r->agent, SIGKILL);
+        }
+        if (r->kill_at && now >= r->kill_at + P3D_CTL_SLACK)
+            break;
+        struct pollfd pfd[3];
+        int np = 0;
+        pfd[np++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
+        if (r->local >= 0)
+            pfd[np++] = (struct pollfd){.fd = r->local, .events = POLLIN};
+        if (r->up >= 0)
+            pfd[np++] = (struct pollfd){.fd = r->up, .events = POLLIN};
+        double dl = r->kill_at ? (r->killed ? r->kill_at + P3D_CTL_SLACK : r->kill_at) : 0;
+        int pr = poll(pfd, (nfds_t)np, p3d_poll_ms(dl));
+        if (pr < 0 && errno != EINTR)
+            break;
+        for (int k = 0; k < np && pr > 0; k++) {
+            if (!pfd[k].revents)
+                continue;
+            if (pfd[k].fd == r->sfd) {
+                struct signalfd_siginfo si;
+                while (read(r->sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                    r_signal(r, (int)si.ssi_signo);
+            } else if (pfd[k].fd == r->local) {
+                if (r_from_agent(r) < 0 && !r->stopping && r->code < 0)
+                    r->code = P3D_EXIT_LOST; /* our agent is gone unasked */
+            } else if (pfd[k].fd == r->up) {
+                char *e = NULL;
+                if (p3d_fate_read(&r->fr, r->up, r_from_leader, r, &e) < 0) {
+                    close(r->up);
+                    r->up = -1;
+                    if (!r->stopping) {
+                        fprintf(stderr,
+                                "par3drun: node %s: lost the connection to the rendezvous leader (%s): stopping the "
+                                "local ranks\n",
+                                name, r->L->cluster->nodes[0].name);
+                        r_stop(r, SIGTERM, P3D_EXIT_LOST);
+                    }
+                }
+                free(e);
+            }
+        }
+    }
+    if (r->agent)
+        p3d_kill_tree(r->agent, SIGKILL);
+    p3d_sweep_children();
+    return r->code >= 0 ? r->code : p3d_code_of(r->agent_status);
+}
+
+int p3d_relay_run(const p3d_launch *L, int me, int up)
+{
+    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1};
+    relay *r = &R;
+    int rc = P3D_EXIT_FAIL;
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    r->sfd = p3d_signalfd();
+    int cl[2] = {r->sfd, up};
+    if (r->sfd < 0 || p3d_agent_fork(L, me, cl, 2, &r->agent, &r->local) < 0) {
+        fprintf(stderr, "par3drun: cannot set up the node supervisor: %s\n", strerror(errno));
+        goto out;
+    }
+    rc = relay_loop(r);
+out:
+    if (r->local >= 0)
+        close(r->local);
+    if (r->up >= 0)
+        close(r->up);
+    if (r->sfd >= 0)
+        close(r->sfd);
+    p3d_framer_free(&r->fr);
+    return rc;
+}
