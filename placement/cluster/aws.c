@@ -26,6 +26,14 @@ static const struct {
     {"p4de.24xlarge", "dgx-a100.xml"}, /* 8x A100 80GB */
 };
 
+const char *p3d_aws_type_topology(const char *type)
+{
+    for (size_t i = 0; type && i < sizeof type_table / sizeof *type_table; i++)
+        if (!strcmp(type, type_table[i].type))
+            return type_table[i].topo;
+    return NULL;
+}
+
 int p3d_aws_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn,
                        char **err)
 {
@@ -65,9 +73,7 @@ int p3d_aws_to_cluster(const char *path, const cJSON *root, const char *topology
         }
         const char *b = NULL;
         if (!topology || !topology[0]) {
-            for (size_t i = 0; cJSON_IsString(ty) && i < sizeof type_table / sizeof *type_table && !b; i++)
-                if (!strcmp(ty->valuestring, type_table[i].type))
-                    b = type_table[i].topo;
+            b = p3d_aws_type_topology(cJSON_IsString(ty) ? ty->valuestring : NULL);
             if (!b) {
                 p3d_err(err,
                         "%s: Instances[%zu] (%s): instance type '%s' has no bundled topology "

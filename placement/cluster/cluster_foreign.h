@@ -33,6 +33,10 @@ int p3d_aws_to_cluster(const char *path, const cJSON *root,
                        const char *topology, cJSON **out, char **warn,
                        char **err);
 
+/* The bundled topology of an EC2 instance type (aws.c's table), or NULL;
+ * also used for EKS nodes without a gpu.product label. */
+const char *p3d_aws_type_topology(const char *type);
+
 /* Shared by both: the "topology" value for a node — the user's
  * --topology (made absolute) or a bundled file by name, absolute. NULL
  * when out of memory. */

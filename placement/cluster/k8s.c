@@ -4,7 +4,8 @@
  * A node: metadata.name; its GPUs from the GPU operator's feature-discovery
  * labels nvidia.com/gpu.count and nvidia.com/gpu.product (else
  * status.capacity["nvidia.com/gpu"]), mapped to a bundled topology by the
- * table below unless --topology names one; its rack and multi-node NVLink
+ * table below (without a product label: the EC2 instance type's, aws.c)
+ * unless --topology names one; its rack and multi-node NVLink
  * domain from the first label present in the orders below. Nodes without
  * GPUs (control plane, CPU pools) are left out, with a warning.
  *
@@ -156,6 +157,8 @@ int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology
         const char *b = NULL;
         if (!topology || !topology[0]) {
             b = bundled_for(product, count);
+            if (!b && !product) /* EKS without feature discovery: the instance type */
+                b = p3d_aws_type_topology(label(labels, "node.kubernetes.io/instance-type"));
             if (!b) {
                 p3d_err(err,
                         "%s: node %s: %ld x '%s' has no bundled topology (docs/kubernetes.md lists the table); give "
