@@ -1,0 +1,266 @@
+/* test_launch_controller.c — the job controller's state machine
+ * (controller.c) driven by hand-made events with recording ops, and the
+ * agent protocol's encoder/decoder (agent_proto.c): what every transport
+ * relies on, without a process or a socket. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "controller.h"
+
+typedef struct rec {
+    char sent[4096];   /* "a:packet-header|" per send */
+    char said[4096];
+    int killed[4];
+} rec;
+
+static void r_send(void *ctx, int a, const p3d_amsg *m)
+{
+    rec *r = ctx;
+    char buf[256];
+    int n = p3d_amsg_encode(m, buf, sizeof buf);
+    assert_true(n > 0);
+    char *nl = strchr(buf, '\n');
+    if (nl)
+        *nl = 0;
+    size_t l = strlen(r->sent);
+    snprintf(r->sent + l, sizeof r->sent - l, "%d:%s|", a, buf);
+}
+
+static void r_kill(void *ctx, int a)
+{
+    ((rec *)ctx)->killed[a]++;
+}
+
+static void r_say(void *ctx, const char *text)
+{
+    rec *r = ctx;
+    size_t l = strlen(r->said);
+    snprintf(r->said + l, sizeof r->said - l, "%s", text);
+}
+
+static const char *names[] = {"n0", "n1", "n2"};
+
+static p3d_ctl *mk(rec *r, int n, int max_restarts, double timeout)
+{
+    memset(r, 0, sizeof *r);
+    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3,
+                       .timeout = timeout};
+    p3d_ctl_ops ops = {.ctx = r, .send = r_send, .kill = r_kill, .say = r_say};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    return c;
+}
+
+static void msg(p3d_ctl *c, int a, const char *pkt, double now)
+{
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", pkt);
+    p3d_amsg m;
+    assert_int_equal(p3d_amsg_decode(buf, strlen(buf), &m), 0);
+    p3d_ctl_message(c, a, &m, now);
+}
+
+static void test_proto_roundtrip(void **st)
+{
+    (void)st;
+    p3d_amsg in[] = {
+        {.type = P3D_AM_FAIL, .gen = 2, .code = 137, .rank = 13, .sig = 9, .text = "par3drun: root cause: x\n  y\n"},
+        {.type = P3D_AM_FAIL, .gen = 0, .code = 1, .rank = -1},
+        {.type = P3D_AM_DONE, .gen = 4},
+        {.type = P3D_AM_UP, .gen = 1, .nranks = 8},
+        {.type = P3D_AM_SIGNAL, .sig = 2},
+        {.type = P3D_AM_RESTART, .gen = 3},
+        {.type = P3D_AM_STOP, .sig = 15, .code = 124},
+        {.type = P3D_AM_FORWARD, .sig = 10},
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        char buf[512];
+        int n = p3d_amsg_encode(&in[i], buf, sizeof buf - 1);
+        assert_true(n > 0);
+        p3d_amsg out;
+        assert_int_equal(p3d_amsg_decode(buf, (size_t)n, &out), 0);
+        assert_int_equal(out.type, in[i].type);
+        assert_int_equal(out.gen, in[i].gen);
+        assert_int_equal(out.code, in[i].code);
+        assert_int_equal(out.rank, in[i].rank);
+        assert_int_equal(out.sig, in[i].sig);
+        assert_int_equal(out.nranks, in[i].nranks);
+        assert_string_equal(out.text, in[i].text ? in[i].text : "");
+    }
+}
+
+static void test_proto_rejects(void **st)
+{
+    (void)st;
+    const char *bad[] = {
+        "", "X 1\n", "F 1 2 3\n", "F 1 2 3 65\n", "F -1 2 3 0\n", "F 1 256 3 0\n", "F 1 2 -2 0\n", "D\n",
+        "D 1 2\n", "D 1\ntext", "T 15\n", "T 15 0x\n", "R 99999999999\n", "U  10\n", "A 1\n", "S +2\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", bad[i]);
+        p3d_amsg m;
+        if (p3d_amsg_decode(buf, strlen(buf), &m) == 0)
+            fail_msg("accepted malformed packet '%s'", bad[i]);
+    }
+    /* an embedded NUL is not a packet */
+    char nul[] = "D 1\0junk";
+    p3d_amsg m;
+    assert_int_equal(p3d_amsg_decode(nul, sizeof nul - 1, &m), -1);
+    /* a long text is cut to the buffer, never overflows it */
+    char big[300];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    char out[100];
+    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = 1, .code = 2, .rank = 3, .text = big};
+    int n = p3d_amsg_encode(&f, out, sizeof out);
+    assert_int_equal(n, (int)strlen(out));
+    assert_true(n < (int)sizeof out);
+}
+
+static void test_restart_then_root_cause(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 2, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STARTING);
+    msg(c, 0, "A 0 4\n", 0.1);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STARTING);
+    msg(c, 1, "A 0 4\n", 0.2);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    assert_true(p3d_ctl_deadline(c) == 0); /* nothing wakes an idle job */
+    msg(c, 1, "F 0 3 6 0\npar3drun: root cause: rank 6 ...\n", 1.0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
+    assert_string_equal(r.said, "par3drun: rank 6 failed (exit code 3); restarting all ranks (restart 1 of 1)\n");
+    assert_string_equal(r.sent, "-1:R 1|");
+    /* the other agent's failure of the old generation is a consequence */
+    msg(c, 0, "F 0 143 2 15\n", 1.1);
+    assert_string_equal(r.sent, "-1:R 1|");
+    msg(c, 0, "A 1 4\n", 1.5);
+    msg(c, 1, "A 1 4\n", 2.0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    assert_true(p3d_ctl_recovery_max(c) > 0.99 && p3d_ctl_recovery_max(c) < 1.01);
+    msg(c, 0, "F 1 7 1 0\npar3drun: root cause: rank 1 the end\n", 3.0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
+    assert_string_equal(r.sent, "-1:R 1|-1:T 15 7|");
+    assert_string_equal(p3d_ctl_summary(c), "par3drun: root cause: rank 1 the end\n");
+    p3d_ctl_gone(c, 0, "x", 3.5);
+    p3d_ctl_gone(c, 1, "x", 3.6);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(c), 7);
+    assert_int_equal(p3d_ctl_restarts(c), 1);
+    p3d_ctl_free(c);
+}
+
+static void test_all_done(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 2, 0, 0);
+    msg(c, 0, "D 0\n", 1);
+    assert_string_equal(r.sent, "");
+    msg(c, 1, "D 0\n", 1);
+    assert_string_equal(r.sent, "-1:T 0 0|");
+    p3d_ctl_gone(c, 0, NULL, 1);
+    p3d_ctl_gone(c, 1, NULL, 1);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(c), 0);
+    assert_string_equal(p3d_ctl_summary(c), "");
+    assert_string_equal(r.said, "");
+    p3d_ctl_free(c);
+}
+
+static void test_lost_agent(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 3, 5, 0);
+    p3d_ctl_gone(c, 2, "its process was killed by signal 9 (KILL)", 1);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
+    assert_string_equal(p3d_ctl_summary(c),
+                        "par3drun: root cause: lost the agent of node n2 (node rank 2): its process was killed by "
+                        "signal 9 (KILL)\n");
+    assert_string_equal(r.sent, "-1:T 15 1|");
+    /* a lost agent is not restarted in place: no R */
+    p3d_ctl_gone(c, 0, NULL, 2);
+    p3d_ctl_gone(c, 1, NULL, 2);
+    assert_int_equal(p3d_ctl_code(c), P3D_EXIT_LOST);
+    p3d_ctl_free(c);
+}
+
+static void test_deadlines(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 2, 0, 0);
+    p3d_ctl_signal(c, SIGINT, 10);
+    assert_string_equal(r.said, "par3drun: SIGINT: stopping 8 ranks on 2 nodes (SIGINT to every rank, SIGKILL "
+                                "after the 3 s grace; a second signal skips it)\n");
+    assert_string_equal(r.sent, "-1:T 2 130|");
+    /* the agents have the grace plus the slack */
+    assert_true(p3d_ctl_deadline(c) == 10 + 3 + P3D_CTL_SLACK);
+    p3d_ctl_gone(c, 0, NULL, 11);
+    p3d_ctl_tick(c, 10 + 3 + P3D_CTL_SLACK - 0.01);
+    assert_int_equal(r.killed[1], 0);
+    p3d_ctl_tick(c, 10 + 3 + P3D_CTL_SLACK);
+    assert_int_equal(r.killed[0], 0);
+    assert_int_equal(r.killed[1], 1);
+    /* ended by force, yet never reported gone: the controller gives up */
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
+    p3d_ctl_tick(c, 10 + 3 + 2 * P3D_CTL_SLACK);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(c), 130);
+    p3d_ctl_free(c);
+
+    /* a second signal: SIGKILL now, the deadline shrinks to the slack */
+    c = mk(&r, 1, 0, 0);
+    p3d_ctl_signal(c, SIGTERM, 0);
+    p3d_ctl_signal(c, SIGTERM, 1);
+    assert_string_equal(r.sent, "-1:T 15 143|-1:T 9 143|");
+    assert_true(p3d_ctl_deadline(c) == 1 + P3D_CTL_SLACK);
+    assert_non_null(strstr(r.said, "par3drun: SIGTERM again: SIGKILL to every rank now\n"));
+    p3d_ctl_free(c);
+}
+
+static void test_timeout_and_node_signal(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 2, 0, 5);
+    assert_true(p3d_ctl_deadline(c) == 5);
+    p3d_ctl_tick(c, 4.9);
+    assert_string_equal(r.sent, "");
+    p3d_ctl_tick(c, 5);
+    assert_string_equal(r.said, "par3drun: --timeout 5 s reached; stopping the job\n");
+    assert_string_equal(r.sent, "-1:T 15 124|");
+    p3d_ctl_free(c);
+
+    c = mk(&r, 3, 0, 0);
+    msg(c, 1, "S 2\n", 1);
+    assert_string_equal(r.said, "par3drun: node n1 (node rank 1) was stopped by SIGINT; stopping the job (grace 3 s)\n");
+    assert_string_equal(r.sent, "-1:T 2 130|");
+    for (int a = 0; a < 3; a++)
+        p3d_ctl_gone(c, a, NULL, 2);
+    assert_int_equal(p3d_ctl_code(c), 130);
+    assert_string_equal(p3d_ctl_summary(c), "");
+    p3d_ctl_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_proto_roundtrip), cmocka_unit_test(test_proto_rejects),
+        cmocka_unit_test(test_restart_then_root_cause), cmocka_unit_test(test_all_done),
+        cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_timeout_and_node_signal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
