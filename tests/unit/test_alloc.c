@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "launch_fixture.h"
+#include "rdzv.h"
 
 static char h100[1024], dgx2[1024];
 
@@ -234,12 +235,67 @@ static void test_rank_cvd(void **st)
     free(s0);
 }
 
+static void test_topology_addr_rack(void **st)
+{
+    (void)st;
+    struct {
+        const char *addr, *pat, *want;
+    } cases[] = {
+        {"spine1.leaf3.node17", "switch.switch.node", "leaf3"},
+        {"leaf3.node17", "switch.node", "leaf3"},
+        {"node17", "node", NULL},               /* no switch above the node */
+        {"s1.s2.s3.n9", "switch.switch.switch.node", "s3"},
+        {"spine1.leaf3.node17", NULL, "leaf3"}, /* no pattern: the last is the node */
+        {"spine1.leaf3.node17", "switch.node", "leaf3"}, /* pattern of another shape: ignored */
+        {"block4.n2", "block.node", "block4"},
+        {"", "switch.node", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char a[128], p[128];
+        snprintf(a, sizeof a, "SLURM_TOPOLOGY_ADDR=%s", cases[i].addr);
+        snprintf(p, sizeof p, "SLURM_TOPOLOGY_ADDR_PATTERN=%s", cases[i].pat ? cases[i].pat : "");
+        char *env[] = {a, cases[i].pat ? p : NULL, NULL};
+        char *r = p3d_slurm_addr_rack(env);
+        if (cases[i].want ? !r || strcmp(r, cases[i].want) : r != NULL)
+            fail_msg("case %zu: got %s, want %s", i, r ? r : "NULL", cases[i].want ? cases[i].want : "NULL");
+        free(r);
+    }
+    char *none[] = {"PATH=/bin", NULL};
+    assert_null(p3d_slurm_addr_rack(none));
+}
+
+/* The rack travels as an optional trailing HELLO field: with and without */
+static void test_hello_rack(void **st)
+{
+    (void)st;
+    p3d_node *n = load(h100);
+    for (int with = 0; with < 2; with++) {
+        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "tok-123456", .job_id = "j",
+                       .nnodes = 4, .node_rank = 2, .hostname = "n3", .addr = "10.0.0.3", .master_port = 1,
+                       .nccl_port = 2, .topo = n, .rack = with ? "leaf7" : NULL};
+        p3d_wbuf b = {0};
+        assert_int_equal(p3d_hello_encode(&h, &b), 0);
+        p3d_hello got;
+        char *err = NULL;
+        if (p3d_hello_decode(b.p + 5, b.len - 5, &got, &err) < 0)
+            fail_msg("%s", err);
+        if (with)
+            assert_string_equal(got.rack, "leaf7");
+        else
+            assert_null(got.rack);
+        p3d_hello_free(&got);
+        p3d_wbuf_free(&b);
+    }
+    p3d_node_free(n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slurm_renumbered), cmocka_unit_test(test_slurm_not_renumbered_and_job_gpus),
         cmocka_unit_test(test_inherited_cvd),    cmocka_unit_test(test_uuids),
         cmocka_unit_test(test_errors),           cmocka_unit_test(test_rank_cvd),
+        cmocka_unit_test(test_topology_addr_rack), cmocka_unit_test(test_hello_rack),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
