@@ -55,15 +55,18 @@ static const opt_row rows[] = {
     {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
     {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
     /* mesh and policy */
-    {"tp", T_INT, OFF(tp), 0, 1, 1 << 20, C_PLACE, "N", "tensor-parallel size"},
-    {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE, "N", "pipeline-parallel size"},
+    {"tp", T_INT, OFF(tp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "tensor-parallel size (plan: pin it)"},
+    {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "pipeline-parallel size (plan: pin it)"},
     {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
-    {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE, "N", "context-parallel size (default 1)"},
-    {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE, "N", "expert-parallel size (default 1)"},
+    {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
+     "context-parallel size (default 1; plan: pin it, else searched for long sequences)"},
+    {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "expert-parallel size (default 1; plan: pin it)"},
     {"order", T_STR, OFF(order), 0, NOB, C_PLACE, "STR",
      "rank order, fastest first (default tp-cp-ep-dp-pp, Megatron's)"},
     {"policy", T_STR, OFF(policy), 0, NOB, C_PLACE, "NAME|PATH|URL",
-     "placement policy (default megatron; bundled: megatron, devicemesh, naive)"},
+     "placement policy (default megatron; bundled: megatron, devicemesh, naive; auto: the best estimate)"},
+    {"policy-candidates", T_STRV, OFF(policy_candidates), OFF(npolicy_candidates), NOB, C_PLACE, "NAME|PATH",
+     "--policy auto: also try this policy (repeatable)"},
     {"policy-sha256", T_STR, OFF(policy_sha256), 0, NOB, C_PLACE, "HEX", "refuse a policy whose SHA-256 differs"},
     /* training shape and model */
     {"micro-batches", T_INT, OFF(micro_batches), 0, 1, 1 << 20, C_PLACE | C_PLAN, "M", "micro-batches per step"},
@@ -82,7 +85,10 @@ static const opt_row rows[] = {
     {"dtype", T_STR, OFF(dtype), 0, NOB, C_PLACE | C_PLAN, "T", "bf16 (default), fp16 or fp32"},
     {"zero", T_INT, OFF(zero), 0, 0, 3, C_PLACE | C_PLAN, "0-3", "ZeRO stage (default 0, or 1 with --dp > 1 in plan)"},
     {"recompute", T_STR, OFF(recompute), 0, NOB, C_PLACE | C_PLAN, "MODE", "none, selective (default) or full"},
-    {"gpu-mem", T_DOUBLE, OFF(gpu_mem_gb), 0, 0.001, 1e6, C_PLACE | C_PLAN, "GB", "GPU memory when the topology lacks it"},
+    {"gpu-mem", T_DOUBLE, OFF(gpu_mem_gb), 0, 0.001, 1e6, C_PLACE | C_PLAN, "GB",
+     "GPU memory per GPU (wins over the topology's figure)"},
+    {"mem-reserve", T_DOUBLE, OFF(mem_reserve_gb), 0, 0, 1e6, C_PLACE | C_PLAN, "GB",
+     "memory kept free per GPU (default: 5% of it, at least 3 GB)"},
     {"tflops", T_DOUBLE, OFF(tflops), 0, 0.001, 1e6, C_PLACE | C_PLAN, "N",
      "sustained TFLOP/s per GPU for time estimates"},
     {"top", T_INT, OFF(top), 0, 1, 1000, C_PLAN, "N", "plan: how many layouts to show (default 5)"},
@@ -105,6 +111,10 @@ static const opt_row rows[] = {
     {"grace", T_DOUBLE, OFF(grace), 0, 0, 86400, C_LAUNCH, "SECONDS", "SIGTERM -> SIGKILL grace (default 10)"},
     {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N", "restart the local ranks up to N times"},
     {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},
+    {"hang-timeout", T_DOUBLE, OFF(hang_timeout), 0, 0.01, 1e9, C_LAUNCH, "SECONDS",
+     "a rank that touched $P3D_HEARTBEAT and then neither touches it nor prints for this long is hung: "
+     "--hang-signal, then a failure"},
+    {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
     {"emulate", T_FLAG, OFF(emulate), 0, NOB, C_LAUNCH, NULL,
@@ -140,6 +150,7 @@ static void opts_defaults(p3d_opts *o)
     o->format = "text";
     o->policy = "megatron";
     o->zero = -1;
+    o->mem_reserve_gb = -1;
     o->bind = "numa";
     o->tag_output = -1;
     o->grace = 10.0;

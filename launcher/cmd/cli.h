@@ -33,6 +33,8 @@ typedef struct p3d_opts {
     const char *order;          /* --order */
     const char *policy;         /* --policy (default "megatron") */
     const char *policy_sha256;
+    const char **policy_candidates; /* --policy-candidates, repeatable (--policy auto) */
+    size_t npolicy_candidates;
 
     /* training shape and model (cost model) */
     int micro_batches, micro_batch, global_batch, virtual_stages;
@@ -43,6 +45,7 @@ typedef struct p3d_opts {
     int zero;                   /* -1 = not given */
     const char *recompute;      /* none|selective|full */
     double gpu_mem_gb;
+    double mem_reserve_gb;      /* --mem-reserve, -1 = not given */
     double tflops;              /* sustained TFLOP/s per GPU */
     int top;                    /* plan: how many layouts to print */
     int search_zero;            /* plan: also search ZeRO stages */
@@ -61,6 +64,8 @@ typedef struct p3d_opts {
     double grace;               /* seconds */
     int max_restarts;
     double timeout;             /* whole job, 0 = none */
+    double hang_timeout;        /* --hang-timeout: 0 = off */
+    const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
     const char *master_addr;
     int master_port;
     int emulate;

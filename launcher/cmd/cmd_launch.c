@@ -190,7 +190,9 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         goto out;
     }
 
-    if (p3d_check_output_ranks(o, pl->world, &err) < 0)
+    int hang_sig;
+    if (p3d_check_output_ranks(o, pl->world, &err) < 0 ||
+        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, &err) < 0))
         goto out;
 
     S->job_id = make_job_id(o);
@@ -299,6 +301,13 @@ static void cleanup(launch_state *S)
             unlink(S->placement_path);
         snprintf(p, sizeof p, "%s/output.lock", S->run_dir);
         unlink(p);
+        /* --hang-timeout's heartbeat files (hang.c) */
+        for (int r = 0; S->placed && r < S->res.pl->world; r++) {
+            snprintf(p, sizeof p, "%s/heartbeat/rank-%d", S->run_dir, r);
+            unlink(p);
+        }
+        snprintf(p, sizeof p, "%s/heartbeat", S->run_dir);
+        rmdir(p);
         rmdir(S->run_dir);
     }
     if (S->placed)

@@ -35,6 +35,7 @@ typedef struct agent {
     p3d_rank_out *out;
     p3d_binder *binder;
     p3d_outsink sink;
+    p3d_hangwatch *hang;    /* --hang-timeout, NULL when off */
     pid_t self;
     int gen;                /* restart count of the running group */
     int running;            /* live workers */
@@ -139,6 +140,7 @@ static int agent_spawn_all(agent *a, char **err)
     a->swept = 0;
     if (agent_outputs(a, err) < 0)
         return -1;
+    p3d_hang_generation(a->hang);
     for (int i = 0; i < a->nlocal; i++) {
         p3d_envv env;
         if (p3d_rank_env(L, environ, a->ranks[i], a->gen, &env, err) < 0)
@@ -169,8 +171,13 @@ static char *agent_summary(agent *a, int i, int status)
     const p3d_rank *k = &L->pl->ranks[r];
     const p3d_cnode *cn = &L->cluster->nodes[a->node];
     const p3d_node *topo = cn->topo;
-    char how[96];
-    if (WIFSIGNALED(status))
+    char how[160];
+    if (p3d_hang_is_hung(a->hang, i))
+        snprintf(how, sizeof how, "was hung (no heartbeat or output for %g s): ended by signal %d (%s), exit code %d",
+                 p3d_hang_timeout(a->hang), p3d_hang_signal(a->hang),
+                 sigabbrev_np(p3d_hang_signal(a->hang)) ? sigabbrev_np(p3d_hang_signal(a->hang)) : "?",
+                 p3d_code_of(status));
+    else if (WIFSIGNALED(status))
         snprintf(how, sizeof how, "was killed by signal %d (%s), exit code %d", WTERMSIG(status),
                  sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?", p3d_code_of(status));
     else
@@ -306,6 +313,20 @@ static void agent_signal(agent *a, int sig)
     }
 }
 
+/* --hang-timeout: ranks whose time is up get the hang signal (their
+ * failure follows when they are reaped). */
+static void agent_hang_check(agent *a)
+{
+    int i;
+    if (a->stopping)
+        return; /* stopping anyway: the grace rules */
+    while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
+        int sig = p3d_hang_signal(a->hang);
+        say(a, "par3drun: rank %d on node %s is hung (no heartbeat or output for %g s): sending SIG%s\n", a->ranks[i],
+            a->L->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    }
+}
+
 /* The node's ranks in local-rank order; output and binding prepared. */
 static int agent_setup(agent *a, char **err)
 {
@@ -331,7 +352,8 @@ static int agent_setup(agent *a, char **err)
             }
     for (int i = 0; i < a->nlocal; i++)
         p3d_rank_out_init(&a->out[i], a->ranks[i]);
-    if (p3d_bind_prepare(L, a->node, a->ranks, a->nlocal, &a->binder, &note, err) < 0)
+    if (p3d_bind_prepare(L, a->node, a->ranks, a->nlocal, &a->binder, &note, err) < 0 ||
+        p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0)
         return -1;
     const char *name = L->cluster->nodes[a->node].name;
     if (L->o->report_bindings) {
@@ -429,7 +451,12 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
             for (int w = 0; w < 2; w++)
                 if (a->out[i].s[w].fd >= 0)
                     pfd[np++] = (struct pollfd){.fd = a->out[i].s[w].fd, .events = POLLIN};
-        int ms = p3d_poll_ms(a->stopping && !a->killed ? a->kill_at : 0);
+        if (p3d_hang_fd(a->hang) >= 0)
+            pfd[np++] = (struct pollfd){.fd = p3d_hang_fd(a->hang), .events = POLLIN};
+        double dl = a->stopping && !a->killed ? a->kill_at : 0, hd = p3d_hang_deadline(a->hang, a->pid);
+        if (hd > 0 && (!dl || hd < dl))
+            dl = hd;
+        int ms = p3d_poll_ms(dl);
         np += p3d_sink_poll(&a->sink, pfd + np, &ms);
         int pr = poll(pfd, (nfds_t)np, ms);
         if (pr < 0 && errno != EINTR) {
@@ -439,6 +466,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         if (a->stopping && !a->killed && p3d_now() >= a->kill_at)
             agent_stop(a, SIGKILL);
         p3d_sink_flush(&a->sink);
+        agent_hang_check(a);
         for (int k = 0; k < np && pr > 0; k++) {
             if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) || pfd[k].events == POLLOUT)
                 continue;
@@ -448,11 +476,15 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
                     agent_signal(a, (int)si.ssi_signo);
             } else if (pfd[k].fd == a->upstream) {
                 agent_upstream(a);
+            } else if (pfd[k].fd == p3d_hang_fd(a->hang)) {
+                p3d_hang_events(a->hang, p3d_now());
             } else {
                 for (int i = 0; i < a->nlocal; i++)
                     for (int w = 0; w < 2; w++)
-                        if (a->out[i].s[w].fd == pfd[k].fd)
+                        if (a->out[i].s[w].fd == pfd[k].fd) {
                             p3d_rank_out_read(&a->out[i], w, &a->sink);
+                            p3d_hang_activity(a->hang, i, p3d_now());
+                        }
             }
         }
     }
@@ -467,6 +499,7 @@ out:
     for (int i = 0; a->out && i < a->nlocal; i++)
         p3d_rank_out_free(&a->out[i]);
     p3d_binder_free(a->binder);
+    p3d_hang_free(a->hang);
     p3d_sink_close(&a->sink);
     free(a->ranks);
     free(a->pid);

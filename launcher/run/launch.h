@@ -246,6 +246,34 @@ void p3d_sweep_children(void);
 /* A wait status as an exit code: the code, or 128 + the signal. */
 int p3d_code_of(int status);
 
+/* ---- hang.c: --hang-timeout ---------------------------------------------- */
+
+typedef struct p3d_hangwatch p3d_hangwatch;
+
+/* "ABRT", "SIGABRT" or "6" -> 6; -1 with *err naming --hang-signal. */
+int p3d_signal_parse(const char *s, int *sig, char **err);
+/* Watches the heartbeat files of the local ranks (ranks borrowed, local
+ * order). *out stays NULL when --hang-timeout is off. 0 or -1 with *err. */
+int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatch **out, char **err);
+void p3d_hang_free(p3d_hangwatch *w);
+/* The inotify fd to poll (-1 when off). */
+int p3d_hang_fd(const p3d_hangwatch *w);
+/* A generation starts: the files are removed, no rank is watched yet. */
+void p3d_hang_generation(p3d_hangwatch *w);
+/* Reads the touches that arrived. */
+void p3d_hang_events(p3d_hangwatch *w, double now);
+/* Local rank i printed something. */
+void p3d_hang_activity(p3d_hangwatch *w, int i, double now);
+/* When p3d_hang_check must run next (0: never). pid: local ranks (0 ended). */
+double p3d_hang_deadline(const p3d_hangwatch *w, const pid_t *pid);
+/* Signals ranks whose time is up (the hang signal and SIGCONT; SIGKILL a
+ * grace later). Returns a newly hung local rank, -1 when none: call again
+ * until -1. */
+int p3d_hang_check(p3d_hangwatch *w, const pid_t *pid, double now);
+int p3d_hang_is_hung(const p3d_hangwatch *w, int i);
+int p3d_hang_signal(const p3d_hangwatch *w);
+double p3d_hang_timeout(const p3d_hangwatch *w);
+
 /* ---- agent.c ------------------------------------------------------------- */
 
 /* Runs node `node`'s local ranks until the controller (on upstream, a

@@ -279,8 +279,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         rc = P3D_EXIT_FAIL;
         goto out;
     }
+    int hang_sig;
     if ((o->log_dir && p3d_check_log_dir(o->log_dir, &err) < 0) ||
-        p3d_check_output_ranks(o, m->pm.pl->world, &err) < 0)
+        p3d_check_output_ranks(o, m->pm.pl->world, &err) < 0 ||
+        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, &err) < 0))
         goto out;
     if (asprintf(&m->placement_path, "%s/placement.json", m->run_dir) < 0) {
         m->placement_path = NULL;

@@ -147,7 +147,7 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
 static int set_group(p3d_envv *e, const char *key, const p3d_mesh *m, int dim,
                      int r)
 {
-    int cap = m->size[dim];
+    int cap = p3d_mesh_size(m, dim);
     int *mem = malloc(sizeof *mem * (size_t)cap);
     char *s = malloc((size_t)cap * 12 + 1);
     int rc = -1;
@@ -220,6 +220,8 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "P3D_JOB_ID", "%s", L->job_id);
     e |= p3d_envv_set(out, "P3D_PLACEMENT", "%s", L->placement_path);
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);
+    if (L->o->hang_timeout > 0) /* agent.c watches it (--hang-timeout) */
+        e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
     e |= p3d_envv_set(out, "P3D_NODE", "%s", cn->name);
     e |= p3d_envv_set(out, "P3D_NODE_INDEX", "%d", k->node);
     if (L->emulate) /* each emulated node's ranks see their node's name */
@@ -232,13 +234,13 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
                       g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics
                           ? topo->nics[g->nearest_nic].name : "");
     e |= p3d_envv_set(out, "P3D_ORDER", "%s", pl->mesh.order_str);
-    static const char *const up[P3D_NDIMS] = {"TP", "CP", "EP", "DP", "PP"};
+    static const char *const up[P3D_NDIMS] = {"TP", "CP", "EP", "DP", "PP", "ETP", "EDP"};
     for (int d = 0; d < P3D_NDIMS; d++) {
         char key[32];
         snprintf(key, sizeof key, "P3D_%s_RANK", up[d]);
         e |= p3d_envv_set(out, key, "%d", k->coord[d]);
         snprintf(key, sizeof key, "P3D_%s_SIZE", up[d]);
-        e |= p3d_envv_set(out, key, "%d", pl->mesh.size[d]);
+        e |= p3d_envv_set(out, key, "%d", p3d_mesh_size(&pl->mesh, d));
         snprintf(key, sizeof key, "P3D_%s_GROUP", up[d]);
         e |= set_group(out, key, &pl->mesh, d, r);
     }
