@@ -1,12 +1,13 @@
 /*
- * rdzv.c — the rendezvous backend registry (rdzv.h): the built-in static
- * and slurm backends, dlopen'd plugins (pmix, etcd, any p3d_rdzv_NAME.so),
- * `--rdzv auto`, and the job token.
+ * rdzv.c — the rendezvous backends (rdzv.h): the built-in static and slurm
+ * backends, registered in the plugin registry (p3d/plugin.h) next to the
+ * plugins it loads (pmix, etcd, any p3d_rdzv_NAME.so), `--rdzv auto`, and
+ * the job token.
  */
 #include "rdzv.h"
+#include "p3d/plugin.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
@@ -120,7 +121,7 @@ static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double 
 }
 
 const p3d_rdzv_ops p3d_rdzv_static = {
-    .abi = P3D_RDZV_ABI, .name = "static", .detect = static_detect,
+    .name = "static", .detect = static_detect,
 };
 
 /* ---- slurm: from the job step's environment -------------------------------- */
@@ -250,73 +251,45 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
 }
 
 const p3d_rdzv_ops p3d_rdzv_slurm = {
-    .abi = P3D_RDZV_ABI, .name = "slurm", .detect = slurm_detect,
+    .name = "slurm", .detect = slurm_detect,
 };
 
 /* ---- plugins ---------------------------------------------------------------- */
 
-/* Where plugins are looked for: P3D_PLUGIN_DIR, then next to the binary
- * (build tree: <build>/plugins; install: <prefix>/lib/par3drun). */
-static int plugin_dirs(char dirs[3][PATH_MAX])
+static const p3d_plugin builtin_static = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "static", &p3d_rdzv_static};
+static const p3d_plugin builtin_slurm = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "slurm", &p3d_rdzv_slurm};
+
+int p3d_rdzv_register_builtins(char **err)
 {
-    int n = 0;
-    if (env("P3D_PLUGIN_DIR"))
-        copy(dirs[n++], PATH_MAX, env("P3D_PLUGIN_DIR"));
-    char exe[PATH_MAX - 32];
-    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (k > 0) {
-        exe[k] = 0;
-        char *s = strrchr(exe, '/');
-        if (s) {
-            *s = 0;
-            snprintf(dirs[n++], PATH_MAX, "%s/plugins", exe);
-            snprintf(dirs[n++], PATH_MAX, "%s/../lib/par3drun", exe);
-        }
-    }
-    return n;
+    if (p3d_plugin_register(&builtin_static, err) < 0 || p3d_plugin_register(&builtin_slurm, err) < 0)
+        return -1;
+    return 0;
 }
 
-static int load_plugin(const char *name, p3d_rdzv *r, char **err)
+/* The backend called name: a built-in, or p3d_rdzv_<name>.so. */
+static int find_backend(const char *name, p3d_rdzv *r, char **err)
 {
-    char dirs[3][PATH_MAX], tried[3 * PATH_MAX + 16] = "";
-    int nd = plugin_dirs(dirs);
-    for (const char *p = name; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_')
-            return p3d_err(err, "--rdzv %s: unknown backend (built in: static, slurm; plugins: pmix, etcd)", name);
-    for (int i = 0; i < nd; i++) {
-        char path[PATH_MAX + 64];
-        int w = snprintf(path, sizeof path, "%s/p3d_rdzv_%s.so", dirs[i], name);
-        if (w < 0 || (size_t)w >= sizeof path)
-            continue; /* a directory this long cannot hold the plugin */
-        size_t tl = strlen(tried);
-        snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dirs[i]);
-        if (access(path, R_OK) != 0)
-            continue;
-        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-        if (!dl)
-            return p3d_err(err, "rendezvous '%s': cannot load %s: %s", name, path, dlerror());
-        char sym[96];
-        snprintf(sym, sizeof sym, "p3d_rdzv_%s", name);
-        const p3d_rdzv_ops *ops = dlsym(dl, sym);
-        /* the ABI number is the first field: read it before anything else */
-        if (!ops || ops->abi != P3D_RDZV_ABI) {
-            int abi = ops ? ops->abi : -1;
-            dlclose(dl);
-            if (!ops)
-                return p3d_err(err, "rendezvous '%s': %s does not export %s", name, path, sym);
-            return p3d_err(err, "rendezvous '%s': %s has plugin ABI %d, this par3drun needs %d (rebuild it)", name,
-                           path, abi, P3D_RDZV_ABI);
-        }
-        if (!ops->detect || !ops->name) {
-            dlclose(dl);
-            return p3d_err(err, "rendezvous '%s': %s: incomplete descriptor", name, path);
-        }
-        r->ops = ops;
-        r->dl = dl;
-        return 0;
+    const p3d_plugin *pl;
+    char *e = NULL;
+    if (p3d_rdzv_register_builtins(err) < 0)
+        return -1;
+    int k = p3d_plugin_find(P3D_PLUGIN_RDZV, name, &pl, &e);
+    if (k <= 0) {
+        if (k < 0) {
+            char *b = p3d_plugin_builtin_names(P3D_PLUGIN_RDZV);
+            p3d_err(err, "--rdzv %s: unknown backend: %s (built in: %s; plugins: p3d_rdzv_NAME.so, e.g. pmix, etcd)",
+                    name, e ? e : "bad name", b ? b : "?");
+            free(b);
+        } else
+            p3d_err(err, "rendezvous '%s' needs %s", name, e ? e : "a plugin");
+        free(e);
+        return -1;
     }
-    return p3d_err(err, "rendezvous '%s' needs plugin p3d_rdzv_%s.so: not found in %s", name, name,
-                   tried[0] ? tried : "(no plugin directory)");
+    const p3d_rdzv_ops *ops = pl->ops;
+    if (!ops->detect || !ops->name)
+        return p3d_err(err, "rendezvous '%s': incomplete ops table (no detect or name)", name);
+    r->ops = ops;
+    return 0;
 }
 
 /* ---- resolution ---------------------------------------------------------- */
@@ -356,9 +329,7 @@ static void close_backend(p3d_rdzv *r)
         free(r->boot.hostnames);
         r->boot.hostnames = NULL;
     }
-    /* A plugin is never unloaded: libpmix/libcurl keep threads and
-     * atexit state that must not outlive their code. */
-    r->dl = NULL;
+    /* the plugin stays loaded (the registry never unloads one) */
     r->ops = NULL;
 }
 
@@ -388,7 +359,7 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
          * over a secret token */
         if (env("PMIX_NAMESPACE")) {
             char *e = NULL;
-            if (load_plugin("pmix", r, &e) == 0) {
+            if (find_backend("pmix", r, &e) == 0) {
                 int k = try_backend(r, "", o, msg, sizeof msg, err);
                 free(e);
                 if (k < 0)
@@ -407,7 +378,8 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
             }
         }
         if (env("SLURM_JOB_ID")) {
-            r->ops = &p3d_rdzv_slurm;
+            if (find_backend("slurm", r, err) < 0)
+                goto out;
             int k = try_backend(r, "", o, msg, sizeof msg, err);
             if (k < 0)
                 goto out;
@@ -427,11 +399,7 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
         rc = 0;
         goto out;
     }
-    if (!strcmp(name, "static"))
-        r->ops = &p3d_rdzv_static;
-    else if (!strcmp(name, "slurm"))
-        r->ops = &p3d_rdzv_slurm;
-    else if (load_plugin(name, r, err) < 0)
+    if (find_backend(name, r, err) < 0)
         goto out;
     int k = try_backend(r, arg, o, msg, sizeof msg, err);
     if (k < 0)

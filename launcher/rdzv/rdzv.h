@@ -31,9 +31,6 @@
 
 /* ---- backends (rdzv.c, plugins/rdzv_*) ----------------------------------- */
 
-/* Bumped whenever p3d_rdzv_ops or p3d_rdzv_boot changes shape. */
-#define P3D_RDZV_ABI 1
-
 /* What a backend learns; strings are copied into the fixed buffers. */
 typedef struct p3d_rdzv_boot {
     int nnodes;              /* > 0 */
@@ -49,18 +46,18 @@ typedef struct p3d_rdzv_boot {
     char **hostnames;
 } p3d_rdzv_boot;
 
-/* One rendezvous backend. Plugins export one `const p3d_rdzv_ops`
- * named p3d_rdzv_<name> (the .so is p3d_rdzv_<name>.so); abi is read and
- * checked before any other field. Messages go to msg (NUL-terminated,
- * msgcap bytes): plugins cannot use p3d_err. */
+/* One rendezvous backend: the ops of a P3D_PLUGIN_RDZV plugin (p3d/plugin.h;
+ * a change of shape here or in p3d_rdzv_boot bumps P3D_PLUGIN_ABI). A .so
+ * p3d_rdzv_<name>.so exports the descriptor p3d_rdzv_<name> pointing at
+ * these; static and slurm are built-ins of the same registry. Messages go
+ * to msg (NUL-terminated, msgcap bytes): plugins cannot use p3d_err. */
 typedef struct p3d_rdzv_ops {
-    int abi;                 /* P3D_RDZV_ABI, first */
     const char *name;        /* "static", "slurm", "pmix", "etcd" */
     /* arg: what follows "name:" in --rdzv ("" when none); o_nnodes /
      * o_node_rank: --nnodes / --node-rank (0 / -1 when not given).
      * Returns 1 and fills *boot (except a leader_port the leader chooses)
-     * and *state when this is its environment, 0 to decline ("not my
-     * environment"; msg says why), -1 on failure (msg). */
+     * and *state when this is its environment (P3D_PLUGIN_OK), 0 to
+     * decline ("not my environment"; msg says why), -1 on failure (msg). */
     int (*detect)(const char *arg, int o_nnodes, int o_node_rank,
                   double timeout, p3d_rdzv_boot *boot, void **state,
                   char *msg, size_t msgcap);
@@ -80,7 +77,6 @@ typedef struct p3d_rdzv_ops {
 typedef struct p3d_rdzv {
     const p3d_rdzv_ops *ops;
     void *state;
-    void *dl;                /* dlopen handle of a plugin, or NULL */
     p3d_rdzv_boot boot;
     double timeout;          /* seconds, resolved (default grows with nnodes) */
 } p3d_rdzv;
@@ -98,6 +94,8 @@ void p3d_rdzv_close(p3d_rdzv *r);
 /* The built-in backends, for tests (rdzv.c). */
 extern const p3d_rdzv_ops p3d_rdzv_static;
 extern const p3d_rdzv_ops p3d_rdzv_slurm;
+/* Registers them in the plugin registry (idempotent; p3d_rdzv_open does). */
+int p3d_rdzv_register_builtins(char **err);
 
 /* Default --rdzv-timeout for n nodes: 60 s + 0.1 s per node. */
 double p3d_rdzv_default_timeout(int nnodes);

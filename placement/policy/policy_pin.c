@@ -5,69 +5,38 @@
  */
 #include "policy_source.h"
 #include "p3d/base.h"
-#include "p3d/policy_fetch.h"
+#include "p3d/plugin.h"
 #include "sha256.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* Loads the fetch plugin and fetches url. The plugin is searched in
- * $P3D_PLUGIN_DIR (':'-separated), the build tree, then the install dir. */
+/* Fetches url with the policy fetch plugin (p3d_policy_fetch.so, found by
+ * the plugin registry). */
 int p3d_policy_fetch_url(const char *url, size_t max, char **text, size_t *len, char **err)
 {
-    int rc = -1;
-    void *h = NULL;
-    char path[4096], tried[8192] = "";
-    const char *env = getenv("P3D_PLUGIN_DIR");
-    char *dirs = NULL;
-    if (asprintf(&dirs, "%s%s%s:%s", env ? env : "", env && *env ? ":" : "", P3D_PLUGIN_BUILD_DIR,
-                 P3D_INSTALL_PLUGIN_DIR) < 0)
-        return p3d_err(err, "out of memory");
-    for (char *save = NULL, *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
-        snprintf(path, sizeof path, "%s/%s", dir, P3D_POLICY_FETCH_FILE);
-        if (access(path, R_OK) == 0) {
-            h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-            if (!h) {
-                p3d_err(err, "--policy %s: cannot load plugin %s: %s", url, path, dlerror());
-                goto out;
-            }
-            break;
-        }
-        size_t tl = strlen(tried);
-        snprintf(tried + tl, sizeof tried - tl, "%s%s", tl ? ", " : "", dir);
+    const p3d_plugin *pl;
+    char *e = NULL, *perr = NULL;
+    int k = p3d_plugin_find(P3D_PLUGIN_POLICY, "fetch", &pl, &e);
+    if (k <= 0) {
+        p3d_err(err, "policy URLs need %s (build par3drun with libcurl, or download the policy and pass its path)",
+                e ? e : "the policy fetch plugin");
+        free(e);
+        return -1;
     }
-    if (!h) {
-        p3d_err(err, "policy URLs need plugin %s: not found in %s (build par3drun with libcurl, or download the "
-                     "policy and pass its path)",
-                P3D_POLICY_FETCH_FILE, tried);
-        goto out;
-    }
-    const p3d_policy_fetch_plugin *pl = dlsym(h, P3D_POLICY_FETCH_SYMBOL);
-    if (!pl) {
-        p3d_err(err, "plugin %s does not export %s", path, P3D_POLICY_FETCH_SYMBOL);
-        goto out;
-    }
-    if (pl->abi != P3D_POLICY_FETCH_ABI) {
-        p3d_err(err, "plugin %s has ABI %d, this par3drun needs %d (rebuild the plugin)", path, pl->abi,
-                P3D_POLICY_FETCH_ABI);
-        goto out;
-    }
-    char *perr = NULL;
-    if (pl->fetch(url, max, text, len, &perr) < 0) {
-        p3d_err(err, "--policy: %s", perr ? perr : "fetch failed");
+    const p3d_policy_ops *ops = pl->ops;
+    if (!ops->fetch)
+        return p3d_err(err, "--policy %s: the policy fetch plugin has no fetch function", url);
+    k = ops->fetch(url, max, text, len, &perr);
+    if (k != P3D_PLUGIN_OK) {
+        p3d_err(err, "--policy: %s%s", k == P3D_PLUGIN_DECLINE ? "the fetch plugin declined: " : "",
+                perr ? perr : "fetch failed");
         free(perr);
-        goto out;
+        return -1;
     }
-    rc = 0;
-out:
-    if (h)
-        dlclose(h);
-    free(dirs);
-    return rc;
+    return 0;
 }
 
 int p3d_policy_check_pin(const char *source, const char *text, size_t len, const char *pin, char **err)

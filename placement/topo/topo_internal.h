@@ -69,25 +69,10 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len,
 int p3d_topo_xml_probe(const char *path, const char *text, size_t len,
                        char **err);
 
-/* Topology augment plugins (plugins/nvml/ builds p3d_topo_nvml.so). The
- * .so exports one const p3d_topo_plugin named after its file (symbol
- * p3d_topo_nvml); abi is checked before anything else is read. augment()
- * adds what hwloc lacks to a node being built (before p3d_node_finish):
- * returns 1 when it filled something, 0 when it declines ("not my
- * environment": no library, no GPU). It must not call p3d_* functions (the
- * executable does not export them); it only writes the record's fields,
- * allocating strings with malloc. Grow only by appending. */
-#define P3D_TOPO_PLUGIN_ABI 1
-typedef struct p3d_topo_plugin {
-    int abi;
-    const char *name;
-    int (*augment)(p3d_node *n);
-} p3d_topo_plugin;
-
-/* Loads p3d_topo_nvml.so from the plugin directory ($P3D_PLUGIN_DIR, else
- * the build tree, else the install dir) and runs its augment on a "local"
- * node (topo_load.c). Returns the plugin's answer; 0 (declined) when the
- * plugin is absent or has the wrong ABI. Never fails the load. */
+/* Runs the "nvml" topology source plugin (plugins/nvml/ builds
+ * p3d_topo_nvml.so; found by the plugin registry, p3d/plugin.h) on a "local"
+ * node (topo_load.c). Returns 1 when it filled something, else 0: absent,
+ * declined, or failed (a warning on stderr says why). Never fails the load. */
 int p3d_topo_nvml_augment(p3d_node *n);
 
 /* Link class name -> p3d_link ("PIX", "NV12" -> NVLINK, "X" -> SELF);

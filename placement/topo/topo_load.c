@@ -9,8 +9,8 @@
  * `--topology dgx-h100.xml` works from anywhere.
  */
 #include "topo_internal.h"
+#include "p3d/plugin.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,38 +165,22 @@ out:
     return rc;
 }
 
-/* ---- topology augment plugins ----------------------------------------- */
-
-static const char *plugin_dir(void)
-{
-    const char *env = getenv("P3D_PLUGIN_DIR");
-    if (env && *env)
-        return env;
-    if (access(P3D_PLUGIN_BUILD_DIR, R_OK) == 0)
-        return P3D_PLUGIN_BUILD_DIR;
-    return P3D_INSTALL_PLUGIN_DIR;
-}
+/* ---- topology source plugins ------------------------------------------ */
 
 int p3d_topo_nvml_augment(p3d_node *n)
 {
-    int rc = 0;
-    char *path = NULL;
-    void *h = NULL;
-    if (asprintf(&path, "%s/p3d_topo_nvml.so", plugin_dir()) < 0) {
-        path = NULL;
-        goto out;
-    }
-    if (access(path, R_OK) < 0 || !(h = dlopen(path, RTLD_NOW | RTLD_LOCAL)))
-        goto out;
-    const p3d_topo_plugin *pl = dlsym(h, "p3d_topo_nvml");
-    if (!pl || pl->abi != P3D_TOPO_PLUGIN_ABI || !pl->augment)
-        goto out;
-    rc = pl->augment(n) > 0;
-out:
-    /* The plugin may have dlopen'ed libnvidia-ml; unloading both is safe
-     * because it hands nothing back but plain data in n. */
-    if (h)
-        dlclose(h);
-    free(path);
-    return rc;
+    const p3d_plugin *pl;
+    char msg[512] = "";
+    /* Absent is normal (an install without the plugin);
+     * a present but unusable file was already said by the registry. */
+    if (p3d_plugin_find(P3D_PLUGIN_TOPO, "nvml", &pl, NULL) <= 0)
+        return 0;
+    const p3d_topo_ops *ops = pl->ops;
+    if (!ops->augment)
+        return 0;
+    int k = ops->augment(n, msg, sizeof msg);
+    if (k == P3D_PLUGIN_FAIL)
+        fprintf(stderr, "par3drun: warning: topology source 'nvml' failed (%s); using hwloc's facts only\n",
+                msg[0] ? msg : "no reason given");
+    return k == P3D_PLUGIN_OK;
 }

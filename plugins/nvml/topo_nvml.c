@@ -10,12 +10,13 @@
  * fabric info (cluster UUID + clique id) that names a multi-node NVLink
  * domain (GB200 NVL72).
  *
- * Rules of the plugin ABI (topo_internal.h): no calls back into par3drun,
+ * Rules of the plugin ABI (p3d/plugin.h): no calls back into par3drun,
  * only the node's fields are written. It declines (returns 0) when the
  * library, a symbol or a GPU is missing, and never fails the load.
  * P3D_NVML_LIBRARY overrides the library name (tests load a stand-in).
  */
 #include "topo_internal.h"
+#include "p3d/plugin.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -196,4 +197,22 @@ out:
     return filled;
 }
 
-const p3d_topo_plugin p3d_topo_nvml = {P3D_TOPO_PLUGIN_ABI, "nvml", augment};
+/* The registry's entry point (p3d/plugin.h): augment() above fills or
+ * declines; it has no failure of its own to report. */
+static int nvml_augment(p3d_node *n, char *msg, size_t msgcap)
+{
+    if (augment(n) > 0)
+        return P3D_PLUGIN_OK;
+    snprintf(msg, msgcap, "no NVML library, NVML symbol or GPU with NVLink facts");
+    return P3D_PLUGIN_DECLINE;
+}
+
+static const p3d_topo_ops ops = {.augment = nvml_augment};
+
+/* The descriptor, named after the file (p3d_topo_nvml.so). */
+const p3d_plugin p3d_topo_nvml = {
+    .abi = P3D_PLUGIN_ABI,
+    .kind = P3D_PLUGIN_TOPO,
+    .name = "nvml",
+    .ops = &ops,
+};

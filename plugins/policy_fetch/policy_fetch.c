@@ -1,9 +1,9 @@
 /*
- * policy_fetch.c — the p3d_policy_fetch plugin: downloads a policy from an
- * http(s) URL with libcurl. Redirects are followed only to http(s), the
+ * policy_fetch.c — the p3d_policy_fetch plugin (p3d/plugin.h, kind
+ * P3D_PLUGIN_POLICY): downloads a policy from an http(s) URL with libcurl. Redirects are followed only to http(s), the
  * size is capped, and HTTP errors (>= 400) fail with the status code.
  */
-#include "p3d/policy_fetch.h"
+#include "p3d/plugin.h"
 
 #include <curl/curl.h>
 #include <stdarg.h>
@@ -50,6 +50,7 @@ static int fail(char **err, const char *fmt, ...)
     return -1;
 }
 
+/* P3D_PLUGIN_OK, DECLINE (not an http(s) URL) or FAIL (-1), see plugin.h. */
 static int fetch(const char *url, size_t max, char **data, size_t *len, char **err)
 {
     int rc = -1;
@@ -57,6 +58,10 @@ static int fetch(const char *url, size_t max, char **data, size_t *len, char **e
     buf b = {NULL, 0, max, 0};
     long status = 0;
     *data = NULL;
+    if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        fail(err, "%s: only http:// and https:// URLs are fetched", url);
+        return P3D_PLUGIN_DECLINE;
+    }
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return fail(err, "%s: cannot initialise libcurl", url);
     CURL *h = curl_easy_init();
@@ -100,7 +105,7 @@ static int fetch(const char *url, size_t max, char **data, size_t *len, char **e
     *data = b.p;
     *len = b.len;
     b.p = NULL;
-    rc = 0;
+    rc = P3D_PLUGIN_OK;
 out:
     free(b.p);
     if (h)
@@ -109,8 +114,12 @@ out:
     return rc;
 }
 
-__attribute__((visibility("default"))) const p3d_policy_fetch_plugin p3d_policy_fetch = {
-    P3D_POLICY_FETCH_ABI,
-    "curl",
-    fetch,
+static const p3d_policy_ops ops = {.fetch = fetch};
+
+/* The descriptor, named after the file (p3d_policy_fetch.so). */
+__attribute__((visibility("default"))) const p3d_plugin p3d_policy_fetch = {
+    .abi = P3D_PLUGIN_ABI,
+    .kind = P3D_PLUGIN_POLICY,
+    .name = "fetch",
+    .ops = &ops,
 };

@@ -26,6 +26,7 @@
  * or timed out during the rendezvous -> publish() fails -> 1.
  */
 #include "rdzv.h"
+#include "p3d/plugin.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -660,10 +661,17 @@ static void etcd_close(void *state)
     state_free(state);
 }
 
-const p3d_rdzv_ops p3d_rdzv_etcd = {
-    .abi = P3D_RDZV_ABI,
+static const p3d_rdzv_ops ops = {
     .name = "etcd",
     .detect = etcd_detect,
     .publish = etcd_publish,
     .close = etcd_close,
+};
+
+/* The descriptor, named after the file (p3d_rdzv_etcd.so; p3d/plugin.h). */
+const p3d_plugin p3d_rdzv_etcd = {
+    .abi = P3D_PLUGIN_ABI,
+    .kind = P3D_PLUGIN_RDZV,
+    .name = "etcd",
+    .ops = &ops,
 };

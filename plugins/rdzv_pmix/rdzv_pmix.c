@@ -12,6 +12,7 @@
  * them): everything here is libc + libpmix.
  */
 #include "rdzv.h"
+#include "p3d/plugin.h"
 
 #include <pmix.h>
 #include <stdarg.h>
@@ -158,10 +159,17 @@ static void pmix_close(void *state)
     free(s);
 }
 
-const p3d_rdzv_ops p3d_rdzv_pmix = {
-    .abi = P3D_RDZV_ABI,
+static const p3d_rdzv_ops ops = {
     .name = "pmix",
     .detect = pmix_detect,
     .publish = pmix_publish,
     .close = pmix_close,
+};
+
+/* The descriptor, named after the file (p3d_rdzv_pmix.so; p3d/plugin.h). */
+const p3d_plugin p3d_rdzv_pmix = {
+    .abi = P3D_PLUGIN_ABI,
+    .kind = P3D_PLUGIN_RDZV,
+    .name = "pmix",
+    .ops = &ops,
 };

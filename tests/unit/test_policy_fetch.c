@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "p3d/policy_fetch.h"
+#include "p3d/plugin.h"
 #include "policy_fixture.h"
 #include "policy_internal.h"
 #include "sha256.h"
@@ -121,7 +121,7 @@ int main(void)
 {
     const char *dir = getenv("P3D_PLUGIN_DIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", P3D_POLICY_FETCH_FILE);
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : ".", "p3d_policy_fetch.so");
     if (access(path, R_OK) != 0) {
         printf("skipped: %s not built (no libcurl?)\n", path);
         return 77;

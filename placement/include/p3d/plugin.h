@@ -1,0 +1,104 @@
+/*
+ * plugin.h — the one plugin registry (placement/util/plugin.c).
+ *
+ * Optional parts that need a library the core must not link (NVML, libcurl,
+ * libpmix) are plugins: shared objects loaded with dlopen at run time. Every
+ * kind of plugin is found, checked and reported the same way:
+ *
+ *  - the file is p3d_<kind>_<name>.so (kind prefixes: "topo", "rdzv",
+ *    "policy") and exports ONE const p3d_plugin descriptor whose symbol is
+ *    the file name without ".so" (p3d_rdzv_etcd);
+ *  - the descriptor's first field is the ABI number; it is read and checked
+ *    before anything else, then the kind, the name and the ops table;
+ *  - the search path is $P3D_PLUGIN_DIR (':'-separated), then next to the
+ *    executable (<dir>/plugins for a build tree, <dir>/../<libdir>/par3drun
+ *    for a relocated install), then the configured install libdir;
+ *  - a candidate file that cannot be used (dlopen fails, the symbol is
+ *    missing, wrong ABI, wrong kind, incomplete descriptor) is skipped, and
+ *    that is said: one line on stderr and again in the "not found" message;
+ *  - built-in backends are registered in the same registry, and a built-in
+ *    of a name wins over a file.
+ *
+ * Every ops function answers in the same three ways: P3D_PLUGIN_OK (did it),
+ * P3D_PLUGIN_DECLINE ("not my environment": no library, no device, not my
+ * scheme; the caller goes on without it) and P3D_PLUGIN_FAIL (it applied and
+ * failed: the caller reports the message).
+ *
+ * Plugins cannot call p3d_* functions (the executable does not export
+ * them); they only fill what they are handed, allocating with malloc.
+ * Structures grow only by appending fields; any other change bumps
+ * P3D_PLUGIN_ABI.
+ */
+#ifndef P3D_PLUGIN_H
+#define P3D_PLUGIN_H
+
+#include <stddef.h>
+
+#include "p3d/topo.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 was the per-kind ABI of the three loaders this registry replaced; a
+ * plugin built against them reads as ABI 1 here and is skipped. */
+#define P3D_PLUGIN_ABI 2
+
+typedef enum p3d_plugin_kind {
+    P3D_PLUGIN_TOPO = 1,  /* topology source: adds what hwloc lacks (NVML) */
+    P3D_PLUGIN_RDZV,      /* rendezvous bootstrap (launcher/rdzv/rdzv.h) */
+    P3D_PLUGIN_POLICY,    /* policy fetch: --policy http(s) URLs */
+} p3d_plugin_kind;
+
+enum { P3D_PLUGIN_FAIL = -1, P3D_PLUGIN_DECLINE = 0, P3D_PLUGIN_OK = 1 };
+
+/* The one exported descriptor. */
+typedef struct p3d_plugin {
+    int abi;           /* P3D_PLUGIN_ABI, first */
+    int kind;          /* p3d_plugin_kind */
+    const char *name;  /* the <name> of p3d_<kind>_<name>.so */
+    const void *ops;   /* the kind's ops: p3d_topo_ops, p3d_rdzv_ops, p3d_policy_ops */
+} p3d_plugin;
+
+/* P3D_PLUGIN_TOPO. augment() fills what it knows of a local node being built
+ * (before p3d_node_finish): links, fabric ids. OK when it filled something,
+ * DECLINE when it has nothing to add (no library, no GPU), FAIL when the
+ * source is there but broken (the node keeps hwloc's facts; a warning says
+ * why). msg (msgcap bytes) takes a one-line reason for DECLINE/FAIL. */
+typedef struct p3d_topo_ops {
+    int (*augment)(p3d_node *n, char *msg, size_t msgcap);
+} p3d_topo_ops;
+
+/* P3D_PLUGIN_POLICY. fetch() downloads url into a malloc'd NUL-terminated
+ * buffer of at most max bytes (*len excludes the NUL). OK; DECLINE when it
+ * does not handle the URL's scheme; FAIL with *err (malloc'd, names the
+ * URL). The caller frees *data and *err with free(). */
+typedef struct p3d_policy_ops {
+    int (*fetch)(const char *url, size_t max, char **data, size_t *len, char **err);
+} p3d_policy_ops;
+
+/* The file-name prefix of a kind: "topo", "rdzv", "policy"; NULL if none. */
+const char *p3d_plugin_kind_prefix(int kind);
+
+/* Adds a built-in (a descriptor inside the executable). Idempotent for the
+ * same descriptor; -1 with *err when it is malformed or its (kind, name) is
+ * taken by another one. */
+int p3d_plugin_register(const p3d_plugin *builtin, char **err);
+
+/* The plugin of this kind and name: a registered built-in, an already
+ * loaded one, or the first usable p3d_<prefix>_<name>.so on the search path
+ * (loaded once, never unloaded). 1 with *out; 0 when there is none, with *err
+ * "plugin FILE: not found in DIRS" plus every skipped candidate and why;
+ * -1 with *err when name is not a plugin name ([A-Za-z0-9_]+). */
+int p3d_plugin_find(int kind, const char *name, const p3d_plugin **out, char **err);
+
+/* "static, slurm": the names of the registered built-ins of a kind. */
+char *p3d_plugin_builtin_names(int kind);
+
+/* The search path as a ", "-separated list, for messages and --verbose. */
+char *p3d_plugin_search_path(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
