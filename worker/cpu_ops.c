@@ -112,6 +112,14 @@ static void cpu_sgd(void *Wv, const void *Gv, size_t n, float lr)
         W[i] -= lr * G[i];
 }
 
+static void cpu_axpy(void *Yv, const void *Xv, size_t n, float a)
+{
+    float *Y = Yv;
+    const float *X = Xv;
+    for (size_t i = 0; i < n; i++)
+        Y[i] += a * X[i];
+}
+
 static void activity(p3dw_group *g, const char *what)
 {
     char buf[64];
@@ -133,18 +141,12 @@ static int cpu_allreduce_f64(p3dw_group *g, double *buf, size_t n)
     return tcp_allreduce(c, buf, n, TCP_F64);
 }
 
-static int cpu_send(p3dw_group *g, int peer, const void *buf, size_t n)
+static int cpu_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom,
+                        void *rbuf, size_t rn)
 {
     tcp_comm *c = g->impl;
-    activity(g, "send");
-    return tcp_send(c, peer, buf, n * sizeof(float));
-}
-
-static int cpu_recv(p3dw_group *g, int peer, void *buf, size_t n)
-{
-    tcp_comm *c = g->impl;
-    activity(g, "receive");
-    return tcp_recv(c, peer, buf, n * sizeof(float));
+    activity(g, sto >= 0 && rfrom >= 0 ? "send+receive" : sto >= 0 ? "send" : "receive");
+    return tcp_sendrecv(c, sto, sbuf, sn * sizeof(float), rfrom, rbuf, rn * sizeof(float));
 }
 
 static void cpu_sync(void) {}
@@ -162,9 +164,9 @@ const p3d_ops p3dw_cpu_ops = {
     .gelu_bwd = cpu_gelu_bwd,
     .mse = cpu_mse,
     .sgd = cpu_sgd,
+    .axpy = cpu_axpy,
     .allreduce = cpu_allreduce,
     .allreduce_host_f64 = cpu_allreduce_f64,
-    .send = cpu_send,
-    .recv = cpu_recv,
+    .sendrecv = cpu_sendrecv,
     .sync = cpu_sync,
 };

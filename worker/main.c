@@ -29,7 +29,9 @@ static const opt_row rows[] = {
     {"steps", O_INT, OFF(steps), 1, 1 << 20, "training steps (default 5)"},
     {"lr", O_DBL, OFF(lr), 0, 1e6, "SGD learning rate (default 1.0)"},
     {"seed", O_U64, OFF(seed), 0, 0, "seed of weights and data (default 1234)"},
-    {"verify", O_FLAG, OFF(verify), 0, 0, "rank 0 reruns the training in one process and compares losses"},
+    {"verify", O_FLAG, OFF(verify), 0, 0, "rank 0 reruns the training in one process on the CPU backend and compares losses"},
+    {"verify-tol", O_DBL, OFF(verify_tol), 0, 1, "largest relative loss difference --verify accepts (default 1e-5 cpu, 1e-3 cuda)"},
+    {"check-grad", O_FLAG, OFF(check_grad), 0, 0, "rank 0 checks one layer's gradients against finite differences first"},
     {"backend", O_STR, OFF(backend), 0, 0, "cpu, cuda or auto (default auto: cuda when a GPU is usable)"},
     {"p2p", O_STR, OFF(p2p), 0, 0, "buffered or strict: a send completes only once its receive is posted, as in NCCL (default buffered)"},
     {"json", O_FLAG, OFF(json), 0, 0, "print the per-step losses as JSON lines too"},
@@ -203,12 +205,16 @@ static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e,
     return &p3dw_cpu_ops;
 }
 
-/* --verify: the same training, same code, one process (tp=pp=dp=1, one
- * micro-batch) on rank 0.  Returns 0 if every step agrees within tol. */
-static int verify(const p3dw_opts *o, const p3d_ops *ops, const double *losses, double tol,
-                  double *max_rel)
+/* --verify: the same training, one process (tp=pp=dp=1, one micro-batch)
+ * on rank 0 and always on the CPU backend, whatever backend the job uses:
+ * a wrong CUDA kernel, NCCL call or schedule shows as a difference.  The
+ * reference's own loss must fall by 10% or more over the steps, or a
+ * wrong backward/SGD/gradient reduction could hide in an unmoving loss
+ * (a warning says so).  Returns 0 if every step agrees within tol. */
+static int verify(const p3dw_opts *o, const double *losses, double tol, double *max_rel,
+                  double *drop)
 {
-    p3dw_run ref = {.ops = ops, .micro_batches = 1, .quiet = 1};
+    p3dw_run ref = {.ops = &p3dw_cpu_ops, .micro_batches = 1, .quiet = 1};
     const char *names[P3DW_NDIM] = {"TP", "PP", "DP"};
     for (int d = 0; d < P3DW_NDIM; d++)
         ref.g[d] = (p3dw_group){.size = 1, .rank = 0, .name = names[d]};
@@ -222,25 +228,67 @@ static int verify(const p3dw_opts *o, const p3d_ops *ops, const double *losses, 
     *max_rel = 0;
     for (int s = 0; s < o->steps; s++) {
         double rel = fabs(losses[s] - rl[s]) / fmax(fabs(rl[s]), 1e-30);
-        if (rel > *max_rel)
+        if (!(rel <= tol)) /* NaN too */
+            bad = 1;
+        if (!(rel <= *max_rel))
             *max_rel = rel;
-        int ok = rel <= tol;
         if (o->json)
             printf("{\"verify_step\":%d,\"loss\":%.9g,\"reference\":%.9g,\"rel_diff\":%.3g,"
-                   "\"ok\":%s}\n", s + 1, losses[s], rl[s], rel, ok ? "true" : "false");
+                   "\"ok\":%s}\n", s + 1, losses[s], rl[s], rel, rel <= tol ? "true" : "false");
         else
             printf("p3d-worker: verify step %d: loss %.9g reference %.9g rel diff %.3g%s\n",
-                   s + 1, losses[s], rl[s], rel, ok ? "" : "  MISMATCH");
-        bad |= !ok;
+                   s + 1, losses[s], rl[s], rel, rel <= tol ? "" : "  MISMATCH");
     }
+    *drop = (rl[0] - rl[o->steps - 1]) / fmax(fabs(rl[0]), 1e-30);
+    printf("p3d-worker: verify: the reference loss fell by %.1f%% over %d steps%s\n",
+           100 * *drop, o->steps,
+           *drop >= 0.1 ? "" : " (less than 10%: verify is weak here; raise --lr or --steps)");
     fflush(stdout);
     if (bad)
         fprintf(stderr, "p3d-worker: --verify FAILED: the distributed losses differ from the "
-                        "single-process reference by up to %.3g (tolerance %g)\n", *max_rel, tol);
+                        "single-process CPU reference by up to %.3g (tolerance %g)\n", *max_rel,
+                tol);
     rc = bad ? -1 : 0;
 out:
     free(rl);
     return rc;
+}
+
+/* P3DW_BREAK (tests only): breaks one operation of the backend the job
+ * runs on, never the CPU reference of --verify, to show that --verify and
+ * --check-grad fail on a real bug.  "gelu": GeLU forward doubled (an op bug
+ * shared by forward and loss); "dp-allreduce": the DP gradient all-reduce
+ * does nothing. */
+static const p3d_ops *g_real;
+static void broken_gelu(const void *Z, void *G, size_t n)
+{
+    g_real->gelu_fwd(Z, G, n);
+    g_real->axpy(G, G, n, 1.0f);
+}
+static int broken_allreduce(p3dw_group *g, void *buf, size_t n)
+{
+    return strcmp(g->name, "DP") ? g_real->allreduce(g, buf, n) : 0;
+}
+static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
+{
+    static p3d_ops broken;
+    const char *b = getenv("P3DW_BREAK");
+    if (!b || !*b)
+        return ops;
+    g_real = ops;
+    broken = *ops;
+    if (!strcmp(b, "gelu"))
+        broken.gelu_fwd = broken_gelu;
+    else if (!strcmp(b, "dp-allreduce"))
+        broken.allreduce = broken_allreduce;
+    else {
+        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu or dp-allreduce\n", b);
+        return NULL;
+    }
+    if (rank == 0)
+        fprintf(stderr, "p3d-worker: P3DW_BREAK=%s: the %s backend is broken on purpose "
+                        "(a test switch)\n", b, ops->name);
+    return &broken;
 }
 
 int main(int argc, char **argv)
@@ -270,6 +318,10 @@ int main(int argc, char **argv)
         rc = 1; /* "no GPU" for --backend cuda is a runtime failure */
         if (!(ops = choose_backend(&o, &e, &cuda)))
             goto out;
+        if (!(ops = maybe_break(ops, e.rank))) {
+            rc = 2;
+            goto out;
+        }
     }
     rc = 1;
     if (!(w = tcp_world_init(&e, o.connect_timeout, o.timeout)))
@@ -292,6 +344,11 @@ int main(int argc, char **argv)
             goto out;
         cuda_up = 1;
     }
+    /* After the CUDA setup (the check runs on the GPU then); every rank
+     * waits for rank 0's verdict at the end through the report gather. */
+    int grad_bad = 0;
+    if (o.check_grad && e.rank == 0)
+        grad_bad = p3dw_check_grad(&o, ops, 3e-2, !o.json) != 0;
     run.ops = ops;
     run.micro_batches = o.micro_batches;
     run.json = o.json;
@@ -331,15 +388,16 @@ int main(int argc, char **argv)
         goto out;
     const char *verdict = "off";
     double max_rel = 0;
+    double drop = 0;
     if (o.verify) {
-        double tol = ops == &p3dw_cpu_ops ? 1e-5 : 1e-3;
-        verdict = verify(&o, ops, losses, tol, &max_rel) ? "fail" : "pass";
+        double tol = o.verify_tol > 0 ? o.verify_tol : cuda ? 1e-3 : 1e-5;
+        verdict = verify(&o, losses, tol, &max_rel, &drop) ? "fail" : "pass";
     }
     p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel);
-    rc = strcmp(verdict, "fail") ? 0 : 1;
+    rc = strcmp(verdict, "fail") && !grad_bad ? 0 : 1;
 out:
     if (cuda_up)
-        cuda->teardown(run.g);
+        cuda->teardown(run.g, rc != 0);
     for (int d = 0; d < P3DW_NDIM; d++)
         tcp_comm_free(&comm[d]);
     tcp_world_free(w);

@@ -1066,12 +1066,9 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t)
     return 0;
 }
 
-int tcp_send(tcp_comm *c, int peer, const void *buf, size_t len)
+int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+                 size_t rlen)
 {
-    return msg_send(c->w, c->members[peer], c->tag, buf, len);
-}
-
-int tcp_recv(tcp_comm *c, int peer, void *buf, size_t len)
-{
-    return msg_recv(c->w, c->members[peer], c->tag, buf, len);
+    return exchange(c->w, c->tag, to >= 0 ? c->members[to] : -1, sbuf, slen,
+                    from >= 0 ? c->members[from] : -1, rbuf, rlen, NULL, 1);
 }

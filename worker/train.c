@@ -1,7 +1,7 @@
 /* train.c - the model and its 1F1B schedule, written once against
  * struct p3d_ops (so the CPU and CUDA backends run the same algorithm).
  *
- * Model: L layers, Y = GeLU(X·A)·B, A: h x 4h split by columns over TP,
+ * Model: L residual layers, Y = X + GeLU(X·A)·B, A: h x 4h split by columns over TP,
  * B: 4h x h split by rows; the partial products of B are summed by one TP
  * all-reduce forward and the input gradient by one TP all-reduce backward
  * (Megatron's f/g operators).  Stage s of pp owns a contiguous block of
@@ -72,7 +72,7 @@ typedef struct state {
     float *w, *g;                 /* weights, gradients: per layer A then B */
     float **act;                  /* per micro-batch: X_i, Z_i, G_i per layer, Y */
     float **dout;                 /* last stage: dLoss/dY per micro-batch */
-    float *dy, *dx, *dg, *dz, *tgt;
+    float *dy, *dx, *dx2, *dg, *dz, *tgt;
     float *host;                  /* staging, b*h */
     double loss;
     int step;
@@ -100,27 +100,29 @@ static int tp_allreduce(state *S, float *buf, size_t n)
     return rc;
 }
 
-static int pp_send(state *S, int peer, const float *buf, size_t n)
+/* One pipeline exchange: send sn floats to stage sto and/or receive rn
+ * floats from stage rfrom (-1: none), as one grouped operation.  Time in an
+ * exchange with a receive is waiting for the neighbour: the bubble. */
+static int pp_xchg(state *S, int sto, const float *sbuf, size_t sn, int rfrom, float *rbuf,
+                   size_t rn)
 {
+    if (sto < 0 && rfrom < 0)
+        return 0;
     S->ops->sync();
     double t0 = now_s();
-    int rc = S->ops->send(&S->r->g[P3DW_PP], peer, buf, n);
-    S->st->pp_send_time += now_s() - t0;
-    S->st->pp_send_ops++;
-    S->st->pp_send_bytes += n * sizeof(float);
-    return rc;
-}
-
-/* Time blocked here is the pipeline bubble: this stage has nothing to do
- * until its neighbour delivers. */
-static int pp_recv(state *S, int peer, float *buf, size_t n)
-{
-    S->ops->sync();
-    double t0 = now_s();
-    int rc = S->ops->recv(&S->r->g[P3DW_PP], peer, buf, n);
-    S->st->pp_recv_time += now_s() - t0;
-    S->st->pp_recv_ops++;
-    S->st->pp_recv_bytes += n * sizeof(float);
+    int rc = S->ops->sendrecv(&S->r->g[P3DW_PP], sto, sbuf, sn, rfrom, rbuf, rn);
+    double dt = now_s() - t0;
+    if (sto >= 0) {
+        S->st->pp_send_ops++;
+        S->st->pp_send_bytes += sn * sizeof(float);
+    }
+    if (rfrom >= 0) {
+        S->st->pp_recv_ops++;
+        S->st->pp_recv_bytes += rn * sizeof(float);
+        S->st->pp_recv_time += dt;
+    } else {
+        S->st->pp_send_time += dt;
+    }
     return rc;
 }
 
@@ -146,8 +148,6 @@ static int forward(state *S, int k)
     size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
     if (S->stage == 0)
         make_data(S, k, K_INPUT, 1.0f, ACT_X(S, k, 0));
-    else if (pp_recv(S, S->stage - 1, ACT_X(S, k, 0), bh))
-        return -1;
     for (int i = 0; i < S->nl; i++) {
         float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
         ops->gemm(0, 0, S->b, S->f, S->h, ACT_X(S, k, i), A, ACT_Z(S, k, i), 0.0f);
@@ -155,6 +155,7 @@ static int forward(state *S, int k)
         ops->gemm(0, 0, S->b, S->h, S->f, ACT_G(S, k, i), B, ACT_X(S, k, i + 1), 0.0f);
         if (tp_allreduce(S, ACT_X(S, k, i + 1), bh))
             return -1;
+        ops->axpy(ACT_X(S, k, i + 1), ACT_X(S, k, i), bh, 1.0f); /* residual */
     }
     if (S->stage == S->nstage - 1) {
         /* Target: a fixed linear map of the input (half of it), so the loss
@@ -162,20 +163,17 @@ static int forward(state *S, int k)
         make_data(S, k, K_INPUT, 0.5f, S->tgt);
         float scale = 2.0f / ((float)S->o->global_batch * (float)S->h);
         S->loss += ops->mse(ACT_Y(S, k), S->tgt, S->dout[k], bh, scale);
-        return 0;
     }
-    return pp_send(S, S->stage + 1, ACT_Y(S, k), bh);
+    return 0;
 }
 
+/* Backward of micro-batch k from dLoss/dY (received into S->dy, or the
+ * loss gradient on the last stage); leaves dLoss/dX in S->dx. */
 static int backward(state *S, int k)
 {
     const p3d_ops *ops = S->ops;
     size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
-    float *dy = S->dy;
-    if (S->stage == S->nstage - 1)
-        dy = S->dout[k];
-    else if (pp_recv(S, S->stage + 1, S->dy, bh))
-        return -1;
+    float *dy = S->stage == S->nstage - 1 ? S->dout[k] : S->dy;
     for (int i = S->nl - 1; i >= 0; i--) {
         float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
         float *dA = LAYER_G(S, i), *dB = dA + (size_t)S->h * S->f;
@@ -183,35 +181,59 @@ static int backward(state *S, int k)
         ops->gemm(0, 1, S->b, S->f, S->h, dy, B, S->dg, 0.0f);
         ops->gelu_bwd(ACT_Z(S, k, i), S->dg, S->dz, bf);
         ops->gemm(1, 0, S->h, S->f, S->b, ACT_X(S, k, i), S->dz, dA, 1.0f);
-        /* dy is consumed above, so dx may be the same buffer next round. */
-        ops->gemm(0, 1, S->b, S->h, S->f, S->dz, A, S->dx, 0.0f);
-        if (tp_allreduce(S, S->dx, bh))
+        /* dX = dZ·A^T summed over TP, plus dY through the residual.  The
+         * two buffers alternate so that layer 0 ends in S->dx. */
+        float *dx = i % 2 ? S->dx2 : S->dx;
+        ops->gemm(0, 1, S->b, S->h, S->f, S->dz, A, dx, 0.0f);
+        if (tp_allreduce(S, dx, bh))
             return -1;
-        dy = S->dx;
+        ops->axpy(dx, dy, bh, 1.0f);
+        dy = dx;
     }
-    if (S->stage > 0)
-        return pp_send(S, S->stage - 1, S->dx, bh);
     return 0;
 }
 
-/* 1F1B: stage s runs min(p-s-1, m) warm-up forwards, then alternates one
- * forward and one backward, then drains the remaining backwards. */
+/* 1F1B as Megatron schedules it (forward_backward_pipelining_without_
+ * interleaving): stage s runs w = min(p-s-1, m) warm-up forwards, then
+ * alternates one forward and one backward, then drains w backwards.  In the
+ * steady phase every exchange pairs a send with the receive the neighbour
+ * is waiting for - send-forward + recv-backward, send-backward +
+ * recv-forward - issued as one grouped operation, so no stage ever blocks
+ * in a send while its neighbour blocks in the opposite send (the deadlock
+ * of separate blocking sends, which NCCL may have).  --p2p strict proves it
+ * on the CPU backend.  Stage 0 has no previous and the last stage no next
+ * stage: those halves of an exchange are left out. */
 static int one_step(state *S)
 {
     int m = S->m, warm = S->nstage - S->stage - 1;
     if (warm > m)
         warm = m;
-    int fwd = 0, bwd = 0;
-    for (; fwd < warm; fwd++)
-        if (forward(S, fwd))
+    int rest = m - warm;
+    int prev = S->stage > 0 ? S->stage - 1 : -1;
+    int next = S->stage < S->nstage - 1 ? S->stage + 1 : -1;
+    size_t bh = (size_t)S->b * S->h;
+#define RECV_FWD(k) pp_xchg(S, -1, NULL, 0, prev, ACT_X(S, k, 0), bh)
+    for (int k = 0; k < warm; k++)
+        if (RECV_FWD(k) || forward(S, k) || pp_xchg(S, next, ACT_Y(S, k), bh, -1, NULL, 0))
             return -1;
-    while (fwd < m) {
-        if (forward(S, fwd++) || backward(S, bwd++))
+    if (rest > 0 && RECV_FWD(warm))
+        return -1;
+    for (int i = 0; i < rest; i++) {
+        int fk = warm + i;
+        /* send-forward + recv-backward */
+        if (forward(S, fk) || pp_xchg(S, next, ACT_Y(S, fk), bh, next, S->dy, bh) ||
+            backward(S, i))
+            return -1;
+        /* send-backward + recv-forward (the last one sends only) */
+        int more = i + 1 < rest;
+        if (pp_xchg(S, prev, S->dx, bh, more ? prev : -1, more ? ACT_X(S, fk + 1, 0) : NULL, bh))
             return -1;
     }
-    while (bwd < m)
-        if (backward(S, bwd++))
+    for (int k = rest; k < m; k++)
+        if (pp_xchg(S, -1, NULL, 0, next, S->dy, bh) || backward(S, k) ||
+            pp_xchg(S, prev, S->dx, bh, -1, NULL, 0))
             return -1;
+#undef RECV_FWD
     return 0;
 }
 
@@ -272,6 +294,7 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         goto out;
     if (!(S->w = S->ops->alloc(wn)) || !(S->g = S->ops->alloc(wn)) ||
         !(S->dy = S->ops->alloc(bh)) || !(S->dx = S->ops->alloc(bh)) ||
+        !(S->dx2 = S->ops->alloc(bh)) ||
         !(S->dg = S->ops->alloc(bf)) || !(S->dz = S->ops->alloc(bf)) ||
         !(S->tgt = S->ops->alloc(bh)))
         goto out;
@@ -331,6 +354,7 @@ out:
     S->ops->release(S->g);
     S->ops->release(S->dy);
     S->ops->release(S->dx);
+    S->ops->release(S->dx2);
     S->ops->release(S->dg);
     S->ops->release(S->dz);
     S->ops->release(S->tgt);

@@ -29,7 +29,8 @@ typedef struct p3dw_opts {
     int layers, hidden, global_batch, micro_batches, steps;
     double lr;
     uint64_t seed;
-    int verify, json;
+    int verify, json, check_grad;
+    double verify_tol;         /* 0: the backend's default */
     const char *backend;       /* "cpu", "cuda" or "auto" */
     const char *p2p;           /* "buffered" or "strict" (CPU backend) */
     double timeout;            /* seconds for one communication op */
@@ -100,8 +101,11 @@ int tcp_world_connect(tcp_world *w);
 
 typedef enum { TCP_F32, TCP_F64 } tcp_dtype;
 int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t);
-int tcp_send(tcp_comm *c, int peer, const void *buf, size_t len);
-int tcp_recv(tcp_comm *c, int peer, void *buf, size_t len);
+/* Sends slen bytes to member `to` while receiving rlen bytes from member
+ * `from` (-1: that side off), both progressing together: the CPU form of a
+ * grouped ncclSend + ncclRecv. */
+int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
+                 size_t rlen);
 /* What the comm is used for, for error messages ("TP all-reduce"). */
 void tcp_set_activity(tcp_world *w, const char *what);
 
@@ -145,10 +149,17 @@ typedef struct p3d_ops {
     /* Returns sum((Y-T)^2) and writes dY = scale·(Y-T). */
     double (*mse)(const void *Y, const void *T, void *dY, size_t n, float scale);
     void (*sgd)(void *W, const void *G, size_t n, float lr);
+    /* Y += a·X */
+    void (*axpy)(void *Y, const void *X, size_t n, float a);
     int (*allreduce)(p3dw_group *g, void *buf, size_t n);
     int (*allreduce_host_f64)(p3dw_group *g, double *buf, size_t n);
-    int (*send)(p3dw_group *g, int peer, const void *buf, size_t n);
-    int (*recv)(p3dw_group *g, int peer, void *buf, size_t n);
+    /* Sends sn floats to member sto while receiving rn floats from member
+     * rfrom (-1 leaves that side out), as ONE operation: both progress
+     * together (NCCL: one ncclGroupStart/End), so a pair of stages that
+     * send to each other cannot deadlock even when a send waits for its
+     * receive.  The pipeline's only point-to-point primitive. */
+    int (*sendrecv)(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
+                    size_t rn);
     void (*sync)(void);
 } p3d_ops;
 
@@ -182,6 +193,12 @@ int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);
 /* Deterministic value in [-1, 1) from a seed and three indices. */
 float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b);
 
+/* ---- gradient check (gradcheck.c) ----------------------------------- */
+/* Finite-difference check of one layer's gradients with the given ops;
+ * prints a verdict line.  Returns 0 when every sampled entry agrees within
+ * tol (relative). */
+int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verbose);
+
 /* ---- report (report.c) ---------------------------------------------- */
 
 typedef struct p3dw_rank_record {
@@ -205,7 +222,7 @@ int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w);
  * CPU runs must not pay for that, and the worker must start where they are
  * missing.  So the backend is p3d-worker-cuda.so next to the executable (or
  * $P3D_WORKER_CUDA_LIB), exporting one descriptor, ABI number first. */
-#define P3DW_CUDA_ABI 1
+#define P3DW_CUDA_ABI 2
 typedef struct p3dw_cuda_api {
     int abi;
     /* Number of usable GPUs; 0 when none, with *why a static explanation. */
@@ -215,7 +232,9 @@ typedef struct p3dw_cuda_api {
      * ncclCommSplit with groups.c's colours.  Fills g[]. Returns 0 or -1. */
     int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NDIM],
                  p3dw_group g[P3DW_NDIM], double op_timeout);
-    void (*teardown)(p3dw_group g[P3DW_NDIM]);
+    /* Frees what setup made; failed != 0 after any failure: communicators
+     * are then aborted, not finalized (peers may be gone). */
+    void (*teardown)(p3dw_group g[P3DW_NDIM], int failed);
     const p3d_ops *ops;
 } p3dw_cuda_api;
 /* Loads the module (cuda_loader.c); NULL with *why set when it cannot. */

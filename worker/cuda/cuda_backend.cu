@@ -8,7 +8,16 @@
  * with the same colours and keys as groups.c, so NCCL rank i of a group is
  * the member with coordinate i.  Every collective waits for its stream with
  * a deadline and checks ncclCommGetAsyncError, so a dead peer ends in a
- * message and exit code 1 rather than a hang. */
+ * message and exit code 1 rather than a hang.
+ *
+ * Failure path: a communicator that failed or timed out is aborted
+ * (ncclCommAbort frees it) and its handle cleared at once; later operations
+ * on it fail with a message and teardown skips it.  After any failure,
+ * teardown aborts the remaining communicators instead of finalizing them
+ * (a finalize waits for peers that may be gone).  Every CUDA, NCCL and
+ * cuBLAS return code is checked: compute and memory errors end the rank
+ * with one message and exit code 1 (they mean a broken device), collective
+ * errors return -1 to the caller. */
 #include "worker.h"
 
 #include <cublas_v2.h>
@@ -49,7 +58,8 @@ void die_cuda(cudaError_t e, const char *what, int line)
     do {                                                                                           \
         cublasStatus_t s_ = (x);                                                                   \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "p3d-worker: rank %d: cuBLAS error %d in %s\n", g_rank, (int)s_, #x); \
+            fprintf(stderr, "p3d-worker: rank %d: cuBLAS %s (%d) in %s\n", g_rank, blas_name(s_),  \
+                    (int)s_, #x);                                                              \
             exit(1);                                                                               \
         }                                                                                          \
     } while (0)
@@ -61,6 +71,20 @@ double now_s()
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+const char *blas_name(cublasStatus_t s)
+{
+    switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "invalid value";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "architecture mismatch";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "execution failed";
+    case CUBLAS_STATUS_INTERNAL_ERROR: return "internal error";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "not supported";
+    default: return "error";
+    }
+}
+
 int nccl_fail(ncclResult_t r, const char *what)
 {
     fprintf(stderr, "p3d-worker: rank %d: NCCL %s failed: %s (%s)\n", g_rank, what,
@@ -68,9 +92,23 @@ int nccl_fail(ncclResult_t r, const char *what)
     return -1;
 }
 
-/* Waits for the stream while watching the communicator. */
-int wait_comm(ncclComm_t comm, const char *what)
+/* Aborts a communicator and clears its handle: ncclCommAbort frees it, so
+ * nothing may touch the old handle again. */
+void abort_comm(ncclComm_t *comm)
 {
+    if (!*comm)
+        return;
+    ncclResult_t r = ncclCommAbort(*comm);
+    *comm = NULL;
+    if (r != ncclSuccess)
+        fprintf(stderr, "p3d-worker: rank %d: ncclCommAbort: %s\n", g_rank, ncclGetErrorString(r));
+}
+
+/* Waits for the stream while watching the communicator; on an error or the
+ * deadline the communicator is aborted and *pcomm cleared. */
+int wait_comm(ncclComm_t *pcomm, const char *what)
+{
+    ncclComm_t comm = *pcomm;
     double deadline = now_s() + g_timeout;
     for (;;) {
         cudaError_t e = cudaStreamQuery(g_stream);
@@ -78,16 +116,18 @@ int wait_comm(ncclComm_t comm, const char *what)
             return 0;
         if (e != cudaErrorNotReady)
             die_cuda(e, what, __LINE__);
-        ncclResult_t ar;
-        if (ncclCommGetAsyncError(comm, &ar) == ncclSuccess && ar != ncclSuccess &&
-            ar != ncclInProgress) {
-            ncclCommAbort(comm);
-            return nccl_fail(ar, what);
+        ncclResult_t ar = ncclSuccess, qr = ncclCommGetAsyncError(comm, &ar);
+        if (qr != ncclSuccess)
+            ar = qr;
+        if (ar != ncclSuccess && ar != ncclInProgress) {
+            nccl_fail(ar, what);
+            abort_comm(pcomm);
+            return -1;
         }
         if (now_s() > deadline) {
             fprintf(stderr, "p3d-worker: rank %d: NCCL %s did not finish within %.0f s: a peer "
                             "is stuck or gone\n", g_rank, what, g_timeout);
-            ncclCommAbort(comm);
+            abort_comm(pcomm);
             return -1;
         }
         struct timespec ts = {0, 20000};
@@ -135,6 +175,13 @@ __global__ void k_sgd(float *W, const float *G, size_t n, float lr)
         W[i] -= lr * G[i];
 }
 
+__global__ void k_axpy(float *Y, const float *X, size_t n, float a)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        Y[i] += a * X[i];
+}
+
 unsigned blocks(size_t n)
 {
     size_t b = (n + 255) / 256;
@@ -157,7 +204,7 @@ void *c_alloc(size_t n)
 void c_release(void *p)
 {
     if (p)
-        cudaFree(p);
+        CK(cudaFree(p));
 }
 
 void c_upload(void *dst, const float *src, size_t n)
@@ -220,10 +267,31 @@ void c_sgd(void *W, const void *G, size_t n, float lr)
     CK(cudaGetLastError());
 }
 
+/* The group's communicator, or NULL (message printed) when an earlier
+ * failure aborted it. */
+ncclComm_t *group_comm(p3dw_group *g, const char *what)
+{
+    cuda_group *cg = (cuda_group *)g->impl;
+    if (!cg || !cg->comm) {
+        fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group: its communicator was "
+                        "aborted after an earlier failure\n", g_rank, what, g->name);
+        return NULL;
+    }
+    return &cg->comm;
+}
+
+void c_axpy(void *Y, const void *X, size_t n, float a)
+{
+    k_axpy<<<blocks(n), 256, 0, g_stream>>>((float *)Y, (const float *)X, n, a);
+    CK(cudaGetLastError());
+}
+
 int c_allreduce(p3dw_group *g, void *buf, size_t n)
 {
-    ncclComm_t comm = ((cuda_group *)g->impl)->comm;
-    ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, comm, g_stream);
+    ncclComm_t *comm = group_comm(g, "all-reduce");
+    if (!comm)
+        return -1;
+    ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, *comm, g_stream);
     if (r != ncclSuccess)
         return nccl_fail(r, "all-reduce");
     return wait_comm(comm, "all-reduce");
@@ -231,43 +299,56 @@ int c_allreduce(p3dw_group *g, void *buf, size_t n)
 
 int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
 {
-    ncclComm_t comm = ((cuda_group *)g->impl)->comm;
+    ncclComm_t *comm = group_comm(g, "loss all-reduce");
+    if (!comm)
+        return -1;
     if (n > 1) {
         fprintf(stderr, "p3d-worker: internal error: host all-reduce of %zu doubles\n", n);
         return -1;
     }
     CK(cudaMemcpyAsync(g_dscratch + 1, buf, sizeof *buf, cudaMemcpyHostToDevice, g_stream));
-    ncclResult_t r = ncclAllReduce(g_dscratch + 1, g_dscratch + 1, 1, ncclDouble, ncclSum, comm,
+    ncclResult_t r = ncclAllReduce(g_dscratch + 1, g_dscratch + 1, 1, ncclDouble, ncclSum, *comm,
                                    g_stream);
     if (r != ncclSuccess)
         return nccl_fail(r, "loss all-reduce");
     if (wait_comm(comm, "loss all-reduce"))
         return -1;
-    CK(cudaMemcpy(buf, g_dscratch + 1, sizeof *buf, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpyAsync(buf, g_dscratch + 1, sizeof *buf, cudaMemcpyDeviceToHost, g_stream));
+    CK(cudaStreamSynchronize(g_stream));
     return 0;
 }
 
-int c_p2p(p3dw_group *g, int peer, void *buf, size_t n, int sending)
+/* Send and receive as ONE NCCL group: NCCL progresses the fused operation
+ * together, so two stages that send to each other at the same time (1F1B's
+ * steady state) cannot each block in a send waiting for the other's
+ * receive.  ncclGroupEnd is called even when an enqueue failed, so the
+ * group nesting stays balanced. */
+int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
+               size_t rn)
 {
-    ncclComm_t comm = ((cuda_group *)g->impl)->comm;
+    const char *what = sto >= 0 && rfrom >= 0 ? "pipeline send+receive"
+                       : sto >= 0            ? "pipeline send"
+                                             : "pipeline receive";
+    ncclComm_t *comm = group_comm(g, what);
+    if (!comm)
+        return -1;
     ncclResult_t r = ncclGroupStart();
-    if (r == ncclSuccess)
-        r = sending ? ncclSend(buf, n, ncclFloat, peer, comm, g_stream)
-                    : ncclRecv(buf, n, ncclFloat, peer, comm, g_stream);
+    if (r != ncclSuccess)
+        return nccl_fail(r, "ncclGroupStart");
+    if (sto >= 0)
+        r = ncclSend(sbuf, sn, ncclFloat, sto, *comm, g_stream);
+    if (r == ncclSuccess && rfrom >= 0)
+        r = ncclRecv(rbuf, rn, ncclFloat, rfrom, *comm, g_stream);
     ncclResult_t r2 = ncclGroupEnd();
     if (r == ncclSuccess)
         r = r2;
-    if (r != ncclSuccess)
-        return nccl_fail(r, sending ? "send" : "recv");
-    return wait_comm(comm, sending ? "pipeline send" : "pipeline receive");
+    if (r != ncclSuccess) {
+        nccl_fail(r, what);
+        abort_comm(comm);
+        return -1;
+    }
+    return wait_comm(comm, what);
 }
-
-int c_send(p3dw_group *g, int peer, const void *buf, size_t n)
-{
-    return c_p2p(g, peer, const_cast<void *>(buf), n, 1);
-}
-
-int c_recv(p3dw_group *g, int peer, void *buf, size_t n) { return c_p2p(g, peer, buf, n, 0); }
 
 void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
 
@@ -275,22 +356,40 @@ void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
 
 const p3d_ops cuda_ops = {
     "cuda",     c_alloc,    c_release, c_upload,        c_download, c_zero,
-    c_copy,     c_gemm,     c_gelu_fwd, c_gelu_bwd,     c_mse,      c_sgd,
-    c_allreduce, c_allreduce_f64, c_send, c_recv,       c_sync,
+    c_copy,     c_gemm,     c_gelu_fwd, c_gelu_bwd,     c_mse,      c_sgd,  c_axpy,
+    c_allreduce, c_allreduce_f64, c_sendrecv, c_sync,
 };
 
+/* "No driver" and "driver too old" need different fixes, so they get
+ * different messages: cudaDriverGetVersion reports 0 without a driver. */
 static int p3dw_cuda_probe(const char **why)
 {
-    int n = 0;
+    static char msg[256];
+    int n = 0, drv = 0, rt = 0;
+    if (cudaDriverGetVersion(&drv) != cudaSuccess || drv == 0) {
+        *why = "no GPU: no NVIDIA driver on this machine (libcuda.so.1 not found)";
+        return 0;
+    }
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess && drv < rt) {
+        snprintf(msg, sizeof msg, "no GPU: the NVIDIA driver supports CUDA %d.%d, older than the "
+                                  "CUDA %d.%d runtime p3d-worker was built with: update the "
+                                  "driver", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+        *why = msg;
+        return 0;
+    }
     cudaError_t e = cudaGetDeviceCount(&n);
-    if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice) {
-        *why = e == cudaErrorNoDevice ? "no GPU: no CUDA device is visible (check CUDA_VISIBLE_DEVICES)"
-                                      : "no GPU: no NVIDIA driver on this machine "
-                                        "(cudaErrorInsufficientDriver)";
+    if (e == cudaErrorNoDevice) {
+        *why = "no GPU: no CUDA device is visible (check CUDA_VISIBLE_DEVICES)";
+        return 0;
+    }
+    if (e == cudaErrorInsufficientDriver) {
+        *why = "no GPU: the NVIDIA driver is too old for this CUDA runtime "
+               "(cudaErrorInsufficientDriver): update the driver";
         return 0;
     }
     if (e != cudaSuccess) {
-        *why = cudaGetErrorString(e);
+        snprintf(msg, sizeof msg, "no GPU: cudaGetDeviceCount: %s", cudaGetErrorString(e));
+        *why = msg;
         return 0;
     }
     if (n == 0)
@@ -312,6 +411,8 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
     CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     CKB(cublasCreate(&g_blas));
     CKB(cublasSetStream(g_blas, g_stream));
+    /* Plain FP32 GEMMs (no TF32): --verify compares with the CPU backend. */
+    CKB(cublasSetMathMode(g_blas, CUBLAS_DEFAULT_MATH));
     CK(cudaMalloc(&g_dscratch, 2 * sizeof(double)));
 
     ncclUniqueId id, *ids = (ncclUniqueId *)calloc((size_t)e->world, sizeof id);
@@ -349,9 +450,10 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
             return nccl_fail(r, "ncclCommSplit");
         }
         int cnt = 0, me = 0;
-        ncclCommCount(cg->comm, &cnt);
-        ncclCommUserRank(cg->comm, &me);
         g[d].impl = cg;
+        if ((r = ncclCommCount(cg->comm, &cnt)) != ncclSuccess ||
+            (r = ncclCommUserRank(cg->comm, &me)) != ncclSuccess)
+            return nccl_fail(r, "ncclCommCount/ncclCommUserRank");
         if (cnt != comm[d].size || me != comm[d].rank) {
             fprintf(stderr, "p3d-worker: rank %d: NCCL %s communicator has %d ranks and I am %d, "
                             "the TCP split says %d and %d\n", e->rank, p3dw_dim_name[d], cnt, me,
@@ -361,31 +463,77 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
     }
     if (e->rank == 0) {
         int v = 0;
-        ncclGetVersion(&v);
+        if ((r = ncclGetVersion(&v)) != ncclSuccess)
+            return nccl_fail(r, "ncclGetVersion");
         fprintf(stderr, "p3d-worker: NCCL %d, %d GPU(s) visible to rank 0, using device %d\n", v,
                 ndev, dev);
     }
     return 0;
 }
 
-static void p3dw_cuda_teardown(p3dw_group g[P3DW_NDIM])
+/* A clean end finalizes each communicator (flushes its operations, waits
+ * until it is quiescent) and destroys it; a communicator that does not get
+ * there within the timeout, and every one after a failure, is aborted.
+ * Cleared handles (aborted earlier) are skipped. */
+static void close_comm(ncclComm_t *comm, int failed, const char *name)
+{
+    if (!*comm)
+        return;
+    if (!failed) {
+        ncclResult_t r = ncclCommFinalize(*comm), ar = ncclInProgress;
+        double deadline = now_s() + g_timeout;
+        while (r == ncclSuccess && now_s() < deadline) {
+            r = ncclCommGetAsyncError(*comm, &ar);
+            if (r != ncclSuccess || ar != ncclInProgress)
+                break;
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+        if (r == ncclSuccess && ar == ncclSuccess) {
+            r = ncclCommDestroy(*comm);
+            *comm = NULL;
+            if (r != ncclSuccess)
+                fprintf(stderr, "p3d-worker: rank %d: ncclCommDestroy (%s): %s\n", g_rank, name,
+                        ncclGetErrorString(r));
+            return;
+        }
+        fprintf(stderr, "p3d-worker: rank %d: finalizing the NCCL %s communicator failed (%s); "
+                        "aborting it\n", g_rank, name,
+                ncclGetErrorString(r != ncclSuccess ? r : ar));
+    }
+    abort_comm(comm);
+}
+
+static void p3dw_cuda_teardown(p3dw_group g[P3DW_NDIM], int failed)
 {
     for (int d = 0; d < P3DW_NDIM; d++) {
         cuda_group *cg = (cuda_group *)g[d].impl;
         if (cg) {
-            ncclCommDestroy(cg->comm);
+            close_comm(&cg->comm, failed, p3dw_dim_name[d]);
             free(cg);
             g[d].impl = NULL;
         }
     }
-    if (g_world)
-        ncclCommDestroy(g_world);
-    g_world = NULL;
-    if (g_blas)
-        cublasDestroy(g_blas);
+    close_comm(&g_world, failed, "world");
+    if (g_blas) {
+        cublasStatus_t s = cublasDestroy(g_blas);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            fprintf(stderr, "p3d-worker: rank %d: cublasDestroy: %s\n", g_rank, blas_name(s));
+    }
     g_blas = NULL;
-    cudaFree(g_dscratch);
+    if (g_dscratch) {
+        cudaError_t e = cudaFree(g_dscratch);
+        if (e != cudaSuccess)
+            fprintf(stderr, "p3d-worker: rank %d: cudaFree: %s\n", g_rank, cudaGetErrorString(e));
+    }
     g_dscratch = NULL;
+    if (g_stream) {
+        cudaError_t e = cudaStreamDestroy(g_stream);
+        if (e != cudaSuccess)
+            fprintf(stderr, "p3d-worker: rank %d: cudaStreamDestroy: %s\n", g_rank,
+                    cudaGetErrorString(e));
+    }
+    g_stream = NULL;
 }
 
 extern "C" __attribute__((visibility("default"))) const p3dw_cuda_api p3dw_cuda_api_v1 = {
