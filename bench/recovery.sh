@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# bench/recovery.sh — how long the one job controller takes to recover from
+# a failed rank (in-place restart, --max-restarts): from the failure report
+# to every agent reporting its ranks running again, as the controller
+# measures it (--verbose), for an emulated 2-node job (16 ranks) and a
+# single node (8 ranks), with the default --grace. Median of RUNS runs.
+# Prints figures, never fails on time.
+#
+#   bench/recovery.sh [BUILD_DIR]          (default: build)
+#   RUNS=9 bench/recovery.sh build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+runs=${RUNS:-9}
+par3drun=$build/par3drun
+cluster=examples/clusters/2x-dgx-h100.json
+T=$(mktemp -d /tmp/p3d-recovery.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+cat >"$T/w.sh" <<'SH'
+#!/bin/sh
+# rank 3 fails once the others are up; the restarted ranks end at once
+if [ "$P3D_RESTART_COUNT" = 0 ]; then
+  touch "$T_DIR/up-$RANK"
+  if [ "$RANK" = 3 ]; then
+    while [ "$(ls "$T_DIR" | grep -c '^up-')" -lt "$WORLD_SIZE" ]; do sleep 0.01; done
+    exit 3
+  fi
+  exec sleep 100
+fi
+exit 0
+SH
+chmod +x "$T/w.sh"
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+run() { # label, par3drun args...
+  local label=$1; shift
+  : >"$T/times"
+  for _ in $(seq "$runs"); do
+    rm -f "$T"/up-*
+    T_DIR=$T "$par3drun" --verbose --max-restarts 1 "$@" -- "$T/w.sh" >"$T/out" 2>&1 || { cat "$T/out"; exit 1; }
+    sed -n 's/.*all ranks running again \([0-9.]*\) s after the failure was seen.*/\1/p' "$T/out" >>"$T/times"
+  done
+  printf '%-34s median %s s over %d runs (failure seen -> all ranks running again)\n' "$label" \
+    "$(median <"$T/times")" "$runs"
+}
+run "emulated 2 nodes x 8 ranks" --emulate --cluster "$cluster" --tp 2 --pp 2 --dp 4
+run "one node, 8 CPU ranks" --topology examples/topologies/cpu-only.xml --nproc-per-node 8
