@@ -7,10 +7,12 @@
 set -u
 [[ -x ${P3D_WORKER:-} ]] || { echo "p3d-worker not built (P3D_WORKER unset)"; exit 77; }
 cluster=${P3D_SRC:?}/examples/clusters/2x-dgx-h100.json
-[[ -f $cluster ]] || { echo "no $cluster yet"; exit 77; }
+# a tracked fixture that is missing, or an --emulate that cannot launch,
+# is a broken build: fail, never skip
+[[ -f $cluster ]] || { echo "FAIL: $cluster is missing"; exit 1; }
 if ! out=$("$PAR3DRUN" --emulate --cluster "$cluster" --tp 1 --pp 1 --dp 1 -- /bin/true 2>&1); then
-    echo "par3drun --emulate cannot launch yet: $out" | head -3
-    exit 77
+    echo "FAIL: par3drun --emulate cannot launch: $out" | head -3
+    exit 1
 fi
 fail=0
 for mesh in 1x1x1 2x1x1 1x2x1 1x1x2 2x2x2 4x2x1 2x2x4; do
