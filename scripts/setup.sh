@@ -6,7 +6,7 @@ set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config git
       libhwloc-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libcmocka-dev
-      libcurl4-openssl-dev libpmix-dev
+      libssl-dev libcurl4-openssl-dev libpmix-dev
       openmpi-bin libopenmpi-dev slurm-wlm munge etcd-server etcd-client
       clang libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3 bc hyperfine)
 # Chromium renders the HTML report in the tests (P3D_SETUP_NO_BROWSER=1 skips it).

@@ -51,7 +51,8 @@ int p3d_policy_check_pin(const char *source, const char *text, size_t len, const
         want[i] = (char)tolower((unsigned char)pin[i]);
     }
     want[64] = 0;
-    p3d_sha256_hex(text, len, have);
+    if (p3d_sha256_hex(text, len, have) < 0)
+        return p3d_err(err, "--policy-sha256: libcrypto could not compute the SHA-256 of %s", source);
     if (strcmp(have, want) != 0)
         return p3d_err(err, "--policy-sha256: policy %s has SHA-256 %s, expected %s; refusing to run it", source,
                        have, want);

@@ -96,7 +96,10 @@ static void test_fetch(void **state)
     p3d_placement *pl = NULL;
     char *msg = NULL;
     snprintf(url, sizeof url, "http://127.0.0.1:%d/p.lua", port);
-    p3d_sha256_hex(policy_text, strlen(policy_text), hex);
+    /* FIPS 180-2 test vector first: the pin is not checked against itself */
+    assert_int_equal(p3d_sha256_hex("abc", 3, hex), 0);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    assert_int_equal(p3d_sha256_hex(policy_text, strlen(policy_text), hex), 0);
     if (p3d_policy_run(url, hex, c, &j, &pl, &msg) < 0)
         fprintf(stderr, "%s\n", msg);
     assert_non_null(pl);
