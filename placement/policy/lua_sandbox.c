@@ -4,36 +4,40 @@
  * capped in the allocator, instructions are bounded by a count hook, and
  * every call goes through one docall with a traceback handler.
  */
-#include "lua_internal.h"
+/* SIGEV_THREAD_ID and gettid need _GNU_SOURCE, which the build defines */
+#include "lua_sandbox_state.h"
 
 #include <errno.h>
 #include <lauxlib.h>
 #include <lualib.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The hook runs every HOOK_STEP instructions: cheap enough not to show in a
  * 100M-instruction policy, fine-grained enough to stop a loop promptly. */
 #define HOOK_STEP 10000
-#define PRINT_CAP (64 * 1024)
 #define ALLOC_BYTES_PER_INSTR 2
-
-struct p3d_sandbox {
-    lua_State *L;
-    size_t used, peak, cap;
-    int hit_cap;              /* the allocator refused a block */
-    unsigned long long instr, budget;
-    int killed;               /* budget spent: every instruction now fails */
-    size_t printed;           /* bytes print() wrote to stderr */
-    char name[256];           /* chunk name of the last load, for messages */
-};
+/* An error message longer than this is cut (one error("x"):rep(2^24) would
+ * otherwise put 16 MiB on the terminal). */
+#define ERROR_CAP 4096
+/* After the deadline the watchdog signal repeats every WATCH_REPEAT_NS
+ * until the policy has stopped (the matcher may be in its allocator). */
+#define WATCH_REPEAT_NS 10000000L
 
 static void count_hook(lua_State *L, lua_Debug *ar);
 
-static p3d_sandbox *sandbox_of(lua_State *L)
+p3d_sandbox *p3d_sandbox_of(lua_State *L)
 {
     return *(p3d_sandbox **)lua_getextraspace(L);
+}
+
+static p3d_sandbox *sandbox_of(lua_State *L)
+{
+    return p3d_sandbox_of(L);
 }
 
 /* The cap is checked only when a block grows, so freeing and shrinking
@@ -75,36 +79,236 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
     return p;
 }
 
-/* Redis's trick: once the budget is spent the hook fires on every
- * instruction and raises each time, so a pcall that catches the first kill
- * dies on its next instruction, and so does an error handler that loops. */
+/* ---------------------------------------------------------------------- */
+/* CPU time: a deadline on the thread's CPU clock                          */
+/* ---------------------------------------------------------------------- */
+
+/* The instruction budget does not bound time: one comparison of two 10 MiB
+ * strings is one instruction and 0.4 ms, one pattern match can be hours.
+ * So the policy also gets a deadline on its thread's CPU clock, checked by
+ * the hook at every step, and a POSIX CPU-time timer whose signal handler
+ * (1) sets the hook to fire on the very next instruction and (2) abandons
+ * the matcher when that is where the time goes. The signal is a real-time
+ * one aimed at this thread only (SIGEV_THREAD_ID) and unblocked just while
+ * a sandbox lives, so it never reaches the launcher's own signal handling. */
+static int watch_signal(void)
+{
+    return SIGRTMAX - 3;
+}
+
+static void watch_handler(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig, (void)uc;
+    if (si->si_code != SI_TIMER || !si->si_value.sival_ptr)
+        return;
+    p3d_sandbox *sb = si->si_value.sival_ptr;
+    sb->watch.expired = 1;
+    if (sb->watch.in_matcher && !sb->watch.in_alloc)
+        siglongjmp(sb->watch.jmp, 1);
+    if (sb->L)
+        lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
+static int watch_installed;
+
+static void install_watch_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = watch_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigfillset(&sa.sa_mask);
+    watch_installed = sigaction(watch_signal(), &sa, NULL) == 0;
+}
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double cpu_used(const p3d_sandbox *sb)
+{
+    return cpu_now() - ((double)sb->cpu_start.tv_sec + (double)sb->cpu_start.tv_nsec * 1e-9);
+}
+
+/* (Re)arms the timer for cpu_start + cpu_limit. Without a timer (the
+ * system refused one) the hook still bounds time spent in Lua code. */
+static void arm_watch(p3d_sandbox *sb)
+{
+    if (!sb->have_timer)
+        return;
+    double end = (double)sb->cpu_start.tv_sec + (double)sb->cpu_start.tv_nsec * 1e-9 + sb->cpu_limit;
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_value.tv_sec = (time_t)end;
+    its.it_value.tv_nsec = (long)((end - (double)(time_t)end) * 1e9);
+    if (its.it_value.tv_nsec >= 1000000000L)
+        its.it_value.tv_nsec = 999999999L;
+    its.it_interval.tv_nsec = WATCH_REPEAT_NS;
+    timer_settime(sb->timer, TIMER_ABSTIME, &its, NULL);
+}
+
+static void start_watch(p3d_sandbox *sb)
+{
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &sb->cpu_start);
+    pthread_sigmask(SIG_SETMASK, NULL, &sb->run_mask);
+    pthread_once(&watch_once, install_watch_handler);
+    if (!watch_installed)
+        return;
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_THREAD_ID;
+    sev.sigev_signo = watch_signal();
+    sev.sigev_value.sival_ptr = sb;
+    sev._sigev_un._tid = (pid_t)gettid();
+    if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &sb->timer) < 0)
+        return;
+    sb->have_timer = 1;
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, watch_signal());
+    pthread_sigmask(SIG_UNBLOCK, &s, &sb->saved_mask);
+    pthread_sigmask(SIG_SETMASK, NULL, &sb->run_mask);
+    arm_watch(sb);
+}
+
+/* Deletes the timer and swallows a signal it may still have queued, so no
+ * handler ever sees a freed sandbox. */
+static void stop_watch(p3d_sandbox *sb)
+{
+    if (!sb->have_timer)
+        return;
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, watch_signal());
+    pthread_sigmask(SIG_BLOCK, &s, NULL);
+    timer_delete(sb->timer);
+    struct timespec zero = {0, 0};
+    while (sigtimedwait(&s, NULL, &zero) > 0)
+        ;
+    pthread_sigmask(SIG_SETMASK, &sb->saved_mask, NULL);
+    sb->have_timer = 0;
+}
+
+void p3d_sandbox_fit_cluster(p3d_sandbox *sb, size_t gpus)
+{
+    if (!sb->mem_fixed) {
+        size_t want = P3D_POLICY_MEM_DEFAULT + gpus * P3D_POLICY_MEM_PER_GPU;
+        if (want > sb->cap)
+            sb->cap = want;
+    }
+    if (!sb->cpu_fixed) {
+        double want = P3D_POLICY_CPU_DEFAULT + (double)gpus * P3D_POLICY_CPU_PER_GPU;
+        if (want > sb->cpu_limit) {
+            sb->cpu_limit = want;
+            arm_watch(sb);
+        }
+    }
+}
+
+static void kill_policy(lua_State *L, p3d_sandbox *sb, int why)
+{
+    if (!sb->killed)
+        sb->killed = why;
+    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+}
+
+static int raise_kill(lua_State *L, p3d_sandbox *sb)
+{
+    /* level 0 is the running Lua function: name the line of the loop (in
+     * a C function, luaL_where says nothing) */
+    luaL_where(L, 0);
+    if (sb->killed == 2) {
+        char msg[200]; /* lua_pushfstring knows no precisions */
+        snprintf(msg, sizeof msg,
+                 "policy exceeded its CPU time limit of %.1f s (an endless loop or a slow pattern? "
+                 "raise it with P3D_POLICY_CPU_SECONDS)",
+                 sb->cpu_limit);
+        lua_pushstring(L, msg);
+    } else {
+        lua_pushfstring(L, "policy exceeded its instruction budget of %I instructions "
+                           "(an endless loop? raise it with P3D_POLICY_MAX_INSTRUCTIONS)",
+                        (lua_Integer)sb->budget);
+    }
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+int p3d_sandbox_time_error(lua_State *L)
+{
+    p3d_sandbox *sb = sandbox_of(L);
+    sb->watch.expired = 1;
+    kill_policy(L, sb, 2);
+    return raise_kill(L, sb);
+}
+
+/* Redis's trick: once the budget or the time is spent the hook fires on
+ * every instruction and raises each time, so a pcall that catches the
+ * first kill dies on its next instruction, and so does an error handler
+ * that loops. */
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
     (void)ar;
     p3d_sandbox *sb = sandbox_of(L);
     if (!sb->killed) {
         sb->instr += HOOK_STEP;
-        if (sb->instr <= sb->budget)
+        if (sb->instr > sb->budget)
+            kill_policy(L, sb, 1);
+        else if (sb->watch.expired || cpu_used(sb) > sb->cpu_limit)
+            kill_policy(L, sb, 2);
+        else
             return;
-        sb->killed = 1;
-        lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
     }
-    /* level 0 is the running Lua function: name the line of the loop */
-    luaL_where(L, 0);
-    lua_pushfstring(L, "policy exceeded its instruction budget of %I instructions "
-                       "(an endless loop? raise it with P3D_POLICY_MAX_INSTRUCTIONS)",
-                    (lua_Integer)sb->budget);
-    lua_concat(L, 2);
-    lua_error(L);
+    raise_kill(L, sb);
+}
+
+char *p3d_sandbox_escape(const char *s, size_t len, size_t cap, int keep_lines)
+{
+    size_t n = len < cap ? len : cap;
+    char *out = malloc(n * 4 + 64), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (keep_lines && (ch == '\n' || ch == '\t'))
+            *o++ = (char)ch;
+        else if (ch == '\n')
+            o += sprintf(o, "\\n");
+        else if (ch == '\t')
+            o += sprintf(o, "\\t");
+        else if (ch == '\r')
+            o += sprintf(o, "\\r");
+        else if (ch < 0x20 || ch == 0x7f)
+            o += sprintf(o, "\\x%02x", ch);
+        else
+            *o++ = (char)ch;
+    }
+    if (n < len)
+        o += sprintf(o, " ... (%zu more bytes)", len - n);
+    *o = 0;
+    return out;
 }
 
 /* lua.c's message handler: the message plus a traceback. It never calls
  * back into policy code (no __tostring), so it cannot be hijacked. */
 static int msghandler(lua_State *L)
 {
-    const char *msg = lua_tostring(L, 1);
+    size_t len;
+    const char *msg = lua_tolstring(L, 1, &len);
     if (!msg)
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    else {
+        /* the policy's own text: one line, bounded, no terminal controls */
+        char *e = p3d_sandbox_escape(msg, len, ERROR_CAP, 0);
+        if (!e)
+            return 1; /* the message as it is: out of memory is no time to cut */
+        lua_pushstring(L, e);
+        free(e);
+        msg = lua_tostring(L, -1);
+    }
     luaL_traceback(L, L, msg, 1);
     return 1;
 }
@@ -147,11 +351,14 @@ static int sb_collectgarbage(lua_State *L)
 }
 
 /* print goes to stderr (stdout may carry a JSON report), prefixed with the
- * policy's name and capped so a chatty loop cannot flood the terminal. */
+ * policy's name, control characters escaped (no forged lines, no terminal
+ * escapes), and capped at P3D_POLICY_OUTPUT_CAP bytes per run; what is left
+ * out is counted and reported once when the sandbox closes. */
 static int sb_print(lua_State *L)
 {
     p3d_sandbox *sb = sandbox_of(L);
     int n = lua_gettop(L);
+    luaL_checkstack(L, 4, "print");
     luaL_Buffer b;
     luaL_buffinit(L, &b);
     for (int i = 1; i <= n; i++) {
@@ -163,12 +370,19 @@ static int sb_print(lua_State *L)
     luaL_pushresult(&b);
     size_t len;
     const char *s = lua_tolstring(L, -1, &len);
-    if (sb->printed < PRINT_CAP) {
-        fprintf(stderr, "[%s] %s\n", sb->name[0] ? sb->name : "policy", s);
-        sb->printed += len + 1;
-        if (sb->printed >= PRINT_CAP)
-            fprintf(stderr, "[%s] (further print output suppressed)\n", sb->name[0] ? sb->name : "policy");
+    size_t room = sb->printed < P3D_POLICY_OUTPUT_CAP ? P3D_POLICY_OUTPUT_CAP - sb->printed : 0;
+    if (room == 0) {
+        sb->dropped += len + 1;
+        return 0;
     }
+    size_t keep = len < room ? len : room;
+    char *e = p3d_sandbox_escape(s, keep, keep, 0);
+    if (!e)
+        return luaL_error(L, "print: out of memory");
+    fprintf(stderr, "[%s] %s\n", sb->name[0] ? sb->name : "policy", e);
+    free(e);
+    sb->printed += keep + 1;
+    sb->dropped += len - keep;
     return 0;
 }
 
@@ -181,6 +395,8 @@ static int sb_xpcall(lua_State *L)
 {
     int n = lua_gettop(L);
     luaL_checktype(L, 2, LUA_TFUNCTION);
+    /* the function and its n-2 arguments are pushed again */
+    luaL_checkstack(L, n, "too many arguments to xpcall");
     lua_pushvalue(L, 1);
     for (int i = 3; i <= n; i++)
         lua_pushvalue(L, i);
@@ -234,113 +450,55 @@ static const luaL_Reg allowed_libs[] = {
 /* Names removed from base after opening it. */
 static const char *const removed_globals[] = {"dofile", "loadfile", NULL};
 
-/* Lua patterns backtrack inside one C call, where the count hook cannot
- * reach: ("a"):rep(3000):find(".-.-.-.-b") runs for hours on a single
- * instruction. So string.find/match/gmatch/gsub first bound the worst case:
- * with q quantifiers (* + -) a match attempt can try about n^q splits of an
- * n-byte subject, times n start positions when the pattern is not anchored
- * with ^. Above PATTERN_WORK_MAX (a few seconds of matching) the call fails
- * with a message instead of hanging the launcher (docs/limits.md). Plain
- * finds (find's 4th argument) and patterns without quantifiers are linear. */
-#define PATTERN_WORK_MAX 4e9
-
-static int pattern_quantifiers(const char *p, size_t len)
+/* table.move, insert and remove loop in C over a range the caller names
+ * (or a __len metamethod reports): table.move(t, 1, math.maxinteger, 0)
+ * is 2^63 steps in one call, where neither hook nor CPU watchdog reaches.
+ * Each charges its element count to the instruction budget before it
+ * runs, so such a call fails at once. upvalue 1: the original function;
+ * upvalue 2: which one (0 move, 1 insert, 2 remove). */
+static int sb_table_call(lua_State *L)
 {
-    int q = 0;
-    size_t i = 0;
-    while (i < len) {
-        /* one single-char class: %x, [set], or a plain char */
-        if (p[i] == '%') {
-            if (i + 1 < len && (p[i + 1] == 'b')) {
-                i += 4; /* %bxy matches balanced text, no quantifier after */
-                continue;
-            }
-            if (i + 1 < len && p[i + 1] == 'f') {
-                i += 2; /* %f[set]: a frontier, the set follows */
-                if (i < len && p[i] == '[') {
-                    i++;
-                    if (i < len && p[i] == '^')
-                        i++;
-                    if (i < len)
-                        i++; /* a leading ] belongs to the set */
-                    while (i < len && p[i] != ']')
-                        i += p[i] == '%' ? 2 : 1;
-                    i++;
-                }
-                continue;
-            }
-            i += 2;
-        } else if (p[i] == '[') {
-            i++;
-            if (i < len && p[i] == '^')
-                i++;
-            if (i < len)
-                i++;
-            while (i < len && p[i] != ']')
-                i += p[i] == '%' ? 2 : 1;
-            i++;
-        } else {
-            i++;
-        }
-        if (i < len && (p[i] == '*' || p[i] == '+' || p[i] == '-')) {
-            q++;
-            i++;
-        } else if (i < len && p[i] == '?') {
-            i++;
-        }
-    }
-    return q;
-}
-
-static int pattern_guard(lua_State *L, int plain_arg)
-{
-    size_t n, plen;
-    const char *s = luaL_checklstring(L, 1, &n);
-    const char *p = luaL_checklstring(L, 2, &plen);
-    (void)s;
-    if (plain_arg && lua_toboolean(L, plain_arg))
-        return 0;
-    int anchored = plen > 0 && p[0] == '^';
-    int q = pattern_quantifiers(p, plen);
-    double work = anchored ? 1.0 : (double)n + 1;
-    for (int k = 0; k < q && work <= PATTERN_WORK_MAX; k++)
-        work *= (double)n + 1;
-    if (q > 0 && work > PATTERN_WORK_MAX) {
-        char msg[320]; /* lua_pushfstring knows no %zu or precisions */
-        snprintf(msg, sizeof msg,
-                 "pattern '%.40s' with %d repetition%s over a %zu-byte string could backtrack for "
-                 "hours (limit: %.0e steps); anchor it with ^, use fewer of * + -, or split the "
-                 "string first",
-                 p, q, q == 1 ? "" : "s", n, PATTERN_WORK_MAX);
-        return luaL_error(L, "%s", msg);
-    }
-    return 0;
-}
-
-/* upvalue 1: the original string function; upvalue 2: index of find's
- * "plain" argument (0 when the function has none) */
-static int sb_pattern_call(lua_State *L)
-{
-    pattern_guard(L, (int)lua_tointeger(L, lua_upvalueindex(2)));
+    p3d_sandbox *sb = sandbox_of(L);
+    int which = (int)lua_tointeger(L, lua_upvalueindex(2));
     int n = lua_gettop(L);
+    lua_Integer count = 0;
+    if (which == 0) {
+        lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+        if (e >= f)
+            count = (f <= 0 && e > LUA_MAXINTEGER + f) ? LUA_MAXINTEGER : e - f + 1;
+    } else if (n >= 2) {
+        luaL_checktype(L, 1, LUA_TTABLE);
+        lua_Integer len = luaL_len(L, 1);
+        lua_Integer pos = which == 1 && n == 2 ? len : lua_isinteger(L, 2) ? lua_tointeger(L, 2) : len;
+        if (len > pos && pos > LUA_MININTEGER + 1)
+            count = len - pos + 1;
+        else if (len < 0)
+            count = LUA_MAXINTEGER;
+    }
+    if (count > 0) {
+        unsigned long long left = sb->budget > sb->instr ? sb->budget - sb->instr : 0;
+        if ((unsigned long long)count > left) {
+            sb->instr = sb->budget + 1;
+            kill_policy(L, sb, 1);
+            return raise_kill(L, sb);
+        }
+        sb->instr += (unsigned long long)count;
+    }
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     lua_call(L, n, LUA_MULTRET);
     return lua_gettop(L);
 }
 
-static void guard_patterns(lua_State *L)
+static void charge_table_functions(lua_State *L)
 {
-    static const struct {
-        const char *name;
-        int plain_arg;
-    } fns[] = {{"find", 4}, {"match", 0}, {"gmatch", 0}, {"gsub", 0}};
-    lua_getglobal(L, "string");
-    for (size_t i = 0; i < sizeof fns / sizeof *fns; i++) {
-        lua_getfield(L, -1, fns[i].name);
-        lua_pushinteger(L, fns[i].plain_arg);
-        lua_pushcclosure(L, sb_pattern_call, 2);
-        lua_setfield(L, -2, fns[i].name);
+    static const char *const names[] = {"move", "insert", "remove"};
+    lua_getglobal(L, LUA_TABLIBNAME);
+    for (int i = 0; i < 3; i++) {
+        lua_getfield(L, -1, names[i]);
+        lua_pushinteger(L, i);
+        lua_pushcclosure(L, sb_table_call, 2);
+        lua_setfield(L, -2, names[i]);
     }
     lua_pop(L, 1);
 }
@@ -364,14 +522,16 @@ static int setup(lua_State *L)
     }
     luaL_setfuncs(L, replaced_globals, 0);
     lua_pop(L, 1);
-    guard_patterns(L);
+    p3d_matcher_install(L);
+    charge_table_functions(L);
     return 0;
 }
 
 int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err)
 {
-    lim->mem_bytes = P3D_POLICY_MEM_DEFAULT;
+    lim->mem_bytes = 0; /* scaled to the cluster */
     lim->instructions = P3D_POLICY_INSTR_DEFAULT;
+    lim->cpu_seconds = 0; /* scaled to the cluster */
     const char *m = getenv("P3D_POLICY_MEM_MB");
     if (m && *m) {
         char *end;
@@ -390,6 +550,15 @@ int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err)
             return p3d_err(err, "P3D_POLICY_MAX_INSTRUCTIONS: expected a whole number >= 1000, got '%s'", i);
         lim->instructions = v;
     }
+    const char *t = getenv("P3D_POLICY_CPU_SECONDS");
+    if (t && *t) {
+        char *end;
+        errno = 0;
+        double v = strtod(t, &end);
+        if (errno || *end || !(v >= 0.1 && v <= 86400))
+            return p3d_err(err, "P3D_POLICY_CPU_SECONDS: expected seconds between 0.1 and 86400, got '%s'", t);
+        lim->cpu_seconds = v;
+    }
     return 0;
 }
 
@@ -400,8 +569,11 @@ int p3d_sandbox_new(const p3d_sandbox_limits *lim, p3d_sandbox **out, char **err
     p3d_sandbox *sb = calloc(1, sizeof *sb);
     if (!sb)
         return p3d_err(err, "out of memory creating the policy sandbox");
-    sb->cap = lim && lim->mem_bytes ? lim->mem_bytes : P3D_POLICY_MEM_DEFAULT;
+    sb->mem_fixed = lim && lim->mem_bytes;
+    sb->cap = sb->mem_fixed ? lim->mem_bytes : P3D_POLICY_MEM_DEFAULT;
     sb->budget = lim && lim->instructions ? lim->instructions : P3D_POLICY_INSTR_DEFAULT;
+    sb->cpu_fixed = lim && lim->cpu_seconds > 0;
+    sb->cpu_limit = sb->cpu_fixed ? lim->cpu_seconds : P3D_POLICY_CPU_DEFAULT;
     sb->L = lua_newstate(sb_alloc, sb);
     if (!sb->L) {
         p3d_err(err, "cannot create the policy's Lua state (memory limit %zu MiB too small?)", sb->cap >> 20);
@@ -412,6 +584,7 @@ int p3d_sandbox_new(const p3d_sandbox_limits *lim, p3d_sandbox **out, char **err
     if (p3d_sandbox_protect(sb, setup, NULL, err) < 0)
         goto out;
     lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
+    start_watch(sb);
     rc = 0;
 out:
     if (rc < 0)
@@ -425,6 +598,11 @@ void p3d_sandbox_free(p3d_sandbox *sb)
 {
     if (!sb)
         return;
+    stop_watch(sb);
+    if (sb->dropped)
+        fprintf(stderr, "[%s] (%zu more bytes of print output dropped: the cap is %d KiB per run)\n",
+                sb->name[0] ? sb->name : "policy", sb->dropped, P3D_POLICY_OUTPUT_CAP >> 10);
+    p3d_matcher_close(sb);
     if (sb->L)
         lua_close(sb->L);
     free(sb);
@@ -456,8 +634,11 @@ static int failure(p3d_sandbox *sb, int st, char **err)
     else if (st == LUA_ERRMEM)
         p3d_err(err, "%s: out of memory", who);
     else {
-        const char *msg = lua_tostring(L, -1);
-        p3d_err(err, "%s", msg ? msg : "(error object is not a string)");
+        size_t len;
+        const char *msg = lua_tolstring(L, -1, &len);
+        char *e = msg ? p3d_sandbox_escape(msg, len, ERROR_CAP * 2, 1) : NULL;
+        p3d_err(err, "%s", e ? e : msg ? msg : "(error object is not a string)");
+        free(e);
     }
     lua_pop(L, 1);
     return -1;

@@ -15,13 +15,30 @@
 #include <lauxlib.h>
 #include <string.h>
 
+static int ro_cluster_newindex(lua_State *L);
+static int ro_job_newindex(lua_State *L);
+
+/* The real table behind a proxy. ro_next is reachable from Lua (pairs
+ * returns it), so it may be called with anything: like luaL_checkudata,
+ * check that the metatable is one of ours (its __newindex is one of the C
+ * functions no policy can reach) before trusting its __index; raw reads
+ * only, so no metamethod of a forged metatable runs. */
 static int real_of(lua_State *L, int idx)
 {
-    if (!lua_getmetatable(L, idx))
-        return luaL_error(L, "not a par3drun read-only table");
-    lua_getfield(L, -1, "__index");
-    lua_remove(L, -2);
-    return lua_gettop(L);
+    if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
+        lua_pushliteral(L, "__newindex");
+        lua_rawget(L, -2);
+        lua_CFunction ni = lua_tocfunction(L, -1);
+        lua_pop(L, 1);
+        if (ni == ro_cluster_newindex || ni == ro_job_newindex) {
+            lua_pushliteral(L, "__index");
+            lua_rawget(L, -2);
+            lua_remove(L, -2);
+            if (lua_type(L, -1) == LUA_TTABLE)
+                return lua_gettop(L);
+        }
+    }
+    return luaL_error(L, "not a par3drun read-only table");
 }
 
 static int ro_len(lua_State *L)
@@ -44,6 +61,7 @@ static int ro_next(lua_State *L)
 
 static int ro_pairs(lua_State *L)
 {
+    real_of(L, 1);
     lua_pushcfunction(L, ro_next);
     lua_pushvalue(L, 1);
     lua_pushnil(L);
@@ -248,6 +266,123 @@ static void push_node_lists(lua_State *L, const p3d_cluster *c, size_t count, co
     CSEAL(L);
 }
 
+/* cluster.rack_distance[a][b] reads the cluster's compact matrix (one int
+ * per pair, in C) through read-only views: racks^2 Lua values would need
+ * 256 MiB for 4,096 racks. Row views are made on first use and cached;
+ * each is an empty table with its own small metatable, so `type`, `#`,
+ * `ipairs` and `pairs` behave as on the other cluster tables. */
+typedef struct rd_view {
+    const p3d_cluster *c;
+    lua_Integer row; /* 1-based; 0: the outer table */
+} rd_view;
+
+static const rd_view *rd_of(lua_State *L, int idx)
+{
+    if (lua_type(L, idx) == LUA_TTABLE && lua_getmetatable(L, idx)) {
+        lua_pushliteral(L, "__newindex");
+        lua_rawget(L, -2);
+        int ours = lua_tocfunction(L, -1) == ro_cluster_newindex;
+        lua_pop(L, 1);
+        lua_pushliteral(L, "rd");
+        lua_rawget(L, -2);
+        const rd_view *v = ours ? lua_touserdata(L, -1) : NULL;
+        lua_pop(L, 2);
+        if (v)
+            return v;
+    }
+    luaL_error(L, "not a par3drun rack distance table");
+    return NULL;
+}
+
+static void push_rd_view(lua_State *L, const p3d_cluster *c, lua_Integer row);
+
+static int rd_index(lua_State *L)
+{
+    const rd_view *v = rd_of(L, 1);
+    int isnum = 0;
+    lua_Integer k = lua_type(L, 2) == LUA_TNUMBER ? lua_tointegerx(L, 2, &isnum) : 0;
+    if (!isnum || k < 1 || (size_t)k > v->c->nracks) {
+        lua_pushnil(L);
+        return 1;
+    }
+    if (v->row)
+        lua_pushinteger(L, v->c->rack_dist[(size_t)(v->row - 1) * v->c->nracks + (size_t)(k - 1)]);
+    else {
+        /* rows are cached in the outer view's metatable, field "rows" */
+        lua_getmetatable(L, 1);
+        lua_pushliteral(L, "rows");
+        lua_rawget(L, -2);
+        if (lua_rawgeti(L, -1, k) == LUA_TNIL) {
+            lua_pop(L, 1);
+            push_rd_view(L, v->c, k);
+            lua_pushvalue(L, -1);
+            lua_rawseti(L, -3, k);
+        }
+    }
+    return 1;
+}
+
+static int rd_len(lua_State *L)
+{
+    lua_pushinteger(L, (lua_Integer)rd_of(L, 1)->c->nracks);
+    return 1;
+}
+
+static int rd_next(lua_State *L)
+{
+    const rd_view *v = rd_of(L, 1);
+    lua_Integer k = lua_isnil(L, 2) ? 0 : luaL_checkinteger(L, 2);
+    if (k < 0 || (size_t)k >= v->c->nracks)
+        return 0;
+    lua_settop(L, 1);
+    lua_pushinteger(L, k + 1);
+    lua_pushcfunction(L, rd_index);
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, k + 1);
+    lua_call(L, 2, 1);
+    return 2;
+}
+
+static int rd_pairs(lua_State *L)
+{
+    rd_of(L, 1);
+    lua_pushcfunction(L, rd_next);
+    lua_pushvalue(L, 1);
+    lua_pushnil(L);
+    return 3;
+}
+
+static void push_rd_view(lua_State *L, const p3d_cluster *c, lua_Integer row)
+{
+    luaL_checkstack(L, 6, "rack distance");
+    lua_createtable(L, 0, 0);
+    lua_createtable(L, 0, 8);
+    rd_view *v = lua_newuserdatauv(L, sizeof *v, 0);
+    v->c = c;
+    v->row = row;
+    lua_setfield(L, -2, "rd");
+    if (!row) {
+        lua_createtable(L, 0, 0);
+        lua_setfield(L, -2, "rows");
+    }
+    lua_pushcfunction(L, rd_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ro_cluster_newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushcfunction(L, rd_len);
+    lua_setfield(L, -2, "__len");
+    lua_pushcfunction(L, rd_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushliteral(L, "read-only");
+    lua_setfield(L, -2, "__metatable");
+    lua_setmetatable(L, -2);
+}
+
+static void push_rack_distance(lua_State *L, const p3d_cluster *c)
+{
+    push_rd_view(L, c, 0);
+}
+
 static int nvl_of(const p3d_cluster *c, size_t i)
 {
     return c->nodes[i].nvl_domain;
@@ -256,6 +391,7 @@ static int nvl_of(const p3d_cluster *c, size_t i)
 void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
 {
     luaL_checkstack(L, 16, "building the cluster table");
+    p3d_sandbox_fit_cluster(p3d_sandbox_of(L), p3d_cluster_gpus(c));
     lua_createtable(L, 0, 0); /* topology cache */
     int cache = lua_gettop(L);
     lua_createtable(L, 0, 12);
@@ -304,17 +440,7 @@ void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
     lua_setfield(L, ct, "nvlink_domains");
 
     if (c->rack_dist && c->nracks) {
-        lua_createtable(L, (int)c->nracks, 0);
-        for (size_t a = 0; a < c->nracks; a++) {
-            lua_createtable(L, (int)c->nracks, 0);
-            for (size_t b = 0; b < c->nracks; b++) {
-                lua_pushinteger(L, c->rack_dist[a * c->nracks + b]);
-                lua_rawseti(L, -2, (lua_Integer)b + 1);
-            }
-            CSEAL(L);
-            lua_rawseti(L, -2, (lua_Integer)a + 1);
-        }
-        CSEAL(L);
+        push_rack_distance(L, c);
         lua_setfield(L, ct, "rack_distance");
     }
 
@@ -339,12 +465,12 @@ void p3d_lua_push_job(lua_State *L, const p3d_job *j)
     luaL_checkstack(L, 8, "building the job table");
     lua_createtable(L, 0, 20);
     for (int d = 0; d < P3D_NDIMS; d++)
-        set_int(L, p3d_dim_name(d), m->size[d]);
+        set_int(L, p3d_dim_name(d), p3d_mesh_size(m, d));
     set_int(L, "world", p3d_mesh_world(m));
     lua_pushstring(L, m->order_str);
     lua_setfield(L, -2, "order");
-    lua_createtable(L, P3D_NDIMS, 0);
-    for (int k = 0; k < P3D_NDIMS; k++) {
+    lua_createtable(L, P3D_NORDER, 0);
+    for (int k = 0; k < P3D_NORDER; k++) {
         lua_pushstring(L, p3d_dim_name(m->order[k]));
         lua_rawseti(L, -2, k + 1);
     }

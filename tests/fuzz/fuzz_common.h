@@ -15,6 +15,7 @@
 
 
 #include <errno.h>
+#include <stdarg.h>
 #include <ftw.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -120,5 +121,35 @@ static inline char *fz_cstr(const uint8_t *data, size_t size)
     s[size] = 0;
     return s;
 }
+
+/* A tiny string builder for generated inputs (aborts when out of memory). */
+typedef struct sb {
+    char *p;
+    size_t len, cap;
+} sb;
+
+static inline void add(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void add(sb *b, const char *fmt, ...)
+{
+    va_list ap;
+    for (;;) {
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+            abort();
+        if (b->p && b->len + (size_t)k < b->cap) {
+            b->len += (size_t)k;
+            return;
+        }
+        size_t nc = (b->cap + (size_t)k + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np)
+            abort();
+        b->p = np;
+        b->cap = nc;
+    }
+}
+
 
 #endif

@@ -17,7 +17,6 @@
 
 #include "policy_internal.h"
 
-#include <stdarg.h>
 
 static p3d_cluster *cl;
 
@@ -45,35 +44,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         abort();
     }
     return 0;
-}
-
-/* A tiny string builder for the generated policy (aborts when OOM). */
-typedef struct sb {
-    char *p;
-    size_t len, cap;
-} sb;
-
-static void add(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add(sb *b, const char *fmt, ...)
-{
-    va_list ap;
-    for (;;) {
-        va_start(ap, fmt);
-        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0)
-            abort();
-        if (b->p && b->len + (size_t)k < b->cap) {
-            b->len += (size_t)k;
-            return;
-        }
-        size_t nc = (b->cap + (size_t)k + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (!np)
-            abort();
-        b->p = np;
-        b->cap = nc;
-    }
 }
 
 typedef struct cur {

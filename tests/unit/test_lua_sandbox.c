@@ -44,7 +44,7 @@ static int teardown(void **state)
     return 0;
 }
 
-static const p3d_sandbox_limits small = {16u << 20, 20000000ULL};
+static const p3d_sandbox_limits small = {16u << 20, 20000000ULL, 0};
 
 /* Runs src as policy `name`; returns rc, *msg the error (caller frees). */
 static int run(const char *name, const char *src, p3d_placement **pl, char **msg)

@@ -1,7 +1,8 @@
 /*
  * test_sandbox_escape.c — the escapes test_lua_sandbox.c does not cover
- * (issue 8): work the instruction count hook cannot see (pattern
- * backtracking and allocation inside single C calls), recursion, what a
+ * (issues 8, 13): work the instruction count hook cannot see (pattern
+ * backtracking and allocation inside single C calls, slow instructions:
+ * stopped by the CPU deadline), recursion, what a
  * policy can reach through the string metatable and load's environment,
  * and that a failed policy leaves nothing behind: a good policy run after
  * each kind of failure in the same process gives the same placement as a
@@ -13,13 +14,16 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "policy_fixture.h"
 #include "policy_internal.h"
 
 static p3d_cluster *cl;
 static p3d_job job;
-static const p3d_sandbox_limits small = {16u << 20, 20000000ULL};
+/* 16 MiB, 2e7 instructions, 2 s of CPU */
+static const p3d_sandbox_limits small = {16u << 20, 20000000ULL, 2.0};
+static const p3d_sandbox_limits *limits = &small;
 
 #define GOOD_POLICY                                                                                        \
     "function place(cluster, job)\n"                                                                       \
@@ -55,7 +59,7 @@ static int run(const char *name, const char *src, p3d_placement **pl, char **msg
 {
     p3d_placement *p = NULL;
     *msg = NULL;
-    int rc = p3d_policy_run_text(name, name, src, strlen(src), cl, &job, &small, &p, msg);
+    int rc = p3d_policy_run_text(name, name, src, strlen(src), cl, &job, limits, &p, msg);
     if (pl)
         *pl = p;
     else
@@ -63,7 +67,9 @@ static int run(const char *name, const char *src, p3d_placement **pl, char **msg
     return rc;
 }
 
-/* Fails within `secs` seconds, and the message holds every string given. */
+/* Fails, and the message holds every string given. `secs`, once a
+ * wall-clock bound, is only printed against: the CPU deadline bounds the
+ * run, and tests hold no wall-clock upper bounds. */
 static void expect_fail_fast(const char *name, const char *src, double secs, ...)
 {
     char *msg;
@@ -85,8 +91,7 @@ static void expect_fail_fast(const char *name, const char *src, double secs, ...
     if (getenv("P3D_UNDER_VALGRIND"))
         secs *= 20; /* scripts/valgrind.sh: everything runs ~20x slower */
     if (dt > secs)
-        fprintf(stderr, "%s: took %.1f s (bound %.0f s)\n", name, dt, secs);
-    assert_true(dt <= secs);
+        fprintf(stderr, "%s: took %.1f s (expected about %.0f s)\n", name, dt, secs);
     free(msg);
 }
 
@@ -100,22 +105,40 @@ static void expect_ok(const char *name, const char *src)
     free(msg);
 }
 
-/* Lua patterns backtrack inside one C call: without the guard each of
- * these runs for hours on a handful of instructions. */
+/* Lua patterns backtrack inside one C call: each of these runs for hours
+ * on a handful of instructions, unless the CPU watchdog abandons the
+ * matcher. The later ones fooled the old pattern guard (issue 13); the
+ * last one is a loop of slow instructions (4 MiB string comparisons). */
 static void test_pattern_backtracking(void **state)
 {
     (void)state;
     static const char *const calls[] = {
-        "s:find('.-.-.-.-b')",  "string.find(s, '.*.*.*b')", "s:match('(a*)*b')",
-        "s:gsub('.-.-.-x', '')", "for w in s:gmatch('a-a-a-a-b') do end",
+        "s:find('.-.-.-.-b')",
+        "string.find(s, '.*.*.*b')",
+        "s:match('(.-)(.-)(.-)(.-)b')",
+        "s:gsub('.-.-.-x', '')",
+        "for w in s:gmatch('a-a-a-a-b') do end",
+        "s:gsub('.-.-.-x', function() end)",
+        "s:gsub('.-.-.-x', {})",
         "pcall(string.find, s, '.-.-.-.-b'); return s:find('.-.-.-.-b')",
+        "for i = 1, 100 do pcall(string.find, s, '.-.-.-.-b') end",
+        "s:find('[%][]?.-.-.-.-b]')",
+        "for w in ('^'):rep(60000):gmatch('^.-.-b') do end",
+        "local t = ('('):rep(1 << 20); t:find('%b()')",
+        "local p = ('ab'):rep(1 << 19); local t = ('ab'):rep(1 << 20); t:find(p .. 'c', 1, true)",
+        "local t = ('x'):rep(4 << 20); local u = t .. ''; while true do local _ = t < u end",
     };
+    static const p3d_sandbox_limits roomy = {64u << 20, 2000000000ULL, 1.0};
+    limits = &roomy;
     for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
         char src[512];
         snprintf(src, sizeof src, "function place(c, j)\n  local s = string.rep('a', 4000)\n  %s\nend\n",
                  calls[i]);
-        expect_fail_fast("pattern.lua", src, 10.0, "could backtrack", NULL);
+        char name[32];
+        snprintf(name, sizeof name, "pattern%zu.lua", i);
+        expect_fail_fast(name, src, 10.0, "CPU time limit of 1.0 s", NULL);
     }
+    limits = &small;
     /* what policies really do still works: anchored, short, plain */
     expect_ok("patok.lua", "local a, d = ('node017'):match('^(%a+)(%d+)$')\n"
                            "assert(a == 'node' and d == '017')\n"
@@ -125,6 +148,35 @@ static void test_pattern_backtracking(void **state)
                            "assert(big:find('^x+needle$'))\n"
                            "local n = 0; for w in ('a b c'):gmatch('%a+') do n = n + 1 end; assert(n == 3)\n"
                            "assert(('[x]'):find('[]]'))\n" GOOD_POLICY);
+    /* the matcher keeps Lua 5.4's semantics where its loops are rebuilt */
+    expect_ok("patsem.lua",
+              "local function gm(s, p, i) local t = {}\n"
+              "  for a, b in s:gmatch(p, i) do t[#t+1] = tostring(a) .. '|' .. tostring(b) end\n"
+              "  return table.concat(t, ',') end\n"
+              "assert(gm('abc', '()') == '1|nil,2|nil,3|nil,4|nil')\n"
+              "assert(gm('a,b,,c', '([^,]*)') == 'a|nil,b|nil,|nil,c|nil', gm('a,b,,c', '([^,]*)'))\n"
+              "assert(gm('^a^b', '^(%a)') == 'a|nil,b|nil')\n"
+              "assert(gm('k=v, x=y', '(%w+)=(%w+)') == 'k|v,x|y')\n"
+              "assert(gm('hello world', '%a+', 3) == 'llo|nil,world|nil')\n"
+              "assert(gm('abc', '%a', -1) == 'c|nil')\n"
+              "local function g(...) local r, n = string.gsub(...) return r .. '#' .. n end\n"
+              "assert(g('abc', '', function(x) return '-' end) == '-a-b-c-#4')\n"
+              "assert(g('abc', '%w', {a = 1, b = false}) == '1bc#3')\n"
+              "assert(g('hello world', '(o)', function(o) return o:upper() end, 1) == 'hellO world#1')\n"
+              "assert(g('abc', '^a', function() return 'X' end) == 'Xbc#1')\n"
+              "assert(g('a b', '()', function(p) return p end) == '1a2 3b4#4')\n"
+              "assert(g('xyz', 'q', function() return 'Q' end) == 'xyz#0')\n"
+              "assert(g('abab', 'b', '%0%0') == 'abbabb#2')\n"
+              "assert(g('a.b', '%.', '%%') == 'a%b#1')\n"
+              "assert(not pcall(string.gsub, 'a', 'a', function() return {} end))\n"
+              "assert(select('#', ('abc'):find('b')) == 2 and ('abc'):find('(b)()') == 2)\n"
+              "assert(select(3, ('abc'):find('(b)()')) == 'b' and select(4, ('abc'):find('(b)()')) == 3)\n"
+              "assert(('abc'):match('.', 2) == 'b' and ('a+b'):find('+', 1, true) == 2)\n"
+              "assert(not pcall(string.find, 'a', '%'))\n"
+              "local ok, e = pcall(string.match, 'a', '(()'); assert(not ok and e:find('unfinished capture'))\n"
+              "local it = ('a b c d'):gmatch('%a'); it(); it = nil; collectgarbage('count')\n"
+              "local big = ('x'):rep(300000)  -- loops left early: 18 MB of copies, freed on the way\n"
+              "for i = 1, 60 do for w in big:gmatch('x') do break end end\n" GOOD_POLICY);
 }
 
 /* Allocation is charged to the instruction budget: big strings in a loop
@@ -237,10 +289,121 @@ static void test_no_half_state(void **state)
     p3d_placement_free(ref);
 }
 
+/* Issue 13: C functions a policy reaches, called with forged arguments or
+ * huge counts, fail with a message instead of crashing or spinning. */
+static void test_forged_arguments(void **state)
+{
+    (void)state;
+    expect_fail_fast("forge.lua", "function place(c, j) local f = pairs(c); f(setmetatable({}, {__index = 1})) end\n",
+                     5.0, "not a par3drun read-only table", NULL);
+    expect_fail_fast("forge2.lua",
+                     "function place(c, j) local f = pairs(c); f(setmetatable({}, {__index = {}, __newindex = print})) end\n",
+                     5.0, "not a par3drun read-only table", NULL);
+    expect_fail_fast("forge3.lua", "function place(c, j) local f = pairs(c.nodes); return f('x') end\n", 5.0,
+                     "not a par3drun read-only table", NULL);
+    expect_fail_fast("move.lua", "function place(c, j) table.move({1}, 1, math.maxinteger, 0) end\n", 5.0,
+                     "instruction budget", NULL);
+    expect_fail_fast("insert.lua",
+                     "function place(c, j) table.insert(setmetatable({}, {__len = function() return 1e15 end}), 1, 2) end\n",
+                     5.0, "instruction budget", NULL);
+    /* xpcall pushes its arguments again: a few hundred need luaL_checkstack */
+    expect_ok("xpcall.lua", "function place0() end\n"
+                            "local t = {} for i = 1, 7000 do t[i] = i end\n"
+                            "local ok, n = xpcall(function(...) return select('#', ...) end, print, table.unpack(t))\n"
+                            "assert(ok and n == 7000)\n" GOOD_POLICY);
+}
+
+/* Output: print is capped and escaped, error messages are cut and escaped. */
+static void test_output_cap(void **state)
+{
+    (void)state;
+    char *msg;
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    dup2(fileno(tmp), 2);
+    int rc = run("chatty.lua",
+                 "function place(c, j)\n"
+                 "  print(('x'):rep(1 << 20))\n"
+                 "  print('\\npar3drun: all checks passed\\27[2J\\7\\r')\n"
+                 "  error(('e'):rep(1 << 20) .. '\\n\\27]0;pwned\\7')\n"
+                 "end\n",
+                 NULL, &msg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    long size = ftell(tmp);
+    char buf[256];
+    int forged = 0, dropped = 0;
+    rewind(tmp);
+    while (fgets(buf, sizeof buf, tmp)) {
+        if (!strncmp(buf, "par3drun:", 9) || strchr(buf, 27) || strchr(buf, 7) || strchr(buf, '\r'))
+            forged = 1;
+        if (strstr(buf, "more bytes of print output dropped"))
+            dropped = 1;
+    }
+    fclose(tmp);
+    assert_int_equal(rc, -1);
+    assert_true(size < 70 * 1024 + 4096); /* 64 KiB of output, then one line */
+    assert_false(forged);
+    assert_true(dropped);
+    assert_true(strlen(msg) < 20000);
+    assert_non_null(strstr(msg, "more bytes)"));
+    assert_null(strchr(msg, 27));
+    free(msg);
+}
+
+/* rack_distance is a view on the C matrix: a 4,096-rack cluster fits the
+ * default memory, and the view reads like a table. */
+static void test_rack_distance_view(void **state)
+{
+    (void)state;
+    size_t nr = 4096;
+    p3d_cluster *big = fx_simple(nr, 8, 8, 0);
+    for (size_t r = 0; r < big->nracks; r++)
+        free(big->racks[r]);
+    free(big->racks);
+    big->nracks = nr;
+    big->racks = calloc(nr, sizeof *big->racks);
+    big->rack_dist = calloc(nr * nr, sizeof *big->rack_dist);
+    for (size_t a = 0; a < nr; a++) {
+        big->racks[a] = malloc(16);
+        snprintf(big->racks[a], 16, "r%zu", a);
+        big->nodes[a].rack = (int)a;
+        for (size_t b = 0; b < nr; b++)
+            big->rack_dist[a * nr + b] = a == b ? 0 : 2 + (a / 64 != b / 64) * 2;
+    }
+    static const char src[] =
+        "function place(c, j)\n"
+        "  local d = c.rack_distance\n"
+        "  assert(type(d) == 'table' and #d == 4096 and #d[1] == 4096 and d[1] == d[1])\n"
+        "  assert(d[1][1] == 0 and d[1][2] == 2 and d[1][65] == 4 and d[4096][4095] == 2)\n"
+        "  assert(d[0] == nil and d[4097] == nil and d[1][0] == nil and d['1'] == nil)\n"
+        "  local s = 0 for a = 1, #d do local row = d[a] for b = 1, #row, 97 do s = s + row[b] end end\n"
+        "  local n = 0 for k, v in pairs(d[7]) do n = n + 1 end assert(n == 4096)\n"
+        "  local m = 0 for k, v in ipairs(d) do m = m + 1 end assert(m == 4096)\n"
+        "  assert(not pcall(function() d[1][1] = 5 end) and getmetatable(d) == 'read-only')\n"
+        "  local f = pairs(d); assert(not pcall(f, {}, nil))\n"
+        "  return nil\n"
+        "end\n";
+    char *msg = NULL;
+    p3d_placement *pl = NULL;
+    /* default limits: memory scaled to the cluster */
+    int rc = p3d_policy_run_text("rd.lua", "rd.lua", src, strlen(src), big, &job, NULL, &pl, &msg);
+    assert_int_equal(rc, -1);
+    if (!strstr(msg, "returned nil"))
+        fprintf(stderr, "rd.lua: %s\n", msg);
+    assert_non_null(strstr(msg, "returned nil"));
+    free(msg);
+    fx_free(big);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pattern_backtracking), cmocka_unit_test(test_allocation_work),
+        cmocka_unit_test(test_pattern_backtracking), cmocka_unit_test(test_forged_arguments),
+        cmocka_unit_test(test_output_cap), cmocka_unit_test(test_rack_distance_view), cmocka_unit_test(test_allocation_work),
         cmocka_unit_test(test_recursion),            cmocka_unit_test(test_reachable),
         cmocka_unit_test(test_no_half_state),
     };
