@@ -23,7 +23,8 @@ typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 #define C_TOPO (1u << P3D_CMD_TOPO)
 #define C_PLAN (1u << P3D_CMD_PLAN)
 #define C_PLACE (C_LAUNCH | C_DRY)
-#define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN)
+#define C_CLUSTER (1u << P3D_CMD_CLUSTER)
+#define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER)
 
 typedef struct opt_row {
     const char *name;     /* without the leading "--" */
@@ -49,8 +50,9 @@ static const opt_row rows[] = {
     /* inputs */
     {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
      "this node's topology: local, an hwloc XML, an nvidia-smi topo -m text, or synthetic:STRING"},
-    {"cluster", T_STR, OFF(cluster), 0, NOB, C_PLACE | C_PLAN, "FILE", "cluster description (JSON)"},
-    {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN, "FILE",
+    {"cluster", T_STR, OFF(cluster), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
+     "cluster description: a cluster file, kubectl get nodes -o json, or aws ec2 describe-instance-topology"},
+    {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
      "Slurm topology.conf: leaf switch = rack, block = multi-node NVLink domain"},
     {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
     {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
@@ -171,6 +173,7 @@ static const char *cmd_name(p3d_cmd c)
     switch (c) {
     case P3D_CMD_TOPO: return "topo";
     case P3D_CMD_PLAN: return "plan";
+    case P3D_CMD_CLUSTER: return "cluster";
     case P3D_CMD_DRYRUN: return "--dry-run";
     default: return "launch";
     }
@@ -237,6 +240,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     } else if (argc > 1 && strcmp(argv[1], "plan") == 0) {
         o->cmd = P3D_CMD_PLAN;
         i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "cluster") == 0) {
+        o->cmd = P3D_CMD_CLUSTER;
+        i = 2;
     } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
         o->cmd = P3D_CMD_AGENT;
         i = 2;
@@ -259,8 +265,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                 o->argc = argc - i;
                 break;
             }
-            return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a,
-                           o->cmd == P3D_CMD_TOPO ? "topo" : "plan");
+            return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a, cmd_name(o->cmd));
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
@@ -308,13 +313,16 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             if (!(seen_rows[k]->cmds & (1u << o->cmd)))
                 return p3d_err(err, "--%s does not apply to %s (see par3drun %s--help)", seen_rows[k]->name,
                                cmd_name(o->cmd),
-                               o->cmd == P3D_CMD_TOPO ? "topo " : o->cmd == P3D_CMD_PLAN ? "plan " : "");
+                               o->cmd == P3D_CMD_TOPO      ? "topo "
+                               : o->cmd == P3D_CMD_PLAN    ? "plan "
+                               : o->cmd == P3D_CMD_CLUSTER ? "cluster "
+                                                           : "");
     }
     /* Not an error (a wrapper script may always pass --topology), but the
      * user should know which input counts. */
-    if (topology_given && o->cluster && o->cmd != P3D_CMD_AGENT)
-        fprintf(stderr, "par3drun: warning: --topology is ignored with --cluster (each node's topology comes "
-                        "from the cluster file)\n");
+    /* kubectl and AWS sources take their nodes' topology from --topology;
+     * the cluster reader warns when a cluster file makes it moot */
+    (void)topology_given;
     if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
         return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
     if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
@@ -369,6 +377,13 @@ char *p3d_cli_help(p3d_cmd cmd)
                "usage: par3drun topo [--topology SRC] [--format text|json] [--output FILE]\n\n"
                "Shows one node's GPUs, NICs, NUMA affinity, the GPU/NIC link matrix in\n"
                "nvidia-smi topo -m notation, the NVLink domains and each GPU's nearest NIC.\n\n");
+    } else if (cmd == P3D_CMD_CLUSTER) {
+        append(&b, &len, &cap,
+               "usage: par3drun cluster [--cluster SRC] [--slurm-topology FILE] [--format text|json] [--output FILE]\n\n"
+               "Prints the resolved cluster: nodes, GPUs per node, racks, NVLink domains and the GPUs\n"
+               "this node's allocation excludes. SRC: a cluster file, kubectl get nodes -o json, or aws\n"
+               "ec2 describe-instance-topology; without it, this node. --format json writes a cluster\n"
+               "file (docs/cluster-file.md).\n\n");
     } else if (cmd == P3D_CMD_PLAN) {
         append(&b, &len, &cap,
                "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"

@@ -693,6 +693,8 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
             if (fw)
                 p3d_cluster_warn(x.c, "%s", fw);
             free(fw);
+        } else if (topology) {
+            p3d_cluster_warn(x.c, "--topology %s is ignored: the cluster file names each node's topology", topology);
         }
     }
     for (const cJSON *k = root->child; k; k = k->next) {
