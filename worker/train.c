@@ -240,7 +240,9 @@ static int one_step(state *S)
 static void init_weights(state *S, float *host)
 {
     int h = S->h, f = S->f, c0 = S->r->g[P3DW_TP].rank * f;
-    float sa = sqrtf(3.0f / h), sb = sqrtf(3.0f / (4.0f * h));
+    /* Residual branches scaled by 1/sqrt(2L) at init (Megatron's scaled
+     * init), so deep stacks start near the identity and train stably. */
+    float sa = sqrtf(3.0f / h), sb = sqrtf(3.0f / (4.0f * h)) / sqrtf(2.0f * (float)S->o->layers);
     for (int i = 0; i < S->nl; i++) {
         uint64_t layer = (uint64_t)(S->first + i);
         float *A = host, *B = host + (size_t)h * f;

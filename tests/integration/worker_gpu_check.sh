@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh --no-gpu in CI: the plan of GPU checks is printed
+# (every mesh of 8 and of 3 GPUs, each with shapes the worker accepts) and
+# par3drun, p3d-worker, its CUDA module and the NVML plugin are built in the
+# test's own build dir (incrementally: nothing is rebuilt from scratch).
+set -u
+src=${P3D_SRC:?} build=${P3D_BUILD:?}
+if ! command -v nvcc >/dev/null && [[ ! -x /usr/local/cuda/bin/nvcc ]]; then
+    echo "no CUDA toolkit (nvcc) on this machine: the CUDA module cannot be built"
+    exit 77
+fi
+fail=0
+out=$(P3D_BUILD_DIR=$build bash "$src/scripts/gpu-check.sh" --no-gpu 2>&1)
+rc=$?
+((rc == 0)) || { echo "$out" | tail -5; echo "FAIL: gpu-check.sh --no-gpu exited $rc"; fail=1; }
+n=$(grep -c '^gpu-check: PLAN mesh-' <<<"$out")
+# tp x pp x dp = 8: 10 ordered factorisations.
+((n == 10)) || { echo "FAIL: $n mesh checks planned for 8 GPUs, expected 10"; fail=1; }
+grep -q '^gpu-check: build ok' <<<"$out" || { echo "FAIL: no 'build ok'"; fail=1; }
+for c in nvml-topo check-grad cross-backend large-act-pp8 broken-op dead-rank; do
+    grep -q "^gpu-check: PLAN $c" <<<"$out" || { echo "FAIL: check $c missing from the plan"; fail=1; }
+done
+# Every planned worker shape must be one the worker accepts for its mesh:
+# the CPU backend runs each mesh of a 3-GPU plan for one step.
+out3=$(P3D_BUILD_DIR=$build bash "$src/scripts/gpu-check.sh" --no-gpu --gpus 3 2>&1) ||
+    { echo "FAIL: --gpus 3 plan"; fail=1; }
+source "$(dirname "$0")/worker_harness.sh"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+while read -r name mesh; do
+    read -r tp pp dp <<<"$(grep -o '[0-9]\+' <<<"$mesh" | tr '\n' ' ')"
+    wargs=$(sed -n "s/^gpu-check: PLAN $name: .*-- p3d-worker \(.*\)  (expect.*/\1/p" <<<"$out3")
+    # shellcheck disable=SC2086
+    p3dw_run "$dir/$name" "$tp" "$pp" "$dp" -- "$build/p3d-worker" ${wargs/--backend cuda/--backend cpu} \
+        --steps 1 --timeout 30 || { echo "FAIL: $name: the planned shape fails on the CPU backend"; \
+        tail -3 "$dir/$name"/rank-0.log; fail=1; }
+done < <(sed -n 's/^gpu-check: PLAN \(mesh-[^:]*\): par3drun \(--tp [0-9]* --pp [0-9]* --dp [0-9]*\).*/\1 \2/p' <<<"$out3")
+((fail)) || echo "ok: gpu-check --no-gpu plans 10 meshes for 8 GPUs, builds everything; 3-GPU shapes run"
+exit $fail
