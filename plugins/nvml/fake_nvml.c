@@ -9,17 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct nvmlPciInfo_st {
-    char busIdLegacy[16];
-    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-    char busId[32];
-} nvmlPciInfo_t;
-typedef struct {
-    unsigned char clusterUuid[16];
-    int status;
-    unsigned int cliqueId;
-    unsigned char state;
-} nvmlGpuFabricInfo_t;
+/* The same layouts the plugin reads (one header: no drift). */
+#include "nvml_layout.h"
 
 /* A device handle is its GPU number + 1, cast to a pointer. */
 int nvmlInit_v2(void)
@@ -33,7 +24,7 @@ int nvmlDeviceGetHandleByPciBusId_v2(const char *id, void **dev)
     unsigned dom, bus, d, f;
     if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &d, &f) != 4 || dom || d || f ||
         bus < 0x10 || bus > 0x13)
-        return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+        return NVML_ERROR_INVALID_ARGUMENT;
     *dev = (void *)(size_t)(bus - 0x10 + 1);
     return 0;
 }

@@ -23,26 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The NVML declarations this file needs (nvml.h does not ship here). Layouts
- * follow NVML's public header; only fields we read matter. */
-typedef int nvmlReturn_t;
-#define NVML_SUCCESS 0
-typedef struct nvmlDevice_st *nvmlDevice_t;
-typedef struct nvmlPciInfo_st {
-    char busIdLegacy[16];
-    unsigned int domain, bus, device;
-    unsigned int pciDeviceId; /* (device id << 16) | vendor id */
-    unsigned int pciSubSystemId;
-    char busId[32];
-} nvmlPciInfo_t;
-typedef struct {
-    unsigned char clusterUuid[16];
-    nvmlReturn_t status;
-    unsigned int cliqueId;
-    unsigned char state; /* 3 = NVML_GPU_FABRIC_STATE_COMPLETED */
-} nvmlGpuFabricInfo_t;
-#define NVML_GPU_FABRIC_STATE_COMPLETED 3
-#define NVML_NVLINK_MAX_LINKS 18
+/* The NVML types, shared with the tests' stand-in library (nvml.h does not
+ * ship here). */
+#include "nvml_layout.h"
 
 typedef struct nvml_api {
     nvmlReturn_t (*init)(void);
