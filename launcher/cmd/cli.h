@@ -16,7 +16,6 @@ typedef enum p3d_cmd {
     P3D_CMD_PLAN,       /* par3drun plan [options] */
     P3D_CMD_AGENT,      /* internal: one emulated node's agent */
     P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
-    P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
 } p3d_cmd;
 
 typedef struct p3d_opts {

@@ -11,7 +11,6 @@ int p3d_cmd_launch(const p3d_opts *o);  /* cmd_launch.c */
 int p3d_cmd_agent(const p3d_opts *o);   /* cmd_launch.c: internal emulated agent */
 int p3d_cmd_plan(const p3d_opts *o);    /* cmd_plan.c */
 int p3d_cmd_cluster(const p3d_opts *o); /* cmd_cluster.c */
-int p3d_cmd_cluster(const p3d_opts *o); /* cmd_cluster.c */
 
 /* Prints "par3drun: MSG" on stderr and returns P3D_EXIT_BADINPUT; frees msg. */
 int p3d_fail_input(char *msg);

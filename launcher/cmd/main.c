@@ -38,7 +38,6 @@ int main(int argc, char **argv)
     case P3D_CMD_DRYRUN: rc = p3d_cmd_dryrun(&o); break;
     case P3D_CMD_PLAN: rc = p3d_cmd_plan(&o); break;
     case P3D_CMD_CLUSTER: rc = p3d_cmd_cluster(&o); break;
-    case P3D_CMD_CLUSTER: rc = p3d_cmd_cluster(&o); break;
     case P3D_CMD_AGENT: rc = p3d_cmd_agent(&o); break;
     default: rc = p3d_cmd_launch(&o); break;
     }
