@@ -503,6 +503,10 @@ out:
     return rc;
 }
 
+/* A link faster than this (GB/s per direction) is a typo: 1e6 is ~1000x
+ * today's NVLink. */
+#define P3D_CLUSTER_MAX_GBPS 1e6
+
 static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
 {
     char at[512];
@@ -520,10 +524,13 @@ static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
                            "MNNVL, PIX, PXB, PHB, NODE, SYS, RACK, XRACK)", at,
                            k->string);
         if (!cJSON_IsNumber(k) || !isfinite(k->valuedouble) ||
-            k->valuedouble <= 0)
+            k->valuedouble <= 0 || k->valuedouble > P3D_CLUSTER_MAX_GBPS)
             return p3d_err(err, "%s.%s: expected a positive number of GB/s "
-                           "per direction, found %s", at, k->string,
-                           cJSON_IsNumber(k) ? "a number <= 0" : json_type(k));
+                           "per direction, at most %g, found %s", at, k->string,
+                           (double)P3D_CLUSTER_MAX_GBPS,
+                           !cJSON_IsNumber(k) ? json_type(k)
+                           : !isfinite(k->valuedouble) ? "a number out of range"
+                           : k->valuedouble <= 0 ? "a number <= 0" : "a larger number");
         x->c->link_gbps[l] = k->valuedouble;
     }
     return 0;
@@ -640,6 +647,25 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
                 path);
         goto out;
     }
+    /* A raw NUL byte would cut a C string (cJSON copies it into one) and
+     * raw control characters inside strings are not JSON (RFC 8259 wants
+     * them escaped) and would reach the terminal in names: refuse both. */
+    for (size_t i = skip, instr = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)buf[i];
+        if (ch == 0 || (instr && ch < 0x20)) {
+            size_t line = 1, col = 1;
+            for (size_t k = 0; k < i; k++, col++)
+                if (buf[k] == '\n')
+                    line++, col = 0;
+            p3d_err(err, "%s:%zu:%zu: a raw %s byte 0x%02x%s (write it as a \\u escape, or leave it out)",
+                    path, line, col, ch ? "control" : "NUL", ch, instr ? " inside a string" : "");
+            goto out;
+        }
+        if (instr && ch == '\\')
+            i++;
+        else if (ch == '"')
+            instr = !instr;
+    }
     /* cJSON decodes "\u0000" into a C string that silently ends there
      * ("n\u0000x" would become node "n"): refuse it up front. An escape
      * starts after an odd run of backslashes. */
@@ -701,6 +727,16 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
         if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&
             strcmp(k->string, "description"))
             warn_key(&x, SIZE_MAX, k->string, "nodes, link_gbps, description");
+        /* cJSON keeps both copies of a repeated key and lookups see the
+         * first: a second "nodes" would be silently ignored */
+        int known = !strcmp(k->string, "nodes") || !strcmp(k->string, "link_gbps") ||
+                    !strcmp(k->string, "description");
+        for (const cJSON *d = root->child; known && d != k; d = d->next)
+            if (!strcmp(d->string, k->string)) {
+                p3d_err(err, "%s: top-level key \"%s\" appears twice (one file, one \"%s\")", path,
+                        k->string, k->string);
+                goto out;
+            }
     }
     const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
     const cJSON *gbps = cJSON_GetObjectItemCaseSensitive(root, "link_gbps");

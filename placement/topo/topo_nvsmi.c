@@ -86,7 +86,7 @@ static int cell_class(const char *s)
 /* "NV12" -> 12 (1..999), else -1. */
 static int nv_links(const char *s)
 {
-    if (strncmp(s, "NV", 2) || !s[2] || strlen(s) > 5)
+    if (strncmp(s, "NV", 2) || !s[2] || strlen(s) > 5 || strspn(s + 2, "0123456789") != strlen(s + 2))
         return -1;
     int v = atoi(s + 2);
     return v >= 1 ? v : -1;
@@ -164,14 +164,45 @@ static int natural_cmp(const char *a, const char *b)
     return *a ? 1 : *b ? -1 : 0;
 }
 
-/* CPU Affinity value: a cpulist ("0-19,40-59") or N/A. */
-static int cpulist_ok(const char *s)
+/* Largest CPU and NUMA numbers Linux can have (NR_CPUS, MAX_NUMNODES). */
+#define NVSMI_MAX_CPU 8191
+#define NVSMI_MAX_NUMA 1023
+
+/* A list as the kernel prints cpulists: "0-19,40-59", items a or a-b with
+ * a <= b <= max, decimal, no empty items. *lowest gets the first number.
+ * Every number in the table's affinity columns goes through here, so no
+ * value can overflow an int or be read as a different one. */
+static int cpulist_ok(const char *s, long max, int *lowest)
 {
-    if (!isdigit((unsigned char)s[0]))
-        return 0;
-    for (const char *p = s; *p; p++)
-        if (!isdigit((unsigned char)*p) && *p != ',' && *p != '-')
+    const char *p = s;
+    long low = -1;
+    for (;;) {
+        long a = 0, b;
+        if (!isdigit((unsigned char)*p))
             return 0;
+        for (; isdigit((unsigned char)*p); p++)
+            if ((a = a * 10 + (*p - '0')) > max)
+                return 0;
+        b = a;
+        if (*p == '-') {
+            p++;
+            if (!isdigit((unsigned char)*p))
+                return 0;
+            for (b = 0; isdigit((unsigned char)*p); p++)
+                if ((b = b * 10 + (*p - '0')) > max)
+                    return 0;
+            if (b < a)
+                return 0;
+        }
+        if (low < 0)
+            low = a;
+        if (!*p)
+            break;
+        if (*p++ != ',')
+            return 0;
+    }
+    if (lowest)
+        *lowest = (int)low;
     return 1;
 }
 
@@ -368,24 +399,26 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
         if (!is_gpu || !strcmp(v, "N/A"))
             continue;
         if (c->kind == COL_CPUAFF) {
-            if (!cpulist_ok(v))
+            if (!cpulist_ok(v, NVSMI_MAX_CPU, NULL))
                 return p3d_err(err,
                                "%s:%d: row %s, CPU Affinity '%s' (expected a CPU list "
-                               "such as 0-19,40-59, or N/A)",
-                               ps->path, line, ps->cols[r].name, v);
+                               "such as 0-19,40-59 with ranges low-high and CPUs up to %d, or N/A)",
+                               ps->path, line, ps->cols[r].name, v, NVSMI_MAX_CPU);
             row->cpus = strdup(v);
             if (!row->cpus)
                 return p3d_err(err, "%s: out of memory", ps->path);
         } else if (c->kind == COL_NUMAAFF) {
             /* One node normally; a list ("0-1") when the GPU is equally
              * close to several: keep the lowest, as hwloc sources do. */
-            if (!cpulist_ok(v))
+            if (!cpulist_ok(v, NVSMI_MAX_NUMA, &row->numa))
                 return p3d_err(err,
                                "%s:%d: row %s, NUMA Affinity '%s' (expected a NUMA node "
-                               "number, a list, or N/A)",
-                               ps->path, line, ps->cols[r].name, v);
-            row->numa = atoi(v);
+                               "number 0..%d, a list, or N/A)",
+                               ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
             row->numa_multi = strspn(v, "0123456789") != strlen(v);
+        } else if (c->kind == COL_GPUNUMA && !cpulist_ok(v, NVSMI_MAX_NUMA, NULL)) {
+            return p3d_err(err, "%s:%d: row %s, GPU NUMA ID '%s' (expected a NUMA node number 0..%d, or N/A)",
+                           ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
         }
         /* GPU NUMA ID is the GPU memory's own NUMA node on coherent
          * systems (Grace Hopper/Blackwell); the placement needs the CPU
