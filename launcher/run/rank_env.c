@@ -176,8 +176,10 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     char *cvd = NULL;
     memset(out, 0, sizeof *out);
 
+    /* the rendezvous token authenticates agents to the leader: a worker
+     * (user code, maybe printing its environment) never needs it */
     for (char *const *p = base; p && *p; p++)
-        if (strchr(*p, '=') && p3d_envv_put(out, *p) < 0)
+        if (strchr(*p, '=') && strncmp(*p, "P3D_RDZV_TOKEN=", 15) && p3d_envv_put(out, *p) < 0)
             goto oom;
 
     int nlocal = 0, group_rank = 0;
@@ -220,6 +222,8 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "P3D_JOB_ID", "%s", L->job_id);
     e |= p3d_envv_set(out, "P3D_PLACEMENT", "%s", L->placement_path);
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);
+    if (L->o->log_dir) /* the bundled worker writes its JSON report there */
+        e |= p3d_envv_set(out, "P3D_LOG_DIR", "%s", L->o->log_dir);
     if (L->o->hang_timeout > 0) /* agent.c watches it (--hang-timeout) */
         e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
     e |= p3d_envv_set(out, "P3D_NODE", "%s", cn->name);

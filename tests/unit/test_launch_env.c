@@ -13,7 +13,7 @@
 
 static void env_of(fixture *f, int r, int restart, p3d_envv *e)
 {
-    char *base[] = {"PATH=/usr/bin", "RANK=999", "KEEP=me", NULL};
+    char *base[] = {"PATH=/usr/bin", "RANK=999", "KEEP=me", "P3D_RDZV_TOKEN=secret", NULL};
     char *err = NULL;
     if (p3d_rank_env(&f->L, base, r, restart, e, &err) < 0)
         fail_msg("p3d_rank_env: %s", err);
@@ -41,6 +41,7 @@ static void test_torchrun_names(void **st)
     ENV_EQ(&e, "P3D_RESTART_COUNT", "1");
     ENV_EQ(&e, "KEEP", "me");
     ENV_EQ(&e, "PATH", "/usr/bin");
+    ENV_EQ(&e, "P3D_RDZV_TOKEN", "(unset)"); /* the agents' secret stays out of workers */
     int n = 0;
     for (size_t i = 0; i < e.n; i++)
         n += strncmp(e.v[i], "RANK=", 5) == 0;
