@@ -206,14 +206,11 @@ typedef struct p3dw_rank_record {
     p3dw_stats st;
 } p3dw_rank_record;
 
-/* Per-rank JSON: on stdout with --json, in P3D_LOG_DIR when set. */
 void p3dw_report_rank(const p3dw_env *e, const char *backend, int m,
-                      const p3dw_rank_record *rec, int json);
-/* Rank 0: a human table (default) or the JSON summary (--json), and the
- * JSON summary in P3D_LOG_DIR when set. */
+                      const p3dw_rank_record *rec);
 void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o,
                          const p3dw_rank_record *all, int n, const char *verify,
-                         double max_rel, double drop);
+                         double max_rel);
 double p3dw_analytic_bubble(int pp, int m);
 
 /* ---- benchmarks (bench.c) --------------------------------------------- */

@@ -38,6 +38,10 @@ int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err)
             return p3d_err(err, "--recompute: expected none, selective or full, got '%s'", o->recompute);
     }
     job->gpu_mem_bytes = o->gpu_mem_gb * 1e9;
+    if (o->mem_reserve_gb >= 0) {
+        job->mem_reserve_set = 1;
+        job->mem_reserve_bytes = o->mem_reserve_gb * 1e9;
+    }
     job->tflops = o->tflops;
     if (o->model) {
         if (p3d_model_preset(o->model, &job->model, err) < 0)

@@ -61,10 +61,17 @@ int p3d_cmd_plan(const p3d_opts *o)
     if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, &err) < 0)
         goto fail;
     int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
-    if (p3d_plan_search(c, &job, zero_mode, &pl, &err) < 0)
+    /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages pin those
+     * dimensions; the rest is searched */
+    p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages};
+    if (p3d_plan_search_pinned(c, &job, zero_mode, &pins, &pl, &err) < 0)
         goto fail;
     for (size_t i = 0; i < c->nwarnings; i++)
         fprintf(stderr, "par3drun: warning: %s\n", c->warnings[i]);
+    if (pl->racks_unknown)
+        fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
+                        "(add \"rack\" to each node entry)\n",
+                o->cluster ? o->cluster : "the cluster", pl->nodes);
     text = json ? p3d_plan_json(pl, o->top ? o->top : 5) : p3d_plan_text(pl, o->top ? o->top : 5);
     if (!text) {
         fprintf(stderr, "par3drun: plan: out of memory\n");

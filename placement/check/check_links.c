@@ -11,6 +11,13 @@
  * stage i+1; with interleaved 1F1B (virtual stages > 1) the last stage also
  * sends to the first, so that wrap-around link counts too.
  *
+ * Hops (hops_by_link, what the cost model costs): a pipeline's hops are
+ * its consecutive-stage boundaries (and the wrap-around with interleaving),
+ * each on its own class; a collective's are the hops of the ring NCCL would
+ * build, members in topology order (rack, multi-node NVLink domain, node,
+ * GPU), so a ring crosses each rack boundary once rather than once per
+ * member that happens to alternate.
+ *
  * Cost: O(world) per dimension plus the pairs inside each node. Pairs of
  * members on different nodes are compared node against node, and nodes
  * that share (rack, multi-node NVLink domain) are interchangeable for that
@@ -43,20 +50,57 @@ static p3d_link link_of(const ctx *x, int ra, int rb)
     return p3d_cluster_link(x->c, (size_t)a->node, a->gpu, (size_t)b->node, b->gpu);
 }
 
-static p3d_link chain_worst(const ctx *x, int first, int stride, int n, int wrap)
+/* A pipeline: every consecutive-stage hop counted on its own class in
+ * hops[]; returns the worst. */
+static p3d_link chain_worst(const ctx *x, int first, int stride, int n, int wrap, int *hops)
 {
     p3d_link w = P3D_LINK_SELF;
     for (int i = 0; i + 1 < n; i++) {
         p3d_link l = link_of(x, first + i * stride, first + (i + 1) * stride);
+        hops[l]++;
         if (l > w)
             w = l;
     }
     if (wrap && n > 2) {
         p3d_link l = link_of(x, first + (n - 1) * stride, first);
+        hops[l]++;
         if (l > w)
             w = l;
     }
     return w;
+}
+
+/* A ring member with its place in the topology, for sorting. */
+typedef struct ring_member {
+    int rack, dom, node, gpu, rank;
+} ring_member;
+
+/* Topology order: rack, multi-node NVLink domain, node, GPU. */
+static int ring_cmp(const void *pa, const void *pb)
+{
+    const ring_member *a = pa, *b = pb;
+    if (a->rack != b->rack)
+        return a->rack < b->rack ? -1 : 1;
+    if (a->dom != b->dom)
+        return a->dom < b->dom ? -1 : 1;
+    if (a->node != b->node)
+        return a->node < b->node ? -1 : 1;
+    return (a->gpu > b->gpu) - (a->gpu < b->gpu);
+}
+
+/* A collective's ring: members in topology order, n hops (n = 2: the pair
+ * both ways), each counted on its class in hops[]. ring[] holds n. */
+static void ring_hops(const ctx *x, int first, int stride, int n, ring_member *ring, int *hops)
+{
+    for (int i = 0; i < n; i++) {
+        int r = first + i * stride;
+        const p3d_rank *rk = &x->pl->ranks[r];
+        const p3d_cnode *cn = &x->c->nodes[rk->node];
+        ring[i] = (ring_member){cn->rack, cn->nvl_domain, rk->node, rk->gpu, r};
+    }
+    qsort(ring, (size_t)n, sizeof *ring, ring_cmp);
+    for (int i = 0; i < n; i++)
+        hops[link_of(x, ring[i].rank, ring[(i + 1) % n].rank)]++;
 }
 
 static p3d_link collective_worst(ctx *x, int first, int stride, int n)
@@ -116,6 +160,7 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
     int rc = -1;
     const p3d_mesh *m = &pl->mesh;
     int world = pl->world, maxn = 1;
+    ring_member *ring = NULL;
     ctx x = {.c = c, .pl = pl};
     for (int d = 0; d < P3D_NDIMS; d++)
         if (m->size[d] > maxn)
@@ -125,7 +170,8 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
     x.next = malloc((size_t)maxn * sizeof *x.next);
     x.distinct = malloc((size_t)maxn * sizeof *x.distinct);
     x.reps = malloc((size_t)maxn * sizeof *x.reps);
-    if (!x.node_stamp || !x.node_head || !x.next || !x.distinct || !x.reps) {
+    ring = malloc((size_t)maxn * sizeof *ring);
+    if (!x.node_stamp || !x.node_head || !x.next || !x.distinct || !x.reps || !ring) {
         p3d_err(err, "out of memory");
         goto out;
     }
@@ -155,8 +201,13 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
         }
         for (int g = 0; g < st->ngroups; g++) {
             int first = p3d_group_first(m, d, g);
-            p3d_link w = d == P3D_DIM_PP ? chain_worst(&x, first, stride, n, job->virtual_stages > 1)
-                                         : collective_worst(&x, first, stride, n);
+            p3d_link w;
+            if (d == P3D_DIM_PP) {
+                w = chain_worst(&x, first, stride, n, job->virtual_stages > 1, st->hops_by_link);
+            } else {
+                w = collective_worst(&x, first, stride, n);
+                ring_hops(&x, first, stride, n, ring, st->hops_by_link);
+            }
             st->groups_by_link[w]++;
             if ((int)w > st->worst)
                 st->worst = w;
@@ -171,5 +222,6 @@ out:
     free(x.reps);
     free(x.combo_stamp);
     free(x.combo_count);
+    free(ring);
     return rc;
 }

@@ -355,9 +355,13 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
     p3d_link link[P3D_NDIMS];
     if (!job->has_model)
         return 0;
-    for (int d = 0; d < P3D_NDIMS; d++)
+    p3d_hops hops;
+    for (int d = 0; d < P3D_NDIMS; d++) {
         link[d] = (p3d_link)a->dim[d].worst;
-    if (p3d_cost_eval(c, job, link, &a->cost, &cerr) < 0) {
+        for (int l = 0; l < P3D_LINK_COUNT; l++)
+            hops.n[d][l] = a->dim[d].hops_by_link[l];
+    }
+    if (p3d_cost_eval_hops(c, job, link, &hops, &a->cost, &cerr) < 0) {
         int r = p3d_analysis_add(a, P3D_SEV_INFO, "COST_UNAVAILABLE", "no cost estimate: %s",
                                  cerr ? cerr : "the cost model failed");
         free(cerr);
@@ -365,7 +369,14 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
     }
     a->has_cost = 1;
     const p3d_cost *k = &a->cost;
-    if (!k->fits)
+    if (k->fits_raw && !k->fits)
+        ADD(P3D_SEV_WARNING, "MEMORY_HEADROOM",
+            "%s needs about %.1f GB per GPU of %.1f GB: less than the %.1f GB (%s) kept free for the CUDA "
+            "context, NCCL buffers and fragmentation, which the estimate does not count. Expect out-of-memory "
+            "errors; lower the memory as MODEL_DOES_NOT_FIT says, or set --mem-reserve if you know better.",
+            job->model.name, k->mem_total / 1e9, k->gpu_mem / 1e9, k->mem_reserve / 1e9,
+            k->mem_reserve_source);
+    if (!k->fits_raw)
         ADD(P3D_SEV_ERROR, "MODEL_DOES_NOT_FIT",
             "%s needs about %.1f GB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f "
             "for micro-batch %d%s x %d in flight), the GPUs hold %.1f GB. Raise tp*pp, use --zero 1..3 with "

@@ -2,8 +2,8 @@
  * cost_model.c — model presets and the cost model: memory per GPU, traffic
  * per dimension, bubble, compute time, step time and MFU.
  *
- * Every figure is an estimate from a published closed-form formula (DOMAIN.md;
- * docs/cost-model.md names each one and its source). Nothing here measures
+ * Every figure is an estimate from a published closed-form formula
+ * (docs/cost-model.md names each one and its source). Nothing here measures
  * anything; the point is to rank layouts and to make the cost of a bad
  * placement a number, not to predict a step time to the millisecond.
  */
@@ -273,8 +273,38 @@ static double xfer_time(double bytes, double gbps)
     return gbps > 0 ? bytes / (gbps * 1e9) : INFINITY;
 }
 
+double p3d_cost_default_reserve(double gpu_mem)
+{
+    double r = P3D_MEM_RESERVE_FRAC * gpu_mem;
+    return r > P3D_MEM_RESERVE_MIN ? r : P3D_MEM_RESERVE_MIN;
+}
+
+/* Share of dimension d's hops on each link class: from the hops when given,
+ * else all of it on the worst link. */
+static void hop_shares(const p3d_hops *hops, int d, p3d_link worst, double share[P3D_LINK_COUNT])
+{
+    long total = 0;
+    for (int l = 0; l < P3D_LINK_COUNT; l++) {
+        share[l] = 0;
+        total += hops ? hops->n[d][l] : 0;
+    }
+    if (total <= 0) {
+        share[worst] = 1;
+        return;
+    }
+    for (int l = 0; l < P3D_LINK_COUNT; l++)
+        share[l] = (double)hops->n[d][l] / (double)total;
+}
+
 int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
+{
+    return p3d_cost_eval_hops(c, job, link, NULL, out, err);
+}
+
+int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
+                       const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
+                       p3d_cost *out, char **err)
 {
     memset(out, 0, sizeof *out);
     if (!job->has_model)
@@ -313,7 +343,11 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
     /* memory */
     double psi = md->params / ((double)t * p);
     out->params_per_gpu = psi;
-    p3d_cost_model_states(psi, d, job->zero, w, &out->mem_weights, &out->mem_grads, &out->mem_optim);
+    /* gradients are reduced (and ZeRO shards) over dp x cp: context-
+     * parallel ranks hold the same weights (Megatron's data-parallel group
+     * with context parallelism) */
+    const int dcp = d * cp;
+    p3d_cost_model_states(psi, dcp, job->zero, w, &out->mem_weights, &out->mem_grads, &out->mem_optim);
     /* Korthikanti's figures are for 16-bit activations; cp splits the sequence. */
     double act = p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, job->recompute) * (w / 2.0) / cp;
     out->act_layer = act;
@@ -323,25 +357,35 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
     if (job->recompute >= 2) /* one layer's full working set while it is recomputed */
         out->mem_act += p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, 1) * (w / 2.0) / cp;
     out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
+    /* an explicit option wins over what the topology discovered */
     double gm = cluster_gpu_mem(c);
-    if (gm > 0) {
-        out->gpu_mem = gm;
-        out->gpu_mem_source = "topology";
-    } else if (job->gpu_mem_bytes > 0) {
+    if (job->gpu_mem_bytes > 0) {
         out->gpu_mem = job->gpu_mem_bytes;
         out->gpu_mem_source = "--gpu-mem";
+    } else if (gm > 0) {
+        out->gpu_mem = gm;
+        out->gpu_mem_source = "topology";
     } else {
         out->gpu_mem = P3D_DEFAULT_GPU_MEM;
         out->gpu_mem_source = "default";
     }
-    out->fits = out->mem_total <= out->gpu_mem;
+    if (job->mem_reserve_set) {
+        out->mem_reserve = job->mem_reserve_bytes;
+        out->mem_reserve_source = "--mem-reserve";
+    } else {
+        out->mem_reserve = p3d_cost_default_reserve(out->gpu_mem);
+        out->mem_reserve_source = "default";
+    }
+    out->fits_raw = out->mem_total <= out->gpu_mem;
+    out->fits = out->mem_total <= out->gpu_mem - out->mem_reserve;
 
     /* traffic and time */
     for (int k = 0; k < P3D_NDIMS; k++) {
         out->link[k] = link ? link[k] : P3D_LINK_SELF;
         out->link_gbps[k] = p3d_link_gbps(c, out->link[k]);
     }
-    double act_elems = (double)b * s * h; /* one micro-batch's hidden states */
+    /* one micro-batch's hidden states on one GPU: cp splits the sequence */
+    double act_elems = (double)b * s * h / cp;
     if (t > 1) {
         /* Megatron: 2 all-reduces forward, 2 backward per layer (plus the 2
          * forward ones again under full recompute); a ring moves 2(t-1)/t of
@@ -358,15 +402,57 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
          * scatter-gather), and interleaving multiplies the boundaries by v. */
         out->pp_bytes_boundary = 2.0 * act_elems * w;
         out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
-        /* plus one latency per message: an activation forward and a
-         * gradient back per micro-batch per (virtual) stage boundary */
-        out->pp_latency = 2.0 * m * v * p2p_latency(out->link[P3D_DIM_PP]);
-        out->pp_time = xfer_time(out->pp_bytes_step, out->link_gbps[P3D_DIM_PP]) + out->pp_latency;
+        /* Hop by hop: each boundary costs its own link's time (plus one
+         * latency per message: an activation forward and a gradient back
+         * per micro-batch per (virtual) stage boundary), and the step
+         * counts the average boundary — exact for the fill and drain,
+         * where a micro-batch crosses every hop once; in the steady state
+         * a stage's sends overlap the other stages' compute. A pipeline
+         * with one cross-rack hop of three pays for one, not for three. */
+        double share[P3D_LINK_COUNT], xfer = 0;
+        hop_shares(hops, P3D_DIM_PP, out->link[P3D_DIM_PP], share);
+        for (int l = 0; l < P3D_LINK_COUNT; l++) {
+            if (share[l] <= 0)
+                continue;
+            xfer += share[l] * xfer_time(out->pp_bytes_step, p3d_link_gbps(c, (p3d_link)l));
+            out->pp_latency += share[l] * 2.0 * m * v * p2p_latency((p3d_link)l);
+        }
+        out->pp_time = xfer + out->pp_latency;
+        /* the bandwidth that time amounts to, for the reports */
+        out->link_gbps[P3D_DIM_PP] = xfer > 0 && isfinite(xfer) ? out->pp_bytes_step / xfer / 1e9 : 0;
     }
-    if (d > 1) {
+    /* TP, CP, EP and DP are ring (or all-to-all) collectives: every member
+     * sends at once and a step ends when the slowest hop has delivered, so
+     * link[d] (the ring's slowest hop) paces the whole collective. A new
+     * dimension's traffic goes here: bytes per GPU per step into its own
+     * fields, seconds = bytes / link_gbps[d], and its part of step_time
+     * below (on the critical path like tp, or overlapped like dp). */
+    if (cp > 1) {
+        /* Ring attention (Megatron's context parallelism): each layer
+         * passes every rank's K and V chunk around the cp ring forward
+         * (cp-1 of the cp chunks arrive), and K, V plus their gradients
+         * backward: 3 x 2·b·(s/cp)·h·(cp-1) elements per layer per
+         * micro-batch, split over tp (heads). Grouped-query attention
+         * would move less; counted on the critical path (no overlap). */
+        out->cp_bytes_layer = 3.0 * 2.0 * act_elems * (cp - 1) * w / t;
+        if (job->recompute >= 2)
+            out->cp_bytes_layer *= 4.0 / 3.0; /* the forward again */
+        out->cp_bytes_step = out->cp_bytes_layer * lps * m;
+        out->cp_time = xfer_time(out->cp_bytes_step, out->link_gbps[P3D_DIM_CP]);
+    }
+    if (dcp > 1) {
         double S = (double)w * psi;
-        out->dp_bytes_step = 2.0 * (d - 1) / d * S * (job->zero >= 3 ? 1.5 : 1.0);
-        out->dp_time = xfer_time(out->dp_bytes_step, out->link_gbps[P3D_DIM_DP]);
+        out->dp_bytes_step = 2.0 * (dcp - 1) / dcp * S * (job->zero >= 3 ? 1.5 : 1.0);
+        /* over dp x cp members: the slower of the two dimensions' links */
+        p3d_link gl = out->link[P3D_DIM_DP];
+        if (cp > 1 && (d == 1 || out->link[P3D_DIM_CP] > gl))
+            gl = out->link[P3D_DIM_CP];
+        out->dp_time = xfer_time(out->dp_bytes_step, p3d_link_gbps(c, gl));
+    }
+
+    if (hops) {
+        out->hops = *hops;
+        out->has_hops = 1;
     }
 
     /* compute, bubble, step */
@@ -407,7 +493,8 @@ int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
     if (out->dp_exposed < floor_exposed)
         out->dp_exposed = floor_exposed;
     out->dp_overlap = isfinite(out->dp_time) ? out->dp_time - out->dp_exposed : 0;
-    out->step_time = (out->compute_time + out->tp_time + out->pp_time) * (1.0 + out->bubble_overhead) +
+    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->pp_time) *
+                         (1.0 + out->bubble_overhead) +
                      out->dp_exposed;
     out->mfu = out->step_time > 0 && isfinite(out->step_time)
                    ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)

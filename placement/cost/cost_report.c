@@ -35,7 +35,9 @@ static double r6(double v)
 
 void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
 {
-    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    /* one entry per dimension the model costs; a new dimension adds its
+     * row here and its bytes/seconds in the branch below */
+    static const int dims[4] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_PP, P3D_DIM_DP};
     p3d_sb_puts(b, "{\"estimate\":true,\"memory\":{");
     kv_num(b, "weights", r6(c->mem_weights), 1);
     kv_num(b, "grads", r6(c->mem_grads), 1);
@@ -45,7 +47,12 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "gpu", r6(c->gpu_mem), 1);
     p3d_sb_puts(b, "\"gpu_source\":");
     p3d_sb_json_str(b, c->gpu_mem_source ? c->gpu_mem_source : "default");
-    p3d_sb_printf(b, ",\"fits\":%s,", c->fits ? "true" : "false");
+    p3d_sb_putc(b, ',');
+    kv_num(b, "reserve", r6(c->mem_reserve), 1);
+    p3d_sb_puts(b, "\"reserve_source\":");
+    p3d_sb_json_str(b, c->mem_reserve_source ? c->mem_reserve_source : "default");
+    p3d_sb_printf(b, ",\"fits\":%s,\"fits_without_reserve\":%s,", c->fits ? "true" : "false",
+                  c->fits_raw ? "true" : "false");
     kv_num(b, "params_per_gpu", r6(c->params_per_gpu), 1);
     kv_num(b, "activation_per_layer", r6(c->act_layer), 1);
     kv_num(b, "layers_per_stage", c->layers_per_stage, 1);
@@ -55,7 +62,7 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "micro_batch", c->micro_batch_size, 1);
     kv_num(b, "micro_batches", c->micro_batches, 1);
     p3d_sb_printf(b, "\"micro_batches_assumed\":%s},\"dims\":{", c->micro_batches_assumed ? "true" : "false");
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int d = dims[i];
         if (i)
             p3d_sb_putc(b, ',');
@@ -63,11 +70,21 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
         p3d_sb_puts(b, ":{\"link\":");
         p3d_sb_json_str(b, p3d_link_name(c->link[d]));
         p3d_sb_putc(b, ',');
-        kv_num(b, "gbps", c->link_gbps[d], 1);
+        kv_num(b, "gbps", r6(c->link_gbps[d]), 1);
+        p3d_sb_puts(b, "\"hops_by_link\":{");
+        for (int l = 0, any = 0; c->has_hops && l < P3D_LINK_COUNT; l++)
+            if (c->hops.n[d][l]) {
+                p3d_sb_printf(b, "%s\"%s\":%ld", any++ ? "," : "", p3d_link_name((p3d_link)l), c->hops.n[d][l]);
+            }
+        p3d_sb_puts(b, "},");
         if (d == P3D_DIM_TP) {
             kv_num(b, "bytes_per_layer", r6(c->tp_bytes_layer), 1);
             kv_num(b, "bytes_per_step", r6(c->tp_bytes_step), 1);
             kv_num(b, "seconds", r6(c->tp_time), 0);
+        } else if (d == P3D_DIM_CP) {
+            kv_num(b, "bytes_per_layer", r6(c->cp_bytes_layer), 1);
+            kv_num(b, "bytes_per_step", r6(c->cp_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->cp_time), 0);
         } else if (d == P3D_DIM_PP) {
             kv_num(b, "bytes_per_boundary", r6(c->pp_bytes_boundary), 1);
             kv_num(b, "bytes_per_step", r6(c->pp_bytes_step), 1);

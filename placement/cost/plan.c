@@ -1,8 +1,9 @@
 /*
- * plan.c — `par3drun plan`'s search: every (tp, pp, dp, micro-batch size,
- * micro-batch count[, ZeRO stage]) that uses all of the cluster's GPUs
- * (tp: divisors of the NVLink domain; pp: any count up to the layers; dp:
- * what is left),
+ * plan.c — `par3drun plan`'s search: every (tp, cp, pp, dp, virtual stages,
+ * micro-batch size, micro-batch count[, ZeRO stage]) that uses all of the
+ * cluster's GPUs (tp: divisors of the NVLink domain; cp: powers of two for
+ * long sequences; pp: any count up to the layers; v: what divides the
+ * layers; dp: what is left), minus what the user pinned,
  * filtered by the hard rules and by memory, ranked by the cost model's step
  * time estimate.
  *
@@ -92,6 +93,9 @@ static int cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err)
         pl->nracks = 1;
         pl->nodes_per_rack = pl->nodes;
     }
+    /* a cluster file that names no rack puts every node in 'default' */
+    pl->racks_unknown = pl->nodes > 1 && c->nracks <= 1 &&
+                        (c->nracks == 0 || (c->racks && c->racks[0] && strcmp(c->racks[0], "default") == 0));
     pl->mnnvl_gpus = 0;
     if (all_mnnvl && c->nnvl_domains > 0) {
         int mn = 0;
@@ -129,17 +133,62 @@ static p3d_link span_link(const p3d_plan *pl, long span)
     return nodes <= pl->nodes_per_rack ? P3D_LINK_RACK : P3D_LINK_XRACK;
 }
 
-/* Hypothetical link classes: a TP group spans tp GPUs; a pipeline spans
- * tp·pp GPUs (its stages on consecutive GPUs/nodes); a DP group's members
- * sit in different replicas, which together cover the whole job, so it spans
- * the whole job. */
-static void layout_links(const p3d_plan *pl, int t, int p, int d, p3d_link link[P3D_NDIMS])
+/* The class between the GPUs at positions ga and gb of a layout packed onto
+ * consecutive GPUs of consecutive nodes from a rack boundary on (what a
+ * topology-aware policy achieves): one node, one multi-node NVLink domain,
+ * one rack or across racks. */
+static p3d_link pos_link(const p3d_plan *pl, long ga, long gb)
 {
+    long G = pl->gpus_per_node, na = ga / G, nb = gb / G;
+    if (ga == gb)
+        return P3D_LINK_SELF;
+    if (na == nb)
+        return ga % G / pl->nvl_gpus == gb % G / pl->nvl_gpus ? P3D_LINK_NVLINK : pl->intra_link;
+    if (pl->mnnvl_gpus > 0 && ga / pl->mnnvl_gpus == gb / pl->mnnvl_gpus)
+        return P3D_LINK_MNNVL;
+    return na / pl->nodes_per_rack == nb / pl->nodes_per_rack ? P3D_LINK_RACK : P3D_LINK_XRACK;
+}
+
+/* Hops of one group of n members `stride` GPUs apart: a chain (pp; the
+ * wrap-around with interleaving) or a ring (collectives). */
+static void pos_hops(const p3d_plan *pl, long stride, int n, int closed, long *hops)
+{
+    for (int i = 0; i + 1 < n; i++)
+        hops[pos_link(pl, i * stride, (i + 1) * stride)]++;
+    if (closed && n > 1) /* a ring of two: the pair both ways, as check_links.c counts */
+        hops[pos_link(pl, (long)(n - 1) * stride, 0)]++;
+}
+
+/* Hypothetical link classes: a TP group spans tp GPUs; a CP group tp·cp; a
+ * pipeline spans tp·cp·pp GPUs (its stages on consecutive GPUs/nodes); a DP
+ * group's members sit in different replicas, which together cover the
+ * whole job, so it spans the whole job. The hops are those of one group of
+ * each dimension laid out that way (the cost uses their shares). */
+static void layout_links(const p3d_plan *pl, int t, int cp, int p, int d, int v, p3d_link link[P3D_NDIMS],
+                         p3d_hops *hops)
+{
+    memset(hops, 0, sizeof *hops);
     for (int k = 0; k < P3D_NDIMS; k++)
         link[k] = P3D_LINK_SELF;
     link[P3D_DIM_TP] = span_link(pl, t);
-    link[P3D_DIM_PP] = p > 1 ? span_link(pl, (long)t * p) : P3D_LINK_SELF;
-    link[P3D_DIM_DP] = d > 1 ? span_link(pl, (long)t * p * d) : P3D_LINK_SELF;
+    link[P3D_DIM_CP] = cp > 1 ? span_link(pl, (long)t * cp) : P3D_LINK_SELF;
+    link[P3D_DIM_PP] = p > 1 ? span_link(pl, (long)t * cp * p) : P3D_LINK_SELF;
+    link[P3D_DIM_DP] = d > 1 ? span_link(pl, (long)t * cp * p * d) : P3D_LINK_SELF;
+    if (t > 1)
+        pos_hops(pl, 1, t, 1, hops->n[P3D_DIM_TP]);
+    if (cp > 1)
+        pos_hops(pl, t, cp, 1, hops->n[P3D_DIM_CP]);
+    if (p > 1) {
+        pos_hops(pl, (long)t * cp, p, v > 1 && p > 2, hops->n[P3D_DIM_PP]);
+        /* the chain's worst hop is the class the tables name */
+        p3d_link w = P3D_LINK_SELF;
+        for (int l = 0; l < P3D_LINK_COUNT; l++)
+            if (hops->n[P3D_DIM_PP][l])
+                w = (p3d_link)l;
+        link[P3D_DIM_PP] = w;
+    }
+    if (d > 1)
+        pos_hops(pl, (long)t * cp * p, d, 1, hops->n[P3D_DIM_DP]);
 }
 
 /* Fastest first; ties broken by lower memory, then smaller tp, pp, b, ZeRO
@@ -155,6 +204,10 @@ static int row_cmp(const void *pa, const void *pb)
         return a->tp - b->tp;
     if (a->pp != b->pp)
         return a->pp - b->pp;
+    if (a->cp != b->cp)
+        return a->cp - b->cp;
+    if (a->virtual_stages != b->virtual_stages)
+        return a->virtual_stages - b->virtual_stages;
     if (a->micro_batch != b->micro_batch)
         return a->micro_batch - b->micro_batch;
     return a->zero - b->zero;
@@ -174,8 +227,35 @@ static int push_row(p3d_plan *pl, size_t *cap, const p3d_plan_row *r)
     return 0;
 }
 
+/* Whether a variant becomes a row, the closest misfit, or a headroom drop. */
+static int keep_variant(p3d_plan *pl, size_t *cap, const p3d_plan_row *r, int *fit_any, int *raw_any)
+{
+    if (!r->cost.fits) {
+        if (r->cost.fits_raw) {
+            *raw_any = 1;
+            pl->headroom_variants++;
+            if (!pl->has_headroom_drop || r->cost.step_time < pl->headroom_drop.cost.step_time) {
+                pl->headroom_drop = *r;
+                pl->has_headroom_drop = 1;
+            }
+        } else if (!pl->has_misfit || r->cost.mem_total < pl->misfit.cost.mem_total) {
+            pl->misfit = *r;
+            pl->has_misfit = 1;
+        }
+        return 0;
+    }
+    *fit_any = 1;
+    return push_row(pl, cap, r);
+}
+
 int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
                     p3d_plan **out, char **err)
+{
+    return p3d_plan_search_pinned(c, job, zero_mode, NULL, out, err);
+}
+
+int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
+                           const p3d_plan_pins *pins, p3d_plan **out, char **err)
 {
     int rc = -1;
     size_t cap = 0;
@@ -198,96 +278,128 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
     }
     pl->job = *job;
     pl->zero_mode = zero_mode;
+    if (pins)
+        pl->pins = *pins;
     if (cluster_shape(c, pl, err) < 0)
         goto out;
+    if (pl->pins.ep > 1) {
+        p3d_err(err, "plan: --ep %d: expert parallelism needs a mixture-of-experts model; %s is dense",
+                pl->pins.ep, job->model.name);
+        goto out;
+    }
 
     const p3d_model *md = &job->model;
     const int N = pl->gpus, B = job->global_batch, L = md->layers;
+    const p3d_plan_pins *pn = &pl->pins;
+    if (pn->pp > L) {
+        p3d_err(err, "plan: --pp %d exceeds the model's %d layers", pn->pp, L);
+        goto out;
+    }
+    pl->searched_cp = !pn->cp && md->seq_len >= P3D_PLAN_CP_MIN_SEQ;
+    pl->searched_v = !pn->virtual_stages;
     /* TP: every divisor of the widest domain a TP group may use (a node, or
      * a multi-node NVLink domain: tp=6 or 9 is valid inside 72 GPUs), so
      * the groups tile the domain; non-powers of two matter for models
-     * whose heads are divisible by 3. */
+     * whose heads are divisible by 3. A pinned tp is tried as given (the
+     * NVLink rule still applies). */
     int tmax = pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node;
-    for (int t = 1; t <= tmax && t <= N; t++) {
-        if (tmax % t || N % t)
+    int t_lo = pn->tp ? pn->tp : 1, t_hi = pn->tp ? pn->tp : tmax;
+    for (int t = t_lo; t <= t_hi && t <= N; t++) {
+        if ((!pn->tp && tmax % t) || N % t)
             continue;
-        for (int p = 1; p <= L && (long)t * p <= N; p++) {
-            if (N % (t * p))
+        /* CP: powers of two up to 16 when searched (Megatron splits the
+         * sequence into 2·cp chunks, so cp must divide s/2) */
+        for (int cp = pn->cp ? pn->cp : 1; cp <= (pn->cp ? pn->cp : pl->searched_cp ? 16 : 1); cp *= 2) {
+            if (N % ((long)t * cp))
                 continue;
-            int d = N / (t * p);
-            pl->searched++;
-            /* hard rules, most fundamental first */
-            if (md->heads % t || md->hidden % t) {
-                pl->rejected[P3D_PLAN_REJ_HEADS]++;
-                continue;
-            }
-            p3d_link link[P3D_NDIMS];
-            layout_links(pl, t, p, d, link);
-            /* TP must stay inside an NVLink domain; a node without NVLink
-             * (every domain one GPU) may use its PCIe fabric for TP. */
-            int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
-                        (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
-            if (!tp_ok) {
-                pl->rejected[P3D_PLAN_REJ_NVLINK]++;
-                continue;
-            }
-            /* pp need not divide the layers: the cost model runs the
-             * pipeline at the pace of its fullest stage (ceil(L/p) layers,
-             * stage_imbalance), so uneven splits rank by what they cost. */
-            if (B % d) {
-                pl->rejected[P3D_PLAN_REJ_BATCH]++;
-                continue;
-            }
-            int per_replica = B / d;
-            int zlo, zhi;
-            if (zero_mode == P3D_PLAN_ZERO_SEARCH)
-                zlo = 0, zhi = 3;
-            else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
-                zlo = zhi = d > 1 ? 1 : 0;
-            else
-                zlo = zhi = zero_mode;
-            int fit_any = 0, tried = 0;
-            for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
-                if (per_replica % bsz)
+            int p_lo = pn->pp ? pn->pp : 1, p_hi = pn->pp ? pn->pp : L;
+            for (int p = p_lo; p <= p_hi && (long)t * cp * p <= N; p++) {
+                if (N % (t * cp * p))
                     continue;
-                int m = per_replica / bsz;
-                if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
+                int d = N / (t * cp * p);
+                pl->searched++;
+                /* hard rules, most fundamental first */
+                if (md->heads % t || md->hidden % t) {
+                    pl->rejected[P3D_PLAN_REJ_HEADS]++;
                     continue;
-                if (job->micro_batches > 0 && m != job->micro_batches)
+                }
+                if (cp > 1 && md->seq_len % (2 * cp)) {
+                    pl->rejected[P3D_PLAN_REJ_SEQ]++;
                     continue;
-                for (int z = zlo; z <= zhi; z++) {
-                    p3d_job j = *job;
-                    j.mesh.size[P3D_DIM_TP] = t;
-                    j.mesh.size[P3D_DIM_PP] = p;
-                    j.mesh.size[P3D_DIM_DP] = d;
-                    j.mesh.size[P3D_DIM_CP] = 1;
-                    j.mesh.size[P3D_DIM_EP] = 1;
-                    j.micro_batch_size = bsz;
-                    j.micro_batches = m;
-                    j.zero = z;
-                    p3d_plan_row r;
-                    memset(&r, 0, sizeof r);
-                    r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
-                    if (p3d_cost_eval(c, &j, link, &r.cost, err) < 0)
-                        goto out;
-                    tried++;
-                    if (!r.cost.fits) {
-                        if (!pl->has_misfit || r.cost.mem_total < pl->misfit.cost.mem_total) {
-                            pl->misfit = r;
-                            pl->has_misfit = 1;
-                        }
+                }
+                /* TP must stay inside an NVLink domain; a node without
+                 * NVLink (every domain one GPU) may use its PCIe fabric. */
+                int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
+                            (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
+                if (!tp_ok) {
+                    pl->rejected[P3D_PLAN_REJ_NVLINK]++;
+                    continue;
+                }
+                /* pp need not divide the layers: the cost model runs the
+                 * pipeline at the pace of its fullest stage (ceil(L/p)
+                 * layers, stage_imbalance), so uneven splits rank by what
+                 * they cost. */
+                if (B % d) {
+                    pl->rejected[P3D_PLAN_REJ_BATCH]++;
+                    continue;
+                }
+                int per_replica = B / d;
+                int zlo, zhi;
+                if (zero_mode == P3D_PLAN_ZERO_SEARCH)
+                    zlo = 0, zhi = 3;
+                else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
+                    zlo = zhi = d * cp > 1 ? 1 : 0;
+                else
+                    zlo = zhi = zero_mode;
+                int fit_any = 0, raw_any = 0, tried = 0;
+                /* virtual stages: Megatron's interleaved schedule needs the
+                 * layers to divide into pp·v chunks and pp > 1 */
+                int v_hi = pn->virtual_stages ? pn->virtual_stages : p > 1 ? L / p : 1;
+                for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
+                    if (v > 1 && (p < 2 || L % (p * v)))
                         continue;
-                    }
-                    fit_any = 1;
-                    if (push_row(pl, &cap, &r) < 0) {
-                        p3d_err(err, "plan: out of memory");
-                        goto out;
+                    p3d_link link[P3D_NDIMS];
+                    p3d_hops hops;
+                    layout_links(pl, t, cp, p, d, v, link, &hops);
+                    for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
+                        if (per_replica % bsz)
+                            continue;
+                        int m = per_replica / bsz;
+                        if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
+                            continue;
+                        if (job->micro_batches > 0 && m != job->micro_batches)
+                            continue;
+                        if (v > 1 && m % p) /* interleaving needs m to be a multiple of pp */
+                            continue;
+                        for (int z = zlo; z <= zhi; z++) {
+                            p3d_job j = *job;
+                            j.mesh.size[P3D_DIM_TP] = t;
+                            j.mesh.size[P3D_DIM_PP] = p;
+                            j.mesh.size[P3D_DIM_DP] = d;
+                            j.mesh.size[P3D_DIM_CP] = cp;
+                            j.mesh.size[P3D_DIM_EP] = 1;
+                            j.micro_batch_size = bsz;
+                            j.micro_batches = m;
+                            j.virtual_stages = v;
+                            j.zero = z;
+                            p3d_plan_row r;
+                            memset(&r, 0, sizeof r);
+                            r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
+                            r.cp = cp, r.virtual_stages = v;
+                            if (p3d_cost_eval_hops(c, &j, link, &hops, &r.cost, err) < 0)
+                                goto out;
+                            tried++;
+                            if (keep_variant(pl, &cap, &r, &fit_any, &raw_any) < 0) {
+                                p3d_err(err, "plan: out of memory");
+                                goto out;
+                            }
+                        }
                     }
                 }
+                pl->variants += (size_t)tried;
+                if (tried && !fit_any)
+                    pl->rejected[raw_any ? P3D_PLAN_REJ_HEADROOM : P3D_PLAN_REJ_MEMORY]++;
             }
-            pl->variants += (size_t)tried;
-            if (tried && !fit_any)
-                pl->rejected[P3D_PLAN_REJ_MEMORY]++;
         }
     }
     if (pl->nrows > 1)

@@ -15,9 +15,11 @@ static const char *const rej_text[P3D_PLAN_NREJ] = {
     "have a dp that does not divide the global batch",
     "have a tp that does not divide the heads/hidden size",
     "have a pp that does not divide the layers",
+    "fit only without the memory reserve (see 'dropped for headroom')",
+    "have a cp that does not split the sequence into 2 x cp chunks",
 };
 static const char *const rej_key[P3D_PLAN_NREJ] = {"memory", "tp_outside_nvlink", "batch", "heads",
-                                                   "layers"};
+                                                   "layers", "headroom", "sequence"};
 
 /* Link class for the table; "-" when the dimension has size 1. */
 static const char *lname(p3d_link l)
@@ -39,7 +41,7 @@ static size_t *pick_shapes(const p3d_plan *pl, int top, size_t *n)
         int seen = 0;
         for (size_t k = 0; k < *n && !seen; k++) {
             const p3d_plan_row *q = &pl->rows[idx[k]];
-            seen = q->tp == r->tp && q->pp == r->pp && q->dp == r->dp;
+            seen = q->tp == r->tp && q->pp == r->pp && q->dp == r->dp && q->cp == r->cp;
         }
         if (!seen)
             idx[(*n)++] = i;
@@ -114,8 +116,12 @@ static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_pla
         p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble);
         break;
     default:
-        p3d_sb_printf(b, "exposed DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9,
-                      w->dp_bytes_step / 1e9, p3d_link_name(c->link[P3D_DIM_DP]));
+        if (r->dp * r->cp > 1)
+            p3d_sb_printf(b, "exposed DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9,
+                          w->dp_bytes_step / 1e9, lname(c->link[P3D_DIM_DP]));
+        else
+            p3d_sb_printf(b, "exposed DP all-reduce (none at dp=1 vs %.2f GB on %s)", w->dp_bytes_step / 1e9,
+                          lname(w->link[P3D_DIM_DP]));
         break;
     }
 }
@@ -162,7 +168,8 @@ static void why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int 
         p3d_sb_putc(b, ';');
     }
     double free_gb = (c->gpu_mem - c->mem_total) / 1e9;
-    p3d_sb_printf(b, " %.1f GB of %.1f GB free per GPU", free_gb, c->gpu_mem / 1e9);
+    p3d_sb_printf(b, " %.1f GB of %.1f GB free per GPU (%.1f GB of it the reserve)", free_gb, c->gpu_mem / 1e9,
+                  c->mem_reserve / 1e9);
     if (!is_best && fabs(c->mem_total - best->cost.mem_total) > 0.05 * c->gpu_mem)
         p3d_sb_printf(b, " (%s headroom than #1)", c->mem_total < best->cost.mem_total ? "more" : "less");
     p3d_sb_putc(b, '.');
@@ -183,6 +190,40 @@ static void zero_text(p3d_sb *b, int mode)
         p3d_sb_printf(b, "ZeRO-%d", mode);
 }
 
+/* Which dimensions were searched and which pinned, one sentence. */
+static void search_scope(p3d_sb *b, const p3d_plan *pl)
+{
+    const p3d_plan_pins *pn = &pl->pins;
+    const struct {
+        const char *name;
+        int pin;
+    } dims[] = {{"tp", pn->tp}, {"pp", pn->pp}, {"cp", pn->cp}, {"micro-batch", pn->micro_batch},
+                {"virtual stages", pn->virtual_stages}};
+    int np = 0;
+    p3d_sb_puts(b, " Searched: dp");
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++) {
+        if (dims[k].pin)
+            continue;
+        if (k == 2 && !pl->searched_cp)
+            continue;
+        p3d_sb_printf(b, ", %s", dims[k].name);
+    }
+    if (pl->pins.micro_batch == 0 && pl->job.micro_batches == 0)
+        p3d_sb_puts(b, ", micro-batch count");
+    if (pl->zero_mode == P3D_PLAN_ZERO_SEARCH)
+        p3d_sb_puts(b, ", ZeRO stage");
+    p3d_sb_putc(b, '.');
+    for (size_t k = 0; k < sizeof dims / sizeof dims[0]; k++)
+        if (dims[k].pin)
+            p3d_sb_printf(b, "%s %s=%d", np++ ? "," : " Pinned:", dims[k].name, dims[k].pin);
+    if (pl->job.micro_batches > 0)
+        p3d_sb_printf(b, "%s micro-batches=%d", np++ ? "," : " Pinned:", pl->job.micro_batches);
+    if (np)
+        p3d_sb_putc(b, '.');
+    if (!pn->cp && !pl->searched_cp)
+        p3d_sb_printf(b, " cp=1 (sequence %d < %d; --cp N to try it).", pl->job.model.seq_len, P3D_PLAN_CP_MIN_SEQ);
+}
+
 static void header(p3d_sb *b, const p3d_plan *pl)
 {
     const p3d_job *j = &pl->job;
@@ -193,10 +234,17 @@ static void header(p3d_sb *b, const p3d_plan *pl)
                   m->params / 1e9, m->layers, m->hidden, m->heads, m->seq_len, m->vocab);
     {
         p3d_sb cl = {0};
-        p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, %d rack%s (>= %d node%s each), NVLink domain %d GPUs",
-                      pl->cluster_source ? pl->cluster_source : "(cluster)", pl->nodes, pl->nodes == 1 ? "" : "s",
-                      pl->gpus_per_node, pl->gpus, pl->nracks, pl->nracks == 1 ? "" : "s", pl->nodes_per_rack,
-                      pl->nodes_per_rack == 1 ? "" : "s", pl->nvl_gpus);
+        p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, ", pl->cluster_source ? pl->cluster_source : "(cluster)",
+                      pl->nodes, pl->nodes == 1 ? "" : "s", pl->gpus_per_node, pl->gpus);
+        if (pl->racks_unknown)
+            p3d_sb_puts(&cl, "no racks given (all nodes assumed on one leaf switch; add \"rack\" to the "
+                             "cluster file)");
+        else if (pl->nracks == 1)
+            p3d_sb_puts(&cl, "1 rack");
+        else
+            p3d_sb_printf(&cl, "%d racks (the smallest %d node%s)", pl->nracks, pl->nodes_per_rack,
+                          pl->nodes_per_rack == 1 ? "" : "s");
+        p3d_sb_printf(&cl, ", NVLink domain %d GPUs", pl->nvl_gpus);
         if (pl->mnnvl_gpus)
             p3d_sb_printf(&cl, ", multi-node NVLink %d GPUs", pl->mnnvl_gpus);
         char *cs = p3d_sb_finish(&cl);
@@ -206,10 +254,12 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     p3d_sb_printf(b, "job      global batch %d, %s, recompute %s, ", j->global_batch, dtype_name(w),
                   p3d_recompute_name(j->recompute));
     zero_text(b, pl->zero_mode);
-    if (j->virtual_stages > 1)
-        p3d_sb_printf(b, ", interleaved 1F1B v=%d\n", j->virtual_stages);
-    else
+    if (pl->pins.virtual_stages > 1)
+        p3d_sb_printf(b, ", interleaved 1F1B v=%d\n", pl->pins.virtual_stages);
+    else if (pl->pins.virtual_stages == 1)
         p3d_sb_puts(b, ", 1F1B\n");
+    else
+        p3d_sb_puts(b, ", 1F1B or interleaved\n");
     const p3d_cost *any = pl->nrows ? &pl->rows[0].cost : pl->has_misfit ? &pl->misfit.cost : NULL;
     if (any)
     {
@@ -221,8 +271,12 @@ static void header(p3d_sb *b, const p3d_plan *pl)
         else
             p3d_sb_printf(&as, "%s (%s): ", any->gpu_name ? any->gpu_name : "H100",
                           any->tflops_source ? any->tflops_source : "default");
-        p3d_sb_printf(&as, "%.0f TFLOP/s sustained per GPU, MFU against %.0f peak; %.1f GB per GPU (%s)", any->tflops,
-                      any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source);
+        p3d_sb_printf(&as, "%.0f TFLOP/s sustained per GPU, MFU against %.0f peak; %.1f GB per GPU (%s), "
+                           "%.1f GB of it kept free (%s)",
+                      any->tflops, any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source, any->mem_reserve / 1e9,
+                      any->mem_reserve_source && strcmp(any->mem_reserve_source, "default") == 0
+                          ? "default: 5%, at least 3 GB; --mem-reserve to change"
+                          : "--mem-reserve");
         char *ass = p3d_sb_finish(&as);
         wrapped(b, ass ? ass : "", "assumed  ", "         ");
         free(ass);
@@ -231,7 +285,7 @@ static void header(p3d_sb *b, const p3d_plan *pl)
                   pl->link_gbps[P3D_LINK_NVLINK], pl->link_gbps[P3D_LINK_MNNVL], pl->link_gbps[P3D_LINK_SYS],
                   pl->link_gbps[P3D_LINK_PIX], pl->link_gbps[P3D_LINK_RACK], pl->link_gbps[P3D_LINK_XRACK]);
     if (any) {
-        /* DOMAIN.md's first lesson: does the model fit one GPU at all? */
+        /* the first question: does the model fit one GPU at all? */
         double gm = any->gpu_mem, wbytes = w * m->params, state = 16.0 * m->params;
         p3d_sb *t = b;
         char line[400];
@@ -254,7 +308,7 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     for (int k = 0; k < P3D_PLAN_NREJ; k++)
         rej += pl->rejected[k];
     p3d_sb sbl = {0};
-    p3d_sb_printf(&sbl, "%zu mesh shapes (tp x pp x dp = %d), %zu kept", pl->searched, pl->gpus,
+    p3d_sb_printf(&sbl, "%zu mesh shapes (tp x cp x pp x dp = %d), %zu kept", pl->searched, pl->gpus,
                   pl->searched - rej);
     int first = 1;
     for (int k = 0; k < P3D_PLAN_NREJ; k++)
@@ -263,6 +317,7 @@ static void header(p3d_sb *b, const p3d_plan *pl)
             first = 0;
         }
     p3d_sb_putc(&sbl, '.');
+    search_scope(&sbl, pl);
     char *s = p3d_sb_finish(&sbl);
     wrapped(b, s ? s : "", "search   ", "         ");
     free(s);
@@ -313,16 +368,20 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
         p3d_sb_printf(b, " --seq-len %d", m->seq_len);
     if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
         p3d_sb_printf(b, " --vocab %d", m->vocab);
-    p3d_sb_printf(b, " --tp %d --pp %d --dp %d --micro-batch %d --global-batch %d --zero %d", r->tp, r->pp, r->dp,
-                  r->micro_batch, j->global_batch, r->zero);
-    if (j->virtual_stages > 1)
-        p3d_sb_printf(b, " --virtual-stages %d", j->virtual_stages);
+    p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
+    if (r->cp > 1)
+        p3d_sb_printf(b, " --cp %d", r->cp);
+    p3d_sb_printf(b, " --micro-batch %d --global-batch %d --zero %d", r->micro_batch, j->global_batch, r->zero);
+    if (r->virtual_stages > 1)
+        p3d_sb_printf(b, " --virtual-stages %d", r->virtual_stages);
     if (j->dtype_bytes == 4)
         p3d_sb_puts(b, " --dtype fp32");
     if (j->recompute != 1)
         p3d_sb_printf(b, " --recompute %s", p3d_recompute_name(j->recompute));
     if (j->gpu_mem_bytes > 0)
         p3d_sb_printf(b, " --gpu-mem %.6g", j->gpu_mem_bytes / 1e9);
+    if (j->mem_reserve_set)
+        p3d_sb_printf(b, " --mem-reserve %.6g", j->mem_reserve_bytes / 1e9);
     if (j->tflops > 0)
         p3d_sb_printf(b, " --tflops %.6g", j->tflops);
 }
@@ -337,6 +396,11 @@ char *p3d_plan_none_reason(const p3d_plan *pl)
     if (pl->searched == 0) {
         p3d_sb_printf(&b, "no tp x pp x dp uses all %d GPUs with tp inside an NVLink domain of %d GPUs", pl->gpus,
                       pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node);
+    } else if (pl->has_headroom_drop) {
+        p3d_sb_printf(&b, "no layout fits in GPU memory with %.1f GB per GPU kept free: the fastest needs %.1f of "
+                          "%.1f GB (--mem-reserve GB to change the reserve)",
+                      pl->headroom_drop.cost.mem_reserve / 1e9, pl->headroom_drop.cost.mem_total / 1e9,
+                      pl->headroom_drop.cost.gpu_mem / 1e9);
     } else if (pl->has_misfit) {
         p3d_sb_printf(&b, "no layout fits in GPU memory: %zu of %zu mesh shapes pass the rules, but even the "
                           "closest needs %.1f GB per GPU of %.1f GB",
@@ -374,16 +438,18 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
         wrapped(&b, ln ? ln : "", "", "");
         free(ln);
     } else {
-        p3d_sb_printf(&b, "%2s %3s %3s %4s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
-                      "pp", "dp", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
+        p3d_sb_printf(&b, "%2s %3s %3s %3s %4s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
+                      "cp", "pp", "dp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
                       "step s", "MFU");
         for (size_t i = 0; i < n; i++) {
             const p3d_plan_row *r = &pl->rows[idx[i]];
             const p3d_cost *c = &r->cost;
             char mem[32];
             snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
-            p3d_sb_printf(&b, "%2zu %3d %3d %4d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f %4.1f%%\n",
-                          i + 1, r->tp, r->pp, r->dp, r->micro_batch, r->micro_batches, r->zero, mem,
+            p3d_sb_printf(&b, "%2zu %3d %3d %3d %4d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f "
+                              "%4.1f%%\n",
+                          i + 1, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches,
+                          r->zero, mem,
                           100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
                           lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
                           c->step_time > 0 ? 100 * c->dp_exposed / c->step_time : 0, c->step_time, 100 * c->mfu);
@@ -395,13 +461,27 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             why(&s, r, &pl->rows[idx[0]], i == 0);
             char *txt = p3d_sb_finish(&s);
             char first[64];
-            snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
+            if (r->cp > 1)
+                snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d: ", i + 1, r->tp, r->cp, r->pp, r->dp);
+            else
+                snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
             wrapped(&b, txt ? txt : "", first, "   ");
             free(txt);
         }
         p3d_sb_puts(&b, "\nrun the best:  ");
         run_line(&b, pl, &pl->rows[idx[0]]);
         p3d_sb_putc(&b, '\n');
+    }
+    if (pl->has_headroom_drop) {
+        const p3d_plan_row *h = &pl->headroom_drop;
+        char line[512];
+        snprintf(line, sizeof line,
+                 "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d "
+                 "v=%d b=%d ZeRO-%d (step %.2f s), needs %.1f of %.1f GB. --mem-reserve GB changes the reserve.",
+                 pl->headroom_variants, pl->headroom_variants == 1 ? "" : "s", pl->headroom_variants == 1 ? "s" : "",
+                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, h->virtual_stages, h->micro_batch, h->zero,
+                 h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
+        wrapped(&b, line, "\ndropped for headroom: ", "   ");
     }
     if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
         const p3d_plan_row *m = &pl->misfit;
@@ -422,9 +502,9 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
 
 static void row_json(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int rank)
 {
-    p3d_sb_printf(b, "{\"rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"micro_batch\":%d,\"micro_batches\":%d,"
-                     "\"zero\":%d,\"why\":",
-                  rank, r->tp, r->pp, r->dp, r->micro_batch, r->micro_batches, r->zero);
+    p3d_sb_printf(b, "{\"rank\":%d,\"tp\":%d,\"cp\":%d,\"pp\":%d,\"dp\":%d,\"virtual_stages\":%d,"
+                     "\"micro_batch\":%d,\"micro_batches\":%d,\"zero\":%d,\"why\":",
+                  rank, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches, r->zero);
     if (best) {
         p3d_sb s = {0};
         why(&s, r, best, rank == 1);
@@ -472,8 +552,14 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
         p3d_sb_puts(&b, "\"default\"");
     else
         p3d_sb_int(&b, pl->zero_mode);
-    p3d_sb_printf(&b, ",\"virtual_stages\":%d},\"searched\":%zu,\"variants\":%zu,\"rejected\":{",
-                  j->virtual_stages > 0 ? j->virtual_stages : 1, pl->searched, pl->variants);
+    const p3d_plan_pins *pn = &pl->pins;
+    p3d_sb_printf(&b, ",\"mem_reserve_gb\":");
+    p3d_sb_json_num(&b, j->mem_reserve_set ? j->mem_reserve_bytes / 1e9 : -1);
+    p3d_sb_printf(&b, "},\"pins\":{\"tp\":%d,\"pp\":%d,\"cp\":%d,\"ep\":%d,\"micro_batch\":%d,"
+                      "\"virtual_stages\":%d},\"searched_dims\":{\"cp\":%s,\"virtual_stages\":%s},",
+                  pn->tp, pn->pp, pn->cp, pn->ep, pn->micro_batch, pn->virtual_stages,
+                  pl->searched_cp ? "true" : "false", pl->searched_v ? "true" : "false");
+    p3d_sb_printf(&b, "\"searched\":%zu,\"variants\":%zu,\"rejected\":{", pl->searched, pl->variants);
     for (int k = 0; k < P3D_PLAN_NREJ; k++)
         p3d_sb_printf(&b, "%s\"%s\":%zu", k ? "," : "", rej_key[k], pl->rejected[k]);
     p3d_sb_puts(&b, "},\"layouts\":[");
@@ -485,6 +571,11 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
     p3d_sb_puts(&b, "],\"closest_misfit\":");
     if (pl->has_misfit)
         row_json(&b, &pl->misfit, NULL, 0);
+    else
+        p3d_sb_puts(&b, "null");
+    p3d_sb_printf(&b, ",\"headroom_dropped\":%zu,\"headroom_drop\":", pl->headroom_variants);
+    if (pl->has_headroom_drop)
+        row_json(&b, &pl->headroom_drop, NULL, 0);
     else
         p3d_sb_puts(&b, "null");
     p3d_sb_puts(&b, "}\n");

@@ -10,6 +10,7 @@
  * line by line.
  */
 #include "report_common.h"
+#include "cost_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,43 +156,26 @@ static void dim_metrics(p3d_sb *b, int indent, const p3d_mesh *m, const p3d_anal
                 p3d_sb_int(b, st->groups_by_link[l]);
                 any = 1;
             }
+        p3d_sb_puts(b, "}, \"hops_by_link\": {");
+        any = 0;
+        for (int l = 0; l < P3D_LINK_COUNT; l++)
+            if (st->hops_by_link[l]) {
+                p3d_sb_printf(b, "%s\"%s\": ", any ? ", " : "", p3d_link_name((p3d_link)l));
+                p3d_sb_int(b, st->hops_by_link[l]);
+                any = 1;
+            }
         p3d_sb_puts(b, k + 1 < nd ? "}},\n" : "}}\n");
     }
     p3d_sb_pad(b, ' ', indent);
     p3d_sb_puts(b, "},\n");
 }
 
+/* The cost object: the same shape as plan's layouts[].cost
+ * (p3d_cost_json, docs/report-json.md "Cost object"). */
 static void cost_obj(p3d_sb *b, int indent, const p3d_cost *k)
 {
-    static const struct {
-        const char *name;
-        size_t off;
-    } f[] = {
-#define F(x) {#x, offsetof(p3d_cost, x)}
-        F(mem_weights), F(mem_grads), F(mem_optim), F(mem_act), F(mem_total), F(gpu_mem),
-        F(tp_bytes_layer), F(tp_bytes_step), F(pp_bytes_boundary), F(pp_bytes_step), F(dp_bytes_step),
-        F(tp_time), F(pp_time), F(dp_time), F(bubble), F(flops_step), F(compute_time), F(step_time),
-        F(mfu), F(tflops), F(dp_overlap), F(dp_exposed), F(pp_latency),
-#undef F
-    };
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP};
     key(b, indent, "cost");
-    p3d_sb_puts(b, "{\"fits\": ");
-    p3d_sb_puts(b, k->fits ? "true" : "false");
-    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
-        p3d_sb_printf(b, ", \"%s\": ", f[i].name);
-        p3d_sb_json_num(b, *(const double *)((const char *)k + f[i].off));
-    }
-    p3d_sb_puts(b, ", \"gpu_model\": ");
-    p3d_sb_json_str(b, k->gpu_name ? k->gpu_name : "H100");
-    p3d_sb_puts(b, ", \"tflops_source\": ");
-    p3d_sb_json_str(b, k->tflops_source ? k->tflops_source : "default");
-    p3d_sb_puts(b, ", \"link\": {");
-    for (int d = 0; d < P3D_NDIMS; d++) {
-        p3d_sb_printf(b, "%s\"%s\": ", d ? ", " : "", p3d_dim_name(order[d]));
-        p3d_sb_json_str(b, p3d_link_name(k->link[order[d]]));
-    }
-    p3d_sb_puts(b, "}}");
+    p3d_cost_json(b, k);
 }
 
 /* The figures the baseline comparison uses, and the check counts. */

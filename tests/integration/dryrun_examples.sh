@@ -39,7 +39,7 @@ assert d["mesh"]["dp"] == 1 and d["world_size"] == 16
 assert set(spans("tp", node)) == {1}
 assert node[0] != node[8] and set(node[:8]) == {node[0]} and set(node[8:]) == {node[8]}, "one stage per node"
 assert not errors, errors
-assert d["metrics"]["cost"]["fits"] is True
+assert d["metrics"]["cost"]["memory"]["fits"] is True
 ' "70B tp=8 pp=2: one stage per node, model fits"
 
 # tp=8 x pp=4 x dp=16 = 512 GPUs.

@@ -5,7 +5,7 @@ c=$(cluster_file 2x-dgx-h100.json)
 golden plan_70b_2nodes.txt 0 --cluster "$c" --model llama2-70b --global-batch 64
 golden plan_70b_2nodes.json 0 --cluster "$c" --model llama2-70b --global-batch 64 --format json
 if [ "${P3D_UPDATE_GOLDEN:-0}" != 1 ]; then
-    expect plan_70b_2nodes.txt '^ 1   8   2    1 '
+    expect plan_70b_2nodes.txt '^ 1   8   1   2    1 '
     expect plan_70b_2nodes.txt 'FP16/BF16 weights alone are 138.0 GB > .* does not fit one GPU'
 fi
 # Without the second node nothing fits: exit 2 and the closest misfit.

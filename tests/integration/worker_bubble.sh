@@ -9,7 +9,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 field() { grep -h '"summary":true' "$1"/rank-0.log | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 for m in 1 8; do
-    p3dw_run "$dir/m$m" 1 2 1 -- "$P3D_WORKER" --backend cpu --json --layers 4 --hidden 128 \
+    p3dw_run "$dir/m$m" 1 2 1 -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 128 \
         --global-batch 64 --micro-batches $m --steps 3 || { cat "$dir/m$m"/*.log; exit 1; }
     echo "m=$m measured $(field "$dir/m$m" bubble_measured) analytic $(field "$dir/m$m" bubble_analytic)"
 done

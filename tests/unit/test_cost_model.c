@@ -204,9 +204,27 @@ static void eval_cluster_overrides(void **state)
     p3d_node *tp[1] = {&n};
     cl.ntopos = 1;
     cl.topos = tp;
+    /* an explicit --gpu-mem wins over what the topology knows */
+    assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
+    NEAR(c.gpu_mem, 40e9, 0);
+    assert_string_equal(c.gpu_mem_source, "--gpu-mem");
+    double keep = j.gpu_mem_bytes;
+    j.gpu_mem_bytes = 0;
     assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
     NEAR(c.gpu_mem, 85520809984.0, 0);
     assert_string_equal(c.gpu_mem_source, "topology");
+    /* headroom: 5% of the GPU (4.28 GB here), at least 3 GB; --mem-reserve sets it */
+    NEAR(c.mem_reserve, 0.05 * 85520809984.0, 1);
+    assert_string_equal(c.mem_reserve_source, "default");
+    NEAR(p3d_cost_default_reserve(40e9), 3e9, 0);
+    assert_int_equal(c.fits, c.mem_total <= c.gpu_mem - c.mem_reserve);
+    j.mem_reserve_set = 1;
+    j.mem_reserve_bytes = 0;
+    assert_int_equal(p3d_cost_eval(&cl, &j, link, &c, NULL), 0);
+    NEAR(c.mem_reserve, 0, 0);
+    assert_int_equal(c.fits, c.fits_raw);
+    j.mem_reserve_set = 0;
+    j.gpu_mem_bytes = keep;
 
     /* the GPU model picks peak and sustained FLOP/s (peak x 400/989); a
      * mixed cluster uses its slowest known family; --tflops still wins */
@@ -321,6 +339,38 @@ static void eval_full_recompute_and_interleave(void **state)
     NEAR(c.dp_bytes_step, 1.5 * 4101562500.0, 1e-12);
 }
 
+/* Pipeline traffic hop by hop: a pipeline with 2 rack hops and 1 cross-rack
+ * hop pays the average of its hops, not the worst link on all three. */
+static void eval_per_hop_pp(void **state)
+{
+    (void)state;
+    p3d_job j;
+    job_175b(&j);
+    p3d_link link[P3D_NDIMS] = {0};
+    link[P3D_DIM_TP] = P3D_LINK_NVLINK;
+    link[P3D_DIM_PP] = P3D_LINK_XRACK;
+    link[P3D_DIM_DP] = P3D_LINK_XRACK;
+    p3d_hops mixed, worst;
+    memset(&mixed, 0, sizeof mixed);
+    memset(&worst, 0, sizeof worst);
+    mixed.n[P3D_DIM_PP][P3D_LINK_RACK] = 2;
+    mixed.n[P3D_DIM_PP][P3D_LINK_XRACK] = 1;
+    worst.n[P3D_DIM_PP][P3D_LINK_XRACK] = 3;
+    p3d_cost cm, cw, cr, c0;
+    assert_int_equal(p3d_cost_eval_hops(NULL, &j, link, &mixed, &cm, NULL), 0);
+    assert_int_equal(p3d_cost_eval_hops(NULL, &j, link, &worst, &cw, NULL), 0);
+    assert_int_equal(p3d_cost_eval(NULL, &j, link, &c0, NULL), 0);
+    link[P3D_DIM_PP] = P3D_LINK_RACK;
+    assert_int_equal(p3d_cost_eval(NULL, &j, link, &cr, NULL), 0);
+    NEAR(cw.pp_time, c0.pp_time, 1e-12); /* all hops on the worst link: as before */
+    NEAR(cm.pp_time, (2 * cr.pp_time + c0.pp_time) / 3, 1e-9);
+    assert_true(cm.pp_time < cw.pp_time);
+    assert_true(cm.step_time < cw.step_time);
+    assert_true(cm.has_hops);
+    /* collectives are paced by their slowest hop: hops do not change tp/dp */
+    NEAR(cm.dp_time, cw.dp_time, 0);
+}
+
 static void eval_bad_input(void **state)
 {
     (void)state;
@@ -373,6 +423,7 @@ int main(void)
         cmocka_unit_test(dp_overlap_floor),
         cmocka_unit_test(eval_70b_one_gpu),
         cmocka_unit_test(eval_full_recompute_and_interleave),
+        cmocka_unit_test(eval_per_hop_pp),
         cmocka_unit_test(eval_bad_input),
         cmocka_unit_test(link_defaults),
     };

@@ -28,6 +28,9 @@ typedef struct p3d_dim_stats {
     int ngroups;
     int worst;                       /* p3d_link: worst class any group crosses */
     int groups_by_link[P3D_LINK_COUNT]; /* groups whose worst link is that class */
+    int hops_by_link[P3D_LINK_COUNT];   /* hops of that class over all groups: pp the
+                                          consecutive-stage hops, a collective its
+                                          ring's (check_links.c); what the cost counts */
 } p3d_dim_stats;
 
 typedef struct p3d_analysis {

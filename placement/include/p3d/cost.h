@@ -13,9 +13,21 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------ */
-/* Cost model (placement/cost/)     — estimates, formulas in DOMAIN.md and    */
+/* Cost model (placement/cost/)     — estimates, formulas in                  */
 /* docs/cost-model.md. Pure functions of the job and the link classes.       */
 /* ------------------------------------------------------------------------ */
+
+/* How each dimension's traffic spreads over link classes: n[d][l] counts the
+ * hops of class l over all of dimension d's groups. For pp: the hops between
+ * consecutive stages (plus last -> first with interleaved 1F1B); for a
+ * collective (tp, cp, ep, dp): the hops of each group's ring, members in
+ * topology order (rack, NVLink domain, node, GPU) as NCCL builds its rings.
+ * check_links.c counts them for a placement, plan derives them for a
+ * layout. A new dimension only needs its row filled; the cost model reads
+ * n[d] for whatever dimension it costs. */
+typedef struct p3d_hops {
+    long n[P3D_NDIMS][P3D_LINK_COUNT];
+} p3d_hops;
 
 typedef struct p3d_cost {
     /* memory per GPU, bytes */
@@ -26,6 +38,7 @@ typedef struct p3d_cost {
         dp_bytes_step;
     p3d_link link[P3D_NDIMS];
     double tp_time, pp_time, dp_time; /* seconds per step at those links */
+    double cp_bytes_layer, cp_bytes_step, cp_time; /* context parallelism (ring attention) */
     double bubble;                  /* idle fraction */
     double flops_step;              /* whole job, per iteration */
     double compute_time, step_time, mfu;
@@ -49,18 +62,40 @@ typedef struct p3d_cost {
     double dp_overlap;              /* seconds of DP all-reduce hidden behind backward */
     double dp_exposed;              /* dp_time - dp_overlap: what the step waits for */
     double pp_latency;              /* seconds of per-message latency inside pp_time */
+    /* headroom: memory kept free for what the model does not count (CUDA
+     * context, NCCL buffers, fragmentation); fits needs mem_total <=
+     * gpu_mem - mem_reserve */
+    double mem_reserve;
+    const char *mem_reserve_source; /* "--mem-reserve" or "default" (static) */
+    int fits_raw;                   /* mem_total <= gpu_mem (without the reserve) */
+    /* the hops each dimension's traffic takes (zero when not known: then
+     * the worst link carries all of it) */
+    p3d_hops hops;
+    int has_hops;
 } p3d_cost;
 
 /* Fills *out; needs job->has_model. link[] gives the worst link class each
- * dimension's groups cross (from an analysis or a hypothetical layout). */
+ * dimension's groups cross (from an analysis or a hypothetical layout).
+ * Every hop is then assumed to be on that worst link. */
 int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err);
+/* The same with the hops each dimension really takes (NULL: as above):
+ * pipeline traffic is costed hop by hop on each hop's own class; a ring
+ * collective moves in lockstep, so its slowest hop (link[d]) paces it. */
+int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
+                       const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
+                       p3d_cost *out, char **err);
+/* Memory kept free per GPU of gpu_mem bytes when --mem-reserve is not
+ * given: 5% of it or P3D_MEM_RESERVE_MIN, whichever is larger. */
+double p3d_cost_default_reserve(double gpu_mem);
 
 /* Defaults of the cost model (docs/cost-model.md says where each comes from). */
 #define P3D_DEFAULT_TFLOPS 400.0      /* sustained bf16 TFLOP/s per H100 (the sustained
                                        * default of any GPU is peak x 400/989) */
 #define P3D_PEAK_TFLOPS 989.0         /* H100 SXM dense bf16 peak */
 #define P3D_DEFAULT_GPU_MEM 80e9      /* bytes, when neither topology nor --gpu-mem says */
+#define P3D_MEM_RESERVE_FRAC 0.05     /* default headroom: 5% of the GPU's memory ... */
+#define P3D_MEM_RESERVE_MIN 3e9       /* ... or 3 GB, whichever is larger */
 
 /* Per-direction GB/s of a link class when the cluster file gives none
  * (cluster->link_gbps[l] == 0). */
@@ -85,7 +120,7 @@ double p3d_cost_flops(double factor, double B, int s, int L, int h, int V);
 double p3d_cost_bubble(int p, int m, int v);
 
 /* ------------------------------------------------------------------------ */
-/* Plan: search tp/pp/dp/micro-batching layouts (placement/cost/plan*.c,          */
+/* Plan: search tp/cp/pp/dp/micro-batching/interleaving layouts (plan*.c,        */
 /* docs/plan.md). Link classes are derived from the cluster's shape, not     */
 /* from running a policy.                                                    */
 /* ------------------------------------------------------------------------ */
@@ -94,10 +129,21 @@ double p3d_cost_bubble(int p, int m, int v);
 #define P3D_PLAN_ZERO_SEARCH (-2)  /* try stages 0..3 */
 
 enum { P3D_PLAN_REJ_MEMORY = 0, P3D_PLAN_REJ_NVLINK, P3D_PLAN_REJ_BATCH,
-       P3D_PLAN_REJ_HEADS, P3D_PLAN_REJ_LAYERS, P3D_PLAN_NREJ };
+       P3D_PLAN_REJ_HEADS, P3D_PLAN_REJ_LAYERS, P3D_PLAN_REJ_HEADROOM,
+       P3D_PLAN_REJ_SEQ, P3D_PLAN_NREJ };
+
+/* Sequences at least this long make plan search cp (context parallelism)
+ * when --cp does not pin it. */
+#define P3D_PLAN_CP_MIN_SEQ 16384
+
+/* What the user fixed; 0 = search it. */
+typedef struct p3d_plan_pins {
+    int tp, pp, cp, ep, micro_batch, virtual_stages;
+} p3d_plan_pins;
 
 typedef struct p3d_plan_row {
     int tp, pp, dp, micro_batch, micro_batches, zero;
+    int cp, virtual_stages;
     p3d_cost cost;
 } p3d_plan_row;
 
@@ -118,6 +164,12 @@ typedef struct p3d_plan {
     int has_misfit;              /* closest layout that did not fit memory */
     p3d_plan_row misfit;
     int cluster_is_topology;     /* cluster_source is one node's --topology */
+    p3d_plan_pins pins;          /* as asked */
+    int racks_unknown;           /* the cluster names no racks: one assumed */
+    int searched_cp, searched_v; /* 1: cp / virtual stages were searched */
+    size_t headroom_variants;    /* variants that fit the GPU but not with the reserve */
+    int has_headroom_drop;       /* the fastest of them */
+    p3d_plan_row headroom_drop;
 } p3d_plan;
 
 /* Searches every layout using all of the cluster's GPUs. job needs a model
@@ -125,6 +177,9 @@ typedef struct p3d_plan {
  * Caller frees with p3d_plan_free(). */
 int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
                     p3d_plan **out, char **err);
+/* The same with some dimensions pinned (pins NULL: none). */
+int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
+                           const p3d_plan_pins *pins, p3d_plan **out, char **err);
 void p3d_plan_free(p3d_plan *pl);
 /* Reports of the best `top` layouts with why each wins or loses; caller frees. */
 char *p3d_plan_text(const p3d_plan *pl, int top);

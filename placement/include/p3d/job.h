@@ -54,6 +54,8 @@ typedef struct p3d_job {
     p3d_model model;
     double gpu_mem_bytes;   /* override, 0 = from topology/default */
     double tflops;          /* sustained TFLOP/s per GPU, 0 = default (cost model) */
+    int mem_reserve_set;    /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
+    double mem_reserve_bytes; /* headroom kept free per GPU; unset: cost model default */
 } p3d_job;
 
 void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
