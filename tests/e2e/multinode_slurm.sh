@@ -111,5 +111,43 @@ n=$(grep -c 'root cause: rank 17' "$T/crash.err")
 if grep -E 'task [0-3]: Exited with exit code [^3]' "$T/crash.err"; then bad "crash: an agent exited differently"; fi
 echo "srun crash on node 2: all four ended in $((t1 - t0)) ms with exit $rc"
 
+# ---- 5. --gpus-per-node=4 on 8-GPU nodes, few CPUs: the ranks get the step's ------
+# GPUs only (CUDA_VISIBLE_DEVICES from Slurm's own list), and racks arrive
+# from topology/tree's SLURM_TOPOLOGY_ADDR with no --slurm-topology
+newtmp gpus
+timeout 60 srun -N4 --ntasks-per-node=1 --gpus-per-node=4 --cpus-per-task=2 -J p3d-gpus "$PAR3DRUN" \
+  --topology "$P3D_TOPOLOGY" --tp 4 --pp 2 -- \
+  sh -c 'echo "rank=$RANK node=$SLURMD_NODENAME cvd=$CUDA_VISIBLE_DEVICES step=$SLURM_STEP_GPUS"' \
+  >"$T/gpus.out" 2>"$T/gpus.err"; rc=$?
+[ "$rc" = 0 ] || { bad "gpus-per-node=4: exit $rc"; tail -5 "$T/gpus.err" | sed 's/^/  /'; }
+[ "$(grep -o 'rank=[0-9]*' "$T/gpus.out" | sort -u | wc -l)" = 16 ] || bad "gpus-per-node=4: not 16 ranks (4 per node)"
+# every rank's device list has the step's 4 GPUs, named as Slurm named them
+while read -r line; do
+  cvd=${line#*cvd=}; cvd=${cvd%% *}
+  [ "$(echo "$cvd" | tr , '\n' | wc -l)" = 4 ] || bad "gpus-per-node=4: CUDA_VISIBLE_DEVICES=$cvd has not 4 entries"
+done < <(grep 'rank=' "$T/gpus.out")
+pj=$(ls "$TMPDIR"/par3drun-*.0/placement.json 2>/dev/null | head -1)
+if [ -n "$pj" ]; then
+  python3 - "$pj" <<'PY' || bad "gpus-per-node=4: placement is not on 4 GPUs per node in racks leaf1/leaf2"
+import json, sys
+d = json.load(open(sys.argv[1]))
+per = {}
+for r in d["ranks"]:
+    per.setdefault(r["node"], set()).add(r["gpu"])
+racks = sorted({r["rack"] for r in d["ranks"]})
+pipes = {}
+for r in d["ranks"]:
+    pipes.setdefault((r["tp"], r["dp"]), set()).add(r["rack"])
+ok = all(len(g) == 4 and max(g) < 4 for g in per.values()) and racks == ["leaf1", "leaf2"]
+ok = ok and all(len(v) == 1 for v in pipes.values())
+print("gpus per node %s, racks %s" % (sorted(len(g) for g in per.values()), racks))
+sys.exit(0 if ok else 1)
+PY
+else
+  bad "gpus-per-node=4: no placement.json"
+fi
+grep -q 'allocation: GPUs' "$pj" 2>/dev/null || grep -q 'SLURM_STEP_GPUS' "$pj" 2>/dev/null ||
+  bad "gpus-per-node=4: the placement JSON does not say which GPUs the allocation excluded"
+
 [ "$fail" = 0 ] && echo "PASS multinode_slurm"
 exit "$fail"

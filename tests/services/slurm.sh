@@ -4,7 +4,8 @@
 # (NodeAddr=127.0.0.1, distinct ports, each TmpFS=DIR/tmp/%n; CPUs=8 each,
 # more than the host has, thanks to SlurmdParameters=config_overrides, so
 # 8 tasks fit on a node), 8 fake GPUs
-# per node (character devices made with mknod), AuthType=auth/none +
+# per node (character devices made with mknod), topology/tree with leaf1 =
+# n[1-2] and leaf2 = n[3-4] under one spine (DIR/topology.conf), AuthType=auth/none +
 # CredType=cred/none (no munge daemon), accounting off.
 #   start: writes DIR/slurm.conf, DIR/gres.conf, DIR/env (". DIR/env" sets
 #          SLURM_CONF for the clients), starts the daemons, records their
@@ -80,6 +81,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerParameters=sched_interval=1
 GresTypes=gpu
+TopologyPlugin=topology/tree
 SlurmdParameters=config_overrides
 TmpFS=$dir/tmp/%n
 AccountingStorageType=accounting_storage/none
@@ -94,6 +96,10 @@ NodeName=n[1-4] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$((base + 1))-$((bas
 PartitionName=debug Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
   echo "NodeName=n[1-4] Name=gpu File=$dir/fakedev/nvidia[0-7]" >"$dir/gres.conf"
+  # topology/tree: two leaf switches under one spine, so every task gets
+  # SLURM_TOPOLOGY_ADDR (spine.leafN.nK) and racks arrive without a file
+  printf 'SwitchName=leaf1 Nodes=n[1-2]\nSwitchName=leaf2 Nodes=n[3-4]\nSwitchName=spine Switches=leaf[1-2]\n' \
+    >"$dir/topology.conf"
   echo "export SLURM_CONF=$dir/slurm.conf" >"$dir/env"
   export SLURM_CONF=$dir/slurm.conf
   : >"$dir/pids"
