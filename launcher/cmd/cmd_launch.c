@@ -6,6 +6,7 @@
  */
 #include "commands.h"
 #include "launch.h"
+#include "rundir.h"
 #include "place.h"
 #include "rdzv.h"
 
@@ -208,8 +209,9 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
             S->run_dir = NULL;
         S->own_run_dir = 1;
     }
-    if (!S->run_dir || p3d_mkdir_p(S->run_dir, 0700) < 0) {
-        p3d_err(&err, "--run-dir %s: cannot create it: %s", S->run_dir ? S->run_dir : "?", strerror(errno));
+    if (!S->run_dir || p3d_rundir_make(S->run_dir, &err) < 0) { /* rundir.h: private or refused */
+        if (!S->run_dir)
+            p3d_err(&err, "out of memory");
         goto out;
     }
     if (o->log_dir && p3d_check_log_dir(o->log_dir, &err) < 0)

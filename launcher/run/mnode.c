@@ -13,6 +13,7 @@
  * The placement itself: mnode_place.c.
  */
 #include "mnode.h"
+#include "rundir.h"
 
 #include "controller.h"
 
@@ -274,8 +275,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         if (asprintf(&m->run_dir, "%s/par3drun-%s.%d", tmp && *tmp ? tmp : "/tmp", m->pm.job_id, m->me) < 0)
             m->run_dir = NULL;
     }
-    if (!m->run_dir || p3d_mkdir_p(m->run_dir, 0700) < 0) {
-        p3d_err(&err, "--run-dir %s: cannot create it: %s", m->run_dir ? m->run_dir : "?", strerror(errno));
+    if (!m->run_dir || p3d_rundir_make(m->run_dir, &err) < 0) { /* rundir.h: private or refused */
+        if (!m->run_dir)
+            p3d_err(&err, "out of memory");
         rc = P3D_EXIT_FAIL;
         goto out;
     }
