@@ -24,16 +24,6 @@ double p3d_rdzv_default_timeout(int nnodes)
     return 60.0 + 0.1 * (nnodes > 0 ? nnodes : 1);
 }
 
-static int say(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static void copy(char *dst, size_t cap, const char *s)
 {
     snprintf(dst, cap, "%s", s ? s : "");
@@ -108,13 +98,13 @@ static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double 
     (void)timeout;
     *state = NULL;
     if (split_endpoint(arg, b->leader_host, sizeof b->leader_host, &b->leader_port) < 0)
-        return say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)", arg);
+        return p3d_plugin_say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)", arg);
     if (o_nnodes < 1)
-        return say(msg, cap, "--rdzv static needs --nnodes N (how many agents meet)");
+        return p3d_plugin_say(msg, cap, "--rdzv static needs --nnodes N (how many agents meet)");
     if (o_node_rank < 0)
-        return say(msg, cap, "--rdzv static needs --node-rank I (0 on the node that listens on %s)", arg);
+        return p3d_plugin_say(msg, cap, "--rdzv static needs --node-rank I (0 on the node that listens on %s)", arg);
     if (o_node_rank >= o_nnodes)
-        return say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
+        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
     b->nnodes = o_nnodes;
     b->node_rank = o_node_rank;
     return 1;
@@ -153,7 +143,7 @@ static int slurm_node_addr(const char *name, char *out, size_t cap, char *msg, s
      * characters never reaches the shell */
     for (const char *p = name; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("-_.", *p))
-            return say(msg, mcap, "slurm: node name '%s' does not resolve", name);
+            return p3d_plugin_say(msg, mcap, "slurm: node name '%s' does not resolve", name);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "scontrol show node -o '%s' 2>/dev/null", name);
     FILE *f = popen(cmd, "r");
@@ -175,7 +165,7 @@ static int slurm_node_addr(const char *name, char *out, size_t cap, char *msg, s
         pclose(f);
     }
     if (!found)
-        return say(msg, mcap,
+        return p3d_plugin_say(msg, mcap,
                    "slurm: the first node of the step, '%s', does not resolve and scontrol does not know its "
                    "NodeAddr: give the leader's address with --rdzv slurm:ADDR",
                    name);
@@ -191,23 +181,23 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     *state = NULL;
     const char *job = env("SLURM_JOB_ID");
     if (!job)
-        return say(msg, cap, "SLURM_JOB_ID is not set (not inside a Slurm job)"), 0;
+        return p3d_plugin_say(msg, cap, "SLURM_JOB_ID is not set (not inside a Slurm job)"), 0;
     const char *step = env2("SLURM_STEP_ID", "SLURM_STEPID");
     if (!step)
-        return say(msg, cap, "not inside a job step (run par3drun with srun)"), 0;
+        return p3d_plugin_say(msg, cap, "not inside a job step (run par3drun with srun)"), 0;
     const char *list = env2("SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST");
     const char *nn = env2("SLURM_STEP_NUM_NODES", "SLURM_NNODES");
     const char *nt = env2("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS");
     const char *nid = env("SLURM_NODEID");
     if (!list || !nn || !nid)
-        return say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
+        return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
                              "inside a job step");
     int nnodes = atoi(nn), rank = atoi(nid);
     if (nnodes < 1 || rank < 0 || rank >= nnodes)
-        return say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
+        return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
                    nn);
     if (nt && atoi(nt) != nnodes)
-        return say(msg, cap,
+        return p3d_plugin_say(msg, cap,
                    "slurm: the step runs %s tasks on %d nodes: par3drun starts the ranks itself, run one per node "
                    "(srun --ntasks-per-node=1)",
                    nt, nnodes);
@@ -215,7 +205,7 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     size_t n = 0;
     char *e = NULL;
     if (p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e) < 0 || n != (size_t)nnodes) {
-        say(msg, cap, "slurm: node list '%s': %s", list, e ? e : "node count differs from SLURM_STEP_NUM_NODES");
+        p3d_plugin_say(msg, cap, "slurm: node list '%s': %s", list, e ? e : "node count differs from SLURM_STEP_NUM_NODES");
         free(e);
         p3d_strv_free(names, n);
         return -1;
@@ -225,7 +215,7 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     b->hostnames = calloc((size_t)nnodes, sizeof *b->hostnames);
     if (!b->hostnames) {
         p3d_strv_free(names, n);
-        return say(msg, cap, "out of memory");
+        return p3d_plugin_say(msg, cap, "out of memory");
     }
     for (size_t i = 0; i < n; i++)
         b->hostnames[i] = names[i];

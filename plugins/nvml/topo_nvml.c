@@ -192,10 +192,4 @@ static int nvml_augment(p3d_node *n, char *msg, size_t msgcap)
 
 static const p3d_topo_ops ops = {.augment = nvml_augment};
 
-/* The descriptor, named after the file (p3d_topo_nvml.so). */
-const p3d_plugin p3d_topo_nvml = {
-    .abi = P3D_PLUGIN_ABI,
-    .kind = P3D_PLUGIN_TOPO,
-    .name = "nvml",
-    .ops = &ops,
-};
+P3D_PLUGIN_EXPORT(topo, nvml, P3D_PLUGIN_TOPO, &ops);

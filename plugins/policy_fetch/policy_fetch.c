@@ -116,10 +116,4 @@ out:
 
 static const p3d_policy_ops ops = {.fetch = fetch};
 
-/* The descriptor, named after the file (p3d_policy_fetch.so). */
-__attribute__((visibility("default"))) const p3d_plugin p3d_policy_fetch = {
-    .abi = P3D_PLUGIN_ABI,
-    .kind = P3D_PLUGIN_POLICY,
-    .name = "fetch",
-    .ops = &ops,
-};
+P3D_PLUGIN_EXPORT(policy, fetch, P3D_PLUGIN_POLICY, &ops);

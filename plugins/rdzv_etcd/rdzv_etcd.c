@@ -62,16 +62,6 @@ typedef struct etcd_state {
     pthread_cond_t cv;
 } etcd_state;
 
-static int say(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static double mono(void)
 {
     struct timespec ts;
@@ -196,7 +186,7 @@ static int post(CURL *h, const char *url, const char *path, const char *body, do
     CURLcode c = curl_easy_perform(h);
     curl_slist_free_all(hd);
     if (c != CURLE_OK) {
-        say(msg, cap, "etcd at %s: %s: %s", url, path, r.over ? "reply over 16 MiB" : curl_easy_strerror(c));
+        p3d_plugin_say(msg, cap, "etcd at %s: %s: %s", url, path, r.over ? "reply over 16 MiB" : curl_easy_strerror(c));
         goto out;
     }
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
@@ -205,13 +195,13 @@ static int post(CURL *h, const char *url, const char *path, const char *body, do
         const cJSON *m = j ? cJSON_GetObjectItemCaseSensitive(j, "message") : NULL;
         if (!cJSON_IsString(m))
             m = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-        say(msg, cap, "etcd at %s: %s: HTTP %ld%s%s%s", url, path, code, cJSON_IsString(m) ? ": " : "",
+        p3d_plugin_say(msg, cap, "etcd at %s: %s: HTTP %ld%s%s%s", url, path, code, cJSON_IsString(m) ? ": " : "",
             cJSON_IsString(m) ? m->valuestring : "", code == 404 ? " (is this etcd >= 3.4's client URL?)" : "");
         cJSON_Delete(j);
         goto out;
     }
     if (!j || !cJSON_IsObject(j)) {
-        say(msg, cap, "etcd at %s: %s: the reply is not a JSON object", url, path);
+        p3d_plugin_say(msg, cap, "etcd at %s: %s: the reply is not a JSON object", url, path);
         cJSON_Delete(j);
         goto out;
     }
@@ -253,7 +243,7 @@ static int range(etcd_state *s, const char *key, const char *range_end, char **k
     if (!k || (range_end && !e) ||
         asprintf(&body, "{\"key\":\"%s\"%s%s%s}", k, e ? ",\"range_end\":\"" : "", e ? e : "", e ? "\"" : "") < 0) {
         body = NULL;
-        say(msg, cap, "out of memory");
+        p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
     if (post(s->h, s->url, "/v3/kv/range", body, left(s), &j, msg, cap) < 0)
@@ -296,7 +286,7 @@ static int create(etcd_state *s, const char *key, const char *val, char *msg, si
                  "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
                  k, k, v, s->lease) < 0) {
         body = NULL;
-        say(msg, cap, "out of memory");
+        p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
     if (post(s->h, s->url, "/v3/kv/txn", body, left(s), &j, msg, cap) < 0)
@@ -318,7 +308,7 @@ static int put(etcd_state *s, const char *key, const char *val, char *msg, size_
     cJSON *j = NULL;
     if (!k || !v || asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}", k, v, s->lease) < 0) {
         body = NULL;
-        say(msg, cap, "out of memory");
+        p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
     if (post(s->h, s->url, "/v3/kv/put", body, left(s), &j, msg, cap) < 0)
@@ -416,29 +406,29 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     cJSON *j = NULL;
     *state = NULL;
     if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
-        return say(msg, cap, "--rdzv etcd:%s: expected etcd:http://HOST:PORT (etcd's client URL, e.g. "
+        return p3d_plugin_say(msg, cap, "--rdzv etcd:%s: expected etcd:http://HOST:PORT (etcd's client URL, e.g. "
                              "etcd:http://10.0.0.5:2379)", arg);
     if (strlen(arg) >= sizeof s->url)
-        return say(msg, cap, "--rdzv etcd:URL: the URL is over %zu bytes", sizeof s->url - 1);
+        return p3d_plugin_say(msg, cap, "--rdzv etcd:URL: the URL is over %zu bytes", sizeof s->url - 1);
     if (o_nnodes < 1)
-        return say(msg, cap, "--rdzv etcd needs --nnodes N (how many agents meet)");
+        return p3d_plugin_say(msg, cap, "--rdzv etcd needs --nnodes N (how many agents meet)");
     if (o_node_rank >= o_nnodes)
-        return say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
+        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
     /* rdzv.c hands --job-id over in b->job_id; inside Slurm its job id */
     const char *job = b->job_id[0] ? b->job_id : getenv("SLURM_JOB_ID");
     if (!job || !*job)
-        return say(msg, cap, "--rdzv etcd needs --job-id ID: the same on every node, new for every job (it names "
+        return p3d_plugin_say(msg, cap, "--rdzv etcd needs --job-id ID: the same on every node, new for every job (it names "
                              "the etcd prefix /par3drun/ID/)");
     size_t jl = strlen(job);
     for (const char *p = job; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
-            return say(msg, cap, "--job-id %s: expected letters, digits, '.', '_' and '-' only", job);
+            return p3d_plugin_say(msg, cap, "--job-id %s: expected letters, digits, '.', '_' and '-' only", job);
     if (jl > 100)
-        return say(msg, cap, "--job-id: %zu characters, expected at most 100", jl);
+        return p3d_plugin_say(msg, cap, "--job-id: %zu characters, expected at most 100", jl);
 
     s = calloc(1, sizeof *s);
     if (!s)
-        return say(msg, cap, "out of memory");
+        return p3d_plugin_say(msg, cap, "out of memory");
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -454,13 +444,13 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     s->timeout = timeout;
     s->deadline = mono() + timeout;
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-        say(msg, cap, "etcd: curl_global_init failed");
+        p3d_plugin_say(msg, cap, "etcd: curl_global_init failed");
         free(s);
         return -1;
     }
     s->h = curl_easy_init();
     if (!s->h) {
-        say(msg, cap, "etcd: curl_easy_init failed");
+        p3d_plugin_say(msg, cap, "etcd: curl_easy_init failed");
         goto out;
     }
 
@@ -468,13 +458,13 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     char body[64], m2[700];
     snprintf(body, sizeof body, "{\"TTL\":%d}", LEASE_TTL);
     if (post(s->h, s->url, "/v3/lease/grant", body, left(s), &j, m2, sizeof m2) < 0) {
-        say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
+        p3d_plugin_say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
         goto out;
     }
     s->lease = num(j, "ID");
     if (s->lease <= 0 || num(j, "TTL") <= 0) {
         const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-        say(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
+        p3d_plugin_say(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
             cJSON_IsString(e) ? e->valuestring : "");
         s->lease = 0;
         goto out;
@@ -491,7 +481,7 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     int pe = pthread_create(&s->ka, NULL, keepalive, s);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (pe != 0) {
-        say(msg, cap, "etcd: cannot start the lease keepalive thread");
+        p3d_plugin_say(msg, cap, "etcd: cannot start the lease keepalive thread");
         goto out;
     }
     s->ka_up = 1;
@@ -510,11 +500,11 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     }
     if (s->rank < 0) {
         if (o_node_rank >= 0)
-            say(msg, cap, "etcd at %s: node rank %d of job %s is taken (%srank/%d exists): another agent has it, "
+            p3d_plugin_say(msg, cap, "etcd at %s: node rank %d of job %s is taken (%srank/%d exists): another agent has it, "
                           "or a previous job with the same --job-id (its keys expire %d s after it ended)",
                 s->url, o_node_rank, job, s->prefix, o_node_rank, LEASE_TTL);
         else
-            say(msg, cap, "etcd at %s: all %d node ranks of job %s are taken (%srank/0..%d): more agents than "
+            p3d_plugin_say(msg, cap, "etcd at %s: all %d node ranks of job %s are taken (%srank/0..%d): more agents than "
                           "--nnodes, or a previous job with the same --job-id (its keys expire %d s after it ended)",
                 s->url, o_nnodes, job, s->prefix, o_nnodes - 1, LEASE_TTL);
         goto out;
@@ -555,7 +545,7 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
     int rc = -1, nseen = 0;
     double pause = 0.01;
     if (!keys || !vals || !seen) {
-        say(msg, cap, "out of memory");
+        p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
     for (;;) {
@@ -564,7 +554,7 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);
             s->lost = 1;
-            say(msg, cap, "lost etcd during the rendezvous (node rank %d, job prefix %s, waiting for %s): %s", s->rank,
+            p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (node rank %d, job prefix %s, waiting for %s): %s", s->rank,
                 s->prefix, leader ? "the other nodes to register" : "the leader's endpoint", m2);
             goto out;
         }
@@ -608,7 +598,7 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
     }
     if (shown > 16)
         snprintf(miss + len, sizeof miss - len, " and %d more", shown - 16);
-    say(msg, cap, "etcd at %s: timed out after %.1f s: %d/%d nodes registered under %srank/; never arrived: %s",
+    p3d_plugin_say(msg, cap, "etcd at %s: timed out after %.1f s: %d/%d nodes registered under %srank/; never arrived: %s",
         s->url, s->timeout, nseen, s->nnodes, s->prefix,
         shown ? miss : "none (but the leader, node[0], never published its endpoint)");
 out:
@@ -635,7 +625,7 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
             s->lost = 1;
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);
-            return say(msg, cap, "lost etcd during the rendezvous (publishing the leader's endpoint): %s", m2);
+            return p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (publishing the leader's endpoint): %s", m2);
         }
         return 0;
     }
@@ -646,7 +636,7 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
     int n = sscanf(val, "%d %255s %255s", &port, host, tok);
     free(val);
     if (n < 2 || port < 1 || port > 65535)
-        return say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST TOKEN\")", s->url, s->prefix);
+        return p3d_plugin_say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST TOKEN\")", s->url, s->prefix);
     b->leader_port = port;
     snprintf(b->leader_host, sizeof b->leader_host, "%s", host);
     /* a token given locally (--rdzv-token-file, P3D_RDZV_TOKEN) wins: the
@@ -668,10 +658,4 @@ static const p3d_rdzv_ops ops = {
     .close = etcd_close,
 };
 
-/* The descriptor, named after the file (p3d_rdzv_etcd.so; p3d/plugin.h). */
-const p3d_plugin p3d_rdzv_etcd = {
-    .abi = P3D_PLUGIN_ABI,
-    .kind = P3D_PLUGIN_RDZV,
-    .name = "etcd",
-    .ops = &ops,
-};
+P3D_PLUGIN_EXPORT(rdzv, etcd, P3D_PLUGIN_RDZV, &ops);

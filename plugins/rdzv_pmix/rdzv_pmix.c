@@ -26,16 +26,6 @@ typedef struct pmix_state {
     int timeout;             /* seconds for the fence */
 } pmix_state;
 
-static int say(char *msg, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int say(char *msg, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, cap, fmt, ap);
-    va_end(ap);
-    return -1;
-}
-
 static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
                        void **state, char *msg, size_t cap)
 {
@@ -44,17 +34,17 @@ static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     /* Without a server PMIx_Init fails after a while: look first. */
     const char *ns = getenv("PMIX_NAMESPACE");
     if (!ns || !*ns) {
-        say(msg, cap, "PMIX_NAMESPACE is not set (not started by a PMIx server: mpirun, srun --mpi=pmix)");
+        p3d_plugin_say(msg, cap, "PMIX_NAMESPACE is not set (not started by a PMIx server: mpirun, srun --mpi=pmix)");
         return 0;
     }
     pmix_state *s = calloc(1, sizeof *s);
     if (!s)
-        return say(msg, cap, "out of memory");
+        return p3d_plugin_say(msg, cap, "out of memory");
     s->timeout = timeout > 0 && timeout < 1e6 ? (int)timeout + 1 : 0;
     pmix_status_t rc = PMIx_Init(&s->me, NULL, 0);
     if (rc != PMIX_SUCCESS) {
         free(s);
-        return say(msg, cap, "pmix: PMIx_Init failed: %s (PMIX_NAMESPACE=%s)", PMIx_Error_string(rc), ns);
+        return p3d_plugin_say(msg, cap, "pmix: PMIx_Init failed: %s (PMIX_NAMESPACE=%s)", PMIx_Error_string(rc), ns);
     }
     s->up = 1;
     pmix_proc_t job;
@@ -65,19 +55,19 @@ static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     if (rc != PMIX_SUCCESS || !v) {
         PMIx_Finalize(NULL, 0);
         free(s);
-        return say(msg, cap, "pmix: cannot get the job size: %s", PMIx_Error_string(rc));
+        return p3d_plugin_say(msg, cap, "pmix: cannot get the job size: %s", PMIx_Error_string(rc));
     }
     uint32_t size = v->type == PMIX_UINT32 ? v->data.uint32 : 0;
     PMIX_VALUE_RELEASE(v);
     if (size < 1 || size > (1u << 20)) {
         PMIx_Finalize(NULL, 0);
         free(s);
-        return say(msg, cap, "pmix: job size %u: expected 1..%u", size, 1u << 20);
+        return p3d_plugin_say(msg, cap, "pmix: job size %u: expected 1..%u", size, 1u << 20);
     }
     if (o_nnodes > 0 && (uint32_t)o_nnodes != size) {
         PMIx_Finalize(NULL, 0);
         free(s);
-        return say(msg, cap, "pmix: the job has %u processes but --nnodes says %d: start one par3drun per node",
+        return p3d_plugin_say(msg, cap, "pmix: the job has %u processes but --nnodes says %d: start one par3drun per node",
                    size, o_nnodes);
     }
     b->nnodes = (int)size;
@@ -103,11 +93,11 @@ static int pmix_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
         val.data.string = blob;
         rc = PMIx_Put(PMIX_GLOBAL, "p3d.rdzv", &val);
         if (rc != PMIX_SUCCESS)
-            return say(msg, cap, "PMIx_Put: %s", PMIx_Error_string(rc));
+            return p3d_plugin_say(msg, cap, "PMIx_Put: %s", PMIx_Error_string(rc));
     }
     rc = PMIx_Commit();
     if (rc != PMIX_SUCCESS)
-        return say(msg, cap, "PMIx_Commit: %s", PMIx_Error_string(rc));
+        return p3d_plugin_say(msg, cap, "PMIx_Commit: %s", PMIx_Error_string(rc));
     pmix_info_t info[2];
     bool yes = true;
     PMIX_INFO_CONSTRUCT(&info[0]);
@@ -121,7 +111,7 @@ static int pmix_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
     PMIX_INFO_DESTRUCT(&info[0]);
     PMIX_INFO_DESTRUCT(&info[1]);
     if (rc != PMIX_SUCCESS)
-        return say(msg, cap, "PMIx_Fence: %s (a node never arrived within %d s?)", PMIx_Error_string(rc),
+        return p3d_plugin_say(msg, cap, "PMIx_Fence: %s (a node never arrived within %d s?)", PMIx_Error_string(rc),
                    s->timeout);
     if (b->node_rank != 0) {
         pmix_proc_t lead;
@@ -132,14 +122,14 @@ static int pmix_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
         if (rc != PMIX_SUCCESS || !v || v->type != PMIX_STRING || !v->data.string) {
             if (v)
                 PMIX_VALUE_RELEASE(v);
-            return say(msg, cap, "PMIx_Get p3d.rdzv from rank 0: %s", PMIx_Error_string(rc));
+            return p3d_plugin_say(msg, cap, "PMIx_Get p3d.rdzv from rank 0: %s", PMIx_Error_string(rc));
         }
         int port = 0;
         char host[256] = "", tok[256] = "";
         int n = sscanf(v->data.string, "%d %255s %255s", &port, host, tok);
         PMIX_VALUE_RELEASE(v);
         if (n != 3 || port < 1 || port > 65535)
-            return say(msg, cap, "rank 0 published a malformed rendezvous endpoint");
+            return p3d_plugin_say(msg, cap, "rank 0 published a malformed rendezvous endpoint");
         b->leader_port = port;
         snprintf(b->leader_host, sizeof b->leader_host, "%s", host);
         snprintf(b->token, sizeof b->token, "%s", tok);
@@ -166,10 +156,4 @@ static const p3d_rdzv_ops ops = {
     .close = pmix_close,
 };
 
-/* The descriptor, named after the file (p3d_rdzv_pmix.so; p3d/plugin.h). */
-const p3d_plugin p3d_rdzv_pmix = {
-    .abi = P3D_PLUGIN_ABI,
-    .kind = P3D_PLUGIN_RDZV,
-    .name = "pmix",
-    .ops = &ops,
-};
+P3D_PLUGIN_EXPORT(rdzv, pmix, P3D_PLUGIN_RDZV, &ops);

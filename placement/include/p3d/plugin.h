@@ -32,7 +32,9 @@
 #ifndef P3D_PLUGIN_H
 #define P3D_PLUGIN_H
 
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "p3d/topo.h"
 
@@ -76,6 +78,27 @@ typedef struct p3d_topo_ops {
 typedef struct p3d_policy_ops {
     int (*fetch)(const char *url, size_t max, char **data, size_t *len, char **err);
 } p3d_policy_ops;
+
+/* The descriptor a plugin exports, named after its file: in
+ * p3d_rdzv_etcd.so, P3D_PLUGIN_EXPORT(rdzv, etcd, P3D_PLUGIN_RDZV, &ops)
+ * defines `const p3d_plugin p3d_rdzv_etcd` for name "etcd". */
+#define P3D_PLUGIN_EXPORT(prefix, name_, kind_, ops_)                                     \
+    __attribute__((visibility("default"))) const p3d_plugin p3d_##prefix##_##name_ = { \
+        P3D_PLUGIN_ABI, kind_, #name_, ops_}
+
+/* Formats a one-line reason into msg (msgcap bytes) and returns
+ * P3D_PLUGIN_FAIL, for ops that answer through a message buffer. Inline
+ * because plugins cannot call into par3drun. */
+static inline int p3d_plugin_say(char *msg, size_t msgcap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static inline int p3d_plugin_say(char *msg, size_t msgcap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, msgcap, fmt, ap);
+    va_end(ap);
+    return P3D_PLUGIN_FAIL;
+}
 
 /* The file-name prefix of a kind: "topo", "rdzv", "policy"; NULL if none. */
 const char *p3d_plugin_kind_prefix(int kind);

@@ -22,7 +22,7 @@ static int detect(const char *arg, int o_nnodes, int o_node_rank, double timeout
 
 #if defined(FIXTURE_GOOD)
 static const p3d_rdzv_ops ops = {.name = "good", .detect = detect};
-const p3d_plugin p3d_rdzv_good = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "good", &ops};
+P3D_PLUGIN_EXPORT(rdzv, good, P3D_PLUGIN_RDZV, &ops);
 #elif defined(FIXTURE_OLD_ABI)
 static const p3d_rdzv_ops ops = {.name = "badabi", .detect = detect};
 const p3d_plugin p3d_rdzv_badabi = {1, P3D_PLUGIN_RDZV, "badabi", &ops};
