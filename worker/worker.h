@@ -3,7 +3,9 @@
  * library.  The pieces:
  *
  *   env.c        the launcher's rank environment (RANK, P3D_TP_GROUP, ...)
- *   tcp_comm.c   TCP communicator: bootstrap, split, ring all-reduce, p2p
+ *   tcp_boot.c   TCP communicator: bootstrap, connections, splits
+ *   tcp_xchg.c   its progress engine: framed messages, sends+receives, strict
+ *   tcp_allreduce.c  its ring all-reduce
  *   groups.c     derive TP/PP/DP groups by a split and check them against env
  *   train.c      the model and the 1F1B schedule, written once against
  *                struct p3d_ops so the CPU and CUDA backends share it
@@ -62,7 +64,7 @@ void p3dw_env_free(p3dw_env *e);
 /* Parses "r0,r1,..." into a malloc'd array; returns the count or -1. */
 int p3dw_parse_list(const char *s, int **out);
 
-/* ---- TCP communicator (tcp_comm.c) ---------------------------------- */
+/* ---- TCP communicator (tcp_boot.c, tcp_xchg.c, tcp_allreduce.c) ---------------------------------- */
 
 typedef struct tcp_world tcp_world;   /* one per process */
 typedef struct tcp_comm {
@@ -206,11 +208,14 @@ typedef struct p3dw_rank_record {
     p3dw_stats st;
 } p3dw_rank_record;
 
+/* Per-rank JSON: on stdout with --json, in P3D_LOG_DIR when set. */
 void p3dw_report_rank(const p3dw_env *e, const char *backend, int m,
-                      const p3dw_rank_record *rec);
+                      const p3dw_rank_record *rec, int json);
+/* Rank 0: a human table (default) or the JSON summary (--json), and the
+ * JSON summary in P3D_LOG_DIR when set. */
 void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o,
                          const p3dw_rank_record *all, int n, const char *verify,
-                         double max_rel);
+                         double max_rel, double drop);
 double p3dw_analytic_bubble(int pp, int m);
 
 /* ---- benchmarks (bench.c) --------------------------------------------- */
