@@ -66,6 +66,15 @@ r=$(wait_job "$id" 30)
 [ "$r" = "COMPLETED 0:0" ] || { bad "dry-run sbatch: $r"; sed 's/^/  /' "$T/dry.out"; }
 grep -q 'world 32 on 32 GPUs of 4 nodes, 2 racks' "$T/dry.out" || { bad "dry-run: no 4-node/2-rack mesh line"; head -5 "$T/dry.out"; }
 
+# ---- 1b. the same with no site file: this node's topology for every node, racks
+# from `scontrol show topology` (the test Slurm runs topology/tree)
+id=$(CLUSTER=/nonexistent TOPO_CONF=/nonexistent P3D_TOPOLOGY=${TOPOS[0]} \
+  sbatch --parsable -o "$T/dry0.out" "$EX/dry-run-in-allocation.sbatch")
+r=$(wait_job "$id" 30)
+[ "$r" = "COMPLETED 0:0" ] || { bad "dry-run sbatch without a site file: $r"; sed 's/^/  /' "$T/dry0.out"; }
+grep -q 'world 32 on 32 GPUs of 4 nodes, 2 racks' "$T/dry0.out" ||
+  { bad "dry-run without a site file: no 4-node/2-rack mesh line"; head -5 "$T/dry0.out"; }
+
 # ---- 2. sbatch examples/slurm/four-nodes-pmix.sbatch -----------------------------
 newtmp pmix4
 id=$(TOPO_CONF=$T/topology.conf P3D_PROGRAM=$T/worker.sh P3D_ARGS="--tp 8 --pp 4 --grace 1" \
