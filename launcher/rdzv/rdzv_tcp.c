@@ -163,7 +163,43 @@ typedef struct pending {
     int fd;
     p3d_framer fr;
     char peer[160];
+    double since; /* accepted at */
 } pending;
+
+/* Before a peer has shown the job token it gets little: HELLO_DEADLINE
+ * seconds to send its HELLO (an agent sends it right after connecting),
+ * and a first frame of at most PREAUTH_FRAME_MAX bytes (a HELLO of a node
+ * with 64 GPUs and NICs is a few KiB; big frames come only from joined
+ * agents). When every slot is taken, the oldest unauthenticated peer is
+ * evicted for the new one, so idle connections cannot keep an agent out. */
+#define HELLO_DEADLINE 10.0
+#define PREAUTH_FRAME_MAX (1u << 20)
+
+static void drop_pending(pending *p, const char *why, int verbose)
+{
+    if (verbose)
+        fprintf(stderr, "rendezvous: dropped %s before its HELLO: %s\n", p->peer, why);
+    close(p->fd);
+    p->fd = -1;
+    p3d_framer_free(&p->fr);
+}
+
+/* The length the peer announces for its first frame, read without
+ * consuming it: a HELLO over PREAUTH_FRAME_MAX is refused before any of it
+ * is buffered. 1: too big; 0: fine or not known yet. */
+static int preauth_too_big(const pending *p)
+{
+    unsigned char h[4];
+    if (p->fr.len >= 4) {
+        uint32_t n = (uint32_t)p->fr.buf[0] << 24 | (uint32_t)p->fr.buf[1] << 16 | (uint32_t)p->fr.buf[2] << 8 |
+                     p->fr.buf[3];
+        return n > PREAUTH_FRAME_MAX;
+    }
+    if (p->fr.len > 0 || recv(p->fd, h, 4, MSG_PEEK) != 4)
+        return 0;
+    uint32_t n = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+    return n > PREAUTH_FRAME_MAX;
+}
 
 /* Checks one HELLO; NULL when it may join, else the reason (static). */
 static const char *hello_verdict(const p3d_rdzv *r, const p3d_hello *h, const p3d_hello *all, char *why,
@@ -236,12 +272,19 @@ int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, 
             free(m);
             next_note = now + PROGRESS_EVERY;
         }
+        double until = deadline < next_note || !chatty ? deadline : next_note;
+        for (int i = 0; i < maxpend; i++)
+            if (pd[i].fd >= 0) {
+                if (now - pd[i].since >= HELLO_DEADLINE)
+                    drop_pending(&pd[i], "no HELLO within 10 s", verbose);
+                else if (pd[i].since + HELLO_DEADLINE < until)
+                    until = pd[i].since + HELLO_DEADLINE;
+            }
         int np = 0;
         pfd[np++] = (struct pollfd){.fd = lfd, .events = POLLIN};
         for (int i = 0; i < maxpend; i++)
             if (pd[i].fd >= 0)
                 pfd[np++] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
-        double until = deadline < next_note || !chatty ? deadline : next_note;
         int ms = (int)((until - now) * 1000) + 1;
         int pr = poll(pfd, (nfds_t)np, ms);
         if (pr < 0 && errno != EINTR) {
@@ -259,12 +302,16 @@ int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, 
                 for (int i = 0; i < maxpend && slot < 0; i++)
                     if (pd[i].fd < 0)
                         slot = i;
-                if (slot < 0) { /* more half-open peers than nodes: drop */
-                    close(c);
-                    continue;
+                if (slot < 0) { /* all slots taken: evict the oldest unauthenticated peer */
+                    slot = 0;
+                    for (int i = 1; i < maxpend; i++)
+                        if (pd[i].since < pd[slot].since)
+                            slot = i;
+                    drop_pending(&pd[slot], "evicted for a newer connection (all slots taken)", verbose);
                 }
                 keepalive(c);
                 pd[slot].fd = c;
+                pd[slot].since = p3d_now();
                 peer_name(c, pd[slot].peer, sizeof pd[slot].peer);
             }
         }
@@ -277,6 +324,12 @@ int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, 
                     p = &pd[i];
             if (!p)
                 continue;
+            if (preauth_too_big(p)) {
+                fprintf(stderr, "rendezvous: refused %s: its first frame is over %u bytes (a HELLO is small)\n",
+                        p->peer, PREAUTH_FRAME_MAX);
+                drop_pending(p, "first frame too big", 0);
+                continue;
+            }
             char *e = NULL;
             int f = p3d_framer_fill(&p->fr, p->fd, &e);
             if (f < 0) {
