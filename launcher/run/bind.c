@@ -82,6 +82,85 @@ static int only_numa_node(void)
     return (int)v;
 }
 
+/* Keeps every rank's CPUs inside this process's allowed set (the cgroup
+ * cpuset / srun --cpus-per-task, as sched_getaffinity reports it): a rank
+ * whose NUMA node has no allowed CPU gets the allowed CPUs nearest to it
+ * (those of the NUMA nodes closest by os index, i.e. the same package
+ * first), and --report-bindings says so. Warns once when the allowed set
+ * has fewer CPUs than ranks. */
+static int clamp_to_allowed(p3d_binder *b, int nlocal, char **err)
+{
+    cpu_set_t aff;
+    if (sched_getaffinity(0, sizeof aff, &aff) < 0)
+        return 0; /* nothing known: leave the binding as it is */
+    hwloc_bitmap_t allowed = hwloc_bitmap_alloc();
+    if (!allowed)
+        return p3d_err(err, "out of memory");
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &aff))
+            hwloc_bitmap_set(allowed, (unsigned)c);
+    int nallowed = hwloc_bitmap_weight(allowed);
+    if (nallowed > 0 && nallowed < nlocal)
+        fprintf(stderr, "par3drun: warning: this process may use %d CPU%s for %d local ranks (Slurm: give "
+                        "--cpus-per-task or --exclusive); ranks share CPUs\n",
+                nallowed, nallowed == 1 ? "" : "s", nlocal);
+    for (int i = 0; i < nlocal && nallowed > 0; i++) {
+        if (!b->cpus[i])
+            continue;
+        hwloc_bitmap_t in = hwloc_bitmap_alloc();
+        if (!in) {
+            hwloc_bitmap_free(allowed);
+            return p3d_err(err, "out of memory");
+        }
+        hwloc_bitmap_and(in, b->cpus[i], allowed);
+        if (hwloc_bitmap_iszero(in)) {
+            /* nearest allowed: the allowed CPUs closest in number to the
+             * rank's own (CPU numbering follows packages and NUMA nodes) */
+            int first = hwloc_bitmap_first(b->cpus[i]), want = hwloc_bitmap_weight(b->cpus[i]);
+            if (want > nallowed / (nlocal > 0 ? nlocal : 1))
+                want = nallowed / (nlocal > 0 ? nlocal : 1);
+            if (want < 1)
+                want = 1;
+            for (int k = 0; k < want; k++) {
+                int best = -1, bestd = 0;
+                unsigned c;
+                hwloc_bitmap_foreach_begin(c, allowed)
+                {
+                    int d = abs((int)c - first);
+                    if (!hwloc_bitmap_isset(in, c) && (best < 0 || d < bestd))
+                        best = (int)c, bestd = d;
+                }
+                hwloc_bitmap_foreach_end();
+                if (best >= 0)
+                    hwloc_bitmap_set(in, (unsigned)best);
+            }
+            char *was = NULL, *now = NULL;
+            hwloc_bitmap_list_asprintf(&was, b->cpus[i]);
+            hwloc_bitmap_list_asprintf(&now, in);
+            free(b->why[i]);
+            if (asprintf(&b->why[i], "NUMA %d's CPUs %s are outside the allowed set: nearest allowed %s", b->numa[i],
+                         was ? was : "?", now ? now : "?") < 0)
+                b->why[i] = NULL;
+            free(was);
+            free(now);
+        }
+        hwloc_bitmap_free(b->cpus[i]);
+        b->cpus[i] = in;
+        if (b->fast) {
+            CPU_ZERO(&b->fast[i]);
+            unsigned c;
+            hwloc_bitmap_foreach_begin(c, in)
+            {
+                if (c < CPU_SETSIZE)
+                    CPU_SET(c, &b->fast[i]);
+            }
+            hwloc_bitmap_foreach_end();
+        }
+    }
+    hwloc_bitmap_free(allowed);
+    return 0;
+}
+
 int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
                      char **note, char **err)
 {
@@ -167,6 +246,8 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             }
             hwloc_bitmap_foreach_end();
         }
+        if (clamp_to_allowed(b, nlocal, err) < 0)
+            goto out;
         rc = 0;
         goto out;
     }
@@ -224,6 +305,8 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             b->cpus[i] = set;
         }
     }
+    if (clamp_to_allowed(b, nlocal, err) < 0)
+        goto out;
     rc = 0;
 out:
     if (rc == 0)

@@ -71,4 +71,17 @@ CUDA_VISIBLE_DEVICES=2,3 "$PAR3DRUN" --emulate --cluster "$CLUSTER" --tp 2 --pp 
 for c in $(grep -o 'cvd=[^ ]*' "$T/out" | cut -d= -f2); do
   [ "$(echo "$c" | tr , '\n' | sort | tr '\n' ,)" = "2,3," ] || fail "emulate: CUDA_VISIBLE_DEVICES=$c"
 done
+# ---- 7. CPUs: binding stays inside the allowed set (taskset stands in for
+# Slurm's cpuset); a rank whose NUMA CPUs are all outside gets the nearest
+# allowed ones and --report-bindings says so; one warning for too few CPUs
+if command -v taskset >/dev/null && [ "$(nproc --all)" -ge 2 ]; then
+  last=$(( $(nproc --all) - 1 ))
+  taskset -c "$last" "$PAR3DRUN" --nproc-per-node 2 --bind core --report-bindings -- \
+    sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1 || { cat "$T/out"; fail "taskset: exit $?"; }
+  [ "$(grep -c 'Cpus_allowed_list:' "$T/out")" = 2 ] || { cat "$T/out"; fail "taskset: not 2 ranks"; }
+  grep 'Cpus_allowed_list:' "$T/out" | grep -qv "Cpus_allowed_list:[[:space:]]*$last\$" &&
+    { cat "$T/out"; fail "taskset: a rank was bound outside the allowed CPU $last"; }
+  grep -q 'outside the allowed set: nearest allowed' "$T/out" || { cat "$T/out"; fail "taskset: no nearest-allowed note"; }
+  [ "$(grep -c 'may use 1 CPU for 2 local ranks' "$T/out")" = 1 ] || { cat "$T/out"; fail "taskset: not one warning"; }
+fi
 echo "PASS launch_alloc"
