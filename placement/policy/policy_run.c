@@ -8,8 +8,10 @@
  */
 #include "policy_internal.h"
 #include "policy_source.h"
+#include "sha256.h"
 
 #include <lauxlib.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +52,14 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
         goto out;
     if (sha256_pin && *sha256_pin && p3d_policy_check_pin(r.source, r.text, r.len, sha256_pin, err) < 0)
         goto out;
+    if ((!sha256_pin || !*sha256_pin) && r.source &&
+        (!strncmp(r.source, "http://", 7) || !strncmp(r.source, "https://", 8))) {
+        /* a URL's content can change under the same name (docs/policies.md) */
+        char hex[65];
+        if (p3d_sha256_hex(r.text, r.len, hex) == 0)
+            fprintf(stderr, "par3drun: warning: policy %s is not pinned: whoever can change that URL changes the "
+                            "placement; pin this version with --policy-sha256 %s\n", r.source, hex);
+    }
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;
     if (p3d_policy_run_text(r.chunk, r.source, r.text, r.len, c, job, &lim, out, err) < 0)
@@ -78,8 +88,6 @@ typedef struct run_ctx {
     const p3d_job *job;
     int world;
     p3d_placement *pl;
-    size_t *gpu_base;   /* first global GPU slot of each node */
-    int *owner;         /* rank on each global GPU slot, -1 free */
     size_t *by_name;    /* node indices sorted by name, built on demand */
     char *err;          /* a step failed: message for the caller */
 } run_ctx;
@@ -134,23 +142,13 @@ static int int_field(lua_State *L, int t, int key, lua_Integer *v)
     return rc;
 }
 
-static const char *order_desc(const p3d_mesh *m, char *buf, size_t n)
-{
-    size_t k = 0;
-    k += (size_t)snprintf(buf + k, n - k, "order %s with", m->order_str);
-    for (int d = 0; d < P3D_NDIMS && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, " %s=%d", p3d_dim_name(d), m->size[d]);
-    return buf;
-}
-
 /* Validates the result at index res (and notes at notes_idx) into x->pl. */
 static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
 {
     const p3d_cluster *c = x->c;
-    const p3d_mesh *m = &x->job->mesh;
+    const p3d_mesh *m = &x->pl->mesh; /* resolved */
     const char *who = x->chunk;
     int world = x->world;
-    char od[160];
     if (lua_type(L, res) != LUA_TTABLE)
         return p3d_err(&x->err, "%s: place() returned %s, expected a table with one entry per rank ({rank=, node=, "
                                 "gpu=}, %d entries)",
@@ -158,7 +156,7 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
     size_t n = lua_rawlen(L, res);
     if (n > (size_t)world)
         return p3d_err(&x->err, "%s: place() returned %zu entries, expected %d (one per rank, world = "
-                                "tp*cp*ep*dp*pp)",
+                                "tp*cp*dp*pp)",
                        who, n, world);
     int keys = lua_gettop(L) + 1;
     static const char *const fixed[] = {"rank", "node", "gpu"};
@@ -210,37 +208,20 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
             return p3d_err(&x->err, "%s: rank %lld: field 'node' %s, expected a node index 1..%zu or a node name",
                            who, (long long)rank, nt == LUA_TNIL ? "is missing" : "has the wrong type", c->nnodes);
         lua_pop(L, 1);
-        const p3d_cnode *cn = &c->nodes[node];
-        int ng = cn->topo ? cn->topo->ngpus : 0;
         k = int_field(L, e, keys + F_GPU, &gpu);
         if (k <= 0)
-            return p3d_err(&x->err, "%s: rank %lld: field 'gpu' %s, expected a GPU index 0..%d of %s", who,
-                           (long long)rank, k == 0 ? "is missing" : "is not an integer", ng - 1, cn->name);
-        if (gpu < 0 || gpu >= ng)
-            return p3d_err(&x->err, "%s: rank %lld: GPU %lld does not exist on %s (it has %d GPUs, indices 0..%d)",
-                           who, (long long)rank, (long long)gpu, cn->name, ng, ng - 1);
-        size_t slot = x->gpu_base[node] + (size_t)gpu;
-        if (x->owner[slot] >= 0)
-            return p3d_err(&x->err, "%s: GPU %lld of %s is assigned to both rank %d and rank %lld", who,
-                           (long long)gpu, cn->name, x->owner[slot], (long long)rank);
-        x->owner[slot] = (int)rank;
-        int coord[P3D_NDIMS];
-        p3d_mesh_coord(m, (int)rank, coord);
+            return p3d_err(&x->err, "%s: rank %lld: field 'gpu' %s, expected a GPU index of %s", who,
+                           (long long)rank, k == 0 ? "is missing" : "is not an integer", c->nodes[node].name);
+        R[rank].node = (int)node;
+        R[rank].gpu = gpu < 0 ? -1 : gpu > INT_MAX ? INT_MAX : (int)gpu; /* the validator names the range */
         for (int d = 0; d < P3D_NDIMS; d++) {
             lua_Integer v;
             k = int_field(L, e, keys + F_DIM0 + d, &v);
             if (k < 0)
                 return p3d_err(&x->err, "%s: rank %lld: field '%s' is not an integer", who, (long long)rank,
                                p3d_dim_name(d));
-            if (k == 1 && v != coord[d])
-                return p3d_err(&x->err, "%s: rank %lld: %s=%lld, but under %s rank %lld has %s=%d (rank = "
-                                        "sum of coord*stride, strides from the order string)",
-                               who, (long long)rank, p3d_dim_name(d), (long long)v,
-                               order_desc(m, od, sizeof od), (long long)rank, p3d_dim_name(d), coord[d]);
+            R[rank].coord[d] = k == 0 ? P3D_COORD_UNSET : v < 0 || v > INT_MAX ? INT_MAX : (int)v;
         }
-        R[rank].node = (int)node;
-        R[rank].gpu = (int)gpu;
-        memcpy(R[rank].coord, coord, sizeof coord);
         lua_pop(L, 1);
     }
     if (n < (size_t)world) {
@@ -250,6 +231,10 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
         return p3d_err(&x->err, "%s: place() returned %zu entries for a world of %d: rank %d is missing", who, n,
                        world, miss);
     }
+    if (p3d_placement_validate(c, m, x->pl, who, 1, &x->err) < 0)
+        return -1;
+    for (int r = 0; r < world; r++)
+        p3d_mesh_coord(m, r, R[r].coord);
     /* local_rank: position among the node's ranks, ascending by rank */
     int *count = calloc(c->nnodes ? c->nnodes : 1, sizeof *count);
     if (!count)
@@ -285,7 +270,8 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
                 return p3d_err(&x->err, "%s: note %zu is %s, expected a string", who, i, luaL_typename(L, -1));
             size_t l;
             const char *s = lua_tolstring(L, -1, &l);
-            x->pl->notes[x->pl->nnotes] = strndup(s, l > MAX_NOTE_LEN ? MAX_NOTE_LEN : l);
+            /* escaped: notes reach the terminal in text reports */
+            x->pl->notes[x->pl->nnotes] = p3d_sandbox_escape(s, l, MAX_NOTE_LEN, 0);
             if (!x->pl->notes[x->pl->nnotes])
                 return p3d_err(&x->err, "out of memory");
             x->pl->nnotes++;
@@ -303,8 +289,10 @@ static int run_body(lua_State *L)
 {
     run_ctx *x = lua_touserdata(L, 1);
     lua_settop(L, 0);
-    if (p3d_sandbox_load(x->sb, x->helper, x->helper_len, "par3d.lua", &x->err) < 0 ||
-        p3d_sandbox_call(x->sb, 0, 1, &x->err) < 0)
+    if (p3d_sandbox_load(x->sb, x->helper, x->helper_len, "par3d.lua", &x->err) < 0)
+        return 0;
+    luaopen_par3d_core(L); /* the chunk's argument: the mesh arithmetic in C */
+    if (p3d_sandbox_call(x->sb, 1, 1, &x->err) < 0)
         return 0;
     if (!lua_istable(L, -1)) {
         p3d_err(&x->err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));
@@ -350,38 +338,29 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
     x.len = len;
     x.c = c;
     x.job = job;
-    x.world = p3d_mesh_world(&job->mesh);
-    for (int d = 0; d < P3D_NDIMS; d++)
-        if (job->mesh.size[d] < 1)
+    p3d_mesh mesh = job->mesh;
+    for (int d = 0; d < P3D_NORDER; d++)
+        if (mesh.size[d] < 1)
             return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
-                           job->mesh.size[d]);
-    if (x.world <= 0)
-        return p3d_err(err, "mesh: world size tp*cp*ep*dp*pp is too large");
+                           mesh.size[d]);
+    if (p3d_mesh_resolve(&mesh, err) < 0)
+        return -1;
+    x.world = p3d_mesh_world(&mesh);
     if (!c || c->nnodes == 0)
         return p3d_err(err, "the cluster has no nodes");
     size_t total = 0;
-    x.gpu_base = malloc(c->nnodes * sizeof *x.gpu_base);
-    if (!x.gpu_base) {
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < c->nnodes; i++) {
-        x.gpu_base[i] = total;
+    for (size_t i = 0; i < c->nnodes; i++)
         total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
-    }
-    if ((size_t)x.world > total) {
-        p3d_err(err, "world size %d (tp*cp*ep*dp*pp) is larger than the %zu GPUs of the cluster", x.world, total);
-        goto out;
-    }
-    x.owner = malloc((total ? total : 1) * sizeof *x.owner);
+    if ((size_t)x.world > total)
+        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", x.world,
+                       total);
     x.pl = calloc(1, sizeof *x.pl);
-    if (!x.owner || !x.pl || !(x.pl->ranks = calloc((size_t)x.world, sizeof *x.pl->ranks))) {
+    if (!x.pl || !(x.pl->ranks = calloc((size_t)x.world, sizeof *x.pl->ranks))) {
         p3d_err(err, "out of memory");
         goto out;
     }
-    memset(x.owner, 0xff, total * sizeof *x.owner);
     x.pl->world = x.world;
-    x.pl->mesh = job->mesh;
+    x.pl->mesh = mesh;
     x.pl->policy = p3d_policy_display_name(name);
     x.pl->policy_source = strdup(source ? source : name);
     snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
@@ -414,8 +393,6 @@ out:
     p3d_placement_free(x.pl);
     free(x.err);
     free(x.helper);
-    free(x.gpu_base);
-    free(x.owner);
     free(x.by_name);
     return rc;
 }
