@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The measured pipeline bubble (time waiting in PP receives / step time)
 # must follow the analytic (p-1)/(m+p-1) as m grows: pp=2, m=1 (0.5) against
-# m=8 (0.11).  Loose on purpose: two shared cores are noisy.
+# m=8 (0.11).  Loose on purpose: two shared cores are noisy.  The combined
+# exchanges make the stages meet once per micro-batch, so each micro-batch
+# must be long against a scheduler time slice (global batch 512): else
+# waiting for a descheduled neighbour looks like bubble.
 set -u
 [[ -x ${P3D_WORKER:-} ]] || { echo "p3d-worker not built (P3D_WORKER unset)"; exit 77; }
 source "$(dirname "$0")/worker_harness.sh"
@@ -9,8 +12,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 field() { grep -h '"summary":true' "$1"/rank-0.log | grep -o "\"$2\":[0-9.e+-]*" | cut -d: -f2; }
 for m in 1 8; do
-    p3dw_run "$dir/m$m" 1 2 1 -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 128 \
-        --global-batch 64 --micro-batches $m --steps 3 || { cat "$dir/m$m"/*.log; exit 1; }
+    p3dw_run "$dir/m$m" 1 2 1 -- "$P3D_WORKER" --backend cpu --json --layers 4 --hidden 128 \
+        --global-batch 512 --micro-batches $m --steps 3 || { cat "$dir/m$m"/*.log; exit 1; }
     echo "m=$m measured $(field "$dir/m$m" bubble_measured) analytic $(field "$dir/m$m" bubble_analytic)"
 done
 b1=$(field "$dir/m1" bubble_measured) b8=$(field "$dir/m8" bubble_measured)
