@@ -10,6 +10,7 @@
  */
 #include "topo_internal.h"
 #include "p3d/plugin.h"
+#include "read_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,68 +20,19 @@
 #include <unistd.h>
 
 /* 64 MiB: hwloc exports of the largest machines are a few MB. */
-#define P3D_TOPO_MAX_FILE (64L << 20)
+#define P3D_TOPO_MAX_FILE ((size_t)64 << 20)
 
-/* Reads a whole file into a NUL-terminated buffer. */
+/* Reads a whole topology file with the one file reader (regular files
+ * only, size capped); the two commonest mistakes get their own words. */
 static int read_file(const char *path, char **text, size_t *len, char **err)
 {
-    int rc = -1;
-    FILE *f = NULL;
-    char *buf = NULL;
     struct stat st;
-    if (stat(path, &st) < 0) {
-        p3d_err(err, "%s: %s", path,
-                errno == ENOENT ? "no such file" : strerror(errno));
-        goto out;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        p3d_err(err, "%s: is a directory: expected an hwloc XML or an "
-                "`nvidia-smi topo -m` text", path);
-        goto out;
-    }
-    if (!(f = fopen(path, "rb"))) {
-        p3d_err(err, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    size_t cap = 1 << 16, n = 0;
-    if (!(buf = malloc(cap + 1))) {
-        p3d_err(err, "out of memory");
-        goto out;
-    }
-    for (;;) {
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0)
-            break;
-        if (n == cap) {
-            if ((long)cap >= P3D_TOPO_MAX_FILE) {
-                p3d_err(err, "%s: larger than %ld MiB: not a topology file",
-                        path, P3D_TOPO_MAX_FILE >> 20);
-                goto out;
-            }
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                p3d_err(err, "out of memory");
-                goto out;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (ferror(f)) {
-        p3d_err(err, "%s: read error: %s", path, strerror(errno));
-        goto out;
-    }
-    buf[n] = 0;
-    *text = buf;
-    *len = n;
-    buf = NULL;
-    rc = 0;
-out:
-    if (f)
-        fclose(f);
-    free(buf);
-    return rc;
+    int k = stat(path, &st);
+    if (k < 0 && errno == ENOENT)
+        return p3d_err(err, "%s: no such file", path);
+    if (k == 0 && S_ISDIR(st.st_mode))
+        return p3d_err(err, "%s: is a directory: expected an hwloc XML or an `nvidia-smi topo -m` text", path);
+    return p3d_read_small_file(path, "topology file", P3D_TOPO_MAX_FILE, text, len, err);
 }
 
 /* "dgx-h100.xml" or "dgx-h100" among the bundled topologies; NULL if none. */
