@@ -134,10 +134,16 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
     if (base)
         p3d_sb_printf(b, "  | %-6s %9s", "naive", "seconds");
     p3d_sb_putc(b, '\n');
-    snprintf(label, sizeof label, "TP all-reduce (%d layers x %d)", c->layers_per_stage, c->micro_batches);
-    dim_line(b, indent, label, c->link[P3D_DIM_TP], c->link_gbps[P3D_DIM_TP], c->tp_bytes_step, c->tp_time, base,
-             base ? base->link[P3D_DIM_TP] : 0, base ? base->tp_time : 0);
-    dim_line(b, indent, "PP send/recv", c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
+    dim_line(b, indent, "TP all-reduce (all layers)", c->link[P3D_DIM_TP], c->link_gbps[P3D_DIM_TP], c->tp_bytes_step,
+             c->tp_time, base, base ? base->link[P3D_DIM_TP] : 0, base ? base->tp_time : 0);
+    long hops = 0;
+    for (int l = 0; c->has_hops && l < P3D_LINK_COUNT; l++)
+        hops += c->hops.n[P3D_DIM_PP][l];
+    if (hops)
+        snprintf(label, sizeof label, "PP send/recv, %ld/%ld hops XRACK", c->hops.n[P3D_DIM_PP][P3D_LINK_XRACK], hops);
+    else
+        snprintf(label, sizeof label, "PP send/recv");
+    dim_line(b, indent, label, c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
              base, base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
     dim_line(b, indent, "DP all-reduce (exposed part)", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP],
              c->dp_bytes_step, c->dp_exposed, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_exposed : 0);
@@ -156,6 +162,9 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
                   c->fits ? "" : "  DOES NOT FIT");
     if (base)
         p3d_cost_compare_note(b, c, "this placement", base, "naive", indent);
+    if (c->tp_bytes_layer > 0)
+        p3d_sb_printf(b, "%s(TP: the all-reduces of %d layers per stage x %d micro-batches)\n", indent,
+                      c->layers_per_stage, c->micro_batches);
     if (c->micro_batches_assumed)
         p3d_sb_printf(b, "%s(micro-batches not given: assumed m = 4 x pp = %d)\n", indent, c->micro_batches);
 }

@@ -463,9 +463,13 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
     size_t len = (size_t)snprintf(line, P3D_SUMMARY_LEN, "worst link per dimension:");
     for (int i = 0; i < 3 && len < P3D_SUMMARY_LEN; i++) {
         const p3d_dim_stats *st = &an->dim[dims[i]];
-        len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s %s (%d group%s)%s", p3d_dim_name(dims[i]),
-                                p3d_link_name((p3d_link)st->worst), st->ngroups, st->ngroups == 1 ? "" : "s",
-                                i < 2 ? "," : "");
+        if (m->size[dims[i]] == 1) /* no group talks: no link to name */
+            len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s - (size 1)%s", p3d_dim_name(dims[i]),
+                                    i < 2 ? "," : "");
+        else
+            len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s %s (%d group%s)%s",
+                                    p3d_dim_name(dims[i]), p3d_link_name((p3d_link)st->worst), st->ngroups,
+                                    st->ngroups == 1 ? "" : "s", i < 2 ? "," : "");
     }
     if (len < P3D_SUMMARY_LEN)
         snprintf(line + len, P3D_SUMMARY_LEN - len, "; checks: %d error%s, %d warning%s", an->nerrors,
@@ -473,19 +477,29 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
     if (!an->has_cost)
         return n;
     const p3d_cost *c = &an->cost;
+    char dp[64] = "no DP traffic (dp=1)";
+    if (m->size[P3D_DIM_DP] > 1)
+        snprintf(dp, sizeof dp, "DP %.2f on %s", c->dp_time, p3d_link_name(c->link[P3D_DIM_DP]));
     snprintf(lines[n++], P3D_SUMMARY_LEN,
-             "estimated step %.2f s (compute %.2f, TP %.2f on %s, PP %.2f on %s, DP %.2f on %s), "
+             "estimated step %.2f s (compute %.2f, TP %.2f on %s, PP %.2f on %s, %s), "
              "bubble %.1f%%, MFU %.1f%%; memory %.1f of %.1f GB per GPU",
              c->step_time, c->compute_time, c->tp_time, p3d_link_name(c->link[P3D_DIM_TP]), c->pp_time,
-             p3d_link_name(c->link[P3D_DIM_PP]), c->dp_time, p3d_link_name(c->link[P3D_DIM_DP]), 100 * c->bubble,
+             m->size[P3D_DIM_PP] > 1 ? p3d_link_name(c->link[P3D_DIM_PP]) : "-", dp, 100 * c->bubble,
              100 * c->mfu, c->mem_total / 1e9, c->gpu_mem / 1e9);
     if (in->base_an && in->base_an->has_cost && c->step_time > 0) {
         const p3d_cost *bc = &in->base_an->cost;
+        const p3d_dim_stats *ps = &an->dim[P3D_DIM_PP], *bs = &in->base_an->dim[P3D_DIM_PP];
+        int hops = 0;
+        for (int l = 0; l < P3D_LINK_COUNT; l++)
+            hops += ps->hops_by_link[l];
+        double pct = 100 * (bc->step_time / c->step_time - 1);
+        /* the rack crossings, not only the step: a 0.0% step difference can
+         * hide 1 against 3 cross-rack hops per pipeline */
         snprintf(lines[n++], P3D_SUMMARY_LEN,
-                 "naive placement (host-list order): step %.2f s, TP on %s, PP on %s: this placement is "
-                 "%.1f%% faster (estimate, docs/cost-model.md)",
-                 bc->step_time, p3d_link_name(bc->link[P3D_DIM_TP]), p3d_link_name(bc->link[P3D_DIM_PP]),
-                 100 * (bc->step_time / c->step_time - 1));
+                 "naive placement (host-list order): step %.2f s, %d of %d PP hops across racks (this placement: "
+                 "%d); this placement is %.1f%% %s (estimate, docs/cost-model.md)",
+                 bc->step_time, bs->hops_by_link[P3D_LINK_XRACK], hops, ps->hops_by_link[P3D_LINK_XRACK],
+                 fabs(pct), pct >= 0 ? "faster" : "slower");
     }
     return n;
 }
