@@ -59,7 +59,7 @@ fi
 # hidden 210: 4h = 840 is divisible by every tp in 1..8; global batch
 # 8·dp·m; lr 1 moves the loss by ~35% over 8 steps; the CPU reference of
 # --verify costs a few seconds.
-base="--backend cuda --layers 8 --hidden 210 --steps 8 --lr 1 --timeout 120"
+base="--backend cuda --json --layers 8 --hidden 210 --steps 8 --lr 1 --timeout 120"
 plan=("check-grad|--tp 1 --pp 1 --dp 1||--backend cuda --check-grad --steps 1|pass"
       "cross-backend|--tp 1 --pp 1 --dp 1||$base --global-batch 64 --json|runs")
 for ((tp = 1; tp <= ngpu; tp++)); do

@@ -34,7 +34,7 @@ static const opt_row rows[] = {
     {"check-grad", O_FLAG, OFF(check_grad), 0, 0, "rank 0 checks one layer's gradients against finite differences first"},
     {"backend", O_STR, OFF(backend), 0, 0, "cpu, cuda or auto (default auto: cuda when a GPU is usable)"},
     {"p2p", O_STR, OFF(p2p), 0, 0, "buffered or strict: a send completes only once its receive is posted, as in NCCL (default buffered)"},
-    {"json", O_FLAG, OFF(json), 0, 0, "print the per-step losses as JSON lines too"},
+    {"json", O_FLAG, OFF(json), 0, 0, "JSON lines instead of text: losses, verify steps, every rank's report and the summary"},
     {"timeout", O_DBL, OFF(timeout), 0.1, 1e6, "seconds one communication may wait (default 120)"},
     {"connect-timeout", O_DBL, OFF(connect_timeout), 0.1, 1e6, "seconds for bootstrap and connections (default 30)"},
     {"bench-allreduce", O_FLAG, OFF(bench_allreduce), 0, 0, "benchmark the CPU ring all-reduce over the world"},
@@ -371,7 +371,7 @@ int main(int argc, char **argv)
     tcp_set_activity(w, "gathering the report");
     if (tcp_world_allgather(w, &mine, all, sizeof mine))
         goto out;
-    p3dw_report_rank(&e, ops->name, o.micro_batches, &mine);
+    p3dw_report_rank(&e, ops->name, o.micro_batches, &mine, o.json);
     /* The rank printing the loss (last stage, tp 0, dp 0) hands its losses
      * to rank 0, which compares them with its own reference run. */
     int loss_rank = -1;
@@ -393,7 +393,7 @@ int main(int argc, char **argv)
         double tol = o.verify_tol > 0 ? o.verify_tol : cuda ? 1e-3 : 1e-5;
         verdict = verify(&o, losses, tol, &max_rel, &drop) ? "fail" : "pass";
     }
-    p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel);
+    p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel, drop);
     rc = strcmp(verdict, "fail") && !grad_bad ? 0 : 1;
 out:
     if (cuda_up)

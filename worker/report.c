@@ -1,10 +1,16 @@
-/* report.c - what the worker prints at the end: one JSON line per rank and
- * a summary from rank 0 (fields in docs/worker.md).  Bandwidths are in
+/* report.c - what the worker reports at the end: by default rank 0 prints
+ * one human table (a row per rank, then the job's figures); with --json
+ * every rank prints its JSON line and rank 0 a JSON summary; under
+ * par3drun --log-dir (P3D_LOG_DIR) the same JSON goes to
+ * DIR/worker-rank-N.json and DIR/worker-summary.json (fields in
+ * docs/worker.md).  Bandwidths are in
  * GB/s (1e9 bytes/s); bus bandwidth of an all-reduce over n ranks counts
  * 2(n-1)/n of the buffer, as nccl-tests do. */
 #include "worker.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 double p3dw_analytic_bubble(int pp, int m)
 {
@@ -21,10 +27,11 @@ static double bubble(const p3dw_stats *s)
     return s->step_time > 0 ? s->pp_recv_time / s->step_time : 0.0;
 }
 
-void p3dw_report_rank(const p3dw_env *e, const char *backend, int m, const p3dw_rank_record *rec)
+static void rank_json(FILE *f, const p3dw_env *e, const char *backend, int m,
+                      const p3dw_rank_record *rec)
 {
     const p3dw_stats *s = &rec->st;
-    printf("{\"rank\":%d,\"node_rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"backend\":\"%s\","
+    fprintf(f, "{\"rank\":%d,\"node_rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"backend\":\"%s\","
            "\"steps\":%.0f,\"step_time_s\":%.6g,"
            "\"tp_allreduce\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"busbw_gbps\":%.6g},"
            "\"pp_send\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"bw_gbps\":%.6g},"
@@ -34,14 +41,71 @@ void p3dw_report_rank(const p3dw_env *e, const char *backend, int m, const p3dw_
            e->rank, e->node_rank, e->coord[0], e->coord[1], e->coord[2], backend, s->steps,
            s->steps > 0 ? s->step_time / s->steps : 0.0, s->tp_ops, s->tp_bytes, s->tp_time,
            rate(s->tp_bus_bytes, s->tp_time), s->pp_send_ops, s->pp_send_bytes, s->pp_send_time,
-           rate(s->pp_send_bytes, s->pp_send_time), s->pp_recv_ops, s->pp_recv_bytes,
+           rate(s->pp_send_bytes, s->pp_send_time + s->pp_recv_time), s->pp_recv_ops, s->pp_recv_bytes,
            s->pp_recv_time, s->dp_ops, s->dp_bytes, s->dp_time, rate(s->dp_bus_bytes, s->dp_time),
            bubble(s), p3dw_analytic_bubble(e->size[1], m));
-    fflush(stdout);
+}
+
+/* DIR/NAME under P3D_LOG_DIR, opened for writing; NULL when unset or on an
+ * error (printed: the run itself is fine). */
+static FILE *log_file(const char *name, int rank)
+{
+    const char *dir = getenv("P3D_LOG_DIR");
+    char path[4096];
+    if (!dir || !*dir)
+        return NULL;
+    if (rank >= 0)
+        snprintf(path, sizeof path, "%s/worker-rank-%d.json", dir, rank);
+    else
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        perror(path);
+    return f;
+}
+
+void p3dw_report_rank(const p3dw_env *e, const char *backend, int m, const p3dw_rank_record *rec,
+                      int json)
+{
+    if (json) {
+        rank_json(stdout, e, backend, m, rec);
+        fflush(stdout);
+    }
+    FILE *f = log_file(NULL, e->rank);
+    if (f) {
+        rank_json(f, e, backend, m, rec);
+        fclose(f);
+    }
+}
+
+/* The default end of a run: one row per rank and the job's figures. */
+static void table(const p3dw_env *e, const char *backend, const p3dw_opts *o,
+                  const p3dw_rank_record *all, int n, const char *verify, double max_rel,
+                  double drop)
+{
+    printf("\np3d-worker: %s backend, tp %d x pp %d x dp %d, %d micro-batches, %d steps\n",
+           backend, e->size[0], e->size[1], e->size[2], o->micro_batches, o->steps);
+    printf("%5s %5s %3s %3s %3s %10s %12s %12s %12s %7s\n", "rank", "node", "tp", "pp", "dp",
+           "step_ms", "tp_busbw", "pp_bw", "dp_busbw", "bubble");
+    for (int r = 0; r < n; r++) {
+        const p3dw_stats *s = &all[r].st;
+        printf("%5.0f %5.0f %3.0f %3.0f %3.0f %10.3f %9.3f GB/s %7.3f GB/s %7.3f GB/s %7.3f\n",
+               all[r].rank, all[r].node_rank, all[r].coord[0], all[r].coord[1], all[r].coord[2],
+               s->steps > 0 ? 1e3 * s->step_time / s->steps : 0.0,
+               rate(s->tp_bus_bytes, s->tp_time), rate(s->pp_send_bytes, s->pp_send_time +
+                                                       s->pp_recv_time),
+               rate(s->dp_bus_bytes, s->dp_time), bubble(s));
+    }
+    printf("bubble analytic (p-1)/(m+p-1) = %.3f; verify: %s", p3dw_analytic_bubble(e->size[1],
+           o->micro_batches), verify);
+    if (strcmp(verify, "off"))
+        printf(" (max rel diff %.3g, reference loss fell %.1f%%)", max_rel, 100 * drop);
+    printf("\n");
 }
 
 void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o,
-                         const p3dw_rank_record *all, int n, const char *verify, double max_rel)
+                         const p3dw_rank_record *all, int n, const char *verify, double max_rel,
+                         double drop)
 {
     double step_max = 0, bub = 0, bub_max = 0;
     p3dw_stats sum = {0};
@@ -57,20 +121,30 @@ void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts
         sum.tp_bus_bytes += s->tp_bus_bytes;
         sum.tp_time += s->tp_time;
         sum.pp_send_bytes += s->pp_send_bytes;
-        sum.pp_send_time += s->pp_send_time;
+        sum.pp_send_time += s->pp_send_time + s->pp_recv_time;
         sum.dp_bus_bytes += s->dp_bus_bytes;
         sum.dp_time += s->dp_time;
     }
-    printf("{\"summary\":true,\"backend\":\"%s\",\"world_size\":%d,"
-           "\"mesh\":{\"tp\":%d,\"pp\":%d,\"dp\":%d},\"layers\":%d,\"hidden\":%d,"
-           "\"global_batch\":%d,\"micro_batches\":%d,\"steps\":%d,"
-           "\"step_time_s\":%.6g,\"tp_busbw_gbps\":%.6g,\"pp_bw_gbps\":%.6g,"
-           "\"dp_busbw_gbps\":%.6g,\"bubble_measured\":%.6g,\"bubble_measured_max\":%.6g,"
-           "\"bubble_analytic\":%.6g,\"verify\":\"%s\",\"max_rel_diff\":%.3g}\n",
-           backend, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden,
-           o->global_batch, o->micro_batches, o->steps, step_max,
-           rate(sum.tp_bus_bytes, sum.tp_time), rate(sum.pp_send_bytes, sum.pp_send_time),
-           rate(sum.dp_bus_bytes, sum.dp_time), bub, bub_max,
-           p3dw_analytic_bubble(e->size[1], o->micro_batches), verify, max_rel);
+    FILE *outs[2] = {o->json ? stdout : NULL, log_file("worker-summary.json", -1)};
+    for (int i = 0; i < 2; i++) {
+        FILE *f = outs[i];
+        if (!f)
+            continue;
+        fprintf(f, "{\"summary\":true,\"backend\":\"%s\",\"world_size\":%d,"
+               "\"mesh\":{\"tp\":%d,\"pp\":%d,\"dp\":%d},\"layers\":%d,\"hidden\":%d,"
+               "\"global_batch\":%d,\"micro_batches\":%d,\"steps\":%d,"
+               "\"step_time_s\":%.6g,\"tp_busbw_gbps\":%.6g,\"pp_bw_gbps\":%.6g,"
+               "\"dp_busbw_gbps\":%.6g,\"bubble_measured\":%.6g,\"bubble_measured_max\":%.6g,"
+               "\"bubble_analytic\":%.6g,\"verify\":\"%s\",\"max_rel_diff\":%.3g,\"loss_drop\":%.4g}\n",
+               backend, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden,
+               o->global_batch, o->micro_batches, o->steps, step_max,
+               rate(sum.tp_bus_bytes, sum.tp_time), rate(sum.pp_send_bytes, sum.pp_send_time),
+               rate(sum.dp_bus_bytes, sum.dp_time), bub, bub_max,
+               p3dw_analytic_bubble(e->size[1], o->micro_batches), verify, max_rel, drop);
+        if (f != stdout)
+            fclose(f);
+    }
+    if (!o->json)
+        table(e, backend, o, all, n, verify, max_rel, drop);
     fflush(stdout);
 }

@@ -63,7 +63,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     fi
     dir=$(mktemp -d)
     trap 'rm -rf "$dir"' EXIT
-    if ! p3dw_run "$dir" 2 1 1 -- "$P3D_WORKER" --backend cpu --verify --steps 2 --hidden 16; then
+    if ! p3dw_run "$dir" 2 1 1 -- "$P3D_WORKER" --backend cpu --verify --json --steps 2 --hidden 16; then
         cat "$dir"/rank-*.log
         echo "FAIL: 2-rank harness run failed"
         exit 1

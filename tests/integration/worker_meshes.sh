@@ -13,7 +13,7 @@ for mesh in 1x1x1 2x1x1 1x2x1 1x1x2 2x2x2 4x2x1 2x2x4; do
     IFS=x read -r tp pp dp <<<"$mesh"
     for m in 1 4; do
         out="$dir/$mesh-m$m"
-        if ! p3dw_run "$out" "$tp" "$pp" "$dp" -- "$P3D_WORKER" --backend cpu --verify \
+        if ! p3dw_run "$out" "$tp" "$pp" "$dp" -- "$P3D_WORKER" --backend cpu --verify --json \
             --layers 4 --hidden 16 --global-batch 32 --micro-batches "$m" --steps 3; then
             echo "FAIL: mesh $mesh m=$m exited non-zero"; cat "$out"/rank-*.log; fail=1; continue
         fi

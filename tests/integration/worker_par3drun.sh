@@ -19,7 +19,7 @@ for mesh in 1x1x1 2x1x1 1x2x1 1x1x2 2x2x2 4x2x1 2x2x4; do
     IFS=x read -r tp pp dp <<<"$mesh"
     for m in 1 4; do
         out=$(timeout 300 "$PAR3DRUN" --emulate --cluster "$cluster" --tp "$tp" --pp "$pp" --dp "$dp" \
-            -- "$P3D_WORKER" --backend cpu --verify --layers 4 --hidden 16 --global-batch 32 \
+            -- "$P3D_WORKER" --backend cpu --verify --json --layers 4 --hidden 16 --global-batch 32 \
             --micro-batches "$m" --steps 3 2>&1)
         rc=$?
         if ((rc != 0)) || ! grep -q '"summary":true.*"verify":"pass"' <<<"$out"; then

@@ -12,7 +12,7 @@ source "$(dirname "$0")/worker_harness.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail=0
-args=(--backend cpu --verify --check-grad --steps 5 --micro-batches 2 --global-batch 16 --timeout 20)
+args=(--backend cpu --json --verify --check-grad --steps 5 --micro-batches 2 --global-batch 16 --timeout 20)
 
 # Clean: both pass, and the loss moved enough for verify to mean something.
 if ! p3dw_run "$dir/ok" 2 2 2 -- "$P3D_WORKER" "${args[@]}"; then
@@ -39,6 +39,21 @@ rc=$?
 ((rc == 1)) || { echo "FAIL: broken DP all-reduce: exit $rc, expected 1"; fail=1; }
 grep -q '\-\-verify FAILED' "$dir/dp/rank-0.log" || { echo "FAIL: broken DP all-reduce passed --verify"; fail=1; }
 echo "ok: broken DP all-reduce: $(grep -h -- '--verify FAILED' "$dir/dp/rank-0.log" | cut -c1-90)..."
+
+# Default output (issue 14): loss lines and one human table, no JSON; the
+# JSON report goes to P3D_LOG_DIR (par3drun --log-dir) when it is set.
+mkdir -p "$dir/logs"
+P3D_LOG_DIR=$dir/logs p3dw_run "$dir/plain" 1 2 1 -- "$P3D_WORKER" --backend cpu --verify \
+    --micro-batches 2 --steps 2 || { echo "FAIL: plain run"; fail=1; }
+if cat "$dir"/plain/rank-*.log | grep -q '^{'; then
+    echo "FAIL: JSON on stdout without --json"; fail=1
+fi
+grep -q '^ rank  node  tp  pp  dp' "$dir/plain/rank-0.log" || { echo "FAIL: no summary table"; fail=1; }
+grep -q 'step 2/2 loss' "$dir/plain/rank-1.log" || { echo "FAIL: no loss lines"; fail=1; }
+for f in worker-rank-0.json worker-rank-1.json worker-summary.json; do
+    grep -q '^{"' "$dir/logs/$f" 2>/dev/null || { echo "FAIL: no $f in P3D_LOG_DIR"; fail=1; }
+done
+echo "ok: default output is loss lines + a table; JSON in P3D_LOG_DIR"
 
 # An unknown switch value is refused (exit 2), never ignored.
 P3DW_BREAK=nonsense p3dw_run "$dir/bad" 1 1 1 -- "$P3D_WORKER" --backend cpu --steps 1
