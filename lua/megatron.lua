@@ -18,12 +18,15 @@
 -- The work is done by par3d.place_nested (lua/par3d.lua).
 
 function place(cluster, job)
-  local result, notes = par3d.place_nested(cluster, job)
+  -- MoE: keep each EP group (etp*ep ranks) with its TP groups in one NVLink
+  -- domain, else one node, else one rack (par3d.place_ep)
+  local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
+  local result, notes = (moe and par3d.place_ep or par3d.place_nested)(cluster, job)
   -- par3d.pack counts blocks of ranks packed together (one block holds
   -- several pipelines: all tp lanes of a model replica's stages), while
   -- the PP_CROSSES_RACKS check counts pipelines (PP groups). Say which so
   -- "1 of 9" here and "8 of 72" there do not read as a contradiction.
-  local block = (job.cp or 1) * (job.ep or 1) > 1 and "tp x cp x ep x pp" or "tp x pp"
+  local block = (job.cp or 1) > 1 and "tp x cp x pp" or "tp x pp"
   for i, n in ipairs(notes or {}) do
     notes[i] = n:gsub("(%d+ of %d+) pipelines span racks",
                       "%1 pipeline blocks (" .. block .. " ranks each) span racks", 1)

@@ -1,6 +1,6 @@
 -- rack_per_replica.lua — an example of a user policy (docs/policies.md).
 --
--- Goal: give every data-parallel replica (all tp*cp*ep*pp ranks with one dp
+-- Goal: give every data-parallel replica (all tp*cp*pp ranks with one dp
 -- coordinate) whole nodes, filling one rack at a time, and keep each TP
 -- group on one node. It ignores NVLink domain details that megatron.lua
 -- handles, to stay short.
@@ -32,16 +32,15 @@ function place(cluster, job)
   local result, next_free = {}, 1
   for dp = 0, job.dp - 1 do
     for pp = 0, job.pp - 1 do
-      for ep = 0, job.ep - 1 do
-        for cp = 0, job.cp - 1 do
-          for tp = 0, job.tp - 1 do
-            local coords = {tp = tp, cp = cp, ep = ep, dp = dp, pp = pp}
-            local rank = mesh:rank(coords)
-            local slot = free[next_free]
-            next_free = next_free + 1
-            coords.rank, coords.node, coords.gpu = rank, slot.node, slot.gpu
-            result[rank + 1] = coords
-          end
+      for cp = 0, job.cp - 1 do
+        for tp = 0, job.tp - 1 do
+          -- the dense coordinates; the runner fills in ep, etp, edp
+          local coords = {tp = tp, cp = cp, dp = dp, pp = pp}
+          local rank = mesh:rank(coords)
+          local slot = free[next_free]
+          next_free = next_free + 1
+          coords.rank, coords.node, coords.gpu = rank, slot.node, slot.gpu
+          result[rank + 1] = coords
         end
       end
     end

@@ -30,7 +30,7 @@ typedef struct p3d_opts {
     const char *output;         /* --output FILE */
 
     /* mesh and policy */
-    int tp, pp, dp, cp, ep;     /* 0 = not given */
+    int tp, pp, dp, cp, ep, etp; /* 0 = not given (etp: same as tp) */
     const char *order;          /* --order */
     const char *policy;         /* --policy (default "megatron") */
     const char *policy_sha256;

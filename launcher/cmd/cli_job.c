@@ -11,6 +11,7 @@ int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err)
     m->size[P3D_DIM_PP] = o->pp ? o->pp : 1;
     m->size[P3D_DIM_CP] = o->cp ? o->cp : 1;
     m->size[P3D_DIM_EP] = o->ep ? o->ep : 1;
+    m->size[P3D_DIM_ETP] = o->etp; /* 0: same as tp (p3d_mesh_resolve) */
     m->size[P3D_DIM_DP] = o->dp; /* 0: what is left, see p3d_job_resolve_dp */
     if (o->order && p3d_mesh_set_order(m, o->order, err) < 0)
         return -1;

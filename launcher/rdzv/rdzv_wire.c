@@ -471,17 +471,20 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
     pl->policy = p3d_rbuf_str(&r, STR_MAX);
     pl->policy_source = p3d_rbuf_str(&r, STR_MAX);
     rb_fixed(&r, pl->mesh.order_str, sizeof pl->mesh.order_str);
-    int world = 1;
     for (int d = 0; d < P3D_NDIMS; d++) {
         pl->mesh.size[d] = rb_int(&r, 1, 1 << 24);
         pl->mesh.order[d] = rb_int(&r, 0, P3D_NDIMS - 1);
-        if (!r.bad && world > (1 << 24) / pl->mesh.size[d])
-            r.bad = 1;
-        if (!r.bad)
-            world *= pl->mesh.size[d];
     }
+    /* both grids (p3d/job.h) must describe the same world */
+    p3d_mesh check = pl->mesh;
+    char *merr = NULL;
+    int world = r.bad ? -1 : p3d_mesh_world(&pl->mesh);
+    if (world > 0 && (p3d_mesh_set_order(&check, pl->mesh.order_str, &merr) < 0 ||
+                      p3d_mesh_resolve(&check, &merr) < 0 || memcmp(&check, &pl->mesh, sizeof check) != 0))
+        world = -1;
+    free(merr);
     pl->world = rb_int(&r, 1, 1 << 24);
-    if (r.bad || pl->world != world || (size_t)world * 32 > r.len - r.off)
+    if (r.bad || world <= 0 || pl->world != world || (size_t)world * 32 > r.len - r.off)
         goto bad;
     pl->ranks = calloc((size_t)world, sizeof *pl->ranks);
     if (!pl->ranks)

@@ -7,22 +7,13 @@
 
 #include "p3d/p3d.h"
 
-/* Distance in ranks between neighbours along dim under m->order (the
- * product of the sizes listed before dim). */
-static inline int p3d_mesh_stride(const p3d_mesh *m, int dim)
-{
-    int s = 1;
-    for (int k = 0; k < P3D_NDIMS && m->order[k] != dim; k++)
-        s *= m->size[m->order[k]];
-    return s;
-}
-
 /* Lowest rank of the g-th group of dim, groups numbered by their lowest
- * rank ascending; the members are first + i*stride, i < size[dim]. */
+ * rank ascending; the members are first + i*stride, i < size[dim], with
+ * stride = p3d_mesh_stride(m, dim) (in dim's grid, p3d/job.h). */
 static inline int p3d_group_first(const p3d_mesh *m, int dim, int g)
 {
     int stride = p3d_mesh_stride(m, dim);
-    int block = stride * m->size[dim];
+    int block = stride * p3d_mesh_size(m, dim);
     return (g / stride) * block + g % stride;
 }
 
@@ -44,6 +35,12 @@ int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job,
 int p3d_tp_off_nvlink(const p3d_analysis *a);
 /* Pipelines with a stage boundary across racks. */
 int p3d_pp_cross_rack(const p3d_analysis *a);
+/* The placement objective, compared lexicographically (smaller is better;
+ * docs/report-json.md, metrics.objective): TP groups off one NVLink
+ * domain; of those, groups spanning nodes; TP groups spanning racks;
+ * pipelines spanning racks; cross-rack hops between consecutive stages. */
+#define P3D_OBJECTIVE_LEN 5
+void p3d_objective(const p3d_analysis *a, long long out[P3D_OBJECTIVE_LEN]);
 
 /* "node001/0" or the multi-node NVLink domain's name, into buf. */
 void p3d_gpu_domain_name(const p3d_cluster *c, int node, int gpu, char *buf,

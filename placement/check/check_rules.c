@@ -326,7 +326,7 @@ static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
     size_t gpus = p3d_cluster_gpus(c);
     if (world > (long long)gpus)
         ADD(P3D_SEV_ERROR, "WORLD_GT_GPUS",
-            "the mesh needs tp*cp*ep*dp*pp = %lld GPUs, the cluster has %zu. Lower dp (or leave --dp out to use "
+            "the mesh needs tp*cp*dp*pp = %lld GPUs, the cluster has %zu. Lower dp (or leave --dp out to use "
             "what is there) or add nodes.",
             world, gpus);
     else if (world < (long long)gpus) {

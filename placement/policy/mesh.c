@@ -1,21 +1,29 @@
-/* mesh.c — rank arithmetic for order strings (Megatron's RankGenerator):
- * rank = sum(coord_i * stride_i), stride_i = product of the sizes listed
- * before dimension i in the order string (fastest-varying first). */
+/* mesh.c — rank arithmetic for order strings, as Megatron-LM's RankGenerator
+ * and initialize_model_parallel do it. One order string, two grids (p3d/job.h):
+ * the dense grid tp*cp*dp*pp and the expert grid etp*ep*edp*pp. In each,
+ * rank = sum(coord_i * stride_i), stride_i = product of the grid's sizes
+ * listed before dimension i in the order string (fastest-varying first).
+ * The Lua helper module reaches this file through lua_par3d.c. */
 #include "p3d/p3d.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const int default_order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP};
+static const int default_order[P3D_NORDER] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP};
 
 void p3d_job_init(p3d_job *j)
 {
     memset(j, 0, sizeof *j);
-    for (int d = 0; d < P3D_NDIMS; d++) {
+    for (int d = 0; d < P3D_NDIMS; d++)
         j->mesh.size[d] = 1;
-        j->mesh.order[d] = default_order[d];
-    }
+    j->mesh.size[P3D_DIM_ETP] = 0; /* same as tp */
+    j->mesh.size[P3D_DIM_EDP] = 0; /* derived */
+    for (int k = 0; k < P3D_NORDER; k++)
+        j->mesh.order[k] = default_order[k];
+    j->mesh.order[P3D_NORDER] = P3D_DIM_ETP;
+    j->mesh.order[P3D_NORDER + 1] = P3D_DIM_EDP;
     strcpy(j->mesh.order_str, "tp-cp-ep-dp-pp");
     j->virtual_stages = 1;
     j->dtype_bytes = 2;
@@ -25,21 +33,25 @@ void p3d_job_init(p3d_job *j)
 int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err)
 {
     int used[P3D_NDIMS] = {0}, n = 0;
-    const char *p = order;
+    char low[sizeof m->order_str];
     if (!order || !*order)
         return p3d_err(err, "--order: expected dimensions joined by '-' (e.g. tp-cp-ep-dp-pp), got ''");
-    if (strlen(order) >= sizeof m->order_str)
+    if (strlen(order) >= sizeof low)
         return p3d_err(err, "--order: '%s' is too long", order);
+    /* Megatron lower-cases the order string before reading it */
+    for (size_t i = 0; i <= strlen(order); i++)
+        low[i] = (char)tolower((unsigned char)order[i]);
+    const char *p = low;
     while (*p) {
         const char *dash = strchr(p, '-');
         size_t len = dash ? (size_t)(dash - p) : strlen(p);
         int dim = -1;
-        for (int d = 0; d < P3D_NDIMS; d++)
-            if (len == 2 && strncmp(p, p3d_dim_name(d), 2) == 0)
-                dim = d;
+        for (int k = 0; k < P3D_NORDER; k++)
+            if (len == 2 && strncmp(p, p3d_dim_name(default_order[k]), 2) == 0)
+                dim = default_order[k];
         if (dim < 0)
             return p3d_err(err, "--order: unknown dimension '%.*s' in '%s' (expected tp, cp, ep, dp, pp)",
-                           (int)len, p, order);
+                           (int)len, order + (p - low), order);
         if (used[dim])
             return p3d_err(err, "--order: dimension '%s' appears twice in '%s'", p3d_dim_name(dim), order);
         used[dim] = 1;
@@ -50,80 +62,189 @@ int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err)
         if (!*p)
             return p3d_err(err, "--order: '%s' ends with '-'", order);
     }
-    /* Dims left out must have size 1 (checked by p3d_job_resolve_dp once
-     * every size is known); append them in default order so the arithmetic
-     * stays total. order_str keeps the user's string, as Megatron does. */
-    for (int k = 0; k < P3D_NDIMS; k++)
+    /* Dims left out must have size 1 (p3d_mesh_resolve checks once every
+     * size is known); append them in default order so the arithmetic stays
+     * total. order_str keeps the string as given, lower-cased. */
+    for (int k = 0; k < P3D_NORDER; k++)
         if (!used[default_order[k]])
             m->order[n++] = default_order[k];
-    strcpy(m->order_str, order);
+    m->order[P3D_NORDER] = P3D_DIM_ETP;
+    m->order[P3D_NORDER + 1] = P3D_DIM_EDP;
+    strcpy(m->order_str, low);
     return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The two grids                                                           */
+/* ---------------------------------------------------------------------- */
+
+static int pos(int v)
+{
+    return v >= 1 ? v : 1;
+}
+
+static long long dense_world(const p3d_mesh *m)
+{
+    return (long long)pos(m->size[P3D_DIM_TP]) * pos(m->size[P3D_DIM_CP]) * pos(m->size[P3D_DIM_DP]) *
+           pos(m->size[P3D_DIM_PP]);
+}
+
+/* Every size, etp and edp derived as p3d_mesh_resolve would. */
+static void eff_sizes(const p3d_mesh *m, int s[P3D_NDIMS])
+{
+    for (int d = 0; d < P3D_NDIMS; d++)
+        s[d] = pos(m->size[d]);
+    if (m->size[P3D_DIM_ETP] < 1)
+        s[P3D_DIM_ETP] = s[P3D_DIM_TP];
+    long long den = (long long)s[P3D_DIM_ETP] * s[P3D_DIM_EP] * s[P3D_DIM_PP];
+    long long w = dense_world(m);
+    s[P3D_DIM_EDP] = w >= den && w / den < (1 << 30) ? (int)(w / den) : 1;
+}
+
+/* The size a token of the order string has in each grid. */
+static int dense_size(const int s[P3D_NDIMS], int token)
+{
+    return token == P3D_DIM_EP ? 1 : s[token];
+}
+
+static int expert_dim(int token)
+{
+    switch (token) {
+    case P3D_DIM_TP: return P3D_DIM_ETP;
+    case P3D_DIM_DP: return P3D_DIM_EDP;
+    case P3D_DIM_CP: return -1; /* size 1 in the expert grid */
+    default: return token;      /* ep, pp */
+    }
+}
+
+static int expert_size(const int s[P3D_NDIMS], int token)
+{
+    int d = expert_dim(token);
+    return d < 0 ? 1 : s[d];
+}
+
+static int is_expert_dim(int dim)
+{
+    return dim == P3D_DIM_EP || dim == P3D_DIM_ETP || dim == P3D_DIM_EDP;
+}
+
+static int stride_in(const p3d_mesh *m, const int s[P3D_NDIMS], int dim, int expert)
+{
+    long long st = 1;
+    for (int k = 0; k < P3D_NORDER; k++) {
+        int t = m->order[k];
+        if ((expert ? expert_dim(t) : t) == dim)
+            break;
+        st *= expert ? expert_size(s, t) : dense_size(s, t);
+        if (st > (1 << 30))
+            return 1 << 30;
+    }
+    return (int)st;
 }
 
 int p3d_mesh_world(const p3d_mesh *m)
 {
-    long long w = 1;
-    for (int d = 0; d < P3D_NDIMS; d++)
-        w *= m->size[d];
+    long long w = dense_world(m);
     return w > (1 << 30) ? -1 : (int)w;
+}
+
+int p3d_mesh_size(const p3d_mesh *m, int dim)
+{
+    int s[P3D_NDIMS];
+    if (dim < 0 || dim >= P3D_NDIMS)
+        return 1;
+    eff_sizes(m, s);
+    return s[dim];
+}
+
+int p3d_mesh_stride(const p3d_mesh *m, int dim)
+{
+    int s[P3D_NDIMS];
+    eff_sizes(m, s);
+    return stride_in(m, s, dim, is_expert_dim(dim));
 }
 
 int p3d_mesh_rank(const p3d_mesh *m, const int coord[P3D_NDIMS])
 {
-    int r = 0, stride = 1;
-    for (int k = 0; k < P3D_NDIMS; k++) {
-        int d = m->order[k];
-        r += coord[d] * stride;
-        stride *= m->size[d];
+    int s[P3D_NDIMS], r = 0, stride = 1;
+    eff_sizes(m, s);
+    for (int k = 0; k < P3D_NORDER; k++) {
+        int t = m->order[k];
+        if (t == P3D_DIM_EP)
+            continue;
+        r += coord[t] * stride;
+        stride *= s[t];
     }
     return r;
 }
 
 void p3d_mesh_coord(const p3d_mesh *m, int rank, int coord[P3D_NDIMS])
 {
-    for (int k = 0; k < P3D_NDIMS; k++) {
-        int d = m->order[k];
-        coord[d] = rank % m->size[d];
-        rank /= m->size[d];
+    int s[P3D_NDIMS], r = rank;
+    eff_sizes(m, s);
+    for (int k = 0; k < P3D_NORDER; k++) {
+        int t = m->order[k], n = dense_size(s, t);
+        if (t != P3D_DIM_EP)
+            coord[t] = r % n;
+        r /= n;
+    }
+    r = rank;
+    for (int k = 0; k < P3D_NORDER; k++) {
+        int t = m->order[k], d = expert_dim(t), n = expert_size(s, t);
+        if (d >= 0 && d != P3D_DIM_PP)
+            coord[d] = r % n;
+        r /= n;
     }
 }
 
 int p3d_group_members(const p3d_mesh *m, int dim, int r, int *out, int cap)
 {
-    int c[P3D_NDIMS], n = 0;
-    p3d_mesh_coord(m, r, c);
-    for (int i = 0; i < m->size[dim]; i++) {
-        c[dim] = i;
-        if (n < cap)
-            out[n] = p3d_mesh_rank(m, c);
-        n++;
-    }
-    /* ascending: coordinate order along one dim is rank order (strides > 0) */
+    int s[P3D_NDIMS];
+    eff_sizes(m, s);
+    int n = s[dim], st = stride_in(m, s, dim, is_expert_dim(dim));
+    int base = r - ((r / st) % n) * st;
+    for (int i = 0; i < n && i < cap; i++)
+        out[i] = base + i * st; /* ascending: strides > 0 */
     return n;
 }
 
-/* Megatron's RankGenerator refuses an order string that leaves out a
- * dimension of size > 1; accepting it would report and export (P3D_ORDER)
- * an order the training script cannot use. Size-1 dims may be left out. */
-static int mesh_check_order(const p3d_mesh *m, char **err)
+/* ---------------------------------------------------------------------- */
+/* What Megatron refuses                                                   */
+/* ---------------------------------------------------------------------- */
+
+static int listed(const p3d_mesh *m, int token)
 {
-    int listed[P3D_NDIMS] = {0};
-    char missing[160] = "";
-    size_t k = 0;
     for (const char *p = m->order_str; *p;) {
         const char *dash = strchr(p, '-');
         size_t len = dash ? (size_t)(dash - p) : strlen(p);
-        for (int d = 0; d < P3D_NDIMS; d++)
-            if (len == 2 && strncmp(p, p3d_dim_name(d), 2) == 0)
-                listed[d] = 1;
+        if (len == 2 && strncmp(p, p3d_dim_name(token), 2) == 0)
+            return 1;
         if (!dash)
             break;
         p = dash + 1;
     }
-    for (int d = 0; d < P3D_NDIMS; d++)
-        if (!listed[d] && m->size[d] > 1 && k < sizeof missing)
+    return 0;
+}
+
+/* RankGenerator refuses an order string that leaves out a dimension of
+ * size > 1 in either grid; accepting it would report and export
+ * (P3D_ORDER) an order the training script cannot use. */
+static int check_order(const p3d_mesh *m, const int s[P3D_NDIMS], char **err)
+{
+    char missing[200] = "";
+    size_t k = 0;
+    for (int q = 0; q < P3D_NORDER; q++) {
+        int t = default_order[q], e = expert_dim(t);
+        int big = dense_size(s, t) > 1 ? t : e >= 0 && s[e] > 1 ? e : -1;
+        if (big < 0 || listed(m, t) || k >= sizeof missing)
+            continue;
+        if (big == t)
             k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "",
-                                  p3d_dim_name(d), m->size[d]);
+                                  p3d_dim_name(t), s[t]);
+        else
+            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (%s=%d)", k ? ", " : "",
+                                  p3d_dim_name(t), p3d_dim_name(big), s[big]);
+    }
     if (k)
         return p3d_err(err, "--order %s leaves out %s: Megatron requires every dimension of size > 1 in the "
                             "order string",
@@ -131,27 +252,69 @@ static int mesh_check_order(const p3d_mesh *m, char **err)
     return 0;
 }
 
+int p3d_mesh_resolve(p3d_mesh *m, char **err)
+{
+    static const int given[] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP};
+    int s[P3D_NDIMS];
+    for (size_t i = 0; i < sizeof given / sizeof given[0]; i++)
+        if (m->size[given[i]] < 1)
+            return p3d_err(err, "mesh: %s=%d, expected >= 1", p3d_dim_name(given[i]), m->size[given[i]]);
+    if (m->size[P3D_DIM_ETP] < 0)
+        return p3d_err(err, "mesh: etp=%d, expected >= 1", m->size[P3D_DIM_ETP]);
+    long long w = dense_world(m);
+    if (w > (1 << 30))
+        return p3d_err(err, "mesh: world size tp*cp*dp*pp = %lld is too large", w);
+    eff_sizes(m, s);
+    long long den = (long long)s[P3D_DIM_ETP] * s[P3D_DIM_EP] * s[P3D_DIM_PP];
+    if (w % den != 0)
+        return p3d_err(err,
+                       "mesh: the expert grid etp*ep*edp*pp does not fit the world: world size tp*cp*dp*pp = %lld "
+                       "is not divisible by etp*ep*pp = %lld (etp=%d ep=%d pp=%d); Megatron refuses this",
+                       w, den, s[P3D_DIM_ETP], s[P3D_DIM_EP], s[P3D_DIM_PP]);
+    if (check_order(m, s, err) < 0)
+        return -1;
+    size_t ol = strlen(m->order_str);
+    int pp_last = ol >= 2 && strcmp(m->order_str + ol - 2, "pp") == 0;
+    if (!pp_last && s[P3D_DIM_PP] > 1 && s[P3D_DIM_EDP] != s[P3D_DIM_DP])
+        return p3d_err(err,
+                       "--order %s is not pp-last with pp=%d, and the expert data-parallel size edp=%d differs from "
+                       "dp=%d: Megatron requires the attention and MoE layers to have the same data-parallel size "
+                       "when pp is not last in the order",
+                       m->order_str, s[P3D_DIM_PP], s[P3D_DIM_EDP], s[P3D_DIM_DP]);
+    /* same size and same stride: the same pipeline groups (all singletons
+     * when pp = 1, whatever the strides) */
+    int pd = stride_in(m, s, P3D_DIM_PP, 0), pe = stride_in(m, s, P3D_DIM_PP, 1);
+    if (s[P3D_DIM_PP] > 1 && pd != pe)
+        return p3d_err(err,
+                       "--order %s gives the expert layers other pipeline groups than the dense layers (stage "
+                       "stride %d vs %d ranks): Megatron requires the same pipeline groups for the non-expert "
+                       "and expert parts; put pp after the dimensions that differ (e.g. tp-cp-ep-dp-pp)",
+                       m->order_str, pd, pe);
+    m->size[P3D_DIM_ETP] = s[P3D_DIM_ETP];
+    m->size[P3D_DIM_EDP] = s[P3D_DIM_EDP];
+    return 0;
+}
+
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
 {
     p3d_mesh *m = &job->mesh;
     long long other = 1;
-    for (int d = 0; d < P3D_NDIMS; d++)
-        if (d != P3D_DIM_DP)
+    for (int d = 0; d < P3D_NORDER; d++)
+        if (d != P3D_DIM_DP && d != P3D_DIM_EP)
             other *= m->size[d];
     if (m->size[P3D_DIM_DP] == 0) {
         if (gpus == 0)
             return p3d_err(err, "no GPUs found (see par3drun topo): give --nproc-per-node N to run N CPU ranks per node");
         if ((long long)gpus % other != 0)
             return p3d_err(err,
-                           "mesh does not divide the world: %zu GPUs is not a multiple of tp*cp*ep*pp = %lld "
-                           "(tp=%d cp=%d ep=%d pp=%d); choose sizes whose product divides %zu or give --dp",
-                           gpus, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_EP],
-                           m->size[P3D_DIM_PP], gpus);
+                           "mesh does not divide the world: %zu GPUs is not a multiple of tp*cp*pp = %lld "
+                           "(tp=%d cp=%d pp=%d); choose sizes whose product divides %zu or give --dp",
+                           gpus, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP], gpus);
         m->size[P3D_DIM_DP] = (int)((long long)gpus / other);
-        return mesh_check_order(m, err);
+        return p3d_mesh_resolve(m, err);
     }
     long long world = other * m->size[P3D_DIM_DP];
     if (world > (long long)gpus)
-        return p3d_err(err, "world size tp*cp*ep*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
-    return mesh_check_order(m, err);
+        return p3d_err(err, "world size tp*cp*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
+    return p3d_mesh_resolve(m, err);
 }

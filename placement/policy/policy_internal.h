@@ -21,5 +21,9 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
  * and tests): instructions, peak Lua heap bytes. */
 void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes);
 
+/* Pushes the C core of the par3d module (lua_par3d.c): the mesh arithmetic
+ * of mesh.c. par3d.lua receives it as its chunk argument. */
+int luaopen_par3d_core(lua_State *L);
+
 
 #endif

@@ -241,7 +241,7 @@ static void groups(tx *t, const p3d_report_in *in, const int *dims, int nd)
     p3d_sb_putc(b, '\n');
     heading(t, "Groups (ranks that share a coordinate in every other dimension)");
     for (int k = 0; k < nd; k++) {
-        int d = dims[k], n = m->size[d], ng = world / n, stride = p3d_mesh_stride(m, d);
+        int d = dims[k], n = p3d_mesh_size(m, d), ng = world / n, stride = p3d_mesh_stride(m, d);
         if (n == 1) {
             p3d_sb_printf(b, "  %s: size 1 (no %s communication)\n", p3d_dim_name(d), p3d_dim_name(d));
             continue;

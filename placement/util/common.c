@@ -46,7 +46,7 @@ const char *p3d_link_desc(p3d_link l)
     return (unsigned)l < P3D_LINK_COUNT ? link_descs[l] : "?";
 }
 
-static const char *const dim_names[P3D_NDIMS] = {"tp", "cp", "ep", "dp", "pp"};
+static const char *const dim_names[P3D_NDIMS] = {"tp", "cp", "ep", "dp", "pp", "etp", "edp"};
 
 const char *p3d_dim_name(int dim)
 {

@@ -10,7 +10,7 @@ first_line() {
 }
 
 dry nodiv 2 --cluster $C2 --tp 3
-err_has nodiv "mesh does not divide the world: 16 GPUs is not a multiple of tp*cp*ep*pp = 3"
+err_has nodiv "mesh does not divide the world: 16 GPUs is not a multiple of tp*cp*pp = 3"
 first_line nodiv
 
 dry toobig 2 --cluster $C2 --tp 8 --dp 4

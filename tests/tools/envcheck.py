@@ -78,7 +78,7 @@ def main():
         expect("P3D_NIC", me["nic"] or "")
     expect("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     mesh = pl["mesh"]
-    for dim in ("tp", "pp", "dp", "cp", "ep"):
+    for dim in ("tp", "pp", "dp", "cp", "ep", "etp", "edp"):
         if dim not in mesh:
             continue
         up = dim.upper()

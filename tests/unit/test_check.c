@@ -255,12 +255,12 @@ static void bad_placements_fail(void **state)
     p->ranks[5].gpu = 4; /* rank 4 is there already */
     assert_int_equal(p3d_analyze(c, &j, p, &a, &err), -1);
     assert_null(a);
-    assert_non_null(strstr(err, "ranks 4 and 5 both placed on node001 GPU 4"));
+    assert_non_null(strstr(err, "policy hand: GPU 4 of node001 is assigned to both rank 4 and rank 5"));
     P3D_FREE(&err);
     p->ranks[5].gpu = 5;
     p->ranks[9].coord[P3D_DIM_TP] = 0; /* tp=8 order: rank 9 has tp 1 */
     assert_int_equal(p3d_analyze(c, &j, p, &a, &err), -1);
-    assert_non_null(strstr(err, "rank 9: tp coordinate is 0"));
+    assert_non_null(strstr(err, "rank 9: tp=0, but under order tp-cp-ep-dp-pp"));
     P3D_FREE(&err);
     p->ranks[9].coord[P3D_DIM_TP] = 1;
     p->ranks[3].node = 7;

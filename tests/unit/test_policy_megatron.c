@@ -43,6 +43,10 @@ static int has_note(const p3d_placement *pl, const char *s)
  * computed from the coordinates the policy returned (not from mesh.c). */
 static int *reps_from_coords(const p3d_placement *pl, unsigned mask)
 {
+    /* the coordinates of one grid (p3d/job.h) number the ranks */
+    static const int dense[4] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_DP, P3D_DIM_PP},
+                     expert[4] = {P3D_DIM_ETP, P3D_DIM_EP, P3D_DIM_EDP, P3D_DIM_PP};
+    const int *grid = mask & ((1u << P3D_DIM_EP) | (1u << P3D_DIM_ETP) | (1u << P3D_DIM_EDP)) ? expert : dense;
     int w = pl->world;
     int *key_min = malloc((size_t)w * sizeof *key_min), *rep = malloc((size_t)w * sizeof *rep);
     for (int i = 0; i < w; i++)
@@ -50,8 +54,10 @@ static int *reps_from_coords(const p3d_placement *pl, unsigned mask)
     for (int pass = 0; pass < 2; pass++)
         for (int r = 0; r < w; r++) {
             long key = 0;
-            for (int d = 0; d < P3D_NDIMS; d++)
-                key = key * pl->mesh.size[d] + ((mask >> d) & 1 ? 0 : pl->ranks[r].coord[d]);
+            for (int k = 0; k < 4; k++) {
+                int d = grid[k];
+                key = key * p3d_mesh_size(&pl->mesh, d) + ((mask >> d) & 1 ? 0 : pl->ranks[r].coord[d]);
+            }
             assert_true(key >= 0 && key < w);
             if (pass == 0 && (key_min[key] < 0 || r < key_min[key]))
                 key_min[key] = r;
@@ -175,8 +181,10 @@ static void expect_physical(const p3d_cluster *c, const p3d_placement *pl)
             assert_int_equal(c->nodes[a->node].topo->gpus[a->gpu].domain, c->nodes[b->node].topo->gpus[b->gpu].domain);
         }
     }
+    /* EP blocks larger than a node may not fit (checked in megatron_case) */
     for (size_t i = 0; i < pl->nnotes; i++)
-        assert_null(strstr(pl->notes[i], "degraded"));
+        if (!strstr(pl->notes[i], "EP rule degraded"))
+            assert_null(strstr(pl->notes[i], "degraded"));
 }
 
 /* One parametrized case of test_rank_generator_for_tp_dp_pp. */
@@ -200,18 +208,27 @@ static void megatron_case(int nodes, int gpus, int tp, int pp, int cp, int ep)
     golden_free(&g);
     p3d_placement_free(pl);
 
-    /* the expert generator: tp-ep-dp-pp with cp = 1 */
+    /* the expert generator: etp-ep-edp-pp (cp = 1 there), dp the dense dp */
     if (world % (tp * ep * pp) == 0) {
         int edp = world / (tp * ep * pp);
-        fx_job(&j, tp, 1, ep, edp, pp, "tp-ep-dp-pp");
+        fx_job(&j, tp, 1, ep, world / (tp * pp), pp, "tp-ep-dp-pp");
         pl = place("megatron", c, &j);
         expect_physical(c, pl);
+        assert_int_equal(pl->mesh.size[P3D_DIM_EDP], edp);
         golden_make(&g, world, tp, pp, ep); /* ep plays cp's role */
-        expect_groups(pl, M(P3D_DIM_DP), g.dp, g.ndp, edp);
+        expect_groups(pl, M(P3D_DIM_EDP), g.dp, g.ndp, edp);
         expect_groups(pl, M(P3D_DIM_EP), g.cp, g.ncp, ep);
         golden_free(&g);
         golden_make(&g, world, tp * ep, pp, 1); /* tp-ep: contiguous blocks */
-        expect_groups(pl, M(P3D_DIM_TP) | M(P3D_DIM_EP), g.tp, g.ntp, tp * ep);
+        expect_groups(pl, M(P3D_DIM_ETP) | M(P3D_DIM_EP), g.tp, g.ntp, tp * ep);
+        /* the EP rule: an EP group that fits a node stays on one */
+        assert_int_equal(has_note(pl, "EP rule degraded"), tp * ep > gpus);
+        if (tp * ep <= gpus)
+            for (int r = 0; r < world; r++) {
+                int buf[64], n = p3d_group_members(&pl->mesh, P3D_DIM_EP, r, buf, 64);
+                for (int k = 0; k < n; k++)
+                    assert_int_equal(pl->ranks[buf[k]].node, pl->ranks[r].node);
+            }
         golden_free(&g);
         p3d_placement_free(pl);
     }
@@ -513,9 +530,10 @@ static void test_property_random(void **state)
     for (int iter = 0; done < 200 && iter < 5000; iter++) {
         int g = rnd(2) ? 8 : 4, dsz = rnd(3) ? g : g / 2;
         int nodes = 1 + rnd(12), nracks = 1 + rnd(3);
-        int tp = 1 << rnd(4), cp = 1 + rnd(2), ep = 1 + rnd(2), pp = 1 + rnd(4), dp = 1 + rnd(4);
-        int world = tp * cp * ep * pp * dp;
-        if (world > nodes * g)
+        int tp = 1 << rnd(4), cp = 1 + rnd(2), ep = 1 << rnd(3), pp = 1 + rnd(4), dp = 1 + rnd(4);
+        int etp = rnd(3) ? tp : 1 << rnd(3);
+        int world = tp * cp * pp * dp;
+        if (world > nodes * g || world % (etp * ep * pp))
             continue;
         char order[32] = "";
         int perm[5] = {0, 1, 2, 3, 4};
@@ -537,6 +555,19 @@ static void test_property_random(void **state)
         p3d_cluster *c = fx_cluster((size_t)nodes, &t, 1, NULL, rack, (size_t)nracks, NULL, 0);
         p3d_job j;
         fx_job(&j, tp, cp, ep, dp, pp, order);
+        j.mesh.size[P3D_DIM_ETP] = etp;
+        char *why = NULL;
+        p3d_mesh rm = j.mesh;
+        if (p3d_mesh_resolve(&rm, &why) < 0) { /* Megatron refuses it: so must the policy run */
+            p3d_placement *no = NULL;
+            char *msg = NULL;
+            assert_int_equal(p3d_policy_run("megatron", NULL, c, &j, &no, &msg), -1);
+            assert_string_equal(msg, why);
+            free(msg);
+            free(why);
+            fx_free(c);
+            continue;
+        }
         p3d_placement *pl = place(rnd(4) ? "megatron" : "devicemesh", c, &j);
         /* bijection onto existing GPUs */
         int used[12 * 8] = {0};
@@ -551,7 +582,8 @@ static void test_property_random(void **state)
             int *rep = reps_from_coords(pl, 1u << d), buf[16];
             for (int r = 0; r < world; r++) {
                 int n = p3d_group_members(&j.mesh, d, r, buf, 16);
-                assert_int_equal(n, j.mesh.size[d]);
+                assert_int_equal(n, p3d_mesh_size(&j.mesh, d));
+                assert_int_equal(n, pl->mesh.size[d]);
                 assert_int_equal(rep[r], buf[0]);
             }
             free(rep);
@@ -572,7 +604,9 @@ static void test_property_random(void **state)
                 }
             }
         }
-        if (!has_note(pl, "pipeline rule degraded") && !has_note(pl, "TP rule degraded"))
+        if (!has_note(pl, "pipeline rule degraded") && !has_note(pl, "TP rule degraded") &&
+            !has_note(pl, "EP rule degraded") && !has_note(pl, "EP pipeline block rule degraded") &&
+            !has_note(pl, "EP block rule degraded"))
             assert_int_equal(pipelines_crossing_racks(c, pl), 0);
         p3d_placement_free(pl);
         fx_free(c);

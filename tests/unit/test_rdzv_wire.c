@@ -73,10 +73,10 @@ static void place_roundtrip(void **st)
 {
     (void)st;
     p3d_rank ranks[2] = {{.node = 0, .gpu = 0, .local_rank = 0, .coord = {0, 0, 0, 0, 0}},
-                         {.node = 1, .gpu = 3, .local_rank = 0, .coord = {0, 0, 0, 1, 0}}};
+                         {.node = 1, .gpu = 3, .local_rank = 0, .coord = {0, 0, 0, 1, 0, 0, 1}}};
     p3d_placement pl = {.world = 2, .ranks = ranks, .policy = "megatron", .policy_source = "lua/megatron.lua"};
     for (int d = 0; d < P3D_NDIMS; d++) {
-        pl.mesh.size[d] = d == P3D_DIM_DP ? 2 : 1;
+        pl.mesh.size[d] = d == P3D_DIM_DP || d == P3D_DIM_EDP ? 2 : 1; /* resolved: edp = dp */
         pl.mesh.order[d] = d;
     }
     strcpy(pl.mesh.order_str, "tp-cp-ep-dp-pp");

@@ -48,6 +48,17 @@ int p3d_analyze(const p3d_cluster *c, const p3d_job *job,
                 const p3d_placement *pl, p3d_analysis **out, char **err);
 void p3d_analysis_free(p3d_analysis *a);
 
+/* Coordinate a placement leaves to the validator (partial mode). */
+#define P3D_COORD_UNSET (-1)
+
+/* The one validator of a placement (placement/check/check.c): world and
+ * mesh as asked, every rank on an existing GPU, no GPU twice, every
+ * coordinate what the order string gives (p3d_mesh_coord). With partial,
+ * coordinates P3D_COORD_UNSET are accepted. Messages start with who. */
+int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh,
+                           const p3d_placement *pl, const char *who,
+                           int partial, char **err);
+
 #ifdef __cplusplus
 }
 #endif

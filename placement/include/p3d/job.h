@@ -15,25 +15,53 @@ extern "C" {
 /* Job, mesh and model                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* Two grids share one order string (Megatron-LM's RankGenerator):
+ *   dense (attention) grid  tp * cp * dp  * pp = world
+ *   expert (MoE) grid       etp * ep * edp * pp = world
+ * The expert grid takes the dense one's order with etp in tp's place, edp in
+ * dp's place and cp of size 1; ep has size 1 in the dense grid. TP, CP, DP,
+ * PP coordinates come from the dense grid, ETP, EP, EDP from the expert one
+ * (PP is the same in both: a mesh whose pipelines differ is refused). */
 enum { P3D_DIM_TP = 0, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP,
-       P3D_NDIMS };
+       P3D_DIM_ETP, P3D_DIM_EDP, P3D_NDIMS };
+/* The dimensions an order string names: tp, cp, ep, dp, pp. */
+enum { P3D_NORDER = 5 };
 
-/* "tp", "cp", "ep", "dp", "pp". */
+/* "tp", "cp", "ep", "dp", "pp", "etp", "edp". */
 const char *p3d_dim_name(int dim);
 
 typedef struct p3d_mesh {
-    int size[P3D_NDIMS];    /* every entry >= 1 */
-    int order[P3D_NDIMS];   /* dims, fastest-varying first */
-    char order_str[48];     /* "tp-cp-ep-dp-pp" as given */
+    /* tp cp ep dp pp as asked (>= 1); etp 0 = same as tp; edp is derived
+     * (world / (etp*ep*pp)). p3d_mesh_resolve fills etp and edp in; the
+     * functions below derive them the same way when they are still 0. */
+    int size[P3D_NDIMS];
+    /* order[0..P3D_NORDER-1]: the order string's dimensions, fastest-
+     * varying first (dims left out appended); order[5], order[6] are ETP
+     * and EDP, which take tp's and dp's place in the expert grid. */
+    int order[P3D_NDIMS];
+    char order_str[48];     /* the order string, lower-cased */
 } p3d_mesh;
 
 /* Parses an order string ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", or any
- * permutation/subset; missing dims are appended in default order). */
+ * permutation/subset, any case; missing dims are appended in default
+ * order and must have size 1, which p3d_mesh_resolve checks). */
 int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err);
+/* Ranks in the mesh: tp*cp*dp*pp (the dense grid). -1 when too large. */
 int p3d_mesh_world(const p3d_mesh *m);
-/* rank <-> coordinates under m->order. */
+/* Size of dim, etp and edp derived when not resolved yet. */
+int p3d_mesh_size(const p3d_mesh *m, int dim);
+/* Distance in ranks between neighbours along dim, in dim's grid. */
+int p3d_mesh_stride(const p3d_mesh *m, int dim);
+/* rank <-> coordinates: p3d_mesh_rank reads the dense coordinates (tp, cp,
+ * dp, pp); p3d_mesh_coord fills all P3D_NDIMS. */
 int p3d_mesh_rank(const p3d_mesh *m, const int coord[P3D_NDIMS]);
 void p3d_mesh_coord(const p3d_mesh *m, int rank, int coord[P3D_NDIMS]);
+/* Fills in etp (when 0) and edp, and refuses what Megatron-LM's
+ * initialize_model_parallel refuses: a world the expert grid does not
+ * divide, an order string leaving out a dimension of size > 1, an order
+ * that is not pp-last while pp > 1 and edp != dp, dense and expert
+ * pipeline groups that differ. dp must be set. Idempotent. */
+int p3d_mesh_resolve(p3d_mesh *m, char **err);
 
 typedef struct p3d_model {
     char name[48];          /* preset name or "custom" */
@@ -61,8 +89,8 @@ typedef struct p3d_job {
 void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
 
 /* When job->mesh.size[P3D_DIM_DP] is 0 ("what is left"), sets it to
- * gpus / (tp*cp*ep*pp); fails with a clear message when that does not divide.
- * When dp was given, checks world <= gpus. */
+ * gpus / (tp*cp*pp); fails with a clear message when that does not divide.
+ * When dp was given, checks world <= gpus. Then p3d_mesh_resolve. */
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err);
 
 /* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
