@@ -7,91 +7,51 @@
 -- policy returns); ranks and mesh coordinates are 0-based.
 
 local par3d = {}
+-- The C core (placement/policy/lua_par3d.c): the mesh arithmetic of the C
+-- side itself, passed in as this chunk's argument.
+local core = ...
 
 par3d.DIMS = {"tp", "cp", "ep", "dp", "pp"}
-local DIMS = par3d.DIMS
-local KNOWN = {tp = true, cp = true, ep = true, dp = true, pp = true}
+-- every dimension a rank has a coordinate in: the dense grid's tp, cp, dp,
+-- pp and the expert grid's etp, ep, edp (docs/policies.md)
+par3d.ALL_DIMS = {"tp", "cp", "ep", "dp", "pp", "etp", "edp"}
 
 ---------------------------------------------------------------------------
--- Mesh arithmetic (Megatron-LM's RankGenerator): the order string lists the
--- dimensions fastest-varying first; rank = sum(coord[d] * stride[d]) with
--- stride[d] the product of the sizes listed before d.
+-- Mesh arithmetic (Megatron-LM's RankGenerator), computed by the C core:
+-- the order string lists the dimensions fastest-varying first; the dense
+-- grid tp*cp*dp*pp and the expert grid etp*ep*edp*pp share it (etp takes
+-- tp's place, edp dp's, cp has size 1 there). rank = sum(coord[d] *
+-- stride[d]) within each grid.
 ---------------------------------------------------------------------------
 
 local Mesh = {}
 Mesh.__index = Mesh
 
 -- "tp-pp-dp" -> {"tp","pp","dp","cp","ep"}: dims left out are appended in
--- the default order (they have size 1 in practice), as the C side does.
+-- the default order (they must have size 1).
 function par3d.parse_order(s)
-  local list, seen = {}, {}
-  for tok in string.gmatch(s, "[^-]+") do
-    if not KNOWN[tok] then
-      error("order '" .. s .. "': unknown dimension '" .. tok .. "' (expected tp, cp, ep, dp, pp)", 2)
-    end
-    if seen[tok] then error("order '" .. s .. "': dimension '" .. tok .. "' appears twice", 2) end
-    seen[tok] = true
-    list[#list + 1] = tok
-  end
-  for _, d in ipairs(DIMS) do
-    if not seen[d] then list[#list + 1] = d end
-  end
-  return list
+  return core.parse_order(s)
 end
 
 -- par3d.mesh(job [, order]) -> mesh with fields order (list), size, stride
--- (tables keyed by dim name) and world. order defaults to job.order.
+-- (tables keyed by dim name, etp and edp included) and world. order
+-- defaults to job.order. Refuses what Megatron refuses, with its reason.
 function par3d.mesh(job, order)
-  order = order or job.order_list or job.order or "tp-cp-ep-dp-pp"
-  if type(order) == "string" then order = par3d.parse_order(order) end
-  local m = setmetatable({order = {}, size = {}, stride = {}}, Mesh)
-  for i, d in ipairs(order) do m.order[i] = d end
-  for _, d in ipairs(DIMS) do m.size[d] = job[d] or 1 end
-  local s = 1
-  for _, d in ipairs(m.order) do
-    m.stride[d] = s
-    s = s * m.size[d]
-  end
-  m.world = s
-  return m
+  if type(order) == "table" then order = table.concat(order, "-") end
+  return setmetatable(core.mesh(job, order), Mesh)
 end
 
--- mesh:rank{tp=, cp=, ...} (missing coordinates count as 0)
-function Mesh:rank(c)
-  local r = 0
-  for d, st in pairs(self.stride) do r = r + (c[d] or 0) * st end
-  return r
-end
+-- mesh:rank{tp=, cp=, dp=, pp=} (missing coordinates count as 0)
+function Mesh:rank(c) return core.rank(self, c) end
 
--- mesh:coords(rank) -> {tp=, cp=, ep=, dp=, pp=}
-function Mesh:coords(r)
-  local c = {}
-  for _, d in ipairs(self.order) do
-    local n = self.size[d]
-    c[d] = r % n
-    r = r // n
-  end
-  return c
-end
+-- mesh:coords(rank) -> {tp=, cp=, ep=, dp=, pp=, etp=, edp=}
+function Mesh:coords(r) return core.coords(self, r) end
 
--- mesh:group(dim, rank) -> the ranks differing from rank only in dim, ascending
-function Mesh:group(dim, r)
-  local n, st = self.size[dim], self.stride[dim]
-  local base = r - ((r // st) % n) * st
-  local g = {}
-  for k = 0, n - 1 do g[k + 1] = base + k * st end
-  return g
-end
+-- mesh:group(dim, rank) -> the ranks of rank's group of dim, ascending
+function Mesh:group(dim, r) return core.group(self, dim, r) end
 
 -- mesh:groups(dim) -> every group of dim, ordered by their smallest rank
-function Mesh:groups(dim)
-  local n, st = self.size[dim], self.stride[dim]
-  local out = {}
-  for r = 0, self.world - 1 do
-    if (r // st) % n == 0 then out[#out + 1] = self:group(dim, r) end
-  end
-  return out
-end
+function Mesh:groups(dim) return core.groups(self, dim) end
 
 function par3d.rank_of(mesh, coords) return mesh:rank(coords) end
 function par3d.coords_of(mesh, rank) return mesh:coords(rank) end
@@ -772,7 +732,9 @@ end
 function par3d.place_nested(cluster, job)
   local m = par3d.mesh(job)
   local sz, st = m.size, m.stride
-  local tp, cp, ep, pp, dp = sz.tp, sz.cp, sz.ep, sz.pp, sz.dp
+  -- ep has size 1 in the dense grid this nests; par3d.place_ep keeps EP
+  -- groups together when ep > 1
+  local tp, cp, ep, pp, dp = sz.tp, sz.cp, 1, sz.pp, sz.dp
   local notes = {}
   local inner = cp * ep
   local per = inner * pp
@@ -811,7 +773,7 @@ function par3d.place_nested(cluster, job)
     local t, c, e = (rank // stp) % tp, (rank // scp) % cp, (rank // sep) % ep
     local p, s = (rank // sdp) % dp, (rank // spp) % pp
     local k = (order[p * per + s * inner + e * cp + c + 1] - 1) * tp + t + 1
-    res[rank + 1] = {rank = rank, node = nodeof[k], gpu = gpuof[k], tp = t, cp = c, ep = e, dp = p, pp = s}
+    res[rank + 1] = {rank = rank, node = nodeof[k], gpu = gpuof[k], tp = t, cp = c, dp = p, pp = s}
   end
   if res[1].node ~= 1 then
     local why
@@ -823,6 +785,155 @@ function par3d.place_nested(cluster, job)
     end
     notes[#notes + 1] = string.format("rank 0 rule degraded: rank 0 is on %s, not on the job's first node %s: %s",
       cluster.nodes[res[1].node].name, cluster.nodes[1].name, why)
+  end
+  return res, notes
+end
+
+---------------------------------------------------------------------------
+-- EP-aware layout (megatron.lua uses it when ep > 1 or etp ~= tp). The
+-- EP all-to-all is the heaviest traffic of an MoE layer, so the unit of
+-- placement is an EP block: the smallest set of ranks closed under the TP
+-- groups and the expert tp-ep groups (etp*ep ranks) that share ranks. Each
+-- block goes inside one NVLink domain when it fits (8-GPU node, NVL72
+-- block), else inside one node, else on consecutive nodes (one rack when
+-- the rack has room); the pp blocks of one set of pipelines are packed
+-- into one rack like place_nested's pipelines. Returns result, notes.
+---------------------------------------------------------------------------
+
+function par3d.place_ep(cluster, job)
+  local m = par3d.mesh(job)
+  local W, sz, st = m.world, m.size, m.stride
+  local parent = {}
+  for r = 0, W - 1 do parent[r] = r end
+  local function find(x)
+    while parent[x] ~= x do
+      parent[x] = parent[parent[x]]
+      x = parent[x]
+    end
+    return x
+  end
+  -- join every rank with its predecessor in its tp, etp and ep groups
+  for _, dim in ipairs({"tp", "etp", "ep"}) do
+    local s, n = st[dim], sz[dim]
+    if n > 1 then
+      for r = 0, W - 1 do
+        if (r // s) % n ~= 0 then
+          local a, b = find(r), find(r - s)
+          if a < b then parent[b] = a elseif b < a then parent[a] = b end
+        end
+      end
+    end
+  end
+  local members, roots = {}, {}
+  for r = 0, W - 1 do
+    local k = find(r)
+    local l = members[k]
+    if not l then
+      l = {}
+      members[k] = l
+      roots[#roots + 1] = k
+    end
+    l[#l + 1] = r
+  end
+  local S = #members[roots[1]]
+  local spp, pp = st.pp, sz.pp
+  local stage0 = {}
+  for _, k in ipairs(roots) do
+    if #members[k] ~= S then return par3d.place_nested(cluster, job) end
+    if (k // spp) % pp == 0 then stage0[#stage0 + 1] = k end
+  end
+  local nbundles = #stage0
+  local notes = {}
+  local U = par3d.units(cluster, par3d.node_sequence(cluster), S, W // S)
+  local order = par3d.pack(U, pp, nbundles, notes, pp > 1 and "EP pipeline block" or "EP block")
+  local res = {}
+  local stp, ntp = st.tp, sz.tp
+  for b, k in ipairs(stage0) do
+    for s = 0, pp - 1 do
+      local u = order[(b - 1) * pp + s + 1]
+      local slot = (u - 1) * S
+      -- the block's ranks, each TP group on consecutive slots
+      local done = {}
+      for _, r0 in ipairs(members[k]) do
+        local r = r0 + s * spp
+        if not done[r] then
+          local base = r - ((r // stp) % ntp) * stp
+          for i = 0, ntp - 1 do
+            local q = base + i * stp
+            done[q] = true
+            slot = slot + 1
+            res[q + 1] = {rank = q, node = U.node[slot], gpu = U.gpu[slot]}
+          end
+        end
+      end
+    end
+  end
+  -- TP groups are laid on consecutive slots of their block; inside a block
+  -- that leaves NVLink some of them may straddle two domains: say so
+  local domof, split, ntpg = {}, 0, 0
+  for nd = 1, #cluster.nodes do
+    local d = {}
+    for k, gpus in ipairs(cluster.nodes[nd].domains) do
+      for _, g in ipairs(gpus) do d[g] = k end
+    end
+    domof[nd] = d
+  end
+  for r = 0, W - 1, 1 do
+    if (r // stp) % ntp == 0 then
+      ntpg = ntpg + 1
+      local a = res[r + 1]
+      for i = 1, ntp - 1 do
+        local b = res[r + i * stp + 1]
+        if b.node ~= a.node or domof[b.node][b.gpu] ~= domof[a.node][a.gpu] then
+          split = split + 1
+          break
+        end
+      end
+    end
+  end
+  if split > 0 then
+    notes[#notes + 1] = string.format(
+      "TP rule degraded: %d of %d TP groups span NVLink domains: they sit inside EP blocks of %d GPUs that do not fit one domain",
+      split, ntpg, S)
+  end
+  if res[1].node ~= 1 then
+    notes[#notes + 1] = string.format("rank 0 rule degraded: rank 0 is on %s, not on the job's first node %s: EP blocks of %d GPUs are placed where they fit best",
+      cluster.nodes[res[1].node].name, cluster.nodes[1].name, S)
+  end
+  -- what each block got: 1 NVLink domain, 2 one node, 3 several nodes
+  local count, in_rack, racks = {0, 0, 0}, 0, {}
+  for u = 1, U.n do
+    local t = U.tier[u]
+    count[t] = count[t] + 1
+    if t == 3 then
+      local one = true
+      for p = (u - 1) * S + 1, u * S do
+        if cluster.nodes[U.node[p]].rack_index ~= U.rack[u] then one = false end
+      end
+      if one then in_rack = in_rack + 1 end
+    end
+  end
+  local what = string.format("EP blocks of %d GPUs (tp=%d, etp=%d, ep=%d: the TP and expert tp-ep groups that share ranks)",
+    S, sz.tp, sz.etp, sz.ep)
+  if count[2] + count[3] == 0 then
+    notes[#notes + 1] = string.format("EP rule: all %d %s sit inside one NVLink domain each, so every EP all-to-all stays on NVLink",
+      U.n, what)
+  else
+    local largest = 0
+    for _, nd in ipairs(cluster.nodes) do
+      for _, d in ipairs(nd.domains) do
+        if #d > largest then largest = #d end
+      end
+    end
+    for _, d in ipairs(par3d.nvlink_domains(cluster)) do
+      local g = 0
+      for _, i in ipairs(d.nodes) do g = g + cluster.nodes[i].ngpus end
+      if g > largest then largest = g end
+    end
+    notes[#notes + 1] = string.format(
+      "EP rule degraded: %d of %d %s do not fit one NVLink domain (the largest has %d GPUs%s): %d stay inside one node, %d span nodes inside one rack, %d span racks; their all-to-alls leave NVLink",
+      count[2] + count[3], U.n, what, largest, S > largest and "" or ", and not enough of them have room",
+      count[2], in_rack, count[3] - in_rack)
   end
   return res, notes
 end

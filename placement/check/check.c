@@ -76,22 +76,34 @@ void p3d_gpu_domain_name(const p3d_cluster *c, int node, int gpu, char *buf, siz
         snprintf(buf, cap, "%s/%d", cn->name, gpu >= 0 && gpu < cn->topo->ngpus ? cn->topo->gpus[gpu].domain : 0);
 }
 
-/* The policy runner validates too; this runs again because placements also
- * come from elsewhere (tests, a saved plan) and the checks below index
- * arrays with what the placement says. */
-static int validate(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, char **err)
+static const char *order_desc(const p3d_mesh *m, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "order %s with", m->order_str);
+    for (int d = 0; d < P3D_NDIMS && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, " %s=%d", p3d_dim_name(d), p3d_mesh_size(m, d));
+    return buf;
+}
+
+/* The one validator of a placement, whoever made it (the policy runner,
+ * tests, a saved plan): the checks and reports index arrays with what it
+ * says. */
+int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh, const p3d_placement *pl, const char *who,
+                           int partial, char **err)
 {
     int rc = -1;
     size_t *first = NULL;
     int *owner = NULL;
-    const char *who = pl->policy ? pl->policy : "placement";
-    int world = p3d_mesh_world(&job->mesh);
+    char od[200];
+    int world = p3d_mesh_world(mesh);
     if (world <= 0 || pl->world != world)
-        return p3d_err(err, "policy %s: returned %d ranks, the mesh has tp*cp*ep*dp*pp = %d", who, pl->world, world);
+        return p3d_err(err, "%s: returned %d ranks, the mesh has tp*cp*dp*pp = %d", who, pl->world, world);
     for (int d = 0; d < P3D_NDIMS; d++)
-        if (pl->mesh.size[d] != job->mesh.size[d])
-            return p3d_err(err, "policy %s: placement mesh has %s=%d, the job asked for %d", who, p3d_dim_name(d),
-                           pl->mesh.size[d], job->mesh.size[d]);
+        if (p3d_mesh_size(&pl->mesh, d) != p3d_mesh_size(mesh, d))
+            return p3d_err(err, "%s: placement mesh has %s=%d, the job asked for %d", who, p3d_dim_name(d),
+                           p3d_mesh_size(&pl->mesh, d), p3d_mesh_size(mesh, d));
+    if (strcmp(pl->mesh.order_str, mesh->order_str) != 0)
+        return p3d_err(err, "%s: placement mesh has order %s, the job asked for %s", who, pl->mesh.order_str,
+                       mesh->order_str);
     first = malloc((c->nnodes + 1) * sizeof *first);
     if (!first) {
         p3d_err(err, "out of memory");
@@ -99,7 +111,7 @@ static int validate(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
     }
     first[0] = 0;
     for (size_t i = 0; i < c->nnodes; i++)
-        first[i + 1] = first[i] + (size_t)c->nodes[i].topo->ngpus;
+        first[i + 1] = first[i] + (size_t)(c->nodes[i].topo ? c->nodes[i].topo->ngpus : 0);
     owner = malloc((first[c->nnodes] + 1) * sizeof *owner);
     if (!owner) {
         p3d_err(err, "out of memory");
@@ -110,28 +122,32 @@ static int validate(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
     for (int r = 0; r < world; r++) {
         const p3d_rank *rk = &pl->ranks[r];
         if (rk->node < 0 || (size_t)rk->node >= c->nnodes) {
-            p3d_err(err, "policy %s: rank %d: node index %d is not in the cluster (0..%zu)", who, r, rk->node,
+            p3d_err(err, "%s: rank %d: node index %d is not in the cluster (0..%zu)", who, r, rk->node,
                     c->nnodes - 1);
             goto out;
         }
         const p3d_cnode *cn = &c->nodes[rk->node];
-        if (rk->gpu < 0 || rk->gpu >= cn->topo->ngpus) {
-            p3d_err(err, "policy %s: rank %d: node %s has GPUs 0..%d, got GPU %d", who, r, cn->name,
-                    cn->topo->ngpus - 1, rk->gpu);
+        int ng = cn->topo ? cn->topo->ngpus : 0;
+        if (rk->gpu < 0 || rk->gpu >= ng) {
+            p3d_err(err, "%s: rank %d: GPU %d does not exist on %s (it has %d GPUs, indices 0..%d)", who, r,
+                    rk->gpu, cn->name, ng, ng - 1);
             goto out;
         }
         size_t s = first[rk->node] + (size_t)rk->gpu;
         if (owner[s] >= 0) {
-            p3d_err(err, "policy %s: ranks %d and %d both placed on %s GPU %d", who, owner[s], r, cn->name, rk->gpu);
+            p3d_err(err, "%s: GPU %d of %s is assigned to both rank %d and rank %d", who, rk->gpu, cn->name,
+                    owner[s], r);
             goto out;
         }
         owner[s] = r;
         int want[P3D_NDIMS];
-        p3d_mesh_coord(&pl->mesh, r, want);
+        p3d_mesh_coord(mesh, r, want);
         for (int d = 0; d < P3D_NDIMS; d++)
-            if (rk->coord[d] != want[d]) {
-                p3d_err(err, "policy %s: rank %d: %s coordinate is %d, order '%s' gives %d", who, r,
-                        p3d_dim_name(d), rk->coord[d], pl->mesh.order_str, want[d]);
+            if (rk->coord[d] != want[d] && !(partial && rk->coord[d] == P3D_COORD_UNSET)) {
+                p3d_err(err, "%s: rank %d: %s=%d, but under %s rank %d has %s=%d (rank = sum of coord*stride, "
+                             "strides from the order string)",
+                        who, r, p3d_dim_name(d), rk->coord[d], order_desc(mesh, od, sizeof od), r, p3d_dim_name(d),
+                        want[d]);
                 goto out;
             }
     }
@@ -150,11 +166,25 @@ int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *p
     *out = NULL;
     if (!a)
         return p3d_err(err, "out of memory");
-    if (validate(c, job, pl, err) < 0)
+    /* resolved copies: etp and edp filled in, what Megatron refuses refused */
+    p3d_job jv = *job;
+    p3d_placement pv = *pl;
+    char *who = NULL;
+    if (p3d_mesh_resolve(&jv.mesh, err) < 0 || p3d_mesh_resolve(&pv.mesh, err) < 0)
         goto out;
-    if (p3d_analysis_links(c, job, pl, a, err) < 0)
+    if (asprintf(&who, "policy %s", pl->policy ? pl->policy : "?") < 0) {
+        who = NULL;
+        p3d_err(err, "out of memory");
         goto out;
-    if (p3d_analysis_rules(c, job, pl, a, err) < 0)
+    }
+    rc = p3d_placement_validate(c, &jv.mesh, &pv, who, 0, err);
+    free(who);
+    if (rc < 0)
+        goto out;
+    rc = -1;
+    if (p3d_analysis_links(c, &jv, &pv, a, err) < 0)
+        goto out;
+    if (p3d_analysis_rules(c, &jv, &pv, a, err) < 0)
         goto out;
     /* Errors first, then warnings, then infos; within one severity the
      * order the rules ran in (a stable insertion sort: qsort is not). */

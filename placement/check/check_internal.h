@@ -7,22 +7,13 @@
 
 #include "p3d/p3d.h"
 
-/* Distance in ranks between neighbours along dim under m->order (the
- * product of the sizes listed before dim). */
-static inline int p3d_mesh_stride(const p3d_mesh *m, int dim)
-{
-    int s = 1;
-    for (int k = 0; k < P3D_NDIMS && m->order[k] != dim; k++)
-        s *= m->size[m->order[k]];
-    return s;
-}
-
 /* Lowest rank of the g-th group of dim, groups numbered by their lowest
- * rank ascending; the members are first + i*stride, i < size[dim]. */
+ * rank ascending; the members are first + i*stride, i < size[dim], with
+ * stride = p3d_mesh_stride(m, dim) (in dim's grid, p3d/job.h). */
 static inline int p3d_group_first(const p3d_mesh *m, int dim, int g)
 {
     int stride = p3d_mesh_stride(m, dim);
-    int block = stride * m->size[dim];
+    int block = stride * p3d_mesh_size(m, dim);
     return (g / stride) * block + g % stride;
 }
 

@@ -25,7 +25,8 @@ static void key(p3d_sb *b, int indent, const char *k)
 
 static void mesh_obj(p3d_sb *b, const p3d_mesh *m)
 {
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP};
+    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
+                                         P3D_DIM_ETP, P3D_DIM_EDP};
     p3d_sb_putc(b, '{');
     for (int k = 0; k < P3D_NDIMS; k++) {
         p3d_sb_printf(b, "%s\"%s\": ", k ? ", " : "", p3d_dim_name(order[k]));
@@ -39,8 +40,9 @@ static void mesh_obj(p3d_sb *b, const p3d_mesh *m)
 static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
 {
     static const char *const keys[P3D_NDIMS] = {", \"tp\": ", ", \"pp\": ", ", \"dp\": ", ", \"cp\": ",
-                                                 ", \"ep\": "};
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP};
+                                                 ", \"ep\": ", ", \"etp\": ", ", \"edp\": "};
+    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
+                                         P3D_DIM_ETP, P3D_DIM_EDP};
     key(b, 2, "ranks");
     p3d_sb_puts(b, "[\n");
     for (int r = 0; r < pl->world; r++) {
@@ -93,7 +95,7 @@ static void groups(p3d_sb *b, const p3d_placement *pl, const int *dims, int nd)
     key(b, 2, "groups");
     p3d_sb_puts(b, "{\n");
     for (int k = 0; k < nd; k++) {
-        int d = dims[k], n = m->size[d], ng = pl->world / n, stride = p3d_mesh_stride(m, d);
+        int d = dims[k], n = p3d_mesh_size(m, d), ng = pl->world / n, stride = p3d_mesh_stride(m, d);
         key(b, 4, p3d_dim_name(d));
         p3d_sb_puts(b, "[\n");
         for (int g = 0; g < ng; g++) {

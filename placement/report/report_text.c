@@ -241,7 +241,7 @@ static void groups(tx *t, const p3d_report_in *in, const int *dims, int nd)
     p3d_sb_putc(b, '\n');
     heading(t, "Groups (ranks that share a coordinate in every other dimension)");
     for (int k = 0; k < nd; k++) {
-        int d = dims[k], n = m->size[d], ng = world / n, stride = p3d_mesh_stride(m, d);
+        int d = dims[k], n = p3d_mesh_size(m, d), ng = world / n, stride = p3d_mesh_stride(m, d);
         if (n == 1) {
             p3d_sb_printf(b, "  %s: size 1 (no %s communication)\n", p3d_dim_name(d), p3d_dim_name(d));
             continue;
@@ -427,7 +427,7 @@ static void cost(tx *t, const p3d_report_in *in)
     p3d_sb *b = &t->b;
     char title[128];
     p3d_sb_putc(b, '\n');
-    snprintf(title, sizeof title, "Cost estimate for %s (per GPU per step; DOMAIN.md formulas)",
+    snprintf(title, sizeof title, "Cost estimate for %s (per GPU per step; docs/cost-model.md formulas)",
              in->job->model.name);
     heading(t, title);
     p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", in->pl->policy ? in->pl->policy : "policy", y ? "naive" : "");
@@ -438,13 +438,33 @@ static void cost(tx *t, const p3d_report_in *in)
     R("memory: activations", F_BYTES, mem_act, -1);
     R("memory: total", F_BYTES, mem_total, -1);
     R("memory: GPU holds", F_BYTES, gpu_mem, -1);
+    R("memory: kept free (reserve)", F_BYTES, mem_reserve, -1);
     R("TP traffic per step, worst link", F_BYTES, tp_bytes_step, P3D_DIM_TP);
     R("TP time per step", F_TIME, tp_time, -1);
     R("PP traffic per step, worst link", F_BYTES, pp_bytes_step, P3D_DIM_PP);
-    R("PP time per step", F_TIME, pp_time, -1);
-    R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
-    R("DP time per step", F_TIME, dp_time, -1);
-    R("DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
+    R("PP time per step (hop by hop)", F_TIME, pp_time, -1);
+    {
+        /* the hops each pipeline boundary takes, by class: what the PP time costs */
+        char hv[2][64];
+        const p3d_analysis *ha[2] = {an, y ? in->base_an : NULL};
+        for (int k = 0; k < 2; k++) {
+            size_t len = 0;
+            hv[k][0] = 0;
+            for (int l = 0; ha[k] && l < P3D_LINK_COUNT; l++)
+                if (ha[k]->dim[P3D_DIM_PP].hops_by_link[l] && len < sizeof hv[k])
+                    len += (size_t)snprintf(hv[k] + len, sizeof hv[k] - len, "%s%d %s", len ? ", " : "",
+                                            ha[k]->dim[P3D_DIM_PP].hops_by_link[l], p3d_link_name((p3d_link)l));
+        }
+        if (hv[0][0])
+            p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "PP hops by link", hv[0], hv[1]);
+    }
+    if (in->pl->mesh.size[P3D_DIM_DP] > 1) {
+        R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
+        R("DP time per step", F_TIME, dp_time, -1);
+        R("DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
+    } else {
+        p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "DP traffic", "none (dp=1)", y ? "none (dp=1)" : "");
+    }
     R("pipeline bubble", F_PCT, bubble, -1);
     R("compute time per step", F_TIME, compute_time, -1);
     R("step time", F_TIME, step_time, -1);
@@ -453,6 +473,9 @@ static void cost(tx *t, const p3d_report_in *in)
     p3d_sb_printf(b, "  assumed: %s, %.0f TFLOP/s sustained (%s), MFU against %.0f peak\n",
                   x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
                   x->peak_tflops);
+    if (x->micro_batches_assumed)
+        p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
+                      x->micro_batches);
     p3d_cost_compare_note(b, x, in->pl->policy ? in->pl->policy : "policy", y, "naive", "  ");
     if (!x->fits)
         p3d_sb_puts(b, "  the model state does NOT fit GPU memory (see MODEL_DOES_NOT_FIT)\n");
