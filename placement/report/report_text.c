@@ -296,8 +296,8 @@ static void links(tx *t, const p3d_report_in *in, const int *dims, int nd)
     long long o[P3D_OBJECTIVE_LEN];
     p3d_objective(an, o);
     p3d_sb_printf(b,
-                  "  objective: %lld TP groups off NVLink, %lld of them across nodes, %lld across racks; "
-                  "%lld pipelines across racks, %lld cross-rack stage hops\n",
+                  "  objective: %lld TP groups off NVLink, %lld of them across nodes, %lld across racks;\n"
+                  "             %lld pipelines across racks, %lld cross-rack stage hops\n",
                   o[0], o[1], o[2], o[3], o[4]);
 }
 
