@@ -50,6 +50,11 @@ int p3d_cmd_dryrun(const p3d_opts *o)
         return p3d_fail_input(err);
     if (o->verbose && r.base_err)
         fprintf(stderr, "par3drun: no naive baseline: %s\n", r.base_err);
+    /* up front: another policy's estimate beats this one (or what auto chose) */
+    char note[512];
+    p3d_place_policy_note(&r, note, sizeof note);
+    if (note[0])
+        fprintf(stderr, "par3drun: note: %s\n", note);
     p3d_report_in in = p3d_plan_report_in(&r);
     /* colour only for people: text, on a terminal, and never with NO_COLOR */
     const char *nc = getenv("NO_COLOR");
@@ -77,7 +82,8 @@ int p3d_cmd_dryrun(const p3d_opts *o)
             rc = P3D_EXIT_FAIL;
             goto out;
         }
-    } else if (write_all(stdout, report) < 0 || fflush(stdout) != 0) {
+    } else if ((note[0] && !strcmp(fmt, "text") && printf("note: %s\n\n", note) < 0) || write_all(stdout, report) < 0 ||
+               fflush(stdout) != 0) {
         rc = P3D_EXIT_FAIL;
         goto out;
     }

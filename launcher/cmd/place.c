@@ -97,6 +97,139 @@ out:
     return rc;
 }
 
+/* The dimension whose time differs most between two estimates, in words. */
+static void alt_why(const p3d_cost *chosen, const p3d_cost *c, char *buf, size_t cap)
+{
+    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    double stretch_a = 1.0 + chosen->bubble_overhead, stretch_b = 1.0 + c->bubble_overhead;
+    double a[3] = {chosen->tp_time * stretch_a, chosen->pp_time * stretch_a, chosen->dp_exposed};
+    double b[3] = {c->tp_time * stretch_b, c->pp_time * stretch_b, c->dp_exposed};
+    int k = 0;
+    for (int i = 1; i < 3; i++)
+        if (a[i] - b[i] > a[k] - b[k])
+            k = i;
+    if (dims[k] == P3D_DIM_PP && c->has_hops && chosen->has_hops)
+        snprintf(buf, cap, "its pp takes %.2f s instead of %.2f s (%ld cross-rack stage hops instead of %ld)", b[k],
+                 a[k], c->hops.n[P3D_DIM_PP][P3D_LINK_XRACK], chosen->hops.n[P3D_DIM_PP][P3D_LINK_XRACK]);
+    else
+        snprintf(buf, cap, "its %s takes %.2f s instead of %.2f s (%s instead of %s)", p3d_dim_name(dims[k]), b[k],
+                 a[k], p3d_link_name(c->link[dims[k]]), p3d_link_name(chosen->link[dims[k]]));
+}
+
+/* Runs one policy and its checks; 0, or -1 with *err. */
+static int run_one(const char *policy, const char *sha, const p3d_plan_result *out, p3d_placement **pl,
+                   p3d_analysis **an, char **err)
+{
+    *pl = NULL;
+    *an = NULL;
+    if (p3d_policy_run(policy, sha, out->cluster, &out->job, pl, err) < 0)
+        return -1;
+    if (p3d_analyze(out->cluster, &out->job, *pl, an, err) < 0) {
+        p3d_placement_free(*pl);
+        *pl = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* --policy auto, or any policy with a model: every bundled policy (and
+ * --policy-candidates) on the same input. Auto keeps the best estimate
+ * that passes every error-level check; otherwise the chosen policy stays
+ * and the others are only compared. */
+static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
+{
+    static const char *const bundled[] = {"megatron", "devicemesh", "naive"};
+    const char *names[3 + 8];
+    int n = 0, is_auto = o->policy && strcmp(o->policy, "auto") == 0;
+    for (size_t i = 0; i < 3; i++)
+        names[n++] = bundled[i];
+    for (size_t i = 0; i < o->npolicy_candidates && n < (int)(sizeof names / sizeof names[0]); i++)
+        names[n++] = o->policy_candidates[i];
+    p3d_placement *best_pl = NULL;
+    p3d_analysis *best_an = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!is_auto && out->pl && out->pl->policy && strcmp(names[i], out->pl->policy) == 0)
+            continue;
+        p3d_placement *pl = NULL;
+        p3d_analysis *an = NULL;
+        char *e = NULL;
+        if (run_one(names[i], NULL, out, &pl, &an, &e) < 0) {
+            if (is_auto && i >= 3) { /* a candidate the user named must run */
+                p3d_err(err, "--policy-candidates %s: %s", names[i], e ? e : "failed");
+                free(e);
+                p3d_placement_free(best_pl);
+                p3d_analysis_free(best_an);
+                return -1;
+            }
+            free(e);
+            continue;
+        }
+        if (out->nalt < (int)(sizeof out->alt / sizeof out->alt[0])) {
+            struct p3d_policy_alt *a = &out->alt[out->nalt++];
+            snprintf(a->name, sizeof a->name, "%s", pl->policy ? pl->policy : names[i]);
+            a->step_time = an->has_cost ? an->cost.step_time : 0;
+            a->nerrors = an->nerrors;
+            a->why[0] = 0;
+            if (!is_auto && an->has_cost && out->an && out->an->has_cost &&
+                an->cost.step_time < out->an->cost.step_time)
+                alt_why(&out->an->cost, &an->cost, a->why, sizeof a->why);
+        }
+        int better = is_auto && an->has_cost && an->nerrors == 0 &&
+                     (!best_an || an->cost.step_time < best_an->cost.step_time);
+        if (better) {
+            p3d_placement_free(best_pl);
+            p3d_analysis_free(best_an);
+            best_pl = pl;
+            best_an = an;
+        } else if (is_auto && !best_an && !out->pl) {
+            best_pl = pl; /* nothing passes yet: keep the first as a fallback */
+            best_an = an;
+        } else {
+            p3d_placement_free(pl);
+            p3d_analysis_free(an);
+        }
+    }
+    if (is_auto) {
+        if (!best_pl)
+            return p3d_err(err, "--policy auto: none of the policies produced a placement");
+        out->pl = best_pl;
+        out->an = best_an;
+        out->auto_chosen = 1;
+    }
+    return 0;
+}
+
+void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap)
+{
+    buf[0] = 0;
+    if (!r->an || !r->an->has_cost)
+        return;
+    const char *me = r->pl && r->pl->policy ? r->pl->policy : "the policy";
+    int best = -1, runner = -1;
+    for (int i = 0; i < r->nalt; i++) {
+        const struct p3d_policy_alt *a = &r->alt[i];
+        if (!strcmp(a->name, me) || a->step_time <= 0 || a->nerrors)
+            continue;
+        if (a->step_time < r->an->cost.step_time && (best < 0 || a->step_time < r->alt[best].step_time))
+            best = i;
+        if (runner < 0 || a->step_time < r->alt[runner].step_time)
+            runner = i;
+    }
+    if (best >= 0) {
+        /* the reason: rerun the comparison on the costs we have */
+        snprintf(buf, cap, "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s); "
+                 "--policy %s or --policy auto uses it",
+                 r->alt[best].name, r->an->cost.step_time - r->alt[best].step_time, me, r->alt[best].step_time,
+                 r->an->cost.step_time, r->alt[best].why[0] ? ": " : "", r->alt[best].why, r->alt[best].name);
+    } else if (r->auto_chosen && runner >= 0) {
+        snprintf(buf, cap, "--policy auto chose %s (step %.2f s); runner-up %s (%.2f s)", me, r->an->cost.step_time,
+                 r->alt[runner].name, r->alt[runner].step_time);
+    } else if (r->auto_chosen) {
+        snprintf(buf, cap, "--policy auto chose %s (step %.2f s); no other policy passed the checks", me,
+                 r->an->cost.step_time);
+    }
+}
+
 int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err)
 {
     p3d_cluster *c = NULL;
@@ -130,14 +263,30 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     t1 = now();
     out->t_cluster = t1 - t0;
     t0 = t1;
-    if (p3d_policy_run(o->policy ? o->policy : "megatron", o->policy_sha256, out->cluster, &out->job, &out->pl,
-                       err) < 0)
-        goto out;
-    t1 = now();
-    out->t_policy = t1 - t0;
-    t0 = t1;
-    if (p3d_analyze(out->cluster, &out->job, out->pl, &out->an, err) < 0)
-        goto out;
+    if (o->policy && strcmp(o->policy, "auto") == 0) {
+        if (!out->job.has_model) {
+            p3d_err(err, "--policy auto ranks policies by the cost model's estimate: give --model (or --params "
+                         "--layers --hidden --heads --seq-len)");
+            goto out;
+        }
+        if (compare_policies(o, out, err) < 0)
+            goto out;
+        t1 = now();
+        out->t_policy = t1 - t0;
+        t0 = t1;
+    } else {
+        if (p3d_policy_run(o->policy ? o->policy : "megatron", o->policy_sha256, out->cluster, &out->job,
+                           &out->pl, err) < 0)
+            goto out;
+        t1 = now();
+        out->t_policy = t1 - t0;
+        t0 = t1;
+        if (p3d_analyze(out->cluster, &out->job, out->pl, &out->an, err) < 0)
+            goto out;
+        /* with a model, say whether another bundled policy does better */
+        if (out->job.has_model && out->an->has_cost && compare_policies(o, out, err) < 0)
+            goto out;
+    }
     t1 = now();
     out->t_check = t1 - t0;
     t0 = t1;

@@ -18,6 +18,19 @@ typedef struct p3d_plan_result {
     p3d_analysis *base_an;
     char *base_err;           /* why there is no baseline (NULL when there is
                                  one or the policy is naive), owned */
+    /* The other bundled policies (and --policy-candidates) on the same
+     * input, when a model gives estimates: each one's step time and error
+     * count. With --policy auto, pl/an are the best estimate that passes
+     * every error-level check and alt[] holds the rest (runner-up first
+     * among those that pass). */
+    struct p3d_policy_alt {
+        char name[64];
+        double step_time;   /* seconds, 0 without an estimate */
+        int nerrors;
+        char why[160];      /* what the faster one saves, when it is faster */
+    } alt[8];
+    int nalt;
+    int auto_chosen;          /* 1: --policy auto picked pl */
     /* seconds per stage, for --verbose and bench/ */
     double t_cluster, t_policy, t_check, t_baseline;
 } p3d_plan_result;
@@ -39,6 +52,9 @@ int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
  * cluster (freed with *out, also on failure). */
 int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
 void p3d_plan_result_free(p3d_plan_result *r);
+/* One line (no newline) saying that another policy's estimate beats the
+ * chosen one on this input and why, or "" when none does; into buf. */
+void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap);
 
 /* The report input over a result (colour off). */
 p3d_report_in p3d_plan_report_in(const p3d_plan_result *r);

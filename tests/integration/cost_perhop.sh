@@ -54,4 +54,16 @@ out=$("$PAR3DRUN" plan --cluster $C --model llama2-70b --seq-len 32768 --global-
 check "plan searches cp for a 32k sequence" jq -e '.searched_dims.cp == true' <<<"$out"
 txt=$("$PAR3DRUN" plan --cluster $C --model llama2-70b --global-batch 64 --cp 2)
 check "plan text names what it pinned" grep -q 'Pinned: cp=2' <<<"$txt"
+
+# policy choice: the chosen policy's estimate loses to another bundled one
+err=$("$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --model llama2-70b --global-batch 64 --policy naive 2>&1 >/dev/null)
+check "the dry run says up front that megatron beats naive, and why" \
+    grep -q "note: policy megatron's estimate is .* faster than naive's.*8 cross-rack stage hops instead of 24" <<<"$err"
+txt=$("$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --model llama2-70b --global-batch 64 --policy naive 2>/dev/null)
+check "the text report starts with the note" grep -q "^note: policy megatron" <<<"$(head -1 <<<"$txt")"
+out=$("$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --model llama2-70b --global-batch 64 --policy auto --format json 2>"$J")
+check "--policy auto keeps the best estimate (not naive)" jq -e '.policy != "naive"' <<<"$out"
+check "--policy auto names the runner-up" grep -q "policy auto chose .* runner-up" "$J"
+"$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --policy auto >/dev/null 2>&1
+check "--policy auto without a model is bad input (exit 2)" [ $? = 2 ]
 exit $fail
