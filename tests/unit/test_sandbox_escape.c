@@ -366,6 +366,7 @@ static void test_rack_distance_view(void **state)
     free(big->racks);
     big->nracks = nr;
     big->racks = calloc(nr, sizeof *big->racks);
+    free(big->rack_dist);
     big->rack_dist = calloc(nr * nr, sizeof *big->rack_dist);
     for (size_t a = 0; a < nr; a++) {
         big->racks[a] = malloc(16);
@@ -396,6 +397,7 @@ static void test_rack_distance_view(void **state)
         fprintf(stderr, "rd.lua: %s\n", msg);
     assert_non_null(strstr(msg, "returned nil"));
     free(msg);
+    P3D_FREE(&big->rack_dist); /* the fixture's free does not own it */
     fx_free(big);
 }
 
