@@ -163,8 +163,8 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
     ring_member *ring = NULL;
     ctx x = {.c = c, .pl = pl};
     for (int d = 0; d < P3D_NDIMS; d++)
-        if (m->size[d] > maxn)
-            maxn = m->size[d];
+        if (p3d_mesh_size(m, d) > maxn)
+            maxn = p3d_mesh_size(m, d);
     x.node_stamp = malloc((c->nnodes + 1) * sizeof *x.node_stamp);
     x.node_head = malloc((c->nnodes + 1) * sizeof *x.node_head);
     x.next = malloc((size_t)maxn * sizeof *x.next);
@@ -191,7 +191,7 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
     }
     for (int d = 0; d < P3D_NDIMS; d++) {
         p3d_dim_stats *st = &a->dim[d];
-        int n = m->size[d], stride = p3d_mesh_stride(m, d);
+        int n = p3d_mesh_size(m, d), stride = p3d_mesh_stride(m, d);
         memset(st, 0, sizeof *st);
         st->ngroups = world / n;
         st->worst = P3D_LINK_SELF;
