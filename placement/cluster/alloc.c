@@ -337,7 +337,7 @@ static void excluded_list(const p3d_alloc *a, const p3d_node *n, char *buf, size
     }
 }
 
-p3d_node *p3d_node_subset(const p3d_node *n, const int *idx, int k, char **err)
+p3d_node *p3d_node_shell(const p3d_node *n, int k, char **err)
 {
     p3d_node *m = p3d_node_new(n->hostname, n->source, n->source_kind);
     if (!m) {
@@ -351,10 +351,23 @@ p3d_node *p3d_node_subset(const p3d_node *n, const int *idx, int k, char **err)
     m->ncores = n->ncores;
     m->npus = n->npus;
     m->fabric_clique = n->fabric_clique;
-    if (n->fabric_uuid && !(m->fabric_uuid = strdup(n->fabric_uuid)))
-        goto oom;
+    if (n->fabric_uuid && !(m->fabric_uuid = strdup(n->fabric_uuid))) {
+        p3d_err(err, "out of memory");
+        goto fail;
+    }
     for (int j = 0; j < n->nnics; j++)
         m->nics[j] = n->nics[j];
+    return m;
+fail:
+    p3d_node_free(m);
+    return NULL;
+}
+
+p3d_node *p3d_node_subset(const p3d_node *n, const int *idx, int k, char **err)
+{
+    p3d_node *m = p3d_node_shell(n, k, err);
+    if (!m)
+        return NULL;
     for (int i = 0; i < k; i++) {
         p3d_gpu *g = &m->gpus[i];
         const p3d_gpu *s = &n->gpus[idx[i]];

@@ -242,30 +242,23 @@ static int resolve_topo(cf_ctx *x, const char *t, const char *at, char **src,
         rc = *src ? 0 : p3d_err(err, "%s: out of memory", at);
         goto out;
     }
-    if (asprintf(&cand, "%s/%s", x->dir, t) < 0) {
-        cand = NULL;
-        goto oom;
-    }
-    if (is_file(cand)) {
-        *src = cand;
-        cand = NULL;
-        rc = 0;
-        goto out;
-    }
-    free(cand);
     if (asprintf(&bdir, "%s/examples/topologies", p3d_data_dir()) < 0) {
         bdir = NULL;
         goto oom;
     }
-    if (asprintf(&cand, "%s/%s", bdir, t) < 0) {
-        cand = NULL;
-        goto oom;
-    }
-    if (is_file(cand)) {
-        *src = cand;
-        cand = NULL;
-        rc = 0;
-        goto out;
+    const char *dirs[] = {x->dir, bdir};
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        if (asprintf(&cand, "%s/%s", dirs[i], t) < 0) {
+            cand = NULL;
+            goto oom;
+        }
+        if (is_file(cand)) {
+            *src = cand;
+            cand = NULL;
+            rc = 0;
+            goto out;
+        }
+        P3D_FREE(&cand);
     }
     list = bundled_list(bdir);
     p3d_err(err, "%s: no such file '%s' (looked next to %s and in %s; "

@@ -32,20 +32,8 @@ static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
         *out = m;
         return 0;
     }
-    m = p3d_node_new(n->hostname, n->source, n->source_kind);
-    if (!m)
-        return p3d_err(err, "out of memory");
-    if (p3d_node_alloc(m, k, n->nnics, err) < 0)
-        goto out;
-    m->nnuma = n->nnuma;
-    m->npackages = n->npackages;
-    m->ncores = n->ncores;
-    m->npus = n->npus;
-    m->fabric_clique = n->fabric_clique;
-    if (n->fabric_uuid && !(m->fabric_uuid = strdup(n->fabric_uuid)))
-        goto oom;
-    for (int j = 0; j < n->nnics; j++)
-        m->nics[j] = n->nics[j];
+    if (!(m = p3d_node_shell(n, k, err)))
+        return -1;
     for (int i = 0; i < k; i++) {
         p3d_gpu *g = &m->gpus[i];
         g->index = i;
@@ -60,9 +48,6 @@ static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
     *out = m;
     m = NULL;
     rc = 0;
-    goto out;
-oom:
-    p3d_err(err, "out of memory");
 out:
     p3d_node_free(m);
     return rc;

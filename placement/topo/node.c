@@ -91,17 +91,13 @@ out:
 void p3d_node_note(p3d_node *n, const char *fmt, ...)
 {
     va_list ap;
-    char *line = NULL, *all = NULL;
+    char *line = NULL;
     va_start(ap, fmt);
     int r = vasprintf(&line, fmt, ap);
     va_end(ap);
     if (r < 0)
         return;
-    if (asprintf(&all, "%s%s%s", n->notes ? n->notes : "",
-                 n->notes ? "\n" : "", line) >= 0) {
-        free(n->notes);
-        n->notes = all;
-    }
+    p3d_str_appendf(&n->notes, "\n", "%s", line);
     free(line);
 }
 

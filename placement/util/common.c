@@ -22,6 +22,22 @@ int p3d_err(char **err, const char *fmt, ...)
     return -1;
 }
 
+void p3d_str_appendf(char **s, const char *sep, const char *fmt, ...)
+{
+    char *piece = NULL, *joined = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vasprintf(&piece, fmt, ap);
+    va_end(ap);
+    if (k < 0)
+        return;
+    if (asprintf(&joined, "%s%s%s", *s ? *s : "", *s && **s ? sep : "", piece) >= 0) {
+        free(*s);
+        *s = joined;
+    }
+    free(piece);
+}
+
 static const char *const link_names[P3D_LINK_COUNT] = {
     "X", "NV", "MNNVL", "PIX", "PXB", "PHB", "NODE", "SYS", "RACK", "XRACK"};
 static const char *const link_descs[P3D_LINK_COUNT] = {

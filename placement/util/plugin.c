@@ -161,25 +161,6 @@ char *p3d_plugin_builtin_names(int kind)
     return out;
 }
 
-/* Appends sep (unless *s is empty) and a formatted piece to a malloc'd
- * string; on OOM the piece is left out. */
-static void append(char **s, const char *sep, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void append(char **s, const char *sep, const char *fmt, ...)
-{
-    char *piece = NULL, *joined = NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vasprintf(&piece, fmt, ap);
-    va_end(ap);
-    if (k < 0)
-        return;
-    if (asprintf(&joined, "%s%s%s", *s ? *s : "", *s && **s ? sep : "", piece) >= 0) {
-        free(*s);
-        *s = joined;
-    }
-    free(piece);
-}
-
 /* Says a skipped candidate on stderr, once per path per process. */
 static void say_skipped(const char *path, const char *why)
 {
@@ -255,14 +236,14 @@ int p3d_plugin_find(int kind, const char *name, const p3d_plugin **out, char **e
     int rc = 0;
     for (size_t i = 0; i < nd && rc == 0; i++) {
         char *path = NULL;
-        append(&tried, ", ", "%s", dirs[i]);
+        p3d_str_appendf(&tried, ", ", "%s", dirs[i]);
         if (asprintf(&path, "%s/%s", dirs[i], file) < 0)
             continue;
         if (access(path, F_OK) == 0) {
             char *why = NULL;
             rc = try_file(kind, name, path, sym, out, &why);
             if (rc == 0)
-                append(&skips, "; ", "skipped %s: %s", path, why ? why : "unusable");
+                p3d_str_appendf(&skips, "; ", "skipped %s: %s", path, why ? why : "unusable");
             free(why);
         }
         free(path);

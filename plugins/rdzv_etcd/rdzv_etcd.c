@@ -273,47 +273,35 @@ out:
     return n;
 }
 
-/* Creates key = val under our lease if it does not exist. 1 created, 0
- * taken, -1 with msg. */
-static int create(etcd_state *s, const char *key, const char *val, char *msg, size_t cap)
+/* Writes key = val under our lease. only_new: a transaction that writes
+ * only if the key does not exist yet. 1 written, 0 taken (only_new), -1
+ * with msg. */
+static int kv_write(etcd_state *s, const char *key, const char *val, int only_new, char *msg, size_t cap)
 {
-    int rc = -1;
+    int rc = -1, n;
     char *k = b64_enc(key, strlen(key)), *v = b64_enc(val, strlen(val)), *body = NULL;
     cJSON *j = NULL;
-    if (!k || !v ||
-        asprintf(&body,
-                 "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"CREATE\",\"create_revision\":\"0\"}],"
-                 "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
-                 k, k, v, s->lease) < 0) {
+    if (!k || !v)
+        goto oom;
+    if (only_new)
+        n = asprintf(&body,
+                     "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"CREATE\","
+                     "\"create_revision\":\"0\"}],"
+                     "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
+                     k, k, v, s->lease);
+    else
+        n = asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}", k, v, s->lease);
+    if (n < 0) {
         body = NULL;
-        p3d_plugin_say(msg, cap, "out of memory");
-        goto out;
+        goto oom;
     }
-    if (post(s->h, s->url, "/v3/kv/txn", body, left(s), &j, msg, cap) < 0)
+    if (post(s->h, s->url, only_new ? "/v3/kv/txn" : "/v3/kv/put", body, left(s), &j, msg, cap) < 0)
         goto out;
     /* proto3 omits false: no "succeeded" means the key was there */
-    rc = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded")) ? 1 : 0;
-out:
-    free(k);
-    free(v);
-    free(body);
-    cJSON_Delete(j);
-    return rc;
-}
-
-static int put(etcd_state *s, const char *key, const char *val, char *msg, size_t cap)
-{
-    int rc = -1;
-    char *k = b64_enc(key, strlen(key)), *v = b64_enc(val, strlen(val)), *body = NULL;
-    cJSON *j = NULL;
-    if (!k || !v || asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}", k, v, s->lease) < 0) {
-        body = NULL;
-        p3d_plugin_say(msg, cap, "out of memory");
-        goto out;
-    }
-    if (post(s->h, s->url, "/v3/kv/put", body, left(s), &j, msg, cap) < 0)
-        goto out;
-    rc = 0;
+    rc = !only_new || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded")) ? 1 : 0;
+    goto out;
+oom:
+    p3d_plugin_say(msg, cap, "out of memory");
 out:
     free(k);
     free(v);
@@ -492,7 +480,7 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     for (int i = lo; i <= hi && s->rank < 0; i++) {
         char key[256];
         snprintf(key, sizeof key, "%srank/%d", s->prefix, i);
-        int k = create(s, key, s->host, msg, cap);
+        int k = kv_write(s, key, s->host, 1, msg, cap);
         if (k < 0)
             goto out;
         if (k == 1)
@@ -621,7 +609,7 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
         char lkey[256], blob[600];
         snprintf(lkey, sizeof lkey, "%sleader", s->prefix);
         snprintf(blob, sizeof blob, "%d %s %s", b->leader_port, b->leader_host, b->token);
-        if (put(s, lkey, blob, msg, cap) < 0) {
+        if (kv_write(s, lkey, blob, 0, msg, cap) < 0) {
             s->lost = 1;
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);

@@ -28,21 +28,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
         " {\"name\": \"n[1-2]\", \"topology\": \"pcie8-nvlink-pairs.xml\", \"rack\": \"r0\"},\n"
         " {\"name\": \"m[1-2]\", \"topology\": \"dgx1-v100.xml\", \"rack\": \"r1\"}\n"
         "]}\n";
-    char p[512], *err = NULL;
-    size_t len;
-    fz_topo_dir();
-    snprintf(p, sizeof p, "%s/data/lua", fz_tmpdir());
-    mkdir(p, 0700);
-    char *helper = fz_slurp_src("lua/par3d.lua", &len);
-    snprintf(p, sizeof p, "%s/data/lua/par3d.lua", fz_tmpdir());
-    fz_write(p, helper, len);
-    free(helper);
-    fz_path(p, sizeof p, "policy-cluster.json");
-    fz_write(p, cluster, sizeof cluster - 1);
-    if (p3d_cluster_load(p, &cl, &err) < 0) {
-        fprintf(stderr, "fuzz_policy: fixed cluster does not load: %s\n", err);
-        abort();
-    }
+    cl = fz_policy_cluster("fuzz_policy", "policy-cluster.json", cluster);
     return 0;
 }
 

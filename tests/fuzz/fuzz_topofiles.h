@@ -11,6 +11,8 @@
 
 #include "fuzz_common.h"
 
+#include "p3d/cluster.h"
+
 static inline void fz_topo_dir(void)
 {
     static const char *const map[][2] = {
@@ -41,6 +43,30 @@ static inline void fz_topo_dir(void)
     }
     snprintf(p, sizeof p, "%s/data", fz_tmpdir());
     setenv("P3D_DATA_DIR", p, 1);
+}
+
+/* Installs lua/par3d.lua where policies find it and loads the cluster
+ * file text json (written as <tmp>/file); aborts when it does not load,
+ * since every input would then test nothing. */
+static inline p3d_cluster *fz_policy_cluster(const char *who, const char *file, const char *json)
+{
+    char p[512], *err = NULL;
+    size_t len;
+    p3d_cluster *c = NULL;
+    fz_topo_dir();
+    snprintf(p, sizeof p, "%s/data/lua", fz_tmpdir());
+    mkdir(p, 0700);
+    char *helper = fz_slurp_src("lua/par3d.lua", &len);
+    snprintf(p, sizeof p, "%s/data/lua/par3d.lua", fz_tmpdir());
+    fz_write(p, helper, len);
+    free(helper);
+    fz_path(p, sizeof p, file);
+    fz_write(p, json, strlen(json));
+    if (p3d_cluster_load(p, &c, &err) < 0) {
+        fprintf(stderr, "%s: fixed cluster does not load: %s\n", who, err);
+        abort();
+    }
+    return c;
 }
 
 #endif

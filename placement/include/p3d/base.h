@@ -39,6 +39,11 @@ extern "C" {
 int p3d_err(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Appends sep (only when *s is non-empty) and the formatted piece to the
+ * malloc'd string *s (NULL: empty). On OOM *s is left as it was. */
+void p3d_str_appendf(char **s, const char *sep, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* ------------------------------------------------------------------------ */
 /* Link classes, fastest first. Comparisons (<, >) are meaningful.          */
 /* ------------------------------------------------------------------------ */

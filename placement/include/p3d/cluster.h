@@ -128,6 +128,9 @@ char *p3d_slurm_env_rack(void);
  * replacing the cluster's racks and switch distances. Does nothing when
  * every entry is NULL; warns when only some are. */
 int p3d_cluster_set_racks(p3d_cluster *c, char *const *rack, char **err);
+/* A new record with n's host (NUMA, cores, NICs, fabric) and k GPU slots,
+ * zeroed and not yet finished. */
+p3d_node *p3d_node_shell(const p3d_node *n, int k, char **err);
 /* A new record of GPUs idx[0..k) of n (in that order), finished. */
 p3d_node *p3d_node_subset(const p3d_node *n, const int *idx, int k,
                           char **err);
