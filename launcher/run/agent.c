@@ -54,13 +54,12 @@ typedef struct agent {
 static void say(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(agent *a, const char *fmt, ...)
 {
-    char *m = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&m, fmt, ap);
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
-    if (n > 0)
-        p3d_sink_write(&a->sink, 1, m, (size_t)n);
+    if (m && *m)
+        p3d_sink_write(&a->sink, 1, m, strlen(m));
     free(m);
 }
 

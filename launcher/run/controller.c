@@ -8,6 +8,8 @@
  */
 #include "controller.h"
 
+#include "p3d/base.h"
+
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,12 +40,11 @@ struct p3d_ctl {
 static void say(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(p3d_ctl *c, const char *fmt, ...)
 {
-    char *m = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&m, fmt, ap);
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
-    if (n > 0)
+    if (m && *m)
         c->ops.say(c->ops.ctx, m);
     free(m);
 }

@@ -76,9 +76,7 @@ void p3d_cluster_warn(p3d_cluster *c, const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
-    char *m = NULL;
-    if (vasprintf(&m, fmt, ap) < 0)
-        m = NULL;
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
     if (!m)
         return;

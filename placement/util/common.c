@@ -7,15 +7,19 @@
 #include <string.h>
 #include <unistd.h>
 
+char *p3d_vfmt(const char *fmt, va_list ap)
+{
+    char *m = NULL;
+    return vasprintf(&m, fmt, ap) < 0 ? NULL : m;
+}
+
 int p3d_err(char **err, const char *fmt, ...)
 {
     if (!err)
         return -1;
     va_list ap;
     va_start(ap, fmt);
-    char *m = NULL;
-    if (vasprintf(&m, fmt, ap) < 0)
-        m = NULL;
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
     free(*err);
     *err = m;

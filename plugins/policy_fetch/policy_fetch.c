@@ -37,16 +37,13 @@ static size_t on_data(char *data, size_t size, size_t n, void *ud)
 
 static int fail(char **err, const char *fmt, ...)
 {
+    char m[1024];
     va_list ap;
     va_start(ap, fmt);
-    char *m = NULL;
-    if (vasprintf(&m, fmt, ap) < 0)
-        m = NULL;
+    vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
     if (err)
-        *err = m;
-    else
-        free(m);
+        *err = strdup(m); /* NULL when out of memory: the caller says so */
     return -1;
 }
 

@@ -13,6 +13,7 @@
 #ifndef P3D_BASE_H
 #define P3D_BASE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -38,6 +39,9 @@ extern "C" {
  * Always returns -1 so callers can write `return p3d_err(err, ...)`. */
 int p3d_err(char **err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* vasprintf that returns the malloc'd text, or NULL when out of memory. */
+char *p3d_vfmt(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* Appends sep (only when *s is non-empty) and the formatted piece to the
  * malloc'd string *s (NULL: empty). On OOM *s is left as it was. */
