@@ -9,7 +9,12 @@
  * Topologies are loaded once per distinct file and shared by every node
  * naming it. cJSON keeps no positions, so messages get their line numbers
  * from a small scan of the text that finds where each nodes[] entry and its
- * keys sit (only when a message needs one).
+ * keys sit (only when a message needs one). Hand-written on purpose: of the
+ * Debian JSON libraries only yajl's event parser reports byte offsets, and
+ * rebuilding the tree from its callbacks for this one file would be more
+ * code than this scan, which runs on text cJSON already accepted and only
+ * on the error path. Syntax errors get their line and column from cJSON's
+ * own error pointer (syntax_error() below).
  */
 #include "cluster_internal.h"
 #include "cluster_foreign.h"
