@@ -187,7 +187,7 @@ int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
                         char **err);
 /* Launch options checked before any rank starts (exit 2 on failure):
  * --log-dir is created and must accept files; --output-ranks must parse
- * and name ranks inside the world. (cmd_launch.c) */
+ * and name ranks inside the world. (rundir.c, cmd_launch.c) */
 int p3d_check_log_dir(const char *dir, char **err);
 /* mkdir -p; the last component gets mode. 0 or -1 with errno. */
 int p3d_mkdir_p(const char *path, mode_t mode);
