@@ -223,7 +223,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         h->token = strdup(r->boot.token);
         m->up = p3d_tcp_join(r, h, &m->pm, o->verbose, &err);
         if (m->up < 0) {
-            rc = strstr(err ? err : "", "refused") ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+            /* refused by the leader: 2; no rendezvous (a late agent's
+             * "Connection refused" included): 1, as the leader's timeout */
+            rc = m->up == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
             goto out;
         }
     }
