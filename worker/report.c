@@ -8,6 +8,10 @@
  * 2(n-1)/n of the buffer, as nccl-tests do. */
 #include "worker.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +62,26 @@ static FILE *log_file(const char *name, int rank)
         snprintf(path, sizeof path, "%s/worker-rank-%d.json", dir, rank);
     else
         snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f)
+    /* par3drun checked the directory (owner, sticky when others may write
+     * it); the file itself: never through a symlink, a FIFO or a second
+     * hard link of another file, and emptied only once that is known */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0) {
         perror(path);
+        return NULL;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1 ||
+        ftruncate(fd, 0) < 0 || fcntl(fd, F_SETFL, 0) < 0) {
+        fprintf(stderr, "%s: not a regular file of ours with one link; not written\n", path);
+        close(fd);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        perror(path);
+        close(fd);
+    }
     return f;
 }
 

@@ -53,7 +53,7 @@ static const opt_row rows[] = {
     {"cluster", T_STR, OFF(cluster), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
      "cluster description: a cluster file, kubectl get nodes -o json, or aws ec2 describe-instance-topology"},
     {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
-     "Slurm topology.conf: leaf switch = rack, block = multi-node NVLink domain"},
+     "Slurm topology.conf or topology.yaml: leaf switch = rack, block = multi-node NVLink domain"},
     {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
     {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
     /* mesh and policy */

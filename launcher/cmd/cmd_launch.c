@@ -50,29 +50,6 @@ int p3d_mkdir_p(const char *path, mode_t mode)
     return 0;
 }
 
-/* --log-dir: created when missing; must be a directory we can create
- * files in. Checked by making (and removing) a file there: access() says
- * yes to root on a read-only file system. */
-int p3d_check_log_dir(const char *dir, char **err)
-{
-    struct stat st;
-    if (p3d_mkdir_p(dir, 0755) < 0)
-        return p3d_err(err, "--log-dir %s: cannot create it: %s", dir, strerror(errno));
-    if (stat(dir, &st) < 0)
-        return p3d_err(err, "--log-dir %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return p3d_err(err, "--log-dir %s: exists and is not a directory", dir);
-    char probe[PATH_MAX];
-    if (snprintf(probe, sizeof probe, "%s/.par3drun-probe-XXXXXX", dir) >= (int)sizeof probe)
-        return p3d_err(err, "--log-dir %s: path too long", dir);
-    int fd = mkstemp(probe);
-    if (fd < 0)
-        return p3d_err(err, "--log-dir %s: cannot create files in it: %s", dir, strerror(errno));
-    close(fd);
-    unlink(probe);
-    return 0;
-}
-
 int p3d_check_output_ranks(const p3d_opts *o, int world, char **err)
 {
     if (!o->output_ranks)
@@ -101,31 +78,6 @@ static char *make_job_id(const p3d_opts *o)
         for (int i = 0; i < 6; i++)
             sprintf(id + 2 * i, "%02x", r[i]);
     return id;
-}
-
-static int write_file(const char *path, const char *text, char **err)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            close(fd);
-            return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
-        }
-        off += (size_t)w;
-    }
-    close(fd);
-    /* rename: a worker never reads a half-written placement */
-    if (rename(tmp, path) < 0)
-        return p3d_err(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    return 0;
 }
 
 static const char *base_name(const char *p)
@@ -228,7 +180,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
             p3d_err(&err, "cannot render the placement JSON (out of memory)");
             goto out;
         }
-        int w = write_file(S->placement_path, json, &err);
+        /* rundir.c: O_EXCL under a random name, renamed inside the checked directory */
+        int w = p3d_rundir_write(S->run_dir, "placement.json", json, strlen(json), &err);
         free(json);
         if (w < 0)
             goto out;

@@ -244,8 +244,11 @@ void p3d_tcp_refuse_all(const int *fds, int n, const char *why);
 
 /* Agent: connects to the leader (retrying until the timeout), fills
  * mine->addr with the local address of that connection, sends HELLO,
- * waits for PLACE. Returns the connection (kept for the job's fate) or -1
- * with *err (a refusal quotes the leader's reason). */
+ * waits for PLACE. Returns the connection (kept for the job's fate), -2
+ * with *err when the leader refused this node (the reason quoted: wrong
+ * token, version, node rank, a placement that failed: exit 2), or -1 with
+ * *err when the rendezvous did not complete (leader unreachable, gone, or
+ * timed out: exit 1, as the leader's own timeout). */
 int p3d_tcp_join(const p3d_rdzv *r, p3d_hello *mine, p3d_place_msg *out, int verbose, char **err);
 
 /* Sends a refusal frame (best effort). */

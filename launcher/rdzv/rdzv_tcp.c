@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 /* How often waiting is reported (terminal or --verbose only). */
+/* how the leader's gather timeout begins (p3d_tcp_join tells it from a refusal) */
+#define TIMEOUT_TEXT "rendezvous: timed out"
 #define PROGRESS_EVERY 5.0
 
 static int set_nonblock(int fd, int on)
@@ -259,7 +261,7 @@ int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, 
         double now = p3d_now();
         if (now >= deadline) {
             char *m = missing_list(r, all);
-            p3d_err(err, "rendezvous: timed out after %g s: %d/%d nodes joined; never arrived: %s", r->timeout,
+            p3d_err(err, TIMEOUT_TEXT " after %g s: %d/%d nodes joined; never arrived: %s", r->timeout,
                     joined, n, m ? m : "?");
             free(m);
             p3d_tcp_refuse_all(fds, n, *err);
@@ -546,6 +548,11 @@ int p3d_tcp_join(const p3d_rdzv *r, p3d_hello *mine, p3d_place_msg *out, int ver
         char *why = p3d_rbuf_str(&rb, 65536);
         p3d_err(err, "rendezvous: the leader at %s:%d refused node[%d]: %s", host, port, r->boot.node_rank,
                 why ? why : "(no reason given)");
+        /* the leader's own timeout travels as a refusal too: that is the
+         * rendezvous not completing (exit 1 on both sides), not this
+         * node's input being wrong (same par3drun version: the text is
+         * the leader's p3d_tcp_gather message) */
+        rc = why && !strncmp(why, TIMEOUT_TEXT, strlen(TIMEOUT_TEXT)) ? -1 : -2;
         free(why);
         goto out;
     }

@@ -8,6 +8,7 @@
  * Nothing blocks anywhere else, so a stop order is always seen.
  */
 #include "launch.h"
+#include "rundir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -112,6 +113,7 @@ static int agent_outputs(agent *a, char **err)
     }
     if (!L->o->log_dir)
         return 0;
+    int dfd = -1; /* rundir.c: the checked --log-dir; no symlink, FIFO or link is written through */
     for (int i = 0; i < a->nlocal; i++) {
         if (a->out[i].log_fd >= 0) {
             char mark[64];
@@ -120,12 +122,17 @@ static int agent_outputs(agent *a, char **err)
                 (void)0;
             continue;
         }
-        char path[PATH_MAX];
-        snprintf(path, sizeof path, "%s/rank-%d.log", L->o->log_dir, a->ranks[i]);
-        a->out[i].log_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-        if (a->out[i].log_fd < 0)
-            return p3d_err(err, "--log-dir: cannot create %s: %s", path, strerror(errno));
+        char name[32];
+        snprintf(name, sizeof name, "rank-%d.log", a->ranks[i]);
+        if ((dfd < 0 && (dfd = p3d_logdir_open(L->o->log_dir, err)) < 0) ||
+            (a->out[i].log_fd = p3d_logfile_open(dfd, L->o->log_dir, name, err)) < 0) {
+            if (dfd >= 0)
+                close(dfd);
+            return -1;
+        }
     }
+    if (dfd >= 0)
+        close(dfd);
     return 0;
 }
 

@@ -82,13 +82,201 @@ static int only_numa_node(void)
     return (int)v;
 }
 
+/* This host's NUMA nodes as sysfs lists them (the fast path reads these
+ * small files instead of loading hwloc): their os indexes, CPUs, and the
+ * SLIT distance matrix (ACPI: 10 = local, larger = farther). */
+typedef struct numa_map {
+    int n;
+    int *os;
+    hwloc_bitmap_t *cpus;
+    int *dist;                   /* n x n, by position in os[] */
+} numa_map;
+
+static void numa_map_free(numa_map *m)
+{
+    for (int i = 0; i < m->n; i++)
+        if (m->cpus && m->cpus[i])
+            hwloc_bitmap_free(m->cpus[i]);
+    free(m->os);
+    free(m->cpus);
+    free(m->dist);
+    memset(m, 0, sizeof *m);
+}
+
+static int read_line(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int ok = fgets(buf, (int)cap, f) != NULL;
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
+/* Fills m from root (/sys/devices/system/node). 0, or -1 when anything is
+ * missing or inconsistent (m is then empty: the caller falls back). */
+static int numa_map_read(const char *root, numa_map *m)
+{
+    char path[512], buf[4096];
+    memset(m, 0, sizeof *m);
+    hwloc_bitmap_t online = hwloc_bitmap_alloc();
+    snprintf(path, sizeof path, "%s/online", root);
+    if (!online || read_line(path, buf, sizeof buf) < 0 || hwloc_bitmap_list_sscanf(online, buf) < 0 ||
+        hwloc_bitmap_weight(online) <= 0 || hwloc_bitmap_weight(online) > 1024)
+        goto fail;
+    int n = hwloc_bitmap_weight(online);
+    m->os = calloc((size_t)n, sizeof *m->os);
+    m->cpus = calloc((size_t)n, sizeof *m->cpus);
+    m->dist = calloc((size_t)n * (size_t)n, sizeof *m->dist);
+    if (!m->os || !m->cpus || !m->dist)
+        goto fail;
+    unsigned id;
+    hwloc_bitmap_foreach_begin(id, online)
+    {
+        m->os[m->n++] = (int)id;
+    }
+    hwloc_bitmap_foreach_end();
+    for (int i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/node%d/cpulist", root, m->os[i]);
+        if (!(m->cpus[i] = hwloc_bitmap_alloc()) || read_line(path, buf, sizeof buf) < 0)
+            goto fail;
+        buf[strcspn(buf, "\n")] = 0;
+        if (buf[0] && hwloc_bitmap_list_sscanf(m->cpus[i], buf) < 0) /* a memory-only node has none */
+            goto fail;
+        snprintf(path, sizeof path, "%s/node%d/distance", root, m->os[i]);
+        if (read_line(path, buf, sizeof buf) < 0)
+            goto fail;
+        char *p = buf, *end;
+        for (int j = 0; j < n; j++) {
+            long d = strtol(p, &end, 10);
+            if (end == p || d < 0 || d > 255)
+                goto fail;
+            m->dist[i * n + j] = (int)d;
+            p = end;
+        }
+    }
+    hwloc_bitmap_free(online);
+    return 0;
+fail:
+    if (online)
+        hwloc_bitmap_free(online);
+    numa_map_free(m);
+    return -1;
+}
+
+/* Adds allowed CPUs to `in` until it holds `want`: those of the NUMA nodes
+ * nearest to `numa` by SLIT distance first (ties: lower os index), lowest
+ * CPU first within a node; without a usable map, the allowed CPUs closest
+ * in number to `first` (numbering follows packages). `via` says where
+ * the added CPUs came from. */
+static void top_up(hwloc_bitmap_t in, hwloc_const_bitmap_t allowed, int numa, int first, int want,
+                   const numa_map *m, char *via, size_t vcap)
+{
+    int row = -1;
+    via[0] = 0;
+    for (int i = 0; m && i < m->n; i++)
+        if (m->os[i] == numa)
+            row = i;
+    if (row >= 0) {
+        size_t vl = 0;
+        int *order = malloc((size_t)m->n * sizeof *order), k = 0;
+        for (int j = 0; order && j < m->n; j++)
+            if (j != row)
+                order[k++] = j;
+        for (int a = 1; order && a < k; a++) /* insertion sort: a handful of nodes */
+            for (int b = a; b > 0 && (m->dist[row * m->n + order[b - 1]] > m->dist[row * m->n + order[b]] ||
+                                      (m->dist[row * m->n + order[b - 1]] == m->dist[row * m->n + order[b]] &&
+                                       m->os[order[b - 1]] > m->os[order[b]]));
+                 b--) {
+                int t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        for (int x = 0; order && x < k && hwloc_bitmap_weight(in) < want; x++) {
+            int j = order[x], added = 0;
+            unsigned c;
+            hwloc_bitmap_foreach_begin(c, m->cpus[j])
+            {
+                if (hwloc_bitmap_weight(in) < want && hwloc_bitmap_isset(allowed, c) && !hwloc_bitmap_isset(in, c)) {
+                    hwloc_bitmap_set(in, c);
+                    added++;
+                }
+            }
+            hwloc_bitmap_foreach_end();
+            if (added && vl < vcap)
+                vl += (size_t)snprintf(via + vl, vcap - vl, "%sNUMA %d at distance %d", vl ? ", " : "", m->os[j],
+                                       m->dist[row * m->n + j]);
+        }
+        free(order);
+        if (hwloc_bitmap_weight(in) >= want)
+            return;
+    }
+    /* no distances (or still short): closest CPU numbers */
+    while (hwloc_bitmap_weight(in) < want) {
+        int best = -1, bestd = 0;
+        unsigned c;
+        hwloc_bitmap_foreach_begin(c, allowed)
+        {
+            int d = abs((int)c - first);
+            if (!hwloc_bitmap_isset(in, c) && (best < 0 || d < bestd))
+                best = (int)c, bestd = d;
+        }
+        hwloc_bitmap_foreach_end();
+        if (best < 0)
+            break;
+        hwloc_bitmap_set(in, (unsigned)best);
+    }
+}
+
+/* The binding of one rank cut to `allowed`: its own allowed CPUs, topped
+ * up to its share (`want`) from the nearest NUMA nodes. `*why` is set
+ * (malloc'd) when CPUs outside its NUMA node were used. */
+static hwloc_bitmap_t cut_to_allowed(hwloc_const_bitmap_t own, int numa, hwloc_const_bitmap_t allowed, int want,
+                                     const numa_map *m, char **why)
+{
+    hwloc_bitmap_t in = hwloc_bitmap_alloc();
+    *why = NULL;
+    if (!in)
+        return NULL;
+    hwloc_bitmap_and(in, own, allowed);
+    int have = hwloc_bitmap_weight(in);
+    if (have >= want)
+        return in;
+    char via[256];
+    top_up(in, allowed, numa, hwloc_bitmap_first(own), want, m, via, sizeof via);
+    char *was = NULL, *now = NULL, *added = NULL;
+    hwloc_bitmap_t extra = hwloc_bitmap_alloc();
+    if (extra) {
+        hwloc_bitmap_andnot(extra, in, own);
+        hwloc_bitmap_list_asprintf(&added, extra);
+        hwloc_bitmap_free(extra);
+    }
+    hwloc_bitmap_list_asprintf(&was, own);
+    hwloc_bitmap_list_asprintf(&now, in);
+    int r;
+    if (have == 0)
+        r = asprintf(why, "NUMA %d's CPUs %s are outside the allowed set: nearest allowed %s%s%s%s", numa,
+                     was ? was : "?", now ? now : "?", via[0] ? " (" : "", via, via[0] ? ")" : "");
+    else
+        r = asprintf(why, "NUMA %d has %d allowed CPU%s of the %d this rank's share needs: added nearest allowed %s%s%s%s",
+                     numa, have, have == 1 ? "" : "s", want, added ? added : "?", via[0] ? " (" : "", via,
+                     via[0] ? ")" : "");
+    if (r < 0)
+        *why = NULL;
+    free(was);
+    free(now);
+    free(added);
+    return in;
+}
+
 /* Keeps every rank's CPUs inside this process's allowed set (the cgroup
  * cpuset / srun --cpus-per-task, as sched_getaffinity reports it): a rank
- * whose NUMA node has no allowed CPU gets the allowed CPUs nearest to it
- * (those of the NUMA nodes closest by os index, i.e. the same package
- * first), and --report-bindings says so. Warns once when the allowed set
- * has fewer CPUs than ranks. */
-static int clamp_to_allowed(p3d_binder *b, int nlocal, char **err)
+ * keeps its NUMA node's allowed CPUs; when they are fewer than its share of
+ * the allowed set (allowed / local ranks, at most its own count), it gets
+ * the allowed CPUs of the NUMA nodes nearest by distance on top, and
+ * --report-bindings says so. Warns once when the allowed set has fewer CPUs
+ * than ranks. sysfs_root: the NUMA nodes' sysfs directory. */
+static int clamp_to_allowed(p3d_binder *b, int nlocal, const char *sysfs_root, char **err)
 {
     cpu_set_t aff;
     if (sched_getaffinity(0, sizeof aff, &aff) < 0)
@@ -104,45 +292,35 @@ static int clamp_to_allowed(p3d_binder *b, int nlocal, char **err)
         fprintf(stderr, "par3drun: warning: this process may use %d CPU%s for %d local ranks (Slurm: give "
                         "--cpus-per-task or --exclusive); ranks share CPUs\n",
                 nallowed, nallowed == 1 ? "" : "s", nlocal);
+    numa_map m = {0};
+    int have_map = 0;
     for (int i = 0; i < nlocal && nallowed > 0; i++) {
         if (!b->cpus[i])
             continue;
-        hwloc_bitmap_t in = hwloc_bitmap_alloc();
+        int want = hwloc_bitmap_weight(b->cpus[i]), share = nallowed / (nlocal > 0 ? nlocal : 1);
+        if (want > share)
+            want = share;
+        if (want < 1)
+            want = 1;
+        if (!have_map && hwloc_bitmap_weight(b->cpus[i]) > 0) {
+            hwloc_bitmap_t t = hwloc_bitmap_alloc();
+            if (t) {
+                hwloc_bitmap_and(t, b->cpus[i], allowed);
+                if (hwloc_bitmap_weight(t) < want) /* read sysfs only when some rank needs it */
+                    have_map = numa_map_read(sysfs_root, &m) == 0 ? 1 : -1;
+                hwloc_bitmap_free(t);
+            }
+        }
+        char *why = NULL;
+        hwloc_bitmap_t in = cut_to_allowed(b->cpus[i], b->numa[i], allowed, want, have_map > 0 ? &m : NULL, &why);
         if (!in) {
+            numa_map_free(&m);
             hwloc_bitmap_free(allowed);
             return p3d_err(err, "out of memory");
         }
-        hwloc_bitmap_and(in, b->cpus[i], allowed);
-        if (hwloc_bitmap_iszero(in)) {
-            /* nearest allowed: the allowed CPUs closest in number to the
-             * rank's own (CPU numbering follows packages and NUMA nodes) */
-            int first = hwloc_bitmap_first(b->cpus[i]), want = hwloc_bitmap_weight(b->cpus[i]);
-            if (want > nallowed / (nlocal > 0 ? nlocal : 1))
-                want = nallowed / (nlocal > 0 ? nlocal : 1);
-            if (want < 1)
-                want = 1;
-            for (int k = 0; k < want; k++) {
-                int best = -1, bestd = 0;
-                unsigned c;
-                hwloc_bitmap_foreach_begin(c, allowed)
-                {
-                    int d = abs((int)c - first);
-                    if (!hwloc_bitmap_isset(in, c) && (best < 0 || d < bestd))
-                        best = (int)c, bestd = d;
-                }
-                hwloc_bitmap_foreach_end();
-                if (best >= 0)
-                    hwloc_bitmap_set(in, (unsigned)best);
-            }
-            char *was = NULL, *now = NULL;
-            hwloc_bitmap_list_asprintf(&was, b->cpus[i]);
-            hwloc_bitmap_list_asprintf(&now, in);
+        if (why) {
             free(b->why[i]);
-            if (asprintf(&b->why[i], "NUMA %d's CPUs %s are outside the allowed set: nearest allowed %s", b->numa[i],
-                         was ? was : "?", now ? now : "?") < 0)
-                b->why[i] = NULL;
-            free(was);
-            free(now);
+            b->why[i] = why;
         }
         hwloc_bitmap_free(b->cpus[i]);
         b->cpus[i] = in;
@@ -157,8 +335,31 @@ static int clamp_to_allowed(p3d_binder *b, int nlocal, char **err)
             hwloc_bitmap_foreach_end();
         }
     }
+    numa_map_free(&m);
     hwloc_bitmap_free(allowed);
     return 0;
+}
+
+char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want, const char *sysfs_root, char **why)
+{
+    hwloc_bitmap_t o = hwloc_bitmap_alloc(), a = hwloc_bitmap_alloc(), in = NULL;
+    char *out = NULL;
+    numa_map m = {0};
+    *why = NULL;
+    if (o && a && hwloc_bitmap_list_sscanf(o, own) == 0 && hwloc_bitmap_list_sscanf(a, allowed) == 0) {
+        int ok = numa_map_read(sysfs_root, &m) == 0;
+        in = cut_to_allowed(o, numa, a, want, ok ? &m : NULL, why);
+        if (in)
+            hwloc_bitmap_list_asprintf(&out, in);
+    }
+    numa_map_free(&m);
+    if (o)
+        hwloc_bitmap_free(o);
+    if (a)
+        hwloc_bitmap_free(a);
+    if (in)
+        hwloc_bitmap_free(in);
+    return out;
 }
 
 int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
@@ -246,7 +447,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             }
             hwloc_bitmap_foreach_end();
         }
-        if (clamp_to_allowed(b, nlocal, err) < 0)
+        if (clamp_to_allowed(b, nlocal, "/sys/devices/system/node", err) < 0)
             goto out;
         rc = 0;
         goto out;
@@ -305,7 +506,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             b->cpus[i] = set;
         }
     }
-    if (clamp_to_allowed(b, nlocal, err) < 0)
+    if (clamp_to_allowed(b, nlocal, "/sys/devices/system/node", err) < 0)
         goto out;
     rc = 0;
 out:

@@ -119,6 +119,12 @@ int p3d_bind_needs_fork(const p3d_binder *b);
 char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node,
                       const int *ranks, int nlocal);
 void p3d_binder_free(p3d_binder *b);
+/* One rank's CPUs (list `own`, its NUMA node `numa`) cut to the `allowed`
+ * list and topped up to `want` CPUs from the NUMA nodes nearest by the
+ * distances under sysfs_root (/sys/devices/system/node layout); *why
+ * (malloc'd) says where CPUs came from when not all are its own. The
+ * resulting list (malloc'd), or NULL. What binding does per rank (bind.c). */
+char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want, const char *sysfs_root, char **why);
 
 /* ---- output.c ------------------------------------------------------------ */
 
@@ -187,7 +193,7 @@ int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
                         char **err);
 /* Launch options checked before any rank starts (exit 2 on failure):
  * --log-dir is created and must accept files; --output-ranks must parse
- * and name ranks inside the world. (cmd_launch.c) */
+ * and name ranks inside the world. (rundir.c, cmd_launch.c) */
 int p3d_check_log_dir(const char *dir, char **err);
 /* mkdir -p; the last component gets mode. 0 or -1 with errno. */
 int p3d_mkdir_p(const char *path, mode_t mode);

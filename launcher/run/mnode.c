@@ -59,35 +59,6 @@ static void err_line(const char *fmt, ...)
     va_end(ap);
 }
 
-/* Written under a per-process temporary name and renamed: several agents
- * of one host (tests, benchmarks) may share the directory. */
-static int write_bytes(const char *path, const char *p, size_t n, char **err)
-{
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            close(fd);
-            unlink(tmp);
-            return p3d_err(err, "cannot write %s: %s", tmp, strerror(errno));
-        }
-        off += (size_t)w;
-    }
-    close(fd);
-    if (rename(tmp, path) < 0) {
-        unlink(tmp);
-        return p3d_err(err, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    }
-    return 0;
-}
-
 static void random_hex(char *out, size_t nbytes)
 {
     unsigned char r[64];
@@ -252,7 +223,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         h->token = strdup(r->boot.token);
         m->up = p3d_tcp_join(r, h, &m->pm, o->verbose, &err);
         if (m->up < 0) {
-            rc = strstr(err ? err : "", "refused") ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+            /* refused by the leader: 2; no rendezvous (a late agent's
+             * "Connection refused" included): 1, as the leader's timeout */
+            rc = m->up == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
             goto out;
         }
     }
@@ -291,7 +264,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         p3d_err(&err, "out of memory");
         goto out;
     }
-    if (write_bytes(m->placement_path, m->pm.json, m->pm.json_len, &err) < 0) {
+    if (p3d_rundir_write(m->run_dir, "placement.json", m->pm.json, m->pm.json_len, &err) < 0) {
         rc = P3D_EXIT_FAIL;
         goto out;
     }

@@ -16,6 +16,7 @@
  * while one of their lines is half written, so other agents queue instead.
  */
 #include "launch.h"
+#include "rundir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,9 +126,8 @@ int p3d_output_lock_open(const p3d_launch *L)
 {
     if (!L->emulate || !L->run_dir)
         return -1;
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/output.lock", L->run_dir);
-    return open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    /* rundir.c: through the checked directory, never via a symlink */
+    return p3d_rundir_openat(L->run_dir, "output.lock", O_RDWR | O_CREAT, 0600);
 }
 
 void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd)

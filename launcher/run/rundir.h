@@ -1,9 +1,14 @@
 /*
- * rundir.h — the launcher's run directory (placement.json, heartbeats, the
- * output lock), made so that no other local user can touch it.
+ * rundir.h — the directories par3drun writes into: the run directory
+ * (placement.json, heartbeats, the output lock), made so that no other local
+ * user can touch it, and --log-dir, which may be shared but cannot redirect
+ * a write (rundir.c, docs/limits.md).
  */
 #ifndef P3D_RUNDIR_H
 #define P3D_RUNDIR_H
+
+#include <stddef.h>
+#include <sys/types.h>
 
 /* Creates `path` (and missing parents) with mode 0700, or accepts an
  * existing one only when it is a real directory (not a symlink) owned by
@@ -12,5 +17,24 @@
  * first to swap files in it; then this refuses, with one line saying why.
  * Returns 0, or -1 with *err. */
 int p3d_rundir_make(const char *path, char **err);
+/* A descriptor of the run directory `path` (O_NOFOLLOW), checked with fstat
+ * by the rule above, or -1 with *err. */
+int p3d_rundir_open(const char *path, char **err);
+/* Writes n bytes as dir/name: created O_EXCL | O_NOFOLLOW under an
+ * unpredictable temporary name through the checked directory descriptor,
+ * then renamed within it. 0, or -1 with *err. */
+int p3d_rundir_write(const char *dir, const char *name, const void *p, size_t n, char **err);
+/* openat(checked dir, name, flags | O_NOFOLLOW | O_CLOEXEC, mode): an fd,
+ * or -1 with errno (EPERM: the directory failed its check). */
+int p3d_rundir_openat(const char *dir, const char *name, int flags, mode_t mode);
+
+/* --log-dir: created (0755) when missing; its owner must be this user or
+ * root, and a directory anyone may write needs the sticky bit. Returns a
+ * directory descriptor, or -1 with *err. */
+int p3d_logdir_open(const char *dir, char **err);
+/* Opens dfd/name for appending, truncated, only when it is (or is created
+ * as) a regular file of ours with one link; a symlink, FIFO, device, hard
+ * link or another user's file is refused. An fd, or -1 with *err. */
+int p3d_logfile_open(int dfd, const char *dir, const char *name, char **err);
 
 #endif

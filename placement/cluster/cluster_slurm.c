@@ -1,5 +1,6 @@
 /*
- * cluster_slurm.c — applies a Slurm topology.conf to a cluster.
+ * cluster_slurm.c — applies a Slurm topology.conf (or the tree and block
+ * topologies of a topology.yaml, read by slurm_yaml.c) to a cluster.
  *
  *  topology/tree  (SwitchName=s Nodes=hostlist | Switches=hostlist
  *                  [LinkSpeed=N]): a node's leaf switch becomes its rack;
@@ -23,6 +24,7 @@
  *             path); unknown keys.
  */
 #include "cluster_internal.h"
+#include "slurm_yaml.h"
 #include "strmap.h"
 
 #include <ctype.h>
@@ -712,84 +714,180 @@ out:
     return rc;
 }
 
-int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path,
-                                     char **err)
+/* Links, checks and applies the switches (x->kind 1) or blocks (2) in x. */
+static int apply_ctx(tc_ctx *x, char **err)
 {
     int rc = -1;
-    char *buf = NULL;
-    size_t len = 0, matched = 0, *owner = NULL;
-    tc_ctx x = {0};
-    x.path = path;
-    x.c = c;
-    if (!c || c->nnodes == 0)
-        return p3d_err(err, "%s: no cluster nodes to apply it to", path);
-    size_t pl = strlen(path);
-    if (pl > 5 && (!strcmp(path + pl - 5, ".yaml") ||
-                   !strcmp(path + pl - 4, ".yml")))
-        return p3d_err(err, "%s: topology.yaml (Slurm 23.11+) is not "
-                       "supported; give the topology.conf form", path);
-    if (p3d_read_small_file(path, "topology.conf", P3D_CLUSTER_MAX_FILE, &buf,
-                            &len, err) < 0)
-        goto out;
-    if (memchr(buf, 0, len)) {
-        p3d_err(err, "%s: binary data (NUL byte); expected a text "
-                "topology.conf", path);
-        goto out;
-    }
-    if (p3d_strmap_init(&x.by_name, 64) < 0 || split_lines(&x, buf, err) < 0)
-        goto out;
-    for (size_t i = 0; i < x.nlines; i++)
-        if (parse_line(&x, &x.lines[i], err) < 0)
-            goto out;
-    if (x.nents == 0) {
-        p3d_err(err, "%s: no SwitchName= or BlockName= lines", path);
-        goto out;
-    }
-    if (x.kind == 1 && (link_children(&x, err) < 0 || find_cycle(&x, err) < 0))
+    p3d_cluster *c = x->c;
+    const char *path = x->path;
+    size_t matched = 0, *owner = NULL;
+    if (x->kind == 1 && (link_children(x, err) < 0 || find_cycle(x, err) < 0))
         goto out;
     if (!(owner = malloc(c->nnodes * sizeof *owner))) {
         p3d_err(err, "%s: out of memory", path);
         goto out;
     }
-    if (match_nodes(&x, owner, &matched, err) < 0)
+    if (match_nodes(x, owner, &matched, err) < 0)
         goto out;
     if (matched == 0) {
         int guid = 0;
-        for (size_t i = 0; i < x.nents && !guid; i++) {
+        for (size_t i = 0; i < x->nents && !guid; i++) {
             char first[64];
-            if (!x.ents[i].nodes)
+            if (!x->ents[i].nodes)
                 continue;
             snprintf(first, sizeof first, "%.*s",
-                     (int)strcspn(x.ents[i].nodes, ", \t"), x.ents[i].nodes);
+                     (int)strcspn(x->ents[i].nodes, ", \t"), x->ents[i].nodes);
             guid = looks_guid(first);
         }
         p3d_err(err, "%s: no node of the cluster (%s...) is %s%s", path,
                 c->nodes[0].name,
-                x.kind == 1 ? "under any switch" : "in any block",
+                x->kind == 1 ? "under any switch" : "in any block",
                 guid ? "; its Nodes= hold InfiniBand GUIDs (0x...), not "
                        "host names" : "; is this the topology of another "
                        "machine?");
         goto out;
     }
-    if ((x.kind == 1 ? apply_tree(&x, owner, err)
-                     : apply_block(&x, owner, err)) < 0)
+    if ((x->kind == 1 ? apply_tree(x, owner, err)
+                      : apply_block(x, owner, err)) < 0)
         goto out;
+    rc = 0;
+out:
+    free(owner);
+    return rc;
+}
+
+static void ctx_free(tc_ctx *x)
+{
+    for (size_t i = 0; i < x->nlines; i++)
+        free(x->lines[i].text);
+    free(x->lines);
+    for (size_t i = 0; i < x->nents; i++) {
+        free(x->ents[i].name);
+        free(x->ents[i].nodes);
+        free(x->ents[i].switches);
+        free(x->ents[i].child);
+    }
+    free(x->ents);
+    p3d_strmap_free(&x->by_name);
+}
+
+/* topology.yaml: of each kind, the cluster_default topology, else the
+ * first; a tree gives racks and a block NVLink domains, as a
+ * topology.conf of that kind would (slurm_yaml.c reads the file). */
+static int apply_yaml(p3d_cluster *c, const char *path, const char *buf,
+                      char **err)
+{
+    p3d_sy_topo *t = NULL;
+    size_t n = 0;
+    int rc = -1, used = 0;
+    if (p3d_slurm_yaml_parse(c, path, buf, &t, &n, err) < 0)
+        return -1;
+    for (int kind = P3D_SY_TREE; kind <= P3D_SY_BLOCK; kind++) {
+        size_t pick = SIZE_MAX, count = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (t[i].kind != kind)
+                continue;
+            count++;
+            if (pick == SIZE_MAX ||
+                (t[i].cluster_default && !t[pick].cluster_default))
+                pick = i;
+        }
+        if (pick == SIZE_MAX)
+            continue;
+        const char *what = kind == P3D_SY_TREE ? "tree" : "block";
+        if (count > 1)
+            p3d_cluster_warn(c, "%s: %zu %s topologies; using '%s' (line %zu, "
+                             "%s) and ignoring the others", path, count, what,
+                             t[pick].name, t[pick].line,
+                             t[pick].cluster_default ? "cluster_default"
+                                                     : "the first");
+        tc_ctx x = {0};
+        x.path = path;
+        x.c = c;
+        x.kind = kind == P3D_SY_TREE ? 1 : 2;
+        int ok = p3d_strmap_init(&x.by_name, 64) == 0;
+        if (!ok)
+            p3d_err(err, "%s: out of memory", path);
+        for (size_t k = 0; ok && k < t[pick].nents; k++) {
+            const p3d_sy_ent *e = &t[pick].ents[k];
+            if (add_ent(&x, e->name, e->line, err) < 0) {
+                ok = 0;
+                break;
+            }
+            tc_ent *te = &x.ents[x.nents - 1];
+            if ((e->nodes && !(te->nodes = strdup(e->nodes))) ||
+                (e->children && !(te->switches = strdup(e->children)))) {
+                p3d_err(err, "%s: out of memory", path);
+                ok = 0;
+                break;
+            }
+            if (!e->nodes && !e->children)
+                p3d_cluster_warn(c, "%s:%zu: %s '%s' has neither nodes nor "
+                                 "children", path, e->line,
+                                 kind == P3D_SY_TREE ? "switch" : "block",
+                                 e->name);
+        }
+        if (ok)
+            ok = apply_ctx(&x, err) == 0;
+        ctx_free(&x);
+        if (!ok)
+            goto out;
+        used++;
+    }
+    if (!used) {
+        p3d_err(err, "%s: only flat topologies: no switches or blocks to "
+                "take racks or NVLink domains from", path);
+        goto out;
+    }
+    rc = 0;
+out:
+    p3d_slurm_yaml_free(t, n);
+    return rc;
+}
+
+int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path,
+                                     char **err)
+{
+    int rc = -1;
+    char *buf = NULL;
+    size_t len = 0;
+    tc_ctx x = {0};
+    x.path = path;
+    x.c = c;
+    if (!c || c->nnodes == 0)
+        return p3d_err(err, "%s: no cluster nodes to apply it to", path);
+    if (p3d_read_small_file(path, "Slurm topology", P3D_CLUSTER_MAX_FILE, &buf,
+                            &len, err) < 0)
+        goto out;
+    if (memchr(buf, 0, len)) {
+        p3d_err(err, "%s: binary data (NUL byte); expected a text "
+                "topology.conf or topology.yaml", path);
+        goto out;
+    }
+    size_t pl = strlen(path);
+    if ((pl > 5 && !strcmp(path + pl - 5, ".yaml")) ||
+        (pl > 4 && !strcmp(path + pl - 4, ".yml")) ||
+        p3d_slurm_yaml_sniff(buf)) {
+        if (apply_yaml(c, path, buf, err) < 0)
+            goto out;
+    } else {
+        if (p3d_strmap_init(&x.by_name, 64) < 0 || split_lines(&x, buf, err) < 0)
+            goto out;
+        for (size_t i = 0; i < x.nlines; i++)
+            if (parse_line(&x, &x.lines[i], err) < 0)
+                goto out;
+        if (x.nents == 0) {
+            p3d_err(err, "%s: no SwitchName= or BlockName= lines", path);
+            goto out;
+        }
+        if (apply_ctx(&x, err) < 0)
+            goto out;
+    }
     free(c->slurm_topology);
     c->slurm_topology = strdup(path);
     rc = 0;
 out:
-    for (size_t i = 0; i < x.nlines; i++)
-        free(x.lines[i].text);
-    free(x.lines);
-    for (size_t i = 0; i < x.nents; i++) {
-        free(x.ents[i].name);
-        free(x.ents[i].nodes);
-        free(x.ents[i].switches);
-        free(x.ents[i].child);
-    }
-    free(x.ents);
-    p3d_strmap_free(&x.by_name);
-    free(owner);
+    ctx_free(&x);
     free(buf);
     return rc;
 }

@@ -25,12 +25,117 @@
 typedef struct tx {
     p3d_sb b;
     int color;
+    size_t *sgr_at, nsgr, capsgr; /* where our own colour sequences start */
+    char **pool;                  /* esc() copies, freed with the report */
+    size_t npool, cappool;
 } tx;
+
+/* A name or message from input as the report shows it: every control
+ * character (a newline too: a name cannot add a line to the report) as
+ * \n, \r, \t or \xHH. The string itself when there is none. */
+static const char *esc(tx *t, const char *s)
+{
+    if (!s)
+        return s;
+    size_t n = 0, extra = 0;
+    for (; s[n]; n++)
+        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
+            extra += 3;
+    if (!extra)
+        return s;
+    if (t->npool == t->cappool) {
+        size_t nc = t->cappool ? 2 * t->cappool : 16;
+        char **a = realloc(t->pool, nc * sizeof *a);
+        if (!a) {
+            t->b.oom = 1;
+            return "?";
+        }
+        t->pool = a;
+        t->cappool = nc;
+    }
+    char *o = malloc(n + extra + 1), *w = o;
+    if (!o) {
+        t->b.oom = 1;
+        return "?";
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '\n' || c == '\r' || c == '\t') {
+            *w++ = '\\';
+            *w++ = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
+        } else if (c < 0x20 || c == 0x7f) {
+            w += sprintf(w, "\\x%02x", c);
+        } else {
+            *w++ = (char)c;
+        }
+    }
+    *w = 0;
+    t->pool[t->npool++] = o;
+    return o;
+}
 
 static void sgr(tx *t, const char *code)
 {
-    if (t->color)
-        p3d_sb_printf(&t->b, "\033[%sm", code);
+    if (!t->color)
+        return;
+    if (t->nsgr == t->capsgr) {
+        size_t nc = t->capsgr ? 2 * t->capsgr : 64;
+        size_t *a = realloc(t->sgr_at, nc * sizeof *a);
+        if (!a) {
+            t->b.oom = 1;
+            return;
+        }
+        t->sgr_at = a;
+        t->capsgr = nc;
+    }
+    t->sgr_at[t->nsgr++] = t->b.len;
+    p3d_sb_printf(&t->b, "\033[%sm", code);
+}
+
+/* The finished report with every terminal control that came from input
+ * (node, rack and policy names, file names, notes, messages) written as
+ * text: C0 controls but '\n', DEL, C1 controls (U+0080-U+009F; some
+ * terminals take U+009B as CSI) and the bidirectional overrides that can
+ * reorder what a line seems to say (U+202A-U+202E, U+2066-U+2069). Only
+ * the colour sequences sgr() wrote stay escape sequences, so no input can
+ * move the cursor, clear the screen or forge a line of the report. */
+static char *terminal_safe(tx *t)
+{
+    p3d_sb o = {0};
+    const unsigned char *s = (const unsigned char *)t->b.p;
+    size_t n = t->b.len, k = 0;
+    for (size_t i = 0; s && i < n; i++) {
+        if (k < t->nsgr && t->sgr_at[k] == i) {
+            size_t e = i;
+            while (e < n && s[e] != 'm')
+                e++;
+            p3d_sb_putn(&o, (const char *)s + i, e < n ? e - i + 1 : n - i);
+            i = e;
+            k++;
+            continue;
+        }
+        unsigned char c = s[i];
+        if ((c < 0x20 && c != '\n') || c == 0x7f)
+            p3d_sb_printf(&o, "\\x%02x", c);
+        else if (c == 0xc2 && i + 1 < n && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f)
+            p3d_sb_printf(&o, "\\u%04X", s[++i]);
+        else if (c == 0xe2 && i + 2 < n && ((s[i + 1] == 0x80 && s[i + 2] >= 0xaa && s[i + 2] <= 0xae) ||
+                                            (s[i + 1] == 0x81 && s[i + 2] >= 0xa6 && s[i + 2] <= 0xa9))) {
+            p3d_sb_printf(&o, "\\u%04X", 0x2000 + ((s[i + 1] & 0x3f) << 6) + (s[i + 2] & 0x3f));
+            i += 2;
+        } else
+            p3d_sb_putc(&o, (char)c);
+    }
+    if (t->b.oom)
+        o.oom = 1;
+    free(t->b.p);
+    free(t->sgr_at);
+    for (size_t i = 0; i < t->npool; i++)
+        free(t->pool[i]);
+    free(t->pool);
+    t->b = (p3d_sb){0};
+    t->sgr_at = NULL;
+    return p3d_sb_finish(&o);
 }
 
 static void heading(tx *t, const char *s)
@@ -97,17 +202,18 @@ static void header(tx *t, const p3d_report_in *in)
     p3d_sb *b = &t->b;
     size_t gpus = p3d_cluster_gpus(c);
     sgr(t, "1");
-    p3d_sb_printf(b, "par3drun dry run: policy %s", pl->policy ? pl->policy : "?");
+    p3d_sb_printf(b, "par3drun dry run: policy %s", pl->policy ? esc(t, pl->policy) : "?");
     sgr(t, "0");
-    p3d_sb_printf(b, " (%s), order %s\n", pl->policy_source ? pl->policy_source : "?", m->order_str);
+    p3d_sb_printf(b, " (%s), order %s\n", pl->policy_source ? esc(t, pl->policy_source) : "?", m->order_str);
     if (c->source && c->nnodes_file)
-        p3d_sb_printf(b, "inputs: cluster %s (allocation SLURM_JOB_NODELIST: %zu of its %zu nodes)", c->source,
+        p3d_sb_printf(b, "inputs: cluster %s (allocation SLURM_JOB_NODELIST: %zu of its %zu nodes)", esc(t, c->source),
                       c->nnodes, c->nnodes_file);
     else if (c->source)
-        p3d_sb_printf(b, "inputs: cluster %s", c->source);
+        p3d_sb_printf(b, "inputs: cluster %s", esc(t, c->source));
     else
-        p3d_sb_printf(b, "inputs: topology %s", c->nnodes && c->nodes[0].topo->source ? c->nodes[0].topo->source : "?");
-    p3d_sb_printf(b, "; slurm topology %s\n", c->slurm_topology ? c->slurm_topology : "none");
+        p3d_sb_printf(b, "inputs: topology %s",
+                      c->nnodes && c->nodes[0].topo->source ? esc(t, c->nodes[0].topo->source) : "?");
+    p3d_sb_printf(b, "; slurm topology %s\n", c->slurm_topology ? esc(t, c->slurm_topology) : "none");
     p3d_sb_printf(b, "mesh: tp=%d pp=%d dp=%d", m->size[P3D_DIM_TP], m->size[P3D_DIM_PP], m->size[P3D_DIM_DP]);
     if (m->size[P3D_DIM_CP] > 1)
         p3d_sb_printf(b, " cp=%d", m->size[P3D_DIM_CP]);
@@ -152,9 +258,9 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         if (!SHOWN(i))
             continue;
         const p3d_cnode *cn = &c->nodes[i];
-        int w = (int)strlen(cn->name), ng = cn->topo->ngpus;
+        int w = (int)strlen(esc(t, cn->name)), ng = cn->topo->ngpus;
         namew = w > namew ? w : namew;
-        w = (int)strlen(c->racks[cn->rack]);
+        w = (int)strlen(esc(t, c->racks[cn->rack]));
         rackw = w > rackw ? w : rackw;
         maxg = ng > maxg ? ng : maxg;
         for (int g = 0; g < ng; g++) {
@@ -190,7 +296,8 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         }
         const p3d_cnode *cn = &c->nodes[i];
         int ng = cn->topo->ngpus;
-        p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, cn->name, rackw, c->racks[cn->rack], labw, "rank");
+        p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, esc(t, cn->name), rackw, esc(t, c->racks[cn->rack]), labw,
+                      "rank");
         for (int g = 0; g < ng; g++) {
             int r = rank_at[first[i] + (size_t)g];
             if (r < 0)
@@ -321,7 +428,7 @@ static void checks(tx *t, const p3d_analysis *an)
         sgr(t, "0");
         p3d_sb_printf(b, "  %s\n", k->code);
         p3d_sb_pad(b, ' ', 11);
-        wrap(b, k->message, 11, 11);
+        wrap(b, esc(t, k->message), 11, 11);
     }
 }
 
@@ -330,7 +437,7 @@ static void checks(tx *t, const p3d_analysis *an)
 static void baseline(tx *t, const p3d_report_in *in)
 {
     p3d_sb *b = &t->b;
-    const char *me = in->pl->policy ? in->pl->policy : "policy";
+    const char *me = in->pl->policy ? esc(t, in->pl->policy) : "policy";
     p3d_sb_putc(b, '\n');
     if (!in->base_pl || !in->base_an) {
         p3d_sb_printf(b, "Compared with naive: %s\n",
@@ -430,7 +537,7 @@ static void cost(tx *t, const p3d_report_in *in)
     snprintf(title, sizeof title, "Cost estimate for %s (per GPU per step; docs/cost-model.md formulas)",
              in->job->model.name);
     heading(t, title);
-    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", in->pl->policy ? in->pl->policy : "policy", y ? "naive" : "");
+    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", in->pl->policy ? esc(t, in->pl->policy) : "policy", y ? "naive" : "");
 #define R(label, kind, field, dim) cost_row(b, label, kind, offsetof(p3d_cost, field), dim, x, y)
     R("memory: weights", F_BYTES, mem_weights, -1);
     R("memory: gradients", F_BYTES, mem_grads, -1);
@@ -476,7 +583,7 @@ static void cost(tx *t, const p3d_report_in *in)
     if (x->micro_batches_assumed)
         p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
                       x->micro_batches);
-    p3d_cost_compare_note(b, x, in->pl->policy ? in->pl->policy : "policy", y, "naive", "  ");
+    p3d_cost_compare_note(b, x, in->pl->policy ? esc(t, in->pl->policy) : "policy", y, "naive", "  ");
     if (!x->fits)
         p3d_sb_puts(b, "  the model state does NOT fit GPU memory (see MODEL_DOES_NOT_FIT)\n");
 }
@@ -498,5 +605,5 @@ char *p3d_report_text(const p3d_report_in *in)
     cost(&t, in);
     free(first);
     free(rank_at);
-    return p3d_sb_finish(&t.b);
+    return terminal_safe(&t);
 }

@@ -76,6 +76,15 @@ wait "${AG[1]}"; rc1=$?
 grep -q 'timed out after 1.5 s: 2/3 nodes joined; never arrived: node\[2\]' "$T/tmo.0.err" ||
   { bad "timeout: leader message"; sed 's/^/  /' "$T/tmo.0.err"; }
 grep -q 'never arrived: node\[2\]' "$T/tmo.1.err" || { bad "timeout: node 1 not told why"; sed 's/^/  /' "$T/tmo.1.err"; }
+# the rendezvous did not complete: exit 1 on every side (docs/multinode.md)
+[ "$rc0" = 1 ] && [ "$rc1" = 1 ] || bad "timeout: exit codes $rc0 $rc1, want 1 1"
+# node 2 arrives after the leader gave up: nobody listens any more
+"$PAR3DRUN" --nnodes 3 --node-rank 2 --rdzv "static:127.0.0.1:$P" --rdzv-token-file "$T/token" \
+  --rdzv-timeout 1 --topology "${TOPOS[2]}" --run-dir "$T/tmo.late" -- true >/dev/null 2>"$T/tmo.late.err"
+rc=$?
+[ "$rc" = 1 ] || { bad "late agent: exit $rc, want 1 like the leader's timeout"; sed 's/^/  /' "$T/tmo.late.err"; }
+grep -q 'cannot reach the leader (node rank 0)' "$T/tmo.late.err" ||
+  { bad "late agent: message"; sed 's/^/  /' "$T/tmo.late.err"; }
 
 # ---- 5. a wrong token is refused; the job still starts with the right one --
 P=$(free_port)

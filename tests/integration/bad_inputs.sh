@@ -25,6 +25,11 @@ ln -s "$tmp/loop-b.json" "$tmp/loop-a.json"
 ln -s "$tmp/loop-a.json" "$tmp/loop-b.json"
 mkdir "$tmp/dir.json"
 mkfifo "$tmp/fifo.json"
+# --log-dir / --run-dir another user could have prepared (docs/limits.md)
+mkdir "$tmp/logdir-open" "$tmp/logdir-planted" "$tmp/rundir-open"
+chmod 0777 "$tmp/logdir-open"
+chmod 0755 "$tmp/rundir-open"
+ln -s "$tmp/huge.json" "$tmp/logdir-planted/rank-0.log"
 # a cluster file over the 1,048,576-node bound, built from entries that
 # each stay under the hostlist cap (docs/limits.md)
 {

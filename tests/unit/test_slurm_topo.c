@@ -1,6 +1,7 @@
-/* test_slurm_topo.c — Slurm topology.conf (tree and block) applied to
- * clusters: every real file in fixtures/realdata/slurm/, plus bad input and
- * scale. Clusters are written as cluster files in a temp dir; every node
+/* test_slurm_topo.c — Slurm topology.conf (tree and block) and
+ * topology.yaml applied to clusters: every real file in
+ * fixtures/realdata/slurm/, the YAML fixtures in fixtures/slurm/ (one the
+ * same fabric as two real topology.conf files), plus bad input and scale. Clusters are written as cluster files in a temp dir; every node
  * uses the DGX A100 `nvidia-smi topo -m` fixture. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +18,7 @@
 
 #include "p3d/p3d.h"
 
-static char tmpdir[256], topo[512], slurmdir[512];
+static char tmpdir[256], topo[512], slurmdir[512], yamldir[512];
 
 static char *tpath(const char *name)
 {
@@ -56,6 +57,7 @@ static int setup(void **state)
         fx = "fixtures";
     snprintf(topo, sizeof topo, "%s/realdata/topo/dgx-a100_12nic.txt", fx);
     snprintf(slurmdir, sizeof slurmdir, "%s/realdata/slurm", fx);
+    snprintf(yamldir, sizeof yamldir, "%s/slurm", fx);
     snprintf(tmpdir, sizeof tmpdir, "/tmp/p3d-test-slurm-XXXXXX");
     return mkdtemp(tmpdir) ? 0 : -1;
 }
@@ -431,6 +433,155 @@ static void test_scale(void **state)
     p3d_cluster_free(c);
 }
 
+static char *yaml_fixture(const char *name)
+{
+    static char buf[768];
+    snprintf(buf, sizeof buf, "%s/%s", yamldir, name);
+    return buf;
+}
+
+/* The Azure tree and block topology.conf files written as one
+ * topology.yaml give the same racks, switch distances and NVLink domains
+ * as the two files applied one after the other. */
+static void test_yaml_equals_conf(void **state)
+{
+    (void)state;
+    p3d_cluster *a = cluster_of("hpcbench-hpc-[1-72]");
+    p3d_cluster *b = cluster_of("hpcbench-hpc-[1-72]");
+    apply_ok(a, yaml_fixture("azure-tree-block.yaml"));
+    apply_ok(b, fixture("azure-cyclecloud-slurm_slurm_topology.conf"));
+    apply_ok(b, fixture("azure-cyclecloud-slurm_block_topology.conf"));
+    dump_warnings(a);
+    assert_int_equal(a->nracks, b->nracks);
+    assert_int_equal(a->nracks, 5 + 72 - 16); /* 5 leaf switches, 56 nodes under none */
+    for (size_t r = 0; r < a->nracks; r++)
+        assert_string_equal(a->racks[r], b->racks[r]);
+    assert_non_null(a->rack_dist);
+    assert_memory_equal(a->rack_dist, b->rack_dist, a->nracks * a->nracks * sizeof *a->rack_dist);
+    assert_int_equal(a->nnvl_domains, 4);
+    assert_int_equal(a->nnvl_domains, b->nnvl_domains);
+    for (size_t d = 0; d < a->nnvl_domains; d++)
+        assert_string_equal(a->nvl_domains[d], b->nvl_domains[d]);
+    for (size_t i = 0; i < a->nnodes; i++) {
+        assert_int_equal(a->nodes[i].rack, b->nodes[i].rack);
+        assert_int_equal(a->nodes[i].nvl_domain, b->nodes[i].nvl_domain);
+    }
+    assert_string_equal(rack_of(a, "hpcbench-hpc-36"), "sw00");
+    assert_string_equal(a->slurm_topology, yaml_fixture("azure-tree-block.yaml"));
+    p3d_cluster_free(a);
+    p3d_cluster_free(b);
+}
+
+/* The shape of topology.yaml(5)'s example: a cluster_default tree, a
+ * block topology (its sequence at the key's column) and a flat one; a
+ * second tree listed first loses to the cluster_default one, said once. */
+static void test_yaml_manual_example(void **state)
+{
+    (void)state;
+    p3d_cluster *c = cluster_of("node[01-16]");
+    apply_ok(c, yaml_fixture("manual-example.yaml"));
+    assert_string_equal(rack_of(c, "node03"), "sw_root");
+    assert_string_equal(rack_of(c, "node05"), "noswitch:node05");
+    assert_int_equal(c->nnvl_domains, 4);
+    assert_string_equal(c->nvl_domains[c->nodes[node_index(c, "node06")].nvl_domain], "b2");
+    assert_true(has_warning(c, "12 nodes of the cluster are under no switch", NULL));
+    p3d_cluster_free(c);
+
+    c = cluster_of("n[1-4]");
+    write_file("two-trees.yml", "- topology: other\n  tree:\n    switches:\n      - {switch}\n");
+    apply_fails(c, tpath("two-trees.yml"), "two-trees.yml:4: '{' starts a YAML construct", NULL);
+    write_file("two-trees.yml",
+               "# two trees; the default one wins\n"
+               "- topology: other\n"
+               "  tree:\n"
+               "    switches:\n"
+               "      - switch: all\n"
+               "        nodes: n[1-4]\n"
+               "- topology: \"main\"   # quoted name\n"
+               "  cluster_default: yes\n"
+               "  tree:\n"
+               "    switches:\n"
+               "      - switch: left\n"
+               "        nodes: [n1, 'n2']\n"
+               "      - switch: right\n"
+               "        nodes: n[3-4]\n"
+               "      - switch: spine\n"
+               "        children: [left, right]\n"
+               "        speed: 100\n");
+    apply_ok(c, tpath("two-trees.yml"));
+    dump_warnings(c);
+    assert_string_equal(rack_of(c, "n2"), "left");
+    assert_string_equal(rack_of(c, "n4"), "right");
+    assert_int_equal(c->rack_dist[1], 2);
+    assert_true(has_warning(c, "2 tree topologies; using 'main' (line 7, cluster_default)", NULL));
+    assert_true(has_warning(c, "two-trees.yml:17: unknown key 'speed' in switch ignored", NULL));
+    assert_int_equal(c->nnvl_domains, 0);
+    p3d_cluster_free(c);
+}
+
+static void test_yaml_bad(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text, *want1, *want2;
+    } cases[] = {
+        {"- topology: t\n\ttree:\n", "y.yaml:2: a tab in the indentation", NULL},
+        {"- topology: t\n  tree: &a\n", "y.yaml:2: '&' starts a YAML construct", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: *x\n", "y.yaml:5: '*' starts", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: n1\n      nodes: n2\n",
+         "y.yaml:6: 'nodes' appears twice (first on line 5)", NULL},
+        {"- topology: t\n  flat: true\n  tree:\n    switches:\n    - switch: s\n      nodes: n1\n",
+         "y.yaml:1: topology t: needs exactly one of 'tree:', 'block:' or 'flat: true' (found 2)", NULL},
+        {"- cluster_default: true\n  flat: true\n", "y.yaml:1: topology without 'topology:'", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      children: nope\n",
+         "y.yaml:4: switch s lists switch 'nope'", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: a\n      children: b\n    - switch: b\n"
+         "      children: a\n    - switch: c\n      nodes: n[1-4]\n",
+         "switches form a cycle", NULL},
+        {"- topology: t\n  flat: true\n", "only flat topologies", NULL},
+        {"# nothing\n", "no topologies", NULL},
+        {"---\n- topology: t\n  flat: true\n---\n- topology: u\n  flat: true\n", "y.yaml:4: one YAML document", NULL},
+        {"- topology: t\n  block:\n    block_sizes: [16, 4]\n    blocks:\n    - block: b\n      nodes: n1\n",
+         "y.yaml:3: block_sizes: 4 after 16", NULL},
+        {"- topology: t\n  block:\n    block_sizes: [4, x]\n    blocks:\n    - block: b\n      nodes: n1\n",
+         "y.yaml:3: block_sizes: expected positive node counts, found 'x'", NULL},
+        {"- topology: 't\n", "y.yaml:1: unterminated single-quoted string", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: "
+         "s0123456789012345678901234567890123456789012345678901234567890123456789\n      nodes: n1\n",
+         "longer than 64 characters", NULL},
+        {"topology: t\nflat: true\n", "y.yaml:1: a topology.yaml is a list of topologies", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: n[1-4]\n        extra: 1\n",
+         "y.yaml:6: unexpected indentation", NULL},
+        {"- topology: t\n  tree:\n    switches: []\n", "y.yaml:3: topology t: 'switches:' is empty", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: [n1, [n2]]\n",
+         "y.yaml:5: expected a name or number", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: x[1-4]\n",
+         "no node of the cluster (n1...) is under any switch", NULL},
+        {"- topology: t\n  flat: true\n- topology: t\n  flat: true\n", "y.yaml:3: topology 't' is already defined on "
+         "line 1", NULL},
+        {"- topology: t\n  cluster_default: maybe\n  flat: true\n", "y.yaml:2: cluster_default: expected true or false",
+         NULL},
+    };
+    p3d_cluster *c = cluster_of("n[1-4]");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file("y.yaml", "%s", cases[i].text);
+        print_message("  case %zu\n", i);
+        apply_fails(c, tpath("y.yaml"), cases[i].want1, cases[i].want2);
+    }
+    /* YAML nested past the bound is an error, not a deep recursion */
+    FILE *f = fopen(tpath("deep.yaml"), "w");
+    assert_non_null(f);
+    for (int d = 0; d < 5000; d++)
+        fprintf(f, "%*s- \n", d, "");
+    fclose(f);
+    apply_fails(c, tpath("deep.yaml"), "nested deeper than", NULL);
+    /* sniffed by content whatever the name: a '-' first means YAML */
+    write_file("topology.conf", "- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: n[1-4]\n");
+    apply_ok(c, tpath("topology.conf"));
+    assert_string_equal(rack_of(c, "n3"), "s");
+    p3d_cluster_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -443,6 +594,9 @@ int main(void)
         cmocka_unit_test(test_tree_details),
         cmocka_unit_test(test_deep_chain),
         cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_yaml_equals_conf),
+        cmocka_unit_test(test_yaml_manual_example),
+        cmocka_unit_test(test_yaml_bad),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
