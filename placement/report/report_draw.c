@@ -466,6 +466,8 @@ static void legend(p3d_sb *b, const p3d_draw *d, int view, int y, int nwarn)
         p3d_sb_printf(b, "; each of the %d groups has its own hue, shade and pattern", n);
     if (view == P3D_VIEW_DP && n > 8)
         p3d_sb_printf(b, "; lines for the first 8 of %d DP groups", n);
+    if (d->in->cluster->nnvl_domains)
+        p3d_sb_puts(b, "; purple frame: a node in a multi-node NVLink domain");
     p3d_sb_puts(b, "</text>\n</g>\n");
 }
 
