@@ -2,6 +2,8 @@
 # dryrun-scale.sh — dry-run time and peak memory at 1,024 / 16,384 / 131,072
 # GPUs (8 per node, 32 nodes per rack), JSON report, tp=8 pp=16 dp=rest.
 # Prints one JSON object; figures, never pass/fail (bench/ convention).
+# cpu_seconds (user + system of the dry run) moves much less than seconds
+# (wall) on a shared machine: compare builds by it there.
 # Target (issue 3): 131,072 GPUs under 2 s and 1 GiB, time ~linear.
 #
 #   bench/dryrun-scale.sh [SIZES...]      (PAR3DRUN=path/to/par3drun, default build/par3drun)
@@ -46,14 +48,14 @@ def run(argv):
     _, status, ru = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     err = open(os.path.join(tmp, "stderr")).read()
-    return os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss / 1024.0, err
+    return os.waitstatus_to_exitcode(status), wall, ru.ru_maxrss / 1024.0, ru.ru_utime + ru.ru_stime, err
 
 out = {"bench": "dryrun-scale", "binary": binp, "mesh": "tp=8 pp=16 dp=rest", "runs": []}
 for gpus in sizes:
     cl, nodes, racks = gen(gpus)
     for fmt in ("json", "text"):
         rep = os.path.join(tmp, "report." + fmt)
-        rc, wall, rss, err = run([binp, "--dry-run", "--verbose", "--cluster", cl, "--tp", "8", "--pp", "16",
+        rc, wall, rss, cpu, err = run([binp, "--dry-run", "--verbose", "--cluster", cl, "--tp", "8", "--pp", "16",
                                   "--format", fmt, "--output", rep])
         stages = {}
         m = re.search(r"cluster\+job ([\d.]+) s, policy ([\d.]+) s, checks ([\d.]+) s, baseline ([\d.]+) s, "
@@ -63,7 +65,7 @@ for gpus in sizes:
                               map(float, m.groups())))
             stages["rest"] = round(wall - sum(stages.values()), 3)  # start-up, frees, exit
         out["runs"].append({"gpus": gpus, "nodes": nodes, "racks": racks, "format": fmt, "exit": rc,
-                            "seconds": round(wall, 3), "peak_rss_mib": round(rss, 1),
+                            "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), "peak_rss_mib": round(rss, 1),
                             "report_bytes": os.path.getsize(rep) if os.path.exists(rep) else 0,
                             "stages_s": stages,
                             "error": err.strip().splitlines()[-1] if rc not in (0, 2) and err.strip() else None})

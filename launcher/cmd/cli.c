@@ -73,7 +73,7 @@ static const opt_row rows[] = {
     {"policy", T_STR, OFF(policy), 0, NOB, C_PLACE, "NAME|PATH|URL",
      "placement policy (default megatron; bundled: megatron, devicemesh, naive; auto: the best estimate)"},
     {"policy-candidates", T_STRV, OFF(policy_candidates), OFF(npolicy_candidates), NOB, C_PLACE, "NAME|PATH",
-     "--policy auto: also try this policy (repeatable)"},
+     "also compare this policy's estimate (repeatable; needs a model); --policy auto may choose it"},
     {"policy-sha256", T_STR, OFF(policy_sha256), 0, NOB, C_PLACE, "HEX", "refuse a policy whose SHA-256 differs"},
     /* training shape and model */
     {"micro-batches", T_INT, OFF(micro_batches), 0, 1, 1 << 20, C_PLACE | C_PLAN, "M", "micro-batches per step"},

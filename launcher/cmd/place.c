@@ -154,7 +154,7 @@ static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
         p3d_analysis *an = NULL;
         char *e = NULL;
         if (run_one(names[i], NULL, out, &pl, &an, &e) < 0) {
-            if (is_auto && i >= 3) { /* a candidate the user named must run */
+            if (i >= 3) { /* a candidate the user named must run */
                 p3d_err(err, "--policy-candidates %s: %s", names[i], e ? e : "failed");
                 free(e);
                 p3d_placement_free(best_pl);
@@ -263,7 +263,24 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     t1 = now();
     out->t_cluster = t1 - t0;
     t0 = t1;
-    if (o->policy && strcmp(o->policy, "auto") == 0) {
+    int is_auto = o->policy && strcmp(o->policy, "auto") == 0;
+    for (size_t i = 0; i < o->npolicy_candidates; i++)
+        if (!o->policy_candidates[i][0] || strcmp(o->policy_candidates[i], "auto") == 0) {
+            p3d_err(err, "--policy-candidates: '%s' is not a policy (a bundled name, a .lua file or a URL)",
+                    o->policy_candidates[i]);
+            goto out;
+        }
+    if (o->npolicy_candidates && !out->job.has_model) {
+        p3d_err(err, "--policy-candidates are compared by the cost model's estimate: give --model (or --params "
+                     "--layers --hidden --heads --seq-len)");
+        goto out;
+    }
+    if (is_auto && o->policy_sha256) {
+        p3d_err(err, "--policy-sha256 pins one policy file; --policy auto runs several: name the policy you pin "
+                     "with --policy");
+        goto out;
+    }
+    if (is_auto) {
         if (!out->job.has_model) {
             p3d_err(err, "--policy auto ranks policies by the cost model's estimate: give --model (or --params "
                          "--layers --hidden --heads --seq-len)");

@@ -111,10 +111,32 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
         if (n->ngpus && strcmp(n->gpus[0].model, "CPU slot") != 0)
             cpu_only = 0;
     }
-    const char *why = avoidable
-        ? "This hardware has room for every TP group inside one NVLink domain: use a topology-aware policy "
-          "(--policy megatron) or fix the policy."
-        : "The NVLink domains here cannot hold every TP group";
+    /* the cause, as it is: a policy that missed a placement that exists,
+     * tp wider than any NVLink domain, or too few domains for the job */
+    const char *pol = pl && pl->policy ? pl->policy : "?";
+    int aware = !strcmp(pol, "megatron") || !strcmp(pol, "devicemesh");
+    char why[400];
+    if (avoidable && aware)
+        snprintf(why, sizeof why,
+                 "This hardware has room for every TP group inside one NVLink domain (%lld groups of %d fit, %d "
+                 "needed), yet policy %s did not find such a placement: a shortfall of the policy (please report it "
+                 "with this cluster file); --policy auto tries the other bundled policies.",
+                 fit_groups, tp, st->ngroups, pol);
+    else if (avoidable)
+        snprintf(why, sizeof why,
+                 "This hardware has room for every TP group inside one NVLink domain (%lld groups of %d fit, %d "
+                 "needed): use a topology-aware policy (--policy megatron) or fix policy %s.",
+                 fit_groups, tp, st->ngroups, pol);
+    else if (tp > largest)
+        snprintf(why, sizeof why,
+                 "tp=%d is larger than the largest NVLink domain here (%d GPU%s): keep tp <= %d and grow pp or dp "
+                 "instead.",
+                 tp, largest, largest == 1 ? "" : "s", largest);
+    else
+        snprintf(why, sizeof why,
+                 "The NVLink domains here hold only %lld whole TP groups of %d and the job has %d, so the rest "
+                 "must leave NVLink: use fewer ranks (lower dp) or nodes with NVLink domains of at least %d GPUs.",
+                 fit_groups, tp, st->ngroups, tp);
     int net = count_range(st, P3D_LINK_RACK, P3D_LINK_XRACK);
     if (net) {
         int l = worst_in(st, P3D_LINK_RACK, P3D_LINK_XRACK);
@@ -125,10 +147,8 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
                 net, st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
         else
             ADD(P3D_SEV_WARNING, "TP_CROSSES_NODES",
-                "%d of %d TP groups (tp=%d) span nodes: TP all-reduces on every layer will run over %s. %s "
-                "(largest NVLink domain: %d GPU%s): keep tp <= %d and grow pp or dp instead.",
-                net, st->ngroups, tp, p3d_link_desc((p3d_link)l), why, largest, largest == 1 ? "" : "s",
-                largest);
+                "%d of %d TP groups (tp=%d) span nodes: TP all-reduces on every layer will run over %s. %s", net,
+                st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
     }
     int pcie = count_range(st, P3D_LINK_PIX, P3D_LINK_SYS);
     if (pcie && !net && ring_only) {
@@ -154,9 +174,8 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
         else
             ADD(P3D_SEV_WARNING, "TP_CROSSES_NVLINK_DOMAIN",
                 "%d of %d TP groups (tp=%d) leave their NVLink domain: TP all-reduces on every layer will run "
-                "over %s. %s (largest NVLink domain: %d GPU%s): keep tp <= %d where you can.",
-                pcie, st->ngroups, tp, p3d_link_desc((p3d_link)l), why, largest, largest == 1 ? "" : "s",
-                largest);
+                "over %s. %s",
+                pcie, st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
     }
     /* tp vs GPUs per node: report each distinct GPU count once */
     int seen[8], nseen = 0;
@@ -179,25 +198,32 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
                 tp, g, c->nodes[i].name, divs, g);
         }
     }
-    (void)pl;
     return 0;
 oom:
     return -1;
 }
 
-static int rack_gpus_min(const p3d_cluster *c)
+/* GPUs of the smallest rack (of those with GPUs); also the largest, and
+ * how many whole blocks of `block` GPUs the racks hold together. */
+static int rack_gpus_min(const p3d_cluster *c, long long block, long long *largest, long long *whole)
 {
     size_t nr = c->nracks ? c->nracks : 1;
     long long *g = calloc(nr, sizeof *g);
     long long best = 0;
+    *largest = *whole = 0;
     if (!g)
         return 0;
     for (size_t i = 0; i < c->nnodes; i++)
         if ((size_t)c->nodes[i].rack < nr)
             g[c->nodes[i].rack] += c->nodes[i].topo->ngpus;
-    for (size_t r = 0; r < nr; r++)
+    for (size_t r = 0; r < nr; r++) {
         if (g[r] && (!best || g[r] < best))
             best = g[r];
+        if (g[r] > *largest)
+            *largest = g[r];
+        if (block > 0)
+            *whole += g[r] / block;
+    }
     free(g);
     return (int)best;
 }
@@ -210,18 +236,42 @@ static int pp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
     int xr = st->groups_by_link[P3D_LINK_XRACK];
     if (pp > 1 && xr) {
         long long pipe = (long long)pp * m->size[P3D_DIM_TP] * m->size[P3D_DIM_CP] * m->size[P3D_DIM_EP];
-        int rack = rack_gpus_min(c);
+        long long largest = 0, whole = 0, blocks = pipe > 0 ? pl->world / pipe : 0;
+        long long smallest = rack_gpus_min(c, pipe, &largest, &whole);
+        const char *pol = pl->policy ? pl->policy : "?";
+        char sizes[64], cause[480];
+        if (smallest == largest)
+            snprintf(sizes, sizeof sizes, "%lld GPUs", largest);
+        else
+            snprintf(sizes, sizeof sizes, "%lld to %lld GPUs", smallest, largest);
+        if (pipe > largest)
+            snprintf(cause, sizeof cause,
+                     "A pipeline block (pp x tp x cp x ep = %lld GPUs) needs more GPUs than any rack holds (racks "
+                     "of %s), so every pipeline crosses racks: lower pp (or tp) so one block fits a rack, if the "
+                     "model allows.",
+                     pipe, sizes);
+        else if (blocks > whole)
+            snprintf(cause, sizeof cause,
+                     "The racks (%s) hold at most %lld whole pipeline block%s of %lld GPUs (pp x tp x cp x ep) and "
+                     "the job has %lld, so at least %lld must cross racks: a dp that gives at most %lld block%s "
+                     "keeps every pipeline in one rack.",
+                     sizes, whole, whole == 1 ? "" : "s", pipe, blocks, blocks - whole, whole,
+                     whole == 1 ? "" : "s");
+        else if (!strcmp(pol, "megatron") || !strcmp(pol, "devicemesh"))
+            snprintf(cause, sizeof cause,
+                     "By GPU count the racks (%s) could hold all %lld pipeline blocks of %lld GPUs whole; policy %s "
+                     "crossed racks to keep what ranks higher in its objective (TP groups on NVLink, inside one "
+                     "node, inside one rack: see its notes and metrics.objective).",
+                     sizes, blocks, pipe, pol);
+        else
+            snprintf(cause, sizeof cause,
+                     "A pipeline block (%lld GPUs) fits in one rack here (racks of %s) and the racks hold all %lld: "
+                     "use a rack-aware policy (--policy megatron) or list nodes rack by rack.",
+                     pipe, sizes, blocks);
         ADD(P3D_SEV_WARNING, "PP_CROSSES_RACKS",
             "%d of %d pipelines have a stage boundary across racks: activations between those stages cross the "
             "spine switches (more hops, shared and often oversubscribed) on every micro-batch. %s",
-            xr, st->ngroups,
-            pipe > rack ? "A pipeline needs more GPUs than a rack holds: lower pp (or tp) so one pipeline fits "
-                          "a rack, if the model allows."
-            : pl->policy && !strcmp(pl->policy, "megatron")
-                ? "Whole pipelines do not fill the racks evenly here (see the policy's notes): choose dp so "
-                  "each rack holds a whole number of pipelines."
-                : "A pipeline fits in one rack here: use a rack-aware policy (--policy megatron) or list "
-                  "nodes rack by rack.");
+            xr, st->ngroups, cause);
     }
     if (job->has_model && job->model.layers > 0 && pp > 1) {
         int L = job->model.layers;

@@ -18,4 +18,10 @@ const char *p3d_severity_name(p3d_severity s);
  * one entry per slot (-1 when idle). Caller frees both. */
 int p3d_report_slots(const p3d_cluster *c, const p3d_placement *pl, size_t **first, int **rank_at);
 
+/* The cost estimate next to the baseline's, one row per figure (the text
+ * report's table; the HTML report shows the same). label heads the
+ * policy's column, already escaped for the output. Nothing without a
+ * cost. */
+void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label);
+
 #endif

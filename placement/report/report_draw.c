@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CW 60          /* GPU cell */
+#define CW 68          /* GPU cell */
 #define CH 34
 #define GAP 4
 #define NPAD 6         /* node padding */
@@ -29,7 +29,14 @@
 #define MAX_COLS 8
 #define MAX_NODES_PER_RACK 8
 #define MAX_LINES 3000
-#define LEGEND_H 64
+#define LEG_ROW 18      /* one row of legend swatches */
+#define LEG_LINES 40    /* the two text lines under the swatches */
+#define LEG_ENTRY 44    /* one swatch and its number */
+#define LEG_ROWS 3      /* swatch rows at most */
+#define NHUES 12
+#define NTIERS 3
+#define NPATTERNS 4
+#define NSTYLES (NHUES * NTIERS * NPATTERNS)
 #define WARN "#d62728"
 #define GREY "#6f6f6f"
 
@@ -55,7 +62,10 @@ struct p3d_draw {
     int *gid[P3D_NDIMS];    /* rank -> dense group index per dim (tp, pp, dp) */
     int ngroups[P3D_NDIMS];
     int w, h;               /* drawing without legend */
+    int leg_h;              /* tallest legend of the four views */
 };
+
+static int legend_height(const p3d_draw *d, int view);
 
 void p3d_xml_text(p3d_sb *b, const char *s)
 {
@@ -79,10 +89,12 @@ const char *p3d_draw_view_title(int view)
     return view >= 0 && view < P3D_NVIEWS ? t[view] : "?";
 }
 
-/* Light colours so black labels stay readable. HSL with fixed S and L. */
-static void hsl_hex(double hue, char out[8])
+/* Light colours so black labels stay readable: HSL with fixed S, L from
+ * the tier (0: light, 1: mid, 2: pale). */
+static void hsl_hex(double hue, int tier, char out[8])
 {
-    double s = 0.65, l = 0.74;
+    static const double L[NTIERS] = {0.74, 0.64, 0.87};
+    double s = 0.65, l = L[tier % NTIERS];
     double c = (1 - fabs(2 * l - 1)) * s, hp = fmod(hue, 360.0) / 60.0;
     double x = c * (1 - fabs(fmod(hp, 2.0) - 1)), r = 0, g = 0, bl = 0;
     if (hp < 1) r = c, g = x;
@@ -96,14 +108,58 @@ static void hsl_hex(double hue, char out[8])
              (int)lround((bl + mm) * 255));
 }
 
-/* Stage colours run along the hue circle in order (neighbours look alike);
- * group colours jump by the golden angle so adjacent groups differ. */
-static void view_color(int view, int idx, int n, char out[8])
+/* How one group (or stage) is drawn: a fill colour and a pattern laid over
+ * it (0: none). */
+typedef struct cstyle {
+    char fill[8];
+    int pattern;
+} cstyle;
+
+/* Stages run along the hue circle in order (neighbouring stages look
+ * alike, so the eye follows a pipeline); beyond NHUES stages every other
+ * stage is a tier darker, so neighbours still differ. Groups step through
+ * 12 hues 150 degrees apart (consecutive groups never look alike), then
+ * through the lightness tiers, then the patterns. */
+static cstyle view_style(int view, int idx, int n)
 {
-    if (view == P3D_VIEW_STAGE)
-        hsl_hex(fmod(200.0 + 360.0 * idx / (n > 0 ? n : 1), 360.0), out);
-    else
-        hsl_hex(fmod(idx * 137.508 + 20.0, 360.0), out);
+    static const int hue_order[NHUES] = {0, 5, 10, 3, 8, 1, 6, 11, 4, 9, 2, 7};
+    cstyle st = {"", 0};
+    if (idx < 0)
+        idx = 0;
+    if (view == P3D_VIEW_STAGE) {
+        hsl_hex(fmod(200.0 + 360.0 * idx / (n > 0 ? n : 1), 360.0), n > NHUES ? idx % 2 : 0, st.fill);
+        return st;
+    }
+    int k = idx % NSTYLES;
+    hsl_hex(20.0 + 30.0 * hue_order[k % NHUES], (k / NHUES) % NTIERS, st.fill);
+    st.pattern = k / (NHUES * NTIERS);
+    return st;
+}
+
+/* The fill patterns, with ids unique to the view (the HTML page holds four
+ * drawings, and a pattern defined in a hidden one would not paint). */
+static void pattern_defs(p3d_sb *b, int view)
+{
+    p3d_sb_printf(b, "<defs>\n"
+                     "<pattern id=\"p3d-v%d-pat1\" width=\"7\" height=\"7\" patternUnits=\"userSpaceOnUse\" "
+                     "patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"7\" fill=\"#000\" "
+                     "fill-opacity=\"0.22\"/></pattern>\n"
+                     "<pattern id=\"p3d-v%d-pat2\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\">"
+                     "<circle cx=\"3\" cy=\"3\" r=\"1.3\" fill=\"#000\" fill-opacity=\"0.3\"/></pattern>\n"
+                     "<pattern id=\"p3d-v%d-pat3\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\">"
+                     "<path d=\"M0 0L8 8M8 0L0 8\" stroke=\"#000\" stroke-opacity=\"0.22\" stroke-width=\"1.2\"/>"
+                     "</pattern>\n</defs>\n",
+                  view, view, view);
+}
+
+/* A filled rectangle in a style: the colour, then its pattern on top. */
+static void style_rect(p3d_sb *b, int view, const cstyle *st, int x, int y, int w, int h, int rx)
+{
+    p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"%d\" fill=\"%s\"/>", x, y, w, h,
+                  rx, st->fill);
+    if (st->pattern)
+        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"%d\" fill=\"url(#p3d-v%d-pat%d)\"/>",
+                      x, y, w, h, rx, view, st->pattern);
 }
 
 static int view_dim(int view)
@@ -250,16 +306,27 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
         d->racks[r].h = maxh;
     d->w = (int)d->nracks * (rack_w + RGAP) - RGAP;
     d->h = maxh;
+    for (int v = 0; v < P3D_NVIEWS; v++) {
+        int lh = legend_height(d, v);
+        if (lh > d->leg_h)
+            d->leg_h = lh;
+    }
     return d;
 fail:
     p3d_draw_free(d);
     return NULL;
 }
 
+/* Width of the drawing (room for the summary and legend lines). */
+static int draw_width(const p3d_draw *d)
+{
+    return d->w < 1040 ? 1040 : d->w;
+}
+
 void p3d_draw_size(const p3d_draw *d, int *w, int *h)
 {
-    *w = d->w < 1040 ? 1040 : d->w; /* room for the summary and legend lines */
-    *h = d->h + LEGEND_H;
+    *w = draw_width(d);
+    *h = d->h + d->leg_h;
 }
 
 static void cell_pos(const p3d_draw *d, size_t node, int gpu, int *x, int *y)
@@ -267,6 +334,54 @@ static void cell_pos(const p3d_draw *d, size_t node, int gpu, int *x, int *y)
     const dnode *n = &d->nodes[node];
     *x = n->x + NPAD + (gpu % MAX_COLS) * (CW + GAP);
     *y = n->y + NHEAD + NPAD + (gpu / MAX_COLS) * (CH + GAP);
+}
+
+/* The groups a view colours: pipeline stages, or the groups of its dim. */
+static int view_count(const p3d_draw *d, int view)
+{
+    if (!d->in->pl)
+        return 0;
+    return view == P3D_VIEW_STAGE ? d->in->pl->mesh.size[P3D_DIM_PP] : d->ngroups[view_dim(view)];
+}
+
+static const char *view_caption(int view)
+{
+    static const char *const t[P3D_NVIEWS] = {"stage:", "TP group:", "pipeline:", "DP group:"};
+    return view >= 0 && view < P3D_NVIEWS ? t[view] : "";
+}
+
+#define LEG_X0 84 /* swatches start right of the caption */
+
+static int legend_per_row(const p3d_draw *d)
+{
+    int n = (draw_width(d) - LEG_X0) / LEG_ENTRY;
+    return n > 1 ? n : 1;
+}
+
+static int legend_shown(const p3d_draw *d, int view)
+{
+    int n = view_count(d, view), max = legend_per_row(d) * LEG_ROWS;
+    return n < max ? n : max;
+}
+
+static int legend_height(const p3d_draw *d, int view)
+{
+    int shown = legend_shown(d, view), per = legend_per_row(d);
+    int rows = shown ? (shown + per - 1) / per : 1;
+    return 4 + rows * LEG_ROW + LEG_LINES;
+}
+
+/* The point where the segment from the centre of a cell towards (dx, dy)
+ * leaves the cell, so a link starts and ends at cell edges and never runs
+ * over the labels of the cells it joins. */
+static void cell_exit(int cx, int cy, double dx, double dy, double *x, double *y)
+{
+    double tx = dx != 0 ? (CW / 2.0 + 1) / fabs(dx) : 1e30, ty = dy != 0 ? (CH / 2.0 + 1) / fabs(dy) : 1e30;
+    double t = tx < ty ? tx : ty;
+    if (t > 1)
+        t = 1;
+    *x = cx + t * dx;
+    *y = cy + t * dy;
 }
 
 /* Links between consecutive members of each group of the view's dimension
@@ -302,10 +417,14 @@ static void draw_links(p3d_sb *b, const p3d_draw *d, int view, int *nwarn)
             int x1, y1, x2, y2;
             cell_pos(d, (size_t)a->node, a->gpu, &x1, &y1);
             cell_pos(d, (size_t)z->node, z->gpu, &x2, &y2);
-            p3d_sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"%s\" "
+            x1 += CW / 2, y1 += CH / 2, x2 += CW / 2, y2 += CH / 2;
+            double ax, ay, zx, zy;
+            cell_exit(x1, y1, x2 - x1, y2 - y1, &ax, &ay);
+            cell_exit(x2, y2, x1 - x2, y1 - y2, &zx, &zy);
+            p3d_sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%s\" "
                              "stroke-opacity=\"0.8\"><title>%s ranks %d-%d over %s</title></line>\n",
-                          x1 + CW / 2, y1 + CH / 2, x2 + CW / 2, y2 + CH / 2, warn ? WARN : GREY, warn ? "2.5" : "1.2",
-                          p3d_dim_name(dim), members[k], members[k + 1], p3d_link_desc(l));
+                          ax, ay, zx, zy, warn ? WARN : GREY, warn ? "2.5" : "1.2", p3d_dim_name(dim), members[k],
+                          members[k + 1], p3d_link_desc(l));
             lines++;
         }
     }
@@ -314,78 +433,67 @@ static void draw_links(p3d_sb *b, const p3d_draw *d, int view, int *nwarn)
 
 static void legend(p3d_sb *b, const p3d_draw *d, int view, int y, int nwarn)
 {
-    int dim = view_dim(view), n = d->in->pl ? d->ngroups[dim] : 0;
-    if (view == P3D_VIEW_STAGE)
-        n = d->in->pl ? d->in->pl->mesh.size[P3D_DIM_PP] : 0;
-    int shown = n < 12 ? n : 12;
-    p3d_sb_printf(b, "<g class=\"legend\" transform=\"translate(0,%d)\" font-size=\"11\">\n", y);
+    int n = view_count(d, view), shown = legend_shown(d, view), per = legend_per_row(d);
+    int rows = shown ? (shown + per - 1) / per : 1;
+    p3d_sb_printf(b, "<g class=\"legend\" transform=\"translate(0,%d)\" font-size=\"11\">\n<text x=\"0\" y=\"15\">%s</text>\n",
+                  y, view_caption(view));
     for (int i = 0; i < shown; i++) {
-        char col[8];
-        view_color(view, i, view == P3D_VIEW_STAGE ? n : 0, col);
-        p3d_sb_printf(b, "<rect x=\"%d\" y=\"4\" width=\"14\" height=\"14\" fill=\"%s\" stroke=\"#333\"/>"
-                         "<text x=\"%d\" y=\"15\">%s %d</text>\n",
-                      i * 62, col, i * 62 + 18, view == P3D_VIEW_STAGE ? "pp" : view == P3D_VIEW_TP ? "tp#"
-                                                                           : view == P3D_VIEW_PP ? "pipe" : "dp#", i);
+        cstyle st = view_style(view, i, n);
+        int x = LEG_X0 + (i % per) * LEG_ENTRY, yy = 4 + (i / per) * LEG_ROW;
+        style_rect(b, view, &st, x, yy, 14, 14, 0);
+        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"none\" stroke=\"#333\"/>"
+                         "<text x=\"%d\" y=\"%d\">%d</text>\n",
+                      x, yy, x + 18, yy + 11, i);
     }
-    if (n > shown)
-        p3d_sb_printf(b, "<text x=\"%d\" y=\"15\">... %d in all</text>\n", shown * 62, n);
-    p3d_sb_printf(b, "<rect x=\"0\" y=\"26\" width=\"22\" height=\"12\" fill=\"none\" stroke=\"#333\" "
-                     "stroke-dasharray=\"4 2\"/><text x=\"28\" y=\"36\">NVLink domain</text>"
-                     "<line x1=\"130\" y1=\"32\" x2=\"158\" y2=\"32\" stroke=\"" GREY "\" stroke-width=\"1.2\"/>"
-                     "<text x=\"164\" y=\"36\">group link between nodes</text>"
-                     "<line x1=\"330\" y1=\"32\" x2=\"358\" y2=\"32\" stroke=\"" WARN "\" stroke-width=\"2.5\"/>"
-                     "<text x=\"364\" y=\"36\">leaves its domain (TP: NVLink domain, PP: rack)");
+    int ly = 4 + rows * LEG_ROW;
+    p3d_sb_printf(b, "<rect x=\"0\" y=\"%d\" width=\"22\" height=\"12\" fill=\"none\" stroke=\"#333\" "
+                     "stroke-dasharray=\"4 2\"/><text x=\"28\" y=\"%d\">NVLink domain</text>"
+                     "<line x1=\"130\" y1=\"%d\" x2=\"158\" y2=\"%d\" stroke=\"" GREY "\" stroke-width=\"1.2\"/>"
+                     "<text x=\"164\" y=\"%d\">group link between nodes</text>"
+                     "<line x1=\"330\" y1=\"%d\" x2=\"358\" y2=\"%d\" stroke=\"" WARN "\" stroke-width=\"2.5\"/>"
+                     "<text x=\"364\" y=\"%d\">leaves its domain (TP: NVLink domain, PP: rack)",
+                  ly, ly + 10, ly + 6, ly + 6, ly + 10, ly + 6, ly + 6, ly + 10);
     if (view != P3D_VIEW_STAGE)
         p3d_sb_printf(b, ": %d link%s", nwarn, nwarn == 1 ? "" : "s");
-    p3d_sb_puts(b, "</text>\n<text x=\"0\" y=\"56\">cell: rank, then (tp,pp,dp) coordinates");
+    p3d_sb_printf(b, "</text>\n<text x=\"0\" y=\"%d\">cell: rank (bold), GPU index g#, then (tp,pp,dp) coordinates",
+                  ly + 30);
+    if (n > shown)
+        p3d_sb_printf(b, "; colours for the first %d of %d", shown, n);
+    if (view != P3D_VIEW_STAGE && n > NSTYLES)
+        p3d_sb_printf(b, "; %d styles (12 hues x 3 shades x 4 patterns), so group k looks like group k+%d", NSTYLES,
+                      NSTYLES);
+    else if (view != P3D_VIEW_STAGE && n > NHUES)
+        p3d_sb_printf(b, "; each of the %d groups has its own hue, shade and pattern", n);
     if (view == P3D_VIEW_DP && n > 8)
         p3d_sb_printf(b, "; lines for the first 8 of %d DP groups", n);
+    if (d->in->cluster->nnvl_domains)
+        p3d_sb_puts(b, "; purple frame: a node in a multi-node NVLink domain");
     p3d_sb_puts(b, "</text>\n</g>\n");
 }
 
-void p3d_draw_view(p3d_sb *b, const p3d_draw *d, int view, int x, int y)
+/* Frames (racks, nodes, NVLink domains) and coloured cells: the bottom
+ * layer. */
+static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
 {
     const p3d_cluster *c = d->in->cluster;
     const p3d_placement *pl = d->in->pl;
-    int dim = view_dim(view);
-    p3d_sb_printf(b, "<g class=\"view\" transform=\"translate(%d,%d)\" font-family=\"sans-serif\">\n", x, y);
+    int dim = view_dim(view), n = view_count(d, view);
     for (size_t r = 0; r < d->nracks; r++) {
         const drack *rk = &d->racks[r];
-        if (rk->nnodes == 0)
-            continue;
-        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
-                         "stroke=\"#999\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\">rack ",
-                      rk->x, rk->y, rk->w, rk->h, rk->x + 8, rk->y + 16);
-        p3d_xml_text(b, c->nracks ? c->racks[r] : "default");
-        p3d_sb_printf(b, " (%d node%s)</text>\n", rk->nnodes, rk->nnodes == 1 ? "" : "s");
-        if (rk->nhidden) {
-            p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\">+ %d more node%s: ", rk->x + RPAD,
-                          rk->y + rk->h - RPAD - 18, rk->nhidden, rk->nhidden == 1 ? "" : "s");
-            p3d_xml_text(b, c->nodes[rk->hidden_first].name);
-            p3d_sb_puts(b, " .. ");
-            p3d_xml_text(b, c->nodes[rk->hidden_last].name);
-            if (rk->rank_lo >= 0)
-                p3d_sb_printf(b, "</text><text x=\"%d\" y=\"%d\" font-size=\"11\">ranks %d..%d (not drawn)",
-                              rk->x + RPAD, rk->y + rk->h - RPAD - 4, rk->rank_lo, rk->rank_hi);
-            p3d_sb_puts(b, "</text>\n");
-        }
+        if (rk->nnodes)
+            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
+                             "stroke=\"#999\"/>\n",
+                          rk->x, rk->y, rk->w, rk->h);
     }
     for (size_t i = 0; i < d->nnodes; i++) {
-        const dnode *n = &d->nodes[i];
-        if (!n->drawn)
+        const dnode *nd = &d->nodes[i];
+        if (!nd->drawn)
             continue;
         const p3d_cnode *cn = &c->nodes[i];
         int mn = cn->nvl_domain >= 0;
         p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"#fff\" stroke=\"%s\" "
-                         "stroke-width=\"%s\"/>\n<text x=\"%d\" y=\"%d\" font-size=\"11\">",
-                      n->x, n->y, n->w, n->h, mn ? "#7b3fa0" : "#444", mn ? "2.5" : "1", n->x + NPAD, n->y + 12);
-        p3d_xml_text(b, cn->name);
-        if (mn && (size_t)cn->nvl_domain < c->nnvl_domains) {
-            p3d_sb_puts(b, " [NVLink domain ");
-            p3d_xml_text(b, c->nvl_domains[cn->nvl_domain]);
-            p3d_sb_putc(b, ']');
-        }
-        p3d_sb_puts(b, "</text>\n");
+                         "stroke-width=\"%s\"/>\n",
+                      nd->x, nd->y, nd->w, nd->h, mn ? "#7b3fa0" : "#444", mn ? "2.5" : "1");
         const p3d_node *t = cn->topo;
         int g = t ? t->ngpus : 0;
         /* NVLink domains of this node, outlined (bounding box of members) */
@@ -409,38 +517,107 @@ void p3d_draw_view(p3d_sb *b, const p3d_draw *d, int view, int x, int y)
         for (int k = 0; k < g; k++) {
             int cx, cy, rank = d->rank_at[d->gpu_off[i] + (size_t)k];
             cell_pos(d, i, k, &cx, &cy);
-            char col[8] = "#eeeeee";
+            cstyle st = {"#eeeeee", 0};
             if (rank >= 0) {
                 const p3d_rank *rk = &pl->ranks[rank];
-                if (view == P3D_VIEW_STAGE)
-                    view_color(view, rk->coord[P3D_DIM_PP], pl->mesh.size[P3D_DIM_PP], col);
-                else
-                    view_color(view, d->gid[dim][rank], 0, col);
+                st = view_style(view, view == P3D_VIEW_STAGE ? rk->coord[P3D_DIM_PP] : d->gid[dim][rank], n);
             }
-            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"%s\" "
-                             "stroke=\"#555\">",
-                          cx, cy, CW, CH, col);
+            p3d_sb_puts(b, "<g>");
+            style_rect(b, view, &st, cx, cy, CW, CH, 3);
+            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"none\" stroke=\"#555\"/>",
+                          cx, cy, CW, CH);
             if (rank >= 0) {
                 const p3d_rank *rk = &pl->ranks[rank];
                 p3d_sb_printf(b, "<title>rank %d on ", rank);
                 p3d_xml_text(b, cn->name);
-                p3d_sb_printf(b, " GPU %d: tp %d, pp %d, dp %d</title></rect>\n", k, rk->coord[P3D_DIM_TP],
-                              rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
-                p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" "
-                                 "font-weight=\"bold\">r%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
-                                 "text-anchor=\"middle\">%d,%d,%d</text>\n",
-                              cx + CW / 2, cy + 14, rank, cx + CW / 2, cy + 27, rk->coord[P3D_DIM_TP],
-                              rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
+                p3d_sb_printf(b, " GPU %d: tp %d, pp %d, dp %d; TP group %d, pipeline %d, DP group %d</title>", k,
+                              rk->coord[P3D_DIM_TP], rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP],
+                              d->gid[P3D_DIM_TP][rank], d->gid[P3D_DIM_PP][rank], d->gid[P3D_DIM_DP][rank]);
             } else {
-                p3d_sb_printf(b, "<title>GPU %d: no rank</title></rect>\n<text x=\"%d\" y=\"%d\" font-size=\"10\" "
-                                 "text-anchor=\"middle\" fill=\"#888\">GPU %d</text>\n",
-                              k, cx + CW / 2, cy + 21, k);
+                p3d_sb_printf(b, "<title>GPU %d: no rank</title>", k);
             }
+            p3d_sb_puts(b, "</g>\n");
         }
     }
+}
+
+/* Every label, last, each with a halo of its background's colour: lines
+ * pass behind them. */
+static void draw_labels(p3d_sb *b, const p3d_draw *d, int view)
+{
+    const p3d_cluster *c = d->in->cluster;
+    const p3d_placement *pl = d->in->pl;
+    int dim = view_dim(view), n = view_count(d, view);
+    p3d_sb_puts(b, "<g paint-order=\"stroke\" stroke-linejoin=\"round\">\n");
+    for (size_t r = 0; r < d->nracks; r++) {
+        const drack *rk = &d->racks[r];
+        if (rk->nnodes == 0)
+            continue;
+        p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\" stroke=\"#f4f4f4\" "
+                         "stroke-width=\"3\">rack ",
+                      rk->x + 8, rk->y + 16);
+        p3d_xml_text(b, c->nracks ? c->racks[r] : "default");
+        p3d_sb_printf(b, " (%d node%s)</text>\n", rk->nnodes, rk->nnodes == 1 ? "" : "s");
+        if (rk->nhidden) {
+            p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" stroke-width=\"3\">+ %d "
+                             "more node%s: ",
+                          rk->x + RPAD, rk->y + rk->h - RPAD - 18, rk->nhidden, rk->nhidden == 1 ? "" : "s");
+            p3d_xml_text(b, c->nodes[rk->hidden_first].name);
+            p3d_sb_puts(b, " .. ");
+            p3d_xml_text(b, c->nodes[rk->hidden_last].name);
+            if (rk->rank_lo >= 0)
+                p3d_sb_printf(b, "</text><text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" "
+                                 "stroke-width=\"3\">ranks %d..%d (not drawn)",
+                              rk->x + RPAD, rk->y + rk->h - RPAD - 4, rk->rank_lo, rk->rank_hi);
+            p3d_sb_puts(b, "</text>\n");
+        }
+    }
+    for (size_t i = 0; i < d->nnodes; i++) {
+        const dnode *nd = &d->nodes[i];
+        if (!nd->drawn)
+            continue;
+        const p3d_cnode *cn = &c->nodes[i];
+        p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#fff\" stroke-width=\"3\">", nd->x + NPAD,
+                      nd->y + 12);
+        p3d_xml_text(b, cn->name);
+        if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains) {
+            p3d_sb_puts(b, " [NVLink domain ");
+            p3d_xml_text(b, c->nvl_domains[cn->nvl_domain]);
+            p3d_sb_putc(b, ']');
+        }
+        p3d_sb_puts(b, "</text>\n");
+        int g = cn->topo ? cn->topo->ngpus : 0;
+        for (int k = 0; k < g; k++) {
+            int cx, cy, rank = d->rank_at[d->gpu_off[i] + (size_t)k];
+            cell_pos(d, i, k, &cx, &cy);
+            if (rank < 0) {
+                p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#888\" "
+                                 "stroke=\"#eeeeee\" stroke-width=\"3\">GPU %d</text>\n",
+                              cx + CW / 2, cy + 21, k);
+                continue;
+            }
+            const p3d_rank *rk = &pl->ranks[rank];
+            cstyle st = view_style(view, view == P3D_VIEW_STAGE ? rk->coord[P3D_DIM_PP] : d->gid[dim][rank], n);
+            p3d_sb_printf(b, "<g stroke=\"%s\" stroke-width=\"3\"><text x=\"%d\" y=\"%d\" font-size=\"11\" "
+                             "font-weight=\"bold\">r%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
+                             "text-anchor=\"end\" fill=\"#333\">g%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
+                             "text-anchor=\"middle\">%d,%d,%d</text></g>\n",
+                          st.fill, cx + 4, cy + 14, rank, cx + CW - 4, cy + 13, k, cx + CW / 2, cy + 28,
+                          rk->coord[P3D_DIM_TP], rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
+        }
+    }
+    p3d_sb_puts(b, "</g>\n");
+}
+
+void p3d_draw_view(p3d_sb *b, const p3d_draw *d, int view, int x, int y)
+{
+    p3d_sb_printf(b, "<g class=\"view\" transform=\"translate(%d,%d)\" font-family=\"sans-serif\">\n", x, y);
+    pattern_defs(b, view);
+    draw_cells(b, d, view);
     int nwarn = 0;
-    if (pl && view != P3D_VIEW_STAGE)
+    if (d->in->pl && view != P3D_VIEW_STAGE)
         draw_links(b, d, view, &nwarn);
+    draw_labels(b, d, view);
     legend(b, d, view, d->h + 4, nwarn);
     p3d_sb_puts(b, "</g>\n");
 }
@@ -450,11 +627,12 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
     int n = 0;
     const p3d_placement *pl = in->pl;
     const p3d_mesh *m = pl ? &pl->mesh : &in->job->mesh;
+    size_t nn = in->cluster ? in->cluster->nnodes : 0;
     if (max < 4)
         return 0;
-    snprintf(lines[n++], P3D_SUMMARY_LEN, "par3drun placement: policy %s, order %s, tp=%d pp=%d dp=%d (%d ranks on %zu nodes)",
+    snprintf(lines[n++], P3D_SUMMARY_LEN, "par3drun placement: policy %s, order %s, tp=%d pp=%d dp=%d (%d rank%s on %zu node%s)",
              pl && pl->policy ? pl->policy : "?", m->order_str, m->size[P3D_DIM_TP], m->size[P3D_DIM_PP],
-             m->size[P3D_DIM_DP], pl ? pl->world : 0, in->cluster ? in->cluster->nnodes : (size_t)0);
+             m->size[P3D_DIM_DP], pl ? pl->world : 0, pl && pl->world == 1 ? "" : "s", nn, nn == 1 ? "" : "s");
     if (!in->an)
         return n;
     const p3d_analysis *an = in->an;
@@ -495,11 +673,13 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
         double pct = 100 * (bc->step_time / c->step_time - 1);
         /* the rack crossings, not only the step: a 0.0% step difference can
          * hide 1 against 3 cross-rack hops per pipeline */
+        char verdict[48] = "the same estimate";
+        if (fabs(pct) >= 0.05)
+            snprintf(verdict, sizeof verdict, "%.1f%% %s", fabs(pct), pct >= 0 ? "faster" : "slower");
         snprintf(lines[n++], P3D_SUMMARY_LEN,
                  "naive placement (host-list order): step %.2f s, %d of %d PP hops across racks (this placement: "
-                 "%d); this placement is %.1f%% %s (estimate, docs/cost-model.md)",
-                 bc->step_time, bs->hops_by_link[P3D_LINK_XRACK], hops, ps->hops_by_link[P3D_LINK_XRACK],
-                 fabs(pct), pct >= 0 ? "faster" : "slower");
+                 "%d); this placement: %s (estimate, docs/cost-model.md)",
+                 bc->step_time, bs->hops_by_link[P3D_LINK_XRACK], hops, ps->hops_by_link[P3D_LINK_XRACK], verdict);
     }
     return n;
 }

@@ -5,7 +5,7 @@
  * every view is shown, one under the other. When the script has run it sets
  * <body data-ready="1"> (the browser test looks for it).
  */
-#include "cost_internal.h"
+#include "report_common.h"
 #include "report_draw.h"
 
 #include <stdlib.h>
@@ -58,9 +58,11 @@ char *p3d_report_html(const p3d_report_in *in)
         p3d_sb_puts(&b, "</svg>\n</section>\n");
     }
     if (in->an && in->an->has_cost) {
-        p3d_sb_puts(&b, "<h3>Cost estimates (docs/cost-model.md)</h3>\n<pre>");
+        p3d_sb_puts(&b, "<h3>Cost estimate for ");
+        p3d_xml_text(&b, in->job->model.name);
+        p3d_sb_puts(&b, " (per GPU per step; docs/cost-model.md)</h3>\n<pre>");
         p3d_sb t = {0};
-        p3d_cost_text(&t, &in->an->cost, in->base_an && in->base_an->has_cost ? &in->base_an->cost : NULL, "");
+        p3d_report_cost_table(&t, in, in->pl->policy ? in->pl->policy : "policy"); /* the text report's table; xml_text escapes it */
         char *txt = p3d_sb_finish(&t);
         p3d_xml_text(&b, txt ? txt : "");
         free(txt);

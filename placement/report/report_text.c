@@ -525,19 +525,13 @@ static void cost_row(p3d_sb *b, const char *label, int kind, size_t off, int lin
     p3d_sb_printf(b, "  %-34s  %18s  %18s\n", label, v[0], v[1]);
 }
 
-static void cost(tx *t, const p3d_report_in *in)
+void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label)
 {
     const p3d_analysis *an = in->an;
-    if (!an->has_cost)
+    if (!an || !an->has_cost)
         return;
     const p3d_cost *x = &an->cost, *y = in->base_an && in->base_an->has_cost ? &in->base_an->cost : NULL;
-    p3d_sb *b = &t->b;
-    char title[128];
-    p3d_sb_putc(b, '\n');
-    snprintf(title, sizeof title, "Cost estimate for %s (per GPU per step; docs/cost-model.md formulas)",
-             in->job->model.name);
-    heading(t, title);
-    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", in->pl->policy ? esc(t, in->pl->policy) : "policy", y ? "naive" : "");
+    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", label, y ? "naive" : "");
 #define R(label, kind, field, dim) cost_row(b, label, kind, offsetof(p3d_cost, field), dim, x, y)
     R("memory: weights", F_BYTES, mem_weights, -1);
     R("memory: gradients", F_BYTES, mem_grads, -1);
@@ -583,9 +577,21 @@ static void cost(tx *t, const p3d_report_in *in)
     if (x->micro_batches_assumed)
         p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
                       x->micro_batches);
-    p3d_cost_compare_note(b, x, in->pl->policy ? esc(t, in->pl->policy) : "policy", y, "naive", "  ");
+    p3d_cost_compare_note(b, x, label, y, "naive", "  ");
     if (!x->fits)
         p3d_sb_puts(b, "  the model state does NOT fit GPU memory (see MODEL_DOES_NOT_FIT)\n");
+}
+
+static void cost(tx *t, const p3d_report_in *in)
+{
+    if (!in->an->has_cost)
+        return;
+    char title[128];
+    p3d_sb_putc(&t->b, '\n');
+    snprintf(title, sizeof title, "Cost estimate for %s (per GPU per step; docs/cost-model.md formulas)",
+             in->job->model.name);
+    heading(t, title);
+    p3d_report_cost_table(&t->b, in, in->pl->policy ? esc(t, in->pl->policy) : "policy");
 }
 
 char *p3d_report_text(const p3d_report_in *in)

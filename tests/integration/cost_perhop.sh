@@ -66,4 +66,10 @@ check "--policy auto keeps the best estimate (not naive)" jq -e '.policy != "nai
 check "--policy auto names the runner-up" grep -q "policy auto chose .* runner-up" "$J"
 "$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --policy auto >/dev/null 2>&1
 check "--policy auto without a model is bad input (exit 2)" [ $? = 2 ]
+err=$("$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --model llama2-70b --global-batch 64 2>&1 >/dev/null)
+check "no note when the chosen policy (megatron) has the best estimate" bash -c '! grep -q "note:" <<<"$1"' _ "$err"
+"$PAR3DRUN" --dry-run --cluster $C --tp 8 --pp 4 --model llama2-70b --global-batch 64 --policy-candidates "" \
+    >/dev/null 2>"$J"
+check "an empty --policy-candidates is bad input (exit 2)" [ $? = 2 ]
+check "... and says so" grep -q "^par3drun: --policy-candidates: '' is not a policy" "$J"
 exit $fail

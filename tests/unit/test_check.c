@@ -202,7 +202,7 @@ static void tp_wider_than_domain_is_warning(void **state)
     const p3d_check *k = find(a, "TP_CROSSES_NVLINK_DOMAIN");
     assert_non_null(k);
     assert_int_equal(k->severity, P3D_SEV_WARNING);
-    assert_non_null(strstr(k->message, "largest NVLink domain: 2 GPUs"));
+    assert_non_null(strstr(k->message, "tp=4 is larger than the largest NVLink domain here (2 GPUs)"));
     p3d_analysis_free(a);
     freeplace(p);
     mkjob(&j, 2, 1, 8);
@@ -390,13 +390,86 @@ static void reports(void **state)
     p3d_cluster_free(c);
 }
 
+/* The TP advice fits who placed it: megatron missing a placement that
+ * exists is the policy's shortfall, never "use --policy megatron". */
+static void tp_advice_names_the_cause(void **state)
+{
+    (void)state;
+    p3d_cluster *c = mkcluster(4, 8, 8, NULL, NULL);
+    p3d_job j;
+    mkjob(&j, 8, 1, 4);
+    p3d_placement *p = mkplace(&j, 8, slot_strided);
+    p3d_analysis *a = NULL;
+    char *err = NULL;
+    assert_int_equal(p3d_analyze(c, &j, p, &a, &err), 0);
+    const p3d_check *k = find(a, "TP_CROSSES_NODES");
+    assert_non_null(k);
+    assert_non_null(strstr(k->message, "(4 groups of 8 fit, 4 needed): use a topology-aware policy (--policy megatron) "
+                                       "or fix policy hand."));
+    p3d_analysis_free(a);
+    free(p->policy);
+    p->policy = strdup("megatron");
+    assert_int_equal(p3d_analyze(c, &j, p, &a, &err), 0);
+    k = find(a, "TP_CROSSES_NODES");
+    assert_non_null(k);
+    assert_null(strstr(k->message, "--policy megatron"));
+    assert_non_null(strstr(k->message, "yet policy megatron did not find such a placement"));
+    p3d_analysis_free(a);
+    freeplace(p);
+    p3d_cluster_free(c);
+}
+
+/* PP_CROSSES_RACKS states the cause that holds: racks A A A B (24 and 8
+ * GPUs), tp8 pp2 dp2 placed naively: a block of 16 GPUs fits rack A but
+ * not rack B, so the old "a pipeline needs more GPUs than a rack holds" was
+ * false; the racks hold 1 whole block of 2. Racks A B C D (8 each): no rack
+ * holds one. Racks A A B B: both fit, so the cause is the placement. */
+static void pp_cause_is_true(void **state)
+{
+    (void)state;
+    static const struct {
+        int racks[4];
+        const char *policy, *want;
+    } cases[] = {
+        {{0, 0, 0, 1}, "hand",
+         "The racks (8 to 24 GPUs) hold at most 1 whole pipeline block of 16 GPUs (pp x tp x cp x ep) and the job "
+         "has 2, so at least 1 must cross racks"},
+        {{0, 1, 2, 3}, "hand", "A pipeline block (pp x tp x cp x ep = 16 GPUs) needs more GPUs than any rack holds "
+                               "(racks of 8 GPUs)"},
+        {{0, 0, 1, 1}, "hand", "A pipeline block (16 GPUs) fits in one rack here (racks of 16 GPUs) and the "
+                               "racks hold all 2: use a rack-aware policy"},
+        {{0, 0, 1, 1}, "megatron", "By GPU count the racks (16 GPUs) could hold all 2 pipeline blocks of 16 "
+                                   "GPUs whole; policy megatron crossed racks"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p3d_cluster *c = mkcluster(4, 8, 8, cases[i].racks, NULL);
+        p3d_job j;
+        mkjob(&j, 8, 2, 2);
+        p3d_placement *p = mkplace(&j, 8, slot_naive);
+        free(p->policy);
+        p->policy = strdup(cases[i].policy);
+        p3d_analysis *a = NULL;
+        char *err = NULL;
+        assert_int_equal(p3d_analyze(c, &j, p, &a, &err), 0);
+        const p3d_check *k = find(a, "PP_CROSSES_RACKS");
+        assert_non_null(k);
+        if (!strstr(k->message, cases[i].want))
+            fail_msg("case %zu: %s", i, k->message);
+        assert_null(strstr(k->message, "than a rack holds"));
+        p3d_analysis_free(a);
+        freeplace(p);
+        p3d_cluster_free(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(naive_pipelines_cross_racks), cmocka_unit_test(tp_across_nodes_is_error),
         cmocka_unit_test(tp_wider_than_domain_is_warning), cmocka_unit_test(tp_in_mnnvl_domain),
         cmocka_unit_test(bad_placements_fail), cmocka_unit_test(batch_and_world_rules),
-        cmocka_unit_test(reports),
+        cmocka_unit_test(reports), cmocka_unit_test(tp_advice_names_the_cause),
+        cmocka_unit_test(pp_cause_is_true),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

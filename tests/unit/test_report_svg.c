@@ -137,6 +137,10 @@ static void two_nodes_svg(void **state)
     assert_int_equal(count(svg, ">r0<"), 4);
     assert_int_equal(count(svg, ">r15<"), 4);
     assert_non_null(strstr(svg, ">1,1,0<")); /* rank 9: tp 1, pp 1, dp 0 */
+    /* every cell shows its GPU index: g0..g7 on each of 2 nodes, 4 panels */
+    assert_int_equal(count(svg, ">g0</text>"), 8);
+    assert_int_equal(count(svg, ">g7</text>"), 8);
+    assert_non_null(strstr(svg, "(16 ranks on 2 nodes)"));
     assert_non_null(strstr(svg, "node002"));
     assert_non_null(strstr(svg, "Pipeline stages"));
     assert_non_null(strstr(svg, "Tensor-parallel groups"));
@@ -203,7 +207,10 @@ static void html_self_contained(void **state)
     assert_int_equal(count(html, "<button"), 4);
     assert_int_equal(count(html, "<section class=\"view\""), 4);
     assert_non_null(strstr(html, "data-ready"));
-    assert_non_null(strstr(html, "Cost estimates"));
+    assert_non_null(strstr(html, "Cost estimate for "));
+    /* the text report's table: dp=1 says so instead of a DP row of zeros */
+    assert_non_null(strstr(html, "none (dp=1)"));
+    assert_null(strstr(html, "DP all-reduce (exposed part)"));
     /* nothing to fetch: no src=, no href=, no URL outside the SVG namespace */
     assert_null(strstr(html, "src="));
     assert_null(strstr(html, "href="));
@@ -231,6 +238,122 @@ static void names_escaped(void **state)
     free(f);
 }
 
+/* The part of an SVG between the heading of view v (1-based) and the next. */
+static char *view_part(const char *svg, int v)
+{
+    char head[32], next[32];
+    snprintf(head, sizeof head, ">%d. ", v);
+    snprintf(next, sizeof next, ">%d. ", v + 1);
+    const char *a = strstr(svg, head);
+    assert_non_null(a);
+    const char *z = strstr(a, next);
+    size_t n = z ? (size_t)(z - a) : strlen(a);
+    char *out = malloc(n + 1);
+    assert_non_null(out);
+    memcpy(out, a, n);
+    out[n] = 0;
+    return out;
+}
+
+/* 128 DP groups: every group's cells share one style (fill colour and
+ * pattern) and no two groups share one; the legend says so. */
+static void styles_tell_groups_apart(void **state)
+{
+    (void)state;
+    fixture *f = make(64, 4, 8, 16, 0);
+    p3d_report_in in = in_of(f);
+    char *svg = p3d_report_svg(&in);
+    assert_non_null(svg);
+    char *dp = view_part(svg, 4);
+    enum { NG = 128 };
+    char style[NG][40];
+    memset(style, 0, sizeof style);
+    int cells = 0;
+    for (const char *p = dp; (p = strstr(p, "<g><rect ")); p++) {
+        char fill[8] = "", pat[16] = "-";
+        const char *q = strstr(p, "fill=\"");
+        assert_non_null(q);
+        memcpy(fill, q + 6, 7);
+        const char *end = strstr(p, "</g>");
+        const char *u = strstr(p, "url(#p3d-v3-");
+        if (u && u < end)
+            sscanf(u + 12, "%15[^)]", pat);
+        const char *t = strstr(p, "DP group ");
+        assert_true(t && t < end);
+        int g = atoi(t + 9);
+        assert_true(g >= 0 && g < NG);
+        char st[40];
+        snprintf(st, sizeof st, "%s/%s", fill, pat);
+        if (style[g][0])
+            assert_string_equal(style[g], st);
+        else
+            snprintf(style[g], sizeof style[g], "%s", st);
+        cells++;
+    }
+    assert_int_equal(cells, 4 * 8 * 8); /* 8 drawn nodes in each of 4 racks */
+    int seen = 0;
+    for (int a = 0; a < NG; a++) {
+        if (!style[a][0])
+            continue;
+        seen++;
+        for (int b = a + 1; b < NG; b++)
+            if (style[b][0])
+                assert_string_not_equal(style[a], style[b]);
+    }
+    assert_int_equal(seen, 64); /* stages 0-1, 4-5, 8-9, 12-13 of 8 TP lanes are drawn */
+    /* beyond 36 groups patterns come in, each defined in the view itself */
+    assert_non_null(strstr(dp, "url(#p3d-v3-pat1)"));
+    assert_non_null(strstr(dp, "url(#p3d-v3-pat3)"));
+    assert_non_null(strstr(dp, "<pattern id=\"p3d-v3-pat3\""));
+    assert_non_null(strstr(dp, "each of the 128 groups has its own hue, shade and pattern"));
+    free(dp);
+    free(svg);
+    free(f);
+}
+
+/* Lines run behind the labels: in every view the links come before the
+ * label layer, and a link starts at its cell's edge, not on its label. */
+static void labels_over_lines(void **state)
+{
+    (void)state;
+    fixture *f = make(2, 1, 8, 2, 1); /* TP groups across nodes: links in every view */
+    p3d_report_in in = in_of(f);
+    char *svg = p3d_report_svg(&in);
+    assert_non_null(svg);
+    for (int v = 2; v <= 4; v++) {
+        char *part = view_part(svg, v);
+        char *leg = strstr(part, "<g class=\"legend\"");
+        assert_non_null(leg);
+        *leg = 0; /* the legend's sample lines are not links */
+        const char *labels = strstr(part, "<g paint-order=\"stroke\"");
+        assert_non_null(labels);
+        const char *last = NULL;
+        for (const char *p = part; (p = strstr(p, "<line x1=")); p++)
+            last = p;
+        if (v == 2)
+            assert_non_null(last);
+        if (last)
+            assert_true(last < labels);
+        assert_null(strstr(labels, "<line x1="));
+        free(part);
+    }
+    /* rank 0 (node001 GPU 0) to rank 1 (node002 GPU 0): the cells sit one
+     * above the other; the line leaves the bottom edge of r0's cell */
+    char *tp = view_part(svg, 2);
+    const char *l = strstr(tp, "<line x1=");
+    assert_non_null(l);
+    double x1, y1, x2, y2;
+    assert_int_equal(sscanf(l, "<line x1=\"%lf\" y1=\"%lf\" x2=\"%lf\" y2=\"%lf\"", &x1, &y1, &x2, &y2), 4);
+    const char *cell = strstr(tp, "<g><rect x=\"");
+    int cx, cy;
+    assert_int_equal(sscanf(cell, "<g><rect x=\"%d\" y=\"%d\"", &cx, &cy), 2);
+    assert_true(x1 == x2);
+    assert_true(y1 >= cy + 34 && y1 <= cy + 36); /* the bottom edge, not the middle */
+    free(tp);
+    free(svg);
+    free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +362,8 @@ int main(void)
         cmocka_unit_test(big_cluster_summarised),
         cmocka_unit_test(html_self_contained),
         cmocka_unit_test(names_escaped),
+        cmocka_unit_test(styles_tell_groups_apart),
+        cmocka_unit_test(labels_over_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
