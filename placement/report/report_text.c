@@ -111,8 +111,10 @@ static void header(tx *t, const p3d_report_in *in)
     p3d_sb_printf(b, "mesh: tp=%d pp=%d dp=%d", m->size[P3D_DIM_TP], m->size[P3D_DIM_PP], m->size[P3D_DIM_DP]);
     if (m->size[P3D_DIM_CP] > 1)
         p3d_sb_printf(b, " cp=%d", m->size[P3D_DIM_CP]);
-    if (m->size[P3D_DIM_EP] > 1)
-        p3d_sb_printf(b, " ep=%d", m->size[P3D_DIM_EP]);
+    /* the expert grid (etp*ep*edp*pp = world) beside the dense one */
+    if (m->size[P3D_DIM_EP] > 1 || p3d_mesh_size(m, P3D_DIM_ETP) != m->size[P3D_DIM_TP])
+        p3d_sb_printf(b, " ep=%d etp=%d edp=%d", m->size[P3D_DIM_EP], p3d_mesh_size(m, P3D_DIM_ETP),
+                      p3d_mesh_size(m, P3D_DIM_EDP));
     p3d_sb_printf(b, ", world %d on %zu GPUs of %zu node%s, %zu rack%s", pl->world, gpus, c->nnodes,
                   c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
     if (c->nnvl_domains)

@@ -82,4 +82,15 @@ check "DGX-1 tp=4: no NVLINK_RING_ONLY" hasnt NVLINK_RING_ONLY
 run --cluster $D1 --tp 1 --ep 8
 check "DGX-1 ep=8: EP_CROSSES_NVLINK_DOMAIN (all-to-all is not a ring)" has EP_CROSSES_NVLINK_DOMAIN info
 check "DGX-1 ep=8: no NVLINK_RING_ONLY (tp=1)" hasnt NVLINK_RING_ONLY
+
+# text report: the mesh line shows the expert grid beside the dense one
+out=$("$PAR3DRUN" --dry-run --cluster $H2 --tp 2 --pp 2 --ep 4 --etp 1 2>/dev/null | sed -n 3p)
+check "mesh line shows ep, etp, edp" [ "$(echo "$out" | cut -d, -f1)" = "mesh: tp=2 pp=2 dp=4 ep=4 etp=1 edp=2" ]
+# devicemesh: the init_device_mesh calls of its note form the report's groups
+# (dense and expert grid, both Megatron orders, cp, etp != tp)
+for a in "--tp 2 --pp 2 --ep 2" "--tp 2 --pp 2 --ep 4 --etp 1" "--tp 4 --cp 2" \
+         "--tp 2 --ep 2 --order tp-cp-dp-ep-pp" "--tp 2 --cp 2 --ep 2 --pp 2 --order tp-cp-ep-pp-dp"; do
+    run --cluster $H2 $a --policy devicemesh
+    check "devicemesh note's meshes form the groups of $a" python3 tests/tools/devicemesh_groups.py "$J"
+done
 exit $fail
