@@ -460,10 +460,17 @@ static void cost(tx *t, const p3d_report_in *in)
         if (hv[0][0])
             p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "PP hops by link", hv[0], hv[1]);
     }
+    if (x->moe) {
+        /* MoE: the token all-to-alls over EP and the expert gradients over edp */
+        R("EP all-to-all per step, worst link", F_BYTES, ep_bytes_step, P3D_DIM_EP);
+        R("EP time per step", F_TIME, ep_time, -1);
+        R("expert grads over edp, worst link", F_BYTES, edp_bytes_step, P3D_DIM_EDP);
+        R("expert grad time per step", F_TIME, edp_time, -1);
+    }
     if (in->pl->mesh.size[P3D_DIM_DP] > 1) {
         R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
         R("DP time per step", F_TIME, dp_time, -1);
-        R("DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
+        R(x->moe ? "DP + edp exposed (not overlapped)" : "DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
     } else {
         p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "DP traffic", "none (dp=1)", y ? "none (dp=1)" : "");
     }
