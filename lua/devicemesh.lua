@@ -6,18 +6,28 @@
 -- fastest-first, which is what par3drun's default "tp-cp-ep-dp-pp" reduces
 -- to when cp = ep = 1. In general, the DeviceMesh equivalent of an order
 -- string is its dimensions reversed: "tp-cp-dp-pp" <-> (pp, dp, cp, tp).
+--
+-- Expert parallelism (ep > 1 or etp ~= tp) is carved out of the data-
+-- parallel ranks, as Megatron does: the ranks form two grids over the same
+-- world, the dense one (tp, cp, dp, pp; ep is not a dimension of it) and
+-- the expert one (etp, ep, edp, pp: the order string with etp in tp's
+-- place, edp in dp's and no cp). Each is its own init_device_mesh over the
+-- same ranks, e.g. dense (pp, dp, tp) and expert (pp, edp, ep, etp); the
+-- notes name both calls.
 -- Physically the goals are megatron.lua's: TP inside an NVLink domain,
--- pipelines inside a rack, DP over the rest (par3d.place_nested). The notes
--- name the init_device_mesh call that reproduces the same groups.
+-- pipelines inside a rack, DP over the rest (par3d.place_nested), and for
+-- MoE every EP block (etp*ep ranks with their TP groups) inside one NVLink
+-- domain when it fits (par3d.place_ep).
 
-local function device_mesh_call(job)
-  local dims = par3d.parse_order(job.order)
+-- init_device_mesh call for the dims (fastest first) with sizes size[d];
+-- dims of size 1 are left out.
+local function mesh_call(dims, size)
   local names, sizes = {}, {}
   for i = #dims, 1, -1 do
     local d = dims[i]
-    if job[d] > 1 then
+    if size[d] > 1 then
       names[#names + 1] = string.format("%q", d)
-      sizes[#sizes + 1] = tostring(job[d])
+      sizes[#sizes + 1] = tostring(size[d])
     end
   end
   if #names == 0 then
@@ -28,9 +38,26 @@ local function device_mesh_call(job)
     table.concat(sizes, ", "), comma, table.concat(names, ", "), comma)
 end
 
+local function device_mesh_note(job, moe)
+  local dims = par3d.parse_order(job.order)
+  local dense, expert = {}, {}
+  local rename = {tp = "etp", dp = "edp"}
+  for _, d in ipairs(dims) do
+    if d ~= "ep" then dense[#dense + 1] = d end
+    if d ~= "cp" then expert[#expert + 1] = rename[d] or d end
+  end
+  if not moe then
+    return "DeviceMesh: " .. mesh_call(dense, job) .. " forms the same groups as order " .. job.order
+  end
+  return "DeviceMesh: dense (attention) grid " .. mesh_call(dense, job) ..
+    " and expert (MoE) grid " .. mesh_call(expert, job) ..
+    ", both over the same ranks, form the same groups as order " .. job.order ..
+    " (ep is carved out of dp: dp = ep*edp*etp/tp/cp)"
+end
+
 function place(cluster, job)
-  local result, notes = par3d.place_nested(cluster, job)
-  table.insert(notes, 1, "DeviceMesh: " .. device_mesh_call(job) ..
-    " forms the same groups as order " .. job.order)
+  local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
+  local result, notes = (moe and par3d.place_ep or par3d.place_nested)(cluster, job)
+  table.insert(notes, 1, device_mesh_note(job, moe))
   return result, notes
 end

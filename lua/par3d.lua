@@ -219,6 +219,28 @@ local function domain_lists(cache, domains)
   return d[1], d[2]
 end
 
+-- Whether the GPUs gpus (0-based indices) of node nd close a cycle of
+-- NVLink links through all of them: NCCL then rings their all-reduces over
+-- NVLink although not every pair is linked (DGX-1 hybrid cube-mesh). The
+-- same test as check_links.c, so the note and the links table agree.
+local function nvlink_ring(nd, gpus)
+  local nv, n = nd.nvlink, #gpus
+  if n < 3 or n > 16 or not nv then return false end
+  local used = {true}
+  local function dfs(at, depth)
+    if depth == n then return (nv[gpus[at] + 1][gpus[1] + 1] or 0) > 0 end
+    for i = 2, n do
+      if not used[i] and (nv[gpus[at] + 1][gpus[i] + 1] or 0) > 0 then
+        used[i] = true
+        if dfs(i, depth + 1) then return true end
+        used[i] = false
+      end
+    end
+    return false
+  end
+  return dfs(1, 1)
+end
+
 -- par3d.capacity(cluster, seq, size) -> C: the GPUs in walking order
 -- (C.sn[p], C.sg[p]: node and GPU of slot p) and, in C.racks, every rack in
 -- order of first appearance in seq: {index=, name=, gpus=, t1=, t2=, t3=,
@@ -242,6 +264,15 @@ function par3d.capacity(cluster, seq, size)
       racks[#racks + 1] = rk
     end
     local lists, lens = domain_lists(cache, nd.domains)
+    if #lists > 1 then
+      -- a unit of the whole node whose NVLink closes a ring through all its
+      -- GPUs (DGX-1, tp=8) stays on NVLink: one domain for this size
+      local all = {}
+      for k = 1, #lists do
+        for j = 1, lens[k] do all[#all + 1] = lists[k][j] end
+      end
+      if #all == size and nvlink_ring(nd, all) then lists, lens = {all}, {size} end
+    end
     local u1, left = rk.u1, nil
     local before = nslots
     for k = 1, #lists do
@@ -524,7 +555,7 @@ function par3d.units(cluster, seq, size, need, notes, counts, C)
   local sn, sg = C.sn, C.sg
   local Unode, Ugpu, Urack, Utier = {}, {}, {}, {}
   local count, o = 0, 0
-  local spans_mn, n2, n3 = 0, 0, 0
+  local spans_mn, n2, n2ring, n3 = 0, 0, 0, 0
   -- one unit: x is a first slot (size consecutive slots) or a slot list
   local function emit(x, tier, rackidx)
     count = count + 1
@@ -540,7 +571,13 @@ function par3d.units(cluster, seq, size, need, notes, counts, C)
         spans_mn = spans_mn + 1
       elseif tier > 1 then
         tier = multi and 3 or 2
-        if multi then n3 = n3 + 1 else n2 = n2 + 1 end
+        if multi then
+          n3 = n3 + 1
+        else
+          local g = {}
+          for t = 1, size do g[t] = sg[x[t]] end
+          if nvlink_ring(cluster.nodes[n0], g) then n2ring = n2ring + 1 else n2 = n2 + 1 end
+        end
       end
     else
       for t = 0, size - 1 do
@@ -616,6 +653,11 @@ function par3d.units(cluster, seq, size, need, notes, counts, C)
       notes[#notes + 1] = string.format(
         "TP rule: %d TP groups of %d GPUs span nodes inside a multi-node NVLink domain; they stay on NVLink",
         spans_mn, size)
+    end
+    if n2ring > 0 then
+      notes[#notes + 1] = string.format(
+        "TP rule: %d of %d TP groups span NVLink cliques of one node; their GPUs' NVLink links still close a ring (hybrid cube-mesh), so NCCL keeps their all-reduces on NVLink, at lower bandwidth than inside a clique: the NVLink cliques hold only %d whole groups of tp=%d",
+        n2ring, need, tiers.T1, size)
     end
     if n2 > 0 then
       notes[#notes + 1] = string.format(

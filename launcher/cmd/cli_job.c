@@ -67,5 +67,14 @@ int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err)
         if (!md->params) /* 12*L*h^2 + V*h: the usual transformer estimate */
             md->params = 12.0 * md->layers * (double)md->hidden * md->hidden + (double)md->vocab * md->hidden;
     }
+    /* expert parallelism splits the experts evenly (Megatron refuses the rest) */
+    if (job->has_model && md->experts > 0 && o->ep > 0 && md->experts % o->ep)
+        return p3d_err(err, "--ep %d does not divide the %d experts of %s: every EP rank holds experts/ep of them "
+                            "(choose a divisor of %d)",
+                       o->ep, md->experts, md->name, md->experts);
+    if (job->has_model && md->experts == 0 && o->ep > 1)
+        return p3d_err(err, "--ep %d: expert parallelism needs a mixture-of-experts model; %s is dense (MoE "
+                            "presets: deepseek-v3, mixtral-8x22b)",
+                       o->ep, md->name);
     return 0;
 }

@@ -61,9 +61,9 @@ int p3d_cmd_plan(const p3d_opts *o)
     if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, &err) < 0)
         goto fail;
     int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
-    /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages pin those
-     * dimensions; the rest is searched */
-    p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages};
+    /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
+     * those dimensions; the rest is searched */
+    p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages, o->etp};
     if (p3d_plan_search_pinned(c, &job, zero_mode, &pins, &pl, &err) < 0)
         goto fail;
     for (size_t i = 0; i < c->nwarnings; i++)

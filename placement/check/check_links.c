@@ -18,6 +18,12 @@
  * GPU), so a ring crosses each rack boundary once rather than once per
  * member that happens to alternate.
  *
+ * One exception to "any two members": a group on one node whose NVLink
+ * connects its members in a cycle but not pair by pair (DGX-1 hybrid
+ * cube-mesh) runs its ring collectives (tp, dp, etp, edp) as an NVLink
+ * ring, so its class is NV and it is counted in nvlink_ring_groups
+ * (NVLINK_RING_ONLY says so); EP's all-to-all still pays the missing pairs.
+ *
  * Cost: O(world) per dimension plus the pairs inside each node. Pairs of
  * members on different nodes are compared node against node, and nodes
  * that share (rack, multi-node NVLink domain) are interchangeable for that
@@ -101,6 +107,51 @@ static void ring_hops(const ctx *x, int first, int stride, int n, ring_member *r
     qsort(ring, (size_t)n, sizeof *ring, ring_cmp);
     for (int i = 0; i < n; i++)
         hops[link_of(x, ring[i].rank, ring[(i + 1) % n].rank)]++;
+}
+
+/* NCCL rings an all-reduce over NVLink whenever the members' NVLink links
+ * close a cycle through all of them, even when some pairs have no direct
+ * link (DGX-1 hybrid cube-mesh: 0-1-2-3-7-6-5-4). Whether the members of a
+ * group on one node have such a cycle: depth-first search over at most 16
+ * GPUs (larger NVLink nodes are NVSwitch cliques). */
+static int ring_dfs(const p3d_node *t, const int *gpu, int n, int *used, int at, int depth)
+{
+    if (depth == n)
+        return t->nvlink[gpu[at] * t->ngpus + gpu[0]] > 0;
+    for (int i = 1; i < n; i++)
+        if (!used[i] && t->nvlink[gpu[at] * t->ngpus + gpu[i]] > 0) {
+            used[i] = 1;
+            if (ring_dfs(t, gpu, n, used, i, depth + 1))
+                return 1;
+            used[i] = 0;
+        }
+    return 0;
+}
+
+static int nvlink_ring(const ctx *x, int first, int stride, int n)
+{
+    int gpu[16], used[16] = {0};
+    const p3d_rank *rk = x->pl->ranks;
+    int node = rk[first].node;
+    const p3d_node *t = x->c->nodes[node].topo;
+    if (n < 3 || n > 16 || !t || !t->nvlink || !t->nvlink_connected_not_clique)
+        return 0;
+    for (int i = 0; i < n; i++) {
+        const p3d_rank *r = &rk[first + i * stride];
+        if (r->node != node || r->gpu < 0 || r->gpu >= t->ngpus)
+            return 0;
+        gpu[i] = r->gpu;
+    }
+    used[0] = 1;
+    return ring_dfs(t, gpu, n, used, 0, 1);
+}
+
+/* Dimensions whose traffic NCCL runs as rings (all-reduce, all-gather,
+ * reduce-scatter); EP's all-to-all and CP's rank-ordered exchanges go
+ * pair by pair. */
+static int ring_collective(int d)
+{
+    return d == P3D_DIM_TP || d == P3D_DIM_DP || d == P3D_DIM_ETP || d == P3D_DIM_EDP;
 }
 
 static p3d_link collective_worst(ctx *x, int first, int stride, int n)
@@ -206,7 +257,15 @@ int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_place
                 w = chain_worst(&x, first, stride, n, job->virtual_stages > 1, st->hops_by_link);
             } else {
                 w = collective_worst(&x, first, stride, n);
-                ring_hops(&x, first, stride, n, ring, st->hops_by_link);
+                if (w > P3D_LINK_MNNVL && w < P3D_LINK_RACK && ring_collective(d) &&
+                    nvlink_ring(&x, first, stride, n)) {
+                    /* the whole ring on NVLink, though not all-to-all */
+                    w = P3D_LINK_NVLINK;
+                    st->nvlink_ring_groups++;
+                    st->hops_by_link[P3D_LINK_NVLINK] += n;
+                } else {
+                    ring_hops(&x, first, stride, n, ring, st->hops_by_link);
+                }
             }
             st->groups_by_link[w]++;
             if ((int)w > st->worst)

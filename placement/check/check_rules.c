@@ -101,13 +101,10 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
     if (nvlink_capacity(c, tp, &fit_groups, &largest) < 0)
         return -1;
     int avoidable = fit_groups >= st->ngroups;
-    /* every GPU node is a connected-but-not-clique NVLink mesh / every
-     * slot is a synthesized CPU slot: see below */
-    int ring_only = 1, cpu_only = 1;
+    /* every slot is a synthesized CPU slot: see below */
+    int cpu_only = 1;
     for (size_t t = 0; t < c->ntopos; t++) {
         const p3d_node *n = c->topos[t];
-        if (n->ngpus && !n->nvlink_connected_not_clique)
-            ring_only = 0;
         if (n->ngpus && strcmp(n->gpus[0].model, "CPU slot") != 0)
             cpu_only = 0;
     }
@@ -151,16 +148,20 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
                 st->ngroups, tp, p3d_link_desc((p3d_link)l), why);
     }
     int pcie = count_range(st, P3D_LINK_PIX, P3D_LINK_SYS);
-    if (pcie && !net && ring_only) {
+    if (st->nvlink_ring_groups) {
         /* DGX-1-style hybrid cube-mesh: the domains are its all-to-all
-         * cliques, yet NVLink still reaches every GPU of the node, and NCCL
-         * rings a group spanning cliques over NVLink. Not a mistake. */
+         * cliques, yet the group's NVLink links close a ring through all of
+         * its members, and NCCL rings it over NVLink. check_links.c counts
+         * such a group as NV, so the links table, the objective and this
+         * check say the same. Not a mistake. */
         ADD(P3D_SEV_INFO, "NVLINK_RING_ONLY",
-            "%d of %d TP groups (tp=%d) span NVLink cliques of a node whose NVLink connects every GPU but not "
-            "every pair (hybrid cube-mesh, e.g. DGX-1): NCCL runs their all-reduces as NVLink rings, at "
-            "lower bandwidth than inside a clique of %d. Fine for tp=%d; tp <= %d keeps each group all-to-all.",
-            pcie, st->ngroups, tp, largest, tp, largest);
-    } else if (pcie && cpu_only) {
+            "%d of %d TP groups (tp=%d) span NVLink cliques of a node whose NVLink links connect their GPUs "
+            "in a ring but not every pair (hybrid cube-mesh, e.g. DGX-1): NCCL runs their all-reduces as "
+            "NVLink rings (the links table counts them as NV), at lower bandwidth than inside a clique of %d. "
+            "Fine for tp=%d; tp <= %d keeps each group all-to-all.",
+            st->nvlink_ring_groups, st->ngroups, tp, largest, tp, largest);
+    }
+    if (pcie && cpu_only) {
         ADD(P3D_SEV_INFO, "CPU_SLOTS",
             "the rank slots are CPU slots (no GPU): TP traffic runs through host memory; link checks for "
             "NVLink do not apply.");
@@ -235,7 +236,9 @@ static int pp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
     int pp = m->size[P3D_DIM_PP], v = job->virtual_stages > 1 ? job->virtual_stages : 1;
     int xr = st->groups_by_link[P3D_LINK_XRACK];
     if (pp > 1 && xr) {
-        long long pipe = (long long)pp * m->size[P3D_DIM_TP] * m->size[P3D_DIM_CP] * m->size[P3D_DIM_EP];
+        /* one pipeline's GPUs: its pp stages of the dense grid, tp*cp
+         * each (ep is carved out of dp and adds none) */
+        long long pipe = (long long)pp * m->size[P3D_DIM_TP] * m->size[P3D_DIM_CP];
         long long largest = 0, whole = 0, blocks = pipe > 0 ? pl->world / pipe : 0;
         long long smallest = rack_gpus_min(c, pipe, &largest, &whole);
         const char *pol = pl->policy ? pl->policy : "?";
@@ -246,13 +249,13 @@ static int pp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
             snprintf(sizes, sizeof sizes, "%lld to %lld GPUs", smallest, largest);
         if (pipe > largest)
             snprintf(cause, sizeof cause,
-                     "A pipeline block (pp x tp x cp x ep = %lld GPUs) needs more GPUs than any rack holds (racks "
+                     "A pipeline block (pp x tp x cp = %lld GPUs) needs more GPUs than any rack holds (racks "
                      "of %s), so every pipeline crosses racks: lower pp (or tp) so one block fits a rack, if the "
                      "model allows.",
                      pipe, sizes);
         else if (blocks > whole)
             snprintf(cause, sizeof cause,
-                     "The racks (%s) hold at most %lld whole pipeline block%s of %lld GPUs (pp x tp x cp x ep) and "
+                     "The racks (%s) hold at most %lld whole pipeline block%s of %lld GPUs (pp x tp x cp) and "
                      "the job has %lld, so at least %lld must cross racks: a dp that gives at most %lld block%s "
                      "keeps every pipeline in one rack.",
                      sizes, whole, whole == 1 ? "" : "s", pipe, blocks, blocks - whole, whole,
@@ -343,28 +346,119 @@ oom:
     return -1;
 }
 
-/* CP (ring attention send/recv every layer) and EP (all-to-all every MoE
- * layer) are nearly as chatty as TP. */
-static int cp_ep_rules(const p3d_job *job, p3d_analysis *a)
+/* CP (ring attention send/recv every layer) is nearly as chatty as TP. */
+static int cp_rules(const p3d_job *job, p3d_analysis *a)
 {
-    static const struct {
-        int dim;
-        const char *code, *what;
-    } r[] = {
-        {P3D_DIM_CP, "CP_CROSSES_NODES", "context-parallel attention exchanges on every layer"},
-        {P3D_DIM_EP, "EP_CROSSES_NODES", "expert all-to-alls on every MoE layer"},
-    };
-    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
-        const p3d_dim_stats *st = &a->dim[r[i].dim];
-        int n = count_range(st, P3D_LINK_RACK, P3D_LINK_XRACK);
-        if (job->mesh.size[r[i].dim] > 1 && n)
-            ADD(P3D_SEV_WARNING, r[i].code,
-                "%d of %d %s groups span nodes: %s will run over %s. Keep %s inside a node's NVLink domain "
-                "when tp*%s fits one.",
-                n, st->ngroups, p3d_dim_name(r[i].dim), r[i].what,
-                p3d_link_desc((p3d_link)worst_in(st, P3D_LINK_RACK, P3D_LINK_XRACK)), p3d_dim_name(r[i].dim),
-                p3d_dim_name(r[i].dim));
+    const p3d_dim_stats *st = &a->dim[P3D_DIM_CP];
+    int n = count_range(st, P3D_LINK_RACK, P3D_LINK_XRACK);
+    if (job->mesh.size[P3D_DIM_CP] > 1 && n)
+        ADD(P3D_SEV_WARNING, "CP_CROSSES_NODES",
+            "%d of %d cp groups span nodes: context-parallel attention exchanges on every layer will run over "
+            "%s. Keep cp inside a node's NVLink domain when tp*cp fits one.",
+            n, st->ngroups, p3d_link_desc((p3d_link)worst_in(st, P3D_LINK_RACK, P3D_LINK_XRACK)));
+    return 0;
+oom:
+    return -1;
+}
+
+/* The first group of dim whose worst link lies in lo..hi, named for a
+ * message: "ranks 0,2,4,6 on dgx-a/0, dgx-b/0": its ranks (the first 8)
+ * and the NVLink domains they sit in, each once. */
+static void name_group(const p3d_cluster *c, const p3d_placement *pl, const p3d_mesh *m, int dim, int lo, int hi,
+                       char *buf, size_t cap)
+{
+    int n = p3d_mesh_size(m, dim), stride = p3d_mesh_stride(m, dim), ng = pl->world / n;
+    buf[0] = 0;
+    for (int g = 0; g < ng; g++) {
+        int first = p3d_group_first(m, dim, g), w = P3D_LINK_SELF;
+        for (int i = 0; i < n && w < hi; i++)
+            for (int j = i + 1; j < n; j++) {
+                const p3d_rank *ra = &pl->ranks[first + i * stride], *rb = &pl->ranks[first + j * stride];
+                int l = p3d_cluster_link(c, (size_t)ra->node, ra->gpu, (size_t)rb->node, rb->gpu);
+                if (l > w)
+                    w = l;
+            }
+        if (w < lo || w > hi)
+            continue;
+        size_t len = (size_t)snprintf(buf, cap, "ranks ");
+        for (int i = 0; i < n && i < 8 && len < cap; i++)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? "," : "", first + i * stride);
+        if (n > 8 && len < cap)
+            len += (size_t)snprintf(buf + len, cap - len, ",...");
+        char seen[4][64];
+        int nseen = 0;
+        for (int i = 0; i < n && len < cap; i++) {
+            const p3d_rank *r = &pl->ranks[first + i * stride];
+            char dom[64];
+            p3d_gpu_domain_name(c, r->node, r->gpu, dom, sizeof dom);
+            int dup = 0;
+            for (int k = 0; k < nseen; k++)
+                dup |= !strcmp(seen[k], dom);
+            if (dup)
+                continue;
+            if (nseen == 4) {
+                len += (size_t)snprintf(buf + len, cap - len, ", ...");
+                break;
+            }
+            snprintf(seen[nseen++], sizeof seen[0], "%s", dom);
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s", nseen == 1 ? " on " : ", ", dom);
+        }
+        return;
     }
+}
+
+/* EP: the token dispatch and combine all-to-alls of every MoE layer, the
+ * heaviest traffic of an MoE model. An all-to-all sends to every member
+ * directly, so (unlike a ring) it pays every pair's link. The unit a
+ * placement can keep together is an expert block of etp*ep ranks. */
+static int ep_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+{
+    const p3d_dim_stats *st = &a->dim[P3D_DIM_EP];
+    const p3d_mesh *m = &pl->mesh;
+    int ep = p3d_mesh_size(m, P3D_DIM_EP), etp = p3d_mesh_size(m, P3D_DIM_ETP);
+    int block = ep * etp, nblocks = pl->world / (block > 0 ? block : 1);
+    char grp[256];
+    if (ep <= 1)
+        return 0;
+    int off_nvl = count_range(st, P3D_LINK_PIX, P3D_LINK_RACK);
+    int xr = st->groups_by_link[P3D_LINK_XRACK];
+    if (off_nvl) {
+        long long fit = 0;
+        int largest = 0;
+        if (nvlink_capacity(c, block, &fit, &largest) < 0)
+            return -1;
+        int l = worst_in(st, P3D_LINK_PIX, P3D_LINK_RACK);
+        name_group(c, pl, m, P3D_DIM_EP, P3D_LINK_PIX, P3D_LINK_RACK, grp, sizeof grp);
+        if (fit >= nblocks)
+            ADD(P3D_SEV_WARNING, "EP_CROSSES_NVLINK_DOMAIN",
+                "%d of %d EP groups (ep=%d) leave their NVLink domain, e.g. %s: the token all-to-alls of every "
+                "MoE layer (dispatch and combine, forward and backward) run over %s. Every expert block of "
+                "etp*ep = %d GPUs fits one NVLink domain here: use --policy megatron (it keeps EP blocks on "
+                "NVLink) or fix the policy.",
+                off_nvl, st->ngroups, ep, grp, p3d_link_desc((p3d_link)l), block);
+        else
+            ADD(P3D_SEV_INFO, "EP_CROSSES_NVLINK_DOMAIN",
+                "%d of %d EP groups (ep=%d) leave their NVLink domain, e.g. %s: the token all-to-alls of every "
+                "MoE layer run over %s, because expert blocks of etp*ep = %d GPUs do not all fit the NVLink "
+                "domains (largest: %d GPU%s). Keep etp*ep <= %d to stay on NVLink, or accept it (large-EP "
+                "recipes such as DeepSeek-V3's ep=64 do).",
+                off_nvl, st->ngroups, ep, grp, p3d_link_desc((p3d_link)l), block, largest,
+                largest == 1 ? "" : "s", largest);
+    }
+    if (xr) {
+        long long rack = 0, whole = 0;
+        rack_gpus_min(c, block, &rack, &whole);
+        name_group(c, pl, m, P3D_DIM_EP, P3D_LINK_XRACK, P3D_LINK_XRACK, grp, sizeof grp);
+        ADD(P3D_SEV_WARNING, "EP_CROSSES_RACKS",
+            "%d of %d EP groups (ep=%d) span racks, e.g. %s: the token all-to-alls of every MoE layer cross the "
+            "spine switches (more hops, shared and often oversubscribed). %s",
+            xr, st->ngroups, ep, grp,
+            block > rack ? "An expert block of etp*ep GPUs needs more than the largest rack holds: lower ep (or etp) so "
+                           "one block fits a rack."
+                         : "An expert block of etp*ep GPUs fits one rack here: use a rack-aware policy "
+                           "(--policy megatron) or list nodes rack by rack.");
+    }
+    (void)job;
     return 0;
 oom:
     return -1;
@@ -484,7 +578,7 @@ int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
                        char **err)
 {
     if (world_rules(c, job, pl, a) < 0 || tp_rules(c, job, pl, a) < 0 || pp_rules(c, job, pl, a) < 0 ||
-        dp_rules(job, a) < 0 || cp_ep_rules(job, a) < 0 || cost_rules(c, job, a) < 0 ||
+        dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, job, pl, a) < 0 || cost_rules(c, job, a) < 0 ||
         carried_notes(c, pl, a) < 0)
         return p3d_err(err, "out of memory while checking the placement");
     return 0;

@@ -18,20 +18,31 @@
 /* docs/cost-model.md; vocab is the (padded) size the embedding really has. */
 /* ------------------------------------------------------------------------ */
 
+#define DENSE 0, 0, 0, 0, 0, 0 /* no experts */
+
 static const p3d_model presets[] = {
     /* Brown et al. 2020, Table 2.1; vocab padded as in Megatron-LM. */
-    {"gpt3-175b", 175e9, 96, 12288, 96, 2048, 51200},
-    {"gpt3-13b", 13e9, 40, 5140, 40, 2048, 51200},
-    {"gpt3-6.7b", 6.7e9, 32, 4096, 32, 2048, 51200},
-    {"gpt3-1.3b", 1.3e9, 24, 2048, 24, 2048, 51200},
+    {"gpt3-175b", 175e9, 96, 12288, 96, 2048, 51200, DENSE},
+    {"gpt3-13b", 13e9, 40, 5140, 40, 2048, 51200, DENSE},
+    {"gpt3-6.7b", 6.7e9, 32, 4096, 32, 2048, 51200, DENSE},
+    {"gpt3-1.3b", 1.3e9, 24, 2048, 24, 2048, 51200, DENSE},
     /* Touvron et al. 2023 (Llama 2), Table 1 + released configs. */
-    {"llama2-7b", 6.74e9, 32, 4096, 32, 4096, 32000},
-    {"llama2-13b", 13.0e9, 40, 5120, 40, 4096, 32000},
-    {"llama2-70b", 68.98e9, 80, 8192, 64, 4096, 32000},
+    {"llama2-7b", 6.74e9, 32, 4096, 32, 4096, 32000, DENSE},
+    {"llama2-13b", 13.0e9, 40, 5120, 40, 4096, 32000, DENSE},
+    {"llama2-70b", 68.98e9, 80, 8192, 64, 4096, 32000, DENSE},
     /* Llama 3 herd paper (2024), Table 3 + released configs. */
-    {"llama3-8b", 8.03e9, 32, 4096, 32, 8192, 128256},
-    {"llama3-70b", 70.55e9, 80, 8192, 64, 8192, 128256},
-    {"llama3-405b", 405.85e9, 126, 16384, 128, 8192, 128256},
+    {"llama3-8b", 8.03e9, 32, 4096, 32, 8192, 128256, DENSE},
+    {"llama3-70b", 70.55e9, 80, 8192, 64, 8192, 128256, DENSE},
+    {"llama3-405b", 405.85e9, 126, 16384, 128, 8192, 128256, DENSE},
+    /* Mixture of experts (fields after vocab: experts, top-k, expert FFN,
+     * shared experts, leading dense layers, their FFN). DeepSeek-V3
+     * technical report (arXiv:2412.19437) section 4.2 + released
+     * config.json: 671B total, 37B active, 4K pre-training sequences. */
+    {"deepseek-v3", 671e9, 61, 7168, 128, 4096, 129280, 256, 8, 2048, 1, 3, 18432},
+    /* Mixtral 8x22B (Mistral AI, April 2024: 141B total, 39B active) and
+     * the released Mixtral-8x22B-v0.1 config.json; 4096 as in NeMo's
+     * mixtral_8x22b pre-training recipe. */
+    {"mixtral-8x22b", 140.6e9, 56, 6144, 48, 4096, 32000, 8, 2, 16384, 0, 0, 0},
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
@@ -142,6 +153,69 @@ double p3d_cost_flops(double factor, double B, int s, int L, int h, int V)
 {
     double hh = (double)h * h;
     return factor * B * s * L * hh * (1.0 + (double)s / (6.0 * h) + (double)V / (16.0 * L * (double)h));
+}
+
+double p3d_cost_flops_w(double factor, double B, int s, int L, int h, int V, double W)
+{
+    return factor * B * s * (W / 12.0 + (double)L * s * h / 6.0 + (double)h * V / 16.0);
+}
+
+/* A dense model's figures are 12*L*h^2 matmul weights per token (4h^2
+ * attention, 8h^2 MLP); an MoE model's attention share is what the
+ * parameter count leaves after the experts, the dense layers' FFNs and the
+ * (untied) embeddings, spread over the layers. */
+int p3d_cost_moe_params(const p3d_model *md, double *expert, double *active, double *matmul, char **err)
+{
+    const double h = md->hidden, L = md->layers;
+    if (md->experts <= 0) {
+        *expert = 0;
+        *active = md->params;
+        *matmul = 12.0 * L * h * h;
+        return 0;
+    }
+    if (md->top_k < 1 || md->top_k > md->experts || md->moe_ffn <= 0 || md->shared_experts < 0 ||
+        md->dense_layers < 0 || md->dense_layers >= md->layers || (md->dense_layers > 0 && md->ffn <= 0))
+        return p3d_err(err, "cost model: model '%s' has inconsistent expert figures (experts %d, top-k %d, "
+                            "expert FFN %d, dense layers %d of %d)",
+                       md->name, md->experts, md->top_k, md->moe_ffn, md->dense_layers, md->layers);
+    double Lm = L - md->dense_layers, one = 3.0 * h * md->moe_ffn;
+    double routed = Lm * md->experts * one, shared = Lm * md->shared_experts * one;
+    double dense_ffn = (double)md->dense_layers * 3.0 * h * md->ffn, emb = 2.0 * md->vocab * h;
+    double attn = md->params - routed - shared - dense_ffn - emb;
+    if (attn <= 0)
+        return p3d_err(err, "cost model: model '%s': %.4g parameters cannot hold its experts (%.4g) plus the "
+                            "dense FFNs and embeddings (%.4g)",
+                       md->name, md->params, routed + shared, dense_ffn + emb);
+    double act_experts = Lm * (md->top_k + md->shared_experts) * one;
+    *expert = routed;
+    *active = attn + act_experts + dense_ffn + emb;
+    *matmul = attn + act_experts + dense_ffn;
+    return 0;
+}
+
+double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, int ep, int w, int recompute)
+{
+    if (ep <= 1)
+        return 0;
+    double tokens = (double)b * s / ((double)(cp > 0 ? cp : 1) * (t > 0 ? t : 1));
+    int n = recompute >= 2 ? 6 : 4;
+    return n * tokens * top_k * h * w * (ep - 1) / (double)ep;
+}
+
+double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute,
+                              int copies, int f, int etp)
+{
+    if (t < 1)
+        t = 1;
+    if (etp < 1)
+        etp = 1;
+    double dense = p3d_cost_act_layer(s, b, h, a, t, seq_parallel, recompute);
+    if (recompute >= 2)
+        return dense; /* only the layer input is kept */
+    double sb = (double)s * b;
+    double mlp = 19.0 * sb * h / t;
+    double moe = 2.0 * sb * h / t + sb * copies * (2.0 * h * etp + 6.0 * f) / t;
+    return dense - mlp + moe;
 }
 
 double p3d_cost_bubble(int p, int m, int v)
@@ -320,6 +394,21 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
     const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
     if (t < 1 || p < 1 || d < 1 || cp < 1 || job->mesh.size[P3D_DIM_EP] < 1)
         return p3d_err(err, "cost model: mesh sizes must be >= 1 (tp=%d pp=%d dp=%d)", t, p, d);
+    /* the expert grid: etp*ep*edp*pp = world */
+    const int ep = job->mesh.size[P3D_DIM_EP], etp = p3d_mesh_size(&job->mesh, P3D_DIM_ETP),
+              edp = p3d_mesh_size(&job->mesh, P3D_DIM_EDP);
+    if (md->experts <= 0 && ep > 1)
+        return p3d_err(err, "cost model: --ep %d needs a mixture-of-experts model; '%s' is dense (no experts)", ep,
+                       md->name);
+    if (md->experts > 0 && md->experts % ep)
+        return p3d_err(err, "cost model: --ep %d does not divide the %d experts of '%s': every EP rank must "
+                            "hold the same number of experts",
+                       ep, md->experts, md->name);
+    if (md->experts > 0 && (etp < 1 || edp < 1))
+        return p3d_err(err, "cost model: the expert grid etp=%d ep=%d does not divide the world", etp, ep);
+    double p_expert, p_active, p_matmul;
+    if (p3d_cost_moe_params(md, &p_expert, &p_active, &p_matmul, err) < 0)
+        return -1;
     if (p > md->layers)
         return p3d_err(err, "cost model: pp=%d exceeds the model's %d layers", p, md->layers);
     if (job->zero < 0 || job->zero > 3)
@@ -340,16 +429,34 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
     out->layers_per_stage = lps;
     out->seq_parallel = t > 1;
 
-    /* memory */
-    double psi = md->params / ((double)t * p);
-    out->params_per_gpu = psi;
+    /* memory: the dense weights (everything but the routed experts) are
+     * split over tp x pp, the routed experts over etp x ep x pp */
+    double psi = (md->params - p_expert) / ((double)t * p);
+    double psi_e = p_expert > 0 ? p_expert / ((double)etp * ep * p) : 0;
+    out->params_per_gpu = psi + psi_e;
+    out->moe = md->experts > 0;
+    out->params_expert = p_expert;
+    out->params_expert_per_gpu = psi_e;
+    out->params_active = p_active;
     /* gradients are reduced (and ZeRO shards) over dp x cp: context-
      * parallel ranks hold the same weights (Megatron's data-parallel group
-     * with context parallelism) */
+     * with context parallelism); expert gradients over edp */
     const int dcp = d * cp;
     p3d_cost_model_states(psi, dcp, job->zero, w, &out->mem_weights, &out->mem_grads, &out->mem_optim);
-    /* Korthikanti's figures are for 16-bit activations; cp splits the sequence. */
-    double act = p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, job->recompute) * (w / 2.0) / cp;
+    if (psi_e > 0) {
+        double ew, eg, eo;
+        p3d_cost_model_states(psi_e, edp, job->zero, w, &ew, &eg, &eo);
+        out->mem_weights += ew;
+        out->mem_grads += eg;
+        out->mem_optim += eo;
+    }
+    /* Korthikanti's figures are for 16-bit activations; cp splits the
+     * sequence. An MoE model's fullest stage holds MoE layers, whose
+     * activations count for every layer of it. */
+    double act = (out->moe ? p3d_cost_act_moe_layer(s, b, h, a, t, out->seq_parallel, job->recompute,
+                                                     md->top_k + md->shared_experts, md->moe_ffn, etp)
+                           : p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, job->recompute)) *
+                 (w / 2.0) / cp;
     out->act_layer = act;
     out->inflight = m < p ? m : p;
     double interleave = v > 1 ? 1.0 + (double)(p - 1) / ((double)p * v) : 1.0;
@@ -449,6 +556,26 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
             gl = out->link[P3D_DIM_CP];
         out->dp_time = xfer_time(out->dp_bytes_step, p3d_link_gbps(c, gl));
     }
+    if (out->moe) {
+        /* MoE layers of the fullest stage: the dense ones come first */
+        int first_moe = md->dense_layers, hi = lps < L ? lps : L;
+        out->moe_layers_per_stage = hi - (first_moe < hi ? first_moe : hi);
+        if (p > 1 && L - first_moe < lps)
+            out->moe_layers_per_stage = L - first_moe;
+        else if (p > 1)
+            out->moe_layers_per_stage = lps; /* a later stage is all MoE */
+        /* EP: dispatch and combine all-to-alls of every MoE layer, forward
+         * and backward, on the critical path; the EP group's slowest link
+         * paces them (an all-to-all waits for its slowest pair) */
+        out->ep_bytes_layer = p3d_cost_ep_bytes_layer(b, s, h, md->top_k, t, cp, ep, w, job->recompute);
+        out->ep_bytes_step = out->ep_bytes_layer * out->moe_layers_per_stage * m;
+        out->ep_time = xfer_time(out->ep_bytes_step, out->link_gbps[P3D_DIM_EP]);
+        /* expert gradients all-reduced over edp, overlapped like dp's */
+        if (edp > 1) {
+            out->edp_bytes_step = 2.0 * (edp - 1) / edp * (double)w * psi_e * (job->zero >= 3 ? 1.5 : 1.0);
+            out->edp_time = xfer_time(out->edp_bytes_step, out->link_gbps[P3D_DIM_EDP]);
+        }
+    }
 
     if (hops) {
         out->hops = *hops;
@@ -468,12 +595,20 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
         out->tflops = round(out->peak_tflops * P3D_DEFAULT_TFLOPS / P3D_PEAK_TFLOPS);
         out->tflops_source = known ? "topology" : "default";
     }
-    out->flops_step = p3d_cost_flops(job->recompute >= 2 ? 96 : 72, B, s, L, h, V);
-    out->flops_model = p3d_cost_flops(72, B, s, L, h, V);
+    /* an MoE token passes through its top-k (and shared) experts only */
+    if (out->moe) {
+        out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, p_matmul);
+        out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, p_matmul);
+    } else {
+        out->flops_step = p3d_cost_flops(job->recompute >= 2 ? 96 : 72, B, s, L, h, V);
+        out->flops_model = p3d_cost_flops(72, B, s, L, h, V);
+    }
     /* The pipeline runs at the pace of its slowest stage: the last one holds
      * ceil(L/p) layers plus the LM head, whose share of the FLOPs formula is
-     * the V/(16Lh) term (V/(16h) in units of one layer's 1 + s/(6h)). */
-    double layer_w = 1.0 + (double)s / (6.0 * h), head_w = (double)V / (16.0 * h);
+     * the V/(16Lh) term (V/(16h) in units of one layer's 1 + s/(6h); an
+     * MoE layer's weights W/(12L) instead of h^2). */
+    double layer_w = p_matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
+           head_w = (double)V / (16.0 * h);
     out->stage_imbalance = p > 1 ? (lps * layer_w + head_w) / ((L * layer_w + head_w) / p) : 1.0;
     out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
     out->bubble = p3d_cost_bubble(p, m, v);
@@ -488,12 +623,14 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
      * only when the backward ends and is always exposed. */
     double bwd_share = job->recompute >= 2 ? 0.75 : 2.0 / 3.0;
     double window = out->compute_time / m * bwd_share;
-    double floor_exposed = out->dp_time / lps;
-    out->dp_exposed = out->dp_time - window;
+    /* the dense and the expert gradient all-reduces share that window */
+    double grad_time = out->dp_time + out->edp_time;
+    double floor_exposed = grad_time / lps;
+    out->dp_exposed = grad_time - window;
     if (out->dp_exposed < floor_exposed)
         out->dp_exposed = floor_exposed;
-    out->dp_overlap = isfinite(out->dp_time) ? out->dp_time - out->dp_exposed : 0;
-    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->pp_time) *
+    out->dp_overlap = isfinite(grad_time) ? grad_time - out->dp_exposed : 0;
+    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->ep_time + out->pp_time) *
                          (1.0 + out->bubble_overhead) +
                      out->dp_exposed;
     out->mfu = out->step_time > 0 && isfinite(out->step_time)

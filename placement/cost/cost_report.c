@@ -37,7 +37,8 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
 {
     /* one entry per dimension the model costs; a new dimension adds its
      * row here and its bytes/seconds in the branch below */
-    static const int dims[4] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_PP, P3D_DIM_DP};
+    static const int dims[6] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_EP, P3D_DIM_EDP};
+    int ndims = c->moe ? 6 : 4; /* ep and edp for MoE models only */
     p3d_sb_puts(b, "{\"estimate\":true,\"memory\":{");
     kv_num(b, "weights", r6(c->mem_weights), 1);
     kv_num(b, "grads", r6(c->mem_grads), 1);
@@ -62,7 +63,7 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "micro_batch", c->micro_batch_size, 1);
     kv_num(b, "micro_batches", c->micro_batches, 1);
     p3d_sb_printf(b, "\"micro_batches_assumed\":%s},\"dims\":{", c->micro_batches_assumed ? "true" : "false");
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < ndims; i++) {
         int d = dims[i];
         if (i)
             p3d_sb_putc(b, ',');
@@ -85,6 +86,13 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
             kv_num(b, "bytes_per_layer", r6(c->cp_bytes_layer), 1);
             kv_num(b, "bytes_per_step", r6(c->cp_bytes_step), 1);
             kv_num(b, "seconds", r6(c->cp_time), 0);
+        } else if (d == P3D_DIM_EP) {
+            kv_num(b, "bytes_per_layer", r6(c->ep_bytes_layer), 1);
+            kv_num(b, "bytes_per_step", r6(c->ep_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->ep_time), 0);
+        } else if (d == P3D_DIM_EDP) {
+            kv_num(b, "bytes_per_step", r6(c->edp_bytes_step), 1);
+            kv_num(b, "seconds", r6(c->edp_time), 0);
         } else if (d == P3D_DIM_PP) {
             kv_num(b, "bytes_per_boundary", r6(c->pp_bytes_boundary), 1);
             kv_num(b, "bytes_per_step", r6(c->pp_bytes_step), 1);
@@ -99,6 +107,14 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
         p3d_sb_putc(b, '}');
     }
     p3d_sb_puts(b, "},");
+    if (c->moe) {
+        p3d_sb_puts(b, "\"moe\":{");
+        kv_num(b, "params_expert", r6(c->params_expert), 1);
+        kv_num(b, "params_expert_per_gpu", r6(c->params_expert_per_gpu), 1);
+        kv_num(b, "params_active", r6(c->params_active), 1);
+        kv_num(b, "moe_layers_per_stage", c->moe_layers_per_stage, 0);
+        p3d_sb_puts(b, "},");
+    }
     kv_num(b, "bubble", r6(c->bubble), 1);
     kv_num(b, "bubble_overhead", r6(c->bubble_overhead), 1);
     kv_num(b, "stage_imbalance", r6(c->stage_imbalance), 1);
@@ -145,6 +161,9 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
         snprintf(label, sizeof label, "PP send/recv");
     dim_line(b, indent, label, c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
              base, base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
+    if (c->moe)
+        dim_line(b, indent, "EP all-to-all (MoE layers)", c->link[P3D_DIM_EP], c->link_gbps[P3D_DIM_EP],
+                 c->ep_bytes_step, c->ep_time, base, base ? base->link[P3D_DIM_EP] : 0, base ? base->ep_time : 0);
     dim_line(b, indent, "DP all-reduce (exposed part)", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP],
              c->dp_bytes_step, c->dp_exposed, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_exposed : 0);
     p3d_sb_printf(b, "%scompute %.2f s at %.0f TFLOP/s (%s, %s; MFU vs %.0f peak), bubble %.1f%%, step %.2f s, "
@@ -174,14 +193,17 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
 static double dim_cost(const p3d_cost *c, int d)
 {
     double stretch = 1.0 + c->bubble_overhead;
-    return d == P3D_DIM_TP ? c->tp_time * stretch : d == P3D_DIM_PP ? c->pp_time * stretch : c->dp_exposed;
+    return d == P3D_DIM_TP   ? c->tp_time * stretch
+           : d == P3D_DIM_PP ? c->pp_time * stretch
+           : d == P3D_DIM_EP ? c->ep_time * stretch
+                             : c->dp_exposed;
 }
 
 void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
                            const char *base_name, const char *indent)
 {
     (void)name;
-    static const int dims[3] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP};
+    static const int dims[4] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_EP};
     if (!base || !(base->step_time < c->step_time))
         return;
     /* which dimensions' traffic moved to which link, and what that costs
@@ -189,7 +211,7 @@ void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const
     p3d_sb_printf(b, "%s%s's estimate is %.2f s faster:\n%s   ", indent, base_name, c->step_time - base->step_time,
                   indent);
     int shown = 0;
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         int d = dims[i];
         double delta = dim_cost(c, d) - dim_cost(base, d);
         if (c->link[d] == base->link[d] || fabs(delta) < 0.0005)

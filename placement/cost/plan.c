@@ -164,9 +164,10 @@ static void pos_hops(const p3d_plan *pl, long stride, int n, int closed, long *h
  * group's members sit in different replicas, which together cover the
  * whole job, so it spans the whole job. The hops are those of one group of
  * each dimension laid out that way (the cost uses their shares). */
-static void layout_links(const p3d_plan *pl, int t, int cp, int p, int d, int v, p3d_link link[P3D_NDIMS],
-                         p3d_hops *hops)
+static void layout_links(const p3d_plan *pl, int t, int cp, int p, int d, int v, int ep, int etp,
+                         p3d_link link[P3D_NDIMS], p3d_hops *hops)
 {
+    int edp = (int)((long)t * cp * d / ((long)etp * ep));
     memset(hops, 0, sizeof *hops);
     for (int k = 0; k < P3D_NDIMS; k++)
         link[k] = P3D_LINK_SELF;
@@ -189,6 +190,21 @@ static void layout_links(const p3d_plan *pl, int t, int cp, int p, int d, int v,
     }
     if (d > 1)
         pos_hops(pl, (long)t * cp * p, d, 1, hops->n[P3D_DIM_DP]);
+    /* MoE (megatron.lua's EP placement): an expert block of etp*ep GPUs on
+     * consecutive GPUs, so an EP group spans etp*ep of them; an edp group,
+     * like a DP group, the whole job */
+    if (etp > 1) {
+        link[P3D_DIM_ETP] = span_link(pl, etp);
+        pos_hops(pl, 1, etp, 1, hops->n[P3D_DIM_ETP]);
+    }
+    if (ep > 1) {
+        link[P3D_DIM_EP] = span_link(pl, (long)etp * ep);
+        pos_hops(pl, etp, ep, 1, hops->n[P3D_DIM_EP]);
+    }
+    if (edp > 1) {
+        link[P3D_DIM_EDP] = span_link(pl, (long)t * cp * p * d);
+        pos_hops(pl, (long)etp * ep, edp, 1, hops->n[P3D_DIM_EDP]);
+    }
 }
 
 /* Fastest first; ties broken by lower memory, then smaller tp, pp, b, ZeRO
@@ -206,6 +222,10 @@ static int row_cmp(const void *pa, const void *pb)
         return a->pp - b->pp;
     if (a->cp != b->cp)
         return a->cp - b->cp;
+    if (a->ep != b->ep)
+        return a->ep - b->ep;
+    if (a->etp != b->etp)
+        return a->etp - b->etp;
     if (a->virtual_stages != b->virtual_stages)
         return a->virtual_stages - b->virtual_stages;
     if (a->micro_batch != b->micro_batch)
@@ -282,13 +302,28 @@ int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mo
         pl->pins = *pins;
     if (cluster_shape(c, pl, err) < 0)
         goto out;
-    if (pl->pins.ep > 1) {
-        p3d_err(err, "plan: --ep %d: expert parallelism needs a mixture-of-experts model; %s is dense",
-                pl->pins.ep, job->model.name);
+    const p3d_model *md = &job->model;
+    const int moe = md->experts > 0;
+    if (!moe && (pl->pins.ep > 1 || pl->pins.etp > 0)) {
+        p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
+                     "(MoE presets: deepseek-v3, mixtral-8x22b)",
+                pl->pins.ep > 1 ? "ep" : "etp", pl->pins.ep > 1 ? pl->pins.ep : pl->pins.etp, job->model.name);
         goto out;
     }
+    if (moe && pl->pins.ep > 0 && md->experts % pl->pins.ep) {
+        p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
+                     "number of experts",
+                pl->pins.ep, md->experts, md->name);
+        goto out;
+    }
+    if (moe && pl->pins.etp > 0 && pl->pins.tp > 0 && pl->pins.etp > pl->pins.tp) {
+        p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
+                     "TP group's NVLink domain (etp <= tp)",
+                pl->pins.etp, pl->pins.tp);
+        goto out;
+    }
+    pl->searched_ep = moe && !pl->pins.ep;
 
-    const p3d_model *md = &job->model;
     const int N = pl->gpus, B = job->global_batch, L = md->layers;
     const p3d_plan_pins *pn = &pl->pins;
     if (pn->pp > L) {
@@ -352,46 +387,66 @@ int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mo
                 else
                     zlo = zhi = zero_mode;
                 int fit_any = 0, raw_any = 0, tried = 0;
-                /* virtual stages: Megatron's interleaved schedule needs the
-                 * layers to divide into pp·v chunks and pp > 1 */
-                int v_hi = pn->virtual_stages ? pn->virtual_stages : p > 1 ? L / p : 1;
-                for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
-                    if (v > 1 && (p < 2 || L % (p * v)))
+                /* MoE: etp is tp or 1 (pinned: as given, at most tp); ep
+                 * every divisor of the experts (pinned: as given) whose
+                 * expert block etp*ep divides the dense grid's tp*cp*dp
+                 * ranks of a stage (edp = tp*cp*dp / (etp*ep)) */
+                int etps[2] = {t, 1}, netp = moe ? (pn->etp ? 1 : t > 1 ? 2 : 1) : 1;
+                if (moe && pn->etp)
+                    etps[0] = pn->etp;
+                for (int ie = 0; ie < netp; ie++) {
+                    int etp = etps[ie];
+                    if (etp > t)
                         continue;
-                    p3d_link link[P3D_NDIMS];
-                    p3d_hops hops;
-                    layout_links(pl, t, cp, p, d, v, link, &hops);
-                    for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
-                        if (per_replica % bsz)
+                    int ep_lo = pn->ep ? pn->ep : 1, ep_hi = pn->ep ? pn->ep : moe ? md->experts : 1;
+                    for (int ep = ep_lo; ep <= ep_hi; ep++) {
+                        if ((moe && md->experts % ep) || ((long)t * cp * d) % ((long)etp * ep))
                             continue;
-                        int m = per_replica / bsz;
-                        if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
-                            continue;
-                        if (job->micro_batches > 0 && m != job->micro_batches)
-                            continue;
-                        if (v > 1 && m % p) /* interleaving needs m to be a multiple of pp */
-                            continue;
-                        for (int z = zlo; z <= zhi; z++) {
-                            p3d_job j = *job;
-                            j.mesh.size[P3D_DIM_TP] = t;
-                            j.mesh.size[P3D_DIM_PP] = p;
-                            j.mesh.size[P3D_DIM_DP] = d;
-                            j.mesh.size[P3D_DIM_CP] = cp;
-                            j.mesh.size[P3D_DIM_EP] = 1;
-                            j.micro_batch_size = bsz;
-                            j.micro_batches = m;
-                            j.virtual_stages = v;
-                            j.zero = z;
-                            p3d_plan_row r;
-                            memset(&r, 0, sizeof r);
-                            r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
-                            r.cp = cp, r.virtual_stages = v;
-                            if (p3d_cost_eval_hops(c, &j, link, &hops, &r.cost, err) < 0)
-                                goto out;
-                            tried++;
-                            if (keep_variant(pl, &cap, &r, &fit_any, &raw_any) < 0) {
-                                p3d_err(err, "plan: out of memory");
-                                goto out;
+                        /* virtual stages: Megatron's interleaved schedule needs the
+                         * layers to divide into pp·v chunks and pp > 1 */
+                        int v_hi = pn->virtual_stages ? pn->virtual_stages : p > 1 ? L / p : 1;
+                        for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
+                            if (v > 1 && (p < 2 || L % (p * v)))
+                                continue;
+                            p3d_link link[P3D_NDIMS];
+                            p3d_hops hops;
+                            layout_links(pl, t, cp, p, d, v, ep, etp, link, &hops);
+                            for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
+                                if (per_replica % bsz)
+                                    continue;
+                                int m = per_replica / bsz;
+                                if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
+                                    continue;
+                                if (job->micro_batches > 0 && m != job->micro_batches)
+                                    continue;
+                                if (v > 1 && m % p) /* interleaving needs m to be a multiple of pp */
+                                    continue;
+                                for (int z = zlo; z <= zhi; z++) {
+                                    p3d_job j = *job;
+                                    j.mesh.size[P3D_DIM_TP] = t;
+                                    j.mesh.size[P3D_DIM_PP] = p;
+                                    j.mesh.size[P3D_DIM_DP] = d;
+                                    j.mesh.size[P3D_DIM_CP] = cp;
+                                    j.mesh.size[P3D_DIM_EP] = ep;
+                                    j.mesh.size[P3D_DIM_ETP] = etp;
+                                    j.mesh.size[P3D_DIM_EDP] = (int)((long)t * cp * d / ((long)etp * ep));
+                                    j.micro_batch_size = bsz;
+                                    j.micro_batches = m;
+                                    j.virtual_stages = v;
+                                    j.zero = z;
+                                    p3d_plan_row r;
+                                    memset(&r, 0, sizeof r);
+                                    r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
+                                    r.cp = cp, r.virtual_stages = v;
+                                    r.ep = ep, r.etp = etp, r.edp = j.mesh.size[P3D_DIM_EDP];
+                                    if (p3d_cost_eval_hops(c, &j, link, &hops, &r.cost, err) < 0)
+                                        goto out;
+                                    tried++;
+                                    if (keep_variant(pl, &cap, &r, &fit_any, &raw_any) < 0) {
+                                        p3d_err(err, "plan: out of memory");
+                                        goto out;
+                                    }
+                                }
                             }
                         }
                     }

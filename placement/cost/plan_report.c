@@ -41,7 +41,8 @@ static size_t *pick_shapes(const p3d_plan *pl, int top, size_t *n)
         int seen = 0;
         for (size_t k = 0; k < *n && !seen; k++) {
             const p3d_plan_row *q = &pl->rows[idx[k]];
-            seen = q->tp == r->tp && q->pp == r->pp && q->dp == r->dp && q->cp == r->cp;
+            seen = q->tp == r->tp && q->pp == r->pp && q->dp == r->dp && q->cp == r->cp && q->ep == r->ep &&
+                   q->etp == r->etp;
         }
         if (!seen)
             idx[(*n)++] = i;
@@ -84,14 +85,17 @@ static void wrapped(p3d_sb *b, const char *text, const char *first, const char *
 }
 
 /* Step time split into parts that add up: compute (with the slowest-stage
- * imbalance), TP, PP, bubble (the idle share stretching those three), DP. */
-enum { PART_COMPUTE, PART_TP, PART_PP, PART_BUBBLE, PART_DP, NPARTS };
+ * imbalance), TP, PP, EP (MoE all-to-alls), bubble (the idle share
+ * stretching those), DP. CP is part of no row here (cp > 1 only for long
+ * sequences; its time is in the cost JSON). */
+enum { PART_COMPUTE, PART_TP, PART_PP, PART_BUBBLE, PART_DP, PART_EP, NPARTS };
 static void parts(const p3d_cost *c, double out[NPARTS])
 {
     out[PART_COMPUTE] = c->compute_time;
     out[PART_TP] = c->tp_time;
     out[PART_PP] = c->pp_time;
-    out[PART_BUBBLE] = (c->compute_time + c->tp_time + c->pp_time) * c->bubble_overhead;
+    out[PART_EP] = c->ep_time;
+    out[PART_BUBBLE] = (c->compute_time + c->tp_time + c->pp_time + c->ep_time) * c->bubble_overhead;
     out[PART_DP] = c->dp_exposed;
 }
 
@@ -115,8 +119,16 @@ static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_pla
     case PART_BUBBLE:
         p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble);
         break;
+    case PART_EP:
+        p3d_sb_printf(b, "EP all-to-all (ep=%d on %s vs ep=%d on %s)", r->ep, lname(c->link[P3D_DIM_EP]), best->ep,
+                      lname(w->link[P3D_DIM_EP]));
+        break;
     default:
-        if (r->dp * r->cp > 1)
+        if (c->moe)
+            p3d_sb_printf(b, "exposed DP + expert gradient all-reduce (%.2f vs %.2f GB on %s/%s)",
+                          (c->dp_bytes_step + c->edp_bytes_step) / 1e9, (w->dp_bytes_step + w->edp_bytes_step) / 1e9,
+                          lname(c->link[P3D_DIM_DP]), lname(c->link[P3D_DIM_EDP]));
+        else if (r->dp * r->cp > 1)
             p3d_sb_printf(b, "exposed DP all-reduce (%.2f vs %.2f GB on %s)", c->dp_bytes_step / 1e9,
                           w->dp_bytes_step / 1e9, lname(c->link[P3D_DIM_DP]));
         else
@@ -136,7 +148,26 @@ static void why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int 
                          "PP %.2f s on %s, ",
                       c->compute_time, 100 * c->bubble, c->tp_time, lname(c->link[P3D_DIM_TP]),
                       c->link_gbps[P3D_DIM_TP], c->pp_time, lname(c->link[P3D_DIM_PP]));
-        if (r->dp > 1)
+        if (c->moe && r->ep > 1) {
+            /* the issue's question first: is every EP group on NVLink? */
+            int block = r->ep * r->etp;
+            p3d_sb_printf(b, "EP all-to-all %.2f s on %s (ep=%d, etp=%d: %.1f GB per GPU; ", c->ep_time,
+                          lname(c->link[P3D_DIM_EP]), r->ep, r->etp, c->ep_bytes_step / 1e9);
+            if (c->link[P3D_DIM_EP] <= P3D_LINK_MNNVL)
+                p3d_sb_printf(b, "every expert block of etp*ep = %d GPUs inside one NVLink domain), ", block);
+            else
+                p3d_sb_printf(b, "expert blocks of etp*ep = %d GPUs do not fit one NVLink domain, so the "
+                                 "all-to-alls run on %s), ",
+                              block, lname(c->link[P3D_DIM_EP]));
+        } else if (c->moe) {
+            p3d_sb_puts(b, "no EP all-to-all (ep=1: every GPU holds all experts), ");
+        }
+        if (c->moe && (r->dp > 1 || r->edp > 1))
+            p3d_sb_printf(b, "DP all-reduce %.2f s on %s and expert gradients over edp=%d %.2f s on %s, %.2f s of "
+                             "them exposed after the backward (%.1f%% of the step);",
+                          c->dp_time, lname(c->link[P3D_DIM_DP]), r->edp, c->edp_time, lname(c->link[P3D_DIM_EDP]),
+                          c->dp_exposed, 100 * dpshare);
+        else if (r->dp > 1)
             p3d_sb_printf(b, "DP all-reduce %.2f s on %s, %.2f s of it exposed after the backward (%.1f%% of "
                              "the step);",
                           c->dp_time, lname(c->link[P3D_DIM_DP]), c->dp_exposed, 100 * dpshare);
@@ -208,6 +239,12 @@ static void search_scope(p3d_sb *b, const p3d_plan *pl)
             continue;
         p3d_sb_printf(b, ", %s", dims[k].name);
     }
+    if (pl->job.model.experts > 0) {
+        if (!pn->ep)
+            p3d_sb_printf(b, ", ep (dividing the %d experts)", pl->job.model.experts);
+        if (!pn->etp)
+            p3d_sb_puts(b, ", etp (tp or 1)");
+    }
     if (pl->pins.micro_batch == 0 && pl->job.micro_batches == 0)
         p3d_sb_puts(b, ", micro-batch count");
     if (pl->zero_mode == P3D_PLAN_ZERO_SEARCH)
@@ -218,6 +255,10 @@ static void search_scope(p3d_sb *b, const p3d_plan *pl)
             p3d_sb_printf(b, "%s %s=%d", np++ ? "," : " Pinned:", dims[k].name, dims[k].pin);
     if (pl->job.micro_batches > 0)
         p3d_sb_printf(b, "%s micro-batches=%d", np++ ? "," : " Pinned:", pl->job.micro_batches);
+    if (pn->ep)
+        p3d_sb_printf(b, "%s ep=%d", np++ ? "," : " Pinned:", pn->ep);
+    if (pn->etp)
+        p3d_sb_printf(b, "%s etp=%d", np++ ? "," : " Pinned:", pn->etp);
     if (np)
         p3d_sb_putc(b, '.');
     if (!pn->cp && !pl->searched_cp)
@@ -232,6 +273,14 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     p3d_sb_puts(b, "par3drun plan: estimates from the cost model in docs/cost-model.md, not measurements\n");
     p3d_sb_printf(b, "model    %s: %.1fB params, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
                   m->params / 1e9, m->layers, m->hidden, m->heads, m->seq_len, m->vocab);
+    if (m->experts > 0) {
+        double pe = 0, pa = 0, pw = 0;
+        p3d_cost_moe_params(m, &pe, &pa, &pw, NULL);
+        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d shared, %d dense layer%s first; %.1fB in "
+                         "routed experts, %.1fB active per token\n",
+                      m->experts, m->top_k, m->moe_ffn, m->shared_experts, m->dense_layers,
+                      m->dense_layers == 1 ? "" : "s", pe / 1e9, pa / 1e9);
+    }
     {
         p3d_sb cl = {0};
         p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, ", pl->cluster_source ? pl->cluster_source : "(cluster)",
@@ -371,6 +420,10 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
     p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
     if (r->cp > 1)
         p3d_sb_printf(b, " --cp %d", r->cp);
+    if (r->ep > 1)
+        p3d_sb_printf(b, " --ep %d", r->ep);
+    if (m->experts > 0 && r->etp != r->tp)
+        p3d_sb_printf(b, " --etp %d", r->etp);
     p3d_sb_printf(b, " --micro-batch %d --global-batch %d --zero %d", r->micro_batch, j->global_batch, r->zero);
     if (r->virtual_stages > 1)
         p3d_sb_printf(b, " --virtual-stages %d", r->virtual_stages);
@@ -420,6 +473,17 @@ char *p3d_plan_none_reason(const p3d_plan *pl)
     return p3d_sb_finish(&b);
 }
 
+/* " ep=E etp=T" for an MoE row, "" otherwise (static buffer: one use per
+ * statement). */
+static const char *ep_text(const p3d_plan_row *r)
+{
+    static char buf[48];
+    if (!r->cost.moe)
+        return "";
+    snprintf(buf, sizeof buf, " ep=%d etp=%d", r->ep, r->etp);
+    return buf;
+}
+
 char *p3d_plan_text(const p3d_plan *pl, int top)
 {
     p3d_sb b = {0};
@@ -437,6 +501,24 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
         char *ln = p3d_sb_finish(&sn);
         wrapped(&b, ln ? ln : "", "", "");
         free(ln);
+    } else if (pl->job.model.experts > 0) {
+        /* MoE: the expert grid's ep and etp and the EP all-to-all's link */
+        p3d_sb_printf(&b, "%2s %3s %3s %3s %4s %3s %3s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %-5s %5s %7s %5s\n",
+                      "#", "tp", "cp", "pp", "dp", "ep", "etp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble",
+                      "TP", "PP", "EP", "DP", "EP%", "step s", "MFU");
+        for (size_t i = 0; i < n; i++) {
+            const p3d_plan_row *r = &pl->rows[idx[i]];
+            const p3d_cost *c = &r->cost;
+            char mem[32];
+            snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
+            p3d_sb_printf(&b, "%2zu %3d %3d %3d %4d %3d %3d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %-5s "
+                              "%4.1f%% %7.2f %4.1f%%\n",
+                          i + 1, r->tp, r->cp, r->pp, r->dp, r->ep, r->etp, r->virtual_stages, r->micro_batch,
+                          r->micro_batches, r->zero, mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble,
+                          lname(c->link[P3D_DIM_TP]), lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_EP]),
+                          lname(c->link[P3D_DIM_DP]), c->step_time > 0 ? 100 * c->ep_time / c->step_time : 0,
+                          c->step_time, 100 * c->mfu);
+        }
     } else {
         p3d_sb_printf(&b, "%2s %3s %3s %3s %4s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
                       "cp", "pp", "dp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
@@ -454,14 +536,19 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
                           lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
                           c->step_time > 0 ? 100 * c->dp_exposed / c->step_time : 0, c->step_time, 100 * c->mfu);
         }
+    }
+    if (n > 0) {
         p3d_sb_puts(&b, "\nwhy\n");
         for (size_t i = 0; i < n; i++) {
             const p3d_plan_row *r = &pl->rows[idx[i]];
             p3d_sb s = {0};
             why(&s, r, &pl->rows[idx[0]], i == 0);
             char *txt = p3d_sb_finish(&s);
-            char first[64];
-            if (r->cp > 1)
+            char first[80];
+            if (pl->job.model.experts > 0)
+                snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d: ", i + 1, r->tp, r->cp,
+                         r->pp, r->dp, r->ep, r->etp);
+            else if (r->cp > 1)
                 snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d: ", i + 1, r->tp, r->cp, r->pp, r->dp);
             else
                 snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
@@ -476,11 +563,11 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
         const p3d_plan_row *h = &pl->headroom_drop;
         char line[512];
         snprintf(line, sizeof line,
-                 "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d "
+                 "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d%s "
                  "v=%d b=%d ZeRO-%d (step %.2f s), needs %.1f of %.1f GB. --mem-reserve GB changes the reserve.",
                  pl->headroom_variants, pl->headroom_variants == 1 ? "" : "s", pl->headroom_variants == 1 ? "s" : "",
-                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, h->virtual_stages, h->micro_batch, h->zero,
-                 h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
+                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, ep_text(h), h->virtual_stages,
+                 h->micro_batch, h->zero, h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
         wrapped(&b, line, "\ndropped for headroom: ", "   ");
     }
     if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
@@ -488,9 +575,9 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
         const p3d_cost *c = &m->cost;
         char line[400];
         snprintf(line, sizeof line,
-                 "tp=%d pp=%d dp=%d b=%d ZeRO-%d needs %.1f GB per GPU (weights %.1f, grads %.1f, optimizer "
+                 "tp=%d pp=%d dp=%d%s b=%d ZeRO-%d needs %.1f GB per GPU (weights %.1f, grads %.1f, optimizer "
                  "%.1f, activations %.1f) > %.1f GB.",
-                 m->tp, m->pp, m->dp, m->micro_batch, m->zero, c->mem_total / 1e9, c->mem_weights / 1e9,
+                 m->tp, m->pp, m->dp, ep_text(m), m->micro_batch, m->zero, c->mem_total / 1e9, c->mem_weights / 1e9,
                  c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9, c->gpu_mem / 1e9);
         wrapped(&b, line, n ? "\nclosest misfit: " : "closest misfit: ", "   ");
         if (n == 0)
@@ -502,9 +589,11 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
 
 static void row_json(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int rank)
 {
-    p3d_sb_printf(b, "{\"rank\":%d,\"tp\":%d,\"cp\":%d,\"pp\":%d,\"dp\":%d,\"virtual_stages\":%d,"
-                     "\"micro_batch\":%d,\"micro_batches\":%d,\"zero\":%d,\"why\":",
-                  rank, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches, r->zero);
+    p3d_sb_printf(b, "{\"rank\":%d,\"tp\":%d,\"cp\":%d,\"pp\":%d,\"dp\":%d,", rank, r->tp, r->cp, r->pp, r->dp);
+    if (r->cost.moe) /* the expert grid, MoE models only */
+        p3d_sb_printf(b, "\"ep\":%d,\"etp\":%d,\"edp\":%d,", r->ep, r->etp, r->edp);
+    p3d_sb_printf(b, "\"virtual_stages\":%d,\"micro_batch\":%d,\"micro_batches\":%d,\"zero\":%d,\"why\":",
+                  r->virtual_stages, r->micro_batch, r->micro_batches, r->zero);
     if (best) {
         p3d_sb s = {0};
         why(&s, r, best, rank == 1);
@@ -532,8 +621,13 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
     p3d_sb_json_str(&b, m->name);
     p3d_sb_puts(&b, ",\"params\":");
     p3d_sb_json_num(&b, m->params);
-    p3d_sb_printf(&b, ",\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"seq_len\":%d,\"vocab\":%d},", m->layers,
+    p3d_sb_printf(&b, ",\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"seq_len\":%d,\"vocab\":%d", m->layers,
                   m->hidden, m->heads, m->seq_len, m->vocab);
+    if (m->experts > 0)
+        p3d_sb_printf(&b, ",\"experts\":%d,\"top_k\":%d,\"moe_ffn\":%d,\"shared_experts\":%d,\"dense_layers\":%d,"
+                          "\"ffn\":%d",
+                      m->experts, m->top_k, m->moe_ffn, m->shared_experts, m->dense_layers, m->ffn);
+    p3d_sb_puts(&b, "},");
     p3d_sb_puts(&b, "\"cluster\":{\"source\":");
     p3d_sb_json_str(&b, pl->cluster_source);
     p3d_sb_printf(&b, ",\"nodes\":%d,\"gpus_per_node\":%d,\"gpus\":%d,\"racks\":%d,\"nodes_per_rack\":%d,"
@@ -556,9 +650,15 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
     p3d_sb_printf(&b, ",\"mem_reserve_gb\":");
     p3d_sb_json_num(&b, j->mem_reserve_set ? j->mem_reserve_bytes / 1e9 : -1);
     p3d_sb_printf(&b, "},\"pins\":{\"tp\":%d,\"pp\":%d,\"cp\":%d,\"ep\":%d,\"micro_batch\":%d,"
-                      "\"virtual_stages\":%d},\"searched_dims\":{\"cp\":%s,\"virtual_stages\":%s},",
-                  pn->tp, pn->pp, pn->cp, pn->ep, pn->micro_batch, pn->virtual_stages,
-                  pl->searched_cp ? "true" : "false", pl->searched_v ? "true" : "false");
+                      "\"virtual_stages\":%d",
+                  pn->tp, pn->pp, pn->cp, pn->ep, pn->micro_batch, pn->virtual_stages);
+    if (m->experts > 0)
+        p3d_sb_printf(&b, ",\"etp\":%d", pn->etp);
+    p3d_sb_printf(&b, "},\"searched_dims\":{\"cp\":%s,\"virtual_stages\":%s", pl->searched_cp ? "true" : "false",
+                  pl->searched_v ? "true" : "false");
+    if (m->experts > 0)
+        p3d_sb_printf(&b, ",\"ep\":%s", pl->searched_ep ? "true" : "false");
+    p3d_sb_puts(&b, "},");
     p3d_sb_printf(&b, "\"searched\":%zu,\"variants\":%zu,\"rejected\":{", pl->searched, pl->variants);
     for (int k = 0; k < P3D_PLAN_NREJ; k++)
         p3d_sb_printf(&b, "%s\"%s\":%zu", k ? "," : "", rej_key[k], pl->rejected[k]);

@@ -217,8 +217,10 @@ static void header(tx *t, const p3d_report_in *in)
     p3d_sb_printf(b, "mesh: tp=%d pp=%d dp=%d", m->size[P3D_DIM_TP], m->size[P3D_DIM_PP], m->size[P3D_DIM_DP]);
     if (m->size[P3D_DIM_CP] > 1)
         p3d_sb_printf(b, " cp=%d", m->size[P3D_DIM_CP]);
-    if (m->size[P3D_DIM_EP] > 1)
-        p3d_sb_printf(b, " ep=%d", m->size[P3D_DIM_EP]);
+    /* the expert grid (etp*ep*edp*pp = world) beside the dense one */
+    if (m->size[P3D_DIM_EP] > 1 || p3d_mesh_size(m, P3D_DIM_ETP) != m->size[P3D_DIM_TP])
+        p3d_sb_printf(b, " ep=%d etp=%d edp=%d", m->size[P3D_DIM_EP], p3d_mesh_size(m, P3D_DIM_ETP),
+                      p3d_mesh_size(m, P3D_DIM_EDP));
     p3d_sb_printf(b, ", world %d on %zu GPUs of %zu node%s, %zu rack%s", pl->world, gpus, c->nnodes,
                   c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
     if (c->nnvl_domains)
@@ -559,10 +561,17 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
         if (hv[0][0])
             p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "PP hops by link", hv[0], hv[1]);
     }
+    if (x->moe) {
+        /* MoE: the token all-to-alls over EP and the expert gradients over edp */
+        R("EP all-to-all per step, worst link", F_BYTES, ep_bytes_step, P3D_DIM_EP);
+        R("EP time per step", F_TIME, ep_time, -1);
+        R("expert grads over edp, worst link", F_BYTES, edp_bytes_step, P3D_DIM_EDP);
+        R("expert grad time per step", F_TIME, edp_time, -1);
+    }
     if (in->pl->mesh.size[P3D_DIM_DP] > 1) {
         R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
         R("DP time per step", F_TIME, dp_time, -1);
-        R("DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
+        R(x->moe ? "DP + edp exposed (not overlapped)" : "DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
     } else {
         p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "DP traffic", "none (dp=1)", y ? "none (dp=1)" : "");
     }

@@ -20,7 +20,8 @@ is a bijection ranks -> GPUs; objectives 1-3 depend only on the partition of
 the used GPUs into TP groups, 4-5 only on the rack of each GPU.
 * Blocks: each NVLink domain of a node outside multi-node domains, and each
   multi-node domain as a whole (its nodes' GPUs pooled). A TP group is on
-  NVLink iff it lies in one block, so at most T1 = sum_b floor(|b|/tp)
+  NVLink iff it lies in one block (a whole DGX-1 for tp=8: its NVLink
+  ring, RING_NODES), so at most T1 = sum_b floor(|b|/tp)
   groups are, and T1 are reachable (blocks are disjoint): objective 1 is
   max(0, need - T1), need = world/tp. Any placement reaching it with
   need > T1 fills every block to floor(|b|/tp), which fixes what each node
@@ -61,6 +62,16 @@ TOPOS = {
     "pcie4.xml": [1, 1, 1, 1],
     "gb200-tray.xml": [4],
 }
+# DGX-1's NVLink links close a ring through all 8 GPUs (hybrid cube-mesh),
+# so a TP group of the whole node runs its all-reduces on NVLink and
+# check_links.c counts it as NV: for tp=8 the node is one block of 8.
+RING_NODES = {"dgx1-v100.xml": 8}
+
+
+def node_doms(topo, tp):
+    return [tp] if RING_NODES.get(topo) == tp else TOPOS[topo]
+
+
 ORDERS = ["tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", "tp-pp-dp", "tp-dp-pp"]
 
 
@@ -111,7 +122,7 @@ def exact(inst):
     t1, t2, cap, G = [0] * nr, [0] * nr, [0] * nr, [0] * nr
     pools = {}
     for x in inst["nodes"]:
-        doms, r = TOPOS[x["topology"]], x["r"]
+        doms, r = node_doms(x["topology"], tp), x["r"]
         G[r] += sum(doms)
         if x["dom"]:
             pools[(r, x["dom"])] = pools.get((r, x["dom"]), 0) + sum(doms)

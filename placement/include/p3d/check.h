@@ -31,6 +31,9 @@ typedef struct p3d_dim_stats {
     int hops_by_link[P3D_LINK_COUNT];   /* hops of that class over all groups: pp the
                                           consecutive-stage hops, a collective its
                                           ring's (check_links.c); what the cost counts */
+    int nvlink_ring_groups;          /* of groups_by_link[NV]: groups on one node that
+                                          span NVLink cliques but close an NVLink
+                                          ring (DGX-1 hybrid cube-mesh) */
 } p3d_dim_stats;
 
 typedef struct p3d_analysis {

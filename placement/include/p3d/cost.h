@@ -68,6 +68,16 @@ typedef struct p3d_cost {
     double mem_reserve;
     const char *mem_reserve_source; /* "--mem-reserve" or "default" (static) */
     int fits_raw;                   /* mem_total <= gpu_mem (without the reserve) */
+    /* mixture of experts (moe = 1; all zero for a dense model): routed
+     * expert weights are sharded over etp*ep (and pp) and reduced over
+     * edp; the EP all-to-alls sit on the critical path like TP's */
+    int moe;
+    int moe_layers_per_stage;       /* MoE layers of the fullest stage */
+    double params_expert;           /* routed expert parameters, whole model */
+    double params_expert_per_gpu;   /* params_expert / (etp*ep*pp), part of params_per_gpu */
+    double params_active;           /* parameters one token uses (FLOPs), whole model */
+    double ep_bytes_layer, ep_bytes_step, ep_time; /* EP dispatch + combine all-to-alls */
+    double edp_bytes_step, edp_time;   /* expert gradient all-reduce over edp */
     /* the hops each dimension's traffic takes (zero when not known: then
      * the worst link carries all of it) */
     p3d_hops hops;
@@ -118,6 +128,28 @@ double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
 double p3d_cost_flops(double factor, double B, int s, int L, int h, int V);
 /* Idle fraction of wall time: (p-1)/(v*m+p-1); v = 1 gives (p-1)/(m+p-1). */
 double p3d_cost_bubble(int p, int m, int v);
+/* Mixture of experts (docs/cost-model.md, "Mixture of experts"). How md's
+ * parameters split: routed expert weights (whole model), the parameters a
+ * token uses, and the matmul weights a token passes through per layer
+ * stack without the embeddings (W; 12*L*h^2 for a dense model). Fails when
+ * the expert figures do not fit the parameter count. */
+int p3d_cost_moe_params(const p3d_model *md, double *expert, double *active, double *matmul, char **err);
+/* Training FLOPs per iteration with W matmul weights per token:
+ * factor * B * s * (W/12 + L*s*h/6 + h*V/16); W = 12*L*h^2 gives
+ * p3d_cost_flops. */
+double p3d_cost_flops_w(double factor, double B, int s, int L, int h, int V, double W);
+/* EP all-to-all bytes per GPU per MoE layer per micro-batch: n_a2a (4:
+ * dispatch and combine, forward and backward; 6 with full recompute)
+ * all-to-alls of the GPU's b*s/(cp*t) tokens, each sent to top_k experts,
+ * h elements of w bytes, of which (ep-1)/ep leave the GPU. */
+double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, int ep, int w, int recompute);
+/* Activation bytes of one MoE layer per micro-batch (16-bit; cp not
+ * applied): Korthikanti's layer with its MLP part (19sbh/t) replaced by the
+ * router input 2sbh/t and, per routed and shared copy of a token, its
+ * dispatched input (2h, gathered over etp) and the SwiGLU gate, up and
+ * product outputs (6f, split over etp). */
+double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute,
+                              int copies, int f, int etp);
 
 /* ------------------------------------------------------------------------ */
 /* Plan: search tp/cp/pp/dp/micro-batching/interleaving layouts (plan*.c,        */
@@ -139,11 +171,13 @@ enum { P3D_PLAN_REJ_MEMORY = 0, P3D_PLAN_REJ_NVLINK, P3D_PLAN_REJ_BATCH,
 /* What the user fixed; 0 = search it. */
 typedef struct p3d_plan_pins {
     int tp, pp, cp, ep, micro_batch, virtual_stages;
+    int etp;
 } p3d_plan_pins;
 
 typedef struct p3d_plan_row {
     int tp, pp, dp, micro_batch, micro_batches, zero;
     int cp, virtual_stages;
+    int ep, etp, edp;            /* expert grid (1, tp, dp for a dense model) */
     p3d_cost cost;
 } p3d_plan_row;
 
@@ -167,6 +201,7 @@ typedef struct p3d_plan {
     p3d_plan_pins pins;          /* as asked */
     int racks_unknown;           /* the cluster names no racks: one assumed */
     int searched_cp, searched_v; /* 1: cp / virtual stages were searched */
+    int searched_ep;             /* 1: ep (and etp) were searched (MoE model) */
     size_t headroom_variants;    /* variants that fit the GPU but not with the reserve */
     int has_headroom_drop;       /* the fastest of them */
     p3d_plan_row headroom_drop;

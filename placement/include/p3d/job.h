@@ -65,8 +65,14 @@ int p3d_mesh_resolve(p3d_mesh *m, char **err);
 
 typedef struct p3d_model {
     char name[48];          /* preset name or "custom" */
-    double params;          /* parameter count P */
+    double params;          /* parameter count P (all experts included) */
     int layers, hidden, heads, seq_len, vocab;
+    /* Mixture of experts (experts == 0: a dense model). SwiGLU experts of
+     * 3*hidden*moe_ffn weights each; every MoE layer has `experts` routed
+     * experts of which top_k serve each token, plus shared_experts that
+     * serve every token; the first dense_layers layers have a dense FFN of
+     * ffn (docs/cost-model.md, "Mixture of experts"). */
+    int experts, top_k, moe_ffn, shared_experts, dense_layers, ffn;
 } p3d_model;
 
 typedef struct p3d_job {
