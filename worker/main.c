@@ -42,6 +42,9 @@ static const opt_row rows[] = {
     {"bench-min", O_SIZE, OFF(bench_min), 4, 1ull << 34, "smallest benchmark buffer, bytes or K/M/G (default 1K)"},
     {"bench-max", O_SIZE, OFF(bench_max), 4, 1ull << 34, "largest benchmark buffer (default 64M)"},
     {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
+    {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0, "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},
+    {"checkpoint-every", O_INT, OFF(checkpoint_every), 0, 1 << 20, "steps between checkpoints (default 0: only after the last step)"},
+    {"checkpoint-keep", O_INT, OFF(checkpoint_keep), 0, 1 << 20, "complete checkpoints kept, older ones removed (default 2; 0: all)"},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -80,7 +83,7 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
     *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .micro_batches = 1,
                      .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
                      .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
-                     .bench_iters = 5};
+                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -165,6 +168,14 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
     }
     if (strcmp(o->p2p, "buffered") && strcmp(o->p2p, "strict")) {
         fprintf(stderr, "p3d-worker: --p2p '%s': expected buffered or strict\n", o->p2p);
+        return -1;
+    }
+    if (o->checkpoint_dir && !*o->checkpoint_dir) {
+        fprintf(stderr, "p3d-worker: --checkpoint-dir '': expected a directory\n");
+        return -1;
+    }
+    if (o->checkpoint_every && !o->checkpoint_dir) {
+        fprintf(stderr, "p3d-worker: --checkpoint-every needs --checkpoint-dir\n");
         return -1;
     }
     if (o->bench_min > o->bench_max) {
@@ -291,6 +302,25 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
     return &broken;
 }
 
+/* P3DW_DIE=RANK:STEP (tests only): rank RANK kills itself with SIGKILL
+ * before step STEP, in the first attempt only (P3D_RESTART_COUNT unset or
+ * 0), so that a restarted job gets past it.  Returns the step for this
+ * rank (0: none) or -1 for a malformed value (message printed). */
+static int die_step(int rank)
+{
+    const char *s = getenv("P3DW_DIE"), *rc = getenv("P3D_RESTART_COUNT");
+    int r, step, n = 0;
+    if (!s || !*s)
+        return 0;
+    if (sscanf(s, "%d:%d%n", &r, &step, &n) != 2 || s[n] || r < 0 || step < 1) {
+        fprintf(stderr, "p3d-worker: P3DW_DIE='%s': expected RANK:STEP (a test switch)\n", s);
+        return -1;
+    }
+    if (r != rank || (rc && *rc && strcmp(rc, "0")))
+        return 0;
+    return step;
+}
+
 int main(int argc, char **argv)
 {
     p3dw_opts o;
@@ -349,6 +379,17 @@ int main(int argc, char **argv)
     int grad_bad = 0;
     if (o.check_grad && e.rank == 0)
         grad_bad = p3dw_check_grad(&o, ops, 3e-2, !o.json) != 0;
+    p3dw_ckpt ck = {.dir = o.checkpoint_dir, .every = o.checkpoint_every,
+                    .keep = o.checkpoint_keep, .w = w, .e = &e, .o = &o};
+    if (o.checkpoint_dir) {
+        if (p3dw_ckpt_open(&ck))
+            goto out;
+        run.ckpt = &ck;
+    }
+    if ((run.die_at_step = die_step(e.rank)) < 0) {
+        rc = 2;
+        goto out;
+    }
     run.ops = ops;
     run.micro_batches = o.micro_batches;
     run.json = o.json;
@@ -364,8 +405,11 @@ int main(int argc, char **argv)
                         "hidden %d, global batch %d, %d micro-batches, %d steps\n",
                 ops->name, e.world, e.size[0], e.size[1], e.size[2], o.layers, o.hidden,
                 o.global_batch, o.micro_batches, o.steps);
-    if (p3dw_train(&o, &run, losses, &mine.st))
+    int trc = p3dw_train(&o, &run, losses, &mine.st);
+    if (trc) {
+        rc = trc == -2 ? 2 : 1;
         goto out;
+    }
     for (int d = 0; d < P3DW_NDIM; d++)
         mine.coord[d] = e.coord[d];
     tcp_set_activity(w, "gathering the report");

@@ -15,6 +15,7 @@
 #include "worker.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -260,6 +261,45 @@ static void init_weights(state *S, float *host)
     }
 }
 
+/* The parameters a checkpoint holds, gathered into / scattered from one
+ * host array. */
+static size_t param_count(const state *S) { return (size_t)S->nl * 2 * S->h * S->f; }
+
+static void params_get(state *S, float *host) { S->ops->download(host, S->w, param_count(S)); }
+
+static void params_put(state *S, const float *host) { S->ops->upload(S->w, host, param_count(S)); }
+
+/* --checkpoint-dir at start: resume from the newest complete checkpoint.
+ * Returns the step to start at, -1 or -2 (p3dw_ckpt_load). */
+static int resume(state *S, double *losses)
+{
+    size_t n = param_count(S);
+    float *host = malloc(sizeof *host * (n ? n : 1));
+    if (!host) {
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+        return -1;
+    }
+    int step = p3dw_ckpt_load(S->r->ckpt, host, n, losses);
+    if (step > 0)
+        params_put(S, host);
+    free(host);
+    return step;
+}
+
+static int checkpoint(state *S, const double *losses)
+{
+    size_t n = param_count(S);
+    float *host = malloc(sizeof *host * (n ? n : 1));
+    if (!host) {
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+        return -1;
+    }
+    params_get(S, host);
+    int rc = p3dw_ckpt_save(S->r->ckpt, S->step + 1, host, n, losses);
+    free(host);
+    return rc;
+}
+
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
 {
     state S0 = {0}, *S = &S0;
@@ -304,9 +344,22 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         if (!(S->act[k] = S->ops->alloc(an)) || (last && !(S->dout[k] = S->ops->alloc(bh))))
             goto out;
     init_weights(S, hostw);
+    int start = 0;
+    if (r->ckpt && (start = resume(S, losses)) < 0) {
+        rc = start;
+        goto out;
+    }
+    r->resumed_from = start;
 
     double norm = (double)o->global_batch * S->h;
-    for (S->step = 0; S->step < o->steps; S->step++) {
+    for (S->step = start; S->step < o->steps; S->step++) {
+        if (S->step + 1 == r->die_at_step) {
+            /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
+            fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n",
+                    S->step + 1);
+            fflush(NULL);
+            raise(SIGKILL);
+        }
         S->ops->zero(S->g, wn);
         S->loss = 0;
         S->ops->sync();
@@ -342,6 +395,9 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
                 fflush(stdout);
             }
         }
+        if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps) &&
+            checkpoint(S, losses))
+            goto out;
     }
     rc = 0;
 out:

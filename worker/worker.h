@@ -40,21 +40,29 @@ typedef struct p3dw_opts {
     int bench_allreduce, bench_memcpy;
     size_t bench_min, bench_max; /* bytes */
     int bench_iters;
+    const char *checkpoint_dir; /* NULL: no checkpoints */
+    int checkpoint_every;       /* steps between checkpoints (0: only with --checkpoint-dir, 1) */
+    int checkpoint_keep;        /* complete checkpoints kept (0: all) */
+    int experts, top_k;         /* --experts 0: no MoE layers */
 } p3dw_opts;
 
 /* ---- rank environment (env.c) ---------------------------------------- */
 
-enum { P3DW_TP, P3DW_PP, P3DW_DP, P3DW_NDIM };
-extern const char *const p3dw_dim_name[P3DW_NDIM]; /* "tp", "pp", "dp" */
+/* The dense grid tp x pp x dp (P3DW_NDIM dims, the groups train.c always
+ * has), then the expert grid's own dims (Megatron's: etp x ep x edp x pp,
+ * EP carved out of the dense DP ranks), read from P3D_EP_*, P3D_ETP_*,
+ * P3D_EDP_* (defaults ep 1, etp tp, edp dp when unset). */
+enum { P3DW_TP, P3DW_PP, P3DW_DP, P3DW_NDIM, P3DW_EP = P3DW_NDIM, P3DW_ETP, P3DW_EDP, P3DW_NALL };
+extern const char *const p3dw_dim_name[P3DW_NALL]; /* "tp", "pp", "dp", "ep", "etp", "edp" */
 
 typedef struct p3dw_env {
     int rank, world, local_rank, local_world, node_rank;
     char master_addr[256];
     int master_port;
     char job_id[128];
-    int coord[P3DW_NDIM], size[P3DW_NDIM];
-    int *group[P3DW_NDIM];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
-    int ngroup[P3DW_NDIM];
+    int coord[P3DW_NALL], size[P3DW_NALL];
+    int *group[P3DW_NALL];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
+    int ngroup[P3DW_NALL];
 } p3dw_env;
 
 /* Reads the environment.  Returns 0, or -1 after printing which variable is
@@ -177,6 +185,28 @@ typedef struct p3dw_stats {
     double dp_ops, dp_bytes, dp_bus_bytes, dp_time;
 } p3dw_stats;
 
+/* ---- checkpoints (ckpt.c) --------------------------------------------- */
+
+typedef struct p3dw_ckpt {
+    const char *dir;
+    int every, keep;
+    tcp_world *w;
+    const p3dw_env *e;
+    const p3dw_opts *o;
+} p3dw_ckpt;
+/* Creates the directory (mode 0700).  0 or -1 (message printed). */
+int p3dw_ckpt_open(const p3dw_ckpt *c);
+/* Collective: every rank loads the newest step whose checkpoint every rank
+ * completed and whose shard is good on every rank, into params (nparam
+ * floats, this rank's shard) and losses (o->steps doubles).  Returns the
+ * step (0: none, params untouched), -1 on a failure, -2 when a shard
+ * belongs to another mesh or model (message printed: exit code 2). */
+int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *losses);
+/* Collective: writes this rank's shard of `step` atomically, then rank 0
+ * the completion marker once every rank's shard is durable.  0 or -1. */
+int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam,
+                   const double *losses);
+
 typedef struct p3dw_run {
     const p3d_ops *ops;
     p3dw_group g[P3DW_NDIM];
@@ -184,10 +214,14 @@ typedef struct p3dw_run {
     int print_loss;        /* this rank prints the loss of each step */
     int json;
     int quiet;             /* reference run: no printing */
+    const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
+    int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
+    int resumed_from;      /* out: the checkpoint step the run resumed from (0: none) */
 } p3dw_run;
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of
- * each step on the last stage's ranks (other ranks: 0).  Returns 0 or -1. */
+ * each step on the last stage's ranks (other ranks: 0).  Returns 0, -1, or
+ * -2 when the checkpoint to resume from belongs to another mesh/model. */
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
 /* Checks the model shape against the mesh; prints and returns -1 if bad. */
 int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);
