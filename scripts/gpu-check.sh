@@ -18,7 +18,9 @@
 #                  parallelism (par3drun --ep E, carved out of dp): NCCL
 #                  grouped ncclSend/ncclRecv all-to-all over EP, expert
 #                  gradients over EDP, --verify against the one-process CPU
-#                  reference (tolerance 1e-3); tp 1 and 2, pp 2 when N >= 4
+#                  reference (tolerance 1e-3); tp 1 and 2, pp 2 when N >= 4;
+#                  with 1 or 3 GPUs moe-tp1ep1 (ep 1: the experts on the GPU,
+#                  no all-to-all)
 #   moe-broken-edp N >= 4: P3DW_BREAK=edp-allreduce (the experts' EDP
 #                  gradient all-reduce skipped) on the GPU: --verify must FAIL
 #   dead-rank      N >= 2: a rank killed mid-run: the job must end non-zero
@@ -91,6 +93,9 @@ for tp in 1 2; do
         plan+=("moe-tp${tp}ep${ep}|--tp $tp --pp 1 --dp $dp --ep $ep||$base --verify --experts 8 --top-k 2 --global-batch $((8 * dp))|pass")
     done
 done
+if [[ ${plan[*]} != *moe-* ]]; then # 1 or 3 GPUs: the experts' math on the GPU, no all-to-all
+    plan+=("moe-tp1ep1|--tp 1 --pp 1 --dp $ngpu --ep 1||$base --verify --experts 8 --top-k 2 --global-batch $((8 * ngpu))|pass")
+fi
 if ((ngpu >= 4 && ngpu % 4 == 0)); then
     dp=$((ngpu / 2))
     plan+=("moe-pp2ep2|--tp 1 --pp 2 --dp $dp --ep 2||$base --verify --experts 8 --top-k 2 --micro-batches 4 --global-batch $((32 * dp))|pass")
