@@ -88,7 +88,39 @@ grep -q 'resuming from checkpoint step 3' "$dir/corrupt.out" || { echo "FAIL: di
 diff <(losses ref | grep -v 'step [1-3]/') <(losses corrupt) >/dev/null || { echo "FAIL: losses after fallback differ"; fail=1; }
 echo "ok: a corrupt shard of step 6 makes every rank resume at step 3"
 
-# 4. Another mesh: exit 2 with a message naming the field.
+# 4. The whole job SIGKILLed from outside (par3drun itself, whatever step it
+#    is at) once the checkpoint of step 5 is complete: the same command again
+#    resumes from the newest complete checkpoint and ends like the reference.
+long=(--backend cpu --layers 4 --hidden 16 --global-batch 16 --micro-batches 2 --steps 200
+      --timeout 30 --checkpoint-every 5 --checkpoint-keep 0)
+"$PAR3DRUN" --emulate --cluster "$cluster" "${mesh[@]}" -- "$P3D_WORKER" "${long[@]}" \
+    --checkpoint-dir "$dir/ck-long-ref" >"$dir/long-ref.out" 2>&1 || { echo "FAIL: 200-step run"; fail=1; }
+"$PAR3DRUN" --emulate --cluster "$cluster" "${mesh[@]}" -- "$P3D_WORKER" "${long[@]}" \
+    --checkpoint-dir "$dir/ck-long" >"$dir/long-kill.out" 2>&1 &
+pid=$!
+for ((i = 0; i < 600; i++)); do
+    [[ -f $dir/ck-long/step-00000005/complete ]] && break
+    sleep 0.05
+done
+kill -KILL "$pid"
+wait "$pid" 2>/dev/null
+sleep 0.5 # the agents and ranks see par3drun gone and end
+done_steps=$(grep -c 'step [0-9]*/200 loss' "$dir/long-kill.out")
+"$PAR3DRUN" --emulate --cluster "$cluster" "${mesh[@]}" -- "$P3D_WORKER" "${long[@]}" \
+    --checkpoint-dir "$dir/ck-long" >"$dir/long-res.out" 2>&1 || { echo "FAIL: resume after SIGKILL exited $?"; fail=1; }
+at=$(grep -o 'resuming from checkpoint step [0-9]*' "$dir/long-res.out" | grep -o '[0-9]*$')
+if [[ -z $at ]] || ((at < 5 || at >= 200)); then
+    echo "FAIL: after the job was killed at step ~$done_steps it resumed from '${at:-nothing}'"; fail=1
+else
+    lines() { grep -o 'step [0-9]*/200 loss [0-9.e+-]*' "$dir/$1.out" | awk -v a="$at" '{split($2, s, "/"); if (s[1] > a) print}'; }
+    [[ $(lines long-res | wc -l) == $((200 - at)) ]] && diff <(lines long-ref) <(lines long-res) >/dev/null ||
+        { echo "FAIL: losses after the resume from step $at differ"; fail=1; }
+    cmp -s "$dir/ck-long-ref/step-00000200/rank-00007.bin" "$dir/ck-long/step-00000200/rank-00007.bin" ||
+        { echo "FAIL: final weights after the SIGKILL/resume differ"; fail=1; }
+    echo "ok: par3drun SIGKILLed after $done_steps steps; resumed from step $at, losses and weights identical"
+fi
+
+# 5. Another mesh: exit 2 with a message naming the field.
 mesh=(--tp 1 --pp 2 --dp 4)
 run other "$dir/ck-ref"
 rc=$?
