@@ -14,6 +14,15 @@
 #   large-act-ppP  pp >= 2 with 4 MiB activations per micro-batch (beyond
 #                  NCCL's default 4 MiB buffers when grouped wrongly)
 #   broken-op      P3DW_BREAK=gelu on the GPU: --verify must FAIL
+#   moe-tpTepE...  the MoE layer (--experts 8 --top-k 2) with expert
+#                  parallelism (par3drun --ep E, carved out of dp): NCCL
+#                  grouped ncclSend/ncclRecv all-to-all over EP, expert
+#                  gradients over EDP, --verify against the one-process CPU
+#                  reference (tolerance 1e-3); tp 1 and 2, pp 2 when N >= 4;
+#                  with 1 or 3 GPUs moe-tp1ep1 (ep 1: the experts on the GPU,
+#                  no all-to-all)
+#   moe-broken-edp N >= 4: P3DW_BREAK=edp-allreduce (the experts' EDP
+#                  gradient all-reduce skipped) on the GPU: --verify must FAIL
 #   dead-rank      N >= 2: a rank killed mid-run: the job must end non-zero
 #                  with a message, no crash (NCCL abort path)
 #
@@ -76,6 +85,22 @@ for pp in 2 4 8; do
     plan+=("large-act-pp$pp|--tp 1 --pp $pp --dp 1||--backend cuda --layers $pp --hidden 4096 --global-batch 512 --micro-batches 2 --steps 2 --lr 0.01 --timeout 120|runs")
 done
 plan+=("broken-op|--tp 1 --pp 1 --dp $ngpu|P3DW_BREAK=gelu|$base --verify --global-batch $((8 * ngpu))|verify-fail")
+# MoE: experts 8 (divisible by every ep planned), ep carved out of dp.
+for tp in 1 2; do
+    for ep in 2 4 8; do
+        ((tp * ep <= ngpu && ngpu % (tp * ep) == 0)) || continue
+        dp=$((ngpu / tp))
+        plan+=("moe-tp${tp}ep${ep}|--tp $tp --pp 1 --dp $dp --ep $ep||$base --verify --experts 8 --top-k 2 --global-batch $((8 * dp))|pass")
+    done
+done
+if [[ ${plan[*]} != *moe-* ]]; then # 1 or 3 GPUs: the experts' math on the GPU, no all-to-all
+    plan+=("moe-tp1ep1|--tp 1 --pp 1 --dp $ngpu --ep 1||$base --verify --experts 8 --top-k 2 --global-batch $((8 * ngpu))|pass")
+fi
+if ((ngpu >= 4 && ngpu % 4 == 0)); then
+    dp=$((ngpu / 2))
+    plan+=("moe-pp2ep2|--tp 1 --pp 2 --dp $dp --ep 2||$base --verify --experts 8 --top-k 2 --micro-batches 4 --global-batch $((32 * dp))|pass")
+    plan+=("moe-broken-edp|--tp 1 --pp 1 --dp $ngpu --ep 2|P3DW_BREAK=edp-allreduce|$base --verify --experts 8 --top-k 2 --global-batch $((8 * ngpu))|verify-fail")
+fi
 if ((ngpu >= 2)); then
     plan+=("dead-rank|--tp $ngpu --pp 1 --dp 1|P3DW_KILL_RANK=1|--backend cuda --hidden 210 --steps 100000 --timeout 20|dies")
 fi
@@ -142,7 +167,8 @@ for c in "${plan[@]}"; do
     IFS='|' read -r name mesh envs wargs expect <<<"$c"
     log=$logs/$name.log
     rc=0
-    world=$(grep -o '[0-9]\+' <<<"$mesh" | paste -sd'*' | bc)
+    # tp * pp * dp (--ep is carved out of dp: not a factor of the world)
+    world=$(sed 's/--ep [0-9]*//' <<<"$mesh" | grep -o '[0-9]\+' | paste -sd'*' | bc)
     # shellcheck disable=SC2086
     env $envs timeout 500 "$build/par3drun" --nproc-per-node "$world" $mesh -- "$wrap" \
         "$build/p3d-worker" $wargs >"$log" 2>&1 || rc=$?
@@ -169,7 +195,7 @@ for c in "${plan[@]}"; do
         fi ;;
     verify-fail)
         if ((rc == 1)) && grep -q -- '--verify FAILED' "$log"; then
-            report PASS "$name" "a broken GeLU on the GPU fails --verify (max_rel_diff ${maxrel:-?})"
+            report PASS "$name" "${envs} on the GPU fails --verify (max_rel_diff ${maxrel:-?})"
         else
             report FAIL "$name" "a broken op was not caught (exit $rc)"
         fi ;;

@@ -149,6 +149,13 @@ static int cpu_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int
     return tcp_sendrecv(c, sto, sbuf, sn * sizeof(float), rfrom, rbuf, rn * sizeof(float));
 }
 
+static int cpu_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
+                         const size_t *rbytes)
+{
+    activity(g, "all-to-all");
+    return tcp_alltoallv(g->impl, sbuf, sbytes, rbuf, rbytes);
+}
+
 static void cpu_sync(void) {}
 
 const p3d_ops p3dw_cpu_ops = {
@@ -168,5 +175,6 @@ const p3d_ops p3dw_cpu_ops = {
     .allreduce = cpu_allreduce,
     .allreduce_host_f64 = cpu_allreduce_f64,
     .sendrecv = cpu_sendrecv,
+    .alltoallv = cpu_alltoallv,
     .sync = cpu_sync,
 };

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const p3dw_dim_name[P3DW_NDIM] = {"tp", "pp", "dp"};
+const char *const p3dw_dim_name[P3DW_NALL] = {"tp", "pp", "dp", "ep", "etp", "edp"};
 
 static int get_int(const char *name, int *out, int dflt, int required)
 {
@@ -70,9 +70,13 @@ out:
 
 int p3dw_env_read(p3dw_env *e, int need_mesh)
 {
-    static const char *const rank_var[P3DW_NDIM] = {"P3D_TP_RANK", "P3D_PP_RANK", "P3D_DP_RANK"};
-    static const char *const size_var[P3DW_NDIM] = {"P3D_TP_SIZE", "P3D_PP_SIZE", "P3D_DP_SIZE"};
-    static const char *const group_var[P3DW_NDIM] = {"P3D_TP_GROUP", "P3D_PP_GROUP", "P3D_DP_GROUP"};
+    static const char *const rank_var[P3DW_NALL] = {"P3D_TP_RANK", "P3D_PP_RANK", "P3D_DP_RANK",
+                                                    "P3D_EP_RANK", "P3D_ETP_RANK", "P3D_EDP_RANK"};
+    static const char *const size_var[P3DW_NALL] = {"P3D_TP_SIZE", "P3D_PP_SIZE", "P3D_DP_SIZE",
+                                                    "P3D_EP_SIZE", "P3D_ETP_SIZE", "P3D_EDP_SIZE"};
+    static const char *const group_var[P3DW_NALL] = {"P3D_TP_GROUP", "P3D_PP_GROUP",
+                                                     "P3D_DP_GROUP", "P3D_EP_GROUP",
+                                                     "P3D_ETP_GROUP", "P3D_EDP_GROUP"};
     memset(e, 0, sizeof *e);
     if (get_int("RANK", &e->rank, 0, 1) || get_int("WORLD_SIZE", &e->world, 0, 1) ||
         get_int("LOCAL_RANK", &e->local_rank, 0, 0) ||
@@ -99,13 +103,19 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
                         "parallelism; run it with --cp 1\n", cp);
         return -1;
     }
-    for (int d = 0; d < P3DW_NDIM; d++) {
+    for (int d = 0; d < P3DW_NALL; d++) {
         /* Without the launcher's mesh variables (a plain torchrun-style
-         * environment) the world is one data-parallel group. */
+         * environment) the world is one data-parallel group; without the
+         * expert grid's, ep is 1, etp is tp and edp is dp (Megatron's
+         * defaults). */
         int dflt_size = d == P3DW_DP ? e->world : 1;
         int dflt_rank = d == P3DW_DP ? e->rank : 0;
-        if (get_int(rank_var[d], &e->coord[d], dflt_rank, need_mesh) ||
-            get_int(size_var[d], &e->size[d], dflt_size, need_mesh))
+        if (d == P3DW_ETP || d == P3DW_EDP) {
+            dflt_size = e->size[d == P3DW_ETP ? P3DW_TP : P3DW_DP];
+            dflt_rank = e->coord[d == P3DW_ETP ? P3DW_TP : P3DW_DP];
+        }
+        if (get_int(rank_var[d], &e->coord[d], dflt_rank, need_mesh && d < P3DW_NDIM) ||
+            get_int(size_var[d], &e->size[d], dflt_size, need_mesh && d < P3DW_NDIM))
             return -1;
         if (e->size[d] < 1 || e->coord[d] >= e->size[d]) {
             fprintf(stderr, "p3d-worker: %s=%d %s=%d: expected 0 <= rank < size\n", rank_var[d],
@@ -128,12 +138,20 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
                 e->size[0], e->size[1], e->size[2], e->world);
         return -1;
     }
+    if ((long)e->size[P3DW_ETP] * e->size[P3DW_EP] * e->size[P3DW_EDP] * e->size[P3DW_PP] !=
+        e->world) {
+        fprintf(stderr, "p3d-worker: P3D_ETP_SIZE*P3D_EP_SIZE*P3D_EDP_SIZE*P3D_PP_SIZE = "
+                        "%d*%d*%d*%d != WORLD_SIZE=%d (the expert grid must cover the world)\n",
+                e->size[P3DW_ETP], e->size[P3DW_EP], e->size[P3DW_EDP], e->size[P3DW_PP],
+                e->world);
+        return -1;
+    }
     return 0;
 }
 
 void p3dw_env_free(p3dw_env *e)
 {
-    for (int d = 0; d < P3DW_NDIM; d++) {
+    for (int d = 0; d < P3DW_NALL; d++) {
         free(e->group[d]);
         e->group[d] = NULL;
     }

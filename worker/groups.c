@@ -38,12 +38,24 @@ int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine, co
     return -1;
 }
 
-int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NDIM])
+/* The expert grid's splits: EP, ETP and EDP groups vary their own
+ * coordinate with the other two and pp fixed. */
+static int expert_colour(const p3dw_env *e, int d)
+{
+    static const int dims[3] = {P3DW_ETP, P3DW_EP, P3DW_EDP};
+    int colour = e->coord[P3DW_PP];
+    for (int i = 2; i >= 0; i--)
+        if (dims[i] != d)
+            colour = colour * e->size[dims[i]] + e->coord[dims[i]];
+    return colour;
+}
+
+int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NALL], int moe)
 {
     int rc = -1, n = e->world;
     int *all = malloc(sizeof(int) * P3DW_NDIM * (size_t)n);
     char *seen = calloc((size_t)n, 1);
-    memset(comm, 0, sizeof(tcp_comm) * P3DW_NDIM);
+    memset(comm, 0, sizeof(tcp_comm) * P3DW_NALL);
     if (!all || !seen)
         goto out;
     int mine[P3DW_NDIM];
@@ -72,13 +84,18 @@ int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NDIM])
         if (tcp_comm_split(w, colour, e->coord[d], &comm[d]))
             goto out;
     }
+    for (int d = P3DW_NDIM; d < P3DW_NALL; d++)
+        if (tcp_comm_split(w, expert_colour(e, d), e->coord[d], &comm[d]))
+            goto out;
+    if (moe)
+        tcp_comm_connect_all(&comm[P3DW_EP]);
     int bad = 0;
-    for (int d = 0; d < P3DW_NDIM; d++) {
+    static const char *const up[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
+    for (int d = 0; d < P3DW_NALL; d++) {
         if (comm[d].size != e->size[d] || comm[d].rank != e->coord[d]) {
             fprintf(stderr, "p3d-worker: rank %d: %s group has %d members and I am #%d, but "
                             "P3D_%s_SIZE/RANK say %d and %d\n", e->rank, p3dw_dim_name[d],
-                    comm[d].size, comm[d].rank, d == 0 ? "TP" : d == 1 ? "PP" : "DP",
-                    e->size[d], e->coord[d]);
+                    comm[d].size, comm[d].rank, up[d], e->size[d], e->coord[d]);
             bad = 1;
         }
         if (e->group[d] && p3dw_group_compare(e->rank, p3dw_dim_name[d], comm[d].members,
@@ -105,7 +122,7 @@ int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NDIM])
     rc = 0;
 out:
     if (rc)
-        for (int d = 0; d < P3DW_NDIM; d++)
+        for (int d = 0; d < P3DW_NALL; d++)
             tcp_comm_free(&comm[d]);
     free(all);
     free(seen);

@@ -42,6 +42,11 @@ static const opt_row rows[] = {
     {"bench-min", O_SIZE, OFF(bench_min), 4, 1ull << 34, "smallest benchmark buffer, bytes or K/M/G (default 1K)"},
     {"bench-max", O_SIZE, OFF(bench_max), 4, 1ull << 34, "largest benchmark buffer (default 64M)"},
     {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
+    {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0, "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},
+    {"checkpoint-every", O_INT, OFF(checkpoint_every), 0, 1 << 20, "steps between checkpoints (default 0: only after the last step)"},
+    {"checkpoint-keep", O_INT, OFF(checkpoint_keep), 0, 1 << 20, "complete checkpoints kept, older ones removed (default 2; 0: all)"},
+    {"experts", O_INT, OFF(experts), 0, 4096, "experts per MoE layer; every second layer becomes MoE (default 0: none)"},
+    {"top-k", O_INT, OFF(top_k), 1, 4096, "experts each token is routed to (default 2)"},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -80,7 +85,7 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
     *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .micro_batches = 1,
                      .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
                      .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
-                     .bench_iters = 5};
+                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -167,6 +172,14 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
         fprintf(stderr, "p3d-worker: --p2p '%s': expected buffered or strict\n", o->p2p);
         return -1;
     }
+    if (o->checkpoint_dir && !*o->checkpoint_dir) {
+        fprintf(stderr, "p3d-worker: --checkpoint-dir '': expected a directory\n");
+        return -1;
+    }
+    if (o->checkpoint_every && !o->checkpoint_dir) {
+        fprintf(stderr, "p3d-worker: --checkpoint-every needs --checkpoint-dir\n");
+        return -1;
+    }
     if (o->bench_min > o->bench_max) {
         fprintf(stderr, "p3d-worker: --bench-min is larger than --bench-max\n");
         return -1;
@@ -215,8 +228,8 @@ static int verify(const p3dw_opts *o, const double *losses, double tol, double *
                   double *drop)
 {
     p3dw_run ref = {.ops = &p3dw_cpu_ops, .micro_batches = 1, .quiet = 1};
-    const char *names[P3DW_NDIM] = {"TP", "PP", "DP"};
-    for (int d = 0; d < P3DW_NDIM; d++)
+    const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
+    for (int d = 0; d < P3DW_NALL; d++)
         ref.g[d] = (p3dw_group){.size = 1, .rank = 0, .name = names[d]};
     double *rl = calloc((size_t)o->steps, sizeof *rl);
     p3dw_stats st;
@@ -258,16 +271,17 @@ out:
  * runs on, never the CPU reference of --verify, to show that --verify and
  * --check-grad fail on a real bug.  "gelu": GeLU forward doubled (an op bug
  * shared by forward and loss); "dp-allreduce": the DP gradient all-reduce
- * does nothing. */
+ * does nothing; "edp-allreduce": the same for the experts' EDP all-reduce. */
 static const p3d_ops *g_real;
 static void broken_gelu(const void *Z, void *G, size_t n)
 {
     g_real->gelu_fwd(Z, G, n);
     g_real->axpy(G, G, n, 1.0f);
 }
+static const char *g_skip; /* the group whose all-reduce does nothing */
 static int broken_allreduce(p3dw_group *g, void *buf, size_t n)
 {
-    return strcmp(g->name, "DP") ? g_real->allreduce(g, buf, n) : 0;
+    return strcmp(g->name, g_skip) ? g_real->allreduce(g, buf, n) : 0;
 }
 static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
 {
@@ -279,10 +293,12 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
     broken = *ops;
     if (!strcmp(b, "gelu"))
         broken.gelu_fwd = broken_gelu;
-    else if (!strcmp(b, "dp-allreduce"))
+    else if (!strcmp(b, "dp-allreduce") || !strcmp(b, "edp-allreduce")) {
+        g_skip = b[0] == 'd' ? "DP" : "EDP";
         broken.allreduce = broken_allreduce;
-    else {
-        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu or dp-allreduce\n", b);
+    } else {
+        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu, dp-allreduce or "
+                        "edp-allreduce\n", b);
         return NULL;
     }
     if (rank == 0)
@@ -291,12 +307,31 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
     return &broken;
 }
 
+/* P3DW_DIE=RANK:STEP (tests only): rank RANK kills itself with SIGKILL
+ * before step STEP, in the first attempt only (P3D_RESTART_COUNT unset or
+ * 0), so that a restarted job gets past it.  Returns the step for this
+ * rank (0: none) or -1 for a malformed value (message printed). */
+static int die_step(int rank)
+{
+    const char *s = getenv("P3DW_DIE"), *rc = getenv("P3D_RESTART_COUNT");
+    int r, step, n = 0;
+    if (!s || !*s)
+        return 0;
+    if (sscanf(s, "%d:%d%n", &r, &step, &n) != 2 || s[n] || r < 0 || step < 1) {
+        fprintf(stderr, "p3d-worker: P3DW_DIE='%s': expected RANK:STEP (a test switch)\n", s);
+        return -1;
+    }
+    if (r != rank || (rc && *rc && strcmp(rc, "0")))
+        return 0;
+    return step;
+}
+
 int main(int argc, char **argv)
 {
     p3dw_opts o;
     p3dw_env e = {0};
     tcp_world *w = NULL;
-    tcp_comm comm[P3DW_NDIM] = {0};
+    tcp_comm comm[P3DW_NALL] = {0};
     p3dw_run run = {0};
     double *losses = NULL;
     p3dw_rank_record *all = NULL;
@@ -313,7 +348,8 @@ int main(int argc, char **argv)
         goto out;
     const p3d_ops *ops = &p3dw_cpu_ops;
     if (!o.bench_allreduce) {
-        if (p3dw_check_shape(&o, e.size[0], e.size[1], e.size[2], o.micro_batches))
+        if (p3dw_check_shape(&o, e.size[0], e.size[1], e.size[2], o.micro_batches) ||
+            p3dw_check_moe(&o, e.size[P3DW_TP], e.size[P3DW_EP], e.size[P3DW_ETP]))
             goto out;
         rc = 1; /* "no GPU" for --backend cuda is a runtime failure */
         if (!(ops = choose_backend(&o, &e, &cuda)))
@@ -331,12 +367,27 @@ int main(int argc, char **argv)
         rc = p3dw_bench_allreduce(&o, w) ? 1 : 0;
         goto out;
     }
-    if (p3dw_groups_make(w, &e, comm)) {
+    if (p3dw_groups_make(w, &e, comm, o.experts > 0)) {
         rc = 2;
         goto out;
     }
-    const char *names[P3DW_NDIM] = {"TP", "PP", "DP"};
-    for (int d = 0; d < P3DW_NDIM; d++)
+    if (o.experts > 0) {
+        /* etp == tp was checked; the MoE layer also relies on the ETP group
+         * being the TP group itself (the same ranks hold the same tokens). */
+        int same = comm[P3DW_ETP].size == comm[P3DW_TP].size;
+        for (int i = 0; same && i < comm[P3DW_TP].size; i++)
+            same = comm[P3DW_ETP].members[i] == comm[P3DW_TP].members[i];
+        if (!same) {
+            fprintf(stderr, "p3d-worker: rank %d: --experts: the ETP group (P3D_ETP_GROUP) is "
+                            "not the TP group: the rank order puts expert tensor parallelism "
+                            "elsewhere than tp, which the bundled MoE layer does not support\n",
+                    e.rank);
+            rc = 2;
+            goto out;
+        }
+    }
+    const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
+    for (int d = 0; d < P3DW_NALL; d++)
         run.g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
                                 .impl = &comm[d]};
     if (cuda) {
@@ -349,6 +400,17 @@ int main(int argc, char **argv)
     int grad_bad = 0;
     if (o.check_grad && e.rank == 0)
         grad_bad = p3dw_check_grad(&o, ops, 3e-2, !o.json) != 0;
+    p3dw_ckpt ck = {.dir = o.checkpoint_dir, .every = o.checkpoint_every,
+                    .keep = o.checkpoint_keep, .w = w, .e = &e, .o = &o};
+    if (o.checkpoint_dir) {
+        if (p3dw_ckpt_open(&ck))
+            goto out;
+        run.ckpt = &ck;
+    }
+    if ((run.die_at_step = die_step(e.rank)) < 0) {
+        rc = 2;
+        goto out;
+    }
     run.ops = ops;
     run.micro_batches = o.micro_batches;
     run.json = o.json;
@@ -364,9 +426,16 @@ int main(int argc, char **argv)
                         "hidden %d, global batch %d, %d micro-batches, %d steps\n",
                 ops->name, e.world, e.size[0], e.size[1], e.size[2], o.layers, o.hidden,
                 o.global_batch, o.micro_batches, o.steps);
-    if (p3dw_train(&o, &run, losses, &mine.st))
+    if (e.rank == 0 && o.experts > 0)
+        fprintf(stderr, "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
+                        "etp %d x edp %d (%d experts per rank)\n", o.experts, o.top_k,
+                e.size[P3DW_EP], e.size[P3DW_ETP], e.size[P3DW_EDP], o.experts / e.size[P3DW_EP]);
+    int trc = p3dw_train(&o, &run, losses, &mine.st);
+    if (trc) {
+        rc = trc == -2 ? 2 : 1;
         goto out;
-    for (int d = 0; d < P3DW_NDIM; d++)
+    }
+    for (int d = 0; d < P3DW_NALL; d++)
         mine.coord[d] = e.coord[d];
     tcp_set_activity(w, "gathering the report");
     if (tcp_world_allgather(w, &mine, all, sizeof mine))
@@ -398,7 +467,7 @@ int main(int argc, char **argv)
 out:
     if (cuda_up)
         cuda->teardown(run.g, rc != 0);
-    for (int d = 0; d < P3DW_NDIM; d++)
+    for (int d = 0; d < P3DW_NALL; d++)
         tcp_comm_free(&comm[d]);
     tcp_world_free(w);
     p3dw_env_free(&e);

@@ -5,7 +5,9 @@
  * DIR/worker-rank-N.json and DIR/worker-summary.json (fields in
  * docs/worker.md).  Bandwidths are in
  * GB/s (1e9 bytes/s); bus bandwidth of an all-reduce over n ranks counts
- * 2(n-1)/n of the buffer, as nccl-tests do. */
+ * 2(n-1)/n of the buffer, as nccl-tests do; the EP all-to-all's bandwidth
+ * is the bytes a rank sends to the other members over the time it spends
+ * in all-to-alls. */
 #include "worker.h"
 
 #include <fcntl.h>
@@ -35,18 +37,23 @@ static void rank_json(FILE *f, const p3dw_env *e, const char *backend, int m,
                       const p3dw_rank_record *rec)
 {
     const p3dw_stats *s = &rec->st;
-    fprintf(f, "{\"rank\":%d,\"node_rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"backend\":\"%s\","
-           "\"steps\":%.0f,\"step_time_s\":%.6g,"
+    fprintf(f, "{\"rank\":%d,\"node_rank\":%d,\"tp\":%d,\"pp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
+           "\"edp\":%d,\"backend\":\"%s\",\"steps\":%.0f,\"step_time_s\":%.6g,"
            "\"tp_allreduce\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"busbw_gbps\":%.6g},"
            "\"pp_send\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"bw_gbps\":%.6g},"
            "\"pp_recv\":{\"ops\":%.0f,\"bytes\":%.0f,\"wait_s\":%.6g},"
            "\"dp_allreduce\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"busbw_gbps\":%.6g},"
+           "\"ep_alltoall\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"bw_gbps\":%.6g},"
+           "\"edp_allreduce\":{\"ops\":%.0f,\"bytes\":%.0f,\"time_s\":%.6g,\"busbw_gbps\":%.6g},"
            "\"bubble_measured\":%.6g,\"bubble_analytic\":%.6g}\n",
-           e->rank, e->node_rank, e->coord[0], e->coord[1], e->coord[2], backend, s->steps,
+           e->rank, e->node_rank, e->coord[0], e->coord[1], e->coord[2], e->coord[P3DW_EP],
+           e->coord[P3DW_ETP], e->coord[P3DW_EDP], backend, s->steps,
            s->steps > 0 ? s->step_time / s->steps : 0.0, s->tp_ops, s->tp_bytes, s->tp_time,
            rate(s->tp_bus_bytes, s->tp_time), s->pp_send_ops, s->pp_send_bytes, s->pp_send_time,
            rate(s->pp_send_bytes, s->pp_send_time + s->pp_recv_time), s->pp_recv_ops, s->pp_recv_bytes,
            s->pp_recv_time, s->dp_ops, s->dp_bytes, s->dp_time, rate(s->dp_bus_bytes, s->dp_time),
+           s->ep_ops, s->ep_bytes, s->ep_time, rate(s->ep_bytes, s->ep_time), s->edp_ops,
+           s->edp_bytes, s->edp_time, rate(s->edp_bus_bytes, s->edp_time),
            bubble(s), p3dw_analytic_bubble(e->size[1], m));
 }
 
@@ -106,16 +113,25 @@ static void table(const p3dw_env *e, const char *backend, const p3dw_opts *o,
 {
     printf("\np3d-worker: %s backend, tp %d x pp %d x dp %d, %d micro-batches, %d steps\n",
            backend, e->size[0], e->size[1], e->size[2], o->micro_batches, o->steps);
-    printf("%5s %5s %3s %3s %3s %10s %12s %12s %12s %7s\n", "rank", "node", "tp", "pp", "dp",
-           "step_ms", "tp_busbw", "pp_bw", "dp_busbw", "bubble");
+    int moe = o->experts > 0;
+    if (moe)
+        printf("MoE: %d experts, top-%d; ep %d x etp %d x edp %d\n", o->experts, o->top_k,
+               e->size[P3DW_EP], e->size[P3DW_ETP], e->size[P3DW_EDP]);
+    printf("%5s %5s %3s %3s %3s %10s %12s %12s %12s %7s%s\n", "rank", "node", "tp", "pp", "dp",
+           "step_ms", "tp_busbw", "pp_bw", "dp_busbw", "bubble",
+           moe ? "  ep     ep_a2a_bw   edp_busbw" : "");
     for (int r = 0; r < n; r++) {
         const p3dw_stats *s = &all[r].st;
-        printf("%5.0f %5.0f %3.0f %3.0f %3.0f %10.3f %9.3f GB/s %7.3f GB/s %7.3f GB/s %7.3f\n",
+        printf("%5.0f %5.0f %3.0f %3.0f %3.0f %10.3f %9.3f GB/s %7.3f GB/s %7.3f GB/s %7.3f",
                all[r].rank, all[r].node_rank, all[r].coord[0], all[r].coord[1], all[r].coord[2],
                s->steps > 0 ? 1e3 * s->step_time / s->steps : 0.0,
                rate(s->tp_bus_bytes, s->tp_time), rate(s->pp_send_bytes, s->pp_send_time +
                                                        s->pp_recv_time),
                rate(s->dp_bus_bytes, s->dp_time), bubble(s));
+        if (moe)
+            printf(" %3.0f %9.3f GB/s %7.3f GB/s", all[r].coord[P3DW_EP],
+                   rate(s->ep_bytes, s->ep_time), rate(s->edp_bus_bytes, s->edp_time));
+        printf("\n");
     }
     printf("bubble analytic (p-1)/(m+p-1) = %.3f; verify: %s", p3dw_analytic_bubble(e->size[1],
            o->micro_batches), verify);
@@ -145,6 +161,10 @@ void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts
         sum.pp_send_time += s->pp_send_time + s->pp_recv_time;
         sum.dp_bus_bytes += s->dp_bus_bytes;
         sum.dp_time += s->dp_time;
+        sum.ep_bytes += s->ep_bytes;
+        sum.ep_time += s->ep_time;
+        sum.edp_bus_bytes += s->edp_bus_bytes;
+        sum.edp_time += s->edp_time;
     }
     FILE *outs[2] = {o->json ? stdout : NULL, log_file("worker-summary.json", -1)};
     for (int i = 0; i < 2; i++) {
@@ -152,15 +172,20 @@ void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts
         if (!f)
             continue;
         fprintf(f, "{\"summary\":true,\"backend\":\"%s\",\"world_size\":%d,"
-               "\"mesh\":{\"tp\":%d,\"pp\":%d,\"dp\":%d},\"layers\":%d,\"hidden\":%d,"
+               "\"mesh\":{\"tp\":%d,\"pp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,\"edp\":%d},"
+               "\"layers\":%d,\"hidden\":%d,\"experts\":%d,\"top_k\":%d,"
                "\"global_batch\":%d,\"micro_batches\":%d,\"steps\":%d,"
                "\"step_time_s\":%.6g,\"tp_busbw_gbps\":%.6g,\"pp_bw_gbps\":%.6g,"
-               "\"dp_busbw_gbps\":%.6g,\"bubble_measured\":%.6g,\"bubble_measured_max\":%.6g,"
+               "\"dp_busbw_gbps\":%.6g,\"ep_a2a_bw_gbps\":%.6g,\"edp_busbw_gbps\":%.6g,"
+               "\"bubble_measured\":%.6g,\"bubble_measured_max\":%.6g,"
                "\"bubble_analytic\":%.6g,\"verify\":\"%s\",\"max_rel_diff\":%.3g,\"loss_drop\":%.4g}\n",
-               backend, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden,
+               backend, e->world, e->size[0], e->size[1], e->size[2], e->size[P3DW_EP],
+               e->size[P3DW_ETP], e->size[P3DW_EDP], o->layers, o->hidden,
+               o->experts, o->experts ? o->top_k : 0,
                o->global_batch, o->micro_batches, o->steps, step_max,
                rate(sum.tp_bus_bytes, sum.tp_time), rate(sum.pp_send_bytes, sum.pp_send_time),
-               rate(sum.dp_bus_bytes, sum.dp_time), bub, bub_max,
+               rate(sum.dp_bus_bytes, sum.dp_time), rate(sum.ep_bytes, sum.ep_time),
+               rate(sum.edp_bus_bytes, sum.edp_time), bub, bub_max,
                p3dw_analytic_bubble(e->size[1], o->micro_batches), verify, max_rel, drop);
         if (f != stdout)
             fclose(f);

@@ -1,4 +1,5 @@
-/* tcp_allreduce.c - the CPU backend's ring all-reduce over TCP.
+/* tcp_allreduce.c - the CPU backend's ring all-reduce over TCP, and its
+ * all-to-all (MoE token dispatch/combine over the EP group).
  *
  * All-reduce: a ring of n members, the buffer cut into n segments;
  * n-1 reduce-scatter steps (send one segment to the right while receiving
@@ -6,6 +7,9 @@
  * member sends and receives 2(n-1)/n of the buffer, the least a ring can.
  */
 #include "tcp_internal.h"
+
+#include <stdio.h>
+#include <string.h>
 
 
 static void add_f32(void *dst, const void *src, size_t n)
@@ -59,3 +63,38 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t)
     return 0;
 }
 
+
+/* All-to-all: my own segment is copied; then n-1 steps, step s sending to
+ * member rank+s while receiving from member rank-s (that member sends to
+ * me in the same step), both directions progressing together. */
+int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf,
+                  const size_t *rbytes)
+{
+    int n = c->size, me = c->rank;
+    size_t soff = 0, roff = 0;
+    const char *sb = sbuf;
+    char *rb = rbuf;
+    for (int j = 0; j < me; j++) {
+        soff += sbytes[j];
+        roff += rbytes[j];
+    }
+    if (sbytes[me] != rbytes[me]) {
+        fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
+                        "itself but expects %zu\n", c->w->rank, sbytes[me], rbytes[me]);
+        return -1;
+    }
+    if (sbytes[me])
+        memcpy(rb + roff, sb + soff, sbytes[me]);
+    for (int s = 1; s < n; s++) {
+        int to = (me + s) % n, from = (me - s + n) % n;
+        size_t so = 0, ro = 0;
+        for (int j = 0; j < to; j++)
+            so += sbytes[j];
+        for (int j = 0; j < from; j++)
+            ro += rbytes[j];
+        if (tcp_exchange(c->w, c->tag, c->members[to], sb + so, sbytes[to], c->members[from],
+                         rb + ro, rbytes[from], NULL, 1))
+            return -1;
+    }
+    return 0;
+}

@@ -399,6 +399,7 @@ int tcp_comm_split(tcp_world *w, int colour, int key, tcp_comm *c)
         goto out;
     c->w = w;
     c->tag = w->next_tag++;
+    c->colour = colour;
     c->members = malloc(sizeof *c->members * (size_t)w->size);
     if (!c->members)
         goto out;
@@ -424,6 +425,13 @@ int tcp_comm_split(tcp_world *w, int colour, int key, tcp_comm *c)
 out:
     free(all);
     return rc;
+}
+
+void tcp_comm_connect_all(tcp_comm *c)
+{
+    for (int i = 0; i < c->size; i++)
+        if (c->members[i] != c->w->rank)
+            c->w->need[c->members[i]] = 1;
 }
 
 void tcp_comm_free(tcp_comm *c)

@@ -10,11 +10,13 @@
  * of d(global mean)/dW, which equals Megatron's average over DP of each
  * replica's mean.  Weights and data come from a per-element hash of the
  * seed, so every shard agrees with the unsplit model and the global batch
- * is the same for every mesh.
+ * is the same for every mesh.  With --experts, every second layer (global
+ * index 1, 3, ...) is a mixture-of-experts layer instead (moe.c).
  */
 #include "worker.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +71,12 @@ typedef struct state {
     p3dw_stats *st;
     const p3d_ops *ops;
     int h, f, b, m, nl, first, stage, nstage, tp, dp_rank, dp;
-    float *w, *g;                 /* weights, gradients: per layer A then B */
+    float *w, *g;                 /* dense weights, gradients: per layer A then B, or the router */
+    float *we, *ge;               /* MoE layers: this rank's expert shards, their gradients */
+    size_t *woff, *eoff;          /* per local layer: offset in w/g and we/ge */
+    int *slot;                    /* per local layer: index among this stage's MoE layers, -1 */
+    size_t wn, wen;
+    p3dw_moe *moe;
     float **act;                  /* per micro-batch: X_i, Z_i, G_i per layer, Y */
     float **dout;                 /* last stage: dLoss/dY per micro-batch */
     float *dy, *dx, *dx2, *dg, *dz, *tgt;
@@ -78,26 +85,33 @@ typedef struct state {
     int step;
 } state;
 
-#define LAYER_W(S, i) ((S)->w + (size_t)(i) * 2 * (S)->h * (S)->f)
-#define LAYER_G(S, i) ((S)->g + (size_t)(i) * 2 * (S)->h * (S)->f)
+#define LAYER_W(S, i) ((S)->w + (S)->woff[i])
+#define LAYER_G(S, i) ((S)->g + (S)->woff[i])
+#define LAYER_EW(S, i) ((S)->we + (S)->eoff[i])
+#define LAYER_EG(S, i) ((S)->ge + (S)->eoff[i])
 #define ACT_X(S, k, i) ((S)->act[k] + (size_t)(i) * ((size_t)(S)->b * ((S)->h + 2 * (S)->f)))
 #define ACT_Z(S, k, i) (ACT_X(S, k, i) + (size_t)(S)->b * (S)->h)
 #define ACT_G(S, k, i) (ACT_Z(S, k, i) + (size_t)(S)->b * (S)->f)
 #define ACT_Y(S, k) ACT_X(S, k, (S)->nl)
 
-static int tp_allreduce(state *S, float *buf, size_t n)
+int p3dw_tp_allreduce(p3dw_run *r, p3dw_stats *st, float *buf, size_t n)
 {
-    p3dw_group *g = &S->r->g[P3DW_TP];
+    p3dw_group *g = &r->g[P3DW_TP];
     if (g->size == 1)
         return 0;
-    S->ops->sync();
+    r->ops->sync();
     double t0 = now_s();
-    int rc = S->ops->allreduce(g, buf, n);
-    S->st->tp_time += now_s() - t0;
-    S->st->tp_ops++;
-    S->st->tp_bytes += n * sizeof(float);
-    S->st->tp_bus_bytes += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+    int rc = r->ops->allreduce(g, buf, n);
+    st->tp_time += now_s() - t0;
+    st->tp_ops++;
+    st->tp_bytes += n * sizeof(float);
+    st->tp_bus_bytes += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
     return rc;
+}
+
+static int tp_allreduce(state *S, float *buf, size_t n)
+{
+    return p3dw_tp_allreduce(S->r, S->st, buf, n);
 }
 
 /* One pipeline exchange: send sn floats to stage sto and/or receive rn
@@ -149,6 +163,12 @@ static int forward(state *S, int k)
     if (S->stage == 0)
         make_data(S, k, K_INPUT, 1.0f, ACT_X(S, k, 0));
     for (int i = 0; i < S->nl; i++) {
+        if (S->slot[i] >= 0) {
+            if (p3dw_moe_forward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i),
+                                 ACT_X(S, k, i), ACT_X(S, k, i + 1)))
+                return -1;
+            continue;
+        }
         float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
         ops->gemm(0, 0, S->b, S->f, S->h, ACT_X(S, k, i), A, ACT_Z(S, k, i), 0.0f);
         ops->gelu_fwd(ACT_Z(S, k, i), ACT_G(S, k, i), bf);
@@ -175,6 +195,14 @@ static int backward(state *S, int k)
     size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
     float *dy = S->stage == S->nstage - 1 ? S->dout[k] : S->dy;
     for (int i = S->nl - 1; i >= 0; i--) {
+        if (S->slot[i] >= 0) {
+            float *dx = i % 2 ? S->dx2 : S->dx;
+            if (p3dw_moe_backward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i),
+                                  LAYER_G(S, i), LAYER_EG(S, i), ACT_X(S, k, i), dy, dx))
+                return -1;
+            dy = dx;
+            continue;
+        }
         float *A = LAYER_W(S, i), *B = A + (size_t)S->h * S->f;
         float *dA = LAYER_G(S, i), *dB = dA + (size_t)S->h * S->f;
         ops->gemm(1, 0, S->f, S->h, S->b, ACT_G(S, k, i), dy, dB, 1.0f);
@@ -245,6 +273,10 @@ static void init_weights(state *S, float *host)
     float sa = sqrtf(3.0f / h), sb = sqrtf(3.0f / (4.0f * h)) / sqrtf(2.0f * (float)S->o->layers);
     for (int i = 0; i < S->nl; i++) {
         uint64_t layer = (uint64_t)(S->first + i);
+        if (S->slot[i] >= 0) {
+            p3dw_moe_init(S->moe, (int)layer, LAYER_W(S, i), LAYER_EW(S, i), host);
+            continue;
+        }
         float *A = host, *B = host + (size_t)h * f;
         for (int r = 0; r < h; r++)
             for (int c = 0; c < f; c++)
@@ -258,6 +290,97 @@ static void init_weights(state *S, float *host)
                                            (uint64_t)(c0 + r), (uint64_t)c);
         S->ops->upload(LAYER_W(S, i), host, 2 * (size_t)h * f);
     }
+}
+
+/* The parameters a checkpoint holds, gathered into / scattered from one
+ * host array. */
+static size_t param_count(const state *S) { return S->wn + S->wen; }
+
+static void params_get(state *S, float *host)
+{
+    S->ops->download(host, S->w, S->wn);
+    if (S->wen)
+        S->ops->download(host + S->wn, S->we, S->wen);
+}
+
+static void params_put(state *S, const float *host)
+{
+    S->ops->upload(S->w, host, S->wn);
+    if (S->wen)
+        S->ops->upload(S->we, host + S->wn, S->wen);
+}
+
+/* Where each local layer's weights live: dense layers and MoE routers in
+ * w, expert shards in we.  Makes the MoE buffers when there are MoE layers
+ * on this stage.  0 or -1. */
+static int layout(state *S)
+{
+    int nmoe = 0;
+    S->woff = calloc((size_t)S->nl + 1, sizeof *S->woff);
+    S->eoff = calloc((size_t)S->nl + 1, sizeof *S->eoff);
+    S->slot = calloc((size_t)S->nl + 1, sizeof *S->slot);
+    if (!S->woff || !S->eoff || !S->slot)
+        return -1;
+    for (int i = 0; i < S->nl; i++)
+        S->slot[i] = S->o->experts > 0 && (S->first + i) % 2 == 1 ? nmoe++ : -1;
+    if (nmoe && !(S->moe = p3dw_moe_new(S->o, S->r, S->st, S->b, nmoe)))
+        return -1;
+    for (int i = 0; i < S->nl; i++) {
+        S->woff[i] = S->wn;
+        S->eoff[i] = S->wen;
+        S->wn += S->slot[i] >= 0 ? p3dw_moe_router_size(S->moe) : (size_t)2 * S->h * S->f;
+        S->wen += S->slot[i] >= 0 ? p3dw_moe_expert_size(S->moe) : 0;
+    }
+    return 0;
+}
+
+/* Sums the gradients over a data-parallel group (DP for dense weights,
+ * EDP for expert shards), timed into the given counters. */
+static int grad_allreduce(state *S, p3dw_group *g, float *buf, size_t n, double *ops_,
+                          double *bytes, double *bus, double *t)
+{
+    if (g->size == 1 || n == 0)
+        return 0;
+    S->ops->sync();
+    double t1 = now_s();
+    if (S->ops->allreduce(g, buf, n))
+        return -1;
+    *t += now_s() - t1;
+    (*ops_)++;
+    *bytes += n * sizeof(float);
+    *bus += 2.0 * (g->size - 1) / g->size * n * sizeof(float);
+    return 0;
+}
+
+/* --checkpoint-dir at start: resume from the newest complete checkpoint.
+ * Returns the step to start at, -1 or -2 (p3dw_ckpt_load). */
+static int resume(state *S, double *losses)
+{
+    size_t n = param_count(S);
+    float *host = malloc(sizeof *host * (n ? n : 1));
+    if (!host) {
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+        return -1;
+    }
+    int step = p3dw_ckpt_load(S->r->ckpt, host, n, losses);
+    if (step > 0)
+        params_put(S, host);
+    free(host);
+    return step;
+}
+
+static int checkpoint(state *S, const double *losses)
+{
+    size_t n = param_count(S);
+    float *host = malloc(sizeof *host * (n ? n : 1));
+    if (!host) {
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+        return -1;
+    }
+    params_get(S, host);
+    int rc = p3dw_ckpt_save(S->r->ckpt, S->step + 1, host, n, losses);
+    free(host);
+    return rc;
 }
 
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
@@ -284,17 +407,23 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     memset(st, 0, sizeof *st);
     memset(losses, 0, sizeof *losses * (size_t)o->steps);
 
-    size_t wn = (size_t)S->nl * 2 * S->h * S->f;
+    if (layout(S))
+        goto out;
+    size_t wn = S->wn, wen = S->wen;
     size_t an = (size_t)S->nl * S->b * (S->h + 2 * S->f) + (size_t)S->b * S->h;
     size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
     int last = S->stage == S->nstage - 1;
     S->act = calloc((size_t)S->m, sizeof *S->act);
     S->dout = calloc((size_t)S->m, sizeof *S->dout);
     S->host = malloc(bh * sizeof *S->host);
-    hostw = malloc(2 * (size_t)S->h * S->f * sizeof *hostw);
+    size_t hn = 2 * (size_t)S->h * S->f;
+    if ((size_t)S->h * o->experts > hn)
+        hn = (size_t)S->h * o->experts;
+    hostw = malloc(hn * sizeof *hostw);
     if (!S->act || !S->dout || !S->host || !hostw)
         goto out;
     if (!(S->w = S->ops->alloc(wn)) || !(S->g = S->ops->alloc(wn)) ||
+        (wen && (!(S->we = S->ops->alloc(wen)) || !(S->ge = S->ops->alloc(wen)))) ||
         !(S->dy = S->ops->alloc(bh)) || !(S->dx = S->ops->alloc(bh)) ||
         !(S->dx2 = S->ops->alloc(bh)) ||
         !(S->dg = S->ops->alloc(bf)) || !(S->dz = S->ops->alloc(bf)) ||
@@ -304,27 +433,39 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         if (!(S->act[k] = S->ops->alloc(an)) || (last && !(S->dout[k] = S->ops->alloc(bh))))
             goto out;
     init_weights(S, hostw);
+    int start = 0;
+    if (r->ckpt && (start = resume(S, losses)) < 0) {
+        rc = start;
+        goto out;
+    }
+    r->resumed_from = start;
 
     double norm = (double)o->global_batch * S->h;
-    for (S->step = 0; S->step < o->steps; S->step++) {
+    for (S->step = start; S->step < o->steps; S->step++) {
+        if (S->step + 1 == r->die_at_step) {
+            /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
+            fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n",
+                    S->step + 1);
+            fflush(NULL);
+            raise(SIGKILL);
+        }
         S->ops->zero(S->g, wn);
+        if (wen)
+            S->ops->zero(S->ge, wen);
         S->loss = 0;
         S->ops->sync();
         double t0 = now_s();
         if (one_step(S))
             goto out;
         p3dw_group *dpg = &r->g[P3DW_DP];
-        if (dpg->size > 1) {
-            S->ops->sync();
-            double t1 = now_s();
-            if (S->ops->allreduce(dpg, S->g, wn))
-                goto out;
-            st->dp_time += now_s() - t1;
-            st->dp_ops++;
-            st->dp_bytes += wn * sizeof(float);
-            st->dp_bus_bytes += 2.0 * (dpg->size - 1) / dpg->size * wn * sizeof(float);
-        }
+        if (grad_allreduce(S, dpg, S->g, wn, &st->dp_ops, &st->dp_bytes, &st->dp_bus_bytes,
+                           &st->dp_time) ||
+            grad_allreduce(S, &r->g[P3DW_EDP], S->ge, wen, &st->edp_ops, &st->edp_bytes,
+                           &st->edp_bus_bytes, &st->edp_time))
+            goto out;
         S->ops->sgd(S->w, S->g, wn, (float)o->lr);
+        if (wen)
+            S->ops->sgd(S->we, S->ge, wen, (float)o->lr);
         S->ops->sync();
         st->step_time += now_s() - t0;
         st->steps++;
@@ -342,6 +483,9 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
                 fflush(stdout);
             }
         }
+        if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps) &&
+            checkpoint(S, losses))
+            goto out;
     }
     rc = 0;
 out:
@@ -354,6 +498,12 @@ out:
         }
     S->ops->release(S->w);
     S->ops->release(S->g);
+    S->ops->release(S->we);
+    S->ops->release(S->ge);
+    p3dw_moe_free(S->moe);
+    free(S->woff);
+    free(S->eoff);
+    free(S->slot);
     S->ops->release(S->dy);
     S->ops->release(S->dx);
     S->ops->release(S->dx2);

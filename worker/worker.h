@@ -40,21 +40,29 @@ typedef struct p3dw_opts {
     int bench_allreduce, bench_memcpy;
     size_t bench_min, bench_max; /* bytes */
     int bench_iters;
+    const char *checkpoint_dir; /* NULL: no checkpoints */
+    int checkpoint_every;       /* steps between checkpoints (0: only with --checkpoint-dir, 1) */
+    int checkpoint_keep;        /* complete checkpoints kept (0: all) */
+    int experts, top_k;         /* --experts 0: no MoE layers */
 } p3dw_opts;
 
 /* ---- rank environment (env.c) ---------------------------------------- */
 
-enum { P3DW_TP, P3DW_PP, P3DW_DP, P3DW_NDIM };
-extern const char *const p3dw_dim_name[P3DW_NDIM]; /* "tp", "pp", "dp" */
+/* The dense grid tp x pp x dp (P3DW_NDIM dims, the groups train.c always
+ * has), then the expert grid's own dims (Megatron's: etp x ep x edp x pp,
+ * EP carved out of the dense DP ranks), read from P3D_EP_*, P3D_ETP_*,
+ * P3D_EDP_* (defaults ep 1, etp tp, edp dp when unset). */
+enum { P3DW_TP, P3DW_PP, P3DW_DP, P3DW_NDIM, P3DW_EP = P3DW_NDIM, P3DW_ETP, P3DW_EDP, P3DW_NALL };
+extern const char *const p3dw_dim_name[P3DW_NALL]; /* "tp", "pp", "dp", "ep", "etp", "edp" */
 
 typedef struct p3dw_env {
     int rank, world, local_rank, local_world, node_rank;
     char master_addr[256];
     int master_port;
     char job_id[128];
-    int coord[P3DW_NDIM], size[P3DW_NDIM];
-    int *group[P3DW_NDIM];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
-    int ngroup[P3DW_NDIM];
+    int coord[P3DW_NALL], size[P3DW_NALL];
+    int *group[P3DW_NALL];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
+    int ngroup[P3DW_NALL];
 } p3dw_env;
 
 /* Reads the environment.  Returns 0, or -1 after printing which variable is
@@ -72,6 +80,7 @@ typedef struct tcp_comm {
     uint32_t tag;      /* distinguishes this communicator's messages */
     int size, rank;    /* my index in members */
     int *members;      /* world ranks, ordered by key (owned) */
+    int colour;        /* of the split that made it (the CUDA backend splits alike) */
 } tcp_comm;
 
 /* Rank 0 binds master_port (SO_REUSEADDR); the others connect with retries
@@ -108,15 +117,27 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t);
  * grouped ncclSend + ncclRecv. */
 int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
                  size_t rlen);
+/* All-to-all with per-member byte counts: segment j of sbuf (sbytes[j],
+ * segments back to back in member order) goes to member j, segment j of
+ * rbuf comes from member j.  n-1 pairwise exchanges (send to rank+s while
+ * receiving from rank-s), each progressing both directions, so it cannot
+ * deadlock under --p2p strict.  Members need direct connections to every
+ * other member: call tcp_comm_connect_all() before tcp_world_connect(). */
+int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf,
+                  const size_t *rbytes);
+/* Marks every member of c as needing a direct connection (all-to-all). */
+void tcp_comm_connect_all(tcp_comm *c);
 /* What the comm is used for, for error messages ("TP all-reduce"). */
 void tcp_set_activity(tcp_world *w, const char *what);
 
 /* ---- groups (groups.c) ------------------------------------------------ */
 
-/* Derives the TP/PP/DP communicators by splits over coordinates allgathered
- * from every rank, checks the mesh and compares each group with the
- * launcher's lists.  Returns 0, or -1 after printing both lists. */
-int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NDIM]);
+/* Derives the TP/PP/DP communicators and the expert grid's EP/ETP/EDP ones
+ * by splits over coordinates allgathered from every rank, checks the mesh
+ * and compares each group with the launcher's lists.  The EP members get
+ * all-to-all connections when moe is set.  Returns 0, or -1 after printing
+ * both lists. */
+int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NALL], int moe);
 /* Compares a derived group with the launcher's; 0 if equal, else -1 with a
  * message naming both.  Exposed for tests through the worker's output. */
 int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine,
@@ -162,6 +183,11 @@ typedef struct p3d_ops {
      * receive.  The pipeline's only point-to-point primitive. */
     int (*sendrecv)(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
                     size_t rn);
+    /* All-to-all in bytes (MoE dispatch/combine over the EP group):
+     * segment j of sbuf (sbytes[j], back to back) to member j, segment j of
+     * rbuf from member j.  NCCL: ncclSend/ncclRecv per peer, grouped. */
+    int (*alltoallv)(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
+                     const size_t *rbytes);
     void (*sync)(void);
 } p3d_ops;
 
@@ -175,22 +201,75 @@ typedef struct p3dw_stats {
     double pp_send_ops, pp_send_bytes, pp_send_time;
     double pp_recv_ops, pp_recv_bytes, pp_recv_time;  /* recv time = idle */
     double dp_ops, dp_bytes, dp_bus_bytes, dp_time;
+    double ep_ops, ep_bytes, ep_time;  /* all-to-all: bytes sent to other members */
+    double edp_ops, edp_bytes, edp_bus_bytes, edp_time;
 } p3dw_stats;
+
+/* ---- checkpoints (ckpt.c) --------------------------------------------- */
+
+typedef struct p3dw_ckpt {
+    const char *dir;
+    int every, keep;
+    tcp_world *w;
+    const p3dw_env *e;
+    const p3dw_opts *o;
+} p3dw_ckpt;
+/* Creates the directory (mode 0700).  0 or -1 (message printed). */
+int p3dw_ckpt_open(const p3dw_ckpt *c);
+/* Collective: every rank loads the newest step whose checkpoint every rank
+ * completed and whose shard is good on every rank, into params (nparam
+ * floats, this rank's shard) and losses (o->steps doubles).  Returns the
+ * step (0: none, params untouched), -1 on a failure, -2 when a shard
+ * belongs to another mesh or model (message printed: exit code 2). */
+int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *losses);
+/* Collective: writes this rank's shard of `step` atomically, then rank 0
+ * the completion marker once every rank's shard is durable.  0 or -1. */
+int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam,
+                   const double *losses);
 
 typedef struct p3dw_run {
     const p3d_ops *ops;
-    p3dw_group g[P3DW_NDIM];
+    p3dw_group g[P3DW_NALL];  /* ETP is the TP group (the MoE layer needs etp == tp) */
     int micro_batches;
     int print_loss;        /* this rank prints the loss of each step */
     int json;
     int quiet;             /* reference run: no printing */
+    const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
+    int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
+    int resumed_from;      /* out: the checkpoint step the run resumed from (0: none) */
 } p3dw_run;
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of
- * each step on the last stage's ranks (other ranks: 0).  Returns 0 or -1. */
+ * each step on the last stage's ranks (other ranks: 0).  Returns 0, -1, or
+ * -2 when the checkpoint to resume from belongs to another mesh/model. */
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
 /* Checks the model shape against the mesh; prints and returns -1 if bad. */
 int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);
+/* The same for --experts/--top-k against ep and etp. */
+int p3dw_check_moe(const p3dw_opts *o, int tp, int ep, int etp);
+
+/* A TP all-reduce of n floats, timed into st (train.c; no-op for tp 1). */
+int p3dw_tp_allreduce(p3dw_run *r, p3dw_stats *st, float *buf, size_t n);
+
+/* ---- MoE layer (moe.c) ------------------------------------------------ */
+typedef struct p3dw_moe p3dw_moe;
+/* Buffers for b tokens per micro-batch and nslot MoE layers on this stage.
+ * NULL when out of memory (printed). */
+p3dw_moe *p3dw_moe_new(const p3dw_opts *o, p3dw_run *r, p3dw_stats *st, int b, int nslot);
+void p3dw_moe_free(p3dw_moe *M);
+size_t p3dw_moe_router_size(const p3dw_moe *M); /* floats: h x E */
+size_t p3dw_moe_expert_size(const p3dw_moe *M); /* floats: this rank's expert shards */
+/* Initialises global layer `layer`'s router and expert shards (host: a
+ * staging buffer of at least max(h·E, 2·h·fe) floats). */
+void p3dw_moe_init(p3dw_moe *M, int layer, float *router, float *experts, float *host);
+/* Forward of micro-batch k through MoE layer `slot` (0.. on this stage):
+ * X -> Y (b x h).  Collective over EP and TP.  0 or -1. */
+int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
+                     const float *X, float *Y);
+/* Backward: dy -> dx (dx != dy), accumulating the router's and experts'
+ * gradients.  0 or -1. */
+int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
+                      float *drouter, float *dexperts, const float *X, const float *dy, float *dx);
 
 /* Deterministic value in [-1, 1) from a seed and three indices. */
 float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b);
@@ -204,7 +283,7 @@ int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verb
 /* ---- report (report.c) ---------------------------------------------- */
 
 typedef struct p3dw_rank_record {
-    double rank, node_rank, coord[P3DW_NDIM];
+    double rank, node_rank, coord[P3DW_NALL];
     p3dw_stats st;
 } p3dw_rank_record;
 
@@ -227,19 +306,20 @@ int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w);
  * CPU runs must not pay for that, and the worker must start where they are
  * missing.  So the backend is p3d-worker-cuda.so next to the executable (or
  * $P3D_WORKER_CUDA_LIB), exporting one descriptor, ABI number first. */
-#define P3DW_CUDA_ABI 2
+#define P3DW_CUDA_ABI 3
 typedef struct p3dw_cuda_api {
     int abi;
     /* Number of usable GPUs; 0 when none, with *why a static explanation. */
     int (*probe)(const char **why);
     /* Selects the GPU for local_rank, makes the NCCL world communicator (id
-     * from rank 0 through the TCP world) and the TP/PP/DP communicators by
-     * ncclCommSplit with groups.c's colours.  Fills g[]. Returns 0 or -1. */
-    int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NDIM],
-                 p3dw_group g[P3DW_NDIM], double op_timeout);
+     * from rank 0 through the TCP world) and the TP/PP/DP/EP/EDP
+     * communicators by ncclCommSplit with groups.c's colours (ETP shares
+     * TP's).  Fills g[]. Returns 0 or -1. */
+    int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
+                 p3dw_group g[P3DW_NALL], double op_timeout);
     /* Frees what setup made; failed != 0 after any failure: communicators
      * are then aborted, not finalized (peers may be gone). */
-    void (*teardown)(p3dw_group g[P3DW_NDIM], int failed);
+    void (*teardown)(p3dw_group g[P3DW_NALL], int failed);
     const p3d_ops *ops;
 } p3dw_cuda_api;
 /* Loads the module (cuda_loader.c); NULL with *why set when it cannot. */

@@ -17,7 +17,8 @@ n=$(grep -c '^gpu-check: PLAN mesh-' <<<"$out")
 # tp x pp x dp = 8: 10 ordered factorisations.
 ((n == 10)) || { echo "FAIL: $n mesh checks planned for 8 GPUs, expected 10"; fail=1; }
 grep -q '^gpu-check: build ok' <<<"$out" || { echo "FAIL: no 'build ok'"; fail=1; }
-for c in nvml-topo check-grad cross-backend large-act-pp8 broken-op dead-rank; do
+for c in nvml-topo check-grad cross-backend large-act-pp8 broken-op dead-rank moe-tp2ep4 moe-pp2ep2 \
+    moe-broken-edp; do
     grep -q "^gpu-check: PLAN $c" <<<"$out" || { echo "FAIL: check $c missing from the plan"; fail=1; }
 done
 # Every planned worker shape must be one the worker accepts for its mesh:
@@ -35,5 +36,25 @@ while read -r name mesh; do
         --steps 1 --timeout 30 || { echo "FAIL: $name: the planned shape fails on the CPU backend"; \
         tail -3 "$dir/$name"/rank-0.log; fail=1; }
 done < <(sed -n 's/^gpu-check: PLAN \(mesh-[^:]*\): par3drun \(--tp [0-9]* --pp [0-9]* --dp [0-9]*\).*/\1 \2/p' <<<"$out3")
-((fail)) || echo "ok: gpu-check --no-gpu plans 10 meshes for 8 GPUs, builds everything; 3-GPU shapes run"
+# The MoE checks of the 8-GPU plan (they need par3drun's --ep): all 7 must
+# be planned; three of them (tp 2, pp 2, the broken one; the others differ
+# only in numbers, and each costs ~15 s here) run 2 steps on the CPU backend
+# under par3drun --emulate with their planned mesh, arguments and
+# environment, and must give the planned verdict there too.
+cluster=$src/examples/clusters/2x-dgx-h100.json
+nmoe=0
+while IFS='|' read -r name envs mesh wargs expect; do
+    nmoe=$((nmoe + 1))
+    [[ $name == moe-tp2ep4 || $name == moe-pp2ep2 || $name == moe-broken-edp ]] || continue
+    # shellcheck disable=SC2086
+    env $envs timeout 300 "$PAR3DRUN" --emulate --cluster "$cluster" $mesh -- "$build/p3d-worker" \
+        ${wargs/--backend cuda/--backend cpu} --steps 2 >"$dir/$name.log" 2>&1
+    rc=$?
+    case $expect in
+    pass) ((rc == 0)) && grep -q '"summary":true.*"verify":"pass"' "$dir/$name.log" ;;
+    verify-fail) ((rc == 1)) && grep -q -- '--verify FAILED' "$dir/$name.log" ;;
+    esac || { echo "FAIL: $name: expected $expect on the CPU backend (exit $rc)"; tail -3 "$dir/$name.log"; fail=1; }
+done < <(sed -n 's/^gpu-check: PLAN \(moe-[^:]*\): \([A-Z0-9_]*=[^ ]* \)\{0,1\}par3drun \(--tp [^-]*--pp [^-]*--dp [^-]*--ep [0-9]*\) -- p3d-worker \(.*\)  (expect \(.*\))$/\1|\2|\3|\4|\5/p' <<<"$out")
+((nmoe == 7)) || { echo "FAIL: $nmoe MoE checks planned for 8 GPUs, expected 7"; fail=1; }
+((fail)) || echo "ok: gpu-check --no-gpu plans 10 meshes and $nmoe MoE checks for 8 GPUs, builds everything; 3-GPU shapes and 3 MoE checks run on the CPU backend"
 exit $fail

@@ -4,9 +4,11 @@
  *
  * Communicators: rank 0 makes an ncclUniqueId and hands it to everyone
  * through the TCP world the worker already has (so no NCCL_COMM_ID is
- * needed); the TP/PP/DP communicators are ncclCommSplit()s of the world
- * with the same colours and keys as groups.c, so NCCL rank i of a group is
- * the member with coordinate i.  Every collective waits for its stream with
+ * needed); the TP/PP/DP and the expert grid's EP/EDP communicators are
+ * ncclCommSplit()s of the world with the same colours and keys as groups.c
+ * (ETP shares TP's: the MoE layer needs etp == tp), so NCCL rank i of a
+ * group is the member with coordinate i.  The MoE all-to-all is one NCCL
+ * group of ncclSend/ncclRecv per peer.  Every collective waits for its stream with
  * a deadline and checks ncclCommGetAsyncError, so a dead peer ends in a
  * message and exit code 1 rather than a hang.
  *
@@ -350,6 +352,52 @@ int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, v
     return wait_comm(comm, what);
 }
 
+/* All-to-all over the group (MoE dispatch/combine): one ncclSend and one
+ * ncclRecv per other member, all inside one ncclGroupStart/End so NCCL
+ * schedules them together (no ordering between pairs can deadlock); my own
+ * segment is a device copy.  Byte counts, ncclChar. */
+int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
+                const size_t *rbytes)
+{
+    ncclComm_t *comm = group_comm(g, "all-to-all");
+    if (!comm)
+        return -1;
+    const char *sb = (const char *)sbuf;
+    char *rb = (char *)rbuf;
+    size_t so = 0, ro = 0;
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess)
+        return nccl_fail(r, "ncclGroupStart");
+    for (int j = 0; j < g->size; j++) {
+        if (j == g->rank) {
+            if (sbytes[j] != rbytes[j]) {
+                fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes "
+                                "to itself but expects %zu\n", g_rank, sbytes[j], rbytes[j]);
+                r = ncclInvalidUsage;
+            } else if (sbytes[j]) {
+                CK(cudaMemcpyAsync(rb + ro, sb + so, sbytes[j], cudaMemcpyDeviceToDevice,
+                                   g_stream));
+            }
+        } else {
+            if (r == ncclSuccess && sbytes[j])
+                r = ncclSend(sb + so, sbytes[j], ncclChar, j, *comm, g_stream);
+            if (r == ncclSuccess && rbytes[j])
+                r = ncclRecv(rb + ro, rbytes[j], ncclChar, j, *comm, g_stream);
+        }
+        so += sbytes[j];
+        ro += rbytes[j];
+    }
+    ncclResult_t r2 = ncclGroupEnd();
+    if (r == ncclSuccess)
+        r = r2;
+    if (r != ncclSuccess) {
+        nccl_fail(r, "all-to-all");
+        abort_comm(comm);
+        return -1;
+    }
+    return wait_comm(comm, "EP all-to-all");
+}
+
 void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
 
 } // namespace
@@ -357,7 +405,7 @@ void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
 const p3d_ops cuda_ops = {
     "cuda",     c_alloc,    c_release, c_upload,        c_download, c_zero,
     c_copy,     c_gemm,     c_gelu_fwd, c_gelu_bwd,     c_mse,      c_sgd,  c_axpy,
-    c_allreduce, c_allreduce_f64, c_sendrecv, c_sync,
+    c_allreduce, c_allreduce_f64, c_sendrecv, c_alltoallv, c_sync,
 };
 
 /* "No driver" and "driver too old" need different fixes, so they get
@@ -397,8 +445,8 @@ static int p3dw_cuda_probe(const char **why)
     return n;
 }
 
-static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NDIM],
-                               p3dw_group g[P3DW_NDIM], double op_timeout)
+static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
+                               p3dw_group g[P3DW_NALL], double op_timeout)
 {
     int ndev = 0;
     g_rank = e->rank;
@@ -436,15 +484,15 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
     ncclResult_t r = ncclCommInitRank(&g_world, e->world, id, e->rank);
     if (r != ncclSuccess)
         return nccl_fail(r, "ncclCommInitRank (world)");
-    for (int d = 0; d < P3DW_NDIM; d++) {
-        int colour = 0;
-        for (int o = P3DW_NDIM - 1; o >= 0; o--)
-            if (o != d)
-                colour = colour * e->size[o] + e->coord[o];
+    for (int d = 0; d < P3DW_NALL; d++) {
+        if (d == P3DW_ETP)
+            continue; /* the TP communicator, below */
         cuda_group *cg = (cuda_group *)calloc(1, sizeof *cg);
         if (!cg)
             return -1;
-        r = ncclCommSplit(g_world, colour, e->coord[d], &cg->comm, NULL);
+        /* groups.c's split: the colour of the TCP communicator, key = the
+         * coordinate, so members come in the same order. */
+        r = ncclCommSplit(g_world, comm[d].colour, e->coord[d], &cg->comm, NULL);
         if (r != ncclSuccess) {
             free(cg);
             return nccl_fail(r, "ncclCommSplit");
@@ -461,6 +509,7 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
             return -1;
         }
     }
+    g[P3DW_ETP].impl = g[P3DW_TP].impl;
     if (e->rank == 0) {
         int v = 0;
         if ((r = ncclGetVersion(&v)) != ncclSuccess)
@@ -504,9 +553,10 @@ static void close_comm(ncclComm_t *comm, int failed, const char *name)
     abort_comm(comm);
 }
 
-static void p3dw_cuda_teardown(p3dw_group g[P3DW_NDIM], int failed)
+static void p3dw_cuda_teardown(p3dw_group g[P3DW_NALL], int failed)
 {
-    for (int d = 0; d < P3DW_NDIM; d++) {
+    g[P3DW_ETP].impl = NULL; /* TP's, closed as TP */
+    for (int d = 0; d < P3DW_NALL; d++) {
         cuda_group *cg = (cuda_group *)g[d].impl;
         if (cg) {
             close_comm(&cg->comm, failed, p3dw_dim_name[d]);
