@@ -357,7 +357,8 @@ static int tell_position(leader *L, int x, char **err)
     return 0;
 }
 
-/* A JOIN from a pending peer: joins it or refuses it. */
+/* A JOIN from a pending peer: joins it (its node rank) or refuses it (0);
+ * -1 when the rendezvous cannot go on. */
 static int leader_join(leader *L, pending *p, const unsigned char *body, size_t len, int type, char **err)
 {
     p3d_join j;
@@ -400,6 +401,7 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         return 0;
     }
     int x = j.node_rank;
+    int rc = x;
     if (!j.addr[0]) {
         free(j.addr);
         j.addr = strdup(p->peer);
@@ -421,7 +423,7 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         if (L->joined[y] && tell_position(L, y, err) < 0)
             return -1;
     }
-    return 0;
+    return rc;
 }
 
 /* A frame on a joined control connection during the rendezvous: the
@@ -451,6 +453,36 @@ static int leader_frame(leader *L, int x, int type, const unsigned char *body, s
     if (p3d_gather_merge(L->g, &g, err) < 0)
         return -1;
     return 0;
+}
+
+/* Reads a joined control connection: the records of one of the leader's
+ * children's subtrees, or the connection's end (fatal: -1 with *err). */
+static int leader_conn(leader *L, int x, char **err)
+{
+    char *e = NULL;
+    int f = p3d_framer_fill(&L->fr[x], L->fds[x], &e);
+    unsigned char *body;
+    size_t len;
+    int type, bad = 0;
+    while (!bad && (type = p3d_framer_take(&L->fr[x], &body, &len)) > 0) {
+        if (L->st)
+            L->st->bytes_recv += len + 5;
+        bad = leader_frame(L, x, type, body, len, err) < 0;
+        free(body);
+    }
+    if (!bad && f < 0) {
+        int nc = tree_nchildren(x, L->k, L->n);
+        p3d_err(err, "rendezvous: node[%d] (%s) was lost before the placement was sent (its connection %s)%s", x,
+                L->joins[x].hostname, e && !strcmp(e, "closed") ? "closed" : e ? e : "failed",
+                nc > 0 ? "; it was an interior agent of the distribution tree: its subtree cannot be reached; "
+                         "nothing started"
+                       : "; nothing started");
+        bad = 1;
+        close(L->fds[x]);
+        L->fds[x] = -1;
+    }
+    free(e);
+    return bad ? -1 : 0;
 }
 
 int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
@@ -546,39 +578,16 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                 unsigned char *body = NULL;
                 size_t len = 0;
                 int type = pending_frame(p, &body, &len);
-                int e = type > 0 ? leader_join(&L, p, body, len, type, err) : 0;
+                int x = type > 0 ? leader_join(&L, p, body, len, type, err) : 0;
                 free(body);
-                if (e < 0) {
+                /* what came with the JOIN (nothing, normally) */
+                if (x < 0 || (x > 0 && leader_conn(&L, x, err) < 0)) {
                     p3d_tcp_refuse_all(fds, n, *err);
                     goto out;
                 }
                 continue;
             }
-            int x = owner[q] - maxpend;
-            char *e = NULL;
-            int f = p3d_framer_fill(&L.fr[x], fds[x], &e);
-            unsigned char *body;
-            size_t len;
-            int type, bad = 0;
-            while (!bad && f >= 0 && (type = p3d_framer_take(&L.fr[x], &body, &len)) > 0) {
-                if (st)
-                    st->bytes_recv += len + 5;
-                bad = leader_frame(&L, x, type, body, len, err) < 0;
-                free(body);
-            }
-            if (!bad && f < 0) {
-                int nc = tree_nchildren(x, L.k, n);
-                p3d_err(err, "rendezvous: node[%d] (%s) was lost before the placement was sent (its connection %s)%s",
-                        x, joins[x].hostname, e && !strcmp(e, "closed") ? "closed" : e ? e : "failed",
-                        nc > 0 ? "; it was an interior agent of the distribution tree: its subtree cannot be reached; "
-                                 "nothing started"
-                               : "; nothing started");
-                bad = 1;
-                close(fds[x]);
-                fds[x] = -1;
-            }
-            free(e);
-            if (bad) {
+            if (leader_conn(&L, owner[q] - maxpend, err) < 0) {
                 p3d_tcp_refuse_all(fds, n, *err);
                 goto out;
             }
@@ -766,8 +775,9 @@ typedef struct agentj {
     p3d_tree_stats *st;
 } agentj;
 
-/* A child's TJOIN on a pending connection: adopts or refuses it. */
-static void adopt_child(agentj *A, pending *p, const unsigned char *body, size_t len, int type)
+/* A child's TJOIN on a pending connection: adopts it (its slot) or
+ * refuses it (-1). */
+static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t len, int type)
 {
     p3d_tjoin t;
     char why[512], *e = NULL;
@@ -800,12 +810,14 @@ static void adopt_child(agentj *A, pending *p, const unsigned char *body, size_t
     } else {
         int c = t.node_rank - first;
         A->kfd[c] = p->fd;
-        A->kfr[c] = p->fr;
+        A->kfr[c] = p->fr; /* its records may have come in the same read */
         memset(&p->fr, 0, sizeof p->fr);
     }
+    int slot = verdict ? -1 : t.node_rank - first;
     p->fd = -1;
     p3d_framer_free(&p->fr);
     p3d_tjoin_free(&t);
+    return slot;
 }
 
 /* Frames from an attached child: its subtree's records. */
@@ -1034,9 +1046,10 @@ static int agent_wait(agentj *A, double until, pending *pd, int maxpend, char **
                 if (p->fd != pfd[q].fd)
                     continue;
                 type = pending_frame(p, &body, &len);
-                if (type > 0)
-                    adopt_child(A, p, body, len, type);
+                int c = type > 0 ? adopt_child(A, p, body, len, type) : -1;
                 free(body);
+                if (c >= 0 && child_event(A, c, err) < 0)
+                    goto out;
             } else if (child_event(A, o, err) < 0) {
                 goto out;
             }
