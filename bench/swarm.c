@@ -24,6 +24,7 @@
 #include "mnode.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -41,6 +42,7 @@
 #define TOKEN "swarm-bench-token-0123456789"
 
 static int N, K, P = 1, W = 0;
+static int leader_port;
 
 static uint64_t fnv(const char *p, size_t n)
 {
@@ -147,6 +149,7 @@ typedef struct conn {
     const unsigned char *out;    /* pending output (not owned unless own) */
     size_t outlen, outoff;
     unsigned char *own;
+    int waiting;                 /* EPOLLOUT armed */
 } conn;
 
 typedef struct sagent {
@@ -162,6 +165,11 @@ static sagent *ag;
 static unsigned char *cplace;    /* the placement frame as first received */
 static size_t cplace_len;
 static int ndone;
+static int pending_out;
+static int mine_total;
+static double t_start;        /* connections with output still queued */
+static int started, joined; /* JOINs sent, TREE answers received */
+#define LAUNCH_WAVE 1024
 static uint64_t *sent;
 static p3d_node *shared_topo;
 static int samples[3];
@@ -190,7 +198,11 @@ static void flush(conn *c)
         ssize_t w = send(c->fd, c->out + c->outoff, c->outlen - c->outoff, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w <= 0) {
             if (w < 0 && (errno == EAGAIN || errno == EINTR)) {
-                watch(c, 1);
+                if (!c->waiting) {
+                    c->waiting = 1;
+                    pending_out++;
+                    watch(c, 1);
+                }
                 return;
             }
             die("send", NULL);
@@ -202,7 +214,11 @@ static void flush(conn *c)
     c->own = NULL;
     c->out = NULL;
     c->outlen = c->outoff = 0;
-    watch(c, 0);
+    if (c->waiting) {
+        c->waiting = 0;
+        pending_out--;
+        watch(c, 0);
+    }
 }
 
 static void queue(conn *c, const unsigned char *p, size_t n, int copy)
@@ -267,19 +283,12 @@ static void got_place(sagent *a, const unsigned char *body, size_t len)
     } else if (len + 5 != cplace_len || memcmp(cplace + 5, body, len)) {
         die("placement", "two agents received different bytes");
     }
-    for (int i = 0; i < 3; i++)
-        if (samples[i] == a->rank) {
-            p3d_place_msg m;
-            char *err = NULL;
-            if (p3d_cplace_decode(body, len, &m, &err) < 0)
-                die("expand", err);
-            sample_hash[i] = fnv(m.json, m.json_len);
-            p3d_place_msg_free(&m);
-        }
     for (int c = 0; c < a->nkids; c++)
         queue(a->kids[c], cplace, cplace_len, 0);
     a->state = 3;
     ndone++;
+    if (ndone == mine_total && getenv("SWARM_VERBOSE"))
+        fprintf(stderr, "swarm: player %d: all %d agents have the placement at %.3f s\n", W, ndone, p3d_now() - t_start);
 }
 
 static void on_frame(conn *c, int type, unsigned char *body, size_t len)
@@ -305,6 +314,10 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
             queue_wbuf(a->up, &b);
         }
         p3d_treepos_free(&t);
+        joined++;
+        if (joined == mine_total && getenv("SWARM_VERBOSE"))
+            fprintf(stderr, "swarm: player %d: all %d agents have their tree position at %.3f s\n", W, joined,
+                    p3d_now() - t_start);
         a->state = 1;
         send_up(a);
     } else if (c->kind == 2 && type == P3D_MSG_TJOIN) {
@@ -334,6 +347,8 @@ static void on_event(conn *c, uint32_t ev)
             int fd = accept4(c->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0)
                 return;
+            int on = 1; /* as the real agents' accepted connections (keepalive()) */
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
             new_conn(fd, c->agent, 2);
         }
     }
@@ -354,6 +369,54 @@ static void on_event(conn *c, uint32_t ev)
         free(err);
         epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
     }
+}
+
+/* Starts simulated agent i: its listening socket (interior), its record,
+ * its control connection and JOIN. */
+static void start_agent(int i)
+{
+    char *err = NULL;
+    sagent *a = &ag[i];
+    a->rank = i;
+    a->parent = (i - 1) / K;
+    long first = (long)K * i + 1;
+    a->nkids = first >= N ? 0 : (int)((first + K - 1 < N - 1 ? first + K - 1 : N - 1) - first + 1);
+    if (a->nkids) {
+        a->kids = calloc((size_t)a->nkids, sizeof *a->kids);
+        int l = p3d_tcp_listen("127.0.0.1", 0, &a->lport, &err);
+        if (l < 0)
+            die("listen", err);
+        a->lis = new_conn(l, i, 3);
+    }
+    /* this node's record: the shared topology, its name and rack */
+    char host[32], rack[32];
+    snprintf(host, sizeof host, "sim%d", i);
+    snprintf(rack, sizeof rack, "r%d", i / 32);
+    p3d_wbuf nb = {0};
+    p3d_node_encode(shared_topo, &nb);
+    p3d_rbuf rb = {.p = nb.p, .len = nb.len};
+    p3d_node *t = a->nkids ? p3d_node_decode(&rb, &err) : NULL;
+    p3d_wbuf_free(&nb);
+    p3d_grec rec = {.rank = i, .hostname = host, .addr = "127.0.0.1", .rack = rack, .master_port = 29500};
+    if (t) {
+        p3d_gather_add(&a->g, &rec, t, &err);
+    } else {
+        /* a leaf's records: its own, on the shared topology (no copy) */
+        p3d_grec *r = calloc(1, sizeof *r);
+        *r = rec;
+        r->hostname = strdup(host);
+        r->addr = strdup("127.0.0.1");
+        r->rack = strdup(rack);
+        p3d_node **tp1 = malloc(sizeof *tp1);
+        *tp1 = shared_topo;
+        a->g = (p3d_gather){.ntopos = 1, .topos = tp1, .nrec = 1, .recs = r};
+    }
+    a->ctrl = new_conn(connect_to(leader_port), i, 0);
+    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = TOKEN, .job_id = "swarm",
+                  .nnodes = N, .node_rank = i, .hostname = host, .addr = "127.0.0.1", .port = a->lport};
+    p3d_wbuf b = {0};
+    p3d_join_encode(&j, &b);
+    queue_wbuf(a->ctrl, &b);
 }
 
 int main(int argc, char **argv)
@@ -390,6 +453,7 @@ int main(int argc, char **argv)
     int lfd = p3d_tcp_listen("127.0.0.1", 0, &port, &err);
     if (lfd < 0)
         die("listen", err);
+    leader_port = port;
     int pp_[2];
     if (pipe(pp_) < 0)
         die("pipe", NULL);
@@ -411,15 +475,22 @@ int main(int argc, char **argv)
     if (W == P) {
         /* the parent: collects the players' and the leader's figures */
         close(rp[1]);
-        uint64_t busy = 0, xs[64][3];
+        uint64_t busy = 0, xs[64][5];
+        double t_all = 0, t_exp = 0;
         int same = 1, checked = 0;
         for (int w = 0; w < P && w < 64; w++) {
             if (read(rp[0], xs[w], sizeof xs[w]) != (ssize_t)sizeof xs[w])
                 die("player", "no figures");
             if (xs[w][0] > busy)
                 busy = xs[w][0];
+            double td;
+            memcpy(&td, &xs[w][3], sizeof td);
+            if (td > t_all)
+                t_all = td;
+            memcpy(&td, &xs[w][4], sizeof td);
+            if (td > t_exp)
+                t_exp = td;
         }
-        double t_all = p3d_now() - t0;
         lead_out lo;
         if (read(pp_[0], &lo, sizeof lo) != (ssize_t)sizeof lo || !lo.ok)
             die("leader", "no figures");
@@ -436,18 +507,23 @@ int main(int argc, char **argv)
             waitpid(players[w], &stt, 0);
         double bound = 4.0 * (double)lo.json_len + 65536.0 * K;
         printf("{\"nodes\": %d, \"gpus\": %d, \"fanout\": %d, \"tp\": %d, \"pp\": %d, \"players\": %d, "
-               "\"join_s\": %.3f, \"place_s\": %.3f, \"send_s\": %.3f, \"total_s\": %.3f, \"json_bytes\": %zu, "
+               "\"join_s\": %.3f, \"place_s\": %.3f, \"send_s\": %.3f, \"total_s\": %.3f, \"node_expand_s\": %.3f, \"json_bytes\": %zu, "
                "\"cplace_bytes\": %zu, \"leader_sent\": %llu, \"leader_bound\": %.0f, \"leader_recv\": %llu, "
-               "\"busiest_agent_sent\": %llu, \"leader_rss_mib\": %.1f, \"samples_same_json\": %s, "
+               "\"busiest_agent_sent\": %llu, \"leader_rss_mib\": %.1f, \"leader_cpu_s\": %.2f, \"samples_same_json\": %s, "
                "\"within\": {\"bytes\": %s, \"time_30s\": %s, \"rss_2gib\": %s}}\n",
-               N, N * 8, K, tp, pp, P, lo.t_join, lo.t_place, lo.t_send, t_all, lo.json_len, lo.cplace_len,
+               N, N * 8, K, tp, pp, P, lo.t_join, lo.t_place, lo.t_send, t_all, t_exp, lo.json_len, lo.cplace_len,
                (unsigned long long)lo.sent, bound, (unsigned long long)lo.recv, (unsigned long long)busy,
-               ru.ru_maxrss / 1024.0, same ? "true" : "false", (double)lo.sent <= bound ? "true" : "false",
+               ru.ru_maxrss / 1024.0, ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6, same ? "true" : "false", (double)lo.sent <= bound ? "true" : "false",
                t_all < 30 ? "true" : "false", ru.ru_maxrss < 2 * 1024 * 1024 ? "true" : "false");
         return same ? 0 : 1;
     }
     close(rp[0]);
     close(pp_[0]);
+    /* a player: thousands of 40-150 KiB frames come and go; keep them in
+     * the heap rather than mmap/munmap each (page faults and TLB flushes
+     * were most of the players' time). The leader keeps glibc's defaults. */
+    mallopt(M_MMAP_THRESHOLD, 64 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     if (p3d_topo_load(topo, &shared_topo, &err) < 0)
         die(topo, err);
     ep = epoll_create1(EPOLL_CLOEXEC);
@@ -457,54 +533,20 @@ int main(int argc, char **argv)
     samples[1] = K < N - 1 ? K : 1;
     samples[2] = 1;
     int mine_n = 0;
-    for (int i = 1; i < N; i++) {
-        if (i % P != W)
-            continue;
-        mine_n++;
-        sagent *a = &ag[i];
-        a->rank = i;
-        a->parent = (i - 1) / K;
-        long first = (long)K * i + 1;
-        a->nkids = first >= N ? 0 : (int)((first + K - 1 < N - 1 ? first + K - 1 : N - 1) - first + 1);
-        if (a->nkids) {
-            a->kids = calloc((size_t)a->nkids, sizeof *a->kids);
-            int l = p3d_tcp_listen("127.0.0.1", 0, &a->lport, &err);
-            if (l < 0)
-                die("listen", err);
-            a->lis = new_conn(l, i, 3);
-        }
-        /* this node's record: the shared topology, its name and rack */
-        char host[32], rack[32];
-        snprintf(host, sizeof host, "sim%d", i);
-        snprintf(rack, sizeof rack, "r%d", i / 32);
-        p3d_wbuf nb = {0};
-        p3d_node_encode(shared_topo, &nb);
-        p3d_rbuf rb = {.p = nb.p, .len = nb.len};
-        p3d_node *t = a->nkids ? p3d_node_decode(&rb, &err) : NULL;
-        p3d_wbuf_free(&nb);
-        p3d_grec rec = {.rank = i, .hostname = host, .addr = "127.0.0.1", .rack = rack, .master_port = 29500};
-        if (t) {
-            p3d_gather_add(&a->g, &rec, t, &err);
-        } else {
-            /* a leaf's records: its own, on the shared topology (no copy) */
-            p3d_grec *r = calloc(1, sizeof *r);
-            *r = rec;
-            r->hostname = strdup(host);
-            r->addr = strdup("127.0.0.1");
-            r->rack = strdup(rack);
-            p3d_node **tp1 = malloc(sizeof *tp1);
-            *tp1 = shared_topo;
-            a->g = (p3d_gather){.ntopos = 1, .topos = tp1, .nrec = 1, .recs = r};
-        }
-        a->ctrl = new_conn(connect_to(port), i, 0);
-        p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = TOKEN, .job_id = "swarm",
-                      .nnodes = N, .node_rank = i, .hostname = host, .addr = "127.0.0.1", .port = a->lport};
-        p3d_wbuf b = {0};
-        p3d_join_encode(&j, &b);
-        queue_wbuf(a->ctrl, &b);
-    }
+    for (int i = 1; i < N; i++)
+        mine_n += i % P == W;
+    /* agents start in waves: at most LAUNCH_WAVE JOINs in flight, so the
+     * leader's accept queue (net.core.somaxconn) does not overflow into
+     * SYN retransmits, which would measure the kernel's backoff */
+    int next = W ? W : P;
+    mine_total = mine_n;
+    t_start = t0;
     struct epoll_event evs[256];
     while (ndone < mine_n) {
+        for (; next < N && started - joined < LAUNCH_WAVE / P; next += P) {
+            start_agent(next);
+            started++;
+        }
         int k = epoll_wait(ep, evs, 256, 120000);
         if (k <= 0)
             die("epoll", k == 0 ? "no progress for 120 s" : NULL);
@@ -512,21 +554,34 @@ int main(int argc, char **argv)
             on_event(evs[i].data.ptr, evs[i].events);
     }
     /* the placement still queued for children in other players goes out */
-    for (int more = 1; more;) {
-        more = 0;
-        for (int i = 1; i < N; i++)
-            for (int c = 0; ag[i].kids && c < ag[i].nkids; c++)
-                if (ag[i].kids[c] && ag[i].kids[c]->outoff < ag[i].kids[c]->outlen)
-                    more = 1;
-        if (more) {
-            int k = epoll_wait(ep, evs, 256, 120000);
-            for (int i = 0; i < k; i++)
-                on_event(evs[i].data.ptr, evs[i].events);
-        }
+    while (pending_out > 0) {
+        int k = epoll_wait(ep, evs, 256, 120000);
+        if (k <= 0)
+            die("epoll", k == 0 ? "no progress for 120 s" : NULL);
+        for (int i = 0; i < k; i++)
+            on_event(evs[i].data.ptr, evs[i].events);
     }
+    if (getenv("SWARM_VERBOSE"))
+        fprintf(stderr, "swarm: player %d: %d agents done at %.3f s\n", W, mine_n, p3d_now() - t0);
+    /* every agent got the same bytes (checked on arrival); the samples
+     * expand them as a node would (each node its own, in parallel on a
+     * real cluster): timed apart */
+    double t_done = p3d_now() - t0, t_exp = 0;
+    for (int i = 0; i < 3; i++)
+        if (samples[i] % P == W) {
+            p3d_place_msg m;
+            char *e2 = NULL;
+            if (p3d_cplace_decode(cplace + 5, cplace_len - 5, &m, &e2) < 0)
+                die("expand", e2);
+            sample_hash[i] = fnv(m.json, m.json_len);
+            p3d_place_msg_free(&m);
+            t_exp = p3d_now() - t0 - t_done;
+        }
     /* busiest sender here; the JSON a sample here expanded (the parent
      * compares it with the leader's) */
-    uint64_t x[3] = {0, 0, 0};
+    uint64_t x[5] = {0, 0, 0, 0, 0};
+    memcpy(&x[3], &t_done, sizeof t_done);
+    memcpy(&x[4], &t_exp, sizeof t_exp);
     for (int i = 1; i < N; i++)
         if (sent[i] > x[0])
             x[0] = sent[i];

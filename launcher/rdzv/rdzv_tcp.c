@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -485,29 +486,98 @@ static int leader_conn(leader *L, int x, char **err)
     return bad ? -1 : 0;
 }
 
+/* The leader's pending peers: a stack of free slots and epoll, so that a
+ * join costs O(1) however many nodes there are (a poll() over every
+ * connection per wakeup is O(N^2) over the rendezvous: minutes at 16,384). */
+typedef struct lpend {
+    pending *pd;
+    int maxpend, *free, nfree, ep;
+    double next_exp;
+} lpend;
+
+#define EV_LISTEN UINT64_MAX
+
+static void lp_release(lpend *P, int slot)
+{
+    if (P->pd[slot].fd >= 0)
+        drop_pending(&P->pd[slot], "dropped", 0);
+    P->free[P->nfree++] = slot;
+}
+
+static void lp_accept(lpend *P, int lfd, int verbose)
+{
+    for (;;) {
+        int c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0)
+            return;
+        int slot;
+        if (P->nfree > 0) {
+            slot = P->free[--P->nfree];
+        } else { /* all slots taken: evict the oldest unauthenticated peer */
+            slot = 0;
+            for (int i = 1; i < P->maxpend; i++)
+                if (P->pd[i].since < P->pd[slot].since)
+                    slot = i;
+            drop_pending(&P->pd[slot], "evicted for a newer connection (all slots taken)", verbose);
+        }
+        keepalive(c);
+        P->pd[slot].fd = c;
+        P->pd[slot].since = p3d_now();
+        peer_name(c, P->pd[slot].peer, sizeof P->pd[slot].peer);
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)slot};
+        epoll_ctl(P->ep, EPOLL_CTL_ADD, c, &ev);
+        if (P->next_exp == 0 || P->pd[slot].since + HELLO_DEADLINE < P->next_exp)
+            P->next_exp = P->pd[slot].since + HELLO_DEADLINE;
+    }
+}
+
+/* Peers past their deadline go; scanned only when the earliest is due. */
+static void lp_expire(lpend *P, double now, int verbose)
+{
+    if (P->next_exp == 0 || now < P->next_exp)
+        return;
+    P->next_exp = 0;
+    for (int i = 0; i < P->maxpend; i++)
+        if (P->pd[i].fd >= 0) {
+            if (now - P->pd[i].since >= HELLO_DEADLINE) {
+                drop_pending(&P->pd[i], "no HELLO within 10 s", verbose);
+                P->free[P->nfree++] = i;
+            } else if (P->next_exp == 0 || P->pd[i].since + HELLO_DEADLINE < P->next_exp) {
+                P->next_exp = P->pd[i].since + HELLO_DEADLINE;
+            }
+        }
+}
+
 int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
                     int *fds, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err)
 {
     int n = r->boot.nnodes, rc = -1;
-    int maxpend = 2 * n + 16;
+    lpend P = {.maxpend = 2 * n + 16, .ep = -1};
     leader L = {.r = r, .n = n, .k = fanout, .verbose = verbose, .fds = fds, .joins = joins, .g = g, .st = st};
-    pending *pd = calloc((size_t)maxpend, sizeof *pd);
-    struct pollfd *pfd = calloc((size_t)(maxpend + n) + 1, sizeof *pfd);
-    int *owner = calloc((size_t)(maxpend + n) + 1, sizeof *owner);
+    P.pd = calloc((size_t)P.maxpend, sizeof *P.pd);
+    P.free = calloc((size_t)P.maxpend, sizeof *P.free);
     L.fr = calloc((size_t)n, sizeof *L.fr);
     L.joined = calloc((size_t)n, 1);
     L.have = calloc((size_t)n, 1);
     double t0 = p3d_now(), deadline = t0 + r->timeout, next_note = t0 + PROGRESS_EVERY;
     int chatty = verbose || isatty(2);
+    struct epoll_event evs[256];
     memset(g, 0, sizeof *g);
     for (int i = 0; i < n; i++)
         fds[i] = -1;
-    if (!pd || !pfd || !owner || !L.fr || !L.joined || !L.have) {
-        p3d_err(err, "out of memory");
+    P.ep = epoll_create1(EPOLL_CLOEXEC);
+    if (!P.pd || !P.free || !L.fr || !L.joined || !L.have || P.ep < 0) {
+        p3d_err(err, "rendezvous: cannot set up the leader: %s", P.ep < 0 ? strerror(errno) : "out of memory");
         goto out;
     }
-    for (int i = 0; i < maxpend; i++)
-        pd[i].fd = -1;
+    for (int i = 0; i < P.maxpend; i++) {
+        P.pd[i].fd = -1;
+        P.free[P.nfree++] = P.maxpend - 1 - i;
+    }
+    {
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+        epoll_ctl(P.ep, EPOLL_CTL_ADD, lfd, &ev);
+    }
     joins[0] = *mine;
     memset(mine, 0, sizeof *mine);
     L.joined[0] = L.have[0] = 1;
@@ -543,43 +613,37 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
             free(m);
             next_note = now + PROGRESS_EVERY;
         }
+        lp_expire(&P, now, verbose);
         double until = deadline < next_note || !chatty ? deadline : next_note;
-        expire_pending(pd, maxpend, now, &until, verbose);
-        int np = 0;
-        pfd[np] = (struct pollfd){.fd = lfd, .events = POLLIN};
-        owner[np++] = -1;
-        for (int i = 0; i < maxpend; i++)
-            if (pd[i].fd >= 0) {
-                pfd[np] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
-                owner[np++] = i;
-            }
-        for (int x = 1; x < n; x++)
-            if (fds[x] >= 0) {
-                pfd[np] = (struct pollfd){.fd = fds[x], .events = POLLIN};
-                owner[np++] = maxpend + x;
-            }
-        int ms = (int)((until - now) * 1000) + 1;
-        int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR) {
-            p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+        if (P.next_exp > 0 && P.next_exp < until)
+            until = P.next_exp;
+        int ne = epoll_wait(P.ep, evs, (int)(sizeof evs / sizeof evs[0]), (int)((until - now) * 1000) + 1);
+        if (ne < 0 && errno != EINTR) {
+            p3d_err(err, "rendezvous: epoll: %s", strerror(errno));
             goto out;
         }
-        if (pr <= 0)
-            continue;
-        if (pfd[0].revents)
-            accept_all(lfd, pd, maxpend, verbose);
-        for (int q = 1; q < np; q++) {
-            if (!pfd[q].revents)
+        for (int q = 0; q < ne; q++) {
+            uint64_t o = evs[q].data.u64;
+            if (o == EV_LISTEN) {
+                lp_accept(&P, lfd, verbose);
                 continue;
-            if (owner[q] < maxpend) {
-                pending *p = &pd[owner[q]];
-                if (p->fd != pfd[q].fd)
-                    continue; /* evicted meanwhile */
+            }
+            if (o < (uint64_t)P.maxpend) {
+                pending *p = &P.pd[o];
+                if (p->fd < 0)
+                    continue; /* dropped meanwhile */
                 unsigned char *body = NULL;
                 size_t len = 0;
+                int fd = p->fd;
                 int type = pending_frame(p, &body, &len);
                 int x = type > 0 ? leader_join(&L, p, body, len, type, err) : 0;
                 free(body);
+                if (x > 0) { /* the connection is node rank x's now */
+                    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)P.maxpend + (uint64_t)x};
+                    epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev);
+                }
+                if (p->fd < 0)
+                    lp_release(&P, (int)o);
                 /* what came with the JOIN (nothing, normally) */
                 if (x < 0 || (x > 0 && leader_conn(&L, x, err) < 0)) {
                     p3d_tcp_refuse_all(fds, n, *err);
@@ -587,7 +651,8 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                 }
                 continue;
             }
-            if (leader_conn(&L, owner[q] - maxpend, err) < 0) {
+            int x = (int)(o - (uint64_t)P.maxpend);
+            if (fds[x] >= 0 && leader_conn(&L, x, err) < 0) {
                 p3d_tcp_refuse_all(fds, n, *err);
                 goto out;
             }
@@ -602,16 +667,17 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                 fanout, p3d_now() - t0);
     rc = 0;
 out:
-    for (int i = 0; pd && i < maxpend; i++) {
-        if (pd[i].fd >= 0)
-            close(pd[i].fd);
-        p3d_framer_free(&pd[i].fr);
+    for (int i = 0; P.pd && i < P.maxpend; i++) {
+        if (P.pd[i].fd >= 0)
+            close(P.pd[i].fd);
+        p3d_framer_free(&P.pd[i].fr);
     }
     for (int i = 0; L.fr && i < n; i++)
         p3d_framer_free(&L.fr[i]);
-    free(pd);
-    free(pfd);
-    free(owner);
+    if (P.ep >= 0)
+        close(P.ep);
+    free(P.pd);
+    free(P.free);
     free(L.fr);
     free(L.joined);
     free(L.have);

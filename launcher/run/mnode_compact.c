@@ -16,6 +16,7 @@
  */
 #include "mnode.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,116 @@ static int split_json(const char *json, size_t *head, size_t *tail_at)
     *tail_at = (size_t)(c - json);
     return 0;
 }
+
+/* ---- varints and runs ---------------------------------------------------- */
+
+static void wb_var(p3d_wbuf *b, uint64_t v)
+{
+    unsigned char x[10];
+    int n = 0;
+    do {
+        x[n] = (unsigned char)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            x[n] |= 0x80;
+        n++;
+    } while (v);
+    p3d_wbuf_bytes(b, x, (size_t)n);
+}
+
+static void wb_zig(p3d_wbuf *b, int64_t v)
+{
+    wb_var(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+static uint64_t rb_var(p3d_rbuf *r)
+{
+    uint64_t v = 0;
+    for (int sh = 0; sh < 64; sh += 7) {
+        if (r->bad || r->off >= r->len) {
+            r->bad = 1;
+            return 0;
+        }
+        unsigned char c = r->p[r->off++];
+        v |= (uint64_t)(c & 0x7f) << sh;
+        if (!(c & 0x80))
+            return v;
+    }
+    r->bad = 1;
+    return 0;
+}
+
+static int64_t rb_zig(p3d_rbuf *r)
+{
+    uint64_t u = rb_var(r);
+    return (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+}
+
+/* A name as prefix + decimal number (width: zero-padded digits, 0 none);
+ * 0 when it does not end in a number that formats back to itself. */
+static int name_split(const char *s, size_t *plen, unsigned long *num, int *width)
+{
+    size_t n = strlen(s), i = n;
+    while (i > 0 && s[i - 1] >= '0' && s[i - 1] <= '9')
+        i--;
+    if (i == n || n - i > 9)
+        return 0;
+    *plen = i;
+    *num = strtoul(s + i, NULL, 10);
+    *width = s[i] == '0' && n - i > 1 ? (int)(n - i) : 0;
+    char back[16];
+    snprintf(back, sizeof back, "%0*lu", *width, *num);
+    return strcmp(back, s + i) == 0;
+}
+
+/* Node names as runs "prefix, first number, count, width" (node001..
+ * node512 is one run); a name without a number is a run of count 0. */
+static void enc_names(p3d_wbuf *b, const p3d_cluster *c)
+{
+    p3d_wbuf runs = {0};
+    uint32_t nr = 0;
+    for (size_t i = 0; i < c->nnodes;) {
+        const char *s = c->nodes[i].name;
+        size_t pl;
+        unsigned long num;
+        int w;
+        nr++;
+        if (!name_split(s, &pl, &num, &w)) {
+            wb_var(&runs, strlen(s));
+            p3d_wbuf_bytes(&runs, s, strlen(s));
+            wb_var(&runs, 0);
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        for (; j < c->nnodes; j++) {
+            const char *t = c->nodes[j].name;
+            size_t pl2;
+            unsigned long n2;
+            int w2;
+            if (!name_split(t, &pl2, &n2, &w2) || pl2 != pl || w2 != w || n2 != num + (j - i) || strncmp(s, t, pl))
+                break;
+        }
+        wb_var(&runs, pl);
+        p3d_wbuf_bytes(&runs, s, pl);
+        wb_var(&runs, j - i);
+        wb_var(&runs, num);
+        wb_var(&runs, (uint64_t)w);
+        i = j;
+    }
+    p3d_wbuf_u32(b, nr);
+    p3d_wbuf_bytes(b, runs.p, runs.len);
+    if (runs.oom)
+        b->oom = 1;
+    p3d_wbuf_free(&runs);
+}
+
+/* One run of equal steps between consecutive ranks. */
+typedef struct rrun {
+    int count;
+    int d[3];
+} rrun;
+#define REPEAT_MAXL 8
 
 static void enc_mesh(p3d_wbuf *b, const p3d_placement *pl)
 {
@@ -78,22 +189,93 @@ static void enc_compact(const p3d_cplace_in *in, p3d_wbuf *b, size_t head, size_
     p3d_wbuf_int(b, (int)c->nnvl_domains);
     for (size_t i = 0; i < c->nnvl_domains; i++)
         p3d_wbuf_str(b, c->nvl_domains[i]);
-    for (size_t i = 0; i < c->nnodes; i++) {
-        const p3d_cnode *n = &c->nodes[i];
-        int t = 0;
-        for (size_t k = 0; k < c->ntopos; k++)
-            if (c->topos[k] == n->topo)
-                t = (int)k;
-        p3d_wbuf_str(b, n->name);
-        p3d_wbuf_int(b, t);
-        p3d_wbuf_int(b, n->rack);
-        p3d_wbuf_int(b, n->nvl_domain);
+    enc_names(b, c);
+    /* per node: topology, rack, NVLink domain, as runs of equal triples */
+    p3d_wbuf runs = {0};
+    uint32_t nr = 0;
+    for (size_t i = 0; i < c->nnodes;) {
+        int t[3], u[3];
+        size_t j = i;
+        for (; j < c->nnodes; j++) {
+            const p3d_cnode *n = &c->nodes[j];
+            int *x = j == i ? t : u;
+            x[0] = 0;
+            for (size_t k = 0; k < c->ntopos; k++)
+                if (c->topos[k] == n->topo)
+                    x[0] = (int)k;
+            x[1] = n->rack;
+            x[2] = n->nvl_domain;
+            if (j > i && memcmp(t, u, sizeof t))
+                break;
+        }
+        wb_var(&runs, j - i);
+        wb_var(&runs, (uint64_t)t[0]);
+        wb_var(&runs, (uint64_t)t[1]);
+        wb_zig(&runs, t[2]);
+        nr++;
+        i = j;
     }
-    for (int q = 0; q < pl->world; q++) {
+    p3d_wbuf_u32(b, nr);
+    p3d_wbuf_bytes(b, runs.p, runs.len);
+    /* per rank: the step (node, GPU, local rank) from the previous rank,
+     * as runs of equal steps (a node's ranks on consecutive GPUs are one),
+     * and "the last L runs again, T times" for periodic layouts: the
+     * layouts policies produce are a few runs repeated */
+    runs.len = 0;
+    nr = 0;
+    size_t nrun = 0;
+    rrun *rr = malloc(((size_t)pl->world + 1) * sizeof *rr);
+    if (!rr) {
+        b->oom = 1;
+        p3d_wbuf_free(&runs);
+        return;
+    }
+    int prev[3] = {0, 0, 0};
+    for (int q = 0; q < pl->world;) {
         const p3d_rank *k = &pl->ranks[q];
-        p3d_wbuf_u32(b, (uint32_t)k->node);
-        p3d_wbuf_u32(b, (uint32_t)k->gpu << 16 | (uint32_t)k->local_rank);
+        rrun x = {1, {k->node - prev[0], k->gpu - prev[1], k->local_rank - prev[2]}};
+        int r = q + 1;
+        while (r < pl->world && pl->ranks[r].node - pl->ranks[r - 1].node == x.d[0] &&
+               pl->ranks[r].gpu - pl->ranks[r - 1].gpu == x.d[1] &&
+               pl->ranks[r].local_rank - pl->ranks[r - 1].local_rank == x.d[2])
+            r++;
+        x.count = r - q;
+        rr[nrun++] = x;
+        const p3d_rank *last = &pl->ranks[r - 1];
+        prev[0] = last->node;
+        prev[1] = last->gpu;
+        prev[2] = last->local_rank;
+        q = r;
     }
+    for (size_t i = 0; i < nrun;) {
+        size_t bestL = 0, bestT = 0;
+        for (size_t L = 1; L <= REPEAT_MAXL && L <= i; L++) {
+            size_t t = 0;
+            while (i + (t + 1) * L <= nrun && !memcmp(&rr[i + t * L], &rr[i - L], L * sizeof *rr))
+                t++;
+            if (t * L > bestT * bestL)
+                bestL = L, bestT = t;
+        }
+        if (bestT * bestL >= 2) {
+            wb_var(&runs, 0); /* count 0: a repeat */
+            wb_var(&runs, bestL);
+            wb_var(&runs, bestT);
+            i += bestT * bestL;
+        } else {
+            wb_var(&runs, (uint64_t)rr[i].count);
+            wb_zig(&runs, rr[i].d[0]);
+            wb_zig(&runs, rr[i].d[1]);
+            wb_zig(&runs, rr[i].d[2]);
+            i++;
+        }
+        nr++;
+    }
+    free(rr);
+    p3d_wbuf_u32(b, nr);
+    p3d_wbuf_bytes(b, runs.p, runs.len);
+    if (runs.oom)
+        b->oom = 1;
+    p3d_wbuf_free(&runs);
 }
 
 /* The verbatim form: the old PLACE body inside. */
@@ -269,46 +451,132 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
     }
     if (dec_strv(r, &c->racks, &c->nracks, 0) < 0 || dec_strv(r, &c->nvl_domains, &c->nnvl_domains, 0) < 0)
         goto bad;
-    /* each node at least 16 bytes, each rank 8 */
-    if ((size_t)nn * 16 + (size_t)m->pl->world * 8 > r->len - r->off)
-        goto bad;
     c->nodes = calloc((size_t)nn, sizeof *c->nodes);
     m->names = calloc((size_t)nn, sizeof *m->names);
     m->hashes = calloc((size_t)nn, sizeof *m->hashes);
     if (!c->nodes || !m->names || !m->hashes)
         goto oom;
     m->nnodes = nn;
-    for (int i = 0; i < nn; i++) {
-        p3d_cnode *n = &c->nodes[i];
-        n->name = p3d_rbuf_str(r, 255);
-        c->nnodes = (size_t)i + 1;
-        int t = p3d_rbuf_int(r, 0, nt - 1);
-        n->rack = p3d_rbuf_int(r, 0, c->nracks ? (int)c->nracks - 1 : 0);
-        n->nvl_domain = p3d_rbuf_int(r, -1, (int)c->nnvl_domains - 1);
-        if (r->bad || !c->nracks)
+    /* names */
+    uint32_t nr = p3d_rbuf_u32(r);
+    int filled = 0;
+    for (uint32_t i = 0; i < nr && !r->bad; i++) {
+        uint64_t pl = rb_var(r);
+        if (r->bad || pl > 255 || pl > r->len - r->off)
             goto bad;
-        n->topo = c->topos[t];
-        m->names[i] = strdup(n->name);
-        m->hashes[i] = strdup(n->topo->hash);
+        const char *pre = (const char *)r->p + r->off;
+        r->off += pl;
+        uint64_t cnt = rb_var(r);
+        if (cnt == 0) { /* a name without a number, whole */
+            if (filled >= nn || !pl || memchr(pre, 0, pl))
+                goto bad;
+            char *lit = malloc(pl + 1);
+            if (!lit)
+                goto oom;
+            memcpy(lit, pre, pl);
+            lit[pl] = 0;
+            c->nodes[filled++].name = lit;
+            continue;
+        }
+        uint64_t num = rb_var(r), w = rb_var(r);
+        if (r->bad || cnt > (uint64_t)(nn - filled) || w > 9 || num > 999999999ull || num + cnt > 1000000000ull)
+            goto bad;
+        for (uint64_t k = 0; k < cnt; k++) {
+            char *nm = malloc(pl + 11);
+            if (!nm)
+                goto oom;
+            memcpy(nm, pre, pl);
+            snprintf(nm + pl, 11, "%0*lu", (int)w, (unsigned long)(num + k));
+            if (memchr(nm, 0, pl)) {
+                free(nm);
+                goto bad;
+            }
+            c->nodes[filled++].name = nm;
+        }
+    }
+    c->nnodes = (size_t)filled;
+    if (r->bad || filled != nn)
+        goto bad;
+    /* topology, rack, NVLink domain runs */
+    nr = p3d_rbuf_u32(r);
+    filled = 0;
+    for (uint32_t i = 0; i < nr && !r->bad; i++) {
+        uint64_t cnt = rb_var(r), t = rb_var(r), rk = rb_var(r);
+        int64_t nv = rb_zig(r);
+        if (r->bad || cnt < 1 || cnt > (uint64_t)(nn - filled) || t >= (uint64_t)nt || rk >= c->nracks || nv < -1 ||
+            nv >= (int64_t)c->nnvl_domains)
+            goto bad;
+        for (uint64_t k = 0; k < cnt; k++, filled++) {
+            p3d_cnode *n = &c->nodes[filled];
+            n->topo = c->topos[t];
+            n->rack = (int)rk;
+            n->nvl_domain = (int)nv;
+        }
+    }
+    if (r->bad || filled != nn)
+        goto bad;
+    for (int i = 0; i < nn; i++) {
+        m->names[i] = strdup(c->nodes[i].name);
+        m->hashes[i] = strdup(c->nodes[i].topo->hash);
         if (!m->names[i] || !m->hashes[i])
             goto oom;
     }
+    /* ranks */
     p3d_placement *pl = m->pl;
     pl->ranks = calloc((size_t)pl->world, sizeof *pl->ranks);
     if (!pl->ranks)
         goto oom;
-    for (int q = 0; q < pl->world; q++) {
-        p3d_rank *k = &pl->ranks[q];
-        uint32_t node = p3d_rbuf_u32(r), gl = p3d_rbuf_u32(r);
-        if (r->bad || node >= (uint32_t)nn)
-            goto bad;
-        k->node = (int)node;
-        k->gpu = (int)(gl >> 16);
-        k->local_rank = (int)(gl & 0xffff);
-        if (k->gpu >= c->nodes[node].topo->ngpus || k->local_rank >= pl->world)
-            goto bad;
-        p3d_mesh_coord(&pl->mesh, q, k->coord);
+    nr = p3d_rbuf_u32(r);
+    int q = 0;
+    int64_t cur[3] = {0, 0, 0};
+    /* the runs as decoded, for repeats: at most one per rank */
+    rrun *hist = malloc(((size_t)pl->world + 1) * sizeof *hist);
+    size_t nh = 0;
+    if (!hist)
+        goto oom;
+    for (uint32_t i = 0; i < nr && !r->bad && q <= pl->world; i++) {
+        uint64_t cnt = rb_var(r), L = 1, T = 1;
+        rrun one;
+        if (cnt == 0) {
+            L = rb_var(r);
+            T = rb_var(r);
+            if (r->bad || L < 1 || L > REPEAT_MAXL || L > nh || T < 1 || T > (uint64_t)pl->world)
+                break;
+        } else {
+            int64_t d0 = rb_zig(r), d1 = rb_zig(r), d2 = rb_zig(r);
+            if (r->bad || cnt > (uint64_t)pl->world || d0 < -(1 << 24) || d0 > 1 << 24 || d1 < -(1 << 24) ||
+                d1 > 1 << 24 || d2 < -(1 << 24) || d2 > 1 << 24)
+                break;
+            one = (rrun){(int)cnt, {(int)d0, (int)d1, (int)d2}};
+        }
+        size_t base = nh - (cnt == 0 ? L : 0);
+        for (uint64_t t = 0; t < T && q <= pl->world; t++)
+            for (uint64_t j = 0; j < L && q <= pl->world; j++) {
+                rrun x = cnt ? one : hist[base + j];
+                if ((uint64_t)x.count > (uint64_t)(pl->world - q) || nh >= (size_t)pl->world) {
+                    q = pl->world + 1;
+                    break;
+                }
+                hist[nh++] = x;
+                for (int k = 0; k < x.count; k++, q++) {
+                    for (int y = 0; y < 3; y++)
+                        cur[y] += x.d[y];
+                    if (cur[0] < 0 || cur[0] >= nn || cur[1] < 0 || cur[1] >= c->nodes[cur[0]].topo->ngpus ||
+                        cur[2] < 0 || cur[2] >= pl->world) {
+                        q = pl->world + 1;
+                        break;
+                    }
+                    p3d_rank *rk = &pl->ranks[q];
+                    rk->node = (int)cur[0];
+                    rk->gpu = (int)cur[1];
+                    rk->local_rank = (int)cur[2];
+                    p3d_mesh_coord(&pl->mesh, q, rk->coord);
+                }
+            }
     }
+    free(hist);
+    if (r->bad || q != pl->world)
+        goto bad;
     if (r->off != r->len)
         goto bad;
     m->json = expand(c, pl, head, hn, tail, tn, &m->json_len);
