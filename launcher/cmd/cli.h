@@ -78,6 +78,7 @@ typedef struct p3d_opts {
     const char *rdzv;           /* auto|pmix|slurm|static:HOST:PORT|etcd:URL|none */
     double rdzv_timeout;
     const char *rdzv_token_file;
+    int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
 
     /* the program after "--" */
     char **argv;

@@ -432,6 +432,25 @@ int p3d_rdzv_publish(p3d_rdzv *r, char **err)
     return 0;
 }
 
+int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err)
+{
+    *fanout = P3D_FANOUT_DEFAULT;
+    if (o->rdzv_fanout > 0) {
+        *fanout = o->rdzv_fanout;
+        return 0;
+    }
+    const char *v = env("P3D_RDZV_FANOUT");
+    if (!v)
+        return 0;
+    char *end;
+    long k = strtol(v, &end, 10);
+    if (*end || k < 1 || k > P3D_FANOUT_MAX)
+        return p3d_err(err, "P3D_RDZV_FANOUT=%s: expected an integer 1..%d (children per agent in the "
+                            "distribution tree)", v, P3D_FANOUT_MAX);
+    *fanout = (int)k;
+    return 0;
+}
+
 void p3d_rdzv_close(p3d_rdzv *r)
 {
     close_backend(r);

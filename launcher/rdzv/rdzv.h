@@ -113,13 +113,20 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
  * left, so a hostile peer gets an error, never a crash or a huge
  * allocation. */
 #define P3D_WIRE_MAX ((uint32_t)64 << 20)
-#define P3D_WIRE_PROTO 1       /* wire protocol number, sent in HELLO */
+#define P3D_WIRE_PROTO 2       /* wire protocol number, sent in HELLO and JOIN
+                                * (2: the distribution tree) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
     P3D_MSG_REFUSE = 'N',    /* leader -> agent: refused, with the reason */
     P3D_MSG_PLACE = 'P',     /* leader -> agent: the job's placement */
     P3D_MSG_FATE = 'F',      /* both ways: a supervise.c packet, relayed */
+    /* the distribution tree (rdzv_tree.c, docs/multinode.md "The tree") */
+    P3D_MSG_JOIN = 'J',      /* agent -> leader: who I am, where I listen */
+    P3D_MSG_TREE = 'W',      /* leader -> agent: your parent, your children */
+    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: token and node rank */
+    P3D_MSG_GATHER = 'G',    /* child -> parent: its subtree's node records */
+    P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
 };
 
 /* A growable byte buffer (encoding). */
@@ -151,6 +158,9 @@ uint64_t p3d_rbuf_u64(p3d_rbuf *r);
 /* A string of at most max bytes without NUL bytes; malloc'd copy (NULL
  * and bad set when malformed). */
 char *p3d_rbuf_str(p3d_rbuf *r, size_t max);
+/* A signed int sent as u32; outside lo..hi sets bad. */
+int p3d_rbuf_int(p3d_rbuf *r, int lo, int hi);
+void p3d_wbuf_int(p3d_wbuf *b, int v);
 /* A blob of at most max bytes: pointer into the buffer, *n its length. */
 const unsigned char *p3d_rbuf_blob(p3d_rbuf *r, size_t max, size_t *n);
 
@@ -226,33 +236,143 @@ void p3d_framer_free(p3d_framer *f);
  * it). Returns the listening fd or -1 with *err. */
 int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
 
-/* Leader: accepts agents until all r->boot.nnodes are in or the timeout.
- * mine is the leader's own HELLO (node rank 0). On success all[i] holds
- * node rank i's HELLO (all[0] = *mine, moved) and fds[i] its connection
- * (fds[0] = -1). On timeout the joined agents are told why and *err names
- * the nodes that never arrived. verbose: progress lines even when stderr
- * is not a terminal. */
-int p3d_tcp_gather(int lfd, const p3d_rdzv *r, p3d_hello *mine, p3d_hello *all, int *fds, int verbose,
-                   char **err);
-
-/* Leader: sends one frame to every fd >= 0 (the same bytes). Agents that
- * cannot be reached make it fail with *err naming them. */
-int p3d_tcp_broadcast(const int *fds, int n, const p3d_wbuf *b, const p3d_hello *all, char **err);
-
 /* Leader: tells each connected agent why the job will not start. */
 void p3d_tcp_refuse_all(const int *fds, int n, const char *why);
 
-/* Agent: connects to the leader (retrying until the timeout), fills
- * mine->addr with the local address of that connection, sends HELLO,
- * waits for PLACE. Returns the connection (kept for the job's fate), -2
- * with *err when the leader refused this node (the reason quoted: wrong
- * token, version, node rank, a placement that failed: exit 2), or -1 with
- * *err when the rendezvous did not complete (leader unreachable, gone, or
- * timed out: exit 1, as the leader's own timeout). */
-int p3d_tcp_join(const p3d_rdzv *r, p3d_hello *mine, p3d_place_msg *out, int verbose, char **err);
-
 /* Sends a refusal frame (best effort). */
 void p3d_tcp_refuse(int fd, const char *why);
+
+/* ---- the distribution tree (rdzv_tree_wire.c, rdzv_tree.c) ------------------ */
+
+/* Node ranks form a k-ary tree in breadth-first order: the parent of rank
+ * i > 0 is (i - 1) / k, its children k*i + 1 .. k*i + k. Every agent keeps
+ * one small control connection to the leader (JOIN, then the fate channel:
+ * liveness as before); the node records go up and the placement comes down
+ * along the tree, so the leader sends O(fan-out x compact placement). */
+#define P3D_FANOUT_DEFAULT 32
+#define P3D_FANOUT_MAX 1024
+
+/* JOIN: what an agent tells the leader on its control connection. The
+ * first three fields are read first, as in HELLO. */
+typedef struct p3d_join {
+    uint32_t proto;
+    char *version, *token, *job_id;
+    int nnodes, node_rank;
+    char *hostname;
+    char *addr;              /* where this agent listens for its children */
+    int port;                /* 1..65535; 0: it listens nowhere (a leaf) */
+} p3d_join;
+
+/* TREE: the leader's answer: the parent (0: the leader, on this very
+ * connection) and how many children will connect to this agent. */
+typedef struct p3d_treepos {
+    int parent;
+    char *addr;              /* the parent's listen address ("" for 0) */
+    int port;
+    int nchildren;
+    int fanout;              /* the tree's k: children are k*i+1 .. */
+} p3d_treepos;
+
+/* TJOIN: a child presents the token to its tree parent. */
+typedef struct p3d_tjoin {
+    uint32_t proto;
+    char *version, *token, *job_id;
+    int node_rank;
+} p3d_tjoin;
+
+/* One node's record as gathered: the topology by index into the
+ * message's table of distinct topologies (most clusters have one or two). */
+typedef struct p3d_grec {
+    int rank;
+    char *hostname, *addr, *rack;  /* rack NULL when unknown */
+    int master_port, nccl_port;
+    int topo;
+} p3d_grec;
+
+/* GATHER: the records of a subtree, merged at each level. */
+typedef struct p3d_gather {
+    int ntopos;
+    p3d_node **topos;        /* owned */
+    int nrec;
+    p3d_grec *recs;          /* owned */
+} p3d_gather;
+
+int p3d_join_encode(const p3d_join *j, p3d_wbuf *b);
+int p3d_join_decode(const unsigned char *body, size_t len, p3d_join *j, char **err);
+void p3d_join_free(p3d_join *j);
+int p3d_treepos_encode(const p3d_treepos *t, p3d_wbuf *b);
+int p3d_treepos_decode(const unsigned char *body, size_t len, p3d_treepos *t, char **err);
+void p3d_treepos_free(p3d_treepos *t);
+int p3d_tjoin_encode(const p3d_tjoin *t, p3d_wbuf *b);
+int p3d_tjoin_decode(const unsigned char *body, size_t len, p3d_tjoin *t, char **err);
+void p3d_tjoin_free(p3d_tjoin *t);
+int p3d_gather_encode(const p3d_gather *g, p3d_wbuf *b);
+/* nnodes bounds the ranks; every topology is re-derived and its hash
+ * checked, as in HELLO. */
+int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gather *g, char **err);
+/* Moves src's records into dst; topologies with the same hash are kept
+ * once. 0 or -1 (out of memory). */
+int p3d_gather_merge(p3d_gather *dst, p3d_gather *src, char **err);
+/* Adds one record (strings copied, topo taken: shared by hash). */
+int p3d_gather_add(p3d_gather *g, const p3d_grec *r, p3d_node *topo, char **err);
+void p3d_gather_free(p3d_gather *g);
+
+/* The compact placement (CPLACE, launcher/run/mnode_compact.c): rank ->
+ * node, GPU, local rank (8 bytes a rank), node names, racks, NVLink
+ * domains, the distinct topologies and the report's small head and tail.
+ * Every node (the leader too) expands it with p3d_cplace_decode into the
+ * same p3d_place_msg, placement JSON byte for byte included. */
+typedef struct p3d_cplace_in {
+    const char *job_id, *master_addr;
+    int master_port, nccl_port;
+    const p3d_cluster *cluster;
+    const p3d_placement *pl;
+    const char *json;        /* the leader's own rendering of the report */
+} p3d_cplace_in;
+
+/* Encodes; when the compact form does not expand to exactly json (a bug,
+ * or a report field it does not carry), the JSON goes along verbatim and
+ * *compact is 0. 0 or -1. */
+int p3d_cplace_encode(const p3d_cplace_in *in, p3d_wbuf *b, int *compact, char **err);
+int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, char **err);
+
+/* Sizes of what the tree moved, for --verbose and bench/swarm. */
+typedef struct p3d_tree_stats {
+    uint64_t bytes_sent;     /* by this process on rendezvous sockets */
+    uint64_t bytes_recv;
+    double t_join;           /* leader: until every record was in */
+    double t_place;          /* leader: placement + encoding */
+    double t_send;           /* leader: distribution to its children */
+    size_t json_len, cplace_len;
+} p3d_tree_stats;
+
+/* The fan-out: --rdzv-fanout, else P3D_RDZV_FANOUT, else the default.
+ * Only the leader's counts. 0 or -1 with *err. */
+int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err);
+
+/* Leader: accepts every agent's JOIN on lfd, answers each with its tree
+ * position, and collects the records that come up the tree into *g (its
+ * own record first, taken from *mine). fds[i]: node rank i's control
+ * connection (fds[0] = -1). On failure the joined agents are told why. */
+int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
+                    int *fds, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err);
+
+/* Leader or interior agent: sends one frame to each of n fds (concurrently,
+ * non-blocking: a slow child does not hold up its siblings), within
+ * timeout seconds. Returns 0, or -1 with *err naming the node (ranks[i]). */
+int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, double timeout, p3d_tree_stats *st,
+                  char **err);
+
+/* Agent: JOIN to the leader, attach to the tree parent, collect the
+ * children's records, send the subtree's up, receive the placement and
+ * pass it on. Returns the control connection (the fate channel) with *out
+ * filled; -2 with *err when the leader refused this node (the reason
+ * quoted: wrong token, version, node rank, a placement that failed: exit
+ * 2); -1 with *err when the rendezvous did not complete (leader or tree
+ * parent unreachable or gone, or the leader's own timeout: exit 1 on every
+ * side). me: this node's record (topo taken). */
+int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
+                  p3d_tree_stats *st, char **err);
 
 /* ---- the multi-node launch (mnode.c) ----------------------------------------- */
 

@@ -164,6 +164,9 @@ static int rb_int(p3d_rbuf *r, int lo, int hi)
 
 static void wb_int(p3d_wbuf *b, int v) { p3d_wbuf_u32(b, (uint32_t)(int32_t)v); }
 
+int p3d_rbuf_int(p3d_rbuf *r, int lo, int hi) { return rb_int(r, lo, hi); }
+void p3d_wbuf_int(p3d_wbuf *b, int v) { wb_int(b, v); }
+
 static void rb_fixed(p3d_rbuf *r, char *dst, size_t cap)
 {
     char *s = p3d_rbuf_str(r, cap - 1);

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,7 +45,10 @@ typedef struct mnode {
     p3d_envv extra;
     char *program, *run_dir, *placement_path;
     int *fds;                  /* leader: TCP per node rank (-1 self/lost) */
-    p3d_hello *all;            /* leader: every node's HELLO */
+    p3d_join *joins;           /* leader: every node's JOIN */
+    p3d_join join;             /* this node's JOIN */
+    p3d_gather mine;           /* this node's record, as the tree gathers it */
+    p3d_tree_stats st;
     int up;                    /* others: TCP to the leader */
 } mnode;
 
@@ -86,6 +90,49 @@ static p3d_node *node_clone(const p3d_node *n, char **err)
     p3d_node *c = p3d_node_decode(&r, err);
     p3d_wbuf_free(&b);
     return c;
+}
+
+/* The leader holds one control connection per node: its descriptor limit
+ * is raised to the hard limit when the soft one is too small. */
+static int fd_room(int nnodes, char **err)
+{
+    struct rlimit rl;
+    rlim_t need = (rlim_t)nnodes + 64;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
+        return 0;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+        return p3d_err(err, "the leader of %d nodes needs %llu file descriptors; the hard limit is %llu (raise it: "
+                            "ulimit -Hn, /etc/security/limits.conf, or systemd LimitNOFILE)",
+                       nnodes, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need * 2 ? need * 2 : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+        return p3d_err(err, "cannot raise the file descriptor limit to %llu: %s", (unsigned long long)rl.rlim_cur,
+                       strerror(errno));
+    return 0;
+}
+
+/* This node's JOIN and its record as the tree gathers it. */
+static int own_record(mnode *m, char **err)
+{
+    const p3d_hello *h = &m->hello;
+    p3d_join *j = &m->join;
+    j->proto = P3D_WIRE_PROTO;
+    j->version = strdup(P3D_VERSION);
+    j->token = strdup(m->r->boot.token);
+    j->job_id = strdup(m->r->boot.job_id);
+    j->nnodes = m->nnodes;
+    j->node_rank = m->me;
+    j->hostname = strdup(h->hostname);
+    j->addr = strdup(h->addr ? h->addr : "");
+    j->port = m->me == 0 ? m->r->boot.leader_port : 0;
+    if (!j->version || !j->token || !j->job_id || !j->hostname || !j->addr)
+        return p3d_err(err, "out of memory");
+    p3d_node *t = node_clone(h->topo, err);
+    if (!t)
+        return -1;
+    p3d_grec rec = {.rank = m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
+                    .master_port = h->master_port, .nccl_port = h->nccl_port};
+    return p3d_gather_add(&m->mine, &rec, t, err);
 }
 
 /* ---- the flow ------------------------------------------------------------- */
@@ -181,36 +228,51 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             rc = P3D_EXIT_FAIL;
             goto out;
         }
-        m->all = calloc((size_t)m->nnodes, sizeof *m->all);
+        int fanout;
+        if (p3d_rdzv_fanout(o, &fanout, &err) < 0 || fd_room(m->nnodes, &err) < 0) {
+            rc = P3D_EXIT_BADINPUT;
+            goto out;
+        }
+        m->joins = calloc((size_t)m->nnodes, sizeof *m->joins);
         m->fds = calloc((size_t)m->nnodes, sizeof *m->fds);
-        if (!m->all || !m->fds) {
+        if (!m->joins || !m->fds) {
             p3d_err(&err, "out of memory");
             goto out;
         }
-        /* gather moves our HELLO into all[0] and the gathered topology goes
-         * to the cluster; this node's own view keeps a copy */
-        p3d_node *own = node_clone(h->topo, &err);
-        if (!own)
+        if (own_record(m, &err) < 0)
             goto out;
-        if (p3d_tcp_gather(lfd, r, &m->hello, m->all, m->fds, o->verbose, &err) < 0) {
-            p3d_node_free(own);
+        p3d_gather g;
+        if (p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->fds, m->joins, o->verbose, &m->st, &err) < 0) {
             rc = P3D_EXIT_FAIL;
             goto out;
         }
-        m->hello.topo = own;
         close(lfd);
         lfd = -1;
-        if (p3d_mnode_place(o, r, m->all, m->nnodes, &frame, &err) < 0) {
+        int e = p3d_mnode_place(o, r, &g, m->nnodes, &frame, &m->st, &err);
+        p3d_gather_free(&g);
+        if (e < 0) {
             p3d_tcp_refuse_all(m->fds, m->nnodes, err);
             goto out;
         }
-        if (p3d_tcp_broadcast(m->fds, m->nnodes, &frame, m->all, &err) < 0) {
+        /* down the tree: the leader's own children; they pass it on */
+        int nk = m->nnodes - 1 < fanout ? m->nnodes - 1 : fanout;
+        int ranks[P3D_FANOUT_MAX];
+        for (int i = 0; i < nk; i++)
+            ranks[i] = i + 1;
+        double t1 = p3d_now();
+        if (p3d_tree_send(m->fds + 1, ranks, nk, &frame, 30 + 0.01 * m->nnodes, &m->st, &err) < 0) {
             /* the others learn through their dropped connections */
             rc = P3D_EXIT_LOST;
             goto out;
         }
-        /* the leader reads the same bytes the agents read */
-        if (p3d_place_decode(frame.p + 5, frame.len - 5, &m->pm, &err) < 0)
+        m->st.t_send = p3d_now() - t1;
+        if (o->verbose)
+            fprintf(stderr, "par3drun: rendezvous: %d nodes: records in after %.3f s, placed in %.3f s, the placement "
+                            "(%zu bytes, JSON %zu bytes) sent to %d tree children in %.3f s; the leader sent %llu bytes\n",
+                    m->nnodes, m->st.t_join, m->st.t_place, m->st.cplace_len, m->st.json_len, nk, m->st.t_send,
+                    (unsigned long long)m->st.bytes_sent);
+        /* the leader expands the same bytes the agents expand */
+        if (p3d_cplace_decode(frame.p + 5, frame.len - 5, &m->pm, &err) < 0)
             goto out;
     } else {
         h->job_id = strdup(r->boot.job_id);
@@ -221,7 +283,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         /* the backend may just have handed over the token (pmix, etcd) */
         free(h->token);
         h->token = strdup(r->boot.token);
-        m->up = p3d_tcp_join(r, h, &m->pm, o->verbose, &err);
+        if (own_record(m, &err) < 0)
+            goto out;
+        m->up = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &err);
         if (m->up < 0) {
             /* refused by the leader: 2; no rendezvous (a late agent's
              * "Connection refused" included): 1, as the leader's timeout */
@@ -326,9 +390,11 @@ out:
     for (int i = 0; m->fds && i < m->nnodes; i++)
         if (m->fds[i] >= 0)
             close(m->fds[i]);
-    for (int i = 0; m->all && i < m->nnodes; i++)
-        p3d_hello_free(&m->all[i]);
-    free(m->all);
+    for (int i = 0; m->joins && i < m->nnodes; i++)
+        p3d_join_free(&m->joins[i]);
+    free(m->joins);
+    p3d_join_free(&m->join);
+    p3d_gather_free(&m->mine);
     free(m->fds);
     p3d_hello_free(&m->hello);
     p3d_place_msg_free(&m->pm);

@@ -8,9 +8,11 @@
 #include "launch.h"
 #include "rdzv.h"
 
-/* Leader: the cluster from every node's HELLO (all[0..n-1], topologies
- * taken), placed, checked and encoded as the PLACE frame. 0 or -1. */
-int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all, int n, p3d_wbuf *frame, char **err);
+/* Leader: the cluster from every node's gathered record (g, topologies
+ * taken), placed, checked and encoded as the CPLACE frame (rdzv.h). st
+ * (may be NULL) gets the sizes and the placement time. 0 or -1. */
+int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
+                    p3d_tree_stats *st, char **err);
 
 /* Every node: the agent's cluster: every node's name, and only this
  * node's topology t (taken) — the only one an agent reads. Checks that the

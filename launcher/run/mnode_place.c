@@ -13,20 +13,39 @@
 
 /* ---- the leader's placement ---------------------------------------------- */
 
-/* The cluster in node-rank order from the HELLOs. Records with the same
- * hash share one topology (as a cluster file's nodes do); hostnames that
- * occur twice (several agents on one host) become "host:RANK". */
-static int gathered_cluster(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all, int n, p3d_cluster **out,
-                            char **err)
+/* Sort helper for duplicate hostnames. */
+static const p3d_gather *sort_g;
+static int by_name(const void *a, const void *b)
+{
+    const p3d_grec *x = &sort_g->recs[*(const int *)a], *y = &sort_g->recs[*(const int *)b];
+    int c = strcmp(x->hostname, y->hostname);
+    return c ? c : x->rank - y->rank;
+}
+
+/* The cluster in node-rank order from the gathered records (by[i]: the
+ * record of node rank i). The gather already shares one topology per
+ * hash, as a cluster file's nodes do; hostnames that occur twice (several
+ * agents on one host) become "host:RANK". The topologies are taken. */
+static int gathered_cluster(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, const int *by, int n,
+                            p3d_cluster **out, char **err)
 {
     int rc = -1;
     p3d_cluster *c = NULL;
-    p3d_node *first = all[0].topo;
-    all[0].topo = NULL;
+    int t0 = g->recs[by[0]].topo;
+    p3d_node *first = g->topos[t0];
+    g->topos[t0] = NULL;
+    int *dup = calloc((size_t)n, sizeof *dup), *ord = calloc((size_t)n, sizeof *ord);
+    char **racks = calloc((size_t)n, sizeof *racks);
+    const p3d_node **tp = calloc((size_t)g->ntopos, sizeof *tp);
+    if (!dup || !ord || !racks || !tp) {
+        p3d_node_free(first);
+        p3d_err(err, "out of memory");
+        goto out;
+    }
     if (p3d_cluster_from_node(first, &c, err) < 0)
         goto out;
     p3d_cnode *nodes = realloc(c->nodes, (size_t)n * sizeof *nodes);
-    p3d_node **topos = realloc(c->topos, (size_t)n * sizeof *topos);
+    p3d_node **topos = realloc(c->topos, (size_t)g->ntopos * sizeof *topos);
     if (nodes)
         c->nodes = nodes;
     if (topos)
@@ -35,29 +54,36 @@ static int gathered_cluster(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all
         p3d_err(err, "out of memory");
         goto out;
     }
-    for (int i = 1; i < n; i++) {
-        p3d_node *t = all[i].topo;
-        all[i].topo = NULL;
-        const p3d_node *use = NULL;
-        for (size_t k = 0; k < c->ntopos && !use; k++)
-            if (!strcmp(c->topos[k]->hash, t->hash))
-                use = c->topos[k];
-        if (use) {
-            p3d_node_free(t);
-        } else {
-            c->topos[c->ntopos++] = t;
-            use = t;
+    tp[t0] = first;
+    for (int t = 0; t < g->ntopos; t++)
+        if (t != t0) {
+            c->topos[c->ntopos++] = g->topos[t];
+            tp[t] = g->topos[t];
+            g->topos[t] = NULL;
         }
-        c->nodes[i] = (p3d_cnode){.name = NULL, .topo = use, .rack = 0, .nvl_domain = -1};
+    for (int i = 1; i < n; i++) {
+        c->nodes[i] = (p3d_cnode){.name = NULL, .topo = tp[g->recs[by[i]].topo], .rack = 0, .nvl_domain = -1};
         c->nnodes++;
     }
     for (int i = 0; i < n; i++) {
-        const char *h = all[i].hostname && all[i].hostname[0] ? all[i].hostname : "node";
-        int dup = 0;
-        for (int k = 0; k < n && !dup; k++)
-            dup = k != i && all[k].hostname && !strcmp(all[k].hostname, h);
+        ord[i] = by[i];
+        if (!g->recs[by[i]].hostname[0]) {
+            free(g->recs[by[i]].hostname);
+            g->recs[by[i]].hostname = strdup("node");
+            if (!g->recs[by[i]].hostname) {
+                p3d_err(err, "out of memory");
+                goto out;
+            }
+        }
+    }
+    sort_g = g;
+    qsort(ord, (size_t)n, sizeof *ord, by_name);
+    for (int i = 0; i + 1 < n; i++)
+        if (!strcmp(g->recs[ord[i]].hostname, g->recs[ord[i + 1]].hostname))
+            dup[g->recs[ord[i]].rank] = dup[g->recs[ord[i + 1]].rank] = 1;
+    for (int i = 0; i < n; i++) {
         char *name = NULL;
-        if (asprintf(&name, dup ? "%s:%d" : "%s", h, i) < 0) {
+        if (asprintf(&name, dup[i] ? "%s:%d" : "%s", g->recs[by[i]].hostname, i) < 0) {
             p3d_err(err, "out of memory");
             goto out;
         }
@@ -77,36 +103,55 @@ static int gathered_cluster(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all
         if (p3d_cluster_apply_slurm_topology(c, o->slurm_topology, err) < 0)
             goto out;
     } else { /* racks the agents read from SLURM_TOPOLOGY_ADDR */
-        char **racks = calloc((size_t)n, sizeof *racks);
-        if (!racks) {
-            p3d_err(err, "out of memory");
-            goto out;
-        }
         for (int i = 0; i < n; i++)
-            racks[i] = all[i].rack;
-        int e = p3d_cluster_set_racks(c, racks, err);
-        free(racks);
-        if (e < 0)
+            racks[i] = g->recs[by[i]].rack;
+        if (p3d_cluster_set_racks(c, racks, err) < 0)
             goto out;
     }
     *out = c;
     c = NULL;
     rc = 0;
 out:
+    free(dup);
+    free(ord);
+    free(racks);
+    free(tp);
     p3d_cluster_free(c);
     return rc;
 }
 
-/* Places on the gathered cluster and builds the PLACE frame. */
-int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all, int n, p3d_wbuf *frame, char **err)
+/* Places on the gathered cluster and builds the CPLACE frame. */
+int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
+                    p3d_tree_stats *st, char **err)
 {
     int rc = -1;
     p3d_cluster *c = NULL;
     p3d_plan_result res;
     int placed = 0;
     char *json = NULL;
+    double t0 = p3d_now();
+    int *by = malloc((size_t)n * sizeof *by);
     memset(&res, 0, sizeof res);
-    if (gathered_cluster(o, r, all, n, &c, err) < 0)
+    if (!by) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        by[i] = -1;
+    for (int i = 0; i < g->nrec; i++) {
+        int x = g->recs[i].rank;
+        if (x < 0 || x >= n || by[x] >= 0) {
+            p3d_err(err, "rendezvous: node rank %d's record came twice", x);
+            goto out;
+        }
+        by[x] = i;
+    }
+    for (int i = 0; i < n; i++)
+        if (by[i] < 0) {
+            p3d_err(err, "rendezvous: node rank %d's record is missing", i);
+            goto out;
+        }
+    if (gathered_cluster(o, r, g, by, n, &c, err) < 0)
         goto out;
     {
         p3d_cluster *own = c;
@@ -133,44 +178,36 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_hello *all, int n,
         goto out;
     }
     const p3d_placement *pl = res.pl;
-    int n0 = pl->ranks[0].node;
-    p3d_place_msg pm = {
-        .job_id = all[0].job_id,
-        .master_addr = o->master_addr ? (char *)o->master_addr : all[n0].addr,
-        .master_port = o->master_port ? o->master_port : all[n0].master_port,
-        .nccl_port = all[n0].nccl_port,
-        .nnodes = n,
+    const p3d_grec *m0 = &g->recs[by[pl->ranks[0].node]];
+    p3d_cplace_in ci = {
+        .job_id = r->boot.job_id,
+        .master_addr = o->master_addr ? o->master_addr : m0->addr,
+        .master_port = o->master_port ? o->master_port : m0->master_port,
+        .nccl_port = m0->nccl_port,
+        .cluster = res.cluster,
         .pl = res.pl,
         .json = json,
-        .json_len = strlen(json),
     };
-    pm.names = calloc((size_t)n, sizeof *pm.names);
-    pm.hashes = calloc((size_t)n, sizeof *pm.hashes);
-    if (!pm.names || !pm.hashes) {
-        free(pm.names);
-        free(pm.hashes);
-        p3d_err(err, "out of memory");
+    int compact = 0;
+    if (p3d_cplace_encode(&ci, frame, &compact, err) < 0)
         goto out;
+    if (st) {
+        st->json_len = strlen(json);
+        st->cplace_len = frame->len;
+        st->t_place = p3d_now() - t0;
     }
-    for (int i = 0; i < n; i++) {
-        pm.names[i] = res.cluster->nodes[i].name;
-        pm.hashes[i] = (char *)res.cluster->nodes[i].topo->hash;
-    }
-    int e = p3d_place_encode(&pm, frame);
-    free(pm.names);
-    free(pm.hashes);
-    if (e < 0) {
-        p3d_err(err, "cannot encode the placement (out of memory, or over %u bytes)", P3D_WIRE_MAX);
-        goto out;
-    }
+    if (o->verbose && !compact)
+        fprintf(stderr, "par3drun: rendezvous: the compact placement does not expand to the same JSON here; "
+                        "sending the JSON itself (%zu bytes)\n", strlen(json));
     if (o->verbose)
         fprintf(stderr,
                 "par3drun: rendezvous: placed %d ranks on %d nodes (cluster %.1f ms, policy %.1f ms, checks %.1f "
-                "ms, baseline %.1f ms); placement %zu bytes\n",
+                "ms, baseline %.1f ms); placement %zu bytes, %zu on the wire\n",
                 pl->world, n, 1e3 * res.t_cluster, 1e3 * res.t_policy, 1e3 * res.t_check, 1e3 * res.t_baseline,
-                strlen(json));
+                strlen(json), frame->len);
     rc = 0;
 out:
+    free(by);
     free(json);
     if (placed)
         p3d_plan_result_free(&res);

@@ -109,6 +109,189 @@ static void place_roundtrip(void **st)
     p3d_wbuf_free(&b);
 }
 
+/* Every truncation and some byte flips of a frame: errors, never a crash
+ * (ASan in the sanitizer build). dec returns <0 on error; free frees. */
+typedef int (*dec_fn)(const unsigned char *body, size_t len, void *out, char **err);
+
+static void mangle(const p3d_wbuf *b, dec_fn dec, void *out, void (*fr)(void *))
+{
+    for (size_t cut = 0; cut < b->len - 5; cut += 1 + cut / 64) {
+        char *err = NULL;
+        if (dec(b->p + 5, cut, out, &err) == 0)
+            fr(out);
+        free(err);
+    }
+    srand(11);
+    for (int k = 0; k < 200; k++) {
+        unsigned char *c = malloc(b->len);
+        memcpy(c, b->p, b->len);
+        c[5 + (size_t)rand() % (b->len - 5)] ^= (unsigned char)(1 + rand() % 255);
+        char *err = NULL;
+        if (dec(c + 5, b->len - 5, out, &err) == 0)
+            fr(out);
+        free(err);
+        free(c);
+    }
+}
+
+static int dec_gather(const unsigned char *p, size_t n, void *o, char **e) { return p3d_gather_decode(p, n, 64, o, e); }
+static void fr_gather(void *o) { p3d_gather_free(o); }
+static int dec_join(const unsigned char *p, size_t n, void *o, char **e)
+{
+    int rc = p3d_join_decode(p, n, o, e);
+    if (rc < 0)
+        p3d_join_free(o);
+    return rc;
+}
+static void fr_join(void *o) { p3d_join_free(o); }
+static int dec_cplace(const unsigned char *p, size_t n, void *o, char **e) { return p3d_cplace_decode(p, n, o, e); }
+static void fr_cplace(void *o) { p3d_place_msg_free(o); }
+
+/* JOIN, TREE and TJOIN survive the trip; a wrong protocol number stops
+ * JOIN after the token (the leader says "version mismatch"). */
+static void tree_messages(void **st)
+{
+    (void)st;
+    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "secret-token", .job_id = "j1",
+                  .nnodes = 40, .node_rank = 9, .hostname = "n9", .addr = "10.0.0.9", .port = 4242};
+    p3d_wbuf b = {0};
+    char *err = NULL;
+    assert_int_equal(p3d_join_encode(&j, &b), 0);
+    p3d_join dj;
+    assert_int_equal(p3d_join_decode(b.p + 5, b.len - 5, &dj, &err), 0);
+    assert_int_equal(dj.node_rank, 9);
+    assert_int_equal(dj.port, 4242);
+    assert_string_equal(dj.addr, "10.0.0.9");
+    p3d_join_free(&dj);
+    mangle(&b, dec_join, &dj, fr_join);
+    p3d_treepos t = {.parent = 2, .addr = "10.0.0.2", .port = 999, .nchildren = 3, .fanout = 4}, dt;
+    assert_int_equal(p3d_treepos_encode(&t, &b), 0);
+    assert_int_equal(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err), 0);
+    assert_int_equal(dt.fanout, 4);
+    assert_int_equal(dt.nchildren, 3);
+    p3d_treepos_free(&dt);
+    /* more children than the fan-out: refused */
+    t.nchildren = 5;
+    assert_int_equal(p3d_treepos_encode(&t, &b), 0);
+    assert_true(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err) < 0);
+    free(err);
+    err = NULL;
+    p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "tok", .job_id = "", .node_rank = 37},
+              dtj;
+    assert_int_equal(p3d_tjoin_encode(&tj, &b), 0);
+    assert_int_equal(p3d_tjoin_decode(b.p + 5, b.len - 5, &dtj, &err), 0);
+    assert_int_equal(dtj.node_rank, 37);
+    assert_string_equal(dtj.token, "tok");
+    p3d_tjoin_free(&dtj);
+    p3d_wbuf_free(&b);
+}
+
+/* Records merged up the tree keep one topology per hash. */
+static void gather_merge(void **st)
+{
+    (void)st;
+    p3d_gather a = {0}, c = {0}, d;
+    char *err = NULL;
+    p3d_grec r1 = {.rank = 1, .hostname = "n1", .addr = "10.0.0.1", .rack = "r0", .master_port = 1},
+             r2 = {.rank = 5, .hostname = "n5", .addr = "10.0.0.5", .master_port = 2};
+    assert_int_equal(p3d_gather_add(&a, &r1, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(&c, &r2, node(), &err), 0);
+    p3d_wbuf b = {0};
+    assert_int_equal(p3d_gather_encode(&c, &b), 0);
+    p3d_gather_free(&c);
+    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 64, &d, &err), 0);
+    assert_null(d.recs[0].rack);
+    assert_int_equal(p3d_gather_merge(&a, &d, &err), 0);
+    assert_int_equal(a.nrec, 2);
+    assert_int_equal(a.ntopos, 1); /* the same hash: one topology */
+    assert_int_equal(a.recs[1].topo, 0);
+    assert_string_equal(a.recs[0].rack, "r0");
+    /* a rank outside the job is refused */
+    assert_true(p3d_gather_decode(b.p + 5, b.len - 5, 5, &d, &err) < 0);
+    free(err);
+    mangle(&b, dec_gather, &d, fr_gather);
+    p3d_gather_free(&a);
+    p3d_wbuf_free(&b);
+}
+
+/* The compact placement expands to the leader's JSON byte for byte (a
+ * 16-node cluster, tp 8 pp 2 dp 8, node names that run in numbers and one
+ * that does not), and is much smaller than it. */
+static void cplace_expands(void **st)
+{
+    (void)st;
+    char *err = NULL;
+    p3d_cluster *c = NULL;
+    p3d_node *t = node();
+    assert_int_equal(p3d_cluster_from_node(t, &c, &err), 0);
+    int nn = 16;
+    c->nodes = realloc(c->nodes, (size_t)nn * sizeof *c->nodes);
+    for (int i = 0; i < nn; i++) {
+        if (i)
+            c->nodes[i] = (p3d_cnode){.topo = c->topos[0], .rack = 0, .nvl_domain = -1};
+        free(i ? NULL : c->nodes[0].name);
+        if (asprintf(&c->nodes[i].name, i == 7 ? "login" : "gpu%03d", i + 1) < 0)
+            fail();
+    }
+    c->nnodes = (size_t)nn;
+    char *racks[16];
+    for (int i = 0; i < nn; i++)
+        racks[i] = i < 8 ? "ra" : "rb";
+    assert_int_equal(p3d_cluster_set_racks(c, racks, &err), 0);
+    p3d_placement pl = {.policy = "megatron", .policy_source = "lua/megatron.lua"};
+    for (int d = 0; d < P3D_NDIMS; d++)
+        pl.mesh.size[d] = 1;
+    pl.mesh.size[P3D_DIM_TP] = 8;
+    pl.mesh.size[P3D_DIM_PP] = 2;
+    pl.mesh.size[P3D_DIM_DP] = 8;
+    assert_int_equal(p3d_mesh_set_order(&pl.mesh, "tp-cp-ep-dp-pp", &err), 0);
+    assert_int_equal(p3d_mesh_resolve(&pl.mesh, &err), 0);
+    pl.world = p3d_mesh_world(&pl.mesh);
+    assert_int_equal(pl.world, 128);
+    pl.ranks = calloc((size_t)pl.world, sizeof *pl.ranks);
+    for (int q = 0; q < pl.world; q++) {
+        /* pipelines within a rack, nodes out of order */
+        pl.ranks[q].node = (q / 8 * 5) % nn;
+        pl.ranks[q].gpu = 7 - q % 8;
+        pl.ranks[q].local_rank = q % 8;
+        p3d_mesh_coord(&pl.mesh, q, pl.ranks[q].coord);
+    }
+    p3d_analysis an;
+    memset(&an, 0, sizeof an);
+    p3d_report_in in = {.cluster = c, .pl = &pl, .an = &an};
+    char *json = p3d_report_json(&in);
+    p3d_cplace_in ci = {.job_id = "j", .master_addr = "10.0.0.1", .master_port = 7, .nccl_port = 8, .cluster = c,
+                        .pl = &pl, .json = json};
+    p3d_wbuf b = {0};
+    int compact = 0;
+    assert_int_equal(p3d_cplace_encode(&ci, &b, &compact, &err), 0);
+    assert_int_equal(compact, 1);
+    assert_true(b.len < strlen(json));
+    p3d_place_msg m;
+    assert_int_equal(p3d_cplace_decode(b.p + 5, b.len - 5, &m, &err), 0);
+    assert_int_equal(m.json_len, strlen(json));
+    assert_memory_equal(m.json, json, m.json_len);
+    assert_string_equal(m.names[7], "login");
+    assert_string_equal(m.names[8], "gpu009");
+    assert_int_equal(m.pl->ranks[9].node, pl.ranks[9].node);
+    assert_int_equal(m.pl->ranks[9].gpu, 6);
+    assert_int_equal(m.pl->ranks[77].coord[P3D_DIM_PP], pl.ranks[77].coord[P3D_DIM_PP]);
+    p3d_place_msg_free(&m);
+    mangle(&b, dec_cplace, &m, fr_cplace);
+    p3d_wbuf_free(&b);
+    /* a JSON the compact form cannot rebuild goes verbatim */
+    ci.json = "{\"not\": \"a report\"}\n";
+    assert_int_equal(p3d_cplace_encode(&ci, &b, &compact, &err), 0);
+    assert_int_equal(compact, 0);
+    assert_int_equal(p3d_cplace_decode(b.p + 5, b.len - 5, &m, &err), 0);
+    assert_string_equal(m.json, ci.json);
+    p3d_place_msg_free(&m);
+    p3d_wbuf_free(&b);
+    free(json);
+    free(pl.ranks);
+    p3d_cluster_free(c);
+}
+
 static void frame_bounds(void **st)
 {
     (void)st;
@@ -132,6 +315,9 @@ int main(void)
         cmocka_unit_test(hello_roundtrip),
         cmocka_unit_test(place_roundtrip),
         cmocka_unit_test(frame_bounds),
+        cmocka_unit_test(tree_messages),
+        cmocka_unit_test(gather_merge),
+        cmocka_unit_test(cplace_expands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# swarm.sh — the multi-node rendezvous at 1,024 / 4,096 / 16,384 simulated
+# nodes x 8 GPUs (tp8 pp16) on this machine (issue 16): build/bench/swarm
+# plays the agents against a real leader (a forked child running the
+# launcher's tree code) over loopback TCP and prints one JSON line per size:
+# join / placement / send / total seconds, JSON and compact placement
+# bytes, bytes the leader sent (and the bound 4 x JSON + 64 KiB x fan-out),
+# the busiest agent's bytes, the leader's peak RSS. Figures, not pass/fail.
+#
+#   bench/swarm.sh [SIZES...]        (FANOUT=32; SWARM=path/to/swarm)
+#
+# File descriptors: the leader needs N + 256; the agents ~3N, dealt to
+# several player processes when the hard limit (ulimit -Hn) is smaller.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+bin=${SWARM:-$here/build/bench/swarm}
+[ -x "$bin" ] || { echo "swarm.sh: no $bin (cmake --build build --target swarm)" >&2; exit 2; }
+export P3D_DATA_DIR=${P3D_DATA_DIR:-$here}
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(1024 4096 16384)
+echo "# ulimit -n $(ulimit -n), -Hn $(ulimit -Hn); $(nproc) cores"
+for n in "${sizes[@]}"; do
+  "$bin" "$n" "${FANOUT:-32}" 8 16
+done
