@@ -29,6 +29,8 @@ local function device_mesh_call(job)
 end
 
 function place(cluster, job)
+  -- a lost node: keep every healthy rank, move its ranks to a spare
+  if job.previous then return par3d.replace(cluster, job) end
   local result, notes = par3d.place_nested(cluster, job)
   table.insert(notes, 1, "DeviceMesh: " .. device_mesh_call(job) ..
     " forms the same groups as order " .. job.order)
