@@ -407,7 +407,7 @@ static int agent_generation_over(agent *a, char **err)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1};
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->gen0};
     agent *a = &A;
     char *err = NULL;
     struct pollfd *pfd = NULL;
