@@ -164,8 +164,33 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
         p3d_err(msg, "out of memory");
         goto out;
     }
-    for (int r = 0; r < world; r++)
+    int holds = 0;
+    for (int r = 0; r < world; r++) {
         was[r] = res->pl->ranks[r].node;
+        for (int j = 0; j < nlost; j++)
+            holds |= was[r] == lost[j];
+    }
+    if (!holds) {
+        /* a spare (or an idle node) is lost: nothing moves */
+        size_t left = 0;
+        for (int j = 0; j < nlost; j++)
+            res->cluster->nodes[lost[j]].role = P3D_NODE_LOST;
+        for (size_t i = 0; i < res->cluster->nnodes; i++)
+            left += res->cluster->nodes[i].role == P3D_NODE_SPARE;
+        char jf[160], jw[600];
+        for (int j = 0; j < nlost; j++) {
+            p3d_json_str(jf, sizeof jf, res->cluster->nodes[lost[j]].name);
+            p3d_json_str(jw, sizeof jw, reason);
+            p3d_event(L->events_fd, L->t0,
+                      "\"event\": \"replace\", \"failed\": %s, \"spare\": null, \"moved_ranks\": [], "
+                      "\"restart\": null, \"reason\": %s",
+                      jf, jw);
+        }
+        if (asprintf(msg, "it ran no rank: nothing moves, %zu spare%s left", left, left == 1 ? "" : "s") < 0)
+            *msg = NULL;
+        rc = 1;
+        goto out;
+    }
     if (p3d_place_replace(S->o, res, lost, nlost, restart, &err) < 0) {
         *msg = err;
         err = NULL;

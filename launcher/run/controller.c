@@ -411,7 +411,18 @@ static void begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *re
     }
     c->gen++;
     char *msg = NULL;
-    if (c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg) < 0) {
+    int rr = c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg);
+    if (rr > 0) {
+        /* the lost nodes ran no rank (spares): nothing to restart */
+        c->gen--;
+        say(c, "par3drun: %s; %s\n", reason, msg ? msg : "it ran no rank");
+        story(c, now, "%s", msg ? msg : "it ran no rank");
+        free(msg);
+        if (c->state == P3D_CTL_RUNNING)
+            c->recovering = 0;
+        return;
+    }
+    if (rr < 0) {
         char *s = NULL;
         if (asprintf(&s, "par3drun: root cause: %s; cannot replace it: %s\n", reason, msg ? msg : "no placement") < 0)
             s = NULL;

@@ -61,7 +61,8 @@ typedef struct p3d_ctl_ops {
     void (*say)(void *ctx, const char *text);
     /* Optional (NULL: not offered by the transport). */
     /* agents lost[0..nlost) are gone for good: place again without them
-     * for restart gen; 0 with a one-line story in *msg, -1 with why */
+     * for restart gen; 0 with a one-line story in *msg, 1 when they ran
+     * no rank (spares: nothing to restart), -1 with why */
     int (*replace)(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg);
     /* every agent has retired: start the agents not dead on the current
      * placement, restart count gen; 0, or -1 */

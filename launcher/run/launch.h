@@ -67,7 +67,8 @@ typedef struct p3d_launch {
      * without the nodes lost[0..nlost) (cluster indices), keeps the old
      * placement file as placement.<restart>.json, writes the replace
      * event, and sets pl/gen0 for the agents forked next. Returns 0 with a
-     * one-line story in *msg, or -1 with the reason in *msg. NULL: this
+     * one-line story in *msg, 1 when the lost nodes ran no rank (nothing
+     * moves, no restart), or -1 with the reason in *msg. NULL: this
      * job cannot replace nodes. */
     int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
     void *replace_ctx;
