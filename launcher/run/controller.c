@@ -7,6 +7,7 @@
  * leader.
  */
 #include "controller.h"
+#include "launch.h"
 
 #include <signal.h>
 #include <stdarg.h>
@@ -88,18 +89,10 @@ static void story(p3d_ctl *c, double now, const char *fmt, ...)
     free(m);
 }
 
-/* A JSON string literal of s (quotes included), in buf. */
+/* A JSON string literal of s (quotes included), in buf (events.c). */
 static const char *jstr(const char *s, char *buf, size_t cap)
 {
-    size_t n = 0;
-    buf[n++] = '"';
-    for (const char *p = s ? s : ""; *p && n + 3 < cap; p++) {
-        if (*p == '"' || *p == '\\')
-            buf[n++] = '\\';
-        buf[n++] = (unsigned char)*p < 0x20 ? ' ' : *p;
-    }
-    buf[n++] = '"';
-    buf[n] = 0;
+    p3d_json_str(buf, cap, s);
     return buf;
 }
 
