@@ -3,7 +3,10 @@
 # a failed rank (in-place restart, --max-restarts): from the failure report
 # to every agent reporting its ranks running again, as the controller
 # measures it (--verbose), for an emulated 2-node job (16 ranks) and a
-# single node (8 ranks), with the default --grace. Median of RUNS runs.
+# single node (8 ranks), with the default --grace; and from a node killed
+# (its agent SIGKILLed) to every rank running again on a spare, for 4+1
+# emulated nodes (--spares 1, 4 CPU ranks per node: the controller's own
+# cost, not a worker's start time). Median of RUNS runs.
 # Prints figures, never fails on time.
 #
 #   bench/recovery.sh [BUILD_DIR]          (default: build)
@@ -44,3 +47,33 @@ run() { # label, par3drun args...
 }
 run "emulated 2 nodes x 8 ranks" --emulate --cluster "$cluster" --tp 2 --pp 2 --dp 4
 run "one node, 8 CPU ranks" --topology examples/topologies/cpu-only.xml --nproc-per-node 8
+
+# ---- a node killed -> its ranks running again on the spare ----------------
+cat >"$T/k.sh" <<'SH'
+#!/bin/sh
+# generation 0: note the agent's PID per node, wait; later: end at once
+if [ "$P3D_RESTART_COUNT" = 0 ]; then
+  echo "$PPID" >"$T_DIR/agent-$P3D_NODE"
+  touch "$T_DIR/up-$RANK"
+  exec sleep 100
+fi
+exit 0
+SH
+chmod +x "$T/k.sh"
+printf '{"nodes": [{"name": "k[1-3]", "topology": "%s", "rack": "r1"}, {"name": "k[4-5]", "topology": "%s", "rack": "r2"}]}\n' \
+  "$PWD/examples/topologies/cpu-only.xml" "$PWD/examples/topologies/cpu-only.xml" >"$T/five.json"
+: >"$T/times"
+for _ in $(seq "$runs"); do
+  rm -f "$T"/up-* "$T"/agent-*
+  rm -rf "$T/rd"
+  ( T_DIR=$T "$par3drun" --emulate --cluster "$T/five.json" --nproc-per-node 4 --tp 2 --pp 2 --spares 1 \
+      --max-restarts 1 --run-dir "$T/rd" -- "$T/k.sh" >"$T/out" 2>&1; echo $? >"$T/rc" ) &
+  for _ in $(seq 600); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+  kill -9 "$(cat "$T/agent-k4")"
+  wait
+  [ "$(cat "$T/rc")" = 0 ] || { cat "$T/out"; exit 1; }
+  sed -n 's/.*"event": "running", "restart": 1, "recovery_s": \([0-9.]*\).*/\1/p' "$T/rd/events.jsonl" >>"$T/times"
+done
+printf '%-34s median %s s over %d runs (node killed -> all ranks running again on the spare)\n' \
+  "emulated 4+1 nodes x 4 ranks" "$(median <"$T/times")" "$runs"
+echo "static TCP rendezvous: not measured: a multi-node rendezvous job does not replace nodes in this version (docs/launch.md, \"When a node dies\")"

@@ -18,6 +18,8 @@
 -- The work is done by par3d.place_nested (lua/par3d.lua).
 
 function place(cluster, job)
+  -- a lost node: keep every healthy rank, move its ranks to a spare
+  if job.previous then return par3d.replace(cluster, job) end
   -- MoE: keep each EP group (etp*ep ranks) with its TP groups in one NVLink
   -- domain, else one node, else one rack (par3d.place_ep)
   local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp

@@ -4,6 +4,8 @@
 -- compares its policy against this baseline.
 
 function place(cluster, job)
+  -- a lost node: keep every healthy rank, move its ranks to a spare
+  if job.previous then return par3d.replace(cluster, job) end
   local world = par3d.mesh(job).world
   local result, rank = {}, 0
   -- {rank, node, gpu} only: coordinates are optional in a result (par3drun

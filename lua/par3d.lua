@@ -980,4 +980,115 @@ function par3d.place_ep(cluster, job)
   return res, notes
 end
 
+---------------------------------------------------------------------------
+-- Replacing a lost node (job.previous is set; docs/policies.md). Every rank
+-- whose node is still in the cluster keeps its node and GPU; the ranks of
+-- each failed node move, together, to one spare (cluster.nodes[i].spare):
+-- the best is in the failed node's multi-node NVLink domain, else in its
+-- rack, else the nearest rack (rack_distance), else any; ties go to list
+-- order. GPU for GPU: a rank keeps its GPU index when the spare has the
+-- same NVLink-domain structure (the same topology), else takes the spare's
+-- GPUs domain by domain in PCI order. Every bundled policy calls this.
+---------------------------------------------------------------------------
+
+-- The GPU map old index -> spare index for a failed node's GPUs `gpus`.
+local function gpu_map(spare, gpus, failed_domains)
+  local map, same = {}, failed_domains ~= nil and #spare.domains == #failed_domains
+  if same then
+    for d, list in ipairs(spare.domains) do
+      if #list ~= #failed_domains[d] then same = false end
+    end
+  end
+  if same or not failed_domains then
+    local ok = true
+    for _, g in ipairs(gpus) do
+      if g >= spare.ngpus then ok = false end
+    end
+    if ok then
+      for _, g in ipairs(gpus) do map[g] = g end
+      return map
+    end
+  end
+  local free = {}
+  for _, list in ipairs(spare.domains) do
+    for _, x in ipairs(list) do free[#free + 1] = x end
+  end
+  table.sort(gpus)
+  for k, g in ipairs(gpus) do
+    if not free[k] then return nil end
+    map[g] = free[k]
+  end
+  return map
+end
+
+function par3d.replace(cluster, job)
+  local prev = job.previous
+  local byname, result, notes = {}, {}, {}
+  for i, nd in ipairs(cluster.nodes) do byname[nd.name] = i end
+  local lost, order = {}, {}   -- failed node name -> {ranks=, gpus=}
+  for r = 0, job.world - 1 do
+    local p = prev.ranks[r + 1]
+    local i = byname[p.node]
+    if i and not cluster.nodes[i].spare then
+      result[r + 1] = {rank = r, node = i, gpu = p.gpu}
+    else
+      local e = lost[p.node]
+      if not e then
+        e = {ranks = {}, gpus = {}}
+        lost[p.node] = e
+        order[#order + 1] = p.node
+      end
+      e.ranks[#e.ranks + 1] = r
+      e.gpus[#e.gpus + 1] = p.gpu
+    end
+  end
+  local info = {}
+  for _, f in ipairs(prev.failed or {}) do info[f.name] = f end
+  local rack_index = {}
+  for _, rk in ipairs(par3d.racks(cluster)) do rack_index[rk.name] = rk.index end
+  local taken = {}
+  for _, name in ipairs(order) do
+    local e, f = lost[name], info[name] or {}
+    local best, best_key
+    for i, nd in ipairs(cluster.nodes) do
+      if nd.spare and not taken[i] and nd.ngpus >= #e.ranks then
+        local key
+        if f.nvlink_domain and nd.nvlink_domain == f.nvlink_domain then
+          key = 0
+        elseif f.rack and nd.rack == f.rack then
+          key = 1
+        else
+          local d = 1000
+          local a, b = rack_index[f.rack], rack_index[nd.rack]
+          if a and b and cluster.rack_distance and cluster.rack_distance[a] then
+            local x = cluster.rack_distance[a][b]
+            if x and x >= 0 then d = x end
+          end
+          key = 2 + d
+        end
+        if not best_key or key < best_key then best, best_key = i, key end
+      end
+    end
+    if not best then
+      error(string.format("no spare node left for the %d ranks of lost node %s (every --spares node is in use " ..
+        "or lost)", #e.ranks, name), 0)
+    end
+    taken[best] = true
+    local spare = cluster.nodes[best]
+    local map = gpu_map(spare, e.gpus, nil)
+    if not map then
+      error(string.format("spare node %s has %d GPUs, lost node %s ran %d ranks", spare.name, spare.ngpus,
+        name, #e.ranks), 0)
+    end
+    for k, r in ipairs(e.ranks) do
+      result[r + 1] = {rank = r, node = best, gpu = map[e.gpus[k]]}
+    end
+    local where = best_key == 0 and "same NVLink domain " .. f.nvlink_domain
+      or best_key == 1 and "same rack " .. f.rack or "another rack: " .. spare.rack
+    notes[#notes + 1] = string.format("replacement: the %d ranks of lost node %s moved to spare %s (%s); " ..
+      "every other rank stayed where it was", #e.ranks, name, spare.name, where)
+  end
+  return result, notes
+end
+
 return par3d

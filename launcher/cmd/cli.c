@@ -116,7 +116,15 @@ static const opt_row rows[] = {
     {"output-ranks", T_STR, OFF(output_ranks), 0, NOB, C_LAUNCH, "LIST",
      "show output of these ranks only (e.g. 0,8-15); the others still go to --log-dir"},
     {"grace", T_DOUBLE, OFF(grace), 0, 0, 86400, C_LAUNCH, "SECONDS", "SIGTERM -> SIGKILL grace (default 10)"},
-    {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N", "restart the local ranks up to N times"},
+    {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N",
+     "restart the job up to N times (in place, or on a spare after a node loss; every restart counts)"},
+    {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE, "K",
+     "keep K nodes as hot spares (default: one per rack, from the end); a lost node's ranks move to one"},
+    {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE, "HOSTLIST", "never use these nodes (Slurm hostlist)"},
+    {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
+     "run CMD (sh -c) for every node before the start and after every failure; non-zero excludes the node"},
+    {"health-check-timeout", T_DOUBLE, OFF(health_check_timeout), 0, 0.1, 86400, C_LAUNCH, "SECONDS",
+     "a --health-check that runs longer fails (default 30)"},
     {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},
     {"hang-timeout", T_DOUBLE, OFF(hang_timeout), 0, 0.01, 1e9, C_LAUNCH, "SECONDS",
      "a rank that touched $P3D_HEARTBEAT and then neither touches it nor prints for this long is hung: "
@@ -163,6 +171,7 @@ static void opts_defaults(p3d_opts *o)
     o->bind = "numa";
     o->tag_output = -1;
     o->grace = 10.0;
+    o->health_check_timeout = 30.0;
     o->node_rank = -1;
     o->rdzv = "auto";
 }

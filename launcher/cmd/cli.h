@@ -64,6 +64,10 @@ typedef struct p3d_opts {
     const char *output_ranks;   /* --output-ranks LIST: only these ranks shown */
     double grace;               /* seconds */
     int max_restarts;
+    int spares;                 /* --spares K: hot spare nodes */
+    const char *exclude;        /* --exclude HOSTLIST */
+    const char *health_check;   /* --health-check CMD */
+    double health_check_timeout;
     double timeout;             /* whole job, 0 = none */
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */

@@ -29,6 +29,9 @@ typedef struct launch_state {
     int own_run_dir;    /* created by us under $TMPDIR: removed at the end */
     int *nodes;
     int nnodes;
+    const p3d_opts *o;
+    p3d_launch *L;
+    int nkept;          /* placement.<R>.json files written */
 } launch_state;
 
 int p3d_mkdir_p(const char *path, mode_t mode)
@@ -86,6 +89,141 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
+/* "0-3,8,12-15" for a sorted list of ranks. */
+static void rank_ranges(const int *r, int n, char *buf, size_t cap)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && k + 24 < cap;) {
+        int j = i;
+        while (j + 1 < n && r[j + 1] == r[j] + 1)
+            j++;
+        k += (size_t)snprintf(buf + k, cap - k, j > i ? "%s%d-%d" : "%s%d", i ? "," : "", r[i], r[j]);
+        i = j + 1;
+    }
+}
+
+/* L->replace (launch.h): a lost node's ranks move to a spare. */
+static int replace_node(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+{
+    launch_state *S = ctx;
+    p3d_launch *L = S->L;
+    p3d_plan_result *res = &S->res;
+    char *err = NULL, path[PATH_MAX];
+    int world = res->pl->world, rc = -1;
+    int *was = calloc((size_t)world + 1, sizeof *was), *moved = calloc((size_t)world + 1, sizeof *moved);
+    if (!was || !moved) {
+        p3d_err(msg, "out of memory");
+        goto out;
+    }
+    int holds = 0;
+    for (int r = 0; r < world; r++) {
+        was[r] = res->pl->ranks[r].node;
+        for (int j = 0; j < nlost; j++)
+            holds |= was[r] == lost[j];
+    }
+    if (!holds) {
+        /* a spare (or an idle node) is lost: nothing moves */
+        size_t left = 0;
+        for (int j = 0; j < nlost; j++)
+            res->cluster->nodes[lost[j]].role = P3D_NODE_LOST;
+        for (size_t i = 0; i < res->cluster->nnodes; i++)
+            left += res->cluster->nodes[i].role == P3D_NODE_SPARE;
+        char jf[160], jw[600];
+        for (int j = 0; j < nlost; j++) {
+            p3d_json_str(jf, sizeof jf, res->cluster->nodes[lost[j]].name);
+            p3d_json_str(jw, sizeof jw, reason);
+            p3d_event(L->events_fd, L->t0,
+                      "\"event\": \"replace\", \"failed\": %s, \"spare\": null, \"moved_ranks\": [], "
+                      "\"restart\": null, \"reason\": %s",
+                      jf, jw);
+        }
+        if (asprintf(msg, "it ran no rank: nothing moves, %zu spare%s left", left, left == 1 ? "" : "s") < 0)
+            *msg = NULL;
+        rc = 1;
+        goto out;
+    }
+    if (p3d_place_replace(S->o, res, lost, nlost, restart, &err) < 0) {
+        *msg = err;
+        err = NULL;
+        goto out;
+    }
+    if (res->an && res->an->nerrors > 0) {
+        char buf[2048];
+        int k = snprintf(buf, sizeof buf, "the new placement fails %d error-level check%s:", res->an->nerrors,
+                         res->an->nerrors == 1 ? "" : "s");
+        for (size_t i = 0; i < res->an->nchecks && k < (int)sizeof buf; i++)
+            if (res->an->checks[i].severity == P3D_SEV_ERROR)
+                k += snprintf(buf + k, sizeof buf - (size_t)k, " %s: %s", res->an->checks[i].code,
+                              res->an->checks[i].message);
+        *msg = strdup(buf);
+        goto out;
+    }
+    /* the placement the job ran with stays as placement.<restart>.json;
+     * placement.json is replaced in one rename */
+    snprintf(path, sizeof path, "%s/placement.%d.json", S->run_dir, restart);
+    unlink(path);
+    if (link(S->placement_path, path) == 0)
+        S->nkept = restart + 1 > S->nkept ? restart + 1 : S->nkept;
+    {
+        p3d_report_in in = p3d_plan_report_in(res);
+        char *json = p3d_report_json(&in);
+        if (!json || write_file(S->placement_path, json, &err) < 0) {
+            free(json);
+            *msg = err ? err : strdup("cannot render the placement JSON (out of memory)");
+            err = NULL;
+            goto out;
+        }
+        free(json);
+    }
+    L->pl = res->pl;
+    L->gen0 = restart;
+    /* the story: who took which ranks */
+    const p3d_cluster *c = res->cluster;
+    char ranks[512], jr[600], jf[160], js[160], jw[600], story[1024];
+    size_t k = 0;
+    story[0] = 0;
+    for (int j = 0; j < nlost; j++) {
+        int n = 0, spare = -1;
+        for (int r = 0; r < world; r++)
+            if (was[r] == lost[j]) {
+                moved[n++] = r;
+                spare = res->pl->ranks[r].node;
+            }
+        rank_ranges(moved, n, ranks, sizeof ranks);
+        const char *sname = spare >= 0 ? c->nodes[spare].name : "";
+        p3d_json_str(jf, sizeof jf, c->nodes[lost[j]].name);
+        p3d_json_str(js, sizeof js, sname);
+        p3d_json_str(jw, sizeof jw, reason);
+        int jk = 0;
+        jr[0] = 0;
+        for (int q = 0; q < n && jk + 16 < (int)sizeof jr; q++)
+            jk += snprintf(jr + jk, sizeof jr - (size_t)jk, "%s%d", q ? ", " : "", moved[q]);
+        p3d_event(L->events_fd, L->t0,
+                  "\"event\": \"replace\", \"failed\": %s, \"spare\": %s, \"moved_ranks\": [%s], "
+                  "\"restart\": %d, \"reason\": %s",
+                  jf, spare >= 0 ? js : "null", jr, restart, jw);
+        if (spare >= 0) {
+            const char *rs = c->nracks ? c->racks[c->nodes[spare].rack] : "default";
+            int same = c->nodes[spare].rack == c->nodes[lost[j]].rack;
+            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s rack %s)",
+                                  k ? "; " : "", ranks, c->nodes[lost[j]].name, sname, same ? "same" : "other", rs);
+        } else {
+            k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
+                                  c->nodes[lost[j]].name);
+        }
+        if (k >= sizeof story)
+            k = sizeof story - 1;
+    }
+    *msg = strdup(story);
+    rc = 0;
+out:
+    free(err);
+    free(was);
+    free(moved);
+    return rc;
+}
+
 /* Shared by launch and __agent: place, check, write the placement, fill L.
  * Returns 0, or an exit code with the message already printed. */
 static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
@@ -132,8 +270,10 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     }
     for (int r = 0; r < pl->world; r++)
         has[pl->ranks[r].node] = 1;
+    /* the spares' agents run too: no rank, they wait to take a lost
+     * node's ranks */
     for (size_t i = 0; i < c->nnodes; i++)
-        if (has[i])
+        if (has[i] || c->nodes[i].role == P3D_NODE_SPARE)
             S->nodes[S->nnodes++] = (int)i;
     free(has);
     if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT) {
@@ -231,6 +371,14 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     L->tag = o->tag_output < 0 ? pl->world > 1 : o->tag_output;
     L->emulate = o->emulate;
     L->program = S->program;
+    L->events_fd = p3d_events_open(S->run_dir);
+    L->t0 = p3d_now();
+    S->o = o;
+    S->L = L;
+    if (o->emulate && o->cmd != P3D_CMD_AGENT) {
+        L->replace = replace_node;
+        L->replace_ctx = S;
+    }
     if (o->verbose)
         fprintf(stderr,
                 "par3drun: job %s: %d ranks on %d node%s, placement %s, MASTER_ADDR=%s MASTER_PORT=%d "
@@ -256,6 +404,12 @@ static void cleanup(launch_state *S)
             unlink(S->placement_path);
         snprintf(p, sizeof p, "%s/output.lock", S->run_dir);
         unlink(p);
+        snprintf(p, sizeof p, "%s/events.jsonl", S->run_dir);
+        unlink(p);
+        for (int k = 0; k < S->nkept; k++) {
+            snprintf(p, sizeof p, "%s/placement.%d.json", S->run_dir, k);
+            unlink(p);
+        }
         /* --hang-timeout's heartbeat files (hang.c) */
         for (int r = 0; S->placed && r < S->res.pl->world; r++) {
             snprintf(p, sizeof p, "%s/heartbeat/rank-%d", S->run_dir, r);
@@ -265,6 +419,8 @@ static void cleanup(launch_state *S)
         rmdir(p);
         rmdir(S->run_dir);
     }
+    if (S->L && S->L->events_fd >= 0)
+        close(S->L->events_fd);
     if (S->placed)
         p3d_plan_result_free(&S->res);
     p3d_envv_free(&S->extra);

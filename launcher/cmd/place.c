@@ -23,6 +23,10 @@ void p3d_plan_result_free(p3d_plan_result *r)
     p3d_placement_free(r->pl);
     p3d_cluster_free(r->cluster);
     free(r->base_err);
+    if (r->view)
+        free(r->view->nodes);
+    free(r->view);
+    free(r->view_map);
     memset(r, 0, sizeof *r);
 }
 
@@ -116,13 +120,144 @@ static void alt_why(const p3d_cost *chosen, const p3d_cost *c, char *buf, size_t
                  a[k], p3d_link_name(c->link[dims[k]]), p3d_link_name(chosen->link[dims[k]]));
 }
 
+/* ---- spares, --exclude and the policy's view ------------------------------ */
+
+/* --exclude: the named nodes get P3D_NODE_EXCLUDED; each must exist. */
+static int apply_exclude(const char *list, p3d_cluster *c, char **err)
+{
+    char **names = NULL, *e = NULL;
+    size_t n = 0;
+    int rc = -1;
+    if (p3d_hostlist_expand(list, &names, &n, 0, &e) < 0) {
+        p3d_err(err, "--exclude '%s': %s", list, e ? e : "not a host list");
+        goto out;
+    }
+    for (size_t k = 0; k < n; k++) {
+        size_t i = 0;
+        while (i < c->nnodes && strcmp(c->nodes[i].name, names[k]) != 0)
+            i++;
+        if (i == c->nnodes) {
+            p3d_err(err, "--exclude '%s': node '%s' is not in %s", list, names[k], c->source ? c->source : "the cluster");
+            goto out;
+        }
+        c->nodes[i].role = P3D_NODE_EXCLUDED;
+    }
+    rc = 0;
+out:
+    free(e);
+    p3d_strv_free(names, n);
+    return rc;
+}
+
+/* --spares K, the default choice: racks in order of their first node take
+ * turns giving their last usable node, while a rack keeps at least one
+ * node that runs ranks; then any rack's last usable node. */
+static int pick_spares(p3d_cluster *c, int k, char **err)
+{
+    size_t usable = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        usable += c->nodes[i].role == P3D_NODE_USE;
+    if (k <= 0)
+        return 0;
+    if ((size_t)k >= usable)
+        return p3d_err(err, "--spares %d: the cluster has %zu usable node%s%s; at least one must run ranks", k, usable,
+                       usable == 1 ? "" : "s", usable < c->nnodes ? " (after --exclude)" : "");
+    size_t nr = c->nracks ? c->nracks : 1;
+    for (int pass = 0; pass < 2 && k > 0; pass++) {
+        int gave = 1;
+        while (k > 0 && gave) {
+            gave = 0;
+            for (size_t r = 0; r < nr && k > 0; r++) {
+                size_t left = 0;
+                long last = -1;
+                for (size_t i = 0; i < c->nnodes; i++)
+                    if (c->nodes[i].role == P3D_NODE_USE && (size_t)c->nodes[i].rack == r) {
+                        left++;
+                        last = (long)i;
+                    }
+                if (last < 0 || (pass == 0 && left < 2))
+                    continue;
+                c->nodes[last].role = P3D_NODE_SPARE;
+                k--;
+                gave = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The policy's view: the nodes the job may place on (with_spares: also the
+ * spares and unused nodes, marked spare), sharing everything else. */
+static int make_view(p3d_plan_result *out, int with_spares, const p3d_placement *prev, char **err)
+{
+    const p3d_cluster *c = out->cluster;
+    if (out->view)
+        free(out->view->nodes);
+    free(out->view);
+    free(out->view_map);
+    out->view = NULL;
+    out->view_map = NULL;
+    unsigned char *holds = calloc(c->nnodes + 1, 1);
+    if (!holds)
+        return p3d_err(err, "out of memory");
+    for (int r = 0; prev && r < prev->world; r++)
+        holds[prev->ranks[r].node] = 1;
+    size_t n = 0, all = 1;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        int role = c->nodes[i].role;
+        n += role == P3D_NODE_USE || (with_spares && role == P3D_NODE_SPARE);
+        all &= role == P3D_NODE_USE;
+    }
+    if (all) {
+        free(holds);
+        return 0;
+    }
+    p3d_cluster *v = malloc(sizeof *v);
+    p3d_cnode *nodes = calloc(n + 1, sizeof *nodes);
+    int *map = calloc(n + 1, sizeof *map);
+    if (!v || !nodes || !map) {
+        free(v);
+        free(nodes);
+        free(map);
+        free(holds);
+        return p3d_err(err, "out of memory");
+    }
+    *v = *c;
+    size_t k = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        int role = c->nodes[i].role;
+        if (!(role == P3D_NODE_USE || (with_spares && role == P3D_NODE_SPARE)))
+            continue;
+        nodes[k] = c->nodes[i];
+        nodes[k].role = with_spares && !holds[i] ? P3D_NODE_SPARE : P3D_NODE_USE;
+        map[k++] = (int)i;
+    }
+    free(holds);
+    v->nodes = nodes;
+    v->nnodes = k;
+    out->view = v;
+    out->view_map = map;
+    return 0;
+}
+
+/* A policy on the view; the ranks' nodes mapped back to the cluster's. */
+static int policy_on_view(const char *policy, const char *sha, const p3d_plan_result *out, const p3d_job *job,
+                          p3d_placement **pl, char **err)
+{
+    if (p3d_policy_run(policy, sha, out->view ? out->view : out->cluster, job, pl, err) < 0)
+        return -1;
+    for (int r = 0; out->view && r < (*pl)->world; r++)
+        (*pl)->ranks[r].node = out->view_map[(*pl)->ranks[r].node];
+    return 0;
+}
+
 /* Runs one policy and its checks; 0, or -1 with *err. */
 static int run_one(const char *policy, const char *sha, const p3d_plan_result *out, p3d_placement **pl,
                    p3d_analysis **an, char **err)
 {
     *pl = NULL;
     *an = NULL;
-    if (p3d_policy_run(policy, sha, out->cluster, &out->job, pl, err) < 0)
+    if (policy_on_view(policy, sha, out, &out->job, pl, err) < 0)
         return -1;
     if (p3d_analyze(out->cluster, &out->job, *pl, an, err) < 0) {
         p3d_placement_free(*pl);
@@ -252,13 +387,17 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     out->cluster = cluster;
     if (p3d_cli_job(o, &out->job, err) < 0)
         goto out;
+    out->job.spares = o->spares;
+    if ((o->exclude && apply_exclude(o->exclude, cluster, err) < 0) || pick_spares(cluster, o->spares, err) < 0 ||
+        make_view(out, 0, NULL, err) < 0)
+        goto out;
     /* p3d_job_resolve_dp's own message points at the local machine */
     if (o->cluster && p3d_cluster_gpus(out->cluster) == 0) {
         p3d_err(err, "%s: the cluster has no GPUs: give --nproc-per-node N to run N CPU ranks per node",
                 o->cluster);
         goto out;
     }
-    if (p3d_job_resolve_dp(&out->job, p3d_cluster_gpus(out->cluster), err) < 0)
+    if (p3d_job_resolve_dp(&out->job, p3d_cluster_gpus(out->view ? out->view : out->cluster), err) < 0)
         goto out;
     t1 = now();
     out->t_cluster = t1 - t0;
@@ -292,8 +431,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
         out->t_policy = t1 - t0;
         t0 = t1;
     } else {
-        if (p3d_policy_run(o->policy ? o->policy : "megatron", o->policy_sha256, out->cluster, &out->job,
-                           &out->pl, err) < 0)
+        if (policy_on_view(o->policy ? o->policy : "megatron", o->policy_sha256, out, &out->job, &out->pl, err) < 0)
             goto out;
         t1 = now();
         out->t_policy = t1 - t0;
@@ -311,7 +449,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
      * the report says why and the dry run goes on. */
     if (!out->pl->policy || strcmp(out->pl->policy, "naive") != 0) {
         char *e = NULL;
-        if (p3d_policy_run("naive", NULL, out->cluster, &out->job, &out->base_pl, &e) < 0 ||
+        if (policy_on_view("naive", NULL, out, &out->job, &out->base_pl, &e) < 0 ||
             p3d_analyze(out->cluster, &out->job, out->base_pl, &out->base_an, &e) < 0) {
             p3d_placement_free(out->base_pl);
             out->base_pl = NULL;
@@ -325,5 +463,93 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
 out:
     if (rc < 0)
         p3d_plan_result_free(out);
+    return rc;
+}
+
+int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, char **err)
+{
+    p3d_cluster *c = r->cluster;
+    p3d_placement *old = r->pl, *pl = NULL;
+    p3d_analysis *an = NULL;
+    int world = old->world, rc = -1;
+    const char **node = calloc((size_t)world + 1, sizeof *node);
+    int *gpu = calloc((size_t)world + 1, sizeof *gpu);
+    const char **fname = calloc((size_t)nlost + 1, sizeof *fname);
+    const char **frack = calloc((size_t)nlost + 1, sizeof *frack);
+    const char **fnvl = calloc((size_t)nlost + 1, sizeof *fnvl);
+    if (!node || !gpu || !fname || !frack || !fnvl) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (int k = 0; k < nlost; k++) {
+        const p3d_cnode *cn = &c->nodes[lost[k]];
+        c->nodes[lost[k]].role = P3D_NODE_LOST;
+        fname[k] = cn->name;
+        frack[k] = c->nracks ? c->racks[cn->rack] : NULL;
+        fnvl[k] = cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains ? c->nvl_domains[cn->nvl_domain]
+                                                                                  : NULL;
+    }
+    for (int q = 0; q < world; q++) {
+        node[q] = c->nodes[old->ranks[q].node].name;
+        gpu[q] = old->ranks[q].gpu;
+    }
+    /* the spares available now: a spare that runs no rank any more (its
+     * node was... never: a used node that lost its ranks is lost) */
+    size_t spares = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        spares += c->nodes[i].role == P3D_NODE_SPARE;
+    if (!spares) {
+        p3d_err(err, "no spare node left to take the ranks of %s (--spares %d, all in use or lost); the job does not "
+                     "shrink: it stops",
+                fname[0], o->spares);
+        goto out;
+    }
+    p3d_previous prev = {.world = world, .node = node, .gpu = gpu, .restart = restart, .nfailed = (size_t)nlost,
+                         .failed = fname, .failed_rack = frack, .failed_nvl = fnvl};
+    p3d_job job = r->job;
+    job.previous = &prev;
+    /* the view: every node that may hold ranks, spares marked */
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].role == P3D_NODE_USE) {
+            int holds = 0;
+            for (int q = 0; q < world && !holds; q++)
+                holds = old->ranks[q].node == (int)i;
+            if (!holds)
+                c->nodes[i].role = P3D_NODE_SPARE; /* an unused node serves as well */
+        }
+    if (make_view(r, 1, old, err) < 0)
+        goto out;
+    const char *policy = old->policy ? old->policy : o->policy ? o->policy : "megatron";
+    if (policy_on_view(o->policy && strcmp(o->policy, "auto") ? o->policy : policy,
+                       o->policy && strcmp(o->policy, "auto") ? o->policy_sha256 : NULL, r, &job, &pl, err) < 0)
+        goto out;
+    if (p3d_analyze(c, &r->job, pl, &an, err) < 0)
+        goto out;
+    for (int q = 0; q < world; q++)
+        c->nodes[pl->ranks[q].node].role = P3D_NODE_USE;
+    p3d_placement_free(r->pl);
+    p3d_analysis_free(r->an);
+    r->pl = pl;
+    r->an = an;
+    pl = NULL;
+    an = NULL;
+    /* the baseline compared the first placement; a replacement keeps
+     * every healthy rank, so there is nothing to compare it with */
+    p3d_placement_free(r->base_pl);
+    p3d_analysis_free(r->base_an);
+    r->base_pl = NULL;
+    r->base_an = NULL;
+    free(r->base_err);
+    r->base_err = strdup("not run again after a node loss (the replacement keeps every healthy rank in place)");
+    r->nalt = 0;
+    rc = 0;
+out:
+    p3d_placement_free(pl);
+    p3d_analysis_free(an);
+    free(node);
+    free(gpu);
+    free(fname);
+    free(frack);
+    free(fnvl);
     return rc;
 }

@@ -31,6 +31,11 @@ typedef struct p3d_plan_result {
     } alt[8];
     int nalt;
     int auto_chosen;          /* 1: --policy auto picked pl */
+    /* The nodes the policy sees: those with role P3D_NODE_USE (plus, for a
+     * replacement, the spares), borrowed from cluster; view_map[i] is view
+     * node i's index in cluster. NULL when every node is used. */
+    p3d_cluster *view;
+    int *view_map;
     /* seconds per stage, for --verbose and bench/ */
     double t_cluster, t_policy, t_check, t_baseline;
 } p3d_plan_result;
@@ -52,6 +57,16 @@ int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
  * cluster (freed with *out, also on failure). */
 int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
 void p3d_plan_result_free(p3d_plan_result *r);
+
+/* A lost node (docs/launch.md, "When a node dies"): marks the cluster
+ * nodes lost[0..nlost) P3D_NODE_LOST, then runs the job's policy again
+ * with job.previous = the current placement and the spares available
+ * (every rank not on a lost node keeps its GPU; bundled policies move each
+ * lost node's ranks to the best spare) and checks the result. On success
+ * r->pl / r->an hold the new placement (the spare that took ranks becomes a
+ * used node); error-level checks are the caller's to refuse. -1 with *err
+ * when no placement could be made (no spare left, the policy failed). */
+int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, char **err);
 /* One line (no newline) saying that another policy's estimate beats the
  * chosen one on this input and why, or "" when none does; into buf. */
 void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap);

@@ -398,8 +398,12 @@ static int agent_generation_over(agent *a, char **err)
             a->fail_code = P3D_EXIT_FAIL;
             p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
             p3d_amsg_send(a->upstream, &f);
+            return 0;
         }
-        return 0;
+        /* a node without ranks (a spare) is done at once: nothing else
+         * would wake the loop to say so */
+        if (a->running > 0 || a->nlocal > 0)
+            return 0;
     }
     if (a->final || a->upstream < 0)
         return 1;
@@ -413,7 +417,7 @@ static int agent_generation_over(agent *a, char **err)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1};
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->gen0};
     agent *a = &A;
     char *err = NULL;
     struct pollfd *pfd = NULL;

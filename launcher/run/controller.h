@@ -12,8 +12,18 @@
  *
  *   STARTING --all agents up--> RUNNING --failure, restarts left--> RESTARTING
  *      |                           |  <------all agents up again-------'
- *      '-------failure (none left), lost agent, signal, timeout, all done-->
+ *      |                           |--lost node / failed health check,
+ *      |                           |  restarts left, a spare found--> REPLACING
+ *      |                           |  (every agent retires; once all are gone
+ *      |                           |   the transport forks them again on the
+ *      |                           |   new placement) --> RESTARTING
+ *      '-------failure (none left), lost agent (no replacement), signal,
+ *              timeout, all done-->
  *   STOPPING --every agent gone (or ended by force past its deadline)--> DONE
+ *
+ * A lost node is "dead" for the rest of the job: its agent is never
+ * started again. Another loss while REPLACING or RESTARTING (two failures
+ * in a row) is one more replacement, one more restart.
  *
  * Deadlines: after a stop order every agent has --grace plus
  * P3D_CTL_SLACK seconds to end; then ops->kill ends it (a local agent is
@@ -35,6 +45,7 @@ typedef enum p3d_ctl_state {
     P3D_CTL_STARTING,
     P3D_CTL_RUNNING,
     P3D_CTL_RESTARTING,
+    P3D_CTL_REPLACING,
     P3D_CTL_STOPPING,
     P3D_CTL_DONE,
 } p3d_ctl_state;
@@ -48,6 +59,19 @@ typedef struct p3d_ctl_ops {
     void (*kill)(void *ctx, int a);
     /* text for the user (whole lines) */
     void (*say)(void *ctx, const char *text);
+    /* Optional (NULL: not offered by the transport). */
+    /* agents lost[0..nlost) are gone for good: place again without them
+     * for restart gen; 0 with a one-line story in *msg, 1 when they ran
+     * no rank (spares: nothing to restart), -1 with why */
+    int (*replace)(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg);
+    /* every agent has retired: start the agents not dead on the current
+     * placement, restart count gen; 0, or -1 */
+    int (*respawn)(void *ctx, int gen, const unsigned char *dead);
+    /* --health-check on every live agent's node: sets bad[a] = 1 for a
+     * failed one, returns how many failed */
+    int (*health)(void *ctx, const unsigned char *dead, unsigned char *bad);
+    /* one events.jsonl record: the fields, without braces */
+    void (*event)(void *ctx, const char *fields);
 } p3d_ctl_ops;
 
 typedef struct p3d_ctl_cfg {
@@ -58,6 +82,9 @@ typedef struct p3d_ctl_cfg {
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
     int verbose;
+    int leader;               /* the agent of the controller's own node
+                                 (a multi-node leader), -1 none */
+    double t0;                /* the job's start (story times) */
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -73,6 +100,12 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now);
 /* Agent a is gone (process reaped, connection closed). how: what
  * happened, for the root cause when nobody asked it to end. */
 void p3d_ctl_gone(p3d_ctl *c, int a, const char *how, double now);
+/* The same; clean: the agent ended by itself (exited, not killed by a
+ * signal) — what a retiring agent does while REPLACING. */
+void p3d_ctl_gone_status(p3d_ctl *c, int a, const char *how, int clean, double now);
+/* Before the start: agent a's node failed its health check; it is dead
+ * (never started). */
+void p3d_ctl_mark_dead(p3d_ctl *c, int a);
 /* The controller's own process got sig. */
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */
@@ -93,6 +126,10 @@ const char *p3d_ctl_summary(const p3d_ctl *c);
  * agent running its ranks again (0 when none). */
 int p3d_ctl_restarts(const p3d_ctl *c);
 double p3d_ctl_recovery_max(const p3d_ctl *c);
+/* Nodes replaced so far, and the story of the recoveries ("" when none):
+ * whole lines, for the summary at the end. */
+int p3d_ctl_replaced(const p3d_ctl *c);
+const char *p3d_ctl_story(const p3d_ctl *c);
 
 /* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
 void p3d_failure_how(int code, int sig, char *buf, size_t cap);

@@ -60,6 +60,18 @@ typedef struct p3d_launch {
     int tag;                     /* prefix output lines */
     int emulate;
     const char *program;         /* resolved path of o->argv[0] */
+    int gen0;                    /* the restart count agents start with */
+    int events_fd;               /* RUN_DIR/events.jsonl, -1 none (events.c) */
+    double t0;                   /* monotonic start of the job */
+    /* A lost node (docs/launch.md, "When a node dies"): places again
+     * without the nodes lost[0..nlost) (cluster indices), keeps the old
+     * placement file as placement.<restart>.json, writes the replace
+     * event, and sets pl/gen0 for the agents forked next. Returns 0 with a
+     * one-line story in *msg, 1 when the lost nodes ran no rank (nothing
+     * moves, no restart), or -1 with the reason in *msg. NULL: this
+     * job cannot replace nodes. */
+    int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
+    void *replace_ctx;
 } p3d_launch;
 
 /* ---- rank_env.c ---------------------------------------------------------- */
@@ -324,6 +336,16 @@ int p3d_signalfd(void);
 int p3d_poll_ms(double deadline);
 /* Monotonic seconds. */
 double p3d_now(void);
+
+/* ---- events.c: RUN_DIR/events.jsonl ------------------------------------- */
+
+/* Opens (truncates) RUN_DIR/events.jsonl; -1 when it cannot. */
+int p3d_events_open(const char *run_dir);
+/* Appends {"ts": UNIX, "t": SECONDS-SINCE-t0, <fields>} as one line; fmt
+ * gives the fields ("\"event\": \"start\", ..."). fd < 0: nothing. */
+void p3d_event(int fd, double t0, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* s as a JSON string literal (quotes included), cut to fit cap. */
+void p3d_json_str(char *buf, size_t cap, const char *s);
 
 /* ---- relay.c ------------------------------------------------------------- */
 

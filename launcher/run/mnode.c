@@ -347,6 +347,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.tag = o->tag_output < 0 ? L.pl->world > 1 : o->tag_output;
     L.emulate = 0;
     L.program = m->program;
+    L.events_fd = -1;
+    L.t0 = p3d_now();
     if (o->verbose) {
         int nl = 0;
         for (int q = 0; q < L.pl->world; q++)

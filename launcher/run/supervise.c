@@ -165,6 +165,9 @@ typedef struct hub {
     alink *ln;
     int n;
     int sfd;
+    int lock_fd;
+    const int *nodes;   /* agent i runs cluster node nodes[i] */
+    const char **names;
     p3d_ctl *ctl;
     p3d_outsink sink;
 } hub;
@@ -216,13 +219,156 @@ static void hub_close(alink *l)
     l->fd = -1;
 }
 
-static void hub_gone(hub *h, int a, const char *how)
+static void hub_gone(hub *h, int a, const char *how, int clean)
 {
     alink *l = &h->ln[a];
     if (l->reported)
         return;
     l->reported = 1;
-    p3d_ctl_gone(h->ctl, a, how, p3d_now());
+    p3d_ctl_gone_status(h->ctl, a, how, clean, p3d_now());
+}
+
+/* Forks the agent of agent index i; the agent keeps none of our
+ * descriptors but its own. */
+static int hub_fork(hub *h, int i)
+{
+    int nc = 0;
+    int *close_fds = calloc((size_t)h->n + 3, sizeof *close_fds);
+    if (!close_fds)
+        return -1;
+    close_fds[nc++] = h->sfd;
+    close_fds[nc++] = h->lock_fd;
+    for (int k = 0; k < h->n; k++)
+        if (h->ln[k].fd >= 0)
+            close_fds[nc++] = h->ln[k].fd;
+    int rc = p3d_agent_fork(h->L, h->nodes[i], close_fds, nc, &h->ln[i].pid, &h->ln[i].fd);
+    free(close_fds);
+    return rc;
+}
+
+/* ---- replacement (controller.h ops) -------------------------------------- */
+
+static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
+{
+    hub *h = ctx;
+    int *idx = calloc((size_t)nlost + 1, sizeof *idx);
+    if (!idx)
+        return -1;
+    for (int k = 0; k < nlost; k++)
+        idx[k] = h->nodes[lost[k]];
+    int rc = h->L->replace(h->L->replace_ctx, idx, nlost, gen, reason, msg);
+    free(idx);
+    return rc;
+}
+
+static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
+{
+    hub *h = ctx;
+    (void)gen; /* L->gen0 was set by the replacement */
+    for (int i = 0; i < h->n; i++) {
+        alink *l = &h->ln[i];
+        if (dead[i])
+            continue;
+        hub_close(l);
+        l->reported = 0;
+        l->broken = 0;
+        if (hub_fork(h, i) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void hub_event(void *ctx, const char *fields)
+{
+    hub *h = ctx;
+    p3d_event(h->L->events_fd, h->L->t0, "%s", fields);
+}
+
+/* --health-check: CMD through sh -c once per node, all at once, each with
+ * P3D_NODE=<node name>, bounded by --health-check-timeout (then its
+ * process group is SIGKILLed and it counts as failed). */
+static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
+{
+    hub *h = ctx;
+    const p3d_opts *o = h->L->o;
+    pid_t *pid = calloc((size_t)h->n + 1, sizeof *pid);
+    int *st = calloc((size_t)h->n + 1, sizeof *st);
+    int nbad = 0;
+    if (!pid || !st) {
+        free(pid);
+        free(st);
+        return 0;
+    }
+    double t = p3d_now(), until = t + o->health_check_timeout;
+    for (int i = 0; i < h->n; i++) {
+        if (dead && dead[i])
+            continue;
+        fflush(NULL);
+        pid_t c = fork();
+        if (c == 0) {
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            setpgid(0, 0);
+            setenv("P3D_NODE", h->names[i], 1);
+            execl("/bin/sh", "sh", "-c", o->health_check, (char *)NULL);
+            _exit(127);
+        }
+        if (c > 0)
+            setpgid(c, c);
+        pid[i] = c;
+        st[i] = -1;
+    }
+    int left;
+    do {
+        left = 0;
+        for (int i = 0; i < h->n; i++)
+            if (pid[i] > 0 && st[i] == -1) {
+                int w;
+                if (waitpid(pid[i], &w, WNOHANG) == pid[i])
+                    st[i] = w;
+                else
+                    left++;
+            }
+        if (left && p3d_now() >= until) {
+            for (int i = 0; i < h->n; i++)
+                if (pid[i] > 0 && st[i] == -1) {
+                    kill(-pid[i], SIGKILL);
+                    waitpid(pid[i], &st[i], 0);
+                    st[i] = -2;
+                }
+            left = 0;
+        }
+        if (left)
+            usleep(5000);
+    } while (left);
+    for (int i = 0; i < h->n; i++) {
+        if (dead && dead[i])
+            continue;
+        char how[96], jn[160], jh[128];
+        int ok = pid[i] > 0 && st[i] >= 0 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0;
+        if (pid[i] <= 0)
+            snprintf(how, sizeof how, "cannot start it");
+        else if (st[i] == -2)
+            snprintf(how, sizeof how, "timed out after %g s", o->health_check_timeout);
+        else
+            p3d_exit_how(st[i], how, sizeof how);
+        p3d_json_str(jn, sizeof jn, h->names[i]);
+        p3d_json_str(jh, sizeof jh, ok ? "passed" : how);
+        p3d_event(h->L->events_fd, h->L->t0,
+                  "\"event\": \"health\", \"node\": %s, \"ok\": %s, \"how\": %s, \"seconds\": %.3f", jn,
+                  ok ? "true" : "false", jh, p3d_now() - t);
+        if (!ok) {
+            char line[256];
+            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i], how);
+            hub_say(h, line);
+            bad[i] = 1;
+            nbad++;
+        }
+    }
+    free(pid);
+    free(st);
+    return nbad;
 }
 
 /* Reads every packet agent a has queued (local). Returns -1 at EOF. */
@@ -267,7 +413,7 @@ static void hub_read_remote(hub *h, int a)
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
         hub_close(l);
-        hub_gone(h, a, how);
+        hub_gone(h, a, how, 0);
     }
     free(e);
 }
@@ -287,7 +433,7 @@ static void hub_reap(hub *h)
             hub_close(l);
             char how[128];
             p3d_exit_how(status, how, sizeof how);
-            hub_gone(h, i, how);
+            hub_gone(h, i, how, WIFEXITED(status));
         }
 }
 
@@ -308,7 +454,7 @@ static void hub_loop(hub *h)
         for (int i = 0; i < h->n; i++)
             if (h->ln[i].broken && !h->ln[i].reported) {
                 hub_close(&h->ln[i]);
-                hub_gone(h, i, "the connection failed (cannot send to it)");
+                hub_gone(h, i, "the connection failed (cannot send to it)", 0);
             }
         if (p3d_ctl_get_state(h->ctl) == P3D_CTL_DONE)
             break;
@@ -360,17 +506,19 @@ static void hub_loop(hub *h)
 
 int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
 {
-    hub H = {.L = L, .n = nnodes, .sfd = -1};
+    hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes};
     hub *h = &H;
-    int code = P3D_EXIT_FAIL, lock_fd = p3d_output_lock_open(L);
+    int code = P3D_EXIT_FAIL, lock_fd = p3d_output_lock_open(L), remote = 0;
     const char **names = calloc((size_t)nnodes + 1, sizeof *names);
-    int *close_fds = calloc((size_t)nnodes + 2, sizeof *close_fds);
+    unsigned char *bad = calloc((size_t)nnodes + 1, 1);
     h->ln = calloc((size_t)nnodes + 1, sizeof *h->ln);
+    h->names = names;
+    h->lock_fd = lock_fd;
     p3d_sink_init(&h->sink, 1, 2, lock_fd);
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     h->sfd = p3d_signalfd();
-    if (h->sfd < 0 || !names || !close_fds || !h->ln) {
+    if (h->sfd < 0 || !names || !bad || !h->ln) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: %s\n", strerror(errno));
         goto out;
     }
@@ -378,34 +526,68 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         names[i] = L->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
         h->ln[i].remote = h->ln[i].fd >= 0;
+        remote |= h->ln[i].remote;
     }
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->pl->world, .max_restarts = L->o->max_restarts,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
+        .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
     };
-    p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say};
+    p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event};
+    /* a replacement starts the agents again on a new placement: the
+     * local ones only (remote nodes place once, at the rendezvous) */
+    if (L->replace && !remote) {
+        ops.replace = hub_replace;
+        ops.respawn = hub_respawn;
+    }
+    if (L->o->health_check)
+        ops.health = hub_health;
     h->ctl = p3d_ctl_new(&cfg, &ops, p3d_now());
     if (!h->ctl) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");
         goto out;
     }
-    for (int i = 0; i < nnodes; i++) {
-        if (h->ln[i].remote)
+    if (L->o->health_check && hub_health(h, NULL, bad) > 0) {
+        /* before the first start: a failed node is excluded like a lost
+         * one, its ranks placed on a spare (not a restart) */
+        int *lost = calloc((size_t)nnodes + 1, sizeof *lost), nlost = 0;
+        char *msg = NULL, why[256];
+        for (int i = 0; lost && i < nnodes; i++)
+            if (bad[i])
+                lost[nlost++] = i;
+        snprintf(why, sizeof why, "node %s failed its --health-check before the start", names[lost ? lost[0] : 0]);
+        if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
+            char *s = NULL;
+            if (asprintf(&s, "%s; cannot replace it: %s", why,
+                         msg ? msg : !ops.replace ? "only an --emulate job replaces nodes in this version"
+                                                  : "out of memory") < 0)
+                s = NULL;
+            p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());
+            free(s);
+            for (int k = 0; k < nnodes; k++)
+                hub_gone(h, k, NULL, 1);
+        } else {
+            char line[600];
+            snprintf(line, sizeof line, "par3drun: %s; %s\n", why, msg ? msg : "replaced");
+            hub_say(h, line);
+            for (int k = 0; k < nlost; k++)
+                p3d_ctl_mark_dead(h->ctl, lost[k]);
+        }
+        free(msg);
+        free(lost);
+    }
+    p3d_event(L->events_fd, L->t0, "\"event\": \"start\", \"ranks\": %d, \"nodes\": %d, \"restart\": %d",
+              L->pl->world, nnodes, L->gen0);
+    for (int i = 0; i < nnodes && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {
+        if (h->ln[i].remote || bad[i])
             continue;
-        /* the agent keeps none of our descriptors but its own */
-        int nc = 0;
-        close_fds[nc++] = h->sfd;
-        close_fds[nc++] = lock_fd;
-        for (int k = 0; k < nnodes; k++)
-            if (h->ln[k].fd >= 0)
-                close_fds[nc++] = h->ln[k].fd;
-        if (p3d_agent_fork(L, nodes[i], close_fds, nc, &h->ln[i].pid, &h->ln[i].fd) < 0) {
+        if (hub_fork(h, i) < 0) {
             char why[160];
             snprintf(why, sizeof why, "cannot start the agent of node %s: %s", names[i], strerror(errno));
             p3d_ctl_abort(h->ctl, why, P3D_EXIT_FAIL, p3d_now());
             for (int k = i; k < nnodes; k++)
                 if (!h->ln[k].remote)
-                    hub_gone(h, k, NULL);
+                    hub_gone(h, k, NULL, 0);
             break;
         }
     }
@@ -424,6 +606,21 @@ out:
         const char *sum = p3d_ctl_summary(h->ctl);
         if (sum[0])
             p3d_sink_write(&h->sink, 1, sum, strlen(sum));
+        const char *st = p3d_ctl_story(h->ctl);
+        if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
+            char head[256];
+            snprintf(head, sizeof head,
+                     "par3drun: what happened: %d node%s replaced, %d restart%s, slowest recovery %.2f s (failure "
+                     "seen -> all ranks running), exit %d\n",
+                     p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
+                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_recovery_max(h->ctl), code);
+            p3d_sink_write(&h->sink, 1, head, strlen(head));
+            p3d_sink_write(&h->sink, 1, st, strlen(st));
+        }
+        p3d_event(L->events_fd, L->t0,
+                  "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
+                  "\"recovery_max_s\": %.3f",
+                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), p3d_ctl_recovery_max(h->ctl));
     }
     p3d_sink_close(&h->sink);
     for (int i = 0; h->ln && i < nnodes; i++) {
@@ -433,7 +630,7 @@ out:
     p3d_ctl_free(h->ctl);
     free(h->ln);
     free(names);
-    free(close_fds);
+    free(bad);
     if (h->sfd >= 0)
         close(h->sfd);
     if (lock_fd >= 0)

@@ -433,6 +433,7 @@ static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
     cn->topo = c->topos[topo];
     cn->rack = rack;
     cn->nvl_domain = dom;
+    cn->role = P3D_NODE_USE;
     x->entry_of_node[c->nnodes++] = entry;
     return 0;
 }

@@ -412,6 +412,10 @@ void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
         lua_pushstring(L, c->nracks ? c->racks[r] : "default");
         lua_setfield(L, -2, "rack");
         set_int(L, "rack_index", r + 1);
+        if (cn->role == P3D_NODE_SPARE) {
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -2, "spare");
+        }
         if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains) {
             set_str(L, "nvlink_domain", c->nvl_domains[cn->nvl_domain]);
             set_int(L, "nvlink_domain_index", cn->nvl_domain + 1);
@@ -459,6 +463,41 @@ void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
 
 #define JSEAL(L) seal(L, ro_job_newindex)
 
+/* job.previous = {restart=, ranks={{rank=, node=NAME, gpu=}, ...},
+ * failed={{name=, rack=, nvlink_domain=}, ...}} (docs/policies.md). */
+static void push_previous(lua_State *L, const p3d_previous *p)
+{
+    luaL_checkstack(L, 8, "building job.previous");
+    lua_createtable(L, 0, 3);
+    set_int(L, "restart", p->restart);
+    lua_createtable(L, p->world, 0);
+    for (int r = 0; r < p->world; r++) {
+        lua_createtable(L, 0, 3);
+        set_int(L, "rank", r);
+        set_str(L, "node", p->node[r]);
+        set_int(L, "gpu", p->gpu[r]);
+        JSEAL(L);
+        lua_rawseti(L, -2, r + 1);
+    }
+    JSEAL(L);
+    lua_setfield(L, -2, "ranks");
+    lua_createtable(L, (int)p->nfailed, 0);
+    for (size_t i = 0; i < p->nfailed; i++) {
+        lua_createtable(L, 0, 3);
+        set_str(L, "name", p->failed[i]);
+        if (p->failed_rack && p->failed_rack[i])
+            set_str(L, "rack", p->failed_rack[i]);
+        if (p->failed_nvl && p->failed_nvl[i])
+            set_str(L, "nvlink_domain", p->failed_nvl[i]);
+        JSEAL(L);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    JSEAL(L);
+    lua_setfield(L, -2, "failed");
+    JSEAL(L);
+    lua_setfield(L, -2, "previous");
+}
+
 void p3d_lua_push_job(lua_State *L, const p3d_job *j)
 {
     const p3d_mesh *m = &j->mesh;
@@ -482,6 +521,9 @@ void p3d_lua_push_job(lua_State *L, const p3d_job *j)
     set_int(L, "virtual_stages", j->virtual_stages);
     set_int(L, "dtype_bytes", j->dtype_bytes);
     set_int(L, "zero", j->zero);
+    set_int(L, "spares", j->spares);
+    if (j->previous)
+        push_previous(L, j->previous);
     if (j->has_model) {
         const p3d_model *md = &j->model;
         lua_createtable(L, 0, 7);

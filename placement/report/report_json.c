@@ -37,6 +37,26 @@ static void mesh_obj(p3d_sb *b, const p3d_mesh *m)
 
 /* The hot loop of a big report: no printf in here (vsnprintf twice per
  * call was most of the time at 131,072 ranks). */
+/* "spares": ["n3", ...] — only when some node has that role, so reports
+ * of jobs without --spares / --exclude stay as they were. */
+static void role_list(p3d_sb *b, const p3d_cluster *c, int role, const char *name)
+{
+    int k = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i].role != role)
+            continue;
+        if (!k++) {
+            key(b, 2, name);
+            p3d_sb_putc(b, '[');
+        } else {
+            p3d_sb_puts(b, ", ");
+        }
+        p3d_sb_json_str(b, c->nodes[i].name);
+    }
+    if (k)
+        p3d_sb_puts(b, "],\n");
+}
+
 static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
 {
     static const char *const keys[P3D_NDIMS] = {", \"tp\": ", ", \"pp\": ", ", \"dp\": ", ", \"cp\": ",
@@ -271,6 +291,9 @@ char *p3d_report_json(const p3d_report_in *in)
     key(&b, 2, "cluster");
     p3d_sb_printf(&b, "{\"nodes\": %zu, \"gpus\": %zu, \"racks\": %zu, \"nvlink_domains\": %zu},\n", c->nnodes,
                   p3d_cluster_gpus(c), c->nracks, c->nnvl_domains);
+    role_list(&b, c, P3D_NODE_SPARE, "spares");
+    role_list(&b, c, P3D_NODE_EXCLUDED, "excluded");
+    role_list(&b, c, P3D_NODE_LOST, "lost");
     ranks(&b, c, pl);
     p3d_sb_puts(&b, ",\n");
     groups(&b, pl, dims, nd);

@@ -226,6 +226,18 @@ static void header(tx *t, const p3d_report_in *in)
     if (c->nnvl_domains)
         p3d_sb_printf(b, ", %zu multi-node NVLink domain%s", c->nnvl_domains, c->nnvl_domains == 1 ? "" : "s");
     p3d_sb_putc(b, '\n');
+    static const char *const role_name[] = {NULL, "spares", "excluded", "lost"};
+    for (int role = P3D_NODE_SPARE; role <= P3D_NODE_LOST; role++) {
+        int k = 0;
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (c->nodes[i].role == role)
+                p3d_sb_printf(b, "%s %s (rack %s)", k++ ? "," : role_name[role], c->nodes[i].name,
+                              c->nracks ? c->racks[c->nodes[i].rack] : "default");
+        if (k && role == P3D_NODE_SPARE)
+            p3d_sb_puts(b, ": run no rank; a lost node's ranks move to one\n");
+        else if (k)
+            p3d_sb_puts(b, ": never used\n");
+    }
     if (job->has_model || job->micro_batches || job->global_batch) {
         p3d_sb_puts(b, "training:");
         if (job->has_model)

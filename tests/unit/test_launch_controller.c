@@ -254,13 +254,152 @@ static void test_timeout_and_node_signal(void **st)
     p3d_ctl_free(c);
 }
 
+/* ---- replacement: REPLACING, respawn, no spare, the leader's node -------- */
+
+typedef struct rrec {
+    rec r;
+    int replace_rc;       /* what the replace op answers */
+    int replaced[4];      /* lost agents it was given */
+    int nreplaced, respawns, respawn_gen;
+    unsigned char dead[4];
+} rrec;
+
+static int r_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
+{
+    rrec *x = ctx;
+    (void)gen;
+    assert_non_null(reason);
+    for (int k = 0; k < nlost && x->nreplaced < 4; k++)
+        x->replaced[x->nreplaced++] = lost[k];
+    *msg = strdup(x->replace_rc < 0 ? "no spare node left" : "ranks 0-3 of n1 moved to spare n2");
+    return x->replace_rc;
+}
+
+static int r_respawn(void *ctx, int gen, const unsigned char *dead)
+{
+    rrec *x = ctx;
+    x->respawns++;
+    x->respawn_gen = gen;
+    memcpy(x->dead, dead, 3);
+    return 0;
+}
+
+static p3d_ctl *mk_r(rrec *x, int max_restarts, int leader, int replace_rc)
+{
+    memset(x, 0, sizeof *x);
+    x->replace_rc = replace_rc;
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3,
+                       .leader = leader};
+    p3d_ctl_ops ops = {.ctx = x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
+                       .respawn = r_respawn};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    return c;
+}
+
+static void test_replace_lost_node(void **st)
+{
+    (void)st;
+    rrec x;
+    p3d_ctl *c = mk_r(&x, 2, -1, 0);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, a == 2 ? "A 0 0\n" : "A 0 4\n", 1);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    p3d_ctl_gone_status(c, 1, "its process was killed by signal 9 (KILL)", 0, 2);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_REPLACING);
+    assert_int_equal(x.nreplaced, 1);
+    assert_int_equal(x.replaced[0], 1);
+    /* the others retire: a stop order to each, none to the lost one */
+    assert_string_equal(x.r.sent, "0:T 15 0|2:T 15 0|");
+    assert_non_null(strstr(x.r.said, "moved to spare n2; restarting all ranks (restart 1 of 2)"));
+    p3d_ctl_gone_status(c, 0, "exited", 1, 2.5);
+    assert_int_equal(x.respawns, 0);
+    p3d_ctl_gone_status(c, 2, "exited", 1, 2.6);
+    assert_int_equal(x.respawns, 1);
+    assert_int_equal(x.respawn_gen, 1);
+    assert_int_equal(x.dead[1], 1);
+    assert_int_equal(x.dead[0] + x.dead[2], 0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
+    msg(c, 0, "A 1 4\n", 3);
+    msg(c, 2, "A 1 4\n", 3.5);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    assert_true(p3d_ctl_recovery_max(c) > 1.49 && p3d_ctl_recovery_max(c) < 1.51);
+    msg(c, 0, "D 1\n", 4);
+    msg(c, 2, "D 1\n", 4);
+    p3d_ctl_gone_status(c, 0, "exited", 1, 4.1);
+    p3d_ctl_gone_status(c, 2, "exited", 1, 4.1);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(c), 0);
+    assert_int_equal(p3d_ctl_restarts(c), 1);
+    assert_int_equal(p3d_ctl_replaced(c), 1);
+    assert_non_null(strstr(p3d_ctl_story(c), "lost the agent of node n1"));
+    p3d_ctl_free(c);
+}
+
+static void test_replace_second_loss_while_retiring(void **st)
+{
+    (void)st;
+    rrec x;
+    p3d_ctl *c = mk_r(&x, 3, -1, 0);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "A 0 4\n", 1);
+    p3d_ctl_gone_status(c, 1, "killed", 0, 2);
+    /* agent 0 killed while retiring: a second loss, a second restart */
+    p3d_ctl_gone_status(c, 0, "its process was killed by signal 9 (KILL)", 0, 2.2);
+    assert_int_equal(x.nreplaced, 2);
+    assert_int_equal(x.replaced[1], 0);
+    assert_int_equal(p3d_ctl_restarts(c), 2);
+    p3d_ctl_gone_status(c, 2, "exited", 1, 2.5);
+    assert_int_equal(x.respawns, 1);
+    assert_int_equal(x.respawn_gen, 2);
+    assert_int_equal(x.dead[0] + x.dead[1], 2);
+    msg(c, 2, "A 2 8\n", 3);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    p3d_ctl_free(c);
+}
+
+static void test_replace_impossible(void **st)
+{
+    (void)st;
+    rrec x;
+    /* no spare: the job stops with exit 1 and says why */
+    p3d_ctl *c = mk_r(&x, 2, -1, -1);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "A 0 4\n", 1);
+    p3d_ctl_gone_status(c, 2, "killed", 0, 2);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
+    assert_non_null(strstr(p3d_ctl_summary(c), "cannot replace it: no spare node left"));
+    assert_int_equal(x.respawns, 0);
+    p3d_ctl_gone(c, 0, NULL, 3);
+    p3d_ctl_gone(c, 1, NULL, 3);
+    assert_int_equal(p3d_ctl_code(c), 1);
+    p3d_ctl_free(c);
+    /* the leader's own node: never replaced, the message names the limit */
+    c = mk_r(&x, 2, 0, 0);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "A 0 4\n", 1);
+    p3d_ctl_gone_status(c, 0, "killed", 0, 2);
+    assert_int_equal(x.nreplaced, 0);
+    assert_non_null(strstr(p3d_ctl_summary(c), "leader's own node"));
+    p3d_ctl_free(c);
+    /* no restart left: every restart counts */
+    c = mk_r(&x, 0, -1, 0);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "A 0 4\n", 1);
+    p3d_ctl_gone_status(c, 1, "killed", 0, 2);
+    assert_int_equal(x.nreplaced, 0);
+    assert_non_null(strstr(p3d_ctl_summary(c), "no restart left to replace it (--max-restarts 0"));
+    p3d_ctl_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proto_roundtrip), cmocka_unit_test(test_proto_rejects),
         cmocka_unit_test(test_restart_then_root_cause), cmocka_unit_test(test_all_done),
         cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_timeout_and_node_signal),
+        cmocka_unit_test(test_timeout_and_node_signal), cmocka_unit_test(test_replace_lost_node),
+        cmocka_unit_test(test_replace_second_loss_while_retiring), cmocka_unit_test(test_replace_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,18 @@ typedef struct p3d_cnode {
     const p3d_node *topo;   /* shared record, owned by the cluster */
     int rack;               /* index into cluster->racks */
     int nvl_domain;         /* index into cluster->nvl_domains, -1 none */
+    int role;               /* P3D_NODE_* (--spares, --exclude, a loss) */
 } p3d_cnode;
+
+/* What a node is for in a job (p3d_cnode.role). Only P3D_NODE_USE nodes
+ * are given to a policy; a replacement (job.previous) also gets the spares,
+ * marked `spare = true` in the policy's node table. */
+enum {
+    P3D_NODE_USE = 0,
+    P3D_NODE_SPARE,      /* --spares: a hot spare, runs no rank yet */
+    P3D_NODE_EXCLUDED,   /* --exclude or a failed --health-check */
+    P3D_NODE_LOST,       /* lost during the job: never used again */
+};
 
 typedef struct p3d_cluster {
     char *source;           /* cluster file path, or NULL */

@@ -90,7 +90,25 @@ typedef struct p3d_job {
     double tflops;          /* sustained TFLOP/s per GPU, 0 = default (cost model) */
     int mem_reserve_set;    /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
     double mem_reserve_bytes; /* headroom kept free per GPU; unset: cost model default */
+    int spares;             /* --spares K (job.spares in a policy) */
+    const struct p3d_previous *previous; /* a replacement: the placement
+                               before the node loss (job.previous), or NULL */
 } p3d_job;
+
+/* The placement a replacement starts from (docs/policies.md, "Replacing a
+ * lost node"): per rank the node name and GPU it ran on, and the nodes
+ * that were lost with their rack and multi-node NVLink domain (NULL:
+ * none). Everything is borrowed. */
+typedef struct p3d_previous {
+    int world;
+    const char *const *node;    /* [world] */
+    const int *gpu;             /* [world] */
+    int restart;                /* the restart this placement is for */
+    size_t nfailed;
+    const char *const *failed;  /* [nfailed] node names */
+    const char *const *failed_rack;
+    const char *const *failed_nvl;
+} p3d_previous;
 
 void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
 

@@ -1,0 +1,71 @@
+/*
+ * events.c — RUN_DIR/events.jsonl (docs/events.md): one JSON object per
+ * line for every start, failure, health check, replacement, restart and
+ * the end, each with its time. Written by the job controller's side only
+ * (one writer), appended line by line with one write() each, so that a
+ * reader following the file never sees half a line.
+ */
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int p3d_events_open(const char *run_dir)
+{
+    char path[4096];
+    if (!run_dir || snprintf(path, sizeof path, "%s/events.jsonl", run_dir) >= (int)sizeof path)
+        return -1;
+    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+}
+
+void p3d_json_str(char *buf, size_t cap, const char *s)
+{
+    size_t n = 0;
+    if (cap < 3) {
+        if (cap)
+            buf[0] = 0;
+        return;
+    }
+    buf[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p && n + 8 < cap; p++) {
+        if (*p == '"' || *p == '\\') {
+            buf[n++] = '\\';
+            buf[n++] = (char)*p;
+        } else if (*p < 0x20) {
+            n += (size_t)snprintf(buf + n, cap - n, "\\u%04x", *p);
+        } else {
+            buf[n++] = (char)*p;
+        }
+    }
+    buf[n++] = '"';
+    buf[n] = 0;
+}
+
+void p3d_event(int fd, double t0, const char *fmt, ...)
+{
+    if (fd < 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    char *body = NULL, *line = NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vasprintf(&body, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    n = asprintf(&line, "{\"ts\": %lld.%03ld, \"t\": %.3f, %s}\n", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
+                 t0 > 0 ? p3d_now() - t0 : 0.0, body);
+    free(body);
+    if (n < 0)
+        return;
+    while (write(fd, line, (size_t)n) < 0 && errno == EINTR)
+        ;
+    free(line);
+}
