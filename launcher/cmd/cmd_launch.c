@@ -168,7 +168,7 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
     {
         p3d_report_in in = p3d_plan_report_in(res);
         char *json = p3d_report_json(&in);
-        if (!json || write_file(S->placement_path, json, &err) < 0) {
+        if (!json || p3d_rundir_write(S->run_dir, "placement.json", json, strlen(json), &err) < 0) {
             free(json);
             *msg = err ? err : strdup("cannot render the placement JSON (out of memory)");
             err = NULL;

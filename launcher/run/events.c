@@ -6,6 +6,7 @@
  * reader following the file never sees half a line.
  */
 #include "launch.h"
+#include "rundir.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +19,8 @@
 
 int p3d_events_open(const char *run_dir)
 {
-    char path[4096];
-    if (!run_dir || snprintf(path, sizeof path, "%s/events.jsonl", run_dir) >= (int)sizeof path)
-        return -1;
-    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    /* through the checked run directory: a planted symlink is not followed */
+    return run_dir ? p3d_rundir_openat(run_dir, "events.jsonl", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600) : -1;
 }
 
 void p3d_json_str(char *buf, size_t cap, const char *s)
