@@ -432,9 +432,9 @@ static void pp_cause_is_true(void **state)
         const char *policy, *want;
     } cases[] = {
         {{0, 0, 0, 1}, "hand",
-         "The racks (8 to 24 GPUs) hold at most 1 whole pipeline block of 16 GPUs (pp x tp x cp x ep) and the job "
+         "The racks (8 to 24 GPUs) hold at most 1 whole pipeline block of 16 GPUs (pp x tp x cp) and the job "
          "has 2, so at least 1 must cross racks"},
-        {{0, 1, 2, 3}, "hand", "A pipeline block (pp x tp x cp x ep = 16 GPUs) needs more GPUs than any rack holds "
+        {{0, 1, 2, 3}, "hand", "A pipeline block (pp x tp x cp = 16 GPUs) needs more GPUs than any rack holds "
                                "(racks of 8 GPUs)"},
         {{0, 0, 1, 1}, "hand", "A pipeline block (16 GPUs) fits in one rack here (racks of 16 GPUs) and the "
                                "racks hold all 2: use a rack-aware policy"},
