@@ -412,6 +412,16 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
         fprintf(stderr, "p3d-worker: rank %d: creating %s: %s\n", rank, sd, strerror(errno));
         ok = 0;
     }
+    /* A marker left by an earlier attempt that got this far (a job that
+     * resumed from an older checkpoint) must not vouch for a mix of old
+     * and new shards: every rank drops it before writing; rank 0 writes it
+     * again only after the allgather below, i.e. after every drop. */
+    char marker[PATH_MAX + 16];
+    snprintf(marker, sizeof marker, "%s/complete", sd);
+    if (ok && unlink(marker) && errno != ENOENT) {
+        fprintf(stderr, "p3d-worker: rank %d: removing %s: %s\n", rank, marker, strerror(errno));
+        ok = 0;
+    }
     if (ok && write_atomic(sd, name, part, len, 3, rank))
         ok = 0;
     int *all = malloc(sizeof *all * (size_t)world);

@@ -5,7 +5,9 @@
  * coordinates (allgather over the world), the mesh is checked to be a
  * bijection, and each group is a split whose colour is the coordinates of
  * the OTHER dimensions and whose key is the coordinate of its own.  The
- * members of my group, in key order, must equal P3D_<DIM>_GROUP. */
+ * members of my group, in key order, must equal P3D_<DIM>_GROUP.  The
+ * expert grid's EP, ETP and EDP groups are split the same way over
+ * (etp, ep, edp, pp) and checked against P3D_EP/ETP/EDP_GROUP. */
 #include "worker.h"
 
 #include <stdio.h>

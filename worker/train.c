@@ -438,7 +438,6 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         rc = start;
         goto out;
     }
-    r->resumed_from = start;
 
     double norm = (double)o->global_batch * S->h;
     for (S->step = start; S->step < o->steps; S->step++) {

@@ -5,10 +5,14 @@
  *   env.c        the launcher's rank environment (RANK, P3D_TP_GROUP, ...)
  *   tcp_boot.c   TCP communicator: bootstrap, connections, splits
  *   tcp_xchg.c   its progress engine: framed messages, sends+receives, strict
- *   tcp_allreduce.c  its ring all-reduce
- *   groups.c     derive TP/PP/DP groups by a split and check them against env
+ *   tcp_allreduce.c  its ring all-reduce and all-to-all
+ *   groups.c     derive TP/PP/DP (and EP/ETP/EDP) groups by splits and check
+ *                them against env
  *   train.c      the model and the 1F1B schedule, written once against
  *                struct p3d_ops so the CPU and CUDA backends share it
+ *   moe.c        the optional MoE layer: routing, EP all-to-all dispatch and
+ *                combine, experts sharded over EP x ETP
+ *   ckpt.c       --checkpoint-dir: atomic per-rank shards, resume
  *   cpu_ops.c    the fp32 C backend (collectives over tcp_comm)
  *   cuda/         the CUDA/NCCL backend (built when CUDA and NCCL are found)
  *   report.c     per-rank JSON lines and the rank-0 summary
@@ -236,7 +240,6 @@ typedef struct p3dw_run {
     int quiet;             /* reference run: no printing */
     const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
     int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
-    int resumed_from;      /* out: the checkpoint step the run resumed from (0: none) */
 } p3dw_run;
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of
