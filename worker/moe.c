@@ -311,6 +311,14 @@ static int route(p3dw_moe *M, moe_act *a)
 #define EXPERT_A(M, W, e) ((W) + (size_t)(e) * 2 * (M)->h * (M)->fe)
 #define EXPERT_B(M, W, e) (EXPERT_A(M, W, e) + (size_t)(M)->h * (M)->fe)
 
+
+/* Token dispatch: the b*K routed rows in host (slot order) go to their
+ * experts' owners; dst receives this member's blocks. */
+static int dispatch(p3dw_moe *M, moe_act *a, const float *host, float *dst)
+{
+    M->ops->upload(M->sbuf, host, (size_t)M->b * M->K * M->h);
+    return a2a(M, M->sbuf, a->sb, dst, a->rb);
+}
 int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
                      const float *X, float *Y)
 {
@@ -325,22 +333,20 @@ int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const fl
         return -1;
     for (int s = 0; s < b * K; s++)
         memcpy(M->hbuf + (size_t)a->pos[s] * h, M->hx + (size_t)(s / K) * h, sizeof(float) * h);
-    ops->upload(M->sbuf, M->hbuf, (size_t)b * K * h);
-    if (a2a(M, M->sbuf, a->sb, a->xin, a->rb))
+    if (dispatch(M, a, M->hbuf, a->xin))
         return -1;
     /* The owner's experts, one (source member, expert) block at a time. */
     size_t off = 0;
-    for (int j = 0; j < M->ep; j++)
-        for (int e = 0; e < M->el; e++) {
-            int c = a->rcnt[j * M->el + e];
-            if (!c)
-                continue;
-            float *xin = a->xin + off * h, *z = a->z + off * fe, *ga = a->ga + off * fe;
-            ops->gemm(0, 0, c, fe, h, xin, EXPERT_A(M, experts, e), z, 0.0f);
-            ops->gelu_fwd(z, ga, (size_t)c * fe);
-            ops->gemm(0, 0, c, h, fe, ga, EXPERT_B(M, experts, e), M->rbuf + off * h, 0.0f);
-            off += (size_t)c;
-        }
+    for (int q = 0; q < M->ep * M->el; q++) { /* block q: member q / el, local expert q % el */
+        int e = q % M->el, c = a->rcnt[q];
+        if (!c)
+            continue;
+        float *xin = a->xin + off * h, *z = a->z + off * fe, *ga = a->ga + off * fe;
+        ops->gemm(0, 0, c, fe, h, xin, EXPERT_A(M, experts, e), z, 0.0f);
+        ops->gelu_fwd(z, ga, (size_t)c * fe);
+        ops->gemm(0, 0, c, h, fe, ga, EXPERT_B(M, experts, e), M->rbuf + off * h, 0.0f);
+        off += (size_t)c;
+    }
     if (a2a(M, M->rbuf, a->rb, a->out, a->sb) ||
         p3dw_tp_allreduce(M->r, M->st, a->out, (size_t)b * K * h))
         return -1;
@@ -376,26 +382,24 @@ int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const f
         }
         M->hg[s] = g;
     }
-    ops->upload(M->sbuf, M->hbuf2, (size_t)b * K * h);
-    if (a2a(M, M->sbuf, a->sb, M->rbuf, a->rb))
+    if (dispatch(M, a, M->hbuf2, M->rbuf))
         return -1;
     size_t off = 0;
-    for (int j = 0; j < M->ep; j++)
-        for (int e = 0; e < M->el; e++) {
-            int c = a->rcnt[j * M->el + e];
-            if (!c)
-                continue;
-            const float *A = EXPERT_A(M, experts, e), *B = EXPERT_B(M, experts, e);
-            float *dA = EXPERT_A(M, dexperts, e), *dB = EXPERT_B(M, dexperts, e);
-            float *dout = M->rbuf + off * h, *xin = a->xin + off * h, *z = a->z + off * fe,
-                  *ga = a->ga + off * fe;
-            ops->gemm(1, 0, fe, h, c, ga, dout, dB, 1.0f);
-            ops->gemm(0, 1, c, fe, h, dout, B, M->dg, 0.0f);
-            ops->gelu_bwd(z, M->dg, M->dz, (size_t)c * fe);
-            ops->gemm(1, 0, h, fe, c, xin, M->dz, dA, 1.0f);
-            ops->gemm(0, 1, c, h, fe, M->dz, A, dout, 0.0f); /* dX rows, in place */
-            off += (size_t)c;
-        }
+    for (int q = 0; q < M->el * M->ep; q++) { /* the blocks in the forward's order */
+        int e = q % M->el, c = a->rcnt[q];
+        if (!c)
+            continue;
+        const float *A = EXPERT_A(M, experts, e), *B = EXPERT_B(M, experts, e);
+        float *dA = EXPERT_A(M, dexperts, e), *dB = EXPERT_B(M, dexperts, e);
+        float *dout = M->rbuf + off * h, *xin = a->xin + off * h, *z = a->z + off * fe,
+              *ga = a->ga + off * fe;
+        ops->gemm(1, 0, fe, h, c, ga, dout, dB, 1.0f);
+        ops->gemm(0, 1, c, fe, h, dout, B, M->dg, 0.0f);
+        ops->gelu_bwd(z, M->dg, M->dz, (size_t)c * fe);
+        ops->gemm(1, 0, h, fe, c, xin, M->dz, dA, 1.0f);
+        ops->gemm(0, 1, c, h, fe, M->dz, A, dout, 0.0f); /* dX rows, in place */
+        off += (size_t)c;
+    }
     if (a2a(M, M->rbuf, a->rb, M->sbuf, a->sb))
         return -1;
     ops->download(M->hbuf2, M->sbuf, (size_t)b * K * h);

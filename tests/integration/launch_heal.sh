@@ -196,9 +196,17 @@ else
   fresh verify
   run_bg "${JOB[@]}" --max-restarts 2 --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --steps 400 --verify \
     --checkpoint-dir "$T_DIR/wck" --checkpoint-every 20
-  for i in $(seq 1 400); do [ -n "$(ls "$T_DIR/wck" 2>/dev/null)" ] && break; sleep 0.05; done
-  A=$(for f in $(grep -lzx "P3D_TEST_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; p=${p%/environ}
-    grep -qzx "P3D_NODE=b2" "/proc/$p/environ" 2>/dev/null && awk '{print $4}' "/proc/$p/stat"; done | sort -u | head -1)
+  # a checkpoint is complete, so the resume has something to load
+  for i in $(seq 1 1200); do compgen -G "$T_DIR/wck/step-*/complete" >/dev/null && break; sleep 0.05; done
+  compgen -G "$T_DIR/wck/step-*/complete" >/dev/null || { cat "$T_DIR/out"; fail "no complete checkpoint"; }
+  # the agent of b2: the parent of a rank (RANK set) on b2; the agents'
+  # own environment names the node too, so RANK tells a worker apart
+  # the agent of b2: the parent of a p3d-worker of this job on b2 (the
+  # run dir in its environment names the job)
+  A=$(for p in $(pgrep -x p3d-worker); do
+    grep -qzx "P3D_NODE=b2" "/proc/$p/environ" 2>/dev/null &&
+      grep -qz "^P3D_PLACEMENT=$T_DIR/rd/" "/proc/$p/environ" 2>/dev/null && awk '{print $4}' "/proc/$p/stat"
+  done | sort -u | head -1)
   [ -n "$A" ] || fail "no worker of b2 found"
   kill -9 "$A"
   rc=$(wait_rc)
