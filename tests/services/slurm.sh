@@ -6,7 +6,9 @@
 # 8 tasks fit on a node), 8 fake GPUs
 # per node (character devices made with mknod), topology/tree with leaf1 =
 # n[1-2] and leaf2 = n[3-4] under one spine (DIR/topology.conf), AuthType=auth/none +
-# CredType=cred/none (no munge daemon), accounting off.
+# CredType=cred/none (no munge daemon), accounting off. TaskPlugin is
+# task/none unless P3D_SLURM_TASK_PLUGIN=task/affinity (then srun binds each
+# task to its allocated CPUs: tests/e2e/slurm_cpus.sh).
 #   start: writes DIR/slurm.conf, DIR/gres.conf, DIR/env (". DIR/env" sets
 #          SLURM_CONF for the clients), starts the daemons, records their
 #          PIDs (from their pid files) in DIR/pids, waits (<= 30 s) for the
@@ -76,7 +78,7 @@ SlurmdPidFile=$dir/slurmd.%n.pid
 SlurmctldLogFile=$dir/log/slurmctld.log
 SlurmdLogFile=$dir/log/slurmd.%n.log
 ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+TaskPlugin=${P3D_SLURM_TASK_PLUGIN:-task/none}
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerParameters=sched_interval=1
