@@ -353,8 +353,10 @@ void p3d_cli_free(p3d_opts *o)
 {
     free(o->env);
     free(o->env_files);
+    free(o->policy_candidates);
     o->env = NULL;
     o->env_files = NULL;
+    o->policy_candidates = NULL;
 }
 
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
