@@ -411,7 +411,7 @@ static void name_group(const p3d_cluster *c, const p3d_placement *pl, const p3d_
  * heaviest traffic of an MoE model. An all-to-all sends to every member
  * directly, so (unlike a ring) it pays every pair's link. The unit a
  * placement can keep together is an expert block of etp*ep ranks. */
-static int ep_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+static int ep_rules(const p3d_cluster *c, const p3d_placement *pl, p3d_analysis *a)
 {
     const p3d_dim_stats *st = &a->dim[P3D_DIM_EP];
     const p3d_mesh *m = &pl->mesh;
@@ -458,7 +458,6 @@ static int ep_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
                          : "An expert block of etp*ep GPUs fits one rack here: use a rack-aware policy "
                            "(--policy megatron) or list nodes rack by rack.");
     }
-    (void)job;
     return 0;
 oom:
     return -1;
@@ -578,7 +577,7 @@ int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
                        char **err)
 {
     if (world_rules(c, job, pl, a) < 0 || tp_rules(c, job, pl, a) < 0 || pp_rules(c, job, pl, a) < 0 ||
-        dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, job, pl, a) < 0 || cost_rules(c, job, a) < 0 ||
+        dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, pl, a) < 0 || cost_rules(c, job, a) < 0 ||
         carried_notes(c, pl, a) < 0)
         return p3d_err(err, "out of memory while checking the placement");
     return 0;
