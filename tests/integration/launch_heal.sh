@@ -194,14 +194,18 @@ if [ -z "${P3D_WORKER:-}" ] || ! "$P3D_WORKER" --help 2>&1 | grep -q -- --checkp
   echo "skip part 6: p3d-worker has no --checkpoint-dir yet (the worker's resume is another change)"
 else
   fresh verify
-  run_bg "${JOB[@]}" --max-restarts 2 --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --steps 400 --verify \
-    --checkpoint-dir "$T_DIR/wck" --checkpoint-every 20
-  for i in $(seq 1 400); do [ -n "$(ls "$T_DIR/wck" 2>/dev/null)" ] && break; sleep 0.05; done
+  run_bg "${JOB[@]}" --max-restarts 2 --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 \
+    --hidden 16 --global-batch 16 --micro-batches 2 --steps 200 --verify --checkpoint-dir "$T_DIR/wck" \
+    --checkpoint-every 5
+  for i in $(seq 1 1200); do [ -f "$T_DIR/wck/step-00000005/complete" ] && break; sleep 0.05; done
+  [ -f "$T_DIR/wck/step-00000005/complete" ] || { cat "$T_DIR/out"; fail "no checkpoint of step 5"; }
   A=$(for f in $(grep -lzx "P3D_TEST_MARK=$MARK" /proc/[0-9]*/environ 2>/dev/null); do p=${f#/proc/}; p=${p%/environ}
     grep -qzx "P3D_NODE=b2" "/proc/$p/environ" 2>/dev/null && awk '{print $4}' "/proc/$p/stat"; done | sort -u | head -1)
   [ -n "$A" ] || fail "no worker of b2 found"
   kill -9 "$A"
   rc=$(wait_rc)
   [ "$rc" = 0 ] || { cat "$T_DIR/out"; fail "the worker with --verify exit $rc after a node loss, want 0"; }
+  grep -q 'moved to spare b3 (same rack r2)' "$T_DIR/out" || { cat "$T_DIR/out"; fail "no replacement"; }
+  grep -q 'resuming from checkpoint step' "$T_DIR/out" || { cat "$T_DIR/out"; fail "the worker did not resume"; }
 fi
 echo ok
