@@ -560,7 +560,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
             char *s = NULL;
             if (asprintf(&s, "%s; cannot replace it: %s", why,
-                         msg ? msg : !ops.replace ? "only an --emulate job replaces nodes in this version"
+                         msg ? msg : !ops.replace ? "no spare (--spares K keeps some; an --emulate job replaces "
+                                                    "nodes in this version)"
                                                   : "out of memory") < 0)
                 s = NULL;
             p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());

@@ -158,6 +158,18 @@ grep -q 'node a2 failed its --health-check after rank 0 failed (exit code 3)' "$
   { cat "$T_DIR/out"; fail "the replacement does not name the health check"; }
 [ "$(awk '$4 == 1 && $2 == "a3"' "$T_DIR/starts" | wc -l)" = 8 ] || fail "a3 did not take a2's ranks"
 
+# without spares a failed health check stops the job before anything runs
+fresh health3
+set +e
+"$PAR3DRUN" --emulate --cluster "$C6" --tp 2 --pp 2 --dp 8 --grace 1 --health-check 'test "$P3D_NODE" != a2' \
+  -- "$T/w.sh" >"$T_DIR/out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 1 ] || { cat "$T_DIR/out"; fail "exit $rc with a failed health check and no spare, want 1"; }
+grep -q 'root cause: node a2 failed its --health-check before the start; cannot replace it: no spare' "$T_DIR/out" ||
+  { cat "$T_DIR/out"; fail "no message for a failed health check without spares"; }
+[ ! -e "$T_DIR/starts" ] || fail "ranks started although a node failed its health check"
+
 # ---- 4. a hung rank restarts in place -------------------------------------
 echo "== 4. a hung rank restarts in place" >&2
 fresh hang
