@@ -375,7 +375,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     L->t0 = p3d_now();
     S->o = o;
     S->L = L;
-    if (o->emulate && o->cmd != P3D_CMD_AGENT) {
+    if (o->emulate && o->cmd != P3D_CMD_AGENT && o->spares > 0) {
         L->replace = replace_node;
         L->replace_ctx = S;
     }

@@ -197,21 +197,15 @@ static int make_view(p3d_plan_result *out, int with_spares, const p3d_placement 
     free(out->view_map);
     out->view = NULL;
     out->view_map = NULL;
-    unsigned char *holds = calloc(c->nnodes + 1, 1);
-    if (!holds)
-        return p3d_err(err, "out of memory");
-    for (int r = 0; prev && r < prev->world; r++)
-        holds[prev->ranks[r].node] = 1;
+    (void)prev;
     size_t n = 0, all = 1;
     for (size_t i = 0; i < c->nnodes; i++) {
         int role = c->nodes[i].role;
         n += role == P3D_NODE_USE || (with_spares && role == P3D_NODE_SPARE);
         all &= role == P3D_NODE_USE;
     }
-    if (all) {
-        free(holds);
+    if (all)
         return 0;
-    }
     p3d_cluster *v = malloc(sizeof *v);
     p3d_cnode *nodes = calloc(n + 1, sizeof *nodes);
     int *map = calloc(n + 1, sizeof *map);
@@ -219,7 +213,6 @@ static int make_view(p3d_plan_result *out, int with_spares, const p3d_placement 
         free(v);
         free(nodes);
         free(map);
-        free(holds);
         return p3d_err(err, "out of memory");
     }
     *v = *c;
@@ -229,10 +222,9 @@ static int make_view(p3d_plan_result *out, int with_spares, const p3d_placement 
         if (!(role == P3D_NODE_USE || (with_spares && role == P3D_NODE_SPARE)))
             continue;
         nodes[k] = c->nodes[i];
-        nodes[k].role = with_spares && !holds[i] ? P3D_NODE_SPARE : P3D_NODE_USE;
+        nodes[k].role = role == P3D_NODE_SPARE ? P3D_NODE_SPARE : P3D_NODE_USE;
         map[k++] = (int)i;
     }
-    free(holds);
     v->nodes = nodes;
     v->nnodes = k;
     out->view = v;
@@ -508,15 +500,8 @@ int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, in
                          .failed = fname, .failed_rack = frack, .failed_nvl = fnvl};
     p3d_job job = r->job;
     job.previous = &prev;
-    /* the view: every node that may hold ranks, spares marked */
-    for (size_t i = 0; i < c->nnodes; i++)
-        if (c->nodes[i].role == P3D_NODE_USE) {
-            int holds = 0;
-            for (int q = 0; q < world && !holds; q++)
-                holds = old->ranks[q].node == (int)i;
-            if (!holds)
-                c->nodes[i].role = P3D_NODE_SPARE; /* an unused node serves as well */
-        }
+    /* the view: the nodes that hold ranks and the spares (only they have
+     * agents waiting); a used node without ranks is not offered */
     if (make_view(r, 1, old, err) < 0)
         goto out;
     const char *policy = old->policy ? old->policy : o->policy ? o->policy : "megatron";

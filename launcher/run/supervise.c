@@ -286,7 +286,8 @@ static void hub_event(void *ctx, const char *fields)
 
 /* --health-check: CMD through sh -c once per node, all at once, each with
  * P3D_NODE=<node name>, bounded by --health-check-timeout (then its
- * process group is SIGKILLed and it counts as failed). */
+ * process group is SIGKILLed and it counts as failed). Local agents only:
+ * a multi-node leader checks its own node. */
 static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
 {
     hub *h = ctx;
@@ -301,8 +302,8 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
     }
     double t = p3d_now(), until = t + o->health_check_timeout;
     for (int i = 0; i < h->n; i++) {
-        if (dead && dead[i])
-            continue;
+        if ((dead && dead[i]) || h->ln[i].remote)
+            continue; /* a remote node is not checked from here */
         fflush(NULL);
         pid_t c = fork();
         if (c == 0) {
@@ -343,7 +344,7 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
             usleep(5000);
     } while (left);
     for (int i = 0; i < h->n; i++) {
-        if (dead && dead[i])
+        if ((dead && dead[i]) || h->ln[i].remote)
             continue;
         char how[96], jn[160], jh[128];
         int ok = pid[i] > 0 && st[i] >= 0 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0;
@@ -559,7 +560,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
             char *s = NULL;
             if (asprintf(&s, "%s; cannot replace it: %s", why,
-                         msg ? msg : !ops.replace ? "only an --emulate job replaces nodes in this version"
+                         msg ? msg : !ops.replace ? "no spare (--spares K keeps some; an --emulate job replaces "
+                                                    "nodes in this version)"
                                                   : "out of memory") < 0)
                 s = NULL;
             p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());

@@ -158,6 +158,18 @@ grep -q 'node a2 failed its --health-check after rank 0 failed (exit code 3)' "$
   { cat "$T_DIR/out"; fail "the replacement does not name the health check"; }
 [ "$(awk '$4 == 1 && $2 == "a3"' "$T_DIR/starts" | wc -l)" = 8 ] || fail "a3 did not take a2's ranks"
 
+# without spares a failed health check stops the job before anything runs
+fresh health3
+set +e
+"$PAR3DRUN" --emulate --cluster "$C6" --tp 2 --pp 2 --dp 8 --grace 1 --health-check 'test "$P3D_NODE" != a2' \
+  -- "$T/w.sh" >"$T_DIR/out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 1 ] || { cat "$T_DIR/out"; fail "exit $rc with a failed health check and no spare, want 1"; }
+grep -q 'root cause: node a2 failed its --health-check before the start; cannot replace it: no spare' "$T_DIR/out" ||
+  { cat "$T_DIR/out"; fail "no message for a failed health check without spares"; }
+[ ! -e "$T_DIR/starts" ] || fail "ranks started although a node failed its health check"
+
 # ---- 4. a hung rank restarts in place -------------------------------------
 echo "== 4. a hung rank restarts in place" >&2
 fresh hang
@@ -188,19 +200,17 @@ rc=$(wait_rc)
 grep -q 'root cause: lost the agent of node a1 .*; cannot replace it: no spare node left to take the ranks of a1' \
   "$T_DIR/out" || { cat "$T_DIR/out"; fail "the message does not say no spare is left"; }
 
-# ---- 6. the bundled worker resumes bit-identically (when it can) ------------
-echo "== 6. the bundled worker resumes bit-identically (when it can)" >&2
+# ---- 6. the bundled worker resumes bit-identically (--verify) after a node loss ------------
+echo "== 6. the bundled worker resumes bit-identically (--verify) after a node loss" >&2
 if [ -z "${P3D_WORKER:-}" ] || ! "$P3D_WORKER" --help 2>&1 | grep -q -- --checkpoint-dir; then
-  echo "skip part 6: p3d-worker has no --checkpoint-dir yet (the worker's resume is another change)"
+  fail "p3d-worker (P3D_WORKER=${P3D_WORKER:-unset}) is missing or has no --checkpoint-dir"
 else
   fresh verify
-  run_bg "${JOB[@]}" --max-restarts 2 --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --steps 400 --verify \
-    --checkpoint-dir "$T_DIR/wck" --checkpoint-every 20
-  # a checkpoint is complete, so the resume has something to load
-  for i in $(seq 1 1200); do compgen -G "$T_DIR/wck/step-*/complete" >/dev/null && break; sleep 0.05; done
-  compgen -G "$T_DIR/wck/step-*/complete" >/dev/null || { cat "$T_DIR/out"; fail "no complete checkpoint"; }
-  # the agent of b2: the parent of a rank (RANK set) on b2; the agents'
-  # own environment names the node too, so RANK tells a worker apart
+  run_bg "${JOB[@]}" --max-restarts 2 --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 \
+    --hidden 16 --global-batch 16 --micro-batches 2 --steps 200 --verify --checkpoint-dir "$T_DIR/wck" \
+    --checkpoint-every 5
+  for i in $(seq 1 1200); do [ -f "$T_DIR/wck/step-00000005/complete" ] && break; sleep 0.05; done
+  [ -f "$T_DIR/wck/step-00000005/complete" ] || { cat "$T_DIR/out"; fail "no checkpoint of step 5"; }
   # the agent of b2: the parent of a p3d-worker of this job on b2 (the
   # run dir in its environment names the job)
   A=$(for p in $(pgrep -x p3d-worker); do
@@ -211,5 +221,7 @@ else
   kill -9 "$A"
   rc=$(wait_rc)
   [ "$rc" = 0 ] || { cat "$T_DIR/out"; fail "the worker with --verify exit $rc after a node loss, want 0"; }
+  grep -q 'moved to spare b3 (same rack r2)' "$T_DIR/out" || { cat "$T_DIR/out"; fail "no replacement"; }
+  grep -q 'resuming from checkpoint step' "$T_DIR/out" || { cat "$T_DIR/out"; fail "the worker did not resume"; }
 fi
 echo ok
