@@ -213,10 +213,10 @@ else
   [ -f "$T_DIR/wck/step-00000005/complete" ] || { cat "$T_DIR/out"; fail "no checkpoint of step 5"; }
   # the agent of b2: the parent of a p3d-worker of this job on b2 (the
   # run dir in its environment names the job)
-  A=$(for p in $(pgrep -x p3d-worker); do
+  A=$(for p in $(pgrep -x p3d-worker || true); do
     grep -qzx "P3D_NODE=b2" "/proc/$p/environ" 2>/dev/null &&
       grep -qz "^P3D_PLACEMENT=$T_DIR/rd/" "/proc/$p/environ" 2>/dev/null && awk '{print $4}' "/proc/$p/stat"
-  done | sort -u | head -1)
+  done | sort -u | head -1 || true) # set -e/pipefail: a non-matching last process is no error
   [ -n "$A" ] || fail "no worker of b2 found"
   kill -9 "$A"
   rc=$(wait_rc)
