@@ -431,7 +431,8 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
     int nn = p3d_rbuf_int(r, 1, 1 << 20);
     head = p3d_rbuf_blob(r, P3D_WIRE_MAX, &hn);
     tail = p3d_rbuf_blob(r, P3D_WIRE_MAX, &tn);
-    if (r->bad || !head || !tail || dec_mesh(r, m->pl) < 0)
+    /* the JSON's own bytes: text without NUL bytes */
+    if (r->bad || !head || !tail || memchr(head, 0, hn) || memchr(tail, 0, tn) || dec_mesh(r, m->pl) < 0)
         goto bad;
     int nt = p3d_rbuf_int(r, 1, 1 << 16);
     if (r->bad || (size_t)nt * 60 > r->len - r->off)
