@@ -216,6 +216,13 @@ p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
 int p3d_frame_read(int fd, unsigned char **body, size_t *len, char **err);
 /* Writes all of b to fd (blocking). 0 or -1 with *err. */
 int p3d_frame_write(int fd, const p3d_wbuf *b, char **err);
+/* Writes all of b without ever blocking in send(); waits for the socket
+ * to take more only while the peer keeps reading: stall seconds without
+ * progress fail it (the caller drops the peer). The fate channel's
+ * writes (supervise.c): a hung or overloaded agent costs the leader at
+ * most P3D_FATE_STALL seconds once, then it is a lost agent. */
+int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err);
+#define P3D_FATE_STALL 5.0
 
 /* Incremental reader for non-blocking sockets. */
 typedef struct p3d_framer {

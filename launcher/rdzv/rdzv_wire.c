@@ -6,7 +6,10 @@
  */
 #include "rdzv.h"
 
+#include "launch.h"
+
 #include <errno.h>
+#include <poll.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -589,6 +592,31 @@ int p3d_frame_write(int fd, const p3d_wbuf *b, char **err)
         if (w < 0)
             return p3d_err(err, "%s", strerror(errno));
         off += (size_t)w;
+    }
+    return 0;
+}
+
+int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
+{
+    size_t off = 0;
+    double give_up = p3d_now() + stall;
+    while (off < b->len) {
+        ssize_t w = send(fd, b->p + off, b->len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w > 0) {
+            off += (size_t)w;
+            give_up = p3d_now() + stall; /* progress: the peer reads */
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return p3d_err(err, "%s", strerror(errno));
+        double left = give_up - p3d_now();
+        if (left <= 0)
+            return p3d_err(err, "the peer took nothing for %g s (hung or overloaded): dropped", stall);
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return p3d_err(err, "%s", strerror(errno));
     }
     return 0;
 }
