@@ -201,6 +201,11 @@ int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h,
 void p3d_hello_free(p3d_hello *h);
 
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b);
+/* The placement's policy, sources, mesh and world, as PLACE and CPLACE
+ * carry them; decoding checks that both grids describe the world it
+ * announces: the world, or -1 (r->bad set). */
+void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl);
+int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl);
 int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
                      char **err);
 void p3d_place_msg_free(p3d_place_msg *m);
