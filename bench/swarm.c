@@ -515,6 +515,8 @@ int main(int argc, char **argv)
                (unsigned long long)lo.sent, bound, (unsigned long long)lo.recv, (unsigned long long)busy,
                ru.ru_maxrss / 1024.0, ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6, same ? "true" : "false", (double)lo.sent <= bound ? "true" : "false",
                t_all < 30 ? "true" : "false", ru.ru_maxrss < 2 * 1024 * 1024 ? "true" : "false");
+        free(players);
+        fflush(stdout);
         return same ? 0 : 1;
     }
     close(rp[0]);

@@ -201,6 +201,11 @@ int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h,
 void p3d_hello_free(p3d_hello *h);
 
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b);
+/* The placement's policy, sources, mesh and world, as PLACE and CPLACE
+ * carry them; decoding checks that both grids describe the world it
+ * announces: the world, or -1 (r->bad set). */
+void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl);
+int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl);
 int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
                      char **err);
 void p3d_place_msg_free(p3d_place_msg *m);
@@ -216,6 +221,13 @@ p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
 int p3d_frame_read(int fd, unsigned char **body, size_t *len, char **err);
 /* Writes all of b to fd (blocking). 0 or -1 with *err. */
 int p3d_frame_write(int fd, const p3d_wbuf *b, char **err);
+/* Writes all of b without ever blocking in send(); waits for the socket
+ * to take more only while the peer keeps reading: stall seconds without
+ * progress fail it (the caller drops the peer). The fate channel's
+ * writes (supervise.c): a hung or overloaded agent costs the leader at
+ * most P3D_FATE_STALL seconds once, then it is a lost agent. */
+int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err);
+#define P3D_FATE_STALL 5.0
 
 /* Incremental reader for non-blocking sockets. */
 typedef struct p3d_framer {

@@ -884,6 +884,8 @@ static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t 
         close(p->fd);
     } else {
         int c = t.node_rank - first;
+        if (A->verbose)
+            fprintf(stderr, "rendezvous: node[%d] attached its tree child node[%d] (%s)\n", A->me, t.node_rank, p->peer);
         A->kfd[c] = p->fd;
         A->kfr[c] = p->fr; /* its records may have come in the same read */
         memset(&p->fr, 0, sizeof p->fr);

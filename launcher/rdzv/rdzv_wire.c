@@ -6,7 +6,10 @@
  */
 #include "rdzv.h"
 
+#include "launch.h"
+
 #include <errno.h>
+#include <poll.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +419,43 @@ void p3d_hello_free(p3d_hello *h)
 
 /* ---- PLACE ----------------------------------------------------------------- */
 
+void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl)
+{
+    p3d_wbuf_str(b, pl->policy);
+    p3d_wbuf_str(b, pl->policy_source);
+    p3d_wbuf_str(b, pl->mesh.order_str);
+    for (int d = 0; d < P3D_NDIMS; d++) {
+        wb_int(b, pl->mesh.size[d]);
+        wb_int(b, pl->mesh.order[d]);
+    }
+    wb_int(b, pl->world);
+}
+
+int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl)
+{
+    pl->policy = p3d_rbuf_str(r, STR_MAX);
+    pl->policy_source = p3d_rbuf_str(r, STR_MAX);
+    rb_fixed(r, pl->mesh.order_str, sizeof pl->mesh.order_str);
+    for (int d = 0; d < P3D_NDIMS; d++) {
+        pl->mesh.size[d] = rb_int(r, 1, 1 << 24);
+        pl->mesh.order[d] = rb_int(r, 0, P3D_NDIMS - 1);
+    }
+    /* both grids (p3d/job.h) must describe the same world */
+    p3d_mesh check = pl->mesh;
+    char *merr = NULL;
+    int world = r->bad ? -1 : p3d_mesh_world(&pl->mesh);
+    if (world > 0 && (p3d_mesh_set_order(&check, pl->mesh.order_str, &merr) < 0 ||
+                      p3d_mesh_resolve(&check, &merr) < 0 || memcmp(&check, &pl->mesh, sizeof check) != 0))
+        world = -1;
+    free(merr);
+    pl->world = rb_int(r, 1, 1 << 24);
+    if (r->bad || world <= 0 || pl->world != world) {
+        r->bad = 1;
+        return -1;
+    }
+    return world;
+}
+
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
 {
     const p3d_placement *pl = m->pl;
@@ -429,14 +469,7 @@ int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
         p3d_wbuf_str(b, m->names[i]);
         p3d_wbuf_str(b, m->hashes[i]);
     }
-    p3d_wbuf_str(b, pl->policy);
-    p3d_wbuf_str(b, pl->policy_source);
-    p3d_wbuf_str(b, pl->mesh.order_str);
-    for (int d = 0; d < P3D_NDIMS; d++) {
-        wb_int(b, pl->mesh.size[d]);
-        wb_int(b, pl->mesh.order[d]);
-    }
-    wb_int(b, pl->world);
+    p3d_mesh_encode(b, pl);
     for (int q = 0; q < pl->world; q++) {
         const p3d_rank *k = &pl->ranks[q];
         wb_int(b, k->node);
@@ -471,23 +504,8 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
         m->hashes[i] = p3d_rbuf_str(&r, 16);
     }
     p3d_placement *pl = m->pl;
-    pl->policy = p3d_rbuf_str(&r, STR_MAX);
-    pl->policy_source = p3d_rbuf_str(&r, STR_MAX);
-    rb_fixed(&r, pl->mesh.order_str, sizeof pl->mesh.order_str);
-    for (int d = 0; d < P3D_NDIMS; d++) {
-        pl->mesh.size[d] = rb_int(&r, 1, 1 << 24);
-        pl->mesh.order[d] = rb_int(&r, 0, P3D_NDIMS - 1);
-    }
-    /* both grids (p3d/job.h) must describe the same world */
-    p3d_mesh check = pl->mesh;
-    char *merr = NULL;
-    int world = r.bad ? -1 : p3d_mesh_world(&pl->mesh);
-    if (world > 0 && (p3d_mesh_set_order(&check, pl->mesh.order_str, &merr) < 0 ||
-                      p3d_mesh_resolve(&check, &merr) < 0 || memcmp(&check, &pl->mesh, sizeof check) != 0))
-        world = -1;
-    free(merr);
-    pl->world = rb_int(&r, 1, 1 << 24);
-    if (r.bad || world <= 0 || pl->world != world || (size_t)world * 32 > r.len - r.off)
+    int world = p3d_mesh_decode(&r, pl);
+    if (world < 0 || (size_t)world * 32 > r.len - r.off)
         goto bad;
     pl->ranks = calloc((size_t)world, sizeof *pl->ranks);
     if (!pl->ranks)
@@ -589,6 +607,31 @@ int p3d_frame_write(int fd, const p3d_wbuf *b, char **err)
         if (w < 0)
             return p3d_err(err, "%s", strerror(errno));
         off += (size_t)w;
+    }
+    return 0;
+}
+
+int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
+{
+    size_t off = 0;
+    double give_up = p3d_now() + stall;
+    while (off < b->len) {
+        ssize_t w = send(fd, b->p + off, b->len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w > 0) {
+            off += (size_t)w;
+            give_up = p3d_now() + stall; /* progress: the peer reads */
+            continue;
+        }
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+            return p3d_err(err, "%s", strerror(errno));
+        double left = give_up - p3d_now();
+        if (left <= 0)
+            return p3d_err(err, "the peer took nothing for %g s (hung or overloaded): dropped", stall);
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+            return p3d_err(err, "%s", strerror(errno));
     }
     return 0;
 }

@@ -22,7 +22,6 @@
 
 #define CP_COMPACT 1
 #define CP_VERBATIM 0
-#define STR_MAX_ 4096
 
 /* Where the report's middle (ranks and groups) starts and ends. */
 static const char MARK_RANKS[] = "\n  \"ranks\": [\n";
@@ -151,18 +150,6 @@ typedef struct rrun {
 } rrun;
 #define REPEAT_MAXL 8
 
-static void enc_mesh(p3d_wbuf *b, const p3d_placement *pl)
-{
-    p3d_wbuf_str(b, pl->policy);
-    p3d_wbuf_str(b, pl->policy_source);
-    p3d_wbuf_str(b, pl->mesh.order_str);
-    for (int d = 0; d < P3D_NDIMS; d++) {
-        p3d_wbuf_int(b, pl->mesh.size[d]);
-        p3d_wbuf_int(b, pl->mesh.order[d]);
-    }
-    p3d_wbuf_int(b, pl->world);
-}
-
 static void enc_compact(const p3d_cplace_in *in, p3d_wbuf *b, size_t head, size_t tail_at)
 {
     const p3d_cluster *c = in->cluster;
@@ -179,7 +166,7 @@ static void enc_compact(const p3d_cplace_in *in, p3d_wbuf *b, size_t head, size_
     p3d_wbuf_bytes(b, in->json, head);
     p3d_wbuf_u32(b, (uint32_t)(jl - tail_at));
     p3d_wbuf_bytes(b, in->json + tail_at, jl - tail_at);
-    enc_mesh(b, pl);
+    p3d_mesh_encode(b, pl);
     p3d_wbuf_int(b, (int)c->ntopos);
     for (size_t t = 0; t < c->ntopos; t++)
         p3d_node_encode(c->topos[t], b);
@@ -342,35 +329,6 @@ int p3d_cplace_encode(const p3d_cplace_in *in, p3d_wbuf *b, int *compact, char *
 
 /* ---- expansion --------------------------------------------------------------- */
 
-static char *rb_strdup(p3d_rbuf *r)
-{
-    return p3d_rbuf_str(r, STR_MAX_);
-}
-
-/* The mesh and world as PLACE carries them, checked the same way. */
-static int dec_mesh(p3d_rbuf *r, p3d_placement *pl)
-{
-    pl->policy = rb_strdup(r);
-    pl->policy_source = rb_strdup(r);
-    char *os = p3d_rbuf_str(r, sizeof pl->mesh.order_str - 1);
-    if (os)
-        memcpy(pl->mesh.order_str, os, strlen(os) + 1);
-    free(os);
-    for (int d = 0; d < P3D_NDIMS; d++) {
-        pl->mesh.size[d] = p3d_rbuf_int(r, 1, 1 << 24);
-        pl->mesh.order[d] = p3d_rbuf_int(r, 0, P3D_NDIMS - 1);
-    }
-    p3d_mesh check = pl->mesh;
-    char *merr = NULL;
-    int world = r->bad ? -1 : p3d_mesh_world(&pl->mesh);
-    if (world > 0 && (p3d_mesh_set_order(&check, pl->mesh.order_str, &merr) < 0 ||
-                      p3d_mesh_resolve(&check, &merr) < 0 || memcmp(&check, &pl->mesh, sizeof check) != 0))
-        world = -1;
-    free(merr);
-    pl->world = p3d_rbuf_int(r, 1, 1 << 24);
-    return r->bad || world <= 0 || pl->world != world ? -1 : 0;
-}
-
 static int dec_strv(p3d_rbuf *r, char ***v, size_t *n, int lo)
 {
     int k = p3d_rbuf_int(r, lo, 1 << 20);
@@ -431,7 +389,8 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
     int nn = p3d_rbuf_int(r, 1, 1 << 20);
     head = p3d_rbuf_blob(r, P3D_WIRE_MAX, &hn);
     tail = p3d_rbuf_blob(r, P3D_WIRE_MAX, &tn);
-    if (r->bad || !head || !tail || dec_mesh(r, m->pl) < 0)
+    /* the JSON's own bytes: text without NUL bytes */
+    if (r->bad || !head || !tail || memchr(head, 0, hn) || memchr(tail, 0, tn) || p3d_mesh_decode(r, m->pl) < 0)
         goto bad;
     int nt = p3d_rbuf_int(r, 1, 1 << 16);
     if (r->bad || (size_t)nt * 60 > r->len - r->off)
@@ -476,6 +435,7 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
             memcpy(lit, pre, pl);
             lit[pl] = 0;
             c->nodes[filled++].name = lit;
+            c->nnodes = (size_t)filled; /* freed with the cluster from here */
             continue;
         }
         uint64_t num = rb_var(r), w = rb_var(r);
@@ -492,6 +452,7 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
                 goto bad;
             }
             c->nodes[filled++].name = nm;
+            c->nnodes = (size_t)filled;
         }
     }
     c->nnodes = (size_t)filled;

@@ -80,7 +80,7 @@ int p3d_fate_send(int fd, const char *pkt, size_t len)
     p3d_wbuf b = {0};
     p3d_wbuf_begin(&b, P3D_MSG_FATE);
     p3d_wbuf_bytes(&b, pkt, len);
-    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write(fd, &b, NULL) : -1;
+    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write_bounded(fd, &b, P3D_FATE_STALL, NULL) : -1;
     p3d_wbuf_free(&b);
     return rc;
 }

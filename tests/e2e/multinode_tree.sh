@@ -84,8 +84,9 @@ for i in $(seq 0 $((N - 2))); do
   v=(); [ "$i" = 9 ] && v=(--verbose)
   tagent kill "$i" "$P" "${v[@]}" --tp 2 -- true
 done
-wait_for "$T/kill.9.err" 'node\[9\] listening for its' || bad "kill: node 9 never listened for its children"
-sleep 1
+# node 9 dies once its children 37 and 38 hang below it (39 never comes)
+wait_for "$T/kill.9.err" 'attached its tree child node\[37\]' || bad "kill: node 37 never attached to node 9"
+wait_for "$T/kill.9.err" 'attached its tree child node\[38\]' || bad "kill: node 38 never attached to node 9"
 kill -KILL "${AG[9]}"
 t0=$(now_ms)
 codes=""

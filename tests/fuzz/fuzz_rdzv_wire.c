@@ -1,7 +1,10 @@
 /*
  * fuzz_rdzv_wire.c — rendezvous wire messages (launcher/rdzv/rdzv_wire.c):
  * HELLO (agent -> leader, carries a node record) and PLACE (leader ->
- * agent). The first input byte is the frame's type byte, the rest its body,
+ * agent), and the distribution tree's JOIN, TREE, TJOIN, GATHER (records
+ * merged up the tree) and CPLACE (the compact placement every node
+ * expands into the placement JSON; launcher/rdzv/rdzv_tree_wire.c,
+ * launcher/run/mnode_compact.c). The first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and
  * decode again to the same bytes (a leader re-sends what it received).
  */
@@ -77,6 +80,79 @@ out:
     free(err);
 }
 
+/* JOIN, TREE, TJOIN, GATHER: what decodes re-encodes to a frame that
+ * decodes to the same bytes again. */
+#define STABLE(NAME, T, ENC, DEC, FREE)                                                                           \
+    static void NAME(const uint8_t *body, size_t len)                                                            \
+    {                                                                                                            \
+        T x, y;                                                                                                  \
+        p3d_wbuf b1 = {0}, b2 = {0};                                                                             \
+        char *err = NULL;                                                                                        \
+        memset(&y, 0, sizeof y);                                                                                 \
+        if (DEC(body, len, &x, &err) < 0) {                                                                      \
+            if (!err || !*err)                                                                                   \
+                abort();                                                                                         \
+            free(err);                                                                                           \
+            FREE(&x);                                                                                            \
+            return;                                                                                              \
+        }                                                                                                        \
+        if (ENC(&x, &b1) == 0) {                                                                                 \
+            if (DEC(b1.p + 5, b1.len - 5, &y, &err) < 0) {                                                       \
+                fprintf(stderr, #NAME ": own encoding does not decode: %s\n", err);                              \
+                abort();                                                                                         \
+            }                                                                                                    \
+            if (ENC(&y, &b2) < 0)                                                                                \
+                abort();                                                                                         \
+            same_bytes(&b1, &b2, #NAME);                                                                         \
+        }                                                                                                        \
+        FREE(&x);                                                                                                \
+        FREE(&y);                                                                                                \
+        p3d_wbuf_free(&b1);                                                                                      \
+        p3d_wbuf_free(&b2);                                                                                      \
+        free(err);                                                                                               \
+    }
+
+/* a JOIN/TJOIN of another protocol stops after the token: compare only
+ * what the current protocol decodes */
+static int join_dec(const unsigned char *p, size_t n, p3d_join *j, char **e)
+{
+    int rc = p3d_join_decode(p, n, j, e);
+    return rc == 0 && j->proto != P3D_WIRE_PROTO ? (p3d_err(e, "other protocol"), -1) : rc;
+}
+static int tjoin_dec(const unsigned char *p, size_t n, p3d_tjoin *t, char **e)
+{
+    int rc = p3d_tjoin_decode(p, n, t, e);
+    return rc == 0 && t->proto != P3D_WIRE_PROTO ? (p3d_err(e, "other protocol"), -1) : rc;
+}
+static int gather_dec(const unsigned char *p, size_t n, p3d_gather *g, char **e)
+{
+    return p3d_gather_decode(p, n, 1 << 20, g, e);
+}
+STABLE(join, p3d_join, p3d_join_encode, join_dec, p3d_join_free)
+STABLE(treepos, p3d_treepos, p3d_treepos_encode, p3d_treepos_decode, p3d_treepos_free)
+STABLE(tjoin, p3d_tjoin, p3d_tjoin_encode, tjoin_dec, p3d_tjoin_free)
+STABLE(gather, p3d_gather, p3d_gather_encode, gather_dec, p3d_gather_free)
+
+/* CPLACE: decodes to an error or to a placement whose every rank is on a
+ * node that exists, and a NUL-terminated JSON. */
+static void cplace(const uint8_t *body, size_t len)
+{
+    p3d_place_msg m;
+    char *err = NULL;
+    if (p3d_cplace_decode(body, len, &m, &err) < 0) {
+        if (!err || !*err)
+            abort();
+        free(err);
+        return;
+    }
+    if (!m.json || m.json[m.json_len] != 0 || !m.pl || m.pl->world < 1)
+        abort();
+    for (int q = 0; q < m.pl->world; q++)
+        if (m.pl->ranks[q].node < 0 || m.pl->ranks[q].node >= m.nnodes)
+            abort();
+    p3d_place_msg_free(&m);
+}
+
 static void node(const uint8_t *body, size_t len)
 {
     p3d_rbuf r = {.p = body, .len = len};
@@ -106,6 +182,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_PLACE:
         place(body, len);
+        break;
+    case P3D_MSG_JOIN:
+        join(body, len);
+        break;
+    case P3D_MSG_TREE:
+        treepos(body, len);
+        break;
+    case P3D_MSG_TJOIN:
+        tjoin(body, len);
+        break;
+    case P3D_MSG_GATHER:
+        gather(body, len);
+        break;
+    case P3D_MSG_CPLACE:
+        cplace(body, len);
         break;
     default:
         node(body, len);
