@@ -114,13 +114,107 @@ const p3d_rdzv_ops p3d_rdzv_static = {
     .name = "static", .detect = static_detect,
 };
 
-/* ---- slurm: from the job step's environment -------------------------------- */
-
+/* A set, non-empty environment variable, or NULL. */
 static const char *env(const char *k)
 {
     const char *v = getenv(k);
     return v && *v ? v : NULL;
 }
+
+/* ---- k8s: a pod of an Indexed Job or a JobSet ------------------------------- */
+
+#define K8S_DEFAULT_PORT 29400
+
+int p3d_k8s_leader_host(const char *hostname, const char *fqdn, long index, char *out, size_t cap, char *msg,
+                        size_t mcap)
+{
+    char suffix[32];
+    size_t hl = hostname ? strlen(hostname) : 0;
+    int sl = snprintf(suffix, sizeof suffix, "-%ld", index);
+    if (!hl || (size_t)sl >= hl || strcmp(hostname + hl - (size_t)sl, suffix) != 0)
+        return p3d_plugin_say(msg, mcap,
+                              "k8s: the pod's hostname '%s' does not end in -%ld (JOB_COMPLETION_INDEX): not an "
+                              "Indexed Job pod? give the leader as --rdzv k8s:HOST:PORT",
+                              hostname ? hostname : "", index);
+    /* the pod's DNS name is HOSTNAME.SUBDOMAIN.NAMESPACE.svc...; the
+     * leader's is the same with index 0 */
+    const char *domain = fqdn && !strncmp(fqdn, hostname, hl) && fqdn[hl] == '.' && fqdn[hl + 1] ? fqdn + hl : NULL;
+    if (!domain)
+        return p3d_plugin_say(msg, mcap,
+                              "k8s: the pod '%s' has no DNS domain (set spec.subdomain to a headless Service in "
+                              "the pod template), or give the leader as --rdzv k8s:HOST:PORT",
+                              hostname);
+    int n = snprintf(out, cap, "%.*s-0%s", (int)(hl - (size_t)sl), hostname, domain);
+    if (n < 0 || (size_t)n >= cap)
+        return p3d_plugin_say(msg, mcap, "k8s: the leader's DNS name is too long");
+    return 0;
+}
+
+static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
+                      void **state, char *msg, size_t cap)
+{
+    (void)timeout;
+    *state = NULL;
+    const char *ix = env("JOB_COMPLETION_INDEX");
+    long index = -1;
+    if (ix) {
+        char *end;
+        errno = 0;
+        index = strtol(ix, &end, 10);
+        if (errno || *end || end == ix || index < 0 || index > (1L << 20))
+            return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX='%s': expected a node index 0..%ld", ix,
+                                  1L << 20);
+    }
+    if (index < 0 && o_node_rank < 0)
+        return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX is not set (not a pod of an Indexed Job or "
+                                        "JobSet?): give --node-rank I");
+    if (index >= 0 && o_node_rank >= 0 && index != o_node_rank)
+        return p3d_plugin_say(msg, cap, "k8s: --node-rank %d disagrees with JOB_COMPLETION_INDEX=%ld", o_node_rank,
+                              index);
+    int rank = o_node_rank >= 0 ? o_node_rank : (int)index;
+    if (o_nnodes < 1)
+        return p3d_plugin_say(msg, cap, "--rdzv k8s needs --nnodes N (the Job's completions: a pod cannot see it)");
+    if (rank >= o_nnodes)
+        return p3d_plugin_say(msg, cap, "k8s: node index %d: expected 0..%d for --nnodes %d", rank, o_nnodes - 1,
+                              o_nnodes);
+    if (strchr(arg, ':')) {
+        if (split_endpoint(arg, b->leader_host, sizeof b->leader_host, &b->leader_port) < 0)
+            return p3d_plugin_say(msg, cap, "--rdzv k8s:%s: expected k8s, k8s:PORT or k8s:HOST:PORT (port 1..65535)",
+                                  arg);
+    } else {
+        b->leader_port = K8S_DEFAULT_PORT;
+        if (*arg) {
+            char *end;
+            long p = strtol(arg, &end, 10);
+            if (*end || p < 1 || p > 65535)
+                return p3d_plugin_say(msg, cap, "--rdzv k8s:%s: expected k8s, k8s:PORT or k8s:HOST:PORT (port 1..65535)",
+                                      arg);
+            b->leader_port = (int)p;
+        }
+        char host[256] = "", *fqdn = NULL;
+        const char *h = env("HOSTNAME"); /* the pod's name; Kubernetes sets it */
+        if (!h && gethostname(host, sizeof host - 1) == 0)
+            h = host;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_CANONNAME}, *ai = NULL;
+        if (h && getaddrinfo(h, NULL, &hints, &ai) == 0 && ai && ai->ai_canonname)
+            fqdn = strdup(ai->ai_canonname);
+        if (ai)
+            freeaddrinfo(ai);
+        int r = p3d_k8s_leader_host(h, fqdn, (long)rank, b->leader_host, sizeof b->leader_host, msg, cap);
+        free(fqdn);
+        if (r < 0)
+            return r;
+    }
+    b->nnodes = o_nnodes;
+    b->node_rank = rank;
+    return 1;
+}
+
+const p3d_rdzv_ops p3d_rdzv_k8s = {
+    .name = "k8s", .detect = k8s_detect,
+};
+
+/* ---- slurm: from the job step's environment -------------------------------- */
 
 static const char *env2(const char *a, const char *b)
 {
@@ -248,10 +342,12 @@ const p3d_rdzv_ops p3d_rdzv_slurm = {
 
 static const p3d_plugin builtin_static = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "static", &p3d_rdzv_static};
 static const p3d_plugin builtin_slurm = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "slurm", &p3d_rdzv_slurm};
+static const p3d_plugin builtin_k8s = {P3D_PLUGIN_ABI, P3D_PLUGIN_RDZV, "k8s", &p3d_rdzv_k8s};
 
 int p3d_rdzv_register_builtins(char **err)
 {
-    if (p3d_plugin_register(&builtin_static, err) < 0 || p3d_plugin_register(&builtin_slurm, err) < 0)
+    if (p3d_plugin_register(&builtin_static, err) < 0 || p3d_plugin_register(&builtin_slurm, err) < 0 ||
+        p3d_plugin_register(&builtin_k8s, err) < 0)
         return -1;
     return 0;
 }
@@ -408,9 +504,10 @@ out:
         } else if (env("P3D_RDZV_TOKEN")) {
             copy(r->boot.token, sizeof r->boot.token, env("P3D_RDZV_TOKEN"));
         }
-        if (rc == 1 && !r->boot.token[0] && !strcmp(r->ops->name, "static")) {
-            p3d_err(err, "--rdzv static needs the job's token on every node: --rdzv-token-file FILE (same content "
-                         "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE) or P3D_RDZV_TOKEN");
+        if (rc == 1 && !r->boot.token[0] && (!strcmp(r->ops->name, "static") || !strcmp(r->ops->name, "k8s"))) {
+            p3d_err(err, "--rdzv %s needs the job's token on every node: --rdzv-token-file FILE (same content "
+                         "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE; on Kubernetes a Secret "
+                         "mounted as a file) or P3D_RDZV_TOKEN", r->ops->name);
             rc = -1;
         }
         if (rc == 1 && o->job_id)

@@ -94,6 +94,13 @@ void p3d_rdzv_close(p3d_rdzv *r);
 /* The built-in backends, for tests (rdzv.c). */
 extern const p3d_rdzv_ops p3d_rdzv_static;
 extern const p3d_rdzv_ops p3d_rdzv_slurm;
+extern const p3d_rdzv_ops p3d_rdzv_k8s;
+/* --rdzv k8s without a HOST: the leader (index 0) of the pod named
+ * hostname (ending in -index) whose DNS name is fqdn
+ * (hostname.SUBDOMAIN.NAMESPACE.svc...). Writes out, or returns
+ * P3D_PLUGIN_FAIL with msg. */
+int p3d_k8s_leader_host(const char *hostname, const char *fqdn, long index, char *out, size_t cap, char *msg,
+                        size_t mcap);
 /* Registers them in the plugin registry (idempotent; p3d_rdzv_open does). */
 int p3d_rdzv_register_builtins(char **err);
 

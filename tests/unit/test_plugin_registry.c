@@ -39,7 +39,7 @@ static void test_builtins_without_any_so(void **s)
     assert_int_equal(p3d_plugin_find(P3D_PLUGIN_RDZV, "slurm", &pl, &err), 1);
     assert_ptr_equal(pl->ops, &p3d_rdzv_slurm);
     char *names = p3d_plugin_builtin_names(P3D_PLUGIN_RDZV);
-    assert_string_equal(names, "static, slurm");
+    assert_string_equal(names, "static, slurm, k8s");
     free(names);
     /* absent: not found, naming the file and the search path */
     assert_int_equal(p3d_plugin_find(P3D_PLUGIN_RDZV, "pmix", &pl, &err), 0);

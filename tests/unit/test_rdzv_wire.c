@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "rdzv.h"
+#include "p3d/plugin.h"
 
 static p3d_node *node(void)
 {
@@ -309,6 +310,31 @@ static void frame_bounds(void **st)
     close(sv[1]);
 }
 
+/* --rdzv k8s: the leader's DNS name from the pod's own */
+static void k8s_leader_name(void **state)
+{
+    (void)state;
+    char out[256], msg[256];
+    assert_int_equal(p3d_k8s_leader_host("p3d-train-3", "p3d-train-3.p3d.ml.svc.cluster.local", 3, out, sizeof out,
+                                         msg, sizeof msg),
+                     0);
+    assert_string_equal(out, "p3d-train-0.p3d.ml.svc.cluster.local");
+    /* a JobSet pod: <jobset>-<replicated job>-<job index>-<pod index> */
+    assert_int_equal(p3d_k8s_leader_host("js-workers-0-12", "js-workers-0-12.js", 12, out, sizeof out, msg, sizeof msg),
+                     0);
+    assert_string_equal(out, "js-workers-0-0.js");
+    /* the index must be the hostname's suffix (not "-13" for 3) */
+    assert_int_equal(p3d_k8s_leader_host("p3d-train-13", "p3d-train-13.p3d", 3, out, sizeof out, msg, sizeof msg),
+                     P3D_PLUGIN_FAIL);
+    assert_non_null(strstr(msg, "does not end in -3"));
+    assert_int_equal(p3d_k8s_leader_host("p3d-train-3", "p3d-train-3", 3, out, sizeof out, msg, sizeof msg),
+                     P3D_PLUGIN_FAIL);
+    assert_non_null(strstr(msg, "spec.subdomain"));
+    assert_int_equal(p3d_k8s_leader_host("p3d-train-3", NULL, 3, out, sizeof out, msg, sizeof msg), P3D_PLUGIN_FAIL);
+    assert_int_equal(p3d_k8s_leader_host("-3", "-3.x", 3, out, sizeof out, msg, sizeof msg), P3D_PLUGIN_FAIL);
+    assert_int_equal(p3d_k8s_leader_host("a-3", "a-3.x", 3, out, 4, msg, sizeof msg), P3D_PLUGIN_FAIL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +344,7 @@ int main(void)
         cmocka_unit_test(tree_messages),
         cmocka_unit_test(gather_merge),
         cmocka_unit_test(cplace_expands),
+        cmocka_unit_test(k8s_leader_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

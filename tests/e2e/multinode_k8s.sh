@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# multinode_k8s.sh — the k8s rendezvous as a Kubernetes Indexed Job uses it
+# (docs/kubernetes.md): three agents on loopback, each with only
+# JOB_COMPLETION_INDEX for its node rank (no --node-rank), meet at the
+# leader given as k8s:HOST:PORT and run one job with one placement; the
+# inputs a pod can get wrong exit 2 with a message naming them.
+. "$(dirname "$0")/lib/multinode_lib.sh"
+
+k8s_agent() { # NAME INDEX PORT [args...]
+  local name=$1 i=$2 port=$3; shift 3
+  JOB_COMPLETION_INDEX=$i "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$port" \
+    --rdzv-token-file "$T/token" --topology "${TOPOS[$i]}" --run-dir "$T/$name.rd$i" "$@" \
+    >"$T/$name.$i.out" 2>"$T/$name.$i.err" &
+  AG[$i]=$!
+  PIDS+=($!)
+}
+
+# ---- 1. three pods meet; ranks come from JOB_COMPLETION_INDEX ------------
+P=$(free_port)
+for i in 0 1 2; do
+  k8s_agent ok $i "$P" --tp 2 -- sh -c 'echo "rank=$RANK node=$NODE_RANK world=$WORLD_SIZE"'
+done
+for i in 0 1 2; do
+  wait "${AG[$i]}"; rc=$?
+  [ "$rc" = 0 ] || { bad "node $i exit $rc"; sed 's/^/  /' "$T/ok.$i.err"; }
+done
+sum0=$(md5sum <"$T/ok.rd0/placement.json")
+for i in 1 2; do
+  [ "$(md5sum <"$T/ok.rd$i/placement.json")" = "$sum0" ] || bad "placement.json of node $i differs from node 0's"
+  grep -q "node=$i " "$T/ok.$i.out" || bad "node $i's ranks do not say NODE_RANK=$i: $(head -1 "$T/ok.$i.out")"
+done
+n=$(cat "$T"/ok.*.out | grep -c 'rank=')
+w=$(grep -o 'world=[0-9]*' "$T/ok.0.out" | head -1)
+[ "$n" -gt 0 ] && [ "$w" = "world=$n" ] || bad "expected every rank once: $n rank lines, $w"
+
+# ---- 2. what a pod can get wrong: exit 2 and the reason --------------------
+expect2() { # WHAT PATTERN -- env/args...
+  local what=$1 pat=$2; shift 3
+  env "$@" >"$T/e.out" 2>"$T/e.err"; rc=$?
+  [ "$rc" = 2 ] && grep -q -- "$pat" "$T/e.err" || { bad "$what: exit $rc, want 2 and '$pat'"; sed 's/^/  /' "$T/e.err"; }
+}
+base=(--rdzv-token-file "$T/token" --topology "${TOPOS[0]}" --rdzv-timeout 3 -- /bin/true)
+expect2 "no index" "JOB_COMPLETION_INDEX is not set" -- -u JOB_COMPLETION_INDEX \
+  "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$P" "${base[@]}"
+expect2 "no --nnodes" "needs --nnodes" -- JOB_COMPLETION_INDEX=1 "$PAR3DRUN" --rdzv "k8s:127.0.0.1:$P" "${base[@]}"
+expect2 "index out of range" "node index 5: expected 0..2" -- JOB_COMPLETION_INDEX=5 \
+  "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$P" "${base[@]}"
+expect2 "garbled index" "JOB_COMPLETION_INDEX='1x'" -- JOB_COMPLETION_INDEX=1x \
+  "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$P" "${base[@]}"
+expect2 "rank disagrees" "disagrees with JOB_COMPLETION_INDEX=1" -- JOB_COMPLETION_INDEX=1 \
+  "$PAR3DRUN" --nnodes 3 --node-rank 2 --rdzv "k8s:127.0.0.1:$P" "${base[@]}"
+expect2 "no domain to find the leader" "does not end in -1" -- JOB_COMPLETION_INDEX=1 HOSTNAME=not-a-pod \
+  "$PAR3DRUN" --nnodes 3 --rdzv k8s "${base[@]}"
+expect2 "no token" "needs the job's token" -- -u P3D_RDZV_TOKEN JOB_COMPLETION_INDEX=1 \
+  "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$P" --topology "${TOPOS[0]}" -- /bin/true
+[ "$(leftovers)" = 0 ] || bad "$(leftovers) processes left over"
+[ "$fail" = 0 ] && echo "ok: k8s rendezvous (3 pods by JOB_COMPLETION_INDEX, 7 refusals)"
+exit $fail
