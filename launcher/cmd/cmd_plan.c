@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "place.h"
 
 static int write_out(const char *path, const char *text, char **err)
 {
@@ -23,6 +24,62 @@ static int write_out(const char *path, const char *text, char **err)
     int ok = fputs(text, f) >= 0;
     ok = (fclose(f) == 0) && ok;
     return ok ? 0 : p3d_err(err, "--output %s: write failed", path);
+}
+
+/* The bundled policies placed on the best layout by the dry run's own code
+ * (p3d_place: the same cluster, model and job), so that the plan says up
+ * front when the default policy's estimate loses to another one, and
+ * why, and its run line names the faster policy. A failure leaves a note
+ * and nothing else: the plan stands on its own estimates. */
+static void compare_policies_on_best(const p3d_opts *o, p3d_plan *pl)
+{
+    const p3d_plan_row *r = &pl->rows[0];
+    p3d_opts po = *o;
+    po.tp = r->tp, po.pp = r->pp, po.dp = r->dp, po.cp = r->cp, po.ep = r->ep, po.etp = r->etp;
+    po.micro_batch = r->micro_batch, po.micro_batches = 0, po.virtual_stages = r->virtual_stages;
+    po.zero = r->zero;
+    po.policy = NULL; /* the default, megatron; the others are compared */
+    po.policy_sha256 = NULL;
+    po.npolicy_candidates = 0;
+    p3d_plan_result res;
+    char *e = NULL;
+    if (p3d_place(&po, &res, &e) < 0) {
+        snprintf(pl->policy_note, sizeof pl->policy_note,
+                 "the bundled policies could not be compared on layout #1: %s", e ? e : "placement failed");
+        free(e);
+        return;
+    }
+    if (!res.an || !res.an->has_cost) {
+        p3d_plan_result_free(&res);
+        return;
+    }
+    const char *me = res.pl && res.pl->policy ? res.pl->policy : "megatron";
+    double best_t = res.an->nerrors ? 0 : res.an->cost.step_time;
+    snprintf(pl->best_policy, sizeof pl->best_policy, "%s", res.an->nerrors ? "" : me);
+    char others[256] = "";
+    size_t k = 0;
+    for (int i = 0; i < res.nalt; i++) {
+        const struct p3d_policy_alt *a = &res.alt[i];
+        if (a->step_time <= 0)
+            continue;
+        if (k < sizeof others)
+            k += (size_t)snprintf(others + k, sizeof others - k, "%s%s %.2f s%s", k ? ", " : "", a->name,
+                                  a->step_time, a->nerrors ? " (fails a check)" : "");
+        if (!a->nerrors && (best_t <= 0 || a->step_time < best_t)) {
+            best_t = a->step_time;
+            snprintf(pl->best_policy, sizeof pl->best_policy, "%s", a->name);
+        }
+    }
+    char note[600];
+    p3d_place_policy_note(&res, note, sizeof note);
+    if (note[0] && strcmp(pl->best_policy, me) != 0)
+        snprintf(pl->policy_note, sizeof pl->policy_note, "layout #1 placed by each bundled policy: %s; the run line "
+                 "uses --policy %s", note, pl->best_policy);
+    else
+        snprintf(pl->policy_note, sizeof pl->policy_note,
+                 "layout #1 placed by each bundled policy: %s's dry-run estimate %.2f s is not beaten%s%s%s", me,
+                 res.an->cost.step_time, others[0] ? " (" : "", others, others[0] ? ")" : "");
+    p3d_plan_result_free(&res);
 }
 
 int p3d_cmd_plan(const p3d_opts *o)
@@ -72,6 +129,8 @@ int p3d_cmd_plan(const p3d_opts *o)
         fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
                         "(add \"rack\" to each node entry)\n",
                 o->cluster ? o->cluster : "the cluster", pl->nodes);
+    if (pl->nrows > 0)
+        compare_policies_on_best(o, pl);
     text = json ? p3d_plan_json(pl, o->top ? o->top : 5) : p3d_plan_text(pl, o->top ? o->top : 5);
     if (!text) {
         fprintf(stderr, "par3drun: plan: out of memory\n");

@@ -418,6 +418,10 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
     if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
         p3d_sb_printf(b, " --vocab %d", m->vocab);
     p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
+    if (pl->best_policy[0] && strcmp(pl->best_policy, "megatron") != 0) {
+        p3d_sb_puts(b, " --policy ");
+        shell_word(b, pl->best_policy);
+    }
     if (r->cp > 1)
         p3d_sb_printf(b, " --cp %d", r->cp);
     if (r->ep > 1)
@@ -492,6 +496,8 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
     if (!idx)
         return NULL;
     header(&b, pl);
+    if (pl->policy_note[0])
+        wrapped(&b, pl->policy_note, "policy   ", "         ");
     p3d_sb_putc(&b, '\n');
     if (n == 0) {
         char *why_none = p3d_plan_none_reason(pl);
@@ -678,6 +684,16 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
         row_json(&b, &pl->headroom_drop, NULL, 0);
     else
         p3d_sb_puts(&b, "null");
+    p3d_sb_puts(&b, ",\"policy\":");
+    if (pl->best_policy[0]) {
+        p3d_sb_puts(&b, "{\"best\":");
+        p3d_sb_json_str(&b, pl->best_policy);
+        p3d_sb_puts(&b, ",\"note\":");
+        p3d_sb_json_str(&b, pl->policy_note);
+        p3d_sb_putc(&b, '}');
+    } else {
+        p3d_sb_puts(&b, "null");
+    }
     p3d_sb_puts(&b, "}\n");
     free(idx);
     return p3d_sb_finish(&b);

@@ -205,6 +205,13 @@ typedef struct p3d_plan {
     size_t headroom_variants;    /* variants that fit the GPU but not with the reserve */
     int has_headroom_drop;       /* the fastest of them */
     p3d_plan_row headroom_drop;
+    /* The bundled policies placed on the best layout (filled by a caller
+     * that can run policies: `par3drun plan`). best_policy: the one whose
+     * dry-run estimate is fastest (it goes into the run line unless it is
+     * the default, megatron); policy_note: what that comparison found,
+     * with the reason when megatron is not the fastest. Empty: not run. */
+    char best_policy[64];
+    char policy_note[1024];
 } p3d_plan;
 
 /* Searches every layout using all of the cluster's GPUs. job needs a model
