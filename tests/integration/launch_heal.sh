@@ -109,8 +109,8 @@ assert all("ts" in e and "t" in e for e in ev)
 PY
 # every rank finished its steps; the moved ranks resumed from a checkpoint
 for r in $(seq 0 31); do [ "$(cat "$T_DIR/ck/rank-$r")" = 15 ] || fail "rank $r ended at step $(cat "$T_DIR/ck/rank-$r")"; done
-awk '$4 == 1 && $2 == "b3" && $6 > 0' "$T_DIR/starts" | grep -q . || fail "no moved rank resumed from its checkpoint"
-awk '$4 == 1 && $2 == "b2"' "$T_DIR/starts" | grep -q . && fail "the lost node ran ranks again"
+[ -n "$(awk '$4 == 1 && $2 == "b3" && $6 > 0' "$T_DIR/starts")" ] || fail "no moved rank resumed from its checkpoint"
+[ -n "$(awk '$4 == 1 && $2 == "b2"' "$T_DIR/starts")" ] && fail "the lost node ran ranks again"
 
 # ---- 2. two failures in a row, the second during the recovery -------------
 echo "== 2. two failures in a row, the second during the recovery" >&2
@@ -145,7 +145,7 @@ rc=$(wait_rc)
 [ "$rc" = 0 ] || { cat "$T_DIR/out"; fail "exit $rc with a failed health check and a spare, want 0"; }
 grep -q '^par3drun: node b1 failed its --health-check (its process ended with exit code 1)$' "$T_DIR/out" ||
   { cat "$T_DIR/out"; fail "no health-check line"; }
-awk '$2 == "b1"' "$T_DIR/starts" | grep -q . && fail "ranks ran on the node that failed its health check"
+[ -n "$(awk '$2 == "b1"' "$T_DIR/starts")" ] && fail "ranks ran on the node that failed its health check"
 [ "$(awk '$2 == "b3"' "$T_DIR/starts" | wc -l)" = 8 ] || fail "b3 did not take b1's 8 ranks"
 grep -q '"event": "health", "node": "b1", "ok": false' "$T_DIR/rd/events.jsonl" || fail "no health event"
 # after a rank failure: rank 0 fails on a1 and a2 turns sick -> a2 excluded
@@ -202,7 +202,10 @@ grep -q 'root cause: lost the agent of node a1 .*; cannot replace it: no spare n
 
 # ---- 6. the bundled worker resumes bit-identically (--verify) after a node loss ------------
 echo "== 6. the bundled worker resumes bit-identically (--verify) after a node loss" >&2
-if [ -z "${P3D_WORKER:-}" ] || ! "$P3D_WORKER" --help 2>&1 | grep -q -- --checkpoint-dir; then
+# the help text whole first: grep -q would end the pipe early, and under
+# pipefail the worker's SIGPIPE would read as "no such option"
+help=$("${P3D_WORKER:-/nonexistent}" --help 2>&1 || true)
+if [ -z "${P3D_WORKER:-}" ] || ! grep -q -- --checkpoint-dir <<<"$help"; then
   fail "p3d-worker (P3D_WORKER=${P3D_WORKER:-unset}) is missing or has no --checkpoint-dir"
 else
   fresh verify

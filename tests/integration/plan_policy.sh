@@ -28,6 +28,6 @@ jq -e '.policy.note | test("faster than megatron")' <<<"$json" >/dev/null || bad
 txt=$("$PAR3DRUN" plan --cluster "$C" --model llama2-70b --global-batch 512 --top 2 2>&1 | flat) || bad "plan 70b exit $?"
 grep -q "^policy   layout #1 placed by each bundled policy: megatron's dry-run estimate [0-9.]* s is not beaten" \
     <<<"$txt" || bad "70b: $(grep -A1 '^policy' <<<"$txt")"
-sed -n 's/^run the best:  //p' <<<"$txt" | grep -q -- "--policy" && bad "70b: the run line names a policy"
+grep -q -- "--policy" <<<"$(sed -n 's/^run the best:  //p' <<<"$txt")" && bad "70b: the run line names a policy"
 [ $fail = 0 ] && echo "ok: plan compares the bundled policies on its best layout"
 exit $fail
