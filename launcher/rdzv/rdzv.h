@@ -249,7 +249,7 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err);
 int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len);
 void p3d_framer_free(p3d_framer *f);
 
-/* ---- the TCP rendezvous (rdzv_tcp.c) --------------------------------------- */
+/* ---- the TCP rendezvous (rdzv_tcp.c, rdzv_tree_*.c) ------------------------------------ */
 
 /* Leader: listens on host:port only (port 0: any free one; *bound gets
  * it). Returns the listening fd or -1 with *err. */

@@ -1,7 +1,7 @@
 /*
  * mnode.c — one node of a multi-node job (docs/multinode.md).
  *
- *   rendezvous (rdzv.c bootstrap, rdzv_tcp.c gather/place)
+ *   rendezvous (rdzv.c bootstrap, rdzv_tree_*.c gather/place)
  *   -> every node: the placement in memory + the same JSON bytes on disk
  *   -> every node forks its agent (agent.c) over a socket pair, exactly
  *      as the single-node launcher does:

@@ -1,0 +1,75 @@
+/*
+ * rdzv_tcp_internal.h — what the three parts of the TCP rendezvous share
+ * (private to launcher/rdzv/): rdzv_tcp.c (sockets, the pre-authentication
+ * limits, the tree's shape, sending down the tree), rdzv_tree_leader.c
+ * (the leader's gather) and rdzv_tree_agent.c (an agent's join, its
+ * children, the placement passed on).
+ */
+#ifndef P3D_RDZV_TCP_INTERNAL_H
+#define P3D_RDZV_TCP_INTERNAL_H
+
+#include "rdzv.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* How the leader's gather timeout begins (refusal() tells it apart). */
+#define TIMEOUT_TEXT "rendezvous: timed out"
+/* How often waiting is reported (terminal or --verbose only). */
+#define PROGRESS_EVERY 5.0
+
+typedef struct pending {
+    int fd;
+    p3d_framer fr;
+    char peer[160];
+    double since; /* accepted at */
+} pending;
+
+/* Before a peer has shown the job token it gets little: HELLO_DEADLINE
+ * seconds to send its first frame (JOIN to the leader, TJOIN to a tree
+ * parent; an agent sends it right after connecting), and a first frame of
+ * at most PREAUTH_FRAME_MAX bytes (both are under 1 KiB; big frames come
+ * only from joined agents). When every slot is taken, the oldest
+ * unauthenticated peer is evicted for the new one, so idle connections
+ * cannot keep an agent out. The leader and every interior agent of the
+ * tree apply the same limits. */
+#define HELLO_DEADLINE 10.0
+#define PREAUTH_FRAME_MAX (1u << 20)
+
+/* O_NONBLOCK on (1) or off (0); 0 or -1. */
+int rz_set_nonblock(int fd, int on);
+
+/* TCP keepalive and no Nagle on a rendezvous connection. */
+void rz_keepalive(int fd);
+
+/* "ADDR:PORT" of fd's peer, for messages. */
+void rz_peer_name(int fd, char *buf, size_t cap);
+
+/* Closes an unauthenticated peer (saying why when verbose). */
+void rz_drop_pending(pending *p, const char *why, int verbose);
+
+/* Accepts every waiting connection into a free slot of pd (evicting the
+ * oldest unauthenticated peer when all are taken). */
+void rz_accept_all(int lfd, pending *pd, int maxpend, int verbose);
+
+/* Drops peers past HELLO_DEADLINE; *until gets the next deadline. */
+void rz_expire_pending(pending *pd, int maxpend, double now, double *until, int verbose);
+
+/* The first frame of a pending peer: its type (>0) with the body, 0 not
+ * yet complete, -1 dropped (closed, malformed, over PREAUTH_FRAME_MAX). */
+int rz_pending_frame(pending *p, unsigned char **body, size_t *len);
+
+/* Why a peer's token/protocol/version/job id is refused (into why), or
+ * NULL when it may join. */
+const char *rz_auth_verdict(const p3d_rdzv *r, const char *token, uint32_t proto, const char *version, const char *job_id, char *why, size_t cap);
+
+/* The k-ary heap of node ranks: parent of i (-1 for the leader), */
+int rz_tree_parent(int i, int k);
+
+/* how many children i has among n nodes, */
+int rz_tree_nchildren(int i, int k, int n);
+
+/* and whether x is in the subtree of top. */
+int rz_in_subtree(int x, int top, int k);
+
+#endif

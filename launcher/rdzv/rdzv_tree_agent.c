@@ -1,0 +1,624 @@
+/*
+ * rdzv_tree_agent.c — an agent's side of the TCP rendezvous (rdzv.h,
+ * p3d_tree_join): JOIN to the leader (the fate channel), attach to the tree
+ * parent, collect the children's records, send the subtree's up, receive
+ * the placement and pass it on.
+ */
+#include "rdzv_tcp_internal.h"
+
+#include "launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int connect_once(const struct addrinfo *a, double deadline)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        double left = deadline - p3d_now();
+        int ms = left > 0 ? (int)(left * 1000) + 1 : 0;
+        if (ms > 5000)
+            ms = 5000; /* a silent host: try again rather than block */
+        int pr = poll(&p, 1, ms);
+        int soerr = 0;
+        socklen_t sl = sizeof soerr;
+        if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
+            close(fd);
+            errno = pr == 0 ? ETIMEDOUT : soerr ? soerr : errno;
+            return -1;
+        }
+    }
+    rz_set_nonblock(fd, 0);
+    rz_keepalive(fd);
+    return fd;
+}
+
+
+/* Connects to host:port, retrying until the deadline. The fd, or -1 with
+ * *err (who: "the leader (node rank 0)" or "the tree parent node[3]"). */
+static int connect_retry(const char *host, int port, double t0, double deadline, double timeout, const char *who,
+                         int me, int chatty, char **err)
+{
+    int fd = -1, last = 0;
+    double next_note = p3d_now() + PROGRESS_EVERY;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    useconds_t backoff = 20000;
+    for (;;) {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+        int g = getaddrinfo(host, ps, &hints, &ai);
+        if (g == 0) {
+            for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+                fd = connect_once(a, deadline);
+                if (fd < 0)
+                    last = errno;
+            }
+            freeaddrinfo(ai);
+        } else {
+            last = ENOENT;
+        }
+        if (fd >= 0)
+            return fd;
+        double now = p3d_now();
+        if (now >= deadline) {
+            p3d_err(err, "rendezvous: cannot reach %s at %s:%d within %g s: %s", who, host, port, timeout,
+                    g ? gai_strerror(g) : strerror(last));
+            return -1;
+        }
+        if (chatty && now >= next_note) {
+            fprintf(stderr, "rendezvous: node[%d] waiting for %s at %s:%d (%.0f s of %g s: %s)\n", me, who, host, port,
+                    now - t0, timeout, g ? gai_strerror(g) : strerror(last));
+            next_note = now + PROGRESS_EVERY;
+        }
+        usleep(backoff);
+        if (backoff < 500000)
+            backoff *= 2;
+    }
+}
+
+/* The leader's refusal on the control connection, quoted. */
+/* The leader's REFUSE into *err. Returns 1 when it refused this node (bad
+ * input: exit 2), 0 when it is the leader's own rendezvous timeout, which
+ * travels as a refusal too: the rendezvous did not complete (exit 1 on
+ * both sides; same par3drun version, so the text is the leader's). */
+static int refusal(const unsigned char *body, size_t len, const p3d_rdzv *r, char **err)
+{
+    p3d_rbuf rb = {.p = body, .len = len};
+    char *why = p3d_rbuf_str(&rb, 65536);
+    p3d_err(err, "rendezvous: the leader at %s:%d refused node[%d]: %s", r->boot.leader_host, r->boot.leader_port,
+            r->boot.node_rank, why ? why : "(no reason given)");
+    int bad = !(why && !strncmp(why, TIMEOUT_TEXT, strlen(TIMEOUT_TEXT)));
+    free(why);
+    return bad;
+}
+
+typedef struct agentj {
+    const p3d_rdzv *r;
+    int me, k, ctrl, up, lfd, verbose;
+    int nkids;               /* expected children */
+    int *kfd;                /* per child slot (child rank - first), -1 */
+    p3d_framer *kfr;
+    unsigned char *kdone;
+    int ndone;
+    int refused;             /* the leader refused this node: exit 2 */
+    p3d_gather *g;
+    p3d_tree_stats *st;
+} agentj;
+
+/* A child's TJOIN on a pending connection: adopts it (its slot) or
+ * refuses it (-1). */
+static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t len, int type)
+{
+    p3d_tjoin t;
+    char why[512], *e = NULL;
+    const char *verdict = NULL;
+    int first = A->k * A->me + 1;
+    memset(&t, 0, sizeof t);
+    if (type != P3D_MSG_TJOIN) {
+        snprintf(why, sizeof why, "expected a tree join, got message type %d", type);
+        verdict = why;
+    } else {
+        int d = p3d_tjoin_decode(body, len, &t, &e);
+        verdict = rz_auth_verdict(A->r, t.token, t.proto, t.version, d == 0 ? t.job_id : NULL, why, sizeof why);
+        if (!verdict && d < 0) {
+            snprintf(why, sizeof why, "%s", e ? e : "malformed TJOIN");
+            verdict = why;
+        }
+    }
+    free(e);
+    if (!verdict && (t.node_rank < first || t.node_rank >= first + A->nkids)) {
+        snprintf(why, sizeof why, "node rank %d is not a child of node[%d] in the tree", t.node_rank, A->me);
+        verdict = why;
+    } else if (!verdict && A->kfd[t.node_rank - first] >= 0) {
+        snprintf(why, sizeof why, "node rank %d already attached", t.node_rank);
+        verdict = why;
+    }
+    if (verdict) {
+        fprintf(stderr, "rendezvous: node[%d] refused %s: %s\n", A->me, p->peer, verdict);
+        p3d_tcp_refuse(p->fd, verdict);
+        close(p->fd);
+    } else {
+        int c = t.node_rank - first;
+        if (A->verbose)
+            fprintf(stderr, "rendezvous: node[%d] attached its tree child node[%d] (%s)\n", A->me, t.node_rank, p->peer);
+        A->kfd[c] = p->fd;
+        A->kfr[c] = p->fr; /* its records may have come in the same read */
+        memset(&p->fr, 0, sizeof p->fr);
+    }
+    int slot = verdict ? -1 : t.node_rank - first;
+    p->fd = -1;
+    p3d_framer_free(&p->fr);
+    p3d_tjoin_free(&t);
+    return slot;
+}
+
+/* Frames from an attached child: its subtree's records. */
+static int child_event(agentj *A, int c, char **err)
+{
+    int x = A->k * A->me + 1 + c;
+    char *e = NULL;
+    int f = p3d_framer_fill(&A->kfr[c], A->kfd[c], &e);
+    unsigned char *body;
+    size_t len;
+    int type;
+    while (f >= 0 && (type = p3d_framer_take(&A->kfr[c], &body, &len)) > 0) {
+        if (A->st)
+            A->st->bytes_recv += len + 5;
+        if (type == P3D_MSG_GATHER && !A->kdone[c]) {
+            p3d_gather g;
+            char *de = NULL;
+            int bad = p3d_gather_decode(body, len, A->r->boot.nnodes, &g, &de) < 0;
+            for (int i = 0; !bad && i < g.nrec; i++)
+                bad = !rz_in_subtree(g.recs[i].rank, x, A->k);
+            if (bad) {
+                p3d_err(err, "rendezvous: node[%d] sent bad records to node[%d]: %s", x, A->me,
+                        de ? de : "a record outside its subtree");
+                free(de);
+                if (g.recs)
+                    p3d_gather_free(&g);
+                free(body);
+                free(e);
+                return -1;
+            }
+            A->kdone[c] = 1;
+            A->ndone++;
+            if (p3d_gather_merge(A->g, &g, err) < 0) {
+                free(body);
+                free(e);
+                return -1;
+            }
+        }
+        free(body);
+    }
+    if (f < 0) {
+        /* the leader notices the lost child too and ends the rendezvous */
+        if (A->verbose)
+            fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x, e ? e : "?");
+        close(A->kfd[c]);
+        A->kfd[c] = -1;
+        p3d_framer_free(&A->kfr[c]);
+    }
+    free(e);
+    return 0;
+}
+
+/* Reads one frame exactly (nothing past it: what follows on the control
+ * connection is the fate channel's). */
+static int read_exact(int fd, unsigned char **body, size_t *len, char **e)
+{
+    rz_set_nonblock(fd, 0);
+    int t = p3d_frame_read(fd, body, len, e);
+    rz_set_nonblock(fd, 1);
+    if (t == 0)
+        p3d_err(e, "closed");
+    return t;
+}
+
+/* A frame or an EOF on the control or the parent connection. 1: the
+ * placement (from the parent) in *out; 0: nothing to act on; -1: the
+ * rendezvous is over for this node (*err says why). */
+static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size_t *outn, char **err)
+{
+    unsigned char *body = NULL;
+    size_t len = 0;
+    char *e = NULL;
+    int type = read_exact(fd, &body, &len, &e);
+    if (type > 0 && A->st)
+        A->st->bytes_recv += len + 5;
+    if (type == P3D_MSG_REFUSE) {
+        A->refused = refusal(body, len, A->r, err);
+        free(body);
+        free(e);
+        return -1;
+    }
+    if (type == P3D_MSG_CPLACE && fd == A->up) {
+        *out = body;
+        *outn = len;
+        free(e);
+        return 1;
+    }
+    free(body);
+    if (type > 0) {
+        free(e);
+        return 0;
+    }
+    if (fd == A->ctrl) {
+        p3d_err(err, "rendezvous: node[%d] lost the connection to the leader at %s:%d (%s)", A->me,
+                A->r->boot.leader_host, A->r->boot.leader_port, e ? e : "?");
+        free(e);
+        return -1;
+    }
+    /* the parent is gone: the leader sees it too and says why; a few
+     * seconds for that, then our own words */
+    close(A->up);
+    A->up = -1;
+    struct pollfd c1 = {.fd = A->ctrl, .events = POLLIN};
+    if (poll(&c1, 1, 5000) > 0) {
+        char *e2 = NULL;
+        body = NULL;
+        int t2 = read_exact(A->ctrl, &body, &len, &e2);
+        if (t2 == P3D_MSG_REFUSE) {
+            A->refused = refusal(body, len, A->r, err);
+            free(body);
+            free(e);
+            free(e2);
+            return -1;
+        }
+        free(body);
+        free(e2);
+    }
+    p3d_err(err, "rendezvous: node[%d] lost its tree parent node[%d] before the placement came (%s); the job "
+                 "cannot start",
+            A->me, parent, e ? e : "?");
+    free(e);
+    return -1;
+}
+
+/* The placement from the parent. 0 with *body, or -1. */
+static int wait_place(agentj *A, double until, int parent, unsigned char **out, size_t *outn, char **err)
+{
+    double t0 = p3d_now();
+    for (;;) {
+        double now = p3d_now();
+        if (now >= until)
+            return p3d_err(err, "rendezvous: no placement from the leader at %s:%d after %.0f s",
+                           A->r->boot.leader_host, A->r->boot.leader_port, now - t0);
+        struct pollfd pfd[2] = {{.fd = A->ctrl, .events = POLLIN}, {.fd = A->up, .events = POLLIN}};
+        int np = A->up >= 0 && A->up != A->ctrl ? 2 : 1;
+        int pr = poll(pfd, (nfds_t)np, (int)((until - now) * 1000) + 1);
+        if (pr < 0 && errno != EINTR)
+            return p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+        for (int q = 0; q < np && pr > 0; q++) {
+            if (!pfd[q].revents)
+                continue;
+            int k = updown_event(A, pfd[q].fd, parent, out, outn, err);
+            if (k != 0)
+                return k > 0 ? 0 : -1;
+        }
+    }
+}
+
+/* Attaches the children and collects their records, watching the
+ * control and the parent connections. 0 when all are in, or -1. */
+static int agent_wait(agentj *A, double until, pending *pd, int maxpend, char **err)
+{
+    int chatty = A->verbose || isatty(2);
+    double t0 = p3d_now(), next_note = t0 + PROGRESS_EVERY;
+    int cap = 3 + maxpend + A->nkids;
+    struct pollfd *pfd = calloc((size_t)cap, sizeof *pfd);
+    int *owner = calloc((size_t)cap, sizeof *owner);
+    int rc = -1;
+    if (!pfd || !owner) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        if (A->ndone == A->nkids) {
+            rc = 0;
+            goto out;
+        }
+        double now = p3d_now();
+        if (now >= until) {
+            p3d_err(err, "rendezvous: node[%d]: %d of its %d tree children never sent their records", A->me,
+                    A->nkids - A->ndone, A->nkids);
+            goto out;
+        }
+        double lim = until;
+        if (chatty && next_note < lim)
+            lim = next_note;
+        if (chatty && now >= next_note) {
+            fprintf(stderr, "rendezvous: node[%d] joined, waiting for the other nodes (%.0f s)\n", A->me, now - t0);
+            next_note = now + PROGRESS_EVERY;
+        }
+        rz_expire_pending(pd, maxpend, now, &lim, A->verbose);
+        int np = 0;
+        pfd[np] = (struct pollfd){.fd = A->ctrl, .events = POLLIN};
+        owner[np++] = -1;
+        if (A->up != A->ctrl) {
+            pfd[np] = (struct pollfd){.fd = A->up, .events = POLLIN};
+            owner[np++] = -2;
+        }
+        if (A->lfd >= 0) {
+            pfd[np] = (struct pollfd){.fd = A->lfd, .events = POLLIN};
+            owner[np++] = -3;
+        }
+        for (int i = 0; i < maxpend; i++)
+            if (pd[i].fd >= 0) {
+                pfd[np] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
+                owner[np++] = 1000000 + i;
+            }
+        for (int c = 0; c < A->nkids; c++)
+            if (A->kfd[c] >= 0 && !A->kdone[c]) {
+                pfd[np] = (struct pollfd){.fd = A->kfd[c], .events = POLLIN};
+                owner[np++] = c;
+            }
+        int pr = poll(pfd, (nfds_t)np, (int)((lim - now) * 1000) + 1);
+        if (pr < 0 && errno != EINTR) {
+            p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+            goto out;
+        }
+        for (int q = 0; q < np && pr > 0; q++) {
+            if (!pfd[q].revents)
+                continue;
+            int o = owner[q], type;
+            unsigned char *body = NULL;
+            size_t len = 0;
+            if (o == -1 || o == -2) {
+                int k = updown_event(A, o == -1 ? A->ctrl : A->up, rz_tree_parent(A->me, A->k), &body, &len, err);
+                free(body);
+                if (k != 0) {
+                    if (k > 0)
+                        p3d_err(err, "rendezvous: node[%d] got the placement before it sent its records", A->me);
+                    goto out;
+                }
+            } else if (o == -3) {
+                rz_accept_all(A->lfd, pd, maxpend, A->verbose);
+            } else if (o >= 1000000) {
+                pending *p = &pd[o - 1000000];
+                if (p->fd != pfd[q].fd)
+                    continue;
+                type = rz_pending_frame(p, &body, &len);
+                int c = type > 0 ? adopt_child(A, p, body, len, type) : -1;
+                free(body);
+                if (c >= 0 && child_event(A, c, err) < 0)
+                    goto out;
+            } else if (child_event(A, o, err) < 0) {
+                goto out;
+            }
+        }
+    }
+out:
+    free(pfd);
+    free(owner);
+    return rc;
+}
+
+int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
+                  p3d_tree_stats *st, char **err)
+{
+    const char *host = r->boot.leader_host;
+    int port = r->boot.leader_port, rc = -1, maxpend = 0;
+    double t0 = p3d_now(), deadline = t0 + r->timeout;
+    int chatty = verbose || isatty(2);
+    agentj A = {.r = r, .me = r->boot.node_rank, .ctrl = -1, .up = -1, .lfd = -1, .verbose = verbose, .g = me,
+                .st = st};
+    pending *pd = NULL;
+    p3d_treepos pos;
+    p3d_wbuf b = {0};
+    unsigned char *body = NULL;
+    size_t len = 0;
+    memset(&pos, 0, sizeof pos);
+    A.ctrl = connect_retry(host, port, t0, deadline, r->timeout, "the leader (node rank 0)", A.me, chatty, err);
+    if (A.ctrl < 0)
+        goto out;
+    /* the address the leader sees us at is the one others reach us at;
+     * children attach there */
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    char addr[128] = "";
+    if (getsockname(A.ctrl, (struct sockaddr *)&ss, &sl) == 0)
+        getnameinfo((struct sockaddr *)&ss, sl, addr, sizeof addr, NULL, 0, NI_NUMERICHOST);
+    free(mine->addr);
+    mine->addr = strdup(addr);
+    for (int i = 0; i < me->nrec; i++)
+        if (me->recs[i].rank == A.me) {
+            free(me->recs[i].addr);
+            me->recs[i].addr = strdup(addr);
+        }
+    char *le = NULL;
+    A.lfd = p3d_tcp_listen(addr, 0, &mine->port, &le);
+    if (A.lfd < 0) {
+        /* without a listening socket this node can only be a leaf */
+        if (verbose)
+            fprintf(stderr, "rendezvous: node[%d] cannot listen for tree children: %s\n", A.me, le);
+        mine->port = 0;
+    }
+    free(le);
+    if (p3d_join_encode(mine, &b) < 0 || p3d_frame_write(A.ctrl, &b, NULL) < 0) {
+        p3d_err(err, "rendezvous: cannot send to the leader at %s:%d", host, port);
+        goto out;
+    }
+    if (st)
+        st->bytes_sent += b.len;
+    rz_set_nonblock(A.ctrl, 1);
+    /* the position in the tree: when our parent has joined */
+    A.up = A.ctrl;
+    A.k = 1;
+    {
+        double until = deadline + 30;
+        for (;;) {
+            struct pollfd p = {.fd = A.ctrl, .events = POLLIN};
+            double now = p3d_now();
+            if (now >= until) {
+                p3d_err(err, "rendezvous: no answer from the leader at %s:%d after %.0f s", host, port, now - t0);
+                goto out;
+            }
+            int pr = poll(&p, 1, chatty ? 5000 : (int)((until - now) * 1000) + 1);
+            if (pr < 0 && errno != EINTR) {
+                p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+                goto out;
+            }
+            if (pr == 0) {
+                if (chatty)
+                    fprintf(stderr, "rendezvous: node[%d] joined, waiting for the other nodes (%.0f s of %g s)\n",
+                            A.me, p3d_now() - t0, r->timeout);
+                continue;
+            }
+            char *e = NULL;
+            int type = read_exact(A.ctrl, &body, &len, &e);
+            if (type > 0 && st)
+                st->bytes_recv += len + 5;
+            if (type == P3D_MSG_REFUSE) {
+                A.refused = refusal(body, len, r, err);
+                free(e);
+                goto out;
+            }
+            if (type <= 0) {
+                p3d_err(err, "rendezvous: the leader at %s:%d closed the connection: %s", host, port, e ? e : "?");
+                free(e);
+                goto out;
+            }
+            free(e);
+            if (type == P3D_MSG_TREE) {
+                if (p3d_treepos_decode(body, len, &pos, err) < 0)
+                    goto out;
+                break;
+            }
+            if (type > 0) {
+                p3d_err(err, "rendezvous: the leader sent message type %d, expected the tree position", type);
+                goto out;
+            }
+            free(body);
+            body = NULL;
+        }
+        free(body);
+        body = NULL;
+    }
+    /* the leader's fan-out: our children are k*me+1 .. */
+    A.nkids = pos.nchildren;
+    A.k = pos.fanout;
+    if (pos.parent > 0) {
+        char who[64];
+        snprintf(who, sizeof who, "the tree parent node[%d]", pos.parent);
+        A.up = connect_retry(pos.addr, pos.port, t0, deadline, r->timeout, who, A.me, chatty, err);
+        if (A.up < 0)
+            goto out;
+        p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = (char *)r->boot.token,
+                       .job_id = (char *)r->boot.job_id, .node_rank = A.me};
+        if (p3d_tjoin_encode(&t, &b) < 0 || p3d_frame_write(A.up, &b, NULL) < 0) {
+            p3d_err(err, "rendezvous: cannot send to the tree parent node[%d] at %s:%d", pos.parent, pos.addr, pos.port);
+            goto out;
+        }
+        if (st)
+            st->bytes_sent += b.len;
+        rz_set_nonblock(A.up, 1);
+    }
+    /* the children: attach, send their subtrees' records */
+    maxpend = 2 * A.nkids + 16;
+    pd = calloc((size_t)maxpend, sizeof *pd);
+    A.kfd = calloc((size_t)A.nkids + 1, sizeof *A.kfd);
+    A.kfr = calloc((size_t)A.nkids + 1, sizeof *A.kfr);
+    A.kdone = calloc((size_t)A.nkids + 1, 1);
+    if (!pd || !A.kfd || !A.kfr || !A.kdone) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < maxpend; i++)
+        pd[i].fd = -1;
+    for (int c = 0; c < A.nkids; c++)
+        A.kfd[c] = -1;
+    if (A.nkids == 0 && A.lfd >= 0) {
+        close(A.lfd);
+        A.lfd = -1;
+    }
+    if (A.nkids > 0 && verbose)
+        fprintf(stderr, "rendezvous: node[%d] listening for its %d tree children on %s:%d\n", A.me, A.nkids,
+                mine->addr, mine->port);
+    if (agent_wait(&A, deadline + 15, pd, maxpend, err) < 0)
+        goto out;
+    if (A.lfd >= 0) {
+        close(A.lfd);
+        A.lfd = -1;
+    }
+    for (int i = 0; i < maxpend; i++)
+        if (pd[i].fd >= 0)
+            rz_drop_pending(&pd[i], "the tree children are all in", verbose);
+    if (p3d_gather_encode(me, &b) < 0) {
+        p3d_err(err, "rendezvous: cannot encode the subtree's records (out of memory, or over %u bytes)",
+                P3D_WIRE_MAX);
+        goto out;
+    }
+    rz_set_nonblock(A.up, 0);
+    if (p3d_frame_write(A.up, &b, NULL) < 0) {
+        p3d_err(err, "rendezvous: cannot send the records to node[%d]", pos.parent);
+        goto out;
+    }
+    rz_set_nonblock(A.up, 1);
+    if (st)
+        st->bytes_sent += b.len;
+    /* the placement: from the parent, passed on to the children */
+    if (wait_place(&A, deadline + 30 + 0.01 * r->boot.nnodes, pos.parent, &body, &len, err) < 0)
+        goto out;
+    if (A.nkids > 0) {
+        p3d_wbuf fw = {0};
+        p3d_wbuf_begin(&fw, P3D_MSG_CPLACE);
+        p3d_wbuf_bytes(&fw, body, len);
+        int ranks[P3D_FANOUT_MAX];
+        for (int c = 0; c < A.nkids && c < P3D_FANOUT_MAX; c++)
+            ranks[c] = A.k * A.me + 1 + c;
+        int e = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A.kfd, ranks, A.nkids, &fw, 30, st, err);
+        p3d_wbuf_free(&fw);
+        if (e < 0)
+            goto out;
+    }
+    if (p3d_cplace_decode(body, len, out, err) < 0)
+        goto out;
+    rz_set_nonblock(A.ctrl, 0);
+    rc = A.ctrl;
+    A.ctrl = -1;
+out:
+    if (A.ctrl >= 0)
+        close(A.ctrl);
+    if (A.up >= 0 && A.up != A.ctrl && A.up != rc)
+        close(A.up);
+    if (A.lfd >= 0)
+        close(A.lfd);
+    for (int i = 0; pd && i < maxpend; i++)
+        if (pd[i].fd >= 0) {
+            close(pd[i].fd);
+            p3d_framer_free(&pd[i].fr);
+        }
+    for (int c = 0; A.kfd && c < A.nkids; c++) {
+        if (A.kfd[c] >= 0)
+            close(A.kfd[c]);
+        p3d_framer_free(&A.kfr[c]);
+    }
+    free(pd);
+    free(A.kfd);
+    free(A.kfr);
+    free(A.kdone);
+    free(body);
+    p3d_treepos_free(&pos);
+    p3d_wbuf_free(&b);
+    return rc < 0 && A.refused ? -2 : rc;
+}
