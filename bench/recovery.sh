@@ -6,7 +6,8 @@
 # single node (8 ranks), with the default --grace; and from a node killed
 # (its agent SIGKILLed) to every rank running again on a spare, for 4+1
 # emulated nodes (--spares 1, 4 CPU ranks per node: the controller's own
-# cost, not a worker's start time). Median of RUNS runs.
+# cost, not a worker's start time), emulated and with 5 separate agents
+# over the static TCP rendezvous on loopback. Median of RUNS runs.
 # Prints figures, never fails on time.
 #
 #   bench/recovery.sh [BUILD_DIR]          (default: build)
@@ -76,4 +77,37 @@ for _ in $(seq "$runs"); do
 done
 printf '%-34s median %s s over %d runs (node killed -> all ranks running again on the spare)\n' \
   "emulated 4+1 nodes x 4 ranks" "$(median <"$T/times")" "$runs"
-echo "static TCP rendezvous: not measured: a multi-node rendezvous job does not replace nodes in this version (docs/launch.md, \"When a node dies\")"
+# ---- the same over the static TCP rendezvous: 5 separate agents -----------
+# (4 used + 1 spare, 4 CPU ranks each) on loopback; node rank 2's agent
+# SIGKILLed; the leader's events.jsonl holds the recovery time
+cat >"$T/s.sh" <<'SH'
+#!/bin/sh
+if [ "$P3D_RESTART_COUNT" = 0 ]; then
+  touch "$T_DIR/up-$RANK"
+  exec sleep 100
+fi
+exit 0
+SH
+chmod +x "$T/s.sh"
+head -c 24 /dev/urandom | base64 >"$T/token"
+chmod 600 "$T/token"
+: >"$T/times"
+for _ in $(seq "$runs"); do
+  rm -f "$T"/up-*
+  rm -rf "$T"/srd*
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pids=()
+  for i in 0 1 2 3 4; do
+    T_DIR=$T "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
+      --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 --spares 1 --max-restarts 1 \
+      --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+  kill -9 "${pids[2]}"
+  for i in 0 1 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout0"; exit 1; }; done
+  wait "${pids[2]}" 2>/dev/null || true
+  sed -n 's/.*"event": "running", "restart": 1, "recovery_s": \([0-9.]*\).*/\1/p' "$T/srd0/events.jsonl" >>"$T/times"
+done
+printf '%-34s median %s s over %d runs (node killed -> all ranks running again on the spare)\n' \
+  "static TCP 4+1 agents x 4 ranks" "$(median <"$T/times")" "$runs"

@@ -103,20 +103,17 @@ static void rank_ranges(const int *r, int n, char *buf, size_t cap)
     }
 }
 
-/* L->replace (launch.h): a lost node's ranks move to a spare. */
-static int replace_node(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+int p3d_replace_place(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart,
+                      const char *reason, int events_fd, double t0, int **was_out, char **msg)
 {
-    launch_state *S = ctx;
-    p3d_launch *L = S->L;
-    p3d_plan_result *res = &S->res;
-    char *err = NULL, path[PATH_MAX];
-    int world = res->pl->world, rc = -1;
-    int *was = calloc((size_t)world + 1, sizeof *was), *moved = calloc((size_t)world + 1, sizeof *moved);
-    if (!was || !moved) {
+    char *err = NULL;
+    int world = res->pl->world, holds = 0;
+    int *was = calloc((size_t)world + 1, sizeof *was);
+    *was_out = NULL;
+    if (!was) {
         p3d_err(msg, "out of memory");
-        goto out;
+        return -1;
     }
-    int holds = 0;
     for (int r = 0; r < world; r++) {
         was[r] = res->pl->ranks[r].node;
         for (int j = 0; j < nlost; j++)
@@ -133,20 +130,20 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
         for (int j = 0; j < nlost; j++) {
             p3d_json_str(jf, sizeof jf, res->cluster->nodes[lost[j]].name);
             p3d_json_str(jw, sizeof jw, reason);
-            p3d_event(L->events_fd, L->t0,
+            p3d_event(events_fd, t0,
                       "\"event\": \"replace\", \"failed\": %s, \"spare\": null, \"moved_ranks\": [], "
                       "\"restart\": null, \"reason\": %s",
                       jf, jw);
         }
         if (asprintf(msg, "it ran no rank: nothing moves, %zu spare%s left", left, left == 1 ? "" : "s") < 0)
             *msg = NULL;
-        rc = 1;
-        goto out;
+        free(was);
+        return 1;
     }
-    if (p3d_place_replace(S->o, res, lost, nlost, restart, &err) < 0) {
+    if (p3d_place_replace(o, res, lost, nlost, restart, &err) < 0) {
         *msg = err;
-        err = NULL;
-        goto out;
+        free(was);
+        return -1;
     }
     if (res->an && res->an->nerrors > 0) {
         char buf[2048];
@@ -157,8 +154,75 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
                 k += snprintf(buf + k, sizeof buf - (size_t)k, " %s: %s", res->an->checks[i].code,
                               res->an->checks[i].message);
         *msg = strdup(buf);
-        goto out;
+        free(was);
+        return -1;
     }
+    *was_out = was;
+    return 0;
+}
+
+int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *lost, int nlost, int restart,
+                      const char *reason, int events_fd, double t0, char **msg)
+{
+    const p3d_cluster *c = res->cluster;
+    int world = res->pl->world;
+    int *moved = calloc((size_t)world + 1, sizeof *moved);
+    char ranks[512], jr[600], jf[160], js[160], jw[600], story[1024];
+    size_t k = 0;
+    if (!moved) {
+        p3d_err(msg, "out of memory");
+        return -1;
+    }
+    story[0] = 0;
+    for (int j = 0; j < nlost; j++) {
+        int n = 0, spare = -1;
+        for (int r = 0; r < world; r++)
+            if (was[r] == lost[j]) {
+                moved[n++] = r;
+                spare = res->pl->ranks[r].node;
+            }
+        rank_ranges(moved, n, ranks, sizeof ranks);
+        const char *sname = spare >= 0 ? c->nodes[spare].name : "";
+        p3d_json_str(jf, sizeof jf, c->nodes[lost[j]].name);
+        p3d_json_str(js, sizeof js, sname);
+        p3d_json_str(jw, sizeof jw, reason);
+        int jk = 0;
+        jr[0] = 0;
+        for (int q = 0; q < n && jk + 16 < (int)sizeof jr; q++)
+            jk += snprintf(jr + jk, sizeof jr - (size_t)jk, "%s%d", q ? ", " : "", moved[q]);
+        p3d_event(events_fd, t0,
+                  "\"event\": \"replace\", \"failed\": %s, \"spare\": %s, \"moved_ranks\": [%s], "
+                  "\"restart\": %d, \"reason\": %s",
+                  jf, spare >= 0 ? js : "null", jr, restart, jw);
+        if (spare >= 0) {
+            const char *rs = c->nracks ? c->racks[c->nodes[spare].rack] : "default";
+            int same = c->nodes[spare].rack == c->nodes[lost[j]].rack;
+            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s rack %s)",
+                                  k ? "; " : "", ranks, c->nodes[lost[j]].name, sname, same ? "same" : "other", rs);
+        } else {
+            k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
+                                  c->nodes[lost[j]].name);
+        }
+        if (k >= sizeof story)
+            k = sizeof story - 1;
+    }
+    free(moved);
+    *msg = strdup(story);
+    return *msg ? 0 : -1;
+}
+
+/* L->replace (launch.h): a lost node's ranks move to a spare. */
+static int replace_node(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+{
+    launch_state *S = ctx;
+    p3d_launch *L = S->L;
+    p3d_plan_result *res = &S->res;
+    char *err = NULL, path[PATH_MAX];
+    int *was = NULL;
+    int rc = p3d_replace_place(S->o, res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    if (rc != 0)
+        return rc;
+    rc = -1;
     /* the placement the job ran with stays as placement.<restart>.json;
      * placement.json is replaced in one rename */
     snprintf(path, sizeof path, "%s/placement.%d.json", S->run_dir, restart);
@@ -178,49 +242,10 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
     }
     L->pl = res->pl;
     L->gen0 = restart;
-    /* the story: who took which ranks */
-    const p3d_cluster *c = res->cluster;
-    char ranks[512], jr[600], jf[160], js[160], jw[600], story[1024];
-    size_t k = 0;
-    story[0] = 0;
-    for (int j = 0; j < nlost; j++) {
-        int n = 0, spare = -1;
-        for (int r = 0; r < world; r++)
-            if (was[r] == lost[j]) {
-                moved[n++] = r;
-                spare = res->pl->ranks[r].node;
-            }
-        rank_ranges(moved, n, ranks, sizeof ranks);
-        const char *sname = spare >= 0 ? c->nodes[spare].name : "";
-        p3d_json_str(jf, sizeof jf, c->nodes[lost[j]].name);
-        p3d_json_str(js, sizeof js, sname);
-        p3d_json_str(jw, sizeof jw, reason);
-        int jk = 0;
-        jr[0] = 0;
-        for (int q = 0; q < n && jk + 16 < (int)sizeof jr; q++)
-            jk += snprintf(jr + jk, sizeof jr - (size_t)jk, "%s%d", q ? ", " : "", moved[q]);
-        p3d_event(L->events_fd, L->t0,
-                  "\"event\": \"replace\", \"failed\": %s, \"spare\": %s, \"moved_ranks\": [%s], "
-                  "\"restart\": %d, \"reason\": %s",
-                  jf, spare >= 0 ? js : "null", jr, restart, jw);
-        if (spare >= 0) {
-            const char *rs = c->nracks ? c->racks[c->nodes[spare].rack] : "default";
-            int same = c->nodes[spare].rack == c->nodes[lost[j]].rack;
-            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s rack %s)",
-                                  k ? "; " : "", ranks, c->nodes[lost[j]].name, sname, same ? "same" : "other", rs);
-        } else {
-            k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
-                                  c->nodes[lost[j]].name);
-        }
-        if (k >= sizeof story)
-            k = sizeof story - 1;
-    }
-    *msg = strdup(story);
-    rc = 0;
+    rc = p3d_replace_story(res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
 out:
     free(err);
     free(was);
-    free(moved);
     return rc;
 }
 

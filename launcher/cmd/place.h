@@ -67,6 +67,16 @@ void p3d_plan_result_free(p3d_plan_result *r);
  * used node); error-level checks are the caller's to refuse. -1 with *err
  * when no placement could be made (no spare left, the policy failed). */
 int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, char **err);
+/* A lost node's replacement, the part every launcher shares (cmd_launch.c):
+ * p3d_place_replace and its error-level checks; 1 with *msg when the lost
+ * nodes ran no rank (marked lost, replace events written, nothing moves),
+ * -1 with the reason in *msg, 0 with *was (malloc'd: rank r's node before).
+ * p3d_replace_story then writes the replace events (events_fd, t0; -1 none)
+ * and puts who took which ranks in *msg. */
+int p3d_replace_place(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart,
+                      const char *reason, int events_fd, double t0, int **was, char **msg);
+int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *lost, int nlost, int restart,
+                      const char *reason, int events_fd, double t0, char **msg);
 /* One line (no newline) saying that another policy's estimate beats the
  * chosen one on this input and why, or "" when none does; into buf. */
 void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap);

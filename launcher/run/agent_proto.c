@@ -42,6 +42,8 @@ static const type_def TYPES[] = {
     {P3D_AM_RESTART, 1, {F_GEN}, 0},
     {P3D_AM_STOP, 2, {F_SIG, F_CODE}, 0},
     {P3D_AM_FORWARD, 1, {F_SIG}, 0},
+    {P3D_AM_RETIRE, 0, {0}, 0},
+    {P3D_AM_RETIRED, 0, {0}, 0},
 };
 
 static const type_def *type_of(int t)

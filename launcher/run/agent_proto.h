@@ -27,6 +27,10 @@
  * |      |                 |                    | are done), grace, SIGKILL; the job's     |
  * |      |                 |                    | exit code is code                        |
  * | U    | ctl -> agent    | sig                | forward sig as is (SIGUSR1/2)            |
+ * | Q    | ctl -> relay    |                    | a node is replaced: end the local ranks  |
+ * |      |                 |                    | (grace, SIGKILL), keep the connection,   |
+ * |      |                 |                    | then await the new placement (CPLACE)    |
+ * | Y    | relay -> ctl    |                    | retired: the node's agent is gone        |
  *
  * Decoding checks every field's range; a packet that does not parse is
  * dropped by the caller (it never comes from our own agents).
@@ -47,6 +51,8 @@ enum {
     P3D_AM_RESTART = 'R',
     P3D_AM_STOP = 'T',
     P3D_AM_FORWARD = 'U',
+    P3D_AM_RETIRE = 'Q',
+    P3D_AM_RETIRED = 'Y',
 };
 
 typedef struct p3d_amsg {

@@ -397,7 +397,7 @@ static void begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *re
     if (!c->ops.replace || !c->ops.respawn) {
         char *s = NULL;
         if (asprintf(&s, "par3drun: root cause: %s; no spare to replace it (--spares K keeps some; an --emulate job "
-                         "replaces nodes in this version)\n", reason) < 0)
+                         "and a multi-node leader replace nodes in this version)\n", reason) < 0)
             s = NULL;
         set_summary(c, s);
         stop(c, SIGTERM, P3D_EXIT_LOST, now);

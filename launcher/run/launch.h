@@ -72,6 +72,14 @@ typedef struct p3d_launch {
      * job cannot replace nodes. */
     int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
     void *replace_ctx;
+    /* Multi-node (docs/multinode.md, "When a node dies"): the leader's
+     * replace sets cplace to the new placement's CPLACE frame (rdzv.h),
+     * which supervise.c sends to every remote node; a relay hands such a
+     * frame's body to adopt, which makes it the node's placement for
+     * restart gen (placement.json replaced, the previous one kept). */
+    const struct p3d_wbuf *cplace;
+    int (*adopt)(void *ctx, const unsigned char *body, size_t len, int gen, char **err);
+    void *adopt_ctx;
 } p3d_launch;
 
 /* ---- rank_env.c ---------------------------------------------------------- */

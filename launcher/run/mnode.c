@@ -50,6 +50,14 @@ typedef struct mnode {
     p3d_gather mine;           /* this node's record, as the tree gathers it */
     p3d_tree_stats st;
     int up;                    /* others: TCP to the leader */
+    p3d_launch *L;             /* the job, as the agents get it */
+    p3d_plan_result res;       /* leader: the placement (replacements) */
+    int have_res;
+    p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
+    p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
+    p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
+    p3d_cluster **old_cl;      /*   (names are borrowed from them) */
+    int nold;
 } mnode;
 
 static void err_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -135,6 +143,101 @@ static int own_record(mnode *m, char **err)
     return p3d_gather_add(&m->mine, &rec, t, err);
 }
 
+/* ---- a node replaced (docs/multinode.md, "When a node dies") ------------ */
+
+/* L->adopt, every node (the leader after its own replace): the CPLACE body
+ * becomes this node's placement for restart gen; placement.json replaced
+ * in one rename, the previous one kept as placement.<gen>.json. */
+static int mnode_adopt(void *ctx, const unsigned char *body, size_t len, int gen, char **err)
+{
+    mnode *m = ctx;
+    p3d_place_msg pm;
+    p3d_cluster *c = NULL;
+    char path[PATH_MAX];
+    memset(&pm, 0, sizeof pm);
+    if (p3d_cplace_decode(body, len, &pm, err) < 0)
+        return -1;
+    if (pm.nnodes != m->nnodes || strcmp(pm.job_id, m->pm.job_id) != 0) {
+        p3d_err(err, "the new placement is for job %s on %d nodes; this node runs job %s on %d", pm.job_id,
+                pm.nnodes, m->pm.job_id, m->nnodes);
+        goto fail;
+    }
+    p3d_node *t = node_clone(m->cluster->topos[0], err);
+    if (!t || p3d_mnode_local_cluster(m->o, t, &pm, m->me, &c, err) < 0)
+        goto fail;
+    p3d_place_msg *op = realloc(m->old_pm, (size_t)(m->nold + 1) * sizeof *op);
+    if (op)
+        m->old_pm = op;
+    p3d_cluster **oc = realloc(m->old_cl, (size_t)(m->nold + 1) * sizeof *oc);
+    if (oc)
+        m->old_cl = oc;
+    if (!op || !oc) {
+        p3d_err(err, "out of memory");
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/placement.%d.json", m->run_dir, gen);
+    unlink(path);
+    if (link(m->placement_path, path) < 0)
+        fprintf(stderr, "par3drun: warning: cannot keep the previous placement as %s: %s\n", path, strerror(errno));
+    if (p3d_rundir_write(m->run_dir, "placement.json", pm.json, pm.json_len, err) < 0)
+        goto fail;
+    m->old_pm[m->nold] = m->pm;
+    m->old_cl[m->nold++] = m->cluster;
+    m->pm = pm;
+    m->cluster = c;
+    p3d_launch *L = m->L;
+    L->cluster = c;
+    L->pl = m->pm.pl;
+    L->job_id = m->pm.job_id;
+    L->master_addr = m->pm.master_addr;
+    L->master_port = m->pm.master_port;
+    L->nccl_port = m->pm.nccl_port;
+    L->gen0 = gen;
+    return 0;
+fail:
+    p3d_place_msg_free(&pm);
+    p3d_cluster_free(c);
+    return -1;
+}
+
+/* L->replace, the leader: places again without the lost nodes (the
+ * bundled policies move only their ranks, to a spare), adopts the new
+ * placement here and keeps its frame for the others (L->cplace). */
+static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+{
+    mnode *m = ctx;
+    p3d_launch *L = m->L;
+    int *was = NULL, compact = 0;
+    char *json = NULL, *err = NULL;
+    int rc = p3d_replace_place(m->o, &m->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    if (rc != 0)
+        return rc;
+    rc = -1;
+    p3d_report_in in = p3d_plan_report_in(&m->res);
+    json = p3d_report_json(&in);
+    p3d_wbuf_free(&m->rframe);
+    memset(&m->rframe, 0, sizeof m->rframe);
+    if (!json) {
+        p3d_err(&err, "cannot render the placement JSON (out of memory)");
+        goto out;
+    }
+    if (p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, &err) < 0 ||
+        mnode_adopt(m, m->rframe.p + 5, m->rframe.len - 5, restart, &err) < 0)
+        goto out;
+    L->cplace = &m->rframe;
+    rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
+out:
+    if (rc < 0 && err) {
+        free(*msg);
+        *msg = err;
+        err = NULL;
+    }
+    free(err);
+    free(json);
+    free(was);
+    return rc;
+}
+
 /* ---- the flow ------------------------------------------------------------- */
 
 static const char *base_name(const char *p)
@@ -152,6 +255,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     p3d_wbuf frame = {0};
     p3d_launch L;
     memset(&L, 0, sizeof L);
+    L.events_fd = -1;
 
     if (o->argc < 1) {
         p3d_err(&err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...]");
@@ -248,8 +352,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
         close(lfd);
         lfd = -1;
-        int e = p3d_mnode_place(o, r, &g, m->nnodes, &frame, &m->st, &err);
+        int e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, &err);
         p3d_gather_free(&g);
+        m->have_res = e == 0;
         if (e < 0) {
             p3d_tcp_refuse_all(m->fds, m->nnodes, err);
             goto out;
@@ -347,8 +452,15 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.tag = o->tag_output < 0 ? L.pl->world > 1 : o->tag_output;
     L.emulate = 0;
     L.program = m->program;
-    L.events_fd = -1;
+    L.events_fd = m->me == 0 ? p3d_events_open(m->run_dir) : -1;
     L.t0 = p3d_now();
+    m->L = &L;
+    L.adopt = mnode_adopt;
+    L.adopt_ctx = m;
+    if (m->me == 0 && o->spares > 0 && m->have_res) {
+        L.replace = mnode_replace;
+        L.replace_ctx = m;
+    }
     if (o->verbose) {
         int nl = 0;
         for (int q = 0; q < L.pl->world; q++)
@@ -399,8 +511,20 @@ out:
     p3d_gather_free(&m->mine);
     free(m->fds);
     p3d_hello_free(&m->hello);
+    if (L.events_fd >= 0)
+        close(L.events_fd);
     p3d_place_msg_free(&m->pm);
     p3d_cluster_free(m->cluster);
+    for (int i = 0; i < m->nold; i++) {
+        p3d_place_msg_free(&m->old_pm[i]);
+        p3d_cluster_free(m->old_cl[i]);
+    }
+    free(m->old_pm);
+    free(m->old_cl);
+    if (m->have_res)
+        p3d_plan_result_free(&m->res);
+    p3d_mpeer_free(m->peers, m->nnodes);
+    p3d_wbuf_free(&m->rframe);
     p3d_envv_free(&m->extra);
     p3d_wbuf_free(&frame);
     free(m->program);

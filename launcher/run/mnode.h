@@ -7,12 +7,32 @@
 
 #include "launch.h"
 #include "rdzv.h"
+#include "place.h"
 
 /* Leader: the cluster from every node's gathered record (g, topologies
  * taken), placed, checked and encoded as the CPLACE frame (rdzv.h). st
  * (may be NULL) gets the sizes and the placement time. 0 or -1. */
 int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                     p3d_tree_stats *st, char **err);
+
+/* Where node rank i's rank 0 would meet (MASTER_ADDR/PORT, NCCL port):
+ * kept by the leader for a placement made again (a replaced node). */
+typedef struct p3d_mpeer {
+    char *addr;
+    int master_port, nccl_port;
+} p3d_mpeer;
+
+/* p3d_mnode_place that also hands back the placement (*keep, for
+ * p3d_place_replace; free with p3d_plan_result_free) and every node's
+ * p3d_mpeer (*peers, n of them; free with p3d_mpeer_free). */
+int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
+                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, char **err);
+void p3d_mpeer_free(p3d_mpeer *p, int n);
+
+/* The CPLACE frame of placement res (JSON json) for job job_id: rank 0's
+ * node (peers) gives MASTER_ADDR and the ports unless the options do. */
+int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_result *res, const p3d_mpeer *peers,
+                     const char *json, p3d_wbuf *frame, int *compact, char **err);
 
 /* Every node: the agent's cluster: every node's name, and only this
  * node's topology t (taken) — the only one an agent reads. Checks that the

@@ -120,10 +120,40 @@ out:
     return rc;
 }
 
+void p3d_mpeer_free(p3d_mpeer *p, int n)
+{
+    for (int i = 0; p && i < n; i++)
+        free(p[i].addr);
+    free(p);
+}
+
+int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_result *res, const p3d_mpeer *peers,
+                     const char *json, p3d_wbuf *frame, int *compact, char **err)
+{
+    const p3d_mpeer *m0 = &peers[res->pl->ranks[0].node];
+    p3d_cplace_in ci = {
+        .job_id = job_id,
+        .master_addr = o->master_addr ? o->master_addr : m0->addr,
+        .master_port = o->master_port ? o->master_port : m0->master_port,
+        .nccl_port = m0->nccl_port,
+        .cluster = res->cluster,
+        .pl = res->pl,
+        .json = json,
+    };
+    return p3d_cplace_encode(&ci, frame, compact, err);
+}
+
 /* Places on the gathered cluster and builds the CPLACE frame. */
 int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                     p3d_tree_stats *st, char **err)
 {
+    return p3d_mnode_place_keep(o, r, g, n, frame, st, NULL, NULL, err);
+}
+
+int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
+                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, char **err)
+{
+    p3d_mpeer *pe = NULL;
     int rc = -1;
     p3d_cluster *c = NULL;
     p3d_plan_result res;
@@ -178,18 +208,22 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
         goto out;
     }
     const p3d_placement *pl = res.pl;
-    const p3d_grec *m0 = &g->recs[by[pl->ranks[0].node]];
-    p3d_cplace_in ci = {
-        .job_id = r->boot.job_id,
-        .master_addr = o->master_addr ? o->master_addr : m0->addr,
-        .master_port = o->master_port ? o->master_port : m0->master_port,
-        .nccl_port = m0->nccl_port,
-        .cluster = res.cluster,
-        .pl = res.pl,
-        .json = json,
-    };
+    pe = calloc((size_t)n, sizeof *pe);
+    if (!pe) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        const p3d_grec *gr = &g->recs[by[i]];
+        pe[i] = (p3d_mpeer){.addr = strdup(gr->addr ? gr->addr : ""), .master_port = gr->master_port,
+                            .nccl_port = gr->nccl_port};
+        if (!pe[i].addr) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+    }
     int compact = 0;
-    if (p3d_cplace_encode(&ci, frame, &compact, err) < 0)
+    if (p3d_mnode_encode(o, r->boot.job_id, &res, pe, json, frame, &compact, err) < 0)
         goto out;
     if (st) {
         st->json_len = strlen(json);
@@ -206,7 +240,16 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
                 pl->world, n, 1e3 * res.t_cluster, 1e3 * res.t_policy, 1e3 * res.t_check, 1e3 * res.t_baseline,
                 strlen(json), frame->len);
     rc = 0;
+    if (keep) {
+        *keep = res;
+        placed = 0;
+    }
+    if (peers) {
+        *peers = pe;
+        pe = NULL;
+    }
 out:
+    p3d_mpeer_free(pe, n);
     free(by);
     free(json);
     if (placed)

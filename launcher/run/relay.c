@@ -8,6 +8,11 @@
  *   - a lost leader stops the local ranks (nobody can decide any more).
  * A signal here (scancel signals every node; a Ctrl-C one) stops the local
  * ranks at once and tells the leader, which stops the others.
+ * A node replaced elsewhere (docs/multinode.md, "When a node dies"): a
+ * retire order ends the local ranks as a stop does but keeps the
+ * connection; once the agent is gone the relay says so (Y), takes the
+ * restart count (R) and the new placement (a CPLACE frame), has mnode.c
+ * adopt it and forks the agent again.
  */
 #include "controller.h"
 #include "launch.h"
@@ -37,6 +42,9 @@ typedef struct relay {
     int last_sig;
     double kill_at;    /* the agent is ended by force then (0: none) */
     int killed;
+    int retiring;      /* retire order: the agent ends, then a new placement */
+    int retired;       /* Y sent: awaiting R and the CPLACE frame */
+    int next_gen;      /* the restart count for the agent forked next */
 } relay;
 
 static void r_local(relay *r, const p3d_amsg *m)
@@ -74,7 +82,22 @@ static void r_stop(relay *r, int sig, int code)
 static void r_from_leader(void *ctx, const p3d_amsg *m)
 {
     relay *r = ctx;
+    if (m->type == P3D_AM_RETIRE) {
+        if (r->stopping || r->retiring)
+            return;
+        r->retiring = 1;
+        r->kill_at = p3d_now() + r->L->o->grace + P3D_CTL_SLACK;
+        r->killed = 0;
+        p3d_amsg t = {.type = P3D_AM_STOP, .sig = SIGTERM, .code = 0};
+        r_local(r, &t);
+        return;
+    }
+    if (m->type == P3D_AM_RESTART && r->retiring) {
+        r->next_gen = m->gen;
+        return;
+    }
     if (m->type == P3D_AM_STOP) {
+        r->retiring = r->retired = 0;
         r->code = m->code;
         r_stop(r, m->sig, m->code);
         return;
@@ -96,7 +119,7 @@ static int r_from_agent(relay *r)
         }
         r_up(r, buf, (size_t)n);
         p3d_amsg m;
-        if (p3d_amsg_decode(buf, (size_t)n, &m) == 0 && m.type == P3D_AM_FAIL && !r->stopping &&
+        if (p3d_amsg_decode(buf, (size_t)n, &m) == 0 && m.type == P3D_AM_FAIL && !r->stopping && !r->retiring &&
             m.gen >= r->L->o->max_restarts && m.rank >= 0) {
             char how[64];
             p3d_failure_how(m.code, m.sig, how, sizeof how);
@@ -133,11 +156,66 @@ static void r_signal(relay *r, int sig)
     r_stop(r, again && sig != SIGQUIT ? SIGKILL : sig, 128 + sig);
 }
 
+/* The new placement arrived (a retired relay): adopt it, fork the agent
+ * again. 0, or -1 (said; the local side is over). */
+static int r_adopt(relay *r, const unsigned char *body, size_t len)
+{
+    char *e = NULL;
+    int cl[2] = {r->sfd, r->up};
+    if (!r->L->adopt || r->L->adopt(r->L->adopt_ctx, body, len, r->next_gen, &e) < 0 ||
+        p3d_agent_fork(r->L, r->me, cl, 2, &r->agent, &r->local) < 0) {
+        fprintf(stderr, "par3drun: node %s: cannot restart on the new placement: %s\n",
+                r->L->cluster->nodes[r->me].name, e ? e : strerror(errno));
+        free(e);
+        r->code = P3D_EXIT_FAIL;
+        return -1;
+    }
+    r->retiring = r->retired = 0;
+    return 0;
+}
+
+/* Frames from the leader: relayed packets, and (retired) the placement. */
+static int r_read_up(relay *r, char **e)
+{
+    int got = p3d_framer_fill(&r->fr, r->up, e);
+    unsigned char *body;
+    size_t len;
+    int type, rc = 0;
+    while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
+        if (type == P3D_MSG_FATE && len <= P3D_AMSG_MAX) {
+            char *s = malloc(len + 1);
+            p3d_amsg m;
+            if (s) {
+                memcpy(s, body, len);
+                if (p3d_amsg_decode(s, len, &m) == 0)
+                    r_from_leader(r, &m);
+            }
+            free(s);
+        } else if (type == P3D_MSG_CPLACE && r->retired && !r->stopping && r->code < 0) {
+            if (r_adopt(r, body, len) < 0)
+                rc = 1;
+        }
+        free(body);
+    }
+    return got < 0 ? -1 : rc;
+}
+
 static int relay_loop(relay *r)
 {
     const char *name = r->L->cluster->nodes[r->me].name;
     for (;;) {
-        if (!r->agent && r->local < 0)
+        if (r->retiring && !r->retired && !r->agent && r->local < 0) {
+            /* our ranks are gone: tell the leader, await the placement */
+            char buf[64];
+            p3d_amsg y = {.type = P3D_AM_RETIRED};
+            int n = p3d_amsg_encode(&y, buf, sizeof buf);
+            if (n > 0)
+                r_up(r, buf, (size_t)n);
+            r->retired = 1;
+            r->kill_at = 0;
+            r->killed = 0;
+        }
+        if (!r->agent && r->local < 0 && (!r->retiring || r->up < 0 || r->code >= 0))
             break;
         double now = p3d_now();
         if (r->kill_at && now >= r->kill_at && r->agent && !r->killed) {
@@ -165,11 +243,14 @@ static int relay_loop(relay *r)
                 while (read(r->sfd, &si, sizeof si) == (ssize_t)sizeof si)
                     r_signal(r, (int)si.ssi_signo);
             } else if (pfd[k].fd == r->local) {
-                if (r_from_agent(r) < 0 && !r->stopping && r->code < 0)
+                if (r_from_agent(r) < 0 && !r->stopping && !r->retiring && r->code < 0)
                     r->code = P3D_EXIT_LOST; /* our agent is gone unasked */
             } else if (pfd[k].fd == r->up) {
                 char *e = NULL;
-                if (p3d_fate_read(&r->fr, r->up, r_from_leader, r, &e) < 0) {
+                int u = r_read_up(r, &e);
+                if (u > 0)
+                    r_stop(r, SIGKILL, P3D_EXIT_FAIL);
+                if (u < 0) {
                     close(r->up);
                     r->up = -1;
                     if (!r->stopping) {

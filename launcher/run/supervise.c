@@ -194,12 +194,22 @@ static void hub_send_one(hub *h, int a, const char *pkt, size_t len)
 static void hub_send(void *ctx, int a, const p3d_amsg *m)
 {
     hub *h = ctx;
-    char buf[256];
+    char buf[256], rbuf[64];
     int len = p3d_amsg_encode(m, buf, sizeof buf);
     if (len <= 0)
         return;
-    for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++)
-        hub_send_one(h, i, buf, (size_t)len);
+    /* a retire order (REPLACING) keeps a remote node's connection: its
+     * relay ends the ranks and awaits the new placement */
+    p3d_amsg q = {.type = P3D_AM_RETIRE};
+    int rlen = m->type == P3D_AM_STOP && p3d_ctl_get_state(h->ctl) == P3D_CTL_REPLACING
+                   ? p3d_amsg_encode(&q, rbuf, sizeof rbuf)
+                   : -1;
+    for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++) {
+        if (rlen > 0 && h->ln[i].remote)
+            hub_send_one(h, i, rbuf, (size_t)rlen);
+        else
+            hub_send_one(h, i, buf, (size_t)len);
+    }
 }
 
 static void hub_kill(void *ctx, int a)
@@ -264,13 +274,25 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
 static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     hub *h = ctx;
-    (void)gen; /* L->gen0 was set by the replacement */
+    /* local: L->gen0 was set by the replacement; remote: the restart
+     * count, then the new placement's frame, on the kept connection */
+    char buf[64];
+    p3d_amsg r = {.type = P3D_AM_RESTART, .gen = gen};
+    int len = p3d_amsg_encode(&r, buf, sizeof buf);
     for (int i = 0; i < h->n; i++) {
         alink *l = &h->ln[i];
         if (dead[i])
             continue;
-        hub_close(l);
         l->reported = 0;
+        if (l->remote) {
+            if (l->fd < 0 || l->broken || !h->L->cplace || len <= 0)
+                return -1;
+            hub_send_one(h, i, buf, (size_t)len);
+            if (l->broken || p3d_frame_write_bounded(l->fd, h->L->cplace, P3D_FATE_STALL, NULL) < 0)
+                return -1;
+            continue;
+        }
+        hub_close(l);
         l->broken = 0;
         if (hub_fork(h, i) < 0)
             return -1;
@@ -400,6 +422,11 @@ typedef struct remote_ctx {
 static void hub_remote_msg(void *ctx, const p3d_amsg *m)
 {
     remote_ctx *rc = ctx;
+    if (m->type == P3D_AM_RETIRED) {
+        /* its ranks are gone; the connection stays for the new placement */
+        hub_gone(rc->h, rc->a, NULL, 1);
+        return;
+    }
     p3d_ctl_message(rc->h->ctl, rc->a, m, p3d_now());
 }
 
@@ -535,9 +562,10 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
     };
     p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event};
-    /* a replacement starts the agents again on a new placement: the
-     * local ones only (remote nodes place once, at the rendezvous) */
-    if (L->replace && !remote) {
+    /* a replacement starts the agents again on a new placement: local
+     * ones forked again, remote ones sent the new placement (a multi-node
+     * leader's replace sets L->cplace) */
+    if (L->replace) {
         ops.replace = hub_replace;
         ops.respawn = hub_respawn;
     }
@@ -557,12 +585,14 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
             if (bad[i])
                 lost[nlost++] = i;
         snprintf(why, sizeof why, "node %s failed its --health-check before the start", names[lost ? lost[0] : 0]);
-        if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
+        /* multi-node: the others already run on the first placement */
+        if (!lost || !ops.replace || remote || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
             char *s = NULL;
             if (asprintf(&s, "%s; cannot replace it: %s", why,
-                         msg ? msg : !ops.replace ? "no spare (--spares K keeps some; an --emulate job replaces "
-                                                    "nodes in this version)"
-                                                  : "out of memory") < 0)
+                         msg ? msg
+                         : remote ? "a multi-node job replaces nodes only once every node runs"
+                         : !ops.replace ? "no spare (--spares K keeps some)"
+                                        : "out of memory") < 0)
                 s = NULL;
             p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());
             free(s);
