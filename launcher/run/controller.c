@@ -75,18 +75,12 @@ static void event(p3d_ctl *c, const char *fmt, ...)
 static void story(p3d_ctl *c, double now, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void story(p3d_ctl *c, double now, const char *fmt, ...)
 {
-    char *m = NULL, *s = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&m, fmt, ap);
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
-    if (n < 0)
-        return;
-    if (asprintf(&s, "%spar3drun: %7.2f s  %s\n", c->story ? c->story : "", c->cfg.t0 > 0 ? now - c->cfg.t0 : 0.0,
-                 m) >= 0) {
-        free(c->story);
-        c->story = s;
-    }
+    if (m)
+        p3d_str_appendf(&c->story, "", "par3drun: %7.2f s  %s\n", c->cfg.t0 > 0 ? now - c->cfg.t0 : 0.0, m);
     free(m);
 }
 
