@@ -52,14 +52,14 @@ void p3d_event(int fd, double t0, const char *fmt, ...)
         return;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char *body = NULL, *line = NULL;
+    char *line = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vasprintf(&body, fmt, ap);
+    char *body = p3d_vfmt(fmt, ap);
     va_end(ap);
-    if (n < 0)
+    if (!body)
         return;
-    n = asprintf(&line, "{\"ts\": %lld.%03ld, \"t\": %.3f, %s}\n", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
+    int n = asprintf(&line, "{\"ts\": %lld.%03ld, \"t\": %.3f, %s}\n", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
                  t0 > 0 ? p3d_now() - t0 : 0.0, body);
     free(body);
     if (n < 0)
