@@ -66,17 +66,29 @@ typedef struct lead_out {
     size_t json_len, cplace_len;
     uint64_t json_hash;
     int ok;
+    /* SWARM_REPLACE=1: a node lost after the placement, placed again */
+    double t_replace, t_rexpand;
+    size_t rframe_len, delta_len;
+    double t_delta;
+    int moved;
 } lead_out;
+
+static int replace_mode(void)
+{
+    const char *e = getenv("SWARM_REPLACE");
+    return e && strcmp(e, "1") == 0;
+}
 
 static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
 {
-    char ns[16], tps[16], pps[16], ks[16];
+    char ns[16], tps[16], pps[16], ks[16], sps[16];
     snprintf(ns, sizeof ns, "%d", N);
+    snprintf(sps, sizeof sps, "%d", replace_mode() ? N / 32 : 0); /* one spare a rack */
     snprintf(tps, sizeof tps, "%d", tp);
     snprintf(pps, sizeof pps, "%d", pp);
     snprintf(ks, sizeof ks, "%d", K);
     char *argv[] = {"par3drun", "--tp", tps, "--pp", pps, "--nnodes", ns, "--node-rank", "0", "--rdzv-fanout", ks,
-                    "--topology", (char *)topo, "--", "true", NULL};
+                    "--spares", sps, "--topology", (char *)topo, "--", "true", NULL};
     p3d_opts o;
     char *err = NULL;
     if (p3d_cli_parse((int)(sizeof argv / sizeof argv[0]) - 1, argv, &o, &err) < 0)
@@ -108,7 +120,9 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     if (p3d_tree_gather(lfd, &r, K, &j, &mine, &g, fds, joins, 0, &st, &err) < 0)
         die("gather", err);
     p3d_wbuf frame = {0};
-    if (p3d_mnode_place(&o, &r, &g, N, &frame, &st, &err) < 0)
+    p3d_plan_result keep;
+    p3d_mpeer *peers = NULL;
+    if (p3d_mnode_place_keep(&o, &r, &g, N, &frame, &st, &keep, &peers, &err) < 0)
         die("place", err);
     int nk = N - 1 < K ? N - 1 : K, ranks[P3D_FANOUT_MAX];
     for (int i = 0; i < nk; i++)
@@ -128,6 +142,54 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     out.json_len = st.json_len;
     out.cplace_len = st.cplace_len;
     out.json_hash = fnv(pm.json, pm.json_len);
+    if (replace_mode()) {
+        /* what the leader does when node N/2 is lost (mnode.c
+         * mnode_replace): place again with job.previous, render, encode;
+         * the frame then goes to every surviving node over its control
+         * connection. Timed here, not sent (the players have hung up). */
+        int lost = N / 2, *was = NULL;
+        char *msg = NULL;
+        double t2 = p3d_now();
+        if (p3d_replace_place(&o, &keep, &lost, 1, 1, "swarm", -1, t2, &was, &msg) != 0)
+            die("replace", msg);
+        p3d_report_in in = p3d_plan_report_in(&keep);
+        char *json = p3d_report_json(&in);
+        p3d_wbuf rf = {0};
+        int compact = 0;
+        if (!json || p3d_mnode_encode(&o, "swarm", &keep, peers, json, &rf, &compact, &err) < 0)
+            die("replace encode", err);
+        out.t_replace = p3d_now() - t2;
+        for (int q = 0; q < keep.pl->world; q++)
+            out.moved += keep.pl->ranks[q].node != was[q];
+        out.rframe_len = rf.len;
+        /* what mnode.c sends instead: the difference from the placement
+         * every node holds (mnode_delta.c), checked by applying it */
+        p3d_wbuf dl = {0};
+        t2 = p3d_now();
+        if (p3d_delta_make(frame.p + 5, frame.len - 5, rf.p + 5, rf.len - 5, &dl) < 0)
+            die("delta", "cannot make the difference");
+        out.t_delta = p3d_now() - t2;
+        out.delta_len = dl.len + 5;
+        unsigned char *back = NULL;
+        size_t backn = 0;
+        if (p3d_delta_apply(frame.p + 5, frame.len - 5, dl.p, dl.len, &back, &backn, &err) < 0 ||
+            backn != rf.len - 5 || memcmp(back, rf.p + 5, backn) != 0)
+            die("delta", err ? err : "applied, it is not the new placement");
+        free(back);
+        p3d_wbuf_free(&dl);
+        p3d_place_msg rm;
+        t2 = p3d_now();
+        if (p3d_cplace_decode(rf.p + 5, rf.len - 5, &rm, &err) < 0)
+            die("replace expand", err);
+        out.t_rexpand = p3d_now() - t2;
+        if (rm.json_len != strlen(json) || memcmp(rm.json, json, rm.json_len) != 0)
+            die("replace expand", "the expanded JSON differs from the leader's");
+        p3d_place_msg_free(&rm);
+        p3d_wbuf_free(&rf);
+        free(json);
+        free(was);
+        free(msg);
+    }
     out.ok = 1;
     if (write(wfd, &out, sizeof out) != (ssize_t)sizeof out)
         die("pipe", NULL);
@@ -506,6 +568,13 @@ int main(int argc, char **argv)
         for (int w = 0; w < P; w++)
             waitpid(players[w], &stt, 0);
         double bound = 4.0 * (double)lo.json_len + 65536.0 * K;
+        if (lo.rframe_len)
+            fprintf(stderr, "swarm: replacement of node %d: %d ranks moved, placed again + encoded in %.3f s; "
+                            "the whole placement %zu bytes (x %d surviving nodes: %.1f MB from the leader), the "
+                            "difference sent instead %zu bytes (%.1f MB; made in %.3f s); a node expands it in "
+                            "%.3f s\n",
+                    N / 2, lo.moved, lo.t_replace, lo.rframe_len, N - 2, (double)lo.rframe_len * (N - 2) / 1e6,
+                    lo.delta_len, (double)lo.delta_len * (N - 2) / 1e6, lo.t_delta, lo.t_rexpand);
         printf("{\"nodes\": %d, \"gpus\": %d, \"fanout\": %d, \"tp\": %d, \"pp\": %d, \"players\": %d, "
                "\"join_s\": %.3f, \"place_s\": %.3f, \"send_s\": %.3f, \"total_s\": %.3f, \"node_expand_s\": %.3f, \"json_bytes\": %zu, "
                "\"cplace_bytes\": %zu, \"leader_sent\": %llu, \"leader_bound\": %.0f, \"leader_recv\": %llu, "

@@ -9,6 +9,11 @@
 #
 #   bench/swarm.sh [SIZES...]        (FANOUT=32; SWARM=path/to/swarm)
 #
+# SWARM_REPLACE=1: one spare a rack (--spares N/32), and after the placement
+# the leader loses node N/2 and places again as mnode.c does: prints (stderr)
+# the time, the whole new placement's size and the difference from the old
+# one that is sent instead (mnode_delta.c, checked by applying it).
+#
 # File descriptors: the leader needs N + 256; the agents ~3N, dealt to
 # several player processes when the hard limit (ulimit -Hn) is smaller.
 set -euo pipefail

@@ -134,6 +134,8 @@ enum {
     P3D_MSG_TJOIN = 'K',     /* child -> tree parent: token and node rank */
     P3D_MSG_GATHER = 'G',    /* child -> parent: its subtree's node records */
     P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
+    P3D_MSG_CDELTA = 'D',    /* leader -> node: a placement made again, as the
+                              * difference from the node's (mnode_delta.c) */
 };
 
 /* A growable byte buffer (encoding). */
@@ -199,6 +201,9 @@ typedef struct p3d_place_msg {
     p3d_placement *pl;       /* ranks, mesh, policy (owned) */
     char *json;              /* the placement JSON, written on every node */
     size_t json_len;
+    unsigned char *raw;      /* CPLACE: the body it was decoded from (the
+                              * base of a later CDELTA, mnode_delta.c) */
+    size_t raw_len;
 } p3d_place_msg;
 
 int p3d_hello_encode(const p3d_hello *h, p3d_wbuf *b);

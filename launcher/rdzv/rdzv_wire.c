@@ -549,6 +549,7 @@ void p3d_place_msg_free(p3d_place_msg *m)
     free(m->master_addr);
     p3d_placement_free(m->pl);
     free(m->json);
+    free(m->raw);
     memset(m, 0, sizeof *m);
 }
 

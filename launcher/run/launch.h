@@ -78,7 +78,13 @@ typedef struct p3d_launch {
      * frame's body to adopt, which makes it the node's placement for
      * restart gen (placement.json replaced, the previous one kept). */
     const struct p3d_wbuf *cplace;
-    int (*adopt)(void *ctx, const unsigned char *body, size_t len, int gen, char **err);
+    /* the same placement as the difference from the one every node holds
+     * (a CDELTA frame, mnode_delta.c), sent instead when set; sent(ctx)
+     * says that every node now holds cplace (the next difference's base) */
+    const struct p3d_wbuf *cdelta;
+    void (*sent)(void *ctx);
+    /* type: P3D_MSG_CPLACE or P3D_MSG_CDELTA */
+    int (*adopt)(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);
     void *adopt_ctx;
 } p3d_launch;
 

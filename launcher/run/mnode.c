@@ -55,6 +55,9 @@ typedef struct mnode {
     int have_res;
     p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
     p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
+    p3d_wbuf rdelta;           /*   and as a CDELTA against base */
+    unsigned char *base;       /* leader: the CPLACE body every node holds */
+    size_t base_len;
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
@@ -148,14 +151,24 @@ static int own_record(mnode *m, char **err)
 /* L->adopt, every node (the leader after its own replace): the CPLACE body
  * becomes this node's placement for restart gen; placement.json replaced
  * in one rename, the previous one kept as placement.<gen>.json. */
-static int mnode_adopt(void *ctx, const unsigned char *body, size_t len, int gen, char **err)
+static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err)
 {
     mnode *m = ctx;
     p3d_place_msg pm;
     p3d_cluster *c = NULL;
     char path[PATH_MAX];
     memset(&pm, 0, sizeof pm);
-    if (p3d_cplace_decode(body, len, &pm, err) < 0)
+    unsigned char *full = NULL;
+    size_t fl = 0;
+    if (type == P3D_MSG_CDELTA) {
+        if (p3d_delta_apply(m->pm.raw, m->pm.raw_len, body, len, &full, &fl, err) < 0)
+            return -1;
+        body = full;
+        len = fl;
+    }
+    int d = p3d_cplace_decode(body, len, &pm, err);
+    free(full);
+    if (d < 0)
         return -1;
     if (pm.nnodes != m->nnodes || strcmp(pm.job_id, m->pm.job_id) != 0) {
         p3d_err(err, "the new placement is for job %s on %d nodes; this node runs job %s on %d", pm.job_id,
@@ -222,9 +235,22 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
         goto out;
     }
     if (p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, &err) < 0 ||
-        mnode_adopt(m, m->rframe.p + 5, m->rframe.len - 5, restart, &err) < 0)
+        mnode_adopt(m, P3D_MSG_CPLACE, m->rframe.p + 5, m->rframe.len - 5, restart, &err) < 0)
         goto out;
     L->cplace = &m->rframe;
+    /* the nodes hold base (the last placement sent; a second loss before
+     * the restart keeps it): the difference is what goes, when smaller */
+    p3d_wbuf_free(&m->rdelta);
+    memset(&m->rdelta, 0, sizeof m->rdelta);
+    L->cdelta = NULL;
+    p3d_wbuf_begin(&m->rdelta, P3D_MSG_CDELTA);
+    if (m->base && p3d_delta_make(m->base, m->base_len, m->rframe.p + 5, m->rframe.len - 5, &m->rdelta) == 0 &&
+        p3d_wbuf_end(&m->rdelta) == 0 && m->rdelta.len < m->rframe.len)
+        L->cdelta = &m->rdelta;
+    if (m->o->verbose)
+        fprintf(stderr, "par3drun: restart %d: the new placement is %zu bytes, %zu as the difference from the last "
+                        "one sent; sending the %s to every node\n",
+                restart, m->rframe.len, m->rdelta.len, L->cdelta ? "difference" : "whole placement");
     rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
 out:
     if (rc < 0 && err) {
@@ -236,6 +262,23 @@ out:
     free(json);
     free(was);
     return rc;
+}
+
+/* L->sent (leader): every node now holds L->cplace; later differences are
+ * made against it. */
+static void mnode_sent(void *ctx)
+{
+    mnode *m = ctx;
+    unsigned char *b = m->rframe.len > 5 ? malloc(m->rframe.len - 5) : NULL;
+    if (!b) { /* no base: the next placement goes whole */
+        free(m->base);
+        m->base = NULL;
+        return;
+    }
+    memcpy(b, m->rframe.p + 5, m->rframe.len - 5);
+    free(m->base);
+    m->base = b;
+    m->base_len = m->rframe.len - 5;
 }
 
 /* ---- the flow ------------------------------------------------------------- */
@@ -457,6 +500,14 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     m->L = &L;
     L.adopt = mnode_adopt;
     L.adopt_ctx = m;
+    L.sent = mnode_sent;
+    if (m->me == 0 && m->pm.raw) { /* the placement every node got */
+        m->base = malloc(m->pm.raw_len ? m->pm.raw_len : 1);
+        if (m->base) {
+            memcpy(m->base, m->pm.raw, m->pm.raw_len);
+            m->base_len = m->pm.raw_len;
+        }
+    }
     if (m->me == 0 && o->spares > 0 && m->have_res) {
         L.replace = mnode_replace;
         L.replace_ctx = m;
@@ -525,6 +576,8 @@ out:
         p3d_plan_result_free(&m->res);
     p3d_mpeer_free(m->peers, m->nnodes);
     p3d_wbuf_free(&m->rframe);
+    p3d_wbuf_free(&m->rdelta);
+    free(m->base);
     p3d_envv_free(&m->extra);
     p3d_wbuf_free(&frame);
     free(m->program);

@@ -562,11 +562,16 @@ int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, c
     int kind = p3d_rbuf_int(&r, CP_VERBATIM, CP_COMPACT);
     if (r.bad)
         return p3d_err(err, "malformed placement from the leader");
-    if (kind == CP_VERBATIM)
-        return p3d_place_decode(body + r.off, len - r.off, m, err);
-    if (dec_compact(&r, m, err) < 0) {
+    if (kind == CP_VERBATIM ? p3d_place_decode(body + r.off, len - r.off, m, err) < 0 : dec_compact(&r, m, err) < 0) {
         p3d_place_msg_free(m);
         return -1;
     }
+    m->raw = malloc(len ? len : 1);
+    if (!m->raw) {
+        p3d_place_msg_free(m);
+        return p3d_err(err, "out of memory");
+    }
+    memcpy(m->raw, body, len);
+    m->raw_len = len;
     return 0;
 }

@@ -158,11 +158,11 @@ static void r_signal(relay *r, int sig)
 
 /* The new placement arrived (a retired relay): adopt it, fork the agent
  * again. 0, or -1 (said; the local side is over). */
-static int r_adopt(relay *r, const unsigned char *body, size_t len)
+static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
 {
     char *e = NULL;
     int cl[2] = {r->sfd, r->up};
-    if (!r->L->adopt || r->L->adopt(r->L->adopt_ctx, body, len, r->next_gen, &e) < 0 ||
+    if (!r->L->adopt || r->L->adopt(r->L->adopt_ctx, type, body, len, r->next_gen, &e) < 0 ||
         p3d_agent_fork(r->L, r->me, cl, 2, &r->agent, &r->local) < 0) {
         fprintf(stderr, "par3drun: node %s: cannot restart on the new placement: %s\n",
                 r->L->cluster->nodes[r->me].name, e ? e : strerror(errno));
@@ -191,8 +191,8 @@ static int r_read_up(relay *r, char **e)
                     r_from_leader(r, &m);
             }
             free(s);
-        } else if (type == P3D_MSG_CPLACE && r->retired && !r->stopping && r->code < 0) {
-            if (r_adopt(r, body, len) < 0)
+        } else if ((type == P3D_MSG_CPLACE || type == P3D_MSG_CDELTA) && r->retired && !r->stopping && r->code < 0) {
+            if (r_adopt(r, type, body, len) < 0)
                 rc = 1;
         }
         free(body);

@@ -278,18 +278,20 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
      * count, then the new placement's frame, on the kept connection */
     char buf[64];
     p3d_amsg r = {.type = P3D_AM_RESTART, .gen = gen};
-    int len = p3d_amsg_encode(&r, buf, sizeof buf);
+    int len = p3d_amsg_encode(&r, buf, sizeof buf), any = 0;
+    const p3d_wbuf *frame = h->L->cdelta ? h->L->cdelta : h->L->cplace;
     for (int i = 0; i < h->n; i++) {
         alink *l = &h->ln[i];
         if (dead[i])
             continue;
         l->reported = 0;
         if (l->remote) {
-            if (l->fd < 0 || l->broken || !h->L->cplace || len <= 0)
+            if (l->fd < 0 || l->broken || !frame || len <= 0)
                 return -1;
             hub_send_one(h, i, buf, (size_t)len);
-            if (l->broken || p3d_frame_write_bounded(l->fd, h->L->cplace, P3D_FATE_STALL, NULL) < 0)
+            if (l->broken || p3d_frame_write_bounded(l->fd, frame, P3D_FATE_STALL, NULL) < 0)
                 return -1;
+            any = 1;
             continue;
         }
         hub_close(l);
@@ -297,6 +299,8 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
         if (hub_fork(h, i) < 0)
             return -1;
     }
+    if (any && h->L->sent)
+        h->L->sent(h->L->adopt_ctx);
     return 0;
 }
 

@@ -27,7 +27,7 @@ cleanup() {
       kill -KILL "${d#/proc/}" 2>/dev/null
     fi
   done
-  rm -rf "$T"
+  [ -n "${P3D_KEEP:-}" ] && echo "kept $T" >&2 || rm -rf "$T"
 }
 trap cleanup EXIT
 
