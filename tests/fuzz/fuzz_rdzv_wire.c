@@ -4,13 +4,16 @@
  * agent), and the distribution tree's JOIN, TREE, TJOIN, GATHER (records
  * merged up the tree) and CPLACE (the compact placement every node
  * expands into the placement JSON; launcher/rdzv/rdzv_tree_wire.c,
- * launcher/run/mnode_compact.c). The first input byte is the frame's type byte, the rest its body,
+ * launcher/run/mnode_compact.c), and CDELTA (a placement made again as
+ * the difference from a base, mnode_delta.c: applied to a fixed base, it
+ * gives an error or a body of exactly the length and hash it names). The first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and
  * decode again to the same bytes (a leader re-sends what it received).
  */
 #include "fuzz_common.h"
 
 #include "rdzv.h"
+#include "mnode.h"
 
 static void same_bytes(const p3d_wbuf *a, const p3d_wbuf *b, const char *what)
 {
@@ -153,6 +156,32 @@ static void cplace(const uint8_t *body, size_t len)
     p3d_place_msg_free(&m);
 }
 
+/* The fixed base a CDELTA input is applied to (seeds: gen_wire_seeds.c
+ * makes theirs against the same bytes). */
+static void delta_base(unsigned char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (unsigned char)("placement-base-" [i % 15] + i / 15 % 7);
+}
+
+static void cdelta(const uint8_t *body, size_t len)
+{
+    unsigned char base[4096], *out = NULL;
+    size_t outn = 0;
+    char *err = NULL;
+    delta_base(base, sizeof base);
+    if (p3d_delta_apply(base, sizeof base, body, len, &out, &outn, &err) < 0) {
+        if (!err || !*err || out)
+            abort();
+        free(err);
+        return;
+    }
+    /* the body names the result's length and hash: it must be those */
+    if (len < 24 || outn != ((size_t)body[20] << 24 | (size_t)body[21] << 16 | (size_t)body[22] << 8 | body[23]))
+        abort();
+    free(out);
+}
+
 static void node(const uint8_t *body, size_t len)
 {
     p3d_rbuf r = {.p = body, .len = len};
@@ -197,6 +226,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_CPLACE:
         cplace(body, len);
+        break;
+    case P3D_MSG_CDELTA:
+        cdelta(body, len);
         break;
     default:
         node(body, len);
