@@ -36,6 +36,7 @@ struct p3d_ctl {
     double giveup_at;      /* STOPPING: past this, DONE whatever is left */
     double fail_seen;      /* RESTARTING: when the failure was seen */
     double recovery_max;
+    int recoveries;        /* recoveries completed (recovery_max valid) */
     int recovering;        /* a failure seen, not every rank running again */
     unsigned char *dead;   /* agent a's node is lost for good */
     unsigned char *retiring; /* REPLACING: a was told to end */
@@ -208,7 +209,7 @@ static void all_up(p3d_ctl *c, double now)
             return;
     if (c->state == P3D_CTL_RESTARTING && c->recovering) {
         double t = now - c->fail_seen;
-        if (t > c->recovery_max)
+        if (!c->recoveries++ || t > c->recovery_max)
             c->recovery_max = t;
         if (c->cfg.verbose || c->replaced)
             say(c, "par3drun: restart %d: all ranks running again %.2f s after the failure was seen\n", c->gen, t);
@@ -604,7 +605,12 @@ int p3d_ctl_restarts(const p3d_ctl *c)
 
 double p3d_ctl_recovery_max(const p3d_ctl *c)
 {
-    return c->recovery_max;
+    return c->recoveries ? c->recovery_max : -1;
+}
+
+int p3d_ctl_recovering(const p3d_ctl *c)
+{
+    return c->recovering;
 }
 
 int p3d_ctl_replaced(const p3d_ctl *c)

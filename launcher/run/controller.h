@@ -123,9 +123,11 @@ int p3d_ctl_code(const p3d_ctl *c);
 /* The root-cause summary to print once at the end ("" when none). */
 const char *p3d_ctl_summary(const p3d_ctl *c);
 /* Restarts done, and the longest time from a failure seen to every
- * agent running its ranks again (0 when none). */
+ * agent running its ranks again (-1 when no recovery completed: none was
+ * needed, or the job ended during one; p3d_ctl_recovering says which). */
 int p3d_ctl_restarts(const p3d_ctl *c);
 double p3d_ctl_recovery_max(const p3d_ctl *c);
+int p3d_ctl_recovering(const p3d_ctl *c);
 /* Nodes replaced so far, and the story of the recoveries ("" when none):
  * whole lines, for the summary at the end. */
 int p3d_ctl_replaced(const p3d_ctl *c);

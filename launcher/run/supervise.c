@@ -271,6 +271,19 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
     return rc;
 }
 
+/* "slowest recovery 1.62 s (failure seen -> all ranks running)", or why
+ * there is no such figure (the job ended during a recovery). */
+static void recovery_text(const p3d_ctl *c, char *buf, size_t cap)
+{
+    double t = p3d_ctl_recovery_max(c);
+    if (t >= 0)
+        snprintf(buf, cap, "slowest recovery %.2f s (failure seen -> all ranks running)%s", t,
+                 p3d_ctl_recovering(c) ? "; the job ended during the last one" : "");
+    else
+        snprintf(buf, cap, "no recovery completed%s",
+                 p3d_ctl_recovering(c) ? " (the job ended while its ranks were being restarted)" : "");
+}
+
 static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     hub *h = ctx;
@@ -629,9 +642,12 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     }
     hub_loop(h);
     code = p3d_ctl_code(h->ctl);
-    if (L->o->verbose && p3d_ctl_restarts(h->ctl) > 0)
-        fprintf(stderr, "par3drun: %d restart%s; the slowest recovery took %.2f s (failure seen -> all ranks running)\n",
-                p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_recovery_max(h->ctl));
+    if (L->o->verbose && p3d_ctl_restarts(h->ctl) > 0) {
+        char rec[160];
+        recovery_text(h->ctl, rec, sizeof rec);
+        fprintf(stderr, "par3drun: %d restart%s; %s\n", p3d_ctl_restarts(h->ctl),
+                p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec);
+    }
 out:
     /* subreaper sweep: anything reparented to us dies with the job */
     for (int i = 0; h->ln && i < nnodes; i++)
@@ -644,19 +660,22 @@ out:
             p3d_sink_write(&h->sink, 1, sum, strlen(sum));
         const char *st = p3d_ctl_story(h->ctl);
         if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
-            char head[256];
-            snprintf(head, sizeof head,
-                     "par3drun: what happened: %d node%s replaced, %d restart%s, slowest recovery %.2f s (failure "
-                     "seen -> all ranks running), exit %d\n",
+            char head[384], rec[160];
+            recovery_text(h->ctl, rec, sizeof rec);
+            snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
                      p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
-                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_recovery_max(h->ctl), code);
+                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
             p3d_sink_write(&h->sink, 1, head, strlen(head));
             p3d_sink_write(&h->sink, 1, st, strlen(st));
         }
+        char rmax[32] = "null";
+        if (p3d_ctl_recovery_max(h->ctl) >= 0)
+            snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
         p3d_event(L->events_fd, L->t0,
                   "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
-                  "\"recovery_max_s\": %.3f",
-                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), p3d_ctl_recovery_max(h->ctl));
+                  "\"recovery_max_s\": %s, \"ended_during_recovery\": %s",
+                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax,
+                  p3d_ctl_recovering(h->ctl) ? "true" : "false");
     }
     p3d_sink_close(&h->sink);
     for (int i = 0; h->ln && i < nnodes; i++) {

@@ -126,6 +126,30 @@ static void test_proto_rejects(void **st)
     assert_true(n < (int)sizeof out);
 }
 
+/* A job stopped during a recovery has no recovery figure (never a 0.00 s
+ * that reads as an instant one) and says it ended during one. */
+static void test_stopped_during_recovery(void **st)
+{
+    (void)st;
+    rec r;
+    p3d_ctl *c = mk(&r, 2, 2, 0);
+    msg(c, 0, "A 0 4\n", 0.1);
+    msg(c, 1, "A 0 4\n", 0.2);
+    assert_true(p3d_ctl_recovery_max(c) < 0);
+    assert_int_equal(p3d_ctl_recovering(c), 0);
+    msg(c, 1, "F 0 3 6 0\nrank 6\n", 1.0);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
+    msg(c, 0, "A 1 4\n", 1.5);
+    msg(c, 1, "S 15\n", 1.6); /* stopped before agent 1 is up again */
+    p3d_ctl_gone(c, 0, "x", 1.7);
+    p3d_ctl_gone(c, 1, "x", 1.8);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_restarts(c), 1);
+    assert_true(p3d_ctl_recovery_max(c) < 0);
+    assert_int_equal(p3d_ctl_recovering(c), 1);
+    p3d_ctl_free(c);
+}
+
 static void test_restart_then_root_cause(void **st)
 {
     (void)st;
@@ -396,7 +420,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_proto_roundtrip), cmocka_unit_test(test_proto_rejects),
-        cmocka_unit_test(test_restart_then_root_cause), cmocka_unit_test(test_all_done),
+        cmocka_unit_test(test_restart_then_root_cause),
+        cmocka_unit_test(test_stopped_during_recovery),
+        cmocka_unit_test(test_all_done),
         cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_timeout_and_node_signal), cmocka_unit_test(test_replace_lost_node),
         cmocka_unit_test(test_replace_second_loss_while_retiring), cmocka_unit_test(test_replace_impossible),
