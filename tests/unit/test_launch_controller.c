@@ -80,6 +80,9 @@ static void test_proto_roundtrip(void **st)
         {.type = P3D_AM_RESTART, .gen = 3},
         {.type = P3D_AM_STOP, .sig = 15, .code = 124},
         {.type = P3D_AM_FORWARD, .sig = 10},
+        {.type = P3D_AM_CHECK, .seq = 7},
+        {.type = P3D_AM_HEALTH, .seq = 7, .ok = 0, .text = "its process ended with exit code 1: gpu 3 missing"},
+        {.type = P3D_AM_HEALTH, .seq = 2147483647, .ok = 1, .text = "passed"},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char buf[512];
@@ -93,6 +96,8 @@ static void test_proto_roundtrip(void **st)
         assert_int_equal(out.rank, in[i].rank);
         assert_int_equal(out.sig, in[i].sig);
         assert_int_equal(out.nranks, in[i].nranks);
+        assert_int_equal(out.seq, in[i].seq);
+        assert_int_equal(out.ok, in[i].ok);
         assert_string_equal(out.text, in[i].text ? in[i].text : "");
     }
 }
@@ -103,6 +108,10 @@ static void test_proto_rejects(void **st)
     const char *bad[] = {
         "", "X 1\n", "F 1 2 3\n", "F 1 2 3 65\n", "F -1 2 3 0\n", "F 1 256 3 0\n", "F 1 2 -2 0\n", "D\n",
         "D 1 2\n", "D 1\ntext", "T 15\n", "T 15 0x\n", "R 99999999999\n", "U  10\n", "A 1\n", "S +2\n",
+        /* the health check's request and answer: seq >= 0, ok 0 or 1, a
+         * request carries no text */
+        "C\n", "C -1\n", "C 1 2\n", "C 1\nsh -c rm", "C 2147483648\n", "H 1\n", "H 1 2\nx", "H -1 1\n",
+        "H 1 1 1\n", "H 1 -1\n", "H x 1\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
