@@ -423,8 +423,9 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
     const p3d_opts *o = h->L->o;
     p3d_health_res *res = calloc((size_t)h->n + 1, sizeof *res);
     unsigned char *skip = calloc((size_t)h->n + 1, 1), *ask = calloc((size_t)h->n + 1, 1);
+    unsigned char *gone = calloc((size_t)h->n + 1, 1);
     int nbad = 0;
-    if (!res || !skip || !ask)
+    if (!res || !skip || !ask || !gone)
         goto out;
     double t = p3d_now();
     int seq = ++h->health_seq;
@@ -432,8 +433,10 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
     p3d_amsg c = {.type = P3D_AM_CHECK, .seq = seq};
     int len = p3d_amsg_encode(&c, pkt, sizeof pkt);
     for (int i = 0; i < h->n; i++) {
-        skip[i] = (dead && dead[i]) || h->ln[i].remote;
-        if ((dead && dead[i]) || !h->ln[i].remote)
+        /* a connection already gone is reported lost by the loop */
+        gone[i] = (dead && dead[i]) || (h->ln[i].remote && (h->ln[i].fd < 0 || h->ln[i].broken));
+        skip[i] = gone[i] || h->ln[i].remote;
+        if (gone[i] || !h->ln[i].remote)
             continue;
         ask[i] = 1;
         res[i].ok = 0;
@@ -444,7 +447,7 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
     p3d_health_run(o, h->names, h->n, skip, res);
     hub_health_wait(h, ask, res, seq, t, t + o->health_check_timeout + P3D_CTL_SLACK);
     for (int i = 0; i < h->n; i++) {
-        if (dead && dead[i])
+        if (gone[i])
             continue;
         if (ask[i] == 1)
             res[i].seconds = p3d_now() - t;
@@ -461,6 +464,7 @@ out:
     free(res);
     free(skip);
     free(ask);
+    free(gone);
     return nbad;
 }
 
@@ -610,6 +614,10 @@ static void hub_loop(hub *h)
             int a = owner[k];
             if (h->ln[a].fd != pfd[k].fd)
                 continue; /* closed while handling an earlier event */
+            if (h->npend)
+                hub_drain(h); /* read during a health check: older */
+            if (h->ln[a].fd != pfd[k].fd)
+                continue;
             if (h->ln[a].remote)
                 hub_read_remote(h, a);
             else

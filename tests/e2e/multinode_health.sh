@@ -10,7 +10,8 @@
 #     health record per node.
 #  2. after a rank failure node rank 3's check starts failing (a file the
 #     test creates) -> the leader asks every node, node 3 is excluded, its
-#     ranks move to the spare, the job ends with exit 0.
+#     ranks move to the spare, the job ends with exit 0. Node rank 1 has no
+#     --health-check: it counts as healthy, the leader warns once.
 #  3. two nodes fail before the start with one spare -> exit 1 before
 #     anything runs, the message names the node and the check's output.
 #  4. the leader's own node fails -> exit 1, the message names that limit.
@@ -65,8 +66,10 @@ P=$(free_port)
 W2='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" = 0 ] || exit 0
 while [ ! -e "$T_FAIL" ]; do sleep 0.05; done; [ "$RANK" = 1 ] && exit 3; exec sleep 60'
 for i in 0 1 2 3 4; do
-  cmd=$OK; [ "$i" = 3 ] && cmd="test ! -e '$T/sick3' || { echo 'ECC errors on gpu 5 (fixture)'; exit 1; }"
-  agent post $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --health-check "$cmd" \
+  hc=(--health-check "$OK")
+  [ "$i" = 3 ] && hc=(--health-check "test ! -e '$T/sick3' || { echo 'ECC errors on gpu 5 (fixture)'; exit 1; }")
+  [ "$i" = 1 ] && hc=() # no check of its own: healthy, and the leader warns
+  agent post $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 "${hc[@]}" \
     --env "T_FAIL=$T/post.fail" -- sh -c "$W2"
 done
 wait_lines post 32 0
@@ -78,6 +81,9 @@ grep -q 'node [^ ]*:3 failed its --health-check after rank 1 failed (exit code 3
   { bad "after failure: the leader does not say node 3 failed its check"; sed 's/^/  /' "$T/post.0.err"; }
 grep -q 'node [^ ]*:3 failed its --health-check (its process ended with exit code 1: ECC errors on gpu 5 (fixture))' "$T/post.0.err" ||
   bad "after failure: the check's output does not reach the leader"
+grep -q 'warning: 1 of 5 nodes ran no --health-check' "$T/post.0.err" || bad "after failure: no warning before the start about node 1"
+[ "$(grep -c 'warning: node [^ ]*:1 has no --health-check of its own' "$T/post.0.err")" = 1 ] ||
+  bad "after failure: want one warning that node 1 has no check"
 [ "$(grep -c 'gen=1' "$T/post.3.out")" = 0 ] || bad "after failure: node 3 ran ranks after it was excluded"
 [ "$(grep -c 'gen=1' "$T/post.4.out")" = 8 ] || bad "after failure: the spare did not take 8 ranks"
 [ "$(cat "$T"/post.*.out | grep -c 'gen=1')" = 32 ] || bad "after failure: not all 32 ranks ran again"
