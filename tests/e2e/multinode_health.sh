@@ -97,31 +97,28 @@ grep -q '"event": "end", "exit_code": 0, "restarts": 1, "replaced": 1' "$ev" || 
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "after failure: $(leftovers) workers left behind"
 
+# refused NAME SICK_RANKS MESSAGE_REGEX: 5 agents whose node ranks in
+# SICK_RANKS fail their check before the start; the leader must exit 1 with
+# MESSAGE_REGEX in its stderr, and no rank may run anywhere
+refused() {
+  local name=$1 sick=$2 want=$3 i cmd c0
+  P=$(free_port)
+  for i in 0 1 2 3 4; do
+    cmd=$OK; case " $sick " in *" $i "*) cmd=$SICK ;; esac
+    agent "$name" $i 5 "$P" --tp 8 --spares 1 --grace 1 --health-check "$cmd" -- sh -c "$W"
+  done
+  wait "${AG[0]}"; c0=$?
+  for i in 1 2 3 4; do wait "${AG[$i]}"; done
+  [ "$c0" = 1 ] || bad "$name: the leader exited $c0, want 1"
+  grep -q "$want" "$T/$name.0.err" || { bad "$name: no message /$want/"; sed 's/^/  /' "$T/$name.0.err"; }
+  [ "$(cat "$T"/"$name".*.out | grep -c 'gen=')" = 0 ] || bad "$name: ranks ran"
+}
+
 # ---- 3. more failed nodes than spares -> exit 1 before anything runs ------
-P=$(free_port)
-for i in 0 1 2 3 4; do
-  cmd=$OK; [ "$i" = 1 ] || [ "$i" = 3 ] && cmd=$SICK
-  agent none $i 5 "$P" --tp 8 --spares 1 --grace 1 --health-check "$cmd" -- sh -c "$W"
-done
-wait "${AG[0]}"; c0=$?
-for i in 1 2 3 4; do wait "${AG[$i]}"; done
-[ "$c0" = 1 ] || bad "no spare: the leader exited $c0, want 1"
-grep -q 'node [^ ]*:1 failed its --health-check before the start (its process ended with exit code 1: gpu 3 is missing (fixture)) (and others); no spare can take its place' "$T/none.0.err" ||
-  { bad "no spare: the message does not name the node and its check"; sed 's/^/  /' "$T/none.0.err"; }
-[ "$(cat "$T"/none.*.out | grep -c 'gen=')" = 0 ] || bad "no spare: ranks ran"
+refused none "1 3" 'node [^ ]*:1 failed its --health-check before the start (its process ended with exit code 1: gpu 3 is missing (fixture)) (and others); no spare can take its place'
 
 # ---- 4. the leader's own node fails its check -> exit 1 -------------------
-P=$(free_port)
-for i in 0 1 2 3 4; do
-  cmd=$OK; [ "$i" = 0 ] && cmd=$SICK
-  agent lead $i 5 "$P" --tp 8 --spares 1 --grace 1 --health-check "$cmd" -- sh -c "$W"
-done
-wait "${AG[0]}"; c0=$?
-for i in 1 2 3 4; do wait "${AG[$i]}"; done
-[ "$c0" = 1 ] || bad "leader: exited $c0, want 1"
-grep -q "the leader's node [^ ]* failed its --health-check before the start (.*); the leader runs the job controller and cannot be replaced" "$T/lead.0.err" ||
-  { bad "leader: the message does not name the limit"; sed 's/^/  /' "$T/lead.0.err"; }
-[ "$(cat "$T"/lead.*.out | grep -c 'gen=')" = 0 ] || bad "leader: ranks ran"
+refused lead "0" "the leader's node [^ ]* failed its --health-check before the start (.*); the leader runs the job controller and cannot be replaced"
 
 [ "$fail" = 0 ] && echo "PASS multinode_health"
 exit "$fail"
