@@ -332,7 +332,8 @@ static void hub_keep(hub *h, int a, const p3d_amsg *m)
         free(buf);
         return;
     }
-    h->pend[h->npend++] = (hpend){.a = a, .pkt = buf, .len = len};
+    char *fit = realloc(buf, (size_t)len + 1); /* + the decoder's NUL */
+    h->pend[h->npend++] = (hpend){.a = a, .pkt = fit ? fit : buf, .len = len};
 }
 
 typedef struct hwait {
