@@ -418,7 +418,7 @@ static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int
  * they check while the local ones do; their answers (H) are awaited up to
  * --health-check-timeout + P3D_CTL_SLACK, no answer by then is a failure.
  * What else they send meanwhile is kept for the loop (hub_drain). */
-static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
+static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad, double *took)
 {
     hub *h = ctx;
     const p3d_opts *o = h->L->o;
@@ -426,9 +426,9 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
     unsigned char *skip = calloc((size_t)h->n + 1, 1), *ask = calloc((size_t)h->n + 1, 1);
     unsigned char *gone = calloc((size_t)h->n + 1, 1);
     int nbad = 0;
+    double t = p3d_now();
     if (!res || !skip || !ask || !gone)
         goto out;
-    double t = p3d_now();
     int seq = ++h->health_seq;
     char pkt[64];
     p3d_amsg c = {.type = P3D_AM_CHECK, .seq = seq};
@@ -462,6 +462,8 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
         }
     }
 out:
+    if (took)
+        *took = p3d_now() - t;
     free(res);
     free(skip);
     free(ask);
@@ -680,7 +682,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
             bad[i] = 1;
             p3d_ctl_mark_dead(h->ctl, i);
         }
-    if (L->o->health_check && !remote && hub_health(h, NULL, bad) > 0) {
+    if (L->o->health_check && !remote && hub_health(h, NULL, bad, NULL) > 0) {
         /* before the first start: a failed node is excluded like a lost
          * one, its ranks placed on a spare (not a restart); a multi-node
          * job did this at the rendezvous (mnode.c, L->unhealthy) */

@@ -12,6 +12,8 @@
 #     test creates) -> the leader asks every node, node 3 is excluded, its
 #     ranks move to the spare, the job ends with exit 0. Node rank 1 has no
 #     --health-check: it counts as healthy, the leader warns once.
+#  2b. a node whose own check outlasts the leader's --health-check-timeout
+#     + 2 s failed it (no answer): excluded, replaced, exit 0.
 #  3. two nodes fail before the start with one spare -> exit 1 before
 #     anything runs, the message names the node and the check's output.
 #  4. the leader's own node fails -> exit 1, the message names that limit.
@@ -96,6 +98,29 @@ grep -q '"event": "replace", "failed": "[^"]*:3", "spare": "[^"]*:4", "moved_ran
 grep -q '"event": "end", "exit_code": 0, "restarts": 1, "replaced": 1' "$ev" || bad "after failure: end record"
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "after failure: $(leftovers) workers left behind"
+
+# ---- 2b. a node that does not answer in time failed its check ------------
+# node rank 2's own check takes 6 s once the file exists (its own timeout
+# allows it); the leader waits its --health-check-timeout (1 s) + 2 s
+P=$(free_port)
+rm -f "$T/post.fail"
+for i in 0 1 2 3 4; do
+  hc=(--health-check "$OK" --health-check-timeout 1)
+  [ "$i" = 2 ] && hc=(--health-check "test ! -e '$T/slow2' || sleep 6" --health-check-timeout 30)
+  agent slow $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 "${hc[@]}" \
+    --env "T_FAIL=$T/slow.fail" -- sh -c "$W2"
+done
+wait_lines slow 32 0
+touch "$T/slow2" "$T/slow.fail"
+# node 2, still in its check, does not retire in time either: the leader
+# drops it like a lost node, and it exits 1 once its check is over
+codes=""
+for i in 0 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
+[ "$codes" = " 0 0 1 0 0" ] || { bad "no answer: exit codes$codes, want 0 0 1 0 0"; sed 's/^/  0: /' "$T/slow.0.err"; sed 's/^/  2: /' "$T/slow.2.err"; }
+grep -q 'lost the connection to the rendezvous leader' "$T/slow.2.err" || bad "no answer: node 2 was not dropped"
+grep -q 'node [^ ]*:2 failed its --health-check (no answer within 3 s)' "$T/slow.0.err" ||
+  { bad "no answer: the leader does not say node 2 did not answer"; sed 's/^/  /' "$T/slow.0.err"; }
+[ "$(grep -c 'gen=1' "$T/slow.4.out")" = 8 ] || bad "no answer: the spare did not take node 2's ranks"
 
 # refused NAME SICK_RANKS MESSAGE_REGEX: 5 agents whose node ranks in
 # SICK_RANKS fail their check before the start; the leader must exit 1 with
