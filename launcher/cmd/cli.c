@@ -122,7 +122,7 @@ static const opt_row rows[] = {
      "keep K nodes as hot spares (default: one per rack, from the end); a lost node's ranks move to one"},
     {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE, "HOSTLIST", "never use these nodes (Slurm hostlist)"},
     {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
-     "run CMD (sh -c) for every node before the start and after every failure; non-zero excludes the node"},
+     "run CMD (sh -c) for every node before the start and after every failure (multi-node: each node its own); non-zero excludes the node"},
     {"health-check-timeout", T_DOUBLE, OFF(health_check_timeout), 0, 0.1, 86400, C_LAUNCH, "SECONDS",
      "a --health-check that runs longer fails (default 30)"},
     {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},

@@ -120,8 +120,9 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
  * left, so a hostile peer gets an error, never a crash or a huge
  * allocation. */
 #define P3D_WIRE_MAX ((uint32_t)64 << 20)
-#define P3D_WIRE_PROTO 2       /* wire protocol number, sent in HELLO and JOIN
-                                * (2: the distribution tree) */
+#define P3D_WIRE_PROTO 3       /* wire protocol number, sent in HELLO and JOIN
+                                * (2: the distribution tree; 3: the
+                                * gathered record's health check) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -306,11 +307,19 @@ typedef struct p3d_tjoin {
 
 /* One node's record as gathered: the topology by index into the
  * message's table of distinct topologies (most clusters have one or two). */
+/* A record's pre-start --health-check (the node ran its own before it
+ * joined): not run (no --health-check there), passed, or failed with a
+ * reason of at most P3D_GREC_HOW_MAX bytes. */
+enum { P3D_GREC_HEALTH_NONE = 0, P3D_GREC_HEALTH_OK = 1, P3D_GREC_HEALTH_FAILED = 2 };
+#define P3D_GREC_HOW_MAX 199
+
 typedef struct p3d_grec {
     int rank;
     char *hostname, *addr, *rack;  /* rack NULL when unknown */
     int master_port, nccl_port;
     int topo;
+    int health;                    /* P3D_GREC_HEALTH_* */
+    char *health_how;              /* NULL when health is NONE or OK */
 } p3d_grec;
 
 /* GATHER: the records of a subtree, merged at each level. */

@@ -150,6 +150,8 @@ int p3d_gather_encode(const p3d_gather *g, p3d_wbuf *b)
         p3d_wbuf_int(b, x->master_port);
         p3d_wbuf_int(b, x->nccl_port);
         p3d_wbuf_int(b, x->topo);
+        p3d_wbuf_int(b, x->health);
+        p3d_wbuf_str(b, x->health == P3D_GREC_HEALTH_FAILED && x->health_how ? x->health_how : "");
     }
     return p3d_wbuf_end(b);
 }
@@ -160,7 +162,7 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
     char *e = NULL;
     memset(g, 0, sizeof *g);
     int nt = p3d_rbuf_int(&r, 1, 1 << 16);
-    /* a node record is at least ~60 bytes, a record 28 */
+    /* a node record is at least ~60 bytes, a record 36 */
     if (r.bad || (size_t)nt * 60 > r.len - r.off)
         goto bad;
     g->topos = calloc((size_t)nt, sizeof *g->topos);
@@ -177,7 +179,7 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
         g->ntopos++;
     }
     int nr = p3d_rbuf_int(&r, 1, nnodes);
-    if (r.bad || (size_t)nr * 28 > r.len - r.off)
+    if (r.bad || (size_t)nr * 36 > r.len - r.off)
         goto bad;
     g->recs = calloc((size_t)nr, sizeof *g->recs);
     if (!g->recs)
@@ -192,11 +194,24 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
         x->master_port = p3d_rbuf_int(&r, 0, 65535);
         x->nccl_port = p3d_rbuf_int(&r, 0, 65535);
         x->topo = p3d_rbuf_int(&r, 0, nt - 1);
+        x->health = p3d_rbuf_int(&r, P3D_GREC_HEALTH_NONE, P3D_GREC_HEALTH_FAILED);
+        x->health_how = p3d_rbuf_str(&r, P3D_GREC_HOW_MAX);
         if (r.bad)
             goto bad;
         if (!x->rack[0]) {
             free(x->rack);
             x->rack = NULL;
+        }
+        /* a reason (printable ASCII: it reaches a terminal) only with a
+         * failure, and a failure always has one */
+        if ((x->health == P3D_GREC_HEALTH_FAILED) != (x->health_how[0] != 0))
+            goto bad;
+        for (const char *c = x->health_how; *c; c++)
+            if (*c < 32 || *c > 126)
+                goto bad;
+        if (!x->health_how[0]) {
+            free(x->health_how);
+            x->health_how = NULL;
         }
     }
     if (r.off != r.len)
@@ -281,8 +296,12 @@ int p3d_gather_add(p3d_gather *g, const p3d_grec *r, p3d_node *topo, char **err)
     x->hostname = strdup(r->hostname ? r->hostname : "");
     x->addr = strdup(r->addr ? r->addr : "");
     x->rack = r->rack && r->rack[0] ? strdup(r->rack) : NULL;
+    x->health = r->health;
+    if (r->health == P3D_GREC_HEALTH_FAILED)
+        x->health_how = strndup(r->health_how && r->health_how[0] ? r->health_how : "failed", P3D_GREC_HOW_MAX);
     g->nrec++;
-    if (t < 0 || !x->hostname || !x->addr || (r->rack && r->rack[0] && !x->rack))
+    if (t < 0 || !x->hostname || !x->addr || (r->rack && r->rack[0] && !x->rack) ||
+        (r->health == P3D_GREC_HEALTH_FAILED && !x->health_how))
         return p3d_err(err, "out of memory");
     return 0;
 }
@@ -295,6 +314,7 @@ void p3d_gather_free(p3d_gather *g)
         free(g->recs[i].hostname);
         free(g->recs[i].addr);
         free(g->recs[i].rack);
+        free(g->recs[i].health_how);
     }
     free(g->topos);
     free(g->recs);

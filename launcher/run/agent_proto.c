@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_N };
+enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_N };
 
 typedef struct field_def {
     size_t off;
@@ -25,6 +25,8 @@ static const field_def FIELDS[F_N] = {
     [F_RANK] = {offsetof(p3d_amsg, rank), -1, INT_MAX},
     [F_SIG] = {offsetof(p3d_amsg, sig), 0, 64},
     [F_NRANKS] = {offsetof(p3d_amsg, nranks), 0, INT_MAX},
+    [F_SEQ] = {offsetof(p3d_amsg, seq), 0, INT_MAX},
+    [F_OK] = {offsetof(p3d_amsg, ok), 0, 1},
 };
 
 typedef struct type_def {
@@ -44,6 +46,8 @@ static const type_def TYPES[] = {
     {P3D_AM_FORWARD, 1, {F_SIG}, 0},
     {P3D_AM_RETIRE, 0, {0}, 0},
     {P3D_AM_RETIRED, 0, {0}, 0},
+    {P3D_AM_CHECK, 1, {F_SEQ}, 0},
+    {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, 1},
 };
 
 static const type_def *type_of(int t)

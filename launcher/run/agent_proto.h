@@ -31,6 +31,12 @@
  * |      |                 |                    | (grace, SIGKILL), keep the connection,   |
  * |      |                 |                    | then await the new placement (CPLACE)    |
  * | Y    | relay -> ctl    |                    | retired: the node's agent is gone        |
+ * | C    | ctl -> relay    | seq                | run this node's own --health-check now   |
+ * |      |                 |                    | (never a command: the node's own CMD)    |
+ * | H    | relay -> ctl    | seq ok + text      | the check's result for request seq: ok 1 |
+ * |      |                 |                    | passed (or no --health-check here), 0    |
+ * |      |                 |                    | failed; text: how (at most               |
+ * |      |                 |                    | P3D_HEALTH_HOW-1 bytes are kept)         |
  *
  * Decoding checks every field's range; a packet that does not parse is
  * dropped by the caller (it never comes from our own agents).
@@ -53,6 +59,8 @@ enum {
     P3D_AM_FORWARD = 'U',
     P3D_AM_RETIRE = 'Q',
     P3D_AM_RETIRED = 'Y',
+    P3D_AM_CHECK = 'C',
+    P3D_AM_HEALTH = 'H',
 };
 
 typedef struct p3d_amsg {
@@ -62,7 +70,9 @@ typedef struct p3d_amsg {
     int rank;          /* F */
     int sig;           /* F S T U */
     int nranks;        /* A */
-    const char *text;  /* F; decoded: points into the packet (NUL-ended) */
+    int seq;           /* C H */
+    int ok;            /* H */
+    const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
 } p3d_amsg;
 
 /* Encodes m into buf (cap bytes, at least 64); the text is cut to fit.

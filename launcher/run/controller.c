@@ -226,15 +226,20 @@ static void begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *re
 
 /* --health-check after a failure: the nodes that fail it are lost. 1 when
  * the job goes on with a replacement (or stops), 0 when every node is
- * healthy. */
-static int health_after_failure(p3d_ctl *c, const char *after, double now)
+ * healthy. The checks take time: *now moves on by what they took, so that
+ * the deadlines that follow (retire, grace) start after them. */
+static int health_after_failure(p3d_ctl *c, const char *after, double *now)
 {
     if (!c->ops.health)
         return 0;
     unsigned char *bad = calloc((size_t)c->cfg.nagents + 1, 1);
     int *lost = calloc((size_t)c->cfg.nagents + 1, sizeof *lost);
     int nlost = 0;
-    if (bad && lost && c->ops.health(c->ops.ctx, c->dead, bad) > 0)
+    double took = 0;
+    int nbad = bad && lost ? c->ops.health(c->ops.ctx, c->dead, bad, &took) : 0;
+    if (took > 0)
+        *now += took;
+    if (nbad > 0)
         for (int i = 0; i < c->cfg.nagents; i++)
             if (bad[i] && !c->dead[i])
                 lost[nlost++] = i;
@@ -242,7 +247,7 @@ static int health_after_failure(p3d_ctl *c, const char *after, double now)
     if (nlost) {
         char why[256];
         snprintf(why, sizeof why, "node %s failed its --health-check after %s", c->cfg.names[lost[0]], after);
-        begin_replace(c, lost, nlost, why, now);
+        begin_replace(c, lost, nlost, why, *now);
     }
     free(lost);
     return nlost > 0;
@@ -262,7 +267,7 @@ static void failed(p3d_ctl *c, int a, const p3d_amsg *m, double now)
     if (c->gen < c->cfg.max_restarts) {
         char after[96];
         snprintf(after, sizeof after, "rank %d failed (%s)", m->rank, how);
-        if (health_after_failure(c, after, now))
+        if (health_after_failure(c, after, &now))
             return;
         /* not the root cause yet: one line; the summary is printed once,
          * for the failure that ends the job */

@@ -68,8 +68,9 @@ typedef struct p3d_ctl_ops {
      * placement, restart count gen; 0, or -1 */
     int (*respawn)(void *ctx, int gen, const unsigned char *dead);
     /* --health-check on every live agent's node: sets bad[a] = 1 for a
-     * failed one, returns how many failed */
-    int (*health)(void *ctx, const unsigned char *dead, unsigned char *bad);
+     * failed one, returns how many failed; *took: the seconds it blocked
+     * (the controller's clock moves on by that much) */
+    int (*health)(void *ctx, const unsigned char *dead, unsigned char *bad, double *took);
     /* one events.jsonl record: the fields, without braces */
     void (*event)(void *ctx, const char *fields);
 } p3d_ctl_ops;

@@ -86,6 +86,10 @@ typedef struct p3d_launch {
     /* type: P3D_MSG_CPLACE or P3D_MSG_CDELTA */
     int (*adopt)(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);
     void *adopt_ctx;
+    /* Multi-node leader: unhealthy[i] set when node rank i failed its own
+     * --health-check before the rendezvous (placed with no ranks, never
+     * asked again); NULL: none. */
+    const unsigned char *unhealthy;
 } p3d_launch;
 
 /* ---- rank_env.c ---------------------------------------------------------- */
@@ -367,5 +371,30 @@ void p3d_json_str(char *buf, size_t cap, const char *s);
  * between it and the leader's controller on up (taken over). Returns the
  * node's exit code (the job's, as the leader decided it). */
 int p3d_relay_run(const p3d_launch *L, int me, int up);
+
+/* ---- health.c: --health-check ------------------------------------------- */
+
+/* A reason is at most this long (NUL included), also on the wire. */
+#define P3D_HEALTH_HOW 200
+/* The answer of a node that has no --health-check of its own (ok). */
+#define P3D_HEALTH_NONE "no --health-check on this node"
+
+typedef struct p3d_health_res {
+    int ok;
+    double seconds;             /* from the start of the checks */
+    char how[P3D_HEALTH_HOW];   /* "passed", or how it failed and the last
+                                   line of its output */
+} p3d_health_res;
+
+/* Runs o->health_check for every names[i] (skip[i] set: not; skip may be
+ * NULL), all at once (health.c has the rules); fills res[i]. Returns how
+ * many failed. */
+int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
+                   p3d_health_res *res);
+/* Sets r->how from text received from elsewhere: printable ASCII only
+ * ('?' for the rest), cut to P3D_HEALTH_HOW-1 bytes. */
+void p3d_health_set_how(p3d_health_res *r, const char *text);
+/* The events.jsonl "health" record of one node's result. */
+void p3d_health_event(int events_fd, double t0, const char *node, const p3d_health_res *r);
 
 #endif

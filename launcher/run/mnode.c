@@ -58,6 +58,11 @@ typedef struct mnode {
     p3d_wbuf rdelta;           /*   and as a CDELTA against base */
     unsigned char *base;       /* leader: the CPLACE body every node holds */
     size_t base_len;
+    p3d_health_res own_health; /* this node's pre-start --health-check */
+    int own_checked;           /*   run (this node has --health-check) */
+    p3d_health_res *health;    /* leader: every node's, by node rank */
+    unsigned char *checked;    /*   which ran one */
+    unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
@@ -142,7 +147,11 @@ static int own_record(mnode *m, char **err)
     if (!t)
         return -1;
     p3d_grec rec = {.rank = m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
-                    .master_port = h->master_port, .nccl_port = h->nccl_port};
+                    .master_port = h->master_port, .nccl_port = h->nccl_port,
+                    .health = !m->own_checked         ? P3D_GREC_HEALTH_NONE
+                              : m->own_health.ok ? P3D_GREC_HEALTH_OK
+                                                 : P3D_GREC_HEALTH_FAILED,
+                    .health_how = m->own_health.how};
     return p3d_gather_add(&m->mine, &rec, t, err);
 }
 
@@ -281,6 +290,66 @@ static void mnode_sent(void *ctx)
     m->base_len = m->rframe.len - 5;
 }
 
+/* ---- --health-check before the start (docs/multinode.md) ----------------- */
+
+/* This node's own check, run before it joins (all nodes at once, while
+ * they would wait for the rendezvous anyway); the result travels in its
+ * gathered record. P3D_NODE is the name this node knows itself by. */
+static void own_health(mnode *m, const char *name)
+{
+    if (!m->o->health_check)
+        return;
+    m->own_checked = 1;
+    p3d_health_run(m->o, &name, 1, NULL, &m->own_health);
+    if (!m->own_health.ok)
+        err_line("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
+                 m->me == 0 ? "" : "; the leader excludes it");
+}
+
+/* The leader: every node's pre-start result, from the gathered records,
+ * kept for the events and the controller (p3d_gather is freed early). */
+static int keep_health(mnode *m, const p3d_gather *g, char **err)
+{
+    m->health = calloc((size_t)m->nnodes, sizeof *m->health);
+    m->checked = calloc((size_t)m->nnodes, 1);
+    m->unhealthy = calloc((size_t)m->nnodes, 1);
+    if (!m->health || !m->checked || !m->unhealthy)
+        return p3d_err(err, "out of memory");
+    for (int i = 0; i < g->nrec; i++) {
+        const p3d_grec *x = &g->recs[i];
+        if (x->rank < 0 || x->rank >= m->nnodes || x->health == P3D_GREC_HEALTH_NONE)
+            continue;
+        m->checked[x->rank] = 1;
+        m->health[x->rank].ok = x->health == P3D_GREC_HEALTH_OK;
+        m->unhealthy[x->rank] = x->health == P3D_GREC_HEALTH_FAILED;
+        p3d_health_set_how(&m->health[x->rank], m->unhealthy[x->rank] ? x->health_how : "passed");
+    }
+    return 0;
+}
+
+/* The leader, once events.jsonl is open: a "health" event per node that
+ * ran its check, a line per excluded node, one warning when the nodes'
+ * options disagree. */
+static void tell_health(mnode *m, const p3d_launch *L)
+{
+    int with = 0, without = 0;
+    for (int i = 0; i < m->nnodes; i++) {
+        with += m->checked[i];
+        without += !m->checked[i];
+        if (!m->checked[i])
+            continue;
+        p3d_health_event(L->events_fd, L->t0, m->pm.names[i], &m->health[i]);
+        if (m->unhealthy[i])
+            err_line("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
+                     "took its place",
+                     m->pm.names[i], m->health[i].how);
+    }
+    if (with && without)
+        err_line("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
+                 "healthy",
+                 without, m->nnodes);
+}
+
 /* ---- the flow ------------------------------------------------------------- */
 
 static const char *base_name(const char *p)
@@ -386,6 +455,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             p3d_err(&err, "out of memory");
             goto out;
         }
+        own_health(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         p3d_gather g;
@@ -395,10 +465,16 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
         close(lfd);
         lfd = -1;
-        int e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, &err);
+        int e = keep_health(m, &g, &err);
+        if (e == 0)
+            e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, &err);
         p3d_gather_free(&g);
         m->have_res = e == 0;
         if (e < 0) {
+            /* a failed --health-check that nothing can make up for: the
+             * job stops before anything runs, as a lost node would */
+            if (e == -2)
+                rc = P3D_EXIT_LOST;
             p3d_tcp_refuse_all(m->fds, m->nnodes, err);
             goto out;
         }
@@ -431,6 +507,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         /* the backend may just have handed over the token (pmix, etcd) */
         free(h->token);
         h->token = strdup(r->boot.token);
+        own_health(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         m->up = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &err);
@@ -512,6 +589,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         L.replace = mnode_replace;
         L.replace_ctx = m;
     }
+    if (m->me == 0 && m->checked) {
+        tell_health(m, &L);
+        L.unhealthy = m->unhealthy;
+    }
     if (o->verbose) {
         int nl = 0;
         for (int q = 0; q < L.pl->world; q++)
@@ -578,6 +659,9 @@ out:
     p3d_wbuf_free(&m->rframe);
     p3d_wbuf_free(&m->rdelta);
     free(m->base);
+    free(m->health);
+    free(m->checked);
+    free(m->unhealthy);
     p3d_envv_free(&m->extra);
     p3d_wbuf_free(&frame);
     free(m->program);

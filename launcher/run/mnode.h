@@ -11,7 +11,10 @@
 
 /* Leader: the cluster from every node's gathered record (g, topologies
  * taken), placed, checked and encoded as the CPLACE frame (rdzv.h). st
- * (may be NULL) gets the sizes and the placement time. 0 or -1. */
+ * (may be NULL) gets the sizes and the placement time. A node whose record
+ * says it failed its --health-check is excluded and uses up a spare. 0,
+ * -1, or -2 when failed health checks leave the job short (or the
+ * leader's own failed): nothing may start. */
 int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                     p3d_tree_stats *st, char **err);
 

@@ -150,6 +150,44 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
     return p3d_mnode_place_keep(o, r, g, n, frame, st, NULL, NULL, err);
 }
 
+/* Nodes that failed their own --health-check before the start (their
+ * gathered record says so) are excluded like --exclude's, each one using
+ * up a spare (*oh: o with --spares lowered), so that the spares fill in
+ * before the policy runs and the job keeps its size. -2 when the leader's
+ * node failed (it cannot be replaced) or more nodes failed than there are
+ * spares: the job stops before anything runs. */
+static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *by, p3d_cluster *c, p3d_opts *oh,
+                             char **err)
+{
+    int nbad = 0, first = -1;
+    for (int i = 0; i < (int)c->nnodes; i++) {
+        const p3d_grec *x = &g->recs[by[i]];
+        if (x->health != P3D_GREC_HEALTH_FAILED)
+            continue;
+        const char *how = x->health_how ? x->health_how : "failed";
+        if (i == 0) {
+            p3d_err(err, "the leader's node %s failed its --health-check before the start (%s); the leader runs the "
+                         "job controller and cannot be replaced: nothing started",
+                    c->nodes[0].name, how);
+            return -2;
+        }
+        if (first < 0)
+            first = i;
+        c->nodes[i].role = P3D_NODE_EXCLUDED;
+        nbad++;
+    }
+    if (nbad > o->spares) {
+        const p3d_grec *x = &g->recs[by[first]];
+        p3d_err(err, "node %s failed its --health-check before the start (%s)%s; no spare can take its place "
+                     "(--spares %d; %d node%s failed): nothing started",
+                c->nodes[first].name, x->health_how ? x->health_how : "failed", nbad > 1 ? " (and others)" : "",
+                o->spares, nbad, nbad == 1 ? "" : "s");
+        return -2;
+    }
+    oh->spares = o->spares - nbad;
+    return 0;
+}
+
 int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                          p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, char **err)
 {
@@ -183,10 +221,16 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
         }
     if (gathered_cluster(o, r, g, by, n, &c, err) < 0)
         goto out;
+    p3d_opts oh = *o;
+    int e = exclude_unhealthy(o, g, by, c, &oh, err);
+    if (e < 0) {
+        rc = e;
+        goto out;
+    }
     {
         p3d_cluster *own = c;
         c = NULL; /* p3d_place_cluster owns it from here, also on failure */
-        if (p3d_place_cluster(o, own, &res, err) < 0)
+        if (p3d_place_cluster(&oh, own, &res, err) < 0)
             goto out;
     }
     placed = 1;

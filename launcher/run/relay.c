@@ -79,9 +79,33 @@ static void r_stop(relay *r, int sig, int code)
     r_local(r, &t);
 }
 
+/* The leader asks for this node's health (C): run our own --health-check
+ * (health.c; the leader's time bound is ours plus slack) and answer H. A
+ * node without one answers ok, P3D_HEALTH_NONE. */
+static void r_health(relay *r, int seq)
+{
+    p3d_health_res res = {.ok = 1};
+    const char *name = r->L->cluster->nodes[r->me].name;
+    if (r->L->o->health_check)
+        p3d_health_run(r->L->o, &name, 1, NULL, &res);
+    else
+        p3d_health_set_how(&res, P3D_HEALTH_NONE);
+    if (!res.ok)
+        fprintf(stderr, "par3drun: node %s failed its --health-check (%s)\n", name, res.how);
+    char buf[P3D_HEALTH_HOW + 64];
+    p3d_amsg h = {.type = P3D_AM_HEALTH, .seq = seq, .ok = res.ok, .text = res.how};
+    int n = p3d_amsg_encode(&h, buf, sizeof buf);
+    if (n > 0)
+        r_up(r, buf, (size_t)n);
+}
+
 static void r_from_leader(void *ctx, const p3d_amsg *m)
 {
     relay *r = ctx;
+    if (m->type == P3D_AM_CHECK) {
+        r_health(r, m->seq);
+        return;
+    }
     if (m->type == P3D_AM_RETIRE) {
         if (r->stopping || r->retiring)
             return;

@@ -157,8 +157,16 @@ typedef struct alink {
     pid_t pid;     /* local: the agent process, 0 once reaped */
     int broken;    /* remote: a send failed; reported as gone by the loop */
     int reported;  /* p3d_ctl_gone called */
+    char how[200]; /* remote, broken while a health check waited: why */
     p3d_framer fr;
 } alink;
+
+/* A remote message read while hub_health waited, for the loop. */
+typedef struct hpend {
+    int a;
+    char *pkt;
+    int len;
+} hpend;
 
 typedef struct hub {
     const p3d_launch *L;
@@ -170,6 +178,10 @@ typedef struct hub {
     const char **names;
     p3d_ctl *ctl;
     p3d_outsink sink;
+    int health_seq;     /* the latest C request's number */
+    int health_warned;  /* said that some nodes have no --health-check */
+    hpend *pend;
+    int npend;
 } hub;
 
 static void hub_say(void *ctx, const char *text)
@@ -323,91 +335,156 @@ static void hub_event(void *ctx, const char *fields)
     p3d_event(h->L->events_fd, h->L->t0, "%s", fields);
 }
 
-/* --health-check: CMD through sh -c once per node, all at once, each with
- * P3D_NODE=<node name>, bounded by --health-check-timeout (then its
- * process group is SIGKILLed and it counts as failed). Local agents only:
- * a multi-node leader checks its own node. */
-static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
+/* ---- health answers from remote nodes (hub_health) ---------------------- */
+
+/* Keeps message m of remote agent a for the loop (hub_drain). */
+static void hub_keep(hub *h, int a, const p3d_amsg *m)
+{
+    char *buf = malloc(P3D_AMSG_MAX + 1);
+    hpend *np = realloc(h->pend, (size_t)(h->npend + 1) * sizeof *np);
+    if (np)
+        h->pend = np;
+    int len = buf && np ? p3d_amsg_encode(m, buf, P3D_AMSG_MAX) : -1;
+    if (len <= 0) {
+        free(buf);
+        return;
+    }
+    char *fit = realloc(buf, (size_t)len + 1); /* + the decoder's NUL */
+    h->pend[h->npend++] = (hpend){.a = a, .pkt = fit ? fit : buf, .len = len};
+}
+
+typedef struct hwait {
+    hub *h;
+    int a, seq;
+    double t;
+    p3d_health_res *res;
+    unsigned char *ask;  /* 1 asked, 2 answered or gone */
+} hwait;
+
+static void hub_wait_msg(void *ctx, const p3d_amsg *m)
+{
+    hwait *w = ctx;
+    if (m->type != P3D_AM_HEALTH) {
+        hub_keep(w->h, w->a, m);
+        return;
+    }
+    if (m->seq != w->seq || w->ask[w->a] != 1)
+        return; /* an answer to an earlier request, too late */
+    w->ask[w->a] = 2;
+    p3d_health_res *r = &w->res[w->a];
+    r->ok = m->ok;
+    r->seconds = p3d_now() - w->t;
+    p3d_health_set_how(r, m->text && m->text[0] ? m->text : m->ok ? "passed" : "failed");
+    if (m->ok && !strcmp(r->how, P3D_HEALTH_NONE) && !w->h->health_warned) {
+        char line[256];
+        snprintf(line, sizeof line,
+                 "par3drun: warning: node %s has no --health-check of its own (it counts as healthy); give every "
+                 "node the same options\n",
+                 w->h->names[w->a]);
+        hub_say(w->h, line);
+        w->h->health_warned = 1;
+    }
+}
+
+/* Reads the asked remote nodes until each answered request seq or until
+ * `until`. A connection that ends meanwhile fails the check and is reported
+ * lost by the loop. */
+static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int seq, double t, double until)
+{
+    struct pollfd *pfd = calloc((size_t)h->n + 1, sizeof *pfd);
+    int *who = calloc((size_t)h->n + 1, sizeof *who);
+    while (pfd && who) {
+        int np = 0;
+        for (int i = 0; i < h->n; i++)
+            if (ask[i] == 1 && h->ln[i].fd >= 0 && !h->ln[i].broken) {
+                pfd[np] = (struct pollfd){.fd = h->ln[i].fd, .events = POLLIN};
+                who[np++] = i;
+            }
+        int ms = p3d_poll_ms(until);
+        if (!np || ms == 0)
+            break;
+        int pr = poll(pfd, (nfds_t)np, ms);
+        if (pr < 0 && errno != EINTR)
+            break;
+        for (int k = 0; k < np && pr > 0; k++) {
+            if (!pfd[k].revents)
+                continue;
+            int a = who[k];
+            alink *l = &h->ln[a];
+            hwait w = {.h = h, .a = a, .seq = seq, .t = t, .res = res, .ask = ask};
+            char *e = NULL;
+            if (p3d_fate_read(&l->fr, l->fd, hub_wait_msg, &w, &e) < 0) {
+                l->broken = 1;
+                snprintf(l->how, sizeof l->how, "the connection %s (killed, crashed, or the node is down)",
+                         e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
+                if (ask[a] == 1) {
+                    ask[a] = 2;
+                    res[a].ok = 0;
+                    p3d_health_set_how(&res[a], "the connection ended during the check");
+                }
+            }
+            free(e);
+        }
+    }
+    free(pfd);
+    free(who);
+}
+
+/* --health-check on every live node, all at once: the remote nodes are
+ * asked first (agent_proto.h's C; each runs its own CMD, health.c) so that
+ * they check while the local ones do; their answers (H) are awaited up to
+ * --health-check-timeout + P3D_CTL_SLACK, no answer by then is a failure.
+ * What else they send meanwhile is kept for the loop (hub_drain). */
+static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad, double *took)
 {
     hub *h = ctx;
     const p3d_opts *o = h->L->o;
-    pid_t *pid = calloc((size_t)h->n + 1, sizeof *pid);
-    int *st = calloc((size_t)h->n + 1, sizeof *st);
+    p3d_health_res *res = calloc((size_t)h->n + 1, sizeof *res);
+    unsigned char *skip = calloc((size_t)h->n + 1, 1), *ask = calloc((size_t)h->n + 1, 1);
+    unsigned char *gone = calloc((size_t)h->n + 1, 1);
     int nbad = 0;
-    if (!pid || !st) {
-        free(pid);
-        free(st);
-        return 0;
-    }
-    double t = p3d_now(), until = t + o->health_check_timeout;
+    double t = p3d_now();
+    if (!res || !skip || !ask || !gone)
+        goto out;
+    int seq = ++h->health_seq;
+    char pkt[64];
+    p3d_amsg c = {.type = P3D_AM_CHECK, .seq = seq};
+    int len = p3d_amsg_encode(&c, pkt, sizeof pkt);
     for (int i = 0; i < h->n; i++) {
-        if ((dead && dead[i]) || h->ln[i].remote)
-            continue; /* a remote node is not checked from here */
-        fflush(NULL);
-        pid_t c = fork();
-        if (c == 0) {
-            sigset_t none;
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, NULL);
-            setpgid(0, 0);
-            setenv("P3D_NODE", h->names[i], 1);
-            execl("/bin/sh", "sh", "-c", o->health_check, (char *)NULL);
-            _exit(127);
-        }
-        if (c > 0)
-            setpgid(c, c);
-        pid[i] = c;
-        st[i] = -1;
-    }
-    int left;
-    do {
-        left = 0;
-        for (int i = 0; i < h->n; i++)
-            if (pid[i] > 0 && st[i] == -1) {
-                int w;
-                if (waitpid(pid[i], &w, WNOHANG) == pid[i])
-                    st[i] = w;
-                else
-                    left++;
-            }
-        if (left && p3d_now() >= until) {
-            for (int i = 0; i < h->n; i++)
-                if (pid[i] > 0 && st[i] == -1) {
-                    kill(-pid[i], SIGKILL);
-                    waitpid(pid[i], &st[i], 0);
-                    st[i] = -2;
-                }
-            left = 0;
-        }
-        if (left)
-            usleep(5000);
-    } while (left);
-    for (int i = 0; i < h->n; i++) {
-        if ((dead && dead[i]) || h->ln[i].remote)
+        /* a connection already gone is reported lost by the loop */
+        gone[i] = (dead && dead[i]) || (h->ln[i].remote && (h->ln[i].fd < 0 || h->ln[i].broken));
+        skip[i] = gone[i] || h->ln[i].remote;
+        if (gone[i] || !h->ln[i].remote)
             continue;
-        char how[96], jn[160], jh[128];
-        int ok = pid[i] > 0 && st[i] >= 0 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0;
-        if (pid[i] <= 0)
-            snprintf(how, sizeof how, "cannot start it");
-        else if (st[i] == -2)
-            snprintf(how, sizeof how, "timed out after %g s", o->health_check_timeout);
-        else
-            p3d_exit_how(st[i], how, sizeof how);
-        p3d_json_str(jn, sizeof jn, h->names[i]);
-        p3d_json_str(jh, sizeof jh, ok ? "passed" : how);
-        p3d_event(h->L->events_fd, h->L->t0,
-                  "\"event\": \"health\", \"node\": %s, \"ok\": %s, \"how\": %s, \"seconds\": %.3f", jn,
-                  ok ? "true" : "false", jh, p3d_now() - t);
-        if (!ok) {
-            char line[256];
-            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i], how);
+        ask[i] = 1;
+        res[i].ok = 0;
+        snprintf(res[i].how, sizeof res[i].how, "no answer within %g s", o->health_check_timeout + P3D_CTL_SLACK);
+        if (len > 0)
+            hub_send_one(h, i, pkt, (size_t)len);
+    }
+    p3d_health_run(o, h->names, h->n, skip, res);
+    hub_health_wait(h, ask, res, seq, t, t + o->health_check_timeout + P3D_CTL_SLACK);
+    for (int i = 0; i < h->n; i++) {
+        if (gone[i])
+            continue;
+        if (ask[i] == 1)
+            res[i].seconds = p3d_now() - t;
+        p3d_health_event(h->L->events_fd, h->L->t0, h->names[i], &res[i]);
+        if (!res[i].ok) {
+            char line[P3D_HEALTH_HOW + 128];
+            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i], res[i].how);
             hub_say(h, line);
             bad[i] = 1;
             nbad++;
         }
     }
-    free(pid);
-    free(st);
+out:
+    if (took)
+        *took = p3d_now() - t;
+    free(res);
+    free(skip);
+    free(ask);
+    free(gone);
     return nbad;
 }
 
@@ -439,6 +516,8 @@ typedef struct remote_ctx {
 static void hub_remote_msg(void *ctx, const p3d_amsg *m)
 {
     remote_ctx *rc = ctx;
+    if (m->type == P3D_AM_HEALTH)
+        return; /* an answer that came after hub_health gave up on it */
     if (m->type == P3D_AM_RETIRED) {
         /* its ranks are gone; the connection stays for the new placement */
         hub_gone(rc->h, rc->a, NULL, 1);
@@ -461,6 +540,21 @@ static void hub_read_remote(hub *h, int a)
         hub_gone(h, a, how, 0);
     }
     free(e);
+}
+
+/* Hands the loop what remote nodes sent while hub_health waited, in
+ * order (a message may start another check: it appends, we go on). */
+static void hub_drain(hub *h)
+{
+    while (h->npend > 0 && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
+        hpend p = h->pend[0];
+        memmove(h->pend, h->pend + 1, (size_t)--h->npend * sizeof *h->pend);
+        remote_ctx rc = {h, p.a};
+        p3d_amsg m;
+        if (!h->ln[p.a].reported && p3d_amsg_decode(p.pkt, (size_t)p.len, &m) == 0)
+            hub_remote_msg(&rc, &m);
+        free(p.pkt);
+    }
 }
 
 static void hub_reap(hub *h)
@@ -496,10 +590,11 @@ static void hub_loop(hub *h)
         return;
     }
     while (p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
+        hub_drain(h);
         for (int i = 0; i < h->n; i++)
             if (h->ln[i].broken && !h->ln[i].reported) {
                 hub_close(&h->ln[i]);
-                hub_gone(h, i, "the connection failed (cannot send to it)", 0);
+                hub_gone(h, i, h->ln[i].how[0] ? h->ln[i].how : "the connection failed (cannot send to it)", 0);
             }
         if (p3d_ctl_get_state(h->ctl) == P3D_CTL_DONE)
             break;
@@ -539,6 +634,10 @@ static void hub_loop(hub *h)
             int a = owner[k];
             if (h->ln[a].fd != pfd[k].fd)
                 continue; /* closed while handling an earlier event */
+            if (h->npend)
+                hub_drain(h); /* read during a health check: older */
+            if (h->ln[a].fd != pfd[k].fd)
+                continue;
             if (h->ln[a].remote)
                 hub_read_remote(h, a);
             else
@@ -593,21 +692,27 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");
         goto out;
     }
-    if (L->o->health_check && hub_health(h, NULL, bad) > 0) {
+    for (int i = 0; L->unhealthy && i < nnodes; i++)
+        if (L->unhealthy[i]) {
+            /* multi-node: failed its own check before the rendezvous; the
+             * placement gave it no rank (mnode.c), it waits idle */
+            bad[i] = 1;
+            p3d_ctl_mark_dead(h->ctl, i);
+        }
+    if (L->o->health_check && !remote && hub_health(h, NULL, bad, NULL) > 0) {
         /* before the first start: a failed node is excluded like a lost
-         * one, its ranks placed on a spare (not a restart) */
+         * one, its ranks placed on a spare (not a restart); a multi-node
+         * job did this at the rendezvous (mnode.c, L->unhealthy) */
         int *lost = calloc((size_t)nnodes + 1, sizeof *lost), nlost = 0;
         char *msg = NULL, why[256];
         for (int i = 0; lost && i < nnodes; i++)
             if (bad[i])
                 lost[nlost++] = i;
         snprintf(why, sizeof why, "node %s failed its --health-check before the start", names[lost ? lost[0] : 0]);
-        /* multi-node: the others already run on the first placement */
-        if (!lost || !ops.replace || remote || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
+        if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
             char *s = NULL;
             if (asprintf(&s, "%s; cannot replace it: %s", why,
                          msg ? msg
-                         : remote ? "a multi-node job replaces nodes only once every node runs"
                          : !ops.replace ? "no spare (--spares K keeps some)"
                                         : "out of memory") < 0)
                 s = NULL;
@@ -683,6 +788,9 @@ out:
         p3d_framer_free(&h->ln[i].fr);
     }
     p3d_ctl_free(h->ctl);
+    for (int i = 0; i < h->npend; i++)
+        free(h->pend[i].pkt);
+    free(h->pend);
     free(h->ln);
     free(names);
     free(bad);

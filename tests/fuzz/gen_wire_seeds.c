@@ -54,6 +54,11 @@ int main(int argc, char **argv)
         p3d_wbuf_free(&b);
         p3d_gather g = {0};
         p3d_grec rec = {.rank = i - 1, .hostname = "n2", .addr = "10.0.0.2", .rack = "r1", .master_port = 29500};
+        /* every other record carries a failed pre-start --health-check */
+        if (i % 2) {
+            rec.health = P3D_GREC_HEALTH_FAILED;
+            rec.health_how = "its process ended with exit code 1: gpu 3 is missing";
+        }
         p3d_node *c = NULL;
         if (!first) {
             first = n;

@@ -80,6 +80,9 @@ static void test_proto_roundtrip(void **st)
         {.type = P3D_AM_RESTART, .gen = 3},
         {.type = P3D_AM_STOP, .sig = 15, .code = 124},
         {.type = P3D_AM_FORWARD, .sig = 10},
+        {.type = P3D_AM_CHECK, .seq = 7},
+        {.type = P3D_AM_HEALTH, .seq = 7, .ok = 0, .text = "its process ended with exit code 1: gpu 3 missing"},
+        {.type = P3D_AM_HEALTH, .seq = 2147483647, .ok = 1, .text = "passed"},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char buf[512];
@@ -93,6 +96,8 @@ static void test_proto_roundtrip(void **st)
         assert_int_equal(out.rank, in[i].rank);
         assert_int_equal(out.sig, in[i].sig);
         assert_int_equal(out.nranks, in[i].nranks);
+        assert_int_equal(out.seq, in[i].seq);
+        assert_int_equal(out.ok, in[i].ok);
         assert_string_equal(out.text, in[i].text ? in[i].text : "");
     }
 }
@@ -103,6 +108,10 @@ static void test_proto_rejects(void **st)
     const char *bad[] = {
         "", "X 1\n", "F 1 2 3\n", "F 1 2 3 65\n", "F -1 2 3 0\n", "F 1 256 3 0\n", "F 1 2 -2 0\n", "D\n",
         "D 1 2\n", "D 1\ntext", "T 15\n", "T 15 0x\n", "R 99999999999\n", "U  10\n", "A 1\n", "S +2\n",
+        /* the health check's request and answer: seq >= 0, ok 0 or 1, a
+         * request carries no text */
+        "C\n", "C -1\n", "C 1 2\n", "C 1\nsh -c rm", "C 2147483648\n", "H 1\n", "H 1 2\nx", "H -1 1\n",
+        "H 1 1 1\n", "H 1 -1\n", "H x 1\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
@@ -321,6 +330,43 @@ static p3d_ctl *mk_r(rrec *x, int max_restarts, int leader, int replace_rc)
     return c;
 }
 
+/* A health op that takes 5 s and finds node 1 bad. */
+static int r_health_slow(void *ctx, const unsigned char *dead, unsigned char *bad, double *took)
+{
+    (void)ctx;
+    assert_int_equal(dead[1], 0);
+    bad[1] = 1;
+    *took = 5;
+    return 1;
+}
+
+/* After a failure the health checks run (they block): node 1 failed its
+ * check and is replaced, and the retire deadline counts from the end of
+ * the checks, not from the failure (a stale clock would end the others at
+ * once, before they could retire). */
+static void test_health_replaces_after_the_checks(void **st)
+{
+    (void)st;
+    rrec x;
+    memset(&x, 0, sizeof x);
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1};
+    p3d_ctl_ops ops = {.ctx = &x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
+                       .respawn = r_respawn, .health = r_health_slow};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "A 0 4\n", 1);
+    msg(c, 0, "F 0 3 1 0\n", 2);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_REPLACING);
+    assert_int_equal(x.nreplaced, 1);
+    assert_int_equal(x.replaced[0], 1);
+    assert_non_null(strstr(p3d_ctl_story(c), "node n1 failed its --health-check after rank 1 failed (exit code 3)"));
+    assert_true(p3d_ctl_deadline(c) == 2 + 5 + 3 + P3D_CTL_SLACK);
+    p3d_ctl_tick(c, 7.5);
+    assert_int_equal(x.r.killed[0] + x.r.killed[2], 0);
+    p3d_ctl_free(c);
+}
+
 static void test_replace_lost_node(void **st)
 {
     (void)st;
@@ -425,6 +471,7 @@ int main(void)
         cmocka_unit_test(test_all_done),
         cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_timeout_and_node_signal), cmocka_unit_test(test_replace_lost_node),
+        cmocka_unit_test(test_health_replaces_after_the_checks),
         cmocka_unit_test(test_replace_second_loss_while_retiring), cmocka_unit_test(test_replace_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

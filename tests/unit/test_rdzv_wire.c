@@ -215,6 +215,76 @@ static void gather_merge(void **st)
     p3d_wbuf_free(&b);
 }
 
+/* A record's pre-start --health-check: none, passed, or failed with a
+ * printable reason; anything else is refused. */
+static void gather_health(void **st)
+{
+    (void)st;
+    p3d_gather g = {0}, d;
+    char *err = NULL;
+    p3d_grec r0 = {.rank = 0, .hostname = "n0", .addr = "a", .health = P3D_GREC_HEALTH_OK},
+             r1 = {.rank = 1, .hostname = "n1", .addr = "b", .health = P3D_GREC_HEALTH_FAILED,
+                   .health_how = "its process ended with exit code 1: gpu 3 is missing"},
+             r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
+    assert_int_equal(p3d_gather_add(&g, &r0, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(&g, &r1, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(&g, &r2, node(), &err), 0);
+    p3d_wbuf b = {0};
+    assert_int_equal(p3d_gather_encode(&g, &b), 0);
+    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err), 0);
+    assert_int_equal(d.recs[0].health, P3D_GREC_HEALTH_OK);
+    assert_null(d.recs[0].health_how);
+    assert_int_equal(d.recs[1].health, P3D_GREC_HEALTH_FAILED);
+    assert_string_equal(d.recs[1].health_how, r1.health_how);
+    assert_int_equal(d.recs[2].health, P3D_GREC_HEALTH_NONE);
+    p3d_gather_free(&d);
+    /* the last record's health fields sit at the end of the frame: state
+     * (u32), then the reason (u32 length + bytes, "" here) */
+    size_t end = b.len;
+    unsigned char *st3 = b.p + end - 8;
+    assert_int_equal(st3[3], P3D_GREC_HEALTH_NONE);
+    st3[3] = 3; /* no such state */
+    assert_true(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err) < 0);
+    P3D_FREE(&err);
+    st3[3] = P3D_GREC_HEALTH_FAILED; /* a failure without a reason */
+    assert_true(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err) < 0);
+    P3D_FREE(&err);
+    st3[3] = P3D_GREC_HEALTH_NONE;
+    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err), 0);
+    p3d_gather_free(&d);
+    p3d_wbuf_free(&b);
+    /* a reason with a control character, or with a passed check (the state
+     * patched after encoding: the encoder never sends one), or longer than
+     * P3D_GREC_HOW_MAX */
+    const char *hows[] = {"exit 1\033[2J", "x", NULL};
+    int states[] = {P3D_GREC_HEALTH_FAILED, P3D_GREC_HEALTH_OK, P3D_GREC_HEALTH_FAILED};
+    char longhow[P3D_GREC_HOW_MAX + 2];
+    memset(longhow, 'y', sizeof longhow - 1);
+    longhow[sizeof longhow - 1] = 0;
+    hows[2] = longhow;
+    for (int k = 0; k < 3; k++) {
+        p3d_gather h = {0};
+        p3d_grec r = {.rank = 0, .hostname = "n0", .addr = "a", .health = P3D_GREC_HEALTH_FAILED, .health_how = "x"};
+        assert_int_equal(p3d_gather_add(&h, &r, node(), &err), 0);
+        /* forge the record past p3d_gather_add's own bounds */
+        free(h.recs[0].health_how);
+        h.recs[0].health = P3D_GREC_HEALTH_FAILED;
+        h.recs[0].health_how = strdup(hows[k]);
+        p3d_wbuf w = {0};
+        assert_int_equal(p3d_gather_encode(&h, &w), 0);
+        /* the state's low byte: before the reason's 4-byte length and bytes */
+        unsigned char *sb = w.p + w.len - strlen(hows[k]) - 4 - 1;
+        assert_int_equal(*sb, P3D_GREC_HEALTH_FAILED);
+        *sb = (unsigned char)states[k];
+        if (p3d_gather_decode(w.p + 5, w.len - 5, 8, &d, &err) == 0)
+            fail_msg("accepted a GATHER record with health %d and reason '%.20s...'", states[k], hows[k]);
+        P3D_FREE(&err);
+        p3d_gather_free(&h);
+        p3d_wbuf_free(&w);
+    }
+    p3d_gather_free(&g);
+}
+
 /* The compact placement expands to the leader's JSON byte for byte (a
  * 16-node cluster, tp 8 pp 2 dp 8, node names that run in numbers and one
  * that does not), and is much smaller than it. */
@@ -343,6 +413,7 @@ int main(void)
         cmocka_unit_test(frame_bounds),
         cmocka_unit_test(tree_messages),
         cmocka_unit_test(gather_merge),
+        cmocka_unit_test(gather_health),
         cmocka_unit_test(cplace_expands),
         cmocka_unit_test(k8s_leader_name),
     };
