@@ -261,7 +261,11 @@ void p3d_framer_free(p3d_framer *f);
  * it). Returns the listening fd or -1 with *err. */
 int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
 
-/* Leader: tells each connected agent why the job will not start. */
+/* Leader: tells each connected agent why the job will not start. A reason
+ * that starts with P3D_REFUSE_FAILED is a failure of the job (a node
+ * failed its health check): the agents exit 1 like the leader; any other
+ * refusal is the leader's input (exit 2). */
+#define P3D_REFUSE_FAILED "the job cannot start: "
 void p3d_tcp_refuse_all(const int *fds, int n, const char *why);
 
 /* Sends a refusal frame (best effort). */

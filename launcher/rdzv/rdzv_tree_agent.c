@@ -98,16 +98,18 @@ static int connect_retry(const char *host, int port, double t0, double deadline,
 
 /* The leader's refusal on the control connection, quoted. */
 /* The leader's REFUSE into *err. Returns 1 when it refused this node (bad
- * input: exit 2), 0 when it is the leader's own rendezvous timeout, which
- * travels as a refusal too: the rendezvous did not complete (exit 1 on
- * both sides; same par3drun version, so the text is the leader's). */
+ * input: exit 2), 0 when it is the leader's own rendezvous timeout or a
+ * failure of the job (P3D_REFUSE_FAILED), which travel as refusals too:
+ * the job did not start (exit 1 on both sides; same par3drun version, so
+ * the text is the leader's). */
 static int refusal(const unsigned char *body, size_t len, const p3d_rdzv *r, char **err)
 {
     p3d_rbuf rb = {.p = body, .len = len};
     char *why = p3d_rbuf_str(&rb, 65536);
     p3d_err(err, "rendezvous: the leader at %s:%d refused node[%d]: %s", r->boot.leader_host, r->boot.leader_port,
             r->boot.node_rank, why ? why : "(no reason given)");
-    int bad = !(why && !strncmp(why, TIMEOUT_TEXT, strlen(TIMEOUT_TEXT)));
+    int bad = !(why && (!strncmp(why, TIMEOUT_TEXT, strlen(TIMEOUT_TEXT)) ||
+                        !strncmp(why, P3D_REFUSE_FAILED, strlen(P3D_REFUSE_FAILED))));
     free(why);
     return bad;
 }

@@ -166,7 +166,7 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
             continue;
         const char *how = x->health_how ? x->health_how : "failed";
         if (i == 0) {
-            p3d_err(err, "the leader's node %s failed its --health-check before the start (%s); the leader runs the "
+            p3d_err(err, P3D_REFUSE_FAILED "the leader's node %s failed its --health-check before the start (%s); the leader runs the "
                          "job controller and cannot be replaced: nothing started",
                     c->nodes[0].name, how);
             return -2;
@@ -177,11 +177,21 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
         nbad++;
     }
     if (nbad > o->spares) {
-        const p3d_grec *x = &g->recs[by[first]];
-        p3d_err(err, "node %s failed its --health-check before the start (%s)%s; no spare can take its place "
-                     "(--spares %d; %d node%s failed): nothing started",
-                c->nodes[first].name, x->health_how ? x->health_how : "failed", nbad > 1 ? " (and others)" : "",
-                o->spares, nbad, nbad == 1 ? "" : "s");
+        /* every failed node by name and reason (the first 8) */
+        char *who = NULL;
+        int named = 0;
+        for (int i = first; i < (int)c->nnodes && named < 8; i++) {
+            const p3d_grec *x = &g->recs[by[i]];
+            if (x->health != P3D_GREC_HEALTH_FAILED)
+                continue;
+            p3d_str_appendf(&who, "; ", "%s (%s)", c->nodes[i].name, x->health_how ? x->health_how : "failed");
+            named++;
+        }
+        p3d_err(err, P3D_REFUSE_FAILED "%d node%s failed the --health-check before the start and no spare can take "
+                     "%s place (--spares %d): %s%s; nothing started",
+                nbad, nbad == 1 ? "" : "s", nbad == 1 ? "its" : "their", o->spares, who ? who : "?",
+                nbad > named ? "; ..." : "");
+        free(who);
         return -2;
     }
     oh->spares = o->spares - nbad;

@@ -133,14 +133,18 @@ refused() {
     agent "$name" $i 5 "$P" --tp 8 --spares 1 --grace 1 --health-check "$cmd" -- sh -c "$W"
   done
   wait "${AG[0]}"; c0=$?
-  for i in 1 2 3 4; do wait "${AG[$i]}"; done
+  codes=""
+  for i in 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
   [ "$c0" = 1 ] || bad "$name: the leader exited $c0, want 1"
+  # the job failed (a node's check), not the input: every node exits 1
+  [ "$codes" = " 1 1 1 1" ] || bad "$name: the other nodes exited$codes, want 1 1 1 1"
+  grep -q "refused node\[1\]: the job cannot start: " "$T/$name.1.err" || bad "$name: node 1 does not say why"
   grep -q "$want" "$T/$name.0.err" || { bad "$name: no message /$want/"; sed 's/^/  /' "$T/$name.0.err"; }
   [ "$(cat "$T"/"$name".*.out | grep -c 'gen=')" = 0 ] || bad "$name: ranks ran"
 }
 
 # ---- 3. more failed nodes than spares -> exit 1 before anything runs ------
-refused none "1 3" 'node [^ ]*:1 failed its --health-check before the start (its process ended with exit code 1: gpu 3 is missing (fixture)) (and others); no spare can take its place'
+refused none "1 3" 'the job cannot start: 2 nodes failed the --health-check before the start and no spare can take their place (--spares 1): [^ ]*:1 (its process ended with exit code 1: gpu 3 is missing (fixture)); [^ ]*:3 (its process ended with exit code 1: gpu 3 is missing (fixture)); nothing started'
 
 # ---- 4. the leader's own node fails its check -> exit 1 -------------------
 refused lead "0" "the leader's node [^ ]* failed its --health-check before the start (.*); the leader runs the job controller and cannot be replaced"
