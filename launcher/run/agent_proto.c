@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_N };
+enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_MS, F_N };
 
 typedef struct field_def {
     size_t off;
@@ -25,6 +25,7 @@ static const field_def FIELDS[F_N] = {
     [F_RANK] = {offsetof(p3d_amsg, rank), -1, INT_MAX},
     [F_SIG] = {offsetof(p3d_amsg, sig), 0, 64},
     [F_NRANKS] = {offsetof(p3d_amsg, nranks), 0, INT_MAX},
+    [F_MS] = {offsetof(p3d_amsg, ms), 0, INT_MAX},
 };
 
 typedef struct type_def {
@@ -44,6 +45,7 @@ static const type_def TYPES[] = {
     {P3D_AM_FORWARD, 1, {F_SIG}, 0},
     {P3D_AM_RETIRE, 0, {0}, 0},
     {P3D_AM_RETIRED, 0, {0}, 0},
+    {P3D_AM_BEAT, 1, {F_MS}, 0},
 };
 
 static const type_def *type_of(int t)
@@ -52,6 +54,14 @@ static const type_def *type_of(int t)
         if (TYPES[i].type == t)
             return &TYPES[i];
     return NULL;
+}
+
+double p3d_beat_interval(double timeout)
+{
+    if (timeout <= 0)
+        return 0;
+    double i = timeout / 4 < 5.0 ? timeout / 4 : 5.0;
+    return i < 0.05 ? 0.05 : i;
 }
 
 int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)

@@ -157,6 +157,7 @@ typedef struct alink {
     pid_t pid;     /* local: the agent process, 0 once reaped */
     int broken;    /* remote: a send failed; reported as gone by the loop */
     int reported;  /* p3d_ctl_gone called */
+    double heard;  /* when it last sent anything (--node-timeout) */
     p3d_framer fr;
 } alink;
 
@@ -170,6 +171,8 @@ typedef struct hub {
     const char **names;
     p3d_ctl *ctl;
     p3d_outsink sink;
+    double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
+    double last_check;  /* when hub_beat last looked for silent agents */
 } hub;
 
 static void hub_say(void *ctx, const char *text)
@@ -252,6 +255,7 @@ static int hub_fork(hub *h, int i)
         if (h->ln[k].fd >= 0)
             close_fds[nc++] = h->ln[k].fd;
     int rc = p3d_agent_fork(h->L, h->nodes[i], close_fds, nc, &h->ln[i].pid, &h->ln[i].fd);
+    h->ln[i].heard = p3d_now();
     free(close_fds);
     return rc;
 }
@@ -290,6 +294,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             hub_send_one(h, i, buf, (size_t)len);
             if (l->broken || p3d_frame_write_bounded(l->fd, h->L->cplace, P3D_FATE_STALL, NULL) < 0)
                 return -1;
+            l->heard = p3d_now();
             continue;
         }
         hub_close(l);
@@ -305,6 +310,8 @@ static void hub_event(void *ctx, const char *fields)
     hub *h = ctx;
     p3d_event(h->L->events_fd, h->L->t0, "%s", fields);
 }
+
+static double hub_beat(hub *h, double now, int check);
 
 /* --health-check: CMD through sh -c once per node, all at once, each with
  * P3D_NODE=<node name>, bounded by --health-check-timeout (then its
@@ -362,8 +369,10 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad)
                 }
             left = 0;
         }
-        if (left)
+        if (left) {
+            hub_beat(h, p3d_now(), 0); /* the nodes must not think us frozen */
             usleep(5000);
+        }
     } while (left);
     for (int i = 0; i < h->n; i++) {
         if ((dead && dead[i]) || h->ln[i].remote)
@@ -407,6 +416,7 @@ static int hub_read_local(hub *h, int a)
             hub_close(l);
             return -1;
         }
+        l->heard = p3d_now();
         p3d_amsg m;
         if (p3d_amsg_decode(buf, (size_t)n, &m) == 0)
             p3d_ctl_message(h->ctl, a, &m, p3d_now());
@@ -422,6 +432,7 @@ typedef struct remote_ctx {
 static void hub_remote_msg(void *ctx, const p3d_amsg *m)
 {
     remote_ctx *rc = ctx;
+    rc->h->ln[rc->a].heard = p3d_now();
     if (m->type == P3D_AM_RETIRED) {
         /* its ranks are gone; the connection stays for the new placement */
         hub_gone(rc->h, rc->a, NULL, 1);
@@ -444,6 +455,57 @@ static void hub_read_remote(hub *h, int a)
         hub_gone(h, a, how, 0);
     }
     free(e);
+}
+
+/* --node-timeout: the hub hears every agent at least every
+ * p3d_beat_interval (its heartbeat B, or any other packet); one silent for
+ * the timeout is frozen (SIGSTOP, a kernel hang, a stuck NFS read) or cut
+ * off while its kernel still answers TCP. It is lost exactly like a dropped
+ * connection or a dead agent process: its link is closed first (a retire
+ * order never waits on it), a local one is ended with its process tree.
+ * The remote nodes get the hub's heartbeat (with the timeout, which their
+ * relays adopt). check 0: send only (the hub is busy, reading nothing).
+ * Returns when to come back (0: off). */
+static double hub_beat(hub *h, double now, int check)
+{
+    double to = h->L->o->node_timeout, iv = p3d_beat_interval(to);
+    if (iv <= 0)
+        return 0;
+    if (now >= h->next_beat) {
+        char buf[64];
+        p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(to * 1000)};
+        int len = p3d_amsg_encode(&b, buf, sizeof buf);
+        for (int i = 0; i < h->n && len > 0; i++)
+            if (h->ln[i].remote)
+                hub_send_one(h, i, buf, (size_t)len);
+        h->next_beat = now + iv;
+    }
+    double next = h->next_beat;
+    /* we were not running for a while ourselves (stopped, or busy placing):
+     * what the agents sent meanwhile is still unread, look next round */
+    int stalled = h->last_check && now - h->last_check > iv + 1.0;
+    if (check)
+        h->last_check = now;
+    if (stalled)
+        check = 0;
+    for (int i = 0; i < h->n; i++) {
+        alink *l = &h->ln[i];
+        if (l->fd < 0 || l->reported)
+            continue;
+        if (check && now - l->heard > to) {
+            char how[160];
+            snprintf(how, sizeof how, "no heartbeat for %.1f s (frozen or cut off; --node-timeout %g)",
+                     now - l->heard, to);
+            hub_close(l);
+            hub_gone(h, i, how, 0);
+            if (!l->remote && l->pid > 0)
+                p3d_kill_tree(l->pid, SIGKILL);
+            continue;
+        }
+        if (l->heard + to < next)
+            next = l->heard + to + 0.01;
+    }
+    return next;
 }
 
 static void hub_reap(hub *h)
@@ -479,6 +541,7 @@ static void hub_loop(hub *h)
         return;
     }
     while (p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
+        double bd = hub_beat(h, p3d_now(), 1);
         for (int i = 0; i < h->n; i++)
             if (h->ln[i].broken && !h->ln[i].reported) {
                 hub_close(&h->ln[i]);
@@ -494,7 +557,10 @@ static void hub_loop(hub *h)
                 pfd[np] = (struct pollfd){.fd = h->ln[i].fd, .events = POLLIN};
                 owner[np++] = i;
             }
-        int ms = p3d_poll_ms(p3d_ctl_deadline(h->ctl));
+        double dl = p3d_ctl_deadline(h->ctl);
+        if (bd > 0 && (!dl || bd < dl))
+            dl = bd;
+        int ms = p3d_poll_ms(dl);
         int ns = p3d_sink_poll(&h->sink, pfd + np, &ms);
         for (int k = 0; k < ns; k++)
             owner[np + k] = -2;
@@ -554,6 +620,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         names[i] = L->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
         h->ln[i].remote = h->ln[i].fd >= 0;
+        h->ln[i].heard = p3d_now();
         remote |= h->ln[i].remote;
     }
     p3d_ctl_cfg cfg = {

@@ -80,6 +80,8 @@ static void test_proto_roundtrip(void **st)
         {.type = P3D_AM_RESTART, .gen = 3},
         {.type = P3D_AM_STOP, .sig = 15, .code = 124},
         {.type = P3D_AM_FORWARD, .sig = 10},
+        {.type = P3D_AM_BEAT, .ms = 30000},
+        {.type = P3D_AM_BEAT, .ms = 0},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char buf[512];
@@ -93,6 +95,7 @@ static void test_proto_roundtrip(void **st)
         assert_int_equal(out.rank, in[i].rank);
         assert_int_equal(out.sig, in[i].sig);
         assert_int_equal(out.nranks, in[i].nranks);
+        assert_int_equal(out.ms, in[i].ms);
         assert_string_equal(out.text, in[i].text ? in[i].text : "");
     }
 }
@@ -103,6 +106,8 @@ static void test_proto_rejects(void **st)
     const char *bad[] = {
         "", "X 1\n", "F 1 2 3\n", "F 1 2 3 65\n", "F -1 2 3 0\n", "F 1 256 3 0\n", "F 1 2 -2 0\n", "D\n",
         "D 1 2\n", "D 1\ntext", "T 15\n", "T 15 0x\n", "R 99999999999\n", "U  10\n", "A 1\n", "S +2\n",
+        /* heartbeat: exactly one non-negative ms field, no text */
+        "B\n", "B -1\n", "B 1 2\n", "B 1\nx", "B 2147483648\n", "B 5s\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
@@ -124,6 +129,10 @@ static void test_proto_rejects(void **st)
     int n = p3d_amsg_encode(&f, out, sizeof out);
     assert_int_equal(n, (int)strlen(out));
     assert_true(n < (int)sizeof out);
+    /* the heartbeat interval: a quarter of the timeout, at most 5 s */
+    assert_true(p3d_beat_interval(0) == 0);
+    assert_true(p3d_beat_interval(3) == 0.75);
+    assert_true(p3d_beat_interval(30) == 5.0);
 }
 
 static void test_restart_then_root_cause(void **st)
