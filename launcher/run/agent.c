@@ -448,6 +448,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         p3d_err(&err, "cannot set up signal handling: %s", strerror(errno));
         goto out;
     }
+    agent_beat(a, p3d_now()); /* alive before a long setup */
     if (agent_setup(a, &err) < 0)
         goto out;
     pfd = calloc((size_t)a->nlocal * 2 + 4, sizeof *pfd);

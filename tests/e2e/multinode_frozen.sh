@@ -9,9 +9,10 @@
 #     spare takes exactly its ranks, the survivors exit 0.
 #  2. only node rank 2's agent frozen (its relay runs): the relay ends the
 #     agent, the node counts as lost, the spare takes over, exit 0.
-#  3. the leader frozen: every other node stops its ranks and exits 1 within
+#  3. no spare: a frozen node stops the job (exit 1), named as the root cause.
+#  4. the leader frozen: every other node stops its ranks and exits 1 within
 #     the timeout + slack, saying the leader sent no heartbeat.
-#  4. --emulate, 3 nodes + 1 spare: one agent process frozen -> lost, its
+#  5. --emulate, 3 nodes + 1 spare: one agent process frozen -> lost, its
 #     ranks on the spare, exit 0.
 # Every stopped process is SIGKILLed by PID afterwards (no leftovers).
 . "$(dirname "$0")/lib/multinode_lib.sh"
@@ -26,6 +27,13 @@ tree() {
 freeze() { # PIDs... : SIGSTOP each (parents first), remembered for the cleanup
   local p
   for p in "$@"; do kill -STOP "$p" 2>/dev/null && STOPPED+=("$p"); done
+}
+# freezes the tree of $1; t0 = the time of the freeze (ms)
+freeze_tree() {
+  local pids
+  pids=$(tree "$1")
+  t0=$(now_ms)
+  freeze $pids
 }
 thaw_kill() {
   local p
@@ -72,8 +80,7 @@ done
 wait_up fz 32
 sleep 4 # longer than the timeout: nobody healthy is declared lost
 grep -q 'no heartbeat' "$T"/fz.*.err && bad "frozen: a healthy node was declared silent: $(grep -h 'no heartbeat' "$T"/fz.*.err)"
-t0=$(now_ms)
-freeze $(tree "${AG[2]}")
+freeze_tree "${AG[2]}"
 ms=$(wait_for "$T/fz.0.err" 'lost the agent of node [^ ]*:2 (node rank 2): no heartbeat for' 15 "$t0") ||
   { bad "frozen: the leader did not declare node 2 lost"; sed 's/^/  /' "$T/fz.0.err"; }
 echo "frozen: node rank 2 declared lost $ms ms after SIGSTOP (--node-timeout 3)"
@@ -99,8 +106,7 @@ for i in 0 1 2 3 4; do
 done
 wait_up ag 32
 agent_pid=$(ps -o pid= --ppid "${AG[2]}" | head -1)
-t0=$(now_ms)
-freeze $(tree "$agent_pid")
+freeze_tree "$agent_pid"
 ms=$(wait_for "$T/ag.2.err" 'its agent sent no heartbeat for' 15 "$t0") ||
   { bad "agent frozen: node 2's relay did not notice"; sed 's/^/  /' "$T/ag.2.err"; }
 echo "agent frozen: node rank 2's relay ended its agent $ms ms after SIGSTOP"
@@ -115,14 +121,31 @@ thaw_kill
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "agent frozen: $(leftovers) workers left behind"
 
-# ---- 3. the leader frozen: the others stop, exit 1 ---------------------------
+# ---- 3. no spare: a frozen node stops the job, exit 1 ------------------------
+P=$(free_port)
+for i in 0 1 2; do
+  agent ns $i 3 "$P" --tp 8 --grace 1 --node-timeout 3 -- sh -c "$W"
+done
+wait_up ns 24
+freeze_tree "${AG[2]}"
+codes=""
+for i in 0 1; do wait "${AG[$i]}"; codes="$codes $?"; done
+echo "no spare: the job ended $(($(now_ms) - t0)) ms after node rank 2 was frozen"
+[ "$codes" = " 1 1" ] || bad "no spare: exit codes$codes, want 1 1"
+grep -q 'root cause: lost the agent of node [^ ]*:2 (node rank 2): no heartbeat for [0-9.]* s (frozen or cut off' \
+  "$T/ns.0.err" || { bad "no spare: the leader did not name the frozen node"; sed 's/^/  /' "$T/ns.0.err"; }
+thaw_kill
+{ wait "${AG[2]}"; } 2>/dev/null
+sleep 0.3
+[ "$(leftovers)" = 0 ] || bad "no spare: $(leftovers) workers left behind"
+
+# ---- 4. the leader frozen: the others stop, exit 1 ---------------------------
 P=$(free_port)
 for i in 0 1 2; do
   agent ld $i 3 "$P" --tp 8 --grace 1 --node-timeout 3 -- sh -c "$W"
 done
 wait_up ld 24
-t0=$(now_ms)
-freeze $(tree "${AG[0]}")
+freeze_tree "${AG[0]}"
 codes=""
 for i in 1 2; do wait "${AG[$i]}"; codes="$codes $?"; done
 ms=$(($(now_ms) - t0))
@@ -138,7 +161,7 @@ thaw_kill
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "leader frozen: $(leftovers) workers left behind"
 
-# ---- 4. --emulate: a frozen agent process ------------------------------------
+# ---- 5. --emulate: a frozen agent process ------------------------------------
 TOPO=$P3D_SRC/examples/topologies/dgx-h100.xml
 printf '{"nodes": [{"name": "e[1-4]", "topology": "%s"}]}\n' "$TOPO" >"$T/four.json"
 # every start: rank node agent-pid restart
@@ -155,8 +178,7 @@ apid=$(awk -v n="$victim" '$2 == n && $4 == 0 {print $3; exit}' "$T_DIR/starts")
 if [ -z "$apid" ]; then
   bad "emulate: the ranks did not start"; sed 's/^/  /' "$T/em.err"
 else
-  t0=$(now_ms)
-  freeze $(tree "$apid")
+  freeze_tree "$apid"
   wait "$EM"
   rc=$?
   echo "emulate: the job ended $(($(now_ms) - t0)) ms after node $victim's agent was frozen"
