@@ -131,7 +131,7 @@ static const opt_row rows[] = {
      "--hang-signal, then a failure"},
     {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
      "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
-     "(default 30, 0 off; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
+     "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
@@ -239,6 +239,8 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
             return p3d_err(err, "--%s: expected a number, got '%s'", r->name, val);
         if (x < r->min || x > r->max)
             return p3d_err(err, "--%s: %g is out of range (expected %g to %g)", r->name, x, r->min, r->max);
+        if (r->off == OFF(node_timeout) && x > 0 && x < 1)
+            return p3d_err(err, "--node-timeout: %g is too short (0 turns it off, else at least 1 s)", x);
         *(double *)(base + r->off) = x;
         return 0;
     }
