@@ -5,7 +5,9 @@
  * job; it keeps its own node's deadlines:
  *   - a stop order from the leader (or a signal here) gives the agent
  *     --grace + P3D_CTL_SLACK to end, then its process tree is SIGKILLed;
- *   - a lost leader stops the local ranks (nobody can decide any more).
+ *   - a lost leader stops the local ranks (nobody can decide any more);
+ *   - --node-timeout (r_beat): heartbeats to the leader; a leader or an
+ *     agent silent for the timeout counts as lost (frozen).
  * A signal here (scancel signals every node; a Ctrl-C one) stops the local
  * ranks at once and tells the leader, which stops the others.
  * A node replaced elsewhere (docs/multinode.md, "When a node dies"): a
