@@ -15,8 +15,8 @@
  * local agent and n-1 remote ones) all run p3d_hub_run below.
  *
  * One poll(): signals arrive as signalfd reads, the controller's deadline
- * bounds poll's timeout (no timer wakes an idle job), the terminal is
- * written without waiting.
+ * bounds poll's timeout (no timer wakes an idle job but the heartbeat of
+ * --node-timeout, hub_beat), the terminal is written without waiting.
  */
 #include "controller.h"
 #include "launch.h"
