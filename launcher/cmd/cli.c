@@ -129,6 +129,9 @@ static const opt_row rows[] = {
     {"hang-timeout", T_DOUBLE, OFF(hang_timeout), 0, 0.01, 1e9, C_LAUNCH, "SECONDS",
      "a rank that touched $P3D_HEARTBEAT and then neither touches it nor prints for this long is hung: "
      "--hang-signal, then a failure"},
+    {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
+     "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
+     "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
@@ -172,6 +175,7 @@ static void opts_defaults(p3d_opts *o)
     o->tag_output = -1;
     o->grace = 10.0;
     o->health_check_timeout = 30.0;
+    o->node_timeout = 30.0;
     o->node_rank = -1;
     o->rdzv = "auto";
 }
@@ -235,6 +239,8 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
             return p3d_err(err, "--%s: expected a number, got '%s'", r->name, val);
         if (x < r->min || x > r->max)
             return p3d_err(err, "--%s: %g is out of range (expected %g to %g)", r->name, x, r->min, r->max);
+        if (r->off == OFF(node_timeout) && x > 0 && x < 1)
+            return p3d_err(err, "--node-timeout: %g is too short (0 turns it off, else at least 1 s)", x);
         *(double *)(base + r->off) = x;
         return 0;
     }

@@ -71,6 +71,7 @@ typedef struct p3d_opts {
     double timeout;             /* whole job, 0 = none */
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
+    double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
     const char *master_addr;
     int master_port;
     int emulate;

@@ -50,6 +50,7 @@ typedef struct agent {
     int final;              /* no restart will follow: exit when empty */
     int swept;              /* the generation's leftovers were swept */
     int done_sent;
+    double next_beat;       /* --node-timeout: the next heartbeat (B) */
 } agent;
 
 static void say(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -292,6 +293,22 @@ static void agent_upstream(agent *a)
     }
 }
 
+/* --node-timeout: a heartbeat to our parent (the launcher's hub or a
+ * node's relay) every p3d_beat_interval; a frozen agent sends none. The
+ * next one's time (0: off). */
+static double agent_beat(agent *a, double now)
+{
+    double iv = p3d_beat_interval(a->L->o->node_timeout);
+    if (iv <= 0 || a->upstream < 0)
+        return 0;
+    if (now >= a->next_beat) {
+        p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(a->L->o->node_timeout * 1000)};
+        p3d_amsg_send(a->upstream, &b);
+        a->next_beat = now + iv;
+    }
+    return a->next_beat;
+}
+
 static void agent_signal(agent *a, int sig)
 {
     switch (sig) {
@@ -431,6 +448,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         p3d_err(&err, "cannot set up signal handling: %s", strerror(errno));
         goto out;
     }
+    agent_beat(a, p3d_now()); /* alive before a long setup */
     if (agent_setup(a, &err) < 0)
         goto out;
     pfd = calloc((size_t)a->nlocal * 2 + 4, sizeof *pfd);
@@ -466,6 +484,9 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         double dl = a->stopping && !a->killed ? a->kill_at : 0, hd = p3d_hang_deadline(a->hang, a->pid);
         if (hd > 0 && (!dl || hd < dl))
             dl = hd;
+        double bd = agent_beat(a, p3d_now());
+        if (bd > 0 && (!dl || bd < dl))
+            dl = bd;
         int ms = p3d_poll_ms(dl);
         np += p3d_sink_poll(&a->sink, pfd + np, &ms);
         int pr = poll(pfd, (nfds_t)np, ms);

@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_N };
+enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_N };
 
 typedef struct field_def {
     size_t off;
@@ -27,6 +27,7 @@ static const field_def FIELDS[F_N] = {
     [F_NRANKS] = {offsetof(p3d_amsg, nranks), 0, INT_MAX},
     [F_SEQ] = {offsetof(p3d_amsg, seq), 0, INT_MAX},
     [F_OK] = {offsetof(p3d_amsg, ok), 0, 1},
+    [F_MS] = {offsetof(p3d_amsg, ms), 0, INT_MAX},
 };
 
 typedef struct type_def {
@@ -48,6 +49,7 @@ static const type_def TYPES[] = {
     {P3D_AM_RETIRED, 0, {0}, 0},
     {P3D_AM_CHECK, 1, {F_SEQ}, 0},
     {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, 1},
+    {P3D_AM_BEAT, 1, {F_MS}, 0},
 };
 
 static const type_def *type_of(int t)
@@ -56,6 +58,14 @@ static const type_def *type_of(int t)
         if (TYPES[i].type == t)
             return &TYPES[i];
     return NULL;
+}
+
+double p3d_beat_interval(double timeout)
+{
+    if (timeout <= 0)
+        return 0;
+    double i = timeout / 4 < 5.0 ? timeout / 4 : 5.0;
+    return i < 0.05 ? 0.05 : i;
 }
 
 int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)

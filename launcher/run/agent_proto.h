@@ -37,6 +37,12 @@
  * |      |                 |                    | passed (or no --health-check here), 0    |
  * |      |                 |                    | failed; text: how (at most               |
  * |      |                 |                    | P3D_HEALTH_HOW-1 bytes are kept)         |
+ * | B    | both ways       | ms                 | heartbeat (--node-timeout): the sender   |
+ * |      |                 |                    | is alive; ms: the sender's node timeout  |
+ * |      |                 |                    | in milliseconds (0: off). A relay takes  |
+ * |      |                 |                    | the leader's. Any packet counts as       |
+ * |      |                 |                    | heard; B is sent every                   |
+ * |      |                 |                    | p3d_beat_interval(timeout) seconds       |
  *
  * Decoding checks every field's range; a packet that does not parse is
  * dropped by the caller (it never comes from our own agents).
@@ -61,6 +67,7 @@ enum {
     P3D_AM_RETIRED = 'Y',
     P3D_AM_CHECK = 'C',
     P3D_AM_HEALTH = 'H',
+    P3D_AM_BEAT = 'B',
 };
 
 typedef struct p3d_amsg {
@@ -72,8 +79,14 @@ typedef struct p3d_amsg {
     int nranks;        /* A */
     int seq;           /* C H */
     int ok;            /* H */
+    int ms;            /* B */
     const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
 } p3d_amsg;
+
+/* --node-timeout: how often a heartbeat (B) is sent for a node timeout
+ * of timeout seconds: a quarter of it, at most 5 s, at least 50 ms (0
+ * when off). */
+double p3d_beat_interval(double timeout);
 
 /* Encodes m into buf (cap bytes, at least 64); the text is cut to fit.
  * Returns the packet length, or -1 for an unknown type. */

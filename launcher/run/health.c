@@ -57,7 +57,7 @@ static void output_tail(FILE *f, char *out, size_t cap)
 }
 
 int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res)
+                   p3d_health_res *res, void (*tick)(void *), void *tick_ctx)
 {
     pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
     int *st = calloc((size_t)n + 1, sizeof *st);
@@ -120,8 +120,11 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
                 }
             left = 0;
         }
-        if (left)
+        if (left) {
+            if (tick)
+                tick(tick_ctx);
             usleep(5000);
+        }
     } while (left);
     for (int i = 0; i < n; i++) {
         if (skip && skip[i])

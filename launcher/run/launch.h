@@ -387,10 +387,11 @@ typedef struct p3d_health_res {
 } p3d_health_res;
 
 /* Runs o->health_check for every names[i] (skip[i] set: not; skip may be
- * NULL), all at once (health.c has the rules); fills res[i]. Returns how
- * many failed. */
+ * NULL), all at once (health.c has the rules); fills res[i]. While the
+ * checks run, tick(tick_ctx) is called every few ms (may be NULL): the
+ * caller's heartbeats (--node-timeout) go on. Returns how many failed. */
 int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res);
+                   p3d_health_res *res, void (*tick)(void *), void *tick_ctx);
 /* Sets r->how from text received from elsewhere: printable ASCII only
  * ('?' for the rest), cut to P3D_HEALTH_HOW-1 bytes. */
 void p3d_health_set_how(p3d_health_res *r, const char *text);

@@ -5,7 +5,9 @@
  * job; it keeps its own node's deadlines:
  *   - a stop order from the leader (or a signal here) gives the agent
  *     --grace + P3D_CTL_SLACK to end, then its process tree is SIGKILLed;
- *   - a lost leader stops the local ranks (nobody can decide any more).
+ *   - a lost leader stops the local ranks (nobody can decide any more);
+ *   - --node-timeout (r_beat): heartbeats to the leader; a leader or an
+ *     agent silent for the timeout counts as lost (frozen).
  * A signal here (scancel signals every node; a Ctrl-C one) stops the local
  * ranks at once and tells the leader, which stops the others.
  * A node replaced elsewhere (docs/multinode.md, "When a node dies"): a
@@ -45,6 +47,12 @@ typedef struct relay {
     int retiring;      /* retire order: the agent ends, then a new placement */
     int retired;       /* Y sent: awaiting R and the CPLACE frame */
     int next_gen;      /* the restart count for the agent forked next */
+    /* --node-timeout (r_beat) */
+    double beat_to;    /* the leader's node timeout (its B says; ours until then) */
+    double next_beat;  /* our next heartbeat to the leader */
+    double heard_up;   /* when the leader last sent anything */
+    double heard_local; /* when our agent last sent anything */
+    double last_check;
 } relay;
 
 static void r_local(relay *r, const p3d_amsg *m)
@@ -79,6 +87,27 @@ static void r_stop(relay *r, int sig, int code)
     r_local(r, &t);
 }
 
+/* Our heartbeat to the leader when it is due (--node-timeout, r_beat). */
+static void r_send_beat(relay *r, double now)
+{
+    double iv = p3d_beat_interval(r->beat_to);
+    if (iv <= 0 || r->up < 0 || now < r->next_beat)
+        return;
+    char buf[64];
+    p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(r->beat_to * 1000)};
+    int n = p3d_amsg_encode(&b, buf, sizeof buf);
+    if (n > 0)
+        r_up(r, buf, (size_t)n);
+    r->next_beat = now + iv;
+}
+
+/* While our own health check runs: the heartbeats go on (nothing is read,
+ * so nothing is judged: r_beat's stall rule covers the time after). */
+static void r_tick(void *ctx)
+{
+    r_send_beat(ctx, p3d_now());
+}
+
 /* The leader asks for this node's health (C): run our own --health-check
  * (health.c; the leader's time bound is ours plus slack) and answer H. A
  * node without one answers ok, P3D_HEALTH_NONE. */
@@ -87,7 +116,7 @@ static void r_health(relay *r, int seq)
     p3d_health_res res = {.ok = 1};
     const char *name = r->L->cluster->nodes[r->me].name;
     if (r->L->o->health_check)
-        p3d_health_run(r->L->o, &name, 1, NULL, &res);
+        p3d_health_run(r->L->o, &name, 1, NULL, &res, r_tick, r);
     else
         p3d_health_set_how(&res, P3D_HEALTH_NONE);
     if (!res.ok)
@@ -104,6 +133,13 @@ static void r_from_leader(void *ctx, const p3d_amsg *m)
     relay *r = ctx;
     if (m->type == P3D_AM_CHECK) {
         r_health(r, m->seq);
+        return;
+    }
+    if (m->type == P3D_AM_BEAT) {
+        double to = m->ms / 1000.0; /* the leader's timeout rules */
+        if (to != r->beat_to)
+            r->next_beat = 0; /* our next beat at once, then at its pace */
+        r->beat_to = to;
         return;
     }
     if (m->type == P3D_AM_RETIRE) {
@@ -141,9 +177,13 @@ static int r_from_agent(relay *r)
             r->local = -1;
             return -1;
         }
-        r_up(r, buf, (size_t)n);
+        r->heard_local = p3d_now();
         p3d_amsg m;
-        if (p3d_amsg_decode(buf, (size_t)n, &m) == 0 && m.type == P3D_AM_FAIL && !r->stopping && !r->retiring &&
+        int ok = p3d_amsg_decode(buf, (size_t)n, &m) == 0;
+        if (ok && m.type == P3D_AM_BEAT)
+            continue; /* for us; we send our own to the leader */
+        r_up(r, buf, (size_t)n);
+        if (ok && m.type == P3D_AM_FAIL && !r->stopping && !r->retiring &&
             m.gen >= r->L->o->max_restarts && m.rank >= 0) {
             char how[64];
             p3d_failure_how(m.code, m.sig, how, sizeof how);
@@ -195,6 +235,7 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
         return -1;
     }
     r->retiring = r->retired = 0;
+    r->heard_local = p3d_now();
     return 0;
 }
 
@@ -206,6 +247,7 @@ static int r_read_up(relay *r, char **e)
     size_t len;
     int type, rc = 0;
     while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
+        r->heard_up = p3d_now();
         if (type == P3D_MSG_FATE && len <= P3D_AMSG_MAX) {
             char *s = malloc(len + 1);
             p3d_amsg m;
@@ -222,6 +264,55 @@ static int r_read_up(relay *r, char **e)
         free(body);
     }
     return got < 0 ? -1 : rc;
+}
+
+/* --node-timeout, the relay's half (supervise.c's hub_beat the leader's):
+ * a heartbeat (B) to the leader every p3d_beat_interval of the leader's
+ * timeout, sent from this loop whatever the relay waits for (its agent, a
+ * retire, the new placement). A leader silent for its timeout is frozen or
+ * cut off: the local ranks stop, exit 1, as when its connection drops. Our
+ * own agent silent for our --node-timeout is frozen: it is ended with its
+ * process tree and the node counts as lost (the connection closes, the
+ * leader replaces the node when it can). Returns when to come back. */
+static double r_beat(relay *r, double now)
+{
+    const char *name = r->L->cluster->nodes[r->me].name;
+    double tl = r->L->o->node_timeout, ivu = p3d_beat_interval(r->beat_to), ivl = p3d_beat_interval(tl);
+    double next = 0;
+    /* not running ourselves for a while: unread packets, look next round */
+    int stalled = r->last_check && now - r->last_check > (ivu > ivl ? ivu : ivl) + 1.0;
+    r->last_check = now;
+    if (ivu > 0 && r->up >= 0) {
+        r_send_beat(r, now);
+        next = r->next_beat;
+        if (r->up >= 0 && !stalled && !r->stopping && now - r->heard_up > r->beat_to) {
+            fprintf(stderr,
+                    "par3drun: node %s: no heartbeat from the rendezvous leader (%s) for %.1f s (frozen or cut off; "
+                    "--node-timeout %g): stopping the local ranks\n",
+                    name, r->L->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
+            close(r->up);
+            r->up = -1;
+            r_stop(r, SIGTERM, P3D_EXIT_LOST);
+        } else if (r->up >= 0 && r->heard_up + r->beat_to + 0.01 < next) {
+            next = r->heard_up + r->beat_to + 0.01;
+        }
+    }
+    if (ivl > 0 && r->local >= 0 && r->agent && !r->stopping && !r->retiring) {
+        if (!stalled && now - r->heard_local > tl) {
+            fprintf(stderr,
+                    "par3drun: node %s: its agent sent no heartbeat for %.1f s (frozen; --node-timeout %g): ending it "
+                    "and its ranks\n",
+                    name, now - r->heard_local, tl);
+            p3d_kill_tree(r->agent, SIGKILL);
+            close(r->local);
+            r->local = -1;
+            if (r->code < 0)
+                r->code = P3D_EXIT_LOST;
+        } else if (!next || r->heard_local + tl + 0.01 < next) {
+            next = r->heard_local + tl + 0.01;
+        }
+    }
+    return next;
 }
 
 static int relay_loop(relay *r)
@@ -256,6 +347,9 @@ static int relay_loop(relay *r)
         if (r->up >= 0)
             pfd[np++] = (struct pollfd){.fd = r->up, .events = POLLIN};
         double dl = r->kill_at ? (r->killed ? r->kill_at + P3D_CTL_SLACK : r->kill_at) : 0;
+        double bd = r_beat(r, now);
+        if (bd > 0 && (!dl || bd < dl))
+            dl = bd;
         int pr = poll(pfd, (nfds_t)np, p3d_poll_ms(dl));
         if (pr < 0 && errno != EINTR)
             break;
@@ -297,8 +391,9 @@ static int relay_loop(relay *r)
 
 int p3d_relay_run(const p3d_launch *L, int me, int up)
 {
-    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1};
+    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout};
     relay *r = &R;
+    r->heard_up = r->heard_local = p3d_now();
     int rc = P3D_EXIT_FAIL;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);

@@ -15,8 +15,8 @@
  * local agent and n-1 remote ones) all run p3d_hub_run below.
  *
  * One poll(): signals arrive as signalfd reads, the controller's deadline
- * bounds poll's timeout (no timer wakes an idle job), the terminal is
- * written without waiting.
+ * bounds poll's timeout (no timer wakes an idle job but the heartbeat of
+ * --node-timeout, hub_beat), the terminal is written without waiting.
  */
 #include "controller.h"
 #include "launch.h"
@@ -158,6 +158,7 @@ typedef struct alink {
     int broken;    /* remote: a send failed; reported as gone by the loop */
     int reported;  /* p3d_ctl_gone called */
     char how[200]; /* remote, broken while a health check waited: why */
+    double heard;  /* when it last sent anything (--node-timeout) */
     p3d_framer fr;
 } alink;
 
@@ -182,6 +183,8 @@ typedef struct hub {
     int health_warned;  /* said that some nodes have no --health-check */
     hpend *pend;
     int npend;
+    double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
+    double last_check;  /* when hub_beat last looked for silent agents */
 } hub;
 
 static void hub_say(void *ctx, const char *text)
@@ -264,6 +267,7 @@ static int hub_fork(hub *h, int i)
         if (h->ln[k].fd >= 0)
             close_fds[nc++] = h->ln[k].fd;
     int rc = p3d_agent_fork(h->L, h->nodes[i], close_fds, nc, &h->ln[i].pid, &h->ln[i].fd);
+    h->ln[i].heard = p3d_now();
     free(close_fds);
     return rc;
 }
@@ -317,6 +321,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             if (l->broken || p3d_frame_write_bounded(l->fd, frame, P3D_FATE_STALL, NULL) < 0)
                 return -1;
             any = 1;
+            l->heard = p3d_now();
             continue;
         }
         hub_close(l);
@@ -334,6 +339,8 @@ static void hub_event(void *ctx, const char *fields)
     hub *h = ctx;
     p3d_event(h->L->events_fd, h->L->t0, "%s", fields);
 }
+
+static double hub_beat(hub *h, double now, int check);
 
 /* ---- health answers from remote nodes (hub_health) ---------------------- */
 
@@ -386,6 +393,13 @@ static void hub_wait_msg(void *ctx, const p3d_amsg *m)
     }
 }
 
+/* While the hub waits on health checks: its heartbeats go on (the nodes
+ * must not think it frozen); nothing is judged (it reads nothing). */
+static void hub_tick(void *ctx)
+{
+    hub_beat(ctx, p3d_now(), 0);
+}
+
 /* Reads the asked remote nodes until each answered request seq or until
  * `until`. A connection that ends meanwhile fails the check and is reported
  * lost by the loop. */
@@ -403,6 +417,9 @@ static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int
         int ms = p3d_poll_ms(until);
         if (!np || ms == 0)
             break;
+        hub_tick(h);
+        if (ms < 0 || ms > 200)
+            ms = 200; /* the next heartbeat */
         int pr = poll(pfd, (nfds_t)np, ms);
         if (pr < 0 && errno != EINTR)
             break;
@@ -412,6 +429,7 @@ static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int
             int a = who[k];
             alink *l = &h->ln[a];
             hwait w = {.h = h, .a = a, .seq = seq, .t = t, .res = res, .ask = ask};
+            l->heard = p3d_now();
             char *e = NULL;
             if (p3d_fate_read(&l->fr, l->fd, hub_wait_msg, &w, &e) < 0) {
                 l->broken = 1;
@@ -462,7 +480,7 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad, 
         if (len > 0)
             hub_send_one(h, i, pkt, (size_t)len);
     }
-    p3d_health_run(o, h->names, h->n, skip, res);
+    p3d_health_run(o, h->names, h->n, skip, res, hub_tick, h);
     hub_health_wait(h, ask, res, seq, t, t + o->health_check_timeout + P3D_CTL_SLACK);
     for (int i = 0; i < h->n; i++) {
         if (gone[i])
@@ -501,6 +519,7 @@ static int hub_read_local(hub *h, int a)
             hub_close(l);
             return -1;
         }
+        l->heard = p3d_now();
         p3d_amsg m;
         if (p3d_amsg_decode(buf, (size_t)n, &m) == 0)
             p3d_ctl_message(h->ctl, a, &m, p3d_now());
@@ -516,6 +535,7 @@ typedef struct remote_ctx {
 static void hub_remote_msg(void *ctx, const p3d_amsg *m)
 {
     remote_ctx *rc = ctx;
+    rc->h->ln[rc->a].heard = p3d_now();
     if (m->type == P3D_AM_HEALTH)
         return; /* an answer that came after hub_health gave up on it */
     if (m->type == P3D_AM_RETIRED) {
@@ -557,6 +577,57 @@ static void hub_drain(hub *h)
     }
 }
 
+/* --node-timeout: the hub hears every agent at least every
+ * p3d_beat_interval (its heartbeat B, or any other packet); one silent for
+ * the timeout is frozen (SIGSTOP, a kernel hang, a stuck NFS read) or cut
+ * off while its kernel still answers TCP. It is lost exactly like a dropped
+ * connection or a dead agent process: its link is closed first (a retire
+ * order never waits on it), a local one is ended with its process tree.
+ * The remote nodes get the hub's heartbeat (with the timeout, which their
+ * relays adopt). check 0: send only (the hub is busy, reading nothing).
+ * Returns when to come back (0: off). */
+static double hub_beat(hub *h, double now, int check)
+{
+    double to = h->L->o->node_timeout, iv = p3d_beat_interval(to);
+    if (iv <= 0)
+        return 0;
+    if (now >= h->next_beat) {
+        char buf[64];
+        p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(to * 1000)};
+        int len = p3d_amsg_encode(&b, buf, sizeof buf);
+        for (int i = 0; i < h->n && len > 0; i++)
+            if (h->ln[i].remote)
+                hub_send_one(h, i, buf, (size_t)len);
+        h->next_beat = now + iv;
+    }
+    double next = h->next_beat;
+    /* we were not running for a while ourselves (stopped, or busy placing):
+     * what the agents sent meanwhile is still unread, look next round */
+    int stalled = h->last_check && now - h->last_check > iv + 1.0;
+    if (check)
+        h->last_check = now;
+    if (stalled)
+        check = 0;
+    for (int i = 0; i < h->n; i++) {
+        alink *l = &h->ln[i];
+        if (l->fd < 0 || l->reported)
+            continue;
+        if (check && now - l->heard > to) {
+            char how[160];
+            snprintf(how, sizeof how, "no heartbeat for %.1f s (frozen or cut off; --node-timeout %g)",
+                     now - l->heard, to);
+            hub_close(l);
+            hub_gone(h, i, how, 0);
+            if (!l->remote && l->pid > 0)
+                p3d_kill_tree(l->pid, SIGKILL);
+            continue;
+        }
+        if (l->heard + to < next)
+            next = l->heard + to + 0.01;
+    }
+    return next;
+}
+
 static void hub_reap(hub *h)
 {
     int status;
@@ -591,6 +662,7 @@ static void hub_loop(hub *h)
     }
     while (p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
         hub_drain(h);
+        double bd = hub_beat(h, p3d_now(), 1);
         for (int i = 0; i < h->n; i++)
             if (h->ln[i].broken && !h->ln[i].reported) {
                 hub_close(&h->ln[i]);
@@ -606,7 +678,10 @@ static void hub_loop(hub *h)
                 pfd[np] = (struct pollfd){.fd = h->ln[i].fd, .events = POLLIN};
                 owner[np++] = i;
             }
-        int ms = p3d_poll_ms(p3d_ctl_deadline(h->ctl));
+        double dl = p3d_ctl_deadline(h->ctl);
+        if (bd > 0 && (!dl || bd < dl))
+            dl = bd;
+        int ms = p3d_poll_ms(dl);
         int ns = p3d_sink_poll(&h->sink, pfd + np, &ms);
         for (int k = 0; k < ns; k++)
             owner[np + k] = -2;
@@ -670,6 +745,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         names[i] = L->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
         h->ln[i].remote = h->ln[i].fd >= 0;
+        h->ln[i].heard = p3d_now();
         remote |= h->ln[i].remote;
     }
     p3d_ctl_cfg cfg = {

@@ -83,6 +83,8 @@ static void test_proto_roundtrip(void **st)
         {.type = P3D_AM_CHECK, .seq = 7},
         {.type = P3D_AM_HEALTH, .seq = 7, .ok = 0, .text = "its process ended with exit code 1: gpu 3 missing"},
         {.type = P3D_AM_HEALTH, .seq = 2147483647, .ok = 1, .text = "passed"},
+        {.type = P3D_AM_BEAT, .ms = 30000},
+        {.type = P3D_AM_BEAT, .ms = 0},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char buf[512];
@@ -98,6 +100,7 @@ static void test_proto_roundtrip(void **st)
         assert_int_equal(out.nranks, in[i].nranks);
         assert_int_equal(out.seq, in[i].seq);
         assert_int_equal(out.ok, in[i].ok);
+        assert_int_equal(out.ms, in[i].ms);
         assert_string_equal(out.text, in[i].text ? in[i].text : "");
     }
 }
@@ -112,6 +115,8 @@ static void test_proto_rejects(void **st)
          * request carries no text */
         "C\n", "C -1\n", "C 1 2\n", "C 1\nsh -c rm", "C 2147483648\n", "H 1\n", "H 1 2\nx", "H -1 1\n",
         "H 1 1 1\n", "H 1 -1\n", "H x 1\n",
+        /* heartbeat: exactly one non-negative ms field, no text */
+        "B\n", "B -1\n", "B 1 2\n", "B 1\nx", "B 2147483648\n", "B 5s\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
@@ -133,6 +138,10 @@ static void test_proto_rejects(void **st)
     int n = p3d_amsg_encode(&f, out, sizeof out);
     assert_int_equal(n, (int)strlen(out));
     assert_true(n < (int)sizeof out);
+    /* the heartbeat interval: a quarter of the timeout, at most 5 s */
+    assert_true(p3d_beat_interval(0) == 0);
+    assert_true(p3d_beat_interval(3) == 0.75);
+    assert_true(p3d_beat_interval(30) == 5.0);
 }
 
 /* A job stopped during a recovery has no recovery figure (never a 0.00 s
