@@ -154,6 +154,8 @@ int p3d_cmd_plan(const p3d_opts *o)
     p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages, o->etp};
     if (p3d_plan_search_pinned(c, &job, zero_mode, &pins, &pl, &err) < 0)
         goto fail;
+    pl->exclude = o->exclude;
+    pl->spares = o->spares;
     for (size_t i = 0; i < c->nwarnings; i++)
         fprintf(stderr, "par3drun: warning: %s\n", c->warnings[i]);
     if (pl->racks_unknown)
