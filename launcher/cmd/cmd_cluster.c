@@ -157,8 +157,10 @@ int p3d_cmd_cluster(const p3d_opts *o)
         p3d_err(&err, "--format %s: cluster writes text or json (a cluster file)", fmt);
         return p3d_fail_input(err);
     }
-    if (load(o, &c, &err) < 0)
+    if (load(o, &c, &err) < 0) {
+        p3d_cluster_free(c); /* a step after loading failed */
         return p3d_fail_input(err);
+    }
     out = strcmp(fmt, "json") ? text(c, o->exclude) : json(c, &err);
     if (!out) {
         rc = p3d_fail_input(err);
