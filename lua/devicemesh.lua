@@ -19,6 +19,10 @@
 -- MoE every EP block (etp*ep ranks with their TP groups) inside one NVLink
 -- domain when it fits (par3d.place_ep).
 
+-- spares (--spares K): the default rule, one per rack from the end of each
+-- rack (par3d.default_spares, lua/par3d.lua)
+spares = par3d.default_spares
+
 -- init_device_mesh call for the dims (fastest first) with sizes size[d];
 -- dims of size 1 are left out.
 local function mesh_call(dims, size)

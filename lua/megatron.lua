@@ -16,6 +16,53 @@
 -- best (a TP group across a node's domains, then across nodes; a pipeline
 -- across racks) and a note names the rule and why.
 -- The work is done by par3d.place_nested (lua/par3d.lua).
+--
+-- Spares (--spares K, spares() below): par3d.default_spares' spread (a
+-- rack gives its k-th spare only after every rack with room gave k-1),
+-- but when a pipeline block (tp*cp*pp ranks) needs B > 1 whole nodes,
+-- within each round the racks whose usable node count is not a multiple
+-- of B give first: their last node could not hold a whole block anyway,
+-- so taking it keeps every block that fits a rack rack-local.
+
+local function lexically_less(a, b)
+  for i = 1, #a do
+    if a[i] ~= b[i] then return a[i] < b[i] end
+  end
+  return false
+end
+
+function spares(cluster, job)
+  local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
+  local per, block = nil, (job.tp or 1) * (job.cp or 1) * (job.pp or 1)
+  for _, nd in ipairs(cluster.nodes) do
+    if per and nd.ngpus ~= per then per = 0 end
+    per = per or nd.ngpus
+  end
+  -- B = 1 (a node holds whole blocks), mixed nodes, MoE: the default rule
+  if moe or not per or per < 1 or block <= per or block % per ~= 0 then
+    return par3d.default_spares(cluster, job)
+  end
+  local B = block // per
+  local racks, out, left, given = par3d.racks(cluster), {}, {}, {}
+  for r, rk in ipairs(racks) do left[r], given[r] = #rk.nodes, 0 end
+  while #out < job.spares do
+    local best, bkey
+    for r in ipairs(racks) do
+      if left[r] >= 1 then
+        -- a rack keeps a node while any rack has two; fewest spares given;
+        -- a node that costs no whole block; list order
+        local key = {left[r] < 2 and 1 or 0, given[r], left[r] % B ~= 0 and 0 or 1, r}
+        if not bkey or lexically_less(key, bkey) then best, bkey = r, key end
+      end
+    end
+    if not best then
+      error(string.format("--spares %d: only %d usable nodes", job.spares, #cluster.nodes), 0)
+    end
+    out[#out + 1] = cluster.nodes[racks[best].nodes[left[best]]].name
+    left[best], given[best] = left[best] - 1, given[best] + 1
+  end
+  return out
+end
 
 function place(cluster, job)
   -- a lost node: keep every healthy rank, move its ranks to a spare

@@ -3,6 +3,10 @@
 -- node), whatever the racks and NVLink domains look like. Every report
 -- compares its policy against this baseline.
 
+-- spares (--spares K): the default rule, one per rack from the end of each
+-- rack (par3d.default_spares, lua/par3d.lua)
+spares = par3d.default_spares
+
 function place(cluster, job)
   -- a lost node: keep every healthy rank, move its ranks to a spare
   if job.previous then return par3d.replace(cluster, job) end

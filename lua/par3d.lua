@@ -1091,4 +1091,42 @@ function par3d.replace(cluster, job)
   return result, notes
 end
 
+---------------------------------------------------------------------------
+-- Choosing the hot spares (--spares K; docs/policies.md "Choosing the
+-- spares"). par3drun calls the policy's spares(cluster, job) when it has
+-- one, else this rule. cluster.nodes are the usable nodes (no --exclude'd
+-- node); the result is a list of job.spares node names.
+-- The rule: racks, in the order of their first node, take turns giving
+-- their last node not yet chosen, while the rack keeps at least one node
+-- that runs ranks; when every rack is down to one node, racks keep taking
+-- turns giving their last node (a rack may then run no rank at all).
+-- A spare thus sits in every rack that has room, so that a lost node's
+-- ranks can stay in their rack.
+---------------------------------------------------------------------------
+
+function par3d.default_spares(cluster, job)
+  local k = job.spares or 0
+  local racks, out = par3d.racks(cluster), {}
+  if k >= #cluster.nodes then
+    error(string.format("--spares %d: only %d usable nodes, at least one must run ranks", k, #cluster.nodes), 0)
+  end
+  local left = {}
+  for r, rk in ipairs(racks) do left[r] = #rk.nodes end
+  for pass = 1, 2 do
+    local gave = true
+    while #out < k and gave do
+      gave = false
+      for r, rk in ipairs(racks) do
+        if #out < k and left[r] > 0 and (pass == 2 or left[r] >= 2) then
+          local i = rk.nodes[left[r]]
+          left[r] = left[r] - 1
+          out[#out + 1] = cluster.nodes[i].name
+          gave = true
+        end
+      end
+    end
+  end
+  return out
+end
+
 return par3d

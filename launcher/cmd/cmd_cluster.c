@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "place.h"
 #include "strbuf.h"
 
 static int load(const p3d_opts *o, p3d_cluster **c, char **err)
@@ -40,11 +41,18 @@ static int load(const p3d_opts *o, p3d_cluster **c, char **err)
     }
     if (o->slurm_topology && p3d_cluster_apply_slurm_topology(*c, o->slurm_topology, err) < 0)
         return -1;
+    /* --exclude: those nodes are gone, as for every other command */
+    if (o->exclude) {
+        p3d_job none;
+        memset(&none, 0, sizeof none);
+        if (p3d_place_roles(o, *c, &none, err) < 0 || p3d_place_keep_usable(*c, err) < 0)
+            return -1;
+    }
     return 0;
 }
 
 /* Nodes with the same topology, rack and domain, as hostlist groups. */
-static char *text(const p3d_cluster *c)
+static char *text(const p3d_cluster *c, const char *excluded)
 {
     p3d_sb b = {0};
     p3d_sb_printf(&b, "cluster: %zu node%s, %zu GPUs, %zu rack%s, %zu multi-node NVLink domain%s\n", c->nnodes,
@@ -52,6 +60,8 @@ static char *text(const p3d_cluster *c)
                   c->nnvl_domains, c->nnvl_domains == 1 ? "" : "s");
     p3d_sb_printf(&b, "source: %s%s%s\n", c->source ? c->source : "this node",
                   c->slurm_topology ? "; slurm topology " : "", c->slurm_topology ? c->slurm_topology : "");
+    if (excluded)
+        p3d_sb_printf(&b, "excluded (--exclude): %s\n", excluded);
     char **names = malloc(sizeof *names * (c->nnodes ? c->nnodes : 1));
     unsigned char *done = calloc(c->nnodes ? c->nnodes : 1, 1);
     if (!names || !done) {
@@ -147,9 +157,11 @@ int p3d_cmd_cluster(const p3d_opts *o)
         p3d_err(&err, "--format %s: cluster writes text or json (a cluster file)", fmt);
         return p3d_fail_input(err);
     }
-    if (load(o, &c, &err) < 0)
+    if (load(o, &c, &err) < 0) {
+        p3d_cluster_free(c); /* a step after loading failed */
         return p3d_fail_input(err);
-    out = strcmp(fmt, "json") ? text(c) : json(c, &err);
+    }
+    out = strcmp(fmt, "json") ? text(c, o->exclude) : json(c, &err);
     if (!out) {
         rc = p3d_fail_input(err);
         goto done;

@@ -82,6 +82,32 @@ static void compare_policies_on_best(const p3d_opts *o, p3d_plan *pl)
     p3d_plan_result_free(&res);
 }
 
+/* What --exclude and --spares took away, on stderr (the plan's own
+ * report is for the nodes left). */
+static int report_roles(const p3d_cluster *c)
+{
+    static const struct {
+        int role;
+        const char *what;
+    } kinds[] = {{P3D_NODE_EXCLUDED, "excluded (--exclude)"}, {P3D_NODE_SPARE, "kept as spares (--spares)"}};
+    char **names = malloc((c->nnodes ? c->nnodes : 1) * sizeof *names);
+    if (!names)
+        return -1;
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        size_t n = 0;
+        for (size_t i = 0; i < c->nnodes; i++)
+            if (c->nodes[i].role == kinds[k].role)
+                names[n++] = c->nodes[i].name;
+        char *hl = n ? p3d_hostlist_compress(names, n) : NULL;
+        if (hl)
+            fprintf(stderr, "par3drun: plan: %zu node%s %s, not planned on: %s\n", n, n == 1 ? "" : "s",
+                    kinds[k].what, hl);
+        free(hl);
+    }
+    free(names);
+    return 0;
+}
+
 int p3d_cmd_plan(const p3d_opts *o)
 {
     int rc = P3D_EXIT_BADINPUT;
@@ -117,12 +143,19 @@ int p3d_cmd_plan(const p3d_opts *o)
     }
     if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, &err) < 0)
         goto fail;
+    /* --exclude and --spares as the dry run applies them (the default
+     * spares rule: plan runs no policy); the plan is for the nodes left */
+    job.spares = o->spares;
+    if (p3d_place_roles(o, c, &job, &err) < 0 || report_roles(c) < 0 || p3d_place_keep_usable(c, &err) < 0)
+        goto fail;
     int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
     /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
      * those dimensions; the rest is searched */
     p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages, o->etp};
     if (p3d_plan_search_pinned(c, &job, zero_mode, &pins, &pl, &err) < 0)
         goto fail;
+    pl->exclude = o->exclude;
+    pl->spares = o->spares;
     for (size_t i = 0; i < c->nwarnings; i++)
         fprintf(stderr, "par3drun: warning: %s\n", c->warnings[i]);
     if (pl->racks_unknown)

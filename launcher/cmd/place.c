@@ -149,41 +149,42 @@ out:
     return rc;
 }
 
-/* --spares K, the default choice: racks in order of their first node take
- * turns giving their last usable node, while a rack keeps at least one
- * node that runs ranks; then any rack's last usable node. */
-static int pick_spares(p3d_cluster *c, int k, char **err)
+int p3d_place_roles(const p3d_opts *o, p3d_cluster *c, const p3d_job *job, char **err)
 {
-    size_t usable = 0;
+    if (o->exclude && apply_exclude(o->exclude, c, err) < 0)
+        return -1;
+    /* one implementation of the default rule: par3d.default_spares (Lua);
+     * --policy auto compares policies that would each choose, so it takes
+     * the default */
+    const char *policy = o->policy ? o->policy : "megatron";
+    if (job->spares > 0 && !strcmp(policy, "auto"))
+        policy = NULL;
+    return p3d_policy_pick_spares(policy, policy ? o->policy_sha256 : NULL, c, job, err);
+}
+
+int p3d_place_keep_usable(p3d_cluster *c, char **err)
+{
+    size_t n = 0;
     for (size_t i = 0; i < c->nnodes; i++)
-        usable += c->nodes[i].role == P3D_NODE_USE;
-    if (k <= 0)
+        n += c->nodes[i].role == P3D_NODE_USE;
+    if (n == c->nnodes)
         return 0;
-    if ((size_t)k >= usable)
-        return p3d_err(err, "--spares %d: the cluster has %zu usable node%s%s; at least one must run ranks", k, usable,
-                       usable == 1 ? "" : "s", usable < c->nnodes ? " (after --exclude)" : "");
-    size_t nr = c->nracks ? c->nracks : 1;
-    for (int pass = 0; pass < 2 && k > 0; pass++) {
-        int gave = 1;
-        while (k > 0 && gave) {
-            gave = 0;
-            for (size_t r = 0; r < nr && k > 0; r++) {
-                size_t left = 0;
-                long last = -1;
-                for (size_t i = 0; i < c->nnodes; i++)
-                    if (c->nodes[i].role == P3D_NODE_USE && (size_t)c->nodes[i].rack == r) {
-                        left++;
-                        last = (long)i;
-                    }
-                if (last < 0 || (pass == 0 && left < 2))
-                    continue;
-                c->nodes[last].role = P3D_NODE_SPARE;
-                k--;
-                gave = 1;
-            }
-        }
-    }
-    return 0;
+    if (n == 0)
+        return p3d_err(err, "--exclude leaves no node of %s to use", c->source ? c->source : "the cluster");
+    char **names = malloc(n * sizeof *names);
+    if (!names)
+        return p3d_err(err, "out of memory");
+    n = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].role == P3D_NODE_USE)
+            names[n++] = c->nodes[i].name;
+    char *hl = p3d_hostlist_compress(names, n);
+    free(names);
+    if (!hl)
+        return p3d_err(err, "out of memory");
+    int rc = p3d_cluster_restrict(c, hl, err);
+    free(hl);
+    return rc;
 }
 
 /* The policy's view: the nodes the job may place on (with_spares: also the
@@ -380,8 +381,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     if (p3d_cli_job(o, &out->job, err) < 0)
         goto out;
     out->job.spares = o->spares;
-    if ((o->exclude && apply_exclude(o->exclude, cluster, err) < 0) || pick_spares(cluster, o->spares, err) < 0 ||
-        make_view(out, 0, NULL, err) < 0)
+    if (p3d_place_roles(o, cluster, &out->job, err) < 0 || make_view(out, 0, NULL, err) < 0)
         goto out;
     /* p3d_job_resolve_dp's own message points at the local machine */
     if (o->cluster && p3d_cluster_gpus(out->cluster) == 0) {

@@ -57,6 +57,15 @@ int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
  * cluster (freed with *out, also on failure). */
 int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
 void p3d_plan_result_free(p3d_plan_result *r);
+/* --exclude and --spares on a loaded cluster, the same on every command:
+ * the --exclude'd nodes become P3D_NODE_EXCLUDED (an unknown name is an
+ * error naming the option and the node), then job->spares nodes become
+ * P3D_NODE_SPARE, chosen by --policy's spares() hook or par3d.default_spares
+ * (always the default under --policy auto). */
+int p3d_place_roles(const p3d_opts *o, p3d_cluster *c, const p3d_job *job, char **err);
+/* For the commands that place nothing (plan, cluster): keeps only c's
+ * P3D_NODE_USE nodes, in order. */
+int p3d_place_keep_usable(p3d_cluster *c, char **err);
 
 /* A lost node (docs/launch.md, "When a node dies"): marks the cluster
  * nodes lost[0..nlost) P3D_NODE_LOST, then runs the job's policy again

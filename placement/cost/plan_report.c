@@ -418,6 +418,12 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
     if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
         p3d_sb_printf(b, " --vocab %d", m->vocab);
     p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
+    if (pl->exclude) {
+        p3d_sb_puts(b, " --exclude ");
+        shell_word(b, pl->exclude);
+    }
+    if (pl->spares > 0)
+        p3d_sb_printf(b, " --spares %d", pl->spares);
     if (pl->best_policy[0] && strcmp(pl->best_policy, "megatron") != 0) {
         p3d_sb_puts(b, " --policy ");
         shell_word(b, pl->best_policy);

@@ -40,6 +40,10 @@ ln -s "$tmp/huge.json" "$tmp/logdir-planted/rank-0.log"
     printf '{"name": "last", "topology": "cpu-only.xml"}]}\n'
 } >"$tmp/too-many-nodes.json"
 
+# three DGX H100s in one rack, for the --spares hook cases
+printf '{"nodes": [{"name": "dgx-h100-[01-03]", "topology": "%s", "rack": "r1"}]}\n' \
+    "$src/examples/topologies/dgx-h100.xml" >"$tmp/three.json"
+
 # an nvidia-smi text one column over the 1,024-column bound
 python3 - "$tmp/gpus-1025.txt" <<'PY' || exit 1
 import sys

@@ -212,6 +212,10 @@ typedef struct p3d_plan {
      * with the reason when megatron is not the fastest. Empty: not run. */
     char best_policy[64];
     char policy_note[1024];
+    /* --exclude (borrowed) and --spares as asked: the plan is for the
+     * nodes left, and the run line repeats both (set by `par3drun plan`) */
+    const char *exclude;
+    int spares;
 } p3d_plan;
 
 /* Searches every layout using all of the cluster's GPUs. job needs a model

@@ -41,6 +41,14 @@ int p3d_policy_run(const char *policy, const char *sha256_pin,
                    p3d_placement **out, char **err);
 void p3d_placement_free(p3d_placement *p);
 
+/* Chooses job->spares hot spares among c's P3D_NODE_USE nodes and marks
+ * them P3D_NODE_SPARE: the policy's spares(cluster, job) when it defines
+ * one, else par3d.default_spares (policy NULL: always the default). The
+ * hook sees only the usable nodes; its result must name exactly K distinct
+ * ones and leave at least one (docs/policies.md "Choosing the spares"). */
+int p3d_policy_pick_spares(const char *policy, const char *sha256_pin,
+                           p3d_cluster *c, const p3d_job *job, char **err);
+
 /* Members of the group of dimension dim that contains rank r, ascending. */
 int p3d_group_members(const p3d_mesh *m, int dim, int r, int *out, int cap);
 
