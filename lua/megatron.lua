@@ -17,12 +17,19 @@
 -- across racks) and a note names the rule and why.
 -- The work is done by par3d.place_nested (lua/par3d.lua).
 --
--- Spares (--spares K, spares() below): par3d.default_spares' spread (a
--- rack gives its k-th spare only after every rack with room gave k-1),
--- but when a pipeline block (tp*cp*pp ranks) needs B > 1 whole nodes,
--- within each round the racks whose usable node count is not a multiple
--- of B give first: their last node could not hold a whole block anyway,
--- so taking it keeps every block that fits a rack rack-local.
+-- Spares (--spares K, spares() below): par3d.default_spares' spread over
+-- racks, or over each rack's multi-node NVLink domains (par3d.spare_units:
+-- a unit gives its k-th spare only after every unit with room gave k-1),
+-- but when a block of ranks that must stay together needs B > 1 whole
+-- nodes, within each round the units whose usable node count is not a
+-- multiple of B give first: their last node could not hold a whole block
+-- anyway. The block is a tensor-parallel group (tp ranks) when it spans
+-- nodes of a multi-node NVLink domain (its collectives must stay on that
+-- fabric), else a pipeline block (tp*cp*pp ranks, kept in one rack). For
+-- TP blocks whole blocks come before the spread (a TP group split over two
+-- domains is an error; a spare in another domain is only a slower heal):
+-- two NVL72 racks of 18 trays, tp 8 (2 trays), --spares 2 take both from
+-- the first rack, --spares 4 two from each.
 
 local function lexically_less(a, b)
   for i = 1, #a do
@@ -38,20 +45,29 @@ function spares(cluster, job)
     if per and nd.ngpus ~= per then per = 0 end
     per = per or nd.ngpus
   end
+  local tp, nvl, tpblock = job.tp or 1, #par3d.nvlink_domains(cluster) > 0, false
+  if nvl and per and per >= 1 and tp > per and tp % per == 0 then
+    block, tpblock = tp, true -- a TP group over several trays of one NVLink domain
+  end
   -- B = 1 (a node holds whole blocks), mixed nodes, MoE: the default rule
   if moe or not per or per < 1 or block <= per or block % per ~= 0 then
     return par3d.default_spares(cluster, job)
   end
   local B = block // per
-  local racks, out, left, given = par3d.racks(cluster), {}, {}, {}
+  local racks, out, left, given = par3d.spare_units(cluster), {}, {}, {}
   for r, rk in ipairs(racks) do left[r], given[r] = #rk.nodes, 0 end
   while #out < job.spares do
     local best, bkey
     for r in ipairs(racks) do
       if left[r] >= 1 then
-        -- a rack keeps a node while any rack has two; fewest spares given;
-        -- a node that costs no whole block; list order
-        local key = {left[r] < 2 and 1 or 0, given[r], left[r] % B ~= 0 and 0 or 1, r}
+        -- pipeline blocks: a rack keeps a node while any rack has two;
+        -- fewest spares given; a node that costs no whole block; list order.
+        -- TP blocks: a TP group split over two NVLink domains is an error
+        -- (TP_CROSSES_NODES), a far spare only a slower recovery: a node
+        -- that costs no whole block first, then the spread
+        local whole = left[r] % B ~= 0 and 0 or 1
+        local key = tpblock and {whole, left[r] < 2 and 1 or 0, given[r], r}
+          or {left[r] < 2 and 1 or 0, given[r], whole, r}
         if not bkey or lexically_less(key, bkey) then best, bkey = r, key end
       end
     end

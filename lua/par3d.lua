@@ -1096,17 +1096,38 @@ end
 -- spares"). par3drun calls the policy's spares(cluster, job) when it has
 -- one, else this rule. cluster.nodes are the usable nodes (no --exclude'd
 -- node); the result is a list of job.spares node names.
--- The rule: racks, in the order of their first node, take turns giving
--- their last node not yet chosen, while the rack keeps at least one node
--- that runs ranks; when every rack is down to one node, racks keep taking
--- turns giving their last node (a rack may then run no rank at all).
--- A spare thus sits in every rack that has room, so that a lost node's
--- ranks can stay in their rack.
+-- The rule: the spare units (racks; in a cluster with multi-node NVLink
+-- domains, each rack's NVLink domains: par3d.spare_units), in the order
+-- of their first node, take turns giving their last node not yet chosen,
+-- while the unit keeps at least one node that runs ranks; when every unit
+-- is down to one node, units keep taking turns giving their last node (a
+-- unit may then run no rank at all). A spare thus sits in every rack (and
+-- NVLink domain) that has room, so that a lost node's ranks can stay in
+-- their rack, or on the NVLink fabric their tensor-parallel peers use.
 ---------------------------------------------------------------------------
+
+-- Where spares are spread: {{name=, nodes={i, ...}}, ...} in the order of
+-- first appearance. Racks; a node in a multi-node NVLink domain counts in
+-- its (rack, domain) pair instead, so that two NVL36 domains of one rack
+-- are two units. Nodes outside any domain stay with their rack.
+function par3d.spare_units(cluster)
+  local out, at = {}, {}
+  for i, nd in ipairs(cluster.nodes) do
+    local key = tostring(nd.rack_index) .. "/" .. tostring(nd.nvlink_domain_index or "")
+    local e = at[key]
+    if not e then
+      e = {name = nd.nvlink_domain and (nd.rack .. "/" .. nd.nvlink_domain) or nd.rack, nodes = {}}
+      at[key] = e
+      out[#out + 1] = e
+    end
+    e.nodes[#e.nodes + 1] = i
+  end
+  return out
+end
 
 function par3d.default_spares(cluster, job)
   local k = job.spares or 0
-  local racks, out = par3d.racks(cluster), {}
+  local racks, out = par3d.spare_units(cluster), {}
   if k >= #cluster.nodes then
     error(string.format("--spares %d: only %d usable nodes, at least one must run ranks", k, #cluster.nodes), 0)
   end

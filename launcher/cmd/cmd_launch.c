@@ -195,10 +195,20 @@ int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *los
                   "\"restart\": %d, \"reason\": %s",
                   jf, spare >= 0 ? js : "null", jr, restart, jw);
         if (spare >= 0) {
-            const char *rs = c->nracks ? c->racks[c->nodes[spare].rack] : "default";
-            int same = c->nodes[spare].rack == c->nodes[lost[j]].rack;
-            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s rack %s)",
-                                  k ? "; " : "", ranks, c->nodes[lost[j]].name, sname, same ? "same" : "other", rs);
+            /* where the spare is, as the policy ranks it: the same
+             * multi-node NVLink domain, else the same rack, else another */
+            const p3d_cnode *sn = &c->nodes[spare], *ln = &c->nodes[lost[j]];
+            const char *rs = c->nracks ? c->racks[sn->rack] : "default";
+            char where[160];
+            if (ln->nvl_domain >= 0 && sn->nvl_domain == ln->nvl_domain && (size_t)sn->nvl_domain < c->nnvl_domains)
+                snprintf(where, sizeof where, "same NVLink domain %s", c->nvl_domains[sn->nvl_domain]);
+            else if (ln->nvl_domain >= 0)
+                snprintf(where, sizeof where, "%s rack %s, outside NVLink domain %s", sn->rack == ln->rack ? "same" : "other",
+                         rs, (size_t)ln->nvl_domain < c->nnvl_domains ? c->nvl_domains[ln->nvl_domain] : "?");
+            else
+                snprintf(where, sizeof where, "%s rack %s", sn->rack == ln->rack ? "same" : "other", rs);
+            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s)", k ? "; " : "",
+                                  ranks, ln->name, sname, where);
         } else {
             k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
                                   c->nodes[lost[j]].name);

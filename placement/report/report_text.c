@@ -230,9 +230,14 @@ static void header(tx *t, const p3d_report_in *in)
     for (int role = P3D_NODE_SPARE; role <= P3D_NODE_LOST; role++) {
         int k = 0;
         for (size_t i = 0; i < c->nnodes; i++)
-            if (c->nodes[i].role == role)
-                p3d_sb_printf(b, "%s %s (rack %s)", k++ ? "," : role_name[role], c->nodes[i].name,
-                              c->nracks ? c->racks[c->nodes[i].rack] : "default");
+            if (c->nodes[i].role == role) {
+                const p3d_cnode *n = &c->nodes[i];
+                p3d_sb_printf(b, "%s %s (rack %s", k++ ? "," : role_name[role], n->name,
+                              c->nracks ? c->racks[n->rack] : "default");
+                if (n->nvl_domain >= 0 && (size_t)n->nvl_domain < c->nnvl_domains)
+                    p3d_sb_printf(b, ", NVLink domain %s", c->nvl_domains[n->nvl_domain]);
+                p3d_sb_putc(b, ')');
+            }
         if (k && role == P3D_NODE_SPARE)
             p3d_sb_puts(b, ": run no rank; a lost node's ranks move to one\n");
         else if (k)
