@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# multinode_etcd_heal.sh — a lost node replaced by a spare when the agents
+# meet through a real etcd (tests/services/etcd.sh on 127.0.0.1): five
+# agents, --spares 1, tp 8 on 4 x 8 GPUs. Node ranks come from etcd in
+# arrival order, so the test reads who is who from what the ranks print:
+# the leader is the agent whose ranks say NODE_RANK 0, the spare the one
+# that ran nothing. A running non-leader agent is SIGKILLed mid-run ->
+# every survivor exits 0, exactly the lost node's ranks moved, all to the
+# spare, GPU for GPU, placement.json identical on the survivors, the
+# leader's events.jsonl tells it, nothing is left running and etcd holds
+# no key of the job afterwards.
+. "$(dirname "$0")/lib/multinode_lib.sh"
+SVC=$P3D_SRC/tests/services/etcd.sh
+[ -f "${P3D_PLUGIN_DIR:-$P3D_BUILD/plugins}/p3d_rdzv_etcd.so" ] || { echo "skip: p3d_rdzv_etcd.so not built (libcurl missing)"; exit 77; }
+command -v etcd >/dev/null || { echo "skip: etcd not installed (apt-get install etcd-server)"; exit 77; }
+E=$T/etcd
+trap '"$SVC" stop "$E"; cleanup' EXIT
+URL=$(env -u P3D_TEST_MARK "$SVC" start "$E") || { rc=$?; [ "$rc" = 77 ] && exit 77; echo "FAIL: etcd did not start"; exit 1; }
+
+# generation 0 runs until killed; after the restart every rank ends at once
+W='echo "rank=$RANK node=$NODE_RANK gen=$P3D_RESTART_COUNT gpu=$CUDA_VISIBLE_DEVICES"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
+for i in 0 1 2 3 4; do
+  "$PAR3DRUN" --nnodes 5 --rdzv "etcd:$URL" --job-id "heal-$$" --topology "${TOPOS[$((i % 4))]}" \
+    --run-dir "$T/heal.rd$i" --tp 8 --spares 1 --max-restarts 2 --grace 1 -- sh -c "$W" \
+    >"$T/heal.$i.out" 2>"$T/heal.$i.err" &
+  AG[$i]=$!
+  PIDS+=($!)
+done
+for _ in $(seq 600); do
+  [ "$(cat "$T"/heal.*.out 2>/dev/null | grep -c 'gen=0')" -ge 32 ] && break
+  sleep 0.05
+done
+[ "$(cat "$T"/heal.*.out | grep -c 'gen=0')" -ge 32 ] || { bad "the 32 ranks did not start"; sed 's/^/  /' "$T"/heal.0.err; exit 1; }
+leader=-1 spare=-1 victim=-1
+for i in 0 1 2 3 4; do
+  if grep -q 'node=0 gen=0' "$T/heal.$i.out"; then leader=$i
+  elif ! grep -q 'gen=0' "$T/heal.$i.out"; then spare=$i
+  elif [ "$victim" -lt 0 ]; then victim=$i
+  fi
+done
+[ "$leader" -ge 0 ] && [ "$spare" -ge 0 ] && [ "$victim" -ge 0 ] ||
+  { bad "cannot tell the leader ($leader), the spare ($spare) and a victim ($victim) apart"; exit 1; }
+lost_node=$(grep -o 'node=[0-9]*' "$T/heal.$victim.out" | head -1 | cut -d= -f2)
+kill -KILL "${AG[$victim]}"
+codes="" want=""
+for i in 0 1 2 3 4; do
+  [ "$i" = "$victim" ] && continue
+  wait "${AG[$i]}"; codes="$codes $?"; want="$want 0"
+done
+wait "${AG[$victim]}" 2>/dev/null
+[ "$codes" = "$want" ] || { bad "exit codes$codes, want$want"; sed 's/^/  /' "$T/heal.$leader.err"; }
+sum=$(sha256sum <"$T/heal.rd$leader/placement.json")
+for i in 0 1 2 3 4; do
+  [ "$i" = "$victim" ] && continue
+  [ "$(sha256sum <"$T/heal.rd$i/placement.json")" = "$sum" ] || bad "placement.json of agent $i differs from the leader's"
+done
+python3 - "$T/heal.rd$leader/placement.1.json" "$T/heal.rd$leader/placement.json" <<'PY' || bad "the moved ranks are wrong"
+import json, sys
+old = {r["rank"]: r for r in json.load(open(sys.argv[1]))["ranks"]}
+doc = json.load(open(sys.argv[2]))
+new = {r["rank"]: r for r in doc["ranks"]}
+lost = doc["lost"]
+assert len(lost) == 1, lost
+moved = sorted(r for r in old if (old[r]["node"], old[r]["gpu"]) != (new[r]["node"], new[r]["gpu"]))
+want = sorted(r for r in old if old[r]["node"] == lost[0])
+assert moved == want and len(want) == 8, (moved, want)
+assert len({new[r]["node"] for r in moved}) == 1, "the lost node's ranks went to several nodes"
+assert all(new[r]["gpu"] == old[r]["gpu"] for r in moved), "a moved rank changed GPU index"
+assert not doc.get("spares"), doc.get("spares")
+PY
+# every rank ran again, the spare's from the start of generation 1
+[ "$(cat "$T"/heal.*.out | grep -c 'gen=1')" = 32 ] || bad "$(cat "$T"/heal.*.out | grep -c 'gen=1') ranks ran after the restart, want 32"
+[ "$(grep -c 'gen=1' "$T/heal.$spare.out")" = 8 ] || bad "the spare ran $(grep -c 'gen=1' "$T/heal.$spare.out") ranks, want 8"
+ev=$T/heal.rd$leader/events.jsonl
+grep -q '"event": "failure", "node": "[^"]*", "rank": -1, "cause": "node lost"' "$ev" || bad "events: no node-lost failure"
+grep -q '"event": "replace", "failed": "[^"]*", "spare": "[^"]*", "moved_ranks": \[' "$ev" || bad "events: no replace record"
+grep -q '"event": "end", "exit_code": 0, "restarts": 1, "replaced": 1' "$ev" || { bad "events: end record"; sed 's/^/  /' "$ev"; }
+sleep 0.3
+if [ "$(leftovers)" != 0 ]; then
+  bad "$(leftovers) processes left behind:"
+  for d in /proc/[0-9]*; do
+    grep -qs "P3D_TEST_MARK=$MARK" "$d/environ" && echo "  ${d#/proc/}: $(tr '\0' ' ' <"$d/cmdline")"
+  done
+fi
+# the survivors revoke their leases at the end; the killed agent's key goes
+# with its lease's TTL (10 s)
+nkeys() {
+  curl -s -m 2 "$URL/v3/kv/range" \
+    -d "{\"key\":\"$(printf /par3drun/ | base64)\",\"range_end\":\"$(printf /par3drun0 | base64)\",\"count_only\":true}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
+}
+k=$(nkeys)
+[ "$k" -le 1 ] || bad "after the job $k keys remain under /par3drun/, want at most the killed agent's"
+for _ in $(seq 40); do [ "$(nkeys)" = 0 ] && break; sleep 0.5; done
+[ "$(nkeys)" = 0 ] || bad "the killed agent's key outlived its lease (10 s)"
+echo "lost node rank $lost_node (agent $victim); leader agent $leader, spare agent $spare"
+[ "$fail" = 0 ] && echo "PASS multinode_etcd_heal"
+exit "$fail"
