@@ -84,41 +84,39 @@ end
 -- Grouping the hardware
 ---------------------------------------------------------------------------
 
--- Racks in the order their first node appears in the node list:
--- {{name=, index=, nodes={node numbers in list order}}, ...}
-function par3d.racks(cluster)
+-- The nodes grouped by key(nd) (nil: left out), groups in the order their
+-- first node appears: {{name=, index=, nodes={node numbers in list order}}, ...};
+-- name(nd) and index(nd) describe a group by its first node.
+local function group_nodes(cluster, key, name, index)
   local out, at = {}, {}
   for i, nd in ipairs(cluster.nodes) do
-    local r = nd.rack_index
-    local e = at[r]
-    if not e then
-      e = {name = nd.rack, index = r, nodes = {}}
-      at[r] = e
-      out[#out + 1] = e
-    end
-    e.nodes[#e.nodes + 1] = i
-  end
-  return out
-end
-
--- Multi-node NVLink domains (GB200 NVL72, Slurm topology/block) in order of
--- first appearance: {{name=, index=, nodes={...}}, ...}. Nodes outside any
--- such domain are left out.
-function par3d.nvlink_domains(cluster)
-  local out, at = {}, {}
-  for i, nd in ipairs(cluster.nodes) do
-    local d = nd.nvlink_domain_index
-    if d then
-      local e = at[d]
+    local k = key(nd)
+    if k ~= nil then
+      local e = at[k]
       if not e then
-        e = {name = nd.nvlink_domain, index = d, nodes = {}}
-        at[d] = e
+        e = {name = name(nd), index = index(nd), nodes = {}}
+        at[k] = e
         out[#out + 1] = e
       end
       e.nodes[#e.nodes + 1] = i
     end
   end
   return out
+end
+
+-- Racks in the order their first node appears in the node list:
+-- {{name=, index=, nodes={node numbers in list order}}, ...}
+function par3d.racks(cluster)
+  local function ri(nd) return nd.rack_index end
+  return group_nodes(cluster, ri, function(nd) return nd.rack end, ri)
+end
+
+-- Multi-node NVLink domains (GB200 NVL72, Slurm topology/block) in order of
+-- first appearance: {{name=, index=, nodes={...}}, ...}. Nodes outside any
+-- such domain are left out.
+function par3d.nvlink_domains(cluster)
+  local function di(nd) return nd.nvlink_domain_index end
+  return group_nodes(cluster, di, function(nd) return nd.nvlink_domain end, di)
 end
 
 -- Every NVLink domain inside a node, nodes in list order (or in the order
@@ -1111,18 +1109,10 @@ end
 -- its (rack, domain) pair instead, so that two NVL36 domains of one rack
 -- are two units. Nodes outside any domain stay with their rack.
 function par3d.spare_units(cluster)
-  local out, at = {}, {}
-  for i, nd in ipairs(cluster.nodes) do
-    local key = tostring(nd.rack_index) .. "/" .. tostring(nd.nvlink_domain_index or "")
-    local e = at[key]
-    if not e then
-      e = {name = nd.nvlink_domain and (nd.rack .. "/" .. nd.nvlink_domain) or nd.rack, nodes = {}}
-      at[key] = e
-      out[#out + 1] = e
-    end
-    e.nodes[#e.nodes + 1] = i
-  end
-  return out
+  return group_nodes(cluster,
+    function(nd) return tostring(nd.rack_index) .. "/" .. tostring(nd.nvlink_domain_index or "") end,
+    function(nd) return nd.nvlink_domain and (nd.rack .. "/" .. nd.nvlink_domain) or nd.rack end,
+    function(nd) return nd.rack_index end)
 end
 
 function par3d.default_spares(cluster, job)
