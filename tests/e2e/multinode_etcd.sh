@@ -6,12 +6,7 @@
 # never registers is named, an unreachable etcd and an etcd stopped
 # mid-rendezvous give a clear error naming the URL.
 . "$(dirname "$0")/lib/multinode_lib.sh"
-SVC=$P3D_SRC/tests/services/etcd.sh
-[ -f "${P3D_PLUGIN_DIR:-$P3D_BUILD/plugins}/p3d_rdzv_etcd.so" ] || { echo "skip: p3d_rdzv_etcd.so not built (libcurl missing)"; exit 77; }
-command -v etcd >/dev/null || { echo "skip: etcd not installed (apt-get install etcd-server)"; exit 77; }
-E=$T/etcd
-trap '"$SVC" stop "$E"; cleanup' EXIT
-URL=$("$SVC" start "$E") || { rc=$?; [ "$rc" = 77 ] && exit 77; echo "FAIL: etcd did not start"; exit 1; }
+etcd_up
 
 # eagent NAME I N JOB [extra...] -- PROG: the I-th agent started (its node
 # rank comes from etcd); out/err in $T/NAME.I.{out,err}, run dir

@@ -10,12 +10,7 @@
 # leader's events.jsonl tells it, nothing is left running and etcd holds
 # no key of the job afterwards.
 . "$(dirname "$0")/lib/multinode_lib.sh"
-SVC=$P3D_SRC/tests/services/etcd.sh
-[ -f "${P3D_PLUGIN_DIR:-$P3D_BUILD/plugins}/p3d_rdzv_etcd.so" ] || { echo "skip: p3d_rdzv_etcd.so not built (libcurl missing)"; exit 77; }
-command -v etcd >/dev/null || { echo "skip: etcd not installed (apt-get install etcd-server)"; exit 77; }
-E=$T/etcd
-trap '"$SVC" stop "$E"; cleanup' EXIT
-URL=$(env -u P3D_TEST_MARK "$SVC" start "$E") || { rc=$?; [ "$rc" = 77 ] && exit 77; echo "FAIL: etcd did not start"; exit 1; }
+etcd_up
 
 # generation 0 runs until killed; after the restart every rank ends at once
 W='echo "rank=$RANK node=$NODE_RANK gen=$P3D_RESTART_COUNT gpu=$CUDA_VISIBLE_DEVICES"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'

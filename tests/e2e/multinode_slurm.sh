@@ -6,19 +6,9 @@
 # placement JSON byte for byte on every node, and a rank crash on node 2
 # ending all four agents with one exit code. Skips (77) without slurm-wlm.
 . "$(dirname "$0")/lib/multinode_lib.sh"
-SVC=$P3D_SRC/tests/services/slurm.sh
 EX=$P3D_SRC/examples/slurm
-command -v slurmctld >/dev/null && command -v srun >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
-S=$T/slurm
-trap '"$SVC" stop "$S"; cleanup' EXIT
-"$SVC" start "$S" >"$T/svc.out" 2>&1; rc=$?
-[ "$rc" = 77 ] && { echo "skip: $(cat "$T/svc.out")"; exit 77; }
-[ "$rc" = 0 ] || { echo "FAIL: slurm did not start"; cat "$T/svc.out"; exit 1; }
-. "$S/env"
-# sanitizer build: libpmix (srun --mpi=pmix) keeps allocations past
-# PMIx_Finalize; those are its own, not par3drun's (as in multinode_pmix.sh)
-printf 'leak:libpmix\nleak:libevent\nleak:libhwloc\nleak:libmca\n' >"$T/lsan.supp"
-export LSAN_OPTIONS="suppressions=$T/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+slurm_up
+pmix_leaks_suppressed
 # the fake nodes share this host's hardware: one fixture topology for all;
 # TMPDIR (newtmp) keeps each node's run dir (par3drun-<job>.<node rank>)
 # in $T

@@ -31,19 +31,9 @@
 # Skips (77) without slurm-wlm. Run it under flock /tmp/p3d-services.lock
 # when other Slurm users share this host (as the other Slurm tests).
 . "$(dirname "$0")/lib/multinode_lib.sh"
-SVC=$P3D_SRC/tests/services/slurm.sh
-command -v slurmctld >/dev/null && command -v srun >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
 command -v python3 >/dev/null || { echo "skip: python3 missing"; exit 77; }
-S=$T/slurm
-trap '"$SVC" stop "$S"; cleanup' EXIT
-"$SVC" start "$S" >"$T/svc.out" 2>&1; rc=$?
-[ "$rc" = 77 ] && { echo "skip: $(cat "$T/svc.out")"; exit 77; }
-[ "$rc" = 0 ] || { echo "FAIL: slurm did not start"; cat "$T/svc.out"; exit 1; }
-. "$S/env"
-# sanitizer build: libpmix (srun --mpi=pmix) keeps allocations past
-# PMIx_Finalize; those are its own, not par3drun's (as in multinode_slurm.sh)
-printf 'leak:libpmix\nleak:libevent\nleak:libhwloc\nleak:libmca\n' >"$T/lsan.supp"
-export LSAN_OPTIONS="suppressions=$T/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+slurm_up
+pmix_leaks_suppressed
 export PAR3DRUN P3D_TOPOLOGY=${TOPOS[0]}
 cd "$T" || exit 1
 

@@ -8,14 +8,7 @@
 # itself is skipped with a fixture topology, and the cut to the allowed set
 # is tested with taskset in launch_alloc.sh). Skips (77) without slurm-wlm.
 . "$(dirname "$0")/lib/multinode_lib.sh"
-SVC=$P3D_SRC/tests/services/slurm.sh
-command -v slurmctld >/dev/null && command -v srun >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
-S=$T/slurm
-trap '"$SVC" stop "$S"; cleanup' EXIT
-P3D_SLURM_TASK_PLUGIN=task/affinity "$SVC" start "$S" >"$T/svc.out" 2>&1; rc=$?
-[ "$rc" = 77 ] && { echo "skip: $(cat "$T/svc.out")"; exit 77; }
-[ "$rc" = 0 ] || { echo "FAIL: slurm did not start"; cat "$T/svc.out"; exit 1; }
-. "$S/env"
+P3D_SLURM_TASK_PLUGIN=task/affinity slurm_up
 cd "$T" || exit 1
 export TMPDIR=$T
 

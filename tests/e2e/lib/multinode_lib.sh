@@ -62,3 +62,43 @@ agent() {
 
 # ms since the epoch
 now_ms() { date +%s%3N; }
+
+# slurm_up: the real Slurm of tests/services/slurm.sh in $T/slurm (slurmctld
+# + slurmd fake nodes n1..n4; the caller's environment, e.g.
+# P3D_SLURM_TASK_PLUGIN, reaches it), stopped by PID at exit; its clients'
+# environment sourced. Exits 77 (skip) when Slurm is not installed.
+slurm_up() {
+  SVC=$P3D_SRC/tests/services/slurm.sh
+  command -v slurmctld >/dev/null && command -v srun >/dev/null || { echo "skip: slurm-wlm not installed"; exit 77; }
+  S=$T/slurm
+  trap '"$SVC" stop "$S"; cleanup' EXIT
+  local rc=0
+  "$SVC" start "$S" >"$T/svc.out" 2>&1 || rc=$?
+  [ "$rc" = 77 ] && { echo "skip: $(cat "$T/svc.out")"; exit 77; }
+  [ "$rc" = 0 ] || { echo "FAIL: slurm did not start"; cat "$T/svc.out"; exit 1; }
+  . "$S/env"
+}
+
+# pmix_leaks_suppressed: under the sanitizer build, libpmix (srun
+# --mpi=pmix) keeps allocations past PMIx_Finalize; those are its own, not
+# par3drun's (as in multinode_pmix.sh).
+pmix_leaks_suppressed() {
+  printf 'leak:libpmix\nleak:libevent\nleak:libhwloc\nleak:libmca\n' >"$T/lsan.supp"
+  export LSAN_OPTIONS="suppressions=$T/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+}
+
+# etcd_up: a real etcd of tests/services/etcd.sh on 127.0.0.1 in $T/etcd,
+# stopped at exit, its client URL in URL. It runs without our marker, so
+# that it is not counted among the processes the test left behind. Exits
+# 77 (skip) without the etcd plugin or etcd.
+etcd_up() {
+  SVC=$P3D_SRC/tests/services/etcd.sh
+  [ -f "${P3D_PLUGIN_DIR:-$P3D_BUILD/plugins}/p3d_rdzv_etcd.so" ] || { echo "skip: p3d_rdzv_etcd.so not built (libcurl missing)"; exit 77; }
+  command -v etcd >/dev/null || { echo "skip: etcd not installed (apt-get install etcd-server)"; exit 77; }
+  E=$T/etcd
+  trap '"$SVC" stop "$E"; cleanup' EXIT
+  local rc=0
+  URL=$(env -u P3D_TEST_MARK "$SVC" start "$E") || rc=$?
+  [ "$rc" = 77 ] && exit 77
+  [ "$rc" = 0 ] || { echo "FAIL: etcd did not start"; exit 1; }
+}
