@@ -44,14 +44,6 @@
 static int N, K, P = 1, W = 0;
 static int leader_port;
 
-static uint64_t fnv(const char *p, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
-    return h;
-}
-
 static void die(const char *what, const char *e)
 {
     fprintf(stderr, "swarm: %s: %s\n", what, e ? e : strerror(errno));
@@ -141,7 +133,7 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     out.recv = st.bytes_recv;
     out.json_len = st.json_len;
     out.cplace_len = st.cplace_len;
-    out.json_hash = fnv(pm.json, pm.json_len);
+    out.json_hash = p3d_delta_hash((const unsigned char *)pm.json, pm.json_len);
     if (replace_mode()) {
         /* what the leader does when node N/2 is lost (mnode.c
          * mnode_replace): place again with job.previous, render, encode;
@@ -644,7 +636,7 @@ int main(int argc, char **argv)
             char *e2 = NULL;
             if (p3d_cplace_decode(cplace + 5, cplace_len - 5, &m, &e2) < 0)
                 die("expand", e2);
-            sample_hash[i] = fnv(m.json, m.json_len);
+            sample_hash[i] = p3d_delta_hash((const unsigned char *)m.json, m.json_len);
             p3d_place_msg_free(&m);
             t_exp = p3d_now() - t0 - t_done;
         }

@@ -56,8 +56,8 @@ typedef struct mnode {
     p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
     p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
     p3d_wbuf rdelta;           /*   and as a CDELTA against base */
-    unsigned char *base;       /* leader: the CPLACE body every node holds */
-    size_t base_len;
+    const unsigned char *base; /* leader: the CPLACE body every node holds: */
+    size_t base_len;           /*   raw of m->pm or an old_pm (kept to the end) */
     p3d_health_res own_health; /* this node's pre-start --health-check */
     int own_checked;           /*   run (this node has --health-check) */
     p3d_health_res *health;    /* leader: every node's, by node rank */
@@ -238,7 +238,6 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
     p3d_report_in in = p3d_plan_report_in(&m->res);
     json = p3d_report_json(&in);
     p3d_wbuf_free(&m->rframe);
-    memset(&m->rframe, 0, sizeof m->rframe);
     if (!json) {
         p3d_err(&err, "cannot render the placement JSON (out of memory)");
         goto out;
@@ -250,7 +249,6 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
     /* the nodes hold base (the last placement sent; a second loss before
      * the restart keeps it): the difference is what goes, when smaller */
     p3d_wbuf_free(&m->rdelta);
-    memset(&m->rdelta, 0, sizeof m->rdelta);
     L->cdelta = NULL;
     p3d_wbuf_begin(&m->rdelta, P3D_MSG_CDELTA);
     if (m->base && p3d_delta_make(m->base, m->base_len, m->rframe.p + 5, m->rframe.len - 5, &m->rdelta) == 0 &&
@@ -273,21 +271,13 @@ out:
     return rc;
 }
 
-/* L->sent (leader): every node now holds L->cplace; later differences are
- * made against it. */
+/* L->sent (leader): every node now holds L->cplace, which the leader
+ * adopted as m->pm; later differences are made against its bytes. */
 static void mnode_sent(void *ctx)
 {
     mnode *m = ctx;
-    unsigned char *b = m->rframe.len > 5 ? malloc(m->rframe.len - 5) : NULL;
-    if (!b) { /* no base: the next placement goes whole */
-        free(m->base);
-        m->base = NULL;
-        return;
-    }
-    memcpy(b, m->rframe.p + 5, m->rframe.len - 5);
-    free(m->base);
-    m->base = b;
-    m->base_len = m->rframe.len - 5;
+    m->base = m->pm.raw;
+    m->base_len = m->pm.raw_len;
 }
 
 /* ---- --health-check before the start (docs/multinode.md) ----------------- */
@@ -578,13 +568,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.adopt = mnode_adopt;
     L.adopt_ctx = m;
     L.sent = mnode_sent;
-    if (m->me == 0 && m->pm.raw) { /* the placement every node got */
-        m->base = malloc(m->pm.raw_len ? m->pm.raw_len : 1);
-        if (m->base) {
-            memcpy(m->base, m->pm.raw, m->pm.raw_len);
-            m->base_len = m->pm.raw_len;
-        }
-    }
+    if (m->me == 0)
+        mnode_sent(m); /* the placement every node got at the rendezvous */
     if (m->me == 0 && o->spares > 0 && m->have_res) {
         L.replace = mnode_replace;
         L.replace_ctx = m;
@@ -658,7 +643,6 @@ out:
     p3d_mpeer_free(m->peers, m->nnodes);
     p3d_wbuf_free(&m->rframe);
     p3d_wbuf_free(&m->rdelta);
-    free(m->base);
     free(m->health);
     free(m->checked);
     free(m->unhealthy);

@@ -159,7 +159,8 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
 static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *by, p3d_cluster *c, p3d_opts *oh,
                              char **err)
 {
-    int nbad = 0, first = -1;
+    int nbad = 0;
+    char *who = NULL; /* every failed node by name and reason (the first 8) */
     for (int i = 0; i < (int)c->nnodes; i++) {
         const p3d_grec *x = &g->recs[by[i]];
         if (x->health != P3D_GREC_HEALTH_FAILED)
@@ -169,33 +170,25 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
             p3d_err(err, P3D_REFUSE_FAILED "the leader's node %s failed its --health-check before the start (%s); the leader runs the "
                          "job controller and cannot be replaced: nothing started",
                     c->nodes[0].name, how);
+            free(who);
             return -2;
         }
-        if (first < 0)
-            first = i;
         c->nodes[i].role = P3D_NODE_EXCLUDED;
-        nbad++;
+        if (nbad++ < 8)
+            p3d_str_appendf(&who, "; ", "%s (%s)", c->nodes[i].name, how);
     }
+    int rc = 0;
     if (nbad > o->spares) {
-        /* every failed node by name and reason (the first 8) */
-        char *who = NULL;
-        int named = 0;
-        for (int i = first; i < (int)c->nnodes && named < 8; i++) {
-            const p3d_grec *x = &g->recs[by[i]];
-            if (x->health != P3D_GREC_HEALTH_FAILED)
-                continue;
-            p3d_str_appendf(&who, "; ", "%s (%s)", c->nodes[i].name, x->health_how ? x->health_how : "failed");
-            named++;
-        }
         p3d_err(err, P3D_REFUSE_FAILED "%d node%s failed the --health-check before the start and no spare can take "
                      "%s place (--spares %d): %s%s; nothing started",
                 nbad, nbad == 1 ? "" : "s", nbad == 1 ? "its" : "their", o->spares, who ? who : "?",
-                nbad > named ? "; ..." : "");
-        free(who);
-        return -2;
+                nbad > 8 ? "; ..." : "");
+        rc = -2;
+    } else {
+        oh->spares = o->spares - nbad;
     }
-    oh->spares = o->spares - nbad;
-    return 0;
+    free(who);
+    return rc;
 }
 
 int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
