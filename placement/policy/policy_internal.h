@@ -25,5 +25,13 @@ void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes)
  * of mesh.c. par3d.lua receives it as its chunk argument. */
 int luaopen_par3d_core(lua_State *L);
 
+/* Reads the helper module lua/par3d.lua (under p3d_data_dir()) into *text
+ * (malloc'd, *len bytes). 0 or -1 with *err naming the file. */
+int p3d_policy_read_helper(char **text, size_t *len, char **err);
+/* In the sandbox's protected body: runs the helper module text (its chunk
+ * argument: luaopen_par3d_core), sets it as the global `par3d` and leaves
+ * the module table on the stack. 0, or -1 with *err. */
+int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **err);
+
 
 #endif

@@ -281,6 +281,28 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
     return 0;
 }
 
+int p3d_policy_read_helper(char **text, size_t *len, char **err)
+{
+    char hpath[4096];
+    snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
+    return p3d_read_small_file(hpath, "policy helper module", P3D_POLICY_MAX_BYTES, text, len, err);
+}
+
+int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **err)
+{
+    lua_State *L = p3d_sandbox_state(sb);
+    if (p3d_sandbox_load(sb, text, len, "par3d.lua", err) < 0)
+        return -1;
+    luaopen_par3d_core(L); /* the chunk's argument: the mesh arithmetic in C */
+    if (p3d_sandbox_call(sb, 1, 1, err) < 0)
+        return -1;
+    if (!lua_istable(L, -1))
+        return p3d_err(err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));
+    lua_pushvalue(L, -1);
+    lua_setglobal(L, "par3d");
+    return 0;
+}
+
 /* The whole run, in protected mode: the libraries' setup has happened;
  * here the helper module, the tables, the policy and place() run. Each Lua
  * call goes through p3d_sandbox_call (the docall); a failed step leaves its
@@ -289,16 +311,9 @@ static int run_body(lua_State *L)
 {
     run_ctx *x = lua_touserdata(L, 1);
     lua_settop(L, 0);
-    if (p3d_sandbox_load(x->sb, x->helper, x->helper_len, "par3d.lua", &x->err) < 0)
+    if (p3d_policy_load_par3d(x->sb, x->helper, x->helper_len, &x->err) < 0)
         return 0;
-    luaopen_par3d_core(L); /* the chunk's argument: the mesh arithmetic in C */
-    if (p3d_sandbox_call(x->sb, 1, 1, &x->err) < 0)
-        return 0;
-    if (!lua_istable(L, -1)) {
-        p3d_err(&x->err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));
-        return 0;
-    }
-    lua_setglobal(L, "par3d");
+    lua_pop(L, 1);
     p3d_lua_push_cluster(L, x->c); /* 1 */
     p3d_lua_push_job(L, x->job);   /* 2 */
     if (p3d_sandbox_load(x->sb, x->text, x->len, x->chunk, &x->err) < 0 ||
@@ -329,7 +344,6 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
 {
     int rc = -1;
     run_ctx x;
-    char hpath[4096];
     p3d_sandbox_limits envlim;
     memset(&x, 0, sizeof x);
     *out = NULL;
@@ -363,8 +377,7 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
     x.pl->mesh = mesh;
     x.pl->policy = p3d_policy_display_name(name);
     x.pl->policy_source = strdup(source ? source : name);
-    snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
-    if (p3d_read_small_file(hpath, "policy helper module", P3D_POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0)
+    if (p3d_policy_read_helper(&x.helper, &x.helper_len, err) < 0)
         goto out;
     if (!lim) {
         if (p3d_sandbox_limits_from_env(&envlim, err) < 0)

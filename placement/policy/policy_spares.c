@@ -123,17 +123,8 @@ static int spares_body(lua_State *L)
 {
     spares_ctx *x = lua_touserdata(L, 1);
     lua_settop(L, 0);
-    if (p3d_sandbox_load(x->sb, x->helper, x->helper_len, "par3d.lua", &x->err) < 0)
+    if (p3d_policy_load_par3d(x->sb, x->helper, x->helper_len, &x->err) < 0)
         return 0;
-    luaopen_par3d_core(L);
-    if (p3d_sandbox_call(x->sb, 1, 1, &x->err) < 0)
-        return 0;
-    if (!lua_istable(L, -1)) {
-        p3d_err(&x->err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));
-        return 0;
-    }
-    lua_pushvalue(L, -1);
-    lua_setglobal(L, "par3d");
     int par3d = lua_gettop(L);
     p3d_lua_push_cluster(L, x->view);
     p3d_lua_push_job(L, x->job);
@@ -197,7 +188,6 @@ int p3d_policy_pick_spares(const char *policy, const char *sha256_pin, p3d_clust
     spares_ctx x;
     p3d_policy_src r;
     p3d_sandbox_limits lim;
-    char hpath[4096];
     memset(&x, 0, sizeof x);
     memset(&r, 0, sizeof r);
     p3d_cluster view = *c;
@@ -229,8 +219,7 @@ int p3d_policy_pick_spares(const char *policy, const char *sha256_pin, p3d_clust
         x.text = r.text;
         x.len = r.len;
     }
-    snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
-    if (p3d_read_small_file(hpath, "policy helper module", P3D_POLICY_MAX_BYTES, &x.helper, &x.helper_len, err) < 0 ||
+    if (p3d_policy_read_helper(&x.helper, &x.helper_len, err) < 0 ||
         p3d_sandbox_limits_from_env(&lim, err) < 0 || p3d_sandbox_new(&lim, &x.sb, err) < 0 ||
         p3d_sandbox_protect(x.sb, spares_body, &x, err) < 0)
         goto out;
