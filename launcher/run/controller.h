@@ -10,25 +10,45 @@
  * agent; --emulate of several local ones; a multi-node leader of one local
  * and n-1 remote ones — the same code decides in every case.
  *
- *   STARTING --all agents up--> RUNNING --failure, restarts left--> RESTARTING
- *      |                           |  <------all agents up again-------'
- *      |                           |--lost node / failed health check,
- *      |                           |  restarts left, a spare found--> REPLACING
- *      |                           |  (every agent retires; once all are gone
- *      |                           |   the transport forks them again on the
- *      |                           |   new placement) --> RESTARTING
+ * Every change of state goes through one transition function, driven by
+ * one table of (state, event) -> handler (controller.c); --verbose and
+ * events.jsonl record each change as "state A -> B (event)".
+ *
+ *   STARTING --all agents up--> RUNNING --failure, restarts left--> CHECKING
+ *      |                           |      (--health-check on every node; no
+ *      |                           |       check: straight on)
+ *      |                           |   CHECKING --every node healthy, or only
+ *      |                           |     spares failed--> RESTARTING (in place)
+ *      |                           |   CHECKING --a rank node failed or was
+ *      |                           |     lost, a spare found--> REPLACING
+ *      |                           |--lost node, restarts left, a spare found-->
+ *      |                           |   REPLACING (every agent retires; once all
+ *      |                           |   are gone the transport forks them again
+ *      |                           |   on the new placement) --> RESTARTING
+ *      |                           |  <------all agents up again------ RESTARTING
  *      '-------failure (none left), lost agent (no replacement), signal,
  *              timeout, all done-->
  *   STOPPING --every agent gone (or ended by force past its deadline)--> DONE
  *
  * A lost node is "dead" for the rest of the job: its agent is never
  * started again. Another loss while REPLACING or RESTARTING (two failures
- * in a row) is one more replacement, one more restart.
+ * in a row) is one more replacement, one more restart; a loss while
+ * CHECKING joins the nodes that failed the check. Losing only spares
+ * moves nothing: the job goes on in the state it was in (a rank failure
+ * that started a check still restarts in place).
+ *
+ * After every event the controller settles: it re-checks what the event
+ * may have completed (every agent up, every agent done, every agent gone),
+ * so no event order can leave it waiting on an agent that is gone. Every
+ * state but RUNNING and STARTING has a deadline (p3d_ctl_deadline); those
+ * two wait on the agents, whose transport reports them gone when silent.
  *
  * Deadlines: after a stop order every agent has --grace plus
  * P3D_CTL_SLACK seconds to end; then ops->kill ends it (a local agent is
  * SIGKILLed with its workers, a remote connection is dropped). A second
- * stop signal cuts the grace to nothing.
+ * stop signal cuts the grace to nothing. CHECKING waits for the health
+ * result up to cfg.health_timeout + 2 * P3D_CTL_SLACK; past that the
+ * nodes count as healthy (said) and the ranks restart in place.
  */
 #ifndef P3D_CONTROLLER_H
 #define P3D_CONTROLLER_H
@@ -44,11 +64,32 @@
 typedef enum p3d_ctl_state {
     P3D_CTL_STARTING,
     P3D_CTL_RUNNING,
+    P3D_CTL_CHECKING,
     P3D_CTL_RESTARTING,
     P3D_CTL_REPLACING,
     P3D_CTL_STOPPING,
     P3D_CTL_DONE,
+    P3D_CTL_NSTATES
 } p3d_ctl_state;
+
+/* What moves the controller: one per entry point below. */
+typedef enum p3d_ctl_event {
+    P3D_CTL_EV_UP,        /* an agent's ranks run (A) */
+    P3D_CTL_EV_FAIL,      /* a rank failed, or could not start (F) */
+    P3D_CTL_EV_DONE,      /* an agent's ranks all ended 0 (D) */
+    P3D_CTL_EV_NODE_SIG,  /* an agent was stopped by a signal (S) */
+    P3D_CTL_EV_GONE,      /* an agent ended or disconnected */
+    P3D_CTL_EV_SIGNAL,    /* the controller's own process got a signal */
+    P3D_CTL_EV_ABORT,     /* the transport cannot go on */
+    P3D_CTL_EV_TICK,      /* time passed */
+    P3D_CTL_EV_HEALTH,    /* the health checks' result */
+    P3D_CTL_EV_MARK_DEAD, /* a node failed its check before the start */
+    P3D_CTL_NEVENTS
+} p3d_ctl_event;
+
+/* "running", "checking", ...; "failure", "agent-gone", ... */
+const char *p3d_ctl_state_name(p3d_ctl_state s);
+const char *p3d_ctl_event_name(p3d_ctl_event e);
 
 typedef struct p3d_ctl_ops {
     void *ctx;
@@ -67,10 +108,10 @@ typedef struct p3d_ctl_ops {
     /* every agent has retired: start the agents not dead on the current
      * placement, restart count gen; 0, or -1 */
     int (*respawn)(void *ctx, int gen, const unsigned char *dead);
-    /* --health-check on every live agent's node: sets bad[a] = 1 for a
-     * failed one, returns how many failed; *took: the seconds it blocked
-     * (the controller's clock moves on by that much) */
-    int (*health)(void *ctx, const unsigned char *dead, unsigned char *bad, double *took);
+    /* start --health-check on every agent's node not dead[]: it must not
+     * block; the transport answers later with p3d_ctl_health_result().
+     * 0 started, -1 cannot (the nodes count as healthy). */
+    int (*health)(void *ctx, const unsigned char *dead);
     /* one events.jsonl record: the fields, without braces */
     void (*event)(void *ctx, const char *fields);
 } p3d_ctl_ops;
@@ -82,6 +123,7 @@ typedef struct p3d_ctl_cfg {
     int max_restarts;
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
+    double health_timeout;    /* the longest a health check may take */
     int verbose;
     int leader;               /* the agent of the controller's own node
                                  (a multi-node leader), -1 none */
@@ -111,6 +153,9 @@ void p3d_ctl_mark_dead(p3d_ctl *c, int a);
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */
 void p3d_ctl_abort(p3d_ctl *c, const char *why, int code, double now);
+/* The health checks ops->health started are over: bad[a] = 1 for each
+ * node that failed (bad may be NULL: none). Ignored unless CHECKING. */
+void p3d_ctl_health_result(p3d_ctl *c, const unsigned char *bad, double now);
 /* Time passed: checks --timeout and the stop deadlines. */
 void p3d_ctl_tick(p3d_ctl *c, double now);
 
@@ -119,6 +164,8 @@ void p3d_ctl_tick(p3d_ctl *c, double now);
  * (only events move the job on). */
 double p3d_ctl_deadline(const p3d_ctl *c);
 p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
+/* A lost node (never started again). */
+int p3d_ctl_is_dead(const p3d_ctl *c, int a);
 /* The job's exit code (valid in DONE). */
 int p3d_ctl_code(const p3d_ctl *c);
 /* The root-cause summary to print once at the end ("" when none). */

@@ -183,6 +183,7 @@ typedef struct hub {
     int health_warned;  /* said that some nodes have no --health-check */
     hpend *pend;
     int npend;
+    int health_due;     /* the controller asked for --health-check */
     double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
     double last_check;  /* when hub_beat last looked for silent agents */
 } hub;
@@ -506,6 +507,31 @@ out:
     return nbad;
 }
 
+/* ops.health: the controller must not block, so the checks run from the
+ * loop (hub_health_due), which hands their result back. */
+static int hub_health_start(void *ctx, const unsigned char *dead)
+{
+    hub *h = ctx;
+    (void)dead;
+    h->health_due = 1;
+    return 0;
+}
+
+static void hub_health_due(hub *h)
+{
+    if (!h->health_due)
+        return;
+    h->health_due = 0;
+    unsigned char *bad = calloc((size_t)h->n + 1, 1), *dead = calloc((size_t)h->n + 1, 1);
+    for (int i = 0; dead && i < h->n; i++)
+        dead[i] = (unsigned char)p3d_ctl_is_dead(h->ctl, i);
+    if (bad && dead)
+        hub_health(h, dead, bad, NULL);
+    p3d_ctl_health_result(h->ctl, bad, p3d_now());
+    free(bad);
+    free(dead);
+}
+
 /* Reads every packet agent a has queued (local). Returns -1 at EOF. */
 static int hub_read_local(hub *h, int a)
 {
@@ -674,6 +700,7 @@ static void hub_loop(hub *h)
                 usleep((useconds_t)((0.010 - gap) * 1e6));
             last = p3d_now();
         }
+        hub_health_due(h);
         hub_drain(h);
         double bd = hub_beat(h, p3d_now(), 1);
         for (int i = 0; i < h->n; i++)
@@ -764,6 +791,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->pl->world, .max_restarts = L->o->max_restarts,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
+        .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
     };
     p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event};
@@ -775,7 +803,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         ops.respawn = hub_respawn;
     }
     if (L->o->health_check)
-        ops.health = hub_health;
+        ops.health = hub_health_start;
     h->ctl = p3d_ctl_new(&cfg, &ops, p3d_now());
     if (!h->ctl) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");

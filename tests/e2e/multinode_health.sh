@@ -14,6 +14,9 @@
 #     --health-check: it counts as healthy, the leader warns once.
 #  2b. a node whose own check outlasts the leader's --health-check-timeout
 #     + 2 s failed it (no answer): excluded, replaced, exit 0.
+#  2c. the compound fault: after a rank failure only the spare (node rank
+#     4, running no rank) fails its check -> nothing moves for it, the
+#     failed rank restarts in place (restart 1), every node exits 0.
 #  3. two nodes fail before the start with one spare -> exit 1 before
 #     anything runs, the message names the node and the check's output.
 #  4. the leader's own node fails -> exit 1, the message names that limit.
@@ -121,6 +124,31 @@ grep -q 'lost the connection to the rendezvous leader' "$T/slow.2.err" || bad "n
 grep -q 'node [^ ]*:2 failed its --health-check (no answer within 3 s)' "$T/slow.0.err" ||
   { bad "no answer: the leader does not say node 2 did not answer"; sed 's/^/  /' "$T/slow.0.err"; }
 [ "$(grep -c 'gen=1' "$T/slow.4.out")" = 8 ] || bad "no answer: the spare did not take node 2's ranks"
+
+# ---- 2c. only the spare fails the check after a rank failure -> in place --
+P=$(free_port)
+rm -f "$T/sick3"
+for i in 0 1 2 3 4; do
+  hc=(--health-check "$OK")
+  [ "$i" = 4 ] && hc=(--health-check "test ! -e '$T/sick4' || { echo 'spare gpu 0 fell off the bus (fixture)'; exit 1; }")
+  agent spare $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 "${hc[@]}" \
+    --env "T_FAIL=$T/spare.fail" -- sh -c "$W2"
+done
+wait_lines spare 32 0
+touch "$T/sick4" "$T/spare.fail"
+codes=""
+for i in 0 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
+[ "$codes" = " 0 0 0 0 0" ] || { bad "spare sick: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/spare.0.err"; }
+grep -q 'node [^ ]*:4 failed its --health-check (its process ended with exit code 1: spare gpu 0 fell off the bus (fixture))' "$T/spare.0.err" ||
+  { bad "spare sick: the leader does not say the spare failed"; sed 's/^/  /' "$T/spare.0.err"; }
+grep -q 'rank 1 failed (exit code 3); restarting all ranks (restart 1 of 2)' "$T/spare.0.err" ||
+  { bad "spare sick: the failed rank was not restarted in place"; sed 's/^/  /' "$T/spare.0.err"; }
+[ "$(cat "$T"/spare.[0-3].out | grep -c 'gen=1')" = 32 ] || bad "spare sick: not all 32 ranks ran again on their nodes"
+[ "$(grep -c 'gen=' "$T/spare.4.out")" = 0 ] || bad "spare sick: the spare ran ranks"
+grep -q '"event": "end", "exit_code": 0, "restarts": 1, "replaced": 0' "$T/spare.rd0/events.jsonl" ||
+  { bad "spare sick: end record"; sed 's/^/  /' "$T/spare.rd0/events.jsonl"; }
+sleep 0.3
+[ "$(leftovers)" = 0 ] || bad "spare sick: $(leftovers) workers left behind"
 
 # refused NAME SICK_RANKS MESSAGE_REGEX: 5 agents whose node ranks in
 # SICK_RANKS fail their check before the start; the leader must exit 1 with

@@ -158,6 +158,22 @@ grep -q 'node a2 failed its --health-check after rank 0 failed (exit code 3)' "$
   { cat "$T_DIR/out"; fail "the replacement does not name the health check"; }
 [ "$(awk '$4 == 1 && $2 == "a3"' "$T_DIR/starts" | wc -l)" = 8 ] || fail "a3 did not take a2's ranks"
 
+# the compound fault: rank 0 fails with a restart left and the check after
+# it fails only on a spare (a3, running no rank): nothing moves for the
+# spare, rank 0 is restarted in place and the job ends 0 (it used to hang)
+fresh health_spare
+STEPS=5 FAIL_RANK=0 run_bg "${JOB[@]}" --max-restarts 1 --run-dir "$T_DIR/rd" \
+  --health-check 'test "$P3D_NODE" != a3 || test ! -e "$T_DIR/sick"' -- "$T/w.sh"
+rc=$(wait_rc)
+[ "$rc" = 0 ] || { cat "$T_DIR/out"; fail "exit $rc, want 0 (only a spare failed its check: restart in place)"; }
+grep -q '^par3drun: node a3 failed its --health-check' "$T_DIR/out" || { cat "$T_DIR/out"; fail "no a3 check line"; }
+grep -q 'rank 0 failed (exit code 3); restarting all ranks (restart 1 of 1)' "$T_DIR/out" ||
+  { cat "$T_DIR/out"; fail "the failed rank was not restarted in place"; }
+[ "$(awk '$4 == 1' "$T_DIR/starts" | wc -l)" = 32 ] || fail "not every rank ran again after the restart"
+[ -z "$(awk '$2 == "a3"' "$T_DIR/starts")" ] || fail "the sick spare ran ranks"
+grep -q '"from": "checking", "to": "restarting", "cause": "health-result"' "$T_DIR/rd/events.jsonl" ||
+  { cat "$T_DIR/rd/events.jsonl"; fail "no checking -> restarting record"; }
+
 # without spares a failed health check stops the job before anything runs
 fresh health3
 set +e

@@ -339,40 +339,87 @@ static p3d_ctl *mk_r(rrec *x, int max_restarts, int leader, int replace_rc)
     return c;
 }
 
-/* A health op that takes 5 s and finds node 1 bad. */
-static int r_health_slow(void *ctx, const unsigned char *dead, unsigned char *bad, double *took)
+/* A health op that only starts the checks (the result comes later). */
+static int health_starts;
+static int r_health_start(void *ctx, const unsigned char *dead)
 {
     (void)ctx;
     assert_int_equal(dead[1], 0);
-    bad[1] = 1;
-    *took = 5;
-    return 1;
+    health_starts++;
+    return 0;
 }
 
-/* After a failure the health checks run (they block): node 1 failed its
- * check and is replaced, and the retire deadline counts from the end of
- * the checks, not from the failure (a stale clock would end the others at
- * once, before they could retire). */
+/* After a failure the health checks run while the controller waits in
+ * CHECKING (it never blocks): node 1 failed its check 5 s later and is
+ * replaced, and the retire deadline counts from the result, not from the
+ * failure (a stale clock would end the others at once). */
 static void test_health_replaces_after_the_checks(void **st)
 {
     (void)st;
     rrec x;
     memset(&x, 0, sizeof x);
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1};
+    health_starts = 0;
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
+                       .health_timeout = 10};
     p3d_ctl_ops ops = {.ctx = &x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
-                       .respawn = r_respawn, .health = r_health_slow};
+                       .respawn = r_respawn, .health = r_health_start};
     p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(c);
     for (int a = 0; a < 3; a++)
         msg(c, a, "A 0 4\n", 1);
     msg(c, 0, "F 0 3 1 0\n", 2);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
+    assert_int_equal(health_starts, 1);
+    assert_true(p3d_ctl_deadline(c) == 2 + 10 + 2 * P3D_CTL_SLACK);
+    msg(c, 1, "F 0 1 9 0\n", 3); /* a consequence: ignored */
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
+    unsigned char bad[3] = {0, 1, 0};
+    p3d_ctl_health_result(c, bad, 7);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_REPLACING);
     assert_int_equal(x.nreplaced, 1);
     assert_int_equal(x.replaced[0], 1);
     assert_non_null(strstr(p3d_ctl_story(c), "node n1 failed its --health-check after rank 1 failed (exit code 3)"));
-    assert_true(p3d_ctl_deadline(c) == 2 + 5 + 3 + P3D_CTL_SLACK);
+    assert_true(p3d_ctl_deadline(c) == 7 + 3 + P3D_CTL_SLACK);
     p3d_ctl_tick(c, 7.5);
     assert_int_equal(x.r.killed[0] + x.r.killed[2], 0);
+    p3d_ctl_free(c);
+}
+
+/* The compound fault: a rank fails with restarts left and the check after
+ * it fails only on a spare. Nothing moves for the spare, and the failed
+ * rank is still restarted in place (it used to be dropped: a hang). */
+static void test_health_fails_only_on_a_spare(void **st)
+{
+    (void)st;
+    rrec x;
+    memset(&x, 0, sizeof x);
+    x.replace_rc = 1; /* the replace op: "it ran no rank" */
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
+                       .health_timeout = 10};
+    p3d_ctl_ops ops = {.ctx = &x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
+                       .respawn = r_respawn, .health = r_health_start};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, a == 2 ? "A 0 0\n" : "A 0 4\n", 1);
+    msg(c, 0, "F 0 3 1 0\n", 2);
+    unsigned char bad[3] = {0, 0, 1};
+    x.r.sent[0] = 0;
+    p3d_ctl_health_result(c, bad, 3);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
+    assert_int_equal(p3d_ctl_restarts(c), 1);
+    assert_non_null(strstr(x.r.sent, "R 1"));
+    assert_non_null(strstr(x.r.said, "rank 1 failed (exit code 3); restarting all ranks (restart 1 of 2)"));
+    msg(c, 0, "A 1 4\n", 4);
+    msg(c, 1, "A 1 4\n", 4);
+    msg(c, 2, "A 1 0\n", 4);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
+    for (int a = 0; a < 3; a++)
+        msg(c, a, "D 1\n", 5);
+    for (int a = 0; a < 3; a++)
+        p3d_ctl_gone_status(c, a, "exited", 1, 5.5);
+    assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(c), 0);
     p3d_ctl_free(c);
 }
 
@@ -481,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
         cmocka_unit_test(test_timeout_and_node_signal), cmocka_unit_test(test_replace_lost_node),
         cmocka_unit_test(test_health_replaces_after_the_checks),
+        cmocka_unit_test(test_health_fails_only_on_a_spare),
         cmocka_unit_test(test_replace_second_loss_while_retiring), cmocka_unit_test(test_replace_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
