@@ -7,6 +7,7 @@
  * waitpid(WNOHANG), the terminal is written without waiting (output.c).
  * Nothing blocks anywhere else, so a stop order is always seen.
  */
+#include "controller.h"
 #include "launch.h"
 #include "rundir.h"
 
@@ -51,6 +52,10 @@ typedef struct agent {
     int swept;              /* the generation's leftovers were swept */
     int done_sent;
     double next_beat;       /* --node-timeout: the next heartbeat (B) */
+    double heard_up;        /* when the upstream last sent anything */
+    double up_to;           /* the upstream's timeout (its B says); 0 until
+                               it beats: an upstream that never beats is
+                               never judged */
 } agent;
 
 static void say(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -268,10 +273,14 @@ static void agent_upstream(agent *a)
             agent_orphaned(a);
             return;
         }
+        a->heard_up = p3d_now();
         p3d_amsg m;
         if (p3d_amsg_decode(buf, (size_t)n, &m) < 0)
             continue;
         switch (m.type) {
+        case P3D_AM_BEAT:
+            a->up_to = m.ms / 1000.0;
+            break;
         case P3D_AM_RESTART:
             a->restart_to = m.gen;
             agent_stop(a, SIGTERM);
@@ -307,6 +316,32 @@ static double agent_beat(agent *a, double now)
         a->next_beat = now + iv;
     }
     return a->next_beat;
+}
+
+/* Fencing: an upstream (the hub, or the node's relay) silent for its
+ * --node-timeout is frozen or cut off, and the leader replaces this node
+ * once that time is past. Our ranks end now, by force: no rank may run
+ * beside its replacement. Judged after the round's reads, so that what
+ * came while we were stopped ourselves counts first (read before the
+ * judgement). The next time to
+ * look (0: not judged). */
+static double agent_fence(agent *a, double now)
+{
+    if (a->up_to <= 0 || a->upstream < 0)
+        return 0;
+    if (now - a->heard_up > a->up_to)
+        agent_upstream(a); /* what came while we were not running counts */
+    if (a->upstream < 0)
+        return 0;
+    if (now - a->heard_up <= a->up_to)
+        return a->heard_up + a->up_to + 0.01;
+    say(a, "par3drun: node %s: nothing from its supervisor for %.1f s (--node-timeout %g): ending its ranks now "
+           "(fenced: the leader replaces this node)\n",
+        a->L->cluster->nodes[a->node].name, now - a->heard_up, a->up_to);
+    if (!a->exit_code)
+        a->exit_code = P3D_EXIT_LOST;
+    agent_orphaned(a);
+    return 0;
 }
 
 static void agent_signal(agent *a, int sig)
@@ -449,6 +484,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         goto out;
     }
     agent_beat(a, p3d_now()); /* alive before a long setup */
+    a->heard_up = p3d_now();
     if (agent_setup(a, &err) < 0)
         goto out;
     pfd = calloc((size_t)a->nlocal * 2 + 4, sizeof *pfd);
@@ -484,9 +520,11 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         double dl = a->stopping && !a->killed ? a->kill_at : 0, hd = p3d_hang_deadline(a->hang, a->pid);
         if (hd > 0 && (!dl || hd < dl))
             dl = hd;
-        double bd = agent_beat(a, p3d_now());
+        double bd = agent_beat(a, p3d_now()), fd = agent_fence(a, p3d_now());
         if (bd > 0 && (!dl || bd < dl))
             dl = bd;
+        if (fd > 0 && (!dl || fd < dl))
+            dl = fd;
         int ms = p3d_poll_ms(dl);
         np += p3d_sink_poll(&a->sink, pfd + np, &ms);
         int pr = poll(pfd, (nfds_t)np, ms);

@@ -49,6 +49,8 @@ struct p3d_ctl {
         int a, rank, code, sig;
     } pend;                /* CHECKING: the failure that started it */
     p3d_ctl_event cause;   /* the event being handled (state records) */
+    double fence_at;       /* no respawn before (p3d_ctl_fence) */
+    int fence_said;
 };
 
 /* One event, as the entry points hand it to the table. */
@@ -414,6 +416,7 @@ static void respawn(p3d_ctl *c)
         }
     c->ngone = c->ndead;
     c->kill_at = c->giveup_at = 0;
+    c->fence_said = 0;
     go(c, P3D_CTL_RESTARTING);
 }
 
@@ -684,8 +687,14 @@ static void settle(p3d_ctl *c, double now)
             stop(c, 0, 0, now);
         break;
     case P3D_CTL_REPLACING:
-        if (!live)
+        if (live)
+            break;
+        if (now >= c->fence_at) {
             respawn(c);
+        } else if (!c->fence_said++) {
+            say(c, "par3drun: waiting %.1f s more before the replacement starts: the lost node ends its own ranks by "
+                   "then (fencing; --node-timeout)\n", c->fence_at - now);
+        }
         break;
     case P3D_CTL_STOPPING:
         check_done(c);
@@ -759,6 +768,12 @@ void p3d_ctl_gone_status(p3d_ctl *c, int a, const char *how, int clean, double n
     dispatch(c, &e);
 }
 
+void p3d_ctl_fence(p3d_ctl *c, int a, double until)
+{
+    if (agent_ok(c, a) && until > c->fence_at)
+        c->fence_at = until;
+}
+
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now)
 {
     ctl_ev e = {.type = P3D_CTL_EV_SIGNAL, .a = -1, .sig = sig, .now = now};
@@ -795,14 +810,18 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         return t > 0 && t < c->health_at ? t : c->health_at;
     case P3D_CTL_STOPPING:
     case P3D_CTL_REPLACING: {
-        if (c->state == P3D_CTL_STOPPING)
-            t = 0;
-        double d = c->giveup_at;
+        /* the next force (kill_at), then giving up on them (giveup_at);
+         * REPLACING with every agent gone: the lost nodes' fence */
+        double d = c->state == P3D_CTL_REPLACING ? c->fence_at : c->giveup_at;
         for (int i = 0; i < c->cfg.nagents; i++)
             if (!c->gone[i] && !c->killed[i]) {
                 d = c->kill_at;
                 break;
+            } else if (!c->gone[i]) {
+                d = c->giveup_at;
             }
+        if (c->state == P3D_CTL_STOPPING)
+            t = 0;
         return t > 0 && t < d ? t : d;
     }
     default:

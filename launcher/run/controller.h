@@ -58,6 +58,11 @@
 /* Seconds past the grace an agent has to end after a stop order. */
 #define P3D_CTL_SLACK 2.0
 
+/* Fencing: seconds past a frozen node's own deadline (its --node-timeout
+ * after it last heard its upstream) before its replacement may start:
+ * the time its processes take to notice and SIGKILL their ranks. */
+#define P3D_FENCE_SLACK 1.0
+
 /* The job's code when an agent is lost (ended or disconnected unasked). */
 #define P3D_EXIT_LOST 1
 
@@ -149,6 +154,12 @@ void p3d_ctl_gone_status(p3d_ctl *c, int a, const char *how, int clean, double n
 /* Before the start: agent a's node failed its health check; it is dead
  * (never started). */
 void p3d_ctl_mark_dead(p3d_ctl *c, int a);
+/* Fencing: agent a's ranks may still run until `until` (a node lost to a
+ * missing heartbeat ends its own ranks by its own deadline, which the
+ * leader cannot see). Its replacement starts only after that: no rank
+ * runs twice at once. Call it before p3d_ctl_gone for that agent; it is
+ * information for that event, not an event of its own. */
+void p3d_ctl_fence(p3d_ctl *c, int a, double until);
 /* The controller's own process got sig. */
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */

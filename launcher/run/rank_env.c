@@ -219,6 +219,9 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "TORCHELASTIC_RESTART_COUNT", "%d", restart);
     e |= p3d_envv_set(out, "TORCHELASTIC_MAX_RESTARTS", "%d", L->o->max_restarts);
     e |= p3d_envv_set(out, "P3D_RESTART_COUNT", "%d", restart);
+    /* the fencing token: a rank of an older generation must not commit
+     * anything a newer one may have (docs/launch.md, "Fencing") */
+    e |= p3d_envv_set(out, "P3D_GENERATION", "%d", restart);
     e |= p3d_envv_set(out, "P3D_JOB_ID", "%s", L->job_id);
     e |= p3d_envv_set(out, "P3D_PLACEMENT", "%s", L->placement_path);
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);

@@ -5,7 +5,11 @@
  * job; it keeps its own node's deadlines:
  *   - a stop order from the leader (or a signal here) gives the agent
  *     --grace + P3D_CTL_SLACK to end, then its process tree is SIGKILLed;
- *   - a lost leader stops the local ranks (nobody can decide any more);
+ *   - a lost leader ends the local ranks at once, by SIGKILL: nobody can
+ *     decide any more, and the leader may already have replaced this
+ *     node (fencing: no rank runs beside its replacement);
+ *   - heartbeats (B) to its agent, which ends the ranks by itself when
+ *     the relay goes silent (the relay frozen while its ranks run on);
  *   - --node-timeout (r_beat): heartbeats to the leader; a leader or an
  *     agent silent for the timeout counts as lost (frozen).
  * A signal here (scancel signals every node; a Ctrl-C one) stops the local
@@ -98,6 +102,10 @@ static void r_send_beat(relay *r, double now)
     int n = p3d_amsg_encode(&b, buf, sizeof buf);
     if (n > 0)
         r_up(r, buf, (size_t)n);
+    /* the same beat to our agent, at the same moment: it ends its ranks by
+     * itself when we go silent, by the deadline the leader fences us with
+     * (the leader's timeout after it last heard us; fencing) */
+    r_local(r, &b);
     r->next_beat = now + iv;
 }
 
@@ -292,7 +300,7 @@ static double r_beat(relay *r, double now)
                     name, r->L->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
             close(r->up);
             r->up = -1;
-            r_stop(r, SIGTERM, P3D_EXIT_LOST);
+            r_stop(r, SIGKILL, P3D_EXIT_LOST); /* fencing: no grace */
         } else if (r->up >= 0 && r->heard_up + r->beat_to + 0.01 < next) {
             next = r->heard_up + r->beat_to + 0.01;
         }
@@ -373,10 +381,10 @@ static int relay_loop(relay *r)
                     r->up = -1;
                     if (!r->stopping) {
                         fprintf(stderr,
-                                "par3drun: node %s: lost the connection to the rendezvous leader (%s): stopping the "
-                                "local ranks\n",
+                                "par3drun: node %s: lost the connection to the rendezvous leader (%s): ending the "
+                                "local ranks now (it may have replaced this node)\n",
                                 name, r->L->cluster->nodes[0].name);
-                        r_stop(r, SIGTERM, P3D_EXIT_LOST);
+                        r_stop(r, SIGKILL, P3D_EXIT_LOST);
                     }
                 }
                 free(e);

@@ -621,9 +621,10 @@ static double hub_beat(hub *h, double now, int check)
         char buf[64];
         p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(to * 1000)};
         int len = p3d_amsg_encode(&b, buf, sizeof buf);
+        /* the local agents too: each ends its ranks by itself when we
+         * go silent (agent.c, fencing) */
         for (int i = 0; i < h->n && len > 0; i++)
-            if (h->ln[i].remote)
-                hub_send_one(h, i, buf, (size_t)len);
+            hub_send_one(h, i, buf, (size_t)len);
         h->next_beat = now + iv;
     }
     double next = h->next_beat;
@@ -642,10 +643,14 @@ static double hub_beat(hub *h, double now, int check)
             char how[160];
             snprintf(how, sizeof how, "no heartbeat for %.1f s (frozen or cut off; --node-timeout %g)",
                      now - l->heard, to);
+            /* fencing: a frozen remote node's own processes end its ranks
+             * by its deadline (relay.c, agent.c); no replacement before */
+            if (l->remote)
+                p3d_ctl_fence(h->ctl, i, l->heard + to + P3D_FENCE_SLACK);
             hub_close(l);
-            hub_gone(h, i, how, 0);
             if (!l->remote && l->pid > 0)
                 p3d_kill_tree(l->pid, SIGKILL);
+            hub_gone(h, i, how, 0);
             continue;
         }
         if (l->heard + to < next)
@@ -705,6 +710,10 @@ static void hub_loop(hub *h)
         double bd = hub_beat(h, p3d_now(), 1);
         for (int i = 0; i < h->n; i++)
             if (h->ln[i].broken && !h->ln[i].reported) {
+                /* a send that failed: the node may be frozen (its buffer
+                 * full), so its own deadline fences it as above */
+                if (h->ln[i].remote && h->L->o->node_timeout > 0)
+                    p3d_ctl_fence(h->ctl, i, h->ln[i].heard + h->L->o->node_timeout + P3D_FENCE_SLACK);
                 hub_close(&h->ln[i]);
                 hub_gone(h, i, h->ln[i].how[0] ? h->ln[i].how : "the connection failed (cannot send to it)", 0);
             }

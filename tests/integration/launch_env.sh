@@ -25,7 +25,7 @@ for r in pl["ranks"]:
     eq("RANK", r["rank"]); eq("WORLD_SIZE", 16); eq("LOCAL_RANK", r["local_rank"]); eq("LOCAL_WORLD_SIZE", 8)
     eq("P3D_NODE", r["node"]); eq("HOSTNAME", r["node"]); eq("P3D_GPU", r["gpu"])
     eq("P3D_TP_RANK", r["tp"]); eq("P3D_PP_RANK", r["pp"]); eq("P3D_DP_RANK", r["dp"])
-    eq("TORCHELASTIC_RUN_ID", "envtest"); eq("P3D_JOB_ID", "envtest"); eq("P3D_RESTART_COUNT", 0)
+    eq("TORCHELASTIC_RUN_ID", "envtest"); eq("P3D_JOB_ID", "envtest"); eq("P3D_RESTART_COUNT", 0); eq("P3D_GENERATION", 0)
     eq("MASTER_ADDR", "127.0.0.1"); eq("CUDA_DEVICE_ORDER", "PCI_BUS_ID"); eq("EXTRA_ONE", 1)
     eq("P3D_PLACEMENT", sys.argv[1])
     cvd = env["CUDA_VISIBLE_DEVICES"].split(",")

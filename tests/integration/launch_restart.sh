@@ -7,6 +7,7 @@ cat >"$T/w.sh" <<'SH'
 #!/bin/sh
 echo "$RANK $LOCAL_RANK $P3D_NODE $P3D_GPU $CUDA_VISIBLE_DEVICES" >>"$T_DIR/gen-$P3D_RESTART_COUNT"
 [ "$TORCHELASTIC_RESTART_COUNT" = "$P3D_RESTART_COUNT" ] || exit 99
+[ "$P3D_GENERATION" = "$P3D_RESTART_COUNT" ] || exit 98
 while [ "$(wc -l <"$T_DIR/gen-$P3D_RESTART_COUNT")" -lt 16 ]; do sleep 0.05; done
 if [ "$RANK" = 9 ] && [ "$P3D_RESTART_COUNT" -lt "$FAIL_UNTIL" ]; then exit 3; fi
 [ "$RANK" = 9 ] || [ "$P3D_RESTART_COUNT" -ge "$FAIL_UNTIL" ] || exec sleep 100

@@ -10,7 +10,8 @@
  * node signals, aborts, time jumps, stale messages, a respawn that fails),
  * then a cluster that only does what it is told. Checked after every
  * event: the restart count never exceeds --max-restarts and never goes
- * down; a lost node stays dead and is never started again; CHECKING,
+ * down; a lost node stays dead and is never started again, and its
+ * replacement never before the lost node's fence (no rank twice); CHECKING,
  * REPLACING and STOPPING always have a deadline; once the faults stop the
  * controller reaches DONE within a bounded number of events, with an exit
  * code the cause of the stop allows. Every (state, event) cell of the
@@ -47,6 +48,7 @@ typedef struct env {
     int was_dead[MAXA];
     int health_pending;
     int respawn_fail;      /* a fault: the next respawn fails */
+    double fence_at;       /* a lost agent's ranks may run until then */
     int last_restarts;
     int stop_cause;        /* the event that moved it to STOPPING, -1 */
     int stop_sig, stop_code, fail_code;
@@ -170,6 +172,8 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
         if (!dead[i] && e->alive[i] && !e->told_stop[i] && !e->killed[i])
             broken(e, "respawn while agent %d still runs untold", i);
     }
+    if (e->now < e->fence_at)
+        broken(e, "respawn at %.2f before a lost node's fence %.2f: a rank could run twice", e->now, e->fence_at);
     if (e->respawn_fail) {
         e->respawn_fail = 0;
         return -1;
@@ -258,6 +262,14 @@ static void gone(env *e, int a, int clean)
 {
     tr(e, "%7.2f %-10s gone %d%s\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a, clean ? " clean" : "");
     e->alive[a] = 0;
+    if (!clean && rnd(e, 2)) {
+        /* lost to a missing heartbeat: its ranks end by its own deadline */
+        double until = e->now + rnd(e, 300) / 100.0;
+        tr(e, "        fence %d until %.2f\n", a, until);
+        p3d_ctl_fence(e->c, a, until);
+        if (until > e->fence_at)
+            e->fence_at = until;
+    }
     DISPATCH(e, P3D_CTL_EV_GONE, 0, 0, p3d_ctl_gone_status(e->c, a, clean ? "exited" : "crashed", clean, e->now));
 }
 
