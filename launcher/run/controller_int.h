@@ -1,0 +1,89 @@
+/*
+ * controller_int.h — the job controller's insides, shared by its two
+ * files: controller.c (the actions, the entry points, the queries) and
+ * controller_table.c (the (state, event) table, its handlers, and the
+ * settling after every event). Nothing outside the controller includes it.
+ */
+#ifndef P3D_CONTROLLER_INT_H
+#define P3D_CONTROLLER_INT_H
+
+#include "controller.h"
+
+#include <stddef.h>
+
+struct p3d_ctl {
+    p3d_ctl_cfg cfg;
+    p3d_ctl_ops ops;
+    p3d_ctl_state state;
+    int gen;
+    int *up_gen;           /* last generation agent a reported started, -1 */
+    int *done_gen;         /* last generation agent a reported done, -1 */
+    unsigned char *gone;   /* agent a ended / disconnected */
+    unsigned char *killed; /* ops->kill called for a */
+    int ngone;
+    int code;              /* -1 undecided */
+    char *summary;
+    int stop_sig;          /* the signal of the stop order (0: done) */
+    int stops;             /* stop requests seen */
+    double timeout_at;     /* --timeout deadline, 0 none */
+    double kill_at;        /* STOPPING: agents still there are ended then */
+    double giveup_at;      /* STOPPING: past this, DONE whatever is left */
+    double fail_seen;      /* RESTARTING: when the failure was seen */
+    double recovery_max;
+    int recoveries;        /* recoveries completed (recovery_max valid) */
+    int recovering;        /* a failure seen, not every rank running again */
+    unsigned char *dead;   /* agent a's node is lost for good */
+    unsigned char *retiring; /* REPLACING: a was told to end */
+    int ndead;
+    int replaced;
+    char *story;           /* the recoveries, whole lines */
+    unsigned char *lostq;  /* CHECKING: agents lost while the checks ran */
+    double health_at;      /* CHECKING: past this, no result is awaited */
+    struct {
+        int a, rank, code, sig;
+    } pend;                /* CHECKING: the failure that started it */
+    p3d_ctl_event cause;   /* the event being handled (state records) */
+    double fence_at;       /* no respawn before (p3d_ctl_fence) */
+    int fence_said;
+};
+
+/* One event, as the entry points hand it to the table. */
+typedef struct ctl_ev {
+    p3d_ctl_event type;
+    int a;                    /* the agent, -1 none */
+    const p3d_amsg *m;        /* UP, FAIL, DONE, NODE_SIG */
+    const char *how;          /* GONE: what happened; ABORT: why */
+    int clean;                /* GONE: ended by itself */
+    int sig;                  /* SIGNAL */
+    int code;                 /* ABORT */
+    const unsigned char *bad; /* HEALTH */
+    double now;
+} ctl_ev;
+
+/* What ctl_begin_replace did. */
+enum { REPLACE_NOTHING, REPLACE_UNDER_WAY, REPLACE_STOPPED };
+
+/* Messages (whole lines), events.jsonl records, story lines, summaries. */
+void ctl_say(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctl_event(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctl_story(p3d_ctl *c, double now, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void ctl_summary_fmt(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ctl_set_summary(p3d_ctl *c, char *s);
+const char *ctl_jstr(const char *s, char *buf, size_t cap);
+const char *ctl_sig_name(int sig, char *buf, size_t cap);
+
+/* The actions. */
+int ctl_stopping(const p3d_ctl *c);
+int ctl_agent_ok(const p3d_ctl *c, int a);
+void ctl_go(p3d_ctl *c, p3d_ctl_state to); /* the one transition */
+void ctl_check_done(p3d_ctl *c);
+void ctl_stop(p3d_ctl *c, int sig, int code, double now);
+void ctl_all_up(p3d_ctl *c, double now);
+int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
+void ctl_restart_in_place(p3d_ctl *c, double now);
+void ctl_respawn(p3d_ctl *c);
+
+/* The table: e through the handler of (state, e->type), then settle. */
+void ctl_dispatch(p3d_ctl *c, const ctl_ev *e);
+
+#endif

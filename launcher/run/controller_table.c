@@ -1,0 +1,307 @@
+/*
+ * controller_table.c — what each controller state does with each event:
+ * one handler per (state, event) cell, the table that names them, and
+ * settle(), run after every event, which finishes whatever the event may
+ * have completed. Every state change goes through ctl_go (controller.c).
+ */
+#include "controller_int.h"
+
+#include "p3d/base.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the handlers: one per (state, event) cell of the table ------------ */
+
+static void on_up(p3d_ctl *c, const ctl_ev *e)
+{
+    if (e->m->gen == c->gen)
+        c->up_gen[e->a] = e->m->gen;
+}
+
+static void on_done(p3d_ctl *c, const ctl_ev *e)
+{
+    if (e->m->gen == c->gen)
+        c->done_gen[e->a] = e->m->gen;
+}
+
+static void on_fail(p3d_ctl *c, const ctl_ev *e)
+{
+    const p3d_amsg *m = e->m;
+    if (m->gen != c->gen)
+        return; /* a consequence of a failure already being handled */
+    char how[64], jn[160];
+    p3d_failure_how(m->code, m->sig, how, sizeof how);
+    const char *name = c->cfg.names[e->a];
+    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": %d, \"cause\": \"%s\", \"exit_code\": %d, "
+             "\"signal\": %d",
+          ctl_jstr(name, jn, sizeof jn), m->rank, m->rank >= 0 ? "rank failed" : "ranks could not start", m->code, m->sig);
+    if (c->gen < c->cfg.max_restarts) {
+        c->pend.a = e->a;
+        c->pend.rank = m->rank;
+        c->pend.code = m->code;
+        c->pend.sig = m->sig;
+        if (!c->recovering)
+            c->fail_seen = e->now;
+        c->recovering = 1;
+        /* --health-check first: a node that fails it is replaced instead */
+        if (c->ops.health && c->ops.health(c->ops.ctx, c->dead) == 0) {
+            memset(c->lostq, 0, (size_t)c->cfg.nagents);
+            c->health_at = e->now + c->cfg.health_timeout + 2 * P3D_CTL_SLACK;
+            ctl_go(c, P3D_CTL_CHECKING);
+            return;
+        }
+        ctl_restart_in_place(c, e->now);
+        return;
+    }
+    char *s = NULL;
+    if (m->text && m->text[0]) {
+        s = strdup(m->text);
+    } else if (asprintf(&s, "par3drun: root cause: %s %d on node %s %s (%s)\n",
+                        m->rank >= 0 ? "rank" : "node rank", m->rank >= 0 ? m->rank : e->a, name,
+                        m->rank >= 0 ? "failed" : "could not start its ranks", how) < 0) {
+        s = NULL;
+    }
+    ctl_set_summary(c, s);
+    ctl_stop(c, SIGTERM, m->code, e->now);
+}
+
+/* CHECKING: the nodes that failed the check, and those lost meanwhile, are
+ * replaced; when there are none, or they were only spares, the failure
+ * that started the check is restarted in place. */
+static void on_health(p3d_ctl *c, const ctl_ev *e)
+{
+    int n = c->cfg.nagents, nlost = 0, first_bad = -1, first_lost = -1;
+    int *lost = calloc((size_t)n + 1, sizeof *lost);
+    for (int i = 0; lost && i < n; i++) {
+        int bad = e->bad && e->bad[i];
+        if (c->dead[i] || !(bad || c->lostq[i]))
+            continue;
+        lost[nlost++] = i;
+        if (bad && first_bad < 0)
+            first_bad = i;
+        if (!bad && first_lost < 0)
+            first_lost = i;
+    }
+    memset(c->lostq, 0, (size_t)n);
+    if (nlost) {
+        char how[64], why[384];
+        p3d_failure_how(c->pend.code, c->pend.sig, how, sizeof how);
+        if (first_bad >= 0)
+            snprintf(why, sizeof why, "node %s failed its --health-check after rank %d failed (%s)",
+                     c->cfg.names[first_bad], c->pend.rank, how);
+        else
+            snprintf(why, sizeof why, "lost the agent of node %s (node rank %d) during the --health-check after "
+                     "rank %d failed (%s)", c->cfg.names[first_lost], first_lost, c->pend.rank, how);
+        int r = ctl_begin_replace(c, lost, nlost, why, e->now);
+        free(lost);
+        if (r != REPLACE_NOTHING)
+            return;
+    } else {
+        free(lost);
+    }
+    ctl_restart_in_place(c, e->now);
+}
+
+static void on_gone(p3d_ctl *c, const ctl_ev *e)
+{
+    int a = e->a;
+    if (c->gone[a])
+        return;
+    c->gone[a] = 1;
+    c->ngone++;
+    if (ctl_stopping(c) || c->dead[a])
+        return;
+    if (c->state == P3D_CTL_REPLACING && c->retiring[a] && (e->clean || c->killed[a]))
+        return; /* retired: settle() starts the agents again once all have */
+    char why[512], jn[160], jh[300];
+    snprintf(why, sizeof why, "lost the agent of node %s (node rank %d): %s", c->cfg.names[a], a,
+             e->how && e->how[0] ? e->how : "it ended unasked");
+    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s",
+          ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
+    if (c->ops.replace && c->ops.respawn) {
+        if (c->state == P3D_CTL_CHECKING) {
+            /* replaced with the nodes that fail the check */
+            c->lostq[a] = 1;
+            ctl_story(c, e->now, "%s", why);
+            return;
+        }
+        int lost[1] = {a};
+        ctl_begin_replace(c, lost, 1, why, e->now);
+        return;
+    }
+    ctl_summary_fmt(c, "par3drun: root cause: %s\n", why);
+    ctl_stop(c, SIGTERM, P3D_EXIT_LOST, e->now);
+}
+
+static void on_node_sig(p3d_ctl *c, const ctl_ev *e)
+{
+    char sn[32];
+    int sig = e->m->sig > 0 ? e->m->sig : SIGTERM;
+    if (!ctl_stopping(c))
+        ctl_say(c, "par3drun: node %s (node rank %d) was stopped by %s; stopping the job (grace %g s)\n",
+            c->cfg.names[e->a], e->a, ctl_sig_name(sig, sn, sizeof sn), c->cfg.grace);
+    ctl_stop(c, sig, 128 + sig, e->now);
+}
+
+static void on_signal(p3d_ctl *c, const ctl_ev *e)
+{
+    int sig = e->sig;
+    if (sig == SIGUSR1 || sig == SIGUSR2) {
+        p3d_amsg m = {.type = P3D_AM_FORWARD, .sig = sig};
+        c->ops.send(c->ops.ctx, -1, &m);
+        return;
+    }
+    char sn[32];
+    ctl_sig_name(sig, sn, sizeof sn);
+    if (!ctl_stopping(c))
+        ctl_say(c, "par3drun: %s: stopping %d rank%s on %d node%s (%s to every rank, SIGKILL after the %g s grace; a "
+               "second signal skips it)\n",
+            sn, c->cfg.nranks, c->cfg.nranks == 1 ? "" : "s", c->cfg.nagents, c->cfg.nagents == 1 ? "" : "s", sn,
+            c->cfg.grace);
+    else if (sig != SIGQUIT && c->stop_sig != SIGKILL)
+        ctl_say(c, "par3drun: %s again: SIGKILL to every rank now\n", sn);
+    ctl_stop(c, sig, 128 + sig, e->now);
+}
+
+static void on_abort(p3d_ctl *c, const ctl_ev *e)
+{
+    if (!ctl_stopping(c) && e->how)
+        ctl_summary_fmt(c, "par3drun: root cause: %s\n", e->how);
+    ctl_stop(c, SIGKILL, e->code, e->now);
+}
+
+static void on_mark_dead(p3d_ctl *c, const ctl_ev *e)
+{
+    if (c->dead[e->a])
+        return;
+    c->dead[e->a] = 1;
+    c->ndead++;
+    if (!c->gone[e->a]) {
+        c->gone[e->a] = 1;
+        c->ngone++;
+    }
+}
+
+/* Agents past kill_at are ended by force; past giveup_at they count as
+ * gone whatever is left of them (REPLACING and STOPPING). */
+static void enforce_deadlines(p3d_ctl *c, double now)
+{
+    for (int i = 0; now >= c->kill_at && i < c->cfg.nagents; i++)
+        if (!c->gone[i] && !c->killed[i]) {
+            c->killed[i] = 1;
+            if (c->cfg.verbose && c->state == P3D_CTL_STOPPING)
+                ctl_say(c, "par3drun: the agent of node %s did not end %g s past its grace: ending it by force\n",
+                    c->cfg.names[i], P3D_CTL_SLACK);
+            c->ops.kill(c->ops.ctx, i);
+        }
+    for (int i = 0; now >= c->giveup_at && i < c->cfg.nagents; i++)
+        if (!c->gone[i]) {
+            c->gone[i] = 1;
+            c->ngone++;
+        }
+}
+
+static void on_tick(p3d_ctl *c, const ctl_ev *e)
+{
+    if (!ctl_stopping(c) && c->timeout_at > 0 && e->now >= c->timeout_at) {
+        ctl_say(c, "par3drun: --timeout %g s reached; stopping the job\n", c->cfg.timeout);
+        ctl_stop(c, SIGTERM, 124, e->now);
+    }
+    if (c->state == P3D_CTL_CHECKING && e->now >= c->health_at) {
+        ctl_say(c, "par3drun: warning: the --health-check result did not come within %g s; the nodes count as "
+               "healthy\n", c->cfg.health_timeout + 2 * P3D_CTL_SLACK);
+        ctl_ev h = {.type = P3D_CTL_EV_HEALTH, .a = -1, .now = e->now};
+        on_health(c, &h);
+        return;
+    }
+    if (c->state == P3D_CTL_REPLACING || c->state == P3D_CTL_STOPPING)
+        enforce_deadlines(c, e->now);
+}
+
+typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
+
+/* What each state does with each event; NULL: nothing (the event is a
+ * consequence of one already being handled, or comes too late). */
+static const ctl_handler table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
+    [P3D_CTL_STARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
+                          [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                          [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
+                          [P3D_CTL_EV_MARK_DEAD] = on_mark_dead},
+    [P3D_CTL_RUNNING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
+                         [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                         [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick},
+    [P3D_CTL_CHECKING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_DONE] = on_done, [P3D_CTL_EV_NODE_SIG] = on_node_sig,
+                          [P3D_CTL_EV_GONE] = on_gone, [P3D_CTL_EV_SIGNAL] = on_signal,
+                          [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
+                          [P3D_CTL_EV_HEALTH] = on_health},
+    [P3D_CTL_RESTARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
+                            [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                            [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
+                            [P3D_CTL_EV_TICK] = on_tick},
+    [P3D_CTL_REPLACING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
+                           [P3D_CTL_EV_TICK] = on_tick},
+    [P3D_CTL_STOPPING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                          [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
+                          [P3D_CTL_EV_TICK] = on_tick},
+    [P3D_CTL_DONE] = {0},
+};
+
+/* After every event: what it may have completed. An agent gone, up or
+ * done can finish a wait whatever the event was, so every wait is checked
+ * here, once, instead of by the handlers that might finish it. */
+static void settle(p3d_ctl *c, double now)
+{
+    int n = c->cfg.nagents, live = 0, up = 0, done = 0;
+    for (int i = 0; i < n; i++) {
+        if (c->gone[i])
+            continue;
+        live++;
+        up += c->up_gen[i] == c->gen;
+        done += c->done_gen[i] == c->gen;
+    }
+    switch (c->state) {
+    case P3D_CTL_STARTING:
+    case P3D_CTL_RUNNING:
+    case P3D_CTL_RESTARTING:
+        if (!live) {
+            /* every agent lost, none replaced: nothing can move on */
+            if (!c->summary)
+                ctl_set_summary(c, strdup("par3drun: root cause: every node's agent is gone\n"));
+            ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
+            break;
+        }
+        if (c->state != P3D_CTL_RUNNING && up == live)
+            ctl_all_up(c, now);
+        if (done == live)
+            ctl_stop(c, 0, 0, now);
+        break;
+    case P3D_CTL_REPLACING:
+        if (live)
+            break;
+        if (now >= c->fence_at) {
+            ctl_respawn(c);
+        } else if (!c->fence_said++) {
+            ctl_say(c, "par3drun: waiting %.1f s more before the replacement starts: the lost node ends its own ranks by "
+                   "then (fencing; --node-timeout)\n", c->fence_at - now);
+        }
+        break;
+    case P3D_CTL_STOPPING:
+        ctl_check_done(c);
+        break;
+    default:
+        break;
+    }
+}
+
+void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_handler h = table[c->state][e->type];
+    c->cause = e->type;
+    if (h)
+        h(c, e);
+    settle(c, e->now);
+}
