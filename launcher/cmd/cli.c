@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 
@@ -46,6 +47,8 @@ static const opt_row rows[] = {
     {"help", T_FLAG, OFF(help), 0, NOB, C_ALL, NULL, "show this help and exit"},
     {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
     {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
+    {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH, NULL,
+     "launch: do not print the placement's warning-level checks (the dry run lists them)"},
     {"dry-run", T_FLAG, 0, 0, NOB, C_PLACE, NULL, "place, check and report; start nothing"},
     /* inputs */
     {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
@@ -150,6 +153,14 @@ static const opt_row rows[] = {
     {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present"},
     {"rdzv-fanout", T_INT, OFF(rdzv_fanout), 0, 1, 1024, C_LAUNCH, "K",
      "children per agent in the distribution tree (default 32, or P3D_RDZV_FANOUT; the leader's counts)"},
+    /* torchrun's spellings (docs/launch.md, "Coming from torchrun"); every
+     * option is also accepted with _ for - (--nproc_per_node) */
+    {"rdzv-endpoint", T_STR, OFF(rdzv_endpoint), 0, NOB, C_LAUNCH, "HOST:PORT",
+     "torchrun's: the same as --rdzv static:HOST:PORT (or etcd with --rdzv-backend etcd)"},
+    {"rdzv-backend", T_STR, OFF(rdzv_backend), 0, NOB, C_LAUNCH, "NAME",
+     "torchrun's: c10d or static (a TCP rendezvous at --rdzv-endpoint), etcd or etcd-v2"},
+    {"standalone", T_FLAG, OFF(standalone), 0, NOB, C_LAUNCH, NULL,
+     "torchrun's: one node, no rendezvous (what par3drun does without --nnodes)"},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
 
@@ -163,6 +174,7 @@ static const struct {
     {"micro-batches", "Training shape and model (cost model)"},
     {"nproc-per-node", "Launch"},
     {"nnodes", "Multi-node"},
+    {"rdzv-endpoint", "torchrun spellings"},
 };
 
 static void opts_defaults(p3d_opts *o)
@@ -182,12 +194,109 @@ static void opts_defaults(p3d_opts *o)
     o->rdzv = "auto";
 }
 
+/* The option named by name[0..len); torchrun's _ spellings count as -. */
 static const opt_row *find_row(const char *name, size_t len)
 {
-    for (size_t i = 0; i < NROWS; i++)
-        if (strlen(rows[i].name) == len && strncmp(rows[i].name, name, len) == 0)
+    for (size_t i = 0; i < NROWS; i++) {
+        const char *n = rows[i].name;
+        size_t k = 0;
+        while (k < len && n[k] && (n[k] == name[k] || (n[k] == '-' && name[k] == '_')))
+            k++;
+        if (k == len && !n[k])
             return &rows[i];
+    }
     return NULL;
+}
+
+/* Edit distance of a[0..la) and b, bounded (rows of at most 64). */
+static size_t distance(const char *a, size_t la, const char *b)
+{
+    size_t lb = strlen(b), prev[65], cur[65];
+    if (la > 64 || lb > 64)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        prev[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            int same = a[i - 1] == b[j - 1] || (a[i - 1] == '_' && b[j - 1] == '-');
+            size_t v = prev[j - 1] + !same;
+            if (prev[j] + 1 < v)
+                v = prev[j] + 1;
+            if (cur[j - 1] + 1 < v)
+                v = cur[j - 1] + 1;
+            cur[j] = v;
+        }
+        memcpy(prev, cur, (lb + 1) * sizeof *prev);
+    }
+    return prev[lb];
+}
+
+/* The option nearest to name[0..len) (a typo: at most a third of its
+ * letters off, or a prefix of exactly one option), or NULL. */
+static const char *nearest_option(const char *name, size_t len)
+{
+    const char *best = NULL, *prefix = NULL;
+    size_t bd = len / 3 + 1;
+    int nprefix = 0;
+    for (size_t i = 0; i < NROWS; i++) {
+        size_t d = distance(name, len, rows[i].name);
+        if (d < bd) {
+            bd = d;
+            best = rows[i].name;
+        }
+        if (len >= 2 && !strncmp(rows[i].name, name, len)) {
+            prefix = rows[i].name;
+            nprefix++;
+        }
+    }
+    return best ? best : nprefix == 1 ? prefix : NULL;
+}
+
+/* mpirun/srun short options people type, and ours. */
+static const char *short_hint(const char *a)
+{
+    if (!strcmp(a, "-n") || !strcmp(a, "-np") || !strcmp(a, "-N"))
+        return "--nproc-per-node N (ranks per node) or --nnodes N";
+    if (!strcmp(a, "-v"))
+        return "--verbose";
+    if (!strcmp(a, "-V"))
+        return "--version";
+    return NULL;
+}
+
+/* A first word that is no program but looks like a subcommand typo. */
+static const char *nearest_command(const char *a)
+{
+    static const char *const cmds[] = {"topo", "plan", "cluster"};
+    if (strchr(a, '/'))
+        return NULL;
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (distance(a, strlen(a), cmds[i]) <= (strlen(cmds[i]) > 4 ? 2u : 1u))
+            return cmds[i];
+    return NULL;
+}
+
+/* Is a the name of a program in PATH (or a path)? */
+static int on_path(const char *a)
+{
+    if (strchr(a, '/'))
+        return access(a, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    char buf[PATH_MAX];
+    for (const char *p = path; *p;) {
+        const char *e = strchr(p, ':');
+        size_t l = e ? (size_t)(e - p) : strlen(p);
+        if (l && l < sizeof buf - 2 - strlen(a) && snprintf(buf, sizeof buf, "%.*s/%s", (int)l, p, a) > 0 &&
+            access(buf, X_OK) == 0)
+            return 1;
+        p += l + (e != NULL);
+        if (!e)
+            break;
+    }
+    return 0;
 }
 
 static const char *cmd_name(p3d_cmd c)
@@ -226,6 +335,9 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     case T_INT: {
         errno = 0;
         long long x = strtoll(val, &end, 10);
+        if (r->off == OFF(nnodes) && end != val && *end == ':')
+            return p3d_err(err, "--nnodes: expected one number, got '%s' (torchrun's elastic MIN:MAX range: "
+                                "par3drun runs a fixed node count and replaces lost nodes with --spares)", val);
         if (errno || end == val || *end)
             return p3d_err(err, "--%s: expected an integer, got '%s'", r->name, val);
         if ((double)x < r->min || (double)x > r->max)
@@ -248,6 +360,32 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     }
     }
     return p3d_err(err, "internal: bad option type");
+}
+
+/* torchrun's --rdzv-endpoint/--rdzv-backend/--standalone in our terms. */
+static int torchrun_rdzv(p3d_opts *o, char **err)
+{
+    const char *b = o->rdzv_backend;
+    if (o->standalone && (o->rdzv_endpoint || o->nnodes > 1))
+        return p3d_err(err, "--standalone is one node: drop --rdzv-endpoint and --nnodes, or drop --standalone");
+    if (b && strcmp(b, "c10d") && strcmp(b, "static") && strcmp(b, "etcd") && strcmp(b, "etcd-v2"))
+        return p3d_err(err, "--rdzv-backend: expected c10d, static, etcd or etcd-v2 (torchrun's names), got '%s'",
+                       b);
+    if (!o->rdzv_endpoint) {
+        if (b)
+            return p3d_err(err, "--rdzv-backend %s needs --rdzv-endpoint HOST:PORT", b);
+        return 0;
+    }
+    if (strcmp(o->rdzv, "auto"))
+        return p3d_err(err, "--rdzv-endpoint and --rdzv both say where to meet: give one of them");
+    const char *ep = o->rdzv_endpoint, *colon = strrchr(ep, ':');
+    if (!colon || colon == ep || !colon[1])
+        return p3d_err(err, "--rdzv-endpoint: expected HOST:PORT, got '%s'", ep);
+    int etcd = b && !strncmp(b, "etcd", 4);
+    if (asprintf(&o->rdzv_owned, etcd ? "etcd:http://%s" : "static:%s", ep) < 0)
+        return p3d_err(err, "out of memory");
+    o->rdzv = o->rdzv_owned;
+    return 0;
 }
 
 int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
@@ -281,7 +419,15 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         }
         if (strcmp(a, "-h") == 0)
             a = "--help";
+        if (a[0] == '-' && a[1] && a[1] != '-') {
+            const char *h = short_hint(a);
+            return p3d_err(err, "unknown option '%s'%s%s%s (par3drun's options are long: see par3drun --help)", a,
+                           h ? ": did you mean " : "", h ? h : "", h ? "?" : "");
+        }
         if (strncmp(a, "--", 2) != 0) {
+            if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
+                return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
+                                    "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
             if (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT) {
                 /* torchrun/mpirun style: the program may follow the options
                  * without "--". */
@@ -294,8 +440,13 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         const opt_row *r = find_row(name, len);
-        if (!r)
+        if (!r) {
+            const char *near = nearest_option(name, len);
+            if (near)
+                return p3d_err(err, "unknown option '--%.*s': did you mean --%s? (see par3drun --help)", (int)len,
+                               name, near);
             return p3d_err(err, "unknown option '--%.*s' (see par3drun --help)", (int)len, name);
+        }
         if (strcmp(r->name, "dry-run") == 0) {
             dry = 1;
             continue;
@@ -332,6 +483,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     }
     if (o->help || o->version)
         return 0;
+    if (torchrun_rdzv(o, err) < 0)
+        return -1;
     if (o->cmd != P3D_CMD_AGENT) {
         for (size_t k = 0; k < nseen; k++)
             if (!(seen_rows[k]->cmds & (1u << o->cmd)))
@@ -362,6 +515,8 @@ void p3d_cli_free(p3d_opts *o)
     free(o->env);
     free(o->env_files);
     free(o->policy_candidates);
+    free(o->rdzv_owned);
+    o->rdzv_owned = NULL;
     o->env = NULL;
     o->env_files = NULL;
     o->policy_candidates = NULL;

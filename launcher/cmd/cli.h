@@ -83,6 +83,11 @@ typedef struct p3d_opts {
     const char *rdzv;           /* auto|pmix|slurm|static:HOST:PORT|etcd:URL|none */
     double rdzv_timeout;
     const char *rdzv_token_file;
+    const char *rdzv_endpoint;  /* torchrun's --rdzv-endpoint HOST:PORT */
+    const char *rdzv_backend;   /* torchrun's --rdzv-backend */
+    int standalone;             /* torchrun's --standalone */
+    int quiet;                  /* --quiet: no warning lines at launch */
+    char *rdzv_owned;           /* the --rdzv built from them (freed) */
     int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
 
     /* the program after "--" */

@@ -295,6 +295,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
         goto out;
     }
+    if (o->cmd != P3D_CMD_AGENT)
+        p3d_launch_warnings(S->res.an, o->quiet);
     /* the nodes that hold ranks, in cluster order */
     S->nodes = calloc(c->nnodes + 1, sizeof *S->nodes);
     unsigned char *has = calloc(c->nnodes + 1, 1);

@@ -157,6 +157,13 @@ static int agent_spawn_all(agent *a, char **err)
         p3d_envv env;
         if (p3d_rank_env(L, environ, a->ranks[i], a->gen, &env, err) < 0)
             return -1;
+        /* one OpenMP thread per CPU the rank may use, not one per CPU of
+         * the node on each of its ranks (torchrun sets 1) */
+        if (!p3d_envv_get(&env, "OMP_NUM_THREADS") &&
+            p3d_envv_set(&env, "OMP_NUM_THREADS", "%d", p3d_bind_ncpus(a->binder, i, a->nlocal)) < 0) {
+            p3d_envv_free(&env);
+            return p3d_err(err, "out of memory");
+        }
         p3d_spawn_req req = {
             .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
             .local = i, .parent = a->self,

@@ -551,6 +551,19 @@ int p3d_bind_apply(const p3d_binder *b, int local)
     return 0;
 }
 
+int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal)
+{
+    if (b && local >= 0 && local < b->nlocal && b->cpus && b->cpus[local]) {
+        int n = b->fast ? CPU_COUNT(&b->fast[local]) : hwloc_bitmap_weight(b->cpus[local]);
+        if (n > 0)
+            return n;
+    }
+    cpu_set_t all;
+    int n = sched_getaffinity(0, sizeof all, &all) == 0 ? CPU_COUNT(&all) : 1;
+    n /= nlocal > 0 ? nlocal : 1;
+    return n > 0 ? n : 1;
+}
+
 char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const int *ranks, int nlocal)
 {
     const p3d_cnode *cn = &L->cluster->nodes[node];

@@ -92,6 +92,13 @@ typedef struct p3d_launch {
     const unsigned char *unhealthy;
 } p3d_launch;
 
+/* ---- warnings.c ---------------------------------------------------------- */
+
+/* Prints "par3drun: warning: CODE: message" for each warning-level check
+ * of an (unless quiet); returns how many there are. */
+struct p3d_analysis;
+int p3d_launch_warnings(const struct p3d_analysis *an, int quiet);
+
 /* ---- rank_env.c ---------------------------------------------------------- */
 
 /* A growable NULL-terminated vector of malloc'd "K=V" strings. */
@@ -141,6 +148,10 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks,
                      int nlocal, p3d_binder **out, char **note, char **err);
 /* In the forked child, before exec: binds the process. 0 or -1 (errno). */
 int p3d_bind_apply(const p3d_binder *b, int local);
+/* The CPUs local rank `local` of nlocal is bound to; unbound: this
+ * process's CPUs shared out among the nlocal ranks (at least 1). What
+ * OMP_NUM_THREADS is set to when the user did not set it. */
+int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal);
 /* 1 when p3d_bind_apply may allocate (binds through a loaded hwloc
  * topology), so the child must be a real fork. */
 int p3d_bind_needs_fork(const p3d_binder *b);

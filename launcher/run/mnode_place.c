@@ -248,6 +248,7 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
         p3d_err(err, "%s", buf);
         goto out;
     }
+    p3d_launch_warnings(res.an, o->quiet); /* the leader's, once for the job */
     p3d_report_in in = p3d_plan_report_in(&res);
     json = p3d_report_json(&in);
     if (!json) {

@@ -182,7 +182,7 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         if (strchr(*p, '=') && strncmp(*p, "P3D_RDZV_TOKEN=", 15) && p3d_envv_put(out, *p) < 0)
             goto oom;
 
-    int nlocal = 0, group_rank = 0;
+    int nlocal = 0, group_rank = 0, ngroups = 0;
     /* GROUP_RANK/NODE_RANK: index of the node among the nodes that hold
      * ranks, in order of their lowest rank (rank 0's node is 0). */
     {
@@ -202,6 +202,7 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
             }
         }
         free(seen);
+        ngroups = order;
     }
 
     int e = 0;
@@ -218,6 +219,12 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "TORCHELASTIC_RUN_ID", "%s", L->job_id);
     e |= p3d_envv_set(out, "TORCHELASTIC_RESTART_COUNT", "%d", restart);
     e |= p3d_envv_set(out, "TORCHELASTIC_MAX_RESTARTS", "%d", L->o->max_restarts);
+    /* the rest of what torchrun's agent sets, with its meaning: one role,
+     * one group per node; the workers' rank 0 serves the store at
+     * MASTER_ADDR:MASTER_PORT (no agent store) */
+    e |= p3d_envv_set(out, "GROUP_WORLD_SIZE", "%d", ngroups);
+    e |= p3d_envv_set(out, "ROLE_NAME", "%s", "default");
+    e |= p3d_envv_set(out, "TORCHELASTIC_USE_AGENT_STORE", "%s", "False");
     e |= p3d_envv_set(out, "P3D_RESTART_COUNT", "%d", restart);
     /* the fencing token: a rank of an older generation must not commit
      * anything a newer one may have (docs/launch.md, "Fencing") */
@@ -261,6 +268,9 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         e |= p3d_envv_set(out, "NCCL_COMM_ID", "%s:%d", L->master_addr, L->nccl_port);
     for (size_t i = 0; i < L->nextra; i++)
         e |= p3d_envv_put(out, L->extra_env[i]);
+    /* torchrun's default, unless the user's environment or --env says */
+    if (!p3d_envv_get(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
+        e |= p3d_envv_set(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "%s", "1");
     if (e)
         goto oom;
     rc = 0;

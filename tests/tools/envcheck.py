@@ -100,6 +100,16 @@ def main():
     for k in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID", "P3D_JOB_ID", "P3D_RESTART_COUNT",
               "TORCHELASTIC_RESTART_COUNT"):
         need(k)
+    expect("GROUP_WORLD_SIZE", len(nodes))
+    expect("ROLE_NAME", "default")
+    expect("TORCHELASTIC_USE_AGENT_STORE", "False")
+    # OMP_NUM_THREADS: the CPUs this rank is bound to, or (unbound) the
+    # CPUs it may use shared out among its node's ranks
+    aff = len(os.sched_getaffinity(0))
+    if "P3D_TEST_OMP" in env:
+        expect("OMP_NUM_THREADS", env["P3D_TEST_OMP"])
+    elif env.get("OMP_NUM_THREADS") not in (str(aff), str(max(1, aff // len(mine)))):
+        bad.append(f"OMP_NUM_THREADS={env.get('OMP_NUM_THREADS')!r}, bound to {aff} CPUs, {len(mine)} local ranks")
     if env.get("TORCHELASTIC_RUN_ID") != env.get("P3D_JOB_ID"):
         bad.append("TORCHELASTIC_RUN_ID differs from P3D_JOB_ID")
     if bad:

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# torchrun habits (docs/launch.md, "Coming from torchrun"): torchrun's
+# option spellings work; a launch says its warning-level checks (and
+# --quiet hides them); OMP_NUM_THREADS is set per rank unless the user set
+# it; a two-node job started with torchrun's rendezvous options runs.
+. "$(dirname "$0")/lib/launch_common.sh"
+PCIE=$P3D_SRC/examples/clusters/8x-pcie-nvlink-pairs.json
+
+# underscore spellings: the same job as with dashes
+"$PAR3DRUN" --nproc_per_node 2 --max_restarts 1 --topology "synthetic:pack:2 pu:2" -- sh -c 'echo "r=$RANK n=$LOCAL_WORLD_SIZE"' \
+  >"$T/u.out" 2>"$T/u.err" || { cat "$T/u.err"; fail "underscore spellings refused"; }
+[ "$(grep -c 'n=2' "$T/u.out")" = 2 ] || { cat "$T/u.out"; fail "--nproc_per_node 2 did not start 2 ranks"; }
+
+# warnings at launch, one line each, before the ranks; --quiet hides them
+"$PAR3DRUN" --emulate --cluster "$PCIE" --tp 8 -- /bin/true >"$T/w.out" 2>"$T/w.err" || fail "tp8 launch failed"
+grep -q '^par3drun: warning: TP_CROSSES_NVLINK_DOMAIN: ' "$T/w.err" || { cat "$T/w.err"; fail "no warning at launch"; }
+"$PAR3DRUN" --dry-run --cluster "$PCIE" --tp 8 >"$T/d.out" 2>&1 || true
+for code in $(grep -o '^par3drun: warning: [A-Z_]*' "$T/w.err" | awk '{print $3}'); do
+  grep -q "${code%:}" "$T/d.out" || fail "the launch warns ${code%:}, the dry run does not"
+done
+"$PAR3DRUN" --emulate --quiet --cluster "$PCIE" --tp 8 -- /bin/true >"$T/q.out" 2>"$T/q.err" || fail "--quiet launch failed"
+grep -q 'warning' "$T/q.err" && { cat "$T/q.err"; fail "--quiet still printed a warning"; }
+
+# OMP_NUM_THREADS: the user's value wins; otherwise a positive count
+OMP_NUM_THREADS=3 "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- sh -c 'echo "omp=$OMP_NUM_THREADS"' \
+  >"$T/o.out" 2>&1 || fail "OMP launch failed"
+[ "$(grep -c '^.*omp=3$' "$T/o.out")" = 2 ] || { cat "$T/o.out"; fail "the user's OMP_NUM_THREADS=3 was not kept"; }
+"$PAR3DRUN" --nproc-per-node 2 --env OMP_NUM_THREADS=5 --topology "synthetic:pack:2 pu:2" -- sh -c 'echo "omp=$OMP_NUM_THREADS"' \
+  >"$T/o2.out" 2>&1 || fail "OMP --env launch failed"
+[ "$(grep -c 'omp=5$' "$T/o2.out")" = 2 ] || { cat "$T/o2.out"; fail "--env OMP_NUM_THREADS=5 was not kept"; }
+env -u OMP_NUM_THREADS "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- \
+  sh -c 'echo "omp=$OMP_NUM_THREADS cpus=$(nproc)"' >"$T/o3.out" 2>&1 || fail "OMP default launch failed"
+while read -r line; do
+  omp=$(echo "$line" | sed -n 's/.*omp=\([0-9]*\) cpus=\([0-9]*\).*/\1/p')
+  cpus=$(echo "$line" | sed -n 's/.*omp=\([0-9]*\) cpus=\([0-9]*\).*/\2/p')
+  [ -n "$omp" ] && [ "$omp" -ge 1 ] && [ "$omp" -le "$cpus" ] || fail "OMP_NUM_THREADS=$omp for a rank on $cpus CPUs: $line"
+done < <(grep 'omp=' "$T/o3.out")
+[ "$(grep -c 'omp=' "$T/o3.out")" = 2 ] || { cat "$T/o3.out"; fail "not 2 ranks"; }
+
+# two nodes met with torchrun's own rendezvous options
+head -c 24 /dev/urandom | base64 >"$T/token"
+chmod 600 "$T/token"
+P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for i in 0 1; do
+  "$PAR3DRUN" --nnodes 2 --node_rank $i --rdzv_backend c10d --rdzv_endpoint "127.0.0.1:$P" --nproc_per_node 2 \
+    --rdzv-token-file "$T/token" --topology "synthetic:pack:2 pu:2" --run-dir "$T/rd$i" \
+    -- sh -c 'echo "rank=$RANK world=$WORLD_SIZE groups=$GROUP_WORLD_SIZE role=$ROLE_NAME"' >"$T/n$i.out" 2>"$T/n$i.err" &
+  eval "N$i=\$!"
+done
+wait "$N0" || { cat "$T/n0.err"; fail "node 0 of the torchrun-style job failed"; }
+wait "$N1" || { cat "$T/n1.err"; fail "node 1 of the torchrun-style job failed"; }
+[ "$(cat "$T"/n0.out "$T"/n1.out | grep -c 'world=4 groups=2 role=default')" = 4 ] ||
+  { cat "$T"/n*.out "$T"/n*.err; fail "the torchrun-style job did not run 4 ranks in 2 groups"; }
+echo "ok"
