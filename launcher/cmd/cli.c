@@ -123,7 +123,7 @@ static const opt_row rows[] = {
      "restart the job up to N times (in place, or on a spare after a node loss; every restart counts)"},
     {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE | C_PLAN, "K",
      "keep K nodes as hot spares (the policy's spares() or one per rack, from the end); a lost node's ranks "
-     "move to one (plan: plan on the rest)"},
+     "move to one (plan: plan on the rest); without --max-restarts it implies --max-restarts K"},
     {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "HOSTLIST",
      "never use these nodes (Slurm hostlist)"},
     {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
@@ -485,6 +485,19 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         return 0;
     if (torchrun_rdzv(o, err) < 0)
         return -1;
+    if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
+        /* every replacement is a restart: spares without restarts would
+         * only fail at the first loss */
+        int given = 0;
+        for (size_t k = 0; k < nseen; k++)
+            given |= seen_rows[k]->off == OFF(max_restarts);
+        if (!given)
+            o->max_restarts = o->spares;
+        else if (o->max_restarts == 0)
+            return p3d_err(err, "--spares %d with --max-restarts 0: replacing a lost node is a restart, so no "
+                                "spare could ever be used; give --max-restarts N (N >= 1) or drop --spares",
+                           o->spares);
+    }
     if (o->cmd != P3D_CMD_AGENT) {
         for (size_t k = 0; k < nseen; k++)
             if (!(seen_rows[k]->cmds & (1u << o->cmd)))

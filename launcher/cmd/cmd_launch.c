@@ -264,7 +264,7 @@ out:
 static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
 {
     char *err = NULL;
-    int rc = P3D_EXIT_BADINPUT;
+    int rc = P3D_EXIT_BADINPUT, said = 0; /* said: the message is out */
     memset(L, 0, sizeof *L);
     L->o = o;
     if (o->emulate && !o->cluster) {
@@ -293,6 +293,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
             if (S->res.an->checks[i].severity == P3D_SEV_ERROR)
                 fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, S->res.an->checks[i].message);
         fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
+        said = 1;
         goto out;
     }
     if (o->cmd != P3D_CMD_AGENT)
@@ -426,8 +427,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
                 1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
     rc = 0;
 out:
-    if (rc)
-        fprintf(stderr, "par3drun: %s\n", err ? err : "out of memory");
+    if (rc && !said)
+        fprintf(stderr, "par3drun: %s\n", err ? err : "out of memory (no room for the message itself)");
     free(err);
     return rc;
 }

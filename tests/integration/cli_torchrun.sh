@@ -21,6 +21,21 @@ done
 "$PAR3DRUN" --emulate --quiet --cluster "$PCIE" --tp 8 -- /bin/true >"$T/q.out" 2>"$T/q.err" || fail "--quiet launch failed"
 grep -q 'warning' "$T/q.err" && { cat "$T/q.err"; fail "--quiet still printed a warning"; }
 
+# a refused launch says why (the check), and nothing untrue after it
+set +e
+"$PAR3DRUN" --emulate --cluster "$CLUSTER" --model gpt3-175b --tp 1 -- /bin/true >"$T/r.out" 2>"$T/r.err"
+rc=$?
+set -e
+[ "$rc" = 2 ] || { cat "$T/r.err"; fail "a placement failing MODEL_DOES_NOT_FIT exited $rc, want 2"; }
+grep -q 'MODEL_DOES_NOT_FIT' "$T/r.err" || { cat "$T/r.err"; fail "the refusal does not name the check"; }
+grep -q 'out of memory' "$T/r.err" && { cat "$T/r.err"; fail "a refused launch claims to be out of memory"; }
+
+# --spares without --max-restarts: one restart per spare, so a loss heals
+# (a rank failing once is restarted: the implied restart is there)
+"$PAR3DRUN" --emulate --cluster "$CLUSTER" --spares 1 --tp 8 -- sh -c '[ "$P3D_RESTART_COUNT" = 1 ] || exit 3' \
+  >"$T/s.out" 2>&1 || { cat "$T/s.out"; fail "--spares 1 without --max-restarts did not restart"; }
+grep -q 'restart 1 of 1' "$T/s.out" || { cat "$T/s.out"; fail "no 'restart 1 of 1' line"; }
+
 # OMP_NUM_THREADS: the user's value wins; otherwise a positive count
 OMP_NUM_THREADS=3 "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- sh -c 'echo "omp=$OMP_NUM_THREADS"' \
   >"$T/o.out" 2>&1 || fail "OMP launch failed"
