@@ -143,7 +143,11 @@ static const opt_row rows[] = {
     {"emulate", T_FLAG, OFF(emulate), 0, NOB, C_LAUNCH, NULL,
      "run every node of --cluster as its own agent on this host"},
     {"job-id", T_STR, OFF(job_id), 0, NOB, C_LAUNCH, "ID", "job id (default: SLURM_JOB_ID or a random one)"},
-    {"run-dir", T_STR, OFF(run_dir), 0, NOB, C_LAUNCH, "DIR", "where the job's placement JSON is written"},
+    {"run-dir", T_STR, OFF(run_dir), 0, NOB, C_LAUNCH, "DIR",
+     "where the job's placement JSON and events.jsonl go (given: always kept)"},
+    {"keep-run-dir", T_FLAG, OFF(keep_run_dir), 0, NOB, C_LAUNCH, NULL,
+     "keep the run directory par3drun made after a clean end too (it is kept after a failure; "
+     "or P3D_KEEP_RUN_DIR=1)"},
     /* multi-node */
     {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
@@ -485,6 +489,12 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         return 0;
     if (torchrun_rdzv(o, err) < 0)
         return -1;
+    const char *keep = getenv("P3D_KEEP_RUN_DIR");
+    if (keep && *keep && strcmp(keep, "0")) {
+        if (strcmp(keep, "1"))
+            return p3d_err(err, "P3D_KEEP_RUN_DIR: expected 1 or 0, got '%s'", keep);
+        o->keep_run_dir = 1;
+    }
     if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
         /* every replacement is a restart: spares without restarts would
          * only fail at the first loss */

@@ -87,6 +87,7 @@ typedef struct p3d_opts {
     const char *rdzv_backend;   /* torchrun's --rdzv-backend */
     int standalone;             /* torchrun's --standalone */
     int quiet;                  /* --quiet: no warning lines at launch */
+    int keep_run_dir;           /* --keep-run-dir or P3D_KEEP_RUN_DIR=1 */
     char *rdzv_owned;           /* the --rdzv built from them (freed) */
     int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
 

@@ -337,7 +337,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         const char *tmp = getenv("TMPDIR");
         if (asprintf(&S->run_dir, "%s/par3drun-%s", tmp && *tmp ? tmp : "/tmp", S->job_id) < 0)
             S->run_dir = NULL;
-        S->own_run_dir = 1;
+        S->own_run_dir = !o->keep_run_dir;
     }
     if (!S->run_dir || p3d_rundir_make(S->run_dir, &err) < 0) { /* rundir.h: private or refused */
         if (!S->run_dir)
@@ -402,6 +402,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     L->pl = pl;
     L->job_id = S->job_id;
     L->run_dir = S->run_dir;
+    L->run_dir_own = S->own_run_dir;
     L->placement_path = S->placement_path;
     L->master_addr = S->master_addr;
     L->extra_env = S->extra.v;
@@ -433,32 +434,14 @@ out:
     return rc;
 }
 
-static void cleanup(launch_state *S)
+static void cleanup(launch_state *S, int code)
 {
-    if (S->own_run_dir && S->run_dir) {
-        /* only what we put there; a worker's own files keep the dir */
-        char p[PATH_MAX];
-        if (S->placement_path)
-            unlink(S->placement_path);
-        snprintf(p, sizeof p, "%s/output.lock", S->run_dir);
-        unlink(p);
-        snprintf(p, sizeof p, "%s/events.jsonl", S->run_dir);
-        unlink(p);
-        for (int k = 0; k < S->nkept; k++) {
-            snprintf(p, sizeof p, "%s/placement.%d.json", S->run_dir, k);
-            unlink(p);
-        }
-        /* --hang-timeout's heartbeat files (hang.c) */
-        for (int r = 0; S->placed && r < S->res.pl->world; r++) {
-            snprintf(p, sizeof p, "%s/heartbeat/rank-%d", S->run_dir, r);
-            unlink(p);
-        }
-        snprintf(p, sizeof p, "%s/heartbeat", S->run_dir);
-        rmdir(p);
-        rmdir(S->run_dir);
-    }
-    if (S->L && S->L->events_fd >= 0)
+    if (S->L && S->L->events_fd >= 0) {
         close(S->L->events_fd);
+        S->L->events_fd = -1;
+    }
+    /* a launch refused before it started leaves nothing behind */
+    p3d_rundir_finish(S->run_dir, S->own_run_dir, S->L ? code : 0, S->placed ? S->res.pl->world : 0, S->nkept);
     if (S->placed)
         p3d_plan_result_free(&S->res);
     p3d_envv_free(&S->extra);
@@ -483,7 +466,7 @@ int p3d_cmd_launch(const p3d_opts *o)
     int rc = prepare(o, &S, &L);
     if (rc == 0)
         rc = p3d_launcher_run(&L, S.nodes, S.nnodes);
-    cleanup(&S);
+    cleanup(&S, rc);
     return rc;
 }
 
@@ -509,6 +492,6 @@ int p3d_cmd_agent(const p3d_opts *o)
             rc = p3d_launcher_run(&L, &S.nodes[node], 1);
         }
     }
-    cleanup(&S);
+    cleanup(&S, rc);
     return rc;
 }

@@ -51,6 +51,8 @@ typedef struct p3d_launch {
     const p3d_placement *pl;
     const char *job_id;
     const char *run_dir;
+    int run_dir_own;             /* made by par3drun: removed after a clean end
+                                    (p3d_rundir_finish) */
     const char *placement_path;  /* the job's placement JSON */
     const char *master_addr;
     int master_port;

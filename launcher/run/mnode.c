@@ -44,6 +44,8 @@ typedef struct mnode {
     p3d_cluster *cluster;      /* names of all nodes; only our topology */
     p3d_envv extra;
     char *program, *run_dir, *placement_path;
+    int own_run_dir;   /* no --run-dir: ours (p3d_rundir_finish) */
+    int nkept;         /* placement.<R>.json files kept */
     int *fds;                  /* leader: TCP per node rank (-1 self/lost) */
     p3d_join *joins;           /* leader: every node's JOIN */
     p3d_join join;             /* this node's JOIN */
@@ -198,6 +200,8 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
         goto fail;
     }
     snprintf(path, sizeof path, "%s/placement.%d.json", m->run_dir, gen);
+    if (gen + 1 > m->nkept)
+        m->nkept = gen + 1;
     unlink(path);
     if (link(m->placement_path, path) < 0)
         fprintf(stderr, "par3drun: warning: cannot keep the previous placement as %s: %s\n", path, strerror(errno));
@@ -526,6 +530,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         const char *tmp = getenv("TMPDIR");
         if (asprintf(&m->run_dir, "%s/par3drun-%s.%d", tmp && *tmp ? tmp : "/tmp", m->pm.job_id, m->me) < 0)
             m->run_dir = NULL;
+        m->own_run_dir = !o->keep_run_dir;
     }
     if (!m->run_dir || p3d_rundir_make(m->run_dir, &err) < 0) { /* rundir.h: private or refused */
         if (!m->run_dir)
@@ -553,6 +558,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.pl = m->pm.pl;
     L.job_id = m->pm.job_id;
     L.run_dir = m->run_dir;
+    L.run_dir_own = m->own_run_dir;
     L.placement_path = m->placement_path;
     L.master_addr = m->pm.master_addr;
     L.master_port = m->pm.master_port;
@@ -630,6 +636,8 @@ out:
     p3d_hello_free(&m->hello);
     if (L.events_fd >= 0)
         close(L.events_fd);
+    L.events_fd = -1;
+    p3d_rundir_finish(m->run_dir, m->own_run_dir, rc, L.pl ? L.pl->world : 0, m->nkept);
     p3d_place_msg_free(&m->pm);
     p3d_cluster_free(m->cluster);
     for (int i = 0; i < m->nold; i++) {

@@ -338,3 +338,26 @@ int p3d_check_log_dir(const char *dir, char **err)
     close(dfd);
     return rc;
 }
+
+int p3d_rundir_finish(const char *dir, int own, int code, int world, int nkept)
+{
+    if (!dir || !own || code != 0)
+        return 0;
+    static const char *const names[] = {"placement.json", "output.lock", "events.jsonl"};
+    char p[PATH_MAX];
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    for (int k = 0; k < nkept; k++) {
+        snprintf(p, sizeof p, "%s/placement.%d.json", dir, k);
+        unlink(p);
+    }
+    for (int r = 0; r < world; r++) {
+        snprintf(p, sizeof p, "%s/heartbeat/rank-%d", dir, r);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/heartbeat", dir);
+    rmdir(p);
+    return rmdir(dir) == 0;
+}

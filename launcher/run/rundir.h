@@ -37,4 +37,13 @@ int p3d_logdir_open(const char *dir, char **err);
  * link or another user's file is refused. An fd, or -1 with *err. */
 int p3d_logfile_open(int dfd, const char *dir, const char *name, char **err);
 
+/* The run directory rule (docs/launch.md, "The placement JSON and the run
+ * directory"): one that par3drun made itself is removed when the job ended
+ * 0 — only the files par3drun puts there (placement JSONs up to
+ * placement.<nkept-1>.json, events.jsonl, output.lock, the heartbeat
+ * files of ranks 0..world-1); a worker's own files keep it — and kept
+ * otherwise, for the post-mortem. A --run-dir the user gave is always
+ * kept. Returns 1 when it was removed. */
+int p3d_rundir_finish(const char *dir, int own, int code, int world, int nkept);
+
 #endif

@@ -772,6 +772,48 @@ static void hub_loop(hub *h)
     free(owner);
 }
 
+/* What a person sees of a job: one line at the start (job id, mesh,
+ * nodes, spares, run directory) and one at the end (docs/launch.md). */
+static void hub_start_line(hub *h, int nnodes)
+{
+    const p3d_launch *L = h->L;
+    const p3d_mesh *m = &L->pl->mesh;
+    static const struct {
+        int dim;
+        const char *name;
+    } dims[] = {{P3D_DIM_TP, "tp"}, {P3D_DIM_CP, "cp"}, {P3D_DIM_EP, "ep"}, {P3D_DIM_PP, "pp"}, {P3D_DIM_DP, "dp"}};
+    char mesh[128] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && k < sizeof mesh; i++) {
+        int n = p3d_mesh_size(m, dims[i].dim);
+        if (n > 1 || dims[i].dim == P3D_DIM_TP || dims[i].dim == P3D_DIM_PP || dims[i].dim == P3D_DIM_DP)
+            k += (size_t)snprintf(mesh + k, sizeof mesh - k, "%s%s%d", k ? " " : "", dims[i].name, n);
+    }
+    int spares = 0;
+    for (size_t i = 0; i < L->cluster->nnodes; i++)
+        spares += L->cluster->nodes[i].role == P3D_NODE_SPARE;
+    char line[PATH_MAX + 512], sp[48] = "";
+    if (spares)
+        snprintf(sp, sizeof sp, ", %d spare%s", spares, spares == 1 ? "" : "s");
+    snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job_id,
+             L->pl->world, L->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
+             L->run_dir);
+    hub_say(h, line);
+}
+
+static void hub_end_line(hub *h, int code)
+{
+    const p3d_launch *L = h->L;
+    char line[PATH_MAX + 256], rs[48] = "";
+    int r = p3d_ctl_restarts(h->ctl);
+    if (r)
+        snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
+    snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job_id, code,
+             p3d_now() - L->t0, rs, L->run_dir,
+             L->run_dir_own && code == 0 ? " removed" : " kept (placement.json, events.jsonl)");
+    hub_say(h, line);
+}
+
 int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
 {
     hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes};
@@ -858,6 +900,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     }
     p3d_event(L->events_fd, L->t0, "\"event\": \"start\", \"ranks\": %d, \"nodes\": %d, \"restart\": %d",
               L->pl->world, nnodes, L->gen0);
+    if (L->o->cmd != P3D_CMD_AGENT)
+        hub_start_line(h, nnodes);
     for (int i = 0; i < nnodes && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {
         if (h->ln[i].remote || bad[i])
             continue;
@@ -902,6 +946,8 @@ out:
         char rmax[32] = "null";
         if (p3d_ctl_recovery_max(h->ctl) >= 0)
             snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
+        if (L->o->cmd != P3D_CMD_AGENT)
+            hub_end_line(h, code);
         p3d_event(L->events_fd, L->t0,
                   "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
                   "\"recovery_max_s\": %s, \"ended_during_recovery\": %s",

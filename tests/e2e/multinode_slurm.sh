@@ -11,8 +11,9 @@ slurm_up
 pmix_leaks_suppressed
 # the fake nodes share this host's hardware: one fixture topology for all;
 # TMPDIR (newtmp) keeps each node's run dir (par3drun-<job>.<node rank>)
-# in $T
-export PAR3DRUN P3D_TOPOLOGY=${TOPOS[0]}
+# in $T; P3D_KEEP_RUN_DIR=1 (through sbatch and srun) keeps them after a
+# clean end for the checks below
+export PAR3DRUN P3D_TOPOLOGY=${TOPOS[0]} P3D_KEEP_RUN_DIR=1
 cd "$T" || exit 1
 cat >"$T/worker.sh" <<'W'
 #!/bin/sh

@@ -52,6 +52,24 @@ while read -r line; do
 done < <(grep 'omp=' "$T/o3.out")
 [ "$(grep -c 'omp=' "$T/o3.out")" = 2 ] || { cat "$T/o3.out"; fail "not 2 ranks"; }
 
+# the start and end lines, and the run directory rule
+TMPDIR=$T "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- /bin/true >"$T/l.out" 2>"$T/l.err" ||
+  fail "plain launch failed"
+id=$(sed -n 's/^par3drun: job \([0-9a-f]*\): 2 ranks (tp1 pp1 dp2) on 1 node; run dir .*/\1/p' "$T/l.err")
+[ -n "$id" ] || { cat "$T/l.err"; fail "no start line"; }
+grep -q "^par3drun: job $id ended: exit 0 after [0-9.]* s; run dir $T/par3drun-$id removed$" "$T/l.err" ||
+  { cat "$T/l.err"; fail "no end line"; }
+[ ! -e "$T/par3drun-$id" ] || fail "the run dir of a clean job was not removed"
+set +e
+TMPDIR=$T "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- /bin/false >"$T/f.out" 2>"$T/f.err"
+set -e
+id=$(sed -n 's/^par3drun: job \([0-9a-f]*\):.*/\1/p' "$T/f.err" | head -1)
+[ -e "$T/par3drun-$id/events.jsonl" ] || { cat "$T/f.err"; fail "the run dir of a failed job was not kept"; }
+grep -q "ended: exit 1 .*run dir $T/par3drun-$id kept" "$T/f.err" || { cat "$T/f.err"; fail "the end line does not say kept"; }
+TMPDIR=$T P3D_KEEP_RUN_DIR=1 "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- /bin/true >"$T/k.out" 2>"$T/k.err"
+id=$(sed -n 's/^par3drun: job \([0-9a-f]*\):.*/\1/p' "$T/k.err" | head -1)
+[ -e "$T/par3drun-$id/placement.json" ] || { cat "$T/k.err"; fail "P3D_KEEP_RUN_DIR=1 did not keep the run dir"; }
+
 # two nodes met with torchrun's own rendezvous options
 head -c 24 /dev/urandom | base64 >"$T/token"
 chmod 600 "$T/token"
