@@ -207,8 +207,8 @@ int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *los
                          rs, (size_t)ln->nvl_domain < c->nnvl_domains ? c->nvl_domains[ln->nvl_domain] : "?");
             else
                 snprintf(where, sizeof where, "%s rack %s", sn->rack == ln->rack ? "same" : "other", rs);
-            k += (size_t)snprintf(story + k, sizeof story - k, "%sranks %s of %s moved to spare %s (%s)", k ? "; " : "",
-                                  ranks, ln->name, sname, where);
+            k += (size_t)snprintf(story + k, sizeof story - k, "%srank%s %s of %s moved to spare %s (%s)", k ? "; " : "",
+                                  n == 1 ? "" : "s", ranks, ln->name, sname, where);
         } else {
             k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
                                   c->nodes[lost[j]].name);

@@ -221,8 +221,20 @@ static void header(tx *t, const p3d_report_in *in)
     if (m->size[P3D_DIM_EP] > 1 || p3d_mesh_size(m, P3D_DIM_ETP) != m->size[P3D_DIM_TP])
         p3d_sb_printf(b, " ep=%d etp=%d edp=%d", m->size[P3D_DIM_EP], p3d_mesh_size(m, P3D_DIM_ETP),
                       p3d_mesh_size(m, P3D_DIM_EDP));
-    p3d_sb_printf(b, ", world %d on %zu GPUs of %zu node%s, %zu rack%s", pl->world, gpus, c->nnodes,
-                  c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
+    /* nodes without GPUs run ranks on CPU slots (--nproc-per-node): say so */
+    size_t slots = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        for (int g = 0; c->nodes[i].topo && g < c->nodes[i].topo->ngpus; g++)
+            slots += !strcmp(c->nodes[i].topo->gpus[g].model, "CPU slot");
+    if (slots && slots == gpus)
+        p3d_sb_printf(b, ", world %d on %zu CPU slot%s (no GPU) of %zu node%s, %zu rack%s", pl->world, slots,
+                      slots == 1 ? "" : "s", c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
+    else if (slots)
+        p3d_sb_printf(b, ", world %d on %zu GPUs and %zu CPU slots of %zu node%s, %zu rack%s", pl->world,
+                      gpus - slots, slots, c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
+    else
+        p3d_sb_printf(b, ", world %d on %zu GPU%s of %zu node%s, %zu rack%s", pl->world, gpus, gpus == 1 ? "" : "s",
+                      c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
     if (c->nnvl_domains)
         p3d_sb_printf(b, ", %zu multi-node NVLink domain%s", c->nnvl_domains, c->nnvl_domains == 1 ? "" : "s");
     p3d_sb_putc(b, '\n');

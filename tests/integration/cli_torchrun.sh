@@ -11,6 +11,10 @@ PCIE=$P3D_SRC/examples/clusters/8x-pcie-nvlink-pairs.json
   >"$T/u.out" 2>"$T/u.err" || { cat "$T/u.err"; fail "underscore spellings refused"; }
 [ "$(grep -c 'n=2' "$T/u.out")" = 2 ] || { cat "$T/u.out"; fail "--nproc_per_node 2 did not start 2 ranks"; }
 
+# CPU-only nodes: slots, not GPUs
+"$PAR3DRUN" --dry-run --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" >"$T/c.out" 2>&1 || fail "CPU dry run failed"
+grep -q 'world 2 on 2 CPU slots (no GPU) of 1 node, 1 rack' "$T/c.out" || { cat "$T/c.out"; fail "CPU slots called GPUs"; }
+
 # warnings at launch, one line each, before the ranks; --quiet hides them
 "$PAR3DRUN" --emulate --cluster "$PCIE" --tp 8 -- /bin/true >"$T/w.out" 2>"$T/w.err" || fail "tp8 launch failed"
 grep -q '^par3drun: warning: TP_CROSSES_NVLINK_DOMAIN: ' "$T/w.err" || { cat "$T/w.err"; fail "no warning at launch"; }
