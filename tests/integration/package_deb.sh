@@ -92,6 +92,18 @@ else
     echo "ok: emulated 4-rank p3d-worker job, p3d-worker found next to par3drun with an empty PATH"
 fi
 
+# the CUDA module is found in <prefix>/lib/par3drun: without a GPU the worker
+# loads it and says "no GPU"; with one it trains
+if [[ -f $root/usr/lib/par3drun/p3d-worker-cuda.so ]]; then
+    out=$(RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$((20000 + RANDOM % 20000)) \
+        run "$bin/p3d-worker" --backend cuda --steps 1 --layers 2 --hidden 16 --global-batch 4 2>&1)
+    if grep -q 'cannot be loaded' <<<"$out"; then
+        bad "the packaged p3d-worker does not find its CUDA module: $out"
+    else
+        echo "ok: the packaged CUDA module loads ($(tail -1 <<<"$out" | cut -c1-100))"
+    fi
+fi
+
 # man pages: every option --help shows is in the page (generated from it)
 for prog in par3drun p3d-worker; do
     page=$root/usr/share/man/man1/$prog.1
