@@ -4,7 +4,8 @@
 # --gpus-per-node=4 on two nodes derives tp=4 dp=2 from the allocation and
 # runs 8 ranks, each on its node's 4 allocated GPUs; with P3D_TP=8 the job
 # is refused (exit 2) before any rank starts, by a message that names the
-# allocation. Skips (77) without slurm-wlm.
+# allocation; a heterogeneous job of an 8-GPU and a 4-GPU component runs one
+# 12-rank job (examples/slurm/README.md). Skips (77) without slurm-wlm.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 EX=$P3D_SRC/examples/slurm
 slurm_up
@@ -51,6 +52,23 @@ r=$(wait_job "$id" 60)
 grep -q "P3D_TP=8 does not fit the allocation, job $id on .*: 2 node(s) x 4 GPUs (--gpus-per-node=4)" "$T/no.out" ||
   { bad "P3D_TP=8: the refusal does not name the allocation"; cat "$T/no.out"; }
 grep -q 'rank=' "$T/no.out" && bad "P3D_TP=8: ranks started"
+
+# ---- 3. a heterogeneous job (examples/slurm/README.md): components of 8 and 4 ----
+# GPUs, one step over both: world 12, every node on its own component's GPUs
+cat >"$T/het.sbatch" <<J
+#!/bin/bash
+#SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=8 --exclusive
+#SBATCH hetjob
+#SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=4 --exclusive
+srun --het-group=0,1 --mpi=pmix "$PAR3DRUN" --topology "$P3D_TOPOLOGY" --tp 4 -- "$T/worker.sh"
+J
+id=$(sbatch --parsable -o "$T/het.out" "$T/het.sbatch")
+r=$(wait_job "$id" 60 | sort -u) # one record per component
+[ "$r" = "COMPLETED 0:0" ] || { bad "het job: $r"; sed 's/^/  /' "$T/het.out"; }
+[ "$(grep -o 'rank=[0-9]* node=[0-9]* world=12 ' "$T/het.out" | sort -u | wc -l)" = 12 ] ||
+  { bad "het job: not 12 distinct ranks of world 12"; cat "$T/het.out"; }
+n8=$(grep -c 'cvd=0,1,2,3,4,5,6,7 ' "$T/het.out"); n4=$(grep -c 'cvd=0,1,2,3 ' "$T/het.out")
+[ "$n8" = 8 ] && [ "$n4" = 4 ] || bad "het job: $n8 ranks on the 8-GPU component, $n4 on the 4-GPU one (want 8 and 4)"
 
 [ "$fail" = 0 ] && echo "PASS slurm_partial_gpus"
 exit "$fail"
