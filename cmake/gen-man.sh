@@ -34,7 +34,7 @@ function text(s) {
     if (s ~ /^[.\047]/) s = "\\&" s
     return s
 }
-function optrow(s,    left, help, i, n, w) {
+function optrow(s,    left, help, i, n, w, c) {
     sub(/^  /, "", s)
     i = index(s, "  ")
     if (i > 0) {
@@ -48,9 +48,14 @@ function optrow(s,    left, help, i, n, w) {
         for (; i <= n; i++) help = help " " w[i]
     }
     sub(/^ +/, "", help)
+    # names (and aliases: "--a, --b") in bold, metavars in italics
     n = split(left, w, " ")
-    left = "\\fB" esc(w[1]) "\\fR"
-    if (n > 1) left = left " \\fI" esc(w[2]) "\\fR"
+    left = ""
+    for (i = 1; i <= n; i++) {
+        c = ""
+        if (w[i] ~ /,$/) { c = ","; w[i] = substr(w[i], 1, length(w[i]) - 1) }
+        left = left (i > 1 ? " " : "") (w[i] ~ /^-/ ? "\\fB" : "\\fI") esc(w[i]) "\\fR" c
+    }
     return ".TP\n" left "\n" text(help)
 }
 BEGIN { sect = ""; ntrail = 0 }
