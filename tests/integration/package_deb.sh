@@ -116,7 +116,10 @@ for prog in par3drun p3d-worker; do
         MANWIDTH=80 man -l "$page" 2>&1 | grep -q '^SYNOPSIS' || bad "man -l $page does not render a SYNOPSIS"
     fi
 done
-run "$bin/par3drun" --help | grep -q '^ *par3drun cluster' || bad "par3drun --help does not show the cluster subcommand"
+run "$bin/par3drun" --help >"$tmp/help"
+grep -q '^ *par3drun cluster' "$tmp/help" || bad "par3drun --help does not show the cluster subcommand"
+head -10 "$tmp/help" | grep -q -- "--version" || bad "par3drun --help's first 10 lines do not name --version"
+head -1 "$tmp/help" | grep -q "^par3drun $ver " || bad "par3drun --help's first line does not give the version $ver"
 
 # bash completion (when bash-completion is installed to load it)
 bc=/usr/share/bash-completion/bash_completion
