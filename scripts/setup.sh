@@ -4,7 +4,7 @@
 # only when something is missing. Needs root (or sudo) when it installs.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config git
+PKGS=(build-essential cmake pkg-config git dpkg-dev bash-completion man-db
       libhwloc-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libcmocka-dev
       libssl-dev libcurl4-openssl-dev libpmix-dev
       openmpi-bin libopenmpi-dev slurm-wlm munge etcd-server etcd-client

@@ -18,17 +18,22 @@ const p3dw_cuda_api *p3dw_cuda_load(const char **why)
     if (env && *env) {
         snprintf(path, sizeof path, "%s", env);
     } else {
-        /* Next to the executable: the build directory, or the install's bin/. */
-        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 32);
+        /* Next to the executable (the build directory), else the install's
+         * <bin>/../<libdir>/par3drun, where the plugins are. */
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
         if (n <= 0) {
             *why = "cannot locate p3d-worker-cuda.so (/proc/self/exe unreadable; set "
                    "P3D_WORKER_CUDA_LIB)";
             return NULL;
         }
-        path[n] = 0;
-        char *slash = strrchr(path, '/');
-        snprintf(slash ? slash + 1 : path, sizeof path - (size_t)(slash ? slash + 1 - path : 0),
-                 "p3d-worker-cuda.so");
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        int dl = slash ? (int)(slash - exe) : 1;
+        const char *d = slash ? exe : ".";
+        snprintf(path, sizeof path, "%.*s/../%s/par3drun/p3d-worker-cuda.so", dl, d, P3D_INSTALL_LIBDIR);
+        if (access(path, F_OK) != 0)
+            snprintf(path, sizeof path, "%.*s/p3d-worker-cuda.so", dl, d);
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {

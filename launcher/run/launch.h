@@ -260,8 +260,9 @@ void p3d_rank_out_free(p3d_rank_out *r);
 
 /* ---- spawn.c ------------------------------------------------------------- */
 
-/* Resolves prog like execvp would (PATH search when it has no '/').
- * Returns a malloc'd path, or NULL with *err naming what was tried. */
+/* Resolves prog like execvp would (PATH search when it has no '/'); a bare
+ * name not in PATH is then looked for next to par3drun's own executable
+ * (an installed tree's p3d-worker). Returns a malloc'd path, or NULL with *err naming what was tried. */
 char *p3d_resolve_program(const char *prog, char **err);
 
 typedef struct p3d_spawn_req {

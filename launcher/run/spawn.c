@@ -41,6 +41,21 @@ static const char *not_runnable(const char *path, int *exists)
     return NULL;
 }
 
+/* dir(/proc/self/exe)/prog, malloc'd, or NULL. */
+static char *own_dir_candidate(const char *prog)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return NULL;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    char *cand = NULL;
+    if (!slash || asprintf(&cand, "%.*s/%s", (int)(slash - exe), exe, prog) < 0)
+        return NULL;
+    return cand;
+}
+
 char *p3d_resolve_program(const char *prog, char **err)
 {
     if (!*prog) {
@@ -89,10 +104,19 @@ char *p3d_resolve_program(const char *prog, char **err)
         if (!c)
             break;
     }
+    if (!seen) {
+        /* Then next to par3drun itself: an installed or unpacked tree runs
+         * `-- p3d-worker` without its bin/ on PATH. */
+        char *own = own_dir_candidate(prog);
+        int exists;
+        if (own && !not_runnable(own, &exists))
+            return own;
+        free(own);
+    }
     if (seen)
         p3d_err(err, "cannot run %s: %s (found in PATH) %s", prog, seen, seen_why);
     else
-        p3d_err(err, "cannot run %s: not found in PATH (%s)", prog, path);
+        p3d_err(err, "cannot run %s: not found in PATH (%s) nor next to par3drun", prog, path);
     free(seen);
     return NULL;
 }

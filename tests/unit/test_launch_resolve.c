@@ -112,6 +112,17 @@ static void test_path_search(void **st)
     e = why("");
     assert_non_null(strstr(e, "empty"));
     free(e);
+    /* not in PATH, but next to the running executable (an installed
+     * par3drun finds its p3d-worker this way): this test's own binary */
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    assert_true(n > 0);
+    self[n] = 0;
+    setenv("PATH", dir, 1);
+    r = p3d_resolve_program(strrchr(self, '/') + 1, &err);
+    assert_non_null(r);
+    assert_string_equal(r, self);
+    free(r);
     if (saved)
         setenv("PATH", saved, 1);
     free(saved);

@@ -257,12 +257,14 @@ static void test_no_half_state(void **state)
         "function place(c, j) local t = {} for i = 1, 1e9 do t[i] = ('x'):rep(100) .. i end end\n",
         "function place(c, j) error('boom') end\n",
         "function place(c, j) return {\n",
-        "getmetatable('').__index = function() error('hijacked') end\n"
-        "string.rep = nil; table.insert = nil; par3d = nil\n"
-        "setmetatable(_G, {__index = function() error('global hijack') end})\n"
-        "function place(c, j) return {} end\n",
-        "function place(c, j) return setmetatable({}, {__len = function() return 16 end,\n"
-        "  __index = function(t, i) return {rank = i - 1, node = 1, gpu = 0} end}) end\n",
+        /* multi-line entries in parentheses: one element each, on purpose
+         * (clang's -Wstring-concatenation) */
+        ("getmetatable('').__index = function() error('hijacked') end\n"
+         "string.rep = nil; table.insert = nil; par3d = nil\n"
+         "setmetatable(_G, {__index = function() error('global hijack') end})\n"
+         "function place(c, j) return {} end\n"),
+        ("function place(c, j) return setmetatable({}, {__len = function() return 16 end,\n"
+         "  __index = function(t, i) return {rank = i - 1, node = 1, gpu = 0} end}) end\n"),
         "function place(c, j) local s = ('a'):rep(4000); return s:find('.-.-.-.-b') end\n",
     };
     p3d_placement *ref = NULL, *pl = NULL;
