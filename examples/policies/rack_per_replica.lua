@@ -5,7 +5,7 @@
 -- group on one node. It ignores NVLink domain details that megatron.lua
 -- handles, to stay short.
 --
---   par3drun --dry-run --cluster examples/clusters/dgx-h100-64.json \
+--   par3drun --dry-run --cluster examples/clusters/64x-dgx-h100-4racks.json \
 --            --tp 8 --pp 4 --policy examples/policies/rack_per_replica.lua
 
 function place(cluster, job)
