@@ -292,6 +292,23 @@ char *p3d_sandbox_escape(const char *s, size_t len, size_t cap, int keep_lines)
     return out;
 }
 
+/* Does msg start with Lua's "chunkname:line:" position? */
+static int has_position(const char *msg)
+{
+    const char *c = strchr(msg, ':');
+    while (c) {
+        const char *d = c + 1;
+        while (*d >= '0' && *d <= '9')
+            d++;
+        if (d > c + 1 && *d == ':')
+            return 1;
+        c = strchr(c + 1, ':');
+        if (c && c - msg > 512)
+            break;
+    }
+    return 0;
+}
+
 /* lua.c's message handler: the message plus a traceback. It never calls
  * back into policy code (no __tostring), so it cannot be hijacked. */
 static int msghandler(lua_State *L)
@@ -309,6 +326,11 @@ static int msghandler(lua_State *L)
         free(e);
         msg = lua_tostring(L, -1);
     }
+    /* error(msg, 0) is the policy's own message for the user, said on
+     * purpose without a position: no traceback. A message with a
+     * "chunk:line:" position is a fault to locate: with one. */
+    if (!has_position(msg))
+        return 1;
     luaL_traceback(L, L, msg, 1);
     return 1;
 }

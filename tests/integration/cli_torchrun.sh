@@ -11,6 +11,20 @@ PCIE=$P3D_SRC/examples/clusters/8x-pcie-nvlink-pairs.json
   >"$T/u.out" 2>"$T/u.err" || { cat "$T/u.err"; fail "underscore spellings refused"; }
 [ "$(grep -c 'n=2' "$T/u.out")" = 2 ] || { cat "$T/u.out"; fail "--nproc_per_node 2 did not start 2 ranks"; }
 
+# a policy's error(msg, 0) is its message, without a Lua traceback; a
+# fault in a policy keeps the traceback that locates it
+set +e
+"$PAR3DRUN" --dry-run --cluster "$CLUSTER" --policy "$P3D_SRC/tests/bad/files/policy_error_level0.lua" >"$T/p.out" 2>&1
+set -e
+grep -q '^par3drun: this cluster has no rack B (fixture)$' "$T/p.out" || { cat "$T/p.out"; fail "no policy message"; }
+grep -q 'stack traceback' "$T/p.out" && { cat "$T/p.out"; fail "error(msg, 0) printed a traceback"; }
+printf 'function place(cluster, job)\n  local x = nil; return x.y\nend\n' >"$T/fault.lua"
+set +e
+"$PAR3DRUN" --dry-run --cluster "$CLUSTER" --policy "$T/fault.lua" >"$T/p2.out" 2>&1
+set -e
+grep -q 'fault.lua:2: attempt to index a nil value' "$T/p2.out" && grep -q 'stack traceback' "$T/p2.out" ||
+  { cat "$T/p2.out"; fail "a policy fault lost its position or traceback"; }
+
 # CPU-only nodes: slots, not GPUs
 "$PAR3DRUN" --dry-run --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" >"$T/c.out" 2>&1 || fail "CPU dry run failed"
 grep -q 'world 2 on 2 CPU slots (no GPU) of 1 node, 1 rack' "$T/c.out" || { cat "$T/c.out"; fail "CPU slots called GPUs"; }
