@@ -799,6 +799,13 @@ static void hub_start_line(hub *h, int nnodes)
              L->pl->world, L->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
              L->run_dir);
     hub_say(h, line);
+    /* torchrun says it too: the ranks' OpenMP threads are ours to size */
+    int omp_given = getenv("OMP_NUM_THREADS") != NULL;
+    for (size_t i = 0; i < L->nextra && !omp_given; i++)
+        omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
+    if (!omp_given && L->pl->world > 1)
+        hub_say(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
+                   "OMP_NUM_THREADS to choose)\n");
 }
 
 static void hub_end_line(hub *h, int code)

@@ -69,6 +69,9 @@ while read -r line; do
   [ -n "$omp" ] && [ "$omp" -ge 1 ] && [ "$omp" -le "$cpus" ] || fail "OMP_NUM_THREADS=$omp for a rank on $cpus CPUs: $line"
 done < <(grep 'omp=' "$T/o3.out")
 [ "$(grep -c 'omp=' "$T/o3.out")" = 2 ] || { cat "$T/o3.out"; fail "not 2 ranks"; }
+[ "$(grep -c 'OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to' "$T/o3.out")" = 1 ] ||
+  { cat "$T/o3.out"; fail "the OMP_NUM_THREADS line is not said once"; }
+grep -q 'OMP_NUM_THREADS is not set' "$T/o.out" && fail "the OMP line was said although the user set it"
 
 # the start and end lines, and the run directory rule
 TMPDIR=$T "$PAR3DRUN" --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" -- /bin/true >"$T/l.out" 2>"$T/l.err" ||
