@@ -455,6 +455,7 @@ int main(int argc, char **argv)
         run.g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
                                 .impl = &comm[d]};
     if (cuda) {
+        /* A failed setup has aborted its own communicators (no teardown). */
         if (cuda->setup(w, &e, comm, run.g, o.timeout))
             goto out;
         cuda_up = 1;
