@@ -2,6 +2,7 @@
  * Exit codes: 0 ok; 1 a runtime failure (peer died, timeout, --verify
  * mismatch, no GPU for --backend cuda); 2 bad options or environment. */
 #include "worker.h"
+#include "cuda/cuda_rules.h"
 
 #include <errno.h>
 #include <math.h>
@@ -271,7 +272,10 @@ out:
  * runs on, never the CPU reference of --verify, to show that --verify and
  * --check-grad fail on a real bug.  "gelu": GeLU forward doubled (an op bug
  * shared by forward and loss); "dp-allreduce": the DP gradient all-reduce
- * does nothing; "edp-allreduce": the same for the experts' EDP all-reduce. */
+ * does nothing; "edp-allreduce": the same for the experts' EDP all-reduce;
+ * "router": the MoE router's weight gradient is dropped (moe.c; a bug the
+ * CUDA tolerance of --verify must be tight enough to see). */
+static int g_break_router;
 static const p3d_ops *g_real;
 static void broken_gelu(const void *Z, void *G, size_t n)
 {
@@ -296,15 +300,74 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
     else if (!strcmp(b, "dp-allreduce") || !strcmp(b, "edp-allreduce")) {
         g_skip = b[0] == 'd' ? "DP" : "EDP";
         broken.allreduce = broken_allreduce;
+    } else if (!strcmp(b, "router")) {
+        g_break_router = 1;
     } else {
-        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu, dp-allreduce or "
-                        "edp-allreduce\n", b);
+        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu, dp-allreduce, "
+                        "edp-allreduce or router\n", b);
         return NULL;
     }
     if (rank == 0)
         fprintf(stderr, "p3d-worker: P3DW_BREAK=%s: the %s backend is broken on purpose "
                         "(a test switch)\n", b, ops->name);
     return &broken;
+}
+
+/* P3DW_SOLO_COMM=1 (tests only): train.c and moe.c call every collective
+ * even on groups of one, so that one GPU runs NCCL's all-reduce, grouped
+ * send/receive (to itself) and all-to-all (the self segment only).  The CPU
+ * backend's TCP layer has no self connection: there a size-1 send/receive
+ * or all-to-all is a device copy through the ops table, so the switch can
+ * be tested without a GPU (the op counts and losses in the report).
+ * Returns 0 or 1, -1 for a malformed value (message printed). */
+static const p3d_ops *g_solo_real;
+static int solo_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom,
+                         void *rbuf, size_t rn)
+{
+    if (g->size != 1)
+        return g_solo_real->sendrecv(g, sto, sbuf, sn, rfrom, rbuf, rn);
+    if (sto != rfrom || sn != rn) {
+        fprintf(stderr, "p3d-worker: internal error: a self send/receive of %zu floats to %d "
+                        "and %zu from %d\n", sn, sto, rn, rfrom);
+        return -1;
+    }
+    g_solo_real->copy(rbuf, sbuf, sn);
+    return 0;
+}
+static int solo_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
+                          const size_t *rbytes)
+{
+    if (g->size != 1)
+        return g_solo_real->alltoallv(g, sbuf, sbytes, rbuf, rbytes);
+    if (sbytes[0] != rbytes[0] || sbytes[0] % sizeof(float)) {
+        fprintf(stderr, "p3d-worker: internal error: a self all-to-all of %zu bytes into %zu\n",
+                sbytes[0], rbytes[0]);
+        return -1;
+    }
+    g_solo_real->copy(rbuf, sbuf, sbytes[0] / sizeof(float));
+    return 0;
+}
+static int solo_comm(int rank, const p3d_ops **ops)
+{
+    static p3d_ops solo;
+    const char *s = getenv("P3DW_SOLO_COMM");
+    if (!s || !*s || !strcmp(s, "0"))
+        return 0;
+    if (strcmp(s, "1")) {
+        fprintf(stderr, "p3d-worker: P3DW_SOLO_COMM='%s': expected 0 or 1 (a test switch)\n", s);
+        return -1;
+    }
+    if (!strcmp((*ops)->name, "cpu")) {
+        g_solo_real = *ops;
+        solo = **ops;
+        solo.sendrecv = solo_sendrecv;
+        solo.alltoallv = solo_alltoallv;
+        *ops = &solo;
+    }
+    if (rank == 0)
+        fprintf(stderr, "p3d-worker: P3DW_SOLO_COMM=1: every collective runs, groups of one "
+                        "included (a test switch)\n");
+    return 1;
 }
 
 /* P3DW_DIE=RANK:STEP (tests only): rank RANK kills itself with SIGKILL
@@ -354,10 +417,11 @@ int main(int argc, char **argv)
         rc = 1; /* "no GPU" for --backend cuda is a runtime failure */
         if (!(ops = choose_backend(&o, &e, &cuda)))
             goto out;
-        if (!(ops = maybe_break(ops, e.rank))) {
+        if (!(ops = maybe_break(ops, e.rank)) || (run.solo_comm = solo_comm(e.rank, &ops)) < 0) {
             rc = 2;
             goto out;
         }
+        run.break_router = g_break_router;
     }
     rc = 1;
     if (!(w = tcp_world_init(&e, o.connect_timeout, o.timeout)))
@@ -391,6 +455,7 @@ int main(int argc, char **argv)
         run.g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
                                 .impl = &comm[d]};
     if (cuda) {
+        /* A failed setup has aborted its own communicators (no teardown). */
         if (cuda->setup(w, &e, comm, run.g, o.timeout))
             goto out;
         cuda_up = 1;
@@ -459,7 +524,7 @@ int main(int argc, char **argv)
     double max_rel = 0;
     double drop = 0;
     if (o.verify) {
-        double tol = o.verify_tol > 0 ? o.verify_tol : cuda ? 1e-3 : 1e-5;
+        double tol = o.verify_tol > 0 ? o.verify_tol : p3dw_verify_default_tol(cuda != NULL);
         verdict = verify(&o, losses, tol, &max_rel, &drop) ? "fail" : "pass";
     }
     p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel, drop);

@@ -234,7 +234,7 @@ void p3dw_moe_init(p3dw_moe *M, int layer, float *router, float *experts, float 
 static int a2a(p3dw_moe *M, const void *sbuf, const size_t *sb, void *rbuf, const size_t *rb)
 {
     p3dw_group *g = &M->r->g[P3DW_EP];
-    if (g->size == 1) {
+    if (g->size == 1 && !M->r->solo_comm) {
         M->ops->copy(rbuf, sbuf, sb[0] / sizeof(float));
         return 0;
     }
@@ -424,7 +424,8 @@ int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const f
                 (float)(a->p[t * K + j] * (M->hg[t * K + j] - pg));
     }
     ops->upload(M->logit, M->hlog, (size_t)b * E);
-    ops->gemm(1, 0, h, E, b, X, M->logit, drouter, 1.0f);
+    if (!M->r->break_router) /* P3DW_BREAK=router (tests only) skips it */
+        ops->gemm(1, 0, h, E, b, X, M->logit, drouter, 1.0f);
     ops->gemm(0, 1, b, h, E, M->logit, router, M->tmp, 0.0f);
     ops->axpy(dx, M->tmp, bh, 1.0f);
     ops->axpy(dx, dy, bh, 1.0f); /* residual */

@@ -97,7 +97,7 @@ typedef struct state {
 int p3dw_tp_allreduce(p3dw_run *r, p3dw_stats *st, float *buf, size_t n)
 {
     p3dw_group *g = &r->g[P3DW_TP];
-    if (g->size == 1)
+    if (g->size == 1 && !r->solo_comm)
         return 0;
     r->ops->sync();
     double t0 = now_s();
@@ -182,7 +182,17 @@ static int forward(state *S, int k)
          * can actually fall. */
         make_data(S, k, K_INPUT, 0.5f, S->tgt);
         float scale = 2.0f / ((float)S->o->global_batch * (float)S->h);
-        S->loss += ops->mse(ACT_Y(S, k), S->tgt, S->dout[k], bh, scale);
+        const float *y = ACT_Y(S, k);
+        if (S->nstage == 1 && S->r->solo_comm) {
+            /* P3DW_SOLO_COMM: Y goes through a grouped send+receive to
+             * myself and the loss reads what arrived (S->dy is free here:
+             * the last stage's backward starts from dout), so a broken
+             * send/receive shows in --verify. */
+            if (pp_xchg(S, 0, y, bh, 0, S->dy, bh))
+                return -1;
+            y = S->dy;
+        }
+        S->loss += ops->mse(y, S->tgt, S->dout[k], bh, scale);
     }
     return 0;
 }
@@ -339,7 +349,7 @@ static int layout(state *S)
 static int grad_allreduce(state *S, p3dw_group *g, float *buf, size_t n, double *ops_,
                           double *bytes, double *bus, double *t)
 {
-    if (g->size == 1 || n == 0)
+    if ((g->size == 1 && !S->r->solo_comm) || n == 0)
         return 0;
     S->ops->sync();
     double t1 = now_s();
@@ -470,7 +480,7 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         st->steps++;
         if (last) {
             double l = S->loss;
-            if (dpg->size > 1 && S->ops->allreduce_host_f64(dpg, &l, 1))
+            if ((dpg->size > 1 || r->solo_comm) && S->ops->allreduce_host_f64(dpg, &l, 1))
                 goto out;
             losses[S->step] = l / norm;
             if (r->print_loss && !r->quiet) {
@@ -488,13 +498,13 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     }
     rc = 0;
 out:
-    if (rc && !S->act)
+    if (rc && (!S->act || !S->dout))
         fprintf(stderr, "p3d-worker: out of host memory\n");
-    if (S->act)
-        for (int k = 0; k < S->m; k++) {
-            S->ops->release(S->act[k]);
-            S->ops->release(S->dout[k]);
-        }
+    /* act and dout are separate callocs: either may be NULL here. */
+    for (int k = 0; S->act && k < S->m; k++)
+        S->ops->release(S->act[k]);
+    for (int k = 0; S->dout && k < S->m; k++)
+        S->ops->release(S->dout[k]);
     S->ops->release(S->w);
     S->ops->release(S->g);
     S->ops->release(S->we);

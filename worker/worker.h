@@ -240,6 +240,11 @@ typedef struct p3dw_run {
     int quiet;             /* reference run: no printing */
     const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
     int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
+    /* P3DW_SOLO_COMM (tests only): run every collective even on a group of
+     * one (all-reduce, a self send/receive on the last stage's output, the
+     * all-to-all's self segment), so one GPU runs each NCCL data call. */
+    int solo_comm;
+    int break_router;      /* P3DW_BREAK=router: the MoE router gradient dropped */
 } p3dw_run;
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of

@@ -390,8 +390,13 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     }
     /* NCCL_COMM_ID makes every ncclGetUniqueId point at one address, which
      * is only right for a program that creates one world communicator and
-     * splits it: the bundled worker. */
-    if (!strcmp(base_name(S->program), "p3d-worker")) {
+     * splits it: the bundled worker, run directly or through a wrapper
+     * that execs it (timeout, nsys, a test script: p3d-worker among the
+     * arguments), so the wrapped production start-up is the real one. */
+    int worker = !strcmp(base_name(S->program), "p3d-worker");
+    for (int i = 1; !worker && i < o->argc; i++)
+        worker = !strcmp(base_name(o->argv[i]), "p3d-worker");
+    if (worker) {
         for (int k = 0; k < 8 && (!L->nccl_port || L->nccl_port == L->master_port); k++)
             L->nccl_port = p3d_free_port();
         if (L->nccl_port == L->master_port)

@@ -36,6 +36,14 @@ typedef struct {
 #define NVML_GPU_FABRIC_STATE_COMPLETED 3
 #define NVML_NVLINK_MAX_LINKS 18
 
+/* nvmlDeviceGetNvLinkRemoteDeviceType's answer (nvml.h's
+ * nvmlIntNvLinkDeviceType_t, an enum: int-sized). */
+typedef int nvmlIntNvLinkDeviceType_t;
+#define NVML_NVLINK_DEVICE_TYPE_GPU 0x00
+#define NVML_NVLINK_DEVICE_TYPE_IBMNPU 0x01
+#define NVML_NVLINK_DEVICE_TYPE_SWITCH 0x02
+#define NVML_NVLINK_DEVICE_TYPE_UNKNOWN 0xFF
+
 /* NVML's nvml.h: 16 + 5*4 + 32 bytes; 16 + 4 + 4 + 1, padded to 4. */
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout differs from nvml.h");
 _Static_assert(offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t.busId offset");

@@ -6,7 +6,10 @@
  * loaded, this plugin asks NVML, per GPU and link, whether the link is up
  * and what PCI device sits at its far end: another GPU of this node (a
  * direct link) or an NVSwitch (links through switches are merged into one
- * switch and closed transitively, as hwloc does). It also reads the GPU
+ * switch and closed transitively, as hwloc does). Only a far end that
+ * nvmlDeviceGetNvLinkRemoteDeviceType calls a switch counts as one: an
+ * NVIDIA vendor id alone also matches bridges and devices NVML does not
+ * know. It also reads the GPU
  * fabric info (cluster UUID + clique id) that names a multi-node NVLink
  * domain (GB200 NVL72).
  *
@@ -36,6 +39,8 @@ typedef struct nvml_api {
     nvmlReturn_t (*link_remote)(nvmlDevice_t, unsigned, nvmlPciInfo_t *);
     nvmlReturn_t (*fabric)(nvmlDevice_t, nvmlGpuFabricInfo_t *); /* optional */
     nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned);        /* optional */
+    /* optional: without it no far end counts as an NVSwitch */
+    nvmlReturn_t (*remote_type)(nvmlDevice_t, unsigned, nvmlIntNvLinkDeviceType_t *);
 } nvml_api;
 
 static int bind_api(void *h, nvml_api *a)
@@ -48,6 +53,7 @@ static int bind_api(void *h, nvml_api *a)
     *(void **)&a->link_remote = dlsym(h, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
     *(void **)&a->fabric = dlsym(h, "nvmlDeviceGetGpuFabricInfo");
     *(void **)&a->name = dlsym(h, "nvmlDeviceGetName");
+    *(void **)&a->remote_type = dlsym(h, "nvmlDeviceGetNvLinkRemoteDeviceType");
     return a->init && a->shutdown && a->by_pci && a->link_state &&
            a->link_remote;
 }
@@ -118,10 +124,12 @@ static int augment(p3d_node *n)
             for (int j = 0; j < g; j++)
                 if (j != i && key[j] == rk)
                     peer = j;
+            nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
             if (peer >= 0)
                 n->nvlink[(size_t)i * g + peer] += bw;
-            else if ((r.pciDeviceId & 0xffff) == 0x10de)
-                to_sw[i] += bw; /* an NVSwitch; IBM CPUs (POWER) ignored */
+            else if (a.remote_type && a.remote_type(dev[i], l, &type) == NVML_SUCCESS &&
+                     type == NVML_NVLINK_DEVICE_TYPE_SWITCH)
+                to_sw[i] += bw; /* NVML says NVSwitch; bridges, IBM NPUs, unknown ignored */
             filled = 1;
         }
     }

@@ -55,6 +55,6 @@ while IFS='|' read -r name envs mesh wargs expect; do
     verify-fail) ((rc == 1)) && grep -q -- '--verify FAILED' "$dir/$name.log" ;;
     esac || { echo "FAIL: $name: expected $expect on the CPU backend (exit $rc)"; tail -3 "$dir/$name.log"; fail=1; }
 done < <(sed -n 's/^gpu-check: PLAN \(moe-[^:]*\): \([A-Z0-9_]*=[^ ]* \)\{0,1\}par3drun \(--tp [^-]*--pp [^-]*--dp [^-]*--ep [0-9]*\) -- p3d-worker \(.*\)  (expect \(.*\))$/\1|\2|\3|\4|\5/p' <<<"$out")
-((nmoe == 7)) || { echo "FAIL: $nmoe MoE checks planned for 8 GPUs, expected 7"; fail=1; }
+((nmoe == 8)) || { echo "FAIL: $nmoe MoE checks planned for 8 GPUs, expected 8 (with moe-broken-router)"; fail=1; }
 ((fail)) || echo "ok: gpu-check --no-gpu plans 10 meshes and $nmoe MoE checks for 8 GPUs, builds everything; 3-GPU shapes and 3 MoE checks run on the CPU backend"
 exit $fail

@@ -101,7 +101,10 @@ static void test_fills_from_nvml(void **s)
     assert_true(n->nvlink[0 * 4 + 1] == 25.0);
     assert_true(n->nvlink[1 * 4 + 0] == 25.0);
     assert_true(n->nvlink[0 * 4 + 2] == 50.0);
+    /* GPUs 2 and 3 also link to an NVIDIA device of unknown type: not a
+     * switch, so their pair stays at the switch's 50 (75 if it counted) */
     assert_true(n->nvlink[3 * 4 + 2] == 50.0);
+    assert_true(n->nvlink[2 * 4 + 3] == 50.0);
     assert_string_equal(n->fabric_uuid, "01020304-0506-0708-090a-0b0c0d0e0f10");
     assert_int_equal(n->fabric_clique, 7);
     assert_string_equal(n->gpus[2].model, "Fake H100 2");

@@ -8,9 +8,15 @@
  * ncclCommSplit()s of the world with the same colours and keys as groups.c
  * (ETP shares TP's: the MoE layer needs etp == tp), so NCCL rank i of a
  * group is the member with coordinate i.  The MoE all-to-all is one NCCL
- * group of ncclSend/ncclRecv per peer.  Every collective waits for its stream with
- * a deadline and checks ncclCommGetAsyncError, so a dead peer ends in a
- * message and exit code 1 rather than a hang.
+ * group of ncclSend/ncclRecv per peer.
+ *
+ * Every communicator is non-blocking (ncclConfig_t.blocking = 0): init,
+ * split, an enqueue and ncclGroupEnd may return ncclInProgress instead of
+ * blocking the host (connection set-up with NCCL_RUNTIME_CONNECT=1 happens
+ * in the first operation on a communicator), and every call is then polled
+ * with ncclCommGetAsyncError under the same deadline as the stream, so a
+ * dead or frozen peer ends in a message naming the call and the group and
+ * exit code 1 rather than a hang in init, a split or a collective.
  *
  * Failure path: a communicator that failed or timed out is aborted
  * (ncclCommAbort frees it) and its handle cleared at once; later operations
@@ -21,6 +27,7 @@
  * with one message and exit code 1 (they mean a broken device), collective
  * errors return -1 to the caller. */
 #include "worker.h"
+#include "cuda_rules.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -102,39 +109,63 @@ void abort_comm(ncclComm_t *comm)
         return;
     ncclResult_t r = ncclCommAbort(*comm);
     *comm = NULL;
-    if (r != ncclSuccess)
+    if (r != ncclSuccess && r != ncclInProgress)
         fprintf(stderr, "p3d-worker: rank %d: ncclCommAbort: %s\n", g_rank, ncclGetErrorString(r));
 }
 
-/* Waits for the stream while watching the communicator; on an error or the
- * deadline the communicator is aborted and *pcomm cleared. */
-int wait_comm(ncclComm_t *pcomm, const char *what)
+/* Polls a non-blocking communicator until the call made on it has left
+ * ncclInProgress, then (stream != 0) until the stream is idle, all under
+ * one deadline.  On an error or the deadline the communicator is aborted
+ * and *pcomm cleared; the message names the call and the group. */
+int wait_comm_call(ncclComm_t *pcomm, const char *what, const char *group, int stream)
 {
-    ncclComm_t comm = *pcomm;
     double deadline = now_s() + g_timeout;
+    int issued = 0; /* NCCL has handed the operation to the stream */
     for (;;) {
-        cudaError_t e = cudaStreamQuery(g_stream);
-        if (e == cudaSuccess)
-            return 0;
-        if (e != cudaErrorNotReady)
-            die_cuda(e, what, __LINE__);
-        ncclResult_t ar = ncclSuccess, qr = ncclCommGetAsyncError(comm, &ar);
+        ncclResult_t ar = ncclSuccess, qr = ncclCommGetAsyncError(*pcomm, &ar);
         if (qr != ncclSuccess)
             ar = qr;
         if (ar != ncclSuccess && ar != ncclInProgress) {
-            nccl_fail(ar, what);
+            fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n",
+                    g_rank, what, group, ncclGetErrorString(ar), ncclGetLastError(*pcomm));
             abort_comm(pcomm);
             return -1;
         }
+        if (ar == ncclSuccess)
+            issued = 1;
+        if (issued) {
+            if (!stream)
+                return 0;
+            cudaError_t e = cudaStreamQuery(g_stream);
+            if (e == cudaSuccess)
+                return 0;
+            if (e != cudaErrorNotReady)
+                die_cuda(e, what, __LINE__);
+        }
         if (now_s() > deadline) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL %s did not finish within %.0f s: a peer "
-                            "is stuck or gone\n", g_rank, what, g_timeout);
+            fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group did not finish within "
+                            "%.0f s: a peer is stuck or gone; aborting the communicator\n",
+                    g_rank, what, group, g_timeout);
             abort_comm(pcomm);
             return -1;
         }
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* An operation enqueued on a group's communicator: r is what the enqueue
+ * (or ncclGroupEnd) returned; ncclInProgress is normal for a non-blocking
+ * communicator. */
+int finish_op(ncclResult_t r, ncclComm_t *pcomm, const char *what, const char *group)
+{
+    if (r != ncclSuccess && r != ncclInProgress) {
+        fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n", g_rank,
+                what, group, ncclGetErrorString(r), ncclGetLastError(*pcomm));
+        abort_comm(pcomm);
+        return -1;
+    }
+    return wait_comm_call(pcomm, what, group, 1);
 }
 
 constexpr double GELU_C = 0.7978845608028654; /* sqrt(2/pi), as cpu_ops.c */
@@ -294,9 +325,7 @@ int c_allreduce(p3dw_group *g, void *buf, size_t n)
     if (!comm)
         return -1;
     ncclResult_t r = ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, *comm, g_stream);
-    if (r != ncclSuccess)
-        return nccl_fail(r, "all-reduce");
-    return wait_comm(comm, "all-reduce");
+    return finish_op(r, comm, "all-reduce", g->name);
 }
 
 int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
@@ -311,9 +340,7 @@ int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
     CK(cudaMemcpyAsync(g_dscratch + 1, buf, sizeof *buf, cudaMemcpyHostToDevice, g_stream));
     ncclResult_t r = ncclAllReduce(g_dscratch + 1, g_dscratch + 1, 1, ncclDouble, ncclSum, *comm,
                                    g_stream);
-    if (r != ncclSuccess)
-        return nccl_fail(r, "loss all-reduce");
-    if (wait_comm(comm, "loss all-reduce"))
+    if (finish_op(r, comm, "loss all-reduce", g->name))
         return -1;
     CK(cudaMemcpyAsync(buf, g_dscratch + 1, sizeof *buf, cudaMemcpyDeviceToHost, g_stream));
     CK(cudaStreamSynchronize(g_stream));
@@ -324,7 +351,8 @@ int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
  * together, so two stages that send to each other at the same time (1F1B's
  * steady state) cannot each block in a send waiting for the other's
  * receive.  ncclGroupEnd is called even when an enqueue failed, so the
- * group nesting stays balanced. */
+ * group nesting stays balanced.  sto == rfrom == my rank (P3DW_SOLO_COMM on
+ * a group of one) is NCCL's send/receive to self. */
 int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
                size_t rn)
 {
@@ -339,23 +367,21 @@ int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, v
         return nccl_fail(r, "ncclGroupStart");
     if (sto >= 0)
         r = ncclSend(sbuf, sn, ncclFloat, sto, *comm, g_stream);
-    if (r == ncclSuccess && rfrom >= 0)
+    if ((r == ncclSuccess || r == ncclInProgress) && rfrom >= 0)
         r = ncclRecv(rbuf, rn, ncclFloat, rfrom, *comm, g_stream);
     ncclResult_t r2 = ncclGroupEnd();
-    if (r == ncclSuccess)
+    if (r == ncclSuccess || r == ncclInProgress)
         r = r2;
-    if (r != ncclSuccess) {
-        nccl_fail(r, what);
-        abort_comm(comm);
-        return -1;
-    }
-    return wait_comm(comm, what);
+    return finish_op(r, comm, what, g->name);
 }
 
 /* All-to-all over the group (MoE dispatch/combine): one ncclSend and one
  * ncclRecv per other member, all inside one ncclGroupStart/End so NCCL
  * schedules them together (no ordering between pairs can deadlock); my own
- * segment is a device copy.  Byte counts, ncclChar. */
+ * segment is a device copy, except on a group of one (P3DW_SOLO_COMM),
+ * where it is NCCL's send/receive to self so that NCCL runs.  The self
+ * segment's sizes are checked before anything is queued: a mismatch must
+ * not leave peers' sends half enqueued.  Byte counts, ncclChar. */
 int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
                 const size_t *rbytes)
 {
@@ -365,37 +391,34 @@ int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbu
     const char *sb = (const char *)sbuf;
     char *rb = (char *)rbuf;
     size_t so = 0, ro = 0;
+    if (sbytes[g->rank] != rbytes[g->rank]) {
+        fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
+                        "itself but expects %zu\n", g_rank, sbytes[g->rank], rbytes[g->rank]);
+        return -1;
+    }
     ncclResult_t r = ncclGroupStart();
     if (r != ncclSuccess)
         return nccl_fail(r, "ncclGroupStart");
     for (int j = 0; j < g->size; j++) {
-        if (j == g->rank) {
-            if (sbytes[j] != rbytes[j]) {
-                fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes "
-                                "to itself but expects %zu\n", g_rank, sbytes[j], rbytes[j]);
-                r = ncclInvalidUsage;
-            } else if (sbytes[j]) {
+        int ok = r == ncclSuccess || r == ncclInProgress;
+        if (j == g->rank && g->size > 1) {
+            if (sbytes[j])
                 CK(cudaMemcpyAsync(rb + ro, sb + so, sbytes[j], cudaMemcpyDeviceToDevice,
                                    g_stream));
-            }
         } else {
-            if (r == ncclSuccess && sbytes[j])
+            if (ok && sbytes[j])
                 r = ncclSend(sb + so, sbytes[j], ncclChar, j, *comm, g_stream);
-            if (r == ncclSuccess && rbytes[j])
+            ok = r == ncclSuccess || r == ncclInProgress;
+            if (ok && rbytes[j])
                 r = ncclRecv(rb + ro, rbytes[j], ncclChar, j, *comm, g_stream);
         }
         so += sbytes[j];
         ro += rbytes[j];
     }
     ncclResult_t r2 = ncclGroupEnd();
-    if (r == ncclSuccess)
+    if (r == ncclSuccess || r == ncclInProgress)
         r = r2;
-    if (r != ncclSuccess) {
-        nccl_fail(r, "all-to-all");
-        abort_comm(comm);
-        return -1;
-    }
-    return wait_comm(comm, "EP all-to-all");
+    return finish_op(r, comm, "all-to-all", g->name);
 }
 
 void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
@@ -409,7 +432,10 @@ const p3d_ops cuda_ops = {
 };
 
 /* "No driver" and "driver too old" need different fixes, so they get
- * different messages: cudaDriverGetVersion reports 0 without a driver. */
+ * different messages: cudaDriverGetVersion reports 0 without a driver.
+ * Minor-version compatibility: only an older major driver is refused here
+ * (cuda_rules.h); within a major, cudaGetDeviceCount's
+ * cudaErrorInsufficientDriver decides. */
 static int p3dw_cuda_probe(const char **why)
 {
     static char msg[256];
@@ -418,10 +444,11 @@ static int p3dw_cuda_probe(const char **why)
         *why = "no GPU: no NVIDIA driver on this machine (libcuda.so.1 not found)";
         return 0;
     }
-    if (cudaRuntimeGetVersion(&rt) == cudaSuccess && drv < rt) {
-        snprintf(msg, sizeof msg, "no GPU: the NVIDIA driver supports CUDA %d.%d, older than the "
-                                  "CUDA %d.%d runtime p3d-worker was built with: update the "
-                                  "driver", drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+    if (cudaRuntimeGetVersion(&rt) == cudaSuccess && !p3dw_cuda_driver_may_run(drv, rt)) {
+        snprintf(msg, sizeof msg, "no GPU: the NVIDIA driver supports CUDA %d.%d, an older major "
+                                  "version than the CUDA %d.%d runtime p3d-worker was built "
+                                  "with: update the driver", drv / 1000, drv % 1000 / 10,
+                 rt / 1000, rt % 1000 / 10);
         *why = msg;
         return 0;
     }
@@ -445,16 +472,29 @@ static int p3dw_cuda_probe(const char **why)
     return n;
 }
 
-static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
-                               p3dw_group g[P3DW_NALL], double op_timeout)
+static void p3dw_cuda_teardown(p3dw_group g[P3DW_NALL], int failed);
+
+/* A non-blocking communicator config: init, split and operations return
+ * ncclInProgress instead of blocking, and are polled under the deadline. */
+ncclConfig_t nonblocking_config()
+{
+    ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
+    c.blocking = 0;
+    return c;
+}
+
+/* setup's work; on failure everything made so far is left in g_* and g[]
+ * for p3dw_cuda_setup to abort. */
+static int setup_comms(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
+                       p3dw_group g[P3DW_NALL], int *pdev, int *pndev)
 {
     int ndev = 0;
-    g_rank = e->rank;
-    g_timeout = op_timeout;
     CK(cudaGetDeviceCount(&ndev));
     /* The launcher makes CUDA_VISIBLE_DEVICES such that device LOCAL_RANK is
      * the chosen GPU; with one visible device that device is it. */
     int dev = ndev == 1 ? 0 : e->local_rank % ndev;
+    *pdev = dev;
+    *pndev = ndev;
     CK(cudaSetDevice(dev));
     CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
     CKB(cublasCreate(&g_blas));
@@ -465,8 +505,10 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
 
     ncclUniqueId id, *ids = (ncclUniqueId *)calloc((size_t)e->world, sizeof id);
     memset(&id, 0, sizeof id);
-    if (!ids)
+    if (!ids) {
+        fprintf(stderr, "p3d-worker: rank %d: out of host memory\n", e->rank);
         return -1;
+    }
     if (e->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess) {
@@ -481,24 +523,43 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
     }
     id = ids[0];
     free(ids);
-    ncclResult_t r = ncclCommInitRank(&g_world, e->world, id, e->rank);
-    if (r != ncclSuccess)
-        return nccl_fail(r, "ncclCommInitRank (world)");
+    ncclConfig_t cfg = nonblocking_config();
+    ncclResult_t r = ncclCommInitRankConfig(&g_world, e->world, id, e->rank, &cfg);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        nccl_fail(r, "ncclCommInitRankConfig (world)");
+        return -1;
+    }
+    if (!g_world || wait_comm_call(&g_world, "ncclCommInitRankConfig", "world", 0))
+        return -1;
     for (int d = 0; d < P3DW_NALL; d++) {
         if (d == P3DW_ETP)
             continue; /* the TP communicator, below */
         cuda_group *cg = (cuda_group *)calloc(1, sizeof *cg);
-        if (!cg)
+        if (!cg) {
+            fprintf(stderr, "p3d-worker: rank %d: out of host memory\n", e->rank);
             return -1;
-        /* groups.c's split: the colour of the TCP communicator, key = the
-         * coordinate, so members come in the same order. */
-        r = ncclCommSplit(g_world, comm[d].colour, e->coord[d], &cg->comm, NULL);
-        if (r != ncclSuccess) {
-            free(cg);
-            return nccl_fail(r, "ncclCommSplit");
         }
+        g[d].impl = cg; /* freed (its communicator aborted) by teardown */
+        /* groups.c's split: the colour of the TCP communicator, key = the
+         * coordinate, so members come in the same order.  Every rank of
+         * the world calls every split, in the same order. */
+        cfg = nonblocking_config();
+        r = ncclCommSplit(g_world, comm[d].colour, e->coord[d], &cg->comm, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress) {
+            fprintf(stderr, "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group failed: "
+                            "%s (%s)\n", e->rank, p3dw_dim_name[d], ncclGetErrorString(r),
+                    ncclGetLastError(g_world));
+            return -1;
+        }
+        if (!cg->comm) {
+            fprintf(stderr, "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group returned "
+                            "no communicator\n", e->rank, p3dw_dim_name[d]);
+            return -1;
+        }
+        if (wait_comm_call(&cg->comm, "ncclCommSplit", p3dw_dim_name[d], 0) ||
+            wait_comm_call(&g_world, "ncclCommSplit (parent)", "world", 0))
+            return -1;
         int cnt = 0, me = 0;
-        g[d].impl = cg;
         if ((r = ncclCommCount(cg->comm, &cnt)) != ncclSuccess ||
             (r = ncclCommUserRank(cg->comm, &me)) != ncclSuccess)
             return nccl_fail(r, "ncclCommCount/ncclCommUserRank");
@@ -510,12 +571,33 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
         }
     }
     g[P3DW_ETP].impl = g[P3DW_TP].impl;
+    return 0;
+}
+
+/* On any failure after the first CUDA call, setup aborts (never finalizes)
+ * the world communicator and every split already made and frees the rest,
+ * so this rank leaves nothing behind and its peers' next NCCL call (a split
+ * or the first collective) fails or times out with a message instead of
+ * waiting for it. */
+static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
+                           p3dw_group g[P3DW_NALL], double op_timeout)
+{
+    int dev = 0, ndev = 0;
+    g_rank = e->rank;
+    g_timeout = op_timeout;
+    for (int d = 0; d < P3DW_NALL; d++)
+        g[d].impl = NULL; /* main.c's TCP handles: not the CUDA backend's */
+    if (setup_comms(w, e, comm, g, &dev, &ndev)) {
+        fprintf(stderr, "p3d-worker: rank %d: CUDA/NCCL setup failed: aborting the NCCL "
+                        "communicators made so far\n", e->rank);
+        p3dw_cuda_teardown(g, 1);
+        return -1;
+    }
     if (e->rank == 0) {
         int v = 0;
-        if ((r = ncclGetVersion(&v)) != ncclSuccess)
-            return nccl_fail(r, "ncclGetVersion");
-        fprintf(stderr, "p3d-worker: NCCL %d, %d GPU(s) visible to rank 0, using device %d\n", v,
-                ndev, dev);
+        if (ncclGetVersion(&v) == ncclSuccess)
+            fprintf(stderr, "p3d-worker: NCCL %d, %d GPU(s) visible to rank 0, using device %d, "
+                            "non-blocking communicators\n", v, ndev, dev);
     }
     return 0;
 }
@@ -530,6 +612,8 @@ static void close_comm(ncclComm_t *comm, int failed, const char *name)
         return;
     if (!failed) {
         ncclResult_t r = ncclCommFinalize(*comm), ar = ncclInProgress;
+        if (r == ncclInProgress) /* non-blocking: polled below */
+            r = ncclSuccess;
         double deadline = now_s() + g_timeout;
         while (r == ncclSuccess && now_s() < deadline) {
             r = ncclCommGetAsyncError(*comm, &ar);
