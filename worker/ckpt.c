@@ -452,7 +452,7 @@ int p3dw_ckpt_open(p3dw_ckpt *c)
     int fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fstat(fd, &st) || check_private_dir(&st, msg, sizeof msg)) {
         if (fd < 0)
-            snprintf(msg, sizeof msg, "%s", strerror(errno));
+            snprintf(msg, sizeof msg, "cannot be opened (%s)", strerror(errno));
         fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s %s; refusing it: choose a "
                         "directory of yours that only you can write\n", c->e->rank, c->dir, msg);
         if (fd >= 0)
