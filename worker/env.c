@@ -10,9 +10,26 @@
 
 const char *const p3dw_dim_name[P3DW_NALL] = {"tp", "pp", "dp", "ep", "etp", "edp"};
 
+/* Plain decimal digits only: no sign, no space, no hex (strtol alone takes
+ * " 1" and "+1").  0 and the value, or -1. */
+static int parse_plain(const char *s, long max, long *out)
+{
+    long v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (*s - '0');
+    }
+    *out = v;
+    return 0;
+}
+
 static int get_int(const char *name, int *out, int dflt, int required)
 {
     const char *s = getenv(name);
+    long v;
     if (!s || !*s) {
         if (required) {
             fprintf(stderr, "p3d-worker: environment variable %s is not set "
@@ -22,11 +39,9 @@ static int get_int(const char *name, int *out, int dflt, int required)
         *out = dflt;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < 0 || v > INT_MAX) {
-        fprintf(stderr, "p3d-worker: %s='%s': expected a non-negative integer\n", name, s);
+    if (parse_plain(s, INT_MAX, &v)) {
+        fprintf(stderr, "p3d-worker: %s='%s': expected a non-negative integer (plain decimal "
+                        "digits)\n", name, s);
         return -1;
     }
     *out = (int)v;
@@ -90,6 +105,14 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
     }
     if (e->master_port < 1 || e->master_port > 65535) {
         fprintf(stderr, "p3d-worker: MASTER_PORT=%d: expected 1-65535\n", e->master_port);
+        return -1;
+    }
+    /* The fencing token (docs/launch.md "Fencing"): absent means a first
+     * start; anything but digits would make generations incomparable. */
+    const char *gen = getenv("P3D_GENERATION");
+    if (gen && parse_plain(gen, 999999999, &e->generation)) {
+        fprintf(stderr, "p3d-worker: P3D_GENERATION='%s': expected the job's generation, plain "
+                        "decimal digits (0-999999999)\n", gen);
         return -1;
     }
     const char *ma = getenv("MASTER_ADDR");

@@ -1,6 +1,9 @@
 /* main.c - p3d-worker: options, backend choice, the run, --verify, report.
  * Exit codes: 0 ok; 1 a runtime failure (peer died, timeout, --verify
- * mismatch, no GPU for --backend cuda); 2 bad options or environment. */
+ * mismatch, no GPU for --backend cuda, a stale rank fenced out of a
+ * checkpoint); 2 bad options or environment, a refused --checkpoint-dir or
+ * a checkpoint of another mesh/model; 3 the checkpoint resumed from is at or
+ * past --steps (nothing trained, nothing verified). */
 #include "worker.h"
 #include "cuda/cuda_rules.h"
 
@@ -396,6 +399,7 @@ int main(int argc, char **argv)
     tcp_world *w = NULL;
     tcp_comm comm[P3DW_NALL] = {0};
     p3dw_run run = {0};
+    p3dw_ckpt ck = {.dfd = -1};
     double *losses = NULL;
     p3dw_rank_record *all = NULL;
     int rc = 2, cuda_up = 0;
@@ -465,11 +469,13 @@ int main(int argc, char **argv)
     int grad_bad = 0;
     if (o.check_grad && e.rank == 0)
         grad_bad = p3dw_check_grad(&o, ops, 3e-2, !o.json) != 0;
-    p3dw_ckpt ck = {.dir = o.checkpoint_dir, .every = o.checkpoint_every,
-                    .keep = o.checkpoint_keep, .w = w, .e = &e, .o = &o};
+    ck = (p3dw_ckpt){.dir = o.checkpoint_dir, .every = o.checkpoint_every,
+                     .keep = o.checkpoint_keep, .w = w, .e = &e, .o = &o, .dfd = -1};
     if (o.checkpoint_dir) {
-        if (p3dw_ckpt_open(&ck))
+        if (p3dw_ckpt_open(&ck)) {
+            rc = 2;
             goto out;
+        }
         run.ckpt = &ck;
     }
     if ((run.die_at_step = die_step(e.rank)) < 0) {
@@ -497,7 +503,7 @@ int main(int argc, char **argv)
                 e.size[P3DW_EP], e.size[P3DW_ETP], e.size[P3DW_EDP], o.experts / e.size[P3DW_EP]);
     int trc = p3dw_train(&o, &run, losses, &mine.st);
     if (trc) {
-        rc = trc == -2 ? 2 : 1;
+        rc = trc == -2 ? 2 : trc == -3 ? 3 : 1;
         goto out;
     }
     for (int d = 0; d < P3DW_NALL; d++)
@@ -534,6 +540,7 @@ out:
         cuda->teardown(run.g, rc != 0);
     for (int d = 0; d < P3DW_NALL; d++)
         tcp_comm_free(&comm[d]);
+    p3dw_ckpt_close(&ck);
     tcp_world_free(w);
     p3dw_env_free(&e);
     free(losses);

@@ -64,6 +64,7 @@ typedef struct p3dw_env {
     char master_addr[256];
     int master_port;
     char job_id[128];
+    long generation;           /* P3D_GENERATION (0 when unset): the fencing token */
     int coord[P3DW_NALL], size[P3DW_NALL];
     int *group[P3DW_NALL];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
     int ngroup[P3DW_NALL];
@@ -217,17 +218,23 @@ typedef struct p3dw_ckpt {
     tcp_world *w;
     const p3dw_env *e;
     const p3dw_opts *o;
+    int dfd;           /* the checked directory (p3dw_ckpt_open); -1 when closed */
 } p3dw_ckpt;
-/* Creates the directory (mode 0700).  0 or -1 (message printed). */
-int p3dw_ckpt_open(const p3dw_ckpt *c);
+/* Creates the directory (mode 0700) and opens it once, refusing one that is
+ * not ours or that others may write.  0 or -1 (message printed: exit 2).
+ * Close with p3dw_ckpt_close(). */
+int p3dw_ckpt_open(p3dw_ckpt *c);
+void p3dw_ckpt_close(p3dw_ckpt *c);
 /* Collective: every rank loads the newest step whose checkpoint every rank
- * completed and whose shard is good on every rank, into params (nparam
- * floats, this rank's shard) and losses (o->steps doubles).  Returns the
- * step (0: none, params untouched), -1 on a failure, -2 when a shard
- * belongs to another mesh or model (message printed: exit code 2). */
+ * completed and whose shard (of the marker's generation) is good on every
+ * rank, into params (nparam floats, this rank's shard) and losses (o->steps
+ * doubles).  Returns the step (0: none, params untouched), -1 on a failure,
+ * -2 when a marker or shard belongs to another mesh or model (exit code 2),
+ * -3 when that step is at or past --steps (exit code 3); messages printed. */
 int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *losses);
 /* Collective: writes this rank's shard of `step` atomically, then rank 0
- * the completion marker once every rank's shard is durable.  0 or -1. */
+ * the completion marker once every rank's shard is durable; refuses (-1)
+ * to write into a step a newer generation of this job committed.  0 or -1. */
 int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam,
                    const double *losses);
 
@@ -249,7 +256,8 @@ typedef struct p3dw_run {
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of
  * each step on the last stage's ranks (other ranks: 0).  Returns 0, -1, or
- * -2 when the checkpoint to resume from belongs to another mesh/model. */
+ * -2 when the checkpoint to resume from belongs to another mesh/model, -3
+ * when it is at or past --steps (p3dw_ckpt_load). */
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
 /* Checks the model shape against the mesh; prints and returns -1 if bad. */
 int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);

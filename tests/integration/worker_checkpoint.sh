@@ -24,6 +24,13 @@ run() { # NAME CKPTDIR [par3drun options...] -> exit code; output in $dir/NAME.o
     timeout 300 "$PAR3DRUN" --emulate --cluster "$cluster" "${mesh[@]}" --grace 2 "$@" -- \
         "$P3D_WORKER" "${wargs[@]}" --checkpoint-dir "$ck" >"$dir/$name.out" 2>&1
 }
+# The weights of a shard: the file the step's marker names (its generation),
+# without the 200-byte header (which holds the generation).
+weights() { # CKDIR STEP RANK
+    local g
+    g=$(sed -n 's/^generation //p' "$1/$(printf step-%08d "$2")/complete")
+    tail -c +201 "$1/$(printf step-%08d "$2")/$(printf rank-%05d.gen-%s.bin "$3" "$g")"
+}
 losses() { grep -o 'step [0-9]*/8 loss [0-9.e+-]*' "$dir/$1.out" | sort -u; }
 
 # The reference: one uninterrupted run (it writes checkpoints too: the last
@@ -46,7 +53,7 @@ grep -q 'P3DW_DIE: rank killing itself before step 5' "$dir/die.out" ||
 [[ -f $dir/ck/step-00000003/complete && ! -e $dir/ck/step-00000006 ]] ||
     { echo "FAIL: after the crash: $(ls "$dir/ck")"; fail=1; }
 # An incomplete newer checkpoint (no marker: not every rank wrote it) is ignored.
-mkdir -p "$dir/ck/step-00000004" && cp "$dir/ck/step-00000003/rank-00000.bin" "$dir/ck/step-00000004/"
+mkdir -p "$dir/ck/step-00000004" && cp "$dir/ck/step-00000003/rank-00000.gen-0.bin" "$dir/ck/step-00000004/"
 run resume "$dir/ck" || { echo "FAIL: resumed run exited $?"; tail -20 "$dir/resume.out"; fail=1; }
 grep -q 'resuming from checkpoint step 3 in' "$dir/resume.out" ||
     { echo "FAIL: did not resume at step 3"; grep p3d-worker "$dir/resume.out" | head; fail=1; }
@@ -58,7 +65,7 @@ diff <(losses ref | grep -v 'step [1-3]/') <(losses resume) >/dev/null ||
     { echo "FAIL: resumed losses differ:"; diff <(losses ref) <(losses resume); fail=1; }
 grep -q 'verify: pass' "$dir/resume.out" || { echo "FAIL: the resumed run does not verify (all 8 steps)"; fail=1; }
 for r in 0 1 2 3 4 5 6 7; do
-    cmp -s "$dir/ck-ref/step-00000008/rank-0000$r.bin" "$dir/ck/step-00000008/rank-0000$r.bin" ||
+    cmp -s <(weights "$dir/ck-ref" 8 $r) <(weights "$dir/ck" 8 $r) ||
         { echo "FAIL: final weights of rank $r differ from the uninterrupted run"; fail=1; }
 done
 ((fail)) || echo "ok: killed at step 5, resumed at step 3: losses 5-8 and final weights bit-identical; incomplete step 4 ignored"
@@ -72,7 +79,7 @@ grep -q 'resuming from checkpoint step 6' "$dir/restart.out" || { echo "FAIL: re
 [[ $(losses restart | wc -l) == 8 ]] || { echo "FAIL: restarted job: $(losses restart | wc -l) loss lines"; fail=1; }
 diff <(losses ref) <(losses restart) >/dev/null ||
     { echo "FAIL: losses with a restart differ:"; diff <(losses ref) <(losses restart); fail=1; }
-cmp -s "$dir/ck-ref/step-00000008/rank-00003.bin" "$dir/ck-restart/step-00000008/rank-00003.bin" ||
+cmp -s <(weights "$dir/ck-ref" 8 3) <(weights "$dir/ck-restart" 8 3) ||
     { echo "FAIL: final weights differ after the restart"; fail=1; }
 grep -q 'verify: pass' "$dir/restart.out" || { echo "FAIL: restarted job does not verify"; fail=1; }
 echo "ok: --max-restarts 1 with a rank killed before step 8: resumed at 6, losses identical"
@@ -80,9 +87,9 @@ echo "ok: --max-restarts 1 with a rank killed before step 8: resumed at 6, losse
 # 3. A corrupt shard of the newest complete checkpoint: warning, older one used.
 cp -r "$dir/ck-ref" "$dir/ck-bad"
 rm -rf "$dir/ck-bad/step-00000008"
-printf 'garbage' | dd of="$dir/ck-bad/step-00000006/rank-00006.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
+printf 'garbage' | dd of="$dir/ck-bad/step-00000006/rank-00006.gen-0.bin" bs=1 seek=300 conv=notrunc 2>/dev/null
 run corrupt "$dir/ck-bad" || { echo "FAIL: run over a corrupt checkpoint exited $?"; tail "$dir/corrupt.out"; fail=1; }
-grep -q 'rank 6: .*rank-00006.bin: checksum mismatch (corrupt); ignoring checkpoint step 6' "$dir/corrupt.out" ||
+grep -q 'rank 6: .*rank-00006.gen-0.bin: checksum mismatch (corrupt); ignoring checkpoint step 6' "$dir/corrupt.out" ||
     { echo "FAIL: no warning for the corrupt shard"; grep warning "$dir/corrupt.out"; fail=1; }
 grep -q 'resuming from checkpoint step 3' "$dir/corrupt.out" || { echo "FAIL: did not fall back to step 3"; fail=1; }
 diff <(losses ref | grep -v 'step [1-3]/') <(losses corrupt) >/dev/null || { echo "FAIL: losses after fallback differ"; fail=1; }
@@ -115,7 +122,7 @@ else
     lines() { grep -o 'step [0-9]*/200 loss [0-9.e+-]*' "$dir/$1.out" | awk -v a="$at" '{split($2, s, "/"); if (s[1] > a) print}'; }
     [[ $(lines long-res | wc -l) == $((200 - at)) ]] && diff <(lines long-ref) <(lines long-res) >/dev/null ||
         { echo "FAIL: losses after the resume from step $at differ"; fail=1; }
-    cmp -s "$dir/ck-long-ref/step-00000200/rank-00007.bin" "$dir/ck-long/step-00000200/rank-00007.bin" ||
+    cmp -s <(weights "$dir/ck-long-ref" 200 7) <(weights "$dir/ck-long" 200 7) ||
         { echo "FAIL: final weights after the SIGKILL/resume differ"; fail=1; }
     echo "ok: par3drun SIGKILLed after $done_steps steps; resumed from step $at, losses and weights identical"
 fi

@@ -6,7 +6,8 @@
 # Sourced by other tests (and bench/allreduce.sh) for:
 #   p3dw_run OUTDIR TP PP DP -- WORKER ARGS...   -> exit code of the worst rank;
 #                                                   rank N's output in OUTDIR/rank-N.log
-# P3DW_BAD_GROUP="RANK:DIM:LIST" replaces one rank's P3D_<DIM>_GROUP.
+# P3DW_BAD_GROUP="RANK:DIM:LIST" replaces one rank's P3D_<DIM>_GROUP;
+# P3DW_JOB_ID sets P3D_JOB_ID (default harness-PORT, a new job each run).
 # Run directly, it is a test of itself: a 2-rank run must verify.
 
 p3dw_free_port() {
@@ -40,7 +41,7 @@ p3dw_run() {
             esac
         fi
         env RANK=$r WORLD_SIZE=$world LOCAL_RANK=$r LOCAL_WORLD_SIZE=$world NODE_RANK=0 \
-            MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" P3D_JOB_ID="harness-$port" \
+            MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" P3D_JOB_ID="${P3DW_JOB_ID:-harness-$port}" \
             P3D_TP_RANK=$t P3D_TP_SIZE=$tp P3D_TP_GROUP="$tpg" \
             P3D_PP_RANK=$p P3D_PP_SIZE=$pp P3D_PP_GROUP="$ppg" \
             P3D_DP_RANK=$d P3D_DP_SIZE=$dp P3D_DP_GROUP="$dpg" \
