@@ -6,6 +6,7 @@
  */
 /* SIGEV_THREAD_ID and gettid need _GNU_SOURCE, which the build defines */
 #include "lua_sandbox_state.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -267,29 +268,7 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 
 char *p3d_sandbox_escape(const char *s, size_t len, size_t cap, int keep_lines)
 {
-    size_t n = len < cap ? len : cap;
-    char *out = malloc(n * 4 + 64), *o = out;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (keep_lines && (ch == '\n' || ch == '\t'))
-            *o++ = (char)ch;
-        else if (ch == '\n')
-            o += sprintf(o, "\\n");
-        else if (ch == '\t')
-            o += sprintf(o, "\\t");
-        else if (ch == '\r')
-            o += sprintf(o, "\\r");
-        else if (ch < 0x20 || ch == 0x7f)
-            o += sprintf(o, "\\x%02x", ch);
-        else
-            *o++ = (char)ch;
-    }
-    if (n < len)
-        o += sprintf(o, " ... (%zu more bytes)", len - n);
-    *o = 0;
-    return out;
+    return p3d_term_dup(s, len, cap, keep_lines ? P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB : 0);
 }
 
 /* lua.c's message handler: the message plus a traceback. It never calls
