@@ -1,6 +1,7 @@
 /* env.c - the rank environment the launcher hands every worker.
  * Names are torchrun's plus par3drun's own (see docs/worker.md). */
 #include "worker.h"
+#include "../placement/util/decimal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -22,11 +23,9 @@ static int get_int(const char *name, int *out, int dflt, int required)
         *out = dflt;
         return 0;
     }
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || v < 0 || v > INT_MAX) {
-        fprintf(stderr, "p3d-worker: %s='%s': expected a non-negative integer\n", name, s);
+    unsigned long long v;
+    if (p3d_decimal(s, INT_MAX, &v) < 0) { /* " 1", "+1" are not ranks */
+        fprintf(stderr, "p3d-worker: %s: expected a non-negative integer in plain decimal digits\n", name);
         return -1;
     }
     *out = (int)v;
