@@ -1,6 +1,7 @@
 /* env.c - the rank environment the launcher hands every worker.
  * Names are torchrun's plus par3drun's own (see docs/worker.md). */
 #include "worker.h"
+#include "../placement/util/decimal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -10,26 +11,9 @@
 
 const char *const p3dw_dim_name[P3DW_NALL] = {"tp", "pp", "dp", "ep", "etp", "edp"};
 
-/* Plain decimal digits only: no sign, no space, no hex (strtol alone takes
- * " 1" and "+1").  0 and the value, or -1. */
-static int parse_plain(const char *s, long max, long *out)
-{
-    long v = 0;
-    if (!*s)
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9' || v > (max - (*s - '0')) / 10)
-            return -1;
-        v = v * 10 + (*s - '0');
-    }
-    *out = v;
-    return 0;
-}
-
 static int get_int(const char *name, int *out, int dflt, int required)
 {
     const char *s = getenv(name);
-    long v;
     if (!s || !*s) {
         if (required) {
             fprintf(stderr, "p3d-worker: environment variable %s is not set "
@@ -39,9 +23,9 @@ static int get_int(const char *name, int *out, int dflt, int required)
         *out = dflt;
         return 0;
     }
-    if (parse_plain(s, INT_MAX, &v)) {
-        fprintf(stderr, "p3d-worker: %s='%s': expected a non-negative integer (plain decimal "
-                        "digits)\n", name, s);
+    unsigned long long v;
+    if (p3d_decimal(s, INT_MAX, &v) < 0) { /* " 1", "+1" are not ranks */
+        fprintf(stderr, "p3d-worker: %s: expected a non-negative integer in plain decimal digits\n", name);
         return -1;
     }
     *out = (int)v;
@@ -110,11 +94,13 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
     /* The fencing token (docs/launch.md "Fencing"): absent means a first
      * start; anything but digits would make generations incomparable. */
     const char *gen = getenv("P3D_GENERATION");
-    if (gen && parse_plain(gen, 999999999, &e->generation)) {
-        fprintf(stderr, "p3d-worker: P3D_GENERATION='%s': expected the job's generation, plain "
-                        "decimal digits (0-999999999)\n", gen);
+    unsigned long long g = 0;
+    if (gen && p3d_decimal(gen, 999999999, &g) < 0) {
+        fprintf(stderr, "p3d-worker: P3D_GENERATION: expected the job's generation, plain "
+                        "decimal digits (0-999999999)\n");
         return -1;
     }
+    e->generation = (long)g;
     const char *ma = getenv("MASTER_ADDR");
     snprintf(e->master_addr, sizeof e->master_addr, "%s", ma && *ma ? ma : "127.0.0.1");
     const char *job = getenv("P3D_JOB_ID");

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "termsafe.h"
 #include "place.h"
 #include "strbuf.h"
 
@@ -58,10 +59,10 @@ static char *text(const p3d_cluster *c, const char *excluded)
     p3d_sb_printf(&b, "cluster: %zu node%s, %zu GPUs, %zu rack%s, %zu multi-node NVLink domain%s\n", c->nnodes,
                   c->nnodes == 1 ? "" : "s", p3d_cluster_gpus(c), c->nracks, c->nracks == 1 ? "" : "s",
                   c->nnvl_domains, c->nnvl_domains == 1 ? "" : "s");
-    p3d_sb_printf(&b, "source: %s%s%s\n", c->source ? c->source : "this node",
-                  c->slurm_topology ? "; slurm topology " : "", c->slurm_topology ? c->slurm_topology : "");
+    p3d_sb_printf(&b, "source: %s%s%s\n", c->source ? p3d_tesc(c->source) : "this node",
+                  c->slurm_topology ? "; slurm topology " : "", c->slurm_topology ? p3d_tesc(c->slurm_topology) : "");
     if (excluded)
-        p3d_sb_printf(&b, "excluded (--exclude): %s\n", excluded);
+        p3d_sb_printf(&b, "excluded (--exclude): %s\n", p3d_tesc(excluded));
     char **names = malloc(sizeof *names * (c->nnodes ? c->nnodes : 1));
     unsigned char *done = calloc(c->nnodes ? c->nnodes : 1, 1);
     if (!names || !done) {
@@ -84,9 +85,9 @@ static char *text(const p3d_cluster *c, const char *excluded)
             }
         }
         char *hl = p3d_hostlist_compress(names, k);
-        p3d_sb_printf(&b, "%-28s %5d  %-12s %-14s %s\n", hl ? hl : "?", a->topo ? a->topo->ngpus : 0,
-                      c->racks[a->rack], a->nvl_domain >= 0 ? c->nvl_domains[a->nvl_domain] : "-",
-                      a->topo && a->topo->source ? a->topo->source : "?");
+        p3d_sb_printf(&b, "%-28s %5d  %-12s %-14s %s\n", hl ? p3d_tesc(hl) : "?", a->topo ? a->topo->ngpus : 0,
+                      p3d_tesc(c->racks[a->rack]), a->nvl_domain >= 0 ? p3d_tesc(c->nvl_domains[a->nvl_domain]) : "-",
+                      a->topo && a->topo->source ? p3d_tesc(a->topo->source) : "?");
         free(hl);
     }
     free(names);
@@ -98,11 +99,15 @@ static char *text(const p3d_cluster *c, const char *excluded)
                 const char *e = strchr(s, '\n');
                 size_t len = e ? (size_t)(e - s) : strlen(s);
                 if (!strncmp(s, "allocation:", 11))
-                    p3d_sb_printf(&b, "%s: %.*s\n", c->topos[t]->source, (int)len, s);
+                {
+                    char *note = p3d_term_dup(s, len, len, 0);
+                    p3d_sb_printf(&b, "%s: %s\n", p3d_tesc(c->topos[t]->source), note ? note : "?");
+                    free(note);
+                }
                 s += len + (e ? 1 : 0);
             }
     for (size_t w = 0; w < c->nwarnings; w++)
-        p3d_sb_printf(&b, "warning: %s\n", c->warnings[w]);
+        p3d_sb_printf(&b, "warning: %s\n", p3d_tesc(c->warnings[w]));
     return p3d_sb_finish(&b);
 }
 
@@ -123,7 +128,7 @@ static char *json(const p3d_cluster *c, char **err)
             p3d_sb_free(&b);
             p3d_err(err, "node %s: its topology was discovered live, which a cluster file cannot name: save it "
                          "first (lstopo --of xml FILE, or nvidia-smi topo -m > FILE) and give --topology FILE",
-                    a->name);
+                    p3d_tesc(a->name));
             return NULL;
         }
         char *real = strncmp(src, "synthetic:", 10) ? realpath(src, NULL) : NULL;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "termsafe.h"
 #include "place.h"
 
 static double now(void)
@@ -49,12 +50,12 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     if (p3d_place(o, &r, &err) < 0)
         return p3d_fail_input(err);
     if (o->verbose && r.base_err)
-        fprintf(stderr, "par3drun: no naive baseline: %s\n", r.base_err);
+        fprintf(stderr, "par3drun: no naive baseline: %s\n", p3d_tesc(r.base_err));
     /* up front: another policy's estimate beats this one (or what auto chose) */
     char note[512];
     p3d_place_policy_note(&r, note, sizeof note);
     if (note[0])
-        fprintf(stderr, "par3drun: note: %s\n", note);
+        fprintf(stderr, "par3drun: note: %s\n", p3d_tesc(note));
     p3d_report_in in = p3d_plan_report_in(&r);
     /* colour only for people: text, on a terminal, and never with NO_COLOR */
     const char *nc = getenv("NO_COLOR");
@@ -78,7 +79,7 @@ int p3d_cmd_dryrun(const p3d_opts *o)
         int bad = write_all(f, report) < 0;
         bad |= fclose(f) != 0;
         if (bad) {
-            fprintf(stderr, "par3drun: --output %s: write failed: %s\n", o->output, strerror(errno));
+            fprintf(stderr, "par3drun: --output %s: write failed: %s\n", p3d_tesc(o->output), strerror(errno));
             rc = P3D_EXIT_FAIL;
             goto out;
         }

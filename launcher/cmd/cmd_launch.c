@@ -5,6 +5,7 @@
  * one node of the same job on its own (docs/launch.md).
  */
 #include "commands.h"
+#include "termsafe.h"
 #include "launch.h"
 #include "rundir.h"
 #include "place.h"
@@ -291,7 +292,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
                 S->res.an->nerrors, S->res.an->nerrors == 1 ? "" : "s");
         for (size_t i = 0; i < S->res.an->nchecks; i++)
             if (S->res.an->checks[i].severity == P3D_SEV_ERROR)
-                fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, S->res.an->checks[i].message);
+                fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, p3d_tesc(S->res.an->checks[i].message));
         fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
         said = 1;
         goto out;
@@ -427,14 +428,18 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         fprintf(stderr,
                 "par3drun: job %s: %d ranks on %d node%s, placement %s, MASTER_ADDR=%s MASTER_PORT=%d "
                 "(place %.1f ms: cluster %.1f, policy %.1f, checks %.1f, baseline %.1f)\n",
-                S->job_id, pl->world, S->nnodes, S->nnodes == 1 ? "" : "s", S->placement_path, S->master_addr,
+                p3d_tesc(S->job_id), pl->world, S->nnodes, S->nnodes == 1 ? "" : "s", p3d_tesc(S->placement_path),
+                p3d_tesc(S->master_addr),
                 L->master_port,
                 1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline),
                 1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
     rc = 0;
 out:
-    if (rc && !said)
-        fprintf(stderr, "par3drun: %s\n", err ? err : "out of memory (no room for the message itself)");
+    if (rc && !said) {
+        fputs("par3drun: ", stderr);
+        p3d_term_fputs(err ? err : "out of memory (no room for the message itself)", stderr);
+        fputc('\n', stderr);
+    }
     free(err);
     return rc;
 }

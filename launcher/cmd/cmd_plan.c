@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "termsafe.h"
 #include "place.h"
 
 static int write_out(const char *path, const char *text, char **err)
@@ -101,7 +102,7 @@ static int report_roles(const p3d_cluster *c)
         char *hl = n ? p3d_hostlist_compress(names, n) : NULL;
         if (hl)
             fprintf(stderr, "par3drun: plan: %zu node%s %s, not planned on: %s\n", n, n == 1 ? "" : "s",
-                    kinds[k].what, hl);
+                    kinds[k].what, p3d_tesc(hl));
         free(hl);
     }
     free(names);
@@ -157,11 +158,11 @@ int p3d_cmd_plan(const p3d_opts *o)
     pl->exclude = o->exclude;
     pl->spares = o->spares;
     for (size_t i = 0; i < c->nwarnings; i++)
-        fprintf(stderr, "par3drun: warning: %s\n", c->warnings[i]);
+        fprintf(stderr, "par3drun: warning: %s\n", p3d_tesc(c->warnings[i]));
     if (pl->racks_unknown)
         fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
                         "(add \"rack\" to each node entry)\n",
-                o->cluster ? o->cluster : "the cluster", pl->nodes);
+                o->cluster ? p3d_tesc(o->cluster) : "the cluster", pl->nodes);
     if (pl->nrows > 0)
         compare_policies_on_best(o, pl);
     text = json ? p3d_plan_json(pl, o->top ? o->top : 5) : p3d_plan_text(pl, o->top ? o->top : 5);
@@ -171,14 +172,16 @@ int p3d_cmd_plan(const p3d_opts *o)
         goto out;
     }
     if (write_out(o->output, text, &err) < 0) {
-        fprintf(stderr, "par3drun: %s\n", err);
+        fputs("par3drun: ", stderr);
+        p3d_term_fputs(err, stderr);
+        fputc('\n', stderr);
         rc = P3D_EXIT_FAIL;
         goto out;
     }
     if (pl->nrows == 0) {
         char *why = p3d_plan_none_reason(pl);
-        fprintf(stderr, "par3drun: plan: %s on %d GPUs: %s%s\n", job.model.name, pl->gpus,
-                why ? why : "no layout is valid", pl->has_misfit ? " (see 'closest misfit')" : "");
+        fprintf(stderr, "par3drun: plan: %s on %d GPUs: %s%s\n", p3d_tesc(job.model.name), pl->gpus,
+                why ? p3d_tesc(why) : "no layout is valid", pl->has_misfit ? " (see 'closest misfit')" : "");
         free(why);
         rc = P3D_EXIT_BADINPUT;
         goto out;

@@ -3,11 +3,15 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "termsafe.h"
 #include "commands.h"
 
 int p3d_fail_input(char *msg)
 {
-    fprintf(stderr, "par3drun: %s\n", msg ? msg : "out of memory");
+    /* every bad-input message ends here: one last escape of what it quotes */
+    fputs("par3drun: ", stderr);
+    p3d_term_fputs(msg ? msg : "out of memory", stderr);
+    fputc('\n', stderr);
     free(msg);
     return P3D_EXIT_BADINPUT;
 }

@@ -5,7 +5,9 @@
  * the job token.
  */
 #include "rdzv.h"
+#include "decimal.h"
 #include "p3d/plugin.h"
+#include "termsafe.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -158,12 +160,12 @@ static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double tim
     const char *ix = env("JOB_COMPLETION_INDEX");
     long index = -1;
     if (ix) {
-        char *end;
-        errno = 0;
-        index = strtol(ix, &end, 10);
-        if (errno || *end || end == ix || index < 0 || index > (1L << 20))
-            return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX='%s': expected a node index 0..%ld", ix,
-                                  1L << 20);
+        unsigned long long v;
+        if (p3d_decimal(ix, 1UL << 20, &v) < 0)
+            return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX='%s': expected a node index 0..%ld in plain "
+                                            "decimal digits",
+                                  p3d_tesc(ix), 1L << 20);
+        index = (long)v;
     }
     if (index < 0 && o_node_rank < 0)
         return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX is not set (not a pod of an Indexed Job or "
@@ -286,11 +288,22 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     if (!list || !nn || !nid)
         return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
                              "inside a job step");
-    int nnodes = atoi(nn), rank = atoi(nid);
+    unsigned long long vnn, vnid, vnt = 0, vjob, vstep;
+    /* plain decimal digits only: " 1", "+1" or "1x" would name a node */
+    const struct {
+        const char *name, *val;
+        unsigned long long *out;
+    } num[] = {{"SLURM_STEP_NUM_NODES", nn, &vnn}, {"SLURM_NODEID", nid, &vnid}, {"SLURM_STEP_NUM_TASKS", nt, &vnt},
+               {"SLURM_JOB_ID", job, &vjob}, {"SLURM_STEP_ID", step, &vstep}};
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
+        if (num[i].val && p3d_decimal(num[i].val, INT_MAX, num[i].out) < 0)
+            return p3d_plugin_say(msg, cap, "slurm: %s='%s': expected plain decimal digits (0..%d)", num[i].name,
+                                  p3d_tesc(num[i].val), INT_MAX);
+    int nnodes = (int)vnn, rank = (int)vnid;
     if (nnodes < 1 || rank < 0 || rank >= nnodes)
         return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
                    nn);
-    if (nt && atoi(nt) != nnodes)
+    if (nt && vnt != (unsigned long long)nnodes)
         return p3d_plugin_say(msg, cap,
                    "slurm: the step runs %s tasks on %d nodes: par3drun starts the ranks itself, run one per node "
                    "(srun --ntasks-per-node=1)",
@@ -322,9 +335,23 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
      * otherwise one derived from job and step, below Linux's ephemeral
      * range, so every node computes the same without talking. */
     const char *resv = env("SLURM_STEP_RESV_PORTS");
-    unsigned long jid = strtoul(job, NULL, 10), sid = strtoul(step, NULL, 10);
-    if (resv && atoi(resv) > 0)
-        b->leader_port = atoi(resv);
+    unsigned long jid = (unsigned long)vjob, sid = (unsigned long)vstep;
+    unsigned long long rp = 0;
+    if (resv) {
+        /* "PORT" or "FIRST-LAST": the first is ours */
+        char first[16];
+        size_t fl = strcspn(resv, "-");
+        const char *last = resv[fl] ? resv + fl + 1 : NULL;
+        unsigned long long lp;
+        snprintf(first, sizeof first, "%.*s", (int)(fl < sizeof first ? fl : sizeof first - 1), resv);
+        if (fl >= sizeof first || p3d_decimal(first, 65535, &rp) < 0 || rp < 1 ||
+            (last && (p3d_decimal(last, 65535, &lp) < 0 || lp < rp)))
+            return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_RESV_PORTS='%s': expected PORT or FIRST-LAST (decimal "
+                                            "1..65535)",
+                                  p3d_tesc(resv));
+    }
+    if (rp > 0)
+        b->leader_port = (int)rp;
     else
         b->leader_port = 20000 + (int)((jid * 131 + sid * 7) % 10000);
     /* Not a secret (see docs/multinode.md, "Threat model"): it keeps
@@ -539,11 +566,10 @@ int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err)
     const char *v = env("P3D_RDZV_FANOUT");
     if (!v)
         return 0;
-    char *end;
-    long k = strtol(v, &end, 10);
-    if (*end || k < 1 || k > P3D_FANOUT_MAX)
-        return p3d_err(err, "P3D_RDZV_FANOUT=%s: expected an integer 1..%d (children per agent in the "
-                            "distribution tree)", v, P3D_FANOUT_MAX);
+    unsigned long long k;
+    if (p3d_decimal(v, P3D_FANOUT_MAX, &k) < 0 || k < 1)
+        return p3d_err(err, "P3D_RDZV_FANOUT=%s: expected an integer 1..%d in plain decimal digits (children per "
+                            "agent in the distribution tree)", p3d_tesc(v), P3D_FANOUT_MAX);
     *fanout = (int)k;
     return 0;
 }

@@ -6,6 +6,7 @@
  * is in rdzv_tree_leader.c, an agent's join in rdzv_tree_agent.c.
  */
 #include "rdzv_tcp_internal.h"
+#include "termsafe.h"
 
 #include "launch.h"
 
@@ -132,7 +133,7 @@ void rz_peer_name(int fd, char *buf, size_t cap)
 void rz_drop_pending(pending *p, const char *why, int verbose)
 {
     if (verbose)
-        fprintf(stderr, "rendezvous: dropped %s before its HELLO: %s\n", p->peer, why);
+        fprintf(stderr, "rendezvous: dropped %s before its HELLO: %s\n", p->peer, p3d_tesc(why));
     close(p->fd);
     p->fd = -1;
     p3d_framer_free(&p->fr);
@@ -230,11 +231,11 @@ const char *rz_auth_verdict(const p3d_rdzv *r, const char *token, uint32_t proto
     if (proto != P3D_WIRE_PROTO || !version || strcmp(version, P3D_VERSION) != 0) {
         snprintf(why, cap, "par3drun version mismatch: the leader runs %s (wire protocol %d), this agent %s "
                  "(wire protocol %u): run the same par3drun on every node",
-                 P3D_VERSION, P3D_WIRE_PROTO, version ? version : "?", proto);
+                 P3D_VERSION, P3D_WIRE_PROTO, version ? p3d_tesc(version) : "?", proto);
         return why;
     }
     if (job_id && job_id[0] && r->boot.job_id[0] && strcmp(job_id, r->boot.job_id)) {
-        snprintf(why, cap, "job id '%s', the leader runs job '%s'", job_id, r->boot.job_id);
+        snprintf(why, cap, "job id '%s', the leader runs job '%s'", p3d_tesc(job_id), p3d_tesc(r->boot.job_id));
         return why;
     }
     return NULL;

@@ -5,6 +5,7 @@
  * the placement and pass it on.
  */
 #include "rdzv_tcp_internal.h"
+#include "termsafe.h"
 
 #include "launch.h"
 
@@ -156,7 +157,7 @@ static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t 
         verdict = why;
     }
     if (verdict) {
-        fprintf(stderr, "rendezvous: node[%d] refused %s: %s\n", A->me, p->peer, verdict);
+        fprintf(stderr, "rendezvous: node[%d] refused %s: %s\n", A->me, p->peer, p3d_tesc(verdict));
         p3d_tcp_refuse(p->fd, verdict);
         close(p->fd);
     } else {
@@ -215,7 +216,7 @@ static int child_event(agentj *A, int c, char **err)
     if (f < 0) {
         /* the leader notices the lost child too and ends the rendezvous */
         if (A->verbose)
-            fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x, e ? e : "?");
+            fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x, e ? p3d_tesc(e) : "?");
         close(A->kfd[c]);
         A->kfd[c] = -1;
         p3d_framer_free(&A->kfr[c]);

@@ -5,6 +5,7 @@
  * distribution tree, the records gathered from the leader's own children.
  */
 #include "rdzv_tcp_internal.h"
+#include "termsafe.h"
 
 #include "launch.h"
 
@@ -89,12 +90,12 @@ static int tell_position(leader *L, int x, char **err)
                      .nchildren = rz_tree_nchildren(x, L->k, L->n), .fanout = L->k};
     if (t.nchildren > 0 && L->joins[x].port == 0)
         return p3d_err(err, "rendezvous: node[%d] (%s) listens nowhere but has %d children in the tree", x,
-                       L->joins[x].hostname, t.nchildren);
+                       p3d_tesc(L->joins[x].hostname), t.nchildren);
     p3d_wbuf b = {0};
     int rc = p3d_treepos_encode(&t, &b) == 0 ? send_small(L->fds[x], &b, L->st) : -1;
     p3d_wbuf_free(&b);
     if (rc < 0)
-        return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x, L->joins[x].hostname);
+        return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x, p3d_tesc(L->joins[x].hostname));
     return 0;
 }
 
@@ -132,8 +133,8 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         verdict = why;
     }
     if (verdict) {
-        fprintf(stderr, "rendezvous: refused %s%s%s: %s\n", p->peer, j.hostname ? " " : "", j.hostname ? j.hostname : "",
-                verdict);
+        fprintf(stderr, "rendezvous: refused %s%s%s: %s\n", p->peer, j.hostname ? " " : "",
+                j.hostname ? p3d_tesc(j.hostname) : "", p3d_tesc(verdict));
         p3d_tcp_refuse(p->fd, verdict);
         close(p->fd);
         p->fd = -1;
@@ -176,14 +177,14 @@ static int leader_frame(leader *L, int x, int type, const unsigned char *body, s
     p3d_gather g;
     char *e = NULL;
     if (p3d_gather_decode(body, len, L->n, &g, &e) < 0) {
-        p3d_err(err, "rendezvous: node[%d] (%s) sent bad records: %s", x, L->joins[x].hostname, e ? e : "?");
+        p3d_err(err, "rendezvous: node[%d] (%s) sent bad records: %s", x, p3d_tesc(L->joins[x].hostname), e ? p3d_tesc(e) : "?");
         free(e);
         return -1;
     }
     for (int i = 0; i < g.nrec; i++) {
         int y = g.recs[i].rank;
         if (!rz_in_subtree(y, x, L->k) || L->have[y]) {
-            p3d_err(err, "rendezvous: node[%d] (%s) sent the record of node[%d], %s", x, L->joins[x].hostname, y,
+            p3d_err(err, "rendezvous: node[%d] (%s) sent the record of node[%d], %s", x, p3d_tesc(L->joins[x].hostname), y,
                     L->have[y] ? "which was already in" : "which is not in its subtree");
             p3d_gather_free(&g);
             return -1;
@@ -214,7 +215,7 @@ static int leader_conn(leader *L, int x, char **err)
     if (!bad && f < 0) {
         int nc = rz_tree_nchildren(x, L->k, L->n);
         p3d_err(err, "rendezvous: node[%d] (%s) was lost before the placement was sent (its connection %s)%s", x,
-                L->joins[x].hostname, e && !strcmp(e, "closed") ? "closed" : e ? e : "failed",
+                p3d_tesc(L->joins[x].hostname), e && !strcmp(e, "closed") ? "closed" : e ? e : "failed",
                 nc > 0 ? "; it was an interior agent of the distribution tree: its subtree cannot be reached; "
                          "nothing started"
                        : "; nothing started");

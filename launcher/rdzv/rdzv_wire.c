@@ -440,7 +440,20 @@ int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl)
         pl->mesh.size[d] = rb_int(r, 1, 1 << 24);
         pl->mesh.order[d] = rb_int(r, 0, P3D_NDIMS - 1);
     }
-    /* both grids (p3d/job.h) must describe the same world */
+    /* both grids (p3d/job.h) must describe the same world; each product
+     * is bounded before the mesh code multiplies it in int/long long (four
+     * sizes of 2^24 would overflow) */
+    static const int grid[2][4] = {{P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_DP, P3D_DIM_PP},
+                                   {P3D_DIM_ETP, P3D_DIM_EDP, P3D_DIM_EP, P3D_DIM_PP}};
+    for (int g = 0; g < 2 && !r->bad; g++) {
+        long long prod = 1;
+        for (int i = 0; i < 4 && !r->bad; i++) {
+            int v = pl->mesh.size[grid[g][i]];
+            prod *= v > 1 ? v : 1;
+            if (prod > 1 << 24)
+                r->bad = 1;
+        }
+    }
     p3d_mesh check = pl->mesh;
     char *merr = NULL;
     int world = r->bad ? -1 : p3d_mesh_world(&pl->mesh);

@@ -21,6 +21,7 @@
  * before anything is allocated, so "n[0-9999999999]" fails at once.
  */
 #include "p3d/p3d.h"
+#include "termsafe.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -58,9 +59,11 @@ static int hl_error(char **err, const char *expr, size_t pos, const char *msg)
         from = pos > 30 ? pos - 30 : 0;
         show = len - from > 60 ? 60 : len - from;
     }
-    return p3d_err(err, "hostlist '%s%.*s%s': column %zu: %s",
-                   from ? "..." : "", (int)show, expr + from,
-                   from + show < len ? "..." : "", pos + 1, msg);
+    char *shown = p3d_term_dup(expr + from, show, show, 0);
+    int rc = p3d_err(err, "hostlist '%s%s%s': column %zu: %s", from ? "..." : "", shown ? shown : "?",
+                     from + show < len ? "..." : "", pos + 1, msg);
+    free(shown);
+    return rc;
 }
 
 static int is_sep(char c)

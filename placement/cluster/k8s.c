@@ -14,6 +14,7 @@
  * the result the same on every run and lets a site predict it.
  */
 #include "cluster_foreign.h"
+#include "termsafe.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -133,20 +134,20 @@ int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology
         }
         if (cJSON_IsString(kind) && strcmp(kind->valuestring, "Node")) {
             p3d_err(err, "%s: items[%zu] (%s): kind '%s', expected Node (kubectl get nodes -o json)", path, idx,
-                    nm->valuestring, kind->valuestring);
+                    p3d_tesc(nm->valuestring), p3d_tesc(kind->valuestring));
             goto fail;
         }
         const cJSON *labels = cJSON_GetObjectItemCaseSensitive(md, "labels");
         long count = gpu_count(labels, it);
         if (count < 0) {
             p3d_err(err, "%s: node %s: nvidia.com/gpu.count / capacity[\"nvidia.com/gpu\"] is not a GPU count", path,
-                    nm->valuestring);
+                    p3d_tesc(nm->valuestring));
             goto fail;
         }
         if (count == 0) { /* control plane, CPU pools */
             if (nskipped++ < 3) {
                 char *s = NULL;
-                if (asprintf(&s, "%s%s%s", skipped ? skipped : "", skipped ? ", " : "", nm->valuestring) < 0)
+                if (asprintf(&s, "%s%s%s", skipped ? skipped : "", skipped ? ", " : "", p3d_tesc(nm->valuestring)) < 0)
                     goto oom;
                 free(skipped);
                 skipped = s;
@@ -163,7 +164,7 @@ int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology
                 p3d_err(err,
                         "%s: node %s: %ld x '%s' has no bundled topology (docs/kubernetes.md lists the table); give "
                         "--topology FILE for these nodes",
-                        path, nm->valuestring, count, product ? product : "(no nvidia.com/gpu.product label)");
+                        path, p3d_tesc(nm->valuestring), count, product ? p3d_tesc(product) : "(no nvidia.com/gpu.product label)");
                 goto fail;
             }
         }

@@ -6,6 +6,8 @@
  */
 /* SIGEV_THREAD_ID and gettid need _GNU_SOURCE, which the build defines */
 #include "lua_sandbox_state.h"
+#include "decimal.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <lauxlib.h>
@@ -267,29 +269,7 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 
 char *p3d_sandbox_escape(const char *s, size_t len, size_t cap, int keep_lines)
 {
-    size_t n = len < cap ? len : cap;
-    char *out = malloc(n * 4 + 64), *o = out;
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (keep_lines && (ch == '\n' || ch == '\t'))
-            *o++ = (char)ch;
-        else if (ch == '\n')
-            o += sprintf(o, "\\n");
-        else if (ch == '\t')
-            o += sprintf(o, "\\t");
-        else if (ch == '\r')
-            o += sprintf(o, "\\r");
-        else if (ch < 0x20 || ch == 0x7f)
-            o += sprintf(o, "\\x%02x", ch);
-        else
-            *o++ = (char)ch;
-    }
-    if (n < len)
-        o += sprintf(o, " ... (%zu more bytes)", len - n);
-    *o = 0;
-    return out;
+    return p3d_term_dup(s, len, cap, keep_lines ? P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB : 0);
 }
 
 /* Does msg start with Lua's "chunkname:line:" position? */
@@ -554,31 +534,27 @@ int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err)
     lim->mem_bytes = 0; /* scaled to the cluster */
     lim->instructions = P3D_POLICY_INSTR_DEFAULT;
     lim->cpu_seconds = 0; /* scaled to the cluster */
-    const char *m = getenv("P3D_POLICY_MEM_MB");
-    if (m && *m) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(m, &end, 10);
-        if (errno || *end || v < 4 || v > (1ULL << 20))
-            return p3d_err(err, "P3D_POLICY_MEM_MB: expected a number of MiB between 4 and 1048576, got '%s'", m);
+    /* plain decimal digits (decimal.h): strtoull took "-1" as 2^64-1 */
+    unsigned long long v;
+    int k = p3d_env_decimal("P3D_POLICY_MEM_MB", 1ULL << 20, &v);
+    if (k < 0 || (k > 0 && v < 4))
+        return p3d_err(err, "P3D_POLICY_MEM_MB: expected a number of MiB between 4 and 1048576, got '%s'",
+                       p3d_tesc(getenv("P3D_POLICY_MEM_MB")));
+    if (k > 0)
         lim->mem_bytes = (size_t)v << 20;
-    }
-    const char *i = getenv("P3D_POLICY_MAX_INSTRUCTIONS");
-    if (i && *i) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(i, &end, 10);
-        if (errno || *end || v < 1000)
-            return p3d_err(err, "P3D_POLICY_MAX_INSTRUCTIONS: expected a whole number >= 1000, got '%s'", i);
+    k = p3d_env_decimal("P3D_POLICY_MAX_INSTRUCTIONS", (1ULL << 62), &v);
+    if (k < 0 || (k > 0 && v < 1000))
+        return p3d_err(err, "P3D_POLICY_MAX_INSTRUCTIONS: expected a whole number >= 1000, got '%s'",
+                       p3d_tesc(getenv("P3D_POLICY_MAX_INSTRUCTIONS")));
+    if (k > 0)
         lim->instructions = v;
-    }
     const char *t = getenv("P3D_POLICY_CPU_SECONDS");
     if (t && *t) {
         char *end;
         errno = 0;
         double v = strtod(t, &end);
         if (errno || *end || !(v >= 0.1 && v <= 86400))
-            return p3d_err(err, "P3D_POLICY_CPU_SECONDS: expected seconds between 0.1 and 86400, got '%s'", t);
+            return p3d_err(err, "P3D_POLICY_CPU_SECONDS: expected seconds between 0.1 and 86400, got '%s'", p3d_tesc(t));
         lim->cpu_seconds = v;
     }
     return 0;

@@ -7,6 +7,7 @@
  * accesses only, so a returned table with metatables cannot fool it.
  */
 #include "policy_internal.h"
+#include "termsafe.h"
 #include "policy_source.h"
 #include "sha256.h"
 
@@ -190,12 +191,24 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
         lua_pushvalue(L, keys + F_NODE);
         int nt = lua_rawget(L, e);
         if (nt == LUA_TSTRING) {
-            const char *nm = lua_tostring(L, -1);
+            size_t nl;
+            const char *nm = lua_tolstring(L, -1, &nl);
+            const char *nul = memchr(nm, 0, nl);
+            if (nul) {
+                /* "n1\0evil" is not n1: a name is text without NUL */
+                char *esc = p3d_sandbox_escape(nm, nl, 200, 0);
+                p3d_err(&x->err, "%s: place() result, rank %lld: the node name '%s' holds a NUL byte at offset %zu; "
+                                 "expected a node name of cluster.nodes",
+                        who, (long long)rank, esc ? esc : "?", (size_t)(nul - nm));
+                free(esc);
+                return -1;
+            }
             long ni = node_by_name(x, nm);
             if (ni == -2)
                 return p3d_err(&x->err, "out of memory");
             if (ni < 0)
-                return p3d_err(&x->err, "%s: rank %lld: node '%s' is not in the cluster", who, (long long)rank, nm);
+                return p3d_err(&x->err, "%s: rank %lld: node '%s' is not in the cluster", who, (long long)rank,
+                               p3d_tesc(nm));
             node = ni;
         } else if (nt == LUA_TNUMBER) {
             int ok;

@@ -69,7 +69,18 @@ static int collect(lua_State *L, spares_ctx *x, int res, const char *who)
         int ty = lua_rawgeti(L, res, (lua_Integer)e);
         size_t node;
         if (ty == LUA_TSTRING) {
-            const char *nm = lua_tostring(L, -1);
+            size_t nl;
+            const char *nm = lua_tolstring(L, -1, &nl);
+            /* "n1\0evil" is not n1: a name is text without NUL */
+            const char *nul = memchr(nm, 0, nl);
+            if (nul) {
+                char *esc = p3d_sandbox_escape(nm, nl, 200, 0);
+                p3d_err(&x->err, "%s: spares() entry %zu: the node name '%s' holds a NUL byte at offset %zu; "
+                                 "expected a node name of cluster.nodes",
+                        who, e, esc ? esc : "?", (size_t)(nul - nm));
+                free(esc);
+                goto out;
+            }
             if (!p3d_strmap_get(&byname, nm, &node)) {
                 char *esc = p3d_sandbox_escape(nm, strlen(nm), 200, 0);
                 p3d_err(&x->err, "%s: spares() entry %zu: node '%s' is not in the cluster", who, e,

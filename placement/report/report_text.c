@@ -11,6 +11,7 @@
  */
 #include "cost_internal.h"
 #include "report_common.h"
+#include "termsafe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,13 +36,7 @@ typedef struct tx {
  * \n, \r, \t or \xHH. The string itself when there is none. */
 static const char *esc(tx *t, const char *s)
 {
-    if (!s)
-        return s;
-    size_t n = 0, extra = 0;
-    for (; s[n]; n++)
-        if ((unsigned char)s[n] < 0x20 || s[n] == 0x7f)
-            extra += 3;
-    if (!extra)
+    if (!s || p3d_term_clean(s, strlen(s), 0))
         return s;
     if (t->npool == t->cappool) {
         size_t nc = t->cappool ? 2 * t->cappool : 16;
@@ -53,23 +48,11 @@ static const char *esc(tx *t, const char *s)
         t->pool = a;
         t->cappool = nc;
     }
-    char *o = malloc(n + extra + 1), *w = o;
+    char *o = p3d_term_dup(s, strlen(s), (size_t)-1, 0);
     if (!o) {
         t->b.oom = 1;
         return "?";
     }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c == '\n' || c == '\r' || c == '\t') {
-            *w++ = '\\';
-            *w++ = c == '\n' ? 'n' : c == '\r' ? 'r' : 't';
-        } else if (c < 0x20 || c == 0x7f) {
-            w += sprintf(w, "\\x%02x", c);
-        } else {
-            *w++ = (char)c;
-        }
-    }
-    *w = 0;
     t->pool[t->npool++] = o;
     return o;
 }
@@ -104,28 +87,21 @@ static char *terminal_safe(tx *t)
     p3d_sb o = {0};
     const unsigned char *s = (const unsigned char *)t->b.p;
     size_t n = t->b.len, k = 0;
+    size_t from = 0; /* start of the text since the last colour sequence */
     for (size_t i = 0; s && i < n; i++) {
         if (k < t->nsgr && t->sgr_at[k] == i) {
+            p3d_term_put(&o, (const char *)s + from, i - from, P3D_TERM_KEEP_NL);
             size_t e = i;
             while (e < n && s[e] != 'm')
                 e++;
             p3d_sb_putn(&o, (const char *)s + i, e < n ? e - i + 1 : n - i);
             i = e;
+            from = e + 1;
             k++;
-            continue;
         }
-        unsigned char c = s[i];
-        if ((c < 0x20 && c != '\n') || c == 0x7f)
-            p3d_sb_printf(&o, "\\x%02x", c);
-        else if (c == 0xc2 && i + 1 < n && s[i + 1] >= 0x80 && s[i + 1] <= 0x9f)
-            p3d_sb_printf(&o, "\\u%04X", s[++i]);
-        else if (c == 0xe2 && i + 2 < n && ((s[i + 1] == 0x80 && s[i + 2] >= 0xaa && s[i + 2] <= 0xae) ||
-                                            (s[i + 1] == 0x81 && s[i + 2] >= 0xa6 && s[i + 2] <= 0xa9))) {
-            p3d_sb_printf(&o, "\\u%04X", 0x2000 + ((s[i + 1] & 0x3f) << 6) + (s[i + 2] & 0x3f));
-            i += 2;
-        } else
-            p3d_sb_putc(&o, (char)c);
     }
+    if (s && from < n)
+        p3d_term_put(&o, (const char *)s + from, n - from, P3D_TERM_KEEP_NL);
     if (t->b.oom)
         o.oom = 1;
     free(t->b.p);

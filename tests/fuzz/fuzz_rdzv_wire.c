@@ -6,7 +6,11 @@
  * expands into the placement JSON; launcher/rdzv/rdzv_tree_wire.c,
  * launcher/run/mnode_compact.c), and CDELTA (a placement made again as
  * the difference from a base, mnode_delta.c: applied to a fixed base, it
- * gives an error or a body of exactly the length and hash it names). The first input byte is the frame's type byte, the rest its body,
+ * gives an error or a body of exactly the length and hash it names), and
+ * FATE: the agent packet (launcher/run/agent_proto.c) a FATE frame carries,
+ * which is how a parent sends its children the restart (R), stop (T),
+ * forward (U), retire (Q), health request (C) and heartbeat (B). The
+ * first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and
  * decode again to the same bytes (a leader re-sends what it received).
  */
@@ -14,6 +18,7 @@
 
 #include "rdzv.h"
 #include "mnode.h"
+#include "agent_proto.h"
 
 static void same_bytes(const p3d_wbuf *a, const p3d_wbuf *b, const char *what)
 {
@@ -182,6 +187,39 @@ static void cdelta(const uint8_t *body, size_t len)
     free(out);
 }
 
+/* FATE: an agent packet decodes to -1 or to fields in range that encode
+ * to a packet decoding to the same fields and text (the text cut to fit
+ * P3D_AMSG_MAX is the only change encoding may make). */
+static void fate(const uint8_t *body, size_t len)
+{
+    if (len >= P3D_AMSG_MAX)
+        return; /* p3d_amsg_recv never hands over more */
+    char *pkt = malloc(len + 1), *enc = malloc(P3D_AMSG_MAX + 1);
+    p3d_amsg m, m2;
+    if (!pkt || !enc)
+        abort();
+    memcpy(pkt, body, len);
+    if (p3d_amsg_decode(pkt, len, &m) == 0) {
+        if (!m.text || (m.type == P3D_AM_BEAT && m.ms < 0) || m.seq < 0)
+            abort();
+        int n = p3d_amsg_encode(&m, enc, P3D_AMSG_MAX);
+        if (n <= 0 || (size_t)n > P3D_AMSG_MAX)
+            abort();
+        if (p3d_amsg_decode(enc, (size_t)n, &m2) < 0) {
+            fprintf(stderr, "FATE: own encoding does not decode: %.*s\n", n > 80 ? 80 : n, enc);
+            abort();
+        }
+        if (m.type != m2.type || m.gen != m2.gen || m.code != m2.code || m.rank != m2.rank || m.sig != m2.sig ||
+            m.nranks != m2.nranks || m.seq != m2.seq || m.ok != m2.ok || m.ms != m2.ms ||
+            strncmp(m.text, m2.text, strlen(m2.text)) != 0) {
+            fprintf(stderr, "FATE: re-encoding changed a field\n");
+            abort();
+        }
+    }
+    free(pkt);
+    free(enc);
+}
+
 static void node(const uint8_t *body, size_t len)
 {
     p3d_rbuf r = {.p = body, .len = len};
@@ -229,6 +267,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_CDELTA:
         cdelta(body, len);
+        break;
+    case P3D_MSG_FATE:
+        fate(body, len);
         break;
     default:
         node(body, len);

@@ -4,10 +4,13 @@
  *   gen-wire-seeds OUTDIR TOPO.txt...
  * Each nvidia-smi text becomes a HELLO, a GATHER and a bare node record;
  * one PLACE and one CPLACE (compact, over 4 nodes of the first record) and
- * a JOIN, TREE and TJOIN are added. Rerun when the wire format changes.
+ * a JOIN, TREE and TJOIN are added, and the agent packets a parent sends
+ * down in a FATE frame: restart, health request, heartbeat. Rerun when
+ * the wire format changes.
  */
 #include "fuzz_common.h"
 
+#include "agent_proto.h"
 #include "rdzv.h"
 #include "topo_internal.h"
 
@@ -159,6 +162,19 @@ int main(int argc, char **argv)
         p3d_wbuf_free(&b);
         free(js);
         p3d_cluster_free(c);
+    }
+    /* FATE frames down the tree: the body is the agent packet */
+    const p3d_amsg down[] = {{.type = P3D_AM_RESTART, .gen = 3},
+                             {.type = P3D_AM_CHECK, .seq = 7},
+                             {.type = P3D_AM_BEAT, .ms = 5000}};
+    const char *fnames[] = {"fate-restart", "fate-check", "fate-beat"};
+    for (size_t i = 0; i < sizeof down / sizeof down[0]; i++) {
+        char pkt[128], p[4096];
+        pkt[0] = P3D_MSG_FATE;
+        int n = p3d_amsg_encode(&down[i], pkt + 1, sizeof pkt - 1);
+        snprintf(p, sizeof p, "%s/%s", argv[1], fnames[i]);
+        if (n > 0)
+            fz_write(p, (const unsigned char *)pkt, (size_t)n + 1);
     }
     return 0;
 }

@@ -202,13 +202,13 @@ done
 for v in ' 1' '+1' 1x -1 '' 0x10 9999999999; do
     out=$(P3D_GENERATION=$v RANK=0 WORLD_SIZE=1 MASTER_PORT=1 timeout 10 "$P3D_WORKER" --backend cpu 2>&1)
     rc=$?
-    [[ $rc == 2 && $out == *"P3D_GENERATION='$v': expected the job's generation, plain decimal digits"* ]] ||
+    [[ $rc == 2 && $out == *"P3D_GENERATION: expected the job's generation, plain decimal digits"* ]] ||
         bad "P3D_GENERATION='$v': exit $rc: $out"
 done
 for v in ' 1' '+1'; do
     out=$(RANK=$v WORLD_SIZE=2 MASTER_PORT=1 timeout 10 "$P3D_WORKER" --backend cpu 2>&1)
     rc=$?
-    [[ $rc == 2 && $out == *"RANK='$v': expected a non-negative integer (plain decimal digits)"* ]] ||
+    [[ $rc == 2 && $out == *"RANK: expected a non-negative integer in plain decimal digits"* ]] ||
         bad "RANK='$v': exit $rc: $out"
 done
 

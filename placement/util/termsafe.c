@@ -1,0 +1,156 @@
+/*
+ * termsafe.c — the one escape function (see termsafe.h): a UTF-8 decoder
+ * that lets through what a terminal draws as text and writes everything
+ * else as visible escapes.
+ */
+#include "termsafe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes) and its code
+ * point, or 0 when the byte at s does not start one. */
+static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
+{
+    unsigned c = s[0], min, v;
+    size_t k;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, min = 0x80, v = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, min = 0x800, v = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, min = 0x10000, v = c & 0x07;
+    else
+        return 0;
+    if (n < k)
+        return 0;
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3f);
+    }
+    if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return k;
+}
+
+static int cp_unsafe(unsigned cp)
+{
+    return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
+           (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+/* How many bytes at s pass unchanged (0: the next byte needs an escape). */
+static size_t run_clean(const unsigned char *s, size_t n, unsigned flags)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c < 0x7f) {
+            i++;
+            continue;
+        }
+        if ((c == '\n' && (flags & P3D_TERM_KEEP_NL)) || (c == '\t' && (flags & P3D_TERM_KEEP_TAB))) {
+            i++;
+            continue;
+        }
+        if (c < 0x80)
+            break;
+        unsigned cp;
+        size_t k = utf8_seq(s + i, n - i, &cp);
+        if (!k || cp_unsafe(cp))
+            break;
+        i += k;
+    }
+    return i;
+}
+
+int p3d_term_clean(const char *s, size_t len, unsigned flags)
+{
+    return run_clean((const unsigned char *)s, len, flags) == len;
+}
+
+void p3d_term_put(p3d_sb *b, const char *str, size_t len, unsigned flags)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < len) {
+        size_t r = run_clean(s + i, len - i, flags);
+        p3d_sb_putn(b, (const char *)s + i, r);
+        i += r;
+        if (i >= len)
+            break;
+        unsigned char c = s[i];
+        unsigned cp;
+        size_t k;
+        if (c == '\n' || c == '\r' || c == '\t') {
+            p3d_sb_putc(b, '\\');
+            p3d_sb_putc(b, c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
+            i++;
+        } else if (c >= 0x80 && (k = utf8_seq(s + i, len - i, &cp)) != 0) {
+            p3d_sb_printf(b, "\\u%04X", cp); /* a C1 control or a bidi mark */
+            i += k;
+        } else {
+            p3d_sb_printf(b, "\\x%02x", c);
+            i++;
+        }
+    }
+}
+
+char *p3d_term_dup(const char *s, size_t len, size_t cap, unsigned flags)
+{
+    p3d_sb b = {0};
+    size_t n = len < cap ? len : cap;
+    /* do not cut inside a UTF-8 sequence: back up to its first byte */
+    if (n < len)
+        while (n > 0 && n + 4 > cap && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    p3d_sb_reserve(&b, n + 64);
+    p3d_term_put(&b, s, n, flags);
+    if (n < len)
+        p3d_sb_printf(&b, " ... (%zu more bytes)", len - n);
+    if (!b.p)
+        p3d_sb_puts(&b, "");
+    return p3d_sb_finish(&b);
+}
+
+#define TESC_SLOTS 8
+#define TESC_SHOWN 1024
+
+const char *p3d_tesc(const char *s)
+{
+    static _Thread_local char *slot[TESC_SLOTS];
+    static _Thread_local unsigned next;
+    if (!s)
+        return "(null)";
+    size_t len = strlen(s);
+    if (p3d_term_clean(s, len < TESC_SHOWN ? len : TESC_SHOWN, 0) && len <= TESC_SHOWN)
+        return s;
+    char *e = p3d_term_dup(s, len, TESC_SHOWN, 0);
+    if (!e)
+        return "?";
+    unsigned k = next++ % TESC_SLOTS;
+    free(slot[k]);
+    slot[k] = e;
+    return e;
+}
+
+void p3d_term_fputs(const char *s, FILE *f)
+{
+    size_t len = strlen(s);
+    if (p3d_term_clean(s, len, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB)) {
+        fputs(s, f);
+        return;
+    }
+    p3d_sb b = {0};
+    p3d_term_put(&b, s, len, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    char *e = p3d_sb_finish(&b);
+    fputs(e ? e : "(message lost: out of memory)\n", f);
+    free(e);
+}

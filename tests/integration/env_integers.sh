@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Issue 28: every integer par3drun (and p3d-worker) reads from the
+# environment is plain decimal digits (placement/util/decimal.h): strtol
+# and atoi took " 1", "+1", "1x" and "-0", and strtoull took "-1" as
+# 2^64-1. Each hostile value is refused with exit 2 and a message naming
+# the variable; the same variable with a plain value gets past the check.
+set -u
+bin=${PAR3DRUN:?PAR3DRUN must name the par3drun binary}
+here=$(cd "$(dirname "$0")" && pwd)
+export P3D_DATA_DIR=${P3D_DATA_DIR:-$(cd "$here/../.." && pwd)}
+worker=$(dirname "$bin")/p3d-worker
+[ -x "$worker" ] || worker=$(dirname "$bin")/../worker/p3d-worker
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/p3d-envint.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+cluster="$P3D_DATA_DIR/examples/clusters/2x-dgx-h100.json"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+bad=(" 1" "+1" "1x" "-0" "-1" "0x1" "1 " "99999999999999999999" $'1\n')
+
+# expect NAME EXIT SUBSTRING -- env and command
+expect() {
+    local what=$1 want=$2 sub=$3
+    shift 3
+    "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+    local rc=$?
+    if [ $rc -ne "$want" ] || ! grep -qF -- "$sub" "$tmp/err"; then
+        echo "FAIL: $what: exit $rc (want $want), stderr:"; cat "$tmp/err"; fail=1
+    fi
+}
+
+for v in "${bad[@]}"; do
+    q=$(printf '%q' "$v")
+    expect "JOB_COMPLETION_INDEX=$q" 2 "JOB_COMPLETION_INDEX=" \
+        env JOB_COMPLETION_INDEX="$v" HOSTNAME=pod-1 "$bin" --rdzv k8s:127.0.0.1:1 --nnodes 2 --rdzv-timeout 1 \
+        --nproc-per-node 1 -- /bin/true
+    expect "P3D_RDZV_FANOUT=$q" 2 "P3D_RDZV_FANOUT=" \
+        env P3D_RDZV_FANOUT="$v" P3D_RDZV_TOKEN=envint-token-0123456789 "$bin" --rdzv "static:127.0.0.1:$port" \
+        --nnodes 2 --node-rank 0 --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+    expect "SLURM_NODEID=$q" 2 "SLURM_NODEID=" \
+        env SLURM_JOB_ID=42 SLURM_STEP_ID=0 SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES=2 SLURM_NODEID="$v" \
+        "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+    expect "SLURM_STEP_NUM_NODES=$q" 2 "SLURM_STEP_NUM_NODES=" \
+        env SLURM_JOB_ID=42 SLURM_STEP_ID=0 SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES="$v" SLURM_NODEID=1 \
+        "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+    expect "P3D_POLICY_MEM_MB=$q" 2 "P3D_POLICY_MEM_MB" \
+        env P3D_POLICY_MEM_MB="$v" "$bin" --dry-run --cluster "$cluster" --tp 8
+    expect "P3D_POLICY_MAX_INSTRUCTIONS=$q" 2 "P3D_POLICY_MAX_INSTRUCTIONS" \
+        env P3D_POLICY_MAX_INSTRUCTIONS="$v" "$bin" --dry-run --cluster "$cluster" --tp 8
+    if [ -x "$worker" ]; then
+        expect "p3d-worker RANK=$q" 2 "RANK: expected a non-negative integer" \
+            env RANK="$v" WORLD_SIZE=1 LOCAL_RANK=0 "$worker" --steps 1
+        grep -q $'\033' "$tmp/err" && { echo "FAIL: worker echoed a raw control byte"; fail=1; }
+    fi
+    # no raw control byte from the value reaches stderr
+    if grep -qP '[\x00-\x08\x0b-\x1f\x7f]' "$tmp/err"; then echo "FAIL: $q: raw control byte on stderr"; fail=1; fi
+done
+
+# the plain values get past the integer checks (to the next thing missing)
+expect "JOB_COMPLETION_INDEX=1" 2 "token" \
+    env JOB_COMPLETION_INDEX=1 HOSTNAME=pod-1 "$bin" --rdzv k8s:127.0.0.1:1 --nnodes 2 --rdzv-timeout 1 \
+    --nproc-per-node 1 -- /bin/true
+env P3D_POLICY_MEM_MB=64 P3D_POLICY_MAX_INSTRUCTIONS=5000000 "$bin" --dry-run --cluster "$cluster" --tp 8 \
+    >/dev/null 2>"$tmp/err" || { echo "FAIL: plain P3D_POLICY_* values refused"; cat "$tmp/err"; fail=1; }
+[ $fail -eq 0 ] || exit 1
+echo "env_integers: ${#bad[@]} hostile values refused for each integer variable; plain ones accepted"

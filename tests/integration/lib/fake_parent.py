@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""A fake tree parent for rdzv_fake_parent.sh: it accepts one agent,
+speaks to the real leader for it (the agent's own JOIN, with the right
+token, goes up unchanged), and sends the agent hostile versions of the
+frames that travel down the tree.
+
+  fake_parent.py MODE LEADER_PORT LISTEN_PORT [SAVED_CPLACE]
+
+MODE is ACTION-TYPE[-ARG]: TYPE is the frame type byte the action hits
+(W tree position, C compact placement, F fate packet); ACTION is
+  pass     relay it (and save the first C frame to SAVED_CPLACE)
+  trunc    the header and half the frame, then close
+  over     a length of 64 MiB + 1 (over P3D_WIRE_MAX), then close
+  zero     a length of 0, then close
+  order    send the saved C frame in place of it (out of order)
+  flip     flip bit ARG (modulo the body's bits) of its body
+  big      append ARG bytes to its body (an oversized placement)
+"""
+import select, socket, struct, sys, time
+
+mode, lport, pport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+saved = sys.argv[4] if len(sys.argv) > 4 else None
+parts = mode.split("-")
+action, target = parts[0], parts[1]
+arg = int(parts[2]) if len(parts) > 2 else 0
+
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", pport))
+ls.listen(4)
+ls.settimeout(60)
+a, _ = ls.accept()
+for _ in range(300):
+    try:
+        up = socket.create_connection(("127.0.0.1", lport))
+        break
+    except OSError:
+        time.sleep(0.1)
+buf, done = b"", False
+
+
+def frame(t, body):
+    return struct.pack(">I", len(body) + 1) + bytes([t]) + body
+
+
+while not done:
+    r, _, _ = select.select([a, up], [], [], 60)
+    if not r:
+        break
+    if a in r:
+        d = a.recv(65536)
+        if not d:
+            break
+        up.sendall(d)
+    if up in r:
+        d = up.recv(1 << 20)
+        if not d:
+            break
+        buf += d
+        while len(buf) >= 4 and not done:
+            n = struct.unpack(">I", buf[:4])[0]
+            if len(buf) < 4 + n:
+                break
+            fr, buf = buf[: 4 + n], buf[4 + n :]
+            t, body = chr(fr[4]), fr[5:]
+            if t != target or action == "pass":
+                if t == "C" and saved and action == "pass":
+                    open(saved, "wb").write(fr)
+                a.sendall(fr)
+                continue
+            if action == "trunc":
+                a.sendall(fr[: 4 + n // 2])
+                done = True
+            elif action == "over":
+                a.sendall(struct.pack(">I", (64 << 20) + 1) + fr[4:])
+                done = True
+            elif action == "zero":
+                a.sendall(struct.pack(">I", 0))
+                done = True
+            elif action == "order":
+                a.sendall(open(saved, "rb").read())
+            elif action == "flip":
+                b = bytearray(body)
+                bit = arg % (8 * len(b))
+                b[bit // 8] ^= 1 << (bit % 8)
+                a.sendall(frame(fr[4], bytes(b)))
+            elif action == "big":
+                a.sendall(frame(fr[4], body + b"\x00" * arg))
+            target = None  # once: later frames of that type pass
+# the agent's own verdict comes on its stderr; give it time to write it
+time.sleep(0.5)
