@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # CPU-backend ring all-reduce bandwidth on loopback, 2/4/8 ranks, buffers
 # 1 KiB - 64 MiB, next to this machine's memcpy bandwidth (the ceiling: on
 # loopback every byte a rank sends is copied by the kernel into the

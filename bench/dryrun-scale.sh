@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # dryrun-scale.sh — dry-run time and peak memory at 1,024 / 16,384 / 131,072
 # GPUs (8 per node, 32 nodes per rack), JSON report, tp=8 pp=16 dp=rest.
 # Prints one JSON object; figures, never pass/fail (bench/ convention).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """gen-cluster.py — writes a big synthetic cluster description for benchmarks.
 
   bench/gen-cluster.py -n 16384 -o /tmp/c16k.json

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/launch.sh — launch latency of par3drun next to mpirun, a plain
 # posix_spawn loop (the floor) and torchrun (when /usr/bin/python3 has
 # torch): wall time of the whole command running N x /bin/true, median of

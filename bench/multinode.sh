@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/multinode.sh — time from start to "every node placed and its
 # workers ran" for N par3drun agents on loopback with the static
 # rendezvous (emulated nodes: each agent is a real process with its own

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # placement-optimum.sh — the bundled policy against the exact optimum of the
 # placement objective on N random small clusters (default 1,000), printing
 # how many reach it per instance class (machine types / whether every TP

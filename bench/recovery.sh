@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/recovery.sh — how long the one job controller takes to recover from
 # a failed rank (in-place restart, --max-restarts): from the failure report
 # to every agent reporting its ranks running again, as the controller

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* spawnloop.c — the floor for bench/launch.sh: posix_spawn N copies of a
  * program and wait for all of them, nothing else.
  * usage: spawnloop N PROGRAM [ARGS...] */

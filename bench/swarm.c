@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * swarm.c — bench/swarm: one process plays N agents of a multi-node job
  * against a real leader, to measure the rendezvous at 1,024..16,384 nodes

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # swarm.sh — the multi-node rendezvous at 1,024 / 4,096 / 16,384 simulated
 # nodes x 8 GPUs (tp8 pp16) on this machine (issue 16): build/bench/swarm
 # plays the agents against a real leader (a forked child running the

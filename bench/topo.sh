@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench/topo.sh — how long `par3drun topo` takes: on this machine (live
 # hwloc discovery) and on the largest real fixture (the XML path includes
 # the pre-scan and the child-process probe). Prints figures; never fails on

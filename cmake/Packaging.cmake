@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CPack: a Debian package of the install tree (`cpack -G DEB` in the build
 # directory; tests/integration/package_deb.sh builds, unpacks and runs it).
 # Dependencies come from dpkg-shlibdeps over the installed ELF files, so the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # gen-man.sh OUT PROGRAM VERSION DESCRIPTION [SUBCOMMAND...]
 #
 # Writes the man page OUT (section 1) from PROGRAM's own --help (and each

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- megatron.lua — placement for Megatron-LM (and NeMo, Megatron-DeepSpeed).
 --
 -- Megatron forms its process groups from rank numbers alone: the order

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- naive.lua — what torchrun, srun and mpirun do: rank r runs on the r-th
 -- GPU of the host list (nodes in list order, GPUs in PCI order within a
 -- node), whatever the racks and NVLink domains look like. Every report

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d.lua — the helper module every placement policy sees as the global
 -- `par3d` (docs/policies.md lists each function). Pure Lua, no I/O: it runs
 -- inside the same sandbox as the policy.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Configures and builds, warnings as errors (P3D_WERROR=ON: this is the
 # developers' and CI's build; a plain `cmake -S . -B build`, as users and
 # packagers run it, leaves -Werror off).

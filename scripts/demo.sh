@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Quick start (1): install what is needed, build, then run a 16-rank
 # 3D-parallel job (tp 2 x pp 2 x dp 4) on two emulated DGX H100 nodes on
 # this host: par3drun places the ranks, starts one agent per node, and the

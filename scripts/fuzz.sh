@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Fuzzes every parser of outside input for a given time per target:
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      (default 600, all)
 # Builds the libFuzzer targets with clang (-fsanitize=fuzzer + ASan + UBSan,

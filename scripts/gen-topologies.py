@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Writes the bundled node topologies (hwloc XML, format 2.0) into
 examples/topologies/. Hand-written hwloc XML is fragile (hwloc 2.9 crashes on
 a missing complete_* set, silently drops matrices of a 1.x file, miscounts a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # gpu-check.sh - one prepared run that says everything about the GPU paths
 # of par3drun on one NVIDIA node: builds par3drun, p3d-worker with its
 # CUDA/NCCL module and the NVML topology plugin, then runs every check below

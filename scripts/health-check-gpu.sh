@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # health-check-gpu.sh — an example for `par3drun --health-check` (docs/launch.md,
 # "When a node dies"): exits 0 when this node's GPUs answer, non-zero otherwise.
 #

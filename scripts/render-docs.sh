@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # render-docs.sh — regenerates the pictures and sample outputs the README
 # and docs/ show: dry-run reports as HTML/SVG rendered to PNG with headless
 # Chromium, and `par3drun plan` output. Usage: scripts/render-docs.sh [BUILD_DIR]

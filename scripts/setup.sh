@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Installs the Debian 12 packages par3drun builds and tests with. Idempotent:
 # packages already present are not asked for again, and apt-get update runs
 # only when something is missing. Needs root (or sudo) when it installs.

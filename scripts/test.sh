@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Quick start (2): install what is needed, build, run every test.
 #   scripts/test.sh              normal build
 #   scripts/test.sh --sanitize   ASan + UBSan build (CI runs both)

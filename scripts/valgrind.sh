@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Runs the C unit tests and a few par3drun commands under valgrind memcheck:
 #   scripts/valgrind.sh [BUILD_DIR]          (default build; not a sanitizer build)
 # A test fails on any memcheck error (invalid read/write, uninitialised

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench.c - --bench-memcpy (the machine's copy bandwidth: the ceiling a
  * loopback all-reduce cannot beat) and --bench-allreduce (ring all-reduce
  * of the CPU backend over the whole world, sizes doubling from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ckpt.c - --checkpoint-dir: every rank saves its shard of the model and the
  * step, and at start every rank resumes from the newest checkpoint that every
  * rank completed.

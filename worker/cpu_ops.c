@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cpu_ops.c - the fp32 C backend: buffers in host memory, GEMMs with
  * double accumulators (so the result hardly depends on how the work is
  * split, which keeps --verify's 1e-5 meaningful), collectives over

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_loader.c - finds and loads the CUDA backend module
  * (p3d-worker-cuda.so) at run time, so that p3d-worker itself never links
  * the CUDA libraries: it starts fast and starts everywhere. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* env.c - the rank environment the launcher hands every worker.
  * Names are torchrun's plus par3drun's own (see docs/worker.md). */
 #include "worker.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gradcheck.c - --check-grad: a finite-difference check of one layer's
  * gradients, run with the backend's own operations.
  *

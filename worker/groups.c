@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* groups.c - the worker forms its TP/PP/DP groups itself and checks them
  * against what the launcher promised.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c - p3d-worker: options, backend choice, the run, --verify, report.
  * Exit codes: 0 ok; 1 a runtime failure (peer died, timeout, --verify
  * mismatch, no GPU for --backend cuda, a stale rank fenced out of a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* moe.c - the optional mixture-of-experts layer (--experts E --top-k K),
  * written against struct p3d_ops like train.c.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* report.c - what the worker reports at the end: by default rank 0 prints
  * one human table (a row per rank, then the job's figures); with --json
  * every rank prints its JSON line and rank 0 a JSON summary; under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcp_allreduce.c - the CPU backend's ring all-reduce over TCP, and its
  * all-to-all (MoE token dispatch/combine over the EP group).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcp_boot.c - the CPU backend's communicator (TCP between ranks): how
  * the ranks find and connect to each other, and the splits.
  *

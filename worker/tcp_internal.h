@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcp_internal.h - what the three parts of the CPU backend's TCP
  * communicator share: tcp_boot.c (bootstrap, connections, splits),
  * tcp_xchg.c (the progress engine: framed messages, inboxes, posted

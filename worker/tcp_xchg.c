@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tcp_xchg.c - the progress engine of the CPU backend's TCP communicator.
  *
  * Progress: every socket is non-blocking and every message is framed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train.c - the model and its 1F1B schedule, written once against
  * struct p3d_ops (so the CPU and CUDA backends run the same algorithm).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* worker.h - private interfaces of p3d-worker, the bundled 3D-parallel
  * training worker.  Nothing here is public: the worker is a program, not a
  * library.  The pieces:

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- rack_per_replica.lua — an example of a user policy (docs/policies.md).
 --
 -- Goal: give every data-parallel replica (all tp*cp*pp ranks with one dp

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cli.h — par3drun's command line: one table (cli.c) lists every option, its
  * help, its type and its bounds; parsing fills a p3d_opts.

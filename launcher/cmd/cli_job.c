@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cli_job.c — turns the parsed options into a p3d_job (mesh, order, model). */
 #include "cli.h"
 

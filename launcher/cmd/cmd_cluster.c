@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_cluster.c — `par3drun cluster`: the cluster as par3drun resolves it
  * (docs/cluster-file.md "par3drun cluster").

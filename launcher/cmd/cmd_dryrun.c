@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_dryrun.c — `par3drun --dry-run`: place, check, report; start nothing.
  * Exit 0 when no check is an error, 2 on bad input or error-level checks

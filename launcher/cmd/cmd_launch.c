@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_launch.c — `par3drun [options] -- PROGRAM`: place (as --dry-run
  * does), write the job's placement JSON, then hand the nodes to the

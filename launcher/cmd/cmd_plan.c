@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_plan.c — `par3drun plan`: load the cluster, search layouts with the
  * cost model (placement/cost/plan.c), print the best few (docs/plan.md).

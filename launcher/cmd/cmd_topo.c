@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_topo.c — `par3drun topo [--topology SRC] [--format text|json]
  * [--output FILE]`: load one node's topology and print it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* commands.h — one entry point per par3drun command; each returns the
  * process exit code (P3D_EXIT_*, or a launched job's code). */
 #ifndef P3D_COMMANDS_H

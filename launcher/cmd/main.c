@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* main.c — par3drun's entry: parse the command line, run one command. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* place.c — options to a checked placement (see place.h). */
 #include "place.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * place.h — the placement pipeline shared by `--dry-run` and launch:
  * options -> cluster -> job -> policy -> checks, plus the naive baseline

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv.c — the rendezvous backends (rdzv.h): the built-in static and slurm
  * backends, registered in the plugin registry (p3d/plugin.h) next to the

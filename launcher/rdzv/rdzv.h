@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv.h — multi-node rendezvous (docs/multinode.md).
  *

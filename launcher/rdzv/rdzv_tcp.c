@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tcp.c — the TCP rendezvous every backend ends in (rdzv.h), its
  * shared part: listening and refusing, the pre-authentication limits that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tcp_internal.h — what the three parts of the TCP rendezvous share
  * (private to launcher/rdzv/): rdzv_tcp.c (sockets, the pre-authentication

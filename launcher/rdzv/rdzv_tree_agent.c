@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tree_agent.c — an agent's side of the TCP rendezvous (rdzv.h,
  * p3d_tree_join): JOIN to the leader (the fate channel), attach to the tree

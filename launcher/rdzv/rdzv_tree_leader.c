@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tree_leader.c — the leader's side of the TCP rendezvous (rdzv.h,
  * p3d_tree_gather): every agent's JOIN on one epoll loop (a join costs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tree_wire.c — the distribution tree's messages (rdzv.h): JOIN,
  * TREE, TJOIN and GATHER, and the merging of gathered records. Pure

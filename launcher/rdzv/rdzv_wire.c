@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_wire.c — the rendezvous wire format (rdzv.h): frames, the HELLO and
  * PLACE messages, the node record. Decoders are pure functions over a byte

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent.c — one node's agent: starts the node's ranks, watches them, tells
  * the job controller (agent_proto.h) and does what it says.

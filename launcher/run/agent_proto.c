@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent_proto.c — encoding and decoding of the agent <-> controller
  * messages (agent_proto.h has the table).

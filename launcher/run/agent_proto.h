@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent_proto.h — the messages between an agent (one per node, the parent
  * of the node's workers) and the job controller (controller.c). The only

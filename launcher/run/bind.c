@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bind.c — CPU and memory binding of each local rank next to its GPU.
  *

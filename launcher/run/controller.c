@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * controller.c — the job controller's state machine (controller.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * controller.h — the job controller: one state machine that decides a
  * job's fate from what its agents report, whatever carries the reports.

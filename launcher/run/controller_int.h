@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * controller_int.h — the job controller's insides, shared by its two
  * files: controller.c (the actions, the entry points, the queries) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * controller_table.c — what each controller state does with each event:
  * one handler per (state, event) cell, the table that names them, and

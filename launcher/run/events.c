@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * events.c — RUN_DIR/events.jsonl (docs/events.md): one JSON object per
  * line for every start, failure, health check, replacement, restart and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hang.c — --hang-timeout: which of an agent's ranks are hung.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * health.c — --health-check CMD: the one place that runs it (issue 11).
  * The single-node and --emulate controller (supervise.c) runs it for its

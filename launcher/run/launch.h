@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * launch.h — private interface of par3drun's launch path (docs/launch.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mnode.c — one node of a multi-node job (docs/multinode.md).
  *

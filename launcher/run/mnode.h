@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mnode.h — the multi-node flow's internal interface (mnode.c: the flow,
  * mnode_place.c: the placement on the gathered cluster).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mnode_compact.c — the compact placement (CPLACE, rdzv.h): what the
  * leader sends down the distribution tree instead of the placement JSON.

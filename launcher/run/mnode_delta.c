@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mnode_delta.c — a placement made again (a replaced node) sent as the
  * difference from the one every node already holds (CDELTA, rdzv.h).

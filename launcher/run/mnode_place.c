@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mnode_place.c — a multi-node job's placement: the leader builds the
  * cluster from every node's HELLO and places on it; every node builds its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rank_env.c — the environment contract of a worker (docs/launch.md):
  * torchrun's names first, then par3drun's P3D_* coordinates and groups,

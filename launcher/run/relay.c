@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * relay.c — a multi-node job's node other than the leader: it forks the
  * node's agent (as the leader and a single-node launcher do) and relays

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rundir.c — the directories par3drun writes into, made so that no other
  * local user can redirect a write (docs/limits.md, "Run directory" and

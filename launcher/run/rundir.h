@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rundir.h — the directories par3drun writes into: the run directory
  * (placement.json, heartbeats, the output lock), made so that no other local

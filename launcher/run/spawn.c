@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * spawn.c — starting one worker, and the subreaper's sweeps (ending a
  * whole process tree, reaping without waiting).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * supervise.c — the job controller's transports: the event loop that feeds
  * controller.c and carries out what it answers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * warnings.c — a launch says what the dry run would warn about: one line
  * per warning-level check on stderr before any rank starts (--quiet hides

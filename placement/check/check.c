@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check.c — p3d_analyze: validates what a policy returned, scores every
  * group's links (check_links.c) and runs the named checks (check_rules.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check_internal.h — private interface between the checks (check*.c) and
  * the reports (report_*.c). Not installed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check_links.c — which link class each group of each dimension crosses.
  *

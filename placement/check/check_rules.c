@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check_rules.c — the named checks (docs/checks.md is the list users read;
  * keep the two in step). Each rule states what happened, why it matters

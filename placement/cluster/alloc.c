@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * alloc.c — the GPUs this node's allocation lets a job use (p3d/cluster.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * aws.c — `aws ec2 describe-instance-topology` as a cluster
  * (docs/cluster-file.md "Other sources").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster.c — the cluster model itself: creation, freeing, link classes
  * between GPUs, restriction to a job's node list, warnings. Reading a

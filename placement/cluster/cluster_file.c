@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_file.c — reads a cluster description (JSON, docs/cluster-file.md):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_foreign.h — cluster descriptions par3drun did not write
  * (docs/kubernetes.md, docs/cluster-file.md "Other sources"): the JSON of

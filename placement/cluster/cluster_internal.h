@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_internal.h — helpers shared by cluster_file.c and cluster_slurm.c
  * (private to placement/).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_slurm.c — applies a Slurm topology.conf (or the tree and block
  * topologies of a topology.yaml, read by slurm_yaml.c) to a cluster.

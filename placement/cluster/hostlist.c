@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hostlist.c — Slurm hostlist expressions: expansion and compression.
  *

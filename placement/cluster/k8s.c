@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * k8s.c — `kubectl get nodes -o json` as a cluster (docs/kubernetes.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slots.c — --nproc-per-node: N rank slots per node (p3d.h).
  *

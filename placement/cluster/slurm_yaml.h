@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slurm_yaml.h — Slurm's topology.yaml (Slurm 24.11+ multi-topology file),
  * read into the switches/blocks that cluster_slurm.c applies exactly as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cost_internal.h — writers shared by every report that shows cost-model
  * figures (plan, dry-run text/JSON, svg/html); private to placement/.

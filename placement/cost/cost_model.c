@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cost_model.c — model presets and the cost model: memory per GPU, traffic
  * per dimension, bubble, compute time, step time and MFU.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cost_report.c — the cost model's figures as JSON and as text, shared by
  * every report (plan, dry run). Field names are documented in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plan.c — `par3drun plan`'s search: every (tp, cp, pp, dp, virtual stages,
  * micro-batch size, micro-batch count[, ZeRO stage]) that uses all of the

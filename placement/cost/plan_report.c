@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plan_report.c — `par3drun plan`'s text and JSON: the best layouts, one per
  * mesh shape, and why each wins or loses against the best (docs/plan.md).

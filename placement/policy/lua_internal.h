@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_internal.h — the embedded Lua host for placement policies (private to
  * placement/; unit tests include it to reach the sandbox directly).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_par3d.c — the C core of the `par3d` module policies see: the mesh
  * arithmetic of mesh.c (both of Megatron's grids, p3d/job.h), so that Lua

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_patterns.c — string.find, match, gmatch and gsub for policies, run
  * where the CPU deadline can stop them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_sandbox.c — the Lua 5.4 state policies run in, safe by construction
  * (STYLE.md 7-8): nothing is opened that a policy does not need, memory is

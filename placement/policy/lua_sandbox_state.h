@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_sandbox_state.h — the sandbox's state, shared by lua_sandbox.c (limits,
  * CPU watchdog) and lua_patterns.c (the matcher the watchdog may abandon).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_tables.c — the read-only `cluster` and `job` tables a policy's
  * place(cluster, job) receives (field by field in docs/policies.md).

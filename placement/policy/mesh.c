@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mesh.c — rank arithmetic for order strings, as Megatron-LM's RankGenerator
  * and initialize_model_parallel do it. One order string, two grids (p3d/job.h):
  * the dense grid tp*cp*dp*pp and the expert grid etp*ep*edp*pp. In each,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_internal.h — policy runner internals (private to placement/;
  * unit tests include it to run policies from strings with small limits).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_pin.c — the two steps that make a remote policy trustworthy:
  * fetching it through the fetch plugin (libcurl stays out of the core) and

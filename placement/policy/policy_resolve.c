@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_resolve.c — resolving --policy: a bundled name, a path, or an
  * http(s) URL (fetched by policy_pin.c), into the policy's text and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_run.c — running a policy: --policy is resolved and pinned
  * (policy_resolve.c, policy_pin.c), then place(cluster, job) runs in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_source.h — where a policy's text comes from, before it runs:
  * resolving --policy (policy_resolve.c) and fetching an http(s) URL through

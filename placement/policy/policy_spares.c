@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_spares.c — choosing the hot spares (--spares K): the policy's
  * optional spares(cluster, job) hook, else par3d.default_spares (the one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* report_common.c — helpers shared by report_text.c and report_json.c. */
 #include "report_common.h"
 

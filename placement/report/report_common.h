@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_common.h — pieces shared by the text and JSON reports (private).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_draw.c — the placement as a picture (SVG elements), shared by the
  * SVG and HTML reports: racks side by side, nodes stacked inside them, GPUs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_draw.h — the picture shared by the SVG and HTML reports: geometry of
  * racks -> nodes -> GPUs and one drawing per view (private to placement/).

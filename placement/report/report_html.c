@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_html.c — `--format html`: one self-contained page (no network
  * fetch): the summary, the cost figures, the checks, and the picture with a

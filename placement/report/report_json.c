@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_json.c — the dry-run report for machines (p3d_report_json),
  * DESIGN.md's schema; docs/report-json.md documents every field.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_svg.c — `--format svg`: one self-contained SVG with a summary and
  * four panels (pipeline stages, TP groups, pipelines, DP groups) stacked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_text.c — the dry-run report for people (p3d_report_text).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * node.c — the node record shared by every topology source: allocation,
  * freeing, and p3d_node_finish(), which derives what all sources have in

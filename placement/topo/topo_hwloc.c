@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_hwloc.c — one node's topology from hwloc 2.x: live discovery, an
  * XML export, or a synthetic description. Reads GPUs, NICs, NUMA/package

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_internal.h — private interface between the topology sources
  * (topo_hwloc.c, topo_nvsmi.c, the NVML augment) and the node record

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_load.c — p3d_topo_load(): picks the topology source from SRC.
  *   "local" (or empty)   live hwloc discovery (+ the NVML plugin when present)

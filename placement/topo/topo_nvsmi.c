@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_nvsmi.c — one node's topology from the text of `nvidia-smi topo -m`
  * (or `-mp`), the form users have far more often than an hwloc XML with

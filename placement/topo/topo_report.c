@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_report.c — `par3drun topo` output: text in the notation users know
  * from `nvidia-smi topo -m`, and JSON (fields in docs/topology.md).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_xmlcheck.c — keeps foreign hwloc XML from taking par3drun down.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* common.c — errors, names of link classes and dimensions, data paths. */
 #include "p3d/p3d.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * decimal.h — the one reader of integers that come from the environment
  * (JOB_COMPLETION_INDEX, SLURM_NODEID, P3D_RDZV_FANOUT, ...) and other

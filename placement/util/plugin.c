@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plugin.c — the plugin registry (p3d/plugin.h): one search path, one
  * descriptor check, built-ins and loaded plugins in one table, and every

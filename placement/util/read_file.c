@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* read_file.c — the one way placement reads an input file whole: regular
  * files only (a FIFO or a device fails at once instead of blocking), a size
  * cap checked before reading, NUL-terminated. */

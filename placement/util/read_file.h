@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* read_file.h — private: whole-file reads shared by every input parser. */
 #ifndef P3D_READ_FILE_H
 #define P3D_READ_FILE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* sha256.c — SHA-256 through libcrypto's one-shot EVP digest. */
 #include "sha256.h"
 

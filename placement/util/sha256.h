@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sha256.h — SHA-256 for --policy-sha256 pins (private to placement/), from
  * OpenSSL's libcrypto (already on every machine that has libcurl).

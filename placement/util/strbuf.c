@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* strbuf.c — the growing output buffer behind the reports (strbuf.h). */
 #include "strbuf.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * strbuf.h — a growing output buffer for the report writers (private to
  * placement/). Appends never fail visibly: on out-of-memory the buffer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* strmap.c — string -> size_t hash map (see strmap.h). Linear probing with a
  * power-of-two table kept at most half full, FNV-1a hashing. */
 #include "strmap.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * strmap.h — a small open-addressing hash map from strings to size_t, private
  * to the placement library. Cluster files and topology.conf files name tens

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * termsafe.c — the one escape function (see termsafe.h): a UTF-8 decoder
  * that lets through what a terminal draws as text and writes everything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * termsafe.h — the one path from outside text to the terminal (private to
  * placement/ and launcher/). Every string that came from input or from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fake_nvml.c — a stand-in for libnvidia-ml.so.1 used only by
  * tests/unit/test_topo_nvml.c: GPUs at PCI 0000:1{0..3}:00.0, each with

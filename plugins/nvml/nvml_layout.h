@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nvml_layout.h — the NVML types the topology plugin (topo_nvml.c) passes
  * to libnvidia-ml, in one place: the plugin and the stand-in library of

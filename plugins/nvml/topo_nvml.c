@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_nvml.c — the "nvml" topology augment plugin (p3d_topo_nvml.so).
  *

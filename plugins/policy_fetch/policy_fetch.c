@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_fetch.c — the p3d_policy_fetch plugin (p3d/plugin.h, kind
  * P3D_PLUGIN_POLICY): downloads a policy from an http(s) URL with libcurl. Redirects are followed only to http(s), the

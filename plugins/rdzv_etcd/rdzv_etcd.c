@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_etcd.c — p3d_rdzv_etcd.so: the rendezvous bootstrap over etcd's v3
  * JSON gateway (`--rdzv etcd:http://HOST:2379 --nnodes N --job-id ID`).

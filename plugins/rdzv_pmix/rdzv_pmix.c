@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_pmix.c — p3d_rdzv_pmix.so: the rendezvous bootstrap over PMIx
  * (mpirun, srun --mpi=pmix). Node count = the PMIx job size, node rank =

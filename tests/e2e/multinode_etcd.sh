@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_etcd.sh — par3drun agents meet through a real etcd on 127.0.0.1
 # (tests/services/etcd.sh): node ranks from etcd transactions, one
 # placement JSON byte for byte on every node, keys gone after the job

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_etcd_heal.sh — a lost node replaced by a spare when the agents
 # meet through a real etcd (tests/services/etcd.sh on 127.0.0.1): five
 # agents, --spares 1, tp 8 on 4 x 8 GPUs. Node ranks come from etcd in

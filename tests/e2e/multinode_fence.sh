@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_fence.sh — fencing by generation over the static TCP rendezvous
 # (separate par3drun processes on loopback), 5 nodes, --spares 1, tp8,
 # --node-timeout 3 on the leader (the others take it from its heartbeat).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_frozen.sh — --node-timeout: a FROZEN node (its par3drun and
 # everything under it SIGSTOPped: the kernel still ACKs, the connection never
 # drops) is found by the missing heartbeat, over the static TCP rendezvous

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_heal.sh — a lost node replaced by a spare over the static TCP
 # rendezvous (separate par3drun agents on loopback, real sockets, real
 # SIGKILL): 5 agents, --spares 1 (4 used + node rank 4 kept spare), tp8 on

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_heal_racks.sh — a lost node replaced by the spare of its own
 # rack over the static TCP rendezvous (separate par3drun agents on
 # loopback, real sockets, real SIGKILL). Six DGX H100 agents in two racks

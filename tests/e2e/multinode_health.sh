@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_health.sh — --health-check in a multi-node job over the static
 # TCP rendezvous (separate par3drun agents on loopback, real sockets): 5
 # agents, --spares 1, tp8 on 4 x 8 GPUs. Every node runs its OWN

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_k8s.sh — the k8s rendezvous as a Kubernetes Indexed Job uses it
 # (docs/kubernetes.md): three agents on loopback, each with only
 # JOB_COMPLETION_INDEX for its node rank (no --node-rank), meet at the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_pmix.sh — Open MPI's mpirun (a real PMIx server) starts four
 # par3drun agents, each with a different fixture topology chosen by its MPI
 # rank; they bootstrap over PMIx (p3d_rdzv_pmix.so) and agree on one

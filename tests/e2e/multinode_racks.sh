@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_racks.sh — racks without a topology file: four agents of a
 # static rendezvous (loopback, no daemons) each carry the address Slurm's
 # topology/tree plugin would give them (SLURM_TOPOLOGY_ADDR, e.g.

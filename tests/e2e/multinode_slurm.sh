@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_slurm.sh — par3drun under a real Slurm (tests/services/slurm.sh:
 # slurmctld + four slurmd fake nodes n[1-4] on this host, fake GPU GRES):
 # sbatch of the example job scripts in examples/slurm/, `srun --mpi=pmix`

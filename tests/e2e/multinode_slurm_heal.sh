@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_slurm_heal.sh — a lost node replaced by a spare under a real
 # Slurm (tests/services/slurm.sh: slurmctld + four slurmd fake nodes n[1-4]
 # on this host, topology/tree with leaf1 = n[1-2], leaf2 = n[3-4]): plain

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_static.sh — four par3drun agents on loopback meet through the
 # static TCP rendezvous (real processes, real sockets): one placement JSON
 # byte for byte on every node; a rank crash on node 2 of 4 ends all four

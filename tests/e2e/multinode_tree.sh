@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_tree.sh — issue 16: 40 par3drun agents on loopback meet through
 # the static rendezvous with --rdzv-fanout 4, a distribution tree of depth 3
 # (0 -> 1..4 -> 5..20 -> 21..39): the records go up and the compact

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # slurm_cpus.sh — par3drun inside a real Slurm step that confines CPUs
 # (issue 14): tests/services/slurm.sh with TaskPlugin=task/affinity, one
 # task on an 8-GPU fake node with --gpus-per-node=4 --cpus-per-task=1.

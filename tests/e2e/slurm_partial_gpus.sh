@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # slurm_partial_gpus.sh — examples/slurm/partial-node-gpus.sbatch under a
 # real Slurm (tests/services/slurm.sh: four fake 8-GPU nodes): sbatch with
 # --gpus-per-node=4 on two nodes derives tp=4 dp=2 from the allocation and

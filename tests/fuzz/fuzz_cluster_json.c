@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_cluster_json.c — cluster description JSON (placement/cluster/cluster_file.c)
  * through p3d_cluster_load on a temp file, then what every command does

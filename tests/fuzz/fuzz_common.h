@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_common.h — helpers shared by the fuzz targets (tests/fuzz/fuzz_*.c).
  *

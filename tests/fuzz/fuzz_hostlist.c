@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_hostlist.c — Slurm hostlist expressions (placement/cluster/hostlist.c).
  * Besides "no crash", checks the documented round trip: compressing the

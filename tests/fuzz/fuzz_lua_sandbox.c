@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_lua_sandbox.c — the policy sandbox itself (placement/policy/
  * lua_sandbox.c, lua_patterns.c, lua_tables.c) against generated policies.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_nvsmi.c — `nvidia-smi topo -m` text (placement/topo/topo_nvsmi.c), the
  * content sniffer and, when a node comes out, its reports (they walk every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_policy.c — the policy-result validator (placement/policy/policy_run.c:
  * Lua table -> p3d_placement) through the real sandbox, with small limits.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_rdzv_wire.c — rendezvous wire messages (launcher/rdzv/rdzv_wire.c):
  * HELLO (agent -> leader, carries a node record) and PLACE (leader ->

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_slurm_topo.c — Slurm topology.conf (placement/cluster/cluster_slurm.c),
  * applied to a fixed cluster whose node names are the ones of the real

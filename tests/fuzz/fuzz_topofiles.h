@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_topofiles.h — a private data directory for the cluster targets:
  * <tmp>/data/examples/topologies/ holds the bundled topology NAMES, but with

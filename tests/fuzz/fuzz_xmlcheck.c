@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_xmlcheck.c — the hwloc-XML pre-validator's text scan
  * (p3d_topo_xml_check in placement/topo/topo_xmlcheck.c). The hwloc child probe

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gen_wire_seeds.c — writes valid rendezvous frames (type byte + body, the
  * layout fuzz_rdzv_wire.c reads) into a directory, to seed corpus/rdzv_wire/:

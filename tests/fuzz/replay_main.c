@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * replay_main.c — the regression replay of a fuzz target without libFuzzer:
  * feeds every regular file of the directories (or the files) named on the

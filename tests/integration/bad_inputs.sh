@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Data-driven bad-input corpus (tests/bad/cases.tsv, docs/limits.md): every
 # case runs par3drun with malformed input and must exit with the expected
 # code, say the expected substring on stderr, not die of a signal, print no

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cli_messages.sh — option handling that used to be silent or vague: an
 # --order leaving out a dim of size > 1, repeated options, --topology with
 # --cluster, bad --format values, CPU-only cluster files, per-command help,

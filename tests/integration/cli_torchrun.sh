@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # torchrun habits (docs/launch.md, "Coming from torchrun"): torchrun's
 # option spellings work; a launch says its warning-level checks (and
 # --quiet hides them); OMP_NUM_THREADS is set per rank unless the user set

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cluster_cmd.sh — `par3drun cluster`: the resolved cluster from any source
 # (kubectl JSON, AWS topology, this node with its allocation and
 # SLURM_TOPOLOGY_ADDR), and --format json writing a cluster file that

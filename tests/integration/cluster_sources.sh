@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cluster_sources.sh — --cluster from `kubectl get nodes -o json` and from
 # `aws ec2 describe-instance-topology` (fixtures written from the formats'
 # documentation): 16 H100 nodes in two topograph blocks place exactly like

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Per-hop costs, headroom, --gpu-mem and plan pins (issue 15). 4 x DGX H100
 # with racks listed A B A B, tp8 pp4 dp1: megatron orders the nodes so each
 # pipeline crosses racks once, naive three times; the JSON must show fewer

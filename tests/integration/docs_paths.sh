@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every example cluster file, policy and topology that the docs, the
 # examples and the README name exists (a command a user copies must run).
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Bad input to --dry-run: one line "par3drun: <msg>" on stderr, exit 2,
 # nothing crashes or hangs. Error-level checks: exit 2 with the report.
 . "$(dirname "$0")/lib/dryrun_lib.sh"

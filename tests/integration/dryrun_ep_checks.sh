@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The EP checks (EP_CROSSES_NVLINK_DOMAIN, EP_CROSSES_RACKS) fire on the
 # placements that deserve them and stay quiet on the others, and on DGX-1
 # (hybrid cube-mesh) tp=8 the links table, the objective, the check and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # DOMAIN.md's worked examples as dry runs on examples/clusters/, checked on
 # the JSON report rank by rank (not just the summary figures).
 . "$(dirname "$0")/lib/dryrun_lib.sh"

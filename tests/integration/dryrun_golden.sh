@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Golden text and JSON reports of the example clusters (tests/golden/dryrun_*).
 # Each case runs twice and must be byte-identical (determinism), then must
 # equal its golden. P3D_UPDATE_GOLDEN=1 bash tests/integration/dryrun_golden.sh

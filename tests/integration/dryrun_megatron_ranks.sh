@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every coordinate and group of the dry-run JSON against an independent model
 # of Megatron-LM's rank generation (tests/tools/megatron_ranks.py) for 130
 # meshes: dense and expert grids, cp, etp != tp, both Megatron orders, order

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 28: every integer par3drun (and p3d-worker) reads from the
 # environment is plain decimal digits (placement/util/decimal.h): strtol
 # and atoi took " 1", "+1", "1x" and "-0", and strtoull took "-1" as

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # launch_alloc.sh — the node's allocation at the environment level (no
 # scheduler daemons): SLURM_STEP_GPUS with a renumbered or physical
 # CUDA_VISIBLE_DEVICES, an inherited list of indices or GPU UUIDs. Ranks

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Bad input to a launch is caught in the launcher before anything starts:
 # exit 2 and one line naming the problem (--output-ranks outside the world,
 # a --log-dir that is a file, a program that is a directory or not

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # --report-bindings on this (GPU-less) host: CPU slots report the same NUMA
 # node with --bind numa and --bind core (the node their binding gives, "-"
 # when unknown), never -1, and say "CPU slot" rather than a GPU.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Every environment variable of every rank matches the placement JSON:
 # 16 ranks (tp 2, pp 2, dp 4) on 2 emulated DGX H100 nodes; each rank checks
 # itself (tests/tools/envcheck.py) and dumps its environment, which is then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A crashing rank tears the whole emulated job down within grace + 1 s and
 # its exit code comes back, with a root-cause summary naming it.
 . "$(dirname "$0")/lib/launch_common.sh"

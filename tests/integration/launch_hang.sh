@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # --hang-timeout: a rank that touched $P3D_HEARTBEAT and then stops (SIGSTOP)
 # is found hung, gets --hang-signal (SIGABRT by default) and counts as a
 # failure: the job restarts in place. A rank that never touched the file is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Self-healing jobs (docs/launch.md, "When a node dies"; docs/events.md):
 # emulated 6 DGX H100 nodes in 2 racks, 4 used + 2 spares (one per rack).
 #  1. the agent of a rack-2 node is SIGKILLed mid-run: the job ends 0, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Self-healing on multi-node NVLink (GB200-style trays of 4 GPUs; docs/launch.md,
 # "When a node dies"; docs/policies.md, "Choosing the spares"): one rack with two
 # NVLink domains d1 = t[1-3] and d2 = u[1-3]; tp 8 spans two trays, so a TP

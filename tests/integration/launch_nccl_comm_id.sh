@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # par3drun sets NCCL_COMM_ID for the bundled worker only: run directly or
 # through a wrapper that execs it (p3d-worker among the wrapper's
 # arguments, as scripts/gpu-check.sh runs every check); never for another

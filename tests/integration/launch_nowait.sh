@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The supervisor never waits on anyone (issue 13/14):
 # 1. a job whose stdout is a pipe nobody reads: a failing rank still ends
 #    the job — par3drun exits while the reader has not read a byte; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Output: lines are tagged and never torn (16 ranks writing 64 KiB lines in
 # odd-sized pieces at once), --log-dir gets one file per rank,
 # --output-ranks filters the terminal only.

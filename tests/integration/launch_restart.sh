@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # --max-restarts: a failing rank restarts every rank of the emulated job
 # with the same ranks, nodes and GPUs; the restart count is in the
 # environment; past the limit the failing code comes back.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Files par3drun creates cannot be redirected by another local user
 # (issue 13, docs/limits.md "Run directory" / "Log directory"): a symlink,
 # hard link or FIFO planted under a log file's name, a world-writable log

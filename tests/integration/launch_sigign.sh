@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # par3drun started with SIGINT/SIGQUIT ignored (as `cmd &` in a
 # non-interactive shell does): the workers still start with every signal at
 # its default and an empty mask, so a forwarded SIGINT reaches a worker's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # SIGTERM to par3drun is forwarded to every rank and the grace is honoured;
 # SIGUSR1 is forwarded as is; SIGKILL of par3drun leaves no process behind,
 # a worker's grandchild included.

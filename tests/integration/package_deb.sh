@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package (CPack, cmake/Packaging.cmake) holds the whole install
 # and runs from wherever it is unpacked: cpack builds it from this build tree,
 # dpkg-deb -x unpacks it into a temp dir, and the unpacked par3drun — with no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The bundled megatron policy against the exact optimum of the placement
 # objective (metrics.objective) on 120 random small clusters, fixed seed:
 # at least 98% must reach it, none may fail, and none may beat it (that

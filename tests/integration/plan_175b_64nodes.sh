@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The first worked example of docs/plan.md: GPT-3 175B on 64 x 8 H100 in 4 racks.
 # Plan must keep TP inside the nodes' NVLink and put PP and DP across nodes.
 # tp=8 and tp=4 come out within ~0.2% of each other at this batch (tp=4

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # DOMAIN.md's second worked example: a 70B model in FP16 does not fit one
 # GPU; on 2 x DGX H100 the plan is tp=8 per node, pp=2 across the two.
 . "$(dirname "$0")/lib/plan_lib.sh"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # par3drun plan for mixture-of-experts models (issue 12): ep (dividing the
 # experts) and etp are searched, EP blocks land on NVLink when they fit,
 # pinned large-EP layouts say why their all-to-alls leave NVLink, the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # plan places its best layout with every bundled policy (the dry run's own
 # code) and says up front when the default's estimate loses, and why; the
 # run line then names the faster policy, and the pasted dry run agrees.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Hot spares chosen by the policy, and --exclude on every command
 # (docs/policies.md "Choosing the spares", docs/plan.md, issue 11):
 #  1. the default rule (par3d.default_spares) over 1, 2 and 3 racks,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A policy from a URL (issue 13): without --policy-sha256 it runs with one
 # warning that names the URL and the SHA-256 of the bytes it ran (so the
 # line can be pasted); with that pin it runs silently; with another pin, or

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 28: frames that travel down the tree, sent by a hostile parent to
 # a real agent. lib/fake_parent.py stands between the agent (node rank 1)
 # and the real leader: the agent's JOIN (with the right token) goes up

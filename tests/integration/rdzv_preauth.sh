@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 13: outsiders cannot starve the rendezvous leader. 31 idle TCP
 # connections (more than the leader's pre-HELLO slots) and one peer
 # announcing a 48 MiB first frame, then a real agent: it must join; the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Names and notes from input cannot write to the terminal or forge report
 # lines (issue 13): a policy file whose name holds a newline and whose note
 # holds ESC, BEL, CR, a newline, a bidi override and markup, and a cluster

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The HTML report in a real browser: headless Chromium loads a dry run's
 # page, the page's script must run without errors (it sets
 # <body data-ready="1"> last; console errors are caught from Chromium's log),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # topo_bundled.sh — the DESIGN.md promise on the bundled DGX H100 topology:
 # `par3drun topo --topology examples/topologies/dgx-h100.xml --format json`
 # prints 8 GPUs in one NVLink domain, each with its own nearest NIC (PIX).

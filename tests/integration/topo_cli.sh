@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # topo_cli.sh — `par3drun topo` end to end: every real hwloc fixture in text
 # and JSON (JSON parsed, facts from INDEX.md), --output, and bad input
 # (exit 2 with one line naming the file). Env from ctest: PAR3DRUN,

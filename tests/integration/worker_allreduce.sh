@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The CPU backend's ring all-reduce over TCP, checked exactly: the worker's
 # --bench-allreduce checks every size's first all-reduce against the exact
 # sum and exits 1 on a mismatch.  3 ranks (segments of unequal length) and

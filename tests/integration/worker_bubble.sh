@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The measured pipeline bubble (time waiting in PP receives / step time)
 # must follow the analytic (p-1)/(m+p-1) as m grows: pp=2, m=1 (0.5) against
 # m=8 (0.11).  Loose on purpose: two shared cores are noisy.  The combined

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p3d-worker --checkpoint-dir under par3drun --emulate (issue 11, "the
 # bundled worker resumes"): a rank killed with SIGKILL mid-training after a
 # checkpoint, the job started again on the same directory, resumes at the

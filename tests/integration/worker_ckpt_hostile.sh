@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p3d-worker --checkpoint-dir as hostile input (issue 28) and fenced by
 # generation (issue 24 part 4, the worker's side): ranks started without
 # par3drun (worker_harness.sh), 2 ranks (dp 2) unless said, on checkpoint

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scripts/gpu-check.sh --no-gpu in CI: the plan of GPU checks is printed
 # (every mesh of 8 and of 3 GPUs, each with shapes the worker accepts) and
 # par3drun, p3d-worker, its CUDA module and the NVML plugin are built in the

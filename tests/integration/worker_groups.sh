@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A worker whose P3D_*_GROUP list differs from the split of the mesh
 # coordinates stops the whole job with both lists printed; a rank that dies
 # makes its peers exit non-zero with a message naming it (never a hang).

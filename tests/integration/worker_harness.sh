@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # worker_harness.sh - start p3d-worker ranks without par3drun: sets the rank
 # environment the launcher would set (Megatron order tp-cp-ep-dp-pp:
 # rank = tp + TP*dp + TP*DP*pp) and runs every rank in the background.

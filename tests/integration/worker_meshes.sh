@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p3d-worker, CPU backend, every mesh of issue 6 with m in {1,4}: each run
 # must pass --verify (distributed losses == single-process reference within
 # 1e-5).  Ranks are started by worker_harness.sh (the launcher's env, Megatron

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p3d-worker's MoE layer (--experts/--top-k, issue 12) under par3drun
 # --emulate with Megatron's expert grid (--ep carved out of dp): token
 # dispatch/combine by all-to-all over the EP group, expert gradients summed

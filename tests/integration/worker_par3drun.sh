@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # p3d-worker under the real launcher: par3drun --emulate starts every node of
 # the 16-GPU cluster as its own agent on this host and the workers train on
 # the CPU backend.  Every mesh of issue 6 with m in {1,4} must pass --verify,

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # P3DW_SOLO_COMM=1 (a test switch, used by scripts/gpu-check.sh on a
 # one-GPU machine): train.c and moe.c call every collective even on groups
 # of one.  On the CPU backend, tp=pp=dp=1 with experts: without the switch

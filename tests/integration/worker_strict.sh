@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # 1F1B is deadlock-free under NCCL's rule "a send may wait until the
 # matching receive is posted": p3d-worker --p2p strict makes every CPU send
 # wait for the receiver's clear-to-send, so a schedule that relies on a send

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # --verify and --check-grad can fail.  The reference of --verify is the
 # one-process CPU path and the training must move the loss (>= 10% over the
 # verified steps), so a broken operation of the backend under test shows:

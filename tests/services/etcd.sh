@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/services/etcd.sh start|stop DIR — a real, single-member etcd on
 # 127.0.0.1 for the tests (SERVICES.md).
 #   start: picks two free ports, data dir under /dev/shm (tmpfs: fsync is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/services/slurm.sh start|stop DIR — a real Slurm 22.05 on this host
 # for the tests (SERVICES.md): slurmctld + four slurmd "fake nodes" n[1-4]
 # (NodeAddr=127.0.0.1, distinct ports, each TmpFS=DIR/tmp/%n; CPUs=8 each,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """devicemesh_groups.py REPORT.json - checks that the init_device_mesh calls
 the devicemesh policy names in its note form exactly the groups of the
 dry-run JSON (every dimension each call names, dims of size 1 left out).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """envcheck.py — a worker that checks its own par3drun environment.
 
 Run under par3drun: reads the job's placement JSON ($P3D_PLACEMENT), finds

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """megatron_ranks.py — an independent model of Megatron-LM's rank generation
 (megatron/core/parallel_state.py: RankGenerator and initialize_model_parallel),
 written from reading it, to judge par3drun's dry-run JSON.

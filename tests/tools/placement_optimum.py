@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """placement_optimum.py - the bundled placement policy against the exact optimum.
 
 Generates random small clusters (seeded: 2-4 racks of 1-6 nodes; DGX H100 /

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* launch_fixture.h — a hand-built job for the launch unit tests: nnodes
  * nodes of ngpus GPUs (read "from a file", so nothing is bound), a tp x pp
  * x dp mesh in Megatron's order, rank r on node r / ngpus, GPU r % ngpus in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_fixture.h — synthetic clusters for the policy tests, built by hand
  * in memory (no files): n nodes, each a p3d_node with g GPUs split into

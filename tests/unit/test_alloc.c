@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_alloc.c — the node's allocation (placement/cluster/alloc.c) from
  * environ-like inputs, as Slurm and an inherited CUDA_VISIBLE_DEVICES set
  * them, and the CUDA_VISIBLE_DEVICES each rank gets from it (rank_env.c). */

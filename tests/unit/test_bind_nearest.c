@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_bind_nearest.c — a rank whose NUMA node has too few of the allowed
  * CPUs gets the allowed CPUs of the nearest NUMA nodes by SLIT distance
  * (not by CPU number), says where they came from, and falls back to CPU

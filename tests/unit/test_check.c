@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_check.c — p3d_analyze and the text/JSON reports on clusters and
  * placements built by hand (no files, no Lua), so each expectation follows
  * from the arithmetic written next to it. */

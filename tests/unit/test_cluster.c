@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cluster.c — cluster description files: loading, topology resolution,
  * link classes, restriction to a node list, bad input, scale.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cost_model.c — each cost-model formula against hand-computed values
  * (the arithmetic is written out next to each expectation). */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_cost_moe.c — the mixture-of-experts parts of the cost model against
  * hand-computed values (docs/cost-model.md, "Mixture of experts"); the
  * arithmetic is written out next to each expectation. */

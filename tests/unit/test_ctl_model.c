@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_ctl_model.c — a model test of the job controller (controller.h):
  * no process, no socket; a small simulated cluster answers the

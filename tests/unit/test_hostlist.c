@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_hostlist.c — Slurm hostlist expansion and compression. Expected
  * expansions were taken from Slurm 22.05's `scontrol show hostnames`. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_launch_controller.c — the job controller's state machine
  * (controller.c) driven by hand-made events with recording ops, and the
  * agent protocol's encoder/decoder (agent_proto.c): what every transport

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_launch_env.c — the rank environment contract (rank_env.c), the
  * --output-ranks list and the output tag, on a hand-built placement. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_launch_resolve.c — p3d_resolve_program (spawn.c): what is checked
  * before any rank starts, and the one-line reason for each kind of
  * program that cannot run (docs/launch.md, exit codes). */

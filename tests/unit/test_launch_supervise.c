@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_launch_supervise.c — the agent and launcher loops (supervise.c) on
  * a hand-built 2-node placement with /bin/sh workers: success, fail-fast
  * with the failing rank's code, grace then SIGKILL, death by signal,

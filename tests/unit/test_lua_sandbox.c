@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lua_sandbox.c — the policy sandbox and the result validator: what a
  * policy cannot reach (files, commands, bytecode, debug/package), limits it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_mnode_delta.c — a replacement's placement sent as the difference
  * from the old one (launcher/run/mnode_delta.c): applied, it gives the new
  * bytes exactly; small edits give a small difference; it names its base,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_plugin_registry.c — the plugin registry (p3d/plugin.h): built-ins
  * work with no .so anywhere; a plugin with a wrong ABI number and one

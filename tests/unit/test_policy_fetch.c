@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_policy_fetch.c — --policy http(s) URLs through the p3d_policy_fetch
  * plugin, against a tiny HTTP server forked by the test itself (no network

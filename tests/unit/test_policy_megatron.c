@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_policy_megatron.c — the bundled policies on synthetic clusters.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_rdzv_wire.c — the rendezvous wire format: a HELLO and a PLACE survive
  * the round trip; every truncation and byte flip of them decodes to an
  * error or a valid message, never a crash (run under ASan in the sanitizer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_report_svg.c — the SVG and HTML pictures on hand-built clusters and
  * placements: content, warning links, summarising big clusters,
  * self-containment and determinism. */

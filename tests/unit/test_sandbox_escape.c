@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sandbox_escape.c — the escapes test_lua_sandbox.c does not cover
  * (issues 8, 13): work the instruction count hook cannot see (pattern

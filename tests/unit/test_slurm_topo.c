@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_slurm_topo.c — Slurm topology.conf (tree and block) and
  * topology.yaml applied to clusters: every real file in
  * fixtures/realdata/slurm/, the YAML fixtures in fixtures/slurm/ (one the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_bad.c — bad topology inputs give one line naming the file and
  * the problem, never a crash: missing/unreadable/empty/binary files, a

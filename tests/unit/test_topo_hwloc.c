@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_hwloc.c — every hwloc XML in tests/fixtures/realdata/hwloc/
  * through p3d_topo_load(), checked against the facts in its INDEX.md: GPU

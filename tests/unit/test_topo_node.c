@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_node.c — p3d_node_finish() on hand-built records: the NVLink
  * domain rules (clique, pairs, singletons, DGX-1 cube-mesh, two switch

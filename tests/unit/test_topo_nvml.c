@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_nvml.c — the NVML augment plugin (plugins/nvml/). No NVIDIA
  * driver exists here, so: (1) the decline paths — no plugin, no library,

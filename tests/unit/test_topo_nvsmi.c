@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_nvsmi.c — the `nvidia-smi topo -m` text parser against every
  * real file in tests/fixtures/realdata/topo/ (facts from its INDEX.md) and

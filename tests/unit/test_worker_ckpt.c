@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_worker_ckpt.c - p3d-worker's checkpoint code (worker/ckpt.c, included
  * so its static helpers are testable) in one process: the marker's format,
  * the regular-file and directory rules, the temporary-name writer, and save

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* The CUDA backend's GPU-free rules (worker/cuda/cuda_rules.h): the
  * driver/runtime version rule and --verify's default tolerances. */
 #include <setjmp.h>

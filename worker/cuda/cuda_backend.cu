@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_backend.cu - the CUDA/NCCL backend of p3d-worker: the same struct
  * p3d_ops as cpu_ops.c, with cuBLAS GEMMs, small kernels for GeLU/MSE/SGD
  * and NCCL for the collectives.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_rules.h - the CUDA backend's decisions that need no GPU, as static
  * inline C: cuda_backend.cu and main.c use them, and a CPU unit test
  * (tests/unit/test_worker_cuda_rules.c) checks them on a machine without

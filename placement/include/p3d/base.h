@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/base.h — what every stage of libp3dplace shares: exit codes, errors,
  * link classes, where bundled files live.

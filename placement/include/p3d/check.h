@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/check.h — check: validating and scoring a placement (placement/check/).
  * Conventions: see p3d/base.h.

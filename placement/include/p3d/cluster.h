@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/cluster.h — gather: nodes, racks, NVLink domains (placement/cluster/).
  * Conventions: see p3d/base.h.

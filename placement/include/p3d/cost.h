@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/cost.h — the cost model and plan search (placement/cost/).
  * Conventions: see p3d/base.h.

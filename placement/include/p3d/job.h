@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/job.h — the job: mesh and rank arithmetic, model (placement/policy/mesh.c, placement/cost/).
  * Conventions: see p3d/base.h.

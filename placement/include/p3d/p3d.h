@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d.h — the whole public API of libp3dplace, par3drun's placement library:
  * one header per stage, included here for code that uses several stages.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plugin.h — the one plugin registry (placement/util/plugin.c).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/policy.h — place: running a Lua policy (placement/policy/).
  * Conventions: see p3d/base.h.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/report.h — report: text, JSON, SVG, HTML (placement/report/).
  * Conventions: see p3d/base.h.

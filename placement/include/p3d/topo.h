@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p3d/topo.h — discover: one node's topology (placement/topo/).
  * Conventions: see p3d/base.h.

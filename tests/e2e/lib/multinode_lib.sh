@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/multinode_lib.sh — sourced by tests/e2e/multinode_*.sh: a scratch
 # dir, a job token, four fixture topologies (one per node rank), a free
 # loopback port, and cleanup of every process the test started (by PID:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # dryrun_lib.sh — shared by the dryrun_*.sh tests (sourced; no effect when
 # run alone). Runs `par3drun --dry-run` from $P3D_SRC so every path in a
 # report is relative and stable, and compares with tests/golden/dryrun_*;

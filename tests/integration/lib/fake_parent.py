@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A fake tree parent for rdzv_fake_parent.sh: it accepts one agent,
 speaks to the real leader for it (the agent's own JOIN, with the right
 token, goes up unchanged), and sends the agent hostile versions of the

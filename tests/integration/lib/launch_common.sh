@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib/launch_common.sh — sourced by tests/integration/launch_*.sh: a 2-node
 # cluster of DGX H100s for --emulate, a scratch dir, and cleanup of every
 # process the test started (found by a unique marker in the environment,

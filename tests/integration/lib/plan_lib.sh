@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # plan_lib.sh — shared by the plan_*.sh golden tests (sourced, not a test
 # itself: it has no effect when run alone). Compares `par3drun plan` output
 # with tests/golden/NAME; P3D_UPDATE_GOLDEN=1 rewrites the golden instead

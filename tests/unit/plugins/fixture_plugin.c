@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fixture_plugin.c — rendezvous plugins for tests/unit/test_plugin_registry.c,
  * built three times (tests/CMakeLists.txt):
