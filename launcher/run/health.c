@@ -8,13 +8,23 @@
  * CMD runs through sh -c, once per node, all at once, each with
  * P3D_NODE=<node name> and no blocked signals, in its own process group.
  * It is bounded by --health-check-timeout: then the group is SIGKILLed and
- * the check failed. Its output (stdout and stderr) goes to a temporary file
- * that is copied to our stderr afterwards, so the last line can name what
- * went wrong in the one-line reason that travels to the leader.
+ * the check failed. Its output (stdout and stderr) goes through a pipe that
+ * is read while it runs into a bounded capture, the way policy output is
+ * capped: the first HEALTH_HEAD and the last HEALTH_TAIL bytes are kept
+ * (cut at line ends), what lies between is dropped and counted. The capture
+ * is copied to our stderr afterwards, escaped (termsafe.h), and its last
+ * line names what went wrong in the one-line reason that travels to the
+ * leader. A check that prints 20 MB costs 16 KiB, never a temp file; one
+ * that leaves a daemon holding the pipe is not waited for past its exit.
  */
 #include "launch.h"
 
+#include "strbuf.h"
+#include "termsafe.h"
+
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,39 +32,109 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The last non-empty line of the check's output (at most cap-1 bytes, its
- * end kept), printable ASCII only; "" when there was none. The whole
- * output is copied to stderr. */
-static void output_tail(FILE *f, char *out, size_t cap)
+#define HEALTH_HEAD (8 * 1024)
+#define HEALTH_TAIL (8 * 1024)
+
+/* One check's output: head[0..nhead) as it came, then a ring of the last
+ * HEALTH_TAIL bytes; total counts everything read. */
+typedef struct capture {
+    int fd;
+    size_t nhead, total;
+    char head[HEALTH_HEAD], tail[HEALTH_TAIL];
+} capture;
+
+static void cap_add(capture *c, const char *p, size_t n)
 {
-    char buf[4096], line[P3D_HEALTH_HOW];
-    size_t n, ll = 0;
-    out[0] = 0;
-    if (!f)
-        return;
-    rewind(f);
-    fflush(stderr);
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
-        if (fwrite(buf, 1, n, stderr) != n)
-            clearerr(stderr);
-        for (size_t i = 0; i < n; i++) {
-            unsigned char ch = (unsigned char)buf[i];
-            if (ch == '\n') {
-                if (ll) {
-                    memcpy(out, line, ll);
-                    out[ll] = 0;
-                }
-                ll = 0;
-            } else if (ll + 1 < sizeof line && ll + 1 < cap) {
-                line[ll++] = ch >= 32 && ch < 127 ? (char)ch : '?';
-            }
+    for (size_t i = 0; i < n; i++, c->total++) {
+        if (c->nhead < HEALTH_HEAD)
+            c->head[c->nhead++] = p[i];
+        else
+            c->tail[(c->total - HEALTH_HEAD) % HEALTH_TAIL] = p[i];
+    }
+}
+
+/* Reads what is there now (the fd is non-blocking); closes it at EOF. */
+static void cap_drain(capture *c)
+{
+    char buf[4096];
+    while (c->fd >= 0) {
+        ssize_t r = read(c->fd, buf, sizeof buf);
+        if (r > 0) {
+            cap_add(c, buf, (size_t)r);
+            continue;
         }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+            close(c->fd);
+            c->fd = -1;
+        }
+        break;
     }
-    if (ll) {
-        memcpy(out, line, ll);
-        out[ll] = 0;
+}
+
+/* The tail's bytes in order, into out (HEALTH_TAIL bytes); returns how many. */
+static size_t cap_tail(const capture *c, char *out)
+{
+    size_t n = c->total - c->nhead;
+    if (n > HEALTH_TAIL)
+        n = HEALTH_TAIL;
+    for (size_t i = 0; i < n; i++)
+        out[i] = c->tail[(c->total - n + i - HEALTH_HEAD) % HEALTH_TAIL];
+    return n;
+}
+
+/* The capture as it goes to stderr: the head up to its last line end, a
+ * line that says how many bytes were dropped, the tail from its first line
+ * start; everything escaped, lines kept. The last non-empty line (at most
+ * cap-1 bytes, its end kept, printable ASCII only) goes to last. */
+static void cap_show(const capture *c, char *last, size_t cap)
+{
+    char tl[HEALTH_TAIL];
+    size_t nt = cap_tail(c, tl), nh = c->nhead, from = 0;
+    if (c->total > c->nhead + nt) { /* something dropped: cut at line ends */
+        while (nh > 0 && c->head[nh - 1] != '\n')
+            nh--;
+        while (from < nt && tl[from] != '\n')
+            from++;
+        from = from < nt ? from + 1 : 0;
+        if (!nh)
+            nh = c->nhead;
     }
-    fflush(stderr);
+    size_t dropped = c->total - nh - (nt - from);
+    p3d_sb b = {0};
+    p3d_term_put(&b, c->head, nh, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    if (dropped) {
+        if (b.len && b.p[b.len - 1] != '\n')
+            p3d_sb_putc(&b, '\n');
+        p3d_sb_printf(&b, "... (--health-check output: %zu bytes dropped; the first %zu and the last %zu shown) ...\n",
+                      dropped, nh, nt - from);
+    }
+    p3d_term_put(&b, tl + from, nt - from, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    /* the last non-empty line, from the tail or else the head */
+    const char *s = nt ? tl : c->head;
+    size_t n = nt ? nt : c->nhead, e = n;
+    while (e > 0 && (s[e - 1] == '\n' || s[e - 1] == '\r'))
+        e--;
+    size_t st = e;
+    while (st > 0 && s[st - 1] != '\n')
+        st--;
+    if (e - st >= cap)
+        st = e - (cap - 1);
+    size_t k = 0;
+    for (size_t i = st; i < e && k + 1 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        last[k++] = ch >= 32 && ch < 127 ? (char)ch : '?';
+    }
+    last[k] = 0;
+    /* b.len, not a NUL: an empty buffer may hold none */
+    if (!b.oom && b.len) {
+        fflush(stderr);
+        if (fwrite(b.p, 1, b.len, stderr) != b.len)
+            clearerr(stderr);
+        fflush(stderr);
+    }
+    p3d_sb_free(&b);
 }
 
 int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
@@ -62,7 +142,7 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
 {
     pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
     int *st = calloc((size_t)n + 1, sizeof *st);
-    FILE **out = calloc((size_t)n + 1, sizeof *out);
+    capture *out = calloc((size_t)n + 1, sizeof *out);
     int nbad = 0;
     if (!pid || !st || !out) {
         for (int i = 0; i < n; i++)
@@ -76,11 +156,18 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
         free(out);
         return nbad;
     }
+    for (int i = 0; i < n; i++)
+        out[i].fd = -1;
     double t = p3d_now(), until = t + o->health_check_timeout;
     for (int i = 0; i < n; i++) {
         if (skip && skip[i])
             continue;
-        out[i] = tmpfile();
+        int pp[2] = {-1, -1};
+        if (pipe2(pp, O_CLOEXEC) < 0)
+            pp[0] = pp[1] = -1;
+        out[i].fd = pp[0];
+        if (pp[0] >= 0)
+            fcntl(pp[0], F_SETFL, fcntl(pp[0], F_GETFL) | O_NONBLOCK);
         fflush(NULL);
         pid_t c = fork();
         if (c == 0) {
@@ -88,9 +175,9 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
             sigemptyset(&none);
             sigprocmask(SIG_SETMASK, &none, NULL);
             setpgid(0, 0);
-            if (out[i]) {
-                dup2(fileno(out[i]), 1);
-                dup2(fileno(out[i]), 2);
+            if (pp[1] >= 0) {
+                dup2(pp[1], 1);
+                dup2(pp[1], 2);
             }
             setenv("P3D_NODE", names[i], 1);
             execl("/bin/sh", "sh", "-c", o->health_check, (char *)NULL);
@@ -98,6 +185,8 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
         }
         if (c > 0)
             setpgid(c, c);
+        if (pp[1] >= 0)
+            close(pp[1]);
         pid[i] = c;
         st[i] = -1;
     }
@@ -124,8 +213,21 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
         if (left) {
             if (tick)
                 tick(tick_ctx);
-            usleep(5000);
+            /* wait for output or 5 ms, whichever first, and take it in */
+            struct pollfd *pf = calloc((size_t)n + 1, sizeof *pf);
+            int np = 0;
+            for (int i = 0; pf && i < n; i++)
+                if (out[i].fd >= 0)
+                    pf[np++] = (struct pollfd){.fd = out[i].fd, .events = POLLIN};
+            if (np)
+                poll(pf, (nfds_t)np, 5);
+            else
+                usleep(5000);
+            free(pf);
         }
+        for (int i = 0; i < n; i++)
+            if (out[i].fd >= 0)
+                cap_drain(&out[i]);
     } while (left);
     for (int i = 0; i < n; i++) {
         if (skip && skip[i])
@@ -139,7 +241,13 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
             snprintf(how, sizeof how, "timed out after %g s", o->health_check_timeout);
         else
             p3d_exit_how(st[i], how, sizeof how);
-        output_tail(out[i], tail, sizeof tail - sizeof how - 2);
+        if (out[i].fd >= 0) { /* what it wrote before it ended; a daemon it left is not waited for */
+            cap_drain(&out[i]);
+            if (out[i].fd >= 0)
+                close(out[i].fd);
+            out[i].fd = -1;
+        }
+        cap_show(&out[i], tail, sizeof tail - sizeof how - 2);
         if (res[i].ok)
             snprintf(res[i].how, sizeof res[i].how, "passed");
         else {
@@ -154,8 +262,6 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
             res[i].how[hl] = 0;
         }
         nbad += !res[i].ok;
-        if (out[i])
-            fclose(out[i]);
     }
     free(pid);
     free(st);
