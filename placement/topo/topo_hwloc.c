@@ -587,9 +587,22 @@ int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
     /* hwloc wants the terminating NUL counted in the length */
     if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
         hwloc_topology_load(t) < 0) {
-        p3d_err(err, "%s: hwloc rejected this XML (malformed or not an "
-                "hwloc 2.x export: re-create it with `lstopo --of xml`)",
-                path);
+        unsigned api = hwloc_get_api_version();
+        const char *v3 = strstr(text, "<topology version=\"3.");
+        int vl = 0;
+        while (v3 && vl < 16 && v3[19 + vl] && v3[19 + vl] != '"' && (unsigned char)v3[19 + vl] >= 32 &&
+               (unsigned char)v3[19 + vl] < 127)
+            vl++;
+        if (v3 && v3 - text < 4096)
+            p3d_err(err, "%s: an hwloc 3.x export (<topology version=\"%.*s\">), which the installed libhwloc "
+                    "%u.%u.%u cannot read; par3drun reads what its libhwloc reads (hwloc 2.x exports here): "
+                    "export the node again with an hwloc 2.x lstopo (`lstopo --of xml FILE` on that node), or "
+                    "give par3drun a libhwloc that reads 3.x",
+                    path, vl, v3 ? v3 + 19 : "", api >> 16, (api >> 8) & 0xff, api & 0xff);
+        else
+            p3d_err(err, "%s: hwloc rejected this XML (malformed or not an "
+                    "hwloc 2.x export: re-create it with `lstopo --of xml`)",
+                    path);
         goto out;
     }
     rc = build_node(t, path, "hwloc-xml", NULL, 0, out, err);

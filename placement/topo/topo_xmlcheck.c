@@ -180,10 +180,13 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len,
                 goto out;
             }
             const attr *ver = find_attr(at, nat, "version");
-            if (!ver || ver->vlen < 2 || memcmp(ver->val, "2.", 2)) {
+            /* 3.x (hwloc's master branch): the installed libhwloc decides
+             * (topo_hwloc.c says which versions when it cannot) */
+            if (!ver || ver->vlen < 2 || (memcmp(ver->val, "2.", 2) && memcmp(ver->val, "3.", 2))) {
                 p3d_err(err, "%s: line %d: <topology> %s%.*s%s: expected "
-                        "version=\"2.0\" (hwloc 2.x export; 1.x files lose "
-                        "their NVLink matrix)", path, line_of(text, lt),
+                        "version=\"2.0\" (an hwloc 2.x export; 3.x is tried "
+                        "with the installed libhwloc; 1.x files lose their "
+                        "NVLink matrix)", path, line_of(text, lt),
                         ver ? "version=\"" : "has no version",
                         ver ? (int)ver->vlen : 0, ver ? ver->val : "",
                         ver ? "\"" : "");
