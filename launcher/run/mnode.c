@@ -15,6 +15,7 @@
  */
 #include "mnode.h"
 #include "rundir.h"
+#include "termsafe.h"
 
 #include "controller.h"
 
@@ -74,12 +75,16 @@ typedef struct mnode {
 static void err_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void err_line(const char *fmt, ...)
 {
+    /* what it quotes may come from outside (a spec, a peer): one path to
+     * the terminal (termsafe.h) */
     va_list ap;
     va_start(ap, fmt);
-    fputs("par3drun: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
+    fputs("par3drun: ", stderr);
+    p3d_term_fputs(m ? m : "out of memory", stderr);
+    fputc('\n', stderr);
+    free(m);
 }
 
 static void random_hex(char *out, size_t nbytes)

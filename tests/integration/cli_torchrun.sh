@@ -26,6 +26,13 @@ set -e
 grep -q 'fault.lua:2: attempt to index a nil value' "$T/p2.out" && grep -q 'stack traceback' "$T/p2.out" ||
   { cat "$T/p2.out"; fail "a policy fault lost its position or traceback"; }
 
+# a rendezvous error quotes the spec escaped, never a raw ESC
+set +e
+"$PAR3DRUN" --rdzv $'zz\033[31mx' -- true >"$T/e.out" 2>&1
+set -e
+grep -q 'unknown backend' "$T/e.out" || { cat "$T/e.out"; fail "no rendezvous error"; }
+LC_ALL=C grep -q $'\033' "$T/e.out" && { cat -A "$T/e.out"; fail "a raw ESC from --rdzv reached stderr"; }
+
 # CPU-only nodes: slots, not GPUs
 "$PAR3DRUN" --dry-run --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" >"$T/c.out" 2>&1 || fail "CPU dry run failed"
 grep -q 'world 2 on 2 CPU slots (no GPU) of 1 node, 1 rack' "$T/c.out" || { cat "$T/c.out"; fail "CPU slots called GPUs"; }
