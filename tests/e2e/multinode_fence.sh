@@ -21,17 +21,6 @@
 #     step committed by generation 1 is byte-identical before and after.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
-STOPPED=()
-tree() {
-  local p=$1 c
-  echo "$p"
-  for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree "$c"; done
-}
-thaw_kill() {
-  local p
-  for p in "${STOPPED[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  STOPPED=()
-}
 trap 'thaw_kill; cleanup' EXIT
 
 # the worker: generation 0 runs until ended; generation 1 runs 6 steps,

@@ -18,29 +18,6 @@
 # Every stopped process is SIGKILLed by PID afterwards (no leftovers).
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
-STOPPED=()
-# every process of the tree rooted at $1, parents first
-tree() {
-  local p=$1 c
-  echo "$p"
-  for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree "$c"; done
-}
-freeze() { # PIDs... : SIGSTOP each (parents first), remembered for the cleanup
-  local p
-  for p in "$@"; do kill -STOP "$p" 2>/dev/null && STOPPED+=("$p"); done
-}
-# freezes the tree of $1; t0 = the time of the freeze (ms)
-freeze_tree() {
-  local pids
-  pids=$(tree "$1")
-  t0=$(now_ms)
-  freeze $pids
-}
-thaw_kill() {
-  local p
-  for p in "${STOPPED[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  STOPPED=()
-}
 trap 'thaw_kill; cleanup' EXIT
 
 W='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'

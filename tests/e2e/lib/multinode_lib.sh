@@ -103,3 +103,30 @@ etcd_up() {
   [ "$rc" = 77 ] && exit 77
   [ "$rc" = 0 ] || { echo "FAIL: etcd did not start"; exit 1; }
 }
+
+# ---- freezing (multinode_frozen.sh, multinode_fence.sh) ----------------
+# Stopped PIDs are remembered and SIGKILLed by thaw_kill (call it from the
+# EXIT trap: trap 'thaw_kill; cleanup' EXIT).
+STOPPED=()
+# every process of the tree rooted at $1, parents first
+tree() {
+  local p=$1 c
+  echo "$p"
+  for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do tree "$c"; done
+}
+freeze() { # PIDs... : SIGSTOP each (parents first), remembered for the cleanup
+  local p
+  for p in "$@"; do kill -STOP "$p" 2>/dev/null && STOPPED+=("$p"); done
+}
+# freezes the tree of $1; t0 = the time of the freeze (ms)
+freeze_tree() {
+  local pids
+  pids=$(tree "$1")
+  t0=$(now_ms)
+  freeze $pids
+}
+thaw_kill() {
+  local p
+  for p in "${STOPPED[@]}"; do kill -KILL "$p" 2>/dev/null; done
+  STOPPED=()
+}
