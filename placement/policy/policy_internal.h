@@ -34,5 +34,10 @@ int p3d_policy_read_helper(char **text, size_t *len, char **err);
  * the module table on the stack. 0, or -1 with *err. */
 int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **err);
 
+/* A node name a hook returned (nm[0..nl), as Lua holds it) is text without
+ * NUL: "n1\0evil" is not n1. 0, or -1 with *err naming who, where (the
+ * hook and entry: "place() result, rank 3") and the offset. */
+int p3d_policy_check_name(const char *nm, size_t nl, const char *who, const char *where, char **err);
+
 
 #endif

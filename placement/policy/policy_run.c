@@ -194,16 +194,10 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
         if (nt == LUA_TSTRING) {
             size_t nl;
             const char *nm = lua_tolstring(L, -1, &nl);
-            const char *nul = memchr(nm, 0, nl);
-            if (nul) {
-                /* "n1\0evil" is not n1: a name is text without NUL */
-                char *esc = p3d_sandbox_escape(nm, nl, 200, 0);
-                p3d_err(&x->err, "%s: place() result, rank %lld: the node name '%s' holds a NUL byte at offset %zu; "
-                                 "expected a node name of cluster.nodes",
-                        who, (long long)rank, esc ? esc : "?", (size_t)(nul - nm));
-                free(esc);
+            char where[64];
+            snprintf(where, sizeof where, "place() result, rank %lld", (long long)rank);
+            if (p3d_policy_check_name(nm, nl, who, where, &x->err) < 0)
                 return -1;
-            }
             long ni = node_by_name(x, nm);
             if (ni == -2)
                 return p3d_err(&x->err, "out of memory");
@@ -300,6 +294,18 @@ int p3d_policy_read_helper(char **text, size_t *len, char **err)
     char hpath[4096];
     snprintf(hpath, sizeof hpath, "%s/lua/par3d.lua", p3d_data_dir());
     return p3d_read_small_file(hpath, "policy helper module", P3D_POLICY_MAX_BYTES, text, len, err);
+}
+
+int p3d_policy_check_name(const char *nm, size_t nl, const char *who, const char *where, char **err)
+{
+    const char *nul = memchr(nm, 0, nl);
+    if (!nul)
+        return 0;
+    char *esc = p3d_sandbox_escape(nm, nl, 200, 0);
+    p3d_err(err, "%s: %s: the node name '%s' holds a NUL byte at offset %zu; expected a node name of cluster.nodes",
+            who, where, esc ? esc : "?", (size_t)(nul - nm));
+    free(esc);
+    return -1;
 }
 
 int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **err)

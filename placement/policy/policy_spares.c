@@ -72,16 +72,10 @@ static int collect(lua_State *L, spares_ctx *x, int res, const char *who)
         if (ty == LUA_TSTRING) {
             size_t nl;
             const char *nm = lua_tolstring(L, -1, &nl);
-            /* "n1\0evil" is not n1: a name is text without NUL */
-            const char *nul = memchr(nm, 0, nl);
-            if (nul) {
-                char *esc = p3d_sandbox_escape(nm, nl, 200, 0);
-                p3d_err(&x->err, "%s: spares() entry %zu: the node name '%s' holds a NUL byte at offset %zu; "
-                                 "expected a node name of cluster.nodes",
-                        who, e, esc ? esc : "?", (size_t)(nul - nm));
-                free(esc);
+            char where[64];
+            snprintf(where, sizeof where, "spares() entry %zu", e);
+            if (p3d_policy_check_name(nm, nl, who, where, &x->err) < 0)
                 goto out;
-            }
             if (!p3d_strmap_get(&byname, nm, &node)) {
                 char *esc = p3d_sandbox_escape(nm, strlen(nm), 200, 0);
                 p3d_err(&x->err, "%s: spares() entry %zu: node '%s' is not in the cluster", who, e,
