@@ -7,6 +7,7 @@
  * from the same rows, so help and parser cannot drift apart.
  */
 #include "cli.h"
+#include "launch.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 
@@ -282,26 +282,14 @@ static const char *nearest_command(const char *a)
     return NULL;
 }
 
-/* Is a the name of a program in PATH (or a path)? */
+/* Is a a program the launch would run (spawn.c's execvp-like search)? */
 static int on_path(const char *a)
 {
-    if (strchr(a, '/'))
-        return access(a, X_OK) == 0;
-    const char *path = getenv("PATH");
-    if (!path || !*path)
-        path = "/usr/local/bin:/usr/bin:/bin";
-    char buf[PATH_MAX];
-    for (const char *p = path; *p;) {
-        const char *e = strchr(p, ':');
-        size_t l = e ? (size_t)(e - p) : strlen(p);
-        if (l && l < sizeof buf - 2 - strlen(a) && snprintf(buf, sizeof buf, "%.*s/%s", (int)l, p, a) > 0 &&
-            access(buf, X_OK) == 0)
-            return 1;
-        p += l + (e != NULL);
-        if (!e)
-            break;
-    }
-    return 0;
+    char *e = NULL, *path = p3d_resolve_program(a, &e);
+    int found = path != NULL;
+    free(e);
+    free(path);
+    return found;
 }
 
 static const char *cmd_name(p3d_cmd c)
