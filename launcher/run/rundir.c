@@ -340,9 +340,14 @@ int p3d_check_log_dir(const char *dir, char **err)
     return rc;
 }
 
+int p3d_rundir_kept(int own, int code)
+{
+    return !own || code != 0;
+}
+
 int p3d_rundir_finish(const char *dir, int own, int code, int world, int nkept)
 {
-    if (!dir || !own || code != 0)
+    if (!dir || p3d_rundir_kept(own, code))
         return 0;
     static const char *const names[] = {"placement.json", "output.lock", "events.jsonl"};
     char p[PATH_MAX];

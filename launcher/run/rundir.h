@@ -46,5 +46,7 @@ int p3d_logfile_open(int dfd, const char *dir, const char *name, char **err);
  * otherwise, for the post-mortem. A --run-dir the user gave is always
  * kept. Returns 1 when it was removed. */
 int p3d_rundir_finish(const char *dir, int own, int code, int world, int nkept);
+/* The rule alone: is a run dir kept after a job that ended with code? */
+int p3d_rundir_kept(int own, int code);
 
 #endif

@@ -20,6 +20,7 @@
  * --node-timeout, hub_beat), the terminal is written without waiting.
  */
 #include "controller.h"
+#include "rundir.h"
 #include "launch.h"
 #include "rdzv.h"
 
@@ -455,9 +456,8 @@ static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int
  * they check while the local ones do; their answers (H) are awaited up to
  * --health-check-timeout + P3D_CTL_SLACK, no answer by then is a failure.
  * What else they send meanwhile is kept for the loop (hub_drain). */
-static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad, double *took)
+static int hub_health(hub *h, const unsigned char *dead, unsigned char *bad)
 {
-    hub *h = ctx;
     const p3d_opts *o = h->L->o;
     p3d_health_res *res = calloc((size_t)h->n + 1, sizeof *res);
     unsigned char *skip = calloc((size_t)h->n + 1, 1), *ask = calloc((size_t)h->n + 1, 1);
@@ -499,8 +499,6 @@ static int hub_health(void *ctx, const unsigned char *dead, unsigned char *bad, 
         }
     }
 out:
-    if (took)
-        *took = p3d_now() - t;
     free(res);
     free(skip);
     free(ask);
@@ -527,7 +525,7 @@ static void hub_health_due(hub *h)
     for (int i = 0; dead && i < h->n; i++)
         dead[i] = (unsigned char)p3d_ctl_is_dead(h->ctl, i);
     if (bad && dead)
-        hub_health(h, dead, bad, NULL);
+        hub_health(h, dead, bad);
     p3d_ctl_health_result(h->ctl, bad, p3d_now());
     free(bad);
     free(dead);
@@ -818,7 +816,7 @@ static void hub_end_line(hub *h, int code)
         snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
     snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job_id, code,
              p3d_now() - L->t0, rs, L->run_dir,
-             L->run_dir_own && code == 0 ? " removed" : " kept (placement.json, events.jsonl)");
+             p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");
     hub_say(h, line);
 }
 
@@ -875,7 +873,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
             bad[i] = 1;
             p3d_ctl_mark_dead(h->ctl, i);
         }
-    if (L->o->health_check && !remote && hub_health(h, NULL, bad, NULL) > 0) {
+    if (L->o->health_check && !remote && hub_health(h, NULL, bad) > 0) {
         /* before the first start: a failed node is excluded like a lost
          * one, its ranks placed on a spare (not a restart); a multi-node
          * job did this at the rendezvous (mnode.c, L->unhealthy) */
