@@ -350,6 +350,19 @@ static int r_health_start(void *ctx, const unsigned char *dead)
     return 0;
 }
 
+/* 3 agents, 2 restarts, replacement and the health op above; x's
+ * replace_rc is kept (it says what the replace op answers). */
+static p3d_ctl *mk_health(rrec *x)
+{
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
+                       .health_timeout = 10};
+    p3d_ctl_ops ops = {.ctx = x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
+                       .respawn = r_respawn, .health = r_health_start};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    return c;
+}
+
 /* After a failure the health checks run while the controller waits in
  * CHECKING (it never blocks): node 1 failed its check 5 s later and is
  * replaced, and the retire deadline counts from the result, not from the
@@ -360,12 +373,7 @@ static void test_health_replaces_after_the_checks(void **st)
     rrec x;
     memset(&x, 0, sizeof x);
     health_starts = 0;
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
-                       .health_timeout = 10};
-    p3d_ctl_ops ops = {.ctx = &x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
-                       .respawn = r_respawn, .health = r_health_start};
-    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
-    assert_non_null(c);
+    p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
         msg(c, a, "A 0 4\n", 1);
     msg(c, 0, "F 0 3 1 0\n", 2);
@@ -395,12 +403,7 @@ static void test_health_fails_only_on_a_spare(void **st)
     rrec x;
     memset(&x, 0, sizeof x);
     x.replace_rc = 1; /* the replace op: "it ran no rank" */
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
-                       .health_timeout = 10};
-    p3d_ctl_ops ops = {.ctx = &x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
-                       .respawn = r_respawn, .health = r_health_start};
-    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
-    assert_non_null(c);
+    p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
         msg(c, a, a == 2 ? "A 0 0\n" : "A 0 4\n", 1);
     msg(c, 0, "F 0 3 1 0\n", 2);
