@@ -34,6 +34,7 @@
 
 #include "agent_proto.h"
 #include "cli.h"
+#include "loop.h"
 #include "p3d/p3d.h"
 
 /* Exit code of a job stopped by --timeout (as timeout(1)). */
@@ -365,10 +366,6 @@ void p3d_exit_how(int status, char *buf, size_t cap);
 void p3d_launch_sigset(sigset_t *s);
 /* Blocks them and returns a non-blocking signalfd for them, or -1. */
 int p3d_signalfd(void);
-/* poll() timeout until a monotonic deadline (0: none, -1 returned). */
-int p3d_poll_ms(double deadline);
-/* Monotonic seconds. */
-double p3d_now(void);
 
 /* ---- events.c: RUN_DIR/events.jsonl ------------------------------------- */
 

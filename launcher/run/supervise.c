@@ -39,13 +39,6 @@
 #include <time.h>
 #include <unistd.h>
 
-double p3d_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 void p3d_launch_sigset(sigset_t *s)
 {
     sigemptyset(s);
@@ -65,16 +58,6 @@ int p3d_signalfd(void)
     if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
         return -1;
     return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
-int p3d_poll_ms(double deadline)
-{
-    if (deadline <= 0)
-        return -1;
-    double d = deadline - p3d_now();
-    if (d <= 0)
-        return 0;
-    return d > 1e6 ? 1000000000 : (int)(d * 1000.0) + 1;
 }
 
 int p3d_fate_send(int fd, const char *pkt, size_t len)
