@@ -132,7 +132,7 @@ void p3d_loop_free(p3d_loop *l)
 
 void p3d_loop_unwatch(p3d_loop *l, int fd)
 {
-    if (fd < 0 || fd >= l->nslot || l->slot[fd] < 0)
+    if (!l || fd < 0 || fd >= l->nslot || l->slot[fd] < 0)
         return;
     int i = l->slot[fd];
     l->slot[fd] = -1;
@@ -186,7 +186,7 @@ unsigned p3d_loop_at(p3d_loop *l, double at, p3d_timer_fn fn, void *ctx)
 
 void p3d_loop_cancel(p3d_loop *l, unsigned id)
 {
-    for (int i = 0; id && i < l->nt; i++)
+    for (int i = 0; l && id && i < l->nt; i++)
         if (l->t[i].id == id) {
             l->t[i] = l->t[--l->nt];
             return;

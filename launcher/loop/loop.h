@@ -47,12 +47,12 @@ void p3d_loop_free(p3d_loop *l);
 /* Watches fd for events (0 removes it); replaces an earlier watcher of the
  * same fd. 0, or -1 (out of memory). */
 int p3d_loop_watch(p3d_loop *l, int fd, int events, p3d_io_fn fn, void *ctx);
-void p3d_loop_unwatch(p3d_loop *l, int fd);
+void p3d_loop_unwatch(p3d_loop *l, int fd); /* l may be NULL */
 
 /* A one-shot timer at monotonic time `at`. Its id (> 0), or 0 (out of
  * memory). Cancelling an id that fired or was cancelled does nothing. */
 unsigned p3d_loop_at(p3d_loop *l, double at, p3d_timer_fn fn, void *ctx);
-void p3d_loop_cancel(p3d_loop *l, unsigned id);
+void p3d_loop_cancel(p3d_loop *l, unsigned id); /* l may be NULL */
 
 /* Takes sfd (a signalfd, non-blocking): every signal read is handed to fn,
  * except SIGCHLD, which reaps (waitpid(-1, WNOHANG)) and hands each child

@@ -16,7 +16,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,54 +267,101 @@ int rz_in_subtree(int x, int top, int k)
 
 /* ---- sending down the tree ----------------------------------------------------- */
 
+typedef struct treesend {
+    const int *fds, *ranks;
+    int n, left, failed;
+    const p3d_wbuf *b;
+    size_t *off;
+    p3d_tree_stats *st;
+    char **err;
+} treesend;
+
+/* Sends what child i's socket takes now; 1 when its copy is all out, 0
+ * when more waits, -1 (said) when the send failed. */
+static int ts_push(treesend *t, int i)
+{
+    while (t->off[i] < t->b->len) {
+        ssize_t w = send(t->fds[i], t->b->p + t->off[i], t->b->len - t->off[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (w <= 0) {
+            p3d_err(t->err, "rendezvous: cannot send the placement to node[%d]: %s", t->ranks[i],
+                    w < 0 ? strerror(errno) : "nothing sent");
+            return -1;
+        }
+        t->off[i] += (size_t)w;
+        if (t->st)
+            t->st->bytes_sent += (uint64_t)w;
+    }
+    return 1;
+}
+
+static void ts_writable(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    treesend *t = ctx;
+    (void)ev;
+    for (int i = 0; i < t->n; i++)
+        if (t->fds[i] == fd && t->off[i] < t->b->len) {
+            int k = ts_push(t, i);
+            if (k < 0) {
+                t->failed = 1;
+                p3d_loop_stop(l);
+            } else if (k > 0) {
+                p3d_loop_unwatch(l, fd);
+                if (--t->left == 0)
+                    p3d_loop_stop(l);
+            }
+            return;
+        }
+    p3d_loop_unwatch(l, fd);
+}
+
 int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, double timeout, p3d_tree_stats *st,
                   char **err)
 {
-    size_t *off = calloc((size_t)n + 1, sizeof *off);
-    struct pollfd *pfd = calloc((size_t)n + 1, sizeof *pfd);
-    int *who = calloc((size_t)n + 1, sizeof *who);
+    treesend t = {.fds = fds, .ranks = ranks, .n = n, .b = b, .st = st, .err = err};
+    t.off = calloc((size_t)n + 1, sizeof *t.off);
+    p3d_loop *l = p3d_loop_new();
     int rc = -1;
     double deadline = p3d_now() + timeout;
-    if (!off || !pfd || !who) {
+    if (!t.off || !l) {
         p3d_err(err, "out of memory");
         goto out;
     }
-    for (;;) {
-        int np = 0;
-        for (int i = 0; i < n; i++) {
-            if (fds[i] < 0 || off[i] >= b->len)
-                continue;
-            ssize_t w = send(fds[i], b->p + off[i], b->len - off[i], MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                p3d_err(err, "rendezvous: cannot send the placement to node[%d]: %s", ranks[i], strerror(errno));
+    /* every child's copy starts at once; the loop sends the rest as each
+     * socket takes it */
+    for (int i = 0; i < n; i++) {
+        if (fds[i] < 0 || !b->len)
+            continue;
+        int k = ts_push(&t, i);
+        if (k < 0)
+            goto out;
+        if (k == 0) {
+            if (p3d_loop_watch(l, fds[i], P3D_LOOP_OUT, ts_writable, &t) < 0) {
+                p3d_err(err, "out of memory");
                 goto out;
             }
-            if (w > 0) {
-                off[i] += (size_t)w;
-                if (st)
-                    st->bytes_sent += (uint64_t)w;
-            }
-            if (off[i] < b->len) {
-                pfd[np] = (struct pollfd){.fd = fds[i], .events = POLLOUT};
-                who[np++] = i;
-            }
+            t.left++;
         }
-        if (!np)
-            break;
-        double left = deadline - p3d_now();
-        if (left <= 0) {
-            p3d_err(err, "rendezvous: node[%d] did not take the placement within %g s", ranks[who[0]], timeout);
+    }
+    while (t.left > 0 && !t.failed) {
+        if (p3d_now() >= deadline) {
+            int i = 0;
+            while (i < n && (fds[i] < 0 || t.off[i] >= b->len))
+                i++;
+            p3d_err(err, "rendezvous: node[%d] did not take the placement within %g s", ranks[i < n ? i : 0], timeout);
             goto out;
         }
-        if (poll(pfd, (nfds_t)np, (int)(left * 1000) + 1) < 0 && errno != EINTR) {
-            p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+        if (p3d_loop_once(l, deadline) < 0) {
+            p3d_err(err, "rendezvous: %s", strerror(errno));
             goto out;
         }
     }
-    rc = 0;
+    rc = t.failed ? -1 : 0;
 out:
-    free(off);
-    free(pfd);
-    free(who);
+    p3d_loop_free(l);
+    free(t.off);
     return rc;
 }

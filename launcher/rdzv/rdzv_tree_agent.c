@@ -15,7 +15,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,12 +35,8 @@ static int connect_once(const struct addrinfo *a, double deadline)
             errno = e;
             return -1;
         }
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        double left = deadline - p3d_now();
-        int ms = left > 0 ? (int)(left * 1000) + 1 : 0;
-        if (ms > 5000)
-            ms = 5000; /* a silent host: try again rather than block */
-        int pr = poll(&p, 1, ms);
+        double now = p3d_now(), until = deadline < now + 5 ? deadline : now + 5; /* a silent host: try again */
+        int pr = p3d_wait_fd(fd, P3D_LOOP_OUT, until > now ? until : now);
         int soerr = 0;
         socklen_t sl = sizeof soerr;
         if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
@@ -65,7 +60,7 @@ static int connect_retry(const char *host, int port, double t0, double deadline,
     double next_note = p3d_now() + PROGRESS_EVERY;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    useconds_t backoff = 20000;
+    double backoff = 0.020;
     for (;;) {
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
         int g = getaddrinfo(host, ps, &hints, &ai);
@@ -92,8 +87,10 @@ static int connect_retry(const char *host, int port, double t0, double deadline,
                     now - t0, timeout, g ? gai_strerror(g) : strerror(last));
             next_note = now + PROGRESS_EVERY;
         }
-        usleep(backoff);
-        if (backoff < 500000)
+        /* the retry timer: nothing else to wait for yet */
+        double at = p3d_now() + backoff;
+        p3d_wait_fd(-1, 0, at < deadline ? at : deadline);
+        if (backoff < 0.5)
             backoff *= 2;
     }
 }
@@ -276,8 +273,7 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
      * seconds for that, then our own words */
     close(A->up);
     A->up = -1;
-    struct pollfd c1 = {.fd = A->ctrl, .events = POLLIN};
-    if (poll(&c1, 1, 5000) > 0) {
+    if (p3d_wait_fd(A->ctrl, P3D_LOOP_IN, p3d_now() + 5) > 0) {
         char *e2 = NULL;
         body = NULL;
         int t2 = read_exact(A->ctrl, &body, &len, &e2);
@@ -298,28 +294,137 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
     return -1;
 }
 
+typedef struct placewait {
+    agentj *A;
+    int parent, k;
+    unsigned char **out;
+    size_t *outn;
+    char **err;
+} placewait;
+
+static void place_event(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    placewait *w = ctx;
+    (void)ev;
+    w->k = updown_event(w->A, fd, w->parent, w->out, w->outn, w->err);
+    if (w->k != 0)
+        p3d_loop_stop(l);
+}
+
 /* The placement from the parent. 0 with *body, or -1. */
 static int wait_place(agentj *A, double until, int parent, unsigned char **out, size_t *outn, char **err)
 {
     double t0 = p3d_now();
-    for (;;) {
+    placewait w = {.A = A, .parent = parent, .out = out, .outn = outn, .err = err};
+    p3d_loop *l = p3d_loop_new();
+    if (!l || p3d_loop_watch(l, A->ctrl, P3D_LOOP_IN, place_event, &w) < 0 ||
+        (A->up >= 0 && A->up != A->ctrl && p3d_loop_watch(l, A->up, P3D_LOOP_IN, place_event, &w) < 0)) {
+        p3d_loop_free(l);
+        return p3d_err(err, "out of memory");
+    }
+    while (!p3d_loop_stopped(l)) {
         double now = p3d_now();
-        if (now >= until)
+        if (now >= until) {
+            p3d_loop_free(l);
             return p3d_err(err, "rendezvous: no placement from the leader at %s:%d after %.0f s",
                            A->r->boot.leader_host, A->r->boot.leader_port, now - t0);
-        struct pollfd pfd[2] = {{.fd = A->ctrl, .events = POLLIN}, {.fd = A->up, .events = POLLIN}};
-        int np = A->up >= 0 && A->up != A->ctrl ? 2 : 1;
-        int pr = poll(pfd, (nfds_t)np, (int)((until - now) * 1000) + 1);
-        if (pr < 0 && errno != EINTR)
-            return p3d_err(err, "rendezvous: poll: %s", strerror(errno));
-        for (int q = 0; q < np && pr > 0; q++) {
-            if (!pfd[q].revents)
-                continue;
-            int k = updown_event(A, pfd[q].fd, parent, out, outn, err);
-            if (k != 0)
-                return k > 0 ? 0 : -1;
+        }
+        if (p3d_loop_once(l, until) < 0) {
+            p3d_loop_free(l);
+            return p3d_err(err, "rendezvous: %s", strerror(errno));
         }
     }
+    p3d_loop_free(l);
+    return w.k > 0 ? 0 : -1;
+}
+
+/* agent_wait's state on its loop: which fd is whose (a pending
+ * connection, a child slot) and how it ended. */
+typedef struct kidwait {
+    agentj *A;
+    pending *pd;
+    int maxpend, rc;     /* rc: 1 all in, -1 failed (err set) */
+    char **err;
+    int *watched, nwatched;
+} kidwait;
+
+static void kw_updown(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    kidwait *w = ctx;
+    (void)ev;
+    unsigned char *body = NULL;
+    size_t len = 0;
+    int k = updown_event(w->A, fd, rz_tree_parent(w->A->me, w->A->k), &body, &len, w->err);
+    free(body);
+    if (k != 0) {
+        if (k > 0)
+            p3d_err(w->err, "rendezvous: node[%d] got the placement before it sent its records", w->A->me);
+        w->rc = -1;
+        p3d_loop_stop(l);
+    }
+}
+
+static void kw_accept(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    kidwait *w = ctx;
+    (void)l;
+    (void)ev;
+    rz_accept_all(fd, w->pd, w->maxpend, w->A->verbose);
+}
+
+/* A pending connection or an adopted child's: which one is found by fd
+ * (the watched set is rebuilt before every wait, kw_prepare). */
+static void kw_peer(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    kidwait *w = ctx;
+    agentj *A = w->A;
+    (void)ev;
+    for (int i = 0; i < w->maxpend; i++)
+        if (w->pd[i].fd == fd) {
+            unsigned char *body = NULL;
+            size_t len = 0;
+            int type = rz_pending_frame(&w->pd[i], &body, &len);
+            int c = type > 0 ? adopt_child(A, &w->pd[i], body, len, type) : -1;
+            free(body);
+            if (c >= 0 && child_event(A, c, w->err) < 0) {
+                w->rc = -1;
+                p3d_loop_stop(l);
+            }
+            return;
+        }
+    for (int c = 0; c < A->nkids; c++)
+        if (A->kfd[c] == fd && !A->kdone[c]) {
+            if (child_event(A, c, w->err) < 0) {
+                w->rc = -1;
+                p3d_loop_stop(l);
+            }
+            return;
+        }
+}
+
+static double kw_prepare(p3d_loop *l, double now, void *ctx)
+{
+    kidwait *w = ctx;
+    agentj *A = w->A;
+    if (A->ndone == A->nkids) {
+        w->rc = 1;
+        p3d_loop_stop(l);
+        return 0;
+    }
+    double lim = 1e300;
+    rz_expire_pending(w->pd, w->maxpend, now, &lim, A->verbose);
+    if (lim >= 1e300)
+        lim = 0;
+    for (int k = 0; k < w->nwatched; k++)
+        p3d_loop_unwatch(l, w->watched[k]);
+    w->nwatched = 0;
+    for (int i = 0; i < w->maxpend; i++)
+        if (w->pd[i].fd >= 0 && p3d_loop_watch(l, w->pd[i].fd, P3D_LOOP_IN, kw_peer, w) == 0)
+            w->watched[w->nwatched++] = w->pd[i].fd;
+    for (int c = 0; c < A->nkids; c++)
+        if (A->kfd[c] >= 0 && !A->kdone[c] && p3d_loop_watch(l, A->kfd[c], P3D_LOOP_IN, kw_peer, w) == 0)
+            w->watched[w->nwatched++] = A->kfd[c];
+    return lim;
 }
 
 /* Attaches the children and collects their records, watching the
@@ -328,93 +433,36 @@ static int agent_wait(agentj *A, double until, pending *pd, int maxpend, char **
 {
     int chatty = A->verbose || isatty(2);
     double t0 = p3d_now(), next_note = t0 + PROGRESS_EVERY;
-    int cap = 3 + maxpend + A->nkids;
-    struct pollfd *pfd = calloc((size_t)cap, sizeof *pfd);
-    int *owner = calloc((size_t)cap, sizeof *owner);
-    int rc = -1;
-    if (!pfd || !owner) {
+    kidwait w = {.A = A, .pd = pd, .maxpend = maxpend, .err = err};
+    w.watched = calloc((size_t)maxpend + (size_t)A->nkids + 1, sizeof *w.watched);
+    p3d_loop *l = p3d_loop_new();
+    if (!w.watched || !l || p3d_loop_watch(l, A->ctrl, P3D_LOOP_IN, kw_updown, &w) < 0 ||
+        (A->up != A->ctrl && p3d_loop_watch(l, A->up, P3D_LOOP_IN, kw_updown, &w) < 0) ||
+        (A->lfd >= 0 && p3d_loop_watch(l, A->lfd, P3D_LOOP_IN, kw_accept, &w) < 0) ||
+        p3d_loop_prepare(l, kw_prepare, &w) < 0) {
         p3d_err(err, "out of memory");
-        goto out;
+        w.rc = -1;
     }
-    for (;;) {
-        if (A->ndone == A->nkids) {
-            rc = 0;
-            goto out;
-        }
+    while (!w.rc) {
         double now = p3d_now();
         if (now >= until) {
             p3d_err(err, "rendezvous: node[%d]: %d of its %d tree children never sent their records", A->me,
                     A->nkids - A->ndone, A->nkids);
-            goto out;
+            w.rc = -1;
+            break;
         }
-        double lim = until;
-        if (chatty && next_note < lim)
-            lim = next_note;
         if (chatty && now >= next_note) {
             fprintf(stderr, "rendezvous: node[%d] joined, waiting for the other nodes (%.0f s)\n", A->me, now - t0);
             next_note = now + PROGRESS_EVERY;
         }
-        rz_expire_pending(pd, maxpend, now, &lim, A->verbose);
-        int np = 0;
-        pfd[np] = (struct pollfd){.fd = A->ctrl, .events = POLLIN};
-        owner[np++] = -1;
-        if (A->up != A->ctrl) {
-            pfd[np] = (struct pollfd){.fd = A->up, .events = POLLIN};
-            owner[np++] = -2;
-        }
-        if (A->lfd >= 0) {
-            pfd[np] = (struct pollfd){.fd = A->lfd, .events = POLLIN};
-            owner[np++] = -3;
-        }
-        for (int i = 0; i < maxpend; i++)
-            if (pd[i].fd >= 0) {
-                pfd[np] = (struct pollfd){.fd = pd[i].fd, .events = POLLIN};
-                owner[np++] = 1000000 + i;
-            }
-        for (int c = 0; c < A->nkids; c++)
-            if (A->kfd[c] >= 0 && !A->kdone[c]) {
-                pfd[np] = (struct pollfd){.fd = A->kfd[c], .events = POLLIN};
-                owner[np++] = c;
-            }
-        int pr = poll(pfd, (nfds_t)np, (int)((lim - now) * 1000) + 1);
-        if (pr < 0 && errno != EINTR) {
-            p3d_err(err, "rendezvous: poll: %s", strerror(errno));
-            goto out;
-        }
-        for (int q = 0; q < np && pr > 0; q++) {
-            if (!pfd[q].revents)
-                continue;
-            int o = owner[q], type;
-            unsigned char *body = NULL;
-            size_t len = 0;
-            if (o == -1 || o == -2) {
-                int k = updown_event(A, o == -1 ? A->ctrl : A->up, rz_tree_parent(A->me, A->k), &body, &len, err);
-                free(body);
-                if (k != 0) {
-                    if (k > 0)
-                        p3d_err(err, "rendezvous: node[%d] got the placement before it sent its records", A->me);
-                    goto out;
-                }
-            } else if (o == -3) {
-                rz_accept_all(A->lfd, pd, maxpend, A->verbose);
-            } else if (o >= 1000000) {
-                pending *p = &pd[o - 1000000];
-                if (p->fd != pfd[q].fd)
-                    continue;
-                type = rz_pending_frame(p, &body, &len);
-                int c = type > 0 ? adopt_child(A, p, body, len, type) : -1;
-                free(body);
-                if (c >= 0 && child_event(A, c, err) < 0)
-                    goto out;
-            } else if (child_event(A, o, err) < 0) {
-                goto out;
-            }
+        if (p3d_loop_once(l, chatty && next_note < until ? next_note : until) < 0) {
+            p3d_err(err, "rendezvous: %s", strerror(errno));
+            w.rc = -1;
         }
     }
-out:
-    free(pfd);
-    free(owner);
-    return rc;
+    p3d_loop_free(l);
+    free(w.watched);
+    return w.rc > 0 ? 0 : -1;
 }
 
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
@@ -471,15 +519,14 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     {
         double until = deadline + 30;
         for (;;) {
-            struct pollfd p = {.fd = A.ctrl, .events = POLLIN};
             double now = p3d_now();
             if (now >= until) {
                 p3d_err(err, "rendezvous: no answer from the leader at %s:%d after %.0f s", host, port, now - t0);
                 goto out;
             }
-            int pr = poll(&p, 1, chatty ? 5000 : (int)((until - now) * 1000) + 1);
-            if (pr < 0 && errno != EINTR) {
-                p3d_err(err, "rendezvous: poll: %s", strerror(errno));
+            int pr = p3d_wait_fd(A.ctrl, P3D_LOOP_IN, chatty && now + 5 < until ? now + 5 : until);
+            if (pr < 0) {
+                p3d_err(err, "rendezvous: %s", strerror(errno));
                 goto out;
             }
             if (pr == 0) {

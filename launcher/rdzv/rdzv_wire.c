@@ -10,7 +10,6 @@
 #include "launch.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -644,8 +643,7 @@ int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
         double left = give_up - p3d_now();
         if (left <= 0)
             return p3d_err(err, "the peer took nothing for %g s (hung or overloaded): dropped", stall);
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        if (poll(&pfd, 1, (int)(left * 1000) + 1) < 0 && errno != EINTR)
+        if (p3d_wait_fd(fd, P3D_LOOP_OUT, give_up) < 0)
             return p3d_err(err, "%s", strerror(errno));
     }
     return 0;

@@ -3,10 +3,12 @@
  * agent.c — one node's agent: starts the node's ranks, watches them, tells
  * the job controller (agent_proto.h) and does what it says.
  *
- * One poll(): signals arrive as signalfd reads, the grace period is a
- * deadline that bounds poll's timeout, children are reaped with
- * waitpid(WNOHANG), the terminal is written without waiting (output.c).
- * Nothing blocks anywhere else, so a stop order is always seen.
+ * It runs on the event loop (loop.h): signals through its signalfd, the
+ * ranks' output and the upstream connection as fd watchers, the ranks'
+ * exits through the loop's child reaping, the grace period as the
+ * stopper's timer (stopper.c), heartbeats, fencing and --hang-timeout as
+ * deadlines its prepare hook names; the terminal is written without
+ * waiting (output.c). Nothing blocks, so a stop order is always seen.
  */
 #include "controller.h"
 #include "launch.h"
@@ -15,7 +17,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,9 +43,11 @@ typedef struct agent {
     pid_t self;
     int gen;                /* restart count of the running group */
     int running;            /* live workers */
-    int stopping;           /* the stop signal sent, waiting for the grace */
-    double kill_at;         /* SIGKILL deadline while stopping */
-    int killed;
+    p3d_loop *loop;
+    p3d_stopper stop;       /* the stop signal sent, SIGKILL after the grace */
+    int nwatched;           /* output fds watched, in watched[] */
+    int *watched;
+    char *err;              /* what ends the agent with 1 (said at the end) */
     int failed;             /* this generation had a root-cause failure */
     int fail_code;
     int restart_to;         /* >= 0: start generation restart_to when empty */
@@ -78,19 +81,21 @@ static void agent_signal_all(agent *a, int sig)
             killpg(a->pid[i], sig);
 }
 
+static void agent_kill_all(void *ctx)
+{
+    agent_signal_all(ctx, SIGKILL);
+}
+
 /* Starts the stop sequence: sig now, SIGKILL after the grace. */
 static void agent_stop(agent *a, int sig)
 {
     if (sig == SIGKILL) {
-        agent_signal_all(a, SIGKILL);
-        a->stopping = a->killed = 1;
+        p3d_stopper_begin(&a->stop, 0);
         return;
     }
-    if (a->stopping)
+    if (a->stop.stopping)
         return;
-    a->stopping = 1;
-    a->killed = 0;
-    a->kill_at = p3d_now() + a->L->o->grace;
+    p3d_stopper_begin(&a->stop, a->L->o->grace);
     agent_signal_all(a, sig);
 }
 
@@ -146,7 +151,8 @@ static int agent_outputs(agent *a, char **err)
 static int agent_spawn_all(agent *a, char **err)
 {
     const p3d_launch *L = a->L;
-    a->stopping = a->killed = a->failed = 0;
+    p3d_stopper_clear(&a->stop);
+    a->failed = 0;
     a->fail_code = 0;
     a->restart_to = -1;
     a->done_sent = 0;
@@ -227,23 +233,24 @@ static char *agent_summary(agent *a, int i, int status)
     return s;
 }
 
-static void agent_reap(agent *a)
+/* A child exited (the loop reaped it). */
+static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
 {
-    int status;
-    pid_t p;
-    while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
+    agent *a = ctx;
+    (void)l;
+    {
         int i;
         for (i = 0; i < a->nlocal; i++)
             if (a->pid[i] == p)
                 break;
         if (i == a->nlocal)
-            continue; /* a reparented descendant (we are its subreaper) */
+            return; /* a reparented descendant (we are its subreaper) */
         a->running--;
         /* kill what is left of its group (grandchildren) right away */
         killpg(p, SIGKILL);
         p3d_rank_out_drain(&a->out[i], &a->sink);
         int code = p3d_code_of(status);
-        if (code != 0 && !a->stopping && !a->failed) {
+        if (code != 0 && !a->stop.stopping && !a->failed) {
             a->failed = 1;
             a->fail_code = code;
             char *sum = agent_summary(a, i, status);
@@ -260,8 +267,10 @@ static void agent_reap(agent *a)
 /* The controller is gone: nobody can restart or report; end now. */
 static void agent_orphaned(agent *a)
 {
-    if (a->upstream >= 0)
+    if (a->upstream >= 0) {
+        p3d_loop_unwatch(a->loop, a->upstream);
         close(a->upstream);
+    }
     a->upstream = -1;
     a->final = 1;
     if (!a->exit_code)
@@ -352,12 +361,11 @@ static double agent_fence(agent *a, double now)
     return 0;
 }
 
-static void agent_signal(agent *a, int sig)
+static void agent_signal(p3d_loop *l, int sig, void *ctx)
 {
+    agent *a = ctx;
+    (void)l;
     switch (sig) {
-    case SIGCHLD:
-        agent_reap(a);
-        break;
     case SIGUSR1:
     case SIGUSR2:
         agent_signal_all(a, sig);
@@ -370,7 +378,7 @@ static void agent_signal(agent *a, int sig)
         a->restart_to = -1;
         if (!a->exit_code)
             a->exit_code = a->failed ? a->fail_code : 128 + sig;
-        if (a->stopping && sig != SIGQUIT)
+        if (a->stop.stopping && sig != SIGQUIT)
             agent_stop(a, SIGKILL); /* asked twice: no more grace */
         else
             agent_stop(a, sig);
@@ -384,7 +392,7 @@ static void agent_signal(agent *a, int sig)
 static void agent_hang_check(agent *a)
 {
     int i;
-    if (a->stopping)
+    if (a->stop.stopping)
         return; /* stopping anyway: the grace rules */
     while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
         int sig = p3d_hang_signal(a->hang);
@@ -446,7 +454,7 @@ static int agent_generation_over(agent *a, char **err)
         /* once per generation: the /proc scan is not for idle wakeups */
         a->swept = 1;
         if (p3d_kill_children(SIGKILL) > 0)
-            agent_reap(a);
+            p3d_loop_reap(a->loop);
     }
     if (a->restart_to >= 0 && !a->final) {
         a->gen = a->restart_to;
@@ -475,28 +483,103 @@ static int agent_generation_over(agent *a, char **err)
     return 0;
 }
 
+static void agent_on_output(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    agent *a = ctx;
+    (void)ev;
+    for (int i = 0; i < a->nlocal; i++)
+        for (int w = 0; w < 2; w++)
+            if (a->out[i].s[w].fd == fd) {
+                p3d_rank_out_read(&a->out[i], w, &a->sink);
+                p3d_hang_activity(a->hang, i, p3d_now());
+                return;
+            }
+    p3d_loop_unwatch(l, fd); /* closed meanwhile */
+}
+
+static void agent_on_upstream(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    agent *a = ctx;
+    (void)ev;
+    agent_upstream(a);
+    if (a->upstream != fd)
+        p3d_loop_unwatch(l, fd);
+}
+
+static void agent_on_hang(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    agent *a = ctx;
+    (void)l;
+    (void)fd;
+    (void)ev;
+    p3d_hang_events(a->hang, p3d_now());
+}
+
+/* The rank output fds of this moment are the ones watched (a generation
+ * opens new ones, EOF closes them). */
+static void agent_watch_outputs(agent *a)
+{
+    for (int k = 0; k < a->nwatched; k++)
+        p3d_loop_unwatch(a->loop, a->watched[k]);
+    a->nwatched = 0;
+    for (int i = 0; i < a->nlocal; i++)
+        for (int w = 0; w < 2; w++)
+            if (a->out[i].s[w].fd >= 0 &&
+                p3d_loop_watch(a->loop, a->out[i].s[w].fd, P3D_LOOP_IN, agent_on_output, a) == 0)
+                a->watched[a->nwatched++] = a->out[i].s[w].fd;
+}
+
+/* Before each wait: a generation that is over moves on (or the agent
+ * ends), --hang-timeout judged, heartbeats sent, fencing judged, the
+ * watched set brought up to date. The earliest deadline among them. */
+static double agent_prepare(p3d_loop *l, double now, void *ctx)
+{
+    agent *a = ctx;
+    p3d_sink_flush(&a->sink);
+    agent_hang_check(a);
+    if (a->running == 0 && agent_generation_over(a, &a->err)) {
+        p3d_loop_stop(l);
+        return 0;
+    }
+    agent_watch_outputs(a);
+    double dl = p3d_hang_deadline(a->hang, a->pid);
+    double bd = agent_beat(a, now), fd = agent_fence(a, p3d_now());
+    if (bd > 0 && (!dl || bd < dl))
+        dl = bd;
+    if (fd > 0 && (!dl || fd < dl))
+        dl = fd;
+    double sd = p3d_sink_watch(&a->sink, l);
+    if (sd > 0 && (!dl || sd < dl))
+        dl = sd;
+    return dl;
+}
+
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
     agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->gen0};
     agent *a = &A;
     char *err = NULL;
-    struct pollfd *pfd = NULL;
     a->self = getpid();
     int lock_fd = p3d_output_lock_open(L);
     p3d_sink_init(&a->sink, 1, 2, lock_fd);
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    a->loop = p3d_loop_new();
+    p3d_stopper_init(&a->stop, a->loop, agent_kill_all, a);
     a->sfd = p3d_signalfd();
-    if (a->sfd < 0) {
+    if (a->sfd < 0 || !a->loop || p3d_loop_signals(a->loop, a->sfd, agent_signal, a) < 0) {
         p3d_err(&err, "cannot set up signal handling: %s", strerror(errno));
         goto out;
     }
+    p3d_loop_child_default(a->loop, agent_child, a);
     agent_beat(a, p3d_now()); /* alive before a long setup */
     a->heard_up = p3d_now();
     if (agent_setup(a, &err) < 0)
         goto out;
-    pfd = calloc((size_t)a->nlocal * 2 + 4, sizeof *pfd);
-    if (!pfd) {
+    a->watched = calloc((size_t)a->nlocal * 2 + 1, sizeof *a->watched);
+    if (!a->watched || (a->upstream >= 0 && p3d_loop_watch(a->loop, a->upstream, P3D_LOOP_IN, agent_on_upstream, a) < 0) ||
+        (p3d_hang_fd(a->hang) >= 0 && p3d_loop_watch(a->loop, p3d_hang_fd(a->hang), P3D_LOOP_IN, agent_on_hang, a) < 0) ||
+        p3d_loop_prepare(a->loop, agent_prepare, a) < 0) {
         p3d_err(&err, "out of memory");
         goto out;
     }
@@ -511,59 +594,13 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
         p3d_amsg_send(a->upstream, &f);
     }
-
-    for (;;) {
-        if (a->running == 0 && agent_generation_over(a, &err))
-            break;
-        int np = 0;
-        pfd[np++] = (struct pollfd){.fd = a->sfd, .events = POLLIN};
-        if (a->upstream >= 0)
-            pfd[np++] = (struct pollfd){.fd = a->upstream, .events = POLLIN};
-        for (int i = 0; i < a->nlocal; i++)
-            for (int w = 0; w < 2; w++)
-                if (a->out[i].s[w].fd >= 0)
-                    pfd[np++] = (struct pollfd){.fd = a->out[i].s[w].fd, .events = POLLIN};
-        if (p3d_hang_fd(a->hang) >= 0)
-            pfd[np++] = (struct pollfd){.fd = p3d_hang_fd(a->hang), .events = POLLIN};
-        double dl = a->stopping && !a->killed ? a->kill_at : 0, hd = p3d_hang_deadline(a->hang, a->pid);
-        if (hd > 0 && (!dl || hd < dl))
-            dl = hd;
-        double bd = agent_beat(a, p3d_now()), fd = agent_fence(a, p3d_now());
-        if (bd > 0 && (!dl || bd < dl))
-            dl = bd;
-        if (fd > 0 && (!dl || fd < dl))
-            dl = fd;
-        int ms = p3d_poll_ms(dl);
-        np += p3d_sink_poll(&a->sink, pfd + np, &ms);
-        int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR) {
-            p3d_err(&err, "poll: %s", strerror(errno));
-            agent_stop(a, SIGKILL);
-        }
-        if (a->stopping && !a->killed && p3d_now() >= a->kill_at)
-            agent_stop(a, SIGKILL);
-        p3d_sink_flush(&a->sink);
-        agent_hang_check(a);
-        for (int k = 0; k < np && pr > 0; k++) {
-            if (!(pfd[k].revents & (POLLIN | POLLHUP | POLLERR)) || pfd[k].events == POLLOUT)
-                continue;
-            if (pfd[k].fd == a->sfd) {
-                struct signalfd_siginfo si;
-                while (read(a->sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                    agent_signal(a, (int)si.ssi_signo);
-            } else if (pfd[k].fd == a->upstream) {
-                agent_upstream(a);
-            } else if (pfd[k].fd == p3d_hang_fd(a->hang)) {
-                p3d_hang_events(a->hang, p3d_now());
-            } else {
-                for (int i = 0; i < a->nlocal; i++)
-                    for (int w = 0; w < 2; w++)
-                        if (a->out[i].s[w].fd == pfd[k].fd) {
-                            p3d_rank_out_read(&a->out[i], w, &a->sink);
-                            p3d_hang_activity(a->hang, i, p3d_now());
-                        }
-            }
-        }
+    if (p3d_loop_run(a->loop) < 0) {
+        p3d_err(&err, "the event loop failed: %s", strerror(errno));
+        agent_stop(a, SIGKILL);
+    }
+    if (a->err && !err) {
+        err = a->err;
+        a->err = NULL;
     }
 out:
     if (err)
@@ -581,10 +618,13 @@ out:
     free(a->ranks);
     free(a->pid);
     free(a->out);
-    free(pfd);
+    free(a->watched);
+    free(a->err);
     int rc = err || !a->final ? P3D_EXIT_FAIL : a->exit_code;
     free(err);
-    if (a->sfd >= 0)
+    if (a->loop)
+        p3d_loop_free(a->loop); /* closes the signalfd */
+    else if (a->sfd >= 0)
         close(a->sfd);
     if (lock_fd >= 0)
         close(lock_fd);

@@ -24,11 +24,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +39,7 @@
  * HEALTH_TAIL bytes; total counts everything read. */
 typedef struct capture {
     int fd;
+    int watched; /* the fd number the loop watches for it, -1 */
     size_t nhead, total;
     char head[HEALTH_HEAD], tail[HEALTH_TAIL];
 } capture;
@@ -137,35 +138,178 @@ static void cap_show(const capture *c, char *last, size_t cap)
     p3d_sb_free(&b);
 }
 
-int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res, void (*tick)(void *), void *tick_ctx)
+struct p3d_health_job {
+    p3d_loop *loop;
+    const p3d_opts *o;
+    int n, left, nbad;
+    const unsigned char *skip;
+    p3d_health_res *res;
+    pid_t *pid;
+    int *st;       /* wait status; -1 running, -2 timed out (then reaped) */
+    capture *out;
+    unsigned timer;
+    double t;
+    void (*done)(void *ctx, int nbad);
+    void *ctx;
+};
+
+/* The output fd of check i no longer watched (before it is closed, or
+ * right after cap_drain closed it: nothing opened meanwhile). */
+static void job_unwatch(p3d_health_job *j, int i)
 {
-    pid_t *pid = calloc((size_t)n + 1, sizeof *pid);
-    int *st = calloc((size_t)n + 1, sizeof *st);
-    capture *out = calloc((size_t)n + 1, sizeof *out);
-    int nbad = 0;
-    if (!pid || !st || !out) {
+    if (j->out[i].watched >= 0)
+        p3d_loop_unwatch(j->loop, j->out[i].watched);
+    j->out[i].watched = -1;
+}
+
+static void job_free(p3d_health_job *j)
+{
+    for (int i = 0; i < j->n; i++) {
+        job_unwatch(j, i);
+        if (j->out[i].fd >= 0)
+            close(j->out[i].fd);
+    }
+    p3d_loop_cancel(j->loop, j->timer);
+    free(j->pid);
+    free(j->st);
+    free(j->out);
+    free(j);
+}
+
+/* Every check ended: the results, the output, done. */
+static void job_finish(p3d_health_job *j)
+{
+    for (int i = 0; i < j->n; i++) {
+        if (j->skip && j->skip[i])
+            continue;
+        p3d_health_res *r = &j->res[i];
+        char how[96], tail[P3D_HEALTH_HOW];
+        r->ok = j->pid[i] > 0 && j->st[i] >= 0 && WIFEXITED(j->st[i]) && WEXITSTATUS(j->st[i]) == 0;
+        r->seconds = p3d_now() - j->t;
+        if (j->pid[i] <= 0)
+            snprintf(how, sizeof how, "cannot start it: %s", strerror(-j->pid[i]));
+        else if (j->st[i] == -2)
+            snprintf(how, sizeof how, "timed out after %g s", j->o->health_check_timeout);
+        else
+            p3d_exit_how(j->st[i], how, sizeof how);
+        capture *c = &j->out[i];
+        if (c->fd >= 0) { /* what it wrote before it ended; a daemon it left is not waited for */
+            cap_drain(c);
+            job_unwatch(j, i);
+            if (c->fd >= 0)
+                close(c->fd);
+            c->fd = -1;
+        }
+        job_unwatch(j, i);
+        cap_show(c, tail, sizeof tail - sizeof how - 2);
+        if (r->ok)
+            snprintf(r->how, sizeof r->how, "passed");
+        else {
+            /* how (< 96 bytes), ": " and the tail (< 102) fit */
+            size_t hl = strlen(how), tl = strlen(tail);
+            memcpy(r->how, how, hl);
+            if (tl) {
+                memcpy(r->how + hl, ": ", 2);
+                memcpy(r->how + hl + 2, tail, tl);
+                hl += 2 + tl;
+            }
+            r->how[hl] = 0;
+        }
+        j->nbad += !r->ok;
+    }
+    void (*done)(void *, int) = j->done;
+    void *ctx = j->ctx;
+    int nbad = j->nbad;
+    job_free(j);
+    if (done)
+        done(ctx, nbad);
+}
+
+static void job_finish_timer(p3d_loop *l, void *ctx)
+{
+    (void)l;
+    p3d_health_job *j = ctx;
+    j->timer = 0;
+    job_finish(j);
+}
+
+static void job_output(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    p3d_health_job *j = ctx;
+    (void)ev;
+    for (int i = 0; i < j->n; i++)
+        if (j->out[i].watched == fd) {
+            cap_drain(&j->out[i]);
+            if (j->out[i].fd < 0)
+                job_unwatch(j, i); /* closed at EOF */
+            return;
+        }
+    p3d_loop_unwatch(l, fd);
+}
+
+static void job_child(p3d_loop *l, pid_t pid, int status, void *ctx)
+{
+    p3d_health_job *j = ctx;
+    (void)l;
+    for (int i = 0; i < j->n; i++)
+        if (j->pid[i] == pid && j->st[i] < 0) {
+            if (j->st[i] == -1)
+                j->st[i] = status;
+            j->left--;
+        }
+    if (j->left == 0)
+        job_finish(j);
+}
+
+/* --health-check-timeout: the groups still running are SIGKILLed; their
+ * exits (at once) finish the job. */
+static void job_timeout(p3d_loop *l, void *ctx)
+{
+    p3d_health_job *j = ctx;
+    (void)l;
+    j->timer = 0;
+    for (int i = 0; i < j->n; i++)
+        if (j->pid[i] > 0 && j->st[i] == -1) {
+            j->st[i] = -2;
+            kill(-j->pid[i], SIGKILL);
+        }
+}
+
+p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *const *names, int n,
+                                 const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
+                                 void *ctx)
+{
+    p3d_health_job *j = calloc(1, sizeof *j);
+    if (j) {
+        *j = (p3d_health_job){.loop = l, .o = o, .n = n, .skip = skip, .res = res, .done = done, .ctx = ctx};
+        j->pid = calloc((size_t)n + 1, sizeof *j->pid);
+        j->st = calloc((size_t)n + 1, sizeof *j->st);
+        j->out = calloc((size_t)n + 1, sizeof *j->out);
+    }
+    if (!j || !j->pid || !j->st || !j->out) {
         for (int i = 0; i < n; i++)
             if (!skip || !skip[i]) {
                 res[i].ok = 0;
                 snprintf(res[i].how, sizeof res[i].how, "cannot run it: out of memory");
-                nbad++;
             }
-        free(pid);
-        free(st);
-        free(out);
-        return nbad;
+        if (j) {
+            free(j->pid);
+            free(j->st);
+            free(j->out);
+        }
+        free(j);
+        return NULL;
     }
     for (int i = 0; i < n; i++)
-        out[i].fd = -1;
-    double t = p3d_now(), until = t + o->health_check_timeout;
+        j->out[i].fd = j->out[i].watched = -1;
+    j->t = p3d_now();
     for (int i = 0; i < n; i++) {
         if (skip && skip[i])
             continue;
         int pp[2] = {-1, -1};
         if (pipe2(pp, O_CLOEXEC) < 0)
             pp[0] = pp[1] = -1;
-        out[i].fd = pp[0];
+        j->out[i].fd = pp[0];
         if (pp[0] >= 0)
             fcntl(pp[0], F_SETFL, fcntl(pp[0], F_GETFL) | O_NONBLOCK);
         fflush(NULL);
@@ -183,90 +327,93 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
             execl("/bin/sh", "sh", "-c", o->health_check, (char *)NULL);
             _exit(127);
         }
-        if (c > 0)
-            setpgid(c, c);
         if (pp[1] >= 0)
             close(pp[1]);
-        pid[i] = c;
-        st[i] = -1;
-    }
-    int left;
-    do {
-        left = 0;
-        for (int i = 0; i < n; i++)
-            if (pid[i] > 0 && st[i] == -1) {
-                int w;
-                if (waitpid(pid[i], &w, WNOHANG) == pid[i])
-                    st[i] = w;
-                else
-                    left++;
+        if (c < 0 || p3d_loop_child(l, c, job_child, j) < 0) {
+            int e = errno;
+            if (c > 0) {
+                kill(-c, SIGKILL);
+                kill(c, SIGKILL);
             }
-        if (left && p3d_now() >= until) {
-            for (int i = 0; i < n; i++)
-                if (pid[i] > 0 && st[i] == -1) {
-                    kill(-pid[i], SIGKILL);
-                    waitpid(pid[i], &st[i], 0);
-                    st[i] = -2;
-                }
-            left = 0;
-        }
-        if (left) {
-            if (tick)
-                tick(tick_ctx);
-            /* wait for output or 5 ms, whichever first, and take it in */
-            struct pollfd *pf = calloc((size_t)n + 1, sizeof *pf);
-            int np = 0;
-            for (int i = 0; pf && i < n; i++)
-                if (out[i].fd >= 0)
-                    pf[np++] = (struct pollfd){.fd = out[i].fd, .events = POLLIN};
-            if (np)
-                poll(pf, (nfds_t)np, 5);
-            else
-                usleep(5000);
-            free(pf);
-        }
-        for (int i = 0; i < n; i++)
-            if (out[i].fd >= 0)
-                cap_drain(&out[i]);
-    } while (left);
-    for (int i = 0; i < n; i++) {
-        if (skip && skip[i])
+            j->pid[i] = -(e ? e : ENOMEM);
+            j->st[i] = -3; /* never ran: not waited for */
             continue;
-        char how[96], tail[P3D_HEALTH_HOW];
-        res[i].ok = pid[i] > 0 && st[i] >= 0 && WIFEXITED(st[i]) && WEXITSTATUS(st[i]) == 0;
-        res[i].seconds = p3d_now() - t;
-        if (pid[i] <= 0)
-            snprintf(how, sizeof how, "cannot start it: %s", strerror(errno));
-        else if (st[i] == -2)
-            snprintf(how, sizeof how, "timed out after %g s", o->health_check_timeout);
-        else
-            p3d_exit_how(st[i], how, sizeof how);
-        if (out[i].fd >= 0) { /* what it wrote before it ended; a daemon it left is not waited for */
-            cap_drain(&out[i]);
-            if (out[i].fd >= 0)
-                close(out[i].fd);
-            out[i].fd = -1;
         }
-        cap_show(&out[i], tail, sizeof tail - sizeof how - 2);
-        if (res[i].ok)
-            snprintf(res[i].how, sizeof res[i].how, "passed");
-        else {
-            /* how (< 96 bytes), ": " and the tail (< 102) fit */
-            size_t hl = strlen(how), tl = strlen(tail);
-            memcpy(res[i].how, how, hl);
-            if (tl) {
-                memcpy(res[i].how + hl, ": ", 2);
-                memcpy(res[i].how + hl + 2, tail, tl);
-                hl += 2 + tl;
-            }
-            res[i].how[hl] = 0;
+        setpgid(c, c);
+        j->pid[i] = c;
+        j->st[i] = -1;
+        j->left++;
+        if (pp[0] >= 0 && p3d_loop_watch(l, pp[0], P3D_LOOP_IN, job_output, j) < 0) {
+            close(pp[0]);
+            j->out[i].fd = -1;
+        } else if (pp[0] >= 0) {
+            j->out[i].watched = pp[0];
         }
-        nbad += !res[i].ok;
     }
-    free(pid);
-    free(st);
-    free(out);
-    return nbad;
+    if (j->left == 0) {
+        /* nothing runs: the answer is known now, given from the loop */
+        j->timer = p3d_loop_at(l, p3d_now(), job_finish_timer, j);
+        return j;
+    }
+    j->timer = p3d_loop_at(l, j->t + o->health_check_timeout, job_timeout, j);
+    return j;
+}
+
+void p3d_health_cancel(p3d_health_job *j)
+{
+    if (!j)
+        return;
+    for (int i = 0; i < j->n; i++)
+        if (j->pid[i] > 0 && j->st[i] < 0) {
+            kill(-j->pid[i], SIGKILL);
+            p3d_loop_child_forget(j->loop, j->pid[i]);
+            waitpid(j->pid[i], NULL, 0); /* SIGKILLed: at once */
+        }
+    job_free(j);
+}
+
+static void run_done(void *ctx, int nbad)
+{
+    int *d = ctx;
+    d[0] = 1;
+    d[1] = nbad;
+}
+
+int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
+                   p3d_health_res *res)
+{
+    /* a loop of our own: SIGCHLD through a signalfd while the checks run */
+    sigset_t s, old;
+    sigemptyset(&s);
+    sigaddset(&s, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &s, &old);
+    int sfd = signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
+    p3d_loop *l = p3d_loop_new();
+    int d[2] = {0, 0};
+    p3d_health_job *j = NULL;
+    if (l && sfd >= 0 && p3d_loop_signals(l, sfd, NULL, NULL) == 0) {
+        sfd = -1; /* the loop's now */
+        j = p3d_health_start(l, o, names, n, skip, res, run_done, d);
+    }
+    if (!j) {
+        for (int i = 0; i < n; i++)
+            if (!skip || !skip[i]) {
+                res[i].ok = 0;
+                snprintf(res[i].how, sizeof res[i].how, "cannot run it: %s", strerror(errno ? errno : ENOMEM));
+                d[1]++;
+            }
+        d[0] = 1;
+    }
+    while (!d[0])
+        if (p3d_loop_once(l, 0) < 0) {
+            p3d_health_cancel(j);
+            break;
+        }
+    if (sfd >= 0)
+        close(sfd);
+    p3d_loop_free(l);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return d[1];
 }
 
 void p3d_health_set_how(p3d_health_res *r, const char *text)

@@ -27,7 +27,6 @@
 #ifndef P3D_LAUNCH_H
 #define P3D_LAUNCH_H
 
-#include <poll.h>
 #include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -225,10 +224,10 @@ void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd);
 void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len);
 /* Writes queued bytes the streams take now. */
 void p3d_sink_flush(p3d_outsink *sink);
-/* Adds the pollfds (POLLOUT) the sink waits for to pfd (room for 2);
- * lowers *timeout_ms when it waits for another agent's lock. Returns how
- * many it added. */
-int p3d_sink_poll(const p3d_outsink *sink, struct pollfd *pfd, int *timeout_ms);
+/* Watches (on l) the streams that hold unwritten output until they can
+ * take it; unwatches the others. A deadline to look again (another
+ * agent holds the terminal's lock), or 0. Called before each wait. */
+double p3d_sink_watch(p3d_outsink *sink, p3d_loop *l);
 /* Last flush without waiting; what is left is counted in one note on
  * stderr; closes what the sink opened. */
 void p3d_sink_close(p3d_outsink *sink);
@@ -384,6 +383,25 @@ void p3d_json_str(char *buf, size_t cap, const char *s);
  * node's exit code (the job's, as the leader decided it). */
 int p3d_relay_run(const p3d_launch *L, int me, int up);
 
+/* ---- stopper.c: stop with grace, then kill ----------------------------- */
+
+typedef struct p3d_stopper {
+    p3d_loop *loop;
+    unsigned timer;      /* the kill's timer; 0: none */
+    int stopping, killed;
+    double kill_at;
+    void (*kill)(void *ctx);
+    void *ctx;
+} p3d_stopper;
+
+void p3d_stopper_init(p3d_stopper *s, p3d_loop *l, void (*kill)(void *ctx), void *ctx);
+/* The stop begins, or its end moves closer: kill(ctx) runs from the loop
+ * grace seconds from now (now, from this call, when grace <= 0), once.
+ * Returns 1 when this call began the stop. */
+int p3d_stopper_begin(p3d_stopper *s, double grace);
+/* Over (a new generation starts): no stop, no kill pending. */
+void p3d_stopper_clear(p3d_stopper *s);
+
 /* ---- health.c: --health-check ------------------------------------------- */
 
 /* A reason is at most this long (NUL included), also on the wire. */
@@ -398,12 +416,25 @@ typedef struct p3d_health_res {
                                    line of its output */
 } p3d_health_res;
 
-/* Runs o->health_check for every names[i] (skip[i] set: not; skip may be
- * NULL), all at once (health.c has the rules); fills res[i]. While the
- * checks run, tick(tick_ctx) is called every few ms (may be NULL): the
- * caller's heartbeats (--node-timeout) go on. Returns how many failed. */
+/* Starts o->health_check for every names[i] (skip[i] set: not; skip may
+ * be NULL), all at once, watched on loop l (health.c has the rules): its
+ * output through fd watchers, its exit through a child watcher, its time
+ * bound through a timer; the loop must take SIGCHLD (p3d_loop_signals).
+ * When every check has ended, res[i] is filled and done(ctx, nfailed)
+ * runs from the loop; the job is freed after done returns. NULL when
+ * nothing could start (out of memory: res says so, done is not called). */
+typedef struct p3d_health_job p3d_health_job;
+p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *const *names, int n,
+                                 const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
+                                 void *ctx);
+/* Ends the checks still running (SIGKILL to their groups, reaped) and frees
+ * the job; done is not called. */
+void p3d_health_cancel(p3d_health_job *j);
+/* For a phase that has no loop of its own (a node's check before it
+ * joins the rendezvous): the same on a loop of its own, until every check
+ * ended. Returns how many failed. */
 int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res, void (*tick)(void *), void *tick_ctx);
+                   p3d_health_res *res);
 /* Sets r->how from text received from elsewhere: printable ASCII only
  * ('?' for the rest), cut to P3D_HEALTH_HOW-1 bytes. */
 void p3d_health_set_how(p3d_health_res *r, const char *text);

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -300,7 +299,7 @@ static void own_health(mnode *m, const char *name)
     if (!m->o->health_check)
         return;
     m->own_checked = 1;
-    p3d_health_run(m->o, &name, 1, NULL, &m->own_health, NULL, NULL);
+    p3d_health_run(m->o, &name, 1, NULL, &m->own_health);
     if (!m->own_health.ok)
         err_line("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
                  m->me == 0 ? "" : "; the leader excludes it");

@@ -22,7 +22,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,8 +194,8 @@ static void flush_one(p3d_outsink *sink, int w)
             sink->lock_busy = 1;
             return;
         }
-        struct pollfd pf = {.fd = q->fd, .events = POLLOUT};
-        if (!q->own && !q->regular && poll(&pf, 1, 0) <= 0)
+        /* a terminal or pipe we share: write only what it takes now */
+        if (!q->own && !q->regular && p3d_wait_fd(q->fd, P3D_LOOP_OUT, p3d_now()) <= 0)
             break;
         size_t n = q->len;
         if (!q->own && !q->regular && n > PIPE_BUF)
@@ -247,21 +246,31 @@ void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len)
     p3d_sink_flush(sink);
 }
 
-int p3d_sink_poll(const p3d_outsink *sink, struct pollfd *pfd, int *timeout_ms)
+static void sink_writable(p3d_loop *l, int fd, int ev, void *ctx)
 {
-    int n = 0;
+    (void)l;
+    (void)fd;
+    (void)ev;
+    p3d_sink_flush(ctx);
+}
+
+double p3d_sink_watch(p3d_outsink *sink, p3d_loop *l)
+{
+    double dl = 0;
     for (int w = 0; w < 2; w++) {
-        if (!sink->q[w].len)
+        p3d_outq *q = &sink->q[w];
+        if (q->fd < 0)
             continue;
-        if (sink->lock_busy) {
-            /* another agent holds the terminal: look again soon */
-            if (*timeout_ms < 0 || *timeout_ms > 20)
-                *timeout_ms = 20;
-            continue;
-        }
-        pfd[n++] = (struct pollfd){.fd = sink->q[w].fd, .events = POLLOUT};
+        if (w == 1 && sink->q[0].fd == q->fd && sink->q[0].len)
+            continue; /* one fd for both: the first stream's watcher stays */
+        if (q->len && !sink->lock_busy && !q->regular)
+            p3d_loop_watch(l, q->fd, P3D_LOOP_OUT, sink_writable, sink);
+        else if (!q->regular)
+            p3d_loop_unwatch(l, q->fd);
+        if (q->len && sink->lock_busy)
+            dl = p3d_now() + 0.020; /* another agent holds the terminal: look again soon */
     }
-    return n;
+    return dl;
 }
 
 void p3d_sink_close(p3d_outsink *sink)

@@ -25,7 +25,6 @@
 #include "launch.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,8 +46,12 @@ typedef struct relay {
     int code;          /* the job's code once known, -1 */
     int stopping;
     int last_sig;
-    double kill_at;    /* the agent is ended by force then (0: none) */
-    int killed;
+    p3d_loop *loop;
+    p3d_stopper stop;  /* the agent is ended by force when its time is up */
+    unsigned give_up;  /* then, the slack for its end, then we leave */
+    p3d_health_job *hjob; /* our --health-check, while it runs */
+    int hseq;
+    p3d_health_res hres;
     int retiring;      /* retire order: the agent ends, then a new placement */
     int retired;       /* Y sent: awaiting R and the CPLACE frame */
     int next_gen;      /* the restart count for the agent forked next */
@@ -59,6 +62,24 @@ typedef struct relay {
     double heard_local; /* when our agent last sent anything */
     double last_check;
 } relay;
+
+static void r_close_up(relay *r)
+{
+    if (r->up < 0)
+        return;
+    p3d_loop_unwatch(r->loop, r->up);
+    close(r->up);
+    r->up = -1;
+}
+
+static void r_close_local(relay *r)
+{
+    if (r->local < 0)
+        return;
+    p3d_loop_unwatch(r->loop, r->local);
+    close(r->local);
+    r->local = -1;
+}
 
 static void r_local(relay *r, const p3d_amsg *m)
 {
@@ -71,10 +92,8 @@ static void r_local(relay *r, const p3d_amsg *m)
 
 static void r_up(relay *r, const char *pkt, size_t len)
 {
-    if (r->up >= 0 && p3d_fate_send(r->up, pkt, len) < 0) {
-        close(r->up);
-        r->up = -1;
-    }
+    if (r->up >= 0 && p3d_fate_send(r->up, pkt, len) < 0)
+        r_close_up(r);
 }
 
 /* Stops the local ranks with sig; the agent must be gone by the grace
@@ -84,9 +103,7 @@ static void r_stop(relay *r, int sig, int code)
     if (r->code < 0)
         r->code = code;
     double grace = sig == 0 || sig == SIGKILL ? 0 : r->L->o->grace;
-    double k = p3d_now() + grace + P3D_CTL_SLACK;
-    if (!r->kill_at || k < r->kill_at)
-        r->kill_at = k;
+    p3d_stopper_begin(&r->stop, grace + P3D_CTL_SLACK);
     r->stopping = 1;
     p3d_amsg t = {.type = P3D_AM_STOP, .sig = sig, .code = r->code};
     r_local(r, &t);
@@ -110,31 +127,41 @@ static void r_send_beat(relay *r, double now)
     r->next_beat = now + iv;
 }
 
-/* While our own health check runs: the heartbeats go on (nothing is read,
- * so nothing is judged: r_beat's stall rule covers the time after). */
-static void r_tick(void *ctx)
+static void r_health_done(void *ctx, int nbad)
 {
-    r_send_beat(ctx, p3d_now());
-}
-
-/* The leader asks for this node's health (C): run our own --health-check
- * (health.c; the leader's time bound is ours plus slack) and answer H. A
- * node without one answers ok, P3D_HEALTH_NONE. */
-static void r_health(relay *r, int seq)
-{
-    p3d_health_res res = {.ok = 1};
+    relay *r = ctx;
+    (void)nbad;
+    r->hjob = NULL;
     const char *name = r->L->cluster->nodes[r->me].name;
-    if (r->L->o->health_check)
-        p3d_health_run(r->L->o, &name, 1, NULL, &res, r_tick, r);
-    else
-        p3d_health_set_how(&res, P3D_HEALTH_NONE);
-    if (!res.ok)
-        fprintf(stderr, "par3drun: node %s failed its --health-check (%s)\n", name, res.how);
+    if (!r->hres.ok)
+        fprintf(stderr, "par3drun: node %s failed its --health-check (%s)\n", name, r->hres.how);
     char buf[P3D_HEALTH_HOW + 64];
-    p3d_amsg h = {.type = P3D_AM_HEALTH, .seq = seq, .ok = res.ok, .text = res.how};
+    p3d_amsg h = {.type = P3D_AM_HEALTH, .seq = r->hseq, .ok = r->hres.ok, .text = r->hres.how};
     int n = p3d_amsg_encode(&h, buf, sizeof buf);
     if (n > 0)
         r_up(r, buf, (size_t)n);
+}
+
+/* The leader asks for this node's health (C): our own --health-check runs
+ * on the loop (health.c; the leader's time bound is ours plus slack) while
+ * the heartbeats go on, and its end answers H. A node without one answers
+ * ok, P3D_HEALTH_NONE, at once. A newer request replaces one that runs
+ * (the leader gave up on the older one). */
+static void r_health(relay *r, int seq)
+{
+    const char *name = r->L->cluster->nodes[r->me].name;
+    p3d_health_cancel(r->hjob);
+    r->hjob = NULL;
+    r->hseq = seq;
+    r->hres = (p3d_health_res){.ok = 1};
+    if (!r->L->o->health_check) {
+        p3d_health_set_how(&r->hres, P3D_HEALTH_NONE);
+        r_health_done(r, 0);
+        return;
+    }
+    r->hjob = p3d_health_start(r->loop, r->L->o, &name, 1, NULL, &r->hres, r_health_done, r);
+    if (!r->hjob)
+        r_health_done(r, 1);
 }
 
 static void r_from_leader(void *ctx, const p3d_amsg *m)
@@ -155,8 +182,8 @@ static void r_from_leader(void *ctx, const p3d_amsg *m)
         if (r->stopping || r->retiring)
             return;
         r->retiring = 1;
-        r->kill_at = p3d_now() + r->L->o->grace + P3D_CTL_SLACK;
-        r->killed = 0;
+        p3d_stopper_clear(&r->stop);
+        p3d_stopper_begin(&r->stop, r->L->o->grace + P3D_CTL_SLACK);
         p3d_amsg t = {.type = P3D_AM_STOP, .sig = SIGTERM, .code = 0};
         r_local(r, &t);
         return;
@@ -182,8 +209,7 @@ static int r_from_agent(relay *r)
         if (n == 0)
             return 0;
         if (n < 0) {
-            close(r->local);
-            r->local = -1;
+            r_close_local(r);
             return -1;
         }
         r->heard_local = p3d_now();
@@ -202,18 +228,20 @@ static int r_from_agent(relay *r)
     }
 }
 
-static void r_signal(relay *r, int sig)
+static void r_child(p3d_loop *l, pid_t p, int st, void *ctx)
 {
-    if (sig == SIGCHLD) {
-        int st;
-        pid_t p;
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-            if (p == r->agent) {
-                r->agent = 0;
-                r->agent_status = st;
-            }
-        return;
+    relay *r = ctx;
+    (void)l;
+    if (p == r->agent) {
+        r->agent = 0;
+        r->agent_status = st;
     }
+}
+
+static void r_signal(p3d_loop *l, int sig, void *ctx)
+{
+    relay *r = ctx;
+    (void)l;
     if (sig == SIGUSR1 || sig == SIGUSR2) {
         p3d_amsg u = {.type = P3D_AM_FORWARD, .sig = sig};
         r_local(r, &u);
@@ -299,8 +327,7 @@ static double r_beat(relay *r, double now)
                     "par3drun: node %s: no heartbeat from the rendezvous leader (%s) for %.1f s (frozen or cut off; "
                     "--node-timeout %g): stopping the local ranks\n",
                     name, r->L->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
-            close(r->up);
-            r->up = -1;
+            r_close_up(r);
             r_stop(r, SIGKILL, P3D_EXIT_LOST); /* fencing: no grace */
         } else if (r->up >= 0 && r->heard_up + r->beat_to + 0.01 < next) {
             next = r->heard_up + r->beat_to + 0.01;
@@ -313,8 +340,7 @@ static double r_beat(relay *r, double now)
                     "and its ranks\n",
                     name, now - r->heard_local, tl);
             p3d_kill_tree(r->agent, SIGKILL);
-            close(r->local);
-            r->local = -1;
+            r_close_local(r);
             if (r->code < 0)
                 r->code = P3D_EXIT_LOST;
         } else if (!next || r->heard_local + tl + 0.01 < next) {
@@ -324,78 +350,85 @@ static double r_beat(relay *r, double now)
     return next;
 }
 
-static int relay_loop(relay *r)
+static void r_on_local(p3d_loop *l, int fd, int ev, void *ctx)
 {
-    const char *name = r->L->cluster->nodes[r->me].name;
-    for (;;) {
-        if (r->retiring && !r->retired && !r->agent && r->local < 0) {
-            /* our ranks are gone: tell the leader, await the placement */
-            char buf[64];
-            p3d_amsg y = {.type = P3D_AM_RETIRED};
-            int n = p3d_amsg_encode(&y, buf, sizeof buf);
-            if (n > 0)
-                r_up(r, buf, (size_t)n);
-            r->retired = 1;
-            r->kill_at = 0;
-            r->killed = 0;
-        }
-        if (!r->agent && r->local < 0 && (!r->retiring || r->up < 0 || r->code >= 0))
-            break;
-        double now = p3d_now();
-        if (r->kill_at && now >= r->kill_at && r->agent && !r->killed) {
-            r->killed = 1;
-            p3d_kill_tree(r->agent, SIGKILL);
-        }
-        if (r->kill_at && now >= r->kill_at + P3D_CTL_SLACK)
-            break;
-        struct pollfd pfd[3];
-        int np = 0;
-        pfd[np++] = (struct pollfd){.fd = r->sfd, .events = POLLIN};
-        if (r->local >= 0)
-            pfd[np++] = (struct pollfd){.fd = r->local, .events = POLLIN};
-        if (r->up >= 0)
-            pfd[np++] = (struct pollfd){.fd = r->up, .events = POLLIN};
-        double dl = r->kill_at ? (r->killed ? r->kill_at + P3D_CTL_SLACK : r->kill_at) : 0;
-        double bd = r_beat(r, now);
-        if (bd > 0 && (!dl || bd < dl))
-            dl = bd;
-        int pr = poll(pfd, (nfds_t)np, p3d_poll_ms(dl));
-        if (pr < 0 && errno != EINTR)
-            break;
-        for (int k = 0; k < np && pr > 0; k++) {
-            if (!pfd[k].revents)
-                continue;
-            if (pfd[k].fd == r->sfd) {
-                struct signalfd_siginfo si;
-                while (read(r->sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                    r_signal(r, (int)si.ssi_signo);
-            } else if (pfd[k].fd == r->local) {
-                if (r_from_agent(r) < 0 && !r->stopping && !r->retiring && r->code < 0)
-                    r->code = P3D_EXIT_LOST; /* our agent is gone unasked */
-            } else if (pfd[k].fd == r->up) {
-                char *e = NULL;
-                int u = r_read_up(r, &e);
-                if (u > 0)
-                    r_stop(r, SIGKILL, P3D_EXIT_FAIL);
-                if (u < 0) {
-                    close(r->up);
-                    r->up = -1;
-                    if (!r->stopping) {
-                        fprintf(stderr,
-                                "par3drun: node %s: lost the connection to the rendezvous leader (%s): ending the "
-                                "local ranks now (it may have replaced this node)\n",
-                                name, r->L->cluster->nodes[0].name);
-                        r_stop(r, SIGKILL, P3D_EXIT_LOST);
-                    }
-                }
-                free(e);
-            }
+    relay *r = ctx;
+    (void)l;
+    (void)fd;
+    (void)ev;
+    if (r_from_agent(r) < 0 && !r->stopping && !r->retiring && r->code < 0)
+        r->code = P3D_EXIT_LOST; /* our agent is gone unasked */
+}
+
+static void r_on_up(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    relay *r = ctx;
+    (void)l;
+    (void)fd;
+    (void)ev;
+    char *e = NULL;
+    int u = r_read_up(r, &e);
+    if (u > 0)
+        r_stop(r, SIGKILL, P3D_EXIT_FAIL);
+    if (u < 0) {
+        r_close_up(r);
+        if (!r->stopping) {
+            fprintf(stderr,
+                    "par3drun: node %s: lost the connection to the rendezvous leader (%s): ending the local ranks "
+                    "now (it may have replaced this node)\n",
+                    r->L->cluster->nodes[r->me].name, r->L->cluster->nodes[0].name);
+            r_stop(r, SIGKILL, P3D_EXIT_LOST);
         }
     }
+    free(e);
+}
+
+static void r_give_up(p3d_loop *l, void *ctx)
+{
+    relay *r = ctx;
+    r->give_up = 0;
+    p3d_loop_stop(l); /* the agent did not end even by force: we leave */
+}
+
+/* The stopper's time is up: the agent's process tree by force, and the
+ * slack for its end. */
+static void r_kill(void *ctx)
+{
+    relay *r = ctx;
     if (r->agent)
         p3d_kill_tree(r->agent, SIGKILL);
-    p3d_sweep_children();
-    return r->code >= 0 ? r->code : p3d_code_of(r->agent_status);
+    if (!r->give_up)
+        r->give_up = p3d_loop_at(r->loop, p3d_now() + P3D_CTL_SLACK, r_give_up, r);
+}
+
+/* Before each wait: a retired agent's end said to the leader, the end of
+ * the relay decided, the heartbeats and their judgement (r_beat), the
+ * watched connections brought up to date. */
+static double r_prepare(p3d_loop *l, double now, void *ctx)
+{
+    relay *r = ctx;
+    if (r->retiring && !r->retired && !r->agent && r->local < 0) {
+        /* our ranks are gone: tell the leader, await the placement */
+        char buf[64];
+        p3d_amsg y = {.type = P3D_AM_RETIRED};
+        int n = p3d_amsg_encode(&y, buf, sizeof buf);
+        if (n > 0)
+            r_up(r, buf, (size_t)n);
+        r->retired = 1;
+        p3d_stopper_clear(&r->stop);
+        p3d_loop_cancel(l, r->give_up);
+        r->give_up = 0;
+    }
+    if (!r->agent && r->local < 0 && (!r->retiring || r->up < 0 || r->code >= 0)) {
+        p3d_loop_stop(l);
+        return 0;
+    }
+    double dl = r_beat(r, now);
+    if (r->local >= 0)
+        p3d_loop_watch(l, r->local, P3D_LOOP_IN, r_on_local, r);
+    if (r->up >= 0)
+        p3d_loop_watch(l, r->up, P3D_LOOP_IN, r_on_up, r);
+    return dl;
 }
 
 int p3d_relay_run(const p3d_launch *L, int me, int up)
@@ -403,22 +436,36 @@ int p3d_relay_run(const p3d_launch *L, int me, int up)
     relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout};
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
+    r->loop = NULL;
     int rc = P3D_EXIT_FAIL;
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     r->sfd = p3d_signalfd();
+    r->loop = p3d_loop_new();
+    p3d_stopper_init(&r->stop, r->loop, r_kill, r);
+    if (r->loop)
+        p3d_loop_child_default(r->loop, r_child, r);
     int cl[2] = {r->sfd, up};
-    if (r->sfd < 0 || p3d_agent_fork(L, me, cl, 2, &r->agent, &r->local) < 0) {
+    if (r->sfd < 0 || !r->loop || p3d_loop_signals(r->loop, r->sfd, r_signal, r) < 0 ||
+        p3d_loop_prepare(r->loop, r_prepare, r) < 0 || p3d_agent_fork(L, me, cl, 2, &r->agent, &r->local) < 0) {
         fprintf(stderr, "par3drun: cannot set up the node supervisor: %s\n", strerror(errno));
         goto out;
     }
-    rc = relay_loop(r);
+    if (p3d_loop_run(r->loop) < 0)
+        fprintf(stderr, "par3drun: node %s: the event loop failed: %s\n", L->cluster->nodes[me].name,
+                strerror(errno));
+    if (r->agent)
+        p3d_kill_tree(r->agent, SIGKILL);
+    p3d_health_cancel(r->hjob);
+    r->hjob = NULL;
+    p3d_sweep_children();
+    rc = r->code >= 0 ? r->code : p3d_code_of(r->agent_status);
 out:
-    if (r->local >= 0)
-        close(r->local);
-    if (r->up >= 0)
-        close(r->up);
-    if (r->sfd >= 0)
+    r_close_local(r);
+    r_close_up(r);
+    if (r->loop)
+        p3d_loop_free(r->loop); /* closes the signalfd */
+    else if (r->sfd >= 0)
         close(r->sfd);
     p3d_framer_free(&r->fr);
     return rc;

@@ -400,8 +400,7 @@ void p3d_sweep_children(void)
             ;
         if (p3d_kill_children(SIGKILL) == 0 || p3d_now() >= end)
             break;
-        struct timespec ts = {0, 5 * 1000 * 1000};
-        nanosleep(&ts, NULL);
+        p3d_wait_fd(-1, 0, p3d_now() + 0.005); /* nothing to watch: time only */
     }
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;

@@ -15,9 +15,11 @@
  * One node, --emulate (n local agents) and a multi-node leader (its own
  * local agent and n-1 remote ones) all run p3d_hub_run below.
  *
- * One poll(): signals arrive as signalfd reads, the controller's deadline
- * bounds poll's timeout (no timer wakes an idle job but the heartbeat of
- * --node-timeout, hub_beat), the terminal is written without waiting.
+ * It runs on the event loop (loop.h): signals through its signalfd, every
+ * link as an fd watcher, the agents' exits through the loop's reaping,
+ * --health-check rounds as watchers and a timer (hub_health), the
+ * controller's deadline and the heartbeats (hub_beat) as what the prepare
+ * hook names; the terminal is written without waiting. Nothing blocks.
  */
 #include "controller.h"
 #include "rundir.h"
@@ -27,7 +29,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,12 +148,29 @@ typedef struct alink {
     p3d_framer fr;
 } alink;
 
-/* A remote message read while hub_health waited, for the loop. */
-typedef struct hpend {
+struct hub;
+
+/* One --health-check round on every live node (hub_health): the remote
+ * nodes asked (C) and their answers (H) awaited, the local checks run by
+ * health.c, all on the loop; done once every answer is in or the time is
+ * up. */
+typedef struct hround {
+    int seq;
+    double t;
+    p3d_health_res *res;
+    unsigned char *ask;  /* remote: 1 asked, 2 answered (or lost) */
+    unsigned char *gone; /* not checked: lost before the round */
+    unsigned char *skip;
+    p3d_health_job *job; /* the local checks; NULL once done */
+    unsigned timer;      /* the round's time bound */
+    void (*done)(struct hub *h, unsigned char *bad);
+} hround;
+
+/* The loop's context for link a. */
+typedef struct lctx {
+    struct hub *h;
     int a;
-    char *pkt;
-    int len;
-} hpend;
+} lctx;
 
 typedef struct hub {
     const p3d_launch *L;
@@ -166,9 +184,12 @@ typedef struct hub {
     p3d_outsink sink;
     int health_seq;     /* the latest C request's number */
     int health_warned;  /* said that some nodes have no --health-check */
-    hpend *pend;
-    int npend;
+    p3d_loop *loop;
+    lctx *lc;           /* lc[i]: link i's watcher context */
+    hround *round;      /* the --health-check round that runs, or NULL */
     int health_due;     /* the controller asked for --health-check */
+    int pre_done;       /* the check before the first start is over */
+    unsigned char *pre_bad;
     double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
     double last_check;  /* when hub_beat last looked for silent agents */
 } hub;
@@ -223,16 +244,30 @@ static void hub_kill(void *ctx, int a)
         p3d_kill_tree(l->pid, SIGKILL);
 }
 
-static void hub_close(alink *l)
+static void hub_close(hub *h, alink *l)
 {
-    if (l->fd >= 0)
+    if (l->fd >= 0) {
+        p3d_loop_unwatch(h->loop, l->fd);
         close(l->fd);
+    }
     l->fd = -1;
 }
+
+static void hub_on_link(p3d_loop *lp, int fd, int ev, void *ctx);
+
+/* Link a's fd is read from the loop. */
+static void hub_watch(hub *h, int a)
+{
+    if (h->ln[a].fd >= 0 && p3d_loop_watch(h->loop, h->ln[a].fd, P3D_LOOP_IN, hub_on_link, &h->lc[a]) < 0)
+        h->ln[a].broken = 1; /* out of memory: it cannot be heard, so it is lost */
+}
+
+static void round_lost(hub *h, int a);
 
 static void hub_gone(hub *h, int a, const char *how, int clean)
 {
     alink *l = &h->ln[a];
+    round_lost(h, a);
     if (l->reported)
         return;
     l->reported = 1;
@@ -254,6 +289,8 @@ static int hub_fork(hub *h, int i)
             close_fds[nc++] = h->ln[k].fd;
     int rc = p3d_agent_fork(h->L, h->nodes[i], close_fds, nc, &h->ln[i].pid, &h->ln[i].fd);
     h->ln[i].heard = p3d_now();
+    if (rc == 0)
+        hub_watch(h, i);
     free(close_fds);
     return rc;
 }
@@ -310,7 +347,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             l->heard = p3d_now();
             continue;
         }
-        hub_close(l);
+        hub_close(h, l);
         l->broken = 0;
         if (hub_fork(h, i) < 0)
             return -1;
@@ -328,169 +365,198 @@ static void hub_event(void *ctx, const char *fields)
 
 static double hub_beat(hub *h, double now, int check);
 
-/* ---- health answers from remote nodes (hub_health) ---------------------- */
+/* ---- --health-check rounds (hub_health) ---------------------------------- */
 
-/* Keeps message m of remote agent a for the loop (hub_drain). */
-static void hub_keep(hub *h, int a, const p3d_amsg *m)
+static void round_free(hub *h, hround *r)
 {
-    char *buf = malloc(P3D_AMSG_MAX + 1);
-    hpend *np = realloc(h->pend, (size_t)(h->npend + 1) * sizeof *np);
-    if (np)
-        h->pend = np;
-    int len = buf && np ? p3d_amsg_encode(m, buf, P3D_AMSG_MAX) : -1;
-    if (len <= 0) {
-        free(buf);
+    if (!r)
         return;
-    }
-    char *fit = realloc(buf, (size_t)len + 1); /* + the decoder's NUL */
-    h->pend[h->npend++] = (hpend){.a = a, .pkt = fit ? fit : buf, .len = len};
+    p3d_health_cancel(r->job);
+    p3d_loop_cancel(h->loop, r->timer);
+    free(r->res);
+    free(r->ask);
+    free(r->gone);
+    free(r->skip);
+    free(r);
 }
 
-typedef struct hwait {
-    hub *h;
-    int a, seq;
-    double t;
-    p3d_health_res *res;
-    unsigned char *ask;  /* 1 asked, 2 answered or gone */
-} hwait;
-
-static void hub_wait_msg(void *ctx, const p3d_amsg *m)
+/* Every answer is in, or the time is up: each node's result said and
+ * recorded, and the round's done with the failed ones. */
+static void round_finish(hub *h)
 {
-    hwait *w = ctx;
-    if (m->type != P3D_AM_HEALTH) {
-        hub_keep(w->h, w->a, m);
-        return;
+    hround *r = h->round;
+    h->round = NULL;
+    unsigned char *bad = calloc((size_t)h->n + 1, 1);
+    for (int i = 0; i < h->n; i++) {
+        if (r->gone[i])
+            continue;
+        if (r->ask[i] == 1)
+            r->res[i].seconds = p3d_now() - r->t;
+        p3d_health_event(h->L->events_fd, h->L->t0, h->names[i], &r->res[i]);
+        if (!r->res[i].ok) {
+            char line[P3D_HEALTH_HOW + 128];
+            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i],
+                     r->res[i].how);
+            hub_say(h, line);
+            if (bad)
+                bad[i] = 1;
+        }
     }
-    if (m->seq != w->seq || w->ask[w->a] != 1)
+    void (*done)(hub *, unsigned char *) = r->done;
+    round_free(h, r);
+    if (bad)
+        done(h, bad);
+    else {
+        /* out of memory: every node counts as failed rather than none */
+        unsigned char *b = malloc((size_t)h->n + 1);
+        if (b) {
+            memset(b, 1, (size_t)h->n + 1);
+            done(h, b);
+        }
+        free(b);
+    }
+    free(bad);
+}
+
+static void round_check(hub *h)
+{
+    hround *r = h->round;
+    if (!r || r->job)
+        return;
+    for (int i = 0; i < h->n; i++)
+        if (r->ask[i] == 1)
+            return;
+    round_finish(h);
+}
+
+static void round_check_timer(p3d_loop *lp, void *ctx)
+{
+    (void)lp;
+    round_check(ctx);
+}
+
+static void round_local_done(void *ctx, int nbad)
+{
+    hub *h = ctx;
+    (void)nbad;
+    if (h->round)
+        h->round->job = NULL;
+    round_check(h);
+}
+
+/* --health-check-timeout + P3D_CTL_SLACK: what has not answered failed
+ * (its result says so already); local checks are bounded by their own
+ * timeout, so they are over. */
+static void round_timeout(p3d_loop *lp, void *ctx)
+{
+    hub *h = ctx;
+    (void)lp;
+    hround *r = h->round;
+    if (!r)
+        return;
+    r->timer = 0;
+    if (r->job) {
+        p3d_health_cancel(r->job);
+        r->job = NULL;
+        for (int i = 0; i < h->n; i++)
+            if (!r->skip[i] && !r->res[i].ok && !r->res[i].how[0])
+                snprintf(r->res[i].how, sizeof r->res[i].how, "timed out");
+    }
+    round_finish(h);
+}
+
+/* A remote node's answer (H) to the round. */
+static void round_answer(hub *h, int a, const p3d_amsg *m)
+{
+    hround *r = h->round;
+    if (!r || m->seq != r->seq || r->ask[a] != 1)
         return; /* an answer to an earlier request, too late */
-    w->ask[w->a] = 2;
-    p3d_health_res *r = &w->res[w->a];
-    r->ok = m->ok;
-    r->seconds = p3d_now() - w->t;
-    p3d_health_set_how(r, m->text && m->text[0] ? m->text : m->ok ? "passed" : "failed");
-    if (m->ok && !strcmp(r->how, P3D_HEALTH_NONE) && !w->h->health_warned) {
+    r->ask[a] = 2;
+    p3d_health_res *res = &r->res[a];
+    res->ok = m->ok;
+    res->seconds = p3d_now() - r->t;
+    p3d_health_set_how(res, m->text && m->text[0] ? m->text : m->ok ? "passed" : "failed");
+    if (m->ok && !strcmp(res->how, P3D_HEALTH_NONE) && !h->health_warned) {
         char line[256];
         snprintf(line, sizeof line,
                  "par3drun: warning: node %s has no --health-check of its own (it counts as healthy); give every "
                  "node the same options\n",
-                 w->h->names[w->a]);
-        hub_say(w->h, line);
-        w->h->health_warned = 1;
+                 h->names[a]);
+        hub_say(h, line);
+        h->health_warned = 1;
     }
+    round_check(h);
 }
 
-/* While the hub waits on health checks: its heartbeats go on (the nodes
- * must not think it frozen); nothing is judged (it reads nothing). */
-static void hub_tick(void *ctx)
+/* Link a is gone during the round: its check failed. */
+static void round_lost(hub *h, int a)
 {
-    hub_beat(ctx, p3d_now(), 0);
+    hround *r = h->round;
+    if (!r || r->ask[a] != 1)
+        return;
+    r->ask[a] = 2;
+    r->res[a].ok = 0;
+    p3d_health_set_how(&r->res[a], "the connection ended during the check");
+    round_check(h);
 }
 
-/* Reads the asked remote nodes until each answered request seq or until
- * `until`. A connection that ends meanwhile fails the check and is reported
- * lost by the loop. */
-static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int seq, double t, double until)
-{
-    struct pollfd *pfd = calloc((size_t)h->n + 1, sizeof *pfd);
-    int *who = calloc((size_t)h->n + 1, sizeof *who);
-    while (pfd && who) {
-        int np = 0;
-        for (int i = 0; i < h->n; i++)
-            if (ask[i] == 1 && h->ln[i].fd >= 0 && !h->ln[i].broken) {
-                pfd[np] = (struct pollfd){.fd = h->ln[i].fd, .events = POLLIN};
-                who[np++] = i;
-            }
-        int ms = p3d_poll_ms(until);
-        if (!np || ms == 0)
-            break;
-        hub_tick(h);
-        if (ms < 0 || ms > 200)
-            ms = 200; /* the next heartbeat */
-        int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR)
-            break;
-        for (int k = 0; k < np && pr > 0; k++) {
-            if (!pfd[k].revents)
-                continue;
-            int a = who[k];
-            alink *l = &h->ln[a];
-            hwait w = {.h = h, .a = a, .seq = seq, .t = t, .res = res, .ask = ask};
-            l->heard = p3d_now();
-            char *e = NULL;
-            if (p3d_fate_read(&l->fr, l->fd, hub_wait_msg, &w, &e) < 0) {
-                l->broken = 1;
-                snprintf(l->how, sizeof l->how, "the connection %s (killed, crashed, or the node is down)",
-                         e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
-                if (ask[a] == 1) {
-                    ask[a] = 2;
-                    res[a].ok = 0;
-                    p3d_health_set_how(&res[a], "the connection ended during the check");
-                }
-            }
-            free(e);
-        }
-    }
-    free(pfd);
-    free(who);
-}
-
-/* --health-check on every live node, all at once: the remote nodes are
- * asked first (agent_proto.h's C; each runs its own CMD, health.c) so that
- * they check while the local ones do; their answers (H) are awaited up to
- * --health-check-timeout + P3D_CTL_SLACK, no answer by then is a failure.
- * What else they send meanwhile is kept for the loop (hub_drain). */
-static int hub_health(hub *h, const unsigned char *dead, unsigned char *bad)
+/* --health-check on every live node, all at once, on the loop: the remote
+ * nodes are asked first (agent_proto.h's C; each runs its own CMD,
+ * health.c) so that they check while the local ones do; their answers (H)
+ * are awaited up to --health-check-timeout + P3D_CTL_SLACK, no answer by
+ * then is a failure. done(h, bad) runs from the loop at the end. */
+static int hub_health(hub *h, const unsigned char *dead, void (*done)(hub *, unsigned char *))
 {
     const p3d_opts *o = h->L->o;
-    p3d_health_res *res = calloc((size_t)h->n + 1, sizeof *res);
-    unsigned char *skip = calloc((size_t)h->n + 1, 1), *ask = calloc((size_t)h->n + 1, 1);
-    unsigned char *gone = calloc((size_t)h->n + 1, 1);
-    int nbad = 0;
-    double t = p3d_now();
-    if (!res || !skip || !ask || !gone)
-        goto out;
-    int seq = ++h->health_seq;
+    hround *r = calloc(1, sizeof *r);
+    if (r) {
+        r->res = calloc((size_t)h->n + 1, sizeof *r->res);
+        r->skip = calloc((size_t)h->n + 1, 1);
+        r->ask = calloc((size_t)h->n + 1, 1);
+        r->gone = calloc((size_t)h->n + 1, 1);
+    }
+    if (!r || !r->res || !r->skip || !r->ask || !r->gone) {
+        round_free(h, r);
+        return -1;
+    }
+    round_free(h, h->round); /* a newer request replaces an older round */
+    h->round = r;
+    r->done = done;
+    r->t = p3d_now();
+    r->seq = ++h->health_seq;
     char pkt[64];
-    p3d_amsg c = {.type = P3D_AM_CHECK, .seq = seq};
+    p3d_amsg c = {.type = P3D_AM_CHECK, .seq = r->seq};
     int len = p3d_amsg_encode(&c, pkt, sizeof pkt);
+    int nlocal = 0;
     for (int i = 0; i < h->n; i++) {
         /* a connection already gone is reported lost by the loop */
-        gone[i] = (dead && dead[i]) || (h->ln[i].remote && (h->ln[i].fd < 0 || h->ln[i].broken));
-        skip[i] = gone[i] || h->ln[i].remote;
-        if (gone[i] || !h->ln[i].remote)
+        r->gone[i] = (dead && dead[i]) || (h->ln[i].remote && (h->ln[i].fd < 0 || h->ln[i].broken));
+        r->skip[i] = r->gone[i] || h->ln[i].remote;
+        nlocal += !r->skip[i];
+        if (r->gone[i] || !h->ln[i].remote)
             continue;
-        ask[i] = 1;
-        res[i].ok = 0;
-        snprintf(res[i].how, sizeof res[i].how, "no answer within %g s", o->health_check_timeout + P3D_CTL_SLACK);
+        r->ask[i] = 1;
+        r->res[i].ok = 0;
+        snprintf(r->res[i].how, sizeof r->res[i].how, "no answer within %g s",
+                 o->health_check_timeout + P3D_CTL_SLACK);
         if (len > 0)
             hub_send_one(h, i, pkt, (size_t)len);
     }
-    p3d_health_run(o, h->names, h->n, skip, res, hub_tick, h);
-    hub_health_wait(h, ask, res, seq, t, t + o->health_check_timeout + P3D_CTL_SLACK);
-    for (int i = 0; i < h->n; i++) {
-        if (gone[i])
-            continue;
-        if (ask[i] == 1)
-            res[i].seconds = p3d_now() - t;
-        p3d_health_event(h->L->events_fd, h->L->t0, h->names[i], &res[i]);
-        if (!res[i].ok) {
-            char line[P3D_HEALTH_HOW + 128];
-            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i], res[i].how);
-            hub_say(h, line);
-            bad[i] = 1;
-            nbad++;
-        }
+    r->timer = p3d_loop_at(h->loop, r->t + o->health_check_timeout + P3D_CTL_SLACK, round_timeout, h);
+    if (nlocal)
+        r->job = p3d_health_start(h->loop, o, h->names, h->n, r->skip, r->res, round_local_done, h);
+    /* nothing left to wait for (no node, or the checks could not start:
+     * res says why): the round ends from the loop, never from here */
+    if (!r->timer || !p3d_loop_at(h->loop, p3d_now(), round_check_timer, h)) {
+        h->round = NULL;
+        round_free(h, r);
+        return -1;
     }
-out:
-    free(res);
-    free(skip);
-    free(ask);
-    free(gone);
-    return nbad;
+    return 0;
 }
 
-/* ops.health: the controller must not block, so the checks run from the
- * loop (hub_health_due), which hands their result back. */
+/* ops.health: the controller must not block, so the round starts from the
+ * loop (hub_prepare), which hands its result back. */
 static int hub_health_start(void *ctx, const unsigned char *dead)
 {
     hub *h = ctx;
@@ -499,18 +565,33 @@ static int hub_health_start(void *ctx, const unsigned char *dead)
     return 0;
 }
 
+static void hub_pre_done(hub *h, unsigned char *bad)
+{
+    memcpy(h->pre_bad, bad, (size_t)h->n);
+    h->pre_done = 1;
+}
+
+static void hub_health_result(hub *h, unsigned char *bad)
+{
+    p3d_ctl_health_result(h->ctl, bad, p3d_now());
+}
+
 static void hub_health_due(hub *h)
 {
     if (!h->health_due)
         return;
     h->health_due = 0;
-    unsigned char *bad = calloc((size_t)h->n + 1, 1), *dead = calloc((size_t)h->n + 1, 1);
+    unsigned char *dead = calloc((size_t)h->n + 1, 1);
     for (int i = 0; dead && i < h->n; i++)
         dead[i] = (unsigned char)p3d_ctl_is_dead(h->ctl, i);
-    if (bad && dead)
-        hub_health(h, dead, bad);
-    p3d_ctl_health_result(h->ctl, bad, p3d_now());
-    free(bad);
+    if (!dead || hub_health(h, dead, hub_health_result) < 0) {
+        /* out of memory: every node failed, rather than none */
+        unsigned char *bad = malloc((size_t)h->n + 1);
+        if (bad)
+            memset(bad, 1, (size_t)h->n + 1);
+        p3d_ctl_health_result(h->ctl, bad, p3d_now());
+        free(bad);
+    }
     free(dead);
 }
 
@@ -524,7 +605,7 @@ static int hub_read_local(hub *h, int a)
         if (n == 0)
             return 0;
         if (n < 0) {
-            hub_close(l);
+            hub_close(h, l);
             return -1;
         }
         l->heard = p3d_now();
@@ -544,8 +625,10 @@ static void hub_remote_msg(void *ctx, const p3d_amsg *m)
 {
     remote_ctx *rc = ctx;
     rc->h->ln[rc->a].heard = p3d_now();
-    if (m->type == P3D_AM_HEALTH)
-        return; /* an answer that came after hub_health gave up on it */
+    if (m->type == P3D_AM_HEALTH) {
+        round_answer(rc->h, rc->a, m);
+        return;
+    }
     if (m->type == P3D_AM_RETIRED) {
         /* its ranks are gone; the connection stays for the new placement */
         hub_gone(rc->h, rc->a, NULL, 1);
@@ -564,25 +647,10 @@ static void hub_read_remote(hub *h, int a)
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
-        hub_close(l);
+        hub_close(h, l);
         hub_gone(h, a, how, 0);
     }
     free(e);
-}
-
-/* Hands the loop what remote nodes sent while hub_health waited, in
- * order (a message may start another check: it appends, we go on). */
-static void hub_drain(hub *h)
-{
-    while (h->npend > 0 && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
-        hpend p = h->pend[0];
-        memmove(h->pend, h->pend + 1, (size_t)--h->npend * sizeof *h->pend);
-        remote_ctx rc = {h, p.a};
-        p3d_amsg m;
-        if (!h->ln[p.a].reported && p3d_amsg_decode(p.pkt, (size_t)p.len, &m) == 0)
-            hub_remote_msg(&rc, &m);
-        free(p.pkt);
-    }
 }
 
 /* --node-timeout: the hub hears every agent at least every
@@ -629,7 +697,7 @@ static double hub_beat(hub *h, double now, int check)
              * by its deadline (relay.c, agent.c); no replacement before */
             if (l->remote)
                 p3d_ctl_fence(h->ctl, i, l->heard + to + P3D_FENCE_SLACK);
-            hub_close(l);
+            hub_close(h, l);
             if (!l->remote && l->pid > 0)
                 p3d_kill_tree(l->pid, SIGKILL);
             hub_gone(h, i, how, 0);
@@ -641,117 +709,95 @@ static double hub_beat(hub *h, double now, int check)
     return next;
 }
 
-static void hub_reap(hub *h)
+/* A child exited (the loop reaped it): an agent, or a descendant
+ * reparented to us (nothing to do). */
+static void hub_child(p3d_loop *lp, pid_t p, int status, void *ctx)
 {
-    int status;
-    pid_t p;
-    while ((p = waitpid(-1, &status, WNOHANG)) > 0)
-        for (int i = 0; i < h->n; i++) {
-            alink *l = &h->ln[i];
-            if (l->remote || l->pid != p)
-                continue;
-            l->pid = 0;
-            /* its last packets (a failure report may be in flight) */
-            hub_read_local(h, i);
-            hub_close(l);
-            char how[128];
-            p3d_exit_how(status, how, sizeof how);
-            hub_gone(h, i, how, WIFEXITED(status));
+    hub *h = ctx;
+    (void)lp;
+    for (int i = 0; i < h->n; i++) {
+        alink *l = &h->ln[i];
+        if (l->remote || l->pid != p)
+            continue;
+        l->pid = 0;
+        /* its last packets (a failure report may be in flight) */
+        hub_read_local(h, i);
+        hub_close(h, l);
+        char how[128];
+        p3d_exit_how(status, how, sizeof how);
+        hub_gone(h, i, how, WIFEXITED(status));
+    }
+}
+
+static void hub_on_signal(p3d_loop *lp, int sig, void *ctx)
+{
+    hub *h = ctx;
+    (void)lp;
+    p3d_ctl_signal(h->ctl, sig, p3d_now());
+}
+
+static void hub_on_link(p3d_loop *lp, int fd, int ev, void *ctx)
+{
+    lctx *c = ctx;
+    hub *h = c->h;
+    (void)ev;
+    if (h->ln[c->a].fd != fd) {
+        p3d_loop_unwatch(lp, fd);
+        return;
+    }
+    if (h->ln[c->a].remote)
+        hub_read_remote(h, c->a);
+    else
+        hub_read_local(h, c->a); /* EOF: gone once reaped */
+}
+
+/* Before each wait: the controller's clock moved on, a health round it
+ * asked for started, the heartbeats sent and judged, the links whose send
+ * failed reported lost; the earliest deadline of all that. */
+static double hub_prepare(p3d_loop *lp, double now, void *ctx)
+{
+    hub *h = ctx;
+    p3d_sink_flush(&h->sink);
+    p3d_ctl_tick(h->ctl, now);
+    if (p3d_ctl_get_state(h->ctl) == P3D_CTL_DONE) {
+        p3d_loop_stop(lp);
+        return 0;
+    }
+    hub_health_due(h);
+    double bd = hub_beat(h, p3d_now(), 1);
+    for (int i = 0; i < h->n; i++)
+        if (h->ln[i].broken && !h->ln[i].reported) {
+            /* a send that failed: the node may be frozen (its buffer
+             * full), so its own deadline fences it as above */
+            if (h->ln[i].remote && h->L->o->node_timeout > 0)
+                p3d_ctl_fence(h->ctl, i, h->ln[i].heard + h->L->o->node_timeout + P3D_FENCE_SLACK);
+            hub_close(h, &h->ln[i]);
+            hub_gone(h, i, h->ln[i].how[0] ? h->ln[i].how : "the connection failed (cannot send to it)", 0);
         }
+    if (p3d_ctl_get_state(h->ctl) == P3D_CTL_DONE) {
+        p3d_loop_stop(lp);
+        return 0;
+    }
+    double dl = p3d_ctl_deadline(h->ctl);
+    if (bd > 0 && (!dl || bd < dl))
+        dl = bd;
+    double sd = p3d_sink_watch(&h->sink, lp);
+    if (sd > 0 && (!dl || sd < dl))
+        dl = sd;
+    return dl;
 }
 
 static void hub_loop(hub *h)
 {
-    struct pollfd *pfd = calloc((size_t)h->n + 4, sizeof *pfd);
-    int *owner = calloc((size_t)h->n + 4, sizeof *owner);
-    if (!pfd || !owner) {
-        p3d_ctl_abort(h->ctl, "out of memory", P3D_EXIT_FAIL, p3d_now());
-        for (int i = 0; i < h->n; i++)
-            if (h->ln[i].pid > 0)
-                p3d_kill_tree(h->ln[i].pid, SIGKILL);
-        free(pfd);
-        free(owner);
-        return;
-    }
-    double last = 0;
-    while (p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE) {
-        /* Many nodes: every pass costs O(nodes) (the poll set, the beat
-         * scan), and the heartbeats alone wake the leader nodes/interval
-         * times a second (16,384 nodes, 5 s: ~3,300). Passes at most every
-         * 10 ms then, each taking every packet that came meanwhile: the
-         * work is bounded by 100 passes a second, a message waits at most
-         * 10 ms longer. */
-        if (h->n > 256) {
-            double gap = p3d_now() - last;
-            if (last && gap >= 0 && gap < 0.010)
-                usleep((useconds_t)((0.010 - gap) * 1e6));
-            last = p3d_now();
-        }
-        hub_health_due(h);
-        hub_drain(h);
-        double bd = hub_beat(h, p3d_now(), 1);
-        for (int i = 0; i < h->n; i++)
-            if (h->ln[i].broken && !h->ln[i].reported) {
-                /* a send that failed: the node may be frozen (its buffer
-                 * full), so its own deadline fences it as above */
-                if (h->ln[i].remote && h->L->o->node_timeout > 0)
-                    p3d_ctl_fence(h->ctl, i, h->ln[i].heard + h->L->o->node_timeout + P3D_FENCE_SLACK);
-                hub_close(&h->ln[i]);
-                hub_gone(h, i, h->ln[i].how[0] ? h->ln[i].how : "the connection failed (cannot send to it)", 0);
-            }
-        if (p3d_ctl_get_state(h->ctl) == P3D_CTL_DONE)
-            break;
-        int np = 0;
-        pfd[np] = (struct pollfd){.fd = h->sfd, .events = POLLIN};
-        owner[np++] = -1;
-        for (int i = 0; i < h->n; i++)
-            if (h->ln[i].fd >= 0) {
-                pfd[np] = (struct pollfd){.fd = h->ln[i].fd, .events = POLLIN};
-                owner[np++] = i;
-            }
-        double dl = p3d_ctl_deadline(h->ctl);
-        if (bd > 0 && (!dl || bd < dl))
-            dl = bd;
-        int ms = p3d_poll_ms(dl);
-        int ns = p3d_sink_poll(&h->sink, pfd + np, &ms);
-        for (int k = 0; k < ns; k++)
-            owner[np + k] = -2;
-        np += ns;
-        int pr = poll(pfd, (nfds_t)np, ms);
-        if (pr < 0 && errno != EINTR) {
-            p3d_ctl_abort(h->ctl, "poll failed", P3D_EXIT_FAIL, p3d_now());
-            break;
-        }
-        p3d_ctl_tick(h->ctl, p3d_now());
-        p3d_sink_flush(&h->sink);
-        for (int k = 0; k < np && pr > 0; k++) {
-            if (!pfd[k].revents || owner[k] == -2)
-                continue;
-            if (owner[k] == -1) {
-                struct signalfd_siginfo si;
-                while (read(h->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                    if (si.ssi_signo == SIGCHLD)
-                        hub_reap(h);
-                    else
-                        p3d_ctl_signal(h->ctl, (int)si.ssi_signo, p3d_now());
-                }
-                continue;
-            }
-            int a = owner[k];
-            if (h->ln[a].fd != pfd[k].fd)
-                continue; /* closed while handling an earlier event */
-            if (h->npend)
-                hub_drain(h); /* read during a health check: older */
-            if (h->ln[a].fd != pfd[k].fd)
-                continue;
-            if (h->ln[a].remote)
-                hub_read_remote(h, a);
-            else
-                hub_read_local(h, a); /* EOF: gone once reaped */
-        }
-    }
-    free(pfd);
-    free(owner);
+    /* Many nodes: every pass costs O(nodes) (the poll set, the beat scan),
+     * and the heartbeats alone wake the leader nodes/interval times a
+     * second (16,384 nodes, 5 s: ~3,300). Passes at most every 10 ms then,
+     * each taking every packet that came meanwhile: the work is bounded by
+     * 100 passes a second, a message waits at most 10 ms longer. */
+    if (h->n > 256)
+        p3d_loop_pace(h->loop, 0.010);
+    if (p3d_loop_prepare(h->loop, hub_prepare, h) < 0 || p3d_loop_run(h->loop) < 0)
+        p3d_ctl_abort(h->ctl, "the event loop failed", P3D_EXIT_FAIL, p3d_now());
 }
 
 /* What a person sees of a job: one line at the start (job id, mesh,
@@ -817,16 +863,22 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     signal(SIGPIPE, SIG_IGN);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     h->sfd = p3d_signalfd();
-    if (h->sfd < 0 || !names || !bad || !h->ln) {
+    h->loop = p3d_loop_new();
+    h->lc = calloc((size_t)nnodes + 1, sizeof *h->lc);
+    if (h->sfd < 0 || !names || !bad || !h->ln || !h->loop || !h->lc ||
+        p3d_loop_signals(h->loop, h->sfd, hub_on_signal, h) < 0) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: %s\n", strerror(errno));
         goto out;
     }
+    p3d_loop_child_default(h->loop, hub_child, h);
     for (int i = 0; i < nnodes; i++) {
         names[i] = L->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
         h->ln[i].remote = h->ln[i].fd >= 0;
         h->ln[i].heard = p3d_now();
         remote |= h->ln[i].remote;
+        h->lc[i] = (lctx){h, i};
+        hub_watch(h, i);
     }
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->pl->world, .max_restarts = L->o->max_restarts,
@@ -856,7 +908,19 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
             bad[i] = 1;
             p3d_ctl_mark_dead(h->ctl, i);
         }
-    if (L->o->health_check && !remote && hub_health(h, NULL, bad) > 0) {
+    int pre_bad = 0;
+    if (L->o->health_check && !remote) {
+        /* the loop runs the check before anything else is on it */
+        h->pre_bad = bad;
+        if (hub_health(h, NULL, hub_pre_done) < 0)
+            memset(bad, 1, (size_t)nnodes);
+        else
+            while (!h->pre_done && p3d_loop_once(h->loop, 0) == 0)
+                ;
+        for (int i = 0; i < nnodes; i++)
+            pre_bad += bad[i];
+    }
+    if (pre_bad > 0) {
         /* before the first start: a failed node is excluded like a lost
          * one, its ranks placed on a spare (not a restart); a multi-node
          * job did this at the rendezvous (mnode.c, L->unhealthy) */
@@ -944,18 +1008,19 @@ out:
                   p3d_ctl_recovering(h->ctl) ? "true" : "false");
     }
     p3d_sink_close(&h->sink);
+    round_free(h, h->round);
     for (int i = 0; h->ln && i < nnodes; i++) {
-        hub_close(&h->ln[i]); /* remote connections were handed over too */
+        hub_close(h, &h->ln[i]); /* remote connections were handed over too */
         p3d_framer_free(&h->ln[i].fr);
     }
     p3d_ctl_free(h->ctl);
-    for (int i = 0; i < h->npend; i++)
-        free(h->pend[i].pkt);
-    free(h->pend);
     free(h->ln);
+    free(h->lc);
     free(names);
     free(bad);
-    if (h->sfd >= 0)
+    if (h->loop)
+        p3d_loop_free(h->loop); /* closes the signalfd */
+    else if (h->sfd >= 0)
         close(h->sfd);
     if (lock_fd >= 0)
         close(lock_fd);
