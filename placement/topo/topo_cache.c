@@ -612,6 +612,10 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
             n->nvlink[(size_t)i * g + j] = v;
         }
     }
+    /* what p3d_node_finish would refuse: a forged entry must read as
+     * corrupt (and be rediscovered), not fail the load */
+    if (g && p3d_nvlink_validate(n->nvlink, g, "record nvlink", &err) < 0)
+        BAD("%s", err);
     for (int pass = 0; pass < 2; pass++) {
         int cols = pass ? k : g;
         unsigned char *m = pass ? n->gn_class : n->gg_class;
@@ -715,6 +719,7 @@ static int open_dir(const char *dir, int create, int loud)
                 "write: chmod go-w it, or set P3D_TOPO_CACHE_DIR)",
                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
         close(fd);
+        errno = EPERM;
         return -1;
     }
     return fd;
