@@ -225,13 +225,28 @@ static void pci_attr(int dfd, const char *dev, const char *attr, char *out,
         memmove(out, out + 2, strlen(out + 2) + 1);
 }
 
+/* The value of one KEY= line of a uevent text ("" when absent), with ':'
+ * and ',' (the list's separators) written as '_'. */
+static void uevent_field(p3d_sb *b, const char *ue, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *l = ue; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, key, kl)) {
+            for (const char *v = l + kl; *v && *v != '\n'; v++)
+                p3d_sb_putc(b, *v == ':' || *v == ',' ? '_' : *v);
+            return;
+        }
+}
+
 static int name_cmp(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The PCI device list: one directory read of /sys/bus/pci/devices and three
- * small attribute reads per device, sorted by address. */
+/* The PCI device list: one directory read of /sys/bus/pci/devices and two
+ * small reads per device — uevent (PCI_ID is vendor:device; DRIVER, because
+ * binding or unbinding a driver adds or removes the OS devices hwloc
+ * reports: the NIC names, cuda*) and numa_node — sorted by address. */
 static char *pci_list(const char *root)
 {
     char p[4096];
@@ -264,13 +279,15 @@ static char *pci_list(const char *root)
     qsort(names, n, sizeof *names, name_cmp);
     p3d_sb b = {0};
     for (size_t i = 0; i < n; i++) {
-        char ven[32], dev[32], numa[32];
-        pci_attr(dirfd(d), names[i], "vendor", ven, sizeof ven);
-        pci_attr(dirfd(d), names[i], "device", dev, sizeof dev);
+        char ue[1024], numa[32];
+        pci_attr(dirfd(d), names[i], "uevent", ue, sizeof ue);
         pci_attr(dirfd(d), names[i], "numa_node", numa, sizeof numa);
         if (i)
             p3d_sb_putc(&b, ',');
-        p3d_sb_printf(&b, "%s:%s:%s:%s", names[i], ven, dev, numa);
+        p3d_sb_printf(&b, "%s:", names[i]);
+        uevent_field(&b, ue, "PCI_ID=");
+        p3d_sb_printf(&b, ":%s:", numa);
+        uevent_field(&b, ue, "DRIVER=");
     }
     out = p3d_sb_finish(&b);
 out:

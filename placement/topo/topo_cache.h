@@ -10,8 +10,9 @@
  * variables) are redone on every load, hit or miss.
  *
  * An entry is reused only when its whole key matches the key computed now:
- * boot id, hwloc's API version and library file, the PCI device list (address, vendor,
- * device, NUMA node), this process's allowed CPUs and memory nodes, the
+ * boot id, hwloc's API version and library file, the PCI device list
+ * (address, vendor, device, NUMA node, driver), this process's allowed CPUs
+ * and memory nodes, the
  * HWLOC_* environment, the host name, par3drun's version and the entry
  * format. docs/topology.md ("The topology cache") is the user-facing story.
  */
@@ -31,7 +32,7 @@ typedef struct p3d_topo_key {
     char *host;         /* gethostname() */
     char *cpus;         /* sched_getaffinity() as a list "0-15,32" */
     char *mems;         /* Mems_allowed_list of /proc/self/status */
-    char *pci;          /* "BDF:vendor:device:numa" joined by ',' */
+    char *pci;          /* "BDF:VENDOR_DEVICE:numa:driver" joined by ',' */
     char *env;          /* HWLOC_*=value, sorted, joined by ',' ("-": none) */
 } p3d_topo_key;
 

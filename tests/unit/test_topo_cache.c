@@ -4,7 +4,7 @@
  *    one component changes (boot id, each PCI device's vendor, device and
  *    NUMA node, the device list, memory nodes, allowed CPUs, HWLOC_* env,
  *    hwloc's version and library, host, par3drun's version) and comes back
- *    when the component does;
+ *    when the component does (vendor, device and driver from uevent);
  *  - the record: encode -> decode -> encode is the identity on every hwloc
  *    fixture, and decode refuses every truncation and bad field;
  *  - the trimmed live discovery (hwloc type filters) gives the same record
@@ -43,16 +43,16 @@ static void put(const char *rel, const char *text)
     fclose(f);
 }
 
+#define UE_GPU "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2330\nPCI_SLOT_NAME=0000:18:00.0\n"
+
 static void fake_tree(void)
 {
     snprintf(root, sizeof root, "/tmp/p3d-topokey-%d", (int)getpid());
     put("proc/sys/kernel/random/boot_id", "11111111-2222-3333-4444-555555555555\n");
     put("proc/self/status", "Name:\tx\nCpus_allowed_list:\t0-3\nMems_allowed_list:\t0-1\nVmRSS:\t1 kB\n");
-    put("sys/bus/pci/devices/0000:00:00.0/vendor", "0x8086\n");
-    put("sys/bus/pci/devices/0000:00:00.0/device", "0x0d57\n");
+    put("sys/bus/pci/devices/0000:00:00.0/uevent", "PCI_CLASS=60000\nPCI_ID=8086:0D57\n");
     put("sys/bus/pci/devices/0000:00:00.0/numa_node", "-1\n");
-    put("sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de\n");
-    put("sys/bus/pci/devices/0000:18:00.0/device", "0x2330\n");
+    put("sys/bus/pci/devices/0000:18:00.0/uevent", UE_GPU);
     put("sys/bus/pci/devices/0000:18:00.0/numa_node", "0\n");
 }
 
@@ -96,18 +96,23 @@ static void test_key_files(void **s)
     free(again);
     assert_non_null(strstr(base, "key boot_id 11111111-2222-3333-4444-555555555555\n"));
     assert_non_null(strstr(base, "key mems 0-1\n"));
-    assert_non_null(strstr(base, "0000:18:00.0:10de:2330:0"));
+    assert_non_null(strstr(base, "0000:18:00.0:10DE_2330:0:nvidia"));
     expect_file_matters(base, "proc/sys/kernel/random/boot_id",
                         "99999999-2222-3333-4444-555555555555\n",
                         "11111111-2222-3333-4444-555555555555\n");
-    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/vendor", "0x1002\n", "0x10de\n");
-    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/device", "0x2331\n", "0x2330\n");
+    /* vendor, device, driver (bound or not) */
+    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
+                        "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=1002:2330\n", UE_GPU);
+    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
+                        "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2331\n", UE_GPU);
+    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
+                        "PCI_CLASS=30200\nPCI_ID=10DE:2330\n", UE_GPU);
     expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/numa_node", "1\n", "0\n");
     expect_file_matters(base, "proc/self/status",
                         "Name:\tx\nMems_allowed_list:\t0\n",
                         "Name:\tx\nCpus_allowed_list:\t0-3\nMems_allowed_list:\t0-1\nVmRSS:\t1 kB\n");
     /* a device that appears (hot plug, a VF) */
-    put("sys/bus/pci/devices/0000:19:00.0/vendor", "0x15b3\n");
+    put("sys/bus/pci/devices/0000:19:00.0/uevent", "PCI_ID=15B3:1021\n");
     char *t = key_now();
     assert_string_not_equal(t, base);
     free(t);
