@@ -5,9 +5,10 @@
 # P3D_TOPO_CACHE=0, which neither read nor write it; a corrupt, truncated,
 # symlinked, foreign-owned, group-writable, hard-linked or other-key entry
 # is ignored with exactly one line on stderr and rewritten (the next run
-# reuses it silently); a directory that is a symlink or that others may
-# write is not used (one line) and the output is still the live one; a bad
-# P3D_TOPO_CACHE is exit 2. Env from ctest: PAR3DRUN.
+# reuses it silently); a launch reuses the entry too; storing removes only
+# this host's entries from before this boot; a directory that is a symlink
+# or that others may write is not used (one line) and the output is still
+# the live one; a bad P3D_TOPO_CACHE is exit 2. Env from ctest: PAR3DRUN.
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
 : "${PAR3DRUN:?}"
@@ -100,6 +101,26 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "note: not root: the foreign-owned entry case needs chown, skipped"
 fi
+
+# a launch uses the same entry (and says so with --verbose)
+"$PAR3DRUN" --verbose --nproc-per-node 2 -- /bin/true >/dev/null 2>"$tmp/e" || fail "launch: exit $? ($(cat "$tmp/e"))"
+grep -q "topology cache: $entry: reused" "$tmp/e" || fail "launch did not reuse the entry: $(cat "$tmp/e")"
+"$PAR3DRUN" --verbose --no-topo-cache --nproc-per-node 2 -- /bin/true >/dev/null 2>"$tmp/e" || fail "launch --no-topo-cache: exit $?"
+grep -q "topology cache: off" "$tmp/e" || fail "launch --no-topo-cache: $(cat "$tmp/e")"
+
+# storing prunes this host's entries from before this boot, nothing else
+host_prefix=${entry%-*}
+old_same="$host_prefix-0123456789abcdef" recent_same="$host_prefix-fedcba9876543210"
+other_host="$tmp/cache/topo-some-other-node-0123456789abcdef"
+for f in "$old_same" "$recent_same" "$other_host"; do cp "$tmp/good" "$f"; done
+touch -d '2001-01-01' "$old_same" "$other_host"
+rm -f "$entry"
+"$PAR3DRUN" topo >/dev/null 2>"$tmp/e" || fail "prune: exit $?"
+[ -f "$entry" ] || fail "prune: the entry was not stored"
+[ -e "$old_same" ] && fail "prune: this host's entry from before this boot was kept"
+[ -e "$recent_same" ] || fail "prune: this host's entry from this boot (another CPU set) was removed"
+[ -e "$other_host" ] || fail "prune: another host's entry was removed (a shared home directory)"
+rm -f "$recent_same" "$other_host"
 
 # the directory: others may write it, or it is a symlink: not used at all
 chmod 777 "$tmp/cache"
