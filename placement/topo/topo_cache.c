@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "strbuf.h"
+#include "termsafe.h"
 
 /* Bump whenever what discovery puts in the record, or how it is written,
  * changes: par3drun's version alone does not move between commits. */
@@ -696,8 +697,9 @@ static void say(const char *dir, const char *name, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "par3drun: topology cache: %s%s%s: %s\n", dir,
-            name ? "/" : "", name ? name : "", msg);
+    /* dir comes from the environment: escaped like every outside name */
+    fprintf(stderr, "par3drun: topology cache: %s%s%s: %s\n", p3d_tesc(dir),
+            name ? "/" : "", name ? p3d_tesc(name) : "", msg);
 }
 
 /* The directory's rule: a real directory (O_NOFOLLOW), ours or root's, that
