@@ -6,8 +6,8 @@
 # symlinked, foreign-owned, group-writable, hard-linked or other-key entry
 # is ignored with exactly one line on stderr and rewritten (the next run
 # reuses it silently); a launch reuses the entry too; storing removes only
-# this host's entries from before this boot; a directory that is a symlink
-# or that others may write is not used (one line) and the output is still
+# this host's entries from before this boot; a directory that is a symlink,
+# another user's, or that others may write is not used (one line) and the output is still
 # the live one; a bad P3D_TOPO_CACHE is exit 2. Env from ctest: PAR3DRUN.
 set -u
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -128,6 +128,13 @@ chmod 777 "$tmp/cache"
 [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q "mode 0777.*not used" "$tmp/e" || fail "open dir: message: $(cat "$tmp/e")"
 cmp -s "$tmp/live.json" "$tmp/o.json" || fail "open dir: output differs from live"
 chmod 700 "$tmp/cache"
+if [ "$(id -u)" = 0 ]; then
+  chown 65534 "$tmp/cache"
+  "$PAR3DRUN" topo --format json >"$tmp/o.json" 2>"$tmp/e" || fail "foreign dir: exit $?"
+  [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q "owner uid 65534.*not used" "$tmp/e" || fail "foreign dir: message: $(cat "$tmp/e")"
+  cmp -s "$tmp/live.json" "$tmp/o.json" || fail "foreign dir: output differs from live"
+  chown 0 "$tmp/cache"
+fi
 mkdir "$tmp/real"; ln -s "$tmp/real" "$tmp/link"
 P3D_TOPO_CACHE_DIR=$tmp/link "$PAR3DRUN" topo --format json >"$tmp/o.json" 2>"$tmp/e" || fail "symlinked dir: exit $?"
 [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q "symlink.*not used" "$tmp/e" || fail "symlinked dir: message: $(cat "$tmp/e")"
