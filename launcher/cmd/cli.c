@@ -58,6 +58,9 @@ static const opt_row rows[] = {
      "cluster description: a cluster file, kubectl get nodes -o json, or aws ec2 describe-instance-topology"},
     {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
      "Slurm topology.conf or topology.yaml: leaf switch = rack, block = multi-node NVLink domain"},
+    {"no-topo-cache", T_FLAG, OFF(no_topo_cache), 0, NOB, C_ALL, NULL,
+     "discover this node's topology live, neither reading nor writing the topology cache "
+     "(or P3D_TOPO_CACHE=0; docs/topology.md)"},
     {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
     {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
     /* mesh and policy */
@@ -484,6 +487,12 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             return p3d_err(err, "P3D_KEEP_RUN_DIR: expected 1 or 0, got '%s'", keep);
         o->keep_run_dir = 1;
     }
+    const char *tc = getenv("P3D_TOPO_CACHE");
+    if (tc && *tc && strcmp(tc, "1")) {
+        if (strcmp(tc, "0"))
+            return p3d_err(err, "P3D_TOPO_CACHE: expected 1 or 0, got '%s'", tc);
+        o->no_topo_cache = 1;
+    }
     if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
         /* every replacement is a restart: spares without restarts would
          * only fail at the first loss */
@@ -629,6 +638,7 @@ char *p3d_cli_help(p3d_cmd cmd)
     append(&b, &len, &cap,
            "\nExit codes: 0 ok; 2 bad input or a placement that fails an error-level check;\n"
            "a launched job returns its first failing rank's code (128+signal for a signal).\n"
-           "Environment: P3D_DATA_DIR (bundled policies/topologies), P3D_PLUGIN_DIR, NO_COLOR.\n");
+           "Environment: P3D_DATA_DIR (bundled policies/topologies), P3D_PLUGIN_DIR, NO_COLOR,\n"
+           "P3D_TOPO_CACHE, P3D_TOPO_CACHE_DIR (the topology cache).\n");
     return b;
 }

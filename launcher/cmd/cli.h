@@ -29,6 +29,7 @@ typedef struct p3d_opts {
     const char *slurm_topology; /* --slurm-topology FILE */
     const char *format;         /* --format (default "text") */
     const char *output;         /* --output FILE */
+    int no_topo_cache;          /* --no-topo-cache or P3D_TOPO_CACHE=0 */
 
     /* mesh and policy */
     int tp, pp, dp, cp, ep, etp; /* 0 = not given (etp: same as tp) */

@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         rc = P3D_EXIT_OK;
         goto out;
     }
+    p3d_topo_cache_configure(!o.no_topo_cache, o.verbose);
     switch (o.cmd) {
     case P3D_CMD_TOPO: rc = p3d_cmd_topo(&o); break;
     case P3D_CMD_DRYRUN: rc = p3d_cmd_dryrun(&o); break;

@@ -22,7 +22,7 @@
  *    same as hwloc's merge-switch-ports + transitive-closure transforms.
  *    Links to CPUs (POWER8/9 NVLink) are ignored.
  */
-#include "topo_internal.h"
+#include "topo_cache.h"
 
 #include <hwloc.h>
 #include <stdio.h>
@@ -401,9 +401,12 @@ static void copy_str(char *dst, size_t cap, const char *s)
     snprintf(dst, cap, "%s", s ? s : "");
 }
 
-static int build_node(hwloc_topology_t t, const char *source,
-                      const char *kind, const char *hostname, int augment,
-                      p3d_node **out, char **err)
+/* Discovery's facts: everything the record holds that comes from hwloc,
+ * nothing that the completion step below adds. Live discovery caches this
+ * part (topo_cache.c). */
+static int collect_node(hwloc_topology_t t, const char *source,
+                        const char *kind, const char *hostname,
+                        p3d_node **out, p3d_topo_extra *x, char **err)
 {
     int rc = -1, ng = 0, nn = 0, namd = 0;
     gpu_ref *g = NULL;
@@ -471,23 +474,9 @@ static int build_node(hwloc_topology_t t, const char *source,
             nd->gn_class[(size_t)a * nn + j] =
                 (unsigned char)pci_class(t, g[a].pci, c[j].pci);
     }
-    int had_matrix = 0, filled = 0;
-    if (read_nvlink(t, nd, g, &had_matrix, err) < 0)
-        goto out;
-    if (augment)
-        filled = p3d_topo_nvml_augment(nd);
-    if (ng > 1 && !had_matrix && !filled)
-        p3d_node_note(nd, "no NVLinkBandwidth matrix in this source (hwloc "
-                      "without its NVML backend records none): GPUs are "
-                      "shown as PCIe-only");
-    if (namd)
-        p3d_node_note(nd, "%d AMD GPU%s (rsmi) found and not used: par3drun "
-                      "places NVIDIA GPUs only (CUDA/NCCL)", namd,
-                      namd == 1 ? "" : "s");
-    if (ng == 0)
-        p3d_node_note(nd, "no NVIDIA GPU found: only CPU and NUMA facts "
-                      "are shown");
-    if (p3d_node_finish(nd, err) < 0)
+    x->had_matrix = 0;
+    x->namd = namd;
+    if (read_nvlink(t, nd, g, &x->had_matrix, err) < 0)
         goto out;
     *out = nd;
     nd = NULL;
@@ -497,6 +486,48 @@ out:
     free(c);
     p3d_node_free(nd);
     return rc;
+}
+
+/* What is true now rather than what the hardware is: the NVML plugin's
+ * NVLink state and fabric clique (augment: live discovery only), the notes,
+ * and p3d_node_finish's derivations. Runs on a cached record too. Consumes
+ * nd: on success *out owns it, on failure it is freed. */
+static int complete_node(p3d_node *nd, const p3d_topo_extra *x, int augment,
+                         p3d_node **out, char **err)
+{
+    int rc = -1, filled = 0, ng = nd->ngpus;
+    if (augment)
+        filled = p3d_topo_nvml_augment(nd);
+    if (ng > 1 && !x->had_matrix && !filled)
+        p3d_node_note(nd, "no NVLinkBandwidth matrix in this source (hwloc "
+                      "without its NVML backend records none): GPUs are "
+                      "shown as PCIe-only");
+    if (x->namd)
+        p3d_node_note(nd, "%d AMD GPU%s (rsmi) found and not used: par3drun "
+                      "places NVIDIA GPUs only (CUDA/NCCL)", x->namd,
+                      x->namd == 1 ? "" : "s");
+    if (ng == 0)
+        p3d_node_note(nd, "no NVIDIA GPU found: only CPU and NUMA facts "
+                      "are shown");
+    if (p3d_node_finish(nd, err) < 0)
+        goto out;
+    *out = nd;
+    nd = NULL;
+    rc = 0;
+out:
+    p3d_node_free(nd);
+    return rc;
+}
+
+static int build_node(hwloc_topology_t t, const char *source,
+                      const char *kind, const char *hostname, int augment,
+                      p3d_node **out, char **err)
+{
+    p3d_node *nd = NULL;
+    p3d_topo_extra x = {0, 0};
+    if (collect_node(t, source, kind, hostname, &nd, &x, err) < 0)
+        return -1;
+    return complete_node(nd, &x, augment, out, err);
 }
 
 /* hwloc's gl and opencl components pull in X11/ICU and find nothing we use
@@ -530,6 +561,26 @@ static int topo_init(hwloc_topology_t *t, char **err)
     return 0;
 }
 
+/* Live discovery keeps only what the record reads. Caches (and their sysfs
+ * walk per CPU) and Misc objects are never read; OS devices are read only
+ * for GPUs (cuda/nvml/rsmi), RDMA and network interfaces, which hwloc's
+ * "important" filter keeps, while it drops block devices, DMA engines and
+ * anything not on PCI. PCI devices and bridges stay KEEP_ALL: the link
+ * classes walk the bridges, and an NVSwitch (class 0x0680, not
+ * "important") is an object of the NVLinkBandwidth matrix. Caches being
+ * gone cannot move an I/O object's locality: I/O attaches to the deepest
+ * normal object covering its CPUs, and the one left in a cache's place has
+ * the same cpuset and nodeset. test_topo_cache shows the record is the
+ * same with and without these on every hwloc fixture and on this machine. */
+static void trim_filters(hwloc_topology_t t)
+{
+    hwloc_topology_set_cache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_icache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(t, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
+    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
+                                   HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+}
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <dlfcn.h>
 /* Live discovery leaks ~1 KB inside libpciaccess (used by hwloc's PCI
@@ -550,13 +601,16 @@ const char *__lsan_default_suppressions(void)
 }
 #endif
 
-int p3d_topo_hwloc_local(p3d_node **out, char **err)
+/* Live discovery, trimmed (trim_filters); the raw record and its extras. */
+static int discover_local(const char *host, int trim, p3d_node **raw,
+                          p3d_topo_extra *x, char **err)
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
-    char host[256] = "";
     if (topo_init(&t, err) < 0)
         goto out;
+    if (trim)
+        trim_filters(t);
 #if defined(__SANITIZE_ADDRESS__)
     keep_pciaccess_loaded();
 #endif
@@ -564,9 +618,97 @@ int p3d_topo_hwloc_local(p3d_node **out, char **err)
         p3d_err(err, "local: hwloc could not discover this machine");
         goto out;
     }
+    rc = collect_node(t, "local", "local", host[0] ? host : NULL, raw, x, err);
+out:
+    if (t)
+        hwloc_topology_destroy(t);
+    return rc;
+}
+
+/* The cache sits between discovery and completion (topo_cache.h): a hit
+ * skips hwloc entirely, a miss stores what discovery found before the NVML
+ * plugin and p3d_node_finish touch it. A record whose NVLink matrix came
+ * from hwloc (an hwloc built with its NVML backend) is not stored: that
+ * matrix is link state, which is read live. */
+int p3d_topo_hwloc_local(p3d_node **out, char **err)
+{
+    int rc = -1;
+    char host[256] = "", *key = NULL, *enc = NULL, *kerr = NULL;
+    p3d_node *raw = NULL;
+    p3d_topo_extra x = {0, 0};
     if (gethostname(host, sizeof host - 1) < 0)
         host[0] = 0;
-    rc = build_node(t, "local", "local", host[0] ? host : NULL, 1, out, err);
+    if (p3d_topo_cache_wanted()) {
+        p3d_topo_key k;
+        if (p3d_topo_key_gather(&k, "", &kerr) == 0) {
+            key = p3d_topo_key_text(&k);
+            p3d_topo_key_clear(&k);
+        } else if (p3d_topo_cache_verbose()) {
+            fprintf(stderr, "par3drun: topology cache: not used: %s\n", kerr);
+        }
+    } else if (p3d_topo_cache_verbose()) {
+        fprintf(stderr, "par3drun: topology cache: off (--no-topo-cache or "
+                "P3D_TOPO_CACHE=0): discovering live\n");
+    }
+    if (key && p3d_topo_cache_lookup(key, &raw, &x) == 1) {
+        free(raw->hostname);
+        free(raw->source);
+        free(raw->source_kind);
+        raw->hostname = strdup(host[0] ? host : "unknown");
+        raw->source = strdup("local");
+        raw->source_kind = strdup("local");
+        if (!raw->hostname || !raw->source || !raw->source_kind) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+    } else {
+        p3d_node_free(raw);
+        raw = NULL;
+        if (discover_local(host, 1, &raw, &x, err) < 0)
+            goto out;
+        if (key && !x.had_matrix)
+            enc = p3d_topo_raw_encode(raw, &x);
+        else if (key && p3d_topo_cache_verbose())
+            fprintf(stderr, "par3drun: topology cache: not stored: hwloc "
+                    "supplied the NVLink matrix, which is link state\n");
+    }
+    rc = complete_node(raw, &x, 1, out, err);
+    raw = NULL;
+    if (rc == 0 && enc)
+        p3d_topo_cache_store(key, enc);
+out:
+    p3d_node_free(raw);
+    free(key);
+    free(enc);
+    free(kerr);
+    return rc;
+}
+
+int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x,
+                             char **err)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) < 0)
+        host[0] = 0;
+    return discover_local(host, trim, out, x, err);
+}
+
+int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len,
+                           int trim, p3d_node **out, p3d_topo_extra *x,
+                           char **err)
+{
+    int rc = -1;
+    hwloc_topology_t t = NULL;
+    if (topo_init(&t, err) < 0)
+        goto out;
+    if (trim)
+        trim_filters(t);
+    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
+        hwloc_topology_load(t) < 0) {
+        p3d_err(err, "%s: hwloc rejected this XML", path);
+        goto out;
+    }
+    rc = collect_node(t, path, "hwloc-xml", NULL, out, x, err);
 out:
     if (t)
         hwloc_topology_destroy(t);

@@ -66,6 +66,12 @@ typedef struct p3d_node {
 int p3d_topo_load(const char *src, p3d_node **out, char **err);
 void p3d_node_free(p3d_node *n);
 
+/* The local topology cache (docs/topology.md, "The topology cache"): used
+ * by p3d_topo_load("local") unless turned off here (--no-topo-cache) or by
+ * P3D_TOPO_CACHE=0; verbose says on stderr whether an entry was reused.
+ * Call before the first load; without a call the environment decides. */
+void p3d_topo_cache_configure(int enabled, int verbose);
+
 /* Derives everything computed from the raw facts: validates the NVLink
  * matrix (size, symmetry, non-negative), NVLink domains, nearest NIC per GPU,
  * notes, hash. Every source calls it last. */
