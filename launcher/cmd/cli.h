@@ -8,95 +8,9 @@
 
 #include <stddef.h>
 
+#include "opts.h"
 #include "p3d/p3d.h"
 
-typedef enum p3d_cmd {
-    P3D_CMD_LAUNCH = 0, /* par3drun [options] -- PROGRAM [ARGS...] */
-    P3D_CMD_DRYRUN,     /* par3drun --dry-run [options] */
-    P3D_CMD_TOPO,       /* par3drun topo [options] */
-    P3D_CMD_PLAN,       /* par3drun plan [options] */
-    P3D_CMD_AGENT,      /* internal: one emulated node's agent */
-    P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
-} p3d_cmd;
-
-typedef struct p3d_opts {
-    p3d_cmd cmd;
-    int help, version, verbose;
-
-    /* inputs */
-    const char *topology;       /* --topology SRC (default "local") */
-    const char *cluster;        /* --cluster FILE */
-    const char *slurm_topology; /* --slurm-topology FILE */
-    const char *format;         /* --format (default "text") */
-    const char *output;         /* --output FILE */
-    int no_topo_cache;          /* --no-topo-cache or P3D_TOPO_CACHE=0 */
-
-    /* mesh and policy */
-    int tp, pp, dp, cp, ep, etp; /* 0 = not given (etp: same as tp) */
-    const char *order;          /* --order */
-    const char *policy;         /* --policy (default "megatron") */
-    const char *policy_sha256;
-    const char **policy_candidates; /* --policy-candidates, repeatable (--policy auto) */
-    size_t npolicy_candidates;
-
-    /* training shape and model (cost model) */
-    int micro_batches, micro_batch, global_batch, virtual_stages;
-    const char *model;          /* preset name */
-    double params;
-    int layers, hidden, heads, seq_len, vocab;
-    const char *dtype;          /* bf16|fp16|fp32 */
-    int zero;                   /* -1 = not given */
-    const char *recompute;      /* none|selective|full */
-    double gpu_mem_gb;
-    double mem_reserve_gb;      /* --mem-reserve, -1 = not given */
-    double tflops;              /* sustained TFLOP/s per GPU */
-    int top;                    /* plan: how many layouts to print */
-    int search_zero;            /* plan: also search ZeRO stages */
-
-    /* launch */
-    int nproc_per_node;
-    const char **env;           /* --env K=V, repeatable */
-    size_t nenv;
-    const char **env_files;     /* --env-file FILE, repeatable */
-    size_t nenv_files;
-    const char *bind;           /* numa|core|none */
-    int report_bindings;
-    int tag_output;             /* -1 auto, 0 off, 1 on */
-    const char *log_dir;
-    const char *output_ranks;   /* --output-ranks LIST: only these ranks shown */
-    double grace;               /* seconds */
-    int max_restarts;
-    int spares;                 /* --spares K: hot spare nodes */
-    const char *exclude;        /* --exclude HOSTLIST */
-    const char *health_check;   /* --health-check CMD */
-    double health_check_timeout;
-    double timeout;             /* whole job, 0 = none */
-    double hang_timeout;        /* --hang-timeout: 0 = off */
-    const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
-    double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
-    const char *master_addr;
-    int master_port;
-    int emulate;
-    const char *job_id;
-    const char *run_dir;        /* --run-dir DIR: per-job files */
-
-    /* multi-node */
-    int nnodes, node_rank;      /* 0 / -1 = not given */
-    const char *rdzv;           /* auto|pmix|slurm|static:HOST:PORT|etcd:URL|none */
-    double rdzv_timeout;
-    const char *rdzv_token_file;
-    const char *rdzv_endpoint;  /* torchrun's --rdzv-endpoint HOST:PORT */
-    const char *rdzv_backend;   /* torchrun's --rdzv-backend */
-    int standalone;             /* torchrun's --standalone */
-    int quiet;                  /* --quiet: no warning lines at launch */
-    int keep_run_dir;           /* --keep-run-dir or P3D_KEEP_RUN_DIR=1 */
-    char *rdzv_owned;           /* the --rdzv built from them (freed) */
-    int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
-
-    /* the program after "--" */
-    char **argv;
-    int argc;
-} p3d_opts;
 
 /* Parses argv. Returns 0, or -1 with a message in *err (usage error, exit 2). */
 int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err);

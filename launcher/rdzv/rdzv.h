@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli.h"
+#include "opts.h"
 #include "p3d/p3d.h"
 
 /* ---- backends (rdzv.c, plugins/rdzv_*) ----------------------------------- */

@@ -32,7 +32,7 @@
 #include <sys/types.h>
 
 #include "agent_proto.h"
-#include "cli.h"
+#include "opts.h"
 #include "loop.h"
 #include "p3d/p3d.h"
 

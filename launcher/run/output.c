@@ -479,3 +479,14 @@ void p3d_rank_out_free(p3d_rank_out *r)
         P3D_FREE(&r->tail[i]);
     r->tail_count = r->tail_next = 0;
 }
+
+int p3d_check_output_ranks(const p3d_opts *o, int world, char **err)
+{
+    if (!o->output_ranks)
+        return 0;
+    /* the agents parse it again; any error must come before a start */
+    unsigned char *sel = malloc((size_t)world + 1);
+    int rc = sel ? p3d_rank_list_parse(o->output_ranks, world, sel, err) : p3d_err(err, "out of memory");
+    free(sel);
+    return rc < 0 ? -1 : 0;
+}

@@ -77,7 +77,7 @@ int p3d_place_keep_usable(p3d_cluster *c, char **err);
  * used node); error-level checks are the caller's to refuse. -1 with *err
  * when no placement could be made (no spare left, the policy failed). */
 int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, char **err);
-/* A lost node's replacement, the part every launcher shares (cmd_launch.c):
+/* A lost node's replacement, the part every launcher shares (place_replace.c):
  * p3d_place_replace and its error-level checks; 1 with *msg when the lost
  * nodes ran no rank (marked lost, replace events written, nothing moves),
  * -1 with the reason in *msg, 0 with *was (malloc'd: rank r's node before).

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""layers.py - the launcher's stage graph, and the rules the build keeps.
+
+Prints, for the stage folders under launcher/ (and placement/ as one
+stage below them), which stage includes whose headers and calls whose
+functions, with an example of each edge. Exits 1 when:
+  - the stages form a circle (an import circle spans two stage folders);
+  - poll()/ppoll()/epoll_wait() is called outside launcher/loop/loop.c and
+    the one documented exception (launcher/rdzv/rdzv_tree_leader.c);
+  - usleep()/nanosleep()/sleep() is called anywhere under launcher/.
+
+Usage: scripts/layers.py [SOURCE_DIR]   (default: the checkout it is in)
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+LAUNCHER = os.path.join(ROOT, "launcher")
+WAIT_OK = {"launcher/loop/loop.c", "launcher/rdzv/rdzv_tree_leader.c"}
+
+DEF_RE = re.compile(r"^[A-Za-z_][\w \t\*]*?\b(p3d_\w+|rz_\w+)\s*\([^;{]*\)\s*\{", re.M)
+CALL_RE = re.compile(r"\b(p3d_\w+|rz_\w+)\s*\(")
+INC_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+WAIT_RE = re.compile(r"\b(poll|ppoll|epoll_wait|epoll_pwait)\s*\(")
+SLEEP_RE = re.compile(r"\b(usleep|nanosleep|sleep|clock_nanosleep)\s*\(")
+
+
+def strip(text):
+    """Comments and string literals out, line structure kept."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def strip_comments_only(text):
+    return re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+
+
+def sources():
+    for top in ("launcher", "placement", "plugins"):
+        for d, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in sorted(files):
+                if f.endswith((".c", ".h")):
+                    yield os.path.join(d, f)
+
+
+def stage_of(path):
+    rel = os.path.relpath(path, ROOT).split(os.sep)
+    if rel[0] == "launcher" and len(rel) > 2:
+        return "launcher/" + rel[1]
+    if rel[0] == "placement":
+        return "placement"
+    if rel[0] == "plugins":
+        return "plugins"
+    return None
+
+
+def main():
+    texts, raw, header_stage, defined = {}, {}, {}, {}
+    for p in sources():
+        with open(p, encoding="utf-8", errors="replace") as f:
+            raw[p] = f.read()
+        texts[p] = strip(raw[p])
+        st = stage_of(p)
+        if p.endswith(".h"):
+            header_stage.setdefault(os.path.basename(p), st)
+        else:
+            for m in DEF_RE.finditer(texts[p]):
+                if "static" not in m.group(0).split("(")[0]:
+                    defined.setdefault(m.group(1), (st, os.path.relpath(p, ROOT)))
+    edges = {}  # (a, b) -> every reason
+    verbose = os.environ.get("VERBOSE") == "1"
+
+    def edge(a, b, why):
+        if a and b and a != b:
+            edges.setdefault((a, b), []).append(why)
+
+    bad = 0
+    for p, t in texts.items():
+        st = stage_of(p)
+        rel = os.path.relpath(p, ROOT)
+        for m in INC_RE.finditer(strip_comments_only(raw[p])):
+            h = os.path.basename(m.group(1))
+            if m.group(1).startswith("p3d/"):
+                continue  # the public API, below every stage
+            edge(st, header_stage.get(h), f'{rel} includes "{m.group(1)}"')
+        if p.endswith(".c"):
+            for m in CALL_RE.finditer(t):
+                d = defined.get(m.group(1))
+                if d:
+                    edge(st, d[0], f"{rel} calls {m.group(1)} ({d[1]})")
+        if rel.startswith("launcher/"):
+            for m in WAIT_RE.finditer(t):
+                if rel not in WAIT_OK:
+                    line = t.count("\n", 0, m.start()) + 1
+                    print(f"{rel}:{line}: {m.group(1)}() outside the event loop (launcher/loop/loop.c)")
+                    bad = 1
+            for m in SLEEP_RE.finditer(t):
+                line = t.count("\n", 0, m.start()) + 1
+                print(f"{rel}:{line}: {m.group(1)}() under launcher/: wait on the loop (a timer) instead")
+                bad = 1
+    stages = sorted({s for e in edges for s in e})
+    print("stage graph (a -> b: a uses b):")
+    for a, b in sorted(edges):
+        why = edges[(a, b)]
+        print(f"  {a} -> {b}    ({len(why)}) e.g. {why[0]}")
+        for w in why[1:] if verbose else []:
+            print(f"        {w}")
+    # circles: strongly connected components of more than one stage
+    graph = {s: [b for (a, b) in edges if a == s] for s in stages}
+    index, low, onstack, stack, sccs, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        onstack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in onstack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                onstack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            sccs.append(comp)
+
+    for s in stages:
+        if s not in index:
+            visit(s)
+    for comp in sccs:
+        if len(comp) > 1:
+            bad = 1
+            members = set(comp)
+            print("circle: " + " <-> ".join(sorted(comp)))
+            for a, b in sorted(edges):
+                if a in members and b in members:
+                    print(f"  {a} -> {b}")
+                    for w in sorted(set(edges[(a, b)])):
+                        print(f"        {w}")
+    if not bad:
+        print("no circle; poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/")
+    return bad
+
+
+if __name__ == "__main__":
+    sys.exit(main())
