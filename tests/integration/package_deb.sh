@@ -31,7 +31,7 @@ echo "ok: cpack built $(basename "$deb") ($(stat -c %s "$deb") bytes) in $(echo 
 [[ $(dpkg-deb -f "$deb" Package) == par3drun ]] || bad "Package is not par3drun"
 [[ $(dpkg-deb -f "$deb" Version) == "$ver" ]] || bad "Version $(dpkg-deb -f "$deb" Version), par3drun --version says $ver"
 deps=$(dpkg-deb -f "$deb" Depends)
-for d in libhwloc liblua5.4 libcjson; do
+for d in libhwloc liblua5.4 libcjson libyaml; do
     grep -q "$d" <<<"$deps" || bad "Depends lacks $d: $deps"
 done
 
