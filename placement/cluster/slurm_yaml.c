@@ -281,8 +281,17 @@ static int build(yp *p, const char *buf, yn **root)
         }
         if (!fail && anchor)
             fail = refuse(p, line, "an anchor", (const char *)anchor);
-        else if (!fail && tag)
-            fail = refuse(p, line, "a tag", (const char *)tag);
+        else if (!fail && tag) {
+            /* as written: libyaml hands "!!str" over resolved */
+            static const char core[] = "tag:yaml.org,2002:";
+            char shown[128];
+            const char *tg = (const char *)tag;
+            if (!strncmp(tg, core, sizeof core - 1))
+                snprintf(shown, sizeof shown, "!!%.100s", tg + sizeof core - 1);
+            else
+                snprintf(shown, sizeof shown, "%.120s", tg);
+            fail = refuse(p, line, "a tag", shown);
+        }
         yaml_event_delete(&ev);
         if (fail)
             goto out;
