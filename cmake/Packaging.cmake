@@ -29,6 +29,6 @@ if(P3D_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${P3D_WORKER_CUDA_LIBDIRS}
       /usr/local/cuda/lib64 /usr/local/cuda/lib)
 else()
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libhwloc15, liblua5.4-0, libcjson1, libssl3")
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libhwloc15, liblua5.4-0, libcjson1, libyaml-0-2, libssl3")
 endif()
 include(CPack)

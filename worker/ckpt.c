@@ -33,6 +33,7 @@
  * all an exact resume needs.
  */
 #include "worker.h"
+#include "ckpt_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -46,9 +47,6 @@
 #include <unistd.h>
 
 #define CK_MAGIC 0x31504b4357443350ull /* "P3DWCKP1" */
-#define CK_VERSION 2u                  /* 2: the generation word */
-#define MARKER "complete"
-#define MARKER_MAX 1024                /* a larger marker is not ours */
 
 /* Header words, host byte order. */
 enum {
@@ -62,15 +60,6 @@ static const char *const h_name[H_NWORDS] = {
     "--hidden", "--experts", "--top-k", "--global-batch", "--seed", "parameter count",
     "generation", "loss count", "checksum"};
 
-/* What the marker records besides step and generation: the fields a resume
- * must match (world and mesh sizes), in the order they are written. */
-enum { M_WORLD, M_TP, M_PP, M_DP, M_EP, M_ETP, M_EDP, M_NMESH };
-static const char *const m_name[M_NMESH] = {"world_size", "tp", "pp", "dp", "ep", "etp", "edp"};
-
-typedef struct marker {
-    long step, gen, mesh[M_NMESH];
-    char job[128];
-} marker;
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -141,308 +130,12 @@ static void my_marker(const p3dw_ckpt *c, int step, marker *m)
     m->job[k] = 0;
 }
 
-static int format_marker(const marker *m, char *out, size_t n)
-{
-    int k = snprintf(out, n, "p3d-worker checkpoint %u\nstep %ld\ngeneration %ld\njob %s\n",
-                     CK_VERSION, m->step, m->gen, m->job);
-    for (int i = 0; i < M_NMESH && k > 0 && (size_t)k < n; i++)
-        k += snprintf(out + k, n - (size_t)k, "%s %ld\n", m_name[i], m->mesh[i]);
-    return k > 0 && (size_t)k < n ? k : -1;
-}
-
-/* Plain decimal digits only (no sign, no space), at most 9 of them. */
-static int parse_digits(const char *s, size_t len, long *out)
-{
-    long v = 0;
-    if (len == 0 || len > 9)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        v = v * 10 + (s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-/* Parses a marker's text (NUL-terminated, n bytes).  0, or -1 with *why. */
-static int parse_marker(const char *text, size_t n, marker *m, const char **why)
-{
-    static const char head[] = "p3d-worker checkpoint 2\n";
-    memset(m, 0, sizeof *m);
-    if (strlen(text) != n || strncmp(text, head, sizeof head - 1) != 0) {
-        *why = "it does not start with 'p3d-worker checkpoint 2' (another version or not ours)";
-        return -1;
-    }
-    const char *keys[3 + M_NMESH] = {"step", "generation", "job"};
-    long *val[3 + M_NMESH] = {&m->step, &m->gen, NULL};
-    for (int i = 0; i < M_NMESH; i++) {
-        keys[3 + i] = m_name[i];
-        val[3 + i] = &m->mesh[i];
-    }
-    const char *p = text + sizeof head - 1;
-    for (int i = 0; i < 3 + M_NMESH; i++) {
-        size_t kl = strlen(keys[i]);
-        const char *nl = strchr(p, '\n');
-        if (!nl || strncmp(p, keys[i], kl) != 0 || p[kl] != ' ') {
-            *why = "a line is missing or out of order";
-            return -1;
-        }
-        const char *v = p + kl + 1;
-        size_t vl = (size_t)(nl - v);
-        if (!val[i]) {
-            if (vl >= sizeof m->job) {
-                *why = "its job id is too long";
-                return -1;
-            }
-            memcpy(m->job, v, vl);
-            m->job[vl] = 0;
-        } else if (parse_digits(v, vl, val[i])) {
-            *why = "a number is not plain decimal digits";
-            return -1;
-        }
-        p = nl + 1;
-    }
-    if (*p) {
-        *why = "it has text after the last field";
-        return -1;
-    }
-    return 0;
-}
-
-/* Opens a file in dfd for reading, never following a link and never
- * blocking on a FIFO or device: only a regular file is accepted.  Returns the
- * fd, or -1 with *why (static text or strerror). */
-static int open_regular(int dfd, const char *name, const char **why)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0) {
-        *why = errno == ELOOP ? "is a symbolic link (refused)" : strerror(errno);
-        return -1;
-    }
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-        *why = "is not a regular file (a FIFO, device or directory: refused)";
-        close(fd);
-        errno = EINVAL;
-        return -1;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
-        *why = strerror(errno);
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* The rule for the checkpoint directory and every step directory in it:
- * ours, and nobody else may write into it.  0, or -1 with the reason in
- * msg. */
-static int check_private_dir(const struct stat *st, char *msg, size_t n)
-{
-    if (!S_ISDIR(st->st_mode)) {
-        snprintf(msg, n, "is not a directory");
-        return -1;
-    }
-    if (st->st_uid != geteuid()) {
-        snprintf(msg, n, "belongs to uid %u, not to you (uid %u): its owner could replace "
-                         "the checkpoint files", (unsigned)st->st_uid, (unsigned)geteuid());
-        return -1;
-    }
-    if (st->st_mode & (S_IWGRP | S_IWOTH)) {
-        snprintf(msg, n, "has mode %04o: another user could write into it (chmod go-w it)",
-                 (unsigned)(st->st_mode & 07777));
-        return -1;
-    }
-    return 0;
-}
-
-/* Opens DIR/step-NNNNNNNN (created, mode 0700, when create is set) without
- * following a link, and checks it like the checkpoint directory.  Returns
- * the fd, or -1 with the reason in msg. */
-static int open_step(const p3dw_ckpt *c, int step, int create, char *msg, size_t n)
-{
-    char name[32];
-    struct stat st;
-    snprintf(name, sizeof name, "step-%08d", step);
-    if (create && mkdirat(c->dfd, name, 0700) && errno != EEXIST) {
-        snprintf(msg, n, "cannot create it: %s", strerror(errno));
-        return -1;
-    }
-    int fd = openat(c->dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        if ((e == ELOOP || e == ENOTDIR) && !fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW) &&
-            S_ISLNK(st.st_mode))
-            snprintf(msg, n, "is a symbolic link: refused (nothing is read, written or "
-                             "deleted through it)");
-        else
-            snprintf(msg, n, "%s", e == ENOTDIR ? "is not a directory" : strerror(e));
-        return -1;
-    }
-    if (fstat(fd, &st) || check_private_dir(&st, msg, n)) {
-        close(fd);
-        return -1;
-    }
-    return fd;
-}
-
-/* Reads the marker of a step directory.  Returns 0 (in *m), 1 when absent,
- * -1 when unusable (*why). */
-static int read_marker(int sdfd, marker *m, const char **why)
-{
-    char buf[MARKER_MAX + 1];
-    int fd = open_regular(sdfd, MARKER, why);
-    if (fd < 0)
-        return errno == ENOENT ? 1 : -1;
-    size_t got = 0;
-    for (;;) {
-        ssize_t k = read(fd, buf + got, sizeof buf - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            *why = strerror(errno);
-            close(fd);
-            return -1;
-        }
-        if (k == 0 || (got += (size_t)k) == sizeof buf - 1)
-            break;
-    }
-    close(fd);
-    buf[got] = 0;
-    if (got == sizeof buf - 1) {
-        *why = "it is larger than any marker p3d-worker writes";
-        return -1;
-    }
-    return parse_marker(buf, got, m, why);
-}
-
-/* Writes parts to dfd/name through a temporary name created with O_EXCL |
- * O_NOFOLLOW (a planted file or link under that name is removed, never
- * written through), fsync, then rename (commit == 0) or link (commit != 0:
- * fails with EEXIST instead of replacing an existing name), then fsync of the
- * directory.  Returns 0, or -1 with errno set. */
-static int write_atomic(int dfd, const char *name, const void *const *part, const size_t *len,
-                        int nparts, int commit)
-{
-    char tmp[64];
-    int fd = -1, rc = -1;
-    if (snprintf(tmp, sizeof tmp, "%s.tmp", name) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (int tries = 0; fd < 0 && tries < 2; tries++) {
-        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (fd < 0 && (errno != EEXIST || unlinkat(dfd, tmp, 0)))
-            return -1;
-    }
-    if (fd < 0) {
-        errno = EEXIST;
-        return -1;
-    }
-    for (int i = 0; i < nparts; i++) {
-        const char *p = part[i];
-        size_t left = len[i];
-        while (left > 0) {
-            ssize_t k = write(fd, p, left);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k <= 0) {
-                if (k == 0)
-                    errno = EIO;
-                goto out;
-            }
-            p += k;
-            left -= (size_t)k;
-        }
-    }
-    if (fsync(fd))
-        goto out;
-    int cfd = fd;
-    fd = -1;
-    if (close(cfd))
-        goto out;
-    if (commit ? linkat(dfd, tmp, dfd, name, 0) : renameat(dfd, tmp, dfd, name))
-        goto out;
-    if (fsync(dfd))
-        goto out;
-    rc = 0;
-out:
-    if (fd >= 0)
-        close(fd);
-    int e = errno;
-    unlinkat(dfd, tmp, 0); /* after link(): the temporary name; after a failure: the file */
-    errno = e;
-    return rc;
-}
-
-/* Step directories in DIR (names step-<digits> only), newest first
- * (malloc'd; *n entries). */
-static int *list_steps(const p3dw_ckpt *c, int *n)
-{
-    int cap = 16, *v = malloc(sizeof *v * (size_t)cap), fd = dup(c->dfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    *n = 0;
-    if (!d && fd >= 0)
-        close(fd);
-    if (!v || !d) {
-        if (d)
-            closedir(d);
-        return v;
-    }
-    rewinddir(d);
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        long s;
-        if (strncmp(de->d_name, "step-", 5) != 0 ||
-            parse_digits(de->d_name + 5, strlen(de->d_name + 5), &s))
-            continue;
-        if (*n == cap) {
-            int *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
-            if (!nv)
-                break;
-            v = nv;
-        }
-        v[(*n)++] = (int)s;
-    }
-    closedir(d);
-    for (int i = 1; i < *n; i++) /* insertion sort, descending */
-        for (int j = i; j > 0 && v[j - 1] < v[j]; j--) {
-            int t = v[j];
-            v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
-    return v;
-}
-
-/* mkdir -p with mode 0700 for what it creates. */
-static int mkdirs(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(buf, 0700) && errno != EEXIST)
-            return -1;
-        *p = '/';
-    }
-    if (mkdir(buf, 0700) && errno != EEXIST)
-        return -1;
-    return 0;
-}
-
 int p3dw_ckpt_open(p3dw_ckpt *c)
 {
     char msg[256];
     struct stat st;
     c->dfd = -1;
-    if (mkdirs(c->dir)) {
+    if (ck_mkdirs(c->dir)) {
         fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s: cannot create it: %s\n",
                 c->e->rank, c->dir, strerror(errno));
         return -1;
@@ -451,7 +144,7 @@ int p3dw_ckpt_open(p3dw_ckpt *c)
      * par3drun's --log-dir: the rules apply to the directory it reaches,
      * which is then used through this descriptor only. */
     int fd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fstat(fd, &st) || check_private_dir(&st, msg, sizeof msg)) {
+    if (fd < 0 || fstat(fd, &st) || ck_check_private_dir(&st, msg, sizeof msg)) {
         if (fd < 0)
             snprintf(msg, sizeof msg, "cannot be opened (%s)", strerror(errno));
         fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s %s; refusing it: choose a "
@@ -478,7 +171,7 @@ static int step_marker(const p3dw_ckpt *c, int step, int sdfd, marker *m)
 {
     const char *why = NULL;
     marker want;
-    int rank = c->e->rank, v = read_marker(sdfd, m, &why);
+    int rank = c->e->rank, v = ck_read_marker(sdfd, m, &why);
     if (v == 1)
         return 1;
     if (v < 0 || m->step != step) {
@@ -492,7 +185,7 @@ static int step_marker(const p3dw_ckpt *c, int step, int sdfd, marker *m)
         if (m->mesh[i] != want.mesh[i]) {
             fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d was written with %s "
                             "%ld, this run has %ld: resume with the mesh it was written with, "
-                            "or use another --checkpoint-dir\n", rank, c->dir, step, m_name[i],
+                            "or use another --checkpoint-dir\n", rank, c->dir, step, ck_marker_field[i],
                     m->mesh[i], want.mesh[i]);
             return 2;
         }
@@ -511,7 +204,7 @@ static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, float *p
     const char *why = NULL;
     snprintf(name, sizeof name, "rank-%05d.gen-%ld.bin", rank, gen);
     fill_header(c, want, step, nparam, gen);
-    int fd = open_regular(sdfd, name, &why);
+    int fd = ck_open_regular(sdfd, name, &why);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
         if (fd >= 0)
@@ -584,7 +277,7 @@ static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, 
 {
     char msg[256];
     marker m;
-    int sdfd = open_step(c, step, 0, msg, sizeof msg);
+    int sdfd = ck_open_step(c, step, 0, msg, sizeof msg);
     if (sdfd < 0) {
         fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d %s; ignoring checkpoint "
                         "step %d\n", c->e->rank, c->dir, step, msg, step);
@@ -600,7 +293,7 @@ static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, 
 int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *losses)
 {
     int n = 0, rc = -1, world = c->e->world, rank = c->e->rank;
-    int *steps = list_steps(c, &n), *all = malloc(sizeof *all * (size_t)world);
+    int *steps = ck_list_steps(c, &n), *all = malloc(sizeof *all * (size_t)world);
     if (!steps || !all) {
         fprintf(stderr, "p3d-worker: out of memory reading checkpoints\n");
         goto out;
@@ -660,8 +353,8 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
             char msg[256];
             const char *why;
             marker m;
-            int sdfd = open_step(c, steps[k], 0, msg, sizeof msg);
-            if (sdfd >= 0 && read_marker(sdfd, &m, &why) == 1)
+            int sdfd = ck_open_step(c, steps[k], 0, msg, sizeof msg);
+            if (sdfd >= 0 && ck_read_marker(sdfd, &m, &why) == 1)
                 fprintf(stderr, "p3d-worker: warning: %s/step-%08d has no completion marker "
                                 "(not every rank wrote its shard): ignored\n", c->dir, steps[k]);
             if (sdfd >= 0)
@@ -684,55 +377,27 @@ out:
     return rc;
 }
 
-/* Removes one step directory's files through its own descriptor (opened
- * without following a link: a step-N that is a link is left alone), the
- * marker last, so a half-removed step reads as incomplete. */
-static void remove_step(const p3dw_ckpt *c, int step)
-{
-    char msg[256], name[32];
-    int sdfd = open_step(c, step, 0, msg, sizeof msg);
-    if (sdfd < 0) {
-        fprintf(stderr, "p3d-worker: warning: --checkpoint-keep: %s/step-%08d %s; not "
-                        "removing it\n", c->dir, step, msg);
-        return;
-    }
-    int fd = dup(sdfd);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    if (!d && fd >= 0)
-        close(fd);
-    struct dirent *de;
-    while (d && (de = readdir(d)))
-        if (strncmp(de->d_name, "rank-", 5) == 0)
-            unlinkat(sdfd, de->d_name, 0); /* a link itself, never its target */
-    if (d)
-        closedir(d);
-    unlinkat(sdfd, MARKER, 0);
-    close(sdfd);
-    snprintf(name, sizeof name, "step-%08d", step);
-    unlinkat(c->dfd, name, AT_REMOVEDIR);
-}
-
 /* Rank 0: removes complete checkpoints beyond the newest --checkpoint-keep
  * ones, and incomplete ones older than the newest complete one. */
 static void prune(const p3dw_ckpt *c, int newest)
 {
     if (c->keep <= 0)
         return;
-    int n = 0, kept = 0, *v = list_steps(c, &n);
+    int n = 0, kept = 0, *v = ck_list_steps(c, &n);
     for (int k = 0; v && k < n; k++) {
         char msg[256];
         const char *why;
         marker m;
         if (v[k] > newest)
             continue;
-        int sdfd = open_step(c, v[k], 0, msg, sizeof msg), complete = 0;
+        int sdfd = ck_open_step(c, v[k], 0, msg, sizeof msg), complete = 0;
         if (sdfd >= 0) {
-            complete = read_marker(sdfd, &m, &why) == 0;
+            complete = ck_read_marker(sdfd, &m, &why) == 0;
             close(sdfd);
         }
         if (complete && ++kept <= c->keep)
             continue;
-        remove_step(c, v[k]);
+        ck_remove_step(c, v[k]);
     }
     free(v);
 }
@@ -743,7 +408,7 @@ static int fenced(const p3dw_ckpt *c, int step, int sdfd, const marker *me)
 {
     marker m;
     const char *why;
-    if (read_marker(sdfd, &m, &why) != 0 || strcmp(m.job, me->job) != 0 || m.gen <= me->gen)
+    if (ck_read_marker(sdfd, &m, &why) != 0 || strcmp(m.job, me->job) != 0 || m.gen <= me->gen)
         return 0;
     fprintf(stderr, "p3d-worker: rank %d: %s/step-%08d was committed by generation %ld of this "
                     "job, newer than this rank's P3D_GENERATION %ld: this rank is a stale copy "
@@ -767,7 +432,7 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
     snprintf(name, sizeof name, "rank-%05d.gen-%ld.bin", rank, me.gen);
     const void *part[3] = {h, params, losses};
     size_t len[3] = {sizeof h, sizeof *params * nparam, sizeof *losses * (size_t)c->o->steps};
-    int sdfd = open_step(c, step, 1, msg, sizeof msg);
+    int sdfd = ck_open_step(c, step, 1, msg, sizeof msg);
     if (sdfd < 0) {
         fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d %s\n", rank, c->dir, step,
                 msg);
@@ -785,7 +450,7 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
                 step, MARKER, strerror(errno));
         ok = 0;
     }
-    if (ok && write_atomic(sdfd, name, part, len, 3, 0)) {
+    if (ok && ck_write_atomic(sdfd, name, part, len, 3, 0)) {
         fprintf(stderr, "p3d-worker: rank %d: writing checkpoint file %s/step-%08d/%s: %s\n",
                 rank, c->dir, step, name, strerror(errno));
         ok = 0;
@@ -803,17 +468,17 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
         }
     if (rank == 0) {
         char body[MARKER_MAX];
-        int m = format_marker(&me, body, sizeof body);
+        int m = ck_format_marker(&me, body, sizeof body);
         const void *bp[1] = {body};
         size_t bl[1] = {(size_t)(m > 0 ? m : 0)};
         /* link(), not rename(): a marker that appeared since the drop above
          * is not replaced blindly; a newer generation's fences me out, any
          * other is superseded by mine. */
-        int w = m > 0 ? write_atomic(sdfd, MARKER, bp, bl, 1, 1) : (errno = EOVERFLOW, -1);
+        int w = m > 0 ? ck_write_atomic(sdfd, MARKER, bp, bl, 1, 1) : (errno = EOVERFLOW, -1);
         if (w && errno == EEXIST) {
             if (fenced(c, step, sdfd, &me))
                 goto out;
-            w = write_atomic(sdfd, MARKER, bp, bl, 1, 0);
+            w = ck_write_atomic(sdfd, MARKER, bp, bl, 1, 0);
         }
         if (w) {
             fprintf(stderr, "p3d-worker: rank 0: writing checkpoint file %s/step-%08d/%s: %s\n",

@@ -13,7 +13,8 @@
  *                struct p3d_ops so the CPU and CUDA backends share it
  *   moe.c        the optional MoE layer: routing, EP all-to-all dispatch and
  *                combine, experts sharded over EP x ETP
- *   ckpt.c       --checkpoint-dir: atomic per-rank shards, resume
+ *   ckpt.c       --checkpoint-dir: atomic per-rank shards, resume, fencing
+ *   ckpt_fs.c    the checkpoint directory on disk (marker, safe opens, writes)
  *   cpu_ops.c    the fp32 C backend (collectives over tcp_comm)
  *   cuda/         the CUDA/NCCL backend (built when CUDA and NCCL are found)
  *   report.c     per-rank JSON lines and the rank-0 summary

@@ -15,10 +15,11 @@
  * rebuilding the tree from its callbacks for this one file would be more
  * code than this scan, which runs on text cJSON already accepted and only
  * on the error path. Syntax errors get their line and column from cJSON's
- * own error pointer (syntax_error() below).
+ * own error pointer (cf_syntax_error() below).
  */
 #include "cluster_internal.h"
 #include "cluster_foreign.h"
+#include "cluster_file.h"
 #include "strmap.h"
 
 #include <cjson/cJSON.h>
@@ -33,131 +34,6 @@
 #include <unistd.h>
 
 #define MAX_KEY_WARNINGS 5
-
-typedef struct cf_ctx {
-    const char *path;       /* as given, for messages */
-    const char *buf;
-    size_t len;
-    char *dir;              /* directory of the file ("." when none) */
-    /* where nodes[] entries sit in the text, found on first need */
-    int scanned;
-    size_t nspans, *span_lo, *span_hi;
-    p3d_cluster *c;
-    p3d_strmap topo_by_str, topo_by_real, racks, domains, names;
-    char **reals;           /* realpath strings (keys of topo_by_real) */
-    size_t nreals, cap_reals;
-    size_t cap_nodes, cap_topos, cap_racks, cap_domains;
-    size_t *entry_of_node;  /* nodes[] entry each node came from */
-    size_t nkey_warnings;
-} cf_ctx;
-
-/* ---- positions ----------------------------------------------------------- */
-
-static size_t line_of(const cf_ctx *x, size_t off)
-{
-    size_t line = 1;
-    for (size_t i = 0; i < off && i < x->len; i++)
-        line += x->buf[i] == '\n';
-    return line;
-}
-
-/* Finds the spans of the objects inside the top-level "nodes" array. Tolerant:
- * it only runs on text cJSON already accepted. */
-static void scan_spans(cf_ctx *x)
-{
-    if (x->scanned)
-        return;
-    x->scanned = 1;
-    const char *s = x->buf;
-    size_t n = x->len, cap = 0;
-    int depth = 0, in_nodes = 0;
-    size_t key_lo = 0, key_hi = 0; /* last string seen at depth 1 */
-    int last_was_nodes = 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (ch == '"') {
-            size_t lo = i + 1;
-            for (i++; i < n && s[i] != '"'; i++)
-                if (s[i] == '\\')
-                    i++;
-            if (depth == 1) {
-                key_lo = lo;
-                key_hi = i;
-            }
-            continue;
-        }
-        if (ch == ':' && depth == 1)
-            last_was_nodes = key_hi - key_lo == 5 &&
-                             memcmp(s + key_lo, "nodes", 5) == 0;
-        if (ch == '[' || ch == '{') {
-            depth++;
-            if (ch == '[' && depth == 2 && last_was_nodes)
-                in_nodes = 1;
-            if (ch == '{' && depth == 3 && in_nodes) {
-                if (x->nspans == cap) {
-                    size_t nc = cap ? cap * 2 : 64;
-                    size_t *a = realloc(x->span_lo, nc * sizeof *a);
-                    size_t *b = a ? realloc(x->span_hi, nc * sizeof *b) : NULL;
-                    if (a)
-                        x->span_lo = a;
-                    if (!b)
-                        return;
-                    x->span_hi = b;
-                    cap = nc;
-                }
-                x->span_lo[x->nspans] = i;
-                x->span_hi[x->nspans++] = n;
-            }
-        } else if (ch == ']' || ch == '}') {
-            if (ch == '}' && depth == 3 && in_nodes && x->nspans)
-                x->span_hi[x->nspans - 1] = i + 1;
-            if (ch == ']' && depth == 2)
-                in_nodes = 0;
-            depth--;
-        }
-    }
-}
-
-/* Line of `"key"` inside nodes[entry] (or of the entry itself when key is
- * NULL or not found); entry SIZE_MAX means top level. 0 when unknown. */
-static size_t find_line(cf_ctx *x, size_t entry, const char *key)
-{
-    size_t lo = 0, hi = x->len;
-    if (entry != SIZE_MAX) {
-        scan_spans(x);
-        if (entry >= x->nspans)
-            return 0;
-        lo = x->span_lo[entry];
-        hi = x->span_hi[entry];
-    }
-    if (key) {
-        char pat[80];
-        int k = snprintf(pat, sizeof pat, "\"%s\"", key);
-        if (k > 0 && (size_t)k < sizeof pat) {
-            const char *p = memmem(x->buf + lo, hi - lo, pat, (size_t)k);
-            if (p)
-                return line_of(x, (size_t)(p - x->buf));
-        }
-    }
-    return entry == SIZE_MAX ? 0 : line_of(x, lo);
-}
-
-/* "PATH:LINE: nodes[3].topology" (or without LINE when unknown). */
-static void where(cf_ctx *x, size_t entry, const char *key, char *out,
-                  size_t cap)
-{
-    size_t line = find_line(x, entry, key);
-    int k = line ? snprintf(out, cap, "%s:%zu: ", x->path, line)
-                 : snprintf(out, cap, "%s: ", x->path);
-    if (k < 0 || (size_t)k >= cap)
-        return;
-    if (entry == SIZE_MAX)
-        snprintf(out + k, cap - (size_t)k, "%s", key ? key : "");
-    else if (key)
-        snprintf(out + k, cap - (size_t)k, "nodes[%zu].%s", entry, key);
-    else
-        snprintf(out + k, cap - (size_t)k, "nodes[%zu]", entry);
-}
 
 static const char *json_type(const cJSON *j)
 {
@@ -289,7 +165,7 @@ static int get_topo(cf_ctx *x, size_t entry, const char *t, size_t *idx,
     p3d_node *node = NULL;
     if (p3d_strmap_get(&x->topo_by_str, t, idx))
         return 0;
-    where(x, entry, "topology", at, sizeof at);
+    cf_where(x, entry, "topology", at, sizeof at);
     if (resolve_topo(x, t, at, &src, err) < 0)
         goto out;
     real = strncmp(src, "synthetic:", 10) == 0 ? strdup(src)
@@ -366,7 +242,7 @@ static void warn_key(cf_ctx *x, size_t entry, const char *key,
     char at[512];
     if (++x->nkey_warnings > MAX_KEY_WARNINGS)
         return;
-    where(x, entry, NULL, at, sizeof at);
+    cf_where(x, entry, NULL, at, sizeof at);
     if (entry == SIZE_MAX)
         snprintf(at, sizeof at, "%s", x->path);
     p3d_cluster_warn(x->c, "%s: unknown key '%s' ignored (known: %s)", at,
@@ -383,7 +259,7 @@ static int get_string(cf_ctx *x, size_t entry, const cJSON *o,
     if (!v) {
         if (!required)
             return 0;
-        where(x, entry, NULL, at, sizeof at);
+        cf_where(x, entry, NULL, at, sizeof at);
         return p3d_err(err, "%s: missing \"%s\"", at, key);
     }
     if (cJSON_IsString(v) && v->valuestring[0]) {
@@ -391,7 +267,7 @@ static int get_string(cf_ctx *x, size_t entry, const cJSON *o,
         return 0;
     }
     /* positions cost a scan of the text: only on the error path */
-    where(x, entry, key, at, sizeof at);
+    cf_where(x, entry, key, at, sizeof at);
     if (!cJSON_IsString(v))
         return p3d_err(err, "%s: expected a string, found %s", at,
                        json_type(v));
@@ -419,7 +295,7 @@ static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
     int r = p3d_strmap_put(&x->names, name, c->nnodes, &prev);
     if (r <= 0) {
         char at[512];
-        where(x, entry, "name", at, sizeof at);
+        cf_where(x, entry, "name", at, sizeof at);
         if (r == 0)
             p3d_err(err, "%s: node '%s' is already listed in nodes[%zu]; "
                     "every node name must be unique", at, name,
@@ -449,7 +325,7 @@ static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
     const char *name, *t, *rack, *dom;
     int rc = -1, ri, di = -1;
     if (!cJSON_IsObject(o)) {
-        where(x, entry, NULL, at, sizeof at);
+        cf_where(x, entry, NULL, at, sizeof at);
         return p3d_err(err, "%s: expected an object {\"name\": ..., "
                        "\"topology\": ...}, found %s", at, json_type(o));
     }
@@ -460,7 +336,7 @@ static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
         if (i == 4)
             warn_key(x, entry, k->string, "name, topology, rack, nvlink_domain");
         else if (cJSON_GetObjectItemCaseSensitive(o, k->string) != k) {
-            where(x, entry, k->string, at, sizeof at);
+            cf_where(x, entry, k->string, at, sizeof at);
             return p3d_err(err, "%s: key given twice", at);
         }
     }
@@ -471,12 +347,12 @@ static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
         return -1;
     size_t room = P3D_CLUSTER_MAX_NODES - x->c->nnodes;
     if (p3d_hostlist_expand(name, &names, &nn, room, &e) < 0) {
-        where(x, entry, "name", at, sizeof at);
+        cf_where(x, entry, "name", at, sizeof at);
         p3d_err(err, "%s: %s", at, e);
         goto out;
     }
     if (nn == 0) {
-        where(x, entry, "name", at, sizeof at);
+        cf_where(x, entry, "name", at, sizeof at);
         p3d_err(err, "%s: names no node (expected e.g. \"node[001-016]\")", at);
         goto out;
     }
@@ -510,7 +386,7 @@ out:
 static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
 {
     char at[512];
-    where(x, SIZE_MAX, "link_gbps", at, sizeof at);
+    cf_where(x, SIZE_MAX, "link_gbps", at, sizeof at);
     if (!cJSON_IsObject(o))
         return p3d_err(err, "%s: expected an object such as {\"RACK\": 50, "
                        "\"XRACK\": 25}, found %s", at, json_type(o));
@@ -534,77 +410,6 @@ static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
         x->c->link_gbps[l] = k->valuedouble;
     }
     return 0;
-}
-
-/* The parse error cJSON reports, as PATH:LINE:COL plus the likely cause. */
-static int syntax_error(cf_ctx *x, const char *end, char **err)
-{
-    size_t pos = end && end >= x->buf ? (size_t)(end - x->buf) : 0;
-    if (pos > x->len)
-        pos = x->len;
-    size_t line = 1, col = 1;
-    int depth = 0, maxdepth = 0, instr = 0;
-    for (size_t i = 0; i < pos; i++) {
-        char ch = x->buf[i];
-        if (ch == '\n') {
-            line++;
-            col = 1;
-        } else {
-            col++;
-        }
-        if (instr) {
-            if (ch == '\\')
-                i++, col++;
-            else if (ch == '"')
-                instr = 0;
-        } else if (ch == '"') {
-            instr = 1;
-        } else if (ch == '[' || ch == '{') {
-            if (++depth > maxdepth)
-                maxdepth = depth;
-        } else if (ch == ']' || ch == '}') {
-            depth--;
-        }
-    }
-    /* where the whole text ends up: unclosed brackets or string mean the
-     * file was cut short, whatever token cJSON stopped at */
-    int enddepth = depth, endstr = instr;
-    for (size_t i = pos; i < x->len; i++) {
-        char ch = x->buf[i];
-        if (endstr) {
-            if (ch == '\\')
-                i++;
-            else if (ch == '"')
-                endstr = 0;
-        } else if (ch == '"') {
-            endstr = 1;
-        } else if (ch == '[' || ch == '{') {
-            enddepth++;
-        } else if (ch == ']' || ch == '}') {
-            enddepth--;
-        }
-    }
-    if (maxdepth >= CJSON_NESTING_LIMIT)
-        return p3d_err(err, "%s:%zu:%zu: JSON nested deeper than %d levels "
-                       "(a cluster file needs 3)", x->path, line, col,
-                       CJSON_NESTING_LIMIT);
-    if (pos >= x->len || enddepth > 0 || endstr) {
-        size_t el = 1, ec = 1;
-        for (size_t i = 0; i < x->len; i++, ec++)
-            if (x->buf[i] == '\n')
-                el++, ec = 0;
-        return p3d_err(err, "%s:%zu:%zu: invalid JSON: unexpected end of file"
-                       "%s", x->path, el, ec,
-                       endstr ? " inside a string"
-                       : enddepth > 0 ? " (a '{' or '[' is never closed)" : "");
-    }
-    char near[24];
-    size_t k = 0;
-    for (size_t i = pos; i < x->len && k < 16 && x->buf[i] != '\n'; i++)
-        near[k++] = (unsigned char)x->buf[i] < 0x20 ? '?' : x->buf[i];
-    near[k] = 0;
-    return p3d_err(err, "%s:%zu:%zu: invalid JSON near '%s'", x->path, line,
-                   col, near);
 }
 
 int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
@@ -686,7 +491,7 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
     }
     root = cJSON_ParseWithLengthOpts(buf + skip, len - skip, &end, 0);
     if (!root) {
-        syntax_error(&x, end, err);
+        cf_syntax_error(&x, end, err);
         goto out;
     }
     while (end && end < buf + len && strchr(" \t\r\n", *end))
@@ -743,7 +548,7 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
     const cJSON *desc = cJSON_GetObjectItemCaseSensitive(root, "description");
     char at[512];
     if (desc && !cJSON_IsString(desc)) {
-        where(&x, SIZE_MAX, "description", at, sizeof at);
+        cf_where(&x, SIZE_MAX, "description", at, sizeof at);
         p3d_err(err, "%s: expected a string, found %s", at, json_type(desc));
         goto out;
     }
@@ -754,7 +559,7 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
                 "\"topology\": ...})", path);
         goto out;
     }
-    where(&x, SIZE_MAX, "nodes", at, sizeof at);
+    cf_where(&x, SIZE_MAX, "nodes", at, sizeof at);
     if (!cJSON_IsArray(nodes)) {
         p3d_err(err, "%s: expected an array, found %s", at, json_type(nodes));
         goto out;

@@ -1,31 +1,33 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cluster_slurm.c — applies a Slurm topology.conf (or the tree and block
- * topologies of a topology.yaml, read by slurm_yaml.c) to a cluster.
+ * cluster_slurm.c — the one applier of a Slurm topology to a cluster,
+ * whichever file it came from: topology.conf (slurm_conf.c) or the tree
+ * and block topologies of a topology.yaml (slurm_yaml.c), both read into
+ * slurm_topo.h's structure.
  *
- *  topology/tree  (SwitchName=s Nodes=hostlist | Switches=hostlist
- *                  [LinkSpeed=N]): a node's leaf switch becomes its rack;
- *                  switch hops between leaf switches become rack_dist.
- *  topology/block (BlockName=b Nodes=hostlist, BlockSizes=...): each block
- *                  becomes a multi-node NVLink domain.
+ *  tree   (switches with nodes and child switches): a node's leaf switch
+ *         becomes its rack; switch hops between leaf switches become
+ *         rack_dist.
+ *  block  (blocks with nodes): each block becomes a multi-node NVLink
+ *         domain.
  *
  * What is an error and what is a warning (docs/cluster-file.md):
- *  errors   — syntax; a file mixing SwitchName and BlockName; a switch or
- *             block defined twice; Switches= naming an undefined switch; a
- *             cycle among switches (found by an iterative DFS, so no input
- *             can make it loop or recurse deeply); no node of the cluster
- *             under any switch/in any block (the file describes another
- *             machine, or uses InfiniBand GUIDs instead of host names).
- *  warnings — names that match no node of the cluster (a topology.conf
+ *  errors   — a switch or block defined twice; a child naming an undefined
+ *             switch; a cycle among switches (found by an iterative DFS,
+ *             so no input can make it loop or recurse deeply); no node of
+ *             the cluster under any switch/in any block (the file describes
+ *             another machine, or uses InfiniBand GUIDs instead of host
+ *             names). The readers report syntax and shape.
+ *  warnings — names that match no node of the cluster (a topology file
  *             usually covers the whole machine, the cluster only part); a
  *             node under two leaf switches or in two blocks (the first in
  *             file order wins, as it does for Slurm's own lookups); nodes
  *             under no switch (each becomes its own rack, distance unknown);
  *             a switch with several parents (distances take the shortest
- *             path); unknown keys.
+ *             path); a switch or block with neither nodes nor children.
  */
 #include "cluster_internal.h"
-#include "slurm_yaml.h"
+#include "slurm_topo.h"
 #include "strmap.h"
 
 #include <ctype.h>
@@ -33,21 +35,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #define MAX_NAME_WARNINGS 5     /* per kind, then one summary line */
 #define MAX_RACK_DIST 4096      /* racks; beyond that rack_dist stays NULL */
 
-typedef struct tc_line {
-    char *text;                 /* one logical line, comments removed */
-    size_t line;                /* where it starts in the file */
-} tc_line;
-
-typedef struct tc_ent {         /* a switch or a block */
-    char *name;
+typedef struct tc_ent {         /* a switch or a block; strings owned by the topology */
+    const char *name;
     size_t line;
-    char *nodes;                /* Nodes= value or NULL */
-    char *switches;             /* Switches= value or NULL */
+    const char *nodes;          /* hostlist or NULL */
+    const char *switches;       /* child switches (hostlist) or NULL */
     size_t *child, nchild;
     size_t nparents;
     int rack;                   /* rack/domain index once used, else -1 */
@@ -56,216 +52,35 @@ typedef struct tc_ent {         /* a switch or a block */
 typedef struct tc_ctx {
     const char *path;
     p3d_cluster *c;
-    tc_line *lines;
-    size_t nlines;
+    const p3d_st_topo *t;       /* spellings for messages */
     tc_ent *ents;
-    size_t nents, cap_ents;
-    int kind;                   /* 0 unknown, 1 tree, 2 block */
+    size_t nents;
+    int kind;                   /* 1 tree, 2 block */
     p3d_strmap by_name;         /* entity name -> index */
     size_t nunmatched_warned, nunmatched_more;
 } tc_ctx;
 
-/* ---- lexing -------------------------------------------------------------- */
-
-/* Splits the text into logical lines: '#' starts a comment, a trailing '\'
- * continues the line. */
-static int split_lines(tc_ctx *x, char *buf, char **err)
-{
-    size_t cap = 0, line = 1;
-    char *p = buf;
-    while (*p) {
-        size_t start_line = line, cap_t = 64, n = 0;
-        char *t = malloc(cap_t);
-        if (!t)
-            goto oom;
-        int cont;
-        do {
-            cont = 0;
-            char *eol = strchr(p, '\n');
-            size_t len = eol ? (size_t)(eol - p) : strlen(p);
-            char *hash = memchr(p, '#', len);
-            size_t keep = hash ? (size_t)(hash - p) : len;
-            while (keep && (p[keep - 1] == '\r' || p[keep - 1] == ' ' ||
-                            p[keep - 1] == '\t'))
-                keep--;
-            if (!hash && keep && p[keep - 1] == '\\') {
-                keep--;
-                cont = 1;
-            }
-            if (n + keep + 2 > cap_t) {
-                while (n + keep + 2 > cap_t)
-                    cap_t *= 2;
-                char *a = realloc(t, cap_t);
-                if (!a) {
-                    free(t);
-                    goto oom;
-                }
-                t = a;
-            }
-            memcpy(t + n, p, keep);
-            n += keep;
-            t[n++] = ' ';
-            t[n] = 0;
-            p = eol ? eol + 1 : p + len;
-            line++;
-        } while (cont && *p);
-        if (x->nlines == cap) {
-            size_t nc = cap ? cap * 2 : 64;
-            tc_line *a = realloc(x->lines, nc * sizeof *a);
-            if (!a) {
-                free(t);
-                goto oom;
-            }
-            x->lines = a;
-            cap = nc;
-        }
-        x->lines[x->nlines++] = (tc_line){t, start_line};
-    }
-    return 0;
-oom:
-    return p3d_err(err, "%s: out of memory", x->path);
-}
-
-/* Next "Key=Value" token of s at *pos; 0 at the end, -1 on a token
- * without '='. key/val point into s (NUL-terminated in place). */
-static int next_token(char *s, size_t *pos, char **key, char **val)
-{
-    size_t p = *pos;
-    while (s[p] == ' ' || s[p] == '\t')
-        p++;
-    if (!s[p])
-        return 0;
-    size_t start = p;
-    while (s[p] && s[p] != ' ' && s[p] != '\t')
-        p++;
-    if (s[p])
-        s[p++] = 0;
-    *pos = p;
-    char *eq = strchr(s + start, '=');
-    *key = s + start;
-    if (!eq)
-        return -1;
-    *eq = 0;
-    char *v = eq + 1;
-    size_t vl = strlen(v);
-    if (vl >= 2 && v[0] == '"' && v[vl - 1] == '"') {
-        v[vl - 1] = 0;
-        v++;
-    }
-    *val = v;
-    return 1;
-}
-
-/* ---- parsing ------------------------------------------------------------- */
-
-static int add_ent(tc_ctx *x, const char *name, size_t line, char **err)
+/* Adds entity e of the topology; a name defined twice is an error. */
+static int add_ent(tc_ctx *x, const p3d_st_ent *e, char **err)
 {
     size_t prev;
-    if (x->nents == x->cap_ents) {
-        size_t nc = x->cap_ents ? x->cap_ents * 2 : 32;
-        tc_ent *a = realloc(x->ents, nc * sizeof *a);
-        if (!a)
-            return p3d_err(err, "%s: out of memory", x->path);
-        x->ents = a;
-        x->cap_ents = nc;
-    }
-    tc_ent *e = &x->ents[x->nents];
-    memset(e, 0, sizeof *e);
-    e->rack = -1;
-    e->line = line;
-    if (!(e->name = strdup(name)))
-        return p3d_err(err, "%s: out of memory", x->path);
+    tc_ent *te = &x->ents[x->nents];
+    memset(te, 0, sizeof *te);
+    te->rack = -1;
+    te->line = e->line;
+    te->name = e->name;
+    te->nodes = e->nodes;
+    te->switches = x->kind == 1 ? e->children : NULL;
     int r = p3d_strmap_put(&x->by_name, e->name, x->nents, &prev);
-    if (r <= 0) {
-        free(e->name);
-        if (r < 0)
-            return p3d_err(err, "%s: out of memory", x->path);
-        return p3d_err(err, "%s:%zu: %s '%s' is already defined on line %zu",
-                       x->path, line, x->kind == 1 ? "switch" : "block", name,
-                       x->ents[prev].line);
-    }
-    x->nents++;
-    return 0;
-}
-
-static int parse_line(tc_ctx *x, tc_line *ln, char **err)
-{
-    size_t pos = 0;
-    char *key, *val;
-    int r = next_token(ln->text, &pos, &key, &val);
-    if (r == 0)
-        return 0; /* blank or comment */
     if (r < 0)
-        return p3d_err(err, "%s:%zu: expected Key=Value, found '%s'", x->path,
-                       ln->line, key);
-    int kind;
-    if (!strcasecmp(key, "SwitchName"))
-        kind = 1;
-    else if (!strcasecmp(key, "BlockName"))
-        kind = 2;
-    else if (!strcasecmp(key, "BlockSizes"))
-        kind = 3;
-    else if (!strcasecmp(key, "NodeName") || !strcasecmp(key, "PartitionName"))
-        return p3d_err(err, "%s:%zu: %s= belongs in slurm.conf; a "
-                       "topology.conf has SwitchName= or BlockName= lines",
-                       x->path, ln->line, key);
-    else
-        return p3d_err(err, "%s:%zu: expected SwitchName=, BlockName= or "
-                       "BlockSizes=, found '%s='", x->path, ln->line, key);
-    int fam = kind == 1 ? 1 : 2;
-    if (x->kind && x->kind != fam)
-        return p3d_err(err, "%s:%zu: %s= in a file that already has %s= "
-                       "lines; a topology.conf is either topology/tree "
-                       "(SwitchName) or topology/block (BlockName)", x->path,
-                       ln->line, key, x->kind == 1 ? "SwitchName" : "BlockName");
-    x->kind = fam;
-    if (kind == 3) {
-        /* Slurm's allocation granularity; only checked, placement does not
-         * need it */
-        const char *v = val;
-        while (*v) {
-            if (!isdigit((unsigned char)*v))
-                return p3d_err(err, "%s:%zu: BlockSizes: expected a comma "
-                               "list of numbers, found '%s'", x->path,
-                               ln->line, val);
-            while (isdigit((unsigned char)*v))
-                v++;
-            if (*v == ',')
-                v++;
-        }
-        return 0;
-    }
-    if (!*val)
-        return p3d_err(err, "%s:%zu: %s= is empty", x->path, ln->line, key);
-    if (add_ent(x, val, ln->line, err) < 0)
-        return -1;
-    tc_ent *e = &x->ents[x->nents - 1];
-    while ((r = next_token(ln->text, &pos, &key, &val)) != 0) {
-        if (r < 0)
-            return p3d_err(err, "%s:%zu: expected Key=Value, found '%s'",
-                           x->path, ln->line, key);
-        char **slot = NULL;
-        if (!strcasecmp(key, "Nodes"))
-            slot = &e->nodes;
-        else if (kind == 1 && !strcasecmp(key, "Switches"))
-            slot = &e->switches;
-        else if (kind == 1 && !strcasecmp(key, "LinkSpeed"))
-            continue; /* relative weights for Slurm; placement uses link_gbps */
-        if (!slot) {
-            p3d_cluster_warn(x->c, "%s:%zu: unknown key '%s' ignored",
-                             x->path, ln->line, key);
-            continue;
-        }
-        if (*slot)
-            return p3d_err(err, "%s:%zu: %s= given twice", x->path, ln->line,
-                           key);
-        if (!(*slot = strdup(val)))
-            return p3d_err(err, "%s: out of memory", x->path);
-    }
-    if (!e->nodes && !e->switches)
-        p3d_cluster_warn(x->c, "%s:%zu: %s '%s' has neither Nodes= nor "
-                         "Switches=", x->path, e->line,
-                         kind == 1 ? "switch" : "block", e->name);
+        return p3d_err(err, "%s: out of memory", x->path);
+    if (r == 0)
+        return p3d_err(err, "%s:%zu: %s '%s' is already defined on line %zu", x->path, e->line,
+                       x->kind == 1 ? "switch" : "block", e->name, x->ents[prev].line);
+    x->nents++;
+    if (!te->nodes && !te->switches)
+        p3d_cluster_warn(x->c, "%s:%zu: %s '%s' has neither %s nor %s", x->path, e->line,
+                         x->kind == 1 ? "switch" : "block", e->name, x->t->nodes_key, x->t->children_key);
     return 0;
 }
 
@@ -280,8 +95,8 @@ static int link_children(tc_ctx *x, char **err)
         if (!e->switches)
             continue;
         if (p3d_hostlist_expand(e->switches, &names, &n, x->nents + 1, &he) < 0) {
-            p3d_err(err, "%s:%zu: switch %s: Switches=: %s", x->path, e->line,
-                    e->name, he);
+            p3d_err(err, "%s:%zu: switch %s: %s: %s", x->path, e->line,
+                    e->name, x->t->children_key, he);
             free(he);
             return -1;
         }
@@ -293,8 +108,8 @@ static int link_children(tc_ctx *x, char **err)
             size_t ci;
             if (!p3d_strmap_get(&x->by_name, names[k], &ci)) {
                 p3d_err(err, "%s:%zu: switch %s lists switch '%s', which "
-                        "no SwitchName= line defines", x->path, e->line,
-                        e->name, names[k]);
+                        "no %s defines", x->path, e->line,
+                        e->name, names[k], x->t->switch_def);
                 p3d_strv_free(names, n);
                 return -1;
             }
@@ -510,8 +325,8 @@ static int match_nodes(tc_ctx *x, size_t *owner, size_t *matched, char **err)
             continue;
         if (p3d_hostlist_expand(e->nodes, &names, &n, P3D_CLUSTER_MAX_NODES,
                                 &he) < 0) {
-            p3d_err(err, "%s:%zu: %s %s: Nodes=: %s", x->path, e->line,
-                    x->kind == 1 ? "switch" : "block", e->name, he);
+            p3d_err(err, "%s:%zu: %s %s: %s: %s", x->path, e->line,
+                    x->kind == 1 ? "switch" : "block", e->name, x->t->nodes_key, he);
             free(he);
             goto out;
         }
@@ -740,12 +555,12 @@ static int apply_ctx(tc_ctx *x, char **err)
                      (int)strcspn(x->ents[i].nodes, ", \t"), x->ents[i].nodes);
             guid = looks_guid(first);
         }
-        p3d_err(err, "%s: no node of the cluster (%s...) is %s%s", path,
+        p3d_err(err, "%s: no node of the cluster (%s...) is %s%s%s%s", path,
                 c->nodes[0].name,
                 x->kind == 1 ? "under any switch" : "in any block",
-                guid ? "; its Nodes= hold InfiniBand GUIDs (0x...), not "
-                       "host names" : "; is this the topology of another "
-                       "machine?");
+                guid ? "; its " : "; is this the topology of another machine?",
+                guid ? x->t->nodes_key : "",
+                guid ? " hold InfiniBand GUIDs (0x...), not host names" : "");
         goto out;
     }
     if ((x->kind == 1 ? apply_tree(x, owner, err)
@@ -759,136 +574,96 @@ out:
 
 static void ctx_free(tc_ctx *x)
 {
-    for (size_t i = 0; i < x->nlines; i++)
-        free(x->lines[i].text);
-    free(x->lines);
-    for (size_t i = 0; i < x->nents; i++) {
-        free(x->ents[i].name);
-        free(x->ents[i].nodes);
-        free(x->ents[i].switches);
+    for (size_t i = 0; i < x->nents; i++)
         free(x->ents[i].child);
-    }
     free(x->ents);
     p3d_strmap_free(&x->by_name);
 }
 
-/* topology.yaml: of each kind, the cluster_default topology, else the
- * first; a tree gives racks and a block NVLink domains, as a
- * topology.conf of that kind would (slurm_yaml.c reads the file). */
-static int apply_yaml(p3d_cluster *c, const char *path, const char *buf,
-                      char **err)
+/* The one applier: of each kind, the cluster_default topology, else the
+ * first; a tree gives racks and a block NVLink domains. A topology.conf
+ * is one topology of one kind; a topology.yaml may hold several. */
+static int apply_topologies(p3d_cluster *c, const char *path, const p3d_st_topo *t, size_t n, char **err)
 {
-    p3d_sy_topo *t = NULL;
-    size_t n = 0;
-    int rc = -1, used = 0;
-    if (p3d_slurm_yaml_parse(c, path, buf, &t, &n, err) < 0)
-        return -1;
-    for (int kind = P3D_SY_TREE; kind <= P3D_SY_BLOCK; kind++) {
+    int used = 0;
+    for (int kind = P3D_ST_TREE; kind <= P3D_ST_BLOCK; kind++) {
         size_t pick = SIZE_MAX, count = 0;
         for (size_t i = 0; i < n; i++) {
             if (t[i].kind != kind)
                 continue;
             count++;
-            if (pick == SIZE_MAX ||
-                (t[i].cluster_default && !t[pick].cluster_default))
+            if (pick == SIZE_MAX || (t[i].cluster_default && !t[pick].cluster_default))
                 pick = i;
         }
         if (pick == SIZE_MAX)
             continue;
-        const char *what = kind == P3D_SY_TREE ? "tree" : "block";
+        const p3d_st_topo *tp = &t[pick];
         if (count > 1)
-            p3d_cluster_warn(c, "%s: %zu %s topologies; using '%s' (line %zu, "
-                             "%s) and ignoring the others", path, count, what,
-                             t[pick].name, t[pick].line,
-                             t[pick].cluster_default ? "cluster_default"
-                                                     : "the first");
-        tc_ctx x = {0};
-        x.path = path;
-        x.c = c;
-        x.kind = kind == P3D_SY_TREE ? 1 : 2;
-        int ok = p3d_strmap_init(&x.by_name, 64) == 0;
+            p3d_cluster_warn(c, "%s: %zu %s topologies; using '%s' (line %zu, %s) and ignoring the others", path,
+                             count, kind == P3D_ST_TREE ? "tree" : "block", tp->name ? tp->name : "?", tp->line,
+                             tp->cluster_default ? "cluster_default" : "the first");
+        tc_ctx x = {.path = path, .c = c, .t = tp, .kind = kind == P3D_ST_TREE ? 1 : 2};
+        int ok = p3d_strmap_init(&x.by_name, 64) == 0 &&
+                 (x.ents = malloc((tp->nents ? tp->nents : 1) * sizeof *x.ents)) != NULL;
         if (!ok)
             p3d_err(err, "%s: out of memory", path);
-        for (size_t k = 0; ok && k < t[pick].nents; k++) {
-            const p3d_sy_ent *e = &t[pick].ents[k];
-            if (add_ent(&x, e->name, e->line, err) < 0) {
-                ok = 0;
-                break;
-            }
-            tc_ent *te = &x.ents[x.nents - 1];
-            if ((e->nodes && !(te->nodes = strdup(e->nodes))) ||
-                (e->children && !(te->switches = strdup(e->children)))) {
-                p3d_err(err, "%s: out of memory", path);
-                ok = 0;
-                break;
-            }
-            if (!e->nodes && !e->children)
-                p3d_cluster_warn(c, "%s:%zu: %s '%s' has neither nodes nor "
-                                 "children", path, e->line,
-                                 kind == P3D_SY_TREE ? "switch" : "block",
-                                 e->name);
-        }
+        for (size_t k = 0; ok && k < tp->nents; k++)
+            ok = add_ent(&x, &tp->ents[k], err) == 0;
         if (ok)
             ok = apply_ctx(&x, err) == 0;
         ctx_free(&x);
         if (!ok)
-            goto out;
+            return -1;
         used++;
     }
-    if (!used) {
-        p3d_err(err, "%s: only flat topologies: no switches or blocks to "
-                "take racks or NVLink domains from", path);
-        goto out;
-    }
-    rc = 0;
-out:
-    p3d_slurm_yaml_free(t, n);
-    return rc;
+    if (!used)
+        return p3d_err(err, "%s: only flat topologies: no switches or blocks to take racks or NVLink domains from",
+                       path);
+    return 0;
 }
 
-int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path,
-                                     char **err)
+void p3d_st_free(p3d_st_topo *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) {
+        for (size_t k = 0; k < t[i].nents; k++) {
+            free(t[i].ents[k].name);
+            free(t[i].ents[k].nodes);
+            free(t[i].ents[k].children);
+        }
+        free(t[i].ents);
+        free(t[i].name);
+    }
+    free(t);
+}
+
+int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path, char **err)
 {
     int rc = -1;
     char *buf = NULL;
-    size_t len = 0;
-    tc_ctx x = {0};
-    x.path = path;
-    x.c = c;
+    size_t len = 0, n = 0;
+    p3d_st_topo *t = NULL;
     if (!c || c->nnodes == 0)
         return p3d_err(err, "%s: no cluster nodes to apply it to", path);
-    if (p3d_read_small_file(path, "Slurm topology", P3D_CLUSTER_MAX_FILE, &buf,
-                            &len, err) < 0)
+    if (p3d_read_small_file(path, "Slurm topology", P3D_CLUSTER_MAX_FILE, &buf, &len, err) < 0)
         goto out;
     if (memchr(buf, 0, len)) {
-        p3d_err(err, "%s: binary data (NUL byte); expected a text "
-                "topology.conf or topology.yaml", path);
+        p3d_err(err, "%s: binary data (NUL byte); expected a text topology.conf or topology.yaml", path);
         goto out;
     }
     size_t pl = strlen(path);
-    if ((pl > 5 && !strcmp(path + pl - 5, ".yaml")) ||
-        (pl > 4 && !strcmp(path + pl - 4, ".yml")) ||
-        p3d_slurm_yaml_sniff(buf)) {
-        if (apply_yaml(c, path, buf, err) < 0)
-            goto out;
-    } else {
-        if (p3d_strmap_init(&x.by_name, 64) < 0 || split_lines(&x, buf, err) < 0)
-            goto out;
-        for (size_t i = 0; i < x.nlines; i++)
-            if (parse_line(&x, &x.lines[i], err) < 0)
-                goto out;
-        if (x.nents == 0) {
-            p3d_err(err, "%s: no SwitchName= or BlockName= lines", path);
-            goto out;
-        }
-        if (apply_ctx(&x, err) < 0)
-            goto out;
-    }
+    int yaml = (pl > 5 && !strcmp(path + pl - 5, ".yaml")) || (pl > 4 && !strcmp(path + pl - 4, ".yml")) ||
+               p3d_slurm_yaml_sniff(buf);
+    if (yaml ? p3d_slurm_yaml_parse(c, path, buf, &t, &n, err) : p3d_slurm_conf_parse(c, path, buf, &t, err))
+        goto out;
+    if (!yaml)
+        n = 1;
+    if (apply_topologies(c, path, t, n, err) < 0)
+        goto out;
     free(c->slurm_topology);
     c->slurm_topology = strdup(path);
     rc = 0;
 out:
-    ctx_free(&x);
+    p3d_st_free(t, n);
     free(buf);
     return rc;
 }

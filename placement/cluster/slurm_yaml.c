@@ -1,7 +1,6 @@
-/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * slurm_yaml.c — reads Slurm's topology.yaml (topology.yaml(5)): a YAML list
- * of topologies, each
+ * slurm_yaml.c — reads Slurm's topology.yaml (topology.yaml(5)) through
+ * libyaml into slurm_topo.h's structure: a YAML list of topologies, each
  *
  *   - topology: NAME            (first attribute, unique)
  *     cluster_default: BOOL     (optional)
@@ -11,25 +10,24 @@
  *         children: HOSTLIST    |   - block: NAME         |
  *         nodes: HOSTLIST       |     nodes: HOSTLIST     |
  *
- * The YAML accepted is the block-style subset this shape needs: block
- * sequences and mappings by indentation (a sequence may sit at its key's
- * indentation, as in the manual's example), plain, 'single' and "double"
- * quoted scalars, flow sequences of scalars ([4, 16]) and comments. Other
- * YAML (anchors, aliases, tags, flow mappings, block scalars, several
- * documents, tabs in indentation) is an error naming the line rather than a
- * silent misreading. Nesting is bounded (MAX_DEPTH), so no input recurses
- * deeply; children/nodes may also be YAML lists of names.
+ * libyaml's event parser does the YAML (any block or flow style, quoting,
+ * comments); the events are built here into a small tree, iteratively and
+ * with nesting bounded (MAX_DEPTH), so no input recurses or grows a deep
+ * stack. Refused with the line named, because a topology.yaml never needs
+ * them and each can make a file mean something its reader does not see:
+ * anchors and aliases, tags, directives, several documents, duplicate
+ * keys, non-scalar keys. children/nodes may be a hostlist or a YAML list
+ * of names.
  */
-#include "slurm_yaml.h"
+#include "slurm_topo.h"
 
 #include "cluster_internal.h"
-#include "strmap.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <yaml.h>
 
 #define MAX_DEPTH 16
 #define MAX_SWITCH_NAME 64 /* topology.yaml(5): a switch name is at most 64 characters */
@@ -42,20 +40,15 @@ typedef struct yn {
     char *s;                    /* scalar */
     struct yn **v;              /* sequence items / mapping values */
     char **k;                   /* mapping keys */
+    size_t *kline;              /* and the lines they are on */
     size_t n, cap;
+    char *key;                  /* a mapping being built: the key waiting for its value */
+    size_t key_line;
 } yn;
-
-typedef struct yrec {           /* one line, or the part after a "- " */
-    size_t line;
-    int indent, dash;
-    char *text;
-} yrec;
 
 typedef struct yp {
     const char *path;
     p3d_cluster *c;
-    yrec *r;
-    size_t nr, capr, i;
     char **err;
 } yp;
 
@@ -70,7 +63,9 @@ static void yn_free(yn *y)
     }
     free(y->v);
     free(y->k);
+    free(y->kline);
     free(y->s);
+    free(y->key);
     free(y);
 }
 
@@ -84,7 +79,7 @@ static yn *yn_new(int t, size_t line)
     return y;
 }
 
-static int yn_push(yn *y, char *key, yn *val)
+static int yn_push(yn *y, char *key, size_t kline, yn *val)
 {
     if (y->n == y->cap) {
         size_t nc = y->cap ? y->cap * 2 : 8;
@@ -97,403 +92,225 @@ static int yn_push(yn *y, char *key, yn *val)
             if (!k)
                 return -1;
             y->k = k;
+            size_t *kl = realloc(y->kline, nc * sizeof *kl);
+            if (!kl)
+                return -1;
+            y->kline = kl;
         }
         y->cap = nc;
     }
-    if (y->t == Y_MAP)
+    if (y->t == Y_MAP) {
         y->k[y->n] = key;
+        y->kline[y->n] = kline;
+    }
     y->v[y->n++] = val;
     return 0;
 }
 
-/* ---- lines ---------------------------------------------------------------- */
+/* ---- events to a tree ---------------------------------------------------- */
 
-static int add_rec(yp *p, size_t line, int indent, int dash, const char *text, size_t len)
+/* libyaml's own error, as PATH:LINE:COL. A tab where the indentation is
+ * gets its own message: libyaml only says the character cannot start a
+ * token. */
+static int syntax_error(yp *p, const char *buf, const yaml_parser_t *ps)
 {
-    if (p->nr == p->capr) {
-        size_t nc = p->capr ? p->capr * 2 : 64;
-        yrec *a = realloc(p->r, nc * sizeof *a);
-        if (!a)
-            return p3d_err(p->err, "%s: out of memory", p->path);
-        p->r = a;
-        p->capr = nc;
+    size_t line = ps->problem_mark.line + 1, col = ps->problem_mark.column + 1;
+    const char *s = buf;
+    for (size_t l = 1; l < line && s; l++) {
+        s = strchr(s, '\n');
+        if (s)
+            s++;
     }
-    yrec *r = &p->r[p->nr];
-    r->line = line;
-    r->indent = indent;
-    r->dash = dash;
-    if (!(r->text = strndup(text, len)))
-        return p3d_err(p->err, "%s: out of memory", p->path);
-    p->nr++;
-    return 0;
-}
-
-/* Length of the line without its comment: '#' at the start or after a
- * blank, outside quotes. */
-static size_t strip_comment(const char *s, size_t len)
-{
-    char q = 0;
-    for (size_t i = 0; i < len; i++) {
-        char ch = s[i];
-        if (q) {
-            if (ch == q)
-                q = 0;
-        } else if (ch == '"' || ch == '\'') {
-            if (i == 0 || s[i - 1] == ' ' || s[i - 1] == '[' || s[i - 1] == ',' || s[i - 1] == ':' ||
-                s[i - 1] == '-')
-                q = ch;
-        } else if (ch == '#' && (i == 0 || s[i - 1] == ' ')) {
-            return i;
-        }
-    }
-    return len;
-}
-
-static int split(yp *p, const char *buf)
-{
-    size_t line = 0;
-    int docs = 0, content = 0;
-    for (const char *s = buf; *s;) {
-        const char *e = strchr(s, '\n');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        line++;
-        if (len && s[len - 1] == '\r')
-            len--;
-        len = strip_comment(s, len);
-        while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
-            len--;
-        int ind = 0;
-        while ((size_t)ind < len && s[ind] == ' ')
-            ind++;
-        if ((size_t)ind < len && s[ind] == '\t')
+    if (s) {
+        size_t k = strspn(s, " ");
+        if (s[k] == '\t')
             return p3d_err(p->err, "%s:%zu: a tab in the indentation; YAML indents with spaces", p->path, line);
-        if ((size_t)ind < len) {
-            const char *t = s + ind;
-            size_t tl = len - (size_t)ind;
-            if (ind == 0 && tl >= 3 && (!strncmp(t, "---", 3) || !strncmp(t, "...", 3)) &&
-                (tl == 3 || t[3] == ' ')) {
-                if (t[0] == '.' || ++docs > 1 || content || tl > 3)
-                    return p3d_err(p->err, "%s:%zu: one YAML document expected (a topology.yaml is one list of "
-                                           "topologies)", p->path, line);
-            } else if (ind == 0 && t[0] == '%') {
-                return p3d_err(p->err, "%s:%zu: YAML directives ('%%...') are not supported here", p->path, line);
-            } else {
-                content = 1;
-                /* "- - x" and "- key: v": a dash record per '-', then the rest
-                 * at the column where it starts */
-                while (tl > 0 && t[0] == '-' && (tl == 1 || t[1] == ' ')) {
-                    if (add_rec(p, line, ind, 1, "", 0) < 0)
-                        return -1;
-                    size_t k = 1;
-                    while (k < tl && t[k] == ' ')
-                        k++;
-                    ind += (int)k;
-                    t += k;
-                    tl -= k;
-                }
-                if (tl > 0 && add_rec(p, line, ind, 0, t, tl) < 0)
-                    return -1;
-            }
-        }
-        if (!e)
-            break;
-        s = e + 1;
     }
-    return 0;
+    if (ps->error == YAML_MEMORY_ERROR)
+        return p3d_err(p->err, "%s: out of memory", p->path);
+    const char *problem = ps->problem ? ps->problem : "a syntax error";
+    const char *hint = strstr(problem, "mapping values") ? " (is the indentation right?)" : "";
+    /* where the construct started is where to look ("while scanning a
+     * quoted scalar": the quote that is never closed) */
+    if (ps->context)
+        return p3d_err(p->err, "%s:%zu:%zu: invalid YAML: %s (line %zu, column %zu) %s", p->path,
+                       (size_t)ps->context_mark.line + 1, (size_t)ps->context_mark.column + 1, problem, line, col,
+                       ps->context);
+    return p3d_err(p->err, "%s:%zu:%zu: invalid YAML: %s%s", p->path, line, col, problem, hint);
 }
 
-/* ---- scalars -------------------------------------------------------------- */
-
-/* Parses one scalar at s (plain or quoted); *end is set past it. Returns a
- * new string or NULL with *err. stop: characters that end a plain scalar
- * (",]" inside a flow sequence). */
-static char *scalar(yp *p, size_t line, const char *s, const char **end, const char *stop)
+/* What a topology.yaml does not need, refused by name. */
+static int refuse(yp *p, size_t line, const char *what, const char *text)
 {
-    size_t n = strlen(s);
-    char *o = malloc(n + 1), q = s[0];
-    size_t k = 0;
-    if (!o) {
-        p3d_err(p->err, "%s: out of memory", p->path);
-        return NULL;
-    }
-    if (q == '"' || q == '\'') {
-        const char *c = s + 1;
-        for (;; c++) {
-            if (!*c) {
-                p3d_err(p->err, "%s:%zu: unterminated %s-quoted string", p->path, line,
-                        q == '"' ? "double" : "single");
-                free(o);
-                return NULL;
-            }
-            if (q == '\'' && c[0] == '\'' && c[1] == '\'') {
-                o[k++] = '\'';
-                c++;
-            } else if (*c == q) {
-                c++;
-                break;
-            } else if (q == '"' && *c == '\\') {
-                c++;
-                if (*c == '"' || *c == '\\' || *c == '/')
-                    o[k++] = *c;
-                else {
-                    p3d_err(p->err, "%s:%zu: escape '\\%c' is not supported in a name", p->path, line,
-                            *c ? *c : ' ');
-                    free(o);
-                    return NULL;
-                }
-            } else if ((unsigned char)*c < 0x20) {
-                p3d_err(p->err, "%s:%zu: control character 0x%02x in a string", p->path, line, (unsigned char)*c);
-                free(o);
-                return NULL;
-            } else {
-                o[k++] = *c;
-            }
-        }
-        *end = c;
-    } else {
-        if (strchr("&*!|>{@`", q)) {
-            p3d_err(p->err, "%s:%zu: '%c' starts a YAML construct (anchor, alias, tag, block scalar or flow "
-                            "mapping) that a topology.yaml does not need; write the value plainly",
-                    p->path, line, q);
-            free(o);
-            return NULL;
-        }
-        const char *c = s;
-        while (*c && !strchr(stop, *c))
-            c++;
-        while (c > s && c[-1] == ' ')
-            c--;
-        k = (size_t)(c - s);
-        memcpy(o, s, k);
-        for (size_t i = 0; i < k; i++)
-            if ((unsigned char)o[i] < 0x20) {
-                p3d_err(p->err, "%s:%zu: control character 0x%02x in a value", p->path, line, (unsigned char)o[i]);
-                free(o);
-                return NULL;
-            }
-        *end = c;
-    }
-    o[k] = 0;
-    return o;
+    return p3d_err(p->err, "%s:%zu: %s%s%s%s is not accepted in a topology.yaml (it needs none); write the value "
+                   "plainly", p->path, line, what, text ? " '" : "", text ? text : "", text ? "'" : "");
 }
 
-/* A value after "key:" or "- ": a scalar or a flow sequence of scalars. */
-static yn *inline_value(yp *p, size_t line, const char *s)
+/* A scalar's value as a node: plain empty, "~" and "null" are null; a
+ * control character (from an escape) is refused. */
+static yn *scalar_node(yp *p, const yaml_event_t *ev, size_t line)
 {
-    if (s[0] == '[') {
-        yn *y = yn_new(Y_SEQ, line);
-        if (!y)
-            goto oom;
-        const char *c = s + 1;
-        while (*c == ' ')
-            c++;
-        if (*c == ']')
-            c++;
-        else
-            for (;;) {
-                if (*c == '[' || *c == ',' || *c == ']') {
-                    p3d_err(p->err, "%s:%zu: expected a name or number in '%s'", p->path, line, s);
-                    yn_free(y);
-                    return NULL;
-                }
-                const char *e;
-                char *v = scalar(p, line, c, &e, ",]");
-                yn *it = v ? yn_new(Y_SCALAR, line) : NULL;
-                if (!it || yn_push(y, NULL, it) < 0) {
-                    if (v && !it)
-                        p3d_err(p->err, "%s: out of memory", p->path);
-                    free(v);
-                    free(it);
-                    yn_free(y);
-                    return NULL;
-                }
-                it->s = v;
-                c = e;
-                while (*c == ' ')
-                    c++;
-                if (*c == ',') {
-                    c++;
-                    while (*c == ' ')
-                        c++;
-                    continue;
-                }
-                if (*c == ']') {
-                    c++;
-                    break;
-                }
-                p3d_err(p->err, "%s:%zu: unterminated list '%s' (flow lists end on their line)", p->path, line, s);
-                yn_free(y);
-                return NULL;
-            }
-        while (*c == ' ')
-            c++;
-        if (*c) {
-            p3d_err(p->err, "%s:%zu: unexpected '%s' after the list", p->path, line, c);
-            yn_free(y);
+    const char *v = (const char *)ev->data.scalar.value;
+    size_t len = ev->data.scalar.length;
+    if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        (len == 0 || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL")))
+        return yn_new(Y_NULL, line);
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)v[i] < 0x20) {
+            p3d_err(p->err, "%s:%zu: control character 0x%02x in a value", p->path, line, (unsigned char)v[i]);
             return NULL;
         }
-        return y;
-    }
-    const char *e;
-    char *v = scalar(p, line, s, &e, "");
-    if (!v)
-        return NULL;
-    while (*e == ' ')
-        e++;
-    if (*e) {
-        p3d_err(p->err, "%s:%zu: unexpected '%s' after a quoted value", p->path, line, e);
-        free(v);
-        return NULL;
-    }
     yn *y = yn_new(Y_SCALAR, line);
-    if (!y) {
-        free(v);
-        goto oom;
+    if (y && !(y->s = strndup(v, len))) {
+        free(y);
+        y = NULL;
     }
-    y->s = v;
-    return y;
-oom:
-    p3d_err(p->err, "%s: out of memory", p->path);
-    return NULL;
-}
-
-/* Where "key:" ends in a mapping line (the ':' followed by a blank or the
- * end, outside quotes), or NULL. */
-static char *key_colon(char *t)
-{
-    char q = 0;
-    for (char *c = t; *c; c++) {
-        if (q) {
-            if (*c == q)
-                q = 0;
-        } else if ((*c == '"' || *c == '\'') && c == t) {
-            q = *c;
-        } else if (*c == ':' && (c[1] == 0 || c[1] == ' ')) {
-            return c;
-        }
-    }
-    return NULL;
-}
-
-/* ---- block structure -------------------------------------------------- */
-
-static yn *node(yp *p, int min_indent, int depth);
-
-static yn *seq(yp *p, int ind, int depth)
-{
-    yn *y = yn_new(Y_SEQ, p->r[p->i].line);
     if (!y)
-        goto oom;
-    while (p->i < p->nr && p->r[p->i].indent == ind && p->r[p->i].dash) {
-        size_t line = p->r[p->i].line;
-        p->i++;
-        yn *it;
-        if (p->i < p->nr && p->r[p->i].indent > ind)
-            it = node(p, ind + 1, depth + 1);
-        else
-            it = yn_new(Y_NULL, line);
-        if (!it) {
-            yn_free(y);
-            if (!*p->err)
-                goto oom;
-            return NULL;
-        }
-        if (yn_push(y, NULL, it) < 0) {
-            yn_free(it);
-            yn_free(y);
+        p3d_err(p->err, "%s: out of memory", p->path);
+    return y;
+}
+
+/* Puts node y into its parent (the top of stack), or makes it the root.
+ * In a mapping a node is first its key (a scalar), then the value. */
+static int attach(yp *p, yn **stack, int depth, yn **root, yn *y)
+{
+    if (depth == 0) {
+        *root = y;
+        return 0;
+    }
+    yn *top = stack[depth - 1];
+    if (top->t == Y_SEQ) {
+        if (yn_push(top, NULL, 0, y) < 0)
             goto oom;
-        }
+        return 0;
     }
-    return y;
-oom:
-    p3d_err(p->err, "%s: out of memory", p->path);
-    return NULL;
-}
-
-static yn *map(yp *p, int ind, int depth)
-{
-    yn *y = yn_new(Y_MAP, p->r[p->i].line);
-    if (!y)
-        goto oom;
-    while (p->i < p->nr && p->r[p->i].indent == ind && !p->r[p->i].dash) {
-        yrec *r = &p->r[p->i];
-        char *colon = key_colon(r->text);
-        if (!colon) {
-            p3d_err(p->err, "%s:%zu: expected 'key: value', found '%s'", p->path, r->line, r->text);
-            goto fail;
+    if (!top->key) {
+        if (y->t != Y_SCALAR && y->t != Y_NULL) {
+            size_t line = y->line;
+            const char *what = y->t == Y_SEQ ? "list" : "mapping";
+            yn_free(y);
+            return p3d_err(p->err, "%s:%zu: a mapping key must be a name, not a %s", p->path, line, what);
         }
-        *colon = 0;
-        const char *ke;
-        char *key = scalar(p, r->line, r->text, &ke, "");
-        if (!key)
-            goto fail;
-        for (size_t k = 0; k < y->n; k++)
-            if (!strcmp(y->k[k], key)) {
-                p3d_err(p->err, "%s:%zu: '%s' appears twice (first on line %zu)", p->path, r->line, key,
-                        y->v[k]->line);
-                free(key);
-                goto fail;
+        for (size_t k = 0; y->s && k < top->n; k++)
+            if (!strcmp(top->k[k], y->s)) {
+                p3d_err(p->err, "%s:%zu: '%s' appears twice (first on line %zu)", p->path, y->line, y->s,
+                        top->kline[k]);
+                yn_free(y);
+                return -1;
             }
-        const char *val = colon + 1;
-        while (*val == ' ')
-            val++;
-        size_t line = r->line;
-        p->i++;
-        yn *v;
-        if (*val)
-            v = inline_value(p, line, val);
-        else if (p->i < p->nr && p->r[p->i].indent > ind)
-            v = node(p, ind + 1, depth + 1);
-        else if (p->i < p->nr && p->r[p->i].indent == ind && p->r[p->i].dash)
-            v = seq(p, ind, depth + 1); /* "key:\n- item" at the key's column */
-        else
-            v = yn_new(Y_NULL, line);
-        if (!v || yn_push(y, key, v) < 0) {
-            free(key);
-            yn_free(v);
-            if (!*p->err)
-                p3d_err(p->err, "%s: out of memory", p->path);
-            goto fail;
+        if (!y->s) {
+            size_t line = y->line;
+            yn_free(y);
+            return p3d_err(p->err, "%s:%zu: an empty mapping key; expected 'key: value'", p->path, line);
         }
+        top->key = y->s;
+        top->key_line = y->line;
+        y->s = NULL;
+        yn_free(y);
+        return 0;
     }
-    return y;
+    if (yn_push(top, top->key, top->key_line, y) < 0)
+        goto oom;
+    top->key = NULL;
+    return 0;
 oom:
-    p3d_err(p->err, "%s: out of memory", p->path);
-    return NULL;
-fail:
     yn_free(y);
-    return NULL;
+    return p3d_err(p->err, "%s: out of memory", p->path);
 }
 
-/* The node starting at record i, whose indentation is at least min_indent. */
-static yn *node(yp *p, int min_indent, int depth)
+/* Parses buf into *root (NULL for an empty stream). 0 or -1 with *err. */
+static int build(yp *p, const char *buf, yn **root)
 {
-    if (depth > MAX_DEPTH) {
-        p3d_err(p->err, "%s:%zu: nested deeper than %d levels; a topology.yaml needs 5", p->path,
-                p->r[p->i].line, MAX_DEPTH);
-        return NULL;
+    yaml_parser_t ps;
+    yaml_event_t ev;
+    yn *stack[MAX_DEPTH + 1];
+    int depth = 0, rc = -1, docs = 0, done = 0;
+    *root = NULL;
+    if (!yaml_parser_initialize(&ps))
+        return p3d_err(p->err, "%s: out of memory", p->path);
+    yaml_parser_set_input_string(&ps, (const unsigned char *)buf, strlen(buf));
+    while (!done) {
+        if (!yaml_parser_parse(&ps, &ev)) {
+            syntax_error(p, buf, &ps);
+            goto out;
+        }
+        size_t line = ev.start_mark.line + 1;
+        yn *y = NULL;
+        const yaml_char_t *anchor = NULL, *tag = NULL;
+        int fail = 0;
+        switch (ev.type) {
+        case YAML_STREAM_END_EVENT:
+            done = 1;
+            break;
+        case YAML_DOCUMENT_START_EVENT:
+            if (++docs > 1)
+                fail = p3d_err(p->err, "%s:%zu: one YAML document expected (a topology.yaml is one list of "
+                                       "topologies)", p->path, line);
+            else if (ev.data.document_start.version_directive ||
+                     ev.data.document_start.tag_directives.start != ev.data.document_start.tag_directives.end)
+                fail = p3d_err(p->err, "%s:%zu: YAML directives ('%%...') are not supported here", p->path, line);
+            break;
+        case YAML_ALIAS_EVENT:
+            fail = refuse(p, line, "an alias", (const char *)ev.data.alias.anchor);
+            break;
+        case YAML_SCALAR_EVENT:
+            anchor = ev.data.scalar.anchor;
+            tag = ev.data.scalar.tag;
+            if (!anchor && !tag && !(y = scalar_node(p, &ev, line)))
+                fail = -1;
+            break;
+        case YAML_SEQUENCE_START_EVENT:
+        case YAML_MAPPING_START_EVENT:
+            anchor = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.anchor
+                                                          : ev.data.mapping_start.anchor;
+            tag = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag : ev.data.mapping_start.tag;
+            if (anchor || tag)
+                break;
+            if (depth >= MAX_DEPTH)
+                fail = p3d_err(p->err, "%s:%zu: nested deeper than %d levels; a topology.yaml needs 5", p->path,
+                               line, MAX_DEPTH);
+            else if (!(y = yn_new(ev.type == YAML_SEQUENCE_START_EVENT ? Y_SEQ : Y_MAP, line)))
+                fail = p3d_err(p->err, "%s: out of memory", p->path);
+            break;
+        case YAML_SEQUENCE_END_EVENT:
+        case YAML_MAPPING_END_EVENT:
+            depth--;
+            break;
+        default:
+            break;
+        }
+        if (!fail && anchor)
+            fail = refuse(p, line, "an anchor", (const char *)anchor);
+        else if (!fail && tag) {
+            /* as written: libyaml hands "!!str" over resolved */
+            static const char core[] = "tag:yaml.org,2002:";
+            char shown[128];
+            const char *tg = (const char *)tag;
+            if (!strncmp(tg, core, sizeof core - 1))
+                snprintf(shown, sizeof shown, "!!%.100s", tg + sizeof core - 1);
+            else
+                snprintf(shown, sizeof shown, "%.120s", tg);
+            fail = refuse(p, line, "a tag", shown);
+        }
+        yaml_event_delete(&ev);
+        if (fail)
+            goto out;
+        if (!y)
+            continue;
+        int container = y->t == Y_SEQ || y->t == Y_MAP;
+        if (attach(p, stack, depth, root, y) < 0)
+            goto out;
+        if (container)
+            stack[depth++] = y;
     }
-    yrec *r = &p->r[p->i];
-    int ind = r->indent;
-    (void)min_indent;
-    yn *y;
-    if (r->dash) {
-        y = seq(p, ind, depth);
-    } else if (key_colon(r->text)) {
-        y = map(p, ind, depth);
-    } else {
-        y = inline_value(p, r->line, r->text);
-        if (y)
-            p->i++;
+    rc = 0;
+out:
+    if (rc < 0) {
+        yn_free(*root);
+        *root = NULL;
     }
-    if (y && p->i < p->nr && p->r[p->i].indent > ind) {
-        p3d_err(p->err, "%s:%zu: unexpected indentation (column %d) after the %s that starts on line %zu",
-                p->path, p->r[p->i].line, p->r[p->i].indent + 1,
-                y->t == Y_SEQ ? "list" : y->t == Y_MAP ? "mapping" : "value", y->line);
-        yn_free(y);
-        return NULL;
-    }
-    return y;
+    yaml_parser_delete(&ps);
+    return rc;
 }
 
 /* ---- topology.yaml's shape ---------------------------------------------------- */
@@ -610,7 +427,7 @@ static int block_sizes(yp *p, const yn *v)
     return 0;
 }
 
-static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p3d_sy_topo *t)
+static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p3d_st_topo *t)
 {
     if (!list || list->t != Y_SEQ)
         return p3d_err(p->err, "%s:%zu: topology %s: '%s:' must be a list of %ss", p->path,
@@ -623,15 +440,15 @@ static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p
     static const char *const block_keys[] = {"block", "nodes", NULL};
     for (size_t i = 0; i < list->n; i++) {
         const yn *m = list->v[i];
-        p3d_sy_ent *e = &t->ents[t->nents++];
+        p3d_st_ent *e = &t->ents[t->nents++];
         e->line = m->line;
         if (m->t != Y_MAP)
             return p3d_err(p->err, "%s:%zu: topology %s: each item of '%s:' is a mapping with '%s: NAME'", p->path,
                            m->line, t->name, lkey, nkey);
-        warn_unknown(p, m, t->kind == P3D_SY_TREE ? tree_keys : block_keys, nkey);
+        warn_unknown(p, m, t->kind == P3D_ST_TREE ? tree_keys : block_keys, nkey);
         if (want_name(p, m, nkey, nkey, &e->name) < 0 || want_hostlist(p, get(m, "nodes"), "nodes", &e->nodes) < 0)
             return -1;
-        if (t->kind == P3D_SY_TREE) {
+        if (t->kind == P3D_ST_TREE) {
             if (strlen(e->name) > MAX_SWITCH_NAME)
                 return p3d_err(p->err, "%s:%zu: switch name '%.20s...' is longer than %d characters", p->path,
                                m->line, e->name, MAX_SWITCH_NAME);
@@ -643,7 +460,7 @@ static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p
     return 0;
 }
 
-static int topology(yp *p, const yn *m, p3d_sy_topo *t)
+static int topology(yp *p, const yn *m, p3d_st_topo *t)
 {
     static const char *const keys[] = {"topology", "cluster_default", "tree", "block", "flat", NULL};
     t->line = m->line;
@@ -665,12 +482,12 @@ static int topology(yp *p, const yn *m, p3d_sy_topo *t)
         return p3d_err(p->err, "%s:%zu: topology %s: needs exactly one of 'tree:', 'block:' or 'flat: true' "
                                "(found %d)", p->path, m->line, t->name, kinds);
     if (isflat) {
-        t->kind = P3D_SY_FLAT;
+        t->kind = P3D_ST_FLAT;
         return 0;
     }
     if (tree) {
         static const char *const tk[] = {"switches", NULL};
-        t->kind = P3D_SY_TREE;
+        t->kind = P3D_ST_TREE;
         if (tree->t != Y_MAP)
             return p3d_err(p->err, "%s:%zu: topology %s: 'tree:' must hold 'switches:'", p->path, tree->line,
                            t->name);
@@ -678,7 +495,7 @@ static int topology(yp *p, const yn *m, p3d_sy_topo *t)
         return entities(p, get(tree, "switches"), "switches", "switch", t);
     }
     static const char *const bk[] = {"block_sizes", "blocks", NULL};
-    t->kind = P3D_SY_BLOCK;
+    t->kind = P3D_ST_BLOCK;
     if (block->t != Y_MAP)
         return p3d_err(p->err, "%s:%zu: topology %s: 'block:' must hold 'blocks:'", p->path, block->line, t->name);
     warn_unknown(p, block, bk, "block");
@@ -687,41 +504,20 @@ static int topology(yp *p, const yn *m, p3d_sy_topo *t)
     return entities(p, get(block, "blocks"), "blocks", "block", t);
 }
 
-void p3d_slurm_yaml_free(p3d_sy_topo *t, size_t n)
-{
-    for (size_t i = 0; t && i < n; i++) {
-        for (size_t k = 0; k < t[i].nents; k++) {
-            free(t[i].ents[k].name);
-            free(t[i].ents[k].nodes);
-            free(t[i].ents[k].children);
-        }
-        free(t[i].ents);
-        free(t[i].name);
-    }
-    free(t);
-}
-
-int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_sy_topo **out, size_t *n,
+int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_st_topo **out, size_t *n,
                          char **err)
 {
     yp p = {.path = path, .c = c, .err = err};
     yn *root = NULL;
-    p3d_sy_topo *t = NULL;
+    p3d_st_topo *t = NULL;
     size_t nt = 0;
     int rc = -1;
     *out = NULL;
     *n = 0;
-    if (split(&p, buf) < 0)
+    if (build(&p, buf, &root) < 0)
         goto out;
-    if (p.nr == 0) {
+    if (!root || root->t == Y_NULL) {
         p3d_err(err, "%s: no topologies (an empty topology.yaml)", path);
-        goto out;
-    }
-    if (!(root = node(&p, 0, 0)))
-        goto out;
-    if (p.i < p.nr) {
-        p3d_err(err, "%s:%zu: unexpected '%s' at column %d (indentation?)", path, p.r[p.i].line,
-                p.r[p.i].dash ? "-" : p.r[p.i].text, p.r[p.i].indent + 1);
         goto out;
     }
     if (root->t != Y_SEQ) {
@@ -733,12 +529,16 @@ int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_
         goto out;
     }
     for (size_t i = 0; i < root->n; i++) {
-        if (topology(&p, root->v[i], &t[nt++]) < 0)
+        p3d_st_topo *tp = &t[nt++];
+        tp->nodes_key = "nodes";
+        tp->children_key = "children";
+        tp->switch_def = "'switch:' entry";
+        if (topology(&p, root->v[i], tp) < 0)
             goto out;
         for (size_t k = 0; k + 1 < nt; k++)
-            if (!strcmp(t[k].name, t[nt - 1].name)) {
-                p3d_err(err, "%s:%zu: topology '%s' is already defined on line %zu", path, t[nt - 1].line,
-                        t[k].name, t[k].line);
+            if (!strcmp(t[k].name, tp->name)) {
+                p3d_err(err, "%s:%zu: topology '%s' is already defined on line %zu", path, tp->line, t[k].name,
+                        t[k].line);
                 goto out;
             }
     }
@@ -747,11 +547,8 @@ int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_
     t = NULL;
     rc = 0;
 out:
-    p3d_slurm_yaml_free(t, nt);
+    p3d_st_free(t, nt);
     yn_free(root);
-    for (size_t i = 0; i < p.nr; i++)
-        free(p.r[i].text);
-    free(p.r);
     return rc;
 }
 

@@ -26,6 +26,13 @@ void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes)
  * of mesh.c. par3d.lua receives it as its chunk argument. */
 int luaopen_par3d_core(lua_State *L);
 
+/* Pushes the loader lua/par3d.lua gets as its second chunk argument
+ * (lua_modules.c): load_module(name) compiles <data dir>/lua/par3d/NAME.lua
+ * (name: a-z and _ only) as text and returns the chunk. */
+void p3d_policy_push_module_loader(lua_State *L);
+/* Closes the loader at idx: every later call raises an error. */
+void p3d_policy_close_module_loader(lua_State *L, int idx);
+
 /* Reads the helper module lua/par3d.lua (under p3d_data_dir()) into *text
  * (malloc'd, *len bytes). 0 or -1 with *err naming the file. */
 int p3d_policy_read_helper(char **text, size_t *len, char **err);

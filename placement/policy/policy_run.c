@@ -313,8 +313,14 @@ int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **
     lua_State *L = p3d_sandbox_state(sb);
     if (p3d_sandbox_load(sb, text, len, "par3d.lua", err) < 0)
         return -1;
-    luaopen_par3d_core(L); /* the chunk's argument: the mesh arithmetic in C */
-    if (p3d_sandbox_call(sb, 1, 1, err) < 0)
+    luaopen_par3d_core(L); /* the chunk's arguments: the mesh arithmetic in C, */
+    p3d_policy_push_module_loader(L); /* and the loader of lua/par3d/NAME.lua */
+    lua_pushvalue(L, -1);
+    lua_insert(L, -4); /* kept below the chunk, to be closed after it */
+    int rc = p3d_sandbox_call(sb, 2, 1, err);
+    p3d_policy_close_module_loader(L, rc < 0 ? -1 : -2);
+    lua_remove(L, rc < 0 ? -1 : -2);
+    if (rc < 0)
         return -1;
     if (!lua_istable(L, -1))
         return p3d_err(err, "par3d.lua: expected the module to return a table, got %s", luaL_typename(L, -1));

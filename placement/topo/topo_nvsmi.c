@@ -13,8 +13,8 @@
  * are merged back by name.
  */
 #include "topo_internal.h"
+#include "topo_nvsmi.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,7 @@ enum col_kind { COL_GPU, COL_NIC, COL_CPUAFF, COL_NUMAAFF, COL_GPUNUMA };
 
 typedef struct nv_col {
     int kind;
-    char name[32];
+    char name[NVSMI_NAME_LEN];
 } nv_col;
 
 /* One parsed row of the matrix. cls/nv hold ncol cells (link class and NV
@@ -47,196 +47,6 @@ typedef struct nv_row {
     int numa;         /* lowest NUMA Affinity entry, -1 when unknown */
     int numa_multi;   /* NUMA Affinity listed more than one node */
 } nv_row;
-
-/* Splits line in place at tabs and spaces; *tok gets up to cap pointers.
- * Returns the number of tokens (may exceed cap: then only cap are stored). */
-static int split_ws(char *line, char **tok, int cap)
-{
-    int n = 0;
-    char *p = line;
-    for (;;) {
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (!*p)
-            break;
-        if (n < cap)
-            tok[n] = p;
-        n++;
-        while (*p && *p != ' ' && *p != '\t')
-            p++;
-        if (*p)
-            *p++ = 0;
-    }
-    return n;
-}
-
-/* A cell of the matrix: X, NV#, PIX, PXB, PHB, NODE, SYS (SOC: what drivers
- * before ~R384 printed for SYS). p3d_link_parse also knows our own network
- * classes (RACK, ...), which nvidia-smi never prints: refused here. */
-static int cell_class(const char *s)
-{
-    if (!strcmp(s, "SOC"))
-        return P3D_LINK_SYS;
-    int l = p3d_link_parse(s);
-    if (l == P3D_LINK_SELF || l == P3D_LINK_NVLINK ||
-        (l >= P3D_LINK_PIX && l <= P3D_LINK_SYS))
-        return l;
-    return -1;
-}
-
-/* "NV12" -> 12 (1..999), else -1. */
-static int nv_links(const char *s)
-{
-    if (strncmp(s, "NV", 2) || !s[2] || strlen(s) > 5 || strspn(s + 2, "0123456789") != strlen(s + 2))
-        return -1;
-    int v = atoi(s + 2);
-    return v >= 1 ? v : -1;
-}
-
-/* "GPU12" -> 12, else -1 ("GPU", "GPU1x", "GPU0GPU1" are not GPU labels). */
-static int gpu_label(const char *s)
-{
-    if (strncmp(s, "GPU", 3) || !s[3] || strlen(s) > 7)
-        return -1;
-    for (const char *p = s + 3; *p; p++)
-        if (!isdigit((unsigned char)*p))
-            return -1;
-    return atoi(s + 3);
-}
-
-/* A NIC column name as nvidia-smi prints it: an RDMA/net device name
- * ("mlx5_0", "NIC3", "efa0", "bnxt_re1"). Link-class words and words of the
- * affinity columns are refused so that a header merged with a row, or
- * broken mid-word, is reported instead of read as NIC names. */
-static int nic_label_ok(const char *s)
-{
-    static const char *const reserved[] = {"X", "CPU", "NUMA", "Affinity",
-                                           "ID", "GPU", "Legend:"};
-    size_t len = strlen(s);
-    if (len == 0 || len >= sizeof(((nv_col *)0)->name))
-        return 0;
-    if (!isalpha((unsigned char)s[0]))
-        return 0;
-    for (const char *p = s; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' &&
-            *p != '.' && *p != ':')
-            return 0;
-    for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
-        if (!strcmp(s, reserved[i]))
-            return 0;
-    if (cell_class(s) >= 0 || !strncmp(s, "GPU", 3) ||
-        !strncmp(s, "Affinit", 7))
-        return 0;
-    return 1;
-}
-
-static const char *nic_kind(const char *name)
-{
-    if (!strncmp(name, "mlx", 3) || !strncmp(name, "ib", 2) ||
-        !strncmp(name, "hfi", 3) || !strncmp(name, "qib", 3))
-        return "ib";
-    if (!strncmp(name, "efa", 3))
-        return "efa";
-    if (!strncmp(name, "eth", 3) || !strncmp(name, "en", 2) ||
-        !strncmp(name, "bnxt", 4) || !strncmp(name, "irdma", 5))
-        return "eth";
-    return "other";
-}
-
-/* Natural order: "mlx5_2" < "mlx5_10". Used to number NICs, because the
- * text's column order is not PCI order (DGX-1 prints mlx5_0, mlx5_2, ...). */
-static int natural_cmp(const char *a, const char *b)
-{
-    while (*a && *b) {
-        if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
-            char *ea, *eb;
-            unsigned long va = strtoul(a, &ea, 10), vb = strtoul(b, &eb, 10);
-            if (va != vb)
-                return va < vb ? -1 : 1;
-            a = ea;
-            b = eb;
-            continue;
-        }
-        if (*a != *b)
-            return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
-        a++;
-        b++;
-    }
-    return *a ? 1 : *b ? -1 : 0;
-}
-
-/* Largest CPU and NUMA numbers Linux can have (NR_CPUS, MAX_NUMNODES). */
-#define NVSMI_MAX_CPU 8191
-#define NVSMI_MAX_NUMA 1023
-
-/* A list as the kernel prints cpulists: "0-19,40-59", items a or a-b with
- * a <= b <= max, decimal, no empty items. *lowest gets the first number.
- * Every number in the table's affinity columns goes through here, so no
- * value can overflow an int or be read as a different one. */
-static int cpulist_ok(const char *s, long max, int *lowest)
-{
-    const char *p = s;
-    long low = -1;
-    for (;;) {
-        long a = 0, b;
-        if (!isdigit((unsigned char)*p))
-            return 0;
-        for (; isdigit((unsigned char)*p); p++)
-            if ((a = a * 10 + (*p - '0')) > max)
-                return 0;
-        b = a;
-        if (*p == '-') {
-            p++;
-            if (!isdigit((unsigned char)*p))
-                return 0;
-            for (b = 0; isdigit((unsigned char)*p); p++)
-                if ((b = b * 10 + (*p - '0')) > max)
-                    return 0;
-            if (b < a)
-                return 0;
-        }
-        if (low < 0)
-            low = a;
-        if (!*p)
-            break;
-        if (*p++ != ',')
-            return 0;
-    }
-    if (lowest)
-        *lowest = (int)low;
-    return 1;
-}
-
-/* Skips a line that is a comment in our fixtures or a pasted shell prompt. */
-static int is_comment(const char *first_tok)
-{
-    return first_tok[0] == '#' || first_tok[0] == '$';
-}
-
-int p3d_topo_looks_nvsmi(const char *text)
-{
-    if (!text)
-        return 0;
-    const char *p = text;
-    while (*p) {
-        const char *e = strchr(p, '\n');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        /* A "GPU0  X" row is unmistakable; look for it on the first 4 KiB
-         * of each line only (rows are short). */
-        char buf[64];
-        size_t k = len < sizeof buf - 1 ? len : sizeof buf - 1;
-        memcpy(buf, p, k);
-        buf[k] = 0;
-        char *tok[2];
-        int nt = split_ws(buf, tok, 2);
-        if (nt >= 2 && !strcmp(tok[0], "GPU0") && !strcmp(tok[1], "X"))
-            return 1;
-        if (!e)
-            break;
-        p = e + 1;
-    }
-    return 0;
-}
 
 /* The parser's state, so that one cleanup frees everything. */
 typedef struct nv_parse {
@@ -275,7 +85,7 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
         return p3d_err(err, "%s: out of memory", ps->path);
     for (int i = 0; i < nt; i++) {
         nv_col c = {0};
-        int g = gpu_label(tok[i]);
+        int g = nvsmi_gpu_label(tok[i]);
         if (!strcmp(tok[i], "CPU") && i + 1 < nt && !strcmp(tok[i + 1], "Affinity")) {
             c.kind = COL_CPUAFF;
             snprintf(c.name, sizeof c.name, "CPU Affinity");
@@ -299,7 +109,7 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
             c.kind = COL_GPU;
             snprintf(c.name, sizeof c.name, "%s", tok[i]);
             ps->ngpu++;
-        } else if (nic_label_ok(tok[i])) {
+        } else if (nvsmi_nic_label_ok(tok[i])) {
             if (ps->naff)
                 return p3d_err(err,
                                "%s:%d: header column '%s' after the affinity columns "
@@ -372,7 +182,7 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
     row->line = line;
     for (int j = 0; j < ps->nmat; j++) {
         const char *cell = tok[1 + j];
-        int l = cell_class(cell);
+        int l = nvsmi_cell_class(cell);
         if (l < 0)
             return p3d_err(err,
                            "%s:%d: row %s, column %s: unknown cell '%s' (expected X, "
@@ -384,7 +194,7 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
                            "only it)",
                            ps->path, line, ps->cols[r].name, ps->cols[j].name, cell);
         if (l == P3D_LINK_NVLINK) {
-            row->nv[j] = nv_links(cell);
+            row->nv[j] = nvsmi_nv_links(cell);
             if (row->nv[j] < 1 || !is_gpu || j >= ps->ngpu)
                 return p3d_err(err,
                                "%s:%d: row %s, column %s: '%s' (NV# needs a link count "
@@ -400,7 +210,7 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
         if (!is_gpu || !strcmp(v, "N/A"))
             continue;
         if (c->kind == COL_CPUAFF) {
-            if (!cpulist_ok(v, NVSMI_MAX_CPU, NULL))
+            if (!nvsmi_cpulist_ok(v, NVSMI_MAX_CPU, NULL))
                 return p3d_err(err,
                                "%s:%d: row %s, CPU Affinity '%s' (expected a CPU list "
                                "such as 0-19,40-59 with ranges low-high and CPUs up to %d, or N/A)",
@@ -411,13 +221,13 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
         } else if (c->kind == COL_NUMAAFF) {
             /* One node normally; a list ("0-1") when the GPU is equally
              * close to several: keep the lowest, as hwloc sources do. */
-            if (!cpulist_ok(v, NVSMI_MAX_NUMA, &row->numa))
+            if (!nvsmi_cpulist_ok(v, NVSMI_MAX_NUMA, &row->numa))
                 return p3d_err(err,
                                "%s:%d: row %s, NUMA Affinity '%s' (expected a NUMA node "
                                "number 0..%d, a list, or N/A)",
                                ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
             row->numa_multi = strspn(v, "0123456789") != strlen(v);
-        } else if (c->kind == COL_GPUNUMA && !cpulist_ok(v, NVSMI_MAX_NUMA, NULL)) {
+        } else if (c->kind == COL_GPUNUMA && !nvsmi_cpulist_ok(v, NVSMI_MAX_NUMA, NULL)) {
             return p3d_err(err, "%s:%d: row %s, GPU NUMA ID '%s' (expected a NUMA node number 0..%d, or N/A)",
                            ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
         }
@@ -440,7 +250,7 @@ static int apply_nic_legend(nv_parse *ps, char **tok, int nt, int line, char **e
     for (int j = ps->ngpu; j < ps->nmat; j++) {
         if (strcmp(ps->cols[j].name, tok[0]))
             continue;
-        if (!nic_label_ok(tok[1]))
+        if (!nvsmi_nic_label_ok(tok[1]))
             return p3d_err(err, "%s:%d: NIC Legend gives '%s' for %s (not a device name)",
                            ps->path, line, tok[1], tok[0]);
         snprintf(ps->cols[j].name, sizeof ps->cols[j].name, "%s", tok[1]);
@@ -506,7 +316,7 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
     /* NICs in natural name order (insertion sort: a handful of entries). */
     for (int k = 0; k < nn; k++) {
         int c = ps->ngpu + k, pos = k;
-        while (pos > 0 && natural_cmp(ps->cols[order[pos - 1]].name, ps->cols[c].name) > 0) {
+        while (pos > 0 && nvsmi_natural_cmp(ps->cols[order[pos - 1]].name, ps->cols[c].name) > 0) {
             order[pos] = order[pos - 1];
             pos--;
         }
@@ -522,7 +332,7 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
             }
         nic_of_col[order[k]] = k;
         snprintf(n->nics[k].name, sizeof n->nics[k].name, "%s", c->name);
-        snprintf(n->nics[k].kind, sizeof n->nics[k].kind, "%s", nic_kind(c->name));
+        snprintf(n->nics[k].kind, sizeof n->nics[k].kind, "%s", nvsmi_nic_kind(c->name));
         n->nics[k].pci[0] = 0;
         n->nics[k].numa = -1;
     }
@@ -617,9 +427,9 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
         }
         char keep[48];
         snprintf(keep, sizeof keep, "%s", p);
-        int nt = split_ws(p, ps.tok, ps.tokcap);
+        int nt = nvsmi_split_ws(p, ps.tok, ps.tokcap);
         char **tok = ps.tok;
-        if (nt == 0 || is_comment(tok[0]))
+        if (nt == 0 || nvsmi_is_comment(tok[0]))
             continue;
         if (!strcmp(tok[0], "Legend:") || (nt >= 2 && !strcmp(tok[0], "NIC") &&
                                            !strcmp(tok[1], "Legend:"))) {
@@ -636,13 +446,13 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
             continue;
         }
         if (state == PRE) {
-            if (!strcmp(tok[0], "GPU0") && (nt == 1 || cell_class(tok[1]) < 0)) {
+            if (!strcmp(tok[0], "GPU0") && (nt == 1 || nvsmi_cell_class(tok[1]) < 0)) {
                 if (parse_header(&ps, tok, nt, line, err) < 0)
                     goto out;
                 state = ROWS;
                 continue;
             }
-            if (gpu_label(tok[0]) >= 0 && nt >= 2 && cell_class(tok[1]) >= 0) {
+            if (nvsmi_gpu_label(tok[0]) >= 0 && nt >= 2 && nvsmi_cell_class(tok[1]) >= 0) {
                 if (last_line)
                     p3d_err(err,
                             "%s:%d: mangled header '%s%s' (expected the column names "

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fuzz_slurm_topo.c — Slurm topology.conf (placement/cluster/cluster_slurm.c),
+ * fuzz_slurm_topo.c — Slurm topology.conf and topology.yaml (placement/cluster/
+ * slurm_conf.c, slurm_yaml.c, and the applier cluster_slurm.c),
  * applied to a fixed cluster whose node names are the ones of the real
  * topology.conf fixtures (tests/fixtures/realdata/slurm/), so mutations of
  * those files reach the tree/block logic and not only the "no node

@@ -12,6 +12,8 @@
 
 #include "fuzz_common.h"
 
+#include <dirent.h>
+
 #include "p3d/cluster.h"
 
 static inline void fz_topo_dir(void)
@@ -46,7 +48,7 @@ static inline void fz_topo_dir(void)
     setenv("P3D_DATA_DIR", p, 1);
 }
 
-/* Installs lua/par3d.lua where policies find it and loads the cluster
+/* Installs lua/par3d.lua and its modules where policies find it and loads the cluster
  * file text json (written as <tmp>/file); aborts when it does not load,
  * since every input would then test nothing. */
 static inline p3d_cluster *fz_policy_cluster(const char *who, const char *file, const char *json)
@@ -61,6 +63,26 @@ static inline p3d_cluster *fz_policy_cluster(const char *who, const char *file, 
     snprintf(p, sizeof p, "%s/data/lua/par3d.lua", fz_tmpdir());
     fz_write(p, helper, len);
     free(helper);
+    /* and the modules it loads, lua/par3d/NAME.lua */
+    snprintf(p, sizeof p, "%s/data/lua/par3d", fz_tmpdir());
+    mkdir(p, 0700);
+    char src[1024];
+    snprintf(src, sizeof src, "%s/lua/par3d", P3D_FUZZ_SRC);
+    DIR *d = opendir(src);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        size_t nl = strlen(de->d_name);
+        if (nl < 5 || strcmp(de->d_name + nl - 4, ".lua") != 0)
+            continue;
+        char rel[256];
+        snprintf(rel, sizeof rel, "lua/par3d/%.200s", de->d_name);
+        char *m = fz_slurp_src(rel, &len);
+        snprintf(p, sizeof p, "%s/data/%s", fz_tmpdir(), rel);
+        fz_write(p, m, len);
+        free(m);
+    }
+    if (d)
+        closedir(d);
     fz_path(p, sizeof p, file);
     fz_write(p, json, strlen(json));
     if (p3d_cluster_load(p, &c, &err) < 0) {

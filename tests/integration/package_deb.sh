@@ -31,7 +31,7 @@ echo "ok: cpack built $(basename "$deb") ($(stat -c %s "$deb") bytes) in $(echo 
 [[ $(dpkg-deb -f "$deb" Package) == par3drun ]] || bad "Package is not par3drun"
 [[ $(dpkg-deb -f "$deb" Version) == "$ver" ]] || bad "Version $(dpkg-deb -f "$deb" Version), par3drun --version says $ver"
 deps=$(dpkg-deb -f "$deb" Depends)
-for d in libhwloc liblua5.4 libcjson; do
+for d in libhwloc liblua5.4 libcjson libyaml; do
     grep -q "$d" <<<"$deps" || bad "Depends lacks $d: $deps"
 done
 
@@ -40,7 +40,7 @@ dpkg-deb -x "$deb" "$root" || { echo "FAIL: dpkg-deb -x"; exit 1; }
 for f in usr/bin/par3drun usr/bin/p3d-worker usr/share/man/man1/par3drun.1 usr/share/man/man1/p3d-worker.1 \
     usr/share/bash-completion/completions/par3drun usr/share/bash-completion/completions/p3d-worker \
     usr/share/doc/par3drun/LICENSE usr/share/par3drun/lua/par3d.lua usr/share/par3drun/lua/megatron.lua \
-    usr/share/par3drun/lua/devicemesh.lua usr/share/par3drun/lua/naive.lua \
+    usr/share/par3drun/lua/devicemesh.lua usr/share/par3drun/lua/naive.lua usr/share/par3drun/lua/par3d/mesh.lua \
     usr/share/par3drun/examples/topologies/dgx-h100.xml usr/share/par3drun/examples/clusters/2x-dgx-h100.json \
     usr/share/par3drun/examples/slurm/single-node.sbatch; do
     [[ -e $root/$f ]] || bad "the package has no /$f"

@@ -120,6 +120,64 @@ static void test_no_dangerous_globals(void **state)
     expect_fail("req.lua", "local d = require('debug')\n", "req.lua:1:", "global 'require'", NULL);
 }
 
+/* Calls the loader at the top of the stack (left there) with name; rc of
+ * the call, the result's type in *type or the error in *msg. */
+static int call_loader(p3d_sandbox *sb, const char *name, int *type, char **msg)
+{
+    lua_State *L = p3d_sandbox_state(sb);
+    lua_pushvalue(L, -1);
+    lua_pushstring(L, name);
+    *msg = NULL;
+    int rc = p3d_sandbox_call(sb, 1, 1, msg);
+    if (rc == 0) {
+        *type = lua_type(L, -1);
+        lua_pop(L, 1);
+    }
+    return rc;
+}
+
+/* lua/par3d.lua's modules come through the sandbox's own loader: bare
+ * names only, from the data dir only, text only, and nothing once
+ * par3d.lua has returned; policies see every module's functions but
+ * neither the loader nor the modules' private table. */
+static void test_module_loader(void **state)
+{
+    (void)state;
+    p3d_sandbox *sb = NULL;
+    char *msg = NULL;
+    int type = LUA_TNIL;
+    assert_int_equal(p3d_sandbox_new(&small, &sb, &msg), 0);
+    lua_State *L = p3d_sandbox_state(sb);
+    p3d_policy_push_module_loader(L);
+    assert_int_equal(call_loader(sb, "mesh", &type, &msg), 0);
+    assert_int_equal(type, LUA_TFUNCTION);
+    static const char *const bad[] = {"../megatron", "mesh.lua", "Mesh", "", "/etc/passwd", "a/b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(call_loader(sb, bad[i], &type, &msg), -1);
+        if (!strstr(msg, "is not a module name"))
+            fprintf(stderr, "%s: %s\n", bad[i], msg);
+        assert_non_null(strstr(msg, "is not a module name"));
+        free(msg);
+    }
+    assert_int_equal(call_loader(sb, "nosuch", &type, &msg), -1);
+    assert_non_null(strstr(msg, "lua/par3d/nosuch.lua"));
+    free(msg);
+    p3d_policy_close_module_loader(L, -1);
+    assert_int_equal(call_loader(sb, "mesh", &type, &msg), -1);
+    assert_non_null(strstr(msg, "closed"));
+    free(msg);
+    p3d_sandbox_free(sb);
+
+    expect_ok("modules.lua", NAIVE_BODY
+              "for _, f in ipairs{'mesh', 'stable_sort', 'racks', 'node_sequence', 'capacity', 'units',\n"
+              "                   'rack_counts', 'pack', 'place_nested', 'place_ep', 'replace',\n"
+              "                   'spare_units', 'default_spares'} do\n"
+              "  assert(type(par3d[f]) == 'function', 'par3d.' .. f .. ' is missing')\n"
+              "end\n"
+              "assert(load_module == nil and shared == nil and par3d.load_module == nil)\n"
+              "function place(c, j) return naive(c, j) end\n");
+}
+
 static void test_no_bytecode(void **state)
 {
     (void)state;
@@ -424,7 +482,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid_policy_runs),   cmocka_unit_test(test_no_dangerous_globals),
-        cmocka_unit_test(test_no_bytecode),         cmocka_unit_test(test_collectgarbage_limited),
+        cmocka_unit_test(test_no_bytecode), cmocka_unit_test(test_module_loader),         cmocka_unit_test(test_collectgarbage_limited),
         cmocka_unit_test(test_instruction_budget),  cmocka_unit_test(test_memory_cap),
         cmocka_unit_test(test_error_locations),     cmocka_unit_test(test_read_only_tables),
         cmocka_unit_test(test_validator),           cmocka_unit_test(test_resolve),

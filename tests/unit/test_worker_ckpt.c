@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_worker_ckpt.c - p3d-worker's checkpoint code (worker/ckpt.c, included
- * so its static helpers are testable) in one process: the marker's format,
+/* test_worker_ckpt.c - p3d-worker's checkpoint code (worker/ckpt.c and
+ * ckpt_fs.c, included so their static helpers are testable) in one process: the marker's format,
  * the regular-file and directory rules, the temporary-name writer, and save
  * and load with generations, on a world of one rank (the TCP collectives
  * are stubbed: an allgather of one copies). */
@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "../../worker/ckpt.c"
+#include "../../worker/ckpt_fs.c"
 
 int tcp_world_allgather(tcp_world *w, const void *mine, void *all, size_t each)
 {
@@ -76,9 +77,9 @@ static void test_marker_roundtrip_and_refusals(void **state)
     const char *why = NULL;
     my_marker(&f.c, 4, &m);
     assert_string_equal(m.job, "job?[2J"); /* control bytes never reach the file */
-    int n = format_marker(&m, text, sizeof text);
+    int n = ck_format_marker(&m, text, sizeof text);
     assert_true(n > 0);
-    assert_int_equal(parse_marker(text, (size_t)n, &back, &why), 0);
+    assert_int_equal(ck_parse_marker(text, (size_t)n, &back, &why), 0);
     assert_int_equal(back.step, 4);
     assert_int_equal(back.gen, 12);
     assert_string_equal(back.job, m.job);
@@ -99,11 +100,11 @@ static void test_marker_roundtrip_and_refusals(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why = NULL;
-        assert_int_equal(parse_marker(bad[i], strlen(bad[i]), &back, &why), -1);
+        assert_int_equal(ck_parse_marker(bad[i], strlen(bad[i]), &back, &why), -1);
         assert_non_null(why);
     }
     /* an embedded NUL: the length says more than the string holds */
-    assert_int_equal(parse_marker(text, (size_t)n + 1, &back, &why), -1);
+    assert_int_equal(ck_parse_marker(text, (size_t)n + 1, &back, &why), -1);
     teardown(&f);
 }
 
@@ -118,11 +119,11 @@ static void test_open_regular_refuses_fifo_and_link(void **state)
     int fd = openat(f.c.dfd, "plain", O_WRONLY | O_CREAT | O_EXCL, 0600);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(open_regular(f.c.dfd, "fifo", &why), -1); /* returns: no writer needed */
+    assert_int_equal(ck_open_regular(f.c.dfd, "fifo", &why), -1); /* returns: no writer needed */
     assert_non_null(strstr(why, "not a regular file"));
-    assert_int_equal(open_regular(f.c.dfd, "link", &why), -1);
+    assert_int_equal(ck_open_regular(f.c.dfd, "link", &why), -1);
     assert_non_null(strstr(why, "symbolic link"));
-    fd = open_regular(f.c.dfd, "plain", &why);
+    fd = ck_open_regular(f.c.dfd, "plain", &why);
     assert_true(fd >= 0);
     assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0);
     close(fd);
@@ -137,13 +138,13 @@ static void test_directory_rules(void **state)
     struct stat st;
     setup(&f, 0, "j", 5);
     assert_int_equal(fstat(f.c.dfd, &st), 0);
-    assert_int_equal(check_private_dir(&st, msg, sizeof msg), 0);
+    assert_int_equal(ck_check_private_dir(&st, msg, sizeof msg), 0);
     st.st_mode |= S_IWOTH;
-    assert_int_equal(check_private_dir(&st, msg, sizeof msg), -1);
+    assert_int_equal(ck_check_private_dir(&st, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "another user could write"));
     st.st_mode &= ~(mode_t)S_IWOTH;
     st.st_uid = geteuid() + 1;
-    assert_int_equal(check_private_dir(&st, msg, sizeof msg), -1);
+    assert_int_equal(ck_check_private_dir(&st, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "not to you"));
     /* the top directory: refused when others may write it */
     p3dw_ckpt_close(&f.c);
@@ -153,7 +154,7 @@ static void test_directory_rules(void **state)
     assert_int_equal(p3dw_ckpt_open(&f.c), 0);
     /* a step directory that is a link is not opened */
     assert_int_equal(symlinkat("/tmp", f.c.dfd, "step-00000003"), 0);
-    assert_int_equal(open_step(&f.c, 3, 1, msg, sizeof msg), -1);
+    assert_int_equal(ck_open_step(&f.c, 3, 1, msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "symbolic link"));
     teardown(&f);
 }
@@ -172,14 +173,14 @@ static void test_write_atomic_not_through_planted_link(void **state)
     assert_int_equal(symlinkat(victim, f.c.dfd, "shard.tmp"), 0);
     const void *part[1] = {"new"};
     size_t len[1] = {3};
-    assert_int_equal(write_atomic(f.c.dfd, "shard", part, len, 1, 0), 0);
+    assert_int_equal(ck_write_atomic(f.c.dfd, "shard", part, len, 1, 0), 0);
     slurp(victim, buf, sizeof buf);
     assert_string_equal(buf, "precious");
     snprintf(path, sizeof path, "%s/shard", f.dir);
     slurp(path, buf, sizeof buf);
     assert_string_equal(buf, "new");
     /* commit (link) never replaces an existing name */
-    assert_int_equal(write_atomic(f.c.dfd, "shard", part, len, 1, 1), -1);
+    assert_int_equal(ck_write_atomic(f.c.dfd, "shard", part, len, 1, 1), -1);
     assert_int_equal(errno, EEXIST);
     assert_int_equal(faccessat(f.c.dfd, "shard.tmp", F_OK, AT_SYMLINK_NOFOLLOW), -1);
     teardown(&f);

@@ -1,0 +1,20 @@
+/*
+ * plan_report.h — what the plan's text report (plan_report.c) and its JSON
+ * (plan_report_json.c) share; private to placement/cost.
+ */
+#ifndef P3D_PLAN_REPORT_H
+#define P3D_PLAN_REPORT_H
+
+#include "p3d/p3d.h"
+#include "strbuf.h"
+
+/* The best variant of each (tp, pp, dp, cp, ep, etp) shape, in rank order
+ * (rows are sorted fastest first, so a shape's first row is its best), at
+ * most top of them. Returns a malloc'd index array the caller frees, *n its
+ * length; NULL when out of memory. */
+size_t *p3d_plan_pick_shapes(const p3d_plan *pl, int top, size_t *n);
+
+/* Appends one "why" sentence for row r against the best row to b. */
+void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int is_best);
+
+#endif
