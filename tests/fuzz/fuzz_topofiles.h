@@ -77,7 +77,8 @@ static inline p3d_cluster *fz_policy_cluster(const char *who, const char *file, 
         char rel[256];
         snprintf(rel, sizeof rel, "lua/par3d/%.200s", de->d_name);
         char *m = fz_slurp_src(rel, &len);
-        snprintf(p, sizeof p, "%s/data/%s", fz_tmpdir(), rel);
+        if (snprintf(p, sizeof p, "%s/data/%.220s", fz_tmpdir(), rel) >= (int)sizeof p)
+            abort(); /* the temp dir's name is short: never */
         fz_write(p, m, len);
         free(m);
     }
