@@ -20,6 +20,11 @@
 -- MoE every EP block (etp*ep ranks with their TP groups) inside one NVLink
 -- domain when it fits (par3d.place_ep).
 
+-- Judged by DeviceMesh's shape rules, not Megatron's (include/p3d/job.h,
+-- P3D_RULES_DEVICEMESH): any mesh init_device_mesh accepts is placed; the
+-- expert grid exists only when EP is asked for (ep > 1 or etp ~= tp).
+follows = "devicemesh"
+
 -- spares (--spares K): the default rule, one per rack from the end of each
 -- rack (par3d.default_spares, lua/par3d.lua)
 spares = par3d.default_spares

@@ -428,6 +428,7 @@ void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl)
         wb_int(b, pl->mesh.size[d]);
         wb_int(b, pl->mesh.order[d]);
     }
+    wb_int(b, pl->mesh.rules);
     wb_int(b, pl->world);
 }
 
@@ -440,6 +441,7 @@ int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl)
         pl->mesh.size[d] = rb_int(r, 1, 1 << 24);
         pl->mesh.order[d] = rb_int(r, 0, P3D_NDIMS - 1);
     }
+    pl->mesh.rules = rb_int(r, P3D_RULES_MEGATRON, P3D_RULES_DEVICEMESH);
     /* both grids (p3d/job.h) must describe the same world; each product
      * is bounded before the mesh code multiplies it in int/long long (four
      * sizes of 2^24 would overflow) */

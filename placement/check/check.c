@@ -167,9 +167,11 @@ int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *p
     *out = NULL;
     if (!a)
         return p3d_err(err, "out of memory");
-    /* resolved copies: etp and edp filled in, what Megatron refuses refused */
+    /* resolved copies: etp and edp filled in, what the policy's rules
+     * (Megatron's or DeviceMesh's, declared by the policy) refuse refused */
     p3d_job jv = *job;
     p3d_placement pv = *pl;
+    jv.mesh.rules = pl->mesh.rules;
     char *who = NULL;
     if (p3d_mesh_resolve(&jv.mesh, err) < 0 || p3d_mesh_resolve(&pv.mesh, err) < 0)
         goto out;

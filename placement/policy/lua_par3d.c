@@ -46,9 +46,22 @@ static int int_at(lua_State *L, int t, const char *k, int dflt)
     return (int)v;
 }
 
+/* rules at table t: "megatron" (also when absent) or "devicemesh". */
+static int rules_at(lua_State *L, int t)
+{
+    int rules = P3D_RULES_MEGATRON;
+    int ty = lua_getfield(L, t, "rules");
+    if (ty != LUA_TNIL && (ty != LUA_TSTRING || (rules = p3d_rules_parse(lua_tostring(L, -1))) < 0))
+        luaL_error(L, "mesh: field 'rules' is %s, expected \"megatron\" or \"devicemesh\"",
+                   ty == LUA_TSTRING ? "an unknown name" : luaL_typename(L, -1));
+    lua_pop(L, 1);
+    return rules;
+}
+
 /* A resolved p3d_mesh from sizes at table t (tp, cp, ep, dp, pp, etp) and
- * an order string (or nil: t.order, else the default). */
-static void read_mesh(lua_State *L, int t, int order_arg, p3d_mesh *m)
+ * an order string (or nil: t.order, else the default), under the shape
+ * rules named at table rules_tab (the job's: job.rules). */
+static void read_mesh(lua_State *L, int t, int order_arg, int rules_tab, p3d_mesh *m)
 {
     p3d_job j;
     char *err = NULL;
@@ -64,6 +77,7 @@ static void read_mesh(lua_State *L, int t, int order_arg, p3d_mesh *m)
         order = lua_tostring(L, -1);
     if (order && p3d_mesh_set_order(m, order, &err) < 0)
         raise(L, err);
+    m->rules = rules_at(L, rules_tab);
     if (p3d_mesh_resolve(m, &err) < 0)
         raise(L, err);
 }
@@ -76,7 +90,7 @@ static void read_mesh_table(lua_State *L, int t, p3d_mesh *m)
         luaL_error(L, "expected a mesh made by par3d.mesh (no size table)");
     int st = lua_gettop(L);
     lua_getfield(L, t, "order_str");
-    read_mesh(L, st, lua_gettop(L), m);
+    read_mesh(L, st, lua_gettop(L), t, m);
     lua_settop(L, st - 1);
 }
 
@@ -95,8 +109,10 @@ static int l_mesh(lua_State *L)
     p3d_mesh m;
     int v[P3D_NDIMS];
     luaL_checktype(L, 1, LUA_TTABLE);
-    read_mesh(L, 1, 2, &m);
-    lua_createtable(L, 0, 5);
+    read_mesh(L, 1, 2, 1, &m);
+    lua_createtable(L, 0, 6);
+    lua_pushstring(L, p3d_rules_name(m.rules));
+    lua_setfield(L, -2, "rules");
     lua_createtable(L, P3D_NORDER, 0);
     for (int k = 0; k < P3D_NORDER; k++) {
         lua_pushstring(L, p3d_dim_name(m.order[k]));

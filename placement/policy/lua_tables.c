@@ -516,6 +516,7 @@ void p3d_lua_push_job(lua_State *L, const p3d_job *j)
     }
     JSEAL(L);
     lua_setfield(L, -2, "order_list");
+    set_str(L, "rules", p3d_rules_name(m->rules));
     set_int(L, "micro_batches", j->micro_batches);
     set_int(L, "micro_batch_size", j->micro_batch_size);
     set_int(L, "global_batch", j->global_batch);

@@ -253,7 +253,44 @@ static int check_order(const p3d_mesh *m, const int s[P3D_NDIMS], char **err)
     return 0;
 }
 
-int p3d_mesh_resolve(p3d_mesh *m, char **err)
+const char *p3d_rules_name(int rules)
+{
+    return rules == P3D_RULES_DEVICEMESH ? "devicemesh" : "megatron";
+}
+
+int p3d_rules_parse(const char *s)
+{
+    if (s && !strcmp(s, "megatron"))
+        return P3D_RULES_MEGATRON;
+    if (s && !strcmp(s, "devicemesh"))
+        return P3D_RULES_DEVICEMESH;
+    return -1;
+}
+
+/* DeviceMesh's mesh_dim_names is the order string: a dimension of size > 1
+ * left out of it would be a mesh dimension nobody named. Only the dense
+ * dimensions count, and ep when EP was asked. */
+static int check_order_devicemesh(const p3d_mesh *m, const int s[P3D_NDIMS], int ep_asked, char **err)
+{
+    char missing[200] = "";
+    size_t k = 0;
+    for (int q = 0; q < P3D_NORDER; q++) {
+        int t = default_order[q];
+        int n = t == P3D_DIM_EP ? (ep_asked ? s[t] : 1) : s[t];
+        if (n <= 1 || listed(m, t) || k >= sizeof missing)
+            continue;
+        k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "", p3d_dim_name(t), n);
+    }
+    if (k)
+        return p3d_err(err, "--order %s leaves out %s: the order string names the DeviceMesh's dimensions "
+                            "(mesh_dim_names, fastest first); list every dimension of size > 1",
+                       m->order_str, missing);
+    return 0;
+}
+
+/* refuse = 0: only sizes and the world's bound are checked, etp and edp
+ * derived; 1: what m->rules refuses is refused too. */
+static int resolve(p3d_mesh *m, int refuse, char **err)
 {
     static const int given[] = {P3D_DIM_TP, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP};
     int s[P3D_NDIMS];
@@ -262,21 +299,28 @@ int p3d_mesh_resolve(p3d_mesh *m, char **err)
             return p3d_err(err, "mesh: %s=%d, expected >= 1", p3d_dim_name(given[i]), m->size[given[i]]);
     if (m->size[P3D_DIM_ETP] < 0)
         return p3d_err(err, "mesh: etp=%d, expected >= 1", m->size[P3D_DIM_ETP]);
+    if (m->rules != P3D_RULES_MEGATRON && m->rules != P3D_RULES_DEVICEMESH)
+        return p3d_err(err, "mesh: unknown shape rules %d", m->rules);
+    int megatron = refuse && m->rules == P3D_RULES_MEGATRON;
     long long w = dense_world(m);
     if (w > (1 << 30))
         return p3d_err(err, "mesh: world size tp*cp*dp*pp = %lld is too large", w);
     eff_sizes(m, s);
+    /* DeviceMesh has no expert grid unless EP is asked for: then etp and
+     * edp are only derived (edp = tp*cp*dp/tp), nothing about them refused */
+    int ep_asked = refuse && (s[P3D_DIM_EP] > 1 || s[P3D_DIM_ETP] != s[P3D_DIM_TP]);
     long long den = (long long)s[P3D_DIM_ETP] * s[P3D_DIM_EP] * s[P3D_DIM_PP];
-    if (w % den != 0)
+    if ((megatron || ep_asked) && w % den != 0)
         return p3d_err(err,
                        "mesh: the expert grid etp*ep*edp*pp does not fit the world: world size tp*cp*dp*pp = %lld "
-                       "is not divisible by etp*ep*pp = %lld (etp=%d ep=%d pp=%d); Megatron refuses this",
-                       w, den, s[P3D_DIM_ETP], s[P3D_DIM_EP], s[P3D_DIM_PP]);
-    if (check_order(m, s, err) < 0)
+                       "is not divisible by etp*ep*pp = %lld (etp=%d ep=%d pp=%d); %s refuses this",
+                       w, den, s[P3D_DIM_ETP], s[P3D_DIM_EP], s[P3D_DIM_PP],
+                       megatron ? "Megatron" : "an expert mesh (pp, edp, ep, etp) over the same ranks");
+    if (refuse && (megatron ? check_order(m, s, err) < 0 : check_order_devicemesh(m, s, ep_asked, err) < 0))
         return -1;
     size_t ol = strlen(m->order_str);
     int pp_last = ol >= 2 && strcmp(m->order_str + ol - 2, "pp") == 0;
-    if (!pp_last && s[P3D_DIM_PP] > 1 && s[P3D_DIM_EDP] != s[P3D_DIM_DP])
+    if (megatron && !pp_last && s[P3D_DIM_PP] > 1 && s[P3D_DIM_EDP] != s[P3D_DIM_DP])
         return p3d_err(err,
                        "--order %s is not pp-last with pp=%d, and the expert data-parallel size edp=%d differs from "
                        "dp=%d: Megatron requires the attention and MoE layers to have the same data-parallel size "
@@ -285,15 +329,25 @@ int p3d_mesh_resolve(p3d_mesh *m, char **err)
     /* same size and same stride: the same pipeline groups (all singletons
      * when pp = 1, whatever the strides) */
     int pd = stride_in(m, s, P3D_DIM_PP, 0), pe = stride_in(m, s, P3D_DIM_PP, 1);
-    if (s[P3D_DIM_PP] > 1 && pd != pe)
+    if ((megatron || ep_asked) && s[P3D_DIM_PP] > 1 && pd != pe)
         return p3d_err(err,
                        "--order %s gives the expert layers other pipeline groups than the dense layers (stage "
-                       "stride %d vs %d ranks): Megatron requires the same pipeline groups for the non-expert "
+                       "stride %d vs %d ranks): %s requires the same pipeline groups for the non-expert "
                        "and expert parts; put pp after the dimensions that differ (e.g. tp-cp-ep-dp-pp)",
-                       m->order_str, pd, pe);
+                       m->order_str, pd, pe, megatron ? "Megatron" : "one pp dimension in both meshes");
     m->size[P3D_DIM_ETP] = s[P3D_DIM_ETP];
     m->size[P3D_DIM_EDP] = s[P3D_DIM_EDP];
     return 0;
+}
+
+int p3d_mesh_resolve(p3d_mesh *m, char **err)
+{
+    return resolve(m, 1, err);
+}
+
+int p3d_mesh_derive(p3d_mesh *m, char **err)
+{
+    return resolve(m, 0, err);
 }
 
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
@@ -312,10 +366,11 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
                            "(tp=%d cp=%d pp=%d); choose sizes whose product divides %zu or give --dp",
                            gpus, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP], gpus);
         m->size[P3D_DIM_DP] = (int)((long long)gpus / other);
-        return p3d_mesh_resolve(m, err);
+    } else {
+        long long world = other * m->size[P3D_DIM_DP];
+        if (world > (long long)gpus)
+            return p3d_err(err, "world size tp*cp*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
     }
-    long long world = other * m->size[P3D_DIM_DP];
-    if (world > (long long)gpus)
-        return p3d_err(err, "world size tp*cp*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
-    return p3d_mesh_resolve(m, err);
+    /* the policy declares whose rules apply when it runs (policy_run.c) */
+    return p3d_mesh_derive(m, err);
 }

@@ -333,6 +333,34 @@ int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **
  * here the helper module, the tables, the policy and place() run. Each Lua
  * call goes through p3d_sandbox_call (the docall); a failed step leaves its
  * message in x->err and returns normally. */
+/* The policy's global `follows` ("megatron" or "devicemesh"; absent:
+ * megatron, the order string's original reader) sets the mesh's shape
+ * rules, and the mesh is resolved under them. */
+static int declared_rules(lua_State *L, run_ctx *x)
+{
+    int rc = -1, rules = P3D_RULES_MEGATRON;
+    lua_pushglobaltable(L);
+    lua_pushliteral(L, "follows");
+    lua_rawget(L, -2);
+    int ty = lua_type(L, -1);
+    if (ty == LUA_TSTRING)
+        rules = p3d_rules_parse(lua_tostring(L, -1));
+    if ((ty != LUA_TNIL && ty != LUA_TSTRING) || rules < 0) {
+        const char *v = ty == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
+        p3d_err(&x->err, "%s: follows = %s%.60s%s: expected \"megatron\" (Megatron-LM's order-string rules) or "
+                "\"devicemesh\" (PyTorch DeviceMesh's)", x->chunk, ty == LUA_TSTRING ? "'" : "(a ", p3d_tesc(v),
+                ty == LUA_TSTRING ? "'" : ")");
+        goto out;
+    }
+    x->pl->mesh.rules = rules;
+    if (p3d_mesh_resolve(&x->pl->mesh, &x->err) < 0)
+        goto out;
+    rc = 0;
+out:
+    lua_pop(L, 2);
+    return rc;
+}
+
 static int run_body(lua_State *L)
 {
     run_ctx *x = lua_touserdata(L, 1);
@@ -340,11 +368,17 @@ static int run_body(lua_State *L)
     if (p3d_policy_load_par3d(x->sb, x->helper, x->helper_len, &x->err) < 0)
         return 0;
     lua_pop(L, 1);
-    p3d_lua_push_cluster(L, x->c); /* 1 */
-    p3d_lua_push_job(L, x->job);   /* 2 */
     if (p3d_sandbox_load(x->sb, x->text, x->len, x->chunk, &x->err) < 0 ||
         p3d_sandbox_call(x->sb, 0, 0, &x->err) < 0)
         return 0;
+    /* whose shape rules the mesh obeys: the policy says, before it sees
+     * the job (the job table carries them into par3d.mesh) */
+    if (declared_rules(L, x) < 0)
+        return 0;
+    p3d_job job = *x->job;
+    job.mesh = x->pl->mesh;
+    p3d_lua_push_cluster(L, x->c); /* 1 */
+    p3d_lua_push_job(L, &job);     /* 2 */
     /* raw: the policy may have given _G a metatable */
     lua_pushglobaltable(L);
     lua_pushliteral(L, "place");
@@ -383,7 +417,8 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
         if (mesh.size[d] < 1)
             return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
                            mesh.size[d]);
-    if (p3d_mesh_resolve(&mesh, err) < 0)
+    /* sizes only: the policy declares whose rules hold (run_body) */
+    if (p3d_mesh_derive(&mesh, err) < 0)
         return -1;
     x.world = p3d_mesh_world(&mesh);
     if (!c || c->nnodes == 0)

@@ -49,6 +49,15 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
  * the bad line (topo_nvsmi.c). */
 int p3d_topo_looks_nvsmi(const char *text);
 
+/* NCCL's topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE), text of len
+ * bytes (topo_nccl.c). augment: let the NVML plugin fill NVLink in when the
+ * file has none (on the machine itself). */
+int p3d_topo_parse_nccl(const char *path, const char *text, size_t len,
+                        int augment, p3d_node **out, char **err);
+
+/* 1 when the XML's root element is <system> (NCCL's format), 0 otherwise. */
+int p3d_topo_looks_nccl(const char *text, size_t len);
+
 /* hwloc: live discovery ("local"), an XML file, or a synthetic description
  * (topo_hwloc.c). For XML, text holds the file (NUL-terminated, len bytes
  * without the NUL) and the caller has already run p3d_topo_xml_check() and

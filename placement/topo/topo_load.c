@@ -3,7 +3,8 @@
  * topo_load.c — p3d_topo_load(): picks the topology source from SRC.
  *   "local" (or empty)   live hwloc discovery (+ the NVML plugin when present)
  *   "synthetic:STRING"   hwloc synthetic description (CPU-only)
- *   anything else        a file; its content decides: hwloc XML ('<') or an
+ *   anything else        a file; its content decides: NCCL's topology XML
+ *                        (root <system>), hwloc XML (other '<'), or an
  *                        `nvidia-smi topo -m` text (a GPU0 header)
  * A bare name that is not a file in the working directory is also looked up
  * among the bundled topologies (<data dir>/examples/topologies/), so
@@ -32,7 +33,7 @@ static int read_file(const char *path, char **text, size_t *len, char **err)
     if (k < 0 && errno == ENOENT)
         return p3d_err(err, "%s: no such file", path);
     if (k == 0 && S_ISDIR(st.st_mode))
-        return p3d_err(err, "%s: is a directory: expected an hwloc XML or an `nvidia-smi topo -m` text", path);
+        return p3d_err(err, "%s: is a directory: expected an hwloc XML, an NCCL topology XML or an `nvidia-smi topo -m` text", path);
     return p3d_read_small_file(path, "topology file", P3D_TOPO_MAX_FILE, text, len, err);
 }
 
@@ -72,7 +73,10 @@ static int load_file(const char *path, p3d_node **out, char **err)
                 "`nvidia-smi topo -m` text", path);
         goto out;
     }
-    if (*p == '<') {
+    if (*p == '<' && p3d_topo_looks_nccl(text, len)) {
+        if (p3d_topo_parse_nccl(path, text, len, 1, out, err) < 0)
+            goto out;
+    } else if (*p == '<') {
         if (p3d_topo_xml_check(path, text, len, err) < 0 ||
             p3d_topo_xml_probe(path, text, len, err) < 0 ||
             p3d_topo_hwloc_xml_buffer(path, text, len, out, err) < 0)

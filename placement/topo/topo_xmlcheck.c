@@ -171,12 +171,9 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len,
             seen_root = 1;
             if (nlen != 8 || memcmp(name, "topology", 8)) {
                 p3d_err(err, "%s: line %d: root element is <%.*s>: expected "
-                        "<topology> (an hwloc XML export)%s", path,
-                        line_of(text, lt), (int)nlen, name,
-                        nlen == 6 && !memcmp(name, "system", 6)
-                            ? "; this looks like an NCCL topology file "
-                              "(NCCL_TOPO_FILE), which par3drun does not read"
-                            : "");
+                        "<topology> (an hwloc XML export) or <system> (an "
+                        "NCCL topology file, NCCL_TOPO_FILE)", path,
+                        line_of(text, lt), (int)(nlen < 64 ? nlen : 64), name);
                 goto out;
             }
             const attr *ver = find_attr(at, nat, "version");

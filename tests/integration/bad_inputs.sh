@@ -22,6 +22,8 @@ truncate -s 1G "$tmp/huge.json"
 truncate -s 1G "$tmp/huge.xml"
 truncate -s 1G "$tmp/huge.lua"
 truncate -s 1G "$tmp/huge.conf"
+# an NCCL topology XML over its 4 MiB bound (blank space inside <system>)
+{ printf '<system version="1">\n'; head -c 5242880 /dev/zero | tr '\0' ' '; printf '</system>\n'; } >"$tmp/huge-nccl.xml"
 ln -s "$tmp/loop-b.json" "$tmp/loop-a.json"
 ln -s "$tmp/loop-a.json" "$tmp/loop-b.json"
 mkdir "$tmp/dir.json"

@@ -616,6 +616,76 @@ static void test_property_random(void **state)
     assert_int_equal(done, 200);
 }
 
+/* The meshes of issue #31 that PyTorch's init_device_mesh accepts and
+ * Megatron's initialize_model_parallel refuses (no EP asked, so DeviceMesh
+ * has no expert grid): devicemesh places them with the order string's
+ * arithmetic, megatron still refuses them with Megatron's words, and a
+ * policy file declaring `follows` gets the rules it names. */
+static void test_devicemesh_rules(void **state)
+{
+    (void)state;
+    static const struct {
+        int tp, cp, dp, pp;
+        const char *order, *megatron_says;
+    } cases[] = {
+        {1, 8, 1, 1, "cp", "leaves out dp (edp=8)"},
+        {8, 4, 1, 1, "tp-cp", "leaves out dp (edp=4)"},
+        {8, 4, 1, 2, "tp-cp-pp", "leaves out dp (edp=4)"},
+        {8, 2, 4, 2, "tp-cp-pp-dp", "edp=8 differs from dp=4"},
+    };
+    p3d_cluster *c = fx_simple(16, 8, 8, 2);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p3d_job j;
+        fx_job(&j, cases[i].tp, cases[i].cp, 1, cases[i].dp, cases[i].pp, cases[i].order);
+        p3d_placement *no = NULL;
+        char *msg = NULL;
+        assert_int_equal(p3d_policy_run("megatron", NULL, c, &j, &no, &msg), -1);
+        assert_non_null(strstr(msg, cases[i].megatron_says));
+        free(msg);
+        msg = NULL;
+        p3d_placement *pl = place("devicemesh", c, &j);
+        assert_int_equal(pl->mesh.rules, P3D_RULES_DEVICEMESH);
+        int world = p3d_mesh_world(&pl->mesh);
+        for (int r = 0; r < world; r++)
+            assert_int_equal(p3d_mesh_rank(&pl->mesh, pl->ranks[r].coord), r);
+        p3d_analysis *an = NULL;
+        assert_int_equal(p3d_analyze(c, &j, pl, &an, &msg), 0);
+        p3d_analysis_free(an);
+        p3d_placement_free(pl);
+    }
+    /* a dimension of size > 1 the order string leaves out is a mesh
+     * dimension nobody named: refused under DeviceMesh's rules too */
+    p3d_job j;
+    fx_job(&j, 8, 4, 1, 2, 1, "tp-cp");
+    p3d_placement *no = NULL;
+    char *msg = NULL;
+    assert_int_equal(p3d_policy_run("devicemesh", NULL, c, &j, &no, &msg), -1);
+    assert_non_null(strstr(msg, "leaves out dp (size 2): the order string names the DeviceMesh's dimensions"));
+    free(msg);
+    msg = NULL;
+    /* a policy's declaration decides; a wrong one is named */
+    static const char body[] = "function place(c, j) local r = {} for i = 0, j.world - 1 do "
+                               "r[#r + 1] = {rank = i, node = c.nodes[1].name, gpu = i} end return r end";
+    char text[512];
+    fx_job(&j, 1, 8, 1, 1, 1, "cp");
+    snprintf(text, sizeof text, "follows = \"devicemesh\"\n%s", body);
+    assert_int_equal(p3d_policy_run_text("t.lua", NULL, text, strlen(text), c, &j, NULL, &no, &msg), 0);
+    assert_int_equal(no->mesh.rules, P3D_RULES_DEVICEMESH);
+    p3d_placement_free(no);
+    no = NULL;
+    assert_int_equal(p3d_policy_run_text("t.lua", NULL, body, strlen(body), c, &j, NULL, &no, &msg), -1);
+    assert_non_null(strstr(msg, "Megatron requires every dimension"));
+    free(msg);
+    msg = NULL;
+    snprintf(text, sizeof text, "follows = \"torch\"\n%s", body);
+    assert_int_equal(p3d_policy_run_text("t.lua", NULL, text, strlen(text), c, &j, NULL, &no, &msg), -1);
+    assert_string_equal(msg, "t.lua: follows = 'torch': expected \"megatron\" (Megatron-LM's order-string rules) "
+                             "or \"devicemesh\" (PyTorch DeviceMesh's)");
+    free(msg);
+    msg = NULL;
+    fx_free(c);
+}
+
 /* 16,384 nodes x 8 GPUs: tables and megatron.lua stay fast. Prints the
  * figures; the bound only catches a blow-up (quadratic), not slowness. */
 static void test_scale(void **state)
@@ -644,7 +714,7 @@ int main(void)
         cmocka_unit_test(test_megatron_literal_cases), cmocka_unit_test(test_megatron_parametrized),
         cmocka_unit_test(test_worked_examples),        cmocka_unit_test(test_interleaved_racks),
         cmocka_unit_test(test_degradations),           cmocka_unit_test(test_property_random),
-        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_scale),                  cmocka_unit_test(test_devicemesh_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

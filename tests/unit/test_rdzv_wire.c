@@ -101,6 +101,31 @@ static void place_roundtrip(void **st)
         assert_true(p3d_place_decode(b.p + 5, cut, &d, &err) < 0);
         free(err);
     }
+    /* a mesh only DeviceMesh accepts (cp=2 under order "cp": no expert
+     * grid) crosses the wire with its rules, and is checked under them */
+    err = NULL;
+    p3d_rank cr[2] = {{.node = 0, .gpu = 0, .coord = {0}}, {.node = 1, .gpu = 0, .coord = {0, 1}}};
+    p3d_placement dm = {.world = 2, .ranks = cr, .policy = "devicemesh", .policy_source = "lua/devicemesh.lua"};
+    for (int k = 0; k < P3D_NDIMS; k++)
+        dm.mesh.size[k] = 1;
+    dm.mesh.size[P3D_DIM_CP] = 2;
+    dm.mesh.rules = P3D_RULES_DEVICEMESH;
+    assert_int_equal(p3d_mesh_set_order(&dm.mesh, "cp", &err), 0);
+    assert_int_equal(p3d_mesh_resolve(&dm.mesh, &err), 0);
+    p3d_place_msg md = m;
+    md.pl = &dm;
+    p3d_wbuf_free(&b);
+    assert_int_equal(p3d_place_encode(&md, &b), 0);
+    assert_int_equal(p3d_place_decode(b.p + 5, b.len - 5, &d, &err), 0);
+    assert_int_equal(d.pl->mesh.rules, P3D_RULES_DEVICEMESH);
+    assert_int_equal(d.pl->ranks[1].coord[P3D_DIM_CP], 1);
+    p3d_place_msg_free(&d);
+    dm.mesh.rules = P3D_RULES_MEGATRON; /* Megatron refuses it: so does the decoder */
+    p3d_wbuf_free(&b);
+    assert_int_equal(p3d_place_encode(&md, &b), 0);
+    assert_true(p3d_place_decode(b.p + 5, b.len - 5, &d, &err) < 0);
+    free(err);
+    err = NULL;
     /* a rank on a node that does not exist is refused */
     ranks[1].node = 2;
     p3d_wbuf_free(&b);

@@ -41,7 +41,23 @@ typedef struct p3d_mesh {
      * and EDP, which take tp's and dp's place in the expert grid. */
     int order[P3D_NDIMS];
     char order_str[48];     /* the order string, lower-cased */
+    /* Whose shape rules p3d_mesh_resolve applies (P3D_RULES_*): the
+     * policy's declaration (`follows = "devicemesh"`), Megatron's when it
+     * declares nothing. */
+    int rules;
 } p3d_mesh;
+
+/* Shape rules. MEGATRON: what initialize_model_parallel refuses (below).
+ * DEVICEMESH: what init_device_mesh refuses, i.e. nothing beyond sizes >= 1
+ * and the order string naming every dimension of size > 1 (it is the
+ * mesh_dim_names list); the expert grid exists only when EP is asked
+ * (ep > 1 or etp != tp), and then only has to fit the world and keep the
+ * dense pipeline groups (one pp dimension in both meshes). Every mesh
+ * Megatron accepts, DeviceMesh accepts, with the same etp and edp. */
+enum { P3D_RULES_MEGATRON = 0, P3D_RULES_DEVICEMESH = 1 };
+/* "megatron", "devicemesh"; and back (-1 when unknown). */
+const char *p3d_rules_name(int rules);
+int p3d_rules_parse(const char *s);
 
 /* Parses an order string ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp", or any
  * permutation/subset, any case; missing dims are appended in default
@@ -57,12 +73,16 @@ int p3d_mesh_stride(const p3d_mesh *m, int dim);
  * dp, pp); p3d_mesh_coord fills all P3D_NDIMS. */
 int p3d_mesh_rank(const p3d_mesh *m, const int coord[P3D_NDIMS]);
 void p3d_mesh_coord(const p3d_mesh *m, int rank, int coord[P3D_NDIMS]);
-/* Fills in etp (when 0) and edp, and refuses what Megatron-LM's
- * initialize_model_parallel refuses: a world the expert grid does not
- * divide, an order string leaving out a dimension of size > 1, an order
- * that is not pp-last while pp > 1 and edp != dp, dense and expert
- * pipeline groups that differ. dp must be set. Idempotent. */
+/* Fills in etp (when 0) and edp, and refuses what m->rules refuses. Under
+ * Megatron-LM's rules (initialize_model_parallel): a world the expert grid
+ * does not divide, an order string leaving out a dimension of size > 1 in
+ * either grid, an order that is not pp-last while pp > 1 and edp != dp,
+ * dense and expert pipeline groups that differ. Under DeviceMesh's: see
+ * P3D_RULES_DEVICEMESH. dp must be set. Idempotent. */
 int p3d_mesh_resolve(p3d_mesh *m, char **err);
+/* The same without refusing anything but sizes < 1 and a world too large:
+ * etp and edp filled in, for callers that do not know the rules yet. */
+int p3d_mesh_derive(p3d_mesh *m, char **err);
 
 typedef struct p3d_model {
     char name[48];          /* preset name or "custom" */
@@ -115,7 +135,9 @@ void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
 
 /* When job->mesh.size[P3D_DIM_DP] is 0 ("what is left"), sets it to
  * gpus / (tp*cp*pp); fails with a clear message when that does not divide.
- * When dp was given, checks world <= gpus. Then p3d_mesh_resolve. */
+ * When dp was given, checks world <= gpus. Then p3d_mesh_derive: the
+ * policy, not read yet, declares whose rules hold, and the policy run
+ * applies them (p3d_mesh_resolve). */
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err);
 
 /* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
