@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ckpt_fs.c - the checkpoint directory on disk for ckpt.c: the completion
  * marker's text, opening files and step directories without following a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ckpt_internal.h - what ckpt.c (save, load, fencing) and ckpt_fs.c (the
  * directory on disk) share; private to the worker.

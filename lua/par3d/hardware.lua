@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/hardware.lua — the cluster's hardware as groups: racks, multi-node
 -- NVLink domains, each node's NVLink domains, and the order placement walks
 -- the nodes in; and the stable sort the rest relies on.

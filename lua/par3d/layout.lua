@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/layout.lua — the layouts the bundled policies share: the nested
 -- tp/cp-ep/pp/dp layout (par3d.place_nested) and the EP-aware one
 -- (par3d.place_ep).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/mesh.lua — the mesh arithmetic (Megatron-LM's RankGenerator): ranks,
 -- coordinates and groups of a job's tp/cp/ep/dp/pp mesh, computed by the C
 -- core so that Lua and C never disagree on a rank.

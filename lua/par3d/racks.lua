@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/racks.lua — pipelines at the level of racks: how many units to
 -- take from each rack (par3d.rack_counts), in which order fragments are
 -- laid (par3d.fragment_order) and packing units into blocks (par3d.pack).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/replace.lua — after a failure and before the start: moving a lost
 -- node's ranks onto a spare (par3d.replace) and choosing the hot spares
 -- (par3d.spare_units, par3d.default_spares).

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: BSD-3-Clause
 -- par3d/units.lua — units, the blocks of GPUs that each become one TP
 -- group: how many of each tier every rack can give (par3d.capacity,
 -- par3d.unit_bounds) and cutting them out of the nodes (par3d.units).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_file.h — the cluster file reader's state, shared by the reader
  * (cluster_file.c) and its position finder (cluster_file_pos.c); private

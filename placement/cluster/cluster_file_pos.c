@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cluster_file_pos.c — where things sit in a cluster file's text, for
  * messages: the line of each nodes[] entry and of a key inside it (a small

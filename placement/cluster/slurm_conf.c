@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slurm_conf.c — reads a Slurm topology.conf into the structure of
  * slurm_topo.h, which cluster_slurm.c applies (the same as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slurm_topo.h — a Slurm topology as read from either file Slurm uses:
  * topology.conf (slurm_conf.c: one tree or one block topology) and

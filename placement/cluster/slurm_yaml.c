@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * slurm_yaml.c — reads Slurm's topology.yaml (topology.yaml(5)) through
  * libyaml into slurm_topo.h's structure: a YAML list of topologies, each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plan_report.h — what the plan's text report (plan_report.c) and its JSON
  * (plan_report_json.c) share; private to placement/cost.

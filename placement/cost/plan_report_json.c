@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * plan_report_json.c — `par3drun plan --format json`: the same layouts and
  * "why" sentences as the text report (plan_report.c), as one JSON object

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_modules.c — the one way Lua code reaches another file: lua/par3d.lua
  * loads its modules, lua/par3d/NAME.lua, through the loader made here and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * report_summary.c — the few lines that head the SVG and HTML pictures
  * (policy, mesh, worst link per dimension, estimated step, the naive

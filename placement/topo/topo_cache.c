@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_cache.c — the local topology cache, the way slurmd keeps its hwloc
  * XML: live discovery's node record, kept under a key that changes whenever

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_cache.h — private: the local topology cache (topo_cache.c) and the
  * hooks of live discovery that use it (topo_hwloc.c). Not installed.

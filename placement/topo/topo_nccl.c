@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_nccl.c — NCCL's own topology XML as a topology source: the format of
  * NCCL_TOPO_FILE (what clouds publish for VMs whose virtual PCI tree

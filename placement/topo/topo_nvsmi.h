@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_nvsmi.h — the lexical helpers of the `nvidia-smi topo -m` reader
  * (topo_nvsmi_cells.c), shared with the table parser (topo_nvsmi.c);

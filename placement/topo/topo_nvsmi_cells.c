@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topo_nvsmi_cells.c — the words of an `nvidia-smi topo -m` table: how a
  * line splits into cells, what a cell, a GPU or NIC label, and an affinity

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_nccl.c — NCCL topology XML (placement/topo/topo_nccl.c): the content
  * sniffer, the strict XML reader and the topology built from it, then its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_topo_cache.c — a topology cache record (placement/topo/topo_cache.c):
  * the decoder must refuse anything malformed with a message, and a record

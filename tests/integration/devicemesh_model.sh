@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The devicemesh policy against an independent model of PyTorch's DeviceMesh
 # layout (tests/tools/devicemesh_model.py): 38 meshes of 1 to 5 dimensions,
 # torchtitan's names (dp_replicate x dp_shard = dp, the EP sparse mesh), the

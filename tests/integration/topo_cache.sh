@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # topo_cache.sh — the topology cache end to end (docs/topology.md, "The
 # topology cache"): the first `par3drun topo` stores an entry, the second
 # reuses it (--verbose says so) with the same output as --no-topo-cache and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # NCCL topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE) as a topology
 # source through the binary: `par3drun topo` on the four real files of
 # tests/fixtures/realdata/nccl (text and JSON), a cluster file naming two of

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """devicemesh_model.py PAR3DRUN CLUSTER - the devicemesh policy against an
 independent model of PyTorch's DeviceMesh layout, mesh by mesh.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_cache.c — the topology cache (placement/topo/topo_cache.c):
  *  - the key: gathered from a fake /proc + /sys tree, it changes when any

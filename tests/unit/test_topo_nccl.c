@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topo_nccl.c — the NCCL topology XML source (topo_nccl.c) against the
  * four real files of tests/fixtures/realdata/nccl/ (facts from its INDEX.md
