@@ -22,6 +22,7 @@
  * agents are dealt to P forked players (rank % P), each with its own epoll
  * loop, talking to each other over the same loopback TCP.
  */
+#include "cli.h"
 #include "mnode.h"
 
 #include <errno.h>

@@ -17,7 +17,5 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err);
 void p3d_cli_free(p3d_opts *o);
 /* The --help text for a command (caller frees). */
 char *p3d_cli_help(p3d_cmd cmd);
-/* Fills a job description from the options (mesh sizes, order, model...). */
-int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err);
 
 #endif

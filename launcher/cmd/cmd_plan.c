@@ -125,7 +125,7 @@ int p3d_cmd_plan(const p3d_opts *o)
         p3d_err(&err, "--format: plan writes text or json, got '%s'", fmt);
         goto fail;
     }
-    if (p3d_cli_job(o, &job, &err) < 0)
+    if (p3d_opts_job(o, &job, &err) < 0)
         goto fail;
     if (!job.has_model) {
         p3d_err(&err, "plan: which model? give --model NAME (e.g. gpt3-175b, llama2-70b) or "

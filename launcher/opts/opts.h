@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "p3d/p3d.h"
+
 typedef enum p3d_cmd {
     P3D_CMD_LAUNCH = 0, /* par3drun [options] -- PROGRAM [ARGS...] */
     P3D_CMD_DRYRUN,     /* par3drun --dry-run [options] */
@@ -98,5 +100,9 @@ typedef struct p3d_opts {
     char **argv;
     int argc;
 } p3d_opts;
+
+/* Fills a job description from the options (mesh sizes, order, model...);
+ * 0, or -1 with *err (opts_job.c). */
+int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err);
 
 #endif

@@ -8,7 +8,7 @@
 #include "rdzv_tcp_internal.h"
 #include "termsafe.h"
 
-#include "launch.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <fcntl.h>

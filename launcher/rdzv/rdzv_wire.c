@@ -7,7 +7,7 @@
  */
 #include "rdzv.h"
 
-#include "launch.h"
+#include "loop.h"
 
 #include <errno.h>
 #include <math.h>

@@ -379,7 +379,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
     double t0 = now(), t1;
     memset(out, 0, sizeof *out);
     out->cluster = cluster;
-    if (p3d_cli_job(o, &out->job, err) < 0)
+    if (p3d_opts_job(o, &out->job, err) < 0)
         goto out;
     out->job.spares = o->spares;
     if (p3d_place_roles(o, cluster, &out->job, err) < 0 || make_view(out, 0, NULL, err) < 0)

@@ -7,7 +7,7 @@
 #ifndef P3D_PLACE_H
 #define P3D_PLACE_H
 
-#include "cli.h"
+#include "opts.h"
 
 typedef struct p3d_plan_result {
     p3d_cluster *cluster;     /* owned */

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* cli_job.c — turns the parsed options into a p3d_job (mesh, order, model). */
-#include "cli.h"
+/* opts_job.c — turns the parsed options into a p3d_job (mesh, order, model). */
+#include "opts.h"
 
 #include <string.h>
 
-int p3d_cli_job(const p3d_opts *o, p3d_job *job, char **err)
+int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
 {
     p3d_job_init(job);
     p3d_mesh *m = &job->mesh;
