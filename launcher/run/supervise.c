@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * supervise.c — the job controller's transports: the event loop that feeds
- * controller.c and carries out what it answers.
+ * supervise.c — the job controller's hub: the event loop that feeds
+ * controller.c and carries out what it answers (the --health-check rounds
+ * are hub_health.c's, forking and fate packets agent_link.c's).
  *
  * An agent is reached one of two ways, and the loop does not care which:
  *   local   a forked agent process (supervise.c forks it) on a
@@ -21,10 +22,8 @@
  * controller's deadline and the heartbeats (hub_beat) as what the prepare
  * hook names; the terminal is written without waiting. Nothing blocks.
  */
-#include "controller.h"
+#include "hub.h"
 #include "rundir.h"
-#include "launch.h"
-#include "rdzv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,167 +39,16 @@
 #include <time.h>
 #include <unistd.h>
 
-void p3d_launch_sigset(sigset_t *s)
-{
-    sigemptyset(s);
-    sigaddset(s, SIGCHLD);
-    sigaddset(s, SIGINT);
-    sigaddset(s, SIGTERM);
-    sigaddset(s, SIGHUP);
-    sigaddset(s, SIGQUIT);
-    sigaddset(s, SIGUSR1);
-    sigaddset(s, SIGUSR2);
-}
-
-int p3d_signalfd(void)
-{
-    sigset_t s;
-    p3d_launch_sigset(&s);
-    if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
-        return -1;
-    return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
-}
-
-int p3d_fate_send(int fd, const char *pkt, size_t len)
-{
-    p3d_wbuf b = {0};
-    p3d_wbuf_begin(&b, P3D_MSG_FATE);
-    p3d_wbuf_bytes(&b, pkt, len);
-    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write_bounded(fd, &b, P3D_FATE_STALL, NULL) : -1;
-    p3d_wbuf_free(&b);
-    return rc;
-}
-
-int p3d_fate_read(p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err)
-{
-    int got = p3d_framer_fill(fr, fd, err);
-    unsigned char *body;
-    size_t len;
-    int type;
-    while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
-        char *s = type == P3D_MSG_FATE && len <= P3D_AMSG_MAX ? malloc(len + 1) : NULL;
-        p3d_amsg m;
-        if (s) {
-            memcpy(s, body, len);
-            if (p3d_amsg_decode(s, len, &m) == 0)
-                fn(ctx, &m);
-        }
-        free(s);
-        free(body);
-    }
-    return got < 0 ? -1 : 0;
-}
-
-int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclose, pid_t *pid, int *sock)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-        return -1;
-    pid_t me = getpid();
-    fflush(NULL);
-    pid_t c = fork();
-    if (c < 0) {
-        int e = errno;
-        close(sv[0]);
-        close(sv[1]);
-        errno = e;
-        return -1;
-    }
-    if (c == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != me)
-            _exit(P3D_EXIT_FAIL);
-        setpgid(0, 0);
-        close(sv[0]);
-        for (int k = 0; k < nclose; k++)
-            if (close_fds[k] >= 0)
-                close(close_fds[k]);
-        int rc = p3d_agent_run(L, node, sv[1]);
-        fflush(NULL);
-        _exit(rc);
-    }
-    setpgid(c, c);
-    close(sv[1]);
-    *pid = c;
-    *sock = sv[0];
-    return 0;
-}
-
-void p3d_exit_how(int status, char *buf, size_t cap)
-{
-    if (WIFSIGNALED(status))
-        snprintf(buf, cap, "its process was killed by signal %d (%s)", WTERMSIG(status),
-                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
-    else
-        snprintf(buf, cap, "its process ended with exit code %d", p3d_code_of(status));
-}
-
 /* ---- the hub -------------------------------------------------------------- */
 
-typedef struct alink {
-    int fd;        /* socket pair or connection; -1 closed */
-    int remote;    /* a rendezvous connection */
-    pid_t pid;     /* local: the agent process, 0 once reaped */
-    int broken;    /* remote: a send failed; reported as gone by the loop */
-    int reported;  /* p3d_ctl_gone called */
-    char how[200]; /* remote, broken while a health check waited: why */
-    double heard;  /* when it last sent anything (--node-timeout) */
-    p3d_framer fr;
-} alink;
 
-struct hub;
-
-/* One --health-check round on every live node (hub_health): the remote
- * nodes asked (C) and their answers (H) awaited, the local checks run by
- * health.c, all on the loop; done once every answer is in or the time is
- * up. */
-typedef struct hround {
-    int seq;
-    double t;
-    p3d_health_res *res;
-    unsigned char *ask;  /* remote: 1 asked, 2 answered (or lost) */
-    unsigned char *gone; /* not checked: lost before the round */
-    unsigned char *skip;
-    p3d_health_job *job; /* the local checks; NULL once done */
-    unsigned timer;      /* the round's time bound */
-    void (*done)(struct hub *h, unsigned char *bad);
-} hround;
-
-/* The loop's context for link a. */
-typedef struct lctx {
-    struct hub *h;
-    int a;
-} lctx;
-
-typedef struct hub {
-    const p3d_launch *L;
-    alink *ln;
-    int n;
-    int sfd;
-    int lock_fd;
-    const int *nodes;   /* agent i runs cluster node nodes[i] */
-    const char **names;
-    p3d_ctl *ctl;
-    p3d_outsink sink;
-    int health_seq;     /* the latest C request's number */
-    int health_warned;  /* said that some nodes have no --health-check */
-    p3d_loop *loop;
-    lctx *lc;           /* lc[i]: link i's watcher context */
-    hround *round;      /* the --health-check round that runs, or NULL */
-    int health_due;     /* the controller asked for --health-check */
-    int pre_done;       /* the check before the first start is over */
-    unsigned char *pre_bad;
-    double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
-    double last_check;  /* when hub_beat last looked for silent agents */
-} hub;
-
-static void hub_say(void *ctx, const char *text)
+void hub_say(void *ctx, const char *text)
 {
     hub *h = ctx;
     p3d_sink_write(&h->sink, 1, text, strlen(text));
 }
 
-static void hub_send_one(hub *h, int a, const char *pkt, size_t len)
+void hub_send_one(hub *h, int a, const char *pkt, size_t len)
 {
     alink *l = &h->ln[a];
     if (l->fd < 0 || l->broken)
@@ -262,12 +110,10 @@ static void hub_watch(hub *h, int a)
         h->ln[a].broken = 1; /* out of memory: it cannot be heard, so it is lost */
 }
 
-static void round_lost(hub *h, int a);
-
 static void hub_gone(hub *h, int a, const char *how, int clean)
 {
     alink *l = &h->ln[a];
-    round_lost(h, a);
+    hub_round_lost(h, a);
     if (l->reported)
         return;
     l->reported = 1;
@@ -365,237 +211,6 @@ static void hub_event(void *ctx, const char *fields)
 
 static double hub_beat(hub *h, double now, int check);
 
-/* ---- --health-check rounds (hub_health) ---------------------------------- */
-
-static void round_free(hub *h, hround *r)
-{
-    if (!r)
-        return;
-    p3d_health_cancel(r->job);
-    p3d_loop_cancel(h->loop, r->timer);
-    free(r->res);
-    free(r->ask);
-    free(r->gone);
-    free(r->skip);
-    free(r);
-}
-
-/* Every answer is in, or the time is up: each node's result said and
- * recorded, and the round's done with the failed ones. */
-static void round_finish(hub *h)
-{
-    hround *r = h->round;
-    h->round = NULL;
-    unsigned char *bad = calloc((size_t)h->n + 1, 1);
-    for (int i = 0; i < h->n; i++) {
-        if (r->gone[i])
-            continue;
-        if (r->ask[i] == 1)
-            r->res[i].seconds = p3d_now() - r->t;
-        p3d_health_event(h->L->events_fd, h->L->t0, h->names[i], &r->res[i]);
-        if (!r->res[i].ok) {
-            char line[P3D_HEALTH_HOW + 128];
-            snprintf(line, sizeof line, "par3drun: node %s failed its --health-check (%s)\n", h->names[i],
-                     r->res[i].how);
-            hub_say(h, line);
-            if (bad)
-                bad[i] = 1;
-        }
-    }
-    void (*done)(hub *, unsigned char *) = r->done;
-    round_free(h, r);
-    if (bad)
-        done(h, bad);
-    else {
-        /* out of memory: every node counts as failed rather than none */
-        unsigned char *b = malloc((size_t)h->n + 1);
-        if (b) {
-            memset(b, 1, (size_t)h->n + 1);
-            done(h, b);
-        }
-        free(b);
-    }
-    free(bad);
-}
-
-static void round_check(hub *h)
-{
-    hround *r = h->round;
-    if (!r || r->job)
-        return;
-    for (int i = 0; i < h->n; i++)
-        if (r->ask[i] == 1)
-            return;
-    round_finish(h);
-}
-
-static void round_check_timer(p3d_loop *lp, void *ctx)
-{
-    (void)lp;
-    round_check(ctx);
-}
-
-static void round_local_done(void *ctx, int nbad)
-{
-    hub *h = ctx;
-    (void)nbad;
-    if (h->round)
-        h->round->job = NULL;
-    round_check(h);
-}
-
-/* --health-check-timeout + P3D_CTL_SLACK: what has not answered failed
- * (its result says so already); local checks are bounded by their own
- * timeout, so they are over. */
-static void round_timeout(p3d_loop *lp, void *ctx)
-{
-    hub *h = ctx;
-    (void)lp;
-    hround *r = h->round;
-    if (!r)
-        return;
-    r->timer = 0;
-    if (r->job) {
-        p3d_health_cancel(r->job);
-        r->job = NULL;
-        for (int i = 0; i < h->n; i++)
-            if (!r->skip[i] && !r->res[i].ok && !r->res[i].how[0])
-                snprintf(r->res[i].how, sizeof r->res[i].how, "timed out");
-    }
-    round_finish(h);
-}
-
-/* A remote node's answer (H) to the round. */
-static void round_answer(hub *h, int a, const p3d_amsg *m)
-{
-    hround *r = h->round;
-    if (!r || m->seq != r->seq || r->ask[a] != 1)
-        return; /* an answer to an earlier request, too late */
-    r->ask[a] = 2;
-    p3d_health_res *res = &r->res[a];
-    res->ok = m->ok;
-    res->seconds = p3d_now() - r->t;
-    p3d_health_set_how(res, m->text && m->text[0] ? m->text : m->ok ? "passed" : "failed");
-    if (m->ok && !strcmp(res->how, P3D_HEALTH_NONE) && !h->health_warned) {
-        char line[256];
-        snprintf(line, sizeof line,
-                 "par3drun: warning: node %s has no --health-check of its own (it counts as healthy); give every "
-                 "node the same options\n",
-                 h->names[a]);
-        hub_say(h, line);
-        h->health_warned = 1;
-    }
-    round_check(h);
-}
-
-/* Link a is gone during the round: its check failed. */
-static void round_lost(hub *h, int a)
-{
-    hround *r = h->round;
-    if (!r || r->ask[a] != 1)
-        return;
-    r->ask[a] = 2;
-    r->res[a].ok = 0;
-    p3d_health_set_how(&r->res[a], "the connection ended during the check");
-    round_check(h);
-}
-
-/* --health-check on every live node, all at once, on the loop: the remote
- * nodes are asked first (agent_proto.h's C; each runs its own CMD,
- * health.c) so that they check while the local ones do; their answers (H)
- * are awaited up to --health-check-timeout + P3D_CTL_SLACK, no answer by
- * then is a failure. done(h, bad) runs from the loop at the end. */
-static int hub_health(hub *h, const unsigned char *dead, void (*done)(hub *, unsigned char *))
-{
-    const p3d_opts *o = h->L->o;
-    hround *r = calloc(1, sizeof *r);
-    if (r) {
-        r->res = calloc((size_t)h->n + 1, sizeof *r->res);
-        r->skip = calloc((size_t)h->n + 1, 1);
-        r->ask = calloc((size_t)h->n + 1, 1);
-        r->gone = calloc((size_t)h->n + 1, 1);
-    }
-    if (!r || !r->res || !r->skip || !r->ask || !r->gone) {
-        round_free(h, r);
-        return -1;
-    }
-    round_free(h, h->round); /* a newer request replaces an older round */
-    h->round = r;
-    r->done = done;
-    r->t = p3d_now();
-    r->seq = ++h->health_seq;
-    char pkt[64];
-    p3d_amsg c = {.type = P3D_AM_CHECK, .seq = r->seq};
-    int len = p3d_amsg_encode(&c, pkt, sizeof pkt);
-    int nlocal = 0;
-    for (int i = 0; i < h->n; i++) {
-        /* a connection already gone is reported lost by the loop */
-        r->gone[i] = (dead && dead[i]) || (h->ln[i].remote && (h->ln[i].fd < 0 || h->ln[i].broken));
-        r->skip[i] = r->gone[i] || h->ln[i].remote;
-        nlocal += !r->skip[i];
-        if (r->gone[i] || !h->ln[i].remote)
-            continue;
-        r->ask[i] = 1;
-        r->res[i].ok = 0;
-        snprintf(r->res[i].how, sizeof r->res[i].how, "no answer within %g s",
-                 o->health_check_timeout + P3D_CTL_SLACK);
-        if (len > 0)
-            hub_send_one(h, i, pkt, (size_t)len);
-    }
-    r->timer = p3d_loop_at(h->loop, r->t + o->health_check_timeout + P3D_CTL_SLACK, round_timeout, h);
-    if (nlocal)
-        r->job = p3d_health_start(h->loop, o, h->names, h->n, r->skip, r->res, round_local_done, h);
-    /* nothing left to wait for (no node, or the checks could not start:
-     * res says why): the round ends from the loop, never from here */
-    if (!r->timer || !p3d_loop_at(h->loop, p3d_now(), round_check_timer, h)) {
-        h->round = NULL;
-        round_free(h, r);
-        return -1;
-    }
-    return 0;
-}
-
-/* ops.health: the controller must not block, so the round starts from the
- * loop (hub_prepare), which hands its result back. */
-static int hub_health_start(void *ctx, const unsigned char *dead)
-{
-    hub *h = ctx;
-    (void)dead;
-    h->health_due = 1;
-    return 0;
-}
-
-static void hub_pre_done(hub *h, unsigned char *bad)
-{
-    memcpy(h->pre_bad, bad, (size_t)h->n);
-    h->pre_done = 1;
-}
-
-static void hub_health_result(hub *h, unsigned char *bad)
-{
-    p3d_ctl_health_result(h->ctl, bad, p3d_now());
-}
-
-static void hub_health_due(hub *h)
-{
-    if (!h->health_due)
-        return;
-    h->health_due = 0;
-    unsigned char *dead = calloc((size_t)h->n + 1, 1);
-    for (int i = 0; dead && i < h->n; i++)
-        dead[i] = (unsigned char)p3d_ctl_is_dead(h->ctl, i);
-    if (!dead || hub_health(h, dead, hub_health_result) < 0) {
-        /* out of memory: every node failed, rather than none */
-        unsigned char *bad = malloc((size_t)h->n + 1);
-        if (bad)
-            memset(bad, 1, (size_t)h->n + 1);
-        p3d_ctl_health_result(h->ctl, bad, p3d_now());
-        free(bad);
-    }
-    free(dead);
-}
-
-/* Reads every packet agent a has queued (local). Returns -1 at EOF. */
 static int hub_read_local(hub *h, int a)
 {
     alink *l = &h->ln[a];
@@ -626,7 +241,7 @@ static void hub_remote_msg(void *ctx, const p3d_amsg *m)
     remote_ctx *rc = ctx;
     rc->h->ln[rc->a].heard = p3d_now();
     if (m->type == P3D_AM_HEALTH) {
-        round_answer(rc->h, rc->a, m);
+        hub_round_answer(rc->h, rc->a, m);
         return;
     }
     if (m->type == P3D_AM_RETIRED) {
@@ -1008,7 +623,7 @@ out:
                   p3d_ctl_recovering(h->ctl) ? "true" : "false");
     }
     p3d_sink_close(&h->sink);
-    round_free(h, h->round);
+    hub_round_free(h, h->round);
     for (int i = 0; h->ln && i < nnodes; i++) {
         hub_close(h, &h->ln[i]); /* remote connections were handed over too */
         p3d_framer_free(&h->ln[i].fr);

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * agent_link.c — how the hub reaches an agent and hears of it: the
+ * signals every long-lived process takes through its signalfd, fate
+ * packets over a rendezvous connection, forking a local agent on a socket
+ * pair, the words for how an agent process ended.
+ */
+#include "launch.h"
+#include "rdzv.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void p3d_launch_sigset(sigset_t *s)
+{
+    sigemptyset(s);
+    sigaddset(s, SIGCHLD);
+    sigaddset(s, SIGINT);
+    sigaddset(s, SIGTERM);
+    sigaddset(s, SIGHUP);
+    sigaddset(s, SIGQUIT);
+    sigaddset(s, SIGUSR1);
+    sigaddset(s, SIGUSR2);
+}
+
+int p3d_signalfd(void)
+{
+    sigset_t s;
+    p3d_launch_sigset(&s);
+    if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
+        return -1;
+    return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int p3d_fate_send(int fd, const char *pkt, size_t len)
+{
+    p3d_wbuf b = {0};
+    p3d_wbuf_begin(&b, P3D_MSG_FATE);
+    p3d_wbuf_bytes(&b, pkt, len);
+    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write_bounded(fd, &b, P3D_FATE_STALL, NULL) : -1;
+    p3d_wbuf_free(&b);
+    return rc;
+}
+
+int p3d_fate_read(p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err)
+{
+    int got = p3d_framer_fill(fr, fd, err);
+    unsigned char *body;
+    size_t len;
+    int type;
+    while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
+        char *s = type == P3D_MSG_FATE && len <= P3D_AMSG_MAX ? malloc(len + 1) : NULL;
+        p3d_amsg m;
+        if (s) {
+            memcpy(s, body, len);
+            if (p3d_amsg_decode(s, len, &m) == 0)
+                fn(ctx, &m);
+        }
+        free(s);
+        free(body);
+    }
+    return got < 0 ? -1 : 0;
+}
+
+int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclose, pid_t *pid, int *sock)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+        return -1;
+    pid_t me = getpid();
+    fflush(NULL);
+    pid_t c = fork();
+    if (c < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        errno = e;
+        return -1;
+    }
+    if (c == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != me)
+            _exit(P3D_EXIT_FAIL);
+        setpgid(0, 0);
+        close(sv[0]);
+        for (int k = 0; k < nclose; k++)
+            if (close_fds[k] >= 0)
+                close(close_fds[k]);
+        int rc = p3d_agent_run(L, node, sv[1]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    setpgid(c, c);
+    close(sv[1]);
+    *pid = c;
+    *sock = sv[0];
+    return 0;
+}
+
+void p3d_exit_how(int status, char *buf, size_t cap)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, cap, "its process was killed by signal %d (%s)", WTERMSIG(status),
+                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+    else
+        snprintf(buf, cap, "its process ended with exit code %d", p3d_code_of(status));
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hub.h — the job controller's hub (supervise.c), shared with its
+ * --health-check rounds (hub_health.c). Internal to launcher/run.
+ */
+#ifndef P3D_HUB_H
+#define P3D_HUB_H
+
+#include "controller.h"
+#include "launch.h"
+#include "rdzv.h"
+
+typedef struct alink {
+    int fd;        /* socket pair or connection; -1 closed */
+    int remote;    /* a rendezvous connection */
+    pid_t pid;     /* local: the agent process, 0 once reaped */
+    int broken;    /* remote: a send failed; reported as gone by the loop */
+    int reported;  /* p3d_ctl_gone called */
+    char how[200]; /* remote, broken while a health check waited: why */
+    double heard;  /* when it last sent anything (--node-timeout) */
+    p3d_framer fr;
+} alink;
+
+struct hub;
+
+/* One --health-check round on every live node (hub_health): the remote
+ * nodes asked (C) and their answers (H) awaited, the local checks run by
+ * health.c, all on the loop; done once every answer is in or the time is
+ * up. */
+typedef struct hround {
+    int seq;
+    double t;
+    p3d_health_res *res;
+    unsigned char *ask;  /* remote: 1 asked, 2 answered (or lost) */
+    unsigned char *gone; /* not checked: lost before the round */
+    unsigned char *skip;
+    p3d_health_job *job; /* the local checks; NULL once done */
+    unsigned timer;      /* the round's time bound */
+    void (*done)(struct hub *h, unsigned char *bad);
+} hround;
+
+/* The loop's context for link a. */
+typedef struct lctx {
+    struct hub *h;
+    int a;
+} lctx;
+
+typedef struct hub {
+    const p3d_launch *L;
+    alink *ln;
+    int n;
+    int sfd;
+    int lock_fd;
+    const int *nodes;   /* agent i runs cluster node nodes[i] */
+    const char **names;
+    p3d_ctl *ctl;
+    p3d_outsink sink;
+    int health_seq;     /* the latest C request's number */
+    int health_warned;  /* said that some nodes have no --health-check */
+    p3d_loop *loop;
+    lctx *lc;           /* lc[i]: link i's watcher context */
+    hround *round;      /* the --health-check round that runs, or NULL */
+    int health_due;     /* the controller asked for --health-check */
+    int pre_done;       /* the check before the first start is over */
+    unsigned char *pre_bad;
+    double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
+    double last_check;  /* when hub_beat last looked for silent agents */
+} hub;
+
+void hub_say(void *ctx, const char *text);
+void hub_send_one(hub *h, int a, const char *pkt, size_t len);
+/* --health-check on every live node, on the loop; done(h, bad) at the end
+ * (hub_health.c). 0, or -1 (out of memory: nothing started). */
+int hub_health(hub *h, const unsigned char *dead, void (*done)(hub *, unsigned char *));
+/* The round's side of a remote answer (H), of a link gone. */
+void hub_round_answer(hub *h, int a, const p3d_amsg *m);
+void hub_round_lost(hub *h, int a);
+void hub_round_free(hub *h, hround *r);
+/* ops.health, and what the loop does once it was called. */
+int hub_health_start(void *ctx, const unsigned char *dead);
+void hub_health_due(hub *h);
+/* The check before the first start: its done. */
+void hub_pre_done(hub *h, unsigned char *bad);
+
+#endif
