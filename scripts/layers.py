@@ -68,8 +68,10 @@ def stage_of(path):
     rel = os.path.relpath(path, ROOT).split(os.sep)
     if rel[0] == "launcher" and len(rel) > 2:
         return "launcher/" + rel[1]
+    if rel[0] == "placement" and len(rel) > 2 and rel[1] != "include":
+        return "placement/" + rel[1]
     if rel[0] == "placement":
-        return "placement"
+        return "placement/include"
     if rel[0] == "plugins":
         return "plugins"
     return None

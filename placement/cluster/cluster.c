@@ -422,3 +422,31 @@ out:
     p3d_strmap_free(&m);
     return rc;
 }
+
+/* A link class's bandwidth: the cluster file's link_gbps where it gives
+ * one, else the default of the class (GB/s one way; docs/cost-model.md). */
+double p3d_link_default_gbps(p3d_link l)
+{
+    switch (l) {
+    case P3D_LINK_SELF: return 0; /* no traffic leaves the GPU */
+    case P3D_LINK_NVLINK: return 450;
+    case P3D_LINK_MNNVL: return 900;
+    case P3D_LINK_PIX: return 64;
+    case P3D_LINK_PXB: return 64;
+    case P3D_LINK_PHB: return 64;
+    case P3D_LINK_NODE: return 48;
+    case P3D_LINK_SYS: return 24;
+    case P3D_LINK_RACK: return 50;
+    case P3D_LINK_XRACK: return 25;
+    default: return 0;
+    }
+}
+
+double p3d_link_gbps(const p3d_cluster *c, p3d_link l)
+{
+    if ((unsigned)l >= P3D_LINK_COUNT)
+        return 0;
+    if (c && c->link_gbps[l] > 0)
+        return c->link_gbps[l];
+    return p3d_link_default_gbps(l);
+}

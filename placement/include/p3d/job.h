@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * p3d/job.h — the job: mesh and rank arithmetic, model (placement/policy/mesh.c, placement/cost/).
+ * p3d/job.h — the job: mesh and rank arithmetic, model (placement/mesh/mesh.c, placement/cost/).
  * Conventions: see p3d/base.h.
  */
 #ifndef P3D_JOB_H
