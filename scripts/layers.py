@@ -8,7 +8,8 @@ functions, with an example of each edge. Exits 1 when:
   - the stages form a circle (an import circle spans two stage folders);
   - poll()/ppoll()/epoll_wait() is called outside launcher/loop/loop.c and
     the one documented exception (launcher/rdzv/rdzv_tree_leader.c);
-  - usleep()/nanosleep()/sleep() is called anywhere under launcher/.
+  - usleep()/nanosleep()/sleep() is called anywhere under launcher/;
+  - a plugin includes a header that is neither public (p3d/...) nor its own.
 
 Usage: scripts/layers.py [SOURCE_DIR]   (default: the checkout it is in)
 """
@@ -106,6 +107,14 @@ def main():
             if m.group(1).startswith("p3d/"):
                 continue  # the public API, below every stage
             edge(st, header_stage.get(h), f'{rel} includes "{m.group(1)}"')
+        if rel.startswith("plugins/"):
+            own = os.path.dirname(p)
+            for m in INC_RE.finditer(strip_comments_only(raw[p])):
+                inc = m.group(1)
+                if not inc.startswith("p3d/") and not os.path.exists(os.path.join(own, inc)):
+                    line = raw[p].count("\n", 0, raw[p].find(m.group(0))) + 1
+                    print(f'{rel}:{line}: includes "{inc}": a plugin sees only the public headers (p3d/...)')
+                    bad = 1
         if p.endswith(".c"):
             for m in CALL_RE.finditer(t):
                 d = defined.get(m.group(1))
@@ -167,7 +176,8 @@ def main():
                     for w in sorted(set(edges[(a, b)])):
                         print(f"        {w}")
     if not bad:
-        print("no circle; poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/")
+        print("no circle; poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/; "
+              "plugins use only public headers")
     return bad
 
 

@@ -19,7 +19,6 @@
  * library, a symbol or a GPU is missing, and never fails the load.
  * P3D_NVML_LIBRARY overrides the library name (tests load a stand-in).
  */
-#include "topo_internal.h"
 #include "p3d/plugin.h"
 
 #include <dlfcn.h>

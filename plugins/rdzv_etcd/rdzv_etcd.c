@@ -26,7 +26,6 @@
  * etcd unreachable or refusing at the start -> detect() fails -> 2; lost
  * or timed out during the rendezvous -> publish() fails -> 1.
  */
-#include "rdzv.h"
 #include "p3d/plugin.h"
 
 #include <cjson/cJSON.h>

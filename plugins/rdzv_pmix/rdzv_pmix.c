@@ -12,7 +12,6 @@
  * Plugins cannot call p3d_* functions (the executable does not export
  * them): everything here is libc + libpmix.
  */
-#include "rdzv.h"
 #include "p3d/plugin.h"
 
 #include <pmix.h>

@@ -72,6 +72,49 @@ typedef struct p3d_topo_ops {
     int (*augment)(p3d_node *n, char *msg, size_t msgcap);
 } p3d_topo_ops;
 
+/* P3D_PLUGIN_RDZV: a rendezvous backend (the launcher's rdzv stage runs it). */
+/* What a backend learns; strings are copied into the fixed buffers. */
+typedef struct p3d_rdzv_boot {
+    int nnodes;              /* > 0 */
+    int node_rank;           /* 0..nnodes-1; 0 is the leader */
+    char leader_host[256];   /* where node rank 0 listens (leader: bind address) */
+    int leader_port;         /* 0: the leader picks one and publish() tells others */
+    char token[256];         /* the job's secret, "" when the backend has none */
+    char job_id[128];        /* "" when the backend has none; holds --job-id
+                              * (or "") when detect() is called */
+    /* expected hostname of each node rank, for timeout messages; NULL or
+     * entries "" when unknown. malloc'd by the backend, freed by
+     * p3d_rdzv_close(). */
+    char **hostnames;
+} p3d_rdzv_boot;
+
+/* One rendezvous backend: the ops of a P3D_PLUGIN_RDZV plugin (this header;
+ * a change of shape here or in p3d_rdzv_boot bumps P3D_PLUGIN_ABI). A .so
+ * p3d_rdzv_<name>.so exports the descriptor p3d_rdzv_<name> pointing at
+ * these; static and slurm are built-ins of the same registry. Messages go
+ * to msg (NUL-terminated, msgcap bytes): plugins cannot use p3d_err. */
+typedef struct p3d_rdzv_ops {
+    const char *name;        /* "static", "slurm", "pmix", "etcd" */
+    /* arg: what follows "name:" in --rdzv ("" when none); o_nnodes /
+     * o_node_rank: --nnodes / --node-rank (0 / -1 when not given).
+     * Returns 1 and fills *boot (except a leader_port the leader chooses)
+     * and *state when this is its environment (P3D_PLUGIN_OK), 0 to
+     * decline ("not my environment"; msg says why), -1 on failure (msg). */
+    int (*detect)(const char *arg, int o_nnodes, int o_node_rank,
+                  double timeout, p3d_rdzv_boot *boot, void **state,
+                  char *msg, size_t msgcap);
+    /* Leader side, after it listens: make "host port token" known to the
+     * other nodes. Others: wait for it and fill boot->leader_host,
+     * leader_port and token. NULL when detect() already knew everything
+     * (static, slurm). 0 or -1 with msg. Bounded by the timeout given to
+     * detect(). */
+    int (*publish)(void *state, p3d_rdzv_boot *boot, char *msg,
+                   size_t msgcap);
+    /* Ends the backend's session (PMIx_Finalize, lease revoke). May be
+     * NULL. */
+    void (*close)(void *state);
+} p3d_rdzv_ops;
+
 /* P3D_PLUGIN_POLICY. fetch() downloads url into a malloc'd NUL-terminated
  * buffer of at most max bytes (*len excludes the NUL). OK; DECLINE when it
  * does not handle the URL's scheme; FAIL with *err (malloc'd, names the
