@@ -23,6 +23,7 @@
 #include "rundir.h"
 #include "launch.h"
 #include "rdzv.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -190,10 +191,21 @@ typedef struct hub {
     double last_check;  /* when hub_beat last looked for silent agents */
 } hub;
 
+/* The supervisor's own lines: they quote the job id, node names and the
+ * run directory, which came from outside, so every line is escaped here
+ * (newlines kept: a line is ours) before it meets the output sink. */
 static void hub_say(void *ctx, const char *text)
 {
     hub *h = ctx;
-    p3d_sink_write(&h->sink, 1, text, strlen(text));
+    size_t n = strlen(text);
+    if (p3d_term_clean(text, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB)) {
+        p3d_sink_write(&h->sink, 1, text, n);
+        return;
+    }
+    char *e = p3d_term_dup(text, n, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    if (e)
+        p3d_sink_write(&h->sink, 1, e, strlen(e));
+    free(e);
 }
 
 static void hub_send_one(hub *h, int a, const char *pkt, size_t len)

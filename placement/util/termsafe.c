@@ -10,9 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes) and its code
- * point, or 0 when the byte at s does not start one. */
-static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
+size_t p3d_utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
 {
     unsigned c = s[0], min, v;
     size_t k;
@@ -41,7 +39,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
     return k;
 }
 
-static int cp_unsafe(unsigned cp)
+int p3d_term_cp_unsafe(unsigned cp)
 {
     return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
@@ -64,8 +62,8 @@ static size_t run_clean(const unsigned char *s, size_t n, unsigned flags)
         if (c < 0x80)
             break;
         unsigned cp;
-        size_t k = utf8_seq(s + i, n - i, &cp);
-        if (!k || cp_unsafe(cp))
+        size_t k = p3d_utf8_seq(s + i, n - i, &cp);
+        if (!k || p3d_term_cp_unsafe(cp))
             break;
         i += k;
     }
@@ -94,7 +92,7 @@ void p3d_term_put(p3d_sb *b, const char *str, size_t len, unsigned flags)
             p3d_sb_putc(b, '\\');
             p3d_sb_putc(b, c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
             i++;
-        } else if (c >= 0x80 && (k = utf8_seq(s + i, len - i, &cp)) != 0) {
+        } else if (c >= 0x80 && (k = p3d_utf8_seq(s + i, len - i, &cp)) != 0) {
             p3d_sb_printf(b, "\\u%04X", cp); /* a C1 control or a bidi mark */
             i += k;
         } else {
