@@ -91,7 +91,7 @@ void p3d_sb_int(p3d_sb *b, long long v)
  * control: C0 controls, DEL, C1 controls and bidirectional marks are
  * written as \uXXXX escapes (the decoded string keeps them), and a byte
  * that does not start a valid UTF-8 sequence is replaced by U+FFFD,
- * written \ufffd (JSON cannot carry it; docs/output.md "JSON and UTF-8").
+ * written \ufffd (JSON cannot carry it; docs/report-json.md "Strings and UTF-8").
  * The decoder is termsafe.c's, so both escapers agree on what is valid. */
 void p3d_sb_json_str(p3d_sb *b, const char *str)
 {

@@ -4,9 +4,11 @@
 # CR, a bidi override U+202E, a C1 CSI U+009B and invalid UTF-8); so do
 # the names inside cluster files (node, rack, NVLink domain), kubectl
 # nodes that are skipped, a hostlist, file names, a policy's name, and
-# the hostname and version of a JOIN sent to a rendezvous leader. stdout
-# and stderr of each run must be valid UTF-8 without a C0 control (but
-# newline and tab), DEL, C1 control or bidi override.
+# the hostname and version of a JOIN sent to a rendezvous leader, Slurm
+# topology.yaml switch/block names, a policy's print output, notes and
+# errors, env-var values. stdout and stderr of each run must be valid
+# UTF-8 without a C0 control (but newline and tab), DEL, C1 control or
+# bidi override; JSON output must parse, with invalid bytes as U+FFFD.
 set -euo pipefail
 : "${PAR3DRUN:?run through ctest}" "${P3D_SRC:?}"
 T=$(mktemp -d /tmp/p3d-termctl.XXXXXX)
@@ -172,6 +174,69 @@ for token, version in ((b"wrong-token-0123456789", b"0.1.0"), (tok, b"9" + HB)):
         failures.append("%s: no refusal line: %r" % (what, err[-400:]))
     if token != tok and b"host" not in err:
         failures.append("%s: the refusal line does not name the host: %r" % (what, err[-400:]))
+
+# 7. Slurm topology.yaml: switch, block and topology names with controls
+#    (YAML escapes, so the parser hands them over) and as raw invalid UTF-8
+yq = '"sw\\e[2J\\a\\rY\\u202eZ\\x9b"'
+open(tmp + "/topo.yaml", "w").write(
+    "- topology: %s\n  cluster_default: True\n  tree:\n    switches:\n    - switch: %s\n"
+    "      nodes: dgx-h100-[01-02]\n" % (yq, yq))
+open(tmp + "/blk.yaml", "w").write(
+    "- topology: t1\n  cluster_default: True\n  block:\n    block_sizes:\n      - 2\n    blocks:\n"
+    "    - block: %s\n      nodes: dgx-h100-[01-02]\n" % yq)
+# the parser refuses C0 controls and escapes; bidi, C1 and invalid UTF-8
+# bytes written raw get through to racks and domains
+RY = b"s\xe2\x80\xaeZ\xc2\x9b\xff\xc3("
+open(tmp + "/raw.yaml", "wb").write(
+    b"- topology: t\xff1\n  cluster_default: True\n  tree:\n    switches:\n    - switch: " + RY +
+    b"\n      nodes: dgx-h100-[01-02]\n")
+open(tmp + "/rawblk.yaml", "wb").write(
+    b"- topology: t1\n  cluster_default: True\n  block:\n    block_sizes:\n      - 2\n    blocks:\n"
+    b"    - block: b" + RY + b"\n      nodes: dgx-h100-[01-02]\n")
+open(tmp + "/rawnodes.yaml", "wb").write(
+    b"- topology: t1\n  cluster_default: True\n  tree:\n    switches:\n    - switch: s1\n"
+    b"      nodes: dgx-h100-[01-02" + HB + b"]\n")
+for f in ("topo.yaml", "blk.yaml", "raw.yaml", "rawblk.yaml", "rawnodes.yaml"):
+    for fmt in ("text", "json"):
+        run("dry-run --slurm-topology %s --format %s" % (f, fmt),
+            ["--dry-run", "--cluster", cl, "--tp", "8", "--slurm-topology", tmp + "/" + f, "--format", fmt])
+    run("cluster --slurm-topology %s" % f, ["cluster", "--cluster", cl, "--slurm-topology", tmp + "/" + f])
+
+# 8. a policy's print output, its notes and an error naming a node
+open(tmp + "/chatty.lua", "w").write(
+    "function place(c, j)\n  print('said' .. %s)\n  local r, n = par3d.place_nested(c, j)\n"
+    "  n = n or {}\n  n[#n + 1] = 'note' .. %s\n  return r, n\nend\n" % (json.dumps(H), json.dumps(H)))
+open(tmp + "/badret.lua", "w").write("function place(c, j) return {{node = 'n' .. %s, gpu = 0}} end\n" % json.dumps(H))
+for pol_f in ("chatty.lua", "badret.lua"):
+    for fmt in ("text", "json"):
+        run("policy %s --format %s" % (pol_f, fmt),
+            ["--dry-run", "--cluster", cl, "--tp", "8", "--policy", tmp + "/" + pol_f, "--format", fmt])
+    run("plan policy %s" % pol_f, ["plan", "--cluster", cl, "--model", "llama3-8b", "--policy", tmp + "/" + pol_f])
+
+# names with C0 controls are refused (hostlist syntax); C1 and bidi pass
+BN = "n1\u202eZ\u009b1m\u2066"
+open(tmp + "/bidi.json", "w").write(json.dumps({"nodes": [{"name": BN, "topology": "dgx-h100.xml", "rack": "r" + BN},
+                                                          {"name": "n2", "topology": "dgx-h100.xml", "rack": "r2"}]}))
+# 9. JSON output is valid JSON and valid UTF-8: invalid bytes become U+FFFD,
+#    controls come back as the code points they were
+for what, args in (("cluster --format json raw.json", ["cluster", "--cluster", tmp + "/raw.json", "--format", "json"]),
+                   ("dry-run --format json raw.json", ["--dry-run", "--cluster", tmp + "/raw.json", "--tp", "8",
+                                                       "--format", "json"]),
+                   ("dry-run --format json bidi.json", ["--dry-run", "--cluster", tmp + "/bidi.json", "--tp", "8",
+                                                        "--format", "json"])):
+    p = run(what, args)
+    if p is None or p.returncode != 0:
+        failures.append("%s: exit %s: %r" % (what, p and p.returncode, p and p.stderr[-300:]))
+        continue
+    try:
+        doc = json.loads(p.stdout.decode("utf-8"))
+    except ValueError as e:
+        failures.append("%s: not JSON: %s" % (what, e))
+        continue
+    flat = json.dumps(doc, ensure_ascii=False)
+    want = "n1\ufffd\ufffd(" if "raw" in what else BN
+    if want not in flat:
+        failures.append("%s: the node name does not come back as %r" % (what, want))
 
 if failures:
     print("\n".join("FAIL: " + f for f in failures[:40]))
