@@ -230,6 +230,29 @@ void p3d_node_encode(const p3d_node *n, p3d_wbuf *b);
  * the hash must come out as the sender computed it. */
 p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
 
+/* Frames that travel down the tree (TREE, CPLACE, CDELTA) and the fate
+ * channel's FATE frames (both ways) end with a tag: HMAC-SHA256, keyed by
+ * the job token both ends hold (the one JOIN and TJOIN present), over the
+ * type byte and the body before the tag (docs/multinode.md "Frame
+ * integrity"). A receiver checks the tag before it decodes anything; a
+ * frame whose tag does not match is never decoded. REFUSE carries none (a
+ * refused agent may hold another token; it only ends the agent). */
+#define P3D_TAG_LEN 32
+/* out = in (a whole frame, p3d_wbuf_end done) with the tag appended and
+ * its length fixed; out is reset first and freed by the caller. 0, or -1
+ * (out of memory, over P3D_WIRE_MAX, libcrypto failed). */
+int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out);
+/* Checks the tag at the end of body (len bytes after the type byte):
+ * 0 with *len shortened to the body without the tag, or -1 with *err
+ * saying what was wrong (too short to hold a tag, or a tag that does not
+ * match). Pure: fuzzed in tests/fuzz/fuzz_rdzv_wire.c. */
+int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err);
+/* The key of this process's fate channel: the job token, set once the
+ * rendezvous has it (mnode.c), read by p3d_fate_send/p3d_fate_read and
+ * the relay. One process serves one job, so one key. "" until set. */
+void p3d_wire_set_key(const char *key);
+const char *p3d_wire_key(void);
+
 /* Reads one frame from a blocking fd. Returns the type (>0) with *body
  * (malloc'd) and *len, 0 at a clean EOF before any byte, -1 with *err. */
 int p3d_frame_read(int fd, unsigned char **body, size_t *len, char **err);

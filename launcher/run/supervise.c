@@ -80,30 +80,75 @@ int p3d_poll_ms(double deadline)
 
 int p3d_fate_send(int fd, const char *pkt, size_t len)
 {
-    p3d_wbuf b = {0};
+    p3d_wbuf b = {0}, sb = {0};
     p3d_wbuf_begin(&b, P3D_MSG_FATE);
     p3d_wbuf_bytes(&b, pkt, len);
-    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write_bounded(fd, &b, P3D_FATE_STALL, NULL) : -1;
+    int rc = p3d_wbuf_end(&b) == 0 && p3d_frame_seal(&b, p3d_wire_key(), &sb) == 0
+                 ? p3d_frame_write_bounded(fd, &sb, P3D_FATE_STALL, NULL)
+                 : -1;
     p3d_wbuf_free(&b);
+    p3d_wbuf_free(&sb);
     return rc;
 }
 
-int p3d_fate_read(p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err)
+int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t *len, p3d_amsg *m,
+                  char **err)
+{
+    const char *why = NULL;
+    char *e = NULL;
+    size_t n = *len;
+    if (p3d_frame_open(type, body, &n, p3d_wire_key(), &e) < 0) {
+        p3d_err(err, "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s", (unsigned)type & 0xff, *len,
+                e ? e : "?");
+        p3d_fate_complain(peer, down ? "nothing more is taken from it: the local ranks stop, exit 1"
+                                     : "disconnecting: the node counts as lost",
+                          "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s",
+                          (unsigned)type & 0xff, *len, e ? e : "?");
+        free(e);
+        return -1;
+    }
+    *len = n;
+    if (down && (type == P3D_MSG_CPLACE || type == P3D_MSG_CDELTA))
+        return 2;
+    if (type != P3D_MSG_FATE) {
+        p3d_fate_complain(peer, "dropped", "an unexpected frame of type 0x%02x (%zu bytes) on the fate channel",
+                          (unsigned)type & 0xff, n);
+        return 0;
+    }
+    if (n > P3D_AMSG_MAX) {
+        p3d_fate_complain(peer, "dropped", "a fate packet of %zu bytes (at most %d)", n, P3D_AMSG_MAX);
+        return 0;
+    }
+    /* the tag's bytes follow the packet: room for the decoder's NUL */
+    if (p3d_amsg_decode_why((char *)body, n, m, &why) < 0) {
+        char *q = p3d_term_dup((const char *)body, n, 40, 0);
+        p3d_fate_complain(peer, "dropped", "a fate packet that does not parse (%s): \"%s\"", why, q ? q : "?");
+        free(q);
+        return 0;
+    }
+    if (!p3d_amsg_dir_ok(m->type, down)) {
+        p3d_fate_complain(peer, "dropped", "a fate packet '%c' that only travels %s", m->type,
+                          down ? "from an agent to the leader" : "from the leader to an agent");
+        return 0;
+    }
+    return 1;
+}
+
+int p3d_fate_read(p3d_framer *fr, int fd, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx,
+                  char **err)
 {
     int got = p3d_framer_fill(fr, fd, err);
     unsigned char *body;
     size_t len;
     int type;
     while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
-        char *s = type == P3D_MSG_FATE && len <= P3D_AMSG_MAX ? malloc(len + 1) : NULL;
         p3d_amsg m;
-        if (s) {
-            memcpy(s, body, len);
-            if (p3d_amsg_decode(s, len, &m) == 0)
-                fn(ctx, &m);
-        }
-        free(s);
+        int k = p3d_fate_take(peer, 0, type, body, &len, &m, err);
+        if (k == 1)
+            fn(ctx, &m);
         free(body);
+        if (k < 0)
+            return -1; /* the caller drops the connection: the node is lost */
     }
     return got < 0 ? -1 : 0;
 }
@@ -333,7 +378,12 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             if (l->fd < 0 || l->broken || !frame || len <= 0)
                 return -1;
             hub_send_one(h, i, buf, (size_t)len);
-            if (l->broken || p3d_frame_write_bounded(l->fd, frame, P3D_FATE_STALL, NULL) < 0)
+            p3d_wbuf sf = {0};
+            int wr = !l->broken && p3d_frame_seal(frame, p3d_wire_key(), &sf) == 0
+                         ? p3d_frame_write_bounded(l->fd, &sf, P3D_FATE_STALL, NULL)
+                         : -1;
+            p3d_wbuf_free(&sf);
+            if (wr < 0)
                 return -1;
             any = 1;
             l->heard = p3d_now();
@@ -446,7 +496,7 @@ static void hub_health_wait(hub *h, unsigned char *ask, p3d_health_res *res, int
             hwait w = {.h = h, .a = a, .seq = seq, .t = t, .res = res, .ask = ask};
             l->heard = p3d_now();
             char *e = NULL;
-            if (p3d_fate_read(&l->fr, l->fd, hub_wait_msg, &w, &e) < 0) {
+            if (p3d_fate_read(&l->fr, l->fd, h->L->cluster->nodes[h->nodes[a]].name, hub_wait_msg, &w, &e) < 0) {
                 l->broken = 1;
                 snprintf(l->how, sizeof l->how, "the connection %s (killed, crashed, or the node is down)",
                          e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
@@ -589,7 +639,7 @@ static void hub_read_remote(hub *h, int a)
     alink *l = &h->ln[a];
     char *e = NULL;
     remote_ctx rc = {h, a};
-    if (p3d_fate_read(&l->fr, l->fd, hub_remote_msg, &rc, &e) < 0) {
+    if (p3d_fate_read(&l->fr, l->fd, h->L->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
