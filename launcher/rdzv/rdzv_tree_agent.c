@@ -262,11 +262,14 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
         return 1;
     }
     free(body);
-    if (type > 0 && fd != A->ctrl) {
-        /* a tree parent sends the placement and nothing else */
-        p3d_err(err, "rendezvous: node[%d]: its tree parent node[%d] sent message type %d where only the "
-                     "placement (type %d) may come: refused",
-                A->me, parent, type, P3D_MSG_CPLACE);
+    if (type > 0 && (fd == A->up || type != P3D_MSG_FATE)) {
+        /* a tree parent sends the placement and nothing else; the leader
+         * (on the control connection) the placement when it is our
+         * parent, else only fate packets (heartbeats: the leader's supervisor
+         * may be running before the placement reached us) */
+        p3d_err(err, "rendezvous: node[%d]: %s sent message type %d where the placement (type %d) was expected: "
+                     "refused",
+                A->me, fd == A->ctrl ? "the leader" : "its tree parent", type, P3D_MSG_CPLACE);
         free(e);
         return -1;
     }
