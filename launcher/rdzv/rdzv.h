@@ -121,9 +121,11 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
  * left, so a hostile peer gets an error, never a crash or a huge
  * allocation. */
 #define P3D_WIRE_MAX ((uint32_t)64 << 20)
-#define P3D_WIRE_PROTO 3       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 4       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
-                                * gathered record's health check) */
+                                * gathered record's health check; 4: the
+                                * integrity tag of TREE, CPLACE, CDELTA
+                                * and FATE frames) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */

@@ -136,7 +136,7 @@ run("health-check output", ["--emulate", "--cluster", cl, "--tp", "8", "--nproc-
 def s(b):
     return struct.pack(">I", len(b)) + b
 def join(token, version, host):
-    body = struct.pack(">I", 3) + s(version) + s(token) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
+    body = struct.pack(">I", 4) + s(version) + s(token) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
         s(b"127.0.0.1") + struct.pack(">i", 0)
     f = b"J" + body
     return struct.pack(">I", len(f)) + f
