@@ -1000,7 +1000,7 @@ out:
     if (h->ctl) {
         const char *sum = p3d_ctl_summary(h->ctl);
         if (sum[0])
-            p3d_sink_write(&h->sink, 1, sum, strlen(sum));
+            hub_say(h, sum);
         const char *st = p3d_ctl_story(h->ctl);
         if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
             char head[384], rec[160];
@@ -1008,8 +1008,8 @@ out:
             snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
                      p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
                      p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
-            p3d_sink_write(&h->sink, 1, head, strlen(head));
-            p3d_sink_write(&h->sink, 1, st, strlen(st));
+            hub_say(h, head);
+            hub_say(h, st);
         }
         char rmax[32] = "null";
         if (p3d_ctl_recovery_max(h->ctl) >= 0)

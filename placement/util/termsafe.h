@@ -54,4 +54,14 @@ const char *p3d_tesc(const char *s);
  * step of every message this program writes to a terminal. */
 void p3d_term_fputs(const char *s, FILE *f);
 
+/* Makes *stream (stderr, at the start of main) a stream whose every write
+ * is escaped as p3d_term_fputs does (newlines and tabs kept) before it
+ * reaches the same fd: the structural end of the one path to the
+ * terminal. A message that forgot p3d_tesc() on a name from outside still
+ * prints no raw control, no bidi mark and no invalid UTF-8. Unbuffered,
+ * like stderr; bytes written to the fd itself (a rank's relayed output,
+ * spawn.c's async-signal-safe writes) are not touched. 0, or -1 (the
+ * stream is left as it was). */
+int p3d_term_guard(FILE **stream);
+
 #endif

@@ -6,7 +6,7 @@
 # nodes that are skipped, a hostlist, file names, a policy's name, and
 # the hostname and version of a JOIN sent to a rendezvous leader, Slurm
 # topology.yaml switch/block names, a policy's print output, notes and
-# errors, env-var values. stdout and stderr of each run must be valid
+# errors, env-var values, and a launch on nodes so named. stdout and stderr of each run must be valid
 # UTF-8 without a C0 control (but newline and tab), DEL, C1 control or
 # bidi override; JSON output must parse, with invalid bytes as U+FFFD.
 set -euo pipefail
@@ -237,6 +237,16 @@ for what, args in (("cluster --format json raw.json", ["cluster", "--cluster", t
     want = "n1\ufffd\ufffd(" if "raw" in what else BN
     if want not in flat:
         failures.append("%s: the node name does not come back as %r" % (what, want))
+
+# 10. a launch on nodes whose names hold bidi marks, C1 controls or invalid
+#     UTF-8: the job line, the agents' notes, the bindings report, the root
+#     cause and the story all quote them
+for f in ("bidi.json", "raw.json"):
+    for cmd in ("exit 3", "kill -9 $$", "echo out"):
+        for extra in (["--verbose"], ["--report-bindings", "--tag-output"]):
+            run("launch on %s: %s %s" % (f, cmd, extra[0]),
+                ["--emulate", "--cluster", tmp + "/" + f, "--tp", "8", "--nproc-per-node", "8", "--timeout", "10"] +
+                extra + ["--", "sh", "-c", cmd], timeout=60)
 
 if failures:
     print("\n".join("FAIL: " + f for f in failures[:40]))

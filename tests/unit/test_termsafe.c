@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -130,6 +131,29 @@ static void test_exhaustive_short(void **state)
             }
 }
 
+/* The stderr guard: what stdio writes through it is escaped, newlines and
+ * tabs kept, and reaches the same fd. */
+static void test_guard(void **state)
+{
+    (void)state;
+    int pfd[2];
+    assert_int_equal(pipe(pfd), 0);
+    FILE *f = fdopen(pfd[1], "w"), *orig = f;
+    assert_non_null(f);
+    assert_int_equal(p3d_term_guard(&f), 0);
+    assert_ptr_not_equal(f, orig);
+    fprintf(f, "par3drun: node %s: x\n\tok\n", "n1\x1b[2J\a\r\xe2\x80\xae\xff");
+    fputs("plain \xc3\xa9\n", f);
+    fclose(f);
+    fclose(orig);
+    char buf[512];
+    ssize_t n = read(pfd[0], buf, sizeof buf - 1);
+    close(pfd[0]);
+    assert_true(n > 0);
+    buf[n] = 0;
+    assert_string_equal(buf, "par3drun: node n1\\x1b[2J\\x07\\r\\u202E\\xff: x\n\tok\nplain \xc3\xa9\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -137,6 +161,7 @@ int main(void)
         cmocka_unit_test(test_term_dup_cut),
         cmocka_unit_test(test_json_utf8),
         cmocka_unit_test(test_exhaustive_short),
+        cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
