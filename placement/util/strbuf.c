@@ -152,6 +152,7 @@ char *p3d_sb_finish(p3d_sb *b)
         return NULL;
     }
     char *p = b->p;
+    p[b->len] = 0; /* a buffer nothing was written to is "" too */
     b->p = NULL;
     b->len = b->cap = 0;
     return p;
