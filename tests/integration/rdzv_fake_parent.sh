@@ -46,6 +46,9 @@ run_case() {
     kill "$leader" "$proxy" 2>/dev/null
     wait "$leader" "$proxy" 2>/dev/null
     leader=; proxy=
+    if crashed "$tmp/leader.log"; then
+        echo "FAIL: $mode: the real leader crashed"; cat "$tmp/leader.log"; fail=1
+    fi
 }
 
 # a clean run through the fake parent first: it saves the real placement

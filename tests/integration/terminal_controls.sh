@@ -51,6 +51,9 @@ def run(what, args, env=None, timeout=30):
         return None
     if p.returncode < 0:
         failures.append("%s: killed by signal %d" % (what, -p.returncode))
+    for bad in (b"AddressSanitizer", b"LeakSanitizer", b"runtime error:"):
+        if bad in p.stderr:
+            failures.append("%s: %s report: %r" % (what, bad.decode(), p.stderr[-600:]))
     check(what + " (stdout)", p.stdout)
     check(what + " (stderr)", p.stderr)
     return p
