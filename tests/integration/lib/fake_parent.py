@@ -8,7 +8,9 @@ frames that travel down the tree.
   fake_parent.py MODE LEADER_PORT LISTEN_PORT [SAVED_CPLACE]
 
 MODE is ACTION-TYPE[-ARG]: TYPE is the frame type byte the action hits
-(W tree position, C compact placement, F fate packet); ACTION is
+(W tree position, C compact placement, F fate packet; R: the placement
+made again after a node was lost, the first C or D frame after the first
+C); ACTION is
   pass     relay it (and save the first C frame to SAVED_CPLACE)
   trunc    the header and half the frame, then close
   over     a length of 64 MiB + 1 (over P3D_WIRE_MAX), then close
@@ -56,6 +58,7 @@ for _ in range(300):
     except OSError:
         time.sleep(0.1)
 buf, done = b"", False
+seen_c = False
 
 
 def frame(t, body):
@@ -94,7 +97,9 @@ while not done:
                 break
             fr, buf = buf[: 4 + n], buf[4 + n :]
             t, body = chr(fr[4]), fr[5:]
-            if t != target or action == "pass":
+            hit = t == target or (target == "R" and seen_c and t in "CD")
+            seen_c = seen_c or t == "C"
+            if not hit or action == "pass":
                 if t == "C" and saved and action == "pass":
                     open(saved, "wb").write(fr)
                 a.sendall(fr)
