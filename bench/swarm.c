@@ -122,8 +122,12 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     for (int i = 0; i < nk; i++)
         ranks[i] = i + 1;
     double t1 = p3d_now();
-    if (p3d_tree_send(fds + 1, ranks, nk, &frame, 60, &st, &err) < 0)
+    p3d_wbuf sealed = {0};
+    if (p3d_frame_seal(&frame, TOKEN, &sealed) < 0)
+        die("send", "cannot seal the placement");
+    if (p3d_tree_send(fds + 1, ranks, nk, &sealed, 60, &st, &err) < 0)
         die("send", err);
+    p3d_wbuf_free(&sealed);
     out.t_send = p3d_now() - t1;
     out.t_total = p3d_now() - t0;
     p3d_place_msg pm;
@@ -355,7 +359,7 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
         die("refused", (const char *)body + 4);
     if (c->kind == 0 && type == P3D_MSG_TREE) {
         p3d_treepos t;
-        if (p3d_treepos_decode(body, len, &t, &err) < 0)
+        if (p3d_frame_open(type, body, &len, TOKEN, &err) < 0 || p3d_treepos_decode(body, len, &t, &err) < 0)
             die("tree", err);
         if (t.parent != a->parent || t.nchildren != a->nkids)
             die("tree", "the leader's tree differs from k-ary order");
@@ -392,6 +396,10 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
         a->kids_in++;
         send_up(a);
     } else if (c == a->up && type == P3D_MSG_CPLACE) {
+        /* checked as a real agent checks it, passed on with its tag */
+        size_t n = len;
+        if (p3d_frame_open(type, body, &n, TOKEN, &err) < 0)
+            die("placement", err);
         got_place(a, body, len);
     }
 }
@@ -636,7 +644,7 @@ int main(int argc, char **argv)
         if (samples[i] % P == W) {
             p3d_place_msg m;
             char *e2 = NULL;
-            if (p3d_cplace_decode(cplace + 5, cplace_len - 5, &m, &e2) < 0)
+            if (p3d_cplace_decode(cplace + 5, cplace_len - 5 - P3D_TAG_LEN, &m, &e2) < 0)
                 die("expand", e2);
             sample_hash[i] = p3d_delta_hash((const unsigned char *)m.json, m.json_len);
             p3d_place_msg_free(&m);

@@ -22,6 +22,8 @@ int main(int argc, char **argv)
     p3d_opts o;
     char *err = NULL;
     int rc;
+    /* nothing this program says on stderr reaches the terminal raw */
+    p3d_term_guard(&stderr);
     if (p3d_cli_parse(argc, argv, &o, &err) < 0) {
         rc = p3d_fail_input(err);
         goto out;

@@ -83,9 +83,11 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
  * left, so a hostile peer gets an error, never a crash or a huge
  * allocation. */
 #define P3D_WIRE_MAX ((uint32_t)64 << 20)
-#define P3D_WIRE_PROTO 3       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 4       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
-                                * gathered record's health check) */
+                                * gathered record's health check; 4: the
+                                * integrity tag of TREE, CPLACE, CDELTA
+                                * and FATE frames) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -191,6 +193,29 @@ void p3d_node_encode(const p3d_node *n, p3d_wbuf *b);
 /* Rebuilds a node: the raw facts are re-derived with p3d_node_finish and
  * the hash must come out as the sender computed it. */
 p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
+
+/* Frames that travel down the tree (TREE, CPLACE, CDELTA) and the fate
+ * channel's FATE frames (both ways) end with a tag: HMAC-SHA256, keyed by
+ * the job token both ends hold (the one JOIN and TJOIN present), over the
+ * type byte and the body before the tag (docs/multinode.md "Frame
+ * integrity"). A receiver checks the tag before it decodes anything; a
+ * frame whose tag does not match is never decoded. REFUSE carries none (a
+ * refused agent may hold another token; it only ends the agent). */
+#define P3D_TAG_LEN 32
+/* out = in (a whole frame, p3d_wbuf_end done) with the tag appended and
+ * its length fixed; out is reset first and freed by the caller. 0, or -1
+ * (out of memory, over P3D_WIRE_MAX, libcrypto failed). */
+int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out);
+/* Checks the tag at the end of body (len bytes after the type byte):
+ * 0 with *len shortened to the body without the tag, or -1 with *err
+ * saying what was wrong (too short to hold a tag, or a tag that does not
+ * match). Pure: fuzzed in tests/fuzz/fuzz_rdzv_wire.c. */
+int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err);
+/* The key of this process's fate channel: the job token, set once the
+ * rendezvous has it (mnode.c), read by p3d_fate_send/p3d_fate_read and
+ * the relay. One process serves one job, so one key. "" until set. */
+void p3d_wire_set_key(const char *key);
+const char *p3d_wire_key(void);
 
 /* Reads one frame from a blocking fd. Returns the type (>0) with *body
  * (malloc'd) and *len, 0 at a clean EOF before any byte, -1 with *err. */

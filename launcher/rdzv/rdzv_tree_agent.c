@@ -259,6 +259,17 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
         return 1;
     }
     free(body);
+    if (type > 0 && (fd == A->up || type != P3D_MSG_FATE)) {
+        /* a tree parent sends the placement and nothing else; the leader
+         * (on the control connection) the placement when it is our
+         * parent, else only fate packets (heartbeats: the leader's supervisor
+         * may be running before the placement reached us) */
+        p3d_err(err, "rendezvous: node[%d]: %s sent message type %d where the placement (type %d) was expected: "
+                     "refused",
+                A->me, fd == A->ctrl ? "the leader" : "its tree parent", type, P3D_MSG_CPLACE);
+        free(e);
+        return -1;
+    }
     if (type > 0) {
         free(e);
         return 0;
@@ -551,8 +562,14 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
             }
             free(e);
             if (type == P3D_MSG_TREE) {
-                if (p3d_treepos_decode(body, len, &pos, err) < 0)
+                char *te = NULL;
+                if (p3d_frame_open(type, body, &len, r->boot.token, &te) < 0 ||
+                    p3d_treepos_decode(body, len, &pos, &te) < 0) {
+                    p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A.me,
+                            host, port, te ? te : "?");
+                    free(te);
                     goto out;
+                }
                 break;
             }
             if (type > 0) {
@@ -630,6 +647,20 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     /* the placement: from the parent, passed on to the children */
     if (wait_place(&A, deadline + 30 + 0.01 * r->boot.nnodes, pos.parent, &body, &len, err) < 0)
         goto out;
+    /* verified before anything else sees it: the tag, then the whole
+     * decode; only a placement this node would run on goes to its
+     * children, as the same bytes (their tag included) */
+    {
+        size_t plen = len;
+        char *e = NULL;
+        if (p3d_frame_open(P3D_MSG_CPLACE, body, &plen, r->boot.token, &e) < 0 ||
+            p3d_cplace_decode(body, plen, out, &e) < 0) {
+            p3d_err(err, "rendezvous: node[%d] refused the placement from %s: %s", A.me,
+                    pos.parent > 0 ? "its tree parent" : "the leader", e ? e : "?");
+            free(e);
+            goto out;
+        }
+    }
     if (A.nkids > 0) {
         p3d_wbuf fw = {0};
         p3d_wbuf_begin(&fw, P3D_MSG_CPLACE);
@@ -639,11 +670,11 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
             ranks[c] = A.k * A.me + 1 + c;
         int e = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A.kfd, ranks, A.nkids, &fw, 30, st, err);
         p3d_wbuf_free(&fw);
-        if (e < 0)
+        if (e < 0) {
+            p3d_place_msg_free(out);
             goto out;
+        }
     }
-    if (p3d_cplace_decode(body, len, out, err) < 0)
-        goto out;
     rz_set_nonblock(A.ctrl, 0);
     rc = A.ctrl;
     A.ctrl = -1;

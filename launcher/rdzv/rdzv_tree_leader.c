@@ -91,9 +91,12 @@ static int tell_position(leader *L, int x, char **err)
     if (t.nchildren > 0 && L->joins[x].port == 0)
         return p3d_err(err, "rendezvous: node[%d] (%s) listens nowhere but has %d children in the tree", x,
                        p3d_tesc(L->joins[x].hostname), t.nchildren);
-    p3d_wbuf b = {0};
-    int rc = p3d_treepos_encode(&t, &b) == 0 ? send_small(L->fds[x], &b, L->st) : -1;
+    p3d_wbuf b = {0}, sb = {0};
+    int rc = p3d_treepos_encode(&t, &b) == 0 && p3d_frame_seal(&b, L->r->boot.token, &sb) == 0
+                 ? send_small(L->fds[x], &sb, L->st)
+                 : -1;
     p3d_wbuf_free(&b);
+    p3d_wbuf_free(&sb);
     if (rc < 0)
         return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x, p3d_tesc(L->joins[x].hostname));
     return 0;

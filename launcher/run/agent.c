@@ -12,6 +12,7 @@
  */
 #include "controller.h"
 #include "launch.h"
+#include "termsafe.h"
 #include "rundir.h"
 
 #include <errno.h>
@@ -69,8 +70,12 @@ static void say(agent *a, const char *fmt, ...)
     va_start(ap, fmt);
     char *m = p3d_vfmt(fmt, ap);
     va_end(ap);
-    if (m && *m)
-        p3d_sink_write(&a->sink, 1, m, strlen(m));
+    /* the agent's lines quote node names and notes from outside: escaped
+     * (newlines kept) on their way into the sink, as hub_say does */
+    char *e = m && *m ? p3d_term_dup(m, strlen(m), strlen(m), P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB) : NULL;
+    if (e)
+        p3d_sink_write(&a->sink, 1, e, strlen(e));
+    free(e);
     free(m);
 }
 
@@ -435,7 +440,7 @@ static int agent_setup(agent *a, char **err)
         if (note)
             say(a, "par3drun: %s: %s\n", name, note);
         if (rep)
-            p3d_sink_write(&a->sink, 1, rep, strlen(rep));
+            say(a, "%s", rep);
         free(rep);
     } else if (note && L->o->verbose) {
         say(a, "par3drun: %s: %s\n", name, note);

@@ -7,6 +7,7 @@
  */
 #include "launch.h"
 #include "rdzv.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -42,30 +43,75 @@ int p3d_signalfd(void)
 
 int p3d_fate_send(int fd, const char *pkt, size_t len)
 {
-    p3d_wbuf b = {0};
+    p3d_wbuf b = {0}, sb = {0};
     p3d_wbuf_begin(&b, P3D_MSG_FATE);
     p3d_wbuf_bytes(&b, pkt, len);
-    int rc = p3d_wbuf_end(&b) == 0 ? p3d_frame_write_bounded(fd, &b, P3D_FATE_STALL, NULL) : -1;
+    int rc = p3d_wbuf_end(&b) == 0 && p3d_frame_seal(&b, p3d_wire_key(), &sb) == 0
+                 ? p3d_frame_write_bounded(fd, &sb, P3D_FATE_STALL, NULL)
+                 : -1;
     p3d_wbuf_free(&b);
+    p3d_wbuf_free(&sb);
     return rc;
 }
 
-int p3d_fate_read(p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err)
+int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t *len, p3d_amsg *m,
+                  char **err)
+{
+    const char *why = NULL;
+    char *e = NULL;
+    size_t n = *len;
+    if (p3d_frame_open(type, body, &n, p3d_wire_key(), &e) < 0) {
+        p3d_err(err, "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s", (unsigned)type & 0xff, *len,
+                e ? e : "?");
+        p3d_fate_complain(peer, down ? "nothing more is taken from it: the local ranks stop, exit 1"
+                                     : "disconnecting: the node counts as lost",
+                          "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s",
+                          (unsigned)type & 0xff, *len, e ? e : "?");
+        free(e);
+        return -1;
+    }
+    *len = n;
+    if (down && (type == P3D_MSG_CPLACE || type == P3D_MSG_CDELTA))
+        return 2;
+    if (type != P3D_MSG_FATE) {
+        p3d_fate_complain(peer, "dropped", "an unexpected frame of type 0x%02x (%zu bytes) on the fate channel",
+                          (unsigned)type & 0xff, n);
+        return 0;
+    }
+    if (n > P3D_AMSG_MAX) {
+        p3d_fate_complain(peer, "dropped", "a fate packet of %zu bytes (at most %d)", n, P3D_AMSG_MAX);
+        return 0;
+    }
+    /* the tag's bytes follow the packet: room for the decoder's NUL */
+    if (p3d_amsg_decode_why((char *)body, n, m, &why) < 0) {
+        char *q = p3d_term_dup((const char *)body, n, 40, 0);
+        p3d_fate_complain(peer, "dropped", "a fate packet that does not parse (%s): \"%s\"", why, q ? q : "?");
+        free(q);
+        return 0;
+    }
+    if (!p3d_amsg_dir_ok(m->type, down)) {
+        p3d_fate_complain(peer, "dropped", "a fate packet '%c' that only travels %s", m->type,
+                          down ? "from an agent to the leader" : "from the leader to an agent");
+        return 0;
+    }
+    return 1;
+}
+
+int p3d_fate_read(p3d_framer *fr, int fd, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx,
+                  char **err)
 {
     int got = p3d_framer_fill(fr, fd, err);
     unsigned char *body;
     size_t len;
     int type;
     while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
-        char *s = type == P3D_MSG_FATE && len <= P3D_AMSG_MAX ? malloc(len + 1) : NULL;
         p3d_amsg m;
-        if (s) {
-            memcpy(s, body, len);
-            if (p3d_amsg_decode(s, len, &m) == 0)
-                fn(ctx, &m);
-        }
-        free(s);
+        int k = p3d_fate_take(peer, 0, type, body, &len, &m, err);
+        if (k == 1)
+            fn(ctx, &m);
         free(body);
+        if (k < 0)
+            return -1; /* the caller drops the connection: the node is lost */
     }
     return got < 0 ? -1 : 0;
 }

@@ -4,13 +4,16 @@
  * messages (agent_proto.h has the table).
  */
 #include "agent_proto.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
 enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_N };
@@ -92,42 +95,129 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
     return (int)n;
 }
 
-int p3d_amsg_decode(char *pkt, size_t len, p3d_amsg *m)
+int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why)
 {
+    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms"};
+    static _Thread_local char buf[96];
+    const char *w = buf;
     memset(m, 0, sizeof *m);
     pkt[len] = 0;
-    if (len < 1 || strlen(pkt) != len)
-        return -1;
+    int rc = -1;
+    if (len < 1) {
+        w = "an empty packet";
+        goto out;
+    }
+    if (strlen(pkt) != len) {
+        w = "a NUL byte inside the packet";
+        goto out;
+    }
     const type_def *t = type_of((unsigned char)pkt[0]);
-    if (!t)
-        return -1;
+    if (!t) {
+        snprintf(buf, sizeof buf, "unknown packet type 0x%02x", (unsigned char)pkt[0]);
+        goto out;
+    }
     m->type = t->type;
     char *p = pkt + 1;
     for (int i = 0; i < t->nf; i++) {
-        if (*p != ' ')
-            return -1;
-        p++;
-        if (!(*p == '-' || (*p >= '0' && *p <= '9')))
-            return -1;
-        errno = 0;
-        char *end;
-        long v = strtol(p, &end, 10);
         const field_def *f = &FIELDS[t->f[i]];
-        if (end == p || errno || v < f->lo || v > f->hi)
-            return -1;
+        char *end = p + 1;
+        long v = 0;
+        errno = 0;
+        if (*p == ' ' && (p[1] == '-' || (p[1] >= '0' && p[1] <= '9')))
+            v = strtol(p + 1, &end, 10);
+        if (*p != ' ' || end == p + 1 || errno || v < f->lo || v > f->hi) {
+            snprintf(buf, sizeof buf, "packet '%c': field %s missing or not an integer in %ld..%ld", t->type,
+                     fname[t->f[i]], f->lo, f->hi);
+            goto out;
+        }
         int iv = (int)v;
         memcpy((char *)m + f->off, &iv, sizeof iv);
         p = end;
     }
     /* the header ends with a newline (or the packet does) */
-    if (*p == '\n')
+    if (*p == '\n') {
         p++;
-    else if (*p)
-        return -1;
-    if (*p && !t->text)
-        return -1;
+    } else if (*p) {
+        snprintf(buf, sizeof buf, "packet '%c': bytes after its %d field%s", t->type, t->nf, t->nf == 1 ? "" : "s");
+        goto out;
+    }
+    if (*p && !t->text) {
+        snprintf(buf, sizeof buf, "packet '%c' carries no text, but text follows", t->type);
+        goto out;
+    }
     m->text = p;
-    return 0;
+    rc = 0;
+out:
+    if (why)
+        *why = rc ? w : NULL;
+    return rc;
+}
+
+int p3d_amsg_decode(char *pkt, size_t len, p3d_amsg *m)
+{
+    return p3d_amsg_decode_why(pkt, len, m, NULL);
+}
+
+int p3d_amsg_dir_ok(int type, int down)
+{
+    switch (type) {
+    case P3D_AM_RESTART:
+    case P3D_AM_STOP:
+    case P3D_AM_FORWARD:
+    case P3D_AM_RETIRE:
+    case P3D_AM_CHECK:
+        return down;
+    case P3D_AM_FAIL:
+    case P3D_AM_DONE:
+    case P3D_AM_UP:
+    case P3D_AM_SIGNAL:
+    case P3D_AM_RETIRED:
+    case P3D_AM_HEALTH:
+        return !down;
+    case P3D_AM_BEAT:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* The rate limit of p3d_fate_complain: a burst per window, per process. */
+#define COMPLAIN_BURST 5
+#define COMPLAIN_WINDOW 10.0
+
+static double mono_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+void p3d_fate_complain(const char *peer, const char *outcome, const char *fmt, ...)
+{
+    static double window;
+    static int said;
+    static unsigned long held;
+    double now = mono_now();
+    if (now - window >= COMPLAIN_WINDOW) {
+        window = now;
+        said = 0;
+    }
+    if (said >= COMPLAIN_BURST) {
+        held++;
+        return;
+    }
+    said++;
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    char more[96] = "";
+    if (held)
+        snprintf(more, sizeof more, " (%lu more such line%s held back)", held, held == 1 ? "" : "s");
+    held = 0;
+    /* peer and what quote the wire: escaped; the rest is ours */
+    fprintf(stderr, "par3drun: %s: %s: %s%s\n", p3d_tesc(peer), p3d_tesc(what), outcome, more);
 }
 
 void p3d_amsg_send(int fd, const p3d_amsg *m)

@@ -45,8 +45,12 @@
  * |      |                 |                    | heard; B is sent every                   |
  * |      |                 |                    | p3d_beat_interval(timeout) seconds       |
  *
- * Decoding checks every field's range; a packet that does not parse is
- * dropped by the caller (it never comes from our own agents).
+ * Decoding checks every field's range. Across nodes a packet that does
+ * not parse, or that travels the wrong way (a type of the other column),
+ * is dropped with one line naming the peer and what was wrong
+ * (p3d_fate_complain); a FATE frame whose integrity tag does not match
+ * (rdzv.h, P3D_TAG_LEN) ends the connection instead (docs/multinode.md,
+ * "Frame integrity").
  */
 #ifndef P3D_AGENT_PROTO_H
 #define P3D_AGENT_PROTO_H
@@ -97,6 +101,19 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap);
  * there: m->text points into pkt). 0, or -1 when malformed. */
 int p3d_amsg_decode(char *pkt, size_t len, p3d_amsg *m);
 
+/* p3d_amsg_decode that says why: on -1, *why (when why is not NULL) is
+ * a short description of what was wrong (valid until the next call on the
+ * same thread). */
+int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why);
+/* 1 when a packet of type may travel down (controller -> agent or
+ * relay, down = 1) or up (down = 0), per the table above. */
+int p3d_amsg_dir_ok(int type, int down);
+/* One line on stderr, "par3drun: PEER: WHAT: OUTCOME", about a packet or
+ * frame that was not taken; peer and the formatted what are escaped
+ * (termsafe.h). Rate-limited per process: at most 5 lines every 10 s,
+ * the lines held back counted in the next one said. */
+void p3d_fate_complain(const char *peer, const char *outcome, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* Receives one packet from a SOCK_SEQPACKET socket without waiting into
  * buf (cap bytes, one kept for the decoder's NUL). Returns its length,
  * 0 when none is queued, -1 at EOF or on an error. */

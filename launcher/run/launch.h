@@ -350,11 +350,23 @@ int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
 
 /* Sends one agent_proto packet as a P3D_MSG_FATE frame. 0 or -1. */
 int p3d_fate_send(int fd, const char *pkt, size_t len);
-/* Reads what a rendezvous connection has (fr: its p3d_framer, rdzv.h) and
- * calls fn for each well-formed agent_proto message. -1 (with *err) when
- * the connection is gone. */
+/* Reads what a rendezvous connection from node peer has (fr: its
+ * p3d_framer, rdzv.h) and calls fn for each well-formed agent_proto
+ * message (p3d_fate_take). -1 (with *err) when the connection is gone or
+ * a frame failed its integrity check (the caller drops it). */
 struct p3d_framer;
-int p3d_fate_read(struct p3d_framer *fr, int fd, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err);
+int p3d_fate_read(struct p3d_framer *fr, int fd, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m),
+                  void *ctx, char **err);
+/* One frame of the fate channel from peer (a node name), read by the
+ * leader (down = 0) or a relay (down = 1): the integrity tag is checked
+ * first (rdzv.h, P3D_TAG_LEN; *len loses it). 1: a FATE packet that
+ * travels this way is in *m (its text points into body); 2 (down only):
+ * a CPLACE or CDELTA frame, for the caller; 0: dropped with one line
+ * (p3d_fate_complain); -1: the tag does not match: said, *err says it,
+ * and the caller ends the connection (docs/multinode.md, "Frame
+ * integrity"). */
+int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t *len, p3d_amsg *m,
+                  char **err);
 
 /* "its process was killed by signal 9 (KILL)" / "... ended with exit
  * code N" for a lost agent. */

@@ -483,7 +483,13 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         for (int i = 0; i < nk; i++)
             ranks[i] = i + 1;
         double t1 = p3d_now();
-        if (p3d_tree_send(m->fds + 1, ranks, nk, &frame, 30 + 0.01 * m->nnodes, &m->st, &err) < 0) {
+        p3d_wbuf sealed = {0};
+        if (p3d_frame_seal(&frame, r->boot.token, &sealed) < 0)
+            p3d_err(&err, "rendezvous: cannot seal the placement frame (out of memory, or libcrypto failed)");
+        int sent = sealed.len ? p3d_tree_send(m->fds + 1, ranks, nk, &sealed, 30 + 0.01 * m->nnodes, &m->st, &err)
+                              : -1;
+        p3d_wbuf_free(&sealed);
+        if (sent < 0) {
             /* the others learn through their dropped connections */
             rc = P3D_EXIT_LOST;
             goto out;
@@ -517,6 +523,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             goto out;
         }
     }
+    /* the fate channel's frames carry a tag keyed by the job token
+     * (rdzv.h, P3D_TAG_LEN): both ends hold it from here on */
+    p3d_wire_set_key(r->boot.token);
     if (m->pm.nnodes != m->nnodes) {
         p3d_err(&err, "the leader placed on %d nodes, this node expected %d", m->pm.nnodes, m->nnodes);
         goto out;

@@ -283,21 +283,23 @@ static int r_read_up(relay *r, char **e)
     unsigned char *body;
     size_t len;
     int type, rc = 0;
+    char peer[300];
+    snprintf(peer, sizeof peer, "node %s: the rendezvous leader (%s)", r->L->cluster->nodes[r->me].name,
+             r->L->cluster->nodes[0].name);
     while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
-        r->heard_up = p3d_now();
-        if (type == P3D_MSG_FATE && len <= P3D_AMSG_MAX) {
-            char *s = malloc(len + 1);
-            p3d_amsg m;
-            if (s) {
-                memcpy(s, body, len);
-                if (p3d_amsg_decode(s, len, &m) == 0)
-                    r_from_leader(r, &m);
-            }
-            free(s);
-        } else if ((type == P3D_MSG_CPLACE || type == P3D_MSG_CDELTA) && r->retired && !r->stopping && r->code < 0) {
-            if (r_adopt(r, type, body, len) < 0)
-                rc = 1;
+        p3d_amsg m;
+        int k = p3d_fate_take(peer, 1, type, body, &len, &m, NULL);
+        if (k < 0) {
+            /* not from the leader as sent: nothing more on this
+             * connection is believed; the local ranks stop, exit 1 */
+            free(body);
+            return 1;
         }
+        r->heard_up = p3d_now();
+        if (k == 1)
+            r_from_leader(r, &m);
+        else if (k == 2 && r->retired && !r->stopping && r->code < 0 && r_adopt(r, type, body, len) < 0)
+            rc = 1;
         free(body);
     }
     return got < 0 ? -1 : rc;

@@ -24,6 +24,7 @@
  */
 #include "hub.h"
 #include "rundir.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -42,10 +43,21 @@
 /* ---- the hub -------------------------------------------------------------- */
 
 
+/* The supervisor's own lines: they quote the job id, node names and the
+ * run directory, which came from outside, so every line is escaped here
+ * (newlines kept: a line is ours) before it meets the output sink. */
 void hub_say(void *ctx, const char *text)
 {
     hub *h = ctx;
-    p3d_sink_write(&h->sink, 1, text, strlen(text));
+    size_t n = strlen(text);
+    if (p3d_term_clean(text, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB)) {
+        p3d_sink_write(&h->sink, 1, text, n);
+        return;
+    }
+    char *e = p3d_term_dup(text, n, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    if (e)
+        p3d_sink_write(&h->sink, 1, e, strlen(e));
+    free(e);
 }
 
 void hub_send_one(hub *h, int a, const char *pkt, size_t len)
@@ -187,7 +199,12 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             if (l->fd < 0 || l->broken || !frame || len <= 0)
                 return -1;
             hub_send_one(h, i, buf, (size_t)len);
-            if (l->broken || p3d_frame_write_bounded(l->fd, frame, P3D_FATE_STALL, NULL) < 0)
+            p3d_wbuf sf = {0};
+            int wr = !l->broken && p3d_frame_seal(frame, p3d_wire_key(), &sf) == 0
+                         ? p3d_frame_write_bounded(l->fd, &sf, P3D_FATE_STALL, NULL)
+                         : -1;
+            p3d_wbuf_free(&sf);
+            if (wr < 0)
                 return -1;
             any = 1;
             l->heard = p3d_now();
@@ -258,7 +275,7 @@ static void hub_read_remote(hub *h, int a)
     alink *l = &h->ln[a];
     char *e = NULL;
     remote_ctx rc = {h, a};
-    if (p3d_fate_read(&l->fr, l->fd, hub_remote_msg, &rc, &e) < 0) {
+    if (p3d_fate_read(&l->fr, l->fd, h->L->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
@@ -600,7 +617,7 @@ out:
     if (h->ctl) {
         const char *sum = p3d_ctl_summary(h->ctl);
         if (sum[0])
-            p3d_sink_write(&h->sink, 1, sum, strlen(sum));
+            hub_say(h, sum);
         const char *st = p3d_ctl_story(h->ctl);
         if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
             char head[384], rec[160];
@@ -608,8 +625,8 @@ out:
             snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
                      p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
                      p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
-            p3d_sink_write(&h->sink, 1, head, strlen(head));
-            p3d_sink_write(&h->sink, 1, st, strlen(st));
+            hub_say(h, head);
+            hub_say(h, st);
         }
         char rmax[32] = "null";
         if (p3d_ctl_recovery_max(h->ctl) >= 0)

@@ -3,11 +3,14 @@
  * warnings.c — a launch says what the dry run would warn about: one line
  * per warning-level check on stderr before any rank starts (--quiet hides
  * them). The single-node/--emulate path (cmd_launch.c) and a multi-node
- * leader (mnode_place.c) print the same lines.
+ * leader (mnode_place.c) print the same lines. A check's message quotes
+ * names from the input (node, rack, file names): escaped here, where the
+ * analysis meets the terminal.
  */
 #include "launch.h"
 
 #include "p3d/check.h"
+#include "termsafe.h"
 
 #include <stdio.h>
 
@@ -19,7 +22,8 @@ int p3d_launch_warnings(const p3d_analysis *an, int quiet)
             continue;
         n++;
         if (!quiet)
-            fprintf(stderr, "par3drun: warning: %s: %s\n", an->checks[i].code, an->checks[i].message);
+            fprintf(stderr, "par3drun: warning: %s: %s\n", p3d_tesc(an->checks[i].code),
+                    p3d_tesc(an->checks[i].message));
     }
     return n;
 }

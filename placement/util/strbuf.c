@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* strbuf.c — the growing output buffer behind the reports (strbuf.h). */
 #include "strbuf.h"
+#include "termsafe.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -86,30 +87,46 @@ void p3d_sb_int(p3d_sb *b, long long v)
     p3d_sb_putn(b, tmp + i, sizeof tmp - (size_t)i);
 }
 
-void p3d_sb_json_str(p3d_sb *b, const char *s)
+/* JSON output is always valid UTF-8 and never carries a raw terminal
+ * control: C0 controls, DEL, C1 controls and bidirectional marks are
+ * written as \uXXXX escapes (the decoded string keeps them), and a byte
+ * that does not start a valid UTF-8 sequence is replaced by U+FFFD,
+ * written \ufffd (JSON cannot carry it; docs/report-json.md "Strings and UTF-8").
+ * The decoder is termsafe.c's, so both escapers agree on what is valid. */
+void p3d_sb_json_str(p3d_sb *b, const char *str)
 {
-    if (!s) {
+    if (!str) {
         p3d_sb_puts(b, "null");
         return;
     }
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str), i = 0, run = 0;
     p3d_sb_putc(b, '"');
-    const char *run = s;
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
+    while (i < n) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+            i++;
             continue;
-        p3d_sb_putn(b, run, (size_t)(s - run));
-        run = s + 1;
+        }
+        unsigned cp = c;
+        size_t k = c < 0x80 ? 1 : p3d_utf8_seq(s + i, n - i, &cp);
+        if (k > 1 && !p3d_term_cp_unsafe(cp)) {
+            i += k;
+            continue;
+        }
+        p3d_sb_putn(b, str + run, i - run);
         switch (c) {
         case '"': p3d_sb_puts(b, "\\\""); break;
         case '\\': p3d_sb_puts(b, "\\\\"); break;
         case '\n': p3d_sb_puts(b, "\\n"); break;
         case '\t': p3d_sb_puts(b, "\\t"); break;
         case '\r': p3d_sb_puts(b, "\\r"); break;
-        default: p3d_sb_printf(b, "\\u%04x", c); break;
+        default: p3d_sb_printf(b, "\\u%04x", k ? cp : 0xfffd); break;
         }
+        i += k ? k : 1;
+        run = i;
     }
-    p3d_sb_putn(b, run, (size_t)(s - run));
+    p3d_sb_putn(b, str + run, i - run);
     p3d_sb_putc(b, '"');
 }
 
@@ -135,6 +152,7 @@ char *p3d_sb_finish(p3d_sb *b)
         return NULL;
     }
     char *p = b->p;
+    p[b->len] = 0; /* a buffer nothing was written to is "" too */
     b->p = NULL;
     b->len = b->cap = 0;
     return p;

@@ -6,13 +6,14 @@
  */
 #include "termsafe.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes) and its code
- * point, or 0 when the byte at s does not start one. */
-static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
+size_t p3d_utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
 {
     unsigned c = s[0], min, v;
     size_t k;
@@ -41,7 +42,7 @@ static size_t utf8_seq(const unsigned char *s, size_t n, unsigned *cp)
     return k;
 }
 
-static int cp_unsafe(unsigned cp)
+int p3d_term_cp_unsafe(unsigned cp)
 {
     return (cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
            (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
@@ -64,8 +65,8 @@ static size_t run_clean(const unsigned char *s, size_t n, unsigned flags)
         if (c < 0x80)
             break;
         unsigned cp;
-        size_t k = utf8_seq(s + i, n - i, &cp);
-        if (!k || cp_unsafe(cp))
+        size_t k = p3d_utf8_seq(s + i, n - i, &cp);
+        if (!k || p3d_term_cp_unsafe(cp))
             break;
         i += k;
     }
@@ -94,7 +95,7 @@ void p3d_term_put(p3d_sb *b, const char *str, size_t len, unsigned flags)
             p3d_sb_putc(b, '\\');
             p3d_sb_putc(b, c == '\n' ? 'n' : c == '\r' ? 'r' : 't');
             i++;
-        } else if (c >= 0x80 && (k = utf8_seq(s + i, len - i, &cp)) != 0) {
+        } else if (c >= 0x80 && (k = p3d_utf8_seq(s + i, len - i, &cp)) != 0) {
             p3d_sb_printf(b, "\\u%04X", cp); /* a C1 control or a bidi mark */
             i += k;
         } else {
@@ -154,4 +155,49 @@ void p3d_term_fputs(const char *s, FILE *f)
     char *e = p3d_sb_finish(&b);
     fputs(e ? e : "(message lost: out of memory)\n", f);
     free(e);
+}
+
+/* The guard's cookie: the fd it writes to. Each write is escaped on its
+ * own: a UTF-8 sequence split across two writes comes out as \xHH
+ * escapes (stdio hands over whole formatted messages, so this is only
+ * a byte-by-byte writer's cost), never raw. */
+static ssize_t guard_write(void *cookie, const char *buf, size_t len)
+{
+    int fd = (int)(intptr_t)cookie;
+    p3d_sb b = {0};
+    const char *out = buf;
+    size_t n = len;
+    if (!p3d_term_clean(buf, len, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB)) {
+        p3d_term_put(&b, buf, len, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+        if (!b.p)
+            return -1;
+        out = b.p;
+        n = b.len;
+    }
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(fd, out + off, n - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        off += (size_t)w;
+    }
+    free(b.p);
+    return off == n ? (ssize_t)len : -1;
+}
+
+int p3d_term_guard(FILE **stream)
+{
+    int fd = fileno(*stream);
+    if (fd < 0)
+        return -1;
+    cookie_io_functions_t io = {.write = guard_write};
+    FILE *f = fopencookie((void *)(intptr_t)fd, "w", io);
+    if (!f)
+        return -1;
+    setvbuf(f, NULL, _IONBF, 0);
+    fflush(*stream);
+    *stream = f;
+    return 0;
 }

@@ -29,6 +29,15 @@
 /* Appends the first len bytes of s to b, escaped as above. */
 void p3d_term_put(p3d_sb *b, const char *s, size_t len, unsigned flags);
 
+/* The decoder both escapers share (this one and the JSON writer's
+ * p3d_sb_json_str): the length of the valid UTF-8 sequence at s (at most n
+ * bytes, n >= 1) with its code point in *cp, or 0 when the byte at s does
+ * not start one. */
+size_t p3d_utf8_seq(const unsigned char *s, size_t n, unsigned *cp);
+/* 1 for a code point that must never reach a terminal raw: C1 controls and
+ * the bidirectional marks listed above. */
+int p3d_term_cp_unsafe(unsigned cp);
+
 /* 1 when s[0..len) needs no escaping under flags. */
 int p3d_term_clean(const char *s, size_t len, unsigned flags);
 
@@ -44,5 +53,15 @@ const char *p3d_tesc(const char *s);
 /* fputs(s, f) with the escapes above, newlines and tabs kept: the last
  * step of every message this program writes to a terminal. */
 void p3d_term_fputs(const char *s, FILE *f);
+
+/* Makes *stream (stderr, at the start of main) a stream whose every write
+ * is escaped as p3d_term_fputs does (newlines and tabs kept) before it
+ * reaches the same fd: the structural end of the one path to the
+ * terminal. A message that forgot p3d_tesc() on a name from outside still
+ * prints no raw control, no bidi mark and no invalid UTF-8. Unbuffered,
+ * like stderr; bytes written to the fd itself (a rank's relayed output,
+ * spawn.c's async-signal-safe writes) are not touched. 0, or -1 (the
+ * stream is left as it was). */
+int p3d_term_guard(FILE **stream);
 
 #endif

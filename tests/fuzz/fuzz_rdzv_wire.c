@@ -10,7 +10,9 @@
  * gives an error or a body of exactly the length and hash it names), and
  * FATE: the agent packet (launcher/run/agent_proto.c) a FATE frame carries,
  * which is how a parent sends its children the restart (R), stop (T),
- * forward (U), retire (Q), health request (C) and heartbeat (B). The
+ * forward (U), retire (Q), health request (C) and heartbeat (B); for the
+ * frames a parent sends (TREE, CPLACE, CDELTA, FATE) also their integrity
+ * tag and the fate channel's handler (sealed() below). The
  * first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and
  * decode again to the same bytes (a leader re-sends what it received).
@@ -234,6 +236,76 @@ static void node(const uint8_t *body, size_t len)
     free(err);
 }
 
+/* The integrity tag (rdzv.h, P3D_TAG_LEN) of the frames a parent sends
+ * (TREE, CPLACE, CDELTA, FATE): what a sender seals opens to the same
+ * body; one flipped bit anywhere in the type, the body or the tag, or
+ * another key, is refused with a message; the input itself taken as a
+ * received sealed frame is refused (but for a 2^-256 chance) or opens to
+ * the body before its last 32 bytes. Then the fate channel's handler
+ * (p3d_fate_take, as the leader or a relay runs it) gets the input as a
+ * correctly tagged frame: taken, handed back (a placement, downward
+ * only) or dropped with a line; never refused, never a crash. */
+#define FUZZ_KEY "fuzz-job-token-0123456789"
+static void sealed(int type, const uint8_t *body, size_t len)
+{
+    p3d_wbuf f = {0}, s = {0};
+    char *err = NULL;
+    unsigned salt = len ? body[len - 1] : 7;
+    p3d_wbuf_begin(&f, type);
+    p3d_wbuf_bytes(&f, body, len);
+    if (p3d_wbuf_end(&f) < 0 || p3d_frame_seal(&f, FUZZ_KEY, &s) < 0 || s.len != f.len + P3D_TAG_LEN)
+        abort();
+    size_t n = s.len - 5;
+    if (p3d_frame_open(type, s.p + 5, &n, FUZZ_KEY, &err) < 0 || n != len)
+        abort();
+    n = s.len - 5;
+    if (p3d_frame_open(type, s.p + 5, &n, "another-token-0123", &err) == 0 || !err)
+        abort();
+    free(err);
+    err = NULL;
+    size_t pos = 4 + (len * 131 + salt) % (s.len - 4);
+    s.p[pos] ^= (unsigned char)(1u << (salt & 7));
+    n = s.len - 5;
+    if (p3d_frame_open(s.p[4], s.p + 5, &n, FUZZ_KEY, &err) == 0 || !err || n != s.len - 5)
+        abort();
+    free(err);
+    err = NULL;
+    s.p[pos] ^= (unsigned char)(1u << (salt & 7));
+    n = len;
+    if (p3d_frame_open(type, body, &n, FUZZ_KEY, &err) == 0) {
+        if (n + P3D_TAG_LEN != len)
+            abort();
+    } else if (!err) {
+        abort();
+    }
+    free(err);
+    err = NULL;
+    /* the handler writes the decoder's NUL past the packet: a copy */
+    size_t bl = s.len - 5;
+    unsigned char *b = malloc(bl);
+    if (!b)
+        abort();
+    memcpy(b, s.p + 5, bl);
+    p3d_amsg m;
+    int down = salt & 1;
+    int k = p3d_fate_take("fuzz peer \x1b[2J", down, type, b, &bl, &m, &err);
+    if (k < 0 || bl != len || (k == 2 && !down) || (k == 1 && (type != P3D_MSG_FATE || !m.text ||
+                                                              !p3d_amsg_dir_ok(m.type, down))))
+        abort();
+    free(b);
+    free(err);
+    p3d_wbuf_free(&f);
+    p3d_wbuf_free(&s);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    p3d_wire_set_key(FUZZ_KEY);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
@@ -256,6 +328,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_TREE:
         treepos(body, len);
+        sealed(data[0], body, len);
         break;
     case P3D_MSG_TJOIN:
         tjoin(body, len);
@@ -265,12 +338,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_CPLACE:
         cplace(body, len);
+        sealed(data[0], body, len);
         break;
     case P3D_MSG_CDELTA:
         cdelta(body, len);
+        sealed(data[0], body, len);
         break;
     case P3D_MSG_FATE:
         fate(body, len);
+        sealed(data[0], body, len);
         break;
     default:
         node(body, len);

@@ -8,22 +8,42 @@ frames that travel down the tree.
   fake_parent.py MODE LEADER_PORT LISTEN_PORT [SAVED_CPLACE]
 
 MODE is ACTION-TYPE[-ARG]: TYPE is the frame type byte the action hits
-(W tree position, C compact placement, F fate packet); ACTION is
+(W tree position, C compact placement, F fate packet; R: the placement
+made again after a node was lost, the first C or D frame after the first
+C); ACTION is
   pass     relay it (and save the first C frame to SAVED_CPLACE)
   trunc    the header and half the frame, then close
   over     a length of 64 MiB + 1 (over P3D_WIRE_MAX), then close
   zero     a length of 0, then close
   order    send the saved C frame in place of it (out of order)
   flip     flip bit ARG (modulo the body's bits) of its body
+  at       flip the low bit of one byte in a position class ARG of the
+           whole frame: len0/len3 (the length field's first/last byte),
+           type, body0 (first body byte), mid (the body's middle), pre
+           (last byte before the tag), tag0/tagmid/tag31 (the tag's first,
+           middle, last byte)
   big      append ARG bytes to its body (an oversized placement)
+  forge    replace a FATE packet by packet number ARG of FORGED below,
+           with a correct tag (this script has the token): a packet that
+           does not parse, or travels the wrong way, must be dropped with
+           a message and the job go on
+  flood    like forge, ARG copies of packet 0 at once (the messages are
+           rate-limited)
 """
-import select, socket, struct, sys, time
+import hashlib, hmac, os, select, socket, struct, sys, time
+
+TAG = 32
+KEY = os.environ.get("P3D_RDZV_TOKEN", "").encode() or b"\0"
+FORGED = [b"R -1", b"B x", b"Zjunk", b"F 0 0 0 0\nnot from the leader", b"C 1 2", b"T 9 300",
+          b"R 1\n\x1b[2J\x07\rtext", b"", b"B 1\x00 2"]
 
 mode, lport, pport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 saved = sys.argv[4] if len(sys.argv) > 4 else None
 parts = mode.split("-")
 action, target = parts[0], parts[1]
-arg = int(parts[2]) if len(parts) > 2 else 0
+arg = parts[2] if len(parts) > 2 else "0"
+if action != "at":
+    arg = int(arg)
 
 ls = socket.socket()
 ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -38,10 +58,23 @@ for _ in range(300):
     except OSError:
         time.sleep(0.1)
 buf, done = b"", False
+seen_c = False
 
 
 def frame(t, body):
     return struct.pack(">I", len(body) + 1) + bytes([t]) + body
+
+
+def sealed(t, payload):
+    """a frame the real leader could have sent: payload, then its tag"""
+    tag = hmac.new(KEY, bytes([t]) + payload, hashlib.sha256).digest()
+    return frame(t, payload + tag)
+
+
+def position(fr, cls):
+    n = len(fr)
+    return {"len0": 0, "len3": 3, "type": 4, "body0": 5, "mid": 5 + (n - 5 - TAG) // 2, "pre": n - TAG - 1,
+            "tag0": n - TAG, "tagmid": n - TAG // 2, "tag31": n - 1}[cls]
 
 
 while not done:
@@ -64,7 +97,9 @@ while not done:
                 break
             fr, buf = buf[: 4 + n], buf[4 + n :]
             t, body = chr(fr[4]), fr[5:]
-            if t != target or action == "pass":
+            hit = t == target or (target == "R" and seen_c and t in "CD")
+            seen_c = seen_c or t == "C"
+            if not hit or action == "pass":
                 if t == "C" and saved and action == "pass":
                     open(saved, "wb").write(fr)
                 a.sendall(fr)
@@ -85,6 +120,18 @@ while not done:
                 bit = arg % (8 * len(b))
                 b[bit // 8] ^= 1 << (bit % 8)
                 a.sendall(frame(fr[4], bytes(b)))
+            elif action == "at":
+                b = bytearray(fr)
+                b[position(fr, arg)] ^= 1
+                a.sendall(bytes(b))
+                if arg.startswith("len"):
+                    done = True  # the stream is out of step from here on
+            elif action == "forge":
+                a.sendall(sealed(fr[4], FORGED[arg]))
+                a.sendall(fr)  # then the real one: the job goes on
+            elif action == "flood":
+                a.sendall(sealed(fr[4], FORGED[0]) * arg)
+                a.sendall(fr)
             elif action == "big":
                 a.sendall(frame(fr[4], body + b"\x00" * arg))
             target = None  # once: later frames of that type pass
