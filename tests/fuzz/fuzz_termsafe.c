@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_termsafe.c — the one escape function (placement/util/termsafe.c)
  * and the JSON writer that shares its UTF-8 decoder (strbuf.c

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 28: the placement made again after a node is lost (a CDELTA, or
 # the whole CPLACE when the difference is not smaller), corrupted on its
 # way down. Four real agents on loopback, --spares 1 (node rank 3 kept

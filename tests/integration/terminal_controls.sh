@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Issue 28: no string from outside reaches the terminal raw. Every option
 # of every subcommand that takes a value gets a hostile value (ESC, BEL,
 # CR, a bidi override U+202E, a C1 CSI U+009B and invalid UTF-8); so do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fate_take.c — the fate channel's frame handler (supervise.c
  * p3d_fate_take) and the integrity tag under it (rdzv_wire.c): a frame
  * with a bad tag is refused (the caller disconnects), a correctly tagged

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_termsafe.c — the one escape function (termsafe.c) and the JSON
  * writer that shares its UTF-8 decoder (strbuf.c): what passes, what is
  * escaped, and that JSON output is valid UTF-8 whatever the input. */
