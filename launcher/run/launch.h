@@ -20,7 +20,7 @@
  *
  * Files: agent.c (an agent's loop), controller.c (the job's fate),
  * supervise.c (transports + the controller's event loop), relay.c (a
- * non-leader node), agent_proto.c (the messages), output.c (rank output,
+ * non-leader node), wire/agent_proto.c (the messages), output.c (rank output,
  * the terminal sink), spawn.c (starting a worker, ending process trees),
  * bind.c, rank_env.c; the multi-node flow in mnode.c and mnode_place.c.
  */
@@ -82,7 +82,7 @@ typedef struct p3d_launch {
      * restart gen (placement.json replaced, the previous one kept). */
     const struct p3d_wbuf *cplace;
     /* the same placement as the difference from the one every node holds
-     * (a CDELTA frame, mnode_delta.c), sent instead when set; sent(ctx)
+     * (a CDELTA frame, wire/wire_cdelta.c), sent instead when set; sent(ctx)
      * says that every node now holds cplace (the next difference's base) */
     const struct p3d_wbuf *cdelta;
     void (*sent)(void *ctx);

@@ -44,18 +44,4 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
 int p3d_mnode_local_cluster(const p3d_opts *o, p3d_node *t, const p3d_place_msg *pm, int me, p3d_cluster **out,
                             char **err);
 
-/* ---- mnode_delta.c: a new placement as the difference from the old ---- */
-
-/* FNV-1a 64 of n bytes: names a CPLACE body in a CDELTA. */
-uint64_t p3d_delta_hash(const unsigned char *p, size_t n);
-/* Appends to out the CDELTA body that turns the CPLACE body old (on bytes)
- * into nw (nn bytes). 0, or -1 (out of memory, or a body over
- * P3D_WIRE_MAX). */
-int p3d_delta_make(const unsigned char *old, size_t on, const unsigned char *nw, size_t nn, p3d_wbuf *out);
-/* Rebuilds the new body from the old one (on bytes) and a CDELTA body (dn
- * bytes, hostile: every offset and length checked, the result's length
- * and hash too). 0 with *out (malloc'd, *outn bytes), or -1 with *err. */
-int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *delta, size_t dn, unsigned char **out,
-                    size_t *outn, char **err);
-
 #endif

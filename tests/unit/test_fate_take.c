@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_fate_take.c — the fate channel's frame handler (supervise.c
- * p3d_fate_take) and the integrity tag under it (rdzv_wire.c): a frame
+ * p3d_fate_take) and the integrity tag under it (wire/wire_codec.c): a frame
  * with a bad tag is refused (the caller disconnects), a correctly tagged
  * packet that does not parse or travels the wrong way is dropped with one
  * escaped line naming the peer, and those lines are rate-limited. Both

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_mnode_delta.c — a replacement's placement sent as the difference
- * from the old one (launcher/run/mnode_delta.c): applied, it gives the new
+ * from the old one (launcher/wire/wire_cdelta.c): applied, it gives the new
  * bytes exactly; small edits give a small difference; it names its base,
  * so another base is refused; and a hostile difference (every truncation,
  * every byte flipped) gives an error or the exact new bytes, never a

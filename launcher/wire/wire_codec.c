@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rdzv_wire.c — the rendezvous wire format (rdzv.h): frames, the HELLO and
+ * wire_codec.c — the rendezvous wire format (wire.h): frames, the HELLO and
  * PLACE messages, the node record. Decoders are pure functions over a byte
  * range: every count is checked against the bytes left before anything is
  * allocated, so they can be fuzzed and a hostile peer costs an error.
  */
-#include "rdzv.h"
+#include "wire.h"
 
 #include "loop.h"
 

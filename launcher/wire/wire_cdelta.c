@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mnode_delta.c — a placement made again (a replaced node) sent as the
+ * wire_cdelta.c — a placement made again (a replaced node) sent as the
  * difference from the one every node already holds (CDELTA, rdzv.h).
  *
  * A replacement moves one node's ranks; the new compact placement
- * (mnode_compact.c) is the old one with a few spans changed: the report's
+ * (wire_cplace.c) is the old one with a few spans changed: the report's
  * head and tail, the rank runs around the moved ranks. So instead of the
  * whole frame to every node (141 KB x 16,382 nodes = 2.3 GB from the
  * leader at 16,384 nodes, spares included), the leader sends what changed:
@@ -21,7 +21,7 @@
  * another placement says so instead of building a wrong one; it is not a
  * security boundary (the connection is, with the job token).
  */
-#include "mnode.h"
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>

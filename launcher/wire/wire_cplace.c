@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mnode_compact.c — the compact placement (CPLACE, rdzv.h): what the
+ * wire_cplace.c — the compact placement (CPLACE, wire.h): what the
  * leader sends down the distribution tree instead of the placement JSON.
  *
  * The JSON report (placement/report/report_json.c) is ~200 bytes a rank;
@@ -15,7 +15,7 @@
  * field this encoding does not carry), the JSON goes along verbatim
  * instead, so the result is byte-identical on every node either way.
  */
-#include "mnode.h"
+#include "wire.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * rdzv_tree_wire.c — the distribution tree's messages (rdzv.h): JOIN,
+ * wire_tree.c — the distribution tree's messages (wire.h): JOIN,
  * TREE, TJOIN and GATHER, and the merging of gathered records. Pure
- * functions over byte ranges, like rdzv_wire.c: every count is checked
+ * functions over byte ranges, like wire_codec.c: every count is checked
  * against the bytes left before anything is allocated (fuzzed in
  * tests/fuzz/fuzz_rdzv_wire.c).
  */
-#include "rdzv.h"
+#include "wire.h"
 
 #include <stdlib.h>
 #include <string.h>
