@@ -184,7 +184,7 @@ static int child_event(agentj *A, int c, char **err)
     int type;
     while (f >= 0 && (type = p3d_framer_take(&A->kfr[c], &body, &len)) > 0) {
         if (A->st)
-            A->st->bytes_recv += len + 5;
+            A->st->bytes_recv += P3D_FRAME_BYTES(len);
         if (type == P3D_MSG_GATHER && !A->kdone[c]) {
             p3d_gather g;
             char *de = NULL;
@@ -245,7 +245,7 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
     char *e = NULL;
     int type = read_exact(fd, &body, &len, &e);
     if (type > 0 && A->st)
-        A->st->bytes_recv += len + 5;
+        A->st->bytes_recv += P3D_FRAME_BYTES(len);
     if (type == P3D_MSG_REFUSE) {
         A->refused = refusal(body, len, A->r, err);
         free(body);
@@ -549,7 +549,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
             char *e = NULL;
             int type = read_exact(A.ctrl, &body, &len, &e);
             if (type > 0 && st)
-                st->bytes_recv += len + 5;
+                st->bytes_recv += P3D_FRAME_BYTES(len);
             if (type == P3D_MSG_REFUSE) {
                 A.refused = refusal(body, len, r, err);
                 free(e);

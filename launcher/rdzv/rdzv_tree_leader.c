@@ -211,7 +211,7 @@ static int leader_conn(leader *L, int x, char **err)
     int type, bad = 0;
     while (!bad && (type = p3d_framer_take(&L->fr[x], &body, &len)) > 0) {
         if (L->st)
-            L->st->bytes_recv += len + 5;
+            L->st->bytes_recv += P3D_FRAME_BYTES(len);
         bad = leader_frame(L, x, type, body, len, err) < 0;
         free(body);
     }

@@ -252,7 +252,7 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
         goto out;
     }
     if (p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, &err) < 0 ||
-        mnode_adopt(m, P3D_MSG_CPLACE, m->rframe.p + 5, m->rframe.len - 5, restart, &err) < 0)
+        mnode_adopt(m, P3D_MSG_CPLACE, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), restart, &err) < 0)
         goto out;
     L->cplace = &m->rframe;
     /* the nodes hold base (the last placement sent; a second loss before
@@ -260,7 +260,7 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
     p3d_wbuf_free(&m->rdelta);
     L->cdelta = NULL;
     p3d_wbuf_begin(&m->rdelta, P3D_MSG_CDELTA);
-    if (m->base && p3d_delta_make(m->base, m->base_len, m->rframe.p + 5, m->rframe.len - 5, &m->rdelta) == 0 &&
+    if (m->base && p3d_delta_make(m->base, m->base_len, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), &m->rdelta) == 0 &&
         p3d_wbuf_end(&m->rdelta) == 0 && m->rdelta.len < m->rframe.len)
         L->cdelta = &m->rdelta;
     if (m->o->verbose)
@@ -501,7 +501,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
                     m->nnodes, m->st.t_join, m->st.t_place, m->st.cplace_len, m->st.json_len, nk, m->st.t_send,
                     (unsigned long long)m->st.bytes_sent);
         /* the leader expands the same bytes the agents expand */
-        if (p3d_cplace_decode(frame.p + 5, frame.len - 5, &m->pm, &err) < 0)
+        if (p3d_cplace_decode(p3d_frame_body(&frame), p3d_frame_body_len(&frame), &m->pm, &err) < 0)
             goto out;
     } else {
         h->job_id = strdup(r->boot.job_id);

@@ -28,6 +28,11 @@
  * left, so a hostile peer gets an error, never a crash or a huge
  * allocation. */
 #define P3D_WIRE_MAX ((uint32_t)64 << 20)
+/* The frame header: the length (4 bytes) and the type byte. A built frame
+ * (p3d_wbuf after p3d_wbuf_end) is P3D_FRAME_HDR bytes of header, then the
+ * body: p3d_frame_body / p3d_frame_body_len give the body, what the
+ * decoders and p3d_frame_open take. Nothing else counts header bytes. */
+#define P3D_FRAME_HDR 5
 #define P3D_WIRE_PROTO 4       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
@@ -63,6 +68,22 @@ void p3d_wbuf_str(p3d_wbuf *b, const char *s);  /* NULL encodes as "" */
 /* Starts a frame of type t (reserves the length); p3d_wbuf_end fills it. */
 void p3d_wbuf_begin(p3d_wbuf *b, int type);
 int p3d_wbuf_end(p3d_wbuf *b);  /* 0, or -1 when oom / over P3D_WIRE_MAX */
+/* A built frame's type, body and body length (the frame must hold at
+ * least its header: p3d_wbuf_end succeeded). */
+static inline int p3d_frame_type(const p3d_wbuf *b)
+{
+    return b->p[P3D_FRAME_HDR - 1];
+}
+static inline const unsigned char *p3d_frame_body(const p3d_wbuf *b)
+{
+    return b->p + P3D_FRAME_HDR;
+}
+static inline size_t p3d_frame_body_len(const p3d_wbuf *b)
+{
+    return b->len - P3D_FRAME_HDR;
+}
+/* What a frame of body length len costs on the wire (--verbose sizes). */
+#define P3D_FRAME_BYTES(len) ((len) + P3D_FRAME_HDR)
 void p3d_wbuf_free(p3d_wbuf *b);
 
 /* A cursor over a received body (decoding). Any failed read sets bad and

@@ -91,7 +91,7 @@ void p3d_wbuf_begin(p3d_wbuf *b, int type)
 
 int p3d_wbuf_end(p3d_wbuf *b)
 {
-    if (b->oom || b->len < 5 || b->len - 4 > P3D_WIRE_MAX)
+    if (b->oom || b->len < P3D_FRAME_HDR || b->len - 4 > P3D_WIRE_MAX)
         return -1;
     uint32_t n = (uint32_t)(b->len - 4);
     b->p[0] = (unsigned char)(n >> 24);
@@ -141,7 +141,8 @@ int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out)
     unsigned char tag[P3D_TAG_LEN];
     out->len = 0;
     out->oom = 0;
-    if (in->oom || in->len < 5 || frame_tag(key, in->p[4], in->p + 5, in->len - 5, tag) < 0)
+    if (in->oom || in->len < P3D_FRAME_HDR ||
+        frame_tag(key, p3d_frame_type(in), p3d_frame_body(in), p3d_frame_body_len(in), tag) < 0)
         return -1;
     p3d_wbuf_bytes(out, in->p, in->len);
     p3d_wbuf_bytes(out, tag, sizeof tag);
@@ -779,7 +780,7 @@ int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len)
     if (!b)
         return 0;
     int type = f->buf[4];
-    memcpy(b, f->buf + 5, n - 1);
+    memcpy(b, f->buf + P3D_FRAME_HDR, n - 1);
     memmove(f->buf, f->buf + 4 + n, f->len - 4 - n);
     f->len -= 4 + n;
     if (!type) { /* a type-0 frame is dropped */

@@ -293,7 +293,7 @@ static int enc_verbatim(const p3d_cplace_in *in, p3d_wbuf *b, char **err)
     }
     p3d_wbuf_begin(b, P3D_MSG_CPLACE);
     p3d_wbuf_int(b, CP_VERBATIM);
-    p3d_wbuf_bytes(b, inner.p + 5, inner.len - 5);
+    p3d_wbuf_bytes(b, p3d_frame_body(&inner), p3d_frame_body_len(&inner));
     if (p3d_wbuf_end(b) < 0) {
         p3d_err(err, "cannot encode the placement (out of memory, or over %u bytes)", P3D_WIRE_MAX);
         goto out;
@@ -317,7 +317,7 @@ int p3d_cplace_encode(const p3d_cplace_in *in, p3d_wbuf *b, int *compact, char *
         /* the proof: expanded here as on every node, it is the same bytes */
         p3d_place_msg m;
         char *e = NULL;
-        if (p3d_cplace_decode(b->p + 5, b->len - 5, &m, &e) == 0) {
+        if (p3d_cplace_decode(p3d_frame_body(b), p3d_frame_body_len(b), &m, &e) == 0) {
             *compact = m.json_len == strlen(in->json) && !memcmp(m.json, in->json, m.json_len);
             p3d_place_msg_free(&m);
         }
