@@ -13,37 +13,40 @@
  *
  * | type | direction       | fields             | meaning                                  |
  * |------|-----------------|--------------------|------------------------------------------|
- * | F    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
+ * | f    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
  * |      |                 | + text             | exit code (128+sig for a signal), the    |
  * |      |                 |                    | global rank (-1: the ranks could not be  |
  * |      |                 |                    | started), the signal (0 for an exit);    |
  * |      |                 |                    | text: the root-cause summary             |
- * | D    | agent -> ctl    | gen                | every local rank of gen exited 0         |
- * | A    | agent -> ctl    | gen nranks         | the local ranks of gen are all started   |
- * | S    | agent -> ctl    | sig                | the node (agent or relay) got a stop     |
+ * | d    | agent -> ctl    | gen                | every local rank of gen exited 0         |
+ * | a    | agent -> ctl    | gen nranks         | the local ranks of gen are all started   |
+ * | s    | agent -> ctl    | sig                | the node (agent or relay) got a stop     |
  * |      |                 |                    | signal: stop the job                     |
- * | R    | ctl -> agent    | gen                | stop the local ranks, start generation   |
+ * | r    | ctl -> agent    | gen                | stop the local ranks, start generation   |
  * |      |                 |                    | gen (restart count gen)                  |
- * | T    | ctl -> agent    | sig code           | stop: forward sig (0: none, the ranks    |
+ * | t    | ctl -> agent    | sig code           | stop: forward sig (0: none, the ranks    |
  * |      |                 |                    | are done), grace, SIGKILL; the job's     |
  * |      |                 |                    | exit code is code                        |
- * | U    | ctl -> agent    | sig                | forward sig as is (SIGUSR1/2)            |
- * | Q    | ctl -> relay    |                    | a node is replaced: end the local ranks  |
+ * | u    | ctl -> agent    | sig                | forward sig as is (SIGUSR1/2)            |
+ * | q    | ctl -> relay    |                    | a node is replaced: end the local ranks  |
  * |      |                 |                    | (grace, SIGKILL), keep the connection,   |
  * |      |                 |                    | then await the new placement (CPLACE)    |
- * | Y    | relay -> ctl    |                    | retired: the node's agent is gone        |
- * | C    | ctl -> relay    | seq                | run this node's own --health-check now   |
+ * | y    | relay -> ctl    |                    | retired: the node's agent is gone        |
+ * | c    | ctl -> relay    | seq                | run this node's own --health-check now   |
  * |      |                 |                    | (never a command: the node's own CMD)    |
- * | H    | relay -> ctl    | seq ok + text      | the check's result for request seq: ok 1 |
+ * | h    | relay -> ctl    | seq ok + text      | the check's result for request seq: ok 1 |
  * |      |                 |                    | passed (or no --health-check here), 0    |
  * |      |                 |                    | failed; text: how (at most               |
  * |      |                 |                    | P3D_HEALTH_HOW-1 bytes are kept)         |
- * | B    | both ways       | ms                 | heartbeat (--node-timeout): the sender   |
+ * | b    | both ways       | ms                 | heartbeat (--node-timeout): the sender   |
  * |      |                 |                    | is alive; ms: the sender's node timeout  |
  * |      |                 |                    | in milliseconds (0: off). A relay takes  |
  * |      |                 |                    | the leader's. Any packet counts as       |
  * |      |                 |                    | heard; B is sent every                   |
  * |      |                 |                    | p3d_beat_interval(timeout) seconds       |
+ *
+ * The letters are lower case, frame types (wire.h, P3D_MSG_*) upper case:
+ * a packet's letter never reads as a frame type, nor the other way round.
  *
  * Decoding checks every field's range. Across nodes a packet that does
  * not parse, or that travels the wrong way (a type of the other column),
@@ -61,18 +64,18 @@
 #define P3D_AMSG_MAX 65536
 
 enum {
-    P3D_AM_FAIL = 'F',
-    P3D_AM_DONE = 'D',
-    P3D_AM_UP = 'A',
-    P3D_AM_SIGNAL = 'S',
-    P3D_AM_RESTART = 'R',
-    P3D_AM_STOP = 'T',
-    P3D_AM_FORWARD = 'U',
-    P3D_AM_RETIRE = 'Q',
-    P3D_AM_RETIRED = 'Y',
-    P3D_AM_CHECK = 'C',
-    P3D_AM_HEALTH = 'H',
-    P3D_AM_BEAT = 'B',
+    P3D_AM_FAIL = 'f',
+    P3D_AM_DONE = 'd',
+    P3D_AM_UP = 'a',
+    P3D_AM_SIGNAL = 's',
+    P3D_AM_RESTART = 'r',
+    P3D_AM_STOP = 't',
+    P3D_AM_FORWARD = 'u',
+    P3D_AM_RETIRE = 'q',
+    P3D_AM_RETIRED = 'y',
+    P3D_AM_CHECK = 'c',
+    P3D_AM_HEALTH = 'h',
+    P3D_AM_BEAT = 'b',
 };
 
 typedef struct p3d_amsg {

@@ -33,11 +33,12 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 4       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 5       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
-                                * and FATE frames) */
+                                * and FATE frames; 5: agent packets in
+                               * lower-case letters) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */

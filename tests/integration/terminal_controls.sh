@@ -139,8 +139,11 @@ run("health-check output", ["--emulate", "--cluster", cl, "--tp", "8", "--nproc-
 # 6. a JOIN to a real leader: hostname (no token) and version (with it)
 def s(b):
     return struct.pack(">I", len(b)) + b
+# the wire protocol the binary speaks, from its source
+PROTO = int(re.search(r"#define P3D_WIRE_PROTO (\d+)",
+                      open(os.path.join(os.environ["P3D_SRC"], "launcher/wire/wire.h")).read()).group(1))
 def join(token, version, host):
-    body = struct.pack(">I", 4) + s(version) + s(token) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
+    body = struct.pack(">I", PROTO) + s(version) + s(token) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
         s(b"127.0.0.1") + struct.pack(">i", 0)
     f = b"J" + body
     return struct.pack(">I", len(f)) + f

@@ -88,13 +88,13 @@ static void test_good_packets(void **state)
     p3d_amsg m;
     char *err = NULL;
     capture_start();
-    assert_int_equal(take(0, P3D_MSG_FATE, "H 3 0\nGPU 2 fell off the bus", 28, KEY, &m, &err), 1);
+    assert_int_equal(take(0, P3D_MSG_FATE, "h 3 0\nGPU 2 fell off the bus", 28, KEY, &m, &err), 1);
     assert_int_equal(m.type, P3D_AM_HEALTH);
     assert_int_equal(m.seq, 3);
-    assert_int_equal(take(1, P3D_MSG_FATE, "R 2", 3, KEY, &m, &err), 1);
+    assert_int_equal(take(1, P3D_MSG_FATE, "r 2", 3, KEY, &m, &err), 1);
     assert_int_equal(m.gen, 2);
-    assert_int_equal(take(1, P3D_MSG_FATE, "B 5000", 6, KEY, &m, &err), 1);
-    assert_int_equal(take(0, P3D_MSG_FATE, "B 0", 3, KEY, &m, &err), 1);
+    assert_int_equal(take(1, P3D_MSG_FATE, "b 5000", 6, KEY, &m, &err), 1);
+    assert_int_equal(take(0, P3D_MSG_FATE, "b 0", 3, KEY, &m, &err), 1);
     assert_int_equal(take(1, P3D_MSG_CPLACE, "whatever", 8, KEY, &m, &err), 2);
     char *said = capture_end();
     assert_string_equal(said, "");
@@ -107,7 +107,7 @@ static void test_bad_tag_disconnects(void **state)
     p3d_amsg m;
     char *err = NULL;
     capture_start();
-    assert_int_equal(take(1, P3D_MSG_FATE, "R 2", 3, "another-token-0123", &m, &err), -1);
+    assert_int_equal(take(1, P3D_MSG_FATE, "r 2", 3, "another-token-0123", &m, &err), -1);
     char *said = capture_end();
     assert_non_null(err);
     assert_non_null(strstr(err, "integrity"));
@@ -118,7 +118,7 @@ static void test_bad_tag_disconnects(void **state)
     assert_non_null(strstr(said, "the local ranks stop, exit 1"));
     assert_null(strchr(said, '\x1b'));
     /* too short to hold a tag */
-    unsigned char b[8] = "R 2";
+    unsigned char b[8] = "r 2";
     size_t len = 3;
     capture_start();
     assert_int_equal(p3d_fate_take("leader", 0, P3D_MSG_FATE, b, &len, &m, &err), -1);
@@ -166,17 +166,17 @@ static void test_bad_packets_dropped(void **state)
         size_t n;
         const char *why;
     } cases[] = {
-        {0, P3D_MSG_FATE, "H x 1", 5, "packet 'H': field seq missing or not an integer"},
-        {0, P3D_MSG_FATE, "H 1 7\nok", 8, "field ok missing or not an integer in 0..1"},
-        {1, P3D_MSG_FATE, "R -1", 4, "packet 'R': field gen"},
-        {1, P3D_MSG_FATE, "B", 1, "packet 'B': field ms"},
-        {1, P3D_MSG_FATE, "C 1 2", 5, "bytes after its 1 field): \"C 1 2\""},
+        {0, P3D_MSG_FATE, "h x 1", 5, "packet 'h': field seq missing or not an integer"},
+        {0, P3D_MSG_FATE, "h 1 7\nok", 8, "field ok missing or not an integer in 0..1"},
+        {1, P3D_MSG_FATE, "r -1", 4, "packet 'r': field gen"},
+        {1, P3D_MSG_FATE, "b", 1, "packet 'b': field ms"},
+        {1, P3D_MSG_FATE, "c 1 2", 5, "bytes after its 1 field): \"c 1 2\""},
         {1, P3D_MSG_FATE, "Zzz", 3, "unknown packet type 0x5a"},
-        {1, P3D_MSG_FATE, "B 1\0 2", 6, "a NUL byte inside the packet): \"B 1\\x00 2\""},
+        {1, P3D_MSG_FATE, "b 1\0 2", 6, "a NUL byte inside the packet): \"b 1\\x00 2\""},
         {1, P3D_MSG_FATE, "", 0, "an empty packet"},
-        {1, P3D_MSG_FATE, "R 1\n\x1b[2J", 8, "carries no text, but text follows): \"R 1\\n\\x1b[2J\""},
-        {1, P3D_MSG_FATE, "H 1 1\nok", 8, "a fate packet 'H' that only travels from an agent to the leader"},
-        {0, P3D_MSG_FATE, "R 1", 3, "a fate packet 'R' that only travels from the leader to an agent"},
+        {1, P3D_MSG_FATE, "r 1\n\x1b[2J", 8, "carries no text, but text follows): \"r 1\\n\\x1b[2J\""},
+        {1, P3D_MSG_FATE, "h 1 1\nok", 8, "a fate packet 'h' that only travels from an agent to the leader"},
+        {0, P3D_MSG_FATE, "r 1", 3, "a fate packet 'r' that only travels from the leader to an agent"},
         {0, P3D_MSG_CPLACE, "x", 1, "an unexpected frame of type 0x43"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -193,7 +193,7 @@ static void test_rate_limited(void **state)
 {
     (void)state;
     int k;
-    char *said = in_child(1, P3D_MSG_FATE, "R -1", 4, 200, &k);
+    char *said = in_child(1, P3D_MSG_FATE, "r -1", 4, 200, &k);
     assert_int_equal(k, 0);
     int lines = 0;
     for (const char *p = said; (p = strchr(p, '\n')); p++)
@@ -205,7 +205,7 @@ static void test_escaped_packet_text(void **state)
 {
     (void)state;
     /* the decoder's reason names the field, never quotes the packet */
-    char pkt[] = "T 9\x1b[2J 300";
+    char pkt[] = "t 9\x1b[2J 300";
     p3d_amsg m;
     const char *why = NULL;
     assert_int_equal(p3d_amsg_decode_why(pkt, strlen(pkt), &m, &why), -1);

@@ -110,14 +110,14 @@ static void test_proto_rejects(void **st)
 {
     (void)st;
     const char *bad[] = {
-        "", "X 1\n", "F 1 2 3\n", "F 1 2 3 65\n", "F -1 2 3 0\n", "F 1 256 3 0\n", "F 1 2 -2 0\n", "D\n",
-        "D 1 2\n", "D 1\ntext", "T 15\n", "T 15 0x\n", "R 99999999999\n", "U  10\n", "A 1\n", "S +2\n",
+        "", "X 1\n", "B 5000\n", "R 1\n", "f 1 2 3\n", "f 1 2 3 65\n", "f -1 2 3 0\n", "f 1 256 3 0\n", "f 1 2 -2 0\n", "d\n",
+        "d 1 2\n", "d 1\ntext", "t 15\n", "t 15 0x\n", "r 99999999999\n", "u  10\n", "a 1\n", "s +2\n",
         /* the health check's request and answer: seq >= 0, ok 0 or 1, a
          * request carries no text */
-        "C\n", "C -1\n", "C 1 2\n", "C 1\nsh -c rm", "C 2147483648\n", "H 1\n", "H 1 2\nx", "H -1 1\n",
-        "H 1 1 1\n", "H 1 -1\n", "H x 1\n",
+        "c\n", "c -1\n", "c 1 2\n", "c 1\nsh -c rm", "c 2147483648\n", "h 1\n", "h 1 2\nx", "h -1 1\n",
+        "h 1 1 1\n", "h 1 -1\n", "h x 1\n",
         /* heartbeat: exactly one non-negative ms field, no text */
-        "B\n", "B -1\n", "B 1 2\n", "B 1\nx", "B 2147483648\n", "B 5s\n",
+        "b\n", "b -1\n", "b 1 2\n", "b 1\nx", "b 2147483648\n", "b 5s\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
@@ -127,7 +127,7 @@ static void test_proto_rejects(void **st)
             fail_msg("accepted malformed packet '%s'", bad[i]);
     }
     /* an embedded NUL is not a packet */
-    char nul[] = "D 1\0junk";
+    char nul[] = "d 1\0junk";
     p3d_amsg m;
     assert_int_equal(p3d_amsg_decode(nul, sizeof nul - 1, &m), -1);
     /* a long text is cut to the buffer, never overflows it */
@@ -152,14 +152,14 @@ static void test_stopped_during_recovery(void **st)
     (void)st;
     rec r;
     p3d_ctl *c = mk(&r, 2, 2, 0);
-    msg(c, 0, "A 0 4\n", 0.1);
-    msg(c, 1, "A 0 4\n", 0.2);
+    msg(c, 0, "a 0 4\n", 0.1);
+    msg(c, 1, "a 0 4\n", 0.2);
     assert_true(p3d_ctl_recovery_max(c) < 0);
     assert_int_equal(p3d_ctl_recovering(c), 0);
-    msg(c, 1, "F 0 3 6 0\nrank 6\n", 1.0);
+    msg(c, 1, "f 0 3 6 0\nrank 6\n", 1.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
-    msg(c, 0, "A 1 4\n", 1.5);
-    msg(c, 1, "S 15\n", 1.6); /* stopped before agent 1 is up again */
+    msg(c, 0, "a 1 4\n", 1.5);
+    msg(c, 1, "s 15\n", 1.6); /* stopped before agent 1 is up again */
     p3d_ctl_gone(c, 0, "x", 1.7);
     p3d_ctl_gone(c, 1, "x", 1.8);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
@@ -175,25 +175,25 @@ static void test_restart_then_root_cause(void **st)
     rec r;
     p3d_ctl *c = mk(&r, 2, 1, 0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STARTING);
-    msg(c, 0, "A 0 4\n", 0.1);
+    msg(c, 0, "a 0 4\n", 0.1);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STARTING);
-    msg(c, 1, "A 0 4\n", 0.2);
+    msg(c, 1, "a 0 4\n", 0.2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     assert_true(p3d_ctl_deadline(c) == 0); /* nothing wakes an idle job */
-    msg(c, 1, "F 0 3 6 0\npar3drun: root cause: rank 6 ...\n", 1.0);
+    msg(c, 1, "f 0 3 6 0\npar3drun: root cause: rank 6 ...\n", 1.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
     assert_string_equal(r.said, "par3drun: rank 6 failed (exit code 3); restarting all ranks (restart 1 of 1)\n");
-    assert_string_equal(r.sent, "-1:R 1|");
+    assert_string_equal(r.sent, "-1:r 1|");
     /* the other agent's failure of the old generation is a consequence */
-    msg(c, 0, "F 0 143 2 15\n", 1.1);
-    assert_string_equal(r.sent, "-1:R 1|");
-    msg(c, 0, "A 1 4\n", 1.5);
-    msg(c, 1, "A 1 4\n", 2.0);
+    msg(c, 0, "f 0 143 2 15\n", 1.1);
+    assert_string_equal(r.sent, "-1:r 1|");
+    msg(c, 0, "a 1 4\n", 1.5);
+    msg(c, 1, "a 1 4\n", 2.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     assert_true(p3d_ctl_recovery_max(c) > 0.99 && p3d_ctl_recovery_max(c) < 1.01);
-    msg(c, 0, "F 1 7 1 0\npar3drun: root cause: rank 1 the end\n", 3.0);
+    msg(c, 0, "f 1 7 1 0\npar3drun: root cause: rank 1 the end\n", 3.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
-    assert_string_equal(r.sent, "-1:R 1|-1:T 15 7|");
+    assert_string_equal(r.sent, "-1:r 1|-1:t 15 7|");
     assert_string_equal(p3d_ctl_summary(c), "par3drun: root cause: rank 1 the end\n");
     p3d_ctl_gone(c, 0, "x", 3.5);
     p3d_ctl_gone(c, 1, "x", 3.6);
@@ -208,10 +208,10 @@ static void test_all_done(void **st)
     (void)st;
     rec r;
     p3d_ctl *c = mk(&r, 2, 0, 0);
-    msg(c, 0, "D 0\n", 1);
+    msg(c, 0, "d 0\n", 1);
     assert_string_equal(r.sent, "");
-    msg(c, 1, "D 0\n", 1);
-    assert_string_equal(r.sent, "-1:T 0 0|");
+    msg(c, 1, "d 0\n", 1);
+    assert_string_equal(r.sent, "-1:t 0 0|");
     p3d_ctl_gone(c, 0, NULL, 1);
     p3d_ctl_gone(c, 1, NULL, 1);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
@@ -231,7 +231,7 @@ static void test_lost_agent(void **st)
     assert_string_equal(p3d_ctl_summary(c),
                         "par3drun: root cause: lost the agent of node n2 (node rank 2): its process was killed by "
                         "signal 9 (KILL)\n");
-    assert_string_equal(r.sent, "-1:T 15 1|");
+    assert_string_equal(r.sent, "-1:t 15 1|");
     /* a lost agent is not restarted in place: no R */
     p3d_ctl_gone(c, 0, NULL, 2);
     p3d_ctl_gone(c, 1, NULL, 2);
@@ -247,7 +247,7 @@ static void test_deadlines(void **st)
     p3d_ctl_signal(c, SIGINT, 10);
     assert_string_equal(r.said, "par3drun: SIGINT: stopping 8 ranks on 2 nodes (SIGINT to every rank, SIGKILL "
                                 "after the 3 s grace; a second signal skips it)\n");
-    assert_string_equal(r.sent, "-1:T 2 130|");
+    assert_string_equal(r.sent, "-1:t 2 130|");
     /* the agents have the grace plus the slack */
     assert_true(p3d_ctl_deadline(c) == 10 + 3 + P3D_CTL_SLACK);
     p3d_ctl_gone(c, 0, NULL, 11);
@@ -267,7 +267,7 @@ static void test_deadlines(void **st)
     c = mk(&r, 1, 0, 0);
     p3d_ctl_signal(c, SIGTERM, 0);
     p3d_ctl_signal(c, SIGTERM, 1);
-    assert_string_equal(r.sent, "-1:T 15 143|-1:T 9 143|");
+    assert_string_equal(r.sent, "-1:t 15 143|-1:t 9 143|");
     assert_true(p3d_ctl_deadline(c) == 1 + P3D_CTL_SLACK);
     assert_non_null(strstr(r.said, "par3drun: SIGTERM again: SIGKILL to every rank now\n"));
     p3d_ctl_free(c);
@@ -283,13 +283,13 @@ static void test_timeout_and_node_signal(void **st)
     assert_string_equal(r.sent, "");
     p3d_ctl_tick(c, 5);
     assert_string_equal(r.said, "par3drun: --timeout 5 s reached; stopping the job\n");
-    assert_string_equal(r.sent, "-1:T 15 124|");
+    assert_string_equal(r.sent, "-1:t 15 124|");
     p3d_ctl_free(c);
 
     c = mk(&r, 3, 0, 0);
-    msg(c, 1, "S 2\n", 1);
+    msg(c, 1, "s 2\n", 1);
     assert_string_equal(r.said, "par3drun: node n1 (node rank 1) was stopped by SIGINT; stopping the job (grace 3 s)\n");
-    assert_string_equal(r.sent, "-1:T 2 130|");
+    assert_string_equal(r.sent, "-1:t 2 130|");
     for (int a = 0; a < 3; a++)
         p3d_ctl_gone(c, a, NULL, 2);
     assert_int_equal(p3d_ctl_code(c), 130);
@@ -375,12 +375,12 @@ static void test_health_replaces_after_the_checks(void **st)
     health_starts = 0;
     p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "A 0 4\n", 1);
-    msg(c, 0, "F 0 3 1 0\n", 2);
+        msg(c, a, "a 0 4\n", 1);
+    msg(c, 0, "f 0 3 1 0\n", 2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
     assert_int_equal(health_starts, 1);
     assert_true(p3d_ctl_deadline(c) == 2 + 10 + 2 * P3D_CTL_SLACK);
-    msg(c, 1, "F 0 1 9 0\n", 3); /* a consequence: ignored */
+    msg(c, 1, "f 0 1 9 0\n", 3); /* a consequence: ignored */
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
     unsigned char bad[3] = {0, 1, 0};
     p3d_ctl_health_result(c, bad, 7);
@@ -405,21 +405,21 @@ static void test_health_fails_only_on_a_spare(void **st)
     x.replace_rc = 1; /* the replace op: "it ran no rank" */
     p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
-        msg(c, a, a == 2 ? "A 0 0\n" : "A 0 4\n", 1);
-    msg(c, 0, "F 0 3 1 0\n", 2);
+        msg(c, a, a == 2 ? "a 0 0\n" : "a 0 4\n", 1);
+    msg(c, 0, "f 0 3 1 0\n", 2);
     unsigned char bad[3] = {0, 0, 1};
     x.r.sent[0] = 0;
     p3d_ctl_health_result(c, bad, 3);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
     assert_int_equal(p3d_ctl_restarts(c), 1);
-    assert_non_null(strstr(x.r.sent, "R 1"));
+    assert_non_null(strstr(x.r.sent, "r 1"));
     assert_non_null(strstr(x.r.said, "rank 1 failed (exit code 3); restarting all ranks (restart 1 of 2)"));
-    msg(c, 0, "A 1 4\n", 4);
-    msg(c, 1, "A 1 4\n", 4);
-    msg(c, 2, "A 1 0\n", 4);
+    msg(c, 0, "a 1 4\n", 4);
+    msg(c, 1, "a 1 4\n", 4);
+    msg(c, 2, "a 1 0\n", 4);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "D 1\n", 5);
+        msg(c, a, "d 1\n", 5);
     for (int a = 0; a < 3; a++)
         p3d_ctl_gone_status(c, a, "exited", 1, 5.5);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
@@ -433,14 +433,14 @@ static void test_replace_lost_node(void **st)
     rrec x;
     p3d_ctl *c = mk_r(&x, 2, -1, 0);
     for (int a = 0; a < 3; a++)
-        msg(c, a, a == 2 ? "A 0 0\n" : "A 0 4\n", 1);
+        msg(c, a, a == 2 ? "a 0 0\n" : "a 0 4\n", 1);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     p3d_ctl_gone_status(c, 1, "its process was killed by signal 9 (KILL)", 0, 2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_REPLACING);
     assert_int_equal(x.nreplaced, 1);
     assert_int_equal(x.replaced[0], 1);
     /* the others retire: a stop order to each, none to the lost one */
-    assert_string_equal(x.r.sent, "0:T 15 0|2:T 15 0|");
+    assert_string_equal(x.r.sent, "0:t 15 0|2:t 15 0|");
     assert_non_null(strstr(x.r.said, "moved to spare n2; restarting all ranks (restart 1 of 2)"));
     p3d_ctl_gone_status(c, 0, "exited", 1, 2.5);
     assert_int_equal(x.respawns, 0);
@@ -450,12 +450,12 @@ static void test_replace_lost_node(void **st)
     assert_int_equal(x.dead[1], 1);
     assert_int_equal(x.dead[0] + x.dead[2], 0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
-    msg(c, 0, "A 1 4\n", 3);
-    msg(c, 2, "A 1 4\n", 3.5);
+    msg(c, 0, "a 1 4\n", 3);
+    msg(c, 2, "a 1 4\n", 3.5);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     assert_true(p3d_ctl_recovery_max(c) > 1.49 && p3d_ctl_recovery_max(c) < 1.51);
-    msg(c, 0, "D 1\n", 4);
-    msg(c, 2, "D 1\n", 4);
+    msg(c, 0, "d 1\n", 4);
+    msg(c, 2, "d 1\n", 4);
     p3d_ctl_gone_status(c, 0, "exited", 1, 4.1);
     p3d_ctl_gone_status(c, 2, "exited", 1, 4.1);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
@@ -472,7 +472,7 @@ static void test_replace_second_loss_while_retiring(void **st)
     rrec x;
     p3d_ctl *c = mk_r(&x, 3, -1, 0);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "A 0 4\n", 1);
+        msg(c, a, "a 0 4\n", 1);
     p3d_ctl_gone_status(c, 1, "killed", 0, 2);
     /* agent 0 killed while retiring: a second loss, a second restart */
     p3d_ctl_gone_status(c, 0, "its process was killed by signal 9 (KILL)", 0, 2.2);
@@ -483,7 +483,7 @@ static void test_replace_second_loss_while_retiring(void **st)
     assert_int_equal(x.respawns, 1);
     assert_int_equal(x.respawn_gen, 2);
     assert_int_equal(x.dead[0] + x.dead[1], 2);
-    msg(c, 2, "A 2 8\n", 3);
+    msg(c, 2, "a 2 8\n", 3);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     p3d_ctl_free(c);
 }
@@ -495,7 +495,7 @@ static void test_replace_impossible(void **st)
     /* no spare: the job stops with exit 1 and says why */
     p3d_ctl *c = mk_r(&x, 2, -1, -1);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "A 0 4\n", 1);
+        msg(c, a, "a 0 4\n", 1);
     p3d_ctl_gone_status(c, 2, "killed", 0, 2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
     assert_non_null(strstr(p3d_ctl_summary(c), "cannot replace it: no spare node left"));
@@ -507,7 +507,7 @@ static void test_replace_impossible(void **st)
     /* the leader's own node: never replaced, the message names the limit */
     c = mk_r(&x, 2, 0, 0);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "A 0 4\n", 1);
+        msg(c, a, "a 0 4\n", 1);
     p3d_ctl_gone_status(c, 0, "killed", 0, 2);
     assert_int_equal(x.nreplaced, 0);
     assert_non_null(strstr(p3d_ctl_summary(c), "leader's own node"));
@@ -515,7 +515,7 @@ static void test_replace_impossible(void **st)
     /* no restart left: every restart counts */
     c = mk_r(&x, 0, -1, 0);
     for (int a = 0; a < 3; a++)
-        msg(c, a, "A 0 4\n", 1);
+        msg(c, a, "a 0 4\n", 1);
     p3d_ctl_gone_status(c, 1, "killed", 0, 2);
     assert_int_equal(x.nreplaced, 0);
     assert_non_null(strstr(p3d_ctl_summary(c), "no restart left to replace it (--max-restarts 0"));

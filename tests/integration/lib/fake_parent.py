@@ -34,8 +34,8 @@ import hashlib, hmac, os, select, socket, struct, sys, time
 
 TAG = 32
 KEY = os.environ.get("P3D_RDZV_TOKEN", "").encode() or b"\0"
-FORGED = [b"R -1", b"B x", b"Zjunk", b"F 0 0 0 0\nnot from the leader", b"C 1 2", b"T 9 300",
-          b"R 1\n\x1b[2J\x07\rtext", b"", b"B 1\x00 2"]
+FORGED = [b"r -1", b"b x", b"Zjunk", b"f 0 0 0 0\nnot from the leader", b"c 1 2", b"t 9 300",
+          b"r 1\n\x1b[2J\x07\rtext", b"", b"b 1\x00 2"]
 
 mode, lport, pport = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 saved = sys.argv[4] if len(sys.argv) > 4 else None
