@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * wire_codec.c — the rendezvous wire format (wire.h): frames, the HELLO and
- * PLACE messages, the node record. Decoders are pure functions over a byte
+ * wire_codec.c — the rendezvous wire format (wire.h): building and reading
+ * frame bodies, the HELLO and PLACE messages, the node record (the frame's
+ * tag and its travel are wire_frame.c's). Decoders are pure functions over a byte
  * range: every count is checked against the bytes left before anything is
  * allocated, so they can be fuzzed and a hostile peer costs an error.
  */
@@ -10,10 +11,6 @@
 #include "loop.h"
 
 #include <errno.h>
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,74 +102,6 @@ void p3d_wbuf_free(p3d_wbuf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
-}
-
-/* ---- frame integrity (the tag) ------------------------------------------ */
-
-/* HMAC-SHA256(key, type || body) into tag. 0 or -1. */
-static int frame_tag(const char *key, unsigned char type, const unsigned char *body, size_t len,
-                     unsigned char tag[P3D_TAG_LEN])
-{
-    int rc = -1;
-    size_t n = 0;
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *c = mac ? EVP_MAC_CTX_new(mac) : NULL;
-    OSSL_PARAM ps[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
-                       OSSL_PARAM_construct_end()};
-    /* an empty token still gives a tag (HMAC pads the key): the check is
-     * then only against corruption, which is all an empty token allows */
-    static const unsigned char nokey[1] = {0};
-    size_t klen = key ? strlen(key) : 0;
-    if (!c || EVP_MAC_init(c, klen ? (const unsigned char *)key : nokey, klen ? klen : 1, ps) != 1)
-        goto out;
-    if (EVP_MAC_update(c, &type, 1) != 1 || (len && EVP_MAC_update(c, body, len) != 1))
-        goto out;
-    if (EVP_MAC_final(c, tag, &n, P3D_TAG_LEN) != 1 || n != P3D_TAG_LEN)
-        goto out;
-    rc = 0;
-out:
-    EVP_MAC_CTX_free(c);
-    EVP_MAC_free(mac);
-    return rc;
-}
-
-int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out)
-{
-    unsigned char tag[P3D_TAG_LEN];
-    out->len = 0;
-    out->oom = 0;
-    if (in->oom || in->len < P3D_FRAME_HDR ||
-        frame_tag(key, p3d_frame_type(in), p3d_frame_body(in), p3d_frame_body_len(in), tag) < 0)
-        return -1;
-    p3d_wbuf_bytes(out, in->p, in->len);
-    p3d_wbuf_bytes(out, tag, sizeof tag);
-    return p3d_wbuf_end(out);
-}
-
-int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err)
-{
-    unsigned char tag[P3D_TAG_LEN];
-    if (*len < P3D_TAG_LEN)
-        return p3d_err(err, "%zu bytes, too short to hold its %d-byte integrity tag", *len, P3D_TAG_LEN);
-    size_t n = *len - P3D_TAG_LEN;
-    if (frame_tag(key, (unsigned char)type, body, n, tag) < 0)
-        return p3d_err(err, "cannot compute the integrity tag (libcrypto)");
-    if (CRYPTO_memcmp(tag, body + n, P3D_TAG_LEN) != 0)
-        return p3d_err(err, "the integrity tag does not match (corrupted, or not sent with this job's token)");
-    *len = n;
-    return 0;
-}
-
-static char wire_key[256];
-
-void p3d_wire_set_key(const char *key)
-{
-    snprintf(wire_key, sizeof wire_key, "%s", key ? key : "");
-}
-
-const char *p3d_wire_key(void)
-{
-    return wire_key;
 }
 
 /* ---- decoding ------------------------------------------------------------ */
@@ -638,162 +567,4 @@ void p3d_place_msg_free(p3d_place_msg *m)
     free(m->json);
     free(m->raw);
     memset(m, 0, sizeof *m);
-}
-
-/* ---- frames over fds ------------------------------------------------------- */
-
-static int read_full(int fd, void *p, size_t n, size_t *got)
-{
-    *got = 0;
-    while (*got < n) {
-        ssize_t k = read(fd, (char *)p + *got, n - *got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return k < 0 ? -1 : 0;
-        *got += (size_t)k;
-    }
-    return 1;
-}
-
-int p3d_frame_read(int fd, unsigned char **body, size_t *len, char **err)
-{
-    unsigned char h[5];
-    size_t got;
-    *body = NULL;
-    *len = 0;
-    int k = read_full(fd, h, 4, &got);
-    if (k == 0 && got == 0)
-        return 0;
-    if (k <= 0)
-        return p3d_err(err, "%s", k < 0 ? strerror(errno) : "connection closed mid-message");
-    uint32_t n = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    if (n < 1 || n > P3D_WIRE_MAX)
-        return p3d_err(err, "bad frame length %u (expected 1..%u): not a par3drun peer?", n, P3D_WIRE_MAX);
-    unsigned char *b = malloc(n);
-    if (!b)
-        return p3d_err(err, "out of memory");
-    k = read_full(fd, b, n, &got);
-    if (k <= 0) {
-        free(b);
-        return p3d_err(err, "%s", k < 0 ? strerror(errno) : "connection closed mid-message");
-    }
-    int type = b[0];
-    memmove(b, b + 1, n - 1);
-    *body = b;
-    *len = n - 1;
-    return type ? type : p3d_err(err, "frame of type 0");
-}
-
-int p3d_frame_write(int fd, const p3d_wbuf *b, char **err)
-{
-    size_t off = 0;
-    while (off < b->len) {
-        ssize_t w = send(fd, b->p + off, b->len - off, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return p3d_err(err, "%s", strerror(errno));
-        off += (size_t)w;
-    }
-    return 0;
-}
-
-int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
-{
-    size_t off = 0;
-    double give_up = p3d_now() + stall;
-    while (off < b->len) {
-        ssize_t w = send(fd, b->p + off, b->len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w > 0) {
-            off += (size_t)w;
-            give_up = p3d_now() + stall; /* progress: the peer reads */
-            continue;
-        }
-        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-            return p3d_err(err, "%s", strerror(errno));
-        double left = give_up - p3d_now();
-        if (left <= 0)
-            return p3d_err(err, "the peer took nothing for %g s (hung or overloaded): dropped", stall);
-        if (p3d_wait_fd(fd, P3D_LOOP_OUT, give_up) < 0)
-            return p3d_err(err, "%s", strerror(errno));
-    }
-    return 0;
-}
-
-int p3d_framer_fill(p3d_framer *f, int fd, char **err)
-{
-    for (;;) {
-        if (f->cap - f->len < 65536) {
-            size_t cap = f->cap ? f->cap * 2 : 131072;
-            unsigned char *p = realloc(f->buf, cap);
-            if (!p)
-                return p3d_err(err, "out of memory");
-            f->buf = p;
-            f->cap = cap;
-        }
-        ssize_t k = read(fd, f->buf + f->len, f->cap - f->len);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            break;
-        if (k <= 0) {
-            /* deliver what arrived before the EOF first; the next call
-             * reports the EOF again */
-            if (f->len >= 4) {
-                uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 |
-                             (uint32_t)f->buf[2] << 8 | f->buf[3];
-                if (n >= 1 && n <= P3D_WIRE_MAX && f->len >= 4 + (size_t)n)
-                    return 1;
-            }
-            return p3d_err(err, "%s", k < 0 ? strerror(errno) : "closed");
-        }
-        f->len += (size_t)k;
-        if (f->len >= 4) {
-            uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 |
-                         f->buf[3];
-            if (n < 1 || n > P3D_WIRE_MAX)
-                return p3d_err(err, "bad frame length %u: not a par3drun peer?", n);
-            if (f->len >= 4 + (size_t)n)
-                break;
-        }
-    }
-    if (f->len >= 4) {
-        uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 | f->buf[3];
-        if (n < 1 || n > P3D_WIRE_MAX)
-            return p3d_err(err, "bad frame length %u: not a par3drun peer?", n);
-        return f->len >= 4 + (size_t)n;
-    }
-    return 0;
-}
-
-int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len)
-{
-    if (f->len < 4)
-        return 0;
-    uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 | f->buf[3];
-    if (n < 1 || n > P3D_WIRE_MAX || f->len < 4 + (size_t)n)
-        return 0;
-    unsigned char *b = malloc(n);
-    if (!b)
-        return 0;
-    int type = f->buf[4];
-    memcpy(b, f->buf + P3D_FRAME_HDR, n - 1);
-    memmove(f->buf, f->buf + 4 + n, f->len - 4 - n);
-    f->len -= 4 + n;
-    if (!type) { /* a type-0 frame is dropped */
-        free(b);
-        return 0;
-    }
-    *body = b;
-    *len = n - 1;
-    return type;
-}
-
-void p3d_framer_free(p3d_framer *f)
-{
-    free(f->buf);
-    memset(f, 0, sizeof *f);
 }
