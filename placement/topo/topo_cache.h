@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * topo_cache.h — private: the local topology cache (topo_cache.c) and the
- * hooks of live discovery that use it (topo_hwloc.c). Not installed.
+ * topo_cache.h — private: the local topology cache (topo_cache.c: settings,
+ * directory and entries; topo_cache_key.c: the key; topo_cache_record.c:
+ * the record as text) and the hooks of live discovery that use it
+ * (topo_hwloc.c). Not installed.
  *
  * What is cached is the node record as hwloc's discovery leaves it, before
  * anything that can change while the machine stays the same is added: the
@@ -21,6 +23,12 @@
 #define P3D_TOPO_CACHE_H
 
 #include "topo_internal.h"
+
+struct p3d_sb;
+
+/* Bump whenever what discovery puts in the record, or how it is written,
+ * changes: par3drun's version alone does not move between commits. */
+#define TOPO_CACHE_FORMAT 1
 
 /* The key's components, each as text (no spaces or newlines: escaped).
  * Gathered from the running system by p3d_topo_key_gather(); the unit test
@@ -45,6 +53,11 @@ int p3d_topo_key_gather(p3d_topo_key *k, const char *root, char **err);
  * Caller frees; NULL when out of memory. */
 char *p3d_topo_key_text(const p3d_topo_key *k);
 void p3d_topo_key_clear(p3d_topo_key *k);
+
+/* Appends s to b as one field of an entry (topo_cache_record.c): %XX for
+ * space, control bytes, '%' and non-ASCII, "-" for NULL or empty. Shared
+ * by the key lines and the record. */
+void p3d_cache_record_put_esc(struct p3d_sb *b, const char *s);
 
 /* What hwloc's discovery found that the record itself does not say and the
  * completion step needs (notes). */
