@@ -73,4 +73,10 @@ int rz_tree_nchildren(int i, int k, int n);
 /* and whether x is in the subtree of top. */
 int rz_in_subtree(int x, int top, int k);
 
+/* Connects to host:port, retrying until the deadline (rdzv_connect.c).
+ * The fd (blocking, keepalive on), or -1 with *err naming who ("the
+ * leader (node rank 0)", "the tree parent node[3]"). */
+int rz_connect_retry(const char *host, int port, double t0, double deadline, double timeout, const char *who, int me,
+                     int chatty, char **err);
+
 #endif

@@ -23,78 +23,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int connect_once(const struct addrinfo *a, double deadline)
-{
-    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -1;
-    if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
-        if (errno != EINPROGRESS) {
-            int e = errno;
-            close(fd);
-            errno = e;
-            return -1;
-        }
-        double now = p3d_now(), until = deadline < now + 5 ? deadline : now + 5; /* a silent host: try again */
-        int pr = p3d_wait_fd(fd, P3D_LOOP_OUT, until > now ? until : now);
-        int soerr = 0;
-        socklen_t sl = sizeof soerr;
-        if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) < 0 || soerr) {
-            close(fd);
-            errno = pr == 0 ? ETIMEDOUT : soerr ? soerr : errno;
-            return -1;
-        }
-    }
-    rz_set_nonblock(fd, 0);
-    rz_keepalive(fd);
-    return fd;
-}
-
-
-/* Connects to host:port, retrying until the deadline. The fd, or -1 with
- * *err (who: "the leader (node rank 0)" or "the tree parent node[3]"). */
-static int connect_retry(const char *host, int port, double t0, double deadline, double timeout, const char *who,
-                         int me, int chatty, char **err)
-{
-    int fd = -1, last = 0;
-    double next_note = p3d_now() + PROGRESS_EVERY;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    double backoff = 0.020;
-    for (;;) {
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-        int g = getaddrinfo(host, ps, &hints, &ai);
-        if (g == 0) {
-            for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
-                fd = connect_once(a, deadline);
-                if (fd < 0)
-                    last = errno;
-            }
-            freeaddrinfo(ai);
-        } else {
-            last = ENOENT;
-        }
-        if (fd >= 0)
-            return fd;
-        double now = p3d_now();
-        if (now >= deadline) {
-            p3d_err(err, "rendezvous: cannot reach %s at %s:%d within %g s: %s", who, host, port, timeout,
-                    g ? gai_strerror(g) : strerror(last));
-            return -1;
-        }
-        if (chatty && now >= next_note) {
-            fprintf(stderr, "rendezvous: node[%d] waiting for %s at %s:%d (%.0f s of %g s: %s)\n", me, who, host, port,
-                    now - t0, timeout, g ? gai_strerror(g) : strerror(last));
-            next_note = now + PROGRESS_EVERY;
-        }
-        /* the retry timer: nothing else to wait for yet */
-        double at = p3d_now() + backoff;
-        p3d_wait_fd(-1, 0, at < deadline ? at : deadline);
-        if (backoff < 0.5)
-            backoff *= 2;
-    }
-}
-
 /* The leader's refusal on the control connection, quoted. */
 /* The leader's REFUSE into *err. Returns 1 when it refused this node (bad
  * input: exit 2), 0 when it is the leader's own rendezvous timeout or a
@@ -491,7 +419,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     unsigned char *body = NULL;
     size_t len = 0;
     memset(&pos, 0, sizeof pos);
-    A.ctrl = connect_retry(host, port, t0, deadline, r->timeout, "the leader (node rank 0)", A.me, chatty, err);
+    A.ctrl = rz_connect_retry(host, port, t0, deadline, r->timeout, "the leader (node rank 0)", A.me, chatty, err);
     if (A.ctrl < 0)
         goto out;
     /* the address the leader sees us at is the one others reach us at;
@@ -588,7 +516,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     if (pos.parent > 0) {
         char who[64];
         snprintf(who, sizeof who, "the tree parent node[%d]", pos.parent);
-        A.up = connect_retry(pos.addr, pos.port, t0, deadline, r->timeout, who, A.me, chatty, err);
+        A.up = rz_connect_retry(pos.addr, pos.port, t0, deadline, r->timeout, who, A.me, chatty, err);
         if (A.up < 0)
             goto out;
         p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = (char *)r->boot.token,
