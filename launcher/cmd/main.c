@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "launch.h"
 #include "termsafe.h"
 #include "commands.h"
 
@@ -24,6 +25,8 @@ int main(int argc, char **argv)
     int rc;
     /* nothing this program says on stderr reaches the terminal raw */
     p3d_term_guard(&stderr);
+    /* the options point into a copy: the original is a forked agent's title */
+    argv = p3d_proctitle_init(argc, argv);
     if (p3d_cli_parse(argc, argv, &o, &err) < 0) {
         rc = p3d_fail_input(err);
         goto out;

@@ -395,6 +395,15 @@ void p3d_json_str(char *buf, size_t cap, const char *s);
  * node's exit code (the job's, as the leader decided it). */
 int p3d_relay_run(const p3d_launch *L, int me, int up);
 
+/* ---- proctitle.c: what ps shows ------------------------------------------ */
+
+/* From main(), first: returns a copy of argv to parse (the original's
+ * memory becomes the title's room). */
+char **p3d_proctitle_init(int argc, char **argv);
+/* In a forked child: the command line ps shows (cut to the room there is)
+ * and the thread name comm (ps -o comm, top; 15 bytes kept). */
+void p3d_proctitle_set(const char *comm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- stopper.c: stop with grace, then kill ----------------------------- */
 
 typedef struct p3d_stopper {
