@@ -586,7 +586,16 @@ char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const 
         char nbuf[16] = "-";
         if (numa >= 0)
             snprintf(nbuf, sizeof nbuf, "%d", numa);
-        fprintf(f, "bind: %s rank %d (local %d) -> cpus %s -> NUMA %s -> ", cn->name, ranks[i], k->local_rank,
+        /* where the rank sits in the mesh: tp pp dp always, cp and ep when
+         * the job has them (the same coordinates as the output tags) */
+        char at[96];
+        int na = snprintf(at, sizeof at, "tp %d pp %d dp %d", k->coord[P3D_DIM_TP], k->coord[P3D_DIM_PP],
+                          k->coord[P3D_DIM_DP]);
+        if (p3d_mesh_size(&L->pl->mesh, P3D_DIM_CP) > 1 && na > 0 && (size_t)na < sizeof at)
+            na += snprintf(at + na, sizeof at - (size_t)na, " cp %d", k->coord[P3D_DIM_CP]);
+        if (p3d_mesh_size(&L->pl->mesh, P3D_DIM_EP) > 1 && na > 0 && (size_t)na < sizeof at)
+            snprintf(at + na, sizeof at - (size_t)na, " ep %d", k->coord[P3D_DIM_EP]);
+        fprintf(f, "bind: %s rank %d (local %d; %s) -> cpus %s -> NUMA %s -> ", cn->name, ranks[i], k->local_rank, at,
                 cpus ? cpus : "not bound", nbuf);
         if (g && p3d_is_cpu_slot(topo, k->gpu))
             fprintf(f, "CPU slot %d (no GPU)", k->gpu);
