@@ -276,7 +276,9 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
     return 0;
 }
 
-/* Frames from the leader: relayed packets, and (retired) the placement. */
+/* Frames from the leader: relayed packets, and (retired) the placement.
+ * 0, 1 (the new placement could not be adopted), 2 (a frame failed its
+ * integrity check: the connection is not to be read again), -1 (gone). */
 static int r_read_up(relay *r, char **e)
 {
     int got = p3d_framer_fill(&r->fr, r->up, e);
@@ -291,9 +293,10 @@ static int r_read_up(relay *r, char **e)
         int k = p3d_fate_take(peer, 1, type, body, &len, &m, NULL);
         if (k < 0) {
             /* not from the leader as sent: nothing more on this
-             * connection is believed; the local ranks stop, exit 1 */
+             * connection is believed (what is still buffered behind it
+             * included); the local ranks stop, exit 1 */
             free(body);
-            return 1;
+            return 2;
         }
         r->heard_up = p3d_now();
         if (k == 1)
@@ -370,6 +373,8 @@ static void r_on_up(p3d_loop *l, int fd, int ev, void *ctx)
     (void)ev;
     char *e = NULL;
     int u = r_read_up(r, &e);
+    if (u == 2)
+        r_close_up(r); /* a frame failed its integrity check: nothing more from there */
     if (u > 0)
         r_stop(r, SIGKILL, P3D_EXIT_FAIL);
     if (u < 0) {
