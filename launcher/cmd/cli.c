@@ -141,6 +141,18 @@ static const opt_row rows[] = {
     {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
      "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
      "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
+    {"progress-interval", T_DOUBLE, OFF(progress_interval), 0, 0.05, 86400, C_LAUNCH, "SECONDS",
+     "agents read the ranks' progress lines ($P3D_HEARTBEAT: step=N busy=S[ ckpt=C]) at most this often "
+     "(default 5)"},
+    {"slow-factor", T_DOUBLE, OFF(slow_factor), 0, 1.01, 1000, C_LAUNCH, "X",
+     "a node whose median busy time per step is more than X times its peers' is slow (default 1.3)"},
+    {"slow-windows", T_INT, OFF(slow_windows), 0, 1, 100000, C_LAUNCH, "N",
+     "... for N progress intervals in a row (default 3)"},
+    {"slow-node", T_STR, OFF(slow_node), 0, NOB, C_LAUNCH, "ACTION",
+     "report (default): say it and record it; replace: move its ranks to a spare at the next checkpoint"},
+    {"slow-wait", T_DOUBLE, OFF(slow_wait), 0, 0, 1e9, C_LAUNCH, "SECONDS",
+     "--slow-node replace: replace a slow node this long after the detection when no newer checkpoint is "
+     "reported (default 600)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
@@ -198,6 +210,11 @@ static void opts_defaults(p3d_opts *o)
     o->grace = 10.0;
     o->health_check_timeout = 30.0;
     o->node_timeout = 30.0;
+    o->progress_interval = 5.0;
+    o->slow_factor = 1.3;
+    o->slow_windows = 3;
+    o->slow_node = "report";
+    o->slow_wait = 600.0;
     o->node_rank = -1;
     o->rdzv = "auto";
 }
@@ -528,6 +545,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                             "(or --dry-run to only place)");
     if (strcmp(o->bind, "numa") && strcmp(o->bind, "core") && strcmp(o->bind, "none"))
         return p3d_err(err, "--bind: expected numa, core or none, got '%s'", o->bind);
+    if (strcmp(o->slow_node, "report") && strcmp(o->slow_node, "replace"))
+        return p3d_err(err, "--slow-node: expected report or replace, got '%s'", o->slow_node);
     return 0;
 }
 

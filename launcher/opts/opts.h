@@ -75,6 +75,11 @@ typedef struct p3d_opts {
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
     double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
+    double progress_interval;   /* --progress-interval: agents read progress */
+    double slow_factor;         /* --slow-factor: slower than peers by this */
+    int slow_windows;           /* --slow-windows: for this many intervals */
+    const char *slow_node;      /* --slow-node report|replace */
+    double slow_wait;           /* --slow-wait: replace without a checkpoint */
     const char *master_addr;
     int master_port;
     int emulate;
