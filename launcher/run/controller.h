@@ -90,6 +90,7 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_TICK,      /* time passed */
     P3D_CTL_EV_HEALTH,    /* the health checks' result */
     P3D_CTL_EV_MARK_DEAD, /* a node failed its check before the start */
+    P3D_CTL_EV_PROGRESS,  /* an agent's progress summary (P) */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -120,6 +121,10 @@ typedef struct p3d_ctl_ops {
     int (*health)(void *ctx, const unsigned char *dead);
     /* one events.jsonl record: the fields, without braces */
     void (*event)(void *ctx, const char *fields);
+    /* how many spare nodes are left to take a node's ranks (NULL: none);
+     * --slow-node replace asks before it replaces, so that a slow node
+     * with no spare left is only reported, never a reason to stop */
+    int (*spares_left)(void *ctx);
 } p3d_ctl_ops;
 
 typedef struct p3d_ctl_cfg {
@@ -134,6 +139,12 @@ typedef struct p3d_ctl_cfg {
     int leader;               /* the agent of the controller's own node
                                  (a multi-node leader), -1 none */
     double t0;                /* the job's start (story times) */
+    /* slow nodes (controller_slow.c); progress_interval 0: off */
+    double progress_interval; /* --progress-interval */
+    double slow_factor;       /* --slow-factor */
+    int slow_windows;         /* --slow-windows */
+    int slow_replace;         /* --slow-node replace */
+    double slow_wait;         /* --slow-wait */
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -161,6 +172,12 @@ void p3d_ctl_mark_dead(p3d_ctl *c, int a);
  * runs twice at once. Call it before p3d_ctl_gone for that agent; it is
  * information for that event, not an event of its own. */
 void p3d_ctl_fence(p3d_ctl *c, int a, double until);
+/* Which agents do the same work (the same pp stage and TP/CP/EP
+ * coordinates, across DP replicas): group[a] >= 0 names agent a's peer
+ * group, -1 for an agent without ranks; what[a] says it for messages
+ * ("pp stage 3", copied). Set at the start and after every replacement
+ * (a spare takes its lost node's group); not an event. */
+void p3d_ctl_set_peers(p3d_ctl *c, const int *group, const char *const *what);
 /* The controller's own process got sig. */
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */
@@ -192,6 +209,9 @@ int p3d_ctl_recovering(const p3d_ctl *c);
  * whole lines, for the summary at the end. */
 int p3d_ctl_replaced(const p3d_ctl *c);
 const char *p3d_ctl_story(const p3d_ctl *c);
+
+/* Slow nodes reported so far (the slow events). */
+int p3d_ctl_slow_count(const p3d_ctl *c);
 
 /* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
 void p3d_failure_how(int code, int sig, char *buf, size_t cap);

@@ -323,6 +323,8 @@ static void recovery_text(const p3d_ctl *c, char *buf, size_t cap)
                  p3d_ctl_recovering(c) ? " (the job ended while its ranks were being restarted)" : "");
 }
 
+static void hub_peers(hub *h);
+
 static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     hub *h = ctx;
@@ -354,7 +356,36 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
     }
     if (any && h->L->sent)
         h->L->sent(h->L->adopt_ctx);
+    hub_peers(h);
     return 0;
+}
+
+/* The controller's peer groups (peers.c) from the placement of now: at
+ * the start and after each replacement, where a spare took a lost node's
+ * ranks and so its work. */
+static void hub_peers(hub *h)
+{
+    int *group = calloc((size_t)h->n + 1, sizeof *group);
+    char (*what)[P3D_PEER_WHAT] = calloc((size_t)h->n + 1, sizeof *what);
+    const char **wp = calloc((size_t)h->n + 1, sizeof *wp);
+    if (group && what && wp && p3d_peer_groups(h->L->pl, h->nodes, h->n, h->L->cluster->nnodes, group, what) == 0) {
+        for (int i = 0; i < h->n; i++)
+            wp[i] = what[i];
+        p3d_ctl_set_peers(h->ctl, group, wp);
+    }
+    free(group);
+    free(what);
+    free(wp);
+}
+
+/* Spare nodes left to take a slow node's ranks. */
+static int hub_spares_left(void *ctx)
+{
+    hub *h = ctx;
+    int n = 0;
+    for (int i = 0; i < h->n; i++)
+        n += h->L->cluster->nodes[h->nodes[i]].role == P3D_NODE_SPARE && !p3d_ctl_is_dead(h->ctl, i);
+    return n;
 }
 
 static void hub_event(void *ctx, const char *fields)
@@ -885,8 +916,12 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
+        .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
+        .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
+        .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
     };
-    p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event};
+    p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event,
+                       .spares_left = hub_spares_left};
     /* a replacement starts the agents again on a new placement: local
      * ones forked again, remote ones sent the new placement (a multi-node
      * leader's replace sets L->cplace) */
@@ -901,6 +936,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");
         goto out;
     }
+    hub_peers(h);
     for (int i = 0; L->unhealthy && i < nnodes; i++)
         if (L->unhealthy[i]) {
             /* multi-node: failed its own check before the rendezvous; the
