@@ -10,7 +10,9 @@
 #     from that checkpoint, exit 0, events.jsonl tells it;
 #  3. no slow node (+-20% noise, nodes 15% apart): none reported;
 #  4. a rank writing garbage: one warning for it, then ignored;
-#  5. a bad --slow-node value: exit 2 naming the option.
+#  5. a bad --slow-node value: exit 2 naming the option;
+#  6. the bundled worker writes the progress line after every step, with
+#     its newest checkpoint.
 . "$(dirname "$0")/lib/launch_common.sh"
 C5=$T/five.json
 printf '{"nodes": [{"name": "n[1-5]", "topology": "%s", "rack": "r1"}]}\n' \
@@ -139,4 +141,17 @@ fresh badopt
 run "${JOB[@]}" --slow-node move -- "$T/w.sh"
 [ "$(cat "$T_DIR/rc")" = 2 ] || { cat "$T_DIR/out"; fail "exit $(cat "$T_DIR/rc") for --slow-node move, want 2"; }
 grep -q -- "--slow-node: expected report or replace, got 'move'" "$T_DIR/out" || { cat "$T_DIR/out"; fail "no message"; }
+
+# ---- 6. the bundled worker's progress lines ------------------------------------------
+echo "== 6. p3d-worker writes its progress line" >&2
+[ -n "${P3D_WORKER:-}" ] || fail "P3D_WORKER is unset"
+fresh worker
+run "${JOB[@]}" --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 --global-batch 16 \
+  --micro-batches 2 --steps 12 --checkpoint-dir "$T_DIR/wck" --checkpoint-every 5
+[ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
+for r in $(seq 0 31); do
+  grep -Eqx 'step=12 busy=[0-9]+\.[0-9]{6} ckpt=12' "$T_DIR/rd/heartbeat/rank-$r" ||
+    fail "rank $r's progress line: '$(cat "$T_DIR/rd/heartbeat/rank-$r" 2>&1)'"
+done
+grep -q 'warning: rank' "$T_DIR/out" && { cat "$T_DIR/out"; fail "the worker's lines were refused"; }
 echo ok
