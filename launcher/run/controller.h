@@ -38,6 +38,13 @@
  * moves nothing: the job goes on in the state it was in (a rank failure
  * that started a check still restarts in place).
  *
+ * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
+ * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
+ * judges each node against its peers (p3d_ctl_set_peers) and reports a
+ * slow one; with cfg.slow_replace it is then replaced like a lost node
+ * (RUNNING --> REPLACING) at its ranks' next checkpoint or cfg.slow_wait
+ * later, only while a spare (ops.spares_left) and a restart are left.
+ *
  * After every event the controller settles: it re-checks what the event
  * may have completed (every agent up, every agent done, every agent gone),
  * so no event order can leave it waiting on an agent that is gone. Every

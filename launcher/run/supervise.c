@@ -378,13 +378,24 @@ static void hub_peers(hub *h)
     free(wp);
 }
 
-/* Spare nodes left to take a slow node's ranks. */
+/* Spare nodes left to take a slow node's ranks: the agents not lost whose
+ * node runs no rank in the placement of now (a multi-node leader's
+ * cluster does not carry the roles; the placement does, everywhere). */
 static int hub_spares_left(void *ctx)
 {
     hub *h = ctx;
+    const p3d_placement *pl = h->L->pl;
+    size_t nc = h->L->cluster->nnodes;
+    unsigned char *used = calloc(nc + 1, 1);
     int n = 0;
+    if (!used)
+        return 0; /* out of memory: report only */
+    for (int r = 0; r < pl->world; r++)
+        if (pl->ranks[r].node >= 0 && (size_t)pl->ranks[r].node < nc)
+            used[pl->ranks[r].node] = 1;
     for (int i = 0; i < h->n; i++)
-        n += h->L->cluster->nodes[h->nodes[i]].role == P3D_NODE_SPARE && !p3d_ctl_is_dead(h->ctl, i);
+        n += h->nodes[i] >= 0 && (size_t)h->nodes[i] < nc && !used[h->nodes[i]] && !p3d_ctl_is_dead(h->ctl, i);
+    free(used);
     return n;
 }
 
