@@ -311,8 +311,14 @@ static void settle(p3d_ctl *c, double now)
 void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
 {
     ctl_handler h = table[c->state][e->type];
+    p3d_ctl_state before = c->state;
     c->cause = e->type;
     if (h)
         h(c, e);
-    settle(c, e->now);
+    /* A progress summary changes no agent's up, done or gone, which is
+     * all that settle() looks at (O(agents)): it settles only when it
+     * moved the state (a slow node's replacement). Every node sends one
+     * per interval, so this keeps the leader's cost O(nodes) a round. */
+    if (e->type != P3D_CTL_EV_PROGRESS || c->state != before)
+        settle(c, e->now);
 }

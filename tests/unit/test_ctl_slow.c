@@ -24,6 +24,7 @@
 
 #include "controller.h"
 #include "launch.h"
+#include "loop.h"
 
 #define N 8
 
@@ -350,13 +351,67 @@ static void test_peer_groups(void **st)
     assert_string_equal(what[3], "pp stages 0-1");
 }
 
+/* The leader's cost at 16,384 nodes (4 pipeline stages of 4,096 peers):
+ * every node's summary, then the judgement, per interval. A figure, not a
+ * bound (printed); the one slow node must still be found. */
+static void test_scale(void **st)
+{
+    (void)st;
+    enum { BIG = 16384, IV = 20 };
+    static char *bnames[BIG];
+    static int group[BIG];
+    static char nbuf[BIG][12];
+    for (int a = 0; a < BIG; a++) {
+        snprintf(nbuf[a], sizeof nbuf[a], "n%d", a);
+        bnames[a] = nbuf[a];
+        group[a] = a % 4;
+    }
+    rec *r = calloc(1, sizeof *r);
+    assert_non_null(r);
+    p3d_ctl_cfg cfg = {.nagents = BIG, .names = (const char *const *)bnames, .nranks = 8 * BIG, .max_restarts = 1,
+                       .grace = 1, .leader = -1, .health_timeout = 3, .progress_interval = 5, .slow_factor = 1.3,
+                       .slow_windows = 3, .slow_wait = 600};
+    p3d_ctl_ops ops = {.ctx = r, .send = r_send, .kill = r_kill, .say = r_say, .event = r_event};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(c);
+    p3d_ctl_set_peers(c, group, NULL);
+    for (int a = 0; a < BIG; a++) {
+        p3d_amsg up = {.type = P3D_AM_UP, .gen = 0, .nranks = 8};
+        p3d_ctl_message(c, a, &up, 0);
+    }
+    p3d_ctl_tick(c, 0);
+    uint64_t rng = 1;
+    double now = 0, msg_s = 0, judge_s = 0;
+    for (int k = 1; k <= IV; k++) {
+        double t0 = p3d_now();
+        for (int a = 0; a < BIG; a++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            int busy = (int)(500000 * (0.8 + 0.4 * (double)(rng % 1000) / 1000)) * (a == 12345 ? 2 : 1);
+            p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = k, .busy_us = busy, .ckpt = -1, .nranks = 8};
+            p3d_ctl_message(c, a, &m, now + 4);
+        }
+        double t1 = p3d_now();
+        now = p3d_ctl_deadline(c);
+        p3d_ctl_tick(c, now);
+        double t2 = p3d_now();
+        msg_s += t1 - t0;
+        judge_s += t2 - t1;
+    }
+    printf("slow-node detection at %d nodes: %.2f ms per interval to take the summaries, %.2f ms to judge "
+           "(%d intervals)\n", BIG, msg_s / IV * 1e3, judge_s / IV * 1e3, IV);
+    assert_int_equal(p3d_ctl_slow_count(c), 1);
+    assert_non_null(strstr(r->said, "node n12345 is "));
+    p3d_ctl_free(c);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_named),      cmocka_unit_test(test_no_false_positive),
         cmocka_unit_test(test_groups_apart),    cmocka_unit_test(test_replace),
         cmocka_unit_test(test_progress_parse),  cmocka_unit_test(test_wire),
-        cmocka_unit_test(test_peer_groups),
+        cmocka_unit_test(test_peer_groups),     cmocka_unit_test(test_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
