@@ -26,6 +26,7 @@ typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 #define C_PLAN (1u << P3D_CMD_PLAN)
 #define C_PLACE (C_LAUNCH | C_DRY)
 #define C_CLUSTER (1u << P3D_CMD_CLUSTER)
+#define C_STATUS (1u << P3D_CMD_STATUS)
 #define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER)
 
 typedef struct opt_row {
@@ -45,7 +46,7 @@ typedef struct opt_row {
 /* Grouped as --help shows them. Keep the group headers' order in help_groups. */
 static const opt_row rows[] = {
     /* general */
-    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL, NULL, "show this help and exit"},
+    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL | C_STATUS, NULL, "show this help and exit"},
     {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
     {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
     {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH, NULL,
@@ -318,6 +319,7 @@ static const char *cmd_name(p3d_cmd c)
     case P3D_CMD_TOPO: return "topo";
     case P3D_CMD_PLAN: return "plan";
     case P3D_CMD_CLUSTER: return "cluster";
+    case P3D_CMD_STATUS: return "status";
     case P3D_CMD_DRYRUN: return "--dry-run";
     default: return "launch";
     }
@@ -418,6 +420,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     } else if (argc > 1 && strcmp(argv[1], "cluster") == 0) {
         o->cmd = P3D_CMD_CLUSTER;
         i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "status") == 0) {
+        o->cmd = P3D_CMD_STATUS;
+        i = 2;
     } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
         o->cmd = P3D_CMD_AGENT;
         i = 2;
@@ -438,6 +443,10 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                            h ? ": did you mean " : "", h ? h : "", h ? "?" : "");
         }
         if (strncmp(a, "--", 2) != 0) {
+            if (o->cmd == P3D_CMD_STATUS && !o->status_dir) {
+                o->status_dir = a;
+                continue;
+            }
             if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
                 return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
                                     "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
@@ -540,6 +549,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     (void)topology_given;
     if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
         return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
+    if (o->cmd == P3D_CMD_STATUS && !o->status_dir && !o->help)
+        return p3d_err(err, "status: expected a run directory: par3drun status RUN_DIR (the job's --run-dir)");
     if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
         return p3d_err(err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...] "
                             "(or --dry-run to only place)");
@@ -605,6 +616,12 @@ char *p3d_cli_help(p3d_cmd cmd)
                "this node's allocation excludes. SRC: a cluster file, kubectl get nodes -o json, or aws\n"
                "ec2 describe-instance-topology; without it, this node. --format json writes a cluster\n"
                "file (docs/cluster-file.md).\n\n");
+    } else if (cmd == P3D_CMD_STATUS) {
+        append(&b, &len, &cap,
+               "usage: par3drun status RUN_DIR\n\n"
+               "Shows a running (or ended) job's nodes, generation, spares, steps and slowest nodes\n"
+               "from RUN_DIR/status.txt, which the job rewrites every --progress-interval once its\n"
+               "ranks write progress lines (docs/launch.md, \"When a node is slow\").\n\n");
     } else if (cmd == P3D_CMD_PLAN) {
         append(&b, &len, &cap,
                "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"
@@ -619,6 +636,7 @@ char *p3d_cli_help(p3d_cmd cmd)
                "       par3drun topo [--topology SRC]             show this node's topology\n"
                "       par3drun plan --cluster FILE --model M     recommend tp/pp/dp layouts\n"
                "       par3drun cluster [--cluster SRC]           show the resolved cluster\n"
+               "       par3drun status RUN_DIR                    a running job's nodes and slowest nodes\n"
                "       par3drun --version                         print the version\n"
                "(par3drun COMMAND --help: that command's options)\n\n"
                "examples:\n"

@@ -18,6 +18,7 @@ typedef enum p3d_cmd {
     P3D_CMD_PLAN,       /* par3drun plan [options] */
     P3D_CMD_AGENT,      /* internal: one emulated node's agent */
     P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
+    P3D_CMD_STATUS,     /* par3drun status RUN_DIR */
 } p3d_cmd;
 
 typedef struct p3d_opts {
@@ -85,6 +86,7 @@ typedef struct p3d_opts {
     int emulate;
     const char *job_id;
     const char *run_dir;        /* --run-dir DIR: per-job files */
+    const char *status_dir;     /* par3drun status RUN_DIR */
 
     /* multi-node */
     int nnodes, node_rank;      /* 0 / -1 = not given */

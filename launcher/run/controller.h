@@ -219,6 +219,18 @@ const char *p3d_ctl_story(const p3d_ctl *c);
 
 /* Slow nodes reported so far (the slow events). */
 int p3d_ctl_slow_count(const p3d_ctl *c);
+/* How many judgements of the progress summaries were made (one per
+ * --progress-interval while RUNNING): the status view is written when it
+ * moves. */
+unsigned p3d_ctl_judgements(const p3d_ctl *c);
+/* Agent a's figures of the current generation: 0 when it sent none. */
+typedef struct p3d_ctl_fig {
+    int step, ckpt, npeers;
+    double busy, peer_busy, ratio; /* ratio 0: not judged yet */
+    int slow;                      /* reported slow this generation */
+    const char *what;              /* "pp stage 3" (owned by c) */
+} p3d_ctl_fig;
+int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f);
 
 /* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
 void p3d_failure_how(int code, int sig, char *buf, size_t cap);

@@ -64,6 +64,7 @@ struct p3d_ctl {
     int *order;            /* scratch: agents by (group, busy) */
     double eval_at;        /* the next judgement, 0 none yet */
     int nslow;
+    unsigned njudged;
 };
 
 /* One event, as the entry points hand it to the table. */

@@ -64,6 +64,22 @@ int p3d_ctl_slow_count(const p3d_ctl *c)
     return c->nslow;
 }
 
+unsigned p3d_ctl_judgements(const p3d_ctl *c)
+{
+    return c->njudged;
+}
+
+int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f)
+{
+    if (!ctl_agent_ok(c, a) || c->prog[a].gen != c->gen)
+        return 0;
+    const struct ctl_prog *p = &c->prog[a];
+    *f = (p3d_ctl_fig){.step = p->step, .ckpt = p->ckpt, .npeers = p->npeers, .busy = p->busy,
+                       .peer_busy = p->peer_busy, .ratio = p->npeers ? p->ratio : 0,
+                       .slow = p->flagged == c->gen + 1 || p->flagged == -(c->gen + 1), .what = p->what};
+    return 1;
+}
+
 /* Why agent a cannot be replaced now (NULL: it can). */
 static const char *cannot_replace(const p3d_ctl *c, int a, char *buf, size_t cap)
 {
@@ -164,6 +180,7 @@ static double median_without(const p3d_ctl *c, const int *run, int m, int skip)
 static void judge(p3d_ctl *c, double now)
 {
     int k = 0;
+    c->njudged++;
     for (int a = 0; a < c->cfg.nagents; a++) {
         struct ctl_prog *p = &c->prog[a];
         if (p->gen != c->gen || c->dead[a] || c->gone[a] || p->group < 0) {
@@ -208,6 +225,8 @@ void ctl_slow_progress(p3d_ctl *c, const ctl_ev *e)
     if (p->gen != c->gen) {
         p->windows = 0;
         p->flagged = 0;
+        p->npeers = 0;
+        p->ratio = 0;
     }
     p->gen = m->gen;
     p->step = m->step;

@@ -192,6 +192,8 @@ typedef struct hub {
     unsigned char *pre_bad;
     double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
     double last_check;  /* when hub_beat last looked for silent agents */
+    unsigned judged;    /* the controller's judgements the status shows */
+    int status_warned;
 } hub;
 
 static void hub_say(void *ctx, const char *text)
@@ -397,6 +399,82 @@ static int hub_spares_left(void *ctx)
         n += h->nodes[i] >= 0 && (size_t)h->nodes[i] < nc && !used[h->nodes[i]] && !p3d_ctl_is_dead(h->ctl, i);
     free(used);
     return n;
+}
+
+/* Nodes shown by the status view, slowest first. */
+#define P3D_STATUS_TOP 20
+
+static int by_ratio_desc(const void *x, const void *y, void *ctx)
+{
+    const double *r = ctx;
+    double a = r[*(const int *)x], b = r[*(const int *)y];
+    return (a < b) - (a > b);
+}
+
+/* RUN_DIR/status.txt, what `par3drun status RUN_DIR` shows (cmd_status.c):
+ * the job's nodes, generation, spares, steps and its slowest nodes, from
+ * the controller's figures; rewritten (atomically) after each judgement,
+ * so at most once a --progress-interval, O(nodes log nodes). */
+static void hub_write_status(hub *h)
+{
+    int n = h->n, nfig = 0, lo = -1, hi = -1, nlost = 0, nslow = 0;
+    int *idx = calloc((size_t)n + 1, sizeof *idx);
+    double *ratio = calloc((size_t)n + 1, sizeof *ratio);
+    p3d_ctl_fig *fig = calloc((size_t)n + 1, sizeof *fig);
+    char *s = NULL, *lost = NULL, *slow = NULL, *err = NULL;
+    if (!idx || !ratio || !fig)
+        goto out;
+    for (int i = 0; i < n; i++) {
+        if (p3d_ctl_is_dead(h->ctl, i) && nlost++ < 10)
+            p3d_str_appendf(&lost, ", ", "%s", h->names[i]);
+        if (!p3d_ctl_figures(h->ctl, i, &fig[i]))
+            continue;
+        idx[nfig++] = i;
+        ratio[i] = fig[i].ratio;
+        if (fig[i].slow && nslow++ < 10)
+            p3d_str_appendf(&slow, ", ", "%s", h->names[i]);
+        if (lo < 0 || fig[i].step < lo)
+            lo = fig[i].step;
+        if (fig[i].step > hi)
+            hi = fig[i].step;
+    }
+    qsort_r(idx, (size_t)nfig, sizeof *idx, by_ratio_desc, ratio);
+    int spares = hub_spares_left(h);
+    p3d_str_appendf(&s, "", "job %s: generation %d (%d restart%s), state %s, %.1f s after the start\n",
+                    h->L->job_id, p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl),
+                    p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_state_name(p3d_ctl_get_state(h->ctl)),
+                    p3d_now() - h->L->t0);
+    p3d_str_appendf(&s, "", "nodes: %d, %d reporting progress, %d spare%s left, %d lost%s%s%s%s\n", n, nfig, spares,
+                    spares == 1 ? "" : "s", nlost, nlost ? " (" : "", lost ? lost : "", nlost > 10 ? ", ..." : "",
+                    nlost ? ")" : "");
+    if (nfig)
+        p3d_str_appendf(&s, "", "steps: %d to %d\n", lo, hi);
+    p3d_str_appendf(&s, "", "slow nodes this generation: %d%s%s%s%s\n", nslow, nslow ? " (" : "", slow ? slow : "",
+                    nslow > 10 ? ", ..." : "", nslow ? ")" : "");
+    if (nfig) {
+        p3d_str_appendf(&s, "", "slowest nodes (median busy s per step of its ranks, vs its peers'):\n");
+        p3d_str_appendf(&s, "", "  %-16s %8s %8s %8s %7s %6s  %s\n", "node", "step", "busy_s", "peers_s", "ratio",
+                        "peers", "work");
+        for (int k = 0; k < nfig && k < P3D_STATUS_TOP; k++) {
+            const p3d_ctl_fig *f = &fig[idx[k]];
+            p3d_str_appendf(&s, "", "  %-16s %8d %8.3f %8.3f %7.2f %6d  %s%s\n", h->names[idx[k]], f->step, f->busy,
+                            f->peer_busy, f->ratio, f->npeers, f->what, f->slow ? " (slow)" : "");
+        }
+    }
+    if (s && p3d_rundir_write(h->L->run_dir, "status.txt", s, strlen(s), &err) < 0 && !h->status_warned) {
+        h->status_warned = 1;
+        char line[512];
+        snprintf(line, sizeof line, "par3drun: warning: cannot write the status view: %s\n", err ? err : "?");
+        hub_say(h, line);
+    }
+out:
+    free(idx);
+    free(ratio);
+    free(fig);
+    free(s);
+    free(lost);
+    free(slow);
+    free(err);
 }
 
 static void hub_event(void *ctx, const char *fields)
@@ -805,6 +883,10 @@ static double hub_prepare(p3d_loop *lp, double now, void *ctx)
         p3d_loop_stop(lp);
         return 0;
     }
+    if (p3d_ctl_judgements(h->ctl) != h->judged) {
+        h->judged = p3d_ctl_judgements(h->ctl);
+        hub_write_status(h);
+    }
     hub_health_due(h);
     double bd = hub_beat(h, p3d_now(), 1);
     for (int i = 0; i < h->n; i++)
@@ -1016,6 +1098,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         }
     }
     hub_loop(h);
+    if (h->judged)
+        hub_write_status(h); /* the view of the end */
     code = p3d_ctl_code(h->ctl);
     if (L->o->verbose && p3d_ctl_restarts(h->ctl) > 0) {
         char rec[160];

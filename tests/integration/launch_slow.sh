@@ -4,13 +4,14 @@
 # write progress lines to $P3D_HEARTBEAT (the shell worker below: a
 # synchronous step every 0.2 s, busy 60 ms +-20%, 3x on $SLOW_NODE).
 #  1. --slow-node report: n3 is named within --slow-windows intervals,
-#     once, with its peers; nothing moves; exit 0;
+#     once, with its peers; nothing moves; exit 0; `par3drun status`
+#     shows it first among the slowest nodes;
 #  2. --slow-node replace: after the ranks' next checkpoint n3's ranks move
 #     to the spare n5 on the same GPUs, no other rank moves, they resume
 #     from that checkpoint, exit 0, events.jsonl tells it;
 #  3. no slow node (+-20% noise, nodes 15% apart): none reported;
 #  4. a rank writing garbage: one warning for it, then ignored;
-#  5. a bad --slow-node value: exit 2 naming the option;
+#  5. a bad --slow-node value, a bad `par3drun status` directory: exit 2;
 #  6. the bundled worker writes the progress line after every step, with
 #     its newest checkpoint.
 . "$(dirname "$0")/lib/launch_common.sh"
@@ -75,6 +76,13 @@ assert not [e for e in ev if e["event"] in ("replace", "restart")], ev
 assert ev[-1]["event"] == "end" and ev[-1]["exit_code"] == 0
 PY
 [ -z "$(awk '$4 > 0' "$T_DIR/starts")" ] || fail "report only, yet ranks restarted"
+# the status view: n3 first among the slowest, marked slow
+"$PAR3DRUN" status "$T_DIR/rd" >"$T_DIR/status" || fail "par3drun status exit $?"
+grep -q '^job [0-9a-f]*: generation 0 (0 restarts), state done' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: no job line"; }
+grep -q '^nodes: 5, 4 reporting progress, 1 spare left, 0 lost$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: nodes"; }
+grep -q '^slow nodes this generation: 1 (n3)$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: slow nodes"; }
+awk '/^  node /{getline; print $1, $NF; exit}' "$T_DIR/status" | grep -qx 'n3 (slow)' ||
+  { cat "$T_DIR/status"; fail "status: n3 is not first among the slowest"; }
 
 # ---- 2. replace at the next checkpoint ------------------------------------------
 echo "== 2. --slow-node replace moves the slow node's ranks to the spare" >&2
@@ -114,6 +122,10 @@ PY
   { cat "$T_DIR/starts"; fail "the moved ranks did not resume from a checkpoint on n5"; }
 [ -z "$(awk '$4 == 1 && $2 == "n3"' "$T_DIR/starts")" ] || fail "the slow node ran ranks again"
 for r in $(seq 0 31); do [ "$(cat "$T_DIR/ck/rank-$r" 2>/dev/null)" = 25 ] || fail "rank $r did not finish"; done
+"$PAR3DRUN" status "$T_DIR/rd" >"$T_DIR/status" || fail "par3drun status exit $?"
+grep -q '^job [0-9a-f]*: generation 1 (1 restart), state done' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: generation"; }
+grep -q '^nodes: 5, 4 reporting progress, 0 spares left, 1 lost (n3)$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: nodes"; }
+grep -Eq '^steps: 2[0-5] to 2[0-5]$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: steps"; }
 
 # ---- 3. no slow node -------------------------------------------------------------
 echo "== 3. +-20% noise, nodes 15% apart: no slow node" >&2
@@ -141,6 +153,16 @@ fresh badopt
 run "${JOB[@]}" --slow-node move -- "$T/w.sh"
 [ "$(cat "$T_DIR/rc")" = 2 ] || { cat "$T_DIR/out"; fail "exit $(cat "$T_DIR/rc") for --slow-node move, want 2"; }
 grep -q -- "--slow-node: expected report or replace, got 'move'" "$T_DIR/out" || { cat "$T_DIR/out"; fail "no message"; }
+# par3drun status: a directory that is none, or holds no view: exit 2, saying what is expected
+run status "$T_DIR/nonexistent"
+[ "$(cat "$T_DIR/rc")" = 2 ] && grep -q "status: $T_DIR/nonexistent: No such file or directory; expected a job's run directory" \
+  "$T_DIR/out" || { cat "$T_DIR/out"; fail "status of a missing directory"; }
+run status "$T_DIR"
+[ "$(cat "$T_DIR/rc")" = 2 ] && grep -q "status: $T_DIR/status.txt: No such file or directory; the job writes it once its ranks report progress" \
+  "$T_DIR/out" || { cat "$T_DIR/out"; fail "status of a directory without a view"; }
+run status
+[ "$(cat "$T_DIR/rc")" = 2 ] && grep -q 'status: expected a run directory: par3drun status RUN_DIR' "$T_DIR/out" ||
+  { cat "$T_DIR/out"; fail "status without a directory"; }
 
 # ---- 6. the bundled worker's progress lines ------------------------------------------
 echo "== 6. p3d-worker writes its progress line" >&2
