@@ -59,7 +59,7 @@ ev = [json.loads(l) for l in open(d + "/events.jsonl")]
 kinds = [e["event"] for e in ev]
 s = [e for e in ev if e["event"] == "slow"]
 assert len(s) == 1 and s[0]["node"].endswith(":2") and s[0]["peers"] == 3 and s[0]["windows"] == 3, s
-assert s[0]["step"] <= 6, s  # within --slow-windows intervals of the start (+ start-up)
+assert s[0]["seconds"] == 0.6 and s[0]["step"] <= 8, s  # within --slow-windows intervals (+ start-up)
 r = [e for e in ev if e["event"] == "replace"]
 assert len(r) == 1 and r[0]["failed"].endswith(":2") and r[0]["spare"].endswith(":4") and r[0]["moved_ranks"] == want, r
 assert kinds.index("slow") < kinds.index("replace")
