@@ -71,6 +71,11 @@
  * the time its processes take to notice and SIGKILL their ranks. */
 #define P3D_FENCE_SLACK 1.0
 
+/* Slow nodes: a node is judged only when its peers' median busy time per
+ * step is at least this (seconds); below it a ratio shows timer and
+ * scheduling noise, not a slow GPU. */
+#define P3D_SLOW_MIN_BUSY 0.001
+
 /* The job's code when an agent is lost (ended or disconnected unasked). */
 #define P3D_EXIT_LOST 1
 

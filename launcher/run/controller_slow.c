@@ -201,7 +201,9 @@ static void judge(p3d_ctl *c, double now)
                 continue;
             p->fresh = 0;
             double med = m >= 2 ? median_without(c, c->order + i, m, t) : 0;
-            if (med <= 0) {
+            if (med < P3D_SLOW_MIN_BUSY) {
+                /* no peer, or steps so short that timer and scheduling
+                 * noise is all a ratio would show */
                 p->windows = 0;
                 continue;
             }

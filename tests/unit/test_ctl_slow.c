@@ -208,6 +208,21 @@ static void test_no_false_positive(void **st)
     p3d_ctl_free(j.c);
 }
 
+/* Steps of microseconds: noise, never judged (P3D_SLOW_MIN_BUSY). */
+static void test_tiny_steps(void **st)
+{
+    (void)st;
+    job j;
+    start(&j, N, 0, 1, NULL);
+    double busy[N];
+    for (int a = 0; a < N; a++)
+        busy[a] = a == 7 ? 0.0006 : 0.0002;
+    for (int k = 1; k <= 10; k++)
+        interval(&j, busy, k, -1);
+    assert_int_equal(p3d_ctl_slow_count(j.c), 0);
+    p3d_ctl_free(j.c);
+}
+
 /* Two pipeline stages of different cost: compared within each only. */
 static void test_groups_apart(void **st)
 {
@@ -410,6 +425,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_named),      cmocka_unit_test(test_no_false_positive),
         cmocka_unit_test(test_groups_apart),    cmocka_unit_test(test_replace),
+        cmocka_unit_test(test_tiny_steps),
         cmocka_unit_test(test_progress_parse),  cmocka_unit_test(test_wire),
         cmocka_unit_test(test_peer_groups),     cmocka_unit_test(test_scale),
     };
