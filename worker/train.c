@@ -17,6 +17,7 @@
 #include "worker.h"
 
 #include <math.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -472,6 +473,12 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         S->loss = 0;
         S->ops->sync();
         double t0 = now_s(), comm0 = comm_time(st);
+        if (r->stall_s > 0) {
+            /* P3DW_STALL (tests only): own work that is slow on one node */
+            struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)};
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        }
         if (one_step(S))
             goto out;
         p3dw_group *dpg = &r->g[P3DW_DP];

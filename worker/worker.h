@@ -249,6 +249,7 @@ typedef struct p3dw_run {
     int quiet;             /* reference run: no printing */
     const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
     int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
+    double stall_s;        /* P3DW_STALL (tests only): extra own work per step */
     /* P3DW_SOLO_COMM (tests only): run every collective even on a group of
      * one (all-reduce, a self send/receive on the last stage's output, the
      * all-to-all's self segment), so one GPU runs each NCCL data call. */

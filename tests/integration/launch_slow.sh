@@ -13,7 +13,10 @@
 #  4. a rank writing garbage: one warning for it, then ignored;
 #  5. a bad --slow-node value, a bad `par3drun status` directory: exit 2;
 #  6. the bundled worker writes the progress line after every step, with
-#     its newest checkpoint.
+#     its newest checkpoint;
+#  7. the bundled worker with one slow node (P3DW_STALL, a test switch: 10
+#     ms of own work per step, 30 ms on n3): n3 is named, and the others'
+#     busy time leaves out the time they wait for n3 in collectives.
 . "$(dirname "$0")/lib/launch_common.sh"
 C5=$T/five.json
 printf '{"nodes": [{"name": "n[1-5]", "topology": "%s", "rack": "r1"}]}\n' \
@@ -176,4 +179,19 @@ for r in $(seq 0 31); do
     fail "rank $r's progress line: '$(cat "$T_DIR/rd/heartbeat/rank-$r" 2>&1)'"
 done
 grep -q 'warning: rank' "$T_DIR/out" && { cat "$T_DIR/out"; fail "the worker's lines were refused"; }
+
+# ---- 7. the bundled worker with a slow node ---------------------------------------------
+echo "== 7. p3d-worker with one slow node" >&2
+fresh worker_slow
+P3DW_STALL=10:n3:30 run "${JOB[@]}" --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 \
+  --global-batch 16 --micro-batches 2 --steps 60
+[ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
+grep -Eq '^par3drun: node n3 is [2-4]\.[0-9]{2}x slower than its 3 peers' "$T_DIR/out" || { cat "$T_DIR/out"; fail "n3 not named"; }
+[ "$(grep -c 'slower than' "$T_DIR/out")" = 1 ] || { cat "$T_DIR/out"; fail "want only n3 named"; }
+# rank 0 (n1) waited for n3 every step, yet its busy time is its own 10 ms
+python3 - "$T_DIR/rd/heartbeat/rank-0" "$T_DIR/rd/heartbeat/rank-8" <<'PY' || fail "busy times do not leave out the waits"
+import re, sys
+b = [float(re.fullmatch(r"step=60 busy=([0-9.]+)\n", open(f).read()).group(1)) for f in sys.argv[1:]]
+assert 0.009 < b[0] < 0.02 and 0.029 < b[1] < 0.05, b
+PY
 echo ok
