@@ -115,7 +115,7 @@ static void report(p3d_ctl *c, int a, double now)
     p->flag_ckpt = p->ckpt;
     c->nslow++;
     slow_text(c, a, text, sizeof text);
-    ctl_say(c, "par3drun: %s for %.3g s\n", text, for_s);
+    ctl_say(c, "par3drun: %s for %.6g s\n", text, for_s);
     const char *no = c->cfg.slow_replace ? cannot_replace(c, a, why, sizeof why) : NULL;
     char action[160];
     if (!c->cfg.slow_replace)
@@ -124,9 +124,11 @@ static void report(p3d_ctl *c, int a, double now)
         snprintf(action, sizeof action, "report (not replaced: %s)", no);
     else
         snprintf(action, sizeof action, "replace");
-    if (c->cfg.slow_replace && no)
+    if (c->cfg.slow_replace && no) {
         ctl_say(c, "par3drun: node %s is not replaced: %s (--slow-node replace reports only then)\n",
                 c->cfg.names[a], no);
+        p->flagged = -(c->gen + 1); /* said; spares only ever become fewer */
+    }
     else if (c->cfg.slow_replace && p->ckpt >= 0)
         ctl_say(c, "par3drun: node %s: its ranks move to a spare after their next checkpoint (newer than step %d), "
                    "at the latest in %g s (--slow-wait)\n", c->cfg.names[a], p->ckpt, c->cfg.slow_wait);

@@ -273,6 +273,7 @@ static void test_replace(void **st)
     assert_int_equal(p3d_ctl_slow_count(j.c), 1);
     assert_int_equal(j.r.nreplace, 0);
     assert_non_null(strstr(j.r.said, "node n2 is not replaced: no spare left"));
+    assert_null(strstr(j.r.said, "; not replaced")); /* said once, not again at the checkpoint */
     assert_non_null(strstr(j.r.events, "\"action\": \"report (not replaced: no spare left)\""));
     assert_int_equal(p3d_ctl_get_state(j.c), P3D_CTL_RUNNING);
     p3d_ctl_free(j.c);
