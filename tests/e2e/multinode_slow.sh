@@ -7,7 +7,8 @@
 # which names it within --slow-windows intervals; with --slow-node replace
 # its ranks move to the spare after their next checkpoint, no other rank
 # moves, every node that keeps ranks exits 0, the leader's events.jsonl
-# tells it. A second job with no slow node reports none.
+# tells it, and `par3drun status` on the leader's run directory shows the
+# new generation. A second job with no slow node reports none.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 # a synchronous step every 0.2 s, busy 60 ms +-20% (3x on node rank 2),
@@ -70,6 +71,11 @@ for r in 16 17 18 19 20 21 22 23; do
   grep -Eq "rank=$r gen=1 node=4 step=([5-9]|[12][0-9])$" "$T/slow.4.out" || bad "slow: rank $r did not resume on the spare"
 done
 for r in $(seq 0 31); do [ "$(cat "$T/ck/rank-$r" 2>/dev/null)" = 25 ] || bad "slow: rank $r did not finish"; done
+# the leader's status view: a new generation, the slow node lost, no spare left
+"$PAR3DRUN" status "$T/slow.rd0" >"$T/slow.status" 2>&1 || bad "slow: par3drun status failed"
+grep -q '^job [0-9a-zA-Z_-]*: generation 1 (1 restart), state done' "$T/slow.status" &&
+  grep -Eq '^nodes: 5, 4 reporting progress, 0 spares left, 1 lost \([^ ]*:2\)$' "$T/slow.status" ||
+  { bad "slow: the status view"; sed 's/^/  /' "$T/slow.status"; }
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "slow: $(leftovers) workers left behind"
 
