@@ -53,6 +53,7 @@ _par3drun()
         ;;
     --format) COMPREPLY=($(compgen -W "text json svg html" -- "$cur")); return ;;
     --bind) COMPREPLY=($(compgen -W "numa core none" -- "$cur")); return ;;
+    --slow-node) COMPREPLY=($(compgen -W "report replace" -- "$cur")); return ;;
     --dtype) COMPREPLY=($(compgen -W "bf16 fp16 fp32" -- "$cur")); return ;;
     --recompute) COMPREPLY=($(compgen -W "none selective full" -- "$cur")); return ;;
     --rdzv) COMPREPLY=($(compgen -W "auto pmix slurm static: k8s etcd:" -- "$cur")); return ;;

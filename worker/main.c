@@ -393,6 +393,25 @@ static int die_step(int rank)
     return step;
 }
 
+/* P3DW_STALL=MS[:NODE:MS2] (tests only): every step MS milliseconds of
+ * extra own work (a sleep inside the step, outside the collectives), MS2
+ * on node NODE ($P3D_NODE): a slow node for the launcher's detection.
+ * Returns the seconds for this rank, or -1 for a malformed value. */
+static double stall_for(void)
+{
+    const char *s = getenv("P3DW_STALL"), *node = getenv("P3D_NODE");
+    int ms, ms2 = 0, n = 0;
+    char name[128] = "";
+    if (!s || !*s)
+        return 0;
+    if ((sscanf(s, "%d%n", &ms, &n) != 1 || (s[n] && (sscanf(s + n, ":%127[^:]:%d", name, &ms2) != 2))) ||
+        ms < 0 || ms > 60000 || ms2 < 0 || ms2 > 60000) {
+        fprintf(stderr, "p3d-worker: P3DW_STALL='%s': expected MS or MS:NODE:MS (a test switch)\n", s);
+        return -1;
+    }
+    return (name[0] && node && !strcmp(node, name) ? ms2 : ms) / 1000.0;
+}
+
 int main(int argc, char **argv)
 {
     p3dw_opts o;
@@ -479,7 +498,7 @@ int main(int argc, char **argv)
         }
         run.ckpt = &ck;
     }
-    if ((run.die_at_step = die_step(e.rank)) < 0) {
+    if ((run.die_at_step = die_step(e.rank)) < 0 || (run.stall_s = stall_for()) < 0) {
         rc = 2;
         goto out;
     }

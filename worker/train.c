@@ -17,6 +17,7 @@
 #include "worker.h"
 
 #include <math.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,12 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Seconds spent so far in collectives and pipeline exchanges. */
+static double comm_time(const p3dw_stats *st)
+{
+    return st->tp_time + st->pp_send_time + st->pp_recv_time + st->dp_time + st->ep_time + st->edp_time;
 }
 
 static uint64_t mix(uint64_t x)
@@ -451,6 +458,7 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     }
 
     double norm = (double)o->global_batch * S->h;
+    int durable = start > 0 ? start : -1; /* the newest checkpoint on disk */
     for (S->step = start; S->step < o->steps; S->step++) {
         if (S->step + 1 == r->die_at_step) {
             /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
@@ -464,7 +472,13 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
             S->ops->zero(S->ge, wen);
         S->loss = 0;
         S->ops->sync();
-        double t0 = now_s();
+        double t0 = now_s(), comm0 = comm_time(st);
+        if (r->stall_s > 0) {
+            /* P3DW_STALL (tests only): own work that is slow on one node */
+            struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)};
+            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+        }
         if (one_step(S))
             goto out;
         p3dw_group *dpg = &r->g[P3DW_DP];
@@ -477,8 +491,12 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         if (wen)
             S->ops->sgd(S->we, S->ge, wen, (float)o->lr);
         S->ops->sync();
-        st->step_time += now_s() - t0;
+        double took = now_s() - t0;
+        st->step_time += took;
         st->steps++;
+        /* its own work: the step without the time blocked in collectives
+         * and pipeline exchanges (waiting on peers) */
+        double busy = took - (comm_time(st) - comm0);
         if (last) {
             double l = S->loss;
             if ((dpg->size > 1 || r->solo_comm) && S->ops->allreduce_host_f64(dpg, &l, 1))
@@ -496,6 +514,10 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps) &&
             checkpoint(S, losses))
             goto out;
+        if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps))
+            durable = S->step + 1;
+        if (!r->quiet)
+            p3dw_heartbeat(S->step + 1, busy, durable);
     }
     rc = 0;
 out:

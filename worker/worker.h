@@ -249,6 +249,7 @@ typedef struct p3dw_run {
     int quiet;             /* reference run: no printing */
     const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
     int die_at_step;       /* P3DW_DIE (tests only): SIGKILL myself before this step */
+    double stall_s;        /* P3DW_STALL (tests only): extra own work per step */
     /* P3DW_SOLO_COMM (tests only): run every collective even on a group of
      * one (all-reduce, a self send/receive on the last stage's output, the
      * all-to-all's self segment), so one GPU runs each NCCL data call. */
@@ -261,6 +262,10 @@ typedef struct p3dw_run {
  * -2 when the checkpoint to resume from belongs to another mesh/model, -3
  * when it is at or past --steps (p3dw_ckpt_load). */
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
+
+/* After a step: "step=N busy=SECONDS[ ckpt=STEP]" to $P3D_HEARTBEAT (ckpt
+ * -1: none; no P3D_HEARTBEAT: nothing). heartbeat.c. */
+void p3dw_heartbeat(int step, double busy, int ckpt);
 /* Checks the model shape against the mesh; prints and returns -1 if bad. */
 int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m);
 /* The same for --experts/--top-k against ep and etp. */

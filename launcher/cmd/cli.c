@@ -26,6 +26,7 @@ typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 #define C_PLAN (1u << P3D_CMD_PLAN)
 #define C_PLACE (C_LAUNCH | C_DRY)
 #define C_CLUSTER (1u << P3D_CMD_CLUSTER)
+#define C_STATUS (1u << P3D_CMD_STATUS)
 #define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER)
 
 typedef struct opt_row {
@@ -45,7 +46,7 @@ typedef struct opt_row {
 /* Grouped as --help shows them. Keep the group headers' order in help_groups. */
 static const opt_row rows[] = {
     /* general */
-    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL, NULL, "show this help and exit"},
+    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL | C_STATUS, NULL, "show this help and exit"},
     {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
     {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
     {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH, NULL,
@@ -141,6 +142,18 @@ static const opt_row rows[] = {
     {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
      "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
      "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
+    {"progress-interval", T_DOUBLE, OFF(progress_interval), 0, 0.05, 86400, C_LAUNCH, "SECONDS",
+     "agents read the ranks' progress lines ($P3D_HEARTBEAT: step=N busy=S[ ckpt=C]) at most this often "
+     "(default 5)"},
+    {"slow-factor", T_DOUBLE, OFF(slow_factor), 0, 1.01, 1000, C_LAUNCH, "X",
+     "a node whose median busy time per step is more than X times its peers' is slow (default 1.3)"},
+    {"slow-windows", T_INT, OFF(slow_windows), 0, 1, 100000, C_LAUNCH, "N",
+     "... for N progress intervals in a row (default 3)"},
+    {"slow-node", T_STR, OFF(slow_node), 0, NOB, C_LAUNCH, "ACTION",
+     "report (default): say it and record it; replace: move its ranks to a spare at the next checkpoint"},
+    {"slow-wait", T_DOUBLE, OFF(slow_wait), 0, 0, 1e9, C_LAUNCH, "SECONDS",
+     "--slow-node replace: replace a slow node this long after the detection when no newer checkpoint is "
+     "reported (default 600)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
@@ -198,6 +211,11 @@ static void opts_defaults(p3d_opts *o)
     o->grace = 10.0;
     o->health_check_timeout = 30.0;
     o->node_timeout = 30.0;
+    o->progress_interval = 5.0;
+    o->slow_factor = 1.3;
+    o->slow_windows = 3;
+    o->slow_node = "report";
+    o->slow_wait = 600.0;
     o->node_rank = -1;
     o->rdzv = "auto";
 }
@@ -301,6 +319,7 @@ static const char *cmd_name(p3d_cmd c)
     case P3D_CMD_TOPO: return "topo";
     case P3D_CMD_PLAN: return "plan";
     case P3D_CMD_CLUSTER: return "cluster";
+    case P3D_CMD_STATUS: return "status";
     case P3D_CMD_DRYRUN: return "--dry-run";
     default: return "launch";
     }
@@ -401,6 +420,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     } else if (argc > 1 && strcmp(argv[1], "cluster") == 0) {
         o->cmd = P3D_CMD_CLUSTER;
         i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "status") == 0) {
+        o->cmd = P3D_CMD_STATUS;
+        i = 2;
     } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
         o->cmd = P3D_CMD_AGENT;
         i = 2;
@@ -421,6 +443,10 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                            h ? ": did you mean " : "", h ? h : "", h ? "?" : "");
         }
         if (strncmp(a, "--", 2) != 0) {
+            if (o->cmd == P3D_CMD_STATUS && !o->status_dir) {
+                o->status_dir = a;
+                continue;
+            }
             if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
                 return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
                                     "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
@@ -523,11 +549,15 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     (void)topology_given;
     if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
         return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
+    if (o->cmd == P3D_CMD_STATUS && !o->status_dir && !o->help)
+        return p3d_err(err, "status: expected a run directory: par3drun status RUN_DIR (the job's --run-dir)");
     if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
         return p3d_err(err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...] "
                             "(or --dry-run to only place)");
     if (strcmp(o->bind, "numa") && strcmp(o->bind, "core") && strcmp(o->bind, "none"))
         return p3d_err(err, "--bind: expected numa, core or none, got '%s'", o->bind);
+    if (strcmp(o->slow_node, "report") && strcmp(o->slow_node, "replace"))
+        return p3d_err(err, "--slow-node: expected report or replace, got '%s'", o->slow_node);
     return 0;
 }
 
@@ -586,6 +616,12 @@ char *p3d_cli_help(p3d_cmd cmd)
                "this node's allocation excludes. SRC: a cluster file, kubectl get nodes -o json, or aws\n"
                "ec2 describe-instance-topology; without it, this node. --format json writes a cluster\n"
                "file (docs/cluster-file.md).\n\n");
+    } else if (cmd == P3D_CMD_STATUS) {
+        append(&b, &len, &cap,
+               "usage: par3drun status RUN_DIR\n\n"
+               "Shows a running (or ended) job's nodes, generation, spares, steps and slowest nodes\n"
+               "from RUN_DIR/status.txt, which the job rewrites every --progress-interval once its\n"
+               "ranks write progress lines (docs/launch.md, \"When a node is slow\").\n\n");
     } else if (cmd == P3D_CMD_PLAN) {
         append(&b, &len, &cap,
                "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"
@@ -600,6 +636,7 @@ char *p3d_cli_help(p3d_cmd cmd)
                "       par3drun topo [--topology SRC]             show this node's topology\n"
                "       par3drun plan --cluster FILE --model M     recommend tp/pp/dp layouts\n"
                "       par3drun cluster [--cluster SRC]           show the resolved cluster\n"
+               "       par3drun status RUN_DIR                    a running job's nodes and slowest nodes\n"
                "       par3drun --version                         print the version\n"
                "(par3drun COMMAND --help: that command's options)\n\n"
                "examples:\n"

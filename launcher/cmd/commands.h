@@ -12,6 +12,7 @@ int p3d_cmd_launch(const p3d_opts *o);  /* cmd_launch.c */
 int p3d_cmd_agent(const p3d_opts *o);   /* cmd_launch.c: internal emulated agent */
 int p3d_cmd_plan(const p3d_opts *o);    /* cmd_plan.c */
 int p3d_cmd_cluster(const p3d_opts *o); /* cmd_cluster.c */
+int p3d_cmd_status(const p3d_opts *o);  /* cmd_status.c */
 
 /* Prints "par3drun: MSG" on stderr and returns P3D_EXIT_BADINPUT; frees msg. */
 int p3d_fail_input(char *msg);

@@ -20,6 +20,7 @@ typedef enum p3d_cmd {
     P3D_CMD_PLAN,       /* par3drun plan [options] */
     P3D_CMD_AGENT,      /* internal: one emulated node's agent */
     P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
+    P3D_CMD_STATUS,     /* par3drun status RUN_DIR */
 } p3d_cmd;
 
 typedef struct p3d_opts {
@@ -77,11 +78,17 @@ typedef struct p3d_opts {
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
     double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
+    double progress_interval;   /* --progress-interval: agents read progress */
+    double slow_factor;         /* --slow-factor: slower than peers by this */
+    int slow_windows;           /* --slow-windows: for this many intervals */
+    const char *slow_node;      /* --slow-node report|replace */
+    double slow_wait;           /* --slow-wait: replace without a checkpoint */
     const char *master_addr;
     int master_port;
     int emulate;
     const char *job_id;
     const char *run_dir;        /* --run-dir DIR: per-job files */
+    const char *status_dir;     /* par3drun status RUN_DIR */
 
     /* multi-node */
     int nnodes, node_rank;      /* 0 / -1 = not given */

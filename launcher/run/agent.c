@@ -41,6 +41,8 @@ typedef struct agent {
     p3d_binder *binder;
     p3d_outsink sink;
     p3d_hangwatch *hang;    /* --hang-timeout, NULL when off */
+    p3d_progwatch *prog;    /* the ranks' progress lines (progress.c) */
+    unsigned prog_timer;    /* the next read of them */
     pid_t self;
     int gen;                /* restart count of the running group */
     int running;            /* live workers */
@@ -165,6 +167,7 @@ static int agent_spawn_all(agent *a, char **err)
     if (agent_outputs(a, err) < 0)
         return -1;
     p3d_hang_generation(a->hang);
+    p3d_progress_generation(a->prog, a->gen);
     for (int i = 0; i < a->nlocal; i++) {
         p3d_envv env;
         if (p3d_rank_env(L, environ, a->ranks[i], a->gen, &env, err) < 0)
@@ -406,6 +409,23 @@ static void agent_hang_check(agent *a)
     }
 }
 
+/* --progress-interval: the ranks' progress files read, the node's summary
+ * sent upstream when a step was made (the controller judges slow nodes);
+ * a timer of the loop, never more often. */
+static void agent_progress(p3d_loop *l, void *ctx)
+{
+    agent *a = ctx;
+    char *warn = NULL;
+    p3d_amsg m;
+    a->prog_timer = 0;
+    if (a->running > 0 && !a->stop.stopping && p3d_progress_sample(a->prog, &m, &warn) > 0)
+        p3d_amsg_send(a->upstream, &m);
+    if (warn)
+        p3d_sink_write(&a->sink, 1, warn, strlen(warn));
+    free(warn);
+    a->prog_timer = p3d_loop_at(l, p3d_now() + a->L->o->progress_interval, agent_progress, a);
+}
+
 /* The node's ranks in local-rank order; output and binding prepared. */
 static int agent_setup(agent *a, char **err)
 {
@@ -432,7 +452,8 @@ static int agent_setup(agent *a, char **err)
     for (int i = 0; i < a->nlocal; i++)
         p3d_rank_out_init(&a->out[i], a->ranks[i]);
     if (p3d_bind_prepare(L, a->node, a->ranks, a->nlocal, &a->binder, &note, err) < 0 ||
-        p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0)
+        p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0 ||
+        (a->nlocal > 0 && p3d_progress_new(L, a->ranks, a->nlocal, &a->prog, err) < 0))
         return -1;
     const char *name = L->cluster->nodes[a->node].name;
     if (L->o->report_bindings) {
@@ -584,7 +605,9 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
     a->watched = calloc((size_t)a->nlocal * 2 + 1, sizeof *a->watched);
     if (!a->watched || (a->upstream >= 0 && p3d_loop_watch(a->loop, a->upstream, P3D_LOOP_IN, agent_on_upstream, a) < 0) ||
         (p3d_hang_fd(a->hang) >= 0 && p3d_loop_watch(a->loop, p3d_hang_fd(a->hang), P3D_LOOP_IN, agent_on_hang, a) < 0) ||
-        p3d_loop_prepare(a->loop, agent_prepare, a) < 0) {
+        p3d_loop_prepare(a->loop, agent_prepare, a) < 0 ||
+        (a->prog && L->o->progress_interval > 0 &&
+         !(a->prog_timer = p3d_loop_at(a->loop, p3d_now() + L->o->progress_interval, agent_progress, a)))) {
         p3d_err(&err, "out of memory");
         goto out;
     }
@@ -619,6 +642,7 @@ out:
         p3d_rank_out_free(&a->out[i]);
     p3d_binder_free(a->binder);
     p3d_hang_free(a->hang);
+    p3d_progress_free(a->prog);
     p3d_sink_close(&a->sink);
     free(a->ranks);
     free(a->pid);

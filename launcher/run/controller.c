@@ -28,7 +28,7 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_UP] = "up",           [P3D_CTL_EV_FAIL] = "failure",     [P3D_CTL_EV_DONE] = "done",
     [P3D_CTL_EV_NODE_SIG] = "node-signal", [P3D_CTL_EV_GONE] = "agent-gone", [P3D_CTL_EV_SIGNAL] = "signal",
     [P3D_CTL_EV_ABORT] = "abort",     [P3D_CTL_EV_TICK] = "tick",        [P3D_CTL_EV_HEALTH] = "health-result",
-    [P3D_CTL_EV_MARK_DEAD] = "mark-dead",
+    [P3D_CTL_EV_MARK_DEAD] = "mark-dead", [P3D_CTL_EV_PROGRESS] = "progress",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)
@@ -119,7 +119,8 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->dead = calloc((size_t)n, 1);
     c->retiring = calloc((size_t)n, 1);
     c->lostq = calloc((size_t)n, 1);
-    if (!c->up_gen || !c->done_gen || !c->gone || !c->killed || !c->dead || !c->retiring || !c->lostq) {
+    if (!c->up_gen || !c->done_gen || !c->gone || !c->killed || !c->dead || !c->retiring || !c->lostq ||
+        ctl_slow_init(c) < 0) {
         p3d_ctl_free(c);
         return NULL;
     }
@@ -143,6 +144,7 @@ void p3d_ctl_free(p3d_ctl *c)
     free(c->dead);
     free(c->retiring);
     free(c->lostq);
+    ctl_slow_free(c);
     free(c->story);
     free(c->summary);
     free(c);
@@ -390,6 +392,9 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
     case P3D_AM_SIGNAL:
         e.type = P3D_CTL_EV_NODE_SIG;
         break;
+    case P3D_AM_PROGRESS:
+        e.type = P3D_CTL_EV_PROGRESS;
+        break;
     default:
         return;
     }
@@ -472,6 +477,10 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         if (c->state == P3D_CTL_STOPPING)
             t = 0;
         return t > 0 && t < d ? t : d;
+    }
+    case P3D_CTL_RUNNING: {
+        double s = ctl_slow_deadline(c);
+        return s > 0 && (!t || s < t) ? s : t;
     }
     default:
         return t;

@@ -38,6 +38,13 @@
  * moves nothing: the job goes on in the state it was in (a rank failure
  * that started a check still restarts in place).
  *
+ * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
+ * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
+ * judges each node against its peers (p3d_ctl_set_peers) and reports a
+ * slow one; with cfg.slow_replace it is then replaced like a lost node
+ * (RUNNING --> REPLACING) at its ranks' next checkpoint or cfg.slow_wait
+ * later, only while a spare (ops.spares_left) and a restart are left.
+ *
  * After every event the controller settles: it re-checks what the event
  * may have completed (every agent up, every agent done, every agent gone),
  * so no event order can leave it waiting on an agent that is gone. Every
@@ -63,6 +70,11 @@
  * after it last heard its upstream) before its replacement may start:
  * the time its processes take to notice and SIGKILL their ranks. */
 #define P3D_FENCE_SLACK 1.0
+
+/* Slow nodes: a node is judged only when its peers' median busy time per
+ * step is at least this (seconds); below it a ratio shows timer and
+ * scheduling noise, not a slow GPU. */
+#define P3D_SLOW_MIN_BUSY 0.001
 
 /* The job's code when an agent is lost (ended or disconnected unasked). */
 #define P3D_EXIT_LOST 1
@@ -90,6 +102,7 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_TICK,      /* time passed */
     P3D_CTL_EV_HEALTH,    /* the health checks' result */
     P3D_CTL_EV_MARK_DEAD, /* a node failed its check before the start */
+    P3D_CTL_EV_PROGRESS,  /* an agent's progress summary (P) */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -120,6 +133,10 @@ typedef struct p3d_ctl_ops {
     int (*health)(void *ctx, const unsigned char *dead);
     /* one events.jsonl record: the fields, without braces */
     void (*event)(void *ctx, const char *fields);
+    /* how many spare nodes are left to take a node's ranks (NULL: none);
+     * --slow-node replace asks before it replaces, so that a slow node
+     * with no spare left is only reported, never a reason to stop */
+    int (*spares_left)(void *ctx);
 } p3d_ctl_ops;
 
 typedef struct p3d_ctl_cfg {
@@ -134,6 +151,12 @@ typedef struct p3d_ctl_cfg {
     int leader;               /* the agent of the controller's own node
                                  (a multi-node leader), -1 none */
     double t0;                /* the job's start (story times) */
+    /* slow nodes (controller_slow.c); progress_interval 0: off */
+    double progress_interval; /* --progress-interval */
+    double slow_factor;       /* --slow-factor */
+    int slow_windows;         /* --slow-windows */
+    int slow_replace;         /* --slow-node replace */
+    double slow_wait;         /* --slow-wait */
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -161,6 +184,12 @@ void p3d_ctl_mark_dead(p3d_ctl *c, int a);
  * runs twice at once. Call it before p3d_ctl_gone for that agent; it is
  * information for that event, not an event of its own. */
 void p3d_ctl_fence(p3d_ctl *c, int a, double until);
+/* Which agents do the same work (the same pp stage and TP/CP/EP
+ * coordinates, across DP replicas): group[a] >= 0 names agent a's peer
+ * group, -1 for an agent without ranks; what[a] says it for messages
+ * ("pp stage 3", copied). Set at the start and after every replacement
+ * (a spare takes its lost node's group); not an event. */
+void p3d_ctl_set_peers(p3d_ctl *c, const int *group, const char *const *what);
 /* The controller's own process got sig. */
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */
@@ -192,6 +221,21 @@ int p3d_ctl_recovering(const p3d_ctl *c);
  * whole lines, for the summary at the end. */
 int p3d_ctl_replaced(const p3d_ctl *c);
 const char *p3d_ctl_story(const p3d_ctl *c);
+
+/* Slow nodes reported so far (the slow events). */
+int p3d_ctl_slow_count(const p3d_ctl *c);
+/* How many judgements of the progress summaries were made (one per
+ * --progress-interval while RUNNING): the status view is written when it
+ * moves. */
+unsigned p3d_ctl_judgements(const p3d_ctl *c);
+/* Agent a's figures of the current generation: 0 when it sent none. */
+typedef struct p3d_ctl_fig {
+    int step, ckpt, npeers;
+    double busy, peer_busy, ratio; /* ratio 0: not judged yet */
+    int slow;                      /* reported slow this generation */
+    const char *what;              /* "pp stage 3" (owned by c) */
+} p3d_ctl_fig;
+int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f);
 
 /* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
 void p3d_failure_how(int code, int sig, char *buf, size_t cap);

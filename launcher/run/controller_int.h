@@ -46,6 +46,25 @@ struct p3d_ctl {
     p3d_ctl_event cause;   /* the event being handled (state records) */
     double fence_at;       /* no respawn before (p3d_ctl_fence) */
     int fence_said;
+    /* slow nodes (controller_slow.c): per agent */
+    struct ctl_prog {
+        int gen;           /* generation of the figures below, -1 none */
+        int step, ckpt, nranks;
+        double busy;       /* median busy s per step of its ranks */
+        int fresh;         /* a summary came since the last judgement */
+        int windows;       /* judged slow this many intervals in a row */
+        int flagged;       /* reported slow in generation flagged - 1 */
+        double flag_at;    /* when */
+        int flag_ckpt;     /* its checkpoint then */
+        double ratio, peer_busy;
+        int npeers;
+        int group;         /* peer group, -1 none */
+        char what[48];
+    } *prog;
+    int *order;            /* scratch: agents by (group, busy) */
+    double eval_at;        /* the next judgement, 0 none yet */
+    int nslow;
+    unsigned njudged;
 };
 
 /* One event, as the entry points hand it to the table. */
@@ -83,6 +102,13 @@ void ctl_all_up(p3d_ctl *c, double now);
 int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
 void ctl_restart_in_place(p3d_ctl *c, double now);
 void ctl_respawn(p3d_ctl *c);
+
+/* Slow nodes (controller_slow.c). */
+int ctl_slow_init(p3d_ctl *c);
+void ctl_slow_free(p3d_ctl *c);
+void ctl_slow_progress(p3d_ctl *c, const ctl_ev *e); /* a P summary */
+void ctl_slow_tick(p3d_ctl *c, double now);          /* RUNNING: judge, act */
+double ctl_slow_deadline(const p3d_ctl *c);          /* RUNNING, 0 none */
 
 /* The table: e through the handler of (state, e->type), then settle. */
 void ctl_dispatch(p3d_ctl *c, const ctl_ev *e);

@@ -220,6 +220,15 @@ static void on_tick(p3d_ctl *c, const ctl_ev *e)
     }
     if (c->state == P3D_CTL_REPLACING || c->state == P3D_CTL_STOPPING)
         enforce_deadlines(c, e->now);
+    if (c->state == P3D_CTL_RUNNING)
+        ctl_slow_tick(c, e->now); /* slow nodes judged; --slow-node replace */
+}
+
+/* A progress summary (controller_slow.c): recorded while ranks run; a
+ * slow node's newer checkpoint may start its replacement (RUNNING). */
+static void on_progress(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_slow_progress(c, e);
 }
 
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
@@ -230,10 +239,11 @@ static const ctl_handler table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     [P3D_CTL_STARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                           [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
-                          [P3D_CTL_EV_MARK_DEAD] = on_mark_dead},
+                          [P3D_CTL_EV_MARK_DEAD] = on_mark_dead, [P3D_CTL_EV_PROGRESS] = on_progress},
     [P3D_CTL_RUNNING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                          [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
-                         [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick},
+                         [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
+                         [P3D_CTL_EV_PROGRESS] = on_progress},
     [P3D_CTL_CHECKING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_DONE] = on_done, [P3D_CTL_EV_NODE_SIG] = on_node_sig,
                           [P3D_CTL_EV_GONE] = on_gone, [P3D_CTL_EV_SIGNAL] = on_signal,
                           [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
@@ -241,7 +251,7 @@ static const ctl_handler table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     [P3D_CTL_RESTARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                             [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                             [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
-                            [P3D_CTL_EV_TICK] = on_tick},
+                            [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_PROGRESS] = on_progress},
     [P3D_CTL_REPLACING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                            [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
                            [P3D_CTL_EV_TICK] = on_tick},
@@ -301,8 +311,14 @@ static void settle(p3d_ctl *c, double now)
 void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
 {
     ctl_handler h = table[c->state][e->type];
+    p3d_ctl_state before = c->state;
     c->cause = e->type;
     if (h)
         h(c, e);
-    settle(c, e->now);
+    /* A progress summary changes no agent's up, done or gone, which is
+     * all that settle() looks at (O(agents)): it settles only when it
+     * moved the state (a slow node's replacement). Every node sends one
+     * per interval, so this keeps the leader's cost O(nodes) a round. */
+    if (e->type != P3D_CTL_EV_PROGRESS || c->state != before)
+        settle(c, e->now);
 }

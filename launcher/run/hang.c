@@ -76,7 +76,7 @@ int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatc
         return -1;
     }
     if (p3d_mkdir_p(w->dir, 0700) < 0 || (w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-        inotify_add_watch(w->fd, w->dir, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE) < 0) {
+        inotify_add_watch(w->fd, w->dir, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
         p3d_err(err, "--hang-timeout: cannot watch %s: %s", w->dir, strerror(errno));
         p3d_hang_free(w);
         return -1;

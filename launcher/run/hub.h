@@ -65,6 +65,8 @@ typedef struct hub {
     unsigned char *pre_bad;
     double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
     double last_check;  /* when hub_beat last looked for silent agents */
+    unsigned judged;    /* the controller's judgements the status shows */
+    int status_warned;
 } hub;
 
 void hub_say(void *ctx, const char *text);

@@ -325,6 +325,47 @@ int p3d_hang_is_hung(const p3d_hangwatch *w, int i);
 int p3d_hang_signal(const p3d_hangwatch *w);
 double p3d_hang_timeout(const p3d_hangwatch *w);
 
+/* ---- progress.c: the ranks' progress lines ------------------------------ */
+
+/* The most a progress file may hold (one line). */
+#define P3D_PROGRESS_MAX 127
+
+typedef struct p3d_progress {
+    int step;     /* steps completed */
+    double busy;  /* seconds of the rank's own work in the last step */
+    int ckpt;     /* newest durable checkpoint step, -1 none */
+} p3d_progress;
+
+/* Parses "step=N busy=SECONDS[ ckpt=STEP]" (one optional newline):
+ * 1 with *p set, 0 for an empty file (a plain heartbeat), -1 otherwise. */
+int p3d_progress_parse(const char *s, size_t len, p3d_progress *p);
+
+typedef struct p3d_progwatch p3d_progwatch;
+
+/* Reads the progress files of the local ranks (ranks borrowed, local
+ * order); makes RUN_DIR/heartbeat. Free with p3d_progress_free(). 0 or -1
+ * with *err. */
+int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_progwatch **out, char **err);
+void p3d_progress_free(p3d_progwatch *w);
+/* Generation gen starts: the old files are removed, nothing reported. */
+void p3d_progress_generation(p3d_progwatch *w, int gen);
+/* Reads every file once: 1 with the node's summary in *m (a P message)
+ * when some rank's step advanced since the last one, else 0. A rank's
+ * first bad file appends one warning line to *warn (malloc'd; the caller
+ * frees it). */
+int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn);
+
+/* ---- peers.c: the nodes that do the same work ------------------------- */
+
+#define P3D_PEER_WHAT 48
+
+/* For agents i < n (agent i runs cluster node nodes[i]; ncluster nodes):
+ * group[i], equal for nodes whose ranks hold the same (pp, tp, cp, ep)
+ * coordinates, -1 for a node without ranks; what[i] "pp stage 3" or "pp
+ * stages 0-1". 0, or -1 (out of memory). */
+int p3d_peer_groups(const p3d_placement *pl, const int *nodes, int n, size_t ncluster, int *group,
+                    char (*what)[P3D_PEER_WHAT]);
+
 /* ---- agent.c ------------------------------------------------------------- */
 
 /* Runs node `node`'s local ranks until the controller (on upstream, a

@@ -235,8 +235,9 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);
     if (L->o->log_dir) /* the bundled worker writes its JSON report there */
         e |= p3d_envv_set(out, "P3D_LOG_DIR", "%s", L->o->log_dir);
-    if (L->o->hang_timeout > 0) /* agent.c watches it (--hang-timeout) */
-        e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
+    /* always: a touch is a heartbeat (--hang-timeout), a line is progress
+     * (progress.c, the slow-node detection) */
+    e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
     e |= p3d_envv_set(out, "P3D_NODE", "%s", cn->name);
     e |= p3d_envv_set(out, "P3D_NODE_INDEX", "%d", k->node);
     if (L->emulate) /* each emulated node's ranks see their node's name */

@@ -16,7 +16,7 @@
 #include <time.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_N };
+enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_STEP, F_BUSY, F_CKPT, F_N };
 
 typedef struct field_def {
     size_t off;
@@ -32,12 +32,15 @@ static const field_def FIELDS[F_N] = {
     [F_SEQ] = {offsetof(p3d_amsg, seq), 0, INT_MAX},
     [F_OK] = {offsetof(p3d_amsg, ok), 0, 1},
     [F_MS] = {offsetof(p3d_amsg, ms), 0, INT_MAX},
+    [F_STEP] = {offsetof(p3d_amsg, step), 0, INT_MAX},
+    [F_BUSY] = {offsetof(p3d_amsg, busy_us), 0, INT_MAX},
+    [F_CKPT] = {offsetof(p3d_amsg, ckpt), -1, INT_MAX},
 };
 
 typedef struct type_def {
     int type;
     int nf;
-    int f[4];
+    int f[5];
     int text;
 } type_def;
 
@@ -54,6 +57,7 @@ static const type_def TYPES[] = {
     {P3D_AM_CHECK, 1, {F_SEQ}, 0},
     {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, 1},
     {P3D_AM_BEAT, 1, {F_MS}, 0},
+    {P3D_AM_PROGRESS, 5, {F_GEN, F_STEP, F_BUSY, F_CKPT, F_NRANKS}, 0},
 };
 
 static const type_def *type_of(int t)
@@ -172,6 +176,7 @@ int p3d_amsg_dir_ok(int type, int down)
     case P3D_AM_UP:
     case P3D_AM_SIGNAL:
     case P3D_AM_RETIRED:
+    case P3D_AM_PROGRESS:
     case P3D_AM_HEALTH:
         return !down;
     case P3D_AM_BEAT:

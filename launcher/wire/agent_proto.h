@@ -38,6 +38,14 @@
  * |      |                 |                    | passed (or no --health-check here), 0    |
  * |      |                 |                    | failed; text: how (at most               |
  * |      |                 |                    | P3D_HEALTH_HOW-1 bytes are kept)         |
+ * | p    | agent -> ctl    | gen step busy ckpt | progress of the node's ranks in gen (one |
+ * |      |                 | nranks             | per --progress-interval at most, only    |
+ * |      |                 |                    | when a rank's step advanced): the lowest |
+ * |      |                 |                    | step, the median busy time of the last   |
+ * |      |                 |                    | step in microseconds, the newest         |
+ * |      |                 |                    | checkpoint durable on every reporting    |
+ * |      |                 |                    | rank (-1: none), how many ranks report;  |
+ * |      |                 |                    | relays forward it unchanged              |
  * | b    | both ways       | ms                 | heartbeat (--node-timeout): the sender   |
  * |      |                 |                    | is alive; ms: the sender's node timeout  |
  * |      |                 |                    | in milliseconds (0: off). A relay takes  |
@@ -76,6 +84,7 @@ enum {
     P3D_AM_CHECK = 'c',
     P3D_AM_HEALTH = 'h',
     P3D_AM_BEAT = 'b',
+    P3D_AM_PROGRESS = 'p',
 };
 
 typedef struct p3d_amsg {
@@ -84,10 +93,13 @@ typedef struct p3d_amsg {
     int code;          /* F T */
     int rank;          /* F */
     int sig;           /* F S T U */
-    int nranks;        /* A */
+    int nranks;        /* A P */
     int seq;           /* C H */
     int ok;            /* H */
     int ms;            /* B */
+    int step;          /* P */
+    int busy_us;       /* P */
+    int ckpt;          /* P, -1: none */
     const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
 } p3d_amsg;
 

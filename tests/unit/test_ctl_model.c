@@ -16,7 +16,10 @@
  * REPLACING and STOPPING always have a deadline; once the faults stop the
  * controller reaches DONE within a bounded number of events, with an exit
  * code the cause of the stop allows. Every (state, event) cell of the
- * table must be visited. The sequence that hung the job before the table
+ * table must be visited. Progress summaries (P) come at random too, from
+ * a node that is sometimes slow, with checkpoints that advance: a slow
+ * node is replaced only when a spare and a restart are left, and a
+ * progress summary never stops the job. The sequence that hung the job before the table
  * (a rank failure, then a health check failing only on a spare) is seed 0.
  */
 #include <setjmp.h>
@@ -49,10 +52,14 @@ typedef struct env {
     int was_dead[MAXA];
     int health_pending;
     int respawn_fail;      /* a fault: the next respawn fails */
+    int respawn_failed;    /* it did: whatever event settled it, exit 1 */
     double fence_at;       /* a lost agent's ranks may run until then */
     int last_restarts;
     int stop_cause;        /* the event that moved it to STOPPING, -1 */
     int stop_sig, stop_code, fail_code;
+    int slow;              /* the node whose ranks are slow, -1 none */
+    int ckpt;              /* the checkpoint the ranks report */
+    int intervals;         /* progress rounds left before the ranks are done */
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -62,6 +69,8 @@ typedef struct env {
 
 static unsigned long cells[P3D_CTL_NSTATES][P3D_CTL_NEVENTS];
 static unsigned long total_events;
+static unsigned long slow_seen; /* slow nodes reported, all sequences */
+static unsigned long slow_moved; /* ... and replaced */
 
 static unsigned rnd(env *e, unsigned n)
 {
@@ -128,6 +137,8 @@ static void o_say(void *ctx, const char *text)
         broken(e, "a message that is not whole lines: %s", text);
 }
 
+static int o_spares_left(void *ctx);
+
 static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     env *e = ctx;
@@ -140,6 +151,12 @@ static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char 
         if (!p3d_ctl_is_dead(e->c, lost[k]))
             broken(e, "replace of agent %d that is not dead", lost[k]);
         need += e->rank_node[lost[k]];
+    }
+    if (strstr(reason, "slower than")) {
+        /* --slow-node replace asked only with a spare and a restart left */
+        if (nlost != 1 || !need || !o_spares_left(e))
+            broken(e, "a slow node replaced without a spare: %s", reason);
+        slow_moved++;
     }
     if (!need) {
         *msg = strdup("it ran no rank");
@@ -177,6 +194,7 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
         broken(e, "respawn at %.2f before a lost node's fence %.2f: a rank could run twice", e->now, e->fence_at);
     if (e->respawn_fail) {
         e->respawn_fail = 0;
+        e->respawn_failed = 1;
         return -1;
     }
     for (int i = 0; i < e->n; i++)
@@ -199,6 +217,15 @@ static int o_health(void *ctx, const unsigned char *dead)
         return -1; /* cannot check: healthy */
     e->health_pending = 1;
     return 0;
+}
+
+static int o_spares_left(void *ctx)
+{
+    env *e = ctx;
+    int n = 0;
+    for (int i = 0; i < e->n; i++)
+        n += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i);
+    return n;
 }
 
 /* ---- the events ------------------------------------------------------------ */
@@ -227,6 +254,8 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         broken(e, "state %s without a deadline", p3d_ctl_state_name(s));
     if (s != P3D_CTL_CHECKING && before == P3D_CTL_CHECKING)
         e->health_pending = 0; /* a late result is ignored */
+    if (ev == P3D_CTL_EV_PROGRESS && (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != s)
+        broken(e, "a progress summary stopped the job (a slow node must never stop it)");
     if ((s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != P3D_CTL_STOPPING && before != P3D_CTL_DONE) {
         e->stop_cause = (int)ev;
         e->stop_sig = sig;
@@ -285,10 +314,41 @@ static void health(env *e, int faults)
     DISPATCH(e, P3D_CTL_EV_HEALTH, 0, 0, p3d_ctl_health_result(e->c, bad, e->now));
 }
 
+/* Agent a's progress summary: busy 0.1 s, 3x on the slow node, steps and
+ * checkpoints that advance (or a stale generation). */
+static void progress(env *e, int a)
+{
+    if (rnd(e, 3) == 0)
+        e->ckpt += 1 + (int)rnd(e, 3);
+    int gen = e->gen[a] - (rnd(e, 8) == 0);
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = gen, .step = 10 * e->ckpt + 1,
+                  .busy_us = (a == e->slow ? 300000 : 100000) + (int)rnd(e, 20000), .ckpt = e->ckpt - 1,
+                  .nranks = 4};
+    tr(e, "%7.2f %-10s P from %d gen %d busy %d ckpt %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a,
+       gen, m.busy_us, m.ckpt);
+    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
 static void tick(env *e)
 {
     tr(e, "%7.2f %-10s tick\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
     DISPATCH(e, P3D_CTL_EV_TICK, 0, 0, p3d_ctl_tick(e->c, e->now));
+}
+
+/* An interval: the summaries of the agents still there (each missing one
+ * time in skip), then the controller's deadline (its judgement). */
+static void progress_round(env *e, unsigned skip)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->alive[i] && (!skip || rnd(e, skip)))
+            progress(e, i);
+    if (p3d_ctl_get_state(e->c) == P3D_CTL_RUNNING) {
+        /* the transport ticks before every wait: the first tick names
+         * the judgement's deadline, the next ones come at it */
+        if (p3d_ctl_deadline(e->c) > e->now)
+            e->now = p3d_ctl_deadline(e->c);
+        tick(e);
+    }
 }
 
 static void signal_ev(env *e, int sig)
@@ -311,7 +371,12 @@ static void random_event(env *e)
 {
     int a = pick_alive(e);
     e->now += rnd(e, 4) == 0 ? rnd(e, 8) : rnd(e, 100) / 100.0;
-    switch (rnd(e, 16)) {
+    switch (rnd(e, 19)) {
+    case 16:
+    case 17:
+    case 18: /* an interval: every agent's summary (those still there) */
+        progress_round(e, 4);
+        break;
     case 0:
     case 1:
         if (a >= 0)
@@ -393,6 +458,12 @@ static int cooperative_event(env *e)
             msg(e, i, P3D_AM_UP, e->gen[i], 0, 0, 0);
             return 1;
         }
+    if (s == P3D_CTL_RUNNING && e->intervals > 0) {
+        /* the ranks run a few intervals before they are done */
+        e->intervals--;
+        progress_round(e, 0);
+        return 1;
+    }
     if (s == P3D_CTL_RUNNING)
         for (int i = 0; i < e->n; i++)
             if (e->alive[i] && e->done_sent[i] != e->gen[i]) {
@@ -433,6 +504,10 @@ static void check_code(env *e)
         ok = code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
         break;
     }
+    /* settle() respawns after any event (a SIGUSR1 too): a failed respawn
+     * stops the job with P3D_EXIT_LOST, whatever the event was */
+    if (e->respawn_failed && code == P3D_EXIT_LOST)
+        ok = 1;
     if (code == 124 && e->timeout <= 0)
         ok = 0;
     if (!ok)
@@ -453,6 +528,8 @@ static void setup(env *e, int seed)
     e->max_restarts = (int)rnd(e, 4);
     e->timeout = rnd(e, 4) == 0 ? 5 + rnd(e, 60) : 0;
     e->stop_cause = -1;
+    e->slow = rnd(e, 2) ? (int)rnd(e, (unsigned)e->n) : -1;
+    e->intervals = (int)rnd(e, 6);
     for (int i = 0; i < e->n; i++) {
         e->rank_node[i] = i < e->n - spares;
         e->alive[i] = 1;
@@ -461,7 +538,14 @@ static void setup(env *e, int seed)
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5)};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say};
+    if (rnd(e, 4)) {
+        cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
+        cfg.slow_factor = 1.3;
+        cfg.slow_windows = 1 + (int)rnd(e, 3);
+        cfg.slow_replace = (int)rnd(e, 2);
+        cfg.slow_wait = rnd(e, 6);
+    }
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left};
     if (rnd(e, 5)) {
         ops.replace = o_replace;
         ops.respawn = o_respawn;
@@ -470,6 +554,12 @@ static void setup(env *e, int seed)
         ops.health = o_health;
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
+    /* the nodes with ranks do the same work (one group), or two halves */
+    int group[MAXA];
+    int halves = (int)rnd(e, 2);
+    for (int i = 0; i < e->n; i++)
+        group[i] = e->rank_node[i] ? (halves ? i % 2 : 0) : -1;
+    p3d_ctl_set_peers(e->c, group, NULL);
     /* before the start: nodes that failed their check (never started);
      * the transport starts a job only when some node is left to run it */
     for (int i = 1; i < e->n; i++)
@@ -498,6 +588,7 @@ static void finish(env *e)
         random_event(e);
     if (p3d_ctl_get_state(e->c) != P3D_CTL_DONE)
         broken(e, "left DONE");
+    slow_seen += (unsigned long)p3d_ctl_slow_count(e->c);
     p3d_ctl_free(e->c);
 }
 
@@ -565,9 +656,12 @@ static void test_model(void **st)
             fprintf(stderr, "model: never saw event %s in state %s\n", p3d_ctl_event_name((p3d_ctl_event)v),
                     p3d_ctl_state_name((p3d_ctl_state)s));
         }
-    printf("model: %d states x %d events = %d cells, %d visited; %d random sequences + seed 0, %lu events\n",
-           P3D_CTL_NSTATES, P3D_CTL_NEVENTS, P3D_CTL_NSTATES * P3D_CTL_NEVENTS, visited, SEQUENCES, total_events);
+    printf("model: %d states x %d events = %d cells, %d visited; %d random sequences + seed 0, %lu events, %lu slow "
+           "nodes reported, %lu replaced\n",
+           P3D_CTL_NSTATES, P3D_CTL_NEVENTS, P3D_CTL_NSTATES * P3D_CTL_NEVENTS, visited, SEQUENCES, total_events,
+           slow_seen, slow_moved);
     assert_int_equal(missing, 0);
+    assert_true(slow_seen > 0 && slow_moved > 0); /* the sequences do reach the detection */
     free(e);
 }
 
