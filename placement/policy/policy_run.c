@@ -64,6 +64,19 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
     }
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;
+    long long naive_min;
+    if (p3d_naive_is_bundled(r.source) && !job->previous) {
+        if (p3d_naive_computed_min(&naive_min, err) < 0)
+            goto out;
+        p3d_mesh m = job->mesh;
+        char *e = NULL;
+        int world = p3d_mesh_derive(&m, &e) == 0 ? p3d_mesh_world(&m) : -1;
+        free(e);
+        if (world >= 0 && world >= naive_min) {
+            rc = p3d_naive_compute(c, job, r.source, out, err);
+            goto out;
+        }
+    }
     if (p3d_policy_run_text(r.chunk, r.source, r.text, r.len, c, job, &lim, out, err) < 0)
         goto out;
     free((*out)->policy);
