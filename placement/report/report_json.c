@@ -258,14 +258,13 @@ static void metrics(p3d_sb *b, const p3d_report_in *in, const int *dims, int nd)
     p3d_sb_puts(b, "  }");
 }
 
-char *p3d_report_json(const p3d_report_in *in)
+/* The whole report into b (a buffer or a stream). */
+static void report(p3d_sb *bp, const p3d_report_in *in)
 {
     const p3d_cluster *c = in->cluster;
     const p3d_placement *pl = in->pl;
-    p3d_sb b = {0};
+    p3d_sb b = *bp;
     int dims[P3D_NDIMS], nd = p3d_report_dims(&pl->mesh, dims);
-    /* ~190 bytes per rank line plus its groups: one allocation up front */
-    p3d_sb_reserve(&b, (size_t)pl->world * 240 + 65536);
     p3d_sb_puts(&b, "{\n");
     key(&b, 2, "world_size");
     p3d_sb_int(&b, pl->world);
@@ -303,5 +302,24 @@ char *p3d_report_json(const p3d_report_in *in)
     p3d_sb_puts(&b, ",\n");
     metrics(&b, in, dims, nd);
     p3d_sb_puts(&b, "\n}\n");
+    *bp = b;
+}
+
+char *p3d_report_json(const p3d_report_in *in)
+{
+    p3d_sb b = {0};
+    /* ~190 bytes per rank line plus its groups: one allocation up front */
+    p3d_sb_reserve(&b, (size_t)in->pl->world * 240 + 65536);
+    report(&b, in);
     return p3d_sb_finish(&b);
+}
+
+int p3d_report_json_to(const p3d_report_in *in, FILE *f)
+{
+    p3d_sb b;
+    /* 1 MiB: big writes, and the bytes are still in cache when written */
+    if (p3d_sb_stream(&b, f, (size_t)1 << 20) < 0)
+        return -1;
+    report(&b, in);
+    return p3d_sb_stream_end(&b);
 }

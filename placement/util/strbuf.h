@@ -8,12 +8,25 @@
 #define P3D_STRBUF_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef struct p3d_sb {
     char *p;
     size_t len, cap;
     int oom;
+    /* A streamed buffer (p3d_sb_stream): full buffers go to sink instead
+     * of growing, so a whole-world report never sits in memory. */
+    FILE *sink;
+    int werr;    /* a write to sink failed (errno kept) */
 } p3d_sb;
+
+/* Streams b into f through a buffer of cap bytes: whatever does not fit is
+ * written out first; p3d_sb_stream_end writes the rest and frees the
+ * buffer. Writers that look back (b->len--) see only the bytes since the
+ * last append, which stay in the buffer. 0, or -1 when an append ran out of
+ * memory or a write failed (errno from the write). */
+int p3d_sb_stream(p3d_sb *b, FILE *f, size_t cap);
+int p3d_sb_stream_end(p3d_sb *b);
 
 /* Makes room for n more bytes; returns 0, or -1 (and sets oom). */
 int p3d_sb_reserve(p3d_sb *b, size_t n);
