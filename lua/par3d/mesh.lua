@@ -56,3 +56,6 @@ function par3d.groups(mesh, dim) return mesh:groups(dim) end
 -- layout, res:set(rank, node, gpu) one rank; res:get(rank) -> node, gpu;
 -- res:totable() -> the plain list. Each charges the budget per rank.
 par3d.result = core.result
+
+-- par3d.fill(t, first, n, v): t[first .. first+n-1] = v, in C (charged n)
+par3d.fill = core.fill

@@ -234,6 +234,26 @@ static int l_tostring(lua_State *L)
     return 1;
 }
 
+/* par3d.fill(t, first, n, v): t[first .. first+n-1] = v (raw sets: t is
+ * the policy's own table; a read-only proxy has no array to fill) */
+static int l_fill(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer first = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3);
+    luaL_checkany(L, 4);
+    if (n < 0 || n > (1 << 28) || first < 1 || first > LUA_MAXINTEGER - n)
+        return luaL_error(L, "par3d.fill: range %I + %I is out of range (first >= 1, 0 <= n <= %d)", first, n,
+                          1 << 28);
+    if (lua_getmetatable(L, 1))
+        return luaL_error(L, "par3d.fill: expected a plain table (this one has a metatable)");
+    p3d_sandbox_charge(L, (unsigned long long)n);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_pushvalue(L, 4);
+        lua_rawseti(L, 1, first + i);
+    }
+    return 0;
+}
+
 void p3d_lua_result_register(lua_State *L)
 {
     static const luaL_Reg methods[] = {
@@ -253,6 +273,8 @@ void p3d_lua_result_register(lua_State *L)
     lua_pop(L, 1);
     lua_pushcfunction(L, l_result);
     lua_setfield(L, -2, "result");
+    lua_pushcfunction(L, l_fill);
+    lua_setfield(L, -2, "fill");
 }
 
 int p3d_lua_result_get(lua_State *L, int idx, int *world, const int **node, const int **gpu)

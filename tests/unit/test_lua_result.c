@@ -204,6 +204,26 @@ static void test_bad_results_refused(void **state)
                 0, "hidden");
 }
 
+/* par3d.fill: a C loop over a plain table, charged per element */
+static void test_fill(void **state)
+{
+    (void)state;
+    const char *ok = "function place(c, j)\n"
+                     "  local t = {1, 2}\n"
+                     "  par3d.fill(t, 2, 3, 'x')\n"
+                     "  assert(#t == 4 and t[1] == 1 and t[2] == 'x' and t[4] == 'x', 'fill')\n"
+                     "  local res = par3d.result(par3d.mesh(j).world)\n"
+                     "  for n = 1, #c.nodes do res:assign((n - 1) * 8, n, 0, 8) end\n"
+                     "  return res\n"
+                     "end\n";
+    char *msg;
+    assert_int_equal(run(ok, 0, NULL, &msg), 0);
+    expect_fail("function place(c, j) par3d.fill(c.nodes, 1, 2, 0) end\n", 0, "expected a plain table");
+    expect_fail("function place(c, j) par3d.fill({}, 0, 2, 0) end\n", 0, "par3d.fill: range 0 + 2 is out of range");
+    expect_fail("function place(c, j) for i = 1, 100 do par3d.fill({}, 1, 1 << 20, 0) end end\n", 50000000ULL,
+                "instruction budget");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -211,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_layout_nested_equals_place_nested),
         cmocka_unit_test(test_c_work_charges_the_budget),
         cmocka_unit_test(test_bad_results_refused),
+        cmocka_unit_test(test_fill),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
