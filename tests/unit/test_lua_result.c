@@ -224,6 +224,33 @@ static void test_fill(void **state)
                 "instruction budget");
 }
 
+/* the collector is stopped while the cluster table is built and must run
+ * again for the policy: 300 MB of garbage in a 48 MiB sandbox */
+static void test_collector_runs_for_the_policy(void **state)
+{
+    (void)state;
+    const char *src = "function place(c, j)\n"
+                      "  for i = 1, 3000000 do local t = {i, i, i, i} end\n"
+                      "  local res = par3d.result(par3d.mesh(j).world)\n"
+                      "  for n = 1, #c.nodes do res:assign((n - 1) * 8, n, 0, 8) end\n"
+                      "  return res\n"
+                      "end\n";
+    p3d_sandbox_limits lim = {48u << 20, 0, 0};
+    p3d_placement *p = NULL;
+    char *msg = NULL;
+    int rc = p3d_policy_run_text("t.lua", "t.lua", src, strlen(src), cl, &job, &lim, &p, &msg);
+    if (rc)
+        fprintf(stderr, "%s\n", msg);
+    assert_int_equal(rc, 0);
+    /* running, it keeps the heap near what is live; stopped, only the
+     * emergency collection at the cap would save the policy */
+    size_t peak;
+    p3d_policy_last_stats(NULL, &peak);
+    printf("peak Lua heap %zu KiB\n", peak >> 10);
+    assert_true(peak < ((size_t)32 << 20));
+    p3d_placement_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_c_work_charges_the_budget),
         cmocka_unit_test(test_bad_results_refused),
         cmocka_unit_test(test_fill),
+        cmocka_unit_test(test_collector_runs_for_the_policy),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
