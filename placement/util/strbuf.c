@@ -35,7 +35,7 @@ int p3d_sb_reserve(p3d_sb *b, size_t n)
     return 0;
 }
 
-void p3d_sb_putn(p3d_sb *b, const char *s, size_t n)
+void p3d_sb_putn_slow(p3d_sb *b, const char *s, size_t n)
 {
     if (p3d_sb_reserve(b, n) < 0)
         return;
@@ -44,12 +44,7 @@ void p3d_sb_putn(p3d_sb *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void p3d_sb_puts(p3d_sb *b, const char *s)
-{
-    p3d_sb_putn(b, s, strlen(s));
-}
-
-void p3d_sb_putc(p3d_sb *b, char c)
+void p3d_sb_putc_slow(p3d_sb *b, char c)
 {
     if (p3d_sb_reserve(b, 1) < 0)
         return;
