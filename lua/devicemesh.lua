@@ -69,7 +69,7 @@ function place(cluster, job)
   -- a lost node: keep every healthy rank, move its ranks to a spare
   if job.previous then return par3d.replace(cluster, job) end
   local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
-  local result, notes = (moe and par3d.place_ep or par3d.place_nested)(cluster, job)
+  local result, notes = (moe and par3d.place_ep or par3d.layout_nested)(cluster, job)
   table.insert(notes, 1, device_mesh_note(job, moe))
   return result, notes
 end

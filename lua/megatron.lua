@@ -16,7 +16,8 @@
 -- When the hardware cannot satisfy a rule, the layout degrades to the next
 -- best (a TP group across a node's domains, then across nodes; a pipeline
 -- across racks) and a note names the rule and why.
--- The work is done by par3d.place_nested (lua/par3d.lua).
+-- The work is done by par3d.layout_nested (lua/par3d/layout.lua): O(nodes)
+-- Lua work, the per-rank part in C (par3d.result).
 --
 -- Spares (--spares K, spares() below): par3d.default_spares' spread over
 -- racks, or over each rack's multi-node NVLink domains (par3d.spare_units:
@@ -87,7 +88,7 @@ function place(cluster, job)
   -- MoE: keep each EP group (etp*ep ranks) with its TP groups in one NVLink
   -- domain, else one node, else one rack (par3d.place_ep)
   local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
-  local result, notes = (moe and par3d.place_ep or par3d.place_nested)(cluster, job)
+  local result, notes = (moe and par3d.place_ep or par3d.layout_nested)(cluster, job)
   -- par3d.pack counts blocks of ranks packed together (one block holds
   -- several pipelines: all tp lanes of a model replica's stages), while
   -- the PP_CROSSES_RACKS check counts pipelines (PP groups). Say which so

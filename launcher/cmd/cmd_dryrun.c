@@ -62,14 +62,35 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     const char *nc = getenv("NO_COLOR");
     in.color = !strcmp(fmt, "text") && !o->output && isatty(STDOUT_FILENO) && !(nc && *nc);
     double t0 = now();
-    report = fn(&in);
+    if (fn == p3d_report_json) {
+        /* streamed (no whole-world string): report and write are one stage */
+        FILE *f = o->output ? fopen(o->output, "w") : stdout;
+        if (!f) {
+            char *m = NULL;
+            p3d_err(&m, "--output %s: cannot create: %s", o->output, strerror(errno));
+            rc = p3d_fail_input(m);
+            goto out;
+        }
+        int bad = p3d_report_json_to(&in, f) < 0;
+        bad |= o->output ? fclose(f) != 0 : fflush(stdout) != 0;
+        if (bad) {
+            fprintf(stderr, "par3drun: %s%s: write failed: %s\n", o->output ? "--output " : "",
+                    o->output ? p3d_tesc(o->output) : "stdout", strerror(errno));
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+    } else {
+        report = fn(&in);
+    }
     double t_report = now() - t0;
-    if (!report) {
+    if (!report && fn != p3d_report_json) {
         fprintf(stderr, "par3drun: out of memory while writing the %s report\n", fmt);
         rc = P3D_EXIT_FAIL;
         goto out;
     }
-    if (o->output) {
+    if (fn == p3d_report_json) {
+        /* written above */
+    } else if (o->output) {
         FILE *f = fopen(o->output, "w");
         if (!f) {
             char *m = NULL;

@@ -17,7 +17,7 @@ local par3d = ...
 -- same physical layout of its groups. Returns result, notes.
 ---------------------------------------------------------------------------
 
-function par3d.place_nested(cluster, job)
+function par3d.layout_nested(cluster, job)
   local m = par3d.mesh(job)
   local sz, st = m.size, m.stride
   -- ep has size 1 in the dense grid this nests; par3d.place_ep keeps EP
@@ -52,18 +52,13 @@ function par3d.place_nested(cluster, job)
   end
   local U = par3d.units(cluster, seq, tp, need, notes, counts, C)
   local order = par3d.pack(U, per, dp, notes, what, why)
-  local nodeof, gpuof = U.node, U.gpu
-  local stp, scp, sep, sdp, spp = st.tp, st.cp, st.ep, st.dp, st.pp
-  -- Filled in rank order, so res stays a plain array (filling it in walk
-  -- order would scatter the keys into its hash part first).
-  local res = {}
-  for rank = 0, m.world - 1 do
-    local t, c, e = (rank // stp) % tp, (rank // scp) % cp, (rank // sep) % ep
-    local p, s = (rank // sdp) % dp, (rank // spp) % pp
-    local k = (order[p * per + s * inner + e * cp + c + 1] - 1) * tp + t + 1
-    res[rank + 1] = {rank = rank, node = nodeof[k], gpu = gpuof[k], tp = t, cp = c, dp = p, pp = s}
-  end
-  if res[1].node ~= 1 then
+  -- every rank at once, in C (par3d.result, res:nest_units): rank with
+  -- dense coordinates (t, c, p, s) gets slot t of unit
+  -- order[p*per + s*inner + c + 1]
+  local res = par3d.result(m.world)
+  res:nest_units(m, order, U.node, U.gpu)
+  local node0 = res:get(0)
+  if node0 ~= 1 then
     local why
     if U.node[1] ~= 1 then
       why = string.format("that node has no NVLink domain with room for a TP group of %d", tp)
@@ -72,9 +67,26 @@ function par3d.place_nested(cluster, job)
         cluster.nodes[1].rack, pp > 1 and "pipeline" or "replica", per * tp)
     end
     notes[#notes + 1] = string.format("rank 0 rule degraded: rank 0 is on %s, not on the job's first node %s: %s",
-      cluster.nodes[res[1].node].name, cluster.nodes[1].name, why)
+      cluster.nodes[node0].name, cluster.nodes[1].name, why)
   end
   return res, notes
+end
+
+-- par3d.place_nested(cluster, job) -> result, notes: the same layout as a
+-- plain list {{rank=, node=, gpu=, tp=, cp=, dp=, pp=}, ...} a policy may
+-- edit (par3d.layout_nested returns it as a par3d.result, for place() to
+-- return as it is)
+function par3d.place_nested(cluster, job)
+  local res, notes = par3d.layout_nested(cluster, job)
+  local list, m = res:totable(), par3d.mesh(job)
+  local st, sz = m.stride, m.size
+  for i = 1, #list do
+    local e = list[i]
+    local r = e.rank
+    e.tp, e.cp = (r // st.tp) % sz.tp, (r // st.cp) % sz.cp
+    e.dp, e.pp = (r // st.dp) % sz.dp, (r // st.pp) % sz.pp
+  end
+  return list, notes
 end
 
 ---------------------------------------------------------------------------

@@ -47,3 +47,15 @@ function Mesh:groups(dim) return core.groups(self, dim) end
 function par3d.rank_of(mesh, coords) return mesh:rank(coords) end
 function par3d.coords_of(mesh, rank) return mesh:coords(rank) end
 function par3d.groups(mesh, dim) return mesh:groups(dim) end
+
+-- par3d.result(world) -> a placement held in C that place() may return as
+-- it is (docs/policies.md, "Block operations"): res:assign(first, node,
+-- gpu0, n) gives ranks first..first+n-1 GPUs gpu0.. of one node,
+-- res:assign_slots(first, nodes, gpus, slot0, n) a run of slots,
+-- res:nest_units(mesh, order, nodes, gpus) par3d.layout_nested's whole
+-- layout, res:set(rank, node, gpu) one rank; res:get(rank) -> node, gpu;
+-- res:totable() -> the plain list. Each charges the budget per rank.
+par3d.result = core.result
+
+-- par3d.fill(t, first, n, v): t[first .. first+n-1] = v, in C (charged n)
+par3d.fill = core.fill

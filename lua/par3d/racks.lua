@@ -6,6 +6,8 @@
 -- the module table, the C core and the helpers the modules share.
 
 local par3d = ...
+-- whole runs of units copied in C (table.move, charged per element)
+local move = table.move
 
 ---------------------------------------------------------------------------
 -- Pipelines at the level of racks. k blocks of `per` units each (a block is
@@ -228,13 +230,10 @@ function par3d.pack(U, per, count, notes, label, why)
     if hi[k] > largest then largest = hi[k] end
     local whole = n // per
     for g = 0, whole - 1 do
-      local grp = {}
-      for q = 1, per do grp[q] = l[g * per + q] end
-      groups[#groups + 1] = grp
+      groups[#groups + 1] = move(l, g * per + 1, g * per + per, 1, {})
     end
     if n > whole * per then
-      local f = {}
-      for q = whole * per + 1, n do f[#f + 1] = l[q] end
+      local f = move(l, whole * per + 1, n, 1, {})
       frags[#frags + 1] = f
       fsize[#fsize + 1] = #f
     end
@@ -244,12 +243,10 @@ function par3d.pack(U, per, count, notes, label, why)
     local forder = par3d.fragment_order(fsize, per)
     local run = {}
     for _, i in ipairs(forder) do
-      for _, u in ipairs(frags[i]) do run[#run + 1] = u end
+      move(frags[i], 1, #frags[i], #run + 1, run)
     end
     for g = 0, crossing - 1 do
-      local grp = {}
-      for q = 1, per do grp[q] = run[g * per + q] end
-      groups[#groups + 1] = grp
+      groups[#groups + 1] = move(run, g * per + 1, g * per + per, 1, {})
     end
     if notes then
       notes[#notes + 1] = string.format(
@@ -262,7 +259,7 @@ function par3d.pack(U, per, count, notes, label, why)
   table.sort(groups, function(x, y) return x[1] < y[1] end)
   local order = {}
   for g, grp in ipairs(groups) do
-    for q = 1, per do order[(g - 1) * per + q] = grp[q] end
+    move(grp, 1, per, (g - 1) * per + 1, order)
   end
   return order
 end

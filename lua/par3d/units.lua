@@ -6,6 +6,9 @@
 -- the module table, the C core and the helpers the modules share.
 
 local par3d = ...
+-- block copies in C: table.move, and par3d.fill (placement/policy/
+-- lua_result.c), so that the per-GPU work of a node or a unit is one call
+local move, fill = table.move, par3d.fill
 
 ---------------------------------------------------------------------------
 -- Units: blocks of `size` GPUs that become one TP group each. The placement
@@ -113,10 +116,9 @@ function par3d.capacity(cluster, seq, size)
     for k = 1, #lists do
       local gpus, len = lists[k], lens[k]
       local first = nslots + 1
-      for j = 1, len do
-        nslots = nslots + 1
-        sn[nslots], sg[nslots] = i, gpus[j]
-      end
+      fill(sn, first, len, i)
+      move(gpus, 1, len, first, sg)
+      nslots = nslots + len
       local whole = len // size
       for u = 0, whole - 1 do u1[#u1 + 1] = first + u * size end
       if whole * size < len then
@@ -237,9 +239,8 @@ function par3d.units(cluster, seq, size, need, notes, counts, C)
         end
       end
     else
-      for t = 0, size - 1 do
-        Unode[o + t + 1], Ugpu[o + t + 1] = sn[x + t], sg[x + t]
-      end
+      move(sn, x, x + size - 1, o + 1, Unode)
+      move(sg, x, x + size - 1, o + 1, Ugpu)
     end
     o = o + size
     Utier[count], Urack[count] = tier, rackidx

@@ -105,7 +105,23 @@ static void ring_hops(const ctx *x, int first, int stride, int n, ring_member *r
         const p3d_cnode *cn = &x->c->nodes[rk->node];
         ring[i] = (ring_member){cn->rack, cn->nvl_domain, rk->node, rk->gpu, r};
     }
-    qsort(ring, (size_t)n, sizeof *ring, ring_cmp);
+    /* the members' keys are distinct (one GPU each), so every sort gives
+     * the same order: skip it when they come sorted (most groups of a
+     * good placement), insertion sort for a TP-sized group */
+    int sorted = 1;
+    for (int i = 1; i < n && sorted; i++)
+        sorted = ring_cmp(&ring[i - 1], &ring[i]) < 0;
+    if (!sorted && n <= 16) {
+        for (int i = 1; i < n; i++) {
+            ring_member v = ring[i];
+            int k = i;
+            for (; k > 0 && ring_cmp(&ring[k - 1], &v) > 0; k--)
+                ring[k] = ring[k - 1];
+            ring[k] = v;
+        }
+    } else if (!sorted) {
+        qsort(ring, (size_t)n, sizeof *ring, ring_cmp);
+    }
     for (int i = 0; i < n; i++)
         hops[link_of(x, ring[i].rank, ring[(i + 1) % n].rank)]++;
 }

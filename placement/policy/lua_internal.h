@@ -44,6 +44,19 @@ int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err);
 
 typedef struct p3d_sandbox p3d_sandbox; /* lua_sandbox_state.h */
 
+/* par3d.result (lua_result.c): adds core.result to the table on top of the
+ * stack and registers the result metatable. p3d_lua_result_get: 1 when the
+ * value at idx is a result, with its world and rank -> node (1-based, 0:
+ * unassigned) and GPU arrays (borrowed from the Lua value), else 0. */
+void p3d_lua_result_register(lua_State *L);
+int p3d_lua_result_get(lua_State *L, int idx, int *world, const int **node, const int **gpu);
+
+/* Work a C helper does for a policy, counted as n instructions against the
+ * budget before it runs (the count hook sees none of it): raises the
+ * budget error when n does not fit, and every later instruction fails as
+ * after any kill. Returns 0 otherwise; outside a sandbox it does nothing. */
+int p3d_sandbox_charge(lua_State *L, unsigned long long n);
+
 /* Creates the state and opens the allowed libraries (inside lua_pcall).
  * Caller frees with p3d_sandbox_free(). */
 int p3d_sandbox_new(const p3d_sandbox_limits *lim, p3d_sandbox **out, char **err);

@@ -233,5 +233,6 @@ int luaopen_par3d_core(lua_State *L)
         {NULL, NULL},
     };
     luaL_newlib(L, fns);
+    p3d_lua_result_register(L);
     return 1;
 }

@@ -493,6 +493,22 @@ static int sb_table_call(lua_State *L)
     return lua_gettop(L);
 }
 
+int p3d_sandbox_charge(lua_State *L, unsigned long long n)
+{
+    p3d_sandbox *sb = sandbox_of(L);
+    if (!sb)
+        return 0;
+    unsigned long long left = sb->budget > sb->instr ? sb->budget - sb->instr : 0;
+    if (!sb->killed && n > left) {
+        sb->instr = sb->budget + 1;
+        kill_policy(L, sb, 1);
+    }
+    if (sb->killed)
+        return raise_kill(L, sb);
+    sb->instr += n;
+    return 0;
+}
+
 static void charge_table_functions(lua_State *L)
 {
     static const char *const names[] = {"move", "insert", "remove"};

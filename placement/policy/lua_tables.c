@@ -393,6 +393,11 @@ void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
 {
     luaL_checkstack(L, 16, "building the cluster table");
     p3d_sandbox_fit_cluster(p3d_sandbox_of(L), p3d_cluster_gpus(c));
+    /* everything built here stays reachable: collection steps while it
+     * grows would only re-mark it (a sixth of the policy stage at 1M
+     * GPUs). The memory cap is the allocator's and still holds. */
+    int gc_was_running = lua_gc(L, LUA_GCISRUNNING);
+    lua_gc(L, LUA_GCSTOP);
     lua_createtable(L, 0, 0); /* topology cache */
     int cache = lua_gettop(L);
     lua_createtable(L, 0, 12);
@@ -460,6 +465,8 @@ void p3d_lua_push_cluster(lua_State *L, const p3d_cluster *c)
 
     CSEAL(L);
     lua_remove(L, cache);
+    if (gc_was_running)
+        lua_gc(L, LUA_GCRESTART);
 }
 
 #define JSEAL(L) seal(L, ro_job_newindex)

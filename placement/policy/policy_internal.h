@@ -46,5 +46,18 @@ int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **
  * hook and entry: "place() result, rank 3") and the offset. */
 int p3d_policy_check_name(const char *nm, size_t nl, const char *who, const char *where, char **err);
 
+/* The naive baseline computed (policy_naive.c): at or above this many ranks
+ * (P3D_NAIVE_COMPUTED_MIN in the environment overrides it) the bundled
+ * naive.lua is not run; p3d_naive_compute gives its placement from the rank
+ * order alone. p3d_naive_computed_min: 0, or -1 with *err on a bad value. */
+#define P3D_NAIVE_COMPUTED_MIN 1024
+int p3d_naive_computed_min(long long *min, char **err);
+/* 1 when source is the bundled <data dir>/lua/naive.lua. */
+int p3d_naive_is_bundled(const char *source);
+/* naive.lua's placement of job on c, without a second policy run: the same
+ * refusals, ranks, coordinates and local ranks. Caller frees *out with
+ * p3d_placement_free(). */
+int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *source, p3d_placement **out,
+                      char **err);
 
 #endif

@@ -64,6 +64,19 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
     }
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;
+    long long naive_min;
+    if (p3d_naive_is_bundled(r.source) && !job->previous) {
+        if (p3d_naive_computed_min(&naive_min, err) < 0)
+            goto out;
+        p3d_mesh m = job->mesh;
+        char *e = NULL;
+        int world = p3d_mesh_derive(&m, &e) == 0 ? p3d_mesh_world(&m) : -1;
+        free(e);
+        if (world >= 0 && world >= naive_min) {
+            rc = p3d_naive_compute(c, job, r.source, out, err);
+            goto out;
+        }
+    }
     if (p3d_policy_run_text(r.chunk, r.source, r.text, r.len, c, job, &lim, out, err) < 0)
         goto out;
     free((*out)->policy);
@@ -144,16 +157,46 @@ static int int_field(lua_State *L, int t, int key, lua_Integer *v)
     return rc;
 }
 
+static int finish(lua_State *L, run_ctx *x, int res, int notes_idx);
+
+/* A par3d.result: its arrays are C's already, no table per rank to read. */
+static int collect_result(lua_State *L, run_ctx *x, int res, int bworld, const int *bnode, const int *bgpu, int notes_idx)
+{
+    const p3d_cluster *c = x->c;
+    const char *who = x->chunk;
+    p3d_rank *R = x->pl->ranks;
+    if (bworld != x->world)
+        return p3d_err(&x->err, "%s: place() returned a par3d.result of %d ranks, expected %d (world = "
+                                "tp*cp*dp*pp)",
+                       who, bworld, x->world);
+    for (int r = 0; r < bworld; r++) {
+        if (!bnode[r])
+            return p3d_err(&x->err, "%s: place() returned a par3d.result where rank %d is not assigned", who, r);
+        if ((size_t)bnode[r] > c->nnodes)
+            return p3d_err(&x->err, "%s: rank %d: node %d is not a node index 1..%zu (or a node name)", who, r,
+                           bnode[r], c->nnodes);
+        R[r].node = bnode[r] - 1;
+        R[r].gpu = bgpu[r];
+        for (int d = 0; d < P3D_NDIMS; d++)
+            R[r].coord[d] = P3D_COORD_UNSET;
+    }
+    /* a result carries no notes field: the second value's notes */
+    return finish(L, x, res, notes_idx);
+}
+
 /* Validates the result at index res (and notes at notes_idx) into x->pl. */
 static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
 {
     const p3d_cluster *c = x->c;
-    const p3d_mesh *m = &x->pl->mesh; /* resolved */
     const char *who = x->chunk;
     int world = x->world;
+    int bworld;
+    const int *bnode, *bgpu;
+    if (p3d_lua_result_get(L, res, &bworld, &bnode, &bgpu))
+        return collect_result(L, x, res, bworld, bnode, bgpu, notes_idx);
     if (lua_type(L, res) != LUA_TTABLE)
         return p3d_err(&x->err, "%s: place() returned %s, expected a table with one entry per rank ({rank=, node=, "
-                                "gpu=}, %d entries)",
+                                "gpu=}, %d entries) or a par3d.result",
                        who, luaL_typename(L, res), world);
     size_t n = lua_rawlen(L, res);
     if (n > (size_t)world)
@@ -239,6 +282,19 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
         return p3d_err(&x->err, "%s: place() returned %zu entries for a world of %d: rank %d is missing", who, n,
                        world, miss);
     }
+    return finish(L, x, res, notes_idx);
+}
+
+/* What every result gets once x->pl->ranks holds it: validation, the
+ * coordinates, local ranks and the notes (result.notes of a table result,
+ * else place()'s second value). */
+static int finish(lua_State *L, run_ctx *x, int res, int notes_idx)
+{
+    const p3d_cluster *c = x->c;
+    const p3d_mesh *m = &x->pl->mesh;
+    const char *who = x->chunk;
+    int world = x->world;
+    p3d_rank *R = x->pl->ranks;
     if (p3d_placement_validate(c, m, x->pl, who, 1, &x->err) < 0)
         return -1;
     for (int r = 0; r < world; r++)
@@ -253,10 +309,16 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
 
     /* notes: result.notes, else a second return value (list or string) */
     int nidx = 0;
-    lua_pushliteral(L, "notes");
-    if (lua_rawget(L, res) == LUA_TTABLE)
-        nidx = lua_gettop(L);
-    else if (lua_type(L, notes_idx) == LUA_TTABLE)
+    if (lua_type(L, res) == LUA_TTABLE) {
+        lua_pushliteral(L, "notes");
+        if (lua_rawget(L, res) != LUA_TTABLE)
+            lua_pop(L, 1);
+        else
+            nidx = lua_gettop(L);
+    }
+    if (nidx) {
+        /* result.notes wins over the second value */
+    } else if (lua_type(L, notes_idx) == LUA_TTABLE)
         nidx = notes_idx;
     else if (lua_type(L, notes_idx) == LUA_TSTRING) {
         lua_createtable(L, 1, 0);

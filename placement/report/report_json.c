@@ -58,22 +58,46 @@ static void role_list(p3d_sb *b, const p3d_cluster *c, int role, const char *nam
         p3d_sb_puts(b, "],\n");
 }
 
+/* The node's JSON-escaped strings, made once per run of ranks on one node
+ * (ranks of a node are mostly consecutive): its name, quoted, and its
+ * rack, quoted or null. */
+typedef struct node_strs {
+    const p3d_cnode *cn;
+    p3d_sb name, rack;
+} node_strs;
+
+static void node_strs_for(node_strs *s, const p3d_cluster *c, const p3d_cnode *cn)
+{
+    if (s->cn == cn)
+        return;
+    s->cn = cn;
+    s->name.len = s->rack.len = 0;
+    p3d_sb_json_str(&s->name, cn->name);
+    p3d_sb_json_str(&s->rack, (size_t)cn->rack < c->nracks ? c->racks[cn->rack] : NULL);
+}
+
 static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
 {
     static const char *const keys[P3D_NDIMS] = {", \"tp\": ", ", \"pp\": ", ", \"dp\": ", ", \"cp\": ",
                                                  ", \"ep\": ", ", \"etp\": ", ", \"edp\": "};
     static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
                                          P3D_DIM_ETP, P3D_DIM_EDP};
+    node_strs ns = {0};
     key(b, 2, "ranks");
     p3d_sb_puts(b, "[\n");
     for (int r = 0; r < pl->world; r++) {
         const p3d_rank *rk = &pl->ranks[r];
         const p3d_cnode *cn = &c->nodes[rk->node];
         const p3d_gpu *g = &cn->topo->gpus[rk->gpu];
+        node_strs_for(&ns, c, cn);
+        if (ns.name.oom || ns.rack.oom) {
+            b->oom = 1;
+            break;
+        }
         p3d_sb_puts(b, "    {\"rank\": ");
         p3d_sb_int(b, r);
         p3d_sb_puts(b, ", \"node\": ");
-        p3d_sb_json_str(b, cn->name);
+        p3d_sb_putn(b, ns.name.p, ns.name.len);
         p3d_sb_puts(b, ", \"gpu\": ");
         p3d_sb_int(b, rk->gpu);
         p3d_sb_puts(b, ", \"local_rank\": ");
@@ -96,17 +120,17 @@ static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
         if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains) {
             p3d_sb_json_str(b, c->nvl_domains[cn->nvl_domain]);
         } else {
-            p3d_sb_json_str(b, cn->name);
-            if (!b->oom)
-                b->len--; /* reopen the string: "node001/3" */
+            p3d_sb_putn(b, ns.name.p, ns.name.len - 1); /* the string reopened: "node001/3" */
             p3d_sb_putc(b, '/');
             p3d_sb_int(b, g->domain);
             p3d_sb_putc(b, '"');
         }
         p3d_sb_puts(b, ", \"rack\": ");
-        p3d_sb_json_str(b, (size_t)cn->rack < c->nracks ? c->racks[cn->rack] : NULL);
+        p3d_sb_putn(b, ns.rack.p, ns.rack.len);
         p3d_sb_puts(b, r + 1 < pl->world ? "},\n" : "}\n");
     }
+    p3d_sb_free(&ns.name);
+    p3d_sb_free(&ns.rack);
     p3d_sb_puts(b, "  ]");
 }
 
@@ -258,14 +282,13 @@ static void metrics(p3d_sb *b, const p3d_report_in *in, const int *dims, int nd)
     p3d_sb_puts(b, "  }");
 }
 
-char *p3d_report_json(const p3d_report_in *in)
+/* The whole report into b (a buffer or a stream). */
+static void report(p3d_sb *bp, const p3d_report_in *in)
 {
     const p3d_cluster *c = in->cluster;
     const p3d_placement *pl = in->pl;
-    p3d_sb b = {0};
+    p3d_sb b = *bp;
     int dims[P3D_NDIMS], nd = p3d_report_dims(&pl->mesh, dims);
-    /* ~190 bytes per rank line plus its groups: one allocation up front */
-    p3d_sb_reserve(&b, (size_t)pl->world * 240 + 65536);
     p3d_sb_puts(&b, "{\n");
     key(&b, 2, "world_size");
     p3d_sb_int(&b, pl->world);
@@ -303,5 +326,24 @@ char *p3d_report_json(const p3d_report_in *in)
     p3d_sb_puts(&b, ",\n");
     metrics(&b, in, dims, nd);
     p3d_sb_puts(&b, "\n}\n");
+    *bp = b;
+}
+
+char *p3d_report_json(const p3d_report_in *in)
+{
+    p3d_sb b = {0};
+    /* ~190 bytes per rank line plus its groups: one allocation up front */
+    p3d_sb_reserve(&b, (size_t)in->pl->world * 240 + 65536);
+    report(&b, in);
     return p3d_sb_finish(&b);
+}
+
+int p3d_report_json_to(const p3d_report_in *in, FILE *f)
+{
+    p3d_sb b;
+    /* 1 MiB: big writes, and the bytes are still in cache when written */
+    if (p3d_sb_stream(&b, f, (size_t)1 << 20) < 0)
+        return -1;
+    report(&b, in);
+    return p3d_sb_stream_end(&b);
 }

@@ -15,6 +15,14 @@ int p3d_sb_reserve(p3d_sb *b, size_t n)
         return -1;
     if (b->len + n + 1 <= b->cap)
         return 0;
+    if (b->sink && b->len) {
+        /* streamed: empty the buffer into the sink instead of growing */
+        if (!b->werr && fwrite(b->p, 1, b->len, b->sink) != b->len)
+            b->werr = 1;
+        b->len = 0;
+        if (n + 1 <= b->cap)
+            return 0;
+    }
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n + 1)
         cap *= 2;
@@ -28,7 +36,7 @@ int p3d_sb_reserve(p3d_sb *b, size_t n)
     return 0;
 }
 
-void p3d_sb_putn(p3d_sb *b, const char *s, size_t n)
+void p3d_sb_putn_slow(p3d_sb *b, const char *s, size_t n)
 {
     if (p3d_sb_reserve(b, n) < 0)
         return;
@@ -37,12 +45,7 @@ void p3d_sb_putn(p3d_sb *b, const char *s, size_t n)
     b->p[b->len] = 0;
 }
 
-void p3d_sb_puts(p3d_sb *b, const char *s)
-{
-    p3d_sb_putn(b, s, strlen(s));
-}
-
-void p3d_sb_putc(p3d_sb *b, char c)
+void p3d_sb_putc_slow(p3d_sb *b, char c)
 {
     if (p3d_sb_reserve(b, 1) < 0)
         return;
@@ -164,4 +167,25 @@ void p3d_sb_free(p3d_sb *b)
     b->p = NULL;
     b->len = b->cap = 0;
     b->oom = 0;
+}
+
+int p3d_sb_stream(p3d_sb *b, FILE *f, size_t cap)
+{
+    memset(b, 0, sizeof *b);
+    if (p3d_sb_reserve(b, cap) < 0)
+        return -1;
+    b->sink = f;
+    return 0;
+}
+
+int p3d_sb_stream_end(p3d_sb *b)
+{
+    int rc = 0;
+    if (!b->oom && b->len && !b->werr && fwrite(b->p, 1, b->len, b->sink) != b->len)
+        b->werr = 1;
+    if (b->oom || b->werr)
+        rc = -1;
+    free(b->p);
+    memset(b, 0, sizeof *b);
+    return rc;
 }

@@ -24,4 +24,15 @@ golden dryrun_8x-pcie-nvlink-pairs.txt 0 --cluster $E/8x-pcie-nvlink-pairs.json 
 golden dryrun_8x-pcie-nvlink-pairs_tp4.txt 0 --cluster $E/8x-pcie-nvlink-pairs.json --tp 4 --pp 2
 golden dryrun_gb200-nvl72.txt 0 --cluster $E/gb200-nvl72-2domains.json --tp 8 --pp 2
 golden dryrun_gb200-nvl72.json 0 --cluster $E/gb200-nvl72-2domains.json --tp 8 --pp 2 --format json
+# devicemesh.lua and a DGX-1 (hybrid cube-mesh) cluster; these goldens were
+# made by the build before par3d.result and the streamed report (issue 30):
+# the placements and reports must stay byte-identical
+golden dryrun_64x-dgx-h100_devicemesh.txt 0 --cluster $E/64x-dgx-h100-4racks.json --tp 8 --pp 4 \
+    --policy devicemesh
+golden dryrun_gb200-nvl72_devicemesh.json 0 --cluster $E/gb200-nvl72-2domains.json --tp 8 --pp 2 \
+    --policy devicemesh --format json
+golden dryrun_4x-dgx1-2racks_tp4.json 0 --cluster tests/fixtures/clusters/4x-dgx1-2racks.json --tp 4 --pp 2 \
+    --format json
+golden dryrun_64x-dgx-h100_spares.json 0 --cluster $E/64x-dgx-h100-4racks.json --tp 8 --pp 4 --spares 4 \
+    --format json
 exit $fail

@@ -8,6 +8,8 @@
 
 #include "p3d/check.h"
 
+#include <stdio.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -28,6 +30,10 @@ char *p3d_report_text(const p3d_report_in *in);
 char *p3d_report_json(const p3d_report_in *in);
 char *p3d_report_svg(const p3d_report_in *in);
 char *p3d_report_html(const p3d_report_in *in);
+/* The JSON report streamed into f (the same bytes as p3d_report_json,
+ * never the whole report in memory): 0, or -1 when memory ran out or a
+ * write failed (errno from the write). f stays open. */
+int p3d_report_json_to(const p3d_report_in *in, FILE *f);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,101 @@
+/*
+ * test_report_stream.c — the streamed JSON report (p3d_report_json_to,
+ * p3d_sb_stream): the same bytes as the in-memory report when the report
+ * is several times the stream's buffer, the writers' look-back (b->len--)
+ * across a flush, and a failed write reported, not swallowed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "policy_fixture.h"
+#include "strbuf.h"
+
+/* The whole content of f (rewound), malloc'd, length in *n. */
+static char *slurp(FILE *f, size_t *n)
+{
+    fflush(f);
+    long len = ftell(f);
+    assert_true(len >= 0);
+    char *s = malloc((size_t)len + 1);
+    rewind(f);
+    *n = fread(s, 1, (size_t)len, f);
+    s[*n] = 0;
+    return s;
+}
+
+static void test_stream_equals_buffer(void **state)
+{
+    (void)state;
+    p3d_cluster *c = fx_simple(2048, 8, 8, 32);
+    p3d_job j;
+    fx_job(&j, 8, 1, 1, 128, 16, NULL);
+    p3d_placement *pl = NULL;
+    p3d_analysis *an = NULL;
+    char *err = NULL;
+    assert_int_equal(p3d_policy_run("megatron", NULL, c, &j, &pl, &err), 0);
+    assert_int_equal(p3d_analyze(c, &j, pl, &an, &err), 0);
+    p3d_report_in in = {.cluster = c, .job = &j, .pl = pl, .an = an};
+    char *mem = p3d_report_json(&in);
+    assert_non_null(mem);
+    /* 16,384 ranks: ~4 MB, several 1 MiB buffers streamed */
+    assert_true(strlen(mem) > ((size_t)3 << 20));
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(p3d_report_json_to(&in, f), 0);
+    size_t n;
+    char *got = slurp(f, &n);
+    assert_int_equal(n, strlen(mem));
+    assert_memory_equal(got, mem, n);
+    fclose(f);
+    free(got);
+    free(mem);
+    /* a write that fails is an error, not a short report */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        assert_int_equal(p3d_report_json_to(&in, full), -1);
+        fclose(full);
+    }
+    p3d_analysis_free(an);
+    p3d_placement_free(pl);
+    fx_free(c);
+}
+
+/* A buffer of 8 bytes: every few appends flush; the look-back the rank
+ * writer does ("node001" reopened to "node001/3") still works. */
+static void test_small_buffer_look_back(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    p3d_sb b;
+    assert_int_equal(p3d_sb_stream(&b, f, 8), 0);
+    for (int i = 0; i < 3; i++) {
+        p3d_sb_puts(&b, "{\"d\": ");
+        p3d_sb_json_str(&b, "node001");
+        b.len--;
+        p3d_sb_putc(&b, '/');
+        p3d_sb_int(&b, 3 + i);
+        p3d_sb_putc(&b, '"');
+        p3d_sb_printf(&b, ", \"x\": %d}", 100 * i);
+        p3d_sb_puts(&b, "a string longer than the whole buffer;");
+    }
+    assert_int_equal(p3d_sb_stream_end(&b), 0);
+    size_t n;
+    char *got = slurp(f, &n);
+    assert_string_equal(got, "{\"d\": \"node001/3\", \"x\": 0}a string longer than the whole buffer;"
+                             "{\"d\": \"node001/4\", \"x\": 100}a string longer than the whole buffer;"
+                             "{\"d\": \"node001/5\", \"x\": 200}a string longer than the whole buffer;");
+    free(got);
+    fclose(f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_equals_buffer),
+        cmocka_unit_test(test_small_buffer_look_back),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
