@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_result.c — a placement held in C (par3d.result, docs/policies.md
  * "Block operations"): the rank -> (node, GPU) map of a world, filled by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * policy_naive.c — the naive baseline computed, not placed. The bundled
  * naive.lua gives rank r the r-th GPU of the host list (nodes in list

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # The naive baseline computed (policy_naive.c) against naive.lua run in the
 # sandbox, on every fixture cluster: P3D_NAIVE_COMPUTED_MIN=0 computes it at
 # any size, a huge value never. The reports (text and JSON, the baseline

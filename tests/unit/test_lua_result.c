@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_lua_result.c — par3d.result, the placement held in C: a policy
  * filling it with block operations gets the same placement as the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_report_stream.c — the streamed JSON report (p3d_report_json_to,
  * p3d_sb_stream): the same bytes as the in-memory report when the report
