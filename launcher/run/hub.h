@@ -81,6 +81,16 @@ void hub_round_free(hub *h, hround *r);
 /* ops.health, and what the loop does once it was called. */
 int hub_health_start(void *ctx, const unsigned char *dead);
 void hub_health_due(hub *h);
+/* hub_status.c: the controller's peer groups from the placement of now;
+ * the spares left (ops.spares_left); RUN_DIR/status.txt. */
+void hub_peers(hub *h);
+int hub_spares_left(void *ctx);
+void hub_write_status(hub *h);
+/* hub_lines.c: the start and end lines (docs/launch.md), the recovery's
+ * words for --verbose and the summary. */
+void hub_start_line(hub *h, int nnodes);
+void hub_end_line(hub *h, int code);
+void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap);
 /* The check before the first start: its done. */
 void hub_pre_done(hub *h, unsigned char *bad);
 

@@ -168,21 +168,6 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
     return rc;
 }
 
-/* "slowest recovery 1.62 s (failure seen -> all ranks running)", or why
- * there is no such figure (the job ended during a recovery). */
-static void recovery_text(const p3d_ctl *c, char *buf, size_t cap)
-{
-    double t = p3d_ctl_recovery_max(c);
-    if (t >= 0)
-        snprintf(buf, cap, "slowest recovery %.2f s (failure seen -> all ranks running)%s", t,
-                 p3d_ctl_recovering(c) ? "; the job ended during the last one" : "");
-    else
-        snprintf(buf, cap, "no recovery completed%s",
-                 p3d_ctl_recovering(c) ? " (the job ended while its ranks were being restarted)" : "");
-}
-
-static void hub_peers(hub *h);
-
 static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     hub *h = ctx;
@@ -221,121 +206,6 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
         h->L->sent(h->L->adopt_ctx);
     hub_peers(h);
     return 0;
-}
-
-/* The controller's peer groups (peers.c) from the placement of now: at
- * the start and after each replacement, where a spare took a lost node's
- * ranks and so its work. */
-static void hub_peers(hub *h)
-{
-    int *group = calloc((size_t)h->n + 1, sizeof *group);
-    char (*what)[P3D_PEER_WHAT] = calloc((size_t)h->n + 1, sizeof *what);
-    const char **wp = calloc((size_t)h->n + 1, sizeof *wp);
-    if (group && what && wp && p3d_peer_groups(h->L->pl, h->nodes, h->n, h->L->cluster->nnodes, group, what) == 0) {
-        for (int i = 0; i < h->n; i++)
-            wp[i] = what[i];
-        p3d_ctl_set_peers(h->ctl, group, wp);
-    }
-    free(group);
-    free(what);
-    free(wp);
-}
-
-/* Spare nodes left to take a slow node's ranks: the agents not lost whose
- * node runs no rank in the placement of now (a multi-node leader's
- * cluster does not carry the roles; the placement does, everywhere). */
-static int hub_spares_left(void *ctx)
-{
-    hub *h = ctx;
-    const p3d_placement *pl = h->L->pl;
-    size_t nc = h->L->cluster->nnodes;
-    unsigned char *used = calloc(nc + 1, 1);
-    int n = 0;
-    if (!used)
-        return 0; /* out of memory: report only */
-    for (int r = 0; r < pl->world; r++)
-        if (pl->ranks[r].node >= 0 && (size_t)pl->ranks[r].node < nc)
-            used[pl->ranks[r].node] = 1;
-    for (int i = 0; i < h->n; i++)
-        n += h->nodes[i] >= 0 && (size_t)h->nodes[i] < nc && !used[h->nodes[i]] && !p3d_ctl_is_dead(h->ctl, i);
-    free(used);
-    return n;
-}
-
-/* Nodes shown by the status view, slowest first. */
-#define P3D_STATUS_TOP 20
-
-static int by_ratio_desc(const void *x, const void *y, void *ctx)
-{
-    const double *r = ctx;
-    double a = r[*(const int *)x], b = r[*(const int *)y];
-    return (a < b) - (a > b);
-}
-
-/* RUN_DIR/status.txt, what `par3drun status RUN_DIR` shows (cmd_status.c):
- * the job's nodes, generation, spares, steps and its slowest nodes, from
- * the controller's figures; rewritten (atomically) after each judgement,
- * so at most once a --progress-interval, O(nodes log nodes). */
-static void hub_write_status(hub *h)
-{
-    int n = h->n, nfig = 0, lo = -1, hi = -1, nlost = 0, nslow = 0;
-    int *idx = calloc((size_t)n + 1, sizeof *idx);
-    double *ratio = calloc((size_t)n + 1, sizeof *ratio);
-    p3d_ctl_fig *fig = calloc((size_t)n + 1, sizeof *fig);
-    char *s = NULL, *lost = NULL, *slow = NULL, *err = NULL;
-    if (!idx || !ratio || !fig)
-        goto out;
-    for (int i = 0; i < n; i++) {
-        if (p3d_ctl_is_dead(h->ctl, i) && nlost++ < 10)
-            p3d_str_appendf(&lost, ", ", "%s", h->names[i]);
-        if (!p3d_ctl_figures(h->ctl, i, &fig[i]))
-            continue;
-        idx[nfig++] = i;
-        ratio[i] = fig[i].ratio;
-        if (fig[i].slow && nslow++ < 10)
-            p3d_str_appendf(&slow, ", ", "%s", h->names[i]);
-        if (lo < 0 || fig[i].step < lo)
-            lo = fig[i].step;
-        if (fig[i].step > hi)
-            hi = fig[i].step;
-    }
-    qsort_r(idx, (size_t)nfig, sizeof *idx, by_ratio_desc, ratio);
-    int spares = hub_spares_left(h);
-    p3d_str_appendf(&s, "", "job %s: generation %d (%d restart%s), state %s, %.1f s after the start\n",
-                    h->L->job_id, p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl),
-                    p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_state_name(p3d_ctl_get_state(h->ctl)),
-                    p3d_now() - h->L->t0);
-    p3d_str_appendf(&s, "", "nodes: %d, %d reporting progress, %d spare%s left, %d lost%s%s%s%s\n", n, nfig, spares,
-                    spares == 1 ? "" : "s", nlost, nlost ? " (" : "", lost ? lost : "", nlost > 10 ? ", ..." : "",
-                    nlost ? ")" : "");
-    if (nfig)
-        p3d_str_appendf(&s, "", "steps: %d to %d\n", lo, hi);
-    p3d_str_appendf(&s, "", "slow nodes this generation: %d%s%s%s%s\n", nslow, nslow ? " (" : "", slow ? slow : "",
-                    nslow > 10 ? ", ..." : "", nslow ? ")" : "");
-    if (nfig) {
-        p3d_str_appendf(&s, "", "slowest nodes (median busy s per step of its ranks, vs its peers'):\n");
-        p3d_str_appendf(&s, "", "  %-16s %8s %8s %8s %7s %6s  %s\n", "node", "step", "busy_s", "peers_s", "ratio",
-                        "peers", "work");
-        for (int k = 0; k < nfig && k < P3D_STATUS_TOP; k++) {
-            const p3d_ctl_fig *f = &fig[idx[k]];
-            p3d_str_appendf(&s, "", "  %-16s %8d %8.3f %8.3f %7.2f %6d  %s%s\n", h->names[idx[k]], f->step, f->busy,
-                            f->peer_busy, f->ratio, f->npeers, f->what, f->slow ? " (slow)" : "");
-        }
-    }
-    if (s && p3d_rundir_write(h->L->run_dir, "status.txt", s, strlen(s), &err) < 0 && !h->status_warned) {
-        h->status_warned = 1;
-        char line[512];
-        snprintf(line, sizeof line, "par3drun: warning: cannot write the status view: %s\n", err ? err : "?");
-        hub_say(h, line);
-    }
-out:
-    free(idx);
-    free(ratio);
-    free(fig);
-    free(s);
-    free(lost);
-    free(slow);
-    free(err);
 }
 
 static void hub_event(void *ctx, const char *fields)
@@ -554,55 +424,6 @@ static void hub_loop(hub *h)
         p3d_ctl_abort(h->ctl, "the event loop failed", P3D_EXIT_FAIL, p3d_now());
 }
 
-/* What a person sees of a job: one line at the start (job id, mesh,
- * nodes, spares, run directory) and one at the end (docs/launch.md). */
-static void hub_start_line(hub *h, int nnodes)
-{
-    const p3d_launch *L = h->L;
-    const p3d_mesh *m = &L->pl->mesh;
-    static const struct {
-        int dim;
-        const char *name;
-    } dims[] = {{P3D_DIM_TP, "tp"}, {P3D_DIM_CP, "cp"}, {P3D_DIM_EP, "ep"}, {P3D_DIM_PP, "pp"}, {P3D_DIM_DP, "dp"}};
-    char mesh[128] = "";
-    size_t k = 0;
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && k < sizeof mesh; i++) {
-        int n = p3d_mesh_size(m, dims[i].dim);
-        if (n > 1 || dims[i].dim == P3D_DIM_TP || dims[i].dim == P3D_DIM_PP || dims[i].dim == P3D_DIM_DP)
-            k += (size_t)snprintf(mesh + k, sizeof mesh - k, "%s%s%d", k ? " " : "", dims[i].name, n);
-    }
-    int spares = 0;
-    for (size_t i = 0; i < L->cluster->nnodes; i++)
-        spares += L->cluster->nodes[i].role == P3D_NODE_SPARE;
-    char line[PATH_MAX + 512], sp[48] = "";
-    if (spares)
-        snprintf(sp, sizeof sp, ", %d spare%s", spares, spares == 1 ? "" : "s");
-    snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job_id,
-             L->pl->world, L->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
-             L->run_dir);
-    hub_say(h, line);
-    /* torchrun says it too: the ranks' OpenMP threads are ours to size */
-    int omp_given = getenv("OMP_NUM_THREADS") != NULL;
-    for (size_t i = 0; i < L->nextra && !omp_given; i++)
-        omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
-    if (!omp_given && L->pl->world > 1)
-        hub_say(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
-                   "OMP_NUM_THREADS to choose)\n");
-}
-
-static void hub_end_line(hub *h, int code)
-{
-    const p3d_launch *L = h->L;
-    char line[PATH_MAX + 256], rs[48] = "";
-    int r = p3d_ctl_restarts(h->ctl);
-    if (r)
-        snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
-    snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job_id, code,
-             p3d_now() - L->t0, rs, L->run_dir,
-             p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");
-    hub_say(h, line);
-}
-
 int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
 {
     hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes};
@@ -733,7 +554,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     code = p3d_ctl_code(h->ctl);
     if (L->o->verbose && p3d_ctl_restarts(h->ctl) > 0) {
         char rec[160];
-        recovery_text(h->ctl, rec, sizeof rec);
+        hub_recovery_text(h->ctl, rec, sizeof rec);
         fprintf(stderr, "par3drun: %d restart%s; %s\n", p3d_ctl_restarts(h->ctl),
                 p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec);
     }
@@ -750,7 +571,7 @@ out:
         const char *st = p3d_ctl_story(h->ctl);
         if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
             char head[384], rec[160];
-            recovery_text(h->ctl, rec, sizeof rec);
+            hub_recovery_text(h->ctl, rec, sizeof rec);
             snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
                      p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
                      p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);

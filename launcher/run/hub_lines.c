@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * hub_lines.c — what a person sees of a job from the hub: the start line,
+ * the end line, and the words for the slowest recovery.
+ */
+#include "hub.h"
+#include "rundir.h"
+#include "termsafe.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* "slowest recovery 1.62 s (failure seen -> all ranks running)", or why
+ * there is no such figure (the job ended during a recovery). */
+void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap)
+{
+    double t = p3d_ctl_recovery_max(c);
+    if (t >= 0)
+        snprintf(buf, cap, "slowest recovery %.2f s (failure seen -> all ranks running)%s", t,
+                 p3d_ctl_recovering(c) ? "; the job ended during the last one" : "");
+    else
+        snprintf(buf, cap, "no recovery completed%s",
+                 p3d_ctl_recovering(c) ? " (the job ended while its ranks were being restarted)" : "");
+}
+
+/* What a person sees of a job: one line at the start (job id, mesh,
+ * nodes, spares, run directory) and one at the end (docs/launch.md). */
+void hub_start_line(hub *h, int nnodes)
+{
+    const p3d_launch *L = h->L;
+    const p3d_mesh *m = &L->pl->mesh;
+    static const struct {
+        int dim;
+        const char *name;
+    } dims[] = {{P3D_DIM_TP, "tp"}, {P3D_DIM_CP, "cp"}, {P3D_DIM_EP, "ep"}, {P3D_DIM_PP, "pp"}, {P3D_DIM_DP, "dp"}};
+    char mesh[128] = "";
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && k < sizeof mesh; i++) {
+        int n = p3d_mesh_size(m, dims[i].dim);
+        if (n > 1 || dims[i].dim == P3D_DIM_TP || dims[i].dim == P3D_DIM_PP || dims[i].dim == P3D_DIM_DP)
+            k += (size_t)snprintf(mesh + k, sizeof mesh - k, "%s%s%d", k ? " " : "", dims[i].name, n);
+    }
+    int spares = 0;
+    for (size_t i = 0; i < L->cluster->nnodes; i++)
+        spares += L->cluster->nodes[i].role == P3D_NODE_SPARE;
+    char line[PATH_MAX + 512], sp[48] = "";
+    if (spares)
+        snprintf(sp, sizeof sp, ", %d spare%s", spares, spares == 1 ? "" : "s");
+    snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job_id,
+             L->pl->world, L->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
+             L->run_dir);
+    hub_say(h, line);
+    /* torchrun says it too: the ranks' OpenMP threads are ours to size */
+    int omp_given = getenv("OMP_NUM_THREADS") != NULL;
+    for (size_t i = 0; i < L->nextra && !omp_given; i++)
+        omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
+    if (!omp_given && L->pl->world > 1)
+        hub_say(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
+                   "OMP_NUM_THREADS to choose)\n");
+}
+
+void hub_end_line(hub *h, int code)
+{
+    const p3d_launch *L = h->L;
+    char line[PATH_MAX + 256], rs[48] = "";
+    int r = p3d_ctl_restarts(h->ctl);
+    if (r)
+        snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
+    snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job_id, code,
+             p3d_now() - L->t0, rs, L->run_dir,
+             p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");
+    hub_say(h, line);
+}
