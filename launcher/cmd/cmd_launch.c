@@ -33,6 +33,7 @@ typedef struct launch_state {
     int nnodes;
     const p3d_opts *o;
     p3d_launch *L;
+    p3d_jobstate job;   /* the placement of now, which L->job reads */
     int nkept;          /* placement.<R>.json files written */
 } launch_state;
 
@@ -95,8 +96,8 @@ static int replace_node(void *ctx, const int *lost, int nlost, int restart, cons
         }
         free(json);
     }
-    L->pl = res->pl;
-    L->gen0 = restart;
+    S->job.pl = res->pl;
+    S->job.gen0 = restart;
     rc = p3d_replace_story(res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
 out:
     free(err);
@@ -112,6 +113,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     int rc = P3D_EXIT_BADINPUT, said = 0; /* said: the message is out */
     memset(L, 0, sizeof *L);
     L->o = o;
+    L->job = &S->job;
     if (o->emulate && !o->cluster) {
         p3d_err(&err, "--emulate runs the nodes of a cluster file on this host: give --cluster FILE");
         goto out;
@@ -227,8 +229,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         S->master_addr = strdup("127.0.0.1");
     else
         S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
-    L->master_port = o->master_port ? o->master_port : p3d_free_port();
-    if (!S->master_addr || !L->master_port) {
+    S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
+    if (!S->master_addr || !L->job->master_port) {
         p3d_err(&err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
         rc = P3D_EXIT_FAIL;
         goto out;
@@ -242,19 +244,19 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     for (int i = 1; !worker && i < o->argc; i++)
         worker = !strcmp(base_name(o->argv[i]), "p3d-worker");
     if (worker) {
-        for (int k = 0; k < 8 && (!L->nccl_port || L->nccl_port == L->master_port); k++)
-            L->nccl_port = p3d_free_port();
-        if (L->nccl_port == L->master_port)
-            L->nccl_port = 0;
+        for (int k = 0; k < 8 && (!L->job->nccl_port || L->job->nccl_port == L->job->master_port); k++)
+            S->job.nccl_port = p3d_free_port();
+        if (L->job->nccl_port == L->job->master_port)
+            S->job.nccl_port = 0;
     }
 
-    L->cluster = c;
-    L->pl = pl;
-    L->job_id = S->job_id;
+    S->job.cluster = c;
+    S->job.pl = pl;
+    S->job.job_id = S->job_id;
     L->run_dir = S->run_dir;
     L->run_dir_own = S->own_run_dir;
     L->placement_path = S->placement_path;
-    L->master_addr = S->master_addr;
+    S->job.master_addr = S->master_addr;
     L->extra_env = S->extra.v;
     L->nextra = S->extra.n;
     L->tag = o->tag_output < 0 ? pl->world > 1 : o->tag_output;
@@ -274,7 +276,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
                 "(place %.1f ms: cluster %.1f, policy %.1f, checks %.1f, baseline %.1f)\n",
                 p3d_tesc(S->job_id), pl->world, S->nnodes, S->nnodes == 1 ? "" : "s", p3d_tesc(S->placement_path),
                 p3d_tesc(S->master_addr),
-                L->master_port,
+                L->job->master_port,
                 1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline),
                 1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
     rc = 0;

@@ -118,11 +118,11 @@ static int agent_outputs(agent *a, char **err)
         p3d_rank_out_init(ro, a->ranks[i]);
         ro->log_fd = log_fd;
         if (L->tag)
-            p3d_rank_tag(L->pl, a->ranks[i], ro->tag, sizeof ro->tag);
+            p3d_rank_tag(L->job->pl, a->ranks[i], ro->tag, sizeof ro->tag);
     }
     if (L->o->output_ranks) {
-        unsigned char *sel = malloc((size_t)L->pl->world);
-        if (!sel || p3d_rank_list_parse(L->o->output_ranks, L->pl->world, sel, err) < 0) {
+        unsigned char *sel = malloc((size_t)L->job->pl->world);
+        if (!sel || p3d_rank_list_parse(L->o->output_ranks, L->job->pl->world, sel, err) < 0) {
             free(sel);
             return -1;
         }
@@ -202,8 +202,8 @@ static char *agent_summary(agent *a, int i, int status)
 {
     const p3d_launch *L = a->L;
     int r = a->ranks[i];
-    const p3d_rank *k = &L->pl->ranks[r];
-    const p3d_cnode *cn = &L->cluster->nodes[a->node];
+    const p3d_rank *k = &L->job->pl->ranks[r];
+    const p3d_cnode *cn = &L->job->cluster->nodes[a->node];
     const p3d_node *topo = cn->topo;
     char how[160];
     if (p3d_hang_is_hung(a->hang, i))
@@ -362,7 +362,7 @@ static double agent_fence(agent *a, double now)
         return a->heard_up + a->up_to + 0.01;
     say(a, "par3drun: node %s: nothing from its supervisor for %.1f s (--node-timeout %g): ending its ranks now "
            "(fenced: the leader replaces this node)\n",
-        a->L->cluster->nodes[a->node].name, now - a->heard_up, a->up_to);
+        a->L->job->cluster->nodes[a->node].name, now - a->heard_up, a->up_to);
     if (!a->exit_code)
         a->exit_code = P3D_EXIT_LOST;
     agent_orphaned(a);
@@ -405,7 +405,7 @@ static void agent_hang_check(agent *a)
     while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
         int sig = p3d_hang_signal(a->hang);
         say(a, "par3drun: rank %d on node %s is hung (no heartbeat or output for %g s): sending SIG%s\n", a->ranks[i],
-            a->L->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+            a->L->job->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
     }
 }
 
@@ -431,20 +431,20 @@ static int agent_setup(agent *a, char **err)
 {
     const p3d_launch *L = a->L;
     char *note = NULL;
-    for (int r = 0; r < L->pl->world; r++)
-        if (L->pl->ranks[r].node == a->node)
+    for (int r = 0; r < L->job->pl->world; r++)
+        if (L->job->pl->ranks[r].node == a->node)
             a->nlocal++;
     a->ranks = calloc((size_t)a->nlocal + 1, sizeof *a->ranks);
     a->pid = calloc((size_t)a->nlocal + 1, sizeof *a->pid);
     a->out = calloc((size_t)a->nlocal + 1, sizeof *a->out);
     if (!a->ranks || !a->pid || !a->out)
         return p3d_err(err, "out of memory");
-    for (int r = 0, j = 0; r < L->pl->world; r++)
-        if (L->pl->ranks[r].node == a->node)
+    for (int r = 0, j = 0; r < L->job->pl->world; r++)
+        if (L->job->pl->ranks[r].node == a->node)
             a->ranks[j++] = r;
     for (int i = 0; i < a->nlocal; i++)
         for (int j = i + 1; j < a->nlocal; j++)
-            if (L->pl->ranks[a->ranks[j]].local_rank < L->pl->ranks[a->ranks[i]].local_rank) {
+            if (L->job->pl->ranks[a->ranks[j]].local_rank < L->job->pl->ranks[a->ranks[i]].local_rank) {
                 int t = a->ranks[i];
                 a->ranks[i] = a->ranks[j];
                 a->ranks[j] = t;
@@ -455,7 +455,7 @@ static int agent_setup(agent *a, char **err)
         p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0 ||
         (a->nlocal > 0 && p3d_progress_new(L, a->ranks, a->nlocal, &a->prog, err) < 0))
         return -1;
-    const char *name = L->cluster->nodes[a->node].name;
+    const char *name = L->job->cluster->nodes[a->node].name;
     if (L->o->report_bindings) {
         char *rep = p3d_bind_report(a->binder, L, a->node, a->ranks, a->nlocal);
         if (note)
@@ -582,7 +582,7 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->gen0};
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0};
     agent *a = &A;
     char *err = NULL;
     a->self = getpid();

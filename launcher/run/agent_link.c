@@ -136,7 +136,7 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
         if (getppid() != me)
             _exit(P3D_EXIT_FAIL);
         setpgid(0, 0);
-        p3d_proctitle_set("p3d-agent", "par3drun [agent %s]", L->cluster->nodes[node].name);
+        p3d_proctitle_set("p3d-agent", "par3drun [agent %s]", L->job->cluster->nodes[node].name);
         close(sv[0]);
         for (int k = 0; k < nclose; k++)
             if (close_fds[k] >= 0)

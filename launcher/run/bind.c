@@ -366,7 +366,7 @@ char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want,
 int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
                      char **note, char **err)
 {
-    const p3d_node *topo = L->cluster->nodes[node].topo;
+    const p3d_node *topo = L->job->cluster->nodes[node].topo;
     const char *mode = L->o->bind ? L->o->bind : "numa";
     int rc = -1;
     p3d_binder *b = calloc(1, sizeof *b);
@@ -385,7 +385,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
         goto out;
     }
     for (int i = 0; i < nlocal; i++) {
-        int g = L->pl->ranks[ranks[i]].gpu;
+        int g = L->job->pl->ranks[ranks[i]].gpu;
         b->numa[i] = (topo && g >= 0 && g < topo->ngpus) ? topo->gpus[g].numa : -1;
     }
     if (!strcmp(mode, "none")) {
@@ -408,7 +408,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
     }
     int fast = !strcmp(mode, "numa");
     for (int i = 0; fast && i < nlocal; i++) {
-        int g = L->pl->ranks[ranks[i]].gpu;
+        int g = L->job->pl->ranks[ranks[i]].gpu;
         if (p3d_is_cpu_slot(topo, g)) {
             if (topo->nnuma > 1)
                 fast = 0;
@@ -423,7 +423,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             goto out;
         }
         for (int i = 0; i < nlocal; i++) {
-            int g = L->pl->ranks[ranks[i]].gpu;
+            int g = L->job->pl->ranks[ranks[i]].gpu;
             if (p3d_is_cpu_slot(topo, g)) {
                 /* not bound, but all of this host is one NUMA node: that
                  * is the node it runs on (what --bind core reports too) */
@@ -434,7 +434,7 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
             b->cpus[i] = hwloc_bitmap_alloc();
             b->mems[i] = hwloc_bitmap_alloc();
             if (!b->cpus[i] || !b->mems[i] || hwloc_bitmap_list_sscanf(b->cpus[i], topo->gpus[g].cpus) < 0) {
-                p3d_err(err, "binding: %s: GPU %d: bad cpuset '%s'", L->cluster->nodes[node].name, g,
+                p3d_err(err, "binding: %s: GPU %d: bad cpuset '%s'", L->job->cluster->nodes[node].name, g,
                         topo->gpus[g].cpus);
                 goto out;
             }
@@ -567,7 +567,7 @@ int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal)
 
 char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const int *ranks, int nlocal)
 {
-    const p3d_cnode *cn = &L->cluster->nodes[node];
+    const p3d_cnode *cn = &L->job->cluster->nodes[node];
     const p3d_node *topo = cn->topo;
     char *o = NULL;
     size_t ol = 0;
@@ -575,7 +575,7 @@ char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const 
     if (!f)
         return NULL;
     for (int i = 0; i < nlocal; i++) {
-        const p3d_rank *k = &L->pl->ranks[ranks[i]];
+        const p3d_rank *k = &L->job->pl->ranks[ranks[i]];
         const p3d_gpu *g = (topo && k->gpu >= 0 && k->gpu < topo->ngpus) ? &topo->gpus[k->gpu] : NULL;
         char *cpus = NULL;
         if (b && b->cpus[i])
@@ -591,9 +591,9 @@ char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const 
         char at[96];
         int na = snprintf(at, sizeof at, "tp %d pp %d dp %d", k->coord[P3D_DIM_TP], k->coord[P3D_DIM_PP],
                           k->coord[P3D_DIM_DP]);
-        if (p3d_mesh_size(&L->pl->mesh, P3D_DIM_CP) > 1 && na > 0 && (size_t)na < sizeof at)
+        if (p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_CP) > 1 && na > 0 && (size_t)na < sizeof at)
             na += snprintf(at + na, sizeof at - (size_t)na, " cp %d", k->coord[P3D_DIM_CP]);
-        if (p3d_mesh_size(&L->pl->mesh, P3D_DIM_EP) > 1 && na > 0 && (size_t)na < sizeof at)
+        if (p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_EP) > 1 && na > 0 && (size_t)na < sizeof at)
             snprintf(at + na, sizeof at - (size_t)na, " ep %d", k->coord[P3D_DIM_EP]);
         fprintf(f, "bind: %s rank %d (local %d; %s) -> cpus %s -> NUMA %s -> ", cn->name, ranks[i], k->local_rank, at,
                 cpus ? cpus : "not bound", nbuf);

@@ -32,7 +32,7 @@ void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap)
 void hub_start_line(hub *h, int nnodes)
 {
     const p3d_launch *L = h->L;
-    const p3d_mesh *m = &L->pl->mesh;
+    const p3d_mesh *m = &L->job->pl->mesh;
     static const struct {
         int dim;
         const char *name;
@@ -45,20 +45,20 @@ void hub_start_line(hub *h, int nnodes)
             k += (size_t)snprintf(mesh + k, sizeof mesh - k, "%s%s%d", k ? " " : "", dims[i].name, n);
     }
     int spares = 0;
-    for (size_t i = 0; i < L->cluster->nnodes; i++)
-        spares += L->cluster->nodes[i].role == P3D_NODE_SPARE;
+    for (size_t i = 0; i < L->job->cluster->nnodes; i++)
+        spares += L->job->cluster->nodes[i].role == P3D_NODE_SPARE;
     char line[PATH_MAX + 512], sp[48] = "";
     if (spares)
         snprintf(sp, sizeof sp, ", %d spare%s", spares, spares == 1 ? "" : "s");
-    snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job_id,
-             L->pl->world, L->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
+    snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job->job_id,
+             L->job->pl->world, L->job->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
              L->run_dir);
     hub_say(h, line);
     /* torchrun says it too: the ranks' OpenMP threads are ours to size */
     int omp_given = getenv("OMP_NUM_THREADS") != NULL;
     for (size_t i = 0; i < L->nextra && !omp_given; i++)
         omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
-    if (!omp_given && L->pl->world > 1)
+    if (!omp_given && L->job->pl->world > 1)
         hub_say(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
                    "OMP_NUM_THREADS to choose)\n");
 }
@@ -70,7 +70,7 @@ void hub_end_line(hub *h, int code)
     int r = p3d_ctl_restarts(h->ctl);
     if (r)
         snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
-    snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job_id, code,
+    snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job->job_id, code,
              p3d_now() - L->t0, rs, L->run_dir,
              p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");
     hub_say(h, line);

@@ -23,7 +23,7 @@ void hub_peers(hub *h)
     int *group = calloc((size_t)h->n + 1, sizeof *group);
     char (*what)[P3D_PEER_WHAT] = calloc((size_t)h->n + 1, sizeof *what);
     const char **wp = calloc((size_t)h->n + 1, sizeof *wp);
-    if (group && what && wp && p3d_peer_groups(h->L->pl, h->nodes, h->n, h->L->cluster->nnodes, group, what) == 0) {
+    if (group && what && wp && p3d_peer_groups(h->L->job->pl, h->nodes, h->n, h->L->job->cluster->nnodes, group, what) == 0) {
         for (int i = 0; i < h->n; i++)
             wp[i] = what[i];
         p3d_ctl_set_peers(h->ctl, group, wp);
@@ -39,8 +39,8 @@ void hub_peers(hub *h)
 int hub_spares_left(void *ctx)
 {
     hub *h = ctx;
-    const p3d_placement *pl = h->L->pl;
-    size_t nc = h->L->cluster->nnodes;
+    const p3d_placement *pl = h->L->job->pl;
+    size_t nc = h->L->job->cluster->nnodes;
     unsigned char *used = calloc(nc + 1, 1);
     int n = 0;
     if (!used)
@@ -94,7 +94,7 @@ void hub_write_status(hub *h)
     qsort_r(idx, (size_t)nfig, sizeof *idx, by_ratio_desc, ratio);
     int spares = hub_spares_left(h);
     p3d_str_appendf(&s, "", "job %s: generation %d (%d restart%s), state %s, %.1f s after the start\n",
-                    h->L->job_id, p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl),
+                    h->L->job->job_id, p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl),
                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", p3d_ctl_state_name(p3d_ctl_get_state(h->ctl)),
                     p3d_now() - h->L->t0);
     p3d_str_appendf(&s, "", "nodes: %d, %d reporting progress, %d spare%s left, %d lost%s%s%s%s\n", n, nfig, spares,

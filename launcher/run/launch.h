@@ -44,47 +44,56 @@
 /* Lines of a rank's stderr kept for the root-cause summary. */
 #define P3D_TAIL_LINES 10
 
-/* Everything an agent needs; filled by the launcher, read-only afterwards.
- * Pointers are borrowed from the launcher, which outlives its agents. */
-typedef struct p3d_launch {
-    const p3d_opts *o;
+/* What a replacement changes while the job runs: the placement and what
+ * comes with it. Owned and written by the launcher (cmd_launch.c's state,
+ * mnode.c's), read through p3d_launch.job by everything else. */
+typedef struct p3d_jobstate {
     const p3d_cluster *cluster;
     const p3d_placement *pl;
     const char *job_id;
+    const char *master_addr;
+    int master_port;
+    int nccl_port;               /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
+    int gen0;                    /* the restart count agents start with */
+    /* multi-node leader: the placement's CPLACE frame (wire.h) that
+     * supervise.c sends to every remote node after a replacement, and the
+     * same as the difference from the one every node holds (a CDELTA,
+     * wire/wire_cdelta.c), sent instead when set */
+    const struct p3d_wbuf *cplace;
+    const struct p3d_wbuf *cdelta;
+} p3d_jobstate;
+
+/* Everything an agent needs; filled by the launcher before the first
+ * start and never written again (what changes is in *job). Pointers are
+ * borrowed from the launcher, which outlives its agents. */
+typedef struct p3d_launch {
+    const p3d_opts *o;
+    const p3d_jobstate *job;     /* the placement of now */
     const char *run_dir;
     int run_dir_own;             /* made by par3drun: removed after a clean end
                                     (p3d_rundir_finish) */
     const char *placement_path;  /* the job's placement JSON */
-    const char *master_addr;
-    int master_port;
-    int nccl_port;               /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
     char **extra_env;            /* "K=V" from --env-file then --env */
     size_t nextra;
     int tag;                     /* prefix output lines */
     int emulate;
     const char *program;         /* resolved path of o->argv[0] */
-    int gen0;                    /* the restart count agents start with */
     int events_fd;               /* RUN_DIR/events.jsonl, -1 none (events.c) */
     double t0;                   /* monotonic start of the job */
     /* A lost node (docs/launch.md, "When a node dies"): places again
      * without the nodes lost[0..nlost) (cluster indices), keeps the old
      * placement file as placement.<restart>.json, writes the replace
-     * event, and sets pl/gen0 for the agents forked next. Returns 0 with a
+     * event, and sets job->pl and job->gen0 for the agents forked next. Returns 0 with a
      * one-line story in *msg, 1 when the lost nodes ran no rank (nothing
      * moves, no restart), or -1 with the reason in *msg. NULL: this
      * job cannot replace nodes. */
     int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
     void *replace_ctx;
-    /* Multi-node (docs/multinode.md, "When a node dies"): the leader's
-     * replace sets cplace to the new placement's CPLACE frame (rdzv.h),
-     * which supervise.c sends to every remote node; a relay hands such a
-     * frame's body to adopt, which makes it the node's placement for
-     * restart gen (placement.json replaced, the previous one kept). */
-    const struct p3d_wbuf *cplace;
-    /* the same placement as the difference from the one every node holds
-     * (a CDELTA frame, wire/wire_cdelta.c), sent instead when set; sent(ctx)
-     * says that every node now holds cplace (the next difference's base) */
-    const struct p3d_wbuf *cdelta;
+    /* Multi-node (docs/multinode.md, "When a node dies"): a relay hands a
+     * new placement frame's body to adopt, which makes it the node's
+     * placement for restart gen (placement.json replaced, the previous one
+     * kept); sent(ctx) says that every node now holds job->cplace (the
+     * next difference's base). */
     void (*sent)(void *ctx);
     /* type: P3D_MSG_CPLACE or P3D_MSG_CDELTA */
     int (*adopt)(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);

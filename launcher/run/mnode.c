@@ -38,6 +38,7 @@
 
 typedef struct mnode {
     const p3d_opts *o;
+    p3d_jobstate job;          /* the placement of now, which L->job reads */
     p3d_rdzv *r;
     int me, nnodes;
     p3d_hello hello;           /* this node's record (topology owned here) */
@@ -216,14 +217,13 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
     m->old_cl[m->nold++] = m->cluster;
     m->pm = pm;
     m->cluster = c;
-    p3d_launch *L = m->L;
-    L->cluster = c;
-    L->pl = m->pm.pl;
-    L->job_id = m->pm.job_id;
-    L->master_addr = m->pm.master_addr;
-    L->master_port = m->pm.master_port;
-    L->nccl_port = m->pm.nccl_port;
-    L->gen0 = gen;
+    m->job.cluster = c;
+    m->job.pl = m->pm.pl;
+    m->job.job_id = m->pm.job_id;
+    m->job.master_addr = m->pm.master_addr;
+    m->job.master_port = m->pm.master_port;
+    m->job.nccl_port = m->pm.nccl_port;
+    m->job.gen0 = gen;
     return 0;
 fail:
     p3d_place_msg_free(&pm);
@@ -233,7 +233,7 @@ fail:
 
 /* L->replace, the leader: places again without the lost nodes (the
  * bundled policies move only their ranks, to a spare), adopts the new
- * placement here and keeps its frame for the others (L->cplace). */
+ * placement here and keeps its frame for the others (L->job->cplace). */
 static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
 {
     mnode *m = ctx;
@@ -254,19 +254,19 @@ static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, con
     if (p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, &err) < 0 ||
         mnode_adopt(m, P3D_MSG_CPLACE, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), restart, &err) < 0)
         goto out;
-    L->cplace = &m->rframe;
+    m->job.cplace = &m->rframe;
     /* the nodes hold base (the last placement sent; a second loss before
      * the restart keeps it): the difference is what goes, when smaller */
     p3d_wbuf_free(&m->rdelta);
-    L->cdelta = NULL;
+    m->job.cdelta = NULL;
     p3d_wbuf_begin(&m->rdelta, P3D_MSG_CDELTA);
     if (m->base && p3d_delta_make(m->base, m->base_len, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), &m->rdelta) == 0 &&
         p3d_wbuf_end(&m->rdelta) == 0 && m->rdelta.len < m->rframe.len)
-        L->cdelta = &m->rdelta;
+        m->job.cdelta = &m->rdelta;
     if (m->o->verbose)
         fprintf(stderr, "par3drun: restart %d: the new placement is %zu bytes, %zu as the difference from the last "
                         "one sent; sending the %s to every node\n",
-                restart, m->rframe.len, m->rdelta.len, L->cdelta ? "difference" : "whole placement");
+                restart, m->rframe.len, m->rdelta.len, L->job->cdelta ? "difference" : "whole placement");
     rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
 out:
     if (rc < 0 && err) {
@@ -280,7 +280,7 @@ out:
     return rc;
 }
 
-/* L->sent (leader): every node now holds L->cplace, which the leader
+/* L->sent (leader): every node now holds L->job->cplace, which the leader
  * adopted as m->pm; later differences are made against its bytes. */
 static void mnode_sent(void *ctx)
 {
@@ -366,6 +366,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     p3d_wbuf frame = {0};
     p3d_launch L;
     memset(&L, 0, sizeof L);
+    L.job = &m->job;
     L.events_fd = -1;
 
     if (o->argc < 1) {
@@ -568,18 +569,18 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     }
 
     L.o = o;
-    L.cluster = m->cluster;
-    L.pl = m->pm.pl;
-    L.job_id = m->pm.job_id;
+    m->job.cluster = m->cluster;
+    m->job.pl = m->pm.pl;
+    m->job.job_id = m->pm.job_id;
     L.run_dir = m->run_dir;
     L.run_dir_own = m->own_run_dir;
     L.placement_path = m->placement_path;
-    L.master_addr = m->pm.master_addr;
-    L.master_port = m->pm.master_port;
-    L.nccl_port = m->pm.nccl_port;
+    m->job.master_addr = m->pm.master_addr;
+    m->job.master_port = m->pm.master_port;
+    m->job.nccl_port = m->pm.nccl_port;
     L.extra_env = m->extra.v;
     L.nextra = m->extra.n;
-    L.tag = o->tag_output < 0 ? L.pl->world > 1 : o->tag_output;
+    L.tag = o->tag_output < 0 ? L.job->pl->world > 1 : o->tag_output;
     L.emulate = 0;
     L.program = m->program;
     L.events_fd = m->me == 0 ? p3d_events_open(m->run_dir) : -1;
@@ -600,12 +601,12 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     }
     if (o->verbose) {
         int nl = 0;
-        for (int q = 0; q < L.pl->world; q++)
-            nl += L.pl->ranks[q].node == m->me;
+        for (int q = 0; q < L.job->pl->world; q++)
+            nl += L.job->pl->ranks[q].node == m->me;
         fprintf(stderr, "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
                         "MASTER_PORT=%d\n",
-                m->me, m->cluster->nodes[m->me].name, L.job_id, nl, L.pl->world, m->placement_path, L.master_addr,
-                L.master_port);
+                m->me, m->cluster->nodes[m->me].name, L.job->job_id, nl, L.job->pl->world, m->placement_path, L.job->master_addr,
+                L.job->master_port);
     }
     if (m->me == 0) {
         /* the job controller: our own agent forked here, the others over
@@ -651,7 +652,7 @@ out:
     if (L.events_fd >= 0)
         close(L.events_fd);
     L.events_fd = -1;
-    p3d_rundir_finish(m->run_dir, m->own_run_dir, rc, L.pl ? L.pl->world : 0, m->nkept);
+    p3d_rundir_finish(m->run_dir, m->own_run_dir, rc, L.job->pl ? L.job->pl->world : 0, m->nkept);
     p3d_place_msg_free(&m->pm);
     p3d_cluster_free(m->cluster);
     for (int i = 0; i < m->nold; i++) {

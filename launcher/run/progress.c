@@ -142,6 +142,16 @@ void p3d_progress_free(p3d_progwatch *w)
 {
     if (!w)
         return;
+    /* the ranks' heartbeat files are the job's scratch: a kept run dir
+     * holds only the placement and the event log (docs/launch.md); the
+     * last agent to leave removes the directory */
+    for (int i = 0; i < w->n && w->ranks; i++) {
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/rank-%d", w->dir, w->ranks[i]);
+        unlink(path);
+    }
+    if (w->dir[0])
+        rmdir(w->dir);
     free(w->last);
     free(w->have);
     free(w->warned);

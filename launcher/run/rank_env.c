@@ -103,7 +103,7 @@ int p3d_is_cpu_slot(const p3d_node *topo, int gpu)
 
 char *p3d_cuda_visible(const p3d_launch *L, int node)
 {
-    const p3d_placement *pl = L->pl;
+    const p3d_placement *pl = L->job->pl;
     int nlocal = 0;
     for (int r = 0; r < pl->world; r++)
         if (pl->ranks[r].node == node)
@@ -119,7 +119,7 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
     }
     for (int i = 0; i < nlocal; i++)
         gpu[i] = -1;
-    const p3d_node *topo = L->cluster->nodes[node].topo;
+    const p3d_node *topo = L->job->cluster->nodes[node].topo;
     for (int r = 0; r < pl->world; r++) {
         const p3d_rank *k = &pl->ranks[r];
         if (k->node == node && k->local_rank >= 0 && k->local_rank < nlocal &&
@@ -169,9 +169,9 @@ out:
 int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
                  p3d_envv *out, char **err)
 {
-    const p3d_placement *pl = L->pl;
+    const p3d_placement *pl = L->job->pl;
     const p3d_rank *k = &pl->ranks[r];
-    const p3d_cnode *cn = &L->cluster->nodes[k->node];
+    const p3d_cnode *cn = &L->job->cluster->nodes[k->node];
     const p3d_node *topo = cn->topo;
     int rc = -1;
     char *cvd = NULL;
@@ -187,7 +187,7 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     /* GROUP_RANK/NODE_RANK: index of the node among the nodes that hold
      * ranks, in order of their lowest rank (rank 0's node is 0). */
     {
-        unsigned char *seen = calloc(L->cluster->nnodes, 1);
+        unsigned char *seen = calloc(L->job->cluster->nnodes, 1);
         if (!seen)
             goto oom;
         int order = 0;
@@ -215,9 +215,9 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "NODE_RANK", "%d", group_rank);
     e |= p3d_envv_set(out, "ROLE_RANK", "%d", r);
     e |= p3d_envv_set(out, "ROLE_WORLD_SIZE", "%d", pl->world);
-    e |= p3d_envv_set(out, "MASTER_ADDR", "%s", L->master_addr);
-    e |= p3d_envv_set(out, "MASTER_PORT", "%d", L->master_port);
-    e |= p3d_envv_set(out, "TORCHELASTIC_RUN_ID", "%s", L->job_id);
+    e |= p3d_envv_set(out, "MASTER_ADDR", "%s", L->job->master_addr);
+    e |= p3d_envv_set(out, "MASTER_PORT", "%d", L->job->master_port);
+    e |= p3d_envv_set(out, "TORCHELASTIC_RUN_ID", "%s", L->job->job_id);
     e |= p3d_envv_set(out, "TORCHELASTIC_RESTART_COUNT", "%d", restart);
     e |= p3d_envv_set(out, "TORCHELASTIC_MAX_RESTARTS", "%d", L->o->max_restarts);
     /* the rest of what torchrun's agent sets, with its meaning: one role,
@@ -230,7 +230,7 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     /* the fencing token: a rank of an older generation must not commit
      * anything a newer one may have (docs/launch.md, "Fencing") */
     e |= p3d_envv_set(out, "P3D_GENERATION", "%d", restart);
-    e |= p3d_envv_set(out, "P3D_JOB_ID", "%s", L->job_id);
+    e |= p3d_envv_set(out, "P3D_JOB_ID", "%s", L->job->job_id);
     e |= p3d_envv_set(out, "P3D_PLACEMENT", "%s", L->placement_path);
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);
     if (L->o->log_dir) /* the bundled worker writes its JSON report there */
@@ -266,8 +266,8 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         goto oom;
     if (cvd[0])
         e |= p3d_envv_set(out, "CUDA_VISIBLE_DEVICES", "%s", cvd);
-    if (L->nccl_port > 0)
-        e |= p3d_envv_set(out, "NCCL_COMM_ID", "%s:%d", L->master_addr, L->nccl_port);
+    if (L->job->nccl_port > 0)
+        e |= p3d_envv_set(out, "NCCL_COMM_ID", "%s:%d", L->job->master_addr, L->job->nccl_port);
     for (size_t i = 0; i < L->nextra; i++)
         e |= p3d_envv_put(out, L->extra_env[i]);
     /* torchrun's default, unless the user's environment or --env says */

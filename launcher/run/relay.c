@@ -132,7 +132,7 @@ static void r_health_done(void *ctx, int nbad)
     relay *r = ctx;
     (void)nbad;
     r->hjob = NULL;
-    const char *name = r->L->cluster->nodes[r->me].name;
+    const char *name = r->L->job->cluster->nodes[r->me].name;
     if (!r->hres.ok)
         fprintf(stderr, "par3drun: node %s failed its --health-check (%s)\n", name, r->hres.how);
     char buf[P3D_HEALTH_HOW + 64];
@@ -149,7 +149,7 @@ static void r_health_done(void *ctx, int nbad)
  * (the leader gave up on the older one). */
 static void r_health(relay *r, int seq)
 {
-    const char *name = r->L->cluster->nodes[r->me].name;
+    const char *name = r->L->job->cluster->nodes[r->me].name;
     p3d_health_cancel(r->hjob);
     r->hjob = NULL;
     r->hseq = seq;
@@ -223,7 +223,7 @@ static int r_from_agent(relay *r)
             char how[64];
             p3d_failure_how(m.code, m.sig, how, sizeof how);
             fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n",
-                    r->L->cluster->nodes[r->me].name, m.rank, how);
+                    r->L->job->cluster->nodes[r->me].name, m.rank, how);
         }
     }
 }
@@ -266,7 +266,7 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
     if (!r->L->adopt || r->L->adopt(r->L->adopt_ctx, type, body, len, r->next_gen, &e) < 0 ||
         p3d_agent_fork(r->L, r->me, cl, 2, &r->agent, &r->local) < 0) {
         fprintf(stderr, "par3drun: node %s: cannot restart on the new placement: %s\n",
-                r->L->cluster->nodes[r->me].name, e ? e : strerror(errno));
+                r->L->job->cluster->nodes[r->me].name, e ? e : strerror(errno));
         free(e);
         r->code = P3D_EXIT_FAIL;
         return -1;
@@ -286,8 +286,8 @@ static int r_read_up(relay *r, char **e)
     size_t len;
     int type, rc = 0;
     char peer[300];
-    snprintf(peer, sizeof peer, "node %s: the rendezvous leader (%s)", r->L->cluster->nodes[r->me].name,
-             r->L->cluster->nodes[0].name);
+    snprintf(peer, sizeof peer, "node %s: the rendezvous leader (%s)", r->L->job->cluster->nodes[r->me].name,
+             r->L->job->cluster->nodes[0].name);
     while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
         p3d_amsg m;
         int k = p3d_fate_take(peer, 1, type, body, &len, &m, NULL);
@@ -318,7 +318,7 @@ static int r_read_up(relay *r, char **e)
  * leader replaces the node when it can). Returns when to come back. */
 static double r_beat(relay *r, double now)
 {
-    const char *name = r->L->cluster->nodes[r->me].name;
+    const char *name = r->L->job->cluster->nodes[r->me].name;
     double tl = r->L->o->node_timeout, ivu = p3d_beat_interval(r->beat_to), ivl = p3d_beat_interval(tl);
     double next = 0;
     /* not running ourselves for a while: unread packets, look next round */
@@ -331,7 +331,7 @@ static double r_beat(relay *r, double now)
             fprintf(stderr,
                     "par3drun: node %s: no heartbeat from the rendezvous leader (%s) for %.1f s (frozen or cut off; "
                     "--node-timeout %g): stopping the local ranks\n",
-                    name, r->L->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
+                    name, r->L->job->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
             r_close_up(r);
             r_stop(r, SIGKILL, P3D_EXIT_LOST); /* fencing: no grace */
         } else if (r->up >= 0 && r->heard_up + r->beat_to + 0.01 < next) {
@@ -383,7 +383,7 @@ static void r_on_up(p3d_loop *l, int fd, int ev, void *ctx)
             fprintf(stderr,
                     "par3drun: node %s: lost the connection to the rendezvous leader (%s): ending the local ranks "
                     "now (it may have replaced this node)\n",
-                    r->L->cluster->nodes[r->me].name, r->L->cluster->nodes[0].name);
+                    r->L->job->cluster->nodes[r->me].name, r->L->job->cluster->nodes[0].name);
             r_stop(r, SIGKILL, P3D_EXIT_LOST);
         }
     }
@@ -459,7 +459,7 @@ int p3d_relay_run(const p3d_launch *L, int me, int up)
         goto out;
     }
     if (p3d_loop_run(r->loop) < 0)
-        fprintf(stderr, "par3drun: node %s: the event loop failed: %s\n", L->cluster->nodes[me].name,
+        fprintf(stderr, "par3drun: node %s: the event loop failed: %s\n", L->job->cluster->nodes[me].name,
                 strerror(errno));
     if (r->agent)
         p3d_kill_tree(r->agent, SIGKILL);

@@ -171,12 +171,12 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
 static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     hub *h = ctx;
-    /* local: L->gen0 was set by the replacement; remote: the restart
+    /* local: L->job->gen0 was set by the replacement; remote: the restart
      * count, then the new placement's frame, on the kept connection */
     char buf[64];
     p3d_amsg r = {.type = P3D_AM_RESTART, .gen = gen};
     int len = p3d_amsg_encode(&r, buf, sizeof buf), any = 0;
-    const p3d_wbuf *frame = h->L->cdelta ? h->L->cdelta : h->L->cplace;
+    const p3d_wbuf *frame = h->L->job->cdelta ? h->L->job->cdelta : h->L->job->cplace;
     for (int i = 0; i < h->n; i++) {
         alink *l = &h->ln[i];
         if (dead[i])
@@ -263,7 +263,7 @@ static void hub_read_remote(hub *h, int a)
     alink *l = &h->ln[a];
     char *e = NULL;
     remote_ctx rc = {h, a};
-    if (p3d_fate_read(&l->fr, l->fd, h->L->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
+    if (p3d_fate_read(&l->fr, l->fd, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
@@ -447,7 +447,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     }
     p3d_loop_child_default(h->loop, hub_child, h);
     for (int i = 0; i < nnodes; i++) {
-        names[i] = L->cluster->nodes[nodes[i]].name;
+        names[i] = L->job->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
         h->ln[i].remote = h->ln[i].fd >= 0;
         h->ln[i].heard = p3d_now();
@@ -456,7 +456,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         hub_watch(h, i);
     }
     p3d_ctl_cfg cfg = {
-        .nagents = nnodes, .names = names, .nranks = L->pl->world, .max_restarts = L->o->max_restarts,
+        .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
@@ -468,7 +468,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
                        .spares_left = hub_spares_left};
     /* a replacement starts the agents again on a new placement: local
      * ones forked again, remote ones sent the new placement (a multi-node
-     * leader's replace sets L->cplace) */
+     * leader's replace sets L->job->cplace) */
     if (L->replace) {
         ops.replace = hub_replace;
         ops.respawn = hub_respawn;
@@ -532,7 +532,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         free(lost);
     }
     p3d_event(L->events_fd, L->t0, "\"event\": \"start\", \"ranks\": %d, \"nodes\": %d, \"restart\": %d",
-              L->pl->world, nnodes, L->gen0);
+              L->job->pl->world, nnodes, L->job->gen0);
     if (L->o->cmd != P3D_CMD_AGENT)
         hub_start_line(h, nnodes);
     for (int i = 0; i < nnodes && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {

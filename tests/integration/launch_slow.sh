@@ -172,25 +172,32 @@ run status
 echo "== 6. p3d-worker writes its progress line" >&2
 [ -n "${P3D_WORKER:-}" ] || fail "P3D_WORKER is unset"
 fresh worker
-run "${JOB[@]}" --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 --global-batch 16 \
-  --micro-batches 2 --steps 12 --checkpoint-dir "$T_DIR/wck" --checkpoint-every 5
+# the heartbeat files go with the job: each rank's last line is copied out
+# by a wrapper once the worker is done
+mkdir -p "$T_DIR/last"
+run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- sh -c \
+  '"$@"; rc=$?; cp "$P3D_HEARTBEAT" "$LAST/rank-$RANK"; exit $rc' sh "$P3D_WORKER" --backend cpu --layers 4 \
+  --hidden 16 --global-batch 16 --micro-batches 2 --steps 12 --checkpoint-dir "$T_DIR/wck" --checkpoint-every 5
 [ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
 for r in $(seq 0 31); do
-  grep -Eqx 'step=12 busy=[0-9]+\.[0-9]{6} ckpt=12' "$T_DIR/rd/heartbeat/rank-$r" ||
-    fail "rank $r's progress line: '$(cat "$T_DIR/rd/heartbeat/rank-$r" 2>&1)'"
+  grep -Eqx 'step=12 busy=[0-9]+\.[0-9]{6} ckpt=12' "$T_DIR/last/rank-$r" ||
+    fail "rank $r's progress line: '$(cat "$T_DIR/last/rank-$r" 2>&1)'"
 done
+[ ! -e "$T_DIR/rd/heartbeat" ] || fail "the heartbeat files outlived the job: $(ls "$T_DIR/rd/heartbeat")"
 grep -q 'warning: rank' "$T_DIR/out" && { cat "$T_DIR/out"; fail "the worker's lines were refused"; }
 
 # ---- 7. the bundled worker with a slow node ---------------------------------------------
 echo "== 7. p3d-worker with one slow node" >&2
 fresh worker_slow
-P3DW_STALL=10:n3:30 run "${JOB[@]}" --run-dir "$T_DIR/rd" -- "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 \
+mkdir -p "$T_DIR/last"
+P3DW_STALL=10:n3:30 run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- sh -c \
+  '"$@"; rc=$?; cp "$P3D_HEARTBEAT" "$LAST/rank-$RANK"; exit $rc' sh "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 \
   --global-batch 16 --micro-batches 2 --steps 60
 [ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
 grep -Eq '^par3drun: node n3 is [2-4]\.[0-9]{2}x slower than its 3 peers' "$T_DIR/out" || { cat "$T_DIR/out"; fail "n3 not named"; }
 [ "$(grep -c 'slower than' "$T_DIR/out")" = 1 ] || { cat "$T_DIR/out"; fail "want only n3 named"; }
 # rank 0 (n1) waited for n3 every step, yet its busy time is its own 10 ms
-python3 - "$T_DIR/rd/heartbeat/rank-0" "$T_DIR/rd/heartbeat/rank-8" <<'PY' || fail "busy times do not leave out the waits"
+python3 - "$T_DIR/last/rank-0" "$T_DIR/last/rank-8" <<'PY' || fail "busy times do not leave out the waits"
 import re, sys
 b = [float(re.fullmatch(r"step=60 busy=([0-9.]+)\n", open(f).read()).group(1)) for f in sys.argv[1:]]
 assert 0.009 < b[0] < 0.02 and 0.029 < b[1] < 0.05, b

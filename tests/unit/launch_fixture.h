@@ -22,6 +22,7 @@ typedef struct fixture {
     p3d_nic nics[2];
     p3d_opts o;
     p3d_launch L;
+    p3d_jobstate job;
     char *argv[8];
 } fixture;
 
@@ -71,13 +72,14 @@ static inline void fixture_init(fixture *f, int nnodes, int ngpus, int tp, int p
     f->o.grace = 10;
     f->o.tag_output = -1;
     f->L.o = &f->o;
-    f->L.cluster = &f->cluster;
-    f->L.pl = &f->pl;
-    f->L.job_id = "job42";
+    f->L.job = &f->job;
+    f->job.cluster = &f->cluster;
+    f->job.pl = &f->pl;
+    f->job.job_id = "job42";
     f->L.run_dir = "/tmp";
     f->L.placement_path = "/tmp/placement.json";
-    f->L.master_addr = "127.0.0.1";
-    f->L.master_port = 29500;
+    f->job.master_addr = "127.0.0.1";
+    f->job.master_port = 29500;
 }
 
 /* Sets the program to /bin/sh -c SCRIPT. */

@@ -113,7 +113,7 @@ static void test_extra_env_and_nccl(void **st)
     char *extra[] = {"FOO=bar", "RANK=override-is-last", NULL};
     f.L.extra_env = extra;
     f.L.nextra = 2;
-    f.L.nccl_port = 31000;
+    f.job.nccl_port = 31000;
     f.L.emulate = 1;
     p3d_envv e;
     env_of(&f, 1, 0, &e);
