@@ -55,5 +55,6 @@ int main(int argc, char **argv)
     }
 out:
     p3d_cli_free(&o);
+    p3d_proctitle_done();
     return rc;
 }

@@ -450,6 +450,8 @@ int p3d_relay_run(const p3d_launch *L, int me, int up);
 /* From main(), first: returns a copy of argv to parse (the original's
  * memory becomes the title's room). */
 char **p3d_proctitle_init(int argc, char **argv);
+/* From main(), last, after the options are freed: frees that copy. */
+void p3d_proctitle_done(void);
 /* In a forked child: the command line ps shows (cut to the room there is)
  * and the thread name comm (ps -o comm, top; 15 bytes kept). */
 void p3d_proctitle_set(const char *comm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

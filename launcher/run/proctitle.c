@@ -17,6 +17,8 @@
 
 static char *area;   /* argv[0]'s first byte */
 static size_t room;  /* through the last argument's NUL */
+static char **copy_argv; /* what main parses (the options point into it) */
+static int copy_argc;
 
 char **p3d_proctitle_init(int argc, char **argv)
 {
@@ -38,7 +40,17 @@ char **p3d_proctitle_init(int argc, char **argv)
         area = argv[0];
         room = (size_t)(end - argv[0]);
     }
-    return copy; /* lives as long as the process: the options point into it */
+    copy_argv = copy; /* lives until p3d_proctitle_done: the options point into it */
+    copy_argc = argc;
+    return copy;
+}
+
+void p3d_proctitle_done(void)
+{
+    for (int i = 0; copy_argv && i < copy_argc; i++)
+        free(copy_argv[i]);
+    free(copy_argv);
+    copy_argv = NULL;
 }
 
 void p3d_proctitle_set(const char *comm, const char *fmt, ...)
