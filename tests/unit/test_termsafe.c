@@ -33,8 +33,9 @@ static void json_is(const char *in, const char *want)
     p3d_sb b = {0};
     p3d_sb_json_str(&b, in);
     char *got = p3d_sb_finish(&b);
-    if (strcmp(got, want))
-        fail_msg("JSON of '%s': got '%s', want '%s'", in, got, want);
+    const char *g = got ? got : "(out of memory)";
+    if (strcmp(g, want))
+        fail_msg("JSON of '%s': got '%s', want '%s'", in, g, want);
     free(got);
 }
 
