@@ -35,7 +35,7 @@ static void json_is(const char *in, const char *want)
     char *got = p3d_sb_finish(&b);
     const char *g = got ? got : "(out of memory)";
     if (strcmp(g, want))
-        fail_msg("JSON of '%s': got '%s', want '%s'", in, g, want);
+        fail_msg("JSON of '%s': got '%s', want '%s'", in ? in : "(NULL)", g, want);
     free(got);
 }
 
