@@ -25,6 +25,18 @@ void hub_round_free(hub *h, hround *r)
     free(r);
 }
 
+/* Out of memory where a round's result is due: every node counts as
+ * failed rather than none (done gets NULL when even that array cannot be
+ * had: the same verdict). */
+static void all_failed(hub *h, void (*done)(hub *, unsigned char *))
+{
+    unsigned char *b = malloc((size_t)h->n + 1);
+    if (b)
+        memset(b, 1, (size_t)h->n + 1);
+    done(h, b);
+    free(b);
+}
+
 /* Every answer is in, or the time is up: each node's result said and
  * recorded, and the round's done with the failed ones. */
 static void round_finish(hub *h)
@@ -51,15 +63,8 @@ static void round_finish(hub *h)
     hub_round_free(h, r);
     if (bad)
         done(h, bad);
-    else {
-        /* out of memory: every node counts as failed rather than none */
-        unsigned char *b = malloc((size_t)h->n + 1);
-        if (b) {
-            memset(b, 1, (size_t)h->n + 1);
-            done(h, b);
-        }
-        free(b);
-    }
+    else
+        all_failed(h, done);
     free(bad);
 }
 
@@ -212,7 +217,10 @@ int hub_health_start(void *ctx, const unsigned char *dead)
 
 void hub_pre_done(hub *h, unsigned char *bad)
 {
-    memcpy(h->pre_bad, bad, (size_t)h->n);
+    if (bad)
+        memcpy(h->pre_bad, bad, (size_t)h->n);
+    else
+        memset(h->pre_bad, 1, (size_t)h->n);
     h->pre_done = 1;
 }
 
@@ -229,14 +237,8 @@ void hub_health_due(hub *h)
     unsigned char *dead = calloc((size_t)h->n + 1, 1);
     for (int i = 0; dead && i < h->n; i++)
         dead[i] = (unsigned char)p3d_ctl_is_dead(h->ctl, i);
-    if (!dead || hub_health(h, dead, hub_health_result) < 0) {
-        /* out of memory: every node failed, rather than none */
-        unsigned char *bad = malloc((size_t)h->n + 1);
-        if (bad)
-            memset(bad, 1, (size_t)h->n + 1);
-        p3d_ctl_health_result(h->ctl, bad, p3d_now());
-        free(bad);
-    }
+    if (!dead || hub_health(h, dead, hub_health_result) < 0)
+        all_failed(h, hub_health_result);
     free(dead);
 }
 
