@@ -172,12 +172,13 @@ run status
 echo "== 6. p3d-worker writes its progress line" >&2
 [ -n "${P3D_WORKER:-}" ] || fail "P3D_WORKER is unset"
 fresh worker
-# the heartbeat files go with the job: each rank's last line is copied out
-# by a wrapper once the worker is done
+# the heartbeat files go with the job: KEEP_LAST runs the worker and then
+# copies each rank's last line to $T_DIR/last
+KEEP_LAST=(sh -c '"$@"; rc=$?; cp "$P3D_HEARTBEAT" "$LAST/rank-$RANK"; exit $rc' sh)
 mkdir -p "$T_DIR/last"
-run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- sh -c \
-  '"$@"; rc=$?; cp "$P3D_HEARTBEAT" "$LAST/rank-$RANK"; exit $rc' sh "$P3D_WORKER" --backend cpu --layers 4 \
-  --hidden 16 --global-batch 16 --micro-batches 2 --steps 12 --checkpoint-dir "$T_DIR/wck" --checkpoint-every 5
+run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- "${KEEP_LAST[@]}" "$P3D_WORKER" --backend cpu \
+  --layers 4 --hidden 16 --global-batch 16 --micro-batches 2 --steps 12 --checkpoint-dir "$T_DIR/wck" \
+  --checkpoint-every 5
 [ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
 for r in $(seq 0 31); do
   grep -Eqx 'step=12 busy=[0-9]+\.[0-9]{6} ckpt=12' "$T_DIR/last/rank-$r" ||
@@ -190,9 +191,8 @@ grep -q 'warning: rank' "$T_DIR/out" && { cat "$T_DIR/out"; fail "the worker's l
 echo "== 7. p3d-worker with one slow node" >&2
 fresh worker_slow
 mkdir -p "$T_DIR/last"
-P3DW_STALL=10:n3:30 run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- sh -c \
-  '"$@"; rc=$?; cp "$P3D_HEARTBEAT" "$LAST/rank-$RANK"; exit $rc' sh "$P3D_WORKER" --backend cpu --layers 4 --hidden 16 \
-  --global-batch 16 --micro-batches 2 --steps 60
+P3DW_STALL=10:n3:30 run "${JOB[@]}" --run-dir "$T_DIR/rd" --env "LAST=$T_DIR/last" -- "${KEEP_LAST[@]}" "$P3D_WORKER" \
+  --backend cpu --layers 4 --hidden 16 --global-batch 16 --micro-batches 2 --steps 60
 [ "$(cat "$T_DIR/rc")" = 0 ] || { cat "$T_DIR/out"; fail "the worker exit $(cat "$T_DIR/rc"), want 0"; }
 grep -Eq '^par3drun: node n3 is [2-4]\.[0-9]{2}x slower than its 3 peers' "$T_DIR/out" || { cat "$T_DIR/out"; fail "n3 not named"; }
 [ "$(grep -c 'slower than' "$T_DIR/out")" = 1 ] || { cat "$T_DIR/out"; fail "want only n3 named"; }
