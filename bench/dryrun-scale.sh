@@ -13,12 +13,19 @@
 #
 #   bench/dryrun-scale.sh [SIZES...]      (PAR3DRUN=path/to/par3drun, default build/par3drun)
 #   REPEAT=11 bench/dryrun-scale.sh 131072 1048576
+#   FORMATS="text svg html" bench/dryrun-scale.sh 131072   (default "json text";
+#     every format is streamed: peak_rss_mib is the placement's, not the report's)
+#   EP=8 bench/dryrun-scale.sh 131072       (MoE: --ep 8, par3d.place_ep's C block operations)
 # Measured (2 shared cores, load 3.7-4.6, Release build, REPEAT=5 medians):
 # JSON 131,072 GPUs 0.33 s (0.21 CPU s), 1,048,576 GPUs 2.58 s (2.03 CPU s,
 # 272 MiB): policy 1.22, checks 0.23, baseline 0.20, report+write 0.79 s.
 # The build before issue 30 (REPEAT=3, load 3.7-7.1): 1.05 s and 7.19 s
 # (5.45 CPU s, 648 MiB): policy 3.25, checks 0.37, baseline 1.55, report
 # 0.92, write 0.92 s.
+# Streamed reports (FORMATS="text svg html", REPEAT=1, load 15-21): 131,072
+# GPUs text/svg/html 0.18/0.55/0.53 CPU s at 39 MiB each; 1,048,576 GPUs
+# 1.80/2.24/2.14 CPU s at 271 MiB each (the SVG was 1.5 GiB before
+# streaming). EP=8 at 131,072 GPUs: JSON 0.37 CPU s, policy 0.46 s.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${PAR3DRUN:-$here/build/par3drun}
@@ -29,12 +36,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 export P3D_DATA_DIR=${P3D_DATA_DIR:-$here}
 unset SLURM_JOB_NODELIST
+export P3D_BENCH_FORMATS=${FORMATS:-json text} P3D_BENCH_EP=${EP:-1}
 exec python3 - "$bin" "$here" "$tmp" "${REPEAT:-1}" "${sizes[@]}" <<'PY'
 import json, os, re, statistics, sys, time
 
 binp, here, tmp = sys.argv[1:4]
 repeat = max(1, int(sys.argv[4]))
 sizes = [int(s) for s in sys.argv[5:]]
+formats = os.environ["P3D_BENCH_FORMATS"].split()
+ep = int(os.environ["P3D_BENCH_EP"])
 topo = os.path.join(here, "examples/topologies/dgx-h100.xml")
 
 def gen(gpus):
@@ -66,17 +76,18 @@ def run(argv):
 def load():
     return round(os.getloadavg()[0], 2)
 
-out = {"bench": "dryrun-scale", "binary": binp, "mesh": "tp=8 pp=16 dp=rest", "repeat": repeat,
+out = {"bench": "dryrun-scale", "binary": binp, "mesh": "tp=8 pp=16 dp=rest" + (" ep=%d" % ep if ep > 1 else ""),
+       "repeat": repeat,
        "load_avg_1m_before": load(), "runs": []}
 clusters = {gpus: gen(gpus) for gpus in sizes}
 samples = {}
 for it in range(repeat):
     for gpus in sizes:
         cl, nodes, racks = clusters[gpus]
-        for fmt in ("json", "text"):
+        for fmt in formats:
             rep = os.path.join(tmp, "report." + fmt)
             rc, wall, rss, cpu, err = run([binp, "--dry-run", "--verbose", "--cluster", cl, "--tp", "8", "--pp", "16",
-                                      "--format", fmt, "--output", rep])
+                                           "--ep", str(ep), "--format", fmt, "--output", rep])
             stages = {}
             m = re.search(r"cluster\+job ([\d.]+) s, policy ([\d.]+) s, checks ([\d.]+) s, baseline ([\d.]+) s, "
                           r"report ([\d.]+) s, write ([\d.]+) s", err)
@@ -90,7 +101,7 @@ for it in range(repeat):
                 "error": err.strip().splitlines()[-1] if rc not in (0, 2) and err.strip() else None})
 for gpus in sizes:
     cl, nodes, racks = clusters[gpus]
-    for fmt in ("json", "text"):
+    for fmt in formats:
         ss = samples[(gpus, fmt)]
         med = lambda k: round(statistics.median(x[k] for x in ss), 3)
         keys = ss[0]["stages_s"].keys()

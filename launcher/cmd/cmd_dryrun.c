@@ -13,7 +13,7 @@
 
 #include "commands.h"
 #include "termsafe.h"
-#include "place.h"
+#include "launch.h"
 
 static double now(void)
 {
@@ -22,34 +22,35 @@ static double now(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static int write_all(FILE *f, const char *s)
-{
-    size_t n = strlen(s);
-    return fwrite(s, 1, n, f) == n ? 0 : -1;
-}
-
 int p3d_cmd_dryrun(const p3d_opts *o)
 {
     int rc = P3D_EXIT_BADINPUT;
-    char *err = NULL, *report = NULL;
+    char *err = NULL, *pf_json = NULL;
     const char *fmt = o->format ? o->format : "text";
     p3d_plan_result r;
     memset(&r, 0, sizeof r);
-    char *(*fn)(const p3d_report_in *) = NULL;
+    /* every format streamed (no whole-world string): report and write are one stage */
+    int (*fn)(const p3d_report_in *, FILE *) = NULL;
     if (!strcmp(fmt, "text"))
-        fn = p3d_report_text;
+        fn = p3d_report_text_to;
     else if (!strcmp(fmt, "json"))
-        fn = p3d_report_json;
+        fn = p3d_report_json_to;
     else if (!strcmp(fmt, "svg"))
-        fn = p3d_report_svg;
+        fn = p3d_report_svg_to;
     else if (!strcmp(fmt, "html"))
-        fn = p3d_report_html;
+        fn = p3d_report_html_to;
     else {
         p3d_err(&err, "--format: expected text, json, svg or html, got '%s'", fmt);
         return p3d_fail_input(err);
     }
     if (p3d_place(o, &r, &err) < 0)
         return p3d_fail_input(err);
+    /* --preflight: the table for people, the figures in the JSON report
+     * (stdout stays the report's alone unless it is text on stdout) */
+    if (o->preflight &&
+        (rc = p3d_preflight_apply(o, &r, -1, 0, !strcmp(fmt, "text") && !o->output ? stdout : stderr, &pf_json)))
+        goto out;
+    rc = P3D_EXIT_BADINPUT;
     if (o->verbose && r.base_err)
         fprintf(stderr, "par3drun: no naive baseline: %s\n", p3d_tesc(r.base_err));
     /* up front: another policy's estimate beats this one (or what auto chose) */
@@ -58,55 +59,25 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     if (note[0])
         fprintf(stderr, "par3drun: note: %s\n", p3d_tesc(note));
     p3d_report_in in = p3d_plan_report_in(&r);
+    in.preflight_json = pf_json;
     /* colour only for people: text, on a terminal, and never with NO_COLOR */
     const char *nc = getenv("NO_COLOR");
     in.color = !strcmp(fmt, "text") && !o->output && isatty(STDOUT_FILENO) && !(nc && *nc);
     double t0 = now();
-    if (fn == p3d_report_json) {
-        /* streamed (no whole-world string): report and write are one stage */
-        FILE *f = o->output ? fopen(o->output, "w") : stdout;
-        if (!f) {
-            char *m = NULL;
-            p3d_err(&m, "--output %s: cannot create: %s", o->output, strerror(errno));
-            rc = p3d_fail_input(m);
-            goto out;
-        }
-        int bad = p3d_report_json_to(&in, f) < 0;
-        bad |= o->output ? fclose(f) != 0 : fflush(stdout) != 0;
-        if (bad) {
-            fprintf(stderr, "par3drun: %s%s: write failed: %s\n", o->output ? "--output " : "",
-                    o->output ? p3d_tesc(o->output) : "stdout", strerror(errno));
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-    } else {
-        report = fn(&in);
-    }
-    double t_report = now() - t0;
-    if (!report && fn != p3d_report_json) {
-        fprintf(stderr, "par3drun: out of memory while writing the %s report\n", fmt);
-        rc = P3D_EXIT_FAIL;
+    FILE *f = o->output ? fopen(o->output, "w") : stdout;
+    if (!f) {
+        char *m = NULL;
+        p3d_err(&m, "--output %s: cannot create: %s", o->output, strerror(errno));
+        rc = p3d_fail_input(m);
         goto out;
     }
-    if (fn == p3d_report_json) {
-        /* written above */
-    } else if (o->output) {
-        FILE *f = fopen(o->output, "w");
-        if (!f) {
-            char *m = NULL;
-            p3d_err(&m, "--output %s: cannot create: %s", o->output, strerror(errno));
-            rc = p3d_fail_input(m);
-            goto out;
-        }
-        int bad = write_all(f, report) < 0;
-        bad |= fclose(f) != 0;
-        if (bad) {
-            fprintf(stderr, "par3drun: --output %s: write failed: %s\n", p3d_tesc(o->output), strerror(errno));
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-    } else if ((note[0] && !strcmp(fmt, "text") && printf("note: %s\n\n", note) < 0) || write_all(stdout, report) < 0 ||
-               fflush(stdout) != 0) {
+    int bad = !o->output && note[0] && !strcmp(fmt, "text") && printf("note: %s\n\n", note) < 0;
+    bad |= fn(&in, f) < 0;
+    bad |= o->output ? fclose(f) != 0 : fflush(stdout) != 0;
+    double t_report = now() - t0;
+    if (bad) {
+        fprintf(stderr, "par3drun: %s%s: writing the %s report failed: %s\n", o->output ? "--output " : "",
+                o->output ? p3d_tesc(o->output) : "stdout", fmt, strerror(errno));
         rc = P3D_EXIT_FAIL;
         goto out;
     }
@@ -123,7 +94,7 @@ int p3d_cmd_dryrun(const p3d_opts *o)
         rc = P3D_EXIT_OK;
     }
 out:
-    free(report);
+    free(pf_json);
     p3d_plan_result_free(&r);
     return rc;
 }

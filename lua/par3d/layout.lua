@@ -102,117 +102,35 @@ end
 
 function par3d.place_ep(cluster, job)
   local m = par3d.mesh(job)
-  local W, sz, st = m.world, m.size, m.stride
-  local parent = {}
-  for r = 0, W - 1 do parent[r] = r end
-  local function find(x)
-    while parent[x] ~= x do
-      parent[x] = parent[parent[x]]
-      x = parent[x]
-    end
-    return x
-  end
-  -- join every rank with its predecessor in its tp, etp and ep groups
-  for _, dim in ipairs({"tp", "etp", "ep"}) do
-    local s, n = st[dim], sz[dim]
-    if n > 1 then
-      for r = 0, W - 1 do
-        if (r // s) % n ~= 0 then
-          local a, b = find(r), find(r - s)
-          if a < b then parent[b] = a elseif b < a then parent[a] = b end
-        end
-      end
-    end
-  end
-  local members, roots = {}, {}
-  for r = 0, W - 1 do
-    local k = find(r)
-    local l = members[k]
-    if not l then
-      l = {}
-      members[k] = l
-      roots[#roots + 1] = k
-    end
-    l[#l + 1] = r
-  end
-  local S = #members[roots[1]]
-  local spp, pp = st.pp, sz.pp
-  local stage0 = {}
-  for _, k in ipairs(roots) do
-    if #members[k] ~= S then return par3d.place_nested(cluster, job) end
-    if (k // spp) % pp == 0 then stage0[#stage0 + 1] = k end
-  end
-  local nbundles = #stage0
+  local W, sz = m.world, m.size
+  local pp = sz.pp
+  -- the blocks (every rank with its predecessor in its tp, etp and ep
+  -- groups, closed), in C: S ranks each, nbundles of them hold stage 0
+  local S, nbundles = par3d.ep_blocks(m)
+  if not S then return par3d.place_nested(cluster, job) end
   local notes = {}
   local U = par3d.units(cluster, par3d.node_sequence(cluster), S, W // S)
   local order = par3d.pack(U, pp, nbundles, notes, pp > 1 and "EP pipeline block" or "EP block")
-  local res = {}
-  local stp, ntp = st.tp, sz.tp
-  for b, k in ipairs(stage0) do
-    for s = 0, pp - 1 do
-      local u = order[(b - 1) * pp + s + 1]
-      local slot = (u - 1) * S
-      -- the block's ranks, each TP group on consecutive slots
-      local done = {}
-      for _, r0 in ipairs(members[k]) do
-        local r = r0 + s * spp
-        if not done[r] then
-          local base = r - ((r // stp) % ntp) * stp
-          for i = 0, ntp - 1 do
-            local q = base + i * stp
-            done[q] = true
-            slot = slot + 1
-            res[q + 1] = {rank = q, node = U.node[slot], gpu = U.gpu[slot]}
-          end
-        end
-      end
-    end
-  end
+  -- every rank at once, in C: the b-th stage-0 block moved to stage s
+  -- onto unit order[b*pp + s + 1], each TP group on consecutive slots
+  local res = par3d.result(W)
+  res:place_ep(m, order, U.node, U.gpu)
   -- TP groups are laid on consecutive slots of their block; inside a block
   -- that leaves NVLink some of them may straddle two domains: say so
-  local domof, split, ntpg = {}, 0, 0
-  for nd = 1, #cluster.nodes do
-    local d = {}
-    for k, gpus in ipairs(cluster.nodes[nd].domains) do
-      for _, g in ipairs(gpus) do d[g] = k end
-    end
-    domof[nd] = d
-  end
-  for r = 0, W - 1, 1 do
-    if (r // stp) % ntp == 0 then
-      ntpg = ntpg + 1
-      local a = res[r + 1]
-      for i = 1, ntp - 1 do
-        local b = res[r + i * stp + 1]
-        if b.node ~= a.node or domof[b.node][b.gpu] ~= domof[a.node][a.gpu] then
-          split = split + 1
-          break
-        end
-      end
-    end
-  end
+  local split, ntpg = res:tp_split(m, cluster)
   if split > 0 then
     notes[#notes + 1] = string.format(
       "TP rule degraded: %d of %d TP groups span NVLink domains: they sit inside EP blocks of %d GPUs that do not fit one domain",
       split, ntpg, S)
   end
-  if res[1].node ~= 1 then
+  local node0 = res:get(0)
+  if node0 ~= 1 then
     notes[#notes + 1] = string.format("rank 0 rule degraded: rank 0 is on %s, not on the job's first node %s: EP blocks of %d GPUs are placed where they fit best",
-      cluster.nodes[res[1].node].name, cluster.nodes[1].name, S)
+      cluster.nodes[node0].name, cluster.nodes[1].name, S)
   end
   -- what each block got: 1 NVLink domain, 2 one node, 3 several nodes
-  local count, in_rack, racks = {0, 0, 0}, 0, {}
-  for u = 1, U.n do
-    local t = U.tier[u]
-    count[t] = count[t] + 1
-    if t == 3 then
-      local one = true
-      for p = (u - 1) * S + 1, u * S do
-        if cluster.nodes[U.node[p]].rack_index ~= U.rack[u] then one = false end
-      end
-      if one then in_rack = in_rack + 1 end
-    end
-  end
+  local c1, c2, c3, in_rack = par3d.unit_tiers(U, S, cluster)
+  local count = {c1, c2, c3}
   local what = string.format("EP blocks of %d GPUs (tp=%d, etp=%d, ep=%d: the TP and expert tp-ep groups that share ranks)",
     S, sz.tp, sz.etp, sz.ep)
   if count[2] + count[3] == 0 then

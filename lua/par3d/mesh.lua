@@ -54,8 +54,18 @@ function par3d.groups(mesh, dim) return mesh:groups(dim) end
 -- res:assign_slots(first, nodes, gpus, slot0, n) a run of slots,
 -- res:nest_units(mesh, order, nodes, gpus) par3d.layout_nested's whole
 -- layout, res:set(rank, node, gpu) one rank; res:get(rank) -> node, gpu;
--- res:totable() -> the plain list. Each charges the budget per rank.
+-- res:totable() -> the plain list; for MoE, res:place_ep(mesh, order,
+-- nodes, gpus) par3d.place_ep's whole layout and res:tp_split(mesh,
+-- cluster) -> how many TP groups span nodes or NVLink domains, of how
+-- many. Each charges the budget per rank.
 par3d.result = core.result
+
+-- par3d.ep_blocks(mesh) -> S, n: EP blocks of S ranks, n of them holding
+-- stage 0 (nil when blocks differ in size); par3d.unit_tiers(U, S,
+-- cluster) -> units of tier 1, 2, 3 and tier-3 units inside one rack.
+-- Both in C, charged per rank / per slot.
+par3d.ep_blocks = core.ep_blocks
+par3d.unit_tiers = core.unit_tiers
 
 -- par3d.fill(t, first, n, v): t[first .. first+n-1] = v, in C (charged n)
 par3d.fill = core.fill

@@ -50,25 +50,15 @@ end
 
 function par3d.replace(cluster, job)
   local prev = job.previous
-  local byname, result, notes = {}, {}, {}
-  for i, nd in ipairs(cluster.nodes) do byname[nd.name] = i end
-  local lost, order = {}, {}   -- failed node name -> {ranks=, gpus=}
-  for r = 0, job.world - 1 do
-    local p = prev.ranks[r + 1]
-    local i = byname[p.node]
-    if i and not cluster.nodes[i].spare then
-      result[r + 1] = {rank = r, node = i, gpu = p.gpu}
-    else
-      local e = lost[p.node]
-      if not e then
-        e = {ranks = {}, gpus = {}}
-        lost[p.node] = e
-        order[#order + 1] = p.node
-      end
-      e.ranks[#e.ranks + 1] = r
-      e.gpus[#e.gpus + 1] = p.gpu
-    end
+  local byname, notes = {}, {}
+  -- only nodes that run ranks keep them: a spare's name is not looked up
+  for i, nd in ipairs(cluster.nodes) do
+    if not nd.spare then byname[nd.name] = i end
   end
+  -- every rank whose node is still there keeps its node and GPU, in C;
+  -- lost[name] = {ranks=, gpus=} for the rest, order: their nodes
+  local result = par3d.result(job.world)
+  local lost, order = result:keep_previous(prev.ranks, byname)
   local info = {}
   for _, f in ipairs(prev.failed or {}) do info[f.name] = f end
   local rack_index = {}
@@ -108,7 +98,7 @@ function par3d.replace(cluster, job)
         name, #e.ranks), 0)
     end
     for k, r in ipairs(e.ranks) do
-      result[r + 1] = {rank = r, node = best, gpu = map[e.gpus[k]]}
+      result:set(r, best, map[e.gpus[k]])
     end
     local where = best_key == 0 and "same NVLink domain " .. f.nvlink_domain
       or best_key == 1 and "same rack " .. f.rack or "another rack: " .. spare.rack

@@ -26,27 +26,45 @@ const char *p3d_severity_name(p3d_severity s)
     }
 }
 
-int p3d_report_slots(const p3d_cluster *c, const p3d_placement *pl, size_t **first, int **rank_at)
+long p3d_report_shown(size_t nnodes, size_t head, size_t tail, size_t i)
 {
-    size_t *f = malloc((c->nnodes + 1) * sizeof *f);
+    if (nnodes <= head + tail || i < head)
+        return (long)i;
+    if (i >= nnodes - tail)
+        return (long)(head + (i - (nnodes - tail)));
+    return -1;
+}
+
+int p3d_report_slots(const p3d_cluster *c, const p3d_placement *pl, size_t head, size_t tail, size_t **first,
+                     int **rank_at)
+{
+    size_t ns = c->nnodes <= head + tail ? c->nnodes : head + tail;
+    size_t *f = malloc((ns + 1) * sizeof *f);
     int *ra = NULL;
     if (!f)
         return -1;
     f[0] = 0;
-    for (size_t i = 0; i < c->nnodes; i++)
-        f[i + 1] = f[i] + (size_t)c->nodes[i].topo->ngpus;
-    ra = malloc((f[c->nnodes] + 1) * sizeof *ra);
+    for (size_t i = 0, k = 0; i < c->nnodes; i++)
+        if (p3d_report_shown(c->nnodes, head, tail, i) >= 0) {
+            f[k + 1] = f[k] + (size_t)c->nodes[i].topo->ngpus;
+            k++;
+        } else {
+            i = c->nnodes - tail - 1; /* the hidden middle: skip it */
+        }
+    ra = malloc((f[ns] + 1) * sizeof *ra);
     if (!ra) {
         free(f);
         return -1;
     }
-    for (size_t s = 0; s < f[c->nnodes]; s++)
+    for (size_t s = 0; s < f[ns]; s++)
         ra[s] = -1;
     for (int r = 0; r < pl->world; r++) {
         const p3d_rank *rk = &pl->ranks[r];
-        if (rk->node >= 0 && (size_t)rk->node < c->nnodes && rk->gpu >= 0 &&
-            rk->gpu < c->nodes[rk->node].topo->ngpus)
-            ra[f[rk->node] + (size_t)rk->gpu] = r;
+        if (rk->node < 0 || (size_t)rk->node >= c->nnodes || rk->gpu < 0 || rk->gpu >= c->nodes[rk->node].topo->ngpus)
+            continue;
+        long k = p3d_report_shown(c->nnodes, head, tail, (size_t)rk->node);
+        if (k >= 0)
+            ra[f[k] + (size_t)rk->gpu] = r;
     }
     *first = f;
     *rank_at = ra;

@@ -7,9 +7,13 @@
  * draws the links its groups cross between nodes; a link that leaves the
  * group's intended domain (TP: its NVLink domain; PP: its rack) is red.
  *
- * Big clusters stay readable by drawing at most MAX_NODES_PER_RACK nodes of
- * each rack and summarising the rest in one line. Output depends only on
- * the input (no time, no randomness), so reports are byte-identical.
+ * Racks are laid out in rows that fit a PAGE_W-pixel window (four racks of
+ * 8-GPU nodes a row: a node shows its GPUs MAX_COLS to a row), each rack's
+ * nodes stacked top to bottom. Big clusters stay readable, and the picture
+ * bounded, by drawing at most MAX_NODES_PER_RACK nodes of each rack and
+ * MAX_RACKS of racks, summarising the rest in one line each. Output depends
+ * only on the input (no time, no randomness), so reports are
+ * byte-identical.
  */
 #include "report_draw.h"
 
@@ -27,8 +31,12 @@
 #define RPAD 10
 #define RHEAD 22
 #define RGAP 18
-#define MAX_COLS 8
-#define MAX_NODES_PER_RACK 8
+#define MAX_COLS 4            /* GPU cells a row inside a node */
+#define MAX_NODES_PER_RACK 32 /* every node of a 16- or 32-node rack */
+#define MAX_RACKS 64          /* 16 rows of 4 */
+#define PAGE_W 1400           /* the window the picture fits, margins included */
+#define PAGE_MARGIN 56        /* the SVG report's 2 x 12, the HTML page's 2 x 16 */
+#define HIDDEN_RACKS_H 24     /* the line under the racks that names those not drawn */
 #define MAX_LINES 3000
 #define LEG_ROW 18      /* one row of legend swatches */
 #define LEG_LINES 40    /* the two text lines under the swatches */
@@ -48,6 +56,7 @@ typedef struct dnode {
 
 typedef struct drack {
     int x, y, w, h;
+    int drawn;                     /* one of the first MAX_RACKS with nodes */
     int nnodes, nhidden;
     int hidden_first, hidden_last; /* node indices of the summarised nodes */
     int rank_lo, rank_hi;          /* ranks on the summarised nodes */
@@ -62,6 +71,8 @@ struct p3d_draw {
     int *rank_at;           /* (node, gpu) -> rank, -1 none */
     int *gid[P3D_NDIMS];    /* rank -> dense group index per dim (tp, pp, dp) */
     int ngroups[P3D_NDIMS];
+    int nracks_hidden;      /* racks with nodes beyond MAX_RACKS */
+    int hidden_rack_first, hidden_rack_last, hidden_rank_lo, hidden_rank_hi;
     int w, h;               /* drawing without legend */
     int leg_h;              /* tallest legend of the four views */
 };
@@ -233,7 +244,8 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
         if (group_ids(d, P3D_DIM_TP) < 0 || group_ids(d, P3D_DIM_PP) < 0 || group_ids(d, P3D_DIM_DP) < 0)
             goto fail;
     }
-    /* racks side by side; each rack's nodes in cluster order, top to bottom */
+    /* each rack's nodes in cluster order, top to bottom, positions first
+     * relative to the rack (one pass over the nodes) */
     int node_w = 0;
     for (size_t i = 0; i < d->nnodes; i++) {
         int g = node_gpus(d, i), cols = g < MAX_COLS ? (g ? g : 1) : MAX_COLS;
@@ -243,55 +255,110 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
     }
     if (node_w < 200)
         node_w = 200;
-    int rack_w = node_w + 2 * RPAD, maxh = 0;
+    int rack_w = node_w + 2 * RPAD;
     for (size_t r = 0; r < d->nracks; r++) {
         drack *rk = &d->racks[r];
-        rk->x = (int)r * (rack_w + RGAP);
-        rk->y = 0;
         rk->w = rack_w;
+        rk->h = RHEAD; /* the next node's y for now */
         rk->hidden_first = rk->hidden_last = -1;
         rk->rank_lo = rk->rank_hi = -1;
-        int y = RHEAD;
-        for (size_t i = 0; i < d->nnodes; i++) {
-            int nr = c->nodes[i].rack;
-            if ((size_t)(nr >= 0 ? nr : 0) != r)
-                continue;
-            rk->nnodes++;
-            if (rk->nnodes > MAX_NODES_PER_RACK) {
-                rk->nhidden++;
-                if (rk->hidden_first < 0)
-                    rk->hidden_first = (int)i;
-                rk->hidden_last = (int)i;
-                for (int g = 0; g < node_gpus(d, i); g++) {
-                    int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
-                    if (rank < 0)
-                        continue;
-                    if (rk->rank_lo < 0 || rank < rk->rank_lo)
-                        rk->rank_lo = rank;
-                    if (rank > rk->rank_hi)
-                        rk->rank_hi = rank;
-                }
-                continue;
-            }
-            dnode *n = &d->nodes[i];
-            int g = node_gpus(d, i), rows = g ? (g + MAX_COLS - 1) / MAX_COLS : 1;
-            n->drawn = 1;
-            n->x = rk->x + RPAD;
-            n->y = y;
-            n->w = node_w;
-            n->h = NHEAD + NPAD + rows * CH + (rows - 1) * GAP + NPAD;
-            y += n->h + NGAP;
-        }
-        if (rk->nhidden)
-            y += 34;
-        rk->h = y + RPAD - NGAP;
-        if (rk->h > maxh)
-            maxh = rk->h;
     }
-    for (size_t r = 0; r < d->nracks; r++)
-        d->racks[r].h = maxh;
-    d->w = (int)d->nracks * (rack_w + RGAP) - RGAP;
-    d->h = maxh;
+    for (size_t i = 0; i < d->nnodes; i++) {
+        int nr = c->nodes[i].rack;
+        drack *rk = &d->racks[(size_t)nr < d->nracks ? (size_t)nr : 0];
+        rk->nnodes++;
+        if (rk->nnodes > MAX_NODES_PER_RACK) {
+            rk->nhidden++;
+            if (rk->hidden_first < 0)
+                rk->hidden_first = (int)i;
+            rk->hidden_last = (int)i;
+            for (int g = 0; g < node_gpus(d, i); g++) {
+                int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
+                if (rank < 0)
+                    continue;
+                if (rk->rank_lo < 0 || rank < rk->rank_lo)
+                    rk->rank_lo = rank;
+                if (rank > rk->rank_hi)
+                    rk->rank_hi = rank;
+            }
+            continue;
+        }
+        dnode *n = &d->nodes[i];
+        int g = node_gpus(d, i), rows = g ? (g + MAX_COLS - 1) / MAX_COLS : 1;
+        n->drawn = 1;
+        n->x = RPAD;
+        n->y = rk->h;
+        n->w = node_w;
+        n->h = NHEAD + NPAD + rows * CH + (rows - 1) * GAP + NPAD;
+        rk->h += n->h + NGAP;
+    }
+    /* racks in rows of per_row, each row as tall as its tallest rack; racks
+     * past MAX_RACKS are named in one line, their nodes not drawn */
+    int per_row = (PAGE_W - PAGE_MARGIN + RGAP) / (rack_w + RGAP);
+    if (per_row < 1)
+        per_row = 1;
+    int k = 0, row_y = 0, row_h = 0, ncols = 0;
+    d->hidden_rack_first = d->hidden_rack_last = d->hidden_rank_lo = d->hidden_rank_hi = -1;
+    for (size_t r = 0; r < d->nracks; r++) {
+        drack *rk = &d->racks[r];
+        if (!rk->nnodes)
+            continue;
+        if (rk->nhidden)
+            rk->h += 34;
+        rk->h += RPAD - NGAP;
+        if (k == MAX_RACKS) {
+            d->nracks_hidden++;
+            if (d->hidden_rack_first < 0)
+                d->hidden_rack_first = (int)r;
+            d->hidden_rack_last = (int)r;
+            continue;
+        }
+        if (k && k % per_row == 0) {
+            row_y += row_h + RGAP;
+            row_h = 0;
+        }
+        rk->drawn = 1;
+        rk->x = (k % per_row) * (rack_w + RGAP);
+        rk->y = row_y;
+        row_h = rk->h > row_h ? rk->h : row_h;
+        ncols = k % per_row + 1 > ncols ? k % per_row + 1 : ncols;
+        k++;
+    }
+    /* a row's racks share its height; nodes move to their rack's place */
+    for (size_t r = 0; r < d->nracks; r++) {
+        drack *rk = &d->racks[r];
+        if (!rk->drawn)
+            continue;
+        int h = 0;
+        for (size_t q = 0; q < d->nracks; q++)
+            if (d->racks[q].drawn && d->racks[q].y == rk->y && d->racks[q].h > h)
+                h = d->racks[q].h;
+        rk->h = h;
+    }
+    for (size_t i = 0; i < d->nnodes; i++) {
+        int nr = c->nodes[i].rack;
+        const drack *rk = &d->racks[(size_t)nr < d->nracks ? (size_t)nr : 0];
+        dnode *n = &d->nodes[i];
+        if (!rk->drawn) {
+            n->drawn = 0;
+            for (int g = 0; g < node_gpus(d, i); g++) {
+                int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
+                if (rank < 0)
+                    continue;
+                if (d->hidden_rank_lo < 0 || rank < d->hidden_rank_lo)
+                    d->hidden_rank_lo = rank;
+                if (rank > d->hidden_rank_hi)
+                    d->hidden_rank_hi = rank;
+            }
+        } else if (n->drawn) {
+            n->x += rk->x;
+            n->y += rk->y;
+        }
+    }
+    d->w = ncols ? ncols * (rack_w + RGAP) - RGAP : rack_w;
+    d->h = k ? row_y + row_h : 0;
+    if (d->nracks_hidden)
+        d->h += HIDDEN_RACKS_H;
     for (int v = 0; v < P3D_NVIEWS; v++) {
         int lh = legend_height(d, v);
         if (lh > d->leg_h)
@@ -466,7 +533,7 @@ static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
     int dim = view_dim(view), n = view_count(d, view);
     for (size_t r = 0; r < d->nracks; r++) {
         const drack *rk = &d->racks[r];
-        if (rk->nnodes)
+        if (rk->drawn)
             p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
                              "stroke=\"#999\"/>\n",
                           rk->x, rk->y, rk->w, rk->h);
@@ -537,7 +604,7 @@ static void draw_labels(p3d_sb *b, const p3d_draw *d, int view)
     p3d_sb_puts(b, "<g paint-order=\"stroke\" stroke-linejoin=\"round\">\n");
     for (size_t r = 0; r < d->nracks; r++) {
         const drack *rk = &d->racks[r];
-        if (rk->nnodes == 0)
+        if (!rk->drawn)
             continue;
         p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\" stroke=\"#f4f4f4\" "
                          "stroke-width=\"3\">rack ",
@@ -557,6 +624,19 @@ static void draw_labels(p3d_sb *b, const p3d_draw *d, int view)
                               rk->x + RPAD, rk->y + rk->h - RPAD - 4, rk->rank_lo, rk->rank_hi);
             p3d_sb_puts(b, "</text>\n");
         }
+    }
+    if (d->nracks_hidden) {
+        p3d_sb_printf(b, "<text x=\"0\" y=\"%d\" font-size=\"12\" stroke=\"#fff\" stroke-width=\"3\">+ %d more "
+                         "rack%s not drawn: ",
+                      d->h - 6, d->nracks_hidden, d->nracks_hidden == 1 ? "" : "s");
+        p3d_xml_text(b, c->racks[d->hidden_rack_first]);
+        if (d->hidden_rack_last != d->hidden_rack_first) {
+            p3d_sb_puts(b, " .. ");
+            p3d_xml_text(b, c->racks[d->hidden_rack_last]);
+        }
+        if (d->hidden_rank_lo >= 0)
+            p3d_sb_printf(b, ", ranks %d..%d", d->hidden_rank_lo, d->hidden_rank_hi);
+        p3d_sb_puts(b, "</text>\n");
     }
     for (size_t i = 0; i < d->nnodes; i++) {
         const dnode *nd = &d->nodes[i];

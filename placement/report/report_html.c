@@ -5,6 +5,9 @@
  * small inline script that toggles between the views. Without JavaScript
  * every view is shown, one under the other. When the script has run it sets
  * <body data-ready="1"> (the browser test looks for it).
+ *
+ * Written front to back into one p3d_sb, a buffer or a stream
+ * (p3d_report_html_to): only the cost table, a few lines, is built apart.
  */
 #include "report_common.h"
 #include "report_draw.h"
@@ -18,14 +21,16 @@ static const char *sev_name(p3d_severity s)
     return s == P3D_SEV_ERROR ? "error" : s == P3D_SEV_WARNING ? "warning" : "info";
 }
 
-char *p3d_report_html(const p3d_report_in *in)
+/* The whole page into *bp (a buffer or a stream), front to back; 0, or -1
+ * when the drawing could not be laid out. */
+static int html(p3d_sb *bp, const p3d_report_in *in)
 {
-    p3d_sb b = {0};
     if (!in || !in->cluster || !in->job)
-        return NULL;
+        return -1;
     p3d_draw *d = p3d_draw_new(in);
     if (!d)
-        return NULL;
+        return -1;
+    p3d_sb b = *bp;
     int w, h;
     p3d_draw_size(d, &w, &h);
     p3d_sb_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -99,5 +104,26 @@ char *p3d_report_html(const p3d_report_in *in)
                     "})();\n"
                     "</script>\n</body>\n</html>\n");
     p3d_draw_free(d);
+    *bp = b;
+    return 0;
+}
+
+char *p3d_report_html(const p3d_report_in *in)
+{
+    p3d_sb b = {0};
+    if (html(&b, in) < 0) {
+        p3d_sb_free(&b);
+        return NULL;
+    }
     return p3d_sb_finish(&b);
+}
+
+int p3d_report_html_to(const p3d_report_in *in, FILE *f)
+{
+    p3d_sb b;
+    if (p3d_sb_stream(&b, f, P3D_REPORT_STREAM_BUF) < 0)
+        return -1;
+    if (html(&b, in) < 0)
+        b.oom = 1;
+    return p3d_sb_stream_end(&b);
 }

@@ -325,6 +325,11 @@ static void report(p3d_sb *bp, const p3d_report_in *in)
     checks(&b, in->an);
     p3d_sb_puts(&b, ",\n");
     metrics(&b, in, dims, nd);
+    if (in->preflight_json) {
+        p3d_sb_puts(&b, ",\n");
+        key(&b, 2, "preflight");
+        p3d_sb_puts(&b, in->preflight_json);
+    }
     p3d_sb_puts(&b, "\n}\n");
     *bp = b;
 }
@@ -341,8 +346,7 @@ char *p3d_report_json(const p3d_report_in *in)
 int p3d_report_json_to(const p3d_report_in *in, FILE *f)
 {
     p3d_sb b;
-    /* 1 MiB: big writes, and the bytes are still in cache when written */
-    if (p3d_sb_stream(&b, f, (size_t)1 << 20) < 0)
+    if (p3d_sb_stream(&b, f, P3D_REPORT_STREAM_BUF) < 0)
         return -1;
     report(&b, in);
     return p3d_sb_stream_end(&b);

@@ -9,6 +9,12 @@
  * to 8 GPUs; more than 64 nodes are summarized (the JSON report has every
  * rank). Same input, same bytes: nothing here depends on time or paths
  * other than those given.
+ *
+ * Written line by line: the lines wait in a small buffer until
+ * drain() has made them terminal-safe and moved them to the output, a
+ * buffer (p3d_report_text) or a stream (p3d_report_text_to), and the grid
+ * keeps ranks for the nodes it shows only, so memory does not grow with
+ * the world.
  */
 #include "cost_internal.h"
 #include "report_common.h"
@@ -25,9 +31,10 @@
 #define GROUPS_SHOWN 3
 
 typedef struct tx {
-    p3d_sb b;
+    p3d_sb b;   /* the lines not yet made terminal-safe: the last few only */
+    p3d_sb out; /* the report as it is written: a buffer or a stream */
     int color;
-    size_t *sgr_at, nsgr, capsgr; /* where our own colour sequences start */
+    size_t *sgr_at, nsgr, capsgr; /* where our own colour sequences in b start */
     char **pool;                  /* esc() copies, freed with the report */
     size_t npool, cappool;
 } tx;
@@ -76,43 +83,67 @@ static void sgr(tx *t, const char *code)
     p3d_sb_printf(&t->b, "\033[%sm", code);
 }
 
-/* The finished report with every terminal control that came from input
- * (node, rack and policy names, file names, notes, messages) written as
- * text: C0 controls but '\n', DEL, C1 controls (U+0080-U+009F; some
- * terminals take U+009B as CSI) and the bidirectional overrides that can
- * reorder what a line seems to say (U+202A-U+202E, U+2066-U+2069). Only
- * the colour sequences sgr() wrote stay escape sequences, so no input can
- * move the cursor, clear the screen or forge a line of the report. */
-static char *terminal_safe(tx *t)
+/* Moves the finished lines of t->b (up to its last newline) into t->out
+ * with every terminal control that came from input (node, rack and policy
+ * names, file names, notes, messages) written as text: C0 controls but
+ * '\n', DEL, C1 controls (U+0080-U+009F; some terminals take U+009B as CSI)
+ * and the bidirectional overrides that can reorder what a line seems to
+ * say (U+202A-U+202E, U+2066-U+2069). Only the colour sequences sgr()
+ * wrote stay escape sequences, so no input can move the cursor, clear the
+ * screen or forge a line of the report. Cutting at a newline changes no
+ * byte: no UTF-8 sequence holds one. With all, the unfinished line too
+ * (the report's end). Called after each line or section, so what waits
+ * here stays a few lines whatever the world size. */
+static void drain(tx *t, int all)
 {
-    p3d_sb o = {0};
     const unsigned char *s = (const unsigned char *)t->b.p;
     size_t n = t->b.len, k = 0;
+    if (!all)
+        while (n && s[n - 1] != '\n')
+            n--;
     size_t from = 0; /* start of the text since the last colour sequence */
     for (size_t i = 0; s && i < n; i++) {
         if (k < t->nsgr && t->sgr_at[k] == i) {
-            p3d_term_put(&o, (const char *)s + from, i - from, P3D_TERM_KEEP_NL);
+            p3d_term_put(&t->out, (const char *)s + from, i - from, P3D_TERM_KEEP_NL);
             size_t e = i;
-            while (e < n && s[e] != 'm')
+            while (e < t->b.len && s[e] != 'm')
                 e++;
-            p3d_sb_putn(&o, (const char *)s + i, e < n ? e - i + 1 : n - i);
+            p3d_sb_putn(&t->out, (const char *)s + i, e < t->b.len ? e - i + 1 : t->b.len - i);
             i = e;
             from = e + 1;
             k++;
         }
     }
     if (s && from < n)
-        p3d_term_put(&o, (const char *)s + from, n - from, P3D_TERM_KEEP_NL);
+        p3d_term_put(&t->out, (const char *)s + from, n - from, P3D_TERM_KEEP_NL);
     if (t->b.oom)
-        o.oom = 1;
-    free(t->b.p);
+        t->out.oom = 1;
+    /* a colour sequence runs to its 'm', which may lie past n */
+    size_t cut = from > n ? from : n;
+    if (cut > t->b.len)
+        cut = t->b.len;
+    if (k) {
+        memmove(t->sgr_at, t->sgr_at + k, (t->nsgr - k) * sizeof *t->sgr_at);
+        t->nsgr -= k;
+    }
+    for (size_t j = 0; j < t->nsgr; j++)
+        t->sgr_at[j] -= cut;
+    if (s) {
+        memmove(t->b.p, t->b.p + cut, t->b.len - cut);
+        t->b.len -= cut;
+        t->b.p[t->b.len] = 0;
+    }
+}
+
+static void tx_free(tx *t)
+{
+    p3d_sb_free(&t->b);
     free(t->sgr_at);
     for (size_t i = 0; i < t->npool; i++)
         free(t->pool[i]);
     free(t->pool);
-    t->b = (p3d_sb){0};
     t->sgr_at = NULL;
-    return p3d_sb_finish(&o);
+    t->pool = NULL;
 }
 
 static void heading(tx *t, const char *s)
@@ -259,12 +290,26 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
     int maxg = 0, namew = 4, rackw = 4, cellw = 1;
     size_t nn = c->nnodes;
     int summarize = nn > GRID_MAX_NODES;
-#define SHOWN(i) (!summarize || (i) < GRID_HEAD || (i) >= nn - GRID_TAIL)
+    size_t head = summarize ? GRID_HEAD : nn, tail = summarize ? GRID_TAIL : 0;
     coord_label(&pl->mesh, dims, nd, label, sizeof label);
     int labw = (int)strlen(label) > 4 ? (int)strlen(label) : 4;
+    /* a node without GPUs runs its ranks on CPU slots: called slots */
+    size_t nslot = 0, nall = 0;
+    for (size_t i = 0; i < nn; i++)
+        for (int g = 0; c->nodes[i].topo && g < c->nodes[i].topo->ngpus; g++) {
+            nall++;
+            nslot += !strcmp(c->nodes[i].topo->gpus[g].model, "CPU slot");
+        }
+    const char *what = !nslot ? "GPU" : nslot == nall ? "CPU slot" : "GPU or CPU slot";
+    const char *col = !nslot ? "GPU" : nslot == nall ? "slot" : "GPU/slot";
+    if ((int)strlen(col) > labw)
+        labw = (int)strlen(col);
     for (size_t i = 0; i < nn; i++) {
-        if (!SHOWN(i))
+        long si = p3d_report_shown(nn, head, tail, i);
+        if (si < 0) {
+            i = nn - tail - 1;
             continue;
+        }
         const p3d_cnode *cn = &c->nodes[i];
         int w = (int)strlen(esc(t, cn->name)), ng = cn->topo->ngpus;
         namew = w > namew ? w : namew;
@@ -272,7 +317,7 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         rackw = w > rackw ? w : rackw;
         maxg = ng > maxg ? ng : maxg;
         for (int g = 0; g < ng; g++) {
-            int r = rank_at[first[i] + (size_t)g];
+            int r = rank_at[first[si] + (size_t)g];
             if (r < 0)
                 continue;
             coord_tuple(&pl->ranks[r], dims, nd, cell, sizeof cell);
@@ -287,19 +332,20 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         cellw = w > cellw ? w : cellw;
     }
     p3d_sb_putc(b, '\n');
-    p3d_sb_printf(b, "Placement: rank and (%s) on each GPU", label);
+    p3d_sb_printf(b, "Placement: rank and (%s) on each %s", label, what);
     p3d_sb_puts(b, summarize ? "" : "\n");
     if (summarize)
         p3d_sb_printf(b, " (first %d and last %d of %zu nodes)\n", GRID_HEAD, GRID_TAIL, nn);
-    p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, "node", rackw, "rack", labw, "GPU");
+    p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, "node", rackw, "rack", labw, col);
     for (int g = 0; g < maxg; g++)
         p3d_sb_printf(b, "  %*d", cellw, g);
     p3d_sb_putc(b, '\n');
     for (size_t i = 0; i < nn; i++) {
-        if (!SHOWN(i)) {
-            if (i == GRID_HEAD)
-                p3d_sb_printf(b, "  ... %zu nodes not shown (--format json lists every rank)\n",
-                              nn - GRID_HEAD - GRID_TAIL);
+        long si = p3d_report_shown(nn, head, tail, i);
+        if (si < 0) {
+            p3d_sb_printf(b, "  ... %zu nodes not shown (--format json lists every rank)\n",
+                          nn - GRID_HEAD - GRID_TAIL);
+            i = nn - tail - 1;
             continue;
         }
         const p3d_cnode *cn = &c->nodes[i];
@@ -307,7 +353,7 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, esc(t, cn->name), rackw, esc(t, c->racks[cn->rack]), labw,
                       "rank");
         for (int g = 0; g < ng; g++) {
-            int r = rank_at[first[i] + (size_t)g];
+            int r = rank_at[first[si] + (size_t)g];
             if (r < 0)
                 p3d_sb_printf(b, "  %*s", cellw, "-");
             else
@@ -316,7 +362,7 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         p3d_sb_putc(b, '\n');
         p3d_sb_printf(b, "  %-*s  %-*s  %-*s", namew, "", rackw, "", labw, label);
         for (int g = 0; g < ng; g++) {
-            int r = rank_at[first[i] + (size_t)g];
+            int r = rank_at[first[si] + (size_t)g];
             if (r < 0)
                 cell[0] = 0;
             else
@@ -327,8 +373,8 @@ static void grid(tx *t, const p3d_report_in *in, const int *dims, int nd, const 
         while (b->len && b->p[b->len - 1] == ' ')
             b->p[--b->len] = 0;
         p3d_sb_putc(b, '\n');
+        drain(t, 0);
     }
-#undef SHOWN
 }
 
 /* "[0-7]", "[0,8]", "[0,32,...,480]", "[3,5,9,...,40]" */
@@ -437,6 +483,7 @@ static void checks(tx *t, const p3d_analysis *an)
         p3d_sb_printf(b, "  %s\n", k->code);
         p3d_sb_pad(b, ' ', 11);
         wrap(b, esc(t, k->message), 11, 11);
+        drain(t, 0);
     }
 }
 
@@ -480,123 +527,6 @@ static void baseline(tx *t, const p3d_report_in *in)
         p3d_sb_printf(b, "  %-26s  %16s  %16s\n", rows[i], v[i][0], v[i][1]);
 }
 
-/* Cost figures with units, "-" when not applicable. */
-static void fmt_bytes(char *buf, size_t cap, double v)
-{
-    if (v >= 1e12)
-        snprintf(buf, cap, "%.2f TB", v / 1e12);
-    else if (v >= 1e9)
-        snprintf(buf, cap, "%.1f GB", v / 1e9);
-    else if (v >= 1e6)
-        snprintf(buf, cap, "%.1f MB", v / 1e6);
-    else if (v > 0)
-        snprintf(buf, cap, "%.0f kB", v / 1e3);
-    else
-        snprintf(buf, cap, "0");
-}
-
-static void fmt_time(char *buf, size_t cap, double v)
-{
-    if (v >= 1)
-        snprintf(buf, cap, "%.2f s", v);
-    else if (v >= 1e-3)
-        snprintf(buf, cap, "%.1f ms", v * 1e3);
-    else if (v > 0)
-        snprintf(buf, cap, "%.0f us", v * 1e6);
-    else
-        snprintf(buf, cap, "0");
-}
-
-enum { F_BYTES, F_TIME, F_PCT, F_LINK };
-
-static void cost_row(p3d_sb *b, const char *label, int kind, size_t off, int link_dim, const p3d_cost *x,
-                     const p3d_cost *y)
-{
-    char v[2][48];
-    const p3d_cost *k[2] = {x, y};
-    for (int i = 0; i < 2; i++) {
-        v[i][0] = 0;
-        if (!k[i])
-            continue;
-        double d = *(const double *)((const char *)k[i] + off);
-        if (kind == F_BYTES)
-            fmt_bytes(v[i], sizeof v[i], d);
-        else if (kind == F_TIME)
-            fmt_time(v[i], sizeof v[i], d);
-        else if (kind == F_PCT)
-            snprintf(v[i], sizeof v[i], "%.1f %%", d * 100);
-        if (link_dim >= 0) {
-            size_t len = strlen(v[i]);
-            snprintf(v[i] + len, sizeof v[i] - len, " %s", p3d_link_name(k[i]->link[link_dim]));
-        }
-    }
-    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", label, v[0], v[1]);
-}
-
-void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label)
-{
-    const p3d_analysis *an = in->an;
-    if (!an || !an->has_cost)
-        return;
-    const p3d_cost *x = &an->cost, *y = in->base_an && in->base_an->has_cost ? &in->base_an->cost : NULL;
-    p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "", label, y ? "naive" : "");
-#define R(label, kind, field, dim) cost_row(b, label, kind, offsetof(p3d_cost, field), dim, x, y)
-    R("memory: weights", F_BYTES, mem_weights, -1);
-    R("memory: gradients", F_BYTES, mem_grads, -1);
-    R("memory: optimizer state", F_BYTES, mem_optim, -1);
-    R("memory: activations", F_BYTES, mem_act, -1);
-    R("memory: total", F_BYTES, mem_total, -1);
-    R("memory: GPU holds", F_BYTES, gpu_mem, -1);
-    R("memory: kept free (reserve)", F_BYTES, mem_reserve, -1);
-    R("TP traffic per step, worst link", F_BYTES, tp_bytes_step, P3D_DIM_TP);
-    R("TP time per step", F_TIME, tp_time, -1);
-    R("PP traffic per step, worst link", F_BYTES, pp_bytes_step, P3D_DIM_PP);
-    R("PP time per step (hop by hop)", F_TIME, pp_time, -1);
-    {
-        /* the hops each pipeline boundary takes, by class: what the PP time costs */
-        char hv[2][64];
-        const p3d_analysis *ha[2] = {an, y ? in->base_an : NULL};
-        for (int k = 0; k < 2; k++) {
-            size_t len = 0;
-            hv[k][0] = 0;
-            for (int l = 0; ha[k] && l < P3D_LINK_COUNT; l++)
-                if (ha[k]->dim[P3D_DIM_PP].hops_by_link[l] && len < sizeof hv[k])
-                    len += (size_t)snprintf(hv[k] + len, sizeof hv[k] - len, "%s%d %s", len ? ", " : "",
-                                            ha[k]->dim[P3D_DIM_PP].hops_by_link[l], p3d_link_name((p3d_link)l));
-        }
-        if (hv[0][0])
-            p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "PP hops by link", hv[0], hv[1]);
-    }
-    if (x->moe) {
-        /* MoE: the token all-to-alls over EP and the expert gradients over edp */
-        R("EP all-to-all per step, worst link", F_BYTES, ep_bytes_step, P3D_DIM_EP);
-        R("EP time per step", F_TIME, ep_time, -1);
-        R("expert grads over edp, worst link", F_BYTES, edp_bytes_step, P3D_DIM_EDP);
-        R("expert grad time per step", F_TIME, edp_time, -1);
-    }
-    if (in->pl->mesh.size[P3D_DIM_DP] > 1) {
-        R("DP traffic per step, worst link", F_BYTES, dp_bytes_step, P3D_DIM_DP);
-        R("DP time per step", F_TIME, dp_time, -1);
-        R(x->moe ? "DP + edp exposed (not overlapped)" : "DP exposed (not overlapped)", F_TIME, dp_exposed, -1);
-    } else {
-        p3d_sb_printf(b, "  %-34s  %18s  %18s\n", "DP traffic", "none (dp=1)", y ? "none (dp=1)" : "");
-    }
-    R("pipeline bubble", F_PCT, bubble, -1);
-    R("compute time per step", F_TIME, compute_time, -1);
-    R("step time", F_TIME, step_time, -1);
-    R("MFU", F_PCT, mfu, -1);
-#undef R
-    p3d_sb_printf(b, "  assumed: %s, %.0f TFLOP/s sustained (%s), MFU against %.0f peak\n",
-                  x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
-                  x->peak_tflops);
-    if (x->micro_batches_assumed)
-        p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
-                      x->micro_batches);
-    p3d_cost_compare_note(b, x, label, y, "naive", "  ");
-    if (!x->fits)
-        p3d_sb_puts(b, "  the model state does NOT fit GPU memory (see MODEL_DOES_NOT_FIT)\n");
-}
-
 static void cost(tx *t, const p3d_report_in *in)
 {
     if (!in->an->has_cost)
@@ -609,22 +539,53 @@ static void cost(tx *t, const p3d_report_in *in)
     p3d_report_cost_table(&t->b, in, in->pl->policy ? esc(t, in->pl->policy) : "policy");
 }
 
-char *p3d_report_text(const p3d_report_in *in)
+/* The whole report into t->out, drained line by line; 0, or -1 when out of
+ * memory before the first line. */
+static int text(tx *t, const p3d_report_in *in)
 {
-    tx t = {.color = in->color};
+    const p3d_cluster *c = in->cluster;
     size_t *first = NULL;
     int *rank_at = NULL, dims[P3D_NDIMS];
     int nd = p3d_report_dims(&in->pl->mesh, dims);
-    if (p3d_report_slots(in->cluster, in->pl, &first, &rank_at) < 0)
-        return NULL;
-    header(&t, in);
-    grid(&t, in, dims, nd, first, rank_at);
-    groups(&t, in, dims, nd);
-    links(&t, in, dims, nd);
-    checks(&t, in->an);
-    baseline(&t, in);
-    cost(&t, in);
+    int sum = c->nnodes > GRID_MAX_NODES;
+    if (p3d_report_slots(c, in->pl, sum ? GRID_HEAD : c->nnodes, sum ? GRID_TAIL : 0, &first, &rank_at) < 0)
+        return -1;
+    header(t, in);
+    drain(t, 0);
+    grid(t, in, dims, nd, first, rank_at);
+    groups(t, in, dims, nd);
+    drain(t, 0);
+    links(t, in, dims, nd);
+    drain(t, 0);
+    checks(t, in->an);
+    drain(t, 0);
+    baseline(t, in);
+    cost(t, in);
+    drain(t, 1);
     free(first);
     free(rank_at);
-    return terminal_safe(&t);
+    return 0;
+}
+
+char *p3d_report_text(const p3d_report_in *in)
+{
+    tx t = {.color = in->color};
+    int rc = text(&t, in);
+    tx_free(&t);
+    if (rc < 0) {
+        p3d_sb_free(&t.out);
+        return NULL;
+    }
+    return p3d_sb_finish(&t.out);
+}
+
+int p3d_report_text_to(const p3d_report_in *in, FILE *f)
+{
+    tx t = {.color = in->color};
+    if (p3d_sb_stream(&t.out, f, P3D_REPORT_STREAM_BUF) < 0)
+        return -1;
+    if (text(&t, in) < 0)
+        t.out.oom = 1;
+    tx_free(&t);
+    return p3d_sb_stream_end(&t.out);
 }

@@ -180,16 +180,16 @@ static void tp_across_nodes_is_red(void **state)
 static void big_cluster_summarised(void **state)
 {
     (void)state;
-    fixture *f = make(64, 4, 8, 16, 0);
+    fixture *f = make(64, 1, 8, 16, 0);
     p3d_report_in in = in_of(f);
     char *svg = p3d_report_svg(&in);
     assert_non_null(svg);
-    /* 8 of 16 nodes per rack drawn, the rest summarised with their ranks */
-    assert_int_equal(count(svg, "+ 8 more nodes: node009 .. node016"), 4);
-    assert_non_null(strstr(svg, "ranks 64..127 (not drawn)"));
-    assert_non_null(strstr(svg, ">r63<"));
-    assert_null(strstr(svg, ">r64<"));
-    assert_non_null(strstr(svg, "rack r4 (16 nodes)"));
+    /* 32 of a rack's 64 nodes drawn, the rest summarised with their ranks */
+    assert_int_equal(count(svg, "+ 32 more nodes: node033 .. node064"), 4);
+    assert_non_null(strstr(svg, "ranks 256..511 (not drawn)"));
+    assert_non_null(strstr(svg, ">r255<"));
+    assert_null(strstr(svg, ">r256<"));
+    assert_non_null(strstr(svg, "rack r1 (64 nodes)"));
     assert_non_null(strstr(svg, "lines for the first 8 of 128 DP groups"));
     assert_true(strlen(svg) < 4u << 20);
     dump("64-nodes.svg", svg);
@@ -291,7 +291,7 @@ static void styles_tell_groups_apart(void **state)
             snprintf(style[g], sizeof style[g], "%s", st);
         cells++;
     }
-    assert_int_equal(cells, 4 * 8 * 8); /* 8 drawn nodes in each of 4 racks */
+    assert_int_equal(cells, 4 * 16 * 8); /* every node of 4 racks of 16 */
     int seen = 0;
     for (int a = 0; a < NG; a++) {
         if (!style[a][0])
@@ -301,7 +301,7 @@ static void styles_tell_groups_apart(void **state)
             if (style[b][0])
                 assert_string_not_equal(style[a], style[b]);
     }
-    assert_int_equal(seen, 64); /* stages 0-1, 4-5, 8-9, 12-13 of 8 TP lanes are drawn */
+    assert_int_equal(seen, 128); /* every rank drawn: every group */
     /* beyond 36 groups patterns come in, each defined in the view itself */
     assert_non_null(strstr(dp, "url(#p3d-v3-pat1)"));
     assert_non_null(strstr(dp, "url(#p3d-v3-pat3)"));

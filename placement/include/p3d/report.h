@@ -23,6 +23,9 @@ typedef struct p3d_report_in {
     const p3d_placement *base_pl;
     const p3d_analysis *base_an;
     int color;
+    /* the launcher's --preflight figures, a JSON object written as the
+     * report's "preflight" member (NULL: none; docs/report-json.md) */
+    const char *preflight_json;
 } p3d_report_in;
 
 /* Reports; caller frees. Deterministic: same input, same bytes. */
@@ -34,6 +37,11 @@ char *p3d_report_html(const p3d_report_in *in);
  * never the whole report in memory): 0, or -1 when memory ran out or a
  * write failed (errno from the write). f stays open. */
 int p3d_report_json_to(const p3d_report_in *in, FILE *f);
+/* The same for the other formats: the bytes of p3d_report_text, _svg and
+ * _html, written as they are made; 0 or -1 as above. */
+int p3d_report_text_to(const p3d_report_in *in, FILE *f);
+int p3d_report_svg_to(const p3d_report_in *in, FILE *f);
+int p3d_report_html_to(const p3d_report_in *in, FILE *f);
 
 #ifdef __cplusplus
 }
