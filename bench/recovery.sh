@@ -9,6 +9,15 @@
 # emulated nodes (--spares 1, 4 CPU ranks per node: the controller's own
 # cost, not a worker's start time), emulated and with 5 separate agents
 # over the static TCP rendezvous on loopback. Median of RUNS runs.
+# Two columns: respawn (failure seen -> every rank running again) and
+# resumed (failure seen -> the first output line of a restarted rank: the
+# restarted ranks here print one line at once and end, so the difference
+# is the ranks' own start: fork, exec, the shell; across nodes resumed can
+# be the smaller figure: one node's first rank prints before the last node
+# has reported its ranks up). Both from the leader's
+# events.jsonl (running/recovery_s, resumed/resumed_s; docs/events.md).
+# And from the leader killed to every rank running under its successor
+# (leader failover).
 # Prints figures, never fails on time.
 #
 #   bench/recovery.sh [BUILD_DIR]          (default: build)
@@ -23,7 +32,8 @@ T=$(mktemp -d /tmp/p3d-recovery.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 cat >"$T/w.sh" <<'SH'
 #!/bin/sh
-# rank 3 fails once the others are up; the restarted ranks end at once
+# rank 3 fails once the others are up; the restarted ranks print one
+# line (training resumed) and end
 if [ "$P3D_RESTART_COUNT" = 0 ]; then
   touch "$T_DIR/up-$RANK"
   if [ "$RANK" = 3 ]; then
@@ -32,20 +42,36 @@ if [ "$P3D_RESTART_COUNT" = 0 ]; then
   fi
   exec sleep 100
 fi
+echo "rank $RANK resumed"
 exit 0
 SH
 chmod +x "$T/w.sh"
 median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# the figures of restart 1 in events file $1: one line to $T/times (respawn)
+# and one to $T/resumed (training resumed; "-" when none was seen)
+figures() {
+  local r s
+  r=$(sed -n 's/.*"event": "running", "restart": 1, "recovery_s": \([0-9.]*\).*/\1/p' "$1")
+  s=$(sed -n 's/.*"event": "resumed", "restart": 1, .*"resumed_s": \([0-9.]*\).*/\1/p' "$1")
+  echo "$r" >>"$T/times"
+  echo "${s:--}" >>"$T/resumed"
+}
+# one result line: label, what the respawn figure is
+report() {
+  printf '%-34s respawn median %s s, resumed median %s s over %d runs (%s)\n' "$1" "$(median <"$T/times")" \
+    "$(grep -v '^-$' "$T/resumed" | median)" "$runs" "$2"
+}
 run() { # label, par3drun args...
   local label=$1; shift
   : >"$T/times"
+  : >"$T/resumed"
   for _ in $(seq "$runs"); do
     rm -f "$T"/up-*
-    T_DIR=$T "$par3drun" --verbose --max-restarts 1 "$@" -- "$T/w.sh" >"$T/out" 2>&1 || { cat "$T/out"; exit 1; }
-    sed -n 's/.*all ranks running again \([0-9.]*\) s after the failure was seen.*/\1/p' "$T/out" >>"$T/times"
+    rm -rf "$T/rd"
+    T_DIR=$T "$par3drun" --max-restarts 1 --run-dir "$T/rd" "$@" -- "$T/w.sh" >"$T/out" 2>&1 || { cat "$T/out"; exit 1; }
+    figures "$T/rd/events.jsonl"
   done
-  printf '%-34s median %s s over %d runs (failure seen -> all ranks running again)\n' "$label" \
-    "$(median <"$T/times")" "$runs"
+  report "$label" "failure seen -> all ranks running again / -> a restarted rank's first line"
 }
 run "emulated 2 nodes x 8 ranks" --emulate --cluster "$cluster" --tp 2 --pp 2 --dp 4
 run "one node, 8 CPU ranks" --topology examples/topologies/cpu-only.xml --nproc-per-node 8
@@ -59,12 +85,14 @@ if [ "$P3D_RESTART_COUNT" = 0 ]; then
   touch "$T_DIR/up-$RANK"
   exec sleep 100
 fi
+echo "rank $RANK resumed"
 exit 0
 SH
 chmod +x "$T/k.sh"
 printf '{"nodes": [{"name": "k[1-3]", "topology": "%s", "rack": "r1"}, {"name": "k[4-5]", "topology": "%s", "rack": "r2"}]}\n' \
   "$PWD/examples/topologies/cpu-only.xml" "$PWD/examples/topologies/cpu-only.xml" >"$T/five.json"
 : >"$T/times"
+: >"$T/resumed"
 for _ in $(seq "$runs"); do
   rm -f "$T"/up-* "$T"/agent-*
   rm -rf "$T/rd"
@@ -74,10 +102,9 @@ for _ in $(seq "$runs"); do
   kill -9 "$(cat "$T/agent-k4")"
   wait
   [ "$(cat "$T/rc")" = 0 ] || { cat "$T/out"; exit 1; }
-  sed -n 's/.*"event": "running", "restart": 1, "recovery_s": \([0-9.]*\).*/\1/p' "$T/rd/events.jsonl" >>"$T/times"
+  figures "$T/rd/events.jsonl"
 done
-printf '%-34s median %s s over %d runs (node killed -> all ranks running again on the spare)\n' \
-  "emulated 4+1 nodes x 4 ranks" "$(median <"$T/times")" "$runs"
+report "emulated 4+1 nodes x 4 ranks" "node killed -> all ranks running again on the spare / -> a first line"
 # ---- the same over the static TCP rendezvous: 5 separate agents -----------
 # (4 used + 1 spare, 4 CPU ranks each) on loopback; node rank 2's agent
 # SIGKILLed; the leader's events.jsonl holds the recovery time
@@ -87,12 +114,14 @@ if [ "$P3D_RESTART_COUNT" = 0 ]; then
   touch "$T_DIR/up-$RANK"
   exec sleep 100
 fi
+echo "rank $RANK resumed"
 exit 0
 SH
 chmod +x "$T/s.sh"
 head -c 24 /dev/urandom | base64 >"$T/token"
 chmod 600 "$T/token"
 : >"$T/times"
+: >"$T/resumed"
 for _ in $(seq "$runs"); do
   rm -f "$T"/up-*
   rm -rf "$T"/srd*
@@ -108,7 +137,33 @@ for _ in $(seq "$runs"); do
   kill -9 "${pids[2]}"
   for i in 0 1 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout0"; exit 1; }; done
   wait "${pids[2]}" 2>/dev/null || true
-  sed -n 's/.*"event": "running", "restart": 1, "recovery_s": \([0-9.]*\).*/\1/p' "$T/srd0/events.jsonl" >>"$T/times"
+  figures "$T/srd0/events.jsonl"
 done
-printf '%-34s median %s s over %d runs (node killed -> all ranks running again on the spare)\n' \
-  "static TCP 4+1 agents x 4 ranks" "$(median <"$T/times")" "$runs"
+report "static TCP 4+1 agents x 4 ranks" "node killed -> all ranks running again on the spare / -> a first line"
+# ---- the leader killed -> a successor takes over ----------------------------
+# (docs/multinode.md, "When the leader dies") the same 5 agents, --node-timeout
+# 3; node rank 0's par3drun SIGKILLed: node rank 1 takes over once a majority
+# rejoined it and the old leader's fence passed (its last heartbeat +
+# --node-timeout + 1 s); its events.jsonl holds the time from the last
+# heartbeat to every rank running (target: --node-timeout + 2 s + the start)
+: >"$T/times"
+for _ in $(seq "$runs"); do
+  rm -f "$T"/up-*
+  rm -rf "$T"/srd*
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pids=()
+  for i in 0 1 2 3 4; do
+    T_DIR=$T "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
+      --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 --spares 1 --max-restarts 1 \
+      --node-timeout 3 --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+  sleep 0.2 # the nodes hold the successor list once they spoke to the leader
+  kill -9 "${pids[0]}"
+  for i in 1 2 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout1"; exit 1; }; done
+  wait "${pids[0]}" 2>/dev/null || true
+  sed -n 's/.*"event": "takeover".*"heartbeat_to_running_s": \([0-9.]*\).*/\1/p' "$T/srd1/events.jsonl" >>"$T/times"
+done
+printf '%-34s median %s s over %d runs (leader killed -> all ranks running under its successor; --node-timeout 3)\n' \
+  "static TCP leader lost, 4+1 agents" "$(median <"$T/times")" "$runs"

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *const p3dw_dim_name[P3DW_NALL] = {"tp", "pp", "dp", "ep", "etp", "edp"};
 
@@ -106,6 +107,17 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
     snprintf(e->master_addr, sizeof e->master_addr, "%s", ma && *ma ? ma : "127.0.0.1");
     const char *job = getenv("P3D_JOB_ID");
     snprintf(e->job_id, sizeof e->job_id, "%s", job ? job : "");
+    /* the node's name as par3drun's cluster knows it (an emulated node
+     * shares this host's name), else this host's */
+    const char *node = getenv("P3D_NODE");
+    if (node && *node)
+        snprintf(e->node, sizeof e->node, "%s", node);
+    else if (gethostname(e->node, sizeof e->node) < 0 || !e->node[0])
+        snprintf(e->node, sizeof e->node, "node%d", e->node_rank);
+    e->node[sizeof e->node - 1] = 0;
+    for (char *p = e->node; *p; p++) /* printed in the table and the JSON as is */
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e || *p == '"' || *p == '\\')
+            *p = '?';
 
     const char *cp = getenv("P3D_CP_SIZE");
     if (cp && strcmp(cp, "1") != 0 && *cp) {

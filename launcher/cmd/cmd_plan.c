@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_plan.c — `par3drun plan`: load the cluster, search layouts with the
- * cost model (placement/cost/plan.c), print the best few (docs/plan.md).
+ * cost model (placement/cost/plan.c), place the best few as their run
+ * lines' dry runs would (p3d_place) and rank them on those estimates,
+ * print them (docs/plan.md, "Which policy").
  *
  * Exit codes: 0 with at least one layout that fits; 2 on bad input or when
  * no layout fits (the report still says what came closest and why).
@@ -12,7 +14,11 @@
 
 #include "commands.h"
 #include "termsafe.h"
-#include "place.h"
+#include "launch.h"
+
+/* Shapes placed beyond the --top shown: a shape just below the cut on
+ * plan's own estimate may place better than one above it. */
+#define PLACED_EXTRA 5
 
 static int write_out(const char *path, const char *text, char **err)
 {
@@ -28,59 +34,125 @@ static int write_out(const char *path, const char *text, char **err)
     return ok ? 0 : p3d_err(err, "--output %s: write failed", path);
 }
 
-/* The bundled policies placed on the best layout by the dry run's own code
- * (p3d_place: the same cluster, model and job), so that the plan says up
- * front when the default policy's estimate loses to another one, and
- * why, and its run line names the faster policy. A failure leaves a note
- * and nothing else: the plan stands on its own estimates. */
-static void compare_policies_on_best(const p3d_opts *o, p3d_plan *pl)
+/* The plan's options with row r's layout: the job its run line gives. */
+static p3d_opts row_opts(const p3d_opts *o, const p3d_plan_row *r, const char *policy)
 {
-    const p3d_plan_row *r = &pl->rows[0];
     p3d_opts po = *o;
     po.tp = r->tp, po.pp = r->pp, po.dp = r->dp, po.cp = r->cp, po.ep = r->ep, po.etp = r->etp;
     po.micro_batch = r->micro_batch, po.micro_batches = 0, po.virtual_stages = r->virtual_stages;
     po.zero = r->zero;
-    po.policy = NULL; /* the default, megatron; the others are compared */
+    po.policy = policy;
     po.policy_sha256 = NULL;
     po.npolicy_candidates = 0;
+    return po;
+}
+
+/* Row r placed by the dry run's own code (p3d_place, --policy auto: every
+ * bundled policy, the one without an error-level check and with the fewest
+ * warning-level ones kept, the fastest estimate among those). With
+ * --spares the chosen policy is placed once more under its own name, as
+ * the run line names it, since its spares() hook picks the spares then.
+ * 0 with *res filled, or -1 with *err (the row stays unplaced). */
+static int place_row(const p3d_opts *o, const p3d_plan_row *r, p3d_plan_result *res, char **err)
+{
+    p3d_opts po = row_opts(o, r, "auto");
+    if (p3d_place(&po, res, err) < 0)
+        return -1;
+    if (o->spares > 0 && res->pl && res->pl->policy) {
+        char name[64];
+        snprintf(name, sizeof name, "%s", res->pl->policy);
+        p3d_plan_result_free(res);
+        po = row_opts(o, r, name);
+        if (p3d_place(&po, res, err) < 0)
+            return -1;
+    }
+    if (!res->an || !res->an->has_cost || !res->pl) {
+        p3d_plan_result_free(res);
+        return p3d_err(err, "no estimate");
+    }
+    return 0;
+}
+
+/* p3d_plan_place's callback: the row takes its placement's estimate. A
+ * row no policy can place keeps plan's own (the report says so). */
+static int place_cb(void *ctx, p3d_plan_row *row, char **err)
+{
+    (void)err;
     p3d_plan_result res;
     char *e = NULL;
-    if (p3d_place(&po, &res, &e) < 0) {
+    if (place_row(ctx, row, &res, &e) < 0) {
+        free(e);
+        return 0;
+    }
+    row->cost = res.an->cost;
+    row->placed = 1;
+    row->nerrors = res.an->nerrors;
+    row->nwarnings = res.an->nwarnings;
+    snprintf(row->policy, sizeof row->policy, "%s", res.pl->policy ? res.pl->policy : "megatron");
+    p3d_place_warned(res.an, row->warned, sizeof row->warned);
+    p3d_plan_result_free(&res);
+    return 0;
+}
+
+/* The policy line: layout #1 (already placed) with every bundled policy's
+ * estimate, and which one the run line uses and why. The rule (docs/plan.md,
+ * "Which policy"): no error-level check, then the fewest warning-level
+ * ones, then the fastest estimate, the rule of --policy auto; a faster
+ * policy passed over for its warnings is named with them. */
+static void policy_note(const p3d_opts *o, p3d_plan *pl)
+{
+    p3d_plan_row *r = &pl->rows[0];
+    if (!r->placed) {
         snprintf(pl->policy_note, sizeof pl->policy_note,
-                 "the bundled policies could not be compared on layout #1: %s", e ? e : "placement failed");
+                 "no bundled policy could place layout #1: its figures are plan's own estimate");
+        return;
+    }
+    snprintf(pl->best_policy, sizeof pl->best_policy, "%s", r->policy);
+    p3d_plan_result res;
+    char *e = NULL;
+    if (place_row(o, r, &res, &e) < 0) {
+        snprintf(pl->policy_note, sizeof pl->policy_note, "layout #1 placed by %s (%.2f s)", r->policy,
+                 r->cost.step_time);
         free(e);
         return;
     }
-    if (!res.an || !res.an->has_cost) {
-        p3d_plan_result_free(&res);
-        return;
-    }
-    const char *me = res.pl && res.pl->policy ? res.pl->policy : "megatron";
-    double best_t = res.an->nerrors ? 0 : res.an->cost.step_time;
-    snprintf(pl->best_policy, sizeof pl->best_policy, "%s", res.an->nerrors ? "" : me);
-    char others[256] = "";
-    size_t k = 0;
+    /* the kept policy first (alt[] lacks it when it was placed by name) */
+    char list[512] = "", passed[256] = "";
+    int w = !r->nerrors && r->nwarnings;
+    size_t k = (size_t)snprintf(list, sizeof list, "%s %.2f s%s%s%s", r->policy, r->cost.step_time,
+                                r->nerrors ? " (fails a check)" : w ? " (warns " : "", w ? r->warned : "",
+                                w ? ")" : "");
+    size_t kp = 0;
+    double fastest = r->cost.step_time;
     for (int i = 0; i < res.nalt; i++) {
         const struct p3d_policy_alt *a = &res.alt[i];
-        if (a->step_time <= 0)
+        if (a->step_time <= 0 || strcmp(a->name, r->policy) == 0)
             continue;
-        if (k < sizeof others)
-            k += (size_t)snprintf(others + k, sizeof others - k, "%s%s %.2f s%s", k ? ", " : "", a->name,
-                                  a->step_time, a->nerrors ? " (fails a check)" : "");
-        if (!a->nerrors && (best_t <= 0 || a->step_time < best_t)) {
-            best_t = a->step_time;
-            snprintf(pl->best_policy, sizeof pl->best_policy, "%s", a->name);
-        }
+        if (k < sizeof list)
+            k += (size_t)snprintf(list + k, sizeof list - k, ", %s %.2f s%s%s%s", a->name, a->step_time,
+                                  a->nerrors ? " (fails a check)" : a->nwarnings ? " (warns " : "",
+                                  !a->nerrors && a->nwarnings ? a->warned : "",
+                                  !a->nerrors && a->nwarnings ? ")" : "");
+        if (!a->nerrors && a->step_time < fastest - 0.005 && a->nwarnings > r->nwarnings && kp < sizeof passed)
+            kp += (size_t)snprintf(passed + kp, sizeof passed - kp, "%s%s's %.2f s warns %s", kp ? "; " : "",
+                                   a->name, a->step_time, a->warned);
     }
-    char note[600];
-    p3d_place_policy_note(&res, note, sizeof note);
-    if (note[0] && strcmp(pl->best_policy, me) != 0)
-        snprintf(pl->policy_note, sizeof pl->policy_note, "layout #1 placed by each bundled policy: %s; the run line "
-                 "uses --policy %s", note, pl->best_policy);
+    if (r->nerrors)
+        snprintf(pl->policy_note, sizeof pl->policy_note,
+                 "layout #1 placed by each bundled policy: %s. None passes every error-level check: the run "
+                 "line's dry run (%s) reports %d error%s; its Checks say what to change",
+                 list, r->policy, r->nerrors, r->nerrors == 1 ? "" : "s");
+    else if (passed[0])
+        snprintf(pl->policy_note, sizeof pl->policy_note,
+                 "layout #1 placed by each bundled policy: %s. The run line uses %s (%.2f s, %s): %s, so it is "
+                 "not advised",
+                 list, r->policy, r->cost.step_time,
+                 r->nwarnings ? "the fewest warnings" : "no warning-level check", passed);
     else
         snprintf(pl->policy_note, sizeof pl->policy_note,
-                 "layout #1 placed by each bundled policy: %s's dry-run estimate %.2f s is not beaten%s%s%s", me,
-                 res.an->cost.step_time, others[0] ? " (" : "", others, others[0] ? ")" : "");
+                 "layout #1 placed by each bundled policy: %s. The run line uses %s, the fastest%s%s", list,
+                 r->policy, r->nwarnings ? "; its placement warns " : " without a warning-level check",
+                 r->nwarnings ? r->warned : "");
     p3d_plan_result_free(&res);
 }
 
@@ -146,7 +218,8 @@ int p3d_cmd_plan(const p3d_opts *o)
     if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, &err) < 0)
         goto fail;
     /* --exclude and --spares as the dry run applies them (the default
-     * spares rule: plan runs no policy); the plan is for the nodes left */
+     * spares rule for the search; each placed row takes its spares as its
+     * run line's dry run does); the plan is for the nodes left */
     job.spares = o->spares;
     if (p3d_place_roles(o, c, &job, &err) < 0 || report_roles(c) < 0 || p3d_place_keep_usable(c, &err) < 0)
         goto fail;
@@ -164,9 +237,16 @@ int p3d_cmd_plan(const p3d_opts *o)
         fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
                         "(add \"rack\" to each node entry)\n",
                 o->cluster ? p3d_tesc(o->cluster) : "the cluster", pl->nodes);
-    if (pl->nrows > 0)
-        compare_policies_on_best(o, pl);
-    text = json ? p3d_plan_json(pl, o->top ? o->top : 5) : p3d_plan_text(pl, o->top ? o->top : 5);
+    /* One evaluation for the table, the note and the run line: the best
+     * few shapes are placed as their run lines would place them, and
+     * ranked by those estimates (docs/plan.md, "Which policy"). */
+    int top = o->top ? o->top : 5;
+    if (pl->nrows > 0) {
+        if (p3d_plan_place(pl, top + PLACED_EXTRA, place_cb, (void *)o, &err) < 0)
+            goto fail;
+        policy_note(o, pl);
+    }
+    text = json ? p3d_plan_json(pl, top) : p3d_plan_text(pl, top);
     if (!text) {
         fprintf(stderr, "par3drun: plan: out of memory\n");
         rc = P3D_EXIT_FAIL;

@@ -45,7 +45,8 @@ static int resize(const p3d_node *n, int k, p3d_node **out, char **err)
     }
     if (p3d_node_finish(m, err) < 0)
         goto out;
-    p3d_node_note(m, "no GPU found: %d CPU rank slots synthesized for --nproc-per-node (no device, no NVLink)", k);
+    p3d_node_note(m, "no GPU found: %d CPU rank slot%s synthesized for --nproc-per-node (no device, no NVLink)", k,
+                  k == 1 ? "" : "s");
     *out = m;
     m = NULL;
     rc = 0;

@@ -14,6 +14,7 @@
  * nodes of one rack, DP across whatever remains.
  */
 #include "p3d/p3d.h"
+#include "plan_report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -465,6 +466,46 @@ int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mo
     rc = 0;
 out:
     p3d_plan_free(pl);
+    return rc;
+}
+
+int p3d_plan_place(p3d_plan *pl, int k, p3d_plan_place_fn place, void *ctx, char **err)
+{
+    int rc = -1;
+    size_t n = 0, m = 0;
+    size_t *idx = p3d_plan_pick_shapes(pl, k, &n);
+    p3d_plan_row *rows = malloc((pl->nrows ? pl->nrows : 1) * sizeof *rows);
+    unsigned char *taken = calloc(pl->nrows ? pl->nrows : 1, 1);
+    if (!idx || !rows || !taken) {
+        p3d_err(err, "plan: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (place(ctx, &pl->rows[idx[i]], err) < 0)
+            goto out;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t from = m;
+        for (size_t i = 0; i < n; i++) {
+            const p3d_plan_row *r = &pl->rows[idx[i]];
+            if (r->placed && (pass ? r->nerrors > 0 : r->nerrors == 0)) {
+                rows[m++] = *r;
+                taken[idx[i]] = 1;
+            }
+        }
+        if (pass == 0 && m - from > 1)
+            qsort(rows + from, m - from, sizeof *rows, row_cmp);
+    }
+    for (size_t i = 0; i < pl->nrows; i++)
+        if (!taken[i])
+            rows[m++] = pl->rows[i];
+    free(pl->rows);
+    pl->rows = rows;
+    rows = NULL;
+    rc = 0;
+out:
+    free(idx);
+    free(rows);
+    free(taken);
     return rc;
 }
 

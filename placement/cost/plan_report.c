@@ -67,7 +67,11 @@ static void wrapped(p3d_sb *b, const char *text, const char *first, const char *
         size_t wl = (size_t)(e - p);
         if (wl == 0)
             break;
-        if (!at_start && col + 1 + wl > 100) {
+        /* a figure keeps its unit on its line ("18.55 s", "6.07 s,") */
+        size_t need = wl;
+        if (e[0] == ' ' && e[1] == 's' && (e[2] == 0 || e[2] == ' ' || (strchr(",.;:)", e[2]) && e[2])))
+            need += 2 + (e[2] && e[2] != ' ');
+        if (!at_start && col + 1 + need > 100) {
             p3d_sb_putc(b, '\n');
             p3d_sb_puts(b, cont);
             col = strlen(cont);
@@ -205,6 +209,16 @@ void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, in
     if (!is_best && fabs(c->mem_total - best->cost.mem_total) > 0.05 * c->gpu_mem)
         p3d_sb_printf(b, " (%s headroom than #1)", c->mem_total < best->cost.mem_total ? "more" : "less");
     p3d_sb_putc(b, '.');
+    /* whose placement the figures are (docs/plan.md, "Which policy") */
+    if (r->placed && r->nerrors)
+        p3d_sb_printf(b, " Placed by %s, which fails %d error-level check%s.", r->policy, r->nerrors,
+                      r->nerrors == 1 ? "" : "s");
+    else if (r->placed && r->nwarnings)
+        p3d_sb_printf(b, " Placed by %s, which warns %s.", r->policy, r->warned);
+    else if (r->placed)
+        p3d_sb_printf(b, " Placed by %s.", r->policy);
+    else
+        p3d_sb_puts(b, " Plan's own estimate (no bundled policy placed it).");
 }
 
 static const char *dtype_name(int w)

@@ -7,7 +7,9 @@
 #include "cost_internal.h"
 #include "plan_report.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char *const rej_key[P3D_PLAN_NREJ] = {"memory", "tp_outside_nvlink", "batch", "heads",
                                                    "layers", "headroom", "sequence"};
@@ -27,6 +29,22 @@ static void row_json(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best,
         free(txt);
     } else {
         p3d_sb_puts(b, "null");
+    }
+    if (r->placed) {
+        p3d_sb_puts(b, ",\"placed\":true,\"policy\":");
+        p3d_sb_json_str(b, r->policy);
+        p3d_sb_printf(b, ",\"errors\":%d,\"warnings\":[", r->nerrors);
+        for (const char *w = r->warned; *w;) {
+            size_t n = strcspn(w, ",");
+            char code[96];
+            snprintf(code, sizeof code, "%.*s", (int)n, w);
+            p3d_sb_puts(b, w == r->warned ? "" : ",");
+            p3d_sb_json_str(b, code);
+            w += n + (w[n] == ',');
+        }
+        p3d_sb_putc(b, ']');
+    } else {
+        p3d_sb_puts(b, ",\"placed\":false,\"policy\":null");
     }
     p3d_sb_puts(b, ",\"cost\":");
     p3d_cost_json(b, &r->cost);

@@ -75,7 +75,7 @@ int p3d_node_alloc(p3d_node *n, int ngpus, int nnics, char **err)
     }
     for (size_t i = 0; i < g; i++) {
         p3d_gpu *gp = &n->gpus[i];
-        gp->index = (int)i;
+        gp->index = gp->phys = (int)i;
         gp->numa = gp->package = gp->nearest_nic = gp->domain = -1;
         for (size_t j = 0; j < g; j++)
             n->gg_class[i * g + j] = i == j ? P3D_LINK_SELF : P3D_LINK_SYS;

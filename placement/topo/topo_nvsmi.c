@@ -341,7 +341,7 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
     for (int g = 0; g < ng; g++) {
         nv_row *row = &ps->rows[g];
         p3d_gpu *gpu = &n->gpus[g];
-        gpu->index = g;
+        gpu->index = gpu->phys = g;
         gpu->numa = row->numa;
         have_numa |= row->numa >= 0;
         if (row->numa_multi)

@@ -180,6 +180,14 @@ typedef struct p3d_plan_row {
     int cp, virtual_stages;
     int ep, etp, edp;            /* expert grid (1, tp, dp for a dense model) */
     p3d_cost cost;
+    /* placed = 1 (set by `par3drun plan`, which can run policies): cost is
+     * the dry run's own estimate of the placement `policy` makes of this
+     * row, the one its run line gives; its checks' error and warning
+     * counts and the warning codes (comma-separated). placed = 0: cost is
+     * plan's own, from link classes derived from the cluster's shape. */
+    int placed, nerrors, nwarnings;
+    char policy[32];
+    char warned[96];
 } p3d_plan_row;
 
 typedef struct p3d_plan {
@@ -228,6 +236,17 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
 int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
                            const p3d_plan_pins *pins, p3d_plan **out, char **err);
 void p3d_plan_free(p3d_plan *pl);
+/* Places rows: place(ctx, row, err) for the best variant of each of the
+ * first k mesh shapes; it fills row->placed (with row->cost the dry run's
+ * estimate of that placement, and policy / nerrors / nwarnings / warned),
+ * leaves row->placed 0 when no placement could be made, and returns -1
+ * only for a failure that ends the plan (*err set). The rows are then
+ * ordered: the placed ones without an error-level check by their placed
+ * estimate (ties as the search breaks them), then the placed ones with
+ * one, then every other row in its former order. So the first row is the
+ * fastest placement the run line can give (docs/plan.md). */
+typedef int (*p3d_plan_place_fn)(void *ctx, p3d_plan_row *row, char **err);
+int p3d_plan_place(p3d_plan *pl, int k, p3d_plan_place_fn place, void *ctx, char **err);
 /* Reports of the best `top` layouts with why each wins or loses; caller frees. */
 char *p3d_plan_text(const p3d_plan *pl, int top);
 char *p3d_plan_json(const p3d_plan *pl, int top);

@@ -17,7 +17,11 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 typedef struct p3d_gpu {
-    int index;          /* position in PCI bus order on this node */
+    int index;          /* position in PCI bus order among the GPUs ranks
+                           may use here (an allocation renumbers: alloc.c) */
+    int phys;           /* position in PCI bus order on the whole node, the
+                           index `par3drun topo` shows outside any
+                           allocation; = index when none restricts it */
     char pci[32];       /* "0000:18:00.0" (lower case), "" when unknown */
     char model[64];     /* "NVIDIA H100 80GB HBM3" when known, else "" */
     char osdev[32];     /* "cuda0", "nvml3", "" for PCI-only GPUs */
