@@ -5,6 +5,7 @@
  * on one small machine (issue 16; bench/swarm.sh runs it).
  *
  *   swarm N [FANOUT] [TP PP]
+ *   swarm detect N [INTERVALS]   (the slow-node detection at the leader: below)
  *
  * The leader is a forked child running the launcher's own code
  * (p3d_tree_gather, p3d_mnode_place, p3d_tree_send: what mnode.c runs);
@@ -23,7 +24,10 @@
  * loop, talking to each other over the same loopback TCP.
  */
 #include "cli.h"
+#include "controller.h"
+#include "launch.h"
 #include "mnode.h"
+#include "rdzv.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -39,6 +43,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TOKEN "swarm-bench-token-0123456789"
@@ -483,8 +488,282 @@ static void start_agent(int i)
     queue_wbuf(a->ctrl, &b);
 }
 
+/* ---- swarm detect: the slow-node detection's cost at the leader -------- */
+
+/* swarm detect N [INTERVALS]: N simulated nodes each hold a connection to
+ * a leader process (a forked child, as in a multi-node job: one fate
+ * connection per node) and send, once per interval, the compact per-node
+ * progress summary an agent sends (agent_proto.h's 'p', encoded by
+ * p3d_amsg_encode, sent by p3d_fate_send: a sealed FATE frame). The leader
+ * runs what supervise.c runs for them: p3d_fate_read (framing, the HMAC
+ * check, the strict decode) per readable connection, p3d_ctl_message into
+ * the real controller, and once per interval p3d_ctl_tick, where
+ * controller_slow.c judges every node against its peers (16 peer groups,
+ * one per pp stage of tp8 pp16 on 8-GPU nodes). Node N/2 is 3x slower
+ * (busy 1.5 s vs 0.5 s +-20%): the detection must name it, and only it.
+ * The clock the controller sees is virtual (one --progress-interval of 5 s
+ * per round), the CPU time is real: getrusage(RUSAGE_SELF) of the leader
+ * around each round (all N packets read, decoded, handed over, and the
+ * judgement), and the judgement alone (CPU clock around p3d_ctl_tick).
+ * Prints one JSON object. */
+typedef struct det_out {
+    int ok, rounds, slow_reports, slow_node_named, running;
+    double cpu_round_med, cpu_round_max, cpu_tick_med, cpu_tick_max;
+    size_t frame_bytes;
+    char line[200];
+} det_out;
+
+static void det_send(void *ctx, int a, const p3d_amsg *m) { (void)ctx, (void)a, (void)m; }
+static void det_kill(void *ctx, int a) { (void)ctx, (void)a; }
+static void det_event(void *ctx, const char *f) { (void)ctx, (void)f; }
+static void det_say(void *ctx, const char *text)
+{
+    det_out *o = ctx;
+    if (strstr(text, "slower than")) {
+        o->slow_reports++;
+        if (!o->line[0])
+            snprintf(o->line, sizeof o->line, "%s", text);
+    }
+}
+
+static double cpu_rusage(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+static double cpu_clock(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_dbl(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+typedef struct det_lead {
+    p3d_ctl *ctl;
+    int a;
+    double now;
+    int got;
+} det_lead;
+
+static void det_msg(void *ctx, const p3d_amsg *m)
+{
+    det_lead *d = ctx;
+    p3d_ctl_message(d->ctl, d->a, m, d->now);
+    d->got++;
+}
+
+#define DET_INTERVAL 5.0
+#define DET_GROUPS 16
+
+static void det_leader(int lfd, int rounds, int *go, int np, int wfd)
+{
+    det_out o = {0};
+    int *fd_of = calloc((size_t)N, sizeof *fd_of), *group = calloc((size_t)N, sizeof *group);
+    char **names = calloc((size_t)N, sizeof *names), **what = calloc((size_t)N, sizeof *what);
+    p3d_framer *fr = calloc((size_t)N, sizeof *fr);
+    double *cr = calloc((size_t)rounds + 1, sizeof *cr), *ct = calloc((size_t)rounds + 1, sizeof *ct);
+    if (!fd_of || !group || !names || !what || !fr || !cr || !ct)
+        die("leader", "out of memory");
+    int ep = epoll_create1(0);
+    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) & ~O_NONBLOCK);
+    for (int k = 0; k < N; k++) {
+        int fd = accept(lfd, NULL, NULL);
+        uint32_t a = 0;
+        if (fd < 0 || read(fd, &a, sizeof a) != (ssize_t)sizeof a || a >= (uint32_t)N)
+            die("leader accept", NULL);
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        fd_of[a] = fd;
+        struct epoll_event ev = {.events = EPOLLIN, .data.u32 = a};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+            die("epoll", NULL);
+    }
+    for (int a = 0; a < N; a++) {
+        char nm[16], wt[32];
+        snprintf(nm, sizeof nm, "n%05d", a);
+        snprintf(wt, sizeof wt, "pp stage %d", a % DET_GROUPS);
+        names[a] = strdup(nm);
+        what[a] = strdup(wt);
+        group[a] = a % DET_GROUPS;
+    }
+    double t = 1000.0;
+    p3d_ctl_cfg cfg = {.nagents = N, .names = (const char *const *)names, .nranks = N * 8, .grace = 10,
+                       .health_timeout = 30, .leader = -1, .t0 = t, .progress_interval = DET_INTERVAL,
+                       .slow_factor = 1.3, .slow_windows = 3};
+    p3d_ctl_ops ops = {.ctx = &o, .send = det_send, .kill = det_kill, .say = det_say, .event = det_event};
+    p3d_ctl *c = p3d_ctl_new(&cfg, &ops, t);
+    if (!c)
+        die("leader", "no controller");
+    p3d_ctl_set_peers(c, group, (const char *const *)what);
+    struct epoll_event evs[256];
+    for (int r = 0; r <= rounds; r++) {
+        /* round 0: every node's ranks are up (A); then one summary each */
+        det_lead d = {.ctl = c, .now = t};
+        double c0 = cpu_rusage();
+        while (d.got < N) {
+            int ne = epoll_wait(ep, evs, 256, 10000);
+            if (ne <= 0)
+                die("leader", ne == 0 ? "the nodes went quiet" : NULL);
+            for (int i = 0; i < ne; i++) {
+                char *err = NULL;
+                d.a = (int)evs[i].data.u32;
+                if (p3d_fate_read(&fr[d.a], fd_of[d.a], names[d.a], det_msg, &d, &err) < 0)
+                    die("leader read", err);
+            }
+        }
+        t += r ? DET_INTERVAL : 0.001;
+        double k0 = cpu_clock();
+        p3d_ctl_tick(c, t);
+        double k1 = cpu_clock(), c1 = cpu_rusage();
+        if (r == 0)
+            o.running = p3d_ctl_get_state(c) == P3D_CTL_RUNNING;
+        else {
+            cr[r - 1] = c1 - c0;
+            ct[r - 1] = k1 - k0;
+        }
+        for (int w = 0; w < np; w++)
+            if (write(go[w], "g", 1) != 1)
+                die("leader", "a player is gone");
+    }
+    o.rounds = rounds;
+    p3d_ctl_fig f;
+    o.slow_node_named = p3d_ctl_figures(c, N / 2, &f) == 1 && f.slow;
+    qsort(cr, (size_t)rounds, sizeof *cr, cmp_dbl);
+    qsort(ct, (size_t)rounds, sizeof *ct, cmp_dbl);
+    o.cpu_round_med = cr[rounds / 2];
+    o.cpu_round_max = cr[rounds - 1];
+    o.cpu_tick_med = ct[rounds / 2];
+    o.cpu_tick_max = ct[rounds - 1];
+    o.ok = 1;
+    if (write(wfd, &o, sizeof o) != (ssize_t)sizeof o)
+        die("leader", "cannot report");
+    _exit(0);
+}
+
+/* Player w's nodes (a % P == w): connect, then one packet per node and
+ * round, the next round once the leader says go. */
+static void det_player(int port, int rounds, int go)
+{
+    int n = 0;
+    int *fd = calloc((size_t)N / P + 2, sizeof *fd);
+    for (int a = W; a < N; a += P) {
+        int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        uint32_t id = (uint32_t)a;
+        if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+            write(s, &id, sizeof id) != (ssize_t)sizeof id)
+            die("player connect", NULL);
+        fd[n++] = s;
+    }
+    for (int r = 0; r <= rounds; r++) {
+        for (int k = 0, a = W; k < n; k++, a += P) {
+            p3d_amsg m = {.type = P3D_AM_UP, .gen = 0, .nranks = 8};
+            if (r > 0) {
+                /* +-20% noise, the same for every run; node N/2 3x slower */
+                int noise = (int)(((unsigned)a * 7919u + (unsigned)r * 104729u) % 41u) - 20;
+                int busy = 500000 * (100 + noise) / 100;
+                m = (p3d_amsg){.type = P3D_AM_PROGRESS, .gen = 0, .step = r * 10, .busy_us =
+                               a == N / 2 ? 3 * busy : busy, .ckpt = -1, .nranks = 8};
+            }
+            char pkt[128];
+            int len = p3d_amsg_encode(&m, pkt, sizeof pkt);
+            if (len < 0 || p3d_fate_send(fd[k], pkt, (size_t)len) < 0)
+                die("player send", NULL);
+        }
+        char g;
+        if (read(go, &g, 1) != 1)
+            die("player", "the leader is gone");
+    }
+    _exit(0);
+}
+
+static int detect_main(int argc, char **argv)
+{
+    if (argc < 2 || (N = atoi(argv[1])) < 2) {
+        fprintf(stderr, "usage: swarm detect N [INTERVALS]   (N >= 2; INTERVALS default 10)\n");
+        return 2;
+    }
+    int rounds = argc > 2 ? atoi(argv[2]) : 10;
+    if (rounds < 4) {
+        fprintf(stderr, "swarm detect: INTERVALS >= 4 (the detection needs 3 in a row)\n");
+        return 2;
+    }
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    if (rl.rlim_cur < (rlim_t)N + 256) {
+        fprintf(stderr, "swarm detect: the leader needs %d file descriptors; ulimit -Hn is %llu\n", N + 256,
+                (unsigned long long)rl.rlim_cur);
+        return 1;
+    }
+    P = (int)(((rlim_t)N + rl.rlim_cur - 257) / (rl.rlim_cur - 256));
+    signal(SIGPIPE, SIG_IGN);
+    p3d_wire_set_key(TOKEN);
+    char *err = NULL;
+    int port = 0, lfd = p3d_tcp_listen("127.0.0.1", 0, &port, &err);
+    if (lfd < 0)
+        die("listen", err);
+    int rp[2], (*go)[2] = calloc((size_t)P, sizeof *go);
+    if (!go || pipe(rp) < 0)
+        die("pipe", NULL);
+    for (int w = 0; w < P; w++)
+        if (pipe(go[w]) < 0)
+            die("pipe", NULL);
+    pid_t lp = fork();
+    if (lp == 0) {
+        int *gw = calloc((size_t)P, sizeof *gw);
+        for (int w = 0; w < P; w++)
+            gw[w] = go[w][1];
+        det_leader(lfd, rounds, gw, P, rp[1]);
+    }
+    close(lfd);
+    close(rp[1]);
+    for (W = 0; W < P; W++)
+        if (fork() == 0)
+            det_player(port, rounds, go[W][0]);
+    det_out o;
+    if (read(rp[0], &o, sizeof o) != (ssize_t)sizeof o || !o.ok)
+        die("leader", "no figures");
+    while (wait(NULL) > 0)
+        ;
+    /* what one summary costs on the wire: the sealed FATE frame */
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 100, .busy_us = 500000, .ckpt = 90, .nranks = 8};
+    char pkt[128];
+    int len = p3d_amsg_encode(&m, pkt, sizeof pkt);
+    p3d_wbuf b = {0}, sb = {0};
+    p3d_wbuf_begin(&b, P3D_MSG_FATE);
+    p3d_wbuf_bytes(&b, pkt, (size_t)len);
+    if (p3d_wbuf_end(&b) == 0 && p3d_frame_seal(&b, TOKEN, &sb) == 0)
+        o.frame_bytes = sb.len;
+    p3d_wbuf_free(&b);
+    p3d_wbuf_free(&sb);
+    char *nl = strchr(o.line, '\n');
+    if (nl)
+        *nl = 0;
+    printf("{\"bench\": \"swarm-detect\", \"nodes\": %d, \"peer_groups\": %d, \"intervals\": %d, "
+           "\"players\": %d, \"packet_bytes\": %d, \"frame_bytes\": %zu, "
+           "\"leader_cpu_s_per_interval\": {\"median\": %.6f, \"max\": %.6f}, "
+           "\"judgement_cpu_s_per_interval\": {\"median\": %.6f, \"max\": %.6f}, "
+           "\"running\": %s, \"slow_reports\": %d, \"slow_node_named\": %s, \"line\": \"%s\"}\n",
+           N, DET_GROUPS, o.rounds, P, len, o.frame_bytes, o.cpu_round_med, o.cpu_round_max, o.cpu_tick_med,
+           o.cpu_tick_max, o.running ? "true" : "false", o.slow_reports, o.slow_node_named ? "true" : "false",
+           o.line);
+    return o.running && o.slow_reports == 1 && o.slow_node_named ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "detect"))
+        return detect_main(argc - 1, argv + 1);
     if (argc < 2) {
         fprintf(stderr, "usage: swarm N [FANOUT] [TP PP]   (P3D_DATA_DIR: the source tree)\n");
         return 2;

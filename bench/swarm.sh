@@ -15,6 +15,10 @@
 # the time, the whole new placement's size and the difference from the old
 # one that is sent instead (mnode_delta.c, checked by applying it).
 #
+# SWARM_DETECT=1: instead, the slow-node detection's cost at the leader
+# (build/bench/swarm detect N: every node's progress summary once per
+# interval, the leader's CPU time per interval; docs/multinode.md).
+#
 # File descriptors: the leader needs N + 256; the agents ~3N, dealt to
 # several player processes when the hard limit (ulimit -Hn) is smaller.
 set -euo pipefail
@@ -26,5 +30,9 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(1024 4096 16384)
 echo "# ulimit -n $(ulimit -n), -Hn $(ulimit -Hn); $(nproc) cores"
 for n in "${sizes[@]}"; do
-  "$bin" "$n" "${FANOUT:-32}" 8 16
+  if [ "${SWARM_DETECT:-0}" = 1 ]; then
+    "$bin" detect "$n" 10
+  else
+    "$bin" "$n" "${FANOUT:-32}" 8 16
+  fi
 done

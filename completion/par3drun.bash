@@ -23,7 +23,7 @@ _par3drun()
             _command_offset $((i + 1))
             return
             ;;
-        topo | plan | cluster) [[ $i == 1 ]] && sub=${words[i]} ;;
+        topo | plan | cluster | status | preflight) [[ $i == 1 ]] && sub=${words[i]} ;;
         esac
     done
 
@@ -67,7 +67,7 @@ _par3drun()
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$(_par3drun_opts "${words[0]}" "$sub")" -- "$cur"))
     elif [[ $cword == 1 ]]; then
-        COMPREPLY=($(compgen -W "topo plan cluster $(_par3drun_opts "${words[0]}" "")" -- "$cur"))
+        COMPREPLY=($(compgen -W "topo plan cluster status preflight $(_par3drun_opts "${words[0]}" "")" -- "$cur"))
     fi
 }
 complete -F _par3drun par3drun

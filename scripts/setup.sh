@@ -12,6 +12,11 @@ PKGS=(build-essential cmake pkg-config git dpkg-dev bash-completion man-db
       clang libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3 bc hyperfine)
 # Chromium renders the HTML report in the tests (P3D_SETUP_NO_BROWSER=1 skips it).
 if [ "${P3D_SETUP_NO_BROWSER:-0}" != 1 ]; then PKGS+=(chromium); fi
+# PyTorch 1.13 (CPU) runs docs/launch.md's progress snippet in
+# tests/integration/torch_progress.sh (which skips without it): 145 MB to
+# download with its dependencies, 2 min 13 s to install here
+# (P3D_SETUP_NO_TORCH=1 skips it).
+if [ "${P3D_SETUP_NO_TORCH:-0}" != 1 ]; then PKGS+=(python3-torch); fi
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -57,7 +57,7 @@ enum {
 static const char *const h_name[H_NWORDS] = {
     "magic", "version", "step", "world size", "rank", "tp", "pp", "dp", "ep", "etp", "edp",
     "tp coordinate", "pp coordinate", "dp coordinate", "ep coordinate", "--layers",
-    "--hidden", "--experts", "--top-k", "--global-batch", "--seed", "parameter count",
+    "--hidden", "--experts", "--top-k", "--global-batch x --seq-len", "--seed", "parameter count",
     "generation", "loss count", "checksum"};
 
 
@@ -102,7 +102,7 @@ static void fill_header(const p3dw_ckpt *c, uint64_t h[H_NWORDS], int step, size
     h[H_HIDDEN] = (uint64_t)c->o->hidden;
     h[H_EXPERTS] = (uint64_t)c->o->experts;
     h[H_TOPK] = (uint64_t)c->o->top_k;
-    h[H_BATCH] = (uint64_t)c->o->global_batch;
+    h[H_BATCH] = (uint64_t)p3dw_rows(c->o); /* rows: --seq-len 1 keeps older checkpoints valid */
     h[H_SEED] = c->o->seed;
     h[H_NPARAM] = nparam;
     h[H_GEN] = (uint64_t)gen;

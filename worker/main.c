@@ -30,6 +30,7 @@ static const opt_row rows[] = {
     {"layers", O_INT, OFF(layers), 1, 4096, "number of MLP layers (default 4)"},
     {"hidden", O_INT, OFF(hidden), 1, 65536, "hidden size h; each layer is h x 4h x h (default 64)"},
     {"global-batch", O_INT, OFF(global_batch), 1, 1 << 24, "samples per step, all replicas (default 16)"},
+    {"seq-len", O_INT, OFF(seq_len), 1, 1 << 16, "tokens per sample, each one row of h values the MLP trains on (default 1); sets tokens/s"},
     {"micro-batches", O_INT, OFF(micro_batches), 1, 1 << 20, "micro-batches per replica and step (default 1)"},
     {"steps", O_INT, OFF(steps), 1, 1 << 20, "training steps (default 5)"},
     {"lr", O_DBL, OFF(lr), 0, 1e6, "SGD learning rate (default 1.0)"},
@@ -47,6 +48,11 @@ static const opt_row rows[] = {
     {"bench-min", O_SIZE, OFF(bench_min), 4, 1ull << 34, "smallest benchmark buffer, bytes or K/M/G (default 1K)"},
     {"bench-max", O_SIZE, OFF(bench_max), 4, 1ull << 34, "largest benchmark buffer (default 64M)"},
     {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
+    {"bench-node", O_FLAG, OFF(bench_node), 0, 0, "this node's preflight figures: compute, memory, TCP on a ring (par3drun --preflight runs it)"},
+    {"bench-tcp-fd", O_INT, OFF(bench_tcp_fd), 0, 1 << 20, "--bench-node: the listening socket for the previous node's stream"},
+    {"bench-tcp-peer", O_STR, OFF(bench_tcp_peer), 0, 0, "--bench-node: HOST:PORT of the next node of the ring"},
+    {"bench-tcp-slot", O_STR, OFF(bench_tcp_slot), 0, 0, "--bench-node: I:N:T, stream in slot I of N from T (seconds since 1970): one link at a time, for nodes that share a host"},
+    {"bench-seconds", O_DBL, OFF(bench_seconds), 0.01, 60, "--bench-node: seconds per figure (default 0.2)"},
     {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0, "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},
     {"checkpoint-every", O_INT, OFF(checkpoint_every), 0, 1 << 20, "steps between checkpoints (default 0: only after the last step)"},
     {"checkpoint-keep", O_INT, OFF(checkpoint_keep), 0, 1 << 20, "complete checkpoints kept, older ones removed (default 2; 0: all)"},
@@ -87,10 +93,11 @@ static int parse_size(const char *s, size_t *out)
 
 static int parse_args(int argc, char **argv, p3dw_opts *o)
 {
-    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .micro_batches = 1,
+    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .seq_len = 1, .micro_batches = 1,
                      .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
                      .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
-                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2};
+                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
+                     .bench_tcp_fd = -1, .bench_seconds = 0.2};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -187,6 +194,11 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
     }
     if (o->bench_min > o->bench_max) {
         fprintf(stderr, "p3d-worker: --bench-min is larger than --bench-max\n");
+        return -1;
+    }
+    if ((o->bench_tcp_peer != NULL) != (o->bench_tcp_fd >= 0)) {
+        fprintf(stderr, "p3d-worker: --bench-tcp-peer and --bench-tcp-fd go together (the ring's next node and "
+                        "this node's listening socket)\n");
         return -1;
     }
     return 0;
@@ -431,6 +443,10 @@ int main(int argc, char **argv)
         rc = p3dw_bench_memcpy(&o) ? 1 : 0;
         goto out;
     }
+    if (o.bench_node) {
+        rc = p3dw_bench_node(&o) ? 1 : 0;
+        goto out;
+    }
     if (p3dw_env_read(&e, 0))
         goto out;
     const p3d_ops *ops = &p3dw_cpu_ops;
@@ -509,14 +525,15 @@ int main(int argc, char **argv)
     run.print_loss = last && e.coord[0] == 0 && e.coord[2] == 0;
     losses = calloc((size_t)o.steps, sizeof *losses);
     p3dw_rank_record mine = {.rank = e.rank, .node_rank = e.node_rank};
+    snprintf(mine.node, sizeof mine.node, "%s", e.node);
     all = calloc((size_t)e.world, sizeof *all);
     if (!losses || !all)
         goto out;
     if (e.rank == 0)
         fprintf(stderr, "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
-                        "hidden %d, global batch %d, %d micro-batches, %d steps\n",
+                        "hidden %d, global batch %d (%d token%s each), %d micro-batches, %d steps\n",
                 ops->name, e.world, e.size[0], e.size[1], e.size[2], o.layers, o.hidden,
-                o.global_batch, o.micro_batches, o.steps);
+                o.global_batch, o.seq_len, o.seq_len == 1 ? "" : "s", o.micro_batches, o.steps);
     if (e.rank == 0 && o.experts > 0)
         fprintf(stderr, "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
                         "etp %d x edp %d (%d experts per rank)\n", o.experts, o.top_k,

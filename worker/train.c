@@ -65,6 +65,11 @@ int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m)
                         "(pp=%d)\n", o->layers, pp);
         return -1;
     }
+    if (p3dw_rows(o) > (1L << 24)) {
+        fprintf(stderr, "p3d-worker: --global-batch %d x --seq-len %d = %ld rows per step: at most "
+                        "%ld (lower one of them)\n", o->global_batch, o->seq_len, p3dw_rows(o), 1L << 24);
+        return -1;
+    }
     if (o->global_batch % ((long)dp * m)) {
         fprintf(stderr, "p3d-worker: --global-batch %d: must be divisible by dp*micro-batches "
                         "= %d*%d\n", o->global_batch, dp, m);
@@ -151,7 +156,7 @@ static int pp_xchg(state *S, int sto, const float *sbuf, size_t sn, int rfrom, f
 /* Global sample index of row i of micro-batch k of this replica. */
 static uint64_t sample_id(const state *S, int k, int i)
 {
-    return (uint64_t)S->step * S->o->global_batch + (uint64_t)S->dp_rank * S->b * S->m +
+    return (uint64_t)S->step * (uint64_t)p3dw_rows(S->o) + (uint64_t)S->dp_rank * S->b * S->m +
            (uint64_t)k * S->b + (uint64_t)i;
 }
 
@@ -189,7 +194,7 @@ static int forward(state *S, int k)
         /* Target: a fixed linear map of the input (half of it), so the loss
          * can actually fall. */
         make_data(S, k, K_INPUT, 0.5f, S->tgt);
-        float scale = 2.0f / ((float)S->o->global_batch * (float)S->h);
+        float scale = 2.0f / ((float)p3dw_rows(S->o) * (float)S->h);
         const float *y = ACT_Y(S, k);
         if (S->nstage == 1 && S->r->solo_comm) {
             /* P3DW_SOLO_COMM: Y goes through a grouped send+receive to
@@ -418,7 +423,7 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     S->m = r->micro_batches;
     S->h = o->hidden;
     S->f = 4 * o->hidden / S->tp;
-    S->b = o->global_batch / (S->dp * S->m);
+    S->b = (int)(p3dw_rows(o) / (S->dp * S->m)); /* rows */
     int per = o->layers / S->nstage, extra = o->layers % S->nstage;
     S->nl = per + (S->stage < extra);
     S->first = S->stage * per + (S->stage < extra ? S->stage : extra);
@@ -457,7 +462,7 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
         goto out;
     }
 
-    double norm = (double)o->global_batch * S->h;
+    double norm = (double)p3dw_rows(o) * S->h;
     int durable = start > 0 ? start : -1; /* the newest checkpoint on disk */
     for (S->step = start; S->step < o->steps; S->step++) {
         if (S->step + 1 == r->die_at_step) {

@@ -19,6 +19,7 @@
  *   cuda/         the CUDA/NCCL backend (built when CUDA and NCCL are found)
  *   report.c     per-rank JSON lines and the rank-0 summary
  *   bench.c      --bench-allreduce and --bench-memcpy
+ *   bench_node.c --bench-node (par3drun --preflight)
  *   main.c       options, backend choice, --verify
  */
 #ifndef P3D_WORKER_H
@@ -35,6 +36,7 @@ extern "C" {
 
 typedef struct p3dw_opts {
     int layers, hidden, global_batch, micro_batches, steps;
+    int seq_len;               /* tokens per sample; each is one row of h values */
     double lr;
     uint64_t seed;
     int verify, json, check_grad;
@@ -46,11 +48,23 @@ typedef struct p3dw_opts {
     int bench_allreduce, bench_memcpy;
     size_t bench_min, bench_max; /* bytes */
     int bench_iters;
+    int bench_node;             /* --bench-node (bench_node.c) */
+    int bench_tcp_fd;           /*   the listening socket par3drun handed over */
+    const char *bench_tcp_peer; /*   HOST:PORT of the ring's next node; NULL: no TCP */
+    const char *bench_tcp_slot; /*   I:N:T: stream in slot I of N from T (one host) */
+    double bench_seconds;       /*   about this long per figure */
     const char *checkpoint_dir; /* NULL: no checkpoints */
     int checkpoint_every;       /* steps between checkpoints (0: only with --checkpoint-dir, 1) */
     int checkpoint_keep;        /* complete checkpoints kept (0: all) */
     int experts, top_k;         /* --experts 0: no MoE layers */
 } p3dw_opts;
+
+/* Rows of h values one step trains on: every sample is seq_len tokens,
+ * each token one row (the MLP sees no sequence). */
+static inline long p3dw_rows(const p3dw_opts *o)
+{
+    return (long)o->global_batch * (o->seq_len > 0 ? o->seq_len : 1);
+}
 
 /* ---- rank environment (env.c) ---------------------------------------- */
 
@@ -66,6 +80,7 @@ typedef struct p3dw_env {
     char master_addr[256];
     int master_port;
     char job_id[128];
+    char node[64];             /* P3D_NODE (the cluster's node name), else the host name */
     long generation;           /* P3D_GENERATION (0 when unset): the fencing token */
     int coord[P3DW_NALL], size[P3DW_NALL];
     int *group[P3DW_NALL];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
@@ -308,6 +323,7 @@ int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verb
 typedef struct p3dw_rank_record {
     double rank, node_rank, coord[P3DW_NALL];
     p3dw_stats st;
+    char node[64];             /* the rank's p3dw_env.node, NUL-terminated */
 } p3dw_rank_record;
 
 /* Per-rank JSON: on stdout with --json, in P3D_LOG_DIR when set. */
@@ -323,6 +339,9 @@ double p3dw_analytic_bubble(int pp, int m);
 /* ---- benchmarks (bench.c) --------------------------------------------- */
 int p3dw_bench_memcpy(const p3dw_opts *o);
 int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w);
+/* --bench-node: the preflight's figures of this node, one line on stdout
+ * (bench_node.c). 0, or -1 with a message. */
+int p3dw_bench_node(const p3dw_opts *o);
 
 /* ---- CUDA backend (cuda/, a module loaded with dlopen) ---------------
  * The CUDA libraries (cudart, cuBLAS, NCCL) take about a second to load;

@@ -51,6 +51,7 @@ int main(int argc, char **argv)
     case P3D_CMD_CLUSTER: rc = p3d_cmd_cluster(&o); break;
     case P3D_CMD_AGENT: rc = p3d_cmd_agent(&o); break;
     case P3D_CMD_STATUS: rc = p3d_cmd_status(&o); break;
+    case P3D_CMD_PREFLIGHT: rc = p3d_cmd_preflight(&o); break;
     default: rc = p3d_cmd_launch(&o); break;
     }
 out:

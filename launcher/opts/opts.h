@@ -21,6 +21,7 @@ typedef enum p3d_cmd {
     P3D_CMD_AGENT,      /* internal: one emulated node's agent */
     P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
     P3D_CMD_STATUS,     /* par3drun status RUN_DIR */
+    P3D_CMD_PREFLIGHT,  /* par3drun preflight [options] */
 } p3d_cmd;
 
 typedef struct p3d_opts {
@@ -78,11 +79,14 @@ typedef struct p3d_opts {
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
     double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
+    int no_failover;            /* --no-failover: a lost leader ends the job */
     double progress_interval;   /* --progress-interval: agents read progress */
     double slow_factor;         /* --slow-factor: slower than peers by this */
     int slow_windows;           /* --slow-windows: for this many intervals */
     const char *slow_node;      /* --slow-node report|replace */
     double slow_wait;           /* --slow-wait: replace without a checkpoint */
+    int preflight;              /* --preflight: benchmark every node first */
+    double preflight_timeout;   /* --preflight-timeout SECONDS */
     const char *master_addr;
     int master_port;
     int emulate;

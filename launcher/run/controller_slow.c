@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * controller_slow.c — slow nodes: which node holds the whole job back,
- * judged from the agents' progress summaries (agent_proto.h's P), and,
+ * judged from the agents' progress summaries (wire.h's P), and,
  * with --slow-node replace, its ranks moved to a spare at a checkpoint.
  *
  * In synchronous training every rank waits for the slowest, so step times

@@ -19,8 +19,16 @@
  * more often) and sends one P message per interval, and only when some
  * rank's step advanced: a few bytes per node per interval, whatever the
  * number of ranks.
+ *
+ * It also tells when the node's ranks of a generation first showed life
+ * (a heartbeat file touched, or an output line, whichever comes first):
+ * one V packet per generation, from which the controller gives the time
+ * from a failure to training resumed, beside the respawn time. The
+ * directory is watched with inotify only until that first sign, so that
+ * an idle job still wakes only for its deadlines.
  */
 #include "launch.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,6 +50,9 @@ struct p3d_progwatch {
     unsigned char *warned;/* rank i was told about garbage (once a job) */
     long long sent_sum;   /* sum of the steps when the last summary went */
     double *scratch;
+    int ifd, wd;          /* inotify on dir until this generation's first
+                             sign (wd -1: not watched now) */
+    int signed_gen;       /* generation whose first sign was seen, -1 */
 };
 
 /* Digits [lo, hi] of s at *p: the value, or -1 when there are none or too
@@ -120,6 +132,7 @@ int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_prog
         return p3d_err(err, "out of memory");
     w->n = nlocal;
     w->ranks = ranks;
+    w->ifd = w->wd = w->signed_gen = -1;
     w->last = calloc((size_t)nlocal + 1, sizeof *w->last);
     w->have = calloc((size_t)nlocal + 1, 1);
     w->warned = calloc((size_t)nlocal + 1, 1);
@@ -131,6 +144,11 @@ int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_prog
     }
     if (p3d_mkdir_p(w->dir, 0700) < 0 && errno != EEXIST) {
         p3d_err(err, "cannot make the heartbeat directory %s: %s", w->dir, strerror(errno));
+        p3d_progress_free(w);
+        return -1;
+    }
+    if ((w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0) {
+        p3d_err(err, "cannot watch the heartbeat directory %s: %s", w->dir, strerror(errno));
         p3d_progress_free(w);
         return -1;
     }
@@ -152,6 +170,8 @@ void p3d_progress_free(p3d_progwatch *w)
     }
     if (w->dir[0])
         rmdir(w->dir);
+    if (w->ifd >= 0)
+        close(w->ifd);
     free(w->last);
     free(w->have);
     free(w->warned);
@@ -171,6 +191,56 @@ void p3d_progress_generation(p3d_progwatch *w, int gen)
         unlink(path); /* the new generation's lines only */
         w->have[i] = 0;
     }
+    /* what the old generation left queued is not the new one's sign; the
+     * watch is armed after the unlinks: only new touches count */
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    while (w->ifd >= 0 && read(w->ifd, buf, sizeof buf) > 0)
+        ;
+    if (w->ifd >= 0 && w->wd < 0)
+        w->wd = inotify_add_watch(w->ifd, w->dir, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
+}
+
+int p3d_progress_fd(const p3d_progwatch *w)
+{
+    return w ? w->ifd : -1;
+}
+
+int p3d_progress_sign(p3d_progwatch *w, p3d_amsg *m)
+{
+    if (!w || w->signed_gen == w->gen)
+        return 0;
+    w->signed_gen = w->gen;
+    if (w->wd >= 0) {
+        /* the rest of the generation's touches are hang.c's business */
+        inotify_rm_watch(w->ifd, w->wd);
+        w->wd = -1;
+    }
+    *m = (p3d_amsg){.type = P3D_AM_RESUMED, .gen = w->gen};
+    return 1;
+}
+
+int p3d_progress_events(p3d_progwatch *w, p3d_amsg *m)
+{
+    if (!w || w->ifd < 0)
+        return 0;
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int seen = 0;
+    for (;;) {
+        ssize_t n = read(w->ifd, buf, sizeof buf);
+        if (n <= 0)
+            break;
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            int r;
+            char tail;
+            /* a rank's own file, not whatever else lands in the directory */
+            if (ev->len && sscanf(ev->name, "rank-%d%c", &r, &tail) == 1)
+                for (int i = 0; i < w->n; i++)
+                    seen |= w->ranks[i] == r;
+            p += sizeof *ev + ev->len;
+        }
+    }
+    return seen ? p3d_progress_sign(w, m) : 0;
 }
 
 /* What a rank wrote, for a message: printable ASCII, at most 40 bytes. */

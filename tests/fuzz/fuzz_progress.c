@@ -6,6 +6,7 @@
  * it parses to the same values.
  */
 #include "fuzz_common.h"
+#include "ranks.h"
 
 #include "launch.h"
 

@@ -130,6 +130,8 @@ for r in $(seq 0 31); do [ "$(cat "$T_DIR/ck/rank-$r" 2>/dev/null)" = 25 ] || fa
 grep -q '^job [0-9a-f]*: generation 1 (1 restart), state done' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: generation"; }
 grep -q '^nodes: 5, 4 reporting progress, 0 spares left, 1 lost (n3)$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: nodes"; }
 grep -Eq '^steps: 2[0-5] to 2[0-5]$' "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: steps"; }
+grep -Eq '^slowest recovery: respawn [0-9.]+ s, training resumed [0-9.]+ s \(after the failure was seen\)$' \
+  "$T_DIR/status" || { cat "$T_DIR/status"; fail "status: the recovery's two figures"; }
 
 # ---- 3. no slow node -------------------------------------------------------------
 echo "== 3. +-20% noise, nodes 10% apart: no slow node" >&2

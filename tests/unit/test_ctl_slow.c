@@ -24,6 +24,7 @@
 #include <cmocka.h>
 
 #include "controller.h"
+#include "ranks.h"
 #include "launch.h"
 #include "loop.h"
 

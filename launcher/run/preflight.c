@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * preflight.c — the preflight (preflight.h): before the placement is
+ * started, every node runs a short benchmark of what the job will use, and
+ * a node that holds the others back is excluded as a failed --health-check
+ * is (the caller moves its ranks to a spare, place_replace.c).
+ *
+ * The benchmark is p3d-worker --bench-node (worker/bench_node.c), one per
+ * node, all at once, run by the --health-check machinery (health.c: its
+ * own process group, P3D_NODE set, output captured and bounded, SIGKILL at
+ * --preflight-timeout). For the TCP figure the nodes form a ring: this
+ * process opens one listening socket per node on the loopback (the nodes
+ * of an --emulate job share this host) and hands node i its own socket and
+ * node i+1's port, so that each node streams to its successor while its
+ * predecessor streams to it.
+ *
+ * The verdict: per figure, the median over the nodes that gave one; a node
+ * whose figure is more than --slow-factor below it is excluded, and so is
+ * one whose benchmark failed, timed out or printed no figures. A node's
+ * TCP figure is the better of its two links: a slow node makes both of
+ * its links slow, a neighbour only one of its own. With fewer than 3
+ * nodes that cannot tell which end of a link is slow, so TCP is shown but
+ * not judged.
+ */
+#include "preflight.h"
+#include "ranks.h"
+
+#include "launch.h"
+#include "strbuf.h"
+#include "termsafe.h"
+
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* about this long per figure (the worker's --bench-seconds) */
+#define PF_BENCH_SECONDS 0.2
+
+/* What becomes of the NVLink links: the benchmark runs the CPU backend
+ * (emulated nodes have no GPU of their own; on a GPU node the GPU figures
+ * are not measured in this version, and the table says so). */
+static const char PF_LINKS_EMULATED[] = "skipped: the CPU backend has no NVLink (emulated nodes share this host)";
+static const char PF_LINKS_CPU[] = "skipped: the benchmark runs the CPU backend (GPU and NVLink figures are not "
+                                   "measured in this version)";
+
+void p3d_preflight_free(p3d_preflight *pf)
+{
+    free(pf->nodes);
+    memset(pf, 0, sizeof *pf);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median of the values >= 0 among v[0..n) (-1 when none); tmp has n
+ * places. */
+static double median(const double *v, int n, double *tmp)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (v[i] >= 0)
+            tmp[k++] = v[i];
+    if (!k)
+        return -1;
+    qsort(tmp, (size_t)k, sizeof *tmp, cmp_double);
+    return k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
+}
+
+/* One value of the figures line: a finite number >= 0, all of it. */
+static int parse_num(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The worker's line "preflight backend=cpu gflops=G mem_gbps=M
+ * [tcp_out_mbps=O tcp_in_mbps=I] links=skipped" (the last such line of
+ * its output), strictly: every word known, every number whole. 0, or -1
+ * with what is wrong in why. */
+int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, size_t cap)
+{
+    const char *line = NULL;
+    for (const char *p = text; p && *p;) {
+        if (!strncmp(p, "preflight ", 10))
+            line = p;
+        p = strchr(p, '\n');
+        p = p ? p + 1 : NULL;
+    }
+    if (!line) {
+        snprintf(why, cap, "its output has no 'preflight ...' figures line");
+        return -1;
+    }
+    char buf[512];
+    size_t len = strcspn(line, "\n");
+    if (len >= sizeof buf) {
+        snprintf(why, cap, "its figures line is longer than %zu bytes", sizeof buf - 1);
+        return -1;
+    }
+    memcpy(buf, line, len);
+    buf[len] = 0;
+    nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+    char *save = NULL;
+    strtok_r(buf, " ", &save); /* "preflight" */
+    for (char *w = strtok_r(NULL, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(w, '=');
+        double *dst = NULL;
+        if (!eq) {
+            snprintf(why, cap, "its figures line has '%.40s' where KEY=VALUE belongs", w);
+            return -1;
+        }
+        *eq = 0;
+        if (!strcmp(w, "backend") || !strcmp(w, "links"))
+            continue;
+        if (!strcmp(w, "gflops"))
+            dst = &nd->gflops;
+        else if (!strcmp(w, "mem_gbps"))
+            dst = &nd->mem_gbps;
+        else if (!strcmp(w, "tcp_out_mbps"))
+            dst = &nd->tcp_out_mbps;
+        else if (!strcmp(w, "tcp_in_mbps"))
+            dst = &nd->tcp_in_mbps;
+        if (!dst || parse_num(eq + 1, dst) < 0) {
+            snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gflops, mem_gbps, tcp_out_mbps, "
+                               "tcp_in_mbps as numbers >= 0)",
+                     dst ? "the bad value" : "the unknown word", w, eq + 1);
+            return -1;
+        }
+    }
+    if (nd->gflops < 0 || nd->mem_gbps < 0) {
+        snprintf(why, cap, "its figures line lacks gflops or mem_gbps");
+        return -1;
+    }
+    return 0;
+}
+
+/* 'path' for sh -c, single quotes kept. */
+static void sh_quote(p3d_sb *b, const char *s)
+{
+    p3d_sb_putc(b, '\'');
+    for (; *s; s++)
+        if (*s == '\'')
+            p3d_sb_puts(b, "'\\''");
+        else
+            p3d_sb_putc(b, *s);
+    p3d_sb_putc(b, '\'');
+}
+
+/* A listening TCP socket on the loopback (inherited by the benchmarks:
+ * no O_CLOEXEC); its port in *port. */
+static int listen_loopback(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0)
+        return -1;
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 4) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+        close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Node i against the medians: the first line of why names every figure
+ * that is too low. */
+static void judge(p3d_preflight *pf, int i)
+{
+    p3d_preflight_node *nd = &pf->nodes[i];
+    double tcp = nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
+    struct {
+        const char *what, *unit;
+        double v, med;
+        int on;
+    } f[] = {{"compute", "GFLOP/s", nd->gflops, pf->median_gflops, 1},
+             {"memory bandwidth", "GB/s", nd->mem_gbps, pf->median_mem_gbps, 1},
+             {"TCP bandwidth (the better of its two ring links)", "MB/s", tcp, pf->median_tcp_mbps, pf->tcp_judged}};
+    size_t k = 0;
+    for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
+        if (!f[j].on || f[j].v < 0 || f[j].med <= 0 || f[j].v * pf->slow_factor >= f[j].med)
+            continue;
+        char ratio[32];
+        if (f[j].v > 0)
+            snprintf(ratio, sizeof ratio, "%.2fx", f[j].med / f[j].v);
+        else
+            snprintf(ratio, sizeof ratio, "infinitely");
+        int w = snprintf(nd->why + k, sizeof nd->why - k, "%s%s %.3g %s is %s below the median %.3g (--slow-factor %g)",
+                         k ? "; " : "", f[j].what, f[j].v, f[j].unit, ratio, f[j].med, pf->slow_factor);
+        if (w < 0 || (size_t)w >= sizeof nd->why - k)
+            break;
+        k += (size_t)w;
+    }
+    if (k) {
+        nd->excluded = 1;
+        pf->nexcluded++;
+    }
+}
+
+int p3d_preflight_judge(p3d_preflight *pf)
+{
+    int n = pf->n;
+    double *tmp = calloc((size_t)n + 1, sizeof *tmp), *col = calloc((size_t)n + 1, sizeof *col);
+    if (!tmp || !col) {
+        free(tmp);
+        free(col);
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        col[i] = pf->nodes[i].ran ? pf->nodes[i].gflops : -1;
+    pf->median_gflops = median(col, n, tmp);
+    for (int i = 0; i < n; i++)
+        col[i] = pf->nodes[i].ran ? pf->nodes[i].mem_gbps : -1;
+    pf->median_mem_gbps = median(col, n, tmp);
+    for (int i = 0; i < n; i++) {
+        const p3d_preflight_node *nd = &pf->nodes[i];
+        col[i] = !nd->ran ? -1 : nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
+    }
+    pf->median_tcp_mbps = median(col, n, tmp);
+    pf->tcp_judged = n >= 3;
+    for (int i = 0; i < n; i++)
+        if (pf->nodes[i].ran && !pf->nodes[i].excluded)
+            judge(pf, i);
+    free(tmp);
+    free(col);
+    return 0;
+}
+
+int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_preflight *pf, char **err)
+{
+    int rc = -1;
+    char *worker = NULL, **cmds = NULL, **outs = NULL;
+    int *lfd = NULL, *port = NULL;
+    p3d_health_res *res = NULL;
+    memset(pf, 0, sizeof *pf);
+    pf->n = n;
+    pf->slow_factor = o->slow_factor;
+    pf->timeout = o->preflight_timeout;
+    pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = -1;
+    pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
+    cmds = calloc((size_t)n + 1, sizeof *cmds);
+    outs = calloc((size_t)n + 1, sizeof *outs);
+    lfd = malloc(((size_t)n + 1) * sizeof *lfd);
+    port = calloc((size_t)n + 1, sizeof *port);
+    res = calloc((size_t)n + 1, sizeof *res);
+    if (!pf->nodes || !cmds || !outs || !lfd || !port || !res) {
+        p3d_err(err, "--preflight: out of memory");
+        free(lfd);
+        lfd = NULL;
+        goto out;
+    }
+    for (int i = 0; i < n; i++)
+        lfd[i] = -1;
+    worker = p3d_resolve_program("p3d-worker", err);
+    if (!worker) {
+        char *e = *err;
+        *err = NULL;
+        p3d_err(err, "--preflight runs p3d-worker --bench-node on every node: %s", e ? e : "p3d-worker not found");
+        free(e);
+        goto out;
+    }
+    int ring = n >= 2;
+    for (int i = 0; ring && i < n; i++)
+        if ((lfd[i] = listen_loopback(&port[i])) < 0) {
+            p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s", strerror(errno));
+            goto out;
+        }
+    /* Nodes that share this host (--emulate) stream one link at a time,
+     * each in its slot, and start computing together: concurrent streams
+     * on shared cores measure the scheduler, not the links. When the slots
+     * do not fit in the ring's share of the time bound (a third, less the
+     * start-up), the links run at once, as on nodes of their own. */
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    double t_slots = rt.tv_sec + rt.tv_nsec * 1e-9 + 0.5; /* the benchmarks started by then */
+    int slots = ring && o->emulate && 0.6 + n * (PF_BENCH_SECONDS + 0.05) <= o->preflight_timeout / 3;
+    for (int i = 0; i < n; i++) {
+        p3d_sb b = {0};
+        p3d_sb_puts(&b, "exec ");
+        sh_quote(&b, worker);
+        p3d_sb_printf(&b, " --bench-node --bench-seconds %g --connect-timeout %g", PF_BENCH_SECONDS,
+                      o->preflight_timeout);
+        if (ring)
+            p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i], port[(i + 1) % n]);
+        if (slots)
+            p3d_sb_printf(&b, " --bench-tcp-slot %d:%d:%.3f", i, n, t_slots);
+        if (!(cmds[i] = p3d_sb_finish(&b))) {
+            p3d_err(err, "--preflight: out of memory");
+            goto out;
+        }
+    }
+    p3d_health_cmd hc = {.cmds = (const char *const *)cmds,
+                         .timeout = o->preflight_timeout,
+                         .what = "--preflight benchmark",
+                         .outs = outs};
+    double t0 = p3d_now();
+    p3d_health_run_cmd(&hc, names, n, NULL, res);
+    pf->seconds = p3d_now() - t0;
+    for (int i = 0; i < n; i++) {
+        p3d_preflight_node *nd = &pf->nodes[i];
+        nd->name = names[i];
+        nd->links = o->emulate ? PF_LINKS_EMULATED : PF_LINKS_CPU;
+        nd->seconds = res[i].seconds;
+        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+        char why[200];
+        if (!res[i].ok) {
+            snprintf(nd->why, sizeof nd->why, "its benchmark failed: %s", res[i].how);
+        } else if (!outs[i]) {
+            snprintf(nd->why, sizeof nd->why, "its benchmark's output was lost (out of memory)");
+        } else if (p3d_preflight_parse(outs[i], nd, why, sizeof why) < 0) {
+            snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
+        } else {
+            nd->ran = 1;
+            continue;
+        }
+        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+        nd->excluded = 1;
+        pf->nexcluded++;
+    }
+    if (p3d_preflight_judge(pf) < 0) {
+        p3d_err(err, "--preflight: out of memory");
+        goto out;
+    }
+    rc = 0;
+out:
+    for (int i = 0; lfd && i < n; i++)
+        if (lfd[i] >= 0)
+            close(lfd[i]);
+    for (int i = 0; cmds && i < n; i++)
+        free(cmds[i]);
+    for (int i = 0; outs && i < n; i++)
+        free(outs[i]);
+    free(cmds);
+    free(outs);
+    free(lfd);
+    free(port);
+    free(res);
+    free(worker);
+    return rc;
+}
+
+static void put_fig(p3d_sb *b, double v, int width)
+{
+    if (v < 0)
+        p3d_sb_printf(b, " %*s", width, "-");
+    else
+        p3d_sb_printf(b, " %*.4g", width, v);
+}
+
+void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
+{
+    p3d_sb b = {0};
+    int w = 4;
+    for (int i = 0; i < pf->n; i++)
+        if ((int)strlen(pf->nodes[i].name) > w)
+            w = (int)strlen(pf->nodes[i].name);
+    if (w > 40)
+        w = 40;
+    p3d_sb_printf(&b, "%-*s  %-8s %9s %9s %9s %9s  %s\n", w, "node", "result", "GFLOP/s", "mem GB/s", "TCP out",
+                  "TCP in", "why");
+    for (int i = 0; i < pf->n; i++) {
+        const p3d_preflight_node *nd = &pf->nodes[i];
+        p3d_sb_printf(&b, "%-*.40s  %-8s", w, nd->name, nd->excluded ? "EXCLUDED" : "ok");
+        put_fig(&b, nd->gflops, 9);
+        put_fig(&b, nd->mem_gbps, 9);
+        put_fig(&b, nd->tcp_out_mbps, 9);
+        put_fig(&b, nd->tcp_in_mbps, 9);
+        if (nd->excluded)
+            p3d_sb_printf(&b, "  %s", nd->why);
+        p3d_sb_putc(&b, '\n');
+    }
+    p3d_sb_printf(&b, "%-*s  %-8s", w, "median", "");
+    put_fig(&b, pf->median_gflops, 9);
+    put_fig(&b, pf->median_mem_gbps, 9);
+    if (pf->median_tcp_mbps >= 0)
+        put_fig(&b, pf->median_tcp_mbps, 19); /* of the better link per node */
+    p3d_sb_putc(&b, '\n');
+    p3d_sb_printf(&b,
+                  "%d of %d node%s excluded (--slow-factor %g below the median on a figure, failed, or not done "
+                  "within --preflight-timeout %g s); %.2f s. TCP: MB/s on a ring of pairs (node i streams to "
+                  "node i+1)%s. NVLink links: %s.\n",
+                  pf->nexcluded, pf->n, pf->n == 1 ? "" : "s", pf->slow_factor, pf->timeout, pf->seconds,
+                  pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with 2 nodes",
+                  pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
+    int timed_out = 0;
+    for (int i = 0; i < pf->n; i++)
+        timed_out += strstr(pf->nodes[i].why, "timed out after") != NULL;
+    if (pf->n > 1 && timed_out == pf->n)
+        p3d_sb_printf(&b, "Every node timed out: --preflight-timeout %g s is shorter than the benchmark takes here "
+                          "(about %.1f s of CPU per node, and the TCP ring); give a longer one.\n",
+                      pf->timeout, 3 * PF_BENCH_SECONDS);
+    char *s = p3d_sb_finish(&b);
+    if (s) {
+        /* node names come from the cluster file: escaped */
+        p3d_term_fputs(s, f);
+        free(s);
+    }
+}
+
+static void json_fig(p3d_sb *b, const char *key, double v)
+{
+    p3d_sb_printf(b, ", \"%s\": ", key);
+    if (v < 0)
+        p3d_sb_puts(b, "null");
+    else
+        p3d_sb_json_num(b, v);
+}
+
+char *p3d_preflight_json(const p3d_preflight *pf)
+{
+    p3d_sb b = {0};
+    p3d_sb_printf(&b, "{\"slow_factor\": ");
+    p3d_sb_json_num(&b, pf->slow_factor);
+    p3d_sb_printf(&b, ", \"timeout_s\": ");
+    p3d_sb_json_num(&b, pf->timeout);
+    p3d_sb_printf(&b, ", \"seconds\": ");
+    p3d_sb_json_num(&b, pf->seconds);
+    p3d_sb_printf(&b, ", \"excluded\": %d, \"tcp_judged\": %s, \"median\": {\"gflops\": ", pf->nexcluded,
+                  pf->tcp_judged ? "true" : "false");
+    if (pf->median_gflops < 0)
+        p3d_sb_puts(&b, "null");
+    else
+        p3d_sb_json_num(&b, pf->median_gflops);
+    json_fig(&b, "mem_gbps", pf->median_mem_gbps);
+    json_fig(&b, "tcp_mbps", pf->median_tcp_mbps);
+    p3d_sb_puts(&b, "}, \"nodes\": [");
+    for (int i = 0; i < pf->n; i++) {
+        const p3d_preflight_node *nd = &pf->nodes[i];
+        p3d_sb_puts(&b, i ? ", {\"node\": " : "{\"node\": ");
+        p3d_sb_json_str(&b, nd->name);
+        p3d_sb_printf(&b, ", \"excluded\": %s", nd->excluded ? "true" : "false");
+        json_fig(&b, "gflops", nd->gflops);
+        json_fig(&b, "mem_gbps", nd->mem_gbps);
+        json_fig(&b, "tcp_out_mbps", nd->tcp_out_mbps);
+        json_fig(&b, "tcp_in_mbps", nd->tcp_in_mbps);
+        p3d_sb_puts(&b, ", \"links\": ");
+        p3d_sb_json_str(&b, nd->links);
+        p3d_sb_puts(&b, ", \"seconds\": ");
+        p3d_sb_json_num(&b, nd->seconds);
+        p3d_sb_puts(&b, ", \"why\": ");
+        p3d_sb_json_str(&b, nd->excluded ? nd->why : NULL);
+        p3d_sb_putc(&b, '}');
+    }
+    p3d_sb_puts(&b, "]}");
+    return p3d_sb_finish(&b);
+}
+
+void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf)
+{
+    if (events_fd < 0)
+        return;
+    for (int i = 0; i < pf->n; i++) {
+        const p3d_preflight_node *nd = &pf->nodes[i];
+        p3d_sb b = {0};
+        p3d_sb_puts(&b, "\"event\": \"preflight\", \"node\": ");
+        p3d_sb_json_str(&b, nd->name);
+        p3d_sb_printf(&b, ", \"excluded\": %s", nd->excluded ? "true" : "false");
+        json_fig(&b, "gflops", nd->gflops);
+        json_fig(&b, "mem_gbps", nd->mem_gbps);
+        json_fig(&b, "tcp_out_mbps", nd->tcp_out_mbps);
+        json_fig(&b, "tcp_in_mbps", nd->tcp_in_mbps);
+        json_fig(&b, "median_gflops", pf->median_gflops);
+        json_fig(&b, "median_mem_gbps", pf->median_mem_gbps);
+        json_fig(&b, "median_tcp_mbps", pf->median_tcp_mbps);
+        p3d_sb_puts(&b, ", \"links\": ");
+        p3d_sb_json_str(&b, nd->links);
+        p3d_sb_puts(&b, ", \"slow_factor\": ");
+        p3d_sb_json_num(&b, pf->slow_factor);
+        p3d_sb_puts(&b, ", \"why\": ");
+        p3d_sb_json_str(&b, nd->excluded ? nd->why : NULL);
+        char *s = p3d_sb_finish(&b);
+        if (s)
+            p3d_event(events_fd, t0, "%s", s);
+        free(s);
+    }
+}

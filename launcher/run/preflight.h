@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * preflight.h — --preflight and `par3drun preflight` (preflight.c): every
+ * node of the job runs p3d-worker --bench-node at once, through the
+ * --health-check machinery (health.c), and a node whose figure is more
+ * than --slow-factor below the median of the nodes, or whose benchmark
+ * fails or outlasts --preflight-timeout, is excluded (docs/launch.md,
+ * "Preflight"). run/ internal: what the commands use is in launch.h.
+ */
+#ifndef P3D_PREFLIGHT_H
+#define P3D_PREFLIGHT_H
+
+#include "launch.h"
+
+#include <stdio.h>
+
+/* The parts, for the tests. The figures of one node from its benchmark's
+ * output (the last "preflight ..." line, strictly: every word known,
+ * every number whole and >= 0): 0, or -1 with why (cap bytes). */
+int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, size_t cap);
+/* The medians over the nodes that ran (ran set), and every such node not
+ * yet excluded judged against them (excluded, why, nexcluded). 0, or -1
+ * out of memory. */
+int p3d_preflight_judge(p3d_preflight *pf);
+/* One events.jsonl "preflight" record per node (fd < 0: none). */
+void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf);
+
+#endif

@@ -1,0 +1,182 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_preflight.c — the preflight's verdict (launcher/run/preflight.c):
+ * the worker's figures line parsed strictly (it is input), the medians,
+ * a node --slow-factor below one on any figure excluded with its reason,
+ * TCP judged on the better of a node's two ring links and only from 3
+ * nodes on, a node that did not run left out of the medians. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "preflight.h"
+
+static void parse_good(void **st)
+{
+    (void)st;
+    p3d_preflight_node nd = {0};
+    char why[200] = "";
+    const char *out = "noise before\npreflight backend=cpu gflops=1.5 mem_gbps=12 links=skipped\n"
+                      "preflight backend=cpu gflops=1.25 mem_gbps=10.5 tcp_out_mbps=400 tcp_in_mbps=380 links=skipped\n";
+    assert_int_equal(p3d_preflight_parse(out, &nd, why, sizeof why), 0);
+    /* the last line counts */
+    assert_true(nd.gflops == 1.25 && nd.mem_gbps == 10.5 && nd.tcp_out_mbps == 400 && nd.tcp_in_mbps == 380);
+    assert_int_equal(p3d_preflight_parse("preflight backend=cpu gflops=2 mem_gbps=3 links=skipped", &nd, why,
+                                         sizeof why),
+                     0);
+    assert_true(nd.gflops == 2 && nd.tcp_out_mbps < 0 && nd.tcp_in_mbps < 0); /* no ring: none */
+}
+
+static void parse_bad(void **st)
+{
+    (void)st;
+    static const struct {
+        const char *text, *why;
+    } cases[] = {
+        {"", "no 'preflight ...' figures line"},
+        {"p3d-worker: something else\n", "no 'preflight ...' figures line"},
+        {"preflight gflops=1 mem_gbps=fast\n", "the bad value 'mem_gbps=fast'"},
+        {"preflight gflops=1 mem_gbps=-3\n", "the bad value 'mem_gbps=-3'"},
+        {"preflight gflops=1 mem_gbps=nan\n", "the bad value 'mem_gbps=nan'"},
+        {"preflight gflops=1x mem_gbps=2\n", "the bad value 'gflops=1x'"},
+        {"preflight gflops=1 mem_gbps=2 turbo=9\n", "the unknown word 'turbo=9'"},
+        {"preflight gflops=1 mem_gbps=2 junk\n", "'junk' where KEY=VALUE belongs"},
+        {"preflight backend=cpu gflops=1\n", "lacks gflops or mem_gbps"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        p3d_preflight_node nd = {0};
+        char why[200] = "";
+        assert_int_equal(p3d_preflight_parse(cases[i].text, &nd, why, sizeof why), -1);
+        if (!strstr(why, cases[i].why))
+            fail_msg("case %zu: '%s' does not say '%s'", i, why, cases[i].why);
+    }
+    char *huge = malloc(2000);
+    assert_non_null(huge);
+    memset(huge, 'x', 1999);
+    memcpy(huge, "preflight ", 10);
+    huge[1999] = 0;
+    p3d_preflight_node nd = {0};
+    char why[200] = "";
+    assert_int_equal(p3d_preflight_parse(huge, &nd, why, sizeof why), -1);
+    assert_non_null(strstr(why, "longer than"));
+    free(huge);
+}
+
+/* n nodes with the same figures, then node `slow` divided by `by` on
+ * figure `which` (0 compute, 1 memory, 2 TCP both links, 3 TCP one link). */
+static p3d_preflight make(int n, int slow, int which, double by)
+{
+    static const char *names[] = {"n1", "n2", "n3", "n4", "n5", "n6"};
+    p3d_preflight pf = {.n = n, .slow_factor = 1.3, .timeout = 30};
+    pf.nodes = calloc((size_t)n, sizeof *pf.nodes);
+    assert_non_null(pf.nodes);
+    for (int i = 0; i < n; i++) {
+        /* +-10% between nodes: never excluded at 1.3 */
+        double f = 1.0 + 0.05 * (i % 3) - 0.05;
+        pf.nodes[i] = (p3d_preflight_node){.name = names[i], .ran = 1, .gflops = 1.0 * f, .mem_gbps = 10 * f,
+                                           .tcp_out_mbps = 500 * f, .tcp_in_mbps = 480 * f};
+    }
+    if (slow >= 0) {
+        p3d_preflight_node *s = &pf.nodes[slow];
+        if (which == 0)
+            s->gflops /= by;
+        else if (which == 1)
+            s->mem_gbps /= by;
+        else {
+            s->tcp_out_mbps /= by;
+            if (which == 2)
+                s->tcp_in_mbps /= by;
+        }
+    }
+    return pf;
+}
+
+static void judge_rules(void **st)
+{
+    (void)st;
+    p3d_preflight pf = make(5, -1, 0, 1);
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    assert_int_equal(pf.nexcluded, 0); /* no false positive on +-10% */
+    assert_true(pf.tcp_judged);
+    p3d_preflight_free(&pf);
+
+    for (int which = 0; which < 3; which++) {
+        pf = make(5, 2, which, 4);
+        assert_int_equal(p3d_preflight_judge(&pf), 0);
+        assert_int_equal(pf.nexcluded, 1);
+        assert_true(pf.nodes[2].excluded);
+        static const char *what[] = {"compute", "memory bandwidth", "TCP bandwidth"};
+        if (!strstr(pf.nodes[2].why, what[which]) || !strstr(pf.nodes[2].why, "below the median") ||
+            !strstr(pf.nodes[2].why, "--slow-factor 1.3"))
+            fail_msg("figure %d: '%s'", which, pf.nodes[2].why);
+        p3d_preflight_free(&pf);
+    }
+    /* only one of its links slow: a neighbour of a slow node, kept */
+    pf = make(5, 2, 3, 4);
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    assert_int_equal(pf.nexcluded, 0);
+    p3d_preflight_free(&pf);
+    /* 1.2x below: under the factor */
+    pf = make(5, 2, 0, 1.2);
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    assert_int_equal(pf.nexcluded, 0);
+    p3d_preflight_free(&pf);
+    /* two nodes: TCP shown, not judged (which end is slow?) */
+    pf = make(2, 1, 2, 10);
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    assert_false(pf.tcp_judged);
+    assert_int_equal(pf.nexcluded, 0);
+    p3d_preflight_free(&pf);
+    /* a node that did not run (already excluded, no figures) is left out
+     * of the medians: the others are judged among themselves */
+    pf = make(5, -1, 0, 1);
+    pf.nodes[0] = (p3d_preflight_node){.name = "n1", .excluded = 1, .gflops = -1, .mem_gbps = -1,
+                                       .tcp_out_mbps = -1, .tcp_in_mbps = -1};
+    snprintf(pf.nodes[0].why, sizeof pf.nodes[0].why, "its benchmark failed: timed out after 30 s");
+    pf.nexcluded = 1;
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    assert_int_equal(pf.nexcluded, 1);
+    assert_true(pf.median_gflops > 0.9 && pf.median_gflops < 1.1);
+    assert_non_null(strstr(pf.nodes[0].why, "timed out"));
+    p3d_preflight_free(&pf);
+}
+
+static void json_and_table(void **st)
+{
+    (void)st;
+    p3d_preflight pf = make(5, 2, 0, 4);
+    assert_int_equal(p3d_preflight_judge(&pf), 0);
+    for (int i = 0; i < pf.n; i++)
+        pf.nodes[i].links = "skipped: the CPU backend has no NVLink";
+    char *j = p3d_preflight_json(&pf);
+    assert_non_null(j);
+    assert_non_null(strstr(j, "\"excluded\": 1, \"tcp_judged\": true"));
+    assert_non_null(strstr(j, "{\"node\": \"n3\", \"excluded\": true, \"gflops\": 0.26"));
+    assert_non_null(strstr(j, "\"why\": null"));
+    free(j);
+    char buf[8192] = "";
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    assert_non_null(f);
+    p3d_preflight_table(&pf, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "n3    EXCLUDED"));
+    assert_non_null(strstr(buf, "1 of 5 nodes excluded"));
+    p3d_preflight_free(&pf);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(parse_good),
+        cmocka_unit_test(parse_bad),
+        cmocka_unit_test(judge_rules),
+        cmocka_unit_test(json_and_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* bench_node.c - --bench-node: the short benchmark par3drun --preflight
+ * runs on every node before the placement (docs/launch.md, "Preflight").
+ *
+ * Four figures, one line on stdout:
+ *   preflight backend=cpu gflops=G mem_gbps=M tcp_out_mbps=O tcp_in_mbps=I links=skipped
+ * - compute: the CPU backend's gemm (the one training uses), GFLOP/s;
+ * - memory: memcpy of a 16 MiB buffer, GB/s copied;
+ * - TCP: this node streams to the next one of the ring (--bench-tcp-peer)
+ *   while it takes the previous one's stream on the listening socket that
+ *   par3drun handed over (--bench-tcp-fd); MB/s as each receiver saw it,
+ *   the incoming one measured here, the outgoing one reported back by the
+ *   receiver at the end of its stream;
+ * - the links inside an NVLink domain: skipped on the CPU backend (said
+ *   on the line: "links=skipped").
+ * Compute and memory are timed in this thread's CPU time and the best of
+ * several repetitions is kept: emulated nodes share one host, and wall time
+ * would measure the neighbours (a throttled CPU still takes more CPU time
+ * for the same work). Each figure gets about --bench-seconds.
+ *
+ * P3D_WORKER_BENCH_SLOWDOWN=F[:NODE] (a test knob, read only here): every
+ * repetition's work is done F times (an integer 1..1000) and the TCP loop
+ * idles F-1 times as long as it worked, on every node or only on node NODE
+ * ($P3D_NODE): a slow node for the preflight's tests. */
+#include "worker.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double cpu_now(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
+static double wall_now(void) { return clock_s(CLOCK_MONOTONIC); }
+
+/* The knob for this node: 1 when unset or for another node; 0 on a
+ * malformed value (message printed). */
+static int slowdown(void)
+{
+    const char *s = getenv("P3D_WORKER_BENCH_SLOWDOWN"), *node = getenv("P3D_NODE");
+    int f = 0, n = 0;
+    char name[128] = "";
+    if (!s || !*s)
+        return 1;
+    if (sscanf(s, "%d%n", &f, &n) != 1 || f < 1 || f > 1000 ||
+        (s[n] && (s[n] != ':' || sscanf(s + n + 1, "%127s", name) != 1))) {
+        fprintf(stderr,
+                "p3d-worker: P3D_WORKER_BENCH_SLOWDOWN='%s': expected F or F:NODE, F an integer 1..1000 (a test "
+                "knob)\n",
+                s);
+        return 0;
+    }
+    if (name[0] && (!node || strcmp(node, name)))
+        return 1;
+    return f;
+}
+
+/* The best repetition's CPU seconds for one unit of work (done f times),
+ * repeated for about budget seconds of CPU time, 3 times at least. */
+static double best_of(void (*work)(void *), void *ctx, int f, double budget)
+{
+    double best = 1e30, t_end = cpu_now() + budget;
+    for (int rep = 0; rep < 3 || cpu_now() < t_end; rep++) {
+        double t0 = cpu_now();
+        for (int k = 0; k < f; k++)
+            work(ctx);
+        double t = cpu_now() - t0;
+        if (t < best)
+            best = t;
+        if (rep > 1000)
+            break;
+    }
+    return best;
+}
+
+typedef struct gemm_ctx {
+    int n;
+    float *a, *b, *c;
+} gemm_ctx;
+
+static void gemm_once(void *p)
+{
+    gemm_ctx *g = p;
+    p3dw_cpu_ops.gemm(0, 0, g->n, g->n, g->n, g->a, g->b, g->c, 0.0f);
+}
+
+typedef struct copy_ctx {
+    size_t n;
+    char *a, *b;
+} copy_ctx;
+
+static void copy_once(void *p)
+{
+    copy_ctx *c = p;
+    memcpy(c->b, c->a, c->n);
+    __asm__ __volatile__("" ::"r"(c->b) : "memory"); /* the copy is used */
+}
+
+/* ---- TCP on the ring ------------------------------------------------- */
+
+static int connect_peer(const char *peer, double deadline)
+{
+    char host[256];
+    const char *colon = strrchr(peer, ':');
+    if (!colon || colon == peer || (size_t)(colon - peer) >= sizeof host || !colon[1]) {
+        fprintf(stderr, "p3d-worker: --bench-tcp-peer '%s': expected HOST:PORT\n", peer);
+        return -1;
+    }
+    memcpy(host, peer, (size_t)(colon - peer));
+    host[colon - peer] = 0;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int e = getaddrinfo(host, colon + 1, &hints, &ai);
+    if (e) {
+        fprintf(stderr, "p3d-worker: --bench-tcp-peer '%s': %s\n", peer, gai_strerror(e));
+        return -1;
+    }
+    int fd = -1;
+    while (fd < 0 && wall_now() < deadline) {
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            close(fd);
+            fd = -1;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (fd < 0)
+        fprintf(stderr, "p3d-worker: --bench-tcp-peer %s: cannot connect: %s\n", peer, strerror(errno));
+    freeaddrinfo(ai);
+    return fd;
+}
+
+/* The incoming stream is measured in windows of this many seconds and the
+ * best window counts: emulated nodes share the host's cores, and a stream
+ * that waits for a core measures the neighbours, not the link (a link that
+ * is slow all along is slow in every window). */
+#define TCP_WINDOW 0.025
+
+/* A link whose peer went away (it failed, or hit its own bound and was
+ * ended): the link counts as 0 MB/s, this node goes on. */
+static void link_warn(const char *what, const char *peer)
+{
+    fprintf(stderr, "p3d-worker: --bench-node: cannot %s (ring peer %s): %s; that link counts as 0 MB/s\n", what,
+            peer, errno ? strerror(errno) : "the connection ended");
+}
+
+static void in_lost(int *in_done, int *figure_sent, double *in_mbps, const char *what, const char *peer)
+{
+    link_warn(what, peer);
+    *in_mbps = 0;
+    *in_done = *figure_sent = 1;
+}
+
+static void out_lost(double *fig, size_t *fig_got, int *out_shut, const char *what, const char *peer)
+{
+    link_warn(what, peer);
+    *fig = 0;
+    *fig_got = sizeof *fig;
+    *out_shut = 1;
+}
+
+/* One poll loop for both streams of this node. The receiver starts each
+ * stream: it sends one byte ("go") once it accepted, the sender then
+ * streams for `seconds` and shuts its side down, the receiver measures
+ * from the first byte to the end and sends its figure back (8 bytes, a
+ * double, MB/s) so that the sender knows its outgoing figure too.
+ * timeout bounds the whole of it: a link not done by then is 0 MB/s.
+ * send_at > 0 (this clock): the stream starts no earlier (its slot), and
+ * the node stays until ring_end, so that no link of the ring is measured
+ * while another streams or a node already computes (--bench-tcp-slot). */
+static int tcp_ring(int lfd, const char *peer, double seconds, int f, double timeout, double send_at,
+                    double ring_end, double *out_mbps, double *in_mbps)
+{
+    enum { CH = 256 * 1024 };
+    char *buf = malloc(CH);
+    int rc = -1, in = -1, out = -1, go_seen = 0, out_shut = 0, in_done = 0, figure_sent = 0;
+    double deadline = wall_now() + timeout, t_first = 0, t_send_end = 0, idle_until = 0;
+    size_t in_bytes = 0, fig_got = 0, win_bytes = 0;
+    double win_t = 0, best = 0;
+    double fig = 0;
+    const char *what = NULL;
+    *out_mbps = *in_mbps = 0;
+    if (!buf) {
+        fprintf(stderr, "p3d-worker: --bench-node: out of memory\n");
+        goto out;
+    }
+    memset(buf, 0x5a, CH);
+    if ((out = connect_peer(peer, deadline)) < 0)
+        goto out;
+    while (!(in_done && figure_sent && fig_got == sizeof fig) || wall_now() < ring_end) {
+        double now = wall_now();
+        int over = in_done && figure_sent && fig_got == sizeof fig;
+        if (now > deadline && over)
+            break; /* only the others' slots were left */
+        if (now > deadline) {
+            /* a neighbour that hangs must not take this node with it: the
+             * links not done by now count as 0 MB/s, the node goes on */
+            fprintf(stderr, "p3d-worker: --bench-node: the TCP ring did not finish within %g s: %s%s%s 0 MB/s\n",
+                    timeout, in_done ? "" : "the incoming link", !in_done && fig_got < sizeof fig ? " and " : "",
+                    fig_got < sizeof fig ? "the outgoing link" : "");
+            if (!in_done)
+                *in_mbps = 0;
+            if (fig_got < sizeof fig)
+                fig = 0;
+            break;
+        }
+        if (over) { /* the others' slots */
+            struct timespec ts = {0, (long)(((ring_end - now) > 0.05 ? 0.05 : (ring_end - now)) * 1e9)};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        if (now < idle_until) {
+            struct timespec ts = {0, (long)((idle_until - now) * 1e9)};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        /* each side watched until it is over: a socket at its end stays readable */
+        struct pollfd p[2] = {{.fd = in_done ? -1 : in >= 0 ? in : lfd, .events = POLLIN},
+                              {.fd = fig_got < sizeof fig ? out : -1,
+                               .events = POLLIN | (go_seen && !out_shut && now >= send_at ? POLLOUT : 0)}};
+        int wait_ms = 50;
+        if (go_seen && !out_shut && now < send_at && (send_at - now) * 1000 < wait_ms)
+            wait_ms = (int)((send_at - now) * 1000) + 1;
+        if (poll(p, 2, wait_ms) < 0) {
+            if (errno == EINTR)
+                continue;
+            what = "poll";
+            goto out;
+        }
+        double t_work = wall_now();
+        if (in < 0 && (p[0].revents & POLLIN)) {
+            in = accept(lfd, NULL, NULL);
+            if (in < 0 || write(in, "g", 1) != 1) {
+                in_lost(&in_done, &figure_sent, in_mbps, "accept the previous node's connection", peer);
+                continue;
+            }
+        } else if (in >= 0 && !in_done && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+            ssize_t r = recv(in, buf, CH, MSG_DONTWAIT);
+            if (r > 0) {
+                double tn = wall_now();
+                if (!t_first)
+                    t_first = win_t = tn;
+                in_bytes += (size_t)r;
+                win_bytes += (size_t)r;
+                if (tn - win_t >= TCP_WINDOW) { /* a window is over: the best so far? */
+                    double rate = win_bytes / (tn - win_t) / 1e6;
+                    if (rate > best)
+                        best = rate;
+                    win_t = tn;
+                    win_bytes = 0;
+                }
+            } else if (r == 0) {
+                double t = wall_now() - (t_first ? t_first : wall_now());
+                /* the best window; the whole stream when it had none */
+                *in_mbps = best > 0 ? best : t > 0 ? in_bytes / t / 1e6 : 0;
+                in_done = 1;
+                if (send(in, in_mbps, sizeof *in_mbps, MSG_NOSIGNAL) != (ssize_t)sizeof *in_mbps)
+                    link_warn("send the previous node its figure", peer);
+                figure_sent = 1;
+            } else if (errno != EAGAIN && errno != EINTR) {
+                in_lost(&in_done, &figure_sent, in_mbps, "receive the previous node's stream", peer);
+            }
+        }
+        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+            if (!go_seen) {
+                char g;
+                ssize_t r = recv(out, &g, 1, MSG_DONTWAIT);
+                if (r == 1) {
+                    go_seen = 1;
+                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    out_lost(&fig, &fig_got, &out_shut, "hear the next node start its stream", peer);
+                    continue;
+                }
+            } else {
+                ssize_t r = recv(out, (char *)&fig + fig_got, sizeof fig - fig_got, MSG_DONTWAIT);
+                if (r > 0) {
+                    fig_got += (size_t)r;
+                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+                    out_lost(&fig, &fig_got, &out_shut, "get the next node's figure", peer);
+                    continue;
+                }
+            }
+        }
+        if (go_seen && !out_shut && (p[1].revents & POLLOUT)) {
+            if (!t_send_end) /* in a slot: it ends with the slot, even when it began late */
+                t_send_end = send_at > 0 ? send_at + seconds : wall_now() + seconds;
+            if (wall_now() >= t_send_end) {
+                shutdown(out, SHUT_WR);
+                out_shut = 1;
+            } else {
+                ssize_t w = send(out, buf, CH, MSG_DONTWAIT | MSG_NOSIGNAL);
+                if (w < 0 && errno != EAGAIN && errno != EINTR)
+                    out_lost(&fig, &fig_got, &out_shut, "stream to the next node", peer);
+            }
+        }
+        if (f > 1)
+            idle_until = wall_now() + (f - 1) * (wall_now() - t_work);
+    }
+    *out_mbps = fig;
+    rc = 0;
+out:
+    if (rc && what)
+        fprintf(stderr, "p3d-worker: --bench-node: cannot %s (%s): %s\n", what, peer,
+                errno ? strerror(errno) : "the connection ended");
+    if (in >= 0)
+        close(in);
+    if (out >= 0)
+        close(out);
+    free(buf);
+    return rc;
+}
+
+int p3dw_bench_node(const p3dw_opts *o)
+{
+    int f = slowdown(), rc = -1, n = 192;
+    if (!f)
+        return -1;
+    gemm_ctx g = {.n = n};
+    copy_ctx c = {.n = 16u << 20};
+    g.a = malloc(sizeof(float) * (size_t)n * n);
+    g.b = malloc(sizeof(float) * (size_t)n * n);
+    g.c = malloc(sizeof(float) * (size_t)n * n);
+    c.a = malloc(c.n);
+    c.b = malloc(c.n);
+    double out_mbps = 0, in_mbps = 0;
+    if (!g.a || !g.b || !g.c || !c.a || !c.b) {
+        fprintf(stderr, "p3d-worker: --bench-node: out of memory\n");
+        goto out;
+    }
+    /* TCP first: the ring's nodes start together, before compute makes
+     * them drift apart (the buffers are filled after it) */
+    /* a third of --connect-timeout (par3drun passes its --preflight-timeout)
+     * for the ring, so that compute and memory still fit when a
+     * neighbour hangs */
+    double send_at = 0, ring_end = 0;
+    if (o->bench_tcp_slot) {
+        /* I:N:T: slot I of N, slot 0 starting at T (CLOCK_REALTIME, the
+         * host's: emulated nodes share it), each --bench-seconds + 50 ms */
+        int si = -1, sn = 0, k = 0;
+        double t0 = 0, slot = o->bench_seconds + 0.05;
+        if (sscanf(o->bench_tcp_slot, "%d:%d:%lf%n", &si, &sn, &t0, &k) != 3 || o->bench_tcp_slot[k] || si < 0 ||
+            sn < 1 || si >= sn || t0 <= 0) {
+            fprintf(stderr, "p3d-worker: --bench-tcp-slot '%s': expected I:N:T (slot I of N, T the start, "
+                            "seconds since 1970)\n",
+                    o->bench_tcp_slot);
+            goto out;
+        }
+        double off = wall_now() - clock_s(CLOCK_REALTIME);
+        send_at = t0 + off + si * slot;
+        ring_end = t0 + off + sn * slot;
+    }
+    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f,
+                                      o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
+        goto out;
+    for (size_t i = 0; i < (size_t)n * n; i++) {
+        g.a[i] = (float)(i % 7) * 0.25f;
+        g.b[i] = (float)(i % 5) * 0.5f;
+    }
+    memset(c.a, 1, c.n);
+    memset(c.b, 2, c.n); /* pages in before the timing */
+    double tg = best_of(gemm_once, &g, f, o->bench_seconds);
+    double tm = best_of(copy_once, &c, f, o->bench_seconds);
+    printf("preflight backend=cpu gflops=%.4g mem_gbps=%.4g", 2.0 * n * n * n / tg / 1e9, c.n / tm / 1e9);
+    if (o->bench_tcp_peer)
+        printf(" tcp_out_mbps=%.4g tcp_in_mbps=%.4g", out_mbps, in_mbps);
+    printf(" links=skipped\n");
+    rc = 0;
+out:
+    free(g.a);
+    free(g.b);
+    free(g.c);
+    free(c.a);
+    free(c.b);
+    return rc;
+}
