@@ -129,13 +129,55 @@ int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, do
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
                   p3d_tree_stats *st, char **err);
 
-/* ---- the multi-node launch (mnode.c) ----------------------------------------- */
+/* ---- rdzv_failover.c: leader failover's port and dial ---------------- */
 
-/* Runs this node's part of a multi-node job; returns its exit code. */
-int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
+/*
+ * rdzv_failover.h — the sockets of leader failover (docs/multinode.md,
+ * "When the leader dies"): the failover port every node listens on (the
+ * gate: where a successor takes the nodes that lost the leader) and the
+ * dial of a node to a successor. The frames are wire_rejoin.c's; what the
+ * job does with a rejoined node is the controller's (TAKEOVER).
+ *
+ * Whoever reaches a failover port is a stranger until its first frame, a
+ * REJOIN sealed with the job token, is checked: per peer at most
+ * P3D_FGATE_FRAME_MAX bytes are ever read (the announced length is
+ * checked before the body is read; no buffer grows), it has
+ * P3D_FGATE_DEADLINE seconds to send it, and slots are bounded (the
+ * oldest stranger is evicted for a new one).
+ */
 
-/* Entry from cmd_launch.c: returns -1 when no rendezvous is active (the
- * single-node path goes on), else the exit code of the multi-node job. */
-int p3d_rdzv_launch(const p3d_opts *o);
+
+#define P3D_FGATE_FRAME_MAX 512
+#define P3D_FGATE_DEADLINE 5.0
+
+typedef struct p3d_fgate p3d_fgate;
+
+/* Listens on host (the node's own address), on a port the kernel picks:
+ * *port gets it (the node's JOIN carries it). maxpend bounds the strangers
+ * held at once (1..65536). NULL with *err. Free with p3d_fgate_close. */
+p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err);
+/* The listening socket (watch it for input), -1 when g is NULL. */
+int p3d_fgate_fd(const p3d_fgate *g);
+/* Accepts what is waiting and reads what the strangers sent, without
+ * blocking. 1: a node rejoined: *out is its checked REJOIN and *fd its
+ * connection (blocking mode, now the caller's); call again for the next.
+ * 0: none (yet). Peers that sent something else, too much, a bad tag, or
+ * nothing within P3D_FGATE_DEADLINE are dropped; each drop is counted and
+ * its reason kept (p3d_fgate_dropped) and said on stderr when verbose.
+ * *next (may be NULL) is lowered to the next deadline of a stranger. */
+int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double *next, int verbose,
+                   p3d_rejoin *out, int *fd);
+/* How many strangers were dropped, and why the last one was ("" none). */
+int p3d_fgate_dropped(const p3d_fgate *g, const char **last_why);
+void p3d_fgate_close(p3d_fgate *g);
+
+/* A node that lost the leader reaches candidate c: connects (bounded by
+ * deadline) and sends j sealed with key. The connection (blocking), or
+ * -1 with *err naming the candidate. */
+int p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline, char **err);
+/* Reads the candidate's REJOINED answer on fd by deadline (at most
+ * P3D_FGATE_FRAME_MAX bytes, tag checked first). 0 with *out, or -1 with
+ * *err (silent past the deadline, closed, or not a valid answer). */
+int p3d_failover_answer(int fd, const char *key, double deadline, p3d_rejoined *out, char **err);
 
 #endif

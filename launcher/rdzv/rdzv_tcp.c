@@ -139,23 +139,6 @@ void rz_drop_pending(pending *p, const char *why, int verbose)
     p3d_framer_free(&p->fr);
 }
 
-/* The length the peer announces for its first frame, read without
- * consuming it: a first frame over PREAUTH_FRAME_MAX is refused before any
- * of it is buffered. 1: too big; 0: fine or not known yet. */
-static int rz_preauth_too_big(const pending *p)
-{
-    unsigned char h[4];
-    if (p->fr.len >= 4) {
-        uint32_t n = (uint32_t)p->fr.buf[0] << 24 | (uint32_t)p->fr.buf[1] << 16 | (uint32_t)p->fr.buf[2] << 8 |
-                     p->fr.buf[3];
-        return n > PREAUTH_FRAME_MAX;
-    }
-    if (p->fr.len > 0 || recv(p->fd, h, 4, MSG_PEEK) != 4)
-        return 0;
-    uint32_t n = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
-    return n > PREAUTH_FRAME_MAX;
-}
-
 /* Accepts every queued connection into a free slot (evicting the oldest
  * unauthenticated peer when none is free). */
 void rz_accept_all(int lfd, pending *pd, int maxpend, int verbose)
@@ -194,25 +177,41 @@ void rz_expire_pending(pending *pd, int maxpend, double now, double *until, int 
         }
 }
 
-/* Reads a pending peer's first frame. Returns its type with *body when
- * complete, 0 when more is needed, -1 when the peer was dropped. */
+/* Reads a pending peer's first frame: this file moves the bytes, the
+ * framer (wire.h) judges them (a first frame over PREAUTH_FRAME_MAX is
+ * refused as soon as its length is in, before any of it is buffered).
+ * Returns its type with *body when complete, 0 when more is needed, -1
+ * when the peer was dropped. */
 int rz_pending_frame(pending *p, unsigned char **body, size_t *len)
 {
-    if (rz_preauth_too_big(p)) {
-        fprintf(stderr, "rendezvous: refused %s: its first frame is over %u bytes (a HELLO is small)\n", p->peer,
-                PREAUTH_FRAME_MAX);
-        rz_drop_pending(p, "first frame too big", 0);
-        return -1;
+    unsigned char chunk[4096];
+    int f = 0;
+    if (!p->fr.first_max)
+        p3d_framer_first_max(&p->fr, PREAUTH_FRAME_MAX);
+    while (f == 0) {
+        ssize_t k = recv(p->fd, chunk, p3d_framer_want(&p->fr, sizeof chunk), 0);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (k <= 0) {
+            rz_drop_pending(p, "closed", 0);
+            return -1;
+        }
+        char *e = NULL;
+        f = p3d_framer_feed(&p->fr, chunk, (size_t)k, &e);
+        free(e);
+        if (f == -2) {
+            fprintf(stderr, "rendezvous: refused %s: its first frame is over %u bytes (a HELLO is small)\n", p->peer,
+                    PREAUTH_FRAME_MAX);
+            rz_drop_pending(p, "first frame too big", 0);
+            return -1;
+        }
+        if (f < 0) {
+            rz_drop_pending(p, "closed", 0);
+            return -1;
+        }
     }
-    char *e = NULL;
-    int f = p3d_framer_fill(&p->fr, p->fd, &e);
-    free(e);
-    if (f < 0) {
-        rz_drop_pending(p, "closed", 0);
-        return -1;
-    }
-    if (f == 0)
-        return 0;
     *body = NULL;
     *len = 0;
     int type = p3d_framer_take(&p->fr, body, len);

@@ -21,14 +21,15 @@
 static const char *const state_names[P3D_CTL_NSTATES] = {
     [P3D_CTL_STARTING] = "starting",     [P3D_CTL_RUNNING] = "running",   [P3D_CTL_CHECKING] = "checking",
     [P3D_CTL_RESTARTING] = "restarting", [P3D_CTL_REPLACING] = "replacing", [P3D_CTL_STOPPING] = "stopping",
-    [P3D_CTL_DONE] = "done",
+    [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_UP] = "up",           [P3D_CTL_EV_FAIL] = "failure",     [P3D_CTL_EV_DONE] = "done",
     [P3D_CTL_EV_NODE_SIG] = "node-signal", [P3D_CTL_EV_GONE] = "agent-gone", [P3D_CTL_EV_SIGNAL] = "signal",
     [P3D_CTL_EV_ABORT] = "abort",     [P3D_CTL_EV_TICK] = "tick",        [P3D_CTL_EV_HEALTH] = "health-result",
-    [P3D_CTL_EV_MARK_DEAD] = "mark-dead", [P3D_CTL_EV_PROGRESS] = "progress",
+    [P3D_CTL_EV_MARK_DEAD] = "mark-dead", [P3D_CTL_EV_PROGRESS] = "progress", [P3D_CTL_EV_RESUMED] = "resumed",
+    [P3D_CTL_EV_LEADER_LOST] = "leader-lost", [P3D_CTL_EV_REJOIN] = "rejoin",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)
@@ -112,6 +113,7 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->cfg = *cfg;
     c->ops = *ops;
     c->code = -1;
+    c->resume_gen = -1;
     c->up_gen = malloc((size_t)n * sizeof *c->up_gen);
     c->done_gen = malloc((size_t)n * sizeof *c->done_gen);
     c->gone = calloc((size_t)n, 1);
@@ -119,8 +121,10 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->dead = calloc((size_t)n, 1);
     c->retiring = calloc((size_t)n, 1);
     c->lostq = calloc((size_t)n, 1);
+    c->rejoined = calloc((size_t)n, 1);
+    c->olds = calloc((size_t)n, 1);
     if (!c->up_gen || !c->done_gen || !c->gone || !c->killed || !c->dead || !c->retiring || !c->lostq ||
-        ctl_slow_init(c) < 0) {
+        !c->rejoined || !c->olds || ctl_slow_init(c) < 0) {
         p3d_ctl_free(c);
         return NULL;
     }
@@ -128,6 +132,8 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
         c->up_gen[i] = c->done_gen[i] = -1;
     c->state = P3D_CTL_STARTING;
     c->fail_seen = now;
+    c->old_leader = -1;
+    ctl_gen_members(c);
     if (cfg->timeout > 0)
         c->timeout_at = now + cfg->timeout;
     return c;
@@ -144,6 +150,9 @@ void p3d_ctl_free(p3d_ctl *c)
     free(c->dead);
     free(c->retiring);
     free(c->lostq);
+    free(c->rejoined);
+    free(c->olds);
+    free(c->takeover_why);
     ctl_slow_free(c);
     free(c->story);
     free(c->summary);
@@ -221,9 +230,33 @@ void ctl_stop(p3d_ctl *c, int sig, int code, double now)
     ctl_check_done(c);
 }
 
+void ctl_gen_members(p3d_ctl *c)
+{
+    c->members = c->cfg.nagents - c->ndead;
+    c->dead0 = c->ndead;
+}
+
 /* Every agent still there runs generation gen: RUNNING. */
 void ctl_all_up(p3d_ctl *c, double now)
 {
+    if (c->state == P3D_CTL_RESTARTING && c->in_takeover) {
+        /* the takeover's record: from the old leader's last heartbeat to
+         * every rank running under the new one */
+        char jo[160], jn[160], jw[600];
+        double t = now - c->heard;
+        const char *nl = c->cfg.leader >= 0 ? c->cfg.names[c->cfg.leader] : "";
+        ctl_event(c, "\"event\": \"takeover\", \"old_leader\": %s, \"new_leader\": %s, \"reason\": %s, "
+                  "\"restart\": %d, \"heartbeat_to_running_s\": %.3f",
+                  ctl_jstr(c->cfg.names[c->old_leader], jo, sizeof jo), ctl_jstr(nl, jn, sizeof jn),
+                  ctl_jstr(c->takeover_why, jw, sizeof jw), c->gen, t);
+        ctl_say(c, "par3drun: takeover: node %s leads the job now; all ranks running again (restart %d) %.2f s after "
+                "the old leader %s was last heard\n", nl, c->gen, t, c->cfg.names[c->old_leader]);
+        ctl_story(c, now, "takeover by %s: all ranks running again (restart %d), %.2f s after the leader's last "
+                  "heartbeat", nl, c->gen, t);
+        c->in_takeover = 0;
+        c->takeovers++;
+        c->old_leader = -1;
+    }
     if (c->state == P3D_CTL_RESTARTING && c->recovering) {
         double t = now - c->fail_seen;
         if (!c->recoveries++ || t > c->recovery_max)
@@ -237,6 +270,35 @@ void ctl_all_up(p3d_ctl *c, double now)
         ctl_event(c, "\"event\": \"running\", \"restart\": %d", c->gen);
     }
     ctl_go(c, P3D_CTL_RUNNING);
+}
+
+/* Restart c->gen was ordered for the failure seen at c->fail_seen: the
+ * first sign of life of its ranks (V) gives the time to training resumed. */
+void ctl_await_resume(p3d_ctl *c)
+{
+    c->resume_gen = c->gen;
+    c->resume_from = c->fail_seen;
+}
+
+/* The ranks of generation gen showed life on agent a (the first V of the
+ * generation counts: training resumed when any restarted rank beats or
+ * prints, which may come before the last agent reports its ranks up). */
+void ctl_resumed(p3d_ctl *c, int a, int gen, double now)
+{
+    if (gen != c->gen || c->resume_gen != gen)
+        return;
+    double t = now - c->resume_from;
+    char jn[160];
+    c->resume_gen = -1;
+    if (!c->resumes++ || t > c->resumed_max)
+        c->resumed_max = t;
+    if (c->cfg.verbose || c->replaced)
+        ctl_say(c, "par3drun: restart %d: training resumed %.2f s after the failure was seen (first heartbeat or "
+                   "output, node %s)\n", gen, t, c->cfg.names[a]);
+    ctl_event(c, "\"event\": \"resumed\", \"restart\": %d, \"node\": %s, \"resumed_s\": %.3f", gen,
+              ctl_jstr(c->cfg.names[a], jn, sizeof jn), t);
+    ctl_story(c, now, "training resumed (restart %d: first heartbeat or output, node %s), %.2f s after the failure "
+                      "was seen", gen, c->cfg.names[a], t);
 }
 
 /* Nodes lost[0..nlost) are gone for good: a new placement without them,
@@ -296,11 +358,20 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         return REPLACE_STOPPED;
     }
     c->replaced += nlost;
+    ctl_await_resume(c);
     ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
         c->cfg.max_restarts);
     ctl_story(c, now, "%s; restart %d", msg ? msg : "replaced", c->gen);
     free(msg);
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"replacement\"", c->gen);
+    ctl_retire_all(c, now);
+    return REPLACE_UNDER_WAY;
+}
+
+/* REPLACING: every agent still there is told to retire; once all are
+ * gone, settle() starts them again on the current placement. */
+void ctl_retire_all(p3d_ctl *c, double now)
+{
     ctl_go(c, P3D_CTL_REPLACING); /* before the orders: the transport retires on them */
     double k = now + c->cfg.grace + P3D_CTL_SLACK;
     if (!c->kill_at || k < c->kill_at)
@@ -312,7 +383,6 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
             c->retiring[i] = 1;
             c->ops.send(c->ops.ctx, i, &m);
         }
-    return REPLACE_UNDER_WAY;
 }
 
 /* The failure c->pend is restarted in place: every rank again, one
@@ -330,6 +400,7 @@ void ctl_restart_in_place(p3d_ctl *c, double now)
     /* not the root cause yet: one line; the summary is printed once, for
      * the failure that ends the job */
     c->gen++;
+    ctl_await_resume(c);
     if (c->pend.rank >= 0)
         ctl_say(c, "par3drun: rank %d failed (%s); restarting all ranks (restart %d of %d)\n", c->pend.rank, how, c->gen,
             c->cfg.max_restarts);
@@ -338,6 +409,7 @@ void ctl_restart_in_place(p3d_ctl *c, double now)
             c->cfg.names[c->pend.a], how, c->gen, c->cfg.max_restarts);
     for (int k = 0; k < c->cfg.nagents; k++)
         c->done_gen[k] = -1;
+    ctl_gen_members(c);
     ctl_go(c, P3D_CTL_RESTARTING);
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"in-place\"", c->gen);
     p3d_amsg r = {.type = P3D_AM_RESTART, .gen = c->gen};
@@ -364,6 +436,7 @@ void ctl_respawn(p3d_ctl *c)
     c->ngone = c->ndead;
     c->kill_at = c->giveup_at = 0;
     c->fence_said = 0;
+    ctl_gen_members(c);
     ctl_go(c, P3D_CTL_RESTARTING);
 }
 
@@ -394,6 +467,9 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
         break;
     case P3D_AM_PROGRESS:
         e.type = P3D_CTL_EV_PROGRESS;
+        break;
+    case P3D_AM_RESUMED:
+        e.type = P3D_CTL_EV_RESUMED;
         break;
     default:
         return;
@@ -446,6 +522,20 @@ void p3d_ctl_health_result(p3d_ctl *c, const unsigned char *bad, double now)
     ctl_dispatch(c, &e);
 }
 
+void p3d_ctl_leader_lost(p3d_ctl *c, int successor, double heard, const char *why, double now)
+{
+    ctl_ev e = {.type = P3D_CTL_EV_LEADER_LOST, .a = successor, .heard = heard, .how = why, .now = now};
+    ctl_dispatch(c, &e);
+}
+
+void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now)
+{
+    if (!ctl_agent_ok(c, a))
+        return;
+    ctl_ev e = {.type = P3D_CTL_EV_REJOIN, .a = a, .gen = gen, .now = now};
+    ctl_dispatch(c, &e);
+}
+
 void p3d_ctl_tick(p3d_ctl *c, double now)
 {
     ctl_ev e = {.type = P3D_CTL_EV_TICK, .a = -1, .now = now};
@@ -462,6 +552,13 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         return 0;
     case P3D_CTL_CHECKING:
         return t > 0 && t < c->health_at ? t : c->health_at;
+    case P3D_CTL_TAKEOVER: {
+        /* before a majority: its deadline; with one: the old leader's
+         * fence (then the takeover acts) */
+        double d = 2 * c->nrejoined > c->members && c->fence_at < c->takeover_until ? c->fence_at
+                                                                                    : c->takeover_until;
+        return t > 0 && t < d ? t : d;
+    }
     case P3D_CTL_STOPPING:
     case P3D_CTL_REPLACING: {
         /* the next force (kill_at), then giving up on them (giveup_at);
@@ -517,6 +614,11 @@ double p3d_ctl_recovery_max(const p3d_ctl *c)
     return c->recoveries ? c->recovery_max : -1;
 }
 
+double p3d_ctl_resumed_max(const p3d_ctl *c)
+{
+    return c->resumes ? c->resumed_max : -1;
+}
+
 int p3d_ctl_recovering(const p3d_ctl *c)
 {
     return c->recovering;
@@ -530,4 +632,14 @@ int p3d_ctl_replaced(const p3d_ctl *c)
 const char *p3d_ctl_story(const p3d_ctl *c)
 {
     return c->story ? c->story : "";
+}
+
+int p3d_ctl_leader(const p3d_ctl *c)
+{
+    return c->cfg.leader;
+}
+
+int p3d_ctl_takeovers(const p3d_ctl *c)
+{
+    return c->takeovers;
 }

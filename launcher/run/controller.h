@@ -31,6 +31,28 @@
  *              timeout, all done-->
  *   STOPPING --every agent gone (or ended by force past its deadline)--> DONE
  *
+ * Leader failover (cfg.failover; docs/launch.md, "When the leader dies").
+ * The controller is the job's, wherever it runs: what every node holds
+ * (the generation, the dead nodes, the placement) is its state across a
+ * change of leader; the rest (who is up, a pending check) is not carried.
+ * The successor's controller — a fresh one, or the model test's single
+ * one — gets LEADER_LOST (p3d_ctl_leader_lost) in whatever state it is:
+ *
+ *   any state but STOPPING/DONE --leader lost--> TAKEOVER
+ *      TAKEOVER --more than half of the generation's nodes rejoined, and
+ *        the old leader's fence passed (or every node rejoined)-->
+ *        REPLACING (the old leader and every node that did not rejoin are
+ *        lost; generation + 1; every agent is started again) --> RESTARTING
+ *      TAKEOVER --the successor lost too--> TAKEOVER (the next one)
+ *      TAKEOVER --no majority by cfg.node_timeout--> STOPPING (exit 1)
+ *   STOPPING --leader lost--> STOPPING (the nodes were told to end)
+ *
+ * The majority rule holds on the leader's side as well: a leader that
+ * loses half or more of its generation's nodes at once (a partition, or
+ * a mass failure it cannot tell from one) stops its ranks at once with
+ * SIGKILL and exit 1, so the two halves of a partition never both run.
+ * With failover off, a lost leader ends the job (exit 1), as before.
+ *
  * A lost node is "dead" for the rest of the job: its agent is never
  * started again. Another loss while REPLACING or RESTARTING (two failures
  * in a row) is one more replacement, one more restart; a loss while
@@ -61,7 +83,7 @@
 #ifndef P3D_CONTROLLER_H
 #define P3D_CONTROLLER_H
 
-#include "agent_proto.h"
+#include "wire.h"
 
 /* Seconds past the grace an agent has to end after a stop order. */
 #define P3D_CTL_SLACK 2.0
@@ -87,6 +109,7 @@ typedef enum p3d_ctl_state {
     P3D_CTL_REPLACING,
     P3D_CTL_STOPPING,
     P3D_CTL_DONE,
+    P3D_CTL_TAKEOVER, /* a successor waits for a majority (failover) */
     P3D_CTL_NSTATES
 } p3d_ctl_state;
 
@@ -103,6 +126,9 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_HEALTH,    /* the health checks' result */
     P3D_CTL_EV_MARK_DEAD, /* a node failed its check before the start */
     P3D_CTL_EV_PROGRESS,  /* an agent's progress summary (P) */
+    P3D_CTL_EV_RESUMED,   /* an agent's ranks showed their first life (V) */
+    P3D_CTL_EV_LEADER_LOST, /* the controller's own node was lost */
+    P3D_CTL_EV_REJOIN,    /* a node reconnected to the successor */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -157,6 +183,9 @@ typedef struct p3d_ctl_cfg {
     int slow_windows;         /* --slow-windows */
     int slow_replace;         /* --slow-node replace */
     double slow_wait;         /* --slow-wait */
+    /* leader failover (0: --no-failover, or a job of one host) */
+    int failover;
+    double node_timeout;      /* --node-timeout: the majority's deadline */
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -199,6 +228,17 @@ void p3d_ctl_abort(p3d_ctl *c, const char *why, int code, double now);
 void p3d_ctl_health_result(p3d_ctl *c, const unsigned char *bad, double now);
 /* Time passed: checks --timeout and the stop deadlines. */
 void p3d_ctl_tick(p3d_ctl *c, double now);
+/* Failover: the leader's node (cfg.leader) is lost and this controller
+ * now runs on agent successor's node; heard: when the old leader was last
+ * heard (its ranks are fenced by heard + cfg.node_timeout +
+ * P3D_FENCE_SLACK); why: what happened, for the takeover record. The
+ * successor itself counts as rejoined. Failover off: the job stops. */
+void p3d_ctl_leader_lost(p3d_ctl *c, int successor, double heard, const char *why, double now);
+/* Failover: node a reconnected to the successor and said it lost the
+ * leader too, holding generation gen. A dead node, or one with an older
+ * generation, is refused (told to stop, then ended by force). Ignored
+ * outside TAKEOVER. */
+void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now);
 
 /* Queries. */
 /* When p3d_ctl_tick must be called next (monotonic seconds); 0: never
@@ -216,11 +256,19 @@ const char *p3d_ctl_summary(const p3d_ctl *c);
  * needed, or the job ended during one; p3d_ctl_recovering says which). */
 int p3d_ctl_restarts(const p3d_ctl *c);
 double p3d_ctl_recovery_max(const p3d_ctl *c);
+/* The longest time from a failure seen to the first heartbeat or output
+ * line of the ranks started again after it (training resumed); -1 when
+ * no restarted rank showed life. */
+double p3d_ctl_resumed_max(const p3d_ctl *c);
 int p3d_ctl_recovering(const p3d_ctl *c);
 /* Nodes replaced so far, and the story of the recoveries ("" when none):
  * whole lines, for the summary at the end. */
 int p3d_ctl_replaced(const p3d_ctl *c);
 const char *p3d_ctl_story(const p3d_ctl *c);
+/* The agent whose node runs the controller now (-1 none), and how many
+ * takeovers completed (every rank running again after one). */
+int p3d_ctl_leader(const p3d_ctl *c);
+int p3d_ctl_takeovers(const p3d_ctl *c);
 
 /* Slow nodes reported so far (the slow events). */
 int p3d_ctl_slow_count(const p3d_ctl *c);

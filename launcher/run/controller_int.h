@@ -33,6 +33,10 @@ struct p3d_ctl {
     double recovery_max;
     int recoveries;        /* recoveries completed (recovery_max valid) */
     int recovering;        /* a failure seen, not every rank running again */
+    int resume_gen;        /* the restart awaiting its first sign of life, -1 */
+    double resume_from;    /* when its failure was seen */
+    double resumed_max;
+    int resumes;           /* restarts whose ranks showed life (resumed_max valid) */
     unsigned char *dead;   /* agent a's node is lost for good */
     unsigned char *retiring; /* REPLACING: a was told to end */
     int ndead;
@@ -46,6 +50,18 @@ struct p3d_ctl {
     p3d_ctl_event cause;   /* the event being handled (state records) */
     double fence_at;       /* no respawn before (p3d_ctl_fence) */
     int fence_said;
+    /* leader failover (controller_table.c, TAKEOVER) */
+    int members;           /* the generation's nodes (not dead at its start) */
+    int dead0;             /* ndead when the generation started */
+    unsigned char *rejoined; /* TAKEOVER: a reconnected to the successor */
+    int nrejoined;
+    unsigned char *olds;   /* TAKEOVER: the lost leaders (two in a row) */
+    int old_leader;        /* the first lost leader of this takeover */
+    double heard;          /* when it was last heard */
+    double takeover_until; /* TAKEOVER: no majority by then: stop */
+    char *takeover_why;
+    int in_takeover;       /* a takeover began, not every rank running yet */
+    int takeovers;         /* completed */
     /* slow nodes (controller_slow.c): per agent */
     struct ctl_prog {
         int gen;           /* generation of the figures below, -1 none */
@@ -76,6 +92,8 @@ typedef struct ctl_ev {
     int clean;                /* GONE: ended by itself */
     int sig;                  /* SIGNAL */
     int code;                 /* ABORT */
+    int gen;                  /* REJOIN: the node's generation */
+    double heard;             /* LEADER_LOST: the old leader last heard */
     const unsigned char *bad; /* HEALTH */
     double now;
 } ctl_ev;
@@ -99,9 +117,14 @@ void ctl_go(p3d_ctl *c, p3d_ctl_state to); /* the one transition */
 void ctl_check_done(p3d_ctl *c);
 void ctl_stop(p3d_ctl *c, int sig, int code, double now);
 void ctl_all_up(p3d_ctl *c, double now);
+void ctl_await_resume(p3d_ctl *c);
+void ctl_resumed(p3d_ctl *c, int a, int gen, double now);
 int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
 void ctl_restart_in_place(p3d_ctl *c, double now);
 void ctl_respawn(p3d_ctl *c);
+void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
+/* The generation starts: its members are the nodes not dead now. */
+void ctl_gen_members(p3d_ctl *c);
 
 /* Slow nodes (controller_slow.c). */
 int ctl_slow_init(p3d_ctl *c);

@@ -16,6 +16,23 @@
 
 /* ---- the handlers: one per (state, event) cell of the table ------------ */
 
+static int count_set(const unsigned char *v, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += v[i] != 0;
+    return k;
+}
+
+/* Failover's majority rule on the leader's side: would losing agent a
+ * leave this generation with half of its nodes or fewer? (The nodes lost
+ * since the generation started, those lost while a check runs, and a.) */
+static int lost_majority(const p3d_ctl *c, int a)
+{
+    int lost = c->ndead - c->dead0 + count_set(c->lostq, c->cfg.nagents) + !c->lostq[a];
+    return 2 * lost >= c->members;
+}
+
 static void on_up(p3d_ctl *c, const ctl_ev *e)
 {
     if (e->m->gen == c->gen)
@@ -117,11 +134,34 @@ static void on_gone(p3d_ctl *c, const ctl_ev *e)
         return;
     if (c->state == P3D_CTL_REPLACING && c->retiring[a] && (e->clean || c->killed[a]))
         return; /* retired: settle() starts the agents again once all have */
+    if (c->state == P3D_CTL_TAKEOVER) {
+        /* a node that rejoined the successor went away again: it counts
+         * as lost when the takeover acts (settle) */
+        if (c->rejoined[a]) {
+            c->rejoined[a] = 0;
+            c->nrejoined--;
+        }
+        return;
+    }
     char why[512], jn[160], jh[300];
     snprintf(why, sizeof why, "lost the agent of node %s (node rank %d): %s", c->cfg.names[a], a,
              e->how && e->how[0] ? e->how : "it ended unasked");
     ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s",
           ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
+    if (c->cfg.failover && lost_majority(c, a)) {
+        /* half or more of the generation gone at once: this side may be
+         * the minority of a partition, whose majority elects a successor
+         * that starts the ranks again — this side's ranks end now, before
+         * that successor's fence passes */
+        c->dead[a] = 1;
+        c->ndead++;
+        ctl_summary_fmt(c, "par3drun: root cause: %s; %d of the %d nodes of restart %d are lost: the leader no "
+                        "longer has a majority and stops (majority rule: the two sides of a partition never both "
+                        "run; --no-failover turns it off)\n", why, c->ndead - c->dead0 + count_set(c->lostq, c->cfg.nagents),
+                        c->members, c->gen);
+        ctl_stop(c, SIGKILL, P3D_EXIT_LOST, e->now);
+        return;
+    }
     if (c->ops.replace && c->ops.respawn) {
         if (c->state == P3D_CTL_CHECKING) {
             /* replaced with the nodes that fail the check */
@@ -180,6 +220,9 @@ static void on_mark_dead(p3d_ctl *c, const ctl_ev *e)
         return;
     c->dead[e->a] = 1;
     c->ndead++;
+    /* never started: not a node of the generation (majority rule) */
+    c->members--;
+    c->dead0++;
     if (!c->gone[e->a]) {
         c->gone[e->a] = 1;
         c->ngone++;
@@ -224,11 +267,191 @@ static void on_tick(p3d_ctl *c, const ctl_ev *e)
         ctl_slow_tick(c, e->now); /* slow nodes judged; --slow-node replace */
 }
 
+static void takeover_tick(p3d_ctl *c, double now);
+static void takeover_act(p3d_ctl *c, double now);
+
+static void on_tick_takeover(p3d_ctl *c, const ctl_ev *e)
+{
+    on_tick(c, e);
+    if (c->state == P3D_CTL_TAKEOVER)
+        takeover_tick(c, e->now);
+}
+
 /* A progress summary (controller_slow.c): recorded while ranks run; a
  * slow node's newer checkpoint may start its replacement (RUNNING). */
 static void on_progress(p3d_ctl *c, const ctl_ev *e)
 {
     ctl_slow_progress(c, e);
+}
+
+/* The first sign of life of an agent's restarted ranks (V): the time to
+ * training resumed (controller.c). */
+static void on_resumed(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_resumed(c, e->a, e->m->gen, e->now);
+}
+
+/* ---- leader failover (controller.h): LEADER_LOST, REJOIN, TAKEOVER ------ */
+
+static void refuse(p3d_ctl *c, int a, const char *why)
+{
+    char jn[160], jw[200];
+    ctl_event(c, "\"event\": \"rejoin_refused\", \"node\": %s, \"why\": %s", ctl_jstr(c->cfg.names[a], jn, sizeof jn),
+              ctl_jstr(why, jw, sizeof jw));
+    if (c->cfg.verbose)
+        ctl_say(c, "par3drun: node %s reconnected and was refused: %s; it is told to stop\n", c->cfg.names[a], why);
+    p3d_amsg m = {.type = P3D_AM_STOP, .sig = SIGKILL, .code = P3D_EXIT_LOST};
+    c->ops.send(c->ops.ctx, a, &m);
+    c->ops.kill(c->ops.ctx, a);
+}
+
+/* The leader's node is lost (e->a: the successor, e->heard: when the old
+ * leader was last heard). What every node holds carries over (the
+ * generation, the dead nodes); who is up does not: every node fenced its
+ * ranks when it lost the leader, and must rejoin the successor. */
+static void on_leader_lost(p3d_ctl *c, const ctl_ev *e)
+{
+    int old = c->cfg.leader, s = e->a, n = c->cfg.nagents;
+    const char *why = e->how && e->how[0] ? e->how : "its heartbeat stopped";
+    char jo[160], js[160], jw[400];
+    if (old >= 0 && !c->dead[old]) {
+        c->dead[old] = 1;
+        c->ndead++;
+    }
+    if (old >= 0 && !c->gone[old]) {
+        c->gone[old] = 1;
+        c->ngone++;
+    }
+    int ok = c->cfg.failover && old >= 0 && ctl_agent_ok(c, s) && !c->dead[s];
+    if (ctl_stopping(c)) {
+        /* the nodes were told to end: the successor only sees it done */
+        if (ok)
+            c->cfg.leader = s;
+        return;
+    }
+    ctl_event(c, "\"event\": \"leader_lost\", \"leader\": %s, \"successor\": %s, \"reason\": %s",
+              ctl_jstr(old >= 0 ? c->cfg.names[old] : "", jo, sizeof jo),
+              ctl_jstr(ok ? c->cfg.names[s] : "", js, sizeof js), ctl_jstr(why, jw, sizeof jw));
+    if (!ok) {
+        ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s (the job controller ran there): %s; %s\n",
+                        old >= 0 ? c->cfg.names[old] : "?", why,
+                        c->cfg.failover ? "no node is left to take over" : "--no-failover: the job ends");
+        ctl_stop(c, SIGKILL, P3D_EXIT_LOST, e->now);
+        return;
+    }
+    c->olds[old] = 1;
+    if (!c->in_takeover) {
+        c->in_takeover = 1;
+        c->old_leader = old;
+        c->heard = e->heard;
+        free(c->takeover_why);
+        c->takeover_why = strdup(why);
+    }
+    if (!c->recovering)
+        c->fail_seen = e->heard;
+    c->recovering = 1;
+    double nt = c->cfg.node_timeout > 0 ? c->cfg.node_timeout : 10;
+    /* the old leader's ranks end by its own deadline: no rank twice */
+    if (e->heard + nt + P3D_FENCE_SLACK > c->fence_at)
+        c->fence_at = e->heard + nt + P3D_FENCE_SLACK;
+    c->takeover_until = e->now + nt;
+    c->cfg.leader = s;
+    for (int i = 0; i < n; i++) {
+        c->up_gen[i] = c->done_gen[i] = -1;
+        c->retiring[i] = c->killed[i] = c->lostq[i] = c->rejoined[i] = 0;
+        c->gone[i] = i != s;
+    }
+    c->ngone = n - 1;
+    c->rejoined[s] = 1;
+    c->nrejoined = 1;
+    c->kill_at = c->giveup_at = 0;
+    c->fence_said = 0;
+    ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once more than half of the %d nodes of "
+            "restart %d have rejoined it (within %g s)\n", c->cfg.names[old], why, c->cfg.names[s], c->members, c->gen,
+            nt);
+    ctl_story(c, e->now, "lost the leader's node %s (%s); %s takes over", c->cfg.names[old], why, c->cfg.names[s]);
+    ctl_go(c, P3D_CTL_TAKEOVER);
+}
+
+/* Node e->a reconnected to the successor, holding generation e->gen. */
+static void on_rejoin(p3d_ctl *c, const ctl_ev *e)
+{
+    int a = e->a;
+    if (c->rejoined[a])
+        return;
+    if (c->dead[a]) {
+        refuse(c, a, "the node was lost before");
+        return;
+    }
+    if (e->gen < c->gen) {
+        refuse(c, a, "it holds an older generation");
+        return;
+    }
+    if (e->gen > c->gen)
+        c->gen = e->gen; /* the successor missed the last restart order */
+    c->rejoined[a] = 1;
+    c->nrejoined++;
+    if (c->gone[a]) {
+        c->gone[a] = 0;
+        c->ngone--;
+    }
+}
+
+/* Outside a takeover, a node that says it lost the leader has fenced its
+ * own ranks: it is told to stop, and its loss is handled like any other. */
+static void on_rejoin_refuse(p3d_ctl *c, const ctl_ev *e)
+{
+    refuse(c, e->a, c->dead[e->a] ? "the node was lost before" : "this leader is alive; its node fenced its ranks");
+}
+
+/* TAKEOVER with a majority: the old leaders and every node that did not
+ * rejoin are lost; the next generation starts on the nodes that did
+ * (the one replacement path: their ranks move to spares). */
+static void takeover_act(p3d_ctl *c, double now)
+{
+    int n = c->cfg.nagents, nlost = 0;
+    int *lost = calloc((size_t)n + 1, sizeof *lost);
+    if (!lost) {
+        ctl_set_summary(c, strdup("par3drun: root cause: out of memory during a takeover\n"));
+        ctl_stop(c, SIGKILL, P3D_EXIT_LOST, now);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (c->olds[i] || (!c->dead[i] && !c->rejoined[i]))
+            lost[nlost++] = i;
+    memset(c->olds, 0, (size_t)n);
+    char why[640];
+    snprintf(why, sizeof why, "lost the leader's node %s (node rank %d): %s; node %s took over with %d of the %d nodes "
+             "of restart %d", c->cfg.names[c->old_leader], c->old_leader, c->takeover_why ? c->takeover_why : "",
+             c->cfg.names[c->cfg.leader], c->nrejoined, c->members, c->gen);
+    int r = ctl_begin_replace(c, lost, nlost, why, now);
+    free(lost);
+    if (r != REPLACE_NOTHING)
+        return;
+    /* the lost nodes ran no rank; every rank still starts again: each
+     * node fenced its own when it lost the leader */
+    if (c->gen >= c->cfg.max_restarts) {
+        ctl_summary_fmt(c, "par3drun: root cause: %s; no restart left to start the ranks again (--max-restarts %d)\n",
+                        why, c->cfg.max_restarts);
+        ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
+        return;
+    }
+    c->gen++;
+    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"takeover\"", c->gen);
+    ctl_retire_all(c, now);
+}
+
+/* TAKEOVER's deadline passed without a majority: this side stops. */
+static void takeover_tick(p3d_ctl *c, double now)
+{
+    if (2 * c->nrejoined > c->members || now < c->takeover_until)
+        return;
+    double nt = c->cfg.node_timeout > 0 ? c->cfg.node_timeout : 10;
+    ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s; only %d of the %d nodes of restart %d "
+                    "rejoined node %s within %g s (--node-timeout): no majority, so this side stops (majority rule: "
+                    "the two sides of a partition never both run)\n", c->cfg.names[c->old_leader], c->nrejoined,
+                    c->members, c->gen, c->cfg.names[c->cfg.leader], nt);
+    ctl_stop(c, SIGKILL, P3D_EXIT_LOST, now);
 }
 
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
@@ -239,26 +462,40 @@ static const ctl_handler table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     [P3D_CTL_STARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                           [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
-                          [P3D_CTL_EV_MARK_DEAD] = on_mark_dead, [P3D_CTL_EV_PROGRESS] = on_progress},
+                          [P3D_CTL_EV_MARK_DEAD] = on_mark_dead, [P3D_CTL_EV_PROGRESS] = on_progress,
+                          [P3D_CTL_EV_RESUMED] = on_resumed, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_RUNNING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                          [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                          [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
-                         [P3D_CTL_EV_PROGRESS] = on_progress},
+                         [P3D_CTL_EV_PROGRESS] = on_progress, [P3D_CTL_EV_RESUMED] = on_resumed,
+                         [P3D_CTL_EV_LEADER_LOST] = on_leader_lost, [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_CHECKING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_DONE] = on_done, [P3D_CTL_EV_NODE_SIG] = on_node_sig,
                           [P3D_CTL_EV_GONE] = on_gone, [P3D_CTL_EV_SIGNAL] = on_signal,
                           [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
-                          [P3D_CTL_EV_HEALTH] = on_health},
+                          [P3D_CTL_EV_HEALTH] = on_health, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_RESTARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                             [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                             [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
-                            [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_PROGRESS] = on_progress},
+                            [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_PROGRESS] = on_progress,
+                            [P3D_CTL_EV_RESUMED] = on_resumed, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                            [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_REPLACING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                            [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
-                           [P3D_CTL_EV_TICK] = on_tick},
+                           [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                           [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_STOPPING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
-                          [P3D_CTL_EV_TICK] = on_tick},
+                          [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
     [P3D_CTL_DONE] = {0},
+    /* old-generation messages (UP, FAIL, DONE, PROGRESS) and a late
+     * health result mean nothing here: every node fenced its ranks */
+    [P3D_CTL_TAKEOVER] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
+                          [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
+                          [P3D_CTL_EV_TICK] = on_tick_takeover, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
+                          [P3D_CTL_EV_REJOIN] = on_rejoin},
 };
 
 /* After every event: what it may have completed. An agent gone, up or
@@ -303,6 +540,13 @@ static void settle(p3d_ctl *c, double now)
     case P3D_CTL_STOPPING:
         ctl_check_done(c);
         break;
+    case P3D_CTL_TAKEOVER:
+        /* a majority, and either the old leader's fence passed, the
+         * deadline came (the rest count as lost) or every node is in */
+        if (2 * c->nrejoined > c->members &&
+            (now >= c->fence_at || now >= c->takeover_until || c->nrejoined == n - c->ndead))
+            takeover_act(c, now);
+        break;
     default:
         break;
     }
@@ -318,7 +562,8 @@ void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
     /* A progress summary changes no agent's up, done or gone, which is
      * all that settle() looks at (O(agents)): it settles only when it
      * moved the state (a slow node's replacement). Every node sends one
-     * per interval, so this keeps the leader's cost O(nodes) a round. */
-    if (e->type != P3D_CTL_EV_PROGRESS || c->state != before)
+     * per interval, so this keeps the leader's cost O(nodes) a round; a
+     * first sign of life (one per node a generation) changes none either. */
+    if ((e->type != P3D_CTL_EV_PROGRESS && e->type != P3D_CTL_EV_RESUMED) || c->state != before)
         settle(c, e->now);
 }

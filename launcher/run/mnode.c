@@ -10,14 +10,18 @@
  *          supervise.c's transports): its own agent on the socket pair,
  *          the others over their TCP connections;
  *        other nodes: a relay (relay.c).
- * The messages are agent_proto.h's, relayed as P3D_MSG_FATE frames.
- * The placement itself: mnode_place.c.
+ * The messages are wire.h's, relayed as P3D_MSG_FATE frames.
+ * The placement itself: mnode_place.c; the leader's succession:
+ * mnode_failover.c.
  */
-#include "mnode.h"
-#include "rundir.h"
+#include "mnode_int.h"
+#include "prepare.h"
 #include "termsafe.h"
 
 #include "controller.h"
+#include "failover.h"
+#include "hub.h"
+#include "rdzv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,44 +40,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-typedef struct mnode {
-    const p3d_opts *o;
-    p3d_jobstate job;          /* the placement of now, which L->job reads */
-    p3d_rdzv *r;
-    int me, nnodes;
-    p3d_hello hello;           /* this node's record (topology owned here) */
-    p3d_place_msg pm;          /* the placement as received */
-    p3d_cluster *cluster;      /* names of all nodes; only our topology */
-    p3d_envv extra;
-    char *program, *run_dir, *placement_path;
-    int own_run_dir;   /* no --run-dir: ours (p3d_rundir_finish) */
-    int nkept;         /* placement.<R>.json files kept */
-    int *fds;                  /* leader: TCP per node rank (-1 self/lost) */
-    p3d_join *joins;           /* leader: every node's JOIN */
-    p3d_join join;             /* this node's JOIN */
-    p3d_gather mine;           /* this node's record, as the tree gathers it */
-    p3d_tree_stats st;
-    int up;                    /* others: TCP to the leader */
-    p3d_launch *L;             /* the job, as the agents get it */
-    p3d_plan_result res;       /* leader: the placement (replacements) */
-    int have_res;
-    p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
-    p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
-    p3d_wbuf rdelta;           /*   and as a CDELTA against base */
-    const unsigned char *base; /* leader: the CPLACE body every node holds: */
-    size_t base_len;           /*   raw of m->pm or an old_pm (kept to the end) */
-    p3d_health_res own_health; /* this node's pre-start --health-check */
-    int own_checked;           /*   run (this node has --health-check) */
-    p3d_health_res *health;    /* leader: every node's, by node rank */
-    unsigned char *checked;    /*   which ran one */
-    unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
-    p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
-    p3d_cluster **old_cl;      /*   (names are borrowed from them) */
-    int nold;
-} mnode;
 
-static void err_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void err_line(const char *fmt, ...)
+void p3d_mnode_err(const char *fmt, ...)
 {
     /* what it quotes may come from outside (a spec, a peer): one path to
      * the terminal (termsafe.h) */
@@ -85,18 +53,6 @@ static void err_line(const char *fmt, ...)
     p3d_term_fputs(m ? m : "out of memory", stderr);
     fputc('\n', stderr);
     free(m);
-}
-
-static void random_hex(char *out, size_t nbytes)
-{
-    unsigned char r[64];
-    if (nbytes > sizeof r)
-        nbytes = sizeof r;
-    if (getrandom(r, nbytes, 0) != (ssize_t)nbytes)
-        for (size_t i = 0; i < nbytes; i++)
-            r[i] = (unsigned char)(rand() ^ (int)getpid() ^ (int)(p3d_now() * 1e6));
-    for (size_t i = 0; i < nbytes; i++)
-        sprintf(out + 2 * i, "%02x", r[i]);
 }
 
 /* A deep copy of a node record, through the wire encoding (which also
@@ -155,7 +111,7 @@ static int own_record(mnode *m, char **err)
     if (!t)
         return -1;
     p3d_grec rec = {.rank = m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
-                    .master_port = h->master_port, .nccl_port = h->nccl_port,
+                    .master_port = h->master_port, .nccl_port = h->nccl_port, .failover_port = m->gate_port,
                     .health = !m->own_checked         ? P3D_GREC_HEALTH_NONE
                               : m->own_health.ok ? P3D_GREC_HEALTH_OK
                                                  : P3D_GREC_HEALTH_FAILED,
@@ -173,7 +129,6 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
     mnode *m = ctx;
     p3d_place_msg pm;
     p3d_cluster *c = NULL;
-    char path[PATH_MAX];
     memset(&pm, 0, sizeof pm);
     unsigned char *full = NULL;
     size_t fl = 0;
@@ -205,13 +160,7 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
         p3d_err(err, "out of memory");
         goto fail;
     }
-    snprintf(path, sizeof path, "%s/placement.%d.json", m->run_dir, gen);
-    if (gen + 1 > m->nkept)
-        m->nkept = gen + 1;
-    unlink(path);
-    if (link(m->placement_path, path) < 0)
-        fprintf(stderr, "par3drun: warning: cannot keep the previous placement as %s: %s\n", path, strerror(errno));
-    if (p3d_rundir_write(m->run_dir, "placement.json", pm.json, pm.json_len, err) < 0)
+    if (p3d_prep_replace_json(&m->prep, gen, pm.json, pm.json_len, err) < 0)
         goto fail;
     m->old_pm[m->nold] = m->pm;
     m->old_cl[m->nold++] = m->cluster;
@@ -234,10 +183,10 @@ fail:
 /* L->replace, the leader: places again without the lost nodes (the
  * bundled policies move only their ranks, to a spare), adopts the new
  * placement here and keeps its frame for the others (L->job->cplace). */
-static int mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
 {
     mnode *m = ctx;
-    p3d_launch *L = m->L;
+    const p3d_launch *L = m->L;
     int *was = NULL, compact = 0;
     char *json = NULL, *err = NULL;
     int rc = p3d_replace_place(m->o, &m->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
@@ -282,7 +231,7 @@ out:
 
 /* L->sent (leader): every node now holds L->job->cplace, which the leader
  * adopted as m->pm; later differences are made against its bytes. */
-static void mnode_sent(void *ctx)
+void p3d_mnode_sent(void *ctx)
 {
     mnode *m = ctx;
     m->base = m->pm.raw;
@@ -301,7 +250,7 @@ static void own_health(mnode *m, const char *name)
     m->own_checked = 1;
     p3d_health_run(m->o, &name, 1, NULL, &m->own_health);
     if (!m->own_health.ok)
-        err_line("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
+        p3d_mnode_err("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
                  m->me == 0 ? "" : "; the leader excludes it");
 }
 
@@ -339,23 +288,17 @@ static void tell_health(mnode *m, const p3d_launch *L)
             continue;
         p3d_health_event(L->events_fd, L->t0, m->pm.names[i], &m->health[i]);
         if (m->unhealthy[i])
-            err_line("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
+            p3d_mnode_err("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
                      "took its place",
                      m->pm.names[i], m->health[i].how);
     }
     if (with && without)
-        err_line("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
+        p3d_mnode_err("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
                  "healthy",
                  without, m->nnodes);
 }
 
 /* ---- the flow ------------------------------------------------------------- */
-
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
-}
 
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
 {
@@ -369,31 +312,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.job = &m->job;
     L.events_fd = -1;
 
-    if (o->argc < 1) {
-        p3d_err(&err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...]");
+    if ((rc = p3d_prep_begin(o, r->ops->name, &m->prep, &err)) != 0)
         goto out;
-    }
-    if (o->emulate) {
-        p3d_err(&err, "--emulate runs a cluster file's nodes on one host; it does not mix with a multi-node "
-                      "rendezvous (--rdzv %s)", r->ops->name);
-        goto out;
-    }
-    if (o->cluster)
-        fprintf(stderr, "par3drun: warning: --cluster is not used in a multi-node job: nodes come from the "
-                        "rendezvous (racks: --slurm-topology)\n");
-    m->program = p3d_resolve_program(o->argv[0], &err);
-    if (!m->program) {
-        rc = P3D_EXIT_BADINPUT; /* as cmd_launch.c: checked before any start */
-        goto out;
-    }
-    for (size_t i = 0; i < o->nenv_files; i++)
-        if (p3d_env_file_read(o->env_files[i], &m->extra, &err) < 0)
-            goto out;
-    for (size_t i = 0; i < o->nenv; i++)
-        if (p3d_envv_put(&m->extra, o->env[i]) < 0) {
-            p3d_err(&err, "--env '%s': expected KEY=VALUE", o->env[i]);
-            goto out;
-        }
+    rc = P3D_EXIT_BADINPUT;
 
     /* this node's record */
     /* Under Slurm the node's Slurm name: topology.conf speaks in those, and
@@ -410,26 +331,32 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     h->node_rank = m->me;
     h->hostname = strdup(name);
     h->master_port = p3d_free_port();
-    h->nccl_port = 0;
-    if (!strcmp(base_name(m->program), "p3d-worker"))
-        for (int k = 0; k < 8 && (!h->nccl_port || h->nccl_port == h->master_port); k++)
-            h->nccl_port = p3d_free_port();
+    h->nccl_port = p3d_prep_nccl_port(&m->prep, 0, h->master_port);
     if (p3d_topo_load(o->topology ? o->topology : "local", &h->topo, &err) < 0 ||
         p3d_node_apply_allocation(&h->topo, o->nproc_per_node, &err) < 0)
         goto out;
     h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
+    if (!o->no_failover && strcmp(r->ops->name, "etcd") != 0 && m->nnodes > 1) {
+        /* where a successor will take this node if the leader is lost */
+        char *fe = NULL;
+        m->gate = p3d_fgate_open("0.0.0.0", m->nnodes < 4096 ? m->nnodes : 4096, &m->gate_port, &fe);
+        if (!m->gate && o->verbose)
+            fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n",
+                    fe ? fe : "?");
+        free(fe);
+    }
 
     if (m->me == 0) {
         /* the leader: listen, publish, gather, place, send */
         if (!r->boot.leader_host[0])
             snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
         if (!r->boot.token[0]) {
-            random_hex(r->boot.token, 24);
+            p3d_random_hex(r->boot.token, 24);
             free(h->token);
             h->token = strdup(r->boot.token);
         }
         if (!r->boot.job_id[0])
-            random_hex(r->boot.job_id, 6);
+            p3d_random_hex(r->boot.job_id, 6);
         h->job_id = strdup(r->boot.job_id);
         h->addr = strdup(r->boot.leader_host);
         lfd = p3d_tcp_listen(r->boot.leader_host, r->boot.leader_port, &r->boot.leader_port, &err);
@@ -539,60 +466,35 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     }
 
     /* the run dir: the placement JSON, the same bytes on every node */
-    if (o->run_dir) {
-        m->run_dir = strdup(o->run_dir);
-    } else {
-        const char *tmp = getenv("TMPDIR");
-        if (asprintf(&m->run_dir, "%s/par3drun-%s.%d", tmp && *tmp ? tmp : "/tmp", m->pm.job_id, m->me) < 0)
-            m->run_dir = NULL;
-        m->own_run_dir = !o->keep_run_dir;
-    }
-    if (!m->run_dir || p3d_rundir_make(m->run_dir, &err) < 0) { /* rundir.h: private or refused */
-        if (!m->run_dir)
-            p3d_err(&err, "out of memory");
-        rc = P3D_EXIT_FAIL;
+    if ((rc = p3d_prep_rundir(&m->prep, m->pm.job_id, m->me, m->pm.pl->world, m->pm.json, m->pm.json_len, &err)) != 0)
         goto out;
-    }
-    int hang_sig;
-    if ((o->log_dir && p3d_check_log_dir(o->log_dir, &err) < 0) ||
-        p3d_check_output_ranks(o, m->pm.pl->world, &err) < 0 ||
-        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, &err) < 0))
-        goto out;
-    if (asprintf(&m->placement_path, "%s/placement.json", m->run_dir) < 0) {
-        m->placement_path = NULL;
-        p3d_err(&err, "out of memory");
-        goto out;
-    }
-    if (p3d_rundir_write(m->run_dir, "placement.json", m->pm.json, m->pm.json_len, &err) < 0) {
-        rc = P3D_EXIT_FAIL;
-        goto out;
-    }
+    rc = P3D_EXIT_BADINPUT;
 
-    L.o = o;
     m->job.cluster = m->cluster;
     m->job.pl = m->pm.pl;
     m->job.job_id = m->pm.job_id;
-    L.run_dir = m->run_dir;
-    L.run_dir_own = m->own_run_dir;
-    L.placement_path = m->placement_path;
     m->job.master_addr = m->pm.master_addr;
     m->job.master_port = m->pm.master_port;
     m->job.nccl_port = m->pm.nccl_port;
-    L.extra_env = m->extra.v;
-    L.nextra = m->extra.n;
-    L.tag = o->tag_output < 0 ? L.job->pl->world > 1 : o->tag_output;
-    L.emulate = 0;
-    L.program = m->program;
-    L.events_fd = m->me == 0 ? p3d_events_open(m->run_dir) : -1;
-    L.t0 = p3d_now();
+    p3d_prep_fill(&m->prep, &L, m->me == 0);
     m->L = &L;
+    m->setup = &L;
     L.adopt = mnode_adopt;
     L.adopt_ctx = m;
-    L.sent = mnode_sent;
+    L.sent = p3d_mnode_sent;
+    L.failover = m->gate != NULL;
+    L.gate = m->gate;
+    L.takeover = p3d_mnode_takeover;
+    L.takeover_ctx = m;
+    L.place_hash = p3d_mnode_place_hash;
+    L.rejoined = p3d_mnode_rejoined;
+    L.self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
+    L.self_master_port = m->hello.master_port;
+    L.self_nccl_port = m->hello.nccl_port;
     if (m->me == 0)
-        mnode_sent(m); /* the placement every node got at the rendezvous */
+        p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     if (m->me == 0 && o->spares > 0 && m->have_res) {
-        L.replace = mnode_replace;
+        L.replace = p3d_mnode_replace;
         L.replace_ctx = m;
     }
     if (m->me == 0 && m->checked) {
@@ -605,7 +507,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             nl += L.job->pl->ranks[q].node == m->me;
         fprintf(stderr, "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
                         "MASTER_PORT=%d\n",
-                m->me, m->cluster->nodes[m->me].name, L.job->job_id, nl, L.job->pl->world, m->placement_path, L.job->master_addr,
+                m->me, m->cluster->nodes[m->me].name, L.job->job_id, nl, L.job->pl->world, m->prep.placement_path, L.job->master_addr,
                 L.job->master_port);
     }
     if (m->me == 0) {
@@ -620,6 +522,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         for (int i = 0; i < m->nnodes; i++)
             nodes[i] = i;
         m->fds[0] = -1;
+        if (L.failover && m->peers && p3d_mnode_successors(m) == 0)
+            L.successors = &m->sframe;
         rc = p3d_hub_run(&L, nodes, m->nnodes, m->fds);
         free(nodes);
         for (int i = 0; i < m->nnodes; i++)
@@ -630,7 +534,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     }
 out:
     if (err) {
-        err_line("%s", err);
+        p3d_mnode_err("%s", err);
         if (m->fds && m->me == 0 && rc != 0)
             p3d_tcp_refuse_all(m->fds, m->nnodes, err);
     }
@@ -649,10 +553,7 @@ out:
     p3d_gather_free(&m->mine);
     free(m->fds);
     p3d_hello_free(&m->hello);
-    if (L.events_fd >= 0)
-        close(L.events_fd);
-    L.events_fd = -1;
-    p3d_rundir_finish(m->run_dir, m->own_run_dir, rc, L.job->pl ? L.job->pl->world : 0, m->nkept);
+    p3d_prep_finish(&m->prep, &L, rc, L.job->pl ? L.job->pl->world : 0);
     p3d_place_msg_free(&m->pm);
     p3d_cluster_free(m->cluster);
     for (int i = 0; i < m->nold; i++) {
@@ -664,16 +565,14 @@ out:
     if (m->have_res)
         p3d_plan_result_free(&m->res);
     p3d_mpeer_free(m->peers, m->nnodes);
+    p3d_fgate_close(m->gate);
+    p3d_wbuf_free(&m->sframe);
     p3d_wbuf_free(&m->rframe);
     p3d_wbuf_free(&m->rdelta);
     free(m->health);
     free(m->checked);
     free(m->unhealthy);
-    p3d_envv_free(&m->extra);
     p3d_wbuf_free(&frame);
-    free(m->program);
-    free(m->run_dir);
-    free(m->placement_path);
     return rc;
 }
 
@@ -689,8 +588,14 @@ int p3d_rdzv_launch(const p3d_opts *o)
     if (k == 0)
         return -1;
     if (k < 0) {
-        err_line("%s", err ? err : "rendezvous failed");
+        p3d_mnode_err("%s", err ? err : "rendezvous failed");
         free(err);
+        return P3D_EXIT_BADINPUT;
+    }
+    if (o->preflight) { /* a rendezvous found by auto-detection (Slurm, PMIx) */
+        p3d_mnode_err("--preflight runs the nodes of one host (--emulate, or a single node); a preflight across the "
+                 "hosts of a multi-node rendezvous is not done in this version");
+        p3d_rdzv_close(&r);
         return P3D_EXIT_BADINPUT;
     }
     int rc = p3d_mnode_launch(o, &r);

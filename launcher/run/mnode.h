@@ -10,6 +10,9 @@
 #include "rdzv.h"
 #include "place.h"
 
+/* Runs this node's part of a multi-node job; returns its exit code. */
+int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
+
 /* Leader: the cluster from every node's gathered record (g, topologies
  * taken), placed, checked and encoded as the CPLACE frame (rdzv.h). st
  * (may be NULL) gets the sizes and the placement time. A node whose record
@@ -24,6 +27,7 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
 typedef struct p3d_mpeer {
     char *addr;
     int master_port, nccl_port;
+    int failover_port;  /* 0: none (rdzv_failover.h) */
 } p3d_mpeer;
 
 /* p3d_mnode_place that also hands back the placement (*keep, for

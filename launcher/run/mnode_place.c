@@ -265,7 +265,7 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
     for (int i = 0; i < n; i++) {
         const p3d_grec *gr = &g->recs[by[i]];
         pe[i] = (p3d_mpeer){.addr = strdup(gr->addr ? gr->addr : ""), .master_port = gr->master_port,
-                            .nccl_port = gr->nccl_port};
+                            .nccl_port = gr->nccl_port, .failover_port = gr->failover_port};
         if (!pe[i].addr) {
             p3d_err(err, "out of memory");
             goto out;

@@ -20,9 +20,18 @@
  * connection; once the agent is gone the relay says so (Y), takes the
  * restart count (R) and the new placement (a CPLACE frame), has mnode.c
  * adopt it and forks the agent again.
+ * Leader failover (failover.h, docs/multinode.md "When the leader dies"):
+ * with the successor list the leader sent (S), a lost leader still ends
+ * the local ranks at once, but the relay then reaches the first candidate
+ * that answers: taken, it waits there as a retired node for the new
+ * placement; it is the candidate itself: its takeover (L->takeover) runs
+ * the job's controller from here on; refused, or nobody answers, or no
+ * list: exit 1, as before.
  */
 #include "controller.h"
+#include "ranks.h"
 #include "launch.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -36,6 +45,8 @@
 #include <unistd.h>
 
 #include "rdzv.h"
+#include "rdzv.h"
+#include "failover.h"
 
 typedef struct relay {
     const p3d_launch *L;
@@ -61,6 +72,13 @@ typedef struct relay {
     double heard_up;   /* when the leader last sent anything */
     double heard_local; /* when our agent last sent anything */
     double last_check;
+    /* leader failover */
+    p3d_successors succ; /* the leader's last successor list (S) */
+    int have_succ;
+    int leader;        /* the node rank of our upstream now */
+    int succeed;       /* we are the successor: takeover after the loop */
+    double lost_heard; /* the lost leader was last heard then */
+    char lost_why[200];
 } relay;
 
 static void r_close_up(relay *r)
@@ -276,6 +294,85 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
     return 0;
 }
 
+/* The leader is lost (its connection dropped, or it fell silent): the
+ * local ranks end now, by SIGKILL, whatever comes next (fencing). With
+ * failover, the first candidate of the successor list that answers takes
+ * this node (it waits there, retired, for the new placement), or this
+ * node is the candidate and takes over; otherwise the relay ends, exit 1.
+ * Each candidate gets the node timeout plus the slack to answer: it
+ * notices the loss itself by then. Blocking here is bounded, and there is
+ * nothing else to watch: our agent is being killed. */
+static void r_lost_leader(relay *r, double heard, const char *why)
+{
+    const char *name = r->L->job->cluster->nodes[r->me].name;
+    if (!r->L->failover || !r->have_succ || r->stopping || r->code >= 0) {
+        r_stop(r, SIGKILL, P3D_EXIT_LOST);
+        return;
+    }
+    r->retiring = 1; /* our agent's end is not a loss of our own */
+    p3d_stopper_clear(&r->stop);
+    if (r->agent)
+        p3d_kill_tree(r->agent, SIGKILL);
+    r_close_local(r);
+    int old = r->leader;
+    unsigned char tried[P3D_FAILOVER_CANDIDATES] = {0};
+    for (int k; (k = p3d_failover_next(&r->succ, tried)) >= 0;) {
+        tried[k] = 1;
+        const p3d_successor *c = &r->succ.c[k];
+        if (c->node_rank == old)
+            continue;
+        if (c->node_rank == r->me) {
+            fprintf(stderr, "par3drun: node %s: lost the leader (%s); this node is its successor: taking over\n",
+                    name, why);
+            r->succeed = 1;
+            r->lost_heard = heard;
+            snprintf(r->lost_why, sizeof r->lost_why, "%s", why);
+            r->leader = old;
+            p3d_loop_stop(r->loop);
+            return;
+        }
+        char *e = NULL;
+        p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = (int)r->L->job->cluster->nnodes, .node_rank = r->me,
+                        .gen = r->next_gen, .leader = old,
+                        .place_hash = r->L->place_hash ? r->L->place_hash(r->L->adopt_ctx) : 0,
+                        .master_port = r->L->self_master_port, .nccl_port = r->L->self_nccl_port};
+        snprintf(j.addr, sizeof j.addr, "%s", r->L->self_addr && r->L->self_addr[0] ? r->L->self_addr : "127.0.0.1");
+        double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
+        int fd = p3d_failover_dial(c, &j, p3d_wire_key(), p3d_now() + 2 * P3D_CTL_SLACK, &e);
+        p3d_rejoined a;
+        if (fd >= 0 && p3d_failover_answer(fd, p3d_wire_key(), until, &a, &e) == 0) {
+            if (!a.accepted) {
+                fprintf(stderr, "par3drun: node %s: the successor node rank %d refused this node: %s\n", name,
+                        c->node_rank, p3d_tesc(a.why));
+                close(fd);
+                r->retiring = 0;
+                r_stop(r, SIGKILL, P3D_EXIT_LOST);
+                return;
+            }
+            if (r->L->o->verbose)
+                fprintf(stderr, "par3drun: node %s: lost the leader (%s); rejoined its successor, node rank %d\n",
+                        name, why, c->node_rank);
+            r_close_up(r);
+            p3d_framer_free(&r->fr);
+            r->up = fd;
+            r->leader = c->node_rank;
+            r->retired = 1; /* parked: the new placement comes (R, then CPLACE) */
+            r->heard_up = p3d_now();
+            r->next_beat = 0;
+            return;
+        }
+        if (fd >= 0)
+            close(fd);
+        fprintf(stderr, "par3drun: node %s: the successor node rank %d did not take this node: %s\n", name,
+                c->node_rank, e ? e : "no answer");
+        free(e);
+    }
+    fprintf(stderr, "par3drun: node %s: lost the leader (%s) and no successor took this node: ending, exit 1 "
+                    "(majority rule: a side without a majority stops)\n", name, why);
+    r->retiring = 0;
+    r_stop(r, SIGKILL, P3D_EXIT_LOST);
+}
+
 /* Frames from the leader: relayed packets, and (retired) the placement.
  * 0, 1 (the new placement could not be adopted), 2 (a frame failed its
  * integrity check: the connection is not to be read again), -1 (gone). */
@@ -290,6 +387,22 @@ static int r_read_up(relay *r, char **e)
              r->L->job->cluster->nodes[0].name);
     while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
         p3d_amsg m;
+        if (type == P3D_MSG_SUCCESSORS) {
+            /* who succeeds the leader: sealed like every frame from it */
+            char *se = NULL;
+            if (p3d_successors_open(type, body, len, p3d_wire_key(), r->L->job->cluster->nnodes > 0
+                                        ? (int)r->L->job->cluster->nnodes : 1, &r->succ, &se) < 0) {
+                fprintf(stderr, "par3drun: node %s: the successor list from %s: %s\n",
+                        r->L->job->cluster->nodes[r->me].name, peer, se ? se : "refused");
+                free(se);
+                free(body);
+                return 2;
+            }
+            r->have_succ = 1;
+            r->heard_up = p3d_now();
+            free(body);
+            continue;
+        }
         int k = p3d_fate_take(peer, 1, type, body, &len, &m, NULL);
         if (k < 0) {
             /* not from the leader as sent: nothing more on this
@@ -333,7 +446,9 @@ static double r_beat(relay *r, double now)
                     "--node-timeout %g): stopping the local ranks\n",
                     name, r->L->job->cluster->nodes[0].name, now - r->heard_up, r->beat_to);
             r_close_up(r);
-            r_stop(r, SIGKILL, P3D_EXIT_LOST); /* fencing: no grace */
+            char why[120];
+            snprintf(why, sizeof why, "no heartbeat for %.1f s", now - r->heard_up);
+            r_lost_leader(r, r->heard_up, why); /* fencing: no grace */
         } else if (r->up >= 0 && r->heard_up + r->beat_to + 0.01 < next) {
             next = r->heard_up + r->beat_to + 0.01;
         }
@@ -383,8 +498,8 @@ static void r_on_up(p3d_loop *l, int fd, int ev, void *ctx)
             fprintf(stderr,
                     "par3drun: node %s: lost the connection to the rendezvous leader (%s): ending the local ranks "
                     "now (it may have replaced this node)\n",
-                    r->L->job->cluster->nodes[r->me].name, r->L->job->cluster->nodes[0].name);
-            r_stop(r, SIGKILL, P3D_EXIT_LOST);
+                    r->L->job->cluster->nodes[r->me].name, r->L->job->cluster->nodes[r->leader].name);
+            r_lost_leader(r, r->heard_up, "its connection closed");
         }
     }
     free(e);
@@ -440,7 +555,8 @@ static double r_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_relay_run(const p3d_launch *L, int me, int up)
 {
-    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout};
+    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout,
+               .leader = 0};
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
     r->loop = NULL;
@@ -475,5 +591,7 @@ out:
     else if (r->sfd >= 0)
         close(r->sfd);
     p3d_framer_free(&r->fr);
+    if (r->succeed && L->takeover) /* this node leads the job from here on */
+        rc = L->takeover(L->takeover_ctx, r->leader, r->lost_heard, r->lost_why);
     return rc;
 }

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent_proto.c — encoding and decoding of the agent <-> controller
- * messages (agent_proto.h has the table).
+ * messages (wire.h, "the agent protocol", has the table).
  */
-#include "agent_proto.h"
+#include "wire.h"
 #include "termsafe.h"
 
 #include <errno.h>
@@ -58,6 +58,7 @@ static const type_def TYPES[] = {
     {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, 1},
     {P3D_AM_BEAT, 1, {F_MS}, 0},
     {P3D_AM_PROGRESS, 5, {F_GEN, F_STEP, F_BUSY, F_CKPT, F_NRANKS}, 0},
+    {P3D_AM_RESUMED, 1, {F_GEN}, 0},
 };
 
 static const type_def *type_of(int t)
@@ -101,7 +102,7 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
 
 int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why)
 {
-    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms"};
+    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms", "step", "busy", "ckpt"};
     static _Thread_local char buf[96];
     const char *w = buf;
     memset(m, 0, sizeof *m);
@@ -177,6 +178,7 @@ int p3d_amsg_dir_ok(int type, int down)
     case P3D_AM_SIGNAL:
     case P3D_AM_RETIRED:
     case P3D_AM_PROGRESS:
+    case P3D_AM_RESUMED:
     case P3D_AM_HEALTH:
         return !down;
     case P3D_AM_BEAT:

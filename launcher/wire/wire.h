@@ -4,10 +4,10 @@
  * that carry them: the frame (type, length, body, and the HMAC tag of the
  * frames a parent sends), the rendezvous messages (HELLO, JOIN, the node
  * record, the placement), the tree's messages, the compact placement and
- * its difference, and the agent protocol (agent_proto.h, included here).
+ * its difference, and the agent protocol (the last section).
  * Pure: no I/O but the frame read/write helpers, nothing of rdzv/ or run/.
  * The letter tables are one per protocol: P3D_MSG_* for frames (below),
- * P3D_AM_* for agent packets (agent_proto.h), which travel inside a frame
+ * P3D_AM_* for agent packets (below), which travel inside a frame
  * of type P3D_MSG_FATE when they cross nodes.
  */
 #ifndef P3D_WIRE_H
@@ -16,7 +16,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agent_proto.h"
 #include "p3d/p3d.h"
 
 /* ---- wire format (wire_codec.c) -------------------------------------------- */
@@ -33,12 +32,15 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 5       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 7       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
                                 * and FATE frames; 5: agent packets in
-                               * lower-case letters) */
+                                * lower-case letters; 6: a GPU's physical
+                                * index and CUDA_VISIBLE_DEVICES entry in
+                                * the node record, the v packet; 7: the
+                                * gathered record's failover port) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -53,6 +55,10 @@ enum {
     P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
     P3D_MSG_CDELTA = 'D',    /* leader -> node: a placement made again, as the
                               * difference from the node's (wire_cdelta.c) */
+    /* leader failover (wire_rejoin.c, docs/multinode.md "When the leader dies") */
+    P3D_MSG_SUCCESSORS = 'S', /* leader -> node: who succeeds, where it listens */
+    P3D_MSG_REJOIN = 'L',    /* node -> successor: I lost the leader too */
+    P3D_MSG_REJOINED = 'M',  /* successor -> node: taken, or refused and why */
 };
 
 /* A growable byte buffer (encoding). */
@@ -201,6 +207,7 @@ int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
 typedef struct p3d_framer {
     unsigned char *buf;
     size_t len, cap;
+    uint32_t first_max;   /* > 0: the bound of the first frame (p3d_framer_first_max) */
 } p3d_framer;
 /* Reads what is available. Returns 1 when a whole frame is ready (take it
  * with p3d_framer_take), 0 when more is needed, -1 at EOF/error (*err
@@ -209,6 +216,25 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err);
 /* Pops the first complete frame: type, body (malloc'd), len; 0 when none. */
 int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len);
 void p3d_framer_free(p3d_framer *f);
+
+/* Before authentication (a peer that has not shown the job token: its
+ * JOIN or TJOIN) the input is hostile and its first frame small. The
+ * transport reads at most p3d_framer_want() bytes and hands them to
+ * p3d_framer_feed as they arrive; the length prefix is judged as soon as
+ * its 4 bytes are in, so no byte of a frame over the bound is buffered.
+ * What follows the first frame in the same bytes stays queued (the
+ * framer is handed on once the peer has joined), and from the first
+ * p3d_framer_take on, the framer's frames are bounded by P3D_WIRE_MAX
+ * only. */
+void p3d_framer_first_max(p3d_framer *f, uint32_t max);
+/* How many bytes the next read may take (>= 1): only the rest of the
+ * length prefix while it is incomplete under a first-frame bound. */
+size_t p3d_framer_want(const p3d_framer *f, size_t room);
+/* Appends n bytes (0: judges what is buffered, e.g. after a take). 1: a
+ * whole frame is ready (p3d_framer_take); 0: more is needed; -1: a
+ * malformed length (*err); -2: the first frame is over the bound (*err).
+ * After -1 or -2 the peer is to be dropped. */
+int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err);
 
 /* ---- the distribution tree (wire_tree.c; the tree itself: launcher/rdzv/rdzv_tree_*.c) ------------------ */
 
@@ -260,6 +286,8 @@ typedef struct p3d_grec {
     int rank;
     char *hostname, *addr, *rack;  /* rack NULL when unknown */
     int master_port, nccl_port;
+    int failover_port;             /* where a successor takes the nodes
+                                    * (rdzv_failover.h); 0: none */
     int topo;
     int health;                    /* P3D_GREC_HEALTH_* */
     char *health_how;              /* NULL when health is NONE or OK */
@@ -311,6 +339,14 @@ typedef struct p3d_cplace_in {
  * *compact is 0. 0 or -1. */
 int p3d_cplace_encode(const p3d_cplace_in *in, p3d_wbuf *b, int *compact, char **err);
 int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, char **err);
+/* The same, keeping the cluster the compact form describes (every node's
+ * name, topology, rack and NVLink domain: all a successor needs to place
+ * again, docs/multinode.md "When the leader dies"); *cluster is the
+ * caller's (p3d_cluster_free). A placement sent as JSON (not compact)
+ * carries no topologies: -1. Node roles are not in it (the JSON says
+ * them). */
+int p3d_cplace_decode_cluster(const unsigned char *body, size_t len, p3d_place_msg *m, p3d_cluster **cluster,
+                              char **err);
 
 /* ---- wire_cdelta.c: a new placement as the difference from the old ---- */
 
@@ -325,5 +361,212 @@ int p3d_delta_make(const unsigned char *old, size_t on, const unsigned char *nw,
  * and hash too). 0 with *out (malloc'd, *outn bytes), or -1 with *err. */
 int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *delta, size_t dn, unsigned char **out,
                     size_t *outn, char **err);
+
+/* ---- the agent protocol (agent_proto.c) ------------------------------------ */
+
+/*
+ * The messages between an agent (one per node, the parent
+ * of the node's workers) and the job controller (controller.c). The only
+ * definition of that protocol; agent_proto.c encodes and decodes it.
+ *
+ * A message is one packet: on a node, a SOCK_SEQPACKET socket pair between
+ * the agent and its parent; across nodes, the body of one P3D_MSG_FATE
+ * frame of the rendezvous connection (rdzv.h), relayed unchanged. Text, so
+ * that a packet can be read in a trace:
+ *
+ *   "<type> <field> <field> ...\n<text>"
+ *
+ * | type | direction       | fields             | meaning                                  |
+ * |------|-----------------|--------------------|------------------------------------------|
+ * | f    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
+ * |      |                 | + text             | exit code (128+sig for a signal), the    |
+ * |      |                 |                    | global rank (-1: the ranks could not be  |
+ * |      |                 |                    | started), the signal (0 for an exit);    |
+ * |      |                 |                    | text: the root-cause summary             |
+ * | d    | agent -> ctl    | gen                | every local rank of gen exited 0         |
+ * | a    | agent -> ctl    | gen nranks         | the local ranks of gen are all started   |
+ * | s    | agent -> ctl    | sig                | the node (agent or relay) got a stop     |
+ * |      |                 |                    | signal: stop the job                     |
+ * | r    | ctl -> agent    | gen                | stop the local ranks, start generation   |
+ * |      |                 |                    | gen (restart count gen)                  |
+ * | t    | ctl -> agent    | sig code           | stop: forward sig (0: none, the ranks    |
+ * |      |                 |                    | are done), grace, SIGKILL; the job's     |
+ * |      |                 |                    | exit code is code                        |
+ * | u    | ctl -> agent    | sig                | forward sig as is (SIGUSR1/2)            |
+ * | q    | ctl -> relay    |                    | a node is replaced: end the local ranks  |
+ * |      |                 |                    | (grace, SIGKILL), keep the connection,   |
+ * |      |                 |                    | then await the new placement (CPLACE)    |
+ * | y    | relay -> ctl    |                    | retired: the node's agent is gone        |
+ * | c    | ctl -> relay    | seq                | run this node's own --health-check now   |
+ * |      |                 |                    | (never a command: the node's own CMD)    |
+ * | h    | relay -> ctl    | seq ok + text      | the check's result for request seq: ok 1 |
+ * |      |                 |                    | passed (or no --health-check here), 0    |
+ * |      |                 |                    | failed; text: how (at most               |
+ * |      |                 |                    | P3D_HEALTH_HOW-1 bytes are kept)         |
+ * | p    | agent -> ctl    | gen step busy ckpt | progress of the node's ranks in gen (one |
+ * |      |                 | nranks             | per --progress-interval at most, only    |
+ * |      |                 |                    | when a rank's step advanced): the lowest |
+ * |      |                 |                    | step, the median busy time of the last   |
+ * |      |                 |                    | step in microseconds, the newest         |
+ * |      |                 |                    | checkpoint durable on every reporting    |
+ * |      |                 |                    | rank (-1: none), how many ranks report;  |
+ * |      |                 |                    | relays forward it unchanged              |
+ * | v    | agent -> ctl    | gen                | the first sign of life of the node's     |
+ * |      |                 |                    | ranks in gen since they were started: a  |
+ * |      |                 |                    | heartbeat (P3D_HEARTBEAT touched) or an  |
+ * |      |                 |                    | output line; once per generation; the    |
+ * |      |                 |                    | controller's "training resumed" figure   |
+ * |      |                 |                    | (relays forward it unchanged)            |
+ * | b    | both ways       | ms                 | heartbeat (--node-timeout): the sender   |
+ * |      |                 |                    | is alive; ms: the sender's node timeout  |
+ * |      |                 |                    | in milliseconds (0: off). A relay takes  |
+ * |      |                 |                    | the leader's. Any packet counts as       |
+ * |      |                 |                    | heard; B is sent every                   |
+ * |      |                 |                    | p3d_beat_interval(timeout) seconds       |
+ *
+ * The letters are lower case, frame types (P3D_MSG_*, above) upper case:
+ * a packet's letter never reads as a frame type, nor the other way round;
+ * new letters are also chosen so that their upper case is no frame type
+ * ('v', a vital sign: no 'V' frame).
+ *
+ * Decoding checks every field's range. Across nodes a packet that does
+ * not parse, or that travels the wrong way (a type of the other column),
+ * is dropped with one line naming the peer and what was wrong
+ * (p3d_fate_complain); a FATE frame whose integrity tag does not match
+ * (rdzv.h, P3D_TAG_LEN) ends the connection instead (docs/multinode.md,
+ * "Frame integrity").
+ */
+
+/* The largest packet (header + root-cause text). */
+#define P3D_AMSG_MAX 65536
+
+enum {
+    P3D_AM_FAIL = 'f',
+    P3D_AM_DONE = 'd',
+    P3D_AM_UP = 'a',
+    P3D_AM_SIGNAL = 's',
+    P3D_AM_RESTART = 'r',
+    P3D_AM_STOP = 't',
+    P3D_AM_FORWARD = 'u',
+    P3D_AM_RETIRE = 'q',
+    P3D_AM_RETIRED = 'y',
+    P3D_AM_CHECK = 'c',
+    P3D_AM_HEALTH = 'h',
+    P3D_AM_BEAT = 'b',
+    P3D_AM_PROGRESS = 'p',
+    P3D_AM_RESUMED = 'v',
+};
+
+typedef struct p3d_amsg {
+    int type;          /* P3D_AM_* */
+    int gen;           /* F D A R P W */
+    int code;          /* F T */
+    int rank;          /* F */
+    int sig;           /* F S T U */
+    int nranks;        /* A P */
+    int seq;           /* C H */
+    int ok;            /* H */
+    int ms;            /* B */
+    int step;          /* P */
+    int busy_us;       /* P */
+    int ckpt;          /* P, -1: none */
+    const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
+} p3d_amsg;
+
+/* --node-timeout: how often a heartbeat (B) is sent for a node timeout
+ * of timeout seconds: a quarter of it, at most 5 s, at least 50 ms (0
+ * when off). */
+double p3d_beat_interval(double timeout);
+
+/* Encodes m into buf (cap bytes, at least 64); the text is cut to fit.
+ * Returns the packet length, or -1 for an unknown type. */
+int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap);
+
+/* Decodes a packet of len bytes; pkt[len] must be writable (a NUL is put
+ * there: m->text points into pkt). 0, or -1 when malformed. */
+int p3d_amsg_decode(char *pkt, size_t len, p3d_amsg *m);
+
+/* p3d_amsg_decode that says why: on -1, *why (when why is not NULL) is
+ * a short description of what was wrong (valid until the next call on the
+ * same thread). */
+int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why);
+/* 1 when a packet of type may travel down (controller -> agent or
+ * relay, down = 1) or up (down = 0), per the table above. */
+int p3d_amsg_dir_ok(int type, int down);
+/* One line on stderr, "par3drun: PEER: WHAT: OUTCOME", about a packet or
+ * frame that was not taken; peer and the formatted what are escaped
+ * (termsafe.h). Rate-limited per process: at most 5 lines every 10 s,
+ * the lines held back counted in the next one said. */
+void p3d_fate_complain(const char *peer, const char *outcome, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Receives one packet from a SOCK_SEQPACKET socket without waiting into
+ * buf (cap bytes, one kept for the decoder's NUL). Returns its length,
+ * 0 when none is queued, -1 at EOF or on an error. */
+long p3d_amsg_recv(int fd, char *buf, size_t cap);
+
+/* Sends a message on a SOCK_SEQPACKET socket (best effort; fd < 0: no-op). */
+void p3d_amsg_send(int fd, const p3d_amsg *m);
+/* ---- wire_rejoin.c: leader failover ---------------------------------------- */
+
+/* Every frame here is sealed (p3d_frame_seal, the job token) and small:
+ * a receiver refuses a body over its bound before it computes the tag,
+ * checks the tag before it decodes, and checks every field's range. */
+
+/* SUCCESSORS: the nodes that may succeed the leader, lowest node rank
+ * first (spares included, lost nodes and the leader left out), as of
+ * generation gen; at most P3D_FAILOVER_CANDIDATES, whatever the job's
+ * size (launcher/run/failover.c picks them). */
+#define P3D_FAILOVER_CANDIDATES 8
+#define P3D_FAILOVER_ADDR_MAX 255
+typedef struct p3d_successor {
+    int node_rank;
+    char addr[P3D_FAILOVER_ADDR_MAX + 1];
+    int port;                /* its failover port, 1..65535 */
+} p3d_successor;
+typedef struct p3d_successors {
+    int gen;
+    int n;
+    p3d_successor c[P3D_FAILOVER_CANDIDATES];
+} p3d_successors;
+
+/* REJOIN: a node that lost the leader, to a successor. */
+typedef struct p3d_rejoin {
+    uint32_t proto;          /* P3D_WIRE_PROTO */
+    int nnodes, node_rank;
+    int gen;                 /* the generation its ranks ran */
+    int leader;              /* the node rank of the leader it lost */
+    uint64_t place_hash;     /* p3d_delta_hash of the CPLACE body it holds */
+    /* where it is reached, as its rendezvous record said (the successor
+     * holds no other node's record: MASTER_ADDR follows rank 0 there) */
+    char addr[P3D_FAILOVER_ADDR_MAX + 1];
+    int master_port, nccl_port;
+} p3d_rejoin;
+
+/* REJOINED: the successor's answer. accepted 0: refused, the node stops
+ * (why says it, at most P3D_REJOIN_WHY_MAX bytes); gen: the successor's
+ * generation, newer than an old leader's that asks. */
+#define P3D_REJOIN_WHY_MAX 199
+typedef struct p3d_rejoined {
+    int accepted;
+    int gen;
+    char why[P3D_REJOIN_WHY_MAX + 1];
+} p3d_rejoined;
+
+/* Each builds the sealed frame in out (reset first; the caller frees it):
+ * 0, or -1 (a field out of range, out of memory, libcrypto failed). */
+int p3d_successors_frame(const p3d_successors *s, const char *key, p3d_wbuf *out);
+int p3d_rejoin_frame(const p3d_rejoin *r, const char *key, p3d_wbuf *out);
+int p3d_rejoined_frame(const p3d_rejoined *a, const char *key, p3d_wbuf *out);
+/* Each takes a received frame of that type (type and body as
+ * p3d_frame_read / p3d_framer_take give them; body is not changed): 0
+ * with *out filled, or -1 with *err naming what was wrong (the type, the
+ * size, the tag, a field and the range it must be in). nnodes: the job's
+ * node count as this node knows it. */
+int p3d_successors_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes,
+                        p3d_successors *out, char **err);
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes, p3d_rejoin *out,
+                    char **err);
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, const char *key, p3d_rejoined *out,
+                      char **err);
 
 #endif

@@ -221,6 +221,10 @@ void p3d_node_encode(const p3d_node *n, p3d_wbuf *b)
         wb_int(b, x->package);
         p3d_wbuf_str(b, x->cpus);
         p3d_wbuf_u64(b, x->mem_bytes);
+        /* what an allocation made of it (alloc.c): the ranks' P3D_GPU_PHYS
+         * and CUDA_VISIBLE_DEVICES entry after a record went through here */
+        wb_int(b, x->phys);
+        p3d_wbuf_str(b, x->visible);
     }
     for (int j = 0; j < k; j++) {
         p3d_wbuf_str(b, n->nics[j].name);
@@ -256,10 +260,10 @@ p3d_node *p3d_node_decode(p3d_rbuf *r, char **err)
     n->npus = rb_int(r, 0, 1 << 24);
     if (r->bad)
         goto bad;
-    /* Each GPU needs at least 36 bytes, each NIC 16, each matrix entry 9:
+    /* Each GPU needs at least 44 bytes, each NIC 16, each matrix entry 9:
      * refuse counts the remaining bytes cannot hold before allocating. */
     size_t left = r->len - r->off, gg = (size_t)g * (size_t)g, gk = (size_t)g * (size_t)k;
-    if ((size_t)g * 36 + (size_t)k * 16 + gg * 9 + gk > left)
+    if ((size_t)g * 44 + (size_t)k * 16 + gg * 9 + gk > left)
         goto bad;
     n->gpus = calloc(g ? (size_t)g : 1, sizeof *n->gpus);
     n->nics = calloc(k ? (size_t)k : 1, sizeof *n->nics);
@@ -282,6 +286,8 @@ p3d_node *p3d_node_decode(p3d_rbuf *r, char **err)
         x->package = rb_int(r, -1, 1 << 20);
         x->cpus = p3d_rbuf_str(r, 1 << 20);
         x->mem_bytes = p3d_rbuf_u64(r);
+        x->phys = rb_int(r, 0, MAX_GPUS - 1);
+        rb_fixed(r, x->visible, sizeof x->visible);
         x->nearest_nic = x->domain = -1;
     }
     for (int j = 0; j < k; j++) {

@@ -375,7 +375,7 @@ static char *expand(const p3d_cluster *c, const p3d_placement *pl, const unsigne
     return out;
 }
 
-static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, char **err)
+static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char **err)
 {
     p3d_cluster *c = calloc(1, sizeof *c);
     const unsigned char *head, *tail;
@@ -552,18 +552,27 @@ oom:
 bad:
     p3d_err(err, "malformed placement from the leader");
 out:
+    if (keep && rc == 0) {
+        *keep = c;
+        c = NULL;
+    }
     p3d_cluster_free(c);
     return rc;
 }
 
-int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, char **err)
+static int cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, p3d_cluster **keep, char **err)
 {
     p3d_rbuf r = {.p = body, .len = len};
     memset(m, 0, sizeof *m);
     int kind = p3d_rbuf_int(&r, CP_VERBATIM, CP_COMPACT);
     if (r.bad)
         return p3d_err(err, "malformed placement from the leader");
-    if (kind == CP_VERBATIM ? p3d_place_decode(body + r.off, len - r.off, m, err) < 0 : dec_compact(&r, m, err) < 0) {
+    if (kind == CP_VERBATIM && keep) {
+        p3d_err(err, "the placement was sent as JSON, without the nodes' topologies");
+        return -1;
+    }
+    if (kind == CP_VERBATIM ? p3d_place_decode(body + r.off, len - r.off, m, err) < 0
+                            : dec_compact(&r, m, keep, err) < 0) {
         p3d_place_msg_free(m);
         return -1;
     }
@@ -575,4 +584,21 @@ int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, c
     memcpy(m->raw, body, len);
     m->raw_len = len;
     return 0;
+}
+
+int p3d_cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, char **err)
+{
+    return cplace_decode(body, len, m, NULL, err);
+}
+
+int p3d_cplace_decode_cluster(const unsigned char *body, size_t len, p3d_place_msg *m, p3d_cluster **cluster,
+                              char **err)
+{
+    *cluster = NULL;
+    int rc = cplace_decode(body, len, m, cluster, err);
+    if (rc < 0 && *cluster) {
+        p3d_cluster_free(*cluster);
+        *cluster = NULL;
+    }
+    return rc;
 }

@@ -231,6 +231,7 @@ int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len)
     memcpy(b, f->buf + P3D_FRAME_HDR, n - 1);
     memmove(f->buf, f->buf + 4 + n, f->len - 4 - n);
     f->len -= 4 + n;
+    f->first_max = 0; /* the first frame is out: the peer's later frames are its joined ones */
     if (!type) { /* a type-0 frame is dropped */
         free(b);
         return 0;
@@ -244,4 +245,61 @@ void p3d_framer_free(p3d_framer *f)
 {
     free(f->buf);
     memset(f, 0, sizeof *f);
+}
+
+void p3d_framer_first_max(p3d_framer *f, uint32_t max)
+{
+    f->first_max = max;
+}
+
+size_t p3d_framer_want(const p3d_framer *f, size_t room)
+{
+    if (room < 1)
+        room = 1;
+    if (f->first_max && f->len < 4)
+        return 4 - f->len < room ? 4 - f->len : room;
+    return room;
+}
+
+int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err)
+{
+    /* the length prefix is judged from the bytes buffered and the new ones
+     * before any of them is kept */
+    if (f->len < 4 && f->len + n >= 4) {
+        unsigned char h[4];
+        if (f->len)
+            memcpy(h, f->buf, f->len);
+        memcpy(h + f->len, p, 4 - f->len);
+        uint32_t k = (uint32_t)h[0] << 24 | (uint32_t)h[1] << 16 | (uint32_t)h[2] << 8 | h[3];
+        if (k < 1 || k > P3D_WIRE_MAX)
+            return p3d_err(err, "bad frame length %u: not a par3drun peer?", k);
+        if (f->first_max && k > f->first_max) {
+            p3d_err(err, "its first frame is over %u bytes (%u announced)", f->first_max, k);
+            return -2;
+        }
+    }
+    if (n > f->cap - f->len) {
+        size_t cap = f->cap ? f->cap : 256;
+        while (cap - f->len < n) {
+            if (cap > SIZE_MAX / 2)
+                return p3d_err(err, "out of memory");
+            cap *= 2;
+        }
+        unsigned char *b = realloc(f->buf, cap);
+        if (!b)
+            return p3d_err(err, "out of memory");
+        f->buf = b;
+        f->cap = cap;
+    }
+    if (n)
+        memcpy(f->buf + f->len, p, n);
+    f->len += n;
+    if (f->len < 4)
+        return 0;
+    /* the frame at the head: the one judged above, or the next one after
+     * a take (its length came with an earlier piece) */
+    uint32_t k = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 | f->buf[3];
+    if (k < 1 || k > P3D_WIRE_MAX)
+        return p3d_err(err, "bad frame length %u: not a par3drun peer?", k);
+    return f->len >= 4 + (size_t)k;
 }

@@ -150,6 +150,7 @@ int p3d_gather_encode(const p3d_gather *g, p3d_wbuf *b)
         p3d_wbuf_str(b, x->rack);
         p3d_wbuf_int(b, x->master_port);
         p3d_wbuf_int(b, x->nccl_port);
+        p3d_wbuf_int(b, x->failover_port);
         p3d_wbuf_int(b, x->topo);
         p3d_wbuf_int(b, x->health);
         p3d_wbuf_str(b, x->health == P3D_GREC_HEALTH_FAILED && x->health_how ? x->health_how : "");
@@ -194,6 +195,7 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
         x->rack = p3d_rbuf_str(&r, NAME_MAX_);
         x->master_port = p3d_rbuf_int(&r, 0, 65535);
         x->nccl_port = p3d_rbuf_int(&r, 0, 65535);
+        x->failover_port = p3d_rbuf_int(&r, 0, 65535);
         x->topo = p3d_rbuf_int(&r, 0, nt - 1);
         x->health = p3d_rbuf_int(&r, P3D_GREC_HEALTH_NONE, P3D_GREC_HEALTH_FAILED);
         x->health_how = p3d_rbuf_str(&r, P3D_GREC_HOW_MAX);
@@ -293,6 +295,7 @@ int p3d_gather_add(p3d_gather *g, const p3d_grec *r, p3d_node *topo, char **err)
     x->rank = r->rank;
     x->master_port = r->master_port;
     x->nccl_port = r->nccl_port;
+    x->failover_port = r->failover_port;
     x->topo = t;
     x->hostname = strdup(r->hostname ? r->hostname : "");
     x->addr = strdup(r->addr ? r->addr : "");

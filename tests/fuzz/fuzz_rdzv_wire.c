@@ -21,7 +21,7 @@
 
 #include "rdzv.h"
 #include "mnode.h"
-#include "agent_proto.h"
+#include "wire.h"
 
 static void same_bytes(const p3d_wbuf *a, const p3d_wbuf *b, const char *what)
 {
@@ -298,6 +298,50 @@ static void sealed(int type, const uint8_t *body, size_t len)
     p3d_wbuf_free(&s);
 }
 
+/* The failover frames (wire_rejoin.c): the input sealed as S, L or M is
+ * opened (a 64-node job); what opens encodes back to a frame that opens
+ * to the same fields, and what is refused says why. The input taken as a
+ * received frame itself is refused unless its last 32 bytes are its tag. */
+static void rejoin_frames(int type, const uint8_t *body, size_t len)
+{
+    p3d_wbuf f = {0}, s = {0}, again = {0};
+    char *err = NULL;
+    p3d_wbuf_begin(&f, type);
+    p3d_wbuf_bytes(&f, body, len);
+    if (p3d_wbuf_end(&f) < 0 || p3d_frame_seal(&f, FUZZ_KEY, &s) < 0)
+        abort();
+    const unsigned char *b = s.p + 5;
+    size_t n = s.len - 5;
+    int ok = 0, back = 0;
+    if (type == P3D_MSG_REJOIN) {
+        p3d_rejoin j, j2;
+        ok = p3d_rejoin_open(type, b, n, FUZZ_KEY, 64, &j, &err) == 0;
+        back = ok && p3d_rejoin_frame(&j, FUZZ_KEY, &again) == 0 &&
+               p3d_rejoin_open(type, again.p + 5, again.len - 5, FUZZ_KEY, 64, &j2, &err) == 0 &&
+               !memcmp(&j, &j2, sizeof j);
+        if (!ok)
+            (void)p3d_rejoin_open(type, body, len, FUZZ_KEY, 64, &j, &err);
+    } else if (type == P3D_MSG_SUCCESSORS) {
+        p3d_successors c, c2;
+        ok = p3d_successors_open(type, b, n, FUZZ_KEY, 64, &c, &err) == 0;
+        back = ok && p3d_successors_frame(&c, FUZZ_KEY, &again) == 0 &&
+               p3d_successors_open(type, again.p + 5, again.len - 5, FUZZ_KEY, 64, &c2, &err) == 0 &&
+               !memcmp(&c, &c2, sizeof c);
+    } else {
+        p3d_rejoined a, a2;
+        ok = p3d_rejoined_open(type, b, n, FUZZ_KEY, &a, &err) == 0;
+        back = ok && p3d_rejoined_frame(&a, FUZZ_KEY, &again) == 0 &&
+               p3d_rejoined_open(type, again.p + 5, again.len - 5, FUZZ_KEY, &a2, &err) == 0 &&
+               !memcmp(&a, &a2, sizeof a);
+    }
+    if (ok != back || (!ok && !err))
+        abort();
+    free(err);
+    p3d_wbuf_free(&f);
+    p3d_wbuf_free(&s);
+    p3d_wbuf_free(&again);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -306,8 +350,58 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* The whole input as the byte stream of a peer that has not joined (wire.h,
+ * p3d_framer_feed), in pieces as the transport reads them: a refused first
+ * frame has nothing of its body buffered; the framer never holds more than
+ * one first frame and one read; every frame taken is as long as it said. */
+static void preauth_stream(const uint8_t *data, size_t size)
+{
+    enum { MAX = 1024, ROOM = 97 };
+    p3d_framer f = {0};
+    p3d_framer_first_max(&f, MAX);
+    size_t off = 0;
+    int first = 1;
+    while (off < size) {
+        size_t want = p3d_framer_want(&f, ROOM);
+        size_t n = size - off < want ? size - off : want;
+        char *err = NULL;
+        int r = p3d_framer_feed(&f, data + off, n, &err);
+        off += n;
+        if (r < 0) {
+            if (!err || (r == -2 && (!first || f.len >= 4)))
+                abort();
+            free(err);
+            break;
+        }
+        if (first && f.len > 4 + MAX + ROOM)
+            abort();
+        unsigned char *body = NULL;
+        size_t len = 0;
+        while (r == 1 && f.len >= 5) {
+            size_t before = f.len;
+            int type = p3d_framer_take(&f, &body, &len);
+            if (f.len >= before || f.first_max)
+                abort();
+            if (type > 0 && before - f.len != len + 5)
+                abort();
+            free(body);
+            body = NULL;
+            first = 0;
+            r = p3d_framer_feed(&f, NULL, 0, &err); /* the next frame, judged as it stands */
+            if (r < 0 && (r == -2 || !err))
+                abort(); /* the bound ended with the first frame */
+            free(err);
+            err = NULL;
+        }
+        if (r < 0)
+            break;
+    }
+    p3d_framer_free(&f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    preauth_stream(data, size);
     if (size < 1)
         return 0;
     /* an exact-size copy of the body: reads past it are ASan reports */
@@ -347,6 +441,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case P3D_MSG_FATE:
         fate(body, len);
         sealed(data[0], body, len);
+        break;
+    case P3D_MSG_SUCCESSORS:
+    case P3D_MSG_REJOIN:
+    case P3D_MSG_REJOINED:
+        rejoin_frames(data[0], body, len);
         break;
     default:
         node(body, len);

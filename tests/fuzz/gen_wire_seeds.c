@@ -11,7 +11,7 @@
  */
 #include "fuzz_common.h"
 
-#include "agent_proto.h"
+#include "wire.h"
 #include "rdzv.h"
 #include "topo_internal.h"
 

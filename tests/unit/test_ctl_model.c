@@ -21,6 +21,17 @@
  * node is replaced only when a spare and a restart are left, and a
  * progress summary never stops the job. The sequence that hung the job before the table
  * (a rank failure, then a health check failing only on a spare) is seed 0.
+ *
+ * Leader failover (cfg.failover, in half of the sequences): the leader's
+ * node is lost at random in every state, again while the takeover waits
+ * (two successive losses), and nodes rejoin the successor at random, with
+ * stale generations and from dead nodes too. Checked: the old leader
+ * stays dead; the successor starts the ranks again only after a majority
+ * of the generation's nodes rejoined it, only on nodes that did, and
+ * never before the old leader's fence; TAKEOVER always has a deadline.
+ * A partition into two sides (partition_case): the leader's side and the
+ * successor's side, each with its own controller; never do both run
+ * ranks again, and a side with half of the nodes or fewer stops with 1.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,6 +71,15 @@ typedef struct env {
     int slow;              /* the node whose ranks are slow, -1 none */
     int ckpt;              /* the checkpoint the ranks report */
     int intervals;         /* progress rounds left before the ranks are done */
+    int failover;          /* cfg.failover */
+    double node_timeout;
+    int members;           /* the generation's nodes (the majority's base) */
+    int tk;                /* a takeover waits for its respawn */
+    int tk_members;        /* members when it began */
+    int tk_rej[MAXA];      /* rejoined the successor (accepted) */
+    int crashed[MAXA];     /* its node is gone: it never rejoins */
+    int losses;            /* leader losses in this sequence */
+    int respawned;         /* respawns that succeeded */
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -71,6 +91,10 @@ static unsigned long cells[P3D_CTL_NSTATES][P3D_CTL_NEVENTS];
 static unsigned long total_events;
 static unsigned long slow_seen; /* slow nodes reported, all sequences */
 static unsigned long slow_moved; /* ... and replaced */
+static unsigned long takeovers;  /* completed, all sequences */
+static unsigned long doubles;    /* sequences with two leader losses or more */
+static unsigned long refused;    /* rejoins refused */
+static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
 
 static unsigned rnd(env *e, unsigned n)
 {
@@ -108,9 +132,19 @@ static void broken(env *e, const char *fmt, ...)
 
 /* ---- the ops: a cluster that does what it is told ------------------------ */
 
+static int ndead_now(env *e)
+{
+    int k = 0;
+    for (int i = 0; i < e->n; i++)
+        k += p3d_ctl_is_dead(e->c, i);
+    return k;
+}
+
 static void o_send(void *ctx, int a, const p3d_amsg *m)
 {
     env *e = ctx;
+    if (m->type == P3D_AM_RESTART)
+        e->members = e->n - ndead_now(e);
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? e->n : a + 1); i++) {
         if (!e->alive[i])
             continue;
@@ -192,11 +226,31 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
     }
     if (e->now < e->fence_at)
         broken(e, "respawn at %.2f before a lost node's fence %.2f: a rank could run twice", e->now, e->fence_at);
+    if (e->tk) {
+        /* a takeover: only nodes that rejoined start, and only with a
+         * majority of the generation's nodes */
+        int started = 0;
+        for (int i = 0; i < e->n; i++)
+            if (!dead[i]) {
+                started++;
+                if (!e->tk_rej[i])
+                    broken(e, "takeover respawn starts agent %d, which did not rejoin", i);
+            }
+        if (2 * started <= e->tk_members)
+            broken(e, "takeover respawn with %d of %d nodes: no majority", started, e->tk_members);
+        if (dead[e->leader])
+            broken(e, "takeover respawn without its successor %d", e->leader);
+    }
     if (e->respawn_fail) {
         e->respawn_fail = 0;
         e->respawn_failed = 1;
         return -1;
     }
+    if (e->tk)
+        takeovers++;
+    e->tk = 0;
+    e->respawned++;
+    e->members = e->n - ndead_now(e);
     for (int i = 0; i < e->n; i++)
         if (!dead[i]) {
             e->alive[i] = 1;
@@ -250,12 +304,17 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
             broken(e, "agent %d came back from the dead", i);
         e->was_dead[i] |= p3d_ctl_is_dead(e->c, i);
     }
-    if ((s == P3D_CTL_CHECKING || s == P3D_CTL_REPLACING || s == P3D_CTL_STOPPING) && !(p3d_ctl_deadline(e->c) > 0))
+    if ((s == P3D_CTL_CHECKING || s == P3D_CTL_REPLACING || s == P3D_CTL_STOPPING || s == P3D_CTL_TAKEOVER) &&
+        !(p3d_ctl_deadline(e->c) > 0))
         broken(e, "state %s without a deadline", p3d_ctl_state_name(s));
     if (s != P3D_CTL_CHECKING && before == P3D_CTL_CHECKING)
         e->health_pending = 0; /* a late result is ignored */
     if (ev == P3D_CTL_EV_PROGRESS && (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != s)
         broken(e, "a progress summary stopped the job (a slow node must never stop it)");
+    if (ev == P3D_CTL_EV_RESUMED && s != before)
+        broken(e, "a first sign of life (V) moved the state %s -> %s", p3d_ctl_state_name(before), p3d_ctl_state_name(s));
+    if (p3d_ctl_resumed_max(e->c) >= 0 && !r)
+        broken(e, "a training-resumed figure without a restart");
     if ((s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != P3D_CTL_STOPPING && before != P3D_CTL_DONE) {
         e->stop_cause = (int)ev;
         e->stop_sig = sig;
@@ -292,6 +351,10 @@ static void gone(env *e, int a, int clean)
 {
     tr(e, "%7.2f %-10s gone %d%s\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a, clean ? " clean" : "");
     e->alive[a] = 0;
+    if (p3d_ctl_get_state(e->c) == P3D_CTL_TAKEOVER)
+        e->tk_rej[a] = 0; /* it went away before the takeover acted */
+    if (!clean && !e->killed[a])
+        e->crashed[a] = 1;
     if (!clean && rnd(e, 2)) {
         /* lost to a missing heartbeat: its ranks end by its own deadline */
         double until = e->now + rnd(e, 300) / 100.0;
@@ -312,6 +375,14 @@ static void health(env *e, int faults)
        bad[2], bad[3], bad[4]);
     e->health_pending = 0;
     DISPATCH(e, P3D_CTL_EV_HEALTH, 0, 0, p3d_ctl_health_result(e->c, bad, e->now));
+}
+
+/* Agent a's first sign of life of its generation (V), or a stale one. */
+static void resumed(env *e, int a)
+{
+    p3d_amsg m = {.type = P3D_AM_RESUMED, .gen = e->gen[a] - (rnd(e, 4) == 0)};
+    tr(e, "%7.2f %-10s V from %d gen %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a, m.gen);
+    DISPATCH(e, P3D_CTL_EV_RESUMED, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
 }
 
 /* Agent a's progress summary: busy 0.1 s, 3x on the slow node, steps and
@@ -357,6 +428,93 @@ static void signal_ev(env *e, int sig)
     DISPATCH(e, P3D_CTL_EV_SIGNAL, sig == SIGUSR1 ? 0 : sig, 0, p3d_ctl_signal(e->c, sig, e->now));
 }
 
+/* The leader's node is lost: every node fences its ranks; the lowest
+ * node not dead whose par3drun is there succeeds. */
+static void leader_lost(env *e)
+{
+    int old = e->leader, succ = -1;
+    for (int i = 0; i < e->n && succ < 0; i++)
+        if (i != old && !p3d_ctl_is_dead(e->c, i) && !e->crashed[i])
+            succ = i;
+    double heard = e->now - rnd(e, 100) / 100.0;
+    p3d_ctl_state b = p3d_ctl_get_state(e->c);
+    tr(e, "%7.2f %-10s leader %d lost, successor %d, heard %.2f\n", e->now, p3d_ctl_state_name(b), old, succ, heard);
+    int stopping = b == P3D_CTL_STOPPING || b == P3D_CTL_DONE;
+    if (old >= 0) {
+        e->alive[old] = 0;
+        e->crashed[old] = 1;
+        e->tk_rej[old] = 0;
+    }
+    e->losses++;
+    int ok = e->failover && old >= 0 && succ >= 0;
+    if (ok && !stopping) {
+        for (int i = 0; i < e->n; i++) {
+            e->alive[i] = 0; /* fenced: each node killed its own ranks */
+            e->told_stop[i] = e->killed[i] = e->tk_rej[i] = 0;
+        }
+        e->alive[succ] = 1;
+        e->tk_rej[succ] = 1;
+        if (!e->tk)
+            e->tk_members = e->members;
+        e->tk = 1;
+        if (heard + e->node_timeout + P3D_FENCE_SLACK > e->fence_at)
+            e->fence_at = heard + e->node_timeout + P3D_FENCE_SLACK;
+    }
+    if (ok)
+        e->leader = succ;
+    DISPATCH(e, P3D_CTL_EV_LEADER_LOST, 0, 0, p3d_ctl_leader_lost(e->c, succ, heard, "its heartbeat stopped", e->now));
+    if (old >= 0 && b != P3D_CTL_DONE && !p3d_ctl_is_dead(e->c, old))
+        broken(e, "the old leader %d is not dead after its loss", old);
+    if (ok && !stopping && p3d_ctl_get_state(e->c) != P3D_CTL_TAKEOVER)
+        broken(e, "leader lost in %s: state %s, not takeover", p3d_ctl_state_name(b),
+               p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
+    if (!ok && !stopping && !(p3d_ctl_get_state(e->c) == P3D_CTL_STOPPING || p3d_ctl_get_state(e->c) == P3D_CTL_DONE))
+        broken(e, "leader lost without a successor and the job goes on");
+}
+
+/* Node a reconnects to the successor with generation gen. */
+static void rejoin(env *e, int a, int gen)
+{
+    tr(e, "%7.2f %-10s rejoin %d gen %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a, gen);
+    int was_killed = e->killed[a];
+    int was_dead = p3d_ctl_is_dead(e->c, a);
+    e->killed[a] = 0;
+    p3d_ctl_state b = p3d_ctl_get_state(e->c);
+    DISPATCH(e, P3D_CTL_EV_REJOIN, 0, 0, p3d_ctl_rejoin(e->c, a, gen, e->now));
+    if (e->killed[a]) {
+        refused++;
+        if (!e->alive[a])
+            e->killed[a] = was_killed;
+        return;
+    }
+    e->killed[a] = was_killed;
+    if (b == P3D_CTL_TAKEOVER) {
+        if (was_dead)
+            broken(e, "a dead node %d rejoined", a);
+        if (!e->alive[a]) {
+            e->alive[a] = 1;
+            e->gen[a] = gen;
+            e->up_sent[a] = e->done_sent[a] = -1;
+        }
+        e->tk_rej[a] = 1;
+    }
+}
+
+/* A node not rejoined yet, at random (-1 none), and the generation it
+ * holds (now and then a stale one). */
+static int pick_rejoin(env *e, int *gen)
+{
+    int k = 0, idx[MAXA];
+    for (int i = 0; i < e->n; i++)
+        if (!e->tk_rej[i] && !e->crashed[i])
+            idx[k++] = i;
+    if (!k)
+        return -1;
+    int a = idx[rnd(e, (unsigned)k)];
+    *gen = p3d_ctl_restarts(e->c) - (rnd(e, 6) == 0);
+    return a;
+}
+
 static int pick_alive(env *e)
 {
     int k = 0, idx[MAXA];
@@ -371,7 +529,24 @@ static void random_event(env *e)
 {
     int a = pick_alive(e);
     e->now += rnd(e, 4) == 0 ? rnd(e, 8) : rnd(e, 100) / 100.0;
-    switch (rnd(e, 19)) {
+    switch (rnd(e, 23)) {
+    case 22:
+        if (a >= 0)
+            resumed(e, a);
+        break;
+    case 19:
+        if (rnd(e, 3) == 0 && (e->failover || rnd(e, 4) == 0))
+            leader_lost(e);
+        break;
+    case 20:
+    case 21: {
+        int g = 0, r = pick_rejoin(e, &g);
+        if (r < 0 && rnd(e, 2))
+            r = (int)rnd(e, (unsigned)e->n); /* a dead one, or one already in */
+        if (r >= 0 && (p3d_ctl_get_state(e->c) == P3D_CTL_TAKEOVER || rnd(e, 4) == 0))
+            rejoin(e, r, g);
+        break;
+    }
     case 16:
     case 17:
     case 18: /* an interval: every agent's summary (those still there) */
@@ -448,6 +623,12 @@ static int cooperative_event(env *e)
             gone(e, i, 0);
             return 1;
         }
+    if (s == P3D_CTL_TAKEOVER)
+        for (int i = 0; i < e->n; i++)
+            if (!e->tk_rej[i] && !e->crashed[i] && !p3d_ctl_is_dead(e->c, i)) {
+                rejoin(e, i, p3d_ctl_restarts(e->c));
+                return 1;
+            }
     for (int i = 0; i < e->n; i++)
         if (e->alive[i] && e->told_stop[i]) {
             gone(e, i, 1);
@@ -525,6 +706,10 @@ static void setup(env *e, int seed)
     e->n = 2 + (int)rnd(e, 4);
     int spares = (int)rnd(e, (unsigned)(e->n < 3 ? e->n : 3));
     e->leader = rnd(e, 3) == 0 ? 0 : -1;
+    e->failover = (int)rnd(e, 2);
+    if (e->failover)
+        e->leader = (int)rnd(e, (unsigned)e->n);
+    e->node_timeout = 1 + rnd(e, 4);
     e->max_restarts = (int)rnd(e, 4);
     e->timeout = rnd(e, 4) == 0 ? 5 + rnd(e, 60) : 0;
     e->stop_cause = -1;
@@ -537,7 +722,8 @@ static void setup(env *e, int seed)
     }
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
-                       .health_timeout = 1 + rnd(e, 5)};
+                       .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
+                       .node_timeout = e->node_timeout};
     if (rnd(e, 4)) {
         cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
         cfg.slow_factor = 1.3;
@@ -563,11 +749,12 @@ static void setup(env *e, int seed)
     /* before the start: nodes that failed their check (never started);
      * the transport starts a job only when some node is left to run it */
     for (int i = 1; i < e->n; i++)
-        if (rnd(e, 12) == 0) {
+        if (i != e->leader && rnd(e, 12) == 0) {
             e->alive[i] = 0;
             tr(e, "   0.00 starting   mark-dead %d\n", i);
             DISPATCH(e, P3D_CTL_EV_MARK_DEAD, 0, 0, p3d_ctl_mark_dead(e->c, i));
         }
+    e->members = e->n - ndead_now(e);
 }
 
 /* Faults stop: the controller must end within a bounded number of events. */
@@ -589,6 +776,7 @@ static void finish(env *e)
     if (p3d_ctl_get_state(e->c) != P3D_CTL_DONE)
         broken(e, "left DONE");
     slow_seen += (unsigned long)p3d_ctl_slow_count(e->c);
+    doubles += e->losses >= 2;
     p3d_ctl_free(e->c);
 }
 
@@ -632,12 +820,106 @@ static void seed_zero(env *e)
     p3d_ctl_free(e->c);
 }
 
+
+/* A partition: nodes side[i] = 1 lose the leader (node 0) and elect node
+ * first among them; the leader loses them. Each side has its own
+ * controller (env a: the leader's, env b: the successor's). The side with
+ * more than half of the nodes may go on; the other stops with exit 1;
+ * never both run ranks again. */
+static void partition_case(env *ea, env *eb, int seed)
+{
+    setup(ea, seed);
+    int n = ea->n;
+    if (ea->leader < 0 || !ea->failover)
+        goto plain;
+    /* everyone up first */
+    for (int i = 0; i < n; i++)
+        if (ea->alive[i])
+            msg(ea, i, P3D_AM_UP, 0, 0, 0, 0);
+    if (p3d_ctl_get_state(ea->c) != P3D_CTL_RUNNING)
+        goto plain;
+    int side[MAXA] = {0}, nb = 0, first = -1, members = ea->members;
+    for (int i = 0; i < n; i++)
+        if (i != ea->leader && ea->alive[i] && rnd(ea, 2)) {
+            side[i] = 1;
+            nb++;
+            if (first < 0)
+                first = i;
+        }
+    if (!nb)
+        goto plain;
+    /* the successor's side: a controller of its own, as a successor
+     * builds it, told the leader is lost */
+    *eb = *ea;
+    eb->seed = -seed;
+    eb->trace[0] = 0;
+    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = ea->max_restarts,
+                       .grace = 1, .leader = ea->leader, .health_timeout = 2, .failover = 1,
+                       .node_timeout = ea->node_timeout};
+    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left,
+                       .replace = o_replace, .respawn = o_respawn};
+    eb->c = p3d_ctl_new(&cfg, &ops, ea->now);
+    assert_non_null(eb->c);
+    for (int i = 0; i < n; i++) {
+        if (p3d_ctl_is_dead(ea->c, i))
+            p3d_ctl_mark_dead(eb->c, i);
+        eb->alive[i] = 0;
+        eb->crashed[i] = !side[i]; /* the other side never reaches it */
+        eb->tk_rej[i] = 0;
+        eb->up_sent[i] = eb->done_sent[i] = -1;
+    }
+    eb->respawned = 0;
+    eb->losses = 0;
+    eb->fence_at = 0;
+    eb->members = members;
+    ea->respawned = 0;
+    /* both sides notice within a heartbeat of each other */
+    ea->now += ea->node_timeout;
+    eb->now = ea->now;
+    for (int i = 0; i < n; i++)
+        if (side[i]) {
+            ea->crashed[i] = 1;
+            gone(ea, i, 0);
+        }
+    int a_goes_on = p3d_ctl_get_state(ea->c) != P3D_CTL_STOPPING && p3d_ctl_get_state(ea->c) != P3D_CTL_DONE;
+    if (a_goes_on && 2 * nb >= members) /* it may stop for other reasons (no spare) */
+        broken(ea, "partition: the leader kept %d of %d nodes and %s", members - nb, members,
+               a_goes_on ? "goes on" : "stopped");
+    eb->leader = ea->leader;
+    leader_lost(eb);
+    finish(ea);
+    int b_ran = 0;
+    while (p3d_ctl_get_state(eb->c) != P3D_CTL_DONE) {
+        b_ran |= eb->respawned > 0;
+        if (!cooperative_event(eb))
+            broken(eb, "partition: the successor's side is stuck");
+    }
+    b_ran |= eb->respawned > 0;
+    if (b_ran && a_goes_on)
+        broken(eb, "partition: both sides run (%d of %d nodes with the successor)", nb, members);
+    if (b_ran && 2 * nb <= members) /* with a majority it may stop too: no spare, no restart left */
+        broken(eb, "partition: the successor ran with %d of %d nodes", nb, members);
+    if (!b_ran && p3d_ctl_code(eb->c) != P3D_EXIT_LOST)
+        broken(eb, "partition: the successor's side stopped with %d, not 1", p3d_ctl_code(eb->c));
+    if (b_ran)
+        parts_major++;
+    else
+        parts_minor++;
+    finish(eb);
+    return;
+plain:
+    finish(ea);
+}
+
 static void test_model(void **st)
 {
     (void)st;
-    env *e = calloc(1, sizeof *e);
+    env *e = calloc(1, sizeof *e), *e2 = calloc(1, sizeof *e2);
     assert_non_null(e);
+    assert_non_null(e2);
     seed_zero(e);
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++)
+        partition_case(e, e2, SEQUENCES + seed);
     for (int seed = 1; seed <= SEQUENCES; seed++) {
         setup(e, seed);
         int faults = (int)rnd(e, 40);
@@ -662,7 +944,12 @@ static void test_model(void **st)
            slow_seen, slow_moved);
     assert_int_equal(missing, 0);
     assert_true(slow_seen > 0 && slow_moved > 0); /* the sequences do reach the detection */
+    printf("model: failover: %lu takeovers completed, %lu sequences with two leader losses or more, %lu rejoins "
+           "refused; partitions: %lu successor sides ran, %lu stopped\n", takeovers, doubles, refused, parts_major,
+           parts_minor);
+    assert_true(takeovers > 0 && doubles > 0 && refused > 0 && parts_major > 0 && parts_minor > 0);
     free(e);
+    free(e2);
 }
 
 int main(void)

@@ -34,6 +34,11 @@ static void hello_roundtrip(void **st)
     p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "secret-token", .job_id = "j1",
                    .nnodes = 4, .node_rank = 2, .hostname = "n2", .addr = "10.0.0.2", .master_port = 1234,
                    .nccl_port = 0, .topo = node()};
+    /* what an allocation made of the GPUs travels with them (alloc.c) */
+    for (int g = 0; g < h.topo->ngpus; g++) {
+        h.topo->gpus[g].phys = 7 - g;
+        snprintf(h.topo->gpus[g].visible, sizeof h.topo->gpus[g].visible, "GPU-%d", 7 - g);
+    }
     p3d_wbuf b = {0};
     assert_int_equal(p3d_hello_encode(&h, &b), 0);
     p3d_hello d;
@@ -43,6 +48,13 @@ static void hello_roundtrip(void **st)
     assert_int_equal(d.node_rank, 2);
     assert_string_equal(d.topo->hash, h.topo->hash);
     assert_int_equal(d.topo->ngpus, 8);
+    for (int g = 0; g < 8; g++) {
+        char want[16];
+        snprintf(want, sizeof want, "GPU-%d", 7 - g);
+        assert_int_equal(d.topo->gpus[g].index, g);
+        assert_int_equal(d.topo->gpus[g].phys, 7 - g);
+        assert_string_equal(d.topo->gpus[g].visible, want);
+    }
     p3d_hello_free(&d);
     /* every truncation fails cleanly */
     for (size_t cut = 0; cut < b.len - 5; cut += 7) {
@@ -406,6 +418,69 @@ static void frame_bounds(void **st)
     close(sv[1]);
 }
 
+/* The first frame of an unauthenticated peer, fed as it arrives (wire.h,
+ * p3d_framer_feed): judged by its length before any of it is kept. */
+static void frame_preauth(void **st)
+{
+    (void)st;
+    char *err = NULL;
+    p3d_framer f = {0};
+    p3d_framer_first_max(&f, 64);
+    /* the length prefix first, a byte at a time */
+    assert_int_equal(p3d_framer_want(&f, 4096), 4);
+    unsigned char big[4] = {0, 0, 0, 65};
+    assert_int_equal(p3d_framer_feed(&f, big, 1, &err), 0);
+    assert_int_equal(p3d_framer_want(&f, 4096), 3);
+    assert_int_equal(p3d_framer_feed(&f, big + 1, 2, &err), 0);
+    assert_int_equal(p3d_framer_feed(&f, big + 3, 1, &err), -2);
+    assert_non_null(strstr(err, "over 64 bytes"));
+    assert_int_equal(f.len, 3); /* nothing of the refused frame's body, not even its last length byte */
+    free(err);
+    err = NULL;
+    p3d_framer_free(&f);
+    /* a malformed length */
+    p3d_framer_first_max(&f, 64);
+    unsigned char zero[5] = {0, 0, 0, 0, 'J'};
+    assert_int_equal(p3d_framer_feed(&f, zero, sizeof zero, &err), -1);
+    assert_non_null(strstr(err, "bad frame length 0"));
+    free(err);
+    err = NULL;
+    p3d_framer_free(&f);
+    /* a first frame at the bound, and a bigger second one in the same
+     * bytes: the second stays queued for the joined peer */
+    p3d_framer_first_max(&f, 64);
+    unsigned char two[4 + 64 + 4 + 101];
+    memset(two, 'x', sizeof two);
+    memcpy(two, (unsigned char[]){0, 0, 0, 64, P3D_MSG_JOIN}, 5);
+    memcpy(two + 68, (unsigned char[]){0, 0, 0, 101, P3D_MSG_GATHER}, 5);
+    assert_int_equal(p3d_framer_feed(&f, two, 4, &err), 0);
+    assert_int_equal(p3d_framer_want(&f, 4096), 4096);
+    assert_int_equal(p3d_framer_feed(&f, two + 4, 63, &err), 0);
+    assert_int_equal(p3d_framer_feed(&f, two + 67, sizeof two - 67, &err), 1);
+    unsigned char *body = NULL;
+    size_t len = 0;
+    assert_int_equal(p3d_framer_take(&f, &body, &len), P3D_MSG_JOIN);
+    assert_int_equal(len, 63);
+    free(body);
+    assert_int_equal(f.first_max, 0);
+    assert_int_equal(p3d_framer_take(&f, &body, &len), P3D_MSG_GATHER);
+    assert_int_equal(len, 100);
+    free(body);
+    assert_int_equal(f.len, 0);
+    p3d_framer_free(&f);
+    /* a good first frame, then a malformed length in the same bytes: found
+     * once the first is taken */
+    p3d_framer_first_max(&f, 64);
+    unsigned char bad2[5 + 4] = {0, 0, 0, 1, P3D_MSG_JOIN, 0, 0, 0, 0};
+    assert_int_equal(p3d_framer_feed(&f, bad2, sizeof bad2, &err), 1);
+    assert_int_equal(p3d_framer_take(&f, &body, &len), P3D_MSG_JOIN);
+    free(body);
+    assert_int_equal(p3d_framer_feed(&f, NULL, 0, &err), -1);
+    assert_non_null(strstr(err, "bad frame length 0"));
+    free(err);
+    p3d_framer_free(&f);
+}
+
 /* --rdzv k8s: the leader's DNS name from the pod's own */
 static void k8s_leader_name(void **state)
 {
@@ -437,6 +512,7 @@ int main(void)
         cmocka_unit_test(hello_roundtrip),
         cmocka_unit_test(place_roundtrip),
         cmocka_unit_test(frame_bounds),
+        cmocka_unit_test(frame_preauth),
         cmocka_unit_test(tree_messages),
         cmocka_unit_test(gather_merge),
         cmocka_unit_test(gather_health),

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * mnode_failover.c — the leader's succession on one node of a multi-node
+ * job (docs/multinode.md, "When the leader dies"): the placement hash a
+ * successor compares, where rejoined nodes are reached, the takeover
+ * (the controller's TAKEOVER state, supervise.c) and the successor list
+ * the leader hands every node (failover.h).
+ */
+#include "mnode_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* L->place_hash: names the placement this node holds, for the successor
+ * to compare with its own. */
+uint64_t p3d_mnode_place_hash(void *ctx)
+{
+    mnode *m = ctx;
+    return m->pm.raw ? p3d_delta_hash(m->pm.raw, m->pm.raw_len) : 0;
+}
+
+/* L->rejoined (the successor): where a rejoined node is reached. */
+void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port)
+{
+    mnode *m = ctx;
+    if (!m->peers || node < 0 || node >= m->nnodes)
+        return;
+    char *a = strdup(addr);
+    if (!a)
+        return;
+    free(m->peers[node].addr);
+    m->peers[node] = (p3d_mpeer){.addr = a, .master_port = master_port, .nccl_port = nccl_port};
+}
+
+/* L->takeover: this node succeeds the lost leader. It places from the
+ * compact placement it holds (takeover.c), writes events.jsonl from here
+ * on and runs the job's controller (supervise.c, TAKEOVER). */
+int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why)
+{
+    mnode *m = ctx;
+    p3d_launch *L = m->setup;
+    char *err = NULL;
+    p3d_place_msg tpm;
+    if (m->have_res)
+        p3d_plan_result_free(&m->res);
+    m->have_res = 0;
+    int t = p3d_takeover_plan(m->o, m->pm.raw, m->pm.raw_len, &m->res, &tpm, &err);
+    p3d_place_msg_free(&tpm);
+    if (t < 0) {
+        p3d_mnode_err("cannot take over from the lost leader: %s", err ? err : "no plan");
+        free(err);
+        return P3D_EXIT_LOST;
+    }
+    m->have_res = 1;
+    p3d_mpeer_free(m->peers, m->nnodes);
+    m->peers = calloc((size_t)m->nnodes, sizeof *m->peers);
+    int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);
+    if (!m->peers || !nodes) {
+        free(nodes);
+        p3d_mnode_err("cannot take over from the lost leader: out of memory");
+        return P3D_EXIT_LOST;
+    }
+    for (int i = 0; i < m->nnodes; i++) {
+        nodes[i] = i;
+        m->peers[i].addr = strdup("");
+    }
+    p3d_mnode_rejoined(m, m->me, m->join.addr ? m->join.addr : "", m->hello.master_port, m->hello.nccl_port);
+    /* nodes lost or excluded before are no nodes of this generation: not
+     * waited for, not counted in the majority (a second takeover) */
+    free(m->unhealthy);
+    m->unhealthy = calloc((size_t)m->nnodes, 1);
+    for (int i = 0; m->unhealthy && i < m->nnodes; i++)
+        m->unhealthy[i] = i != leader && (m->res.cluster->nodes[i].role == P3D_NODE_LOST ||
+                                          m->res.cluster->nodes[i].role == P3D_NODE_EXCLUDED);
+    L->unhealthy = m->unhealthy;
+    if (L->events_fd < 0)
+        L->events_fd = p3d_events_open(m->prep.run_dir);
+    L->replace = p3d_mnode_replace;
+    L->replace_ctx = m;
+    p3d_mnode_sent(m); /* every node holds this placement: differences against it */
+    int rc = p3d_hub_takeover(L, nodes, m->nnodes, m->me, leader, heard, why);
+    free(nodes);
+    return rc;
+}
+
+/* The leader: the successor list (at most 8 candidates, failover.h),
+ * sealed like every frame down the fate channel, into m->sframe; the hub
+ * sends it to each node (L->successors). 0, or -1 (no failover then). */
+int p3d_mnode_successors(mnode *m)
+{
+    const char **addr = calloc((size_t)m->nnodes, sizeof *addr);
+    int *port = calloc((size_t)m->nnodes, sizeof *port), rc = -1;
+    p3d_successors s;
+    if (addr && port) {
+        for (int i = 0; i < m->nnodes; i++) {
+            addr[i] = m->peers[i].addr;
+            port[i] = m->peers[i].failover_port;
+        }
+        if (p3d_failover_list(m->nnodes, 0, NULL, addr, port, 0, &s) == 0 &&
+            p3d_successors_frame(&s, m->r->boot.token, &m->sframe) == 0)
+            rc = 0;
+    }
+    free(addr);
+    free(port);
+    return rc;
+}

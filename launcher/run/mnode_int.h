@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * mnode_int.h — what one node of a multi-node job keeps (mnode.c: the
+ * flow, node replacement, health; mnode_failover.c: the leader's
+ * succession). Only those two files include it.
+ */
+#ifndef P3D_MNODE_INT_H
+#define P3D_MNODE_INT_H
+
+#include "mnode.h"
+#include "prepare.h"
+
+#include "controller.h"
+#include "failover.h"
+#include "hub.h"
+
+typedef struct mnode {
+    const p3d_opts *o;
+    p3d_jobstate job;          /* the placement of now, which L->job reads */
+    p3d_rdzv *r;
+    int me, nnodes;
+    p3d_hello hello;           /* this node's record (topology owned here) */
+    p3d_place_msg pm;          /* the placement as received */
+    p3d_cluster *cluster;      /* names of all nodes; only our topology */
+    p3d_prep prep;             /* program, environment, run dir (prepare.h) */
+    int *fds;                  /* leader: TCP per node rank (-1 self/lost) */
+    p3d_join *joins;           /* leader: every node's JOIN */
+    p3d_join join;             /* this node's JOIN */
+    p3d_gather mine;           /* this node's record, as the tree gathers it */
+    p3d_tree_stats st;
+    int up;                    /* others: TCP to the leader */
+    const p3d_launch *L;       /* the job, as the agents get it (read-only) */
+    p3d_launch *setup;         /* the same, for this file's setups only: the
+                                  first, and a takeover's (the controller's
+                                  role begins: a setup of its own) */
+    p3d_plan_result res;       /* leader: the placement (replacements) */
+    int have_res;
+    p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
+    p3d_fgate *gate;           /* failover: where a successor takes nodes */
+    int gate_port;
+    p3d_wbuf sframe;           /* leader: the successor list, sealed */
+    p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
+    p3d_wbuf rdelta;           /*   and as a CDELTA against base */
+    const unsigned char *base; /* leader: the CPLACE body every node holds: */
+    size_t base_len;           /*   raw of m->pm or an old_pm (kept to the end) */
+    p3d_health_res own_health; /* this node's pre-start --health-check */
+    int own_checked;           /*   run (this node has --health-check) */
+    p3d_health_res *health;    /* leader: every node's, by node rank */
+    unsigned char *checked;    /*   which ran one */
+    unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
+    p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
+    p3d_cluster **old_cl;      /*   (names are borrowed from them) */
+    int nold;
+} mnode;
+
+/* "par3drun: " and the message on stderr, through termsafe.h (what it
+ * quotes may come from outside: a spec, a peer). */
+void p3d_mnode_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* L->replace (mnode.c): a lost node's ranks move to a spare; the leader
+ * sends the new placement down. */
+int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
+/* L->sent (mnode.c): every node now holds the newest placement: the
+ * differences of the next replacement are taken against it. */
+void p3d_mnode_sent(void *ctx);
+
+/* Leader failover (mnode_failover.c; docs/multinode.md, "When the leader
+ * dies"): L->place_hash, L->rejoined and L->takeover, and the leader's
+ * successor list into m->sframe (0, or -1: no failover then). */
+uint64_t p3d_mnode_place_hash(void *ctx);
+void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port);
+int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why);
+int p3d_mnode_successors(mnode *m);
+
+#endif

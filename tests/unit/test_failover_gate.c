@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* test_failover_gate.c — the failover port over loopback
+ * (launcher/rdzv/rdzv_failover.c): a node that lost the leader dials a
+ * successor, which takes its checked reconnect and answers; strangers
+ * are dropped with the reason: a frame sealed with another token, a
+ * frame that announces more than a reconnect can be (refused before its
+ * body is read), another frame type, a peer that sends nothing within the
+ * deadline, one that closes half-way, and more strangers than slots (the
+ * oldest is evicted). A node told no (an old leader meeting a newer
+ * generation) reads the refusal and the newer generation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+
+#include "loop.h"
+#include "rdzv.h"
+
+#define KEY "unit-test-token-0123456789"
+
+static int raw_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* Polls the gate until it takes a node or drops nobody new for a while. */
+static int take(p3d_fgate *g, double now, p3d_rejoin *j, int *fd)
+{
+    for (int k = 0; k < 200; k++) {
+        if (p3d_fgate_take(g, KEY, 5, now, NULL, 0, j, fd) == 1)
+            return 1;
+        usleep(2000);
+    }
+    return 0;
+}
+
+static void expect_drop(p3d_fgate *g, int before, double now, const char *needle)
+{
+    p3d_rejoin j;
+    int fd = -1;
+    const char *why = NULL;
+    for (int k = 0; k < 200 && p3d_fgate_dropped(g, NULL) == before; k++) {
+        assert_int_equal(p3d_fgate_take(g, KEY, 5, now, NULL, 0, &j, &fd), 0);
+        usleep(2000);
+    }
+    assert_int_equal(p3d_fgate_dropped(g, &why), before + 1);
+    if (!strstr(why, needle))
+        fail_msg("dropped for '%s', expected '%s'", why, needle);
+}
+
+static void test_rejoin_over_loopback(void **st)
+{
+    (void)st;
+    int port = 0;
+    char *err = NULL;
+    p3d_fgate *g = p3d_fgate_open("127.0.0.1", 4, &port, &err);
+    assert_non_null(g);
+    assert_true(port > 0);
+    p3d_successor c = {.node_rank = 1, .port = port};
+    snprintf(c.addr, sizeof c.addr, "127.0.0.1");
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 3, .gen = 2, .leader = 0, .place_hash = 42,
+                    .addr = "127.0.0.1", .master_port = 7, .nccl_port = 8};
+    int nfd = p3d_failover_dial(&c, &j, KEY, p3d_now() + 5, &err);
+    assert_true(nfd >= 0);
+    p3d_rejoin got;
+    int sfd = -1;
+    assert_int_equal(take(g, p3d_now(), &got, &sfd), 1);
+    assert_int_equal(got.node_rank, 3);
+    assert_int_equal(got.gen, 2);
+    assert_true(got.place_hash == 42);
+    /* the successor answers: taken */
+    p3d_rejoined a = {.accepted = 1, .gen = 2}, ans;
+    p3d_wbuf w = {0};
+    assert_int_equal(p3d_rejoined_frame(&a, KEY, &w), 0);
+    assert_int_equal(p3d_frame_write(sfd, &w, &err), 0);
+    p3d_wbuf_free(&w);
+    assert_int_equal(p3d_failover_answer(nfd, KEY, p3d_now() + 5, &ans, &err), 0);
+    assert_int_equal(ans.accepted, 1);
+    close(nfd);
+    close(sfd);
+    /* an old leader asks: refused, with the newer generation */
+    j.node_rank = 0;
+    j.leader = 0;
+    nfd = p3d_failover_dial(&c, &j, KEY, p3d_now() + 5, &err);
+    assert_true(nfd >= 0);
+    assert_int_equal(take(g, p3d_now(), &got, &sfd), 1);
+    a = (p3d_rejoined){.accepted = 0, .gen = 3};
+    snprintf(a.why, sizeof a.why, "this job is at generation 3: stop");
+    assert_int_equal(p3d_rejoined_frame(&a, KEY, &w), 0);
+    assert_int_equal(p3d_frame_write(sfd, &w, &err), 0);
+    p3d_wbuf_free(&w);
+    assert_int_equal(p3d_failover_answer(nfd, KEY, p3d_now() + 5, &ans, &err), 0);
+    assert_int_equal(ans.accepted, 0);
+    assert_int_equal(ans.gen, 3);
+    assert_string_equal(ans.why, a.why);
+    close(nfd);
+    close(sfd);
+    /* a successor that never answers: the node gives up at its deadline */
+    nfd = p3d_failover_dial(&c, &j, KEY, p3d_now() + 5, &err);
+    assert_true(nfd >= 0);
+    assert_int_equal(take(g, p3d_now(), &got, &sfd), 1);
+    assert_int_equal(p3d_failover_answer(nfd, KEY, p3d_now() + 0.05, &ans, &err), -1);
+    assert_non_null(strstr(err, "no answer"));
+    free(err);
+    err = NULL;
+    close(nfd);
+    close(sfd);
+    p3d_fgate_close(g);
+}
+
+static void test_strangers_dropped(void **st)
+{
+    (void)st;
+    int port = 0;
+    char *err = NULL;
+    p3d_fgate *g = p3d_fgate_open("127.0.0.1", 2, &port, &err);
+    assert_non_null(g);
+    double now = p3d_now();
+    int d = 0;
+    /* another job's token */
+    p3d_successor c = {.node_rank = 1, .port = port};
+    snprintf(c.addr, sizeof c.addr, "127.0.0.1");
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 3, .gen = 2, .leader = 0, .addr = "x"};
+    int fd = p3d_failover_dial(&c, &j, "another-job", now + 5, &err);
+    assert_true(fd >= 0);
+    expect_drop(g, d++, now, "integrity tag");
+    close(fd);
+    /* a huge announced length: refused before any body byte is read */
+    fd = raw_connect(port);
+    unsigned char big[5] = {0x03, 0xff, 0xff, 0xff, 'L'};
+    assert_int_equal(write(fd, big, sizeof big), (ssize_t)sizeof big);
+    expect_drop(g, d++, now, "announces");
+    close(fd);
+    /* another frame type, properly sealed */
+    p3d_wbuf b = {0}, s = {0};
+    p3d_wbuf_begin(&b, P3D_MSG_FATE);
+    p3d_wbuf_u32(&b, 1);
+    assert_int_equal(p3d_wbuf_end(&b), 0);
+    assert_int_equal(p3d_frame_seal(&b, KEY, &s), 0);
+    fd = raw_connect(port);
+    assert_int_equal(write(fd, s.p, s.len), (ssize_t)s.len);
+    expect_drop(g, d++, now, "expected a reconnect");
+    close(fd);
+    p3d_wbuf_free(&b);
+    p3d_wbuf_free(&s);
+    /* half a frame, then closed */
+    fd = raw_connect(port);
+    unsigned char half[6] = {0, 0, 0, 40, 'L', 1};
+    assert_int_equal(write(fd, half, sizeof half), (ssize_t)sizeof half);
+    close(fd);
+    expect_drop(g, d++, now, "closed");
+    /* silent past the deadline */
+    fd = raw_connect(port);
+    p3d_rejoin x;
+    int xfd = -1;
+    usleep(20000);
+    assert_int_equal(p3d_fgate_take(g, KEY, 5, now, NULL, 0, &x, &xfd), 0);
+    assert_int_equal(p3d_fgate_dropped(g, NULL), d);
+    expect_drop(g, d++, now + P3D_FGATE_DEADLINE + 1, "no reconnect frame");
+    close(fd);
+    /* three silent strangers for two slots: the oldest goes */
+    int f1 = raw_connect(port), f2 = raw_connect(port);
+    usleep(20000);
+    assert_int_equal(p3d_fgate_take(g, KEY, 5, now, NULL, 0, &x, &xfd), 0);
+    int f3 = raw_connect(port);
+    expect_drop(g, d++, now + 1, "evicted");
+    /* the deadline of the strangers left is reported */
+    double next = now + 100;
+    assert_int_equal(p3d_fgate_take(g, KEY, 5, now + 1, &next, 0, &x, &xfd), 0);
+    assert_true(next <= now + 1 + P3D_FGATE_DEADLINE);
+    close(f1);
+    close(f2);
+    close(f3);
+    p3d_fgate_close(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rejoin_over_loopback),
+        cmocka_unit_test(test_strangers_dropped),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
