@@ -9,7 +9,11 @@ functions, with an example of each edge. Exits 1 when:
   - poll()/ppoll()/epoll_wait() is called outside launcher/loop/loop.c and
     the one documented exception (launcher/rdzv/rdzv_tree_leader.c);
   - usleep()/nanosleep()/sleep() is called anywhere under launcher/;
-  - a plugin includes a header that is neither public (p3d/...) nor its own.
+  - a plugin includes a header that is neither public (p3d/...) nor its own;
+  - a file includes a header of another launcher stage that is not that
+    stage's one public header (the table in launcher/CMakeLists.txt,
+    set(P3D_PUBLIC_HEADER_<stage> <header>), which the build enforces too),
+    or a launcher file a placement header outside placement/util.
 
 Usage: scripts/layers.py [SOURCE_DIR]   (default: the checkout it is in)
 """
@@ -26,6 +30,17 @@ CALL_RE = re.compile(r"\b(p3d_\w+|rz_\w+)\s*\(")
 INC_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 WAIT_RE = re.compile(r"\b(poll|ppoll|epoll_wait|epoll_pwait)\s*\(")
 SLEEP_RE = re.compile(r"\b(usleep|nanosleep|sleep|clock_nanosleep)\s*\(")
+PUBLIC_RE = re.compile(r"^\s*set\(\s*P3D_PUBLIC_HEADER_(\w+)\s+([\w.]+)\s*\)", re.M)
+
+
+def public_headers():
+    """{"launcher/run": "launch.h", ...} from launcher/CMakeLists.txt."""
+    try:
+        with open(os.path.join(LAUNCHER, "CMakeLists.txt"), encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    return {"launcher/" + m.group(1): m.group(2) for m in PUBLIC_RE.finditer(text)}
 
 
 def strip(text):
@@ -99,6 +114,12 @@ def main():
             edges.setdefault((a, b), []).append(why)
 
     bad = 0
+    public = public_headers()
+    launcher_stages = sorted({stage_of(p) for p in texts if os.path.relpath(p, ROOT).startswith("launcher/")})
+    for y, h in sorted(public.items()):
+        if not os.path.exists(os.path.join(ROOT, y, h)):
+            print(f"launcher/CMakeLists.txt: the public header of {y}, {h}, is not in {y}/")
+            bad = 1
     for p, t in texts.items():
         st = stage_of(p)
         rel = os.path.relpath(p, ROOT)
@@ -106,7 +127,17 @@ def main():
             h = os.path.basename(m.group(1))
             if m.group(1).startswith("p3d/"):
                 continue  # the public API, below every stage
-            edge(st, header_stage.get(h), f'{rel} includes "{m.group(1)}"')
+            y = header_stage.get(h)
+            edge(st, y, f'{rel} includes "{m.group(1)}"')
+            if y in launcher_stages and y != st and public.get(y) != h:
+                line = raw[p].count("\n", 0, raw[p].find(m.group(0))) + 1
+                pub = f"only {public[y]}" if y in public else "none of them: it is the top"
+                print(f'{rel}:{line}: includes "{m.group(1)}" of {y}, which shows the stages above it {pub}')
+                bad = 1
+            elif st in launcher_stages and y and y.startswith("placement/") and y not in ("placement/util", "placement/include"):
+                line = raw[p].count("\n", 0, raw[p].find(m.group(0))) + 1
+                print(f'{rel}:{line}: includes "{m.group(1)}" of {y}: the launcher sees of placement/ only p3d/ and placement/util')
+                bad = 1
         if rel.startswith("plugins/"):
             own = os.path.dirname(p)
             for m in INC_RE.finditer(strip_comments_only(raw[p])):
@@ -177,7 +208,8 @@ def main():
                         print(f"        {w}")
     if not bad:
         print("no circle; poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/; "
-              "plugins use only public headers")
+              "plugins use only public headers; each launcher stage is seen only through its public header ("
+              + ", ".join(f"{y}: {h}" for y, h in sorted(public.items())) + ")")
     return bad
 
 

@@ -17,186 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
-
-/* Which commands accept an option (bit mask of 1 << p3d_cmd). */
-#define C_LAUNCH (1u << P3D_CMD_LAUNCH)
-#define C_DRY (1u << P3D_CMD_DRYRUN)
-#define C_TOPO (1u << P3D_CMD_TOPO)
-#define C_PLAN (1u << P3D_CMD_PLAN)
-#define C_PLACE (C_LAUNCH | C_DRY)
-#define C_CLUSTER (1u << P3D_CMD_CLUSTER)
-#define C_STATUS (1u << P3D_CMD_STATUS)
-#define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER)
-
-typedef struct opt_row {
-    const char *name;     /* without the leading "--" */
-    opt_type type;
-    size_t off;           /* offset in p3d_opts */
-    size_t count_off;     /* T_STRV: offset of the size_t count */
-    double min, max;      /* bounds for numbers */
-    unsigned cmds;
-    const char *metavar;
-    const char *help;
-} opt_row;
-
-#define OFF(f) offsetof(p3d_opts, f)
-#define NOB 0, 0
-
-/* Grouped as --help shows them. Keep the group headers' order in help_groups. */
-static const opt_row rows[] = {
-    /* general */
-    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL | C_STATUS, NULL, "show this help and exit"},
-    {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
-    {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
-    {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH, NULL,
-     "launch: do not print the placement's warning-level checks (the dry run lists them)"},
-    {"dry-run", T_FLAG, 0, 0, NOB, C_PLACE, NULL, "place, check and report; start nothing"},
-    /* inputs */
-    {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
-     "this node's topology: local, an hwloc XML, an nvidia-smi topo -m text, or synthetic:STRING"},
-    {"cluster", T_STR, OFF(cluster), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
-     "cluster description: a cluster file, kubectl get nodes -o json, or aws ec2 describe-instance-topology"},
-    {"slurm-topology", T_STR, OFF(slurm_topology), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "FILE",
-     "Slurm topology.conf or topology.yaml: leaf switch = rack, block = multi-node NVLink domain"},
-    {"no-topo-cache", T_FLAG, OFF(no_topo_cache), 0, NOB, C_ALL, NULL,
-     "discover this node's topology live, neither reading nor writing the topology cache "
-     "(or P3D_TOPO_CACHE=0; docs/topology.md)"},
-    {"format", T_STR, OFF(format), 0, NOB, C_ALL, "FMT", "report format: text, json, svg, html"},
-    {"output", T_STR, OFF(output), 0, NOB, C_ALL, "FILE", "write the report to FILE instead of stdout"},
-    /* mesh and policy */
-    {"tp", T_INT, OFF(tp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "tensor-parallel size (plan: pin it)"},
-    {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "pipeline-parallel size (plan: pin it)"},
-    {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
-    {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
-     "context-parallel size (default 1; plan: pin it, else searched for long sequences)"},
-    {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
-     "expert-parallel size (default 1; plan: pin it): carved out of the data-parallel ranks as Megatron does"},
-    {"expert-model-parallel-size", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "Megatron's name for --ep"},
-    {"etp", T_INT, OFF(etp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "expert tensor-parallel size (default: --tp; plan: pin it)"},
-    {"expert-tensor-parallel-size", T_INT, OFF(etp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
-     "Megatron's name for --etp"},
-    {"order", T_STR, OFF(order), 0, NOB, C_PLACE, "STR",
-     "rank order, fastest first (default tp-cp-ep-dp-pp, Megatron's)"},
-    {"policy", T_STR, OFF(policy), 0, NOB, C_PLACE, "NAME|PATH|URL",
-     "placement policy (default megatron; bundled: megatron, devicemesh, naive; auto: the best estimate)"},
-    {"policy-candidates", T_STRV, OFF(policy_candidates), OFF(npolicy_candidates), NOB, C_PLACE, "NAME|PATH",
-     "also compare this policy's estimate (repeatable; needs a model); --policy auto may choose it"},
-    {"policy-sha256", T_STR, OFF(policy_sha256), 0, NOB, C_PLACE, "HEX", "refuse a policy whose SHA-256 differs"},
-    /* training shape and model */
-    {"micro-batches", T_INT, OFF(micro_batches), 0, 1, 1 << 20, C_PLACE | C_PLAN, "M", "micro-batches per step"},
-    {"micro-batch", T_INT, OFF(micro_batch), 0, 1, 1 << 20, C_PLACE | C_PLAN, "B", "micro-batch size (samples)"},
-    {"global-batch", T_INT, OFF(global_batch), 0, 1, 1 << 30, C_PLACE | C_PLAN, "N", "global batch size (samples)"},
-    {"virtual-stages", T_INT, OFF(virtual_stages), 0, 1, 1024, C_PLACE | C_PLAN, "V",
-     "interleaved 1F1B: model chunks per pipeline stage"},
-    {"model", T_STR, OFF(model), 0, NOB, C_PLACE | C_PLAN, "NAME",
-     "model preset: gpt3-175b, llama2-70b, llama3-8b, deepseek-v3 (MoE), ... (see docs/cost-model.md)"},
-    {"params", T_DOUBLE, OFF(params), 0, 1, 1e15, C_PLACE | C_PLAN, "N", "parameter count (e.g. 175e9)"},
-    {"layers", T_INT, OFF(layers), 0, 1, 1 << 20, C_PLACE | C_PLAN, "L", "transformer layers"},
-    {"hidden", T_INT, OFF(hidden), 0, 1, 1 << 24, C_PLACE | C_PLAN, "H", "hidden size"},
-    {"heads", T_INT, OFF(heads), 0, 1, 1 << 20, C_PLACE | C_PLAN, "A", "attention heads"},
-    {"seq-len", T_INT, OFF(seq_len), 0, 1, 1 << 26, C_PLACE | C_PLAN, "S", "sequence length"},
-    {"vocab", T_INT, OFF(vocab), 0, 1, 1 << 26, C_PLACE | C_PLAN, "V", "vocabulary size"},
-    {"dtype", T_STR, OFF(dtype), 0, NOB, C_PLACE | C_PLAN, "T", "bf16 (default), fp16 or fp32"},
-    {"zero", T_INT, OFF(zero), 0, 0, 3, C_PLACE | C_PLAN, "0-3", "ZeRO stage (default 0, or 1 with --dp > 1 in plan)"},
-    {"recompute", T_STR, OFF(recompute), 0, NOB, C_PLACE | C_PLAN, "MODE", "none, selective (default) or full"},
-    {"gpu-mem", T_DOUBLE, OFF(gpu_mem_gb), 0, 0.001, 1e6, C_PLACE | C_PLAN, "GB",
-     "GPU memory per GPU (wins over the topology's figure)"},
-    {"mem-reserve", T_DOUBLE, OFF(mem_reserve_gb), 0, 0, 1e6, C_PLACE | C_PLAN, "GB",
-     "memory kept free per GPU (default: 5% of it, at least 3 GB)"},
-    {"tflops", T_DOUBLE, OFF(tflops), 0, 0.001, 1e6, C_PLACE | C_PLAN, "N",
-     "sustained TFLOP/s per GPU for time estimates"},
-    {"top", T_INT, OFF(top), 0, 1, 1000, C_PLAN, "N", "plan: how many layouts to show (default 5)"},
-    {"search-zero", T_FLAG, OFF(search_zero), 0, NOB, C_PLAN, NULL, "plan: also search ZeRO stages 0-3"},
-    /* launch */
-    {"nproc-per-node", T_INT, OFF(nproc_per_node), 0, 1, 4096, C_PLACE, "N",
-     "ranks per node (default: the node's GPU count; required without GPUs)"},
-    {"env", T_STRV, OFF(env), OFF(nenv), NOB, C_LAUNCH, "K=V", "add to every rank's environment (repeatable)"},
-    {"env-file", T_STRV, OFF(env_files), OFF(nenv_files), NOB, C_LAUNCH, "FILE",
-     "add K=V lines of FILE to every rank's environment (repeatable)"},
-    {"bind", T_STR, OFF(bind), 0, NOB, C_LAUNCH, "MODE", "numa (default), core or none"},
-    {"report-bindings", T_FLAG, OFF(report_bindings), 0, NOB, C_LAUNCH, NULL,
-     "print rank -> cpuset -> NUMA -> GPU -> NIC before starting"},
-    {"tag-output", T_FLAG, OFF(tag_output), 0, NOB, C_LAUNCH, NULL,
-     "prefix each output line with [rR tpT ppP dpD] (default with more than one rank)"},
-    {"no-tag-output", T_NOFLAG, OFF(tag_output), 0, NOB, C_LAUNCH, NULL, "never prefix output lines"},
-    {"log-dir", T_STR, OFF(log_dir), 0, NOB, C_LAUNCH, "DIR", "also write each rank's output to DIR/rank-N.log"},
-    {"output-ranks", T_STR, OFF(output_ranks), 0, NOB, C_LAUNCH, "LIST",
-     "show output of these ranks only (e.g. 0,8-15); the others still go to --log-dir"},
-    {"grace", T_DOUBLE, OFF(grace), 0, 0, 86400, C_LAUNCH, "SECONDS", "SIGTERM -> SIGKILL grace (default 10)"},
-    {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N",
-     "restart the job up to N times (in place, or on a spare after a node loss; every restart counts)"},
-    {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE | C_PLAN, "K",
-     "keep K nodes as hot spares (the policy's spares() or one per rack, from the end); a lost node's ranks "
-     "move to one (plan: plan on the rest); without --max-restarts it implies --max-restarts K"},
-    {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "HOSTLIST",
-     "never use these nodes (Slurm hostlist)"},
-    {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
-     "run CMD (sh -c) for every node before the start and after every failure (multi-node: each node its own); non-zero excludes the node"},
-    {"health-check-timeout", T_DOUBLE, OFF(health_check_timeout), 0, 0.1, 86400, C_LAUNCH, "SECONDS",
-     "a --health-check that runs longer fails (default 30)"},
-    {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},
-    {"hang-timeout", T_DOUBLE, OFF(hang_timeout), 0, 0.01, 1e9, C_LAUNCH, "SECONDS",
-     "a rank that touched $P3D_HEARTBEAT and then neither touches it nor prints for this long is hung: "
-     "--hang-signal, then a failure"},
-    {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
-     "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
-     "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
-    {"progress-interval", T_DOUBLE, OFF(progress_interval), 0, 0.05, 86400, C_LAUNCH, "SECONDS",
-     "agents read the ranks' progress lines ($P3D_HEARTBEAT: step=N busy=S[ ckpt=C]) at most this often "
-     "(default 5)"},
-    {"slow-factor", T_DOUBLE, OFF(slow_factor), 0, 1.01, 1000, C_LAUNCH, "X",
-     "a node whose median busy time per step is more than X times its peers' is slow (default 1.3)"},
-    {"slow-windows", T_INT, OFF(slow_windows), 0, 1, 100000, C_LAUNCH, "N",
-     "... for N progress intervals in a row (default 3)"},
-    {"slow-node", T_STR, OFF(slow_node), 0, NOB, C_LAUNCH, "ACTION",
-     "report (default): say it and record it; replace: move its ranks to a spare at the next checkpoint"},
-    {"slow-wait", T_DOUBLE, OFF(slow_wait), 0, 0, 1e9, C_LAUNCH, "SECONDS",
-     "--slow-node replace: replace a slow node this long after the detection when no newer checkpoint is "
-     "reported (default 600)"},
-    {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
-    {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
-    {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
-    {"emulate", T_FLAG, OFF(emulate), 0, NOB, C_LAUNCH, NULL,
-     "run every node of --cluster as its own agent on this host"},
-    {"job-id", T_STR, OFF(job_id), 0, NOB, C_LAUNCH, "ID", "job id (default: SLURM_JOB_ID or a random one)"},
-    {"run-dir", T_STR, OFF(run_dir), 0, NOB, C_LAUNCH, "DIR",
-     "where the job's placement JSON and events.jsonl go (given: always kept)"},
-    {"keep-run-dir", T_FLAG, OFF(keep_run_dir), 0, NOB, C_LAUNCH, NULL,
-     "keep the run directory par3drun made after a clean end too (it is kept after a failure; "
-     "or P3D_KEEP_RUN_DIR=1)"},
-    /* multi-node */
-    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes)"},
-    {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
-    {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
-    {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
-     "give up waiting for agents (default 60 + 0.1 per node)"},
-    {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present"},
-    {"rdzv-fanout", T_INT, OFF(rdzv_fanout), 0, 1, 1024, C_LAUNCH, "K",
-     "children per agent in the distribution tree (default 32, or P3D_RDZV_FANOUT; the leader's counts)"},
-    /* torchrun's spellings (docs/launch.md, "Coming from torchrun"); every
-     * option is also accepted with _ for - (--nproc_per_node) */
-    {"rdzv-endpoint", T_STR, OFF(rdzv_endpoint), 0, NOB, C_LAUNCH, "HOST:PORT",
-     "torchrun's: the same as --rdzv static:HOST:PORT (or etcd with --rdzv-backend etcd)"},
-    {"rdzv-backend", T_STR, OFF(rdzv_backend), 0, NOB, C_LAUNCH, "NAME",
-     "torchrun's: c10d or static (a TCP rendezvous at --rdzv-endpoint), etcd or etcd-v2"},
-    {"standalone", T_FLAG, OFF(standalone), 0, NOB, C_LAUNCH, NULL,
-     "torchrun's: one node, no rendezvous (what par3drun does without --nnodes)"},
-};
-#define NROWS (sizeof rows / sizeof rows[0])
-
-static const struct {
-    const char *first;
-    const char *title;
-} help_groups[] = {
-    {"help", "General"},
-    {"topology", "Inputs"},
-    {"tp", "Mesh and policy"},
-    {"micro-batches", "Training shape and model (cost model)"},
-    {"nproc-per-node", "Launch"},
-    {"nnodes", "Multi-node"},
-    {"rdzv-endpoint", "torchrun spellings"},
-};
+#include "cli_table.h"
 
 static void opts_defaults(p3d_opts *o)
 {
@@ -216,6 +37,7 @@ static void opts_defaults(p3d_opts *o)
     o->slow_windows = 3;
     o->slow_node = "report";
     o->slow_wait = 600.0;
+    o->preflight_timeout = 30.0;
     o->node_rank = -1;
     o->rdzv = "auto";
 }
@@ -223,13 +45,13 @@ static void opts_defaults(p3d_opts *o)
 /* The option named by name[0..len); torchrun's _ spellings count as -. */
 static const opt_row *find_row(const char *name, size_t len)
 {
-    for (size_t i = 0; i < NROWS; i++) {
-        const char *n = rows[i].name;
+    for (size_t i = 0; i < p3d_cli_nrows; i++) {
+        const char *n = p3d_cli_rows[i].name;
         size_t k = 0;
         while (k < len && n[k] && (n[k] == name[k] || (n[k] == '-' && name[k] == '_')))
             k++;
         if (k == len && !n[k])
-            return &rows[i];
+            return &p3d_cli_rows[i];
     }
     return NULL;
 }
@@ -265,14 +87,14 @@ static const char *nearest_option(const char *name, size_t len)
     const char *best = NULL, *prefix = NULL;
     size_t bd = len / 3 + 1;
     int nprefix = 0;
-    for (size_t i = 0; i < NROWS; i++) {
-        size_t d = distance(name, len, rows[i].name);
+    for (size_t i = 0; i < p3d_cli_nrows; i++) {
+        size_t d = distance(name, len, p3d_cli_rows[i].name);
         if (d < bd) {
             bd = d;
-            best = rows[i].name;
+            best = p3d_cli_rows[i].name;
         }
-        if (len >= 2 && !strncmp(rows[i].name, name, len)) {
-            prefix = rows[i].name;
+        if (len >= 2 && !strncmp(p3d_cli_rows[i].name, name, len)) {
+            prefix = p3d_cli_rows[i].name;
             nprefix++;
         }
     }
@@ -294,7 +116,7 @@ static const char *short_hint(const char *a)
 /* A first word that is no program but looks like a subcommand typo. */
 static const char *nearest_command(const char *a)
 {
-    static const char *const cmds[] = {"topo", "plan", "cluster"};
+    static const char *const cmds[] = {"topo", "plan", "cluster", "preflight"};
     if (strchr(a, '/'))
         return NULL;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -320,6 +142,7 @@ static const char *cmd_name(p3d_cmd c)
     case P3D_CMD_PLAN: return "plan";
     case P3D_CMD_CLUSTER: return "cluster";
     case P3D_CMD_STATUS: return "status";
+    case P3D_CMD_PREFLIGHT: return "preflight";
     case P3D_CMD_DRYRUN: return "--dry-run";
     default: return "launch";
     }
@@ -407,7 +230,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
 {
     opts_defaults(o);
     int dry = 0, i = 1, topology_given = 0;
-    const opt_row *seen_rows[NROWS + 1];
+    const opt_row *seen_rows[P3D_CLI_MAX_ROWS + 1];
     size_t nseen = 0;
 
     /* A subcommand may only come first. */
@@ -422,6 +245,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         i = 2;
     } else if (argc > 1 && strcmp(argv[1], "status") == 0) {
         o->cmd = P3D_CMD_STATUS;
+        i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "preflight") == 0) {
+        o->cmd = P3D_CMD_PREFLIGHT;
         i = 2;
     } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
         o->cmd = P3D_CMD_AGENT;
@@ -493,7 +319,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                     return p3d_err(err, "--%s given twice", r->name);
         if (set_value(o, r, val, err) < 0)
             return -1;
-        if (nseen < NROWS)
+        if (nseen < p3d_cli_nrows)
             seen_rows[nseen++] = r;
         if (r->off == OFF(topology) && r->type == T_STR)
             topology_given = 1;
@@ -540,6 +366,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                                o->cmd == P3D_CMD_TOPO      ? "topo "
                                : o->cmd == P3D_CMD_PLAN    ? "plan "
                                : o->cmd == P3D_CMD_CLUSTER ? "cluster "
+                               : o->cmd == P3D_CMD_PREFLIGHT ? "preflight "
                                                            : "");
     }
     /* Not an error (a wrapper script may always pass --topology), but the
@@ -622,6 +449,14 @@ char *p3d_cli_help(p3d_cmd cmd)
                "Shows a running (or ended) job's nodes, generation, spares, steps and slowest nodes\n"
                "from RUN_DIR/status.txt, which the job rewrites every --progress-interval once its\n"
                "ranks write progress lines (docs/launch.md, \"When a node is slow\").\n\n");
+    } else if (cmd == P3D_CMD_PREFLIGHT) {
+        append(&b, &len, &cap,
+               "usage: par3drun preflight --cluster FILE --emulate [placement options]\n\n"
+               "Places the job as a launch would, runs p3d-worker --bench-node on every node it uses\n"
+               "(spares too): compute, memory bandwidth, TCP on a ring of pairs (the NVLink links are\n"
+               "skipped on the CPU backend), prints one row per node and exits: 0 when every node\n"
+               "passed, 1 when one is excluded (--slow-factor below the median, failed or timed out),\n"
+               "2 on bad input (docs/launch.md, \"Preflight\").\n\n");
     } else if (cmd == P3D_CMD_PLAN) {
         append(&b, &len, &cap,
                "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"
@@ -637,6 +472,7 @@ char *p3d_cli_help(p3d_cmd cmd)
                "       par3drun plan --cluster FILE --model M     recommend tp/pp/dp layouts\n"
                "       par3drun cluster [--cluster SRC]           show the resolved cluster\n"
                "       par3drun status RUN_DIR                    a running job's nodes and slowest nodes\n"
+               "       par3drun preflight [options]               benchmark every node, print a table\n"
                "       par3drun --version                         print the version\n"
                "(par3drun COMMAND --help: that command's options)\n\n"
                "examples:\n"
@@ -650,10 +486,10 @@ char *p3d_cli_help(p3d_cmd cmd)
     size_t g = 0;
     const char *pending = NULL;
     int printed = 0;
-    for (size_t i = 0; i < NROWS; i++) {
-        const opt_row *r = &rows[i];
-        if (g < sizeof help_groups / sizeof help_groups[0] && strcmp(help_groups[g].first, r->name) == 0)
-            pending = help_groups[g++].title;
+    for (size_t i = 0; i < p3d_cli_nrows; i++) {
+        const opt_row *r = &p3d_cli_rows[i];
+        if (g < p3d_cli_ngroups && strcmp(p3d_cli_groups[g].first, r->name) == 0)
+            pending = p3d_cli_groups[g++].title;
         if (!(r->cmds & (1u << cmd)) && !(cmd == P3D_CMD_LAUNCH && (r->cmds & C_DRY)))
             continue;
         if (pending) {
@@ -667,8 +503,8 @@ char *p3d_cli_help(p3d_cmd cmd)
         else
             snprintf(left, sizeof left, "--%s", r->name);
         const char *help = r->help;
-        /* topo and plan write text or json only (cmd_topo.c, cmd_plan.c) */
-        if (r->off == OFF(format) && (cmd == P3D_CMD_TOPO || cmd == P3D_CMD_PLAN))
+        /* topo, plan and preflight write text or json only (cmd_topo.c, cmd_plan.c, cmd_preflight.c) */
+        if (r->off == OFF(format) && (cmd == P3D_CMD_TOPO || cmd == P3D_CMD_PLAN || cmd == P3D_CMD_PREFLIGHT))
             help = "report format: text or json";
         append(&b, &len, &cap, "  %-28s %s\n", left, help);
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * agent.c — one node's agent: starts the node's ranks, watches them, tells
- * the job controller (agent_proto.h) and does what it says.
+ * the job controller (wire.h) and does what it says.
  *
  * It runs on the event loop (loop.h): signals through its signalfd, the
  * ranks' output and the upstream connection as fd watchers, the ranks'
@@ -11,6 +11,7 @@
  * waiting (output.c). Nothing blocks, so a stop order is always seen.
  */
 #include "controller.h"
+#include "ranks.h"
 #include "launch.h"
 #include "termsafe.h"
 #include "rundir.h"
@@ -516,8 +517,12 @@ static void agent_on_output(p3d_loop *l, int fd, int ev, void *ctx)
     for (int i = 0; i < a->nlocal; i++)
         for (int w = 0; w < 2; w++)
             if (a->out[i].s[w].fd == fd) {
+                p3d_amsg m;
+                size_t got = a->out[i].s[w].got;
                 p3d_rank_out_read(&a->out[i], w, &a->sink);
                 p3d_hang_activity(a->hang, i, p3d_now());
+                if (a->out[i].s[w].got > got && p3d_progress_sign(a->prog, &m))
+                    p3d_amsg_send(a->upstream, &m); /* the generation's first output */
                 return;
             }
     p3d_loop_unwatch(l, fd); /* closed meanwhile */
@@ -539,6 +544,19 @@ static void agent_on_hang(p3d_loop *l, int fd, int ev, void *ctx)
     (void)fd;
     (void)ev;
     p3d_hang_events(a->hang, p3d_now());
+}
+
+/* A heartbeat file changed: the generation's first one is its first sign
+ * of life (progress.c). */
+static void agent_on_heartbeat(p3d_loop *l, int fd, int ev, void *ctx)
+{
+    agent *a = ctx;
+    p3d_amsg m;
+    (void)l;
+    (void)fd;
+    (void)ev;
+    if (p3d_progress_events(a->prog, &m))
+        p3d_amsg_send(a->upstream, &m);
 }
 
 /* The rank output fds of this moment are the ones watched (a generation
@@ -605,13 +623,15 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
     a->watched = calloc((size_t)a->nlocal * 2 + 1, sizeof *a->watched);
     if (!a->watched || (a->upstream >= 0 && p3d_loop_watch(a->loop, a->upstream, P3D_LOOP_IN, agent_on_upstream, a) < 0) ||
         (p3d_hang_fd(a->hang) >= 0 && p3d_loop_watch(a->loop, p3d_hang_fd(a->hang), P3D_LOOP_IN, agent_on_hang, a) < 0) ||
+        (p3d_progress_fd(a->prog) >= 0 &&
+         p3d_loop_watch(a->loop, p3d_progress_fd(a->prog), P3D_LOOP_IN, agent_on_heartbeat, a) < 0) ||
         p3d_loop_prepare(a->loop, agent_prepare, a) < 0 ||
         (a->prog && L->o->progress_interval > 0 &&
          !(a->prog_timer = p3d_loop_at(a->loop, p3d_now() + L->o->progress_interval, agent_progress, a)))) {
         p3d_err(&err, "out of memory");
         goto out;
     }
-    /* the program was checked before anything started (cmd_launch.c):
+    /* the program was checked before anything started (launch_prepare.c):
      * what fails here is par3drun's own doing (log file, fork) */
     if (agent_spawn_all(a, &err) < 0) {
         a->failed = 1;

@@ -6,6 +6,7 @@
  * pair, the words for how an agent process ended.
  */
 #include "launch.h"
+#include "ranks.h"
 #include "rdzv.h"
 #include "termsafe.h"
 

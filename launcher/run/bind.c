@@ -19,6 +19,7 @@
  * host by another machine's NUMA numbers would be wrong.
  */
 #include "launch.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <hwloc.h>

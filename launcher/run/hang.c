@@ -9,6 +9,7 @@
  * found by polling), so an idle job still wakes only for its deadlines.
  */
 #include "launch.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <limits.h>

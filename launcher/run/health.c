@@ -3,7 +3,7 @@
  * health.c — --health-check CMD: the one place that runs it (issue 11).
  * The single-node and --emulate controller (supervise.c) runs it for its
  * local nodes; a multi-node node runs its own before it joins the
- * rendezvous and whenever the leader asks (relay.c, agent_proto.h's C/H).
+ * rendezvous and whenever the leader asks (relay.c, wire.h's C/H).
  *
  * CMD runs through sh -c, once per node, all at once, each with
  * P3D_NODE=<node name> and no blocked signals, in its own process group.
@@ -89,7 +89,7 @@ static size_t cap_tail(const capture *c, char *out)
  * line that says how many bytes were dropped, the tail from its first line
  * start; everything escaped, lines kept. The last non-empty line (at most
  * cap-1 bytes, its end kept, printable ASCII only) goes to last. */
-static void cap_show(const capture *c, char *last, size_t cap)
+static void cap_show(const capture *c, const char *what, int show, char *last, size_t cap)
 {
     char tl[HEALTH_TAIL];
     size_t nt = cap_tail(c, tl), nh = c->nhead, from = 0;
@@ -108,7 +108,7 @@ static void cap_show(const capture *c, char *last, size_t cap)
     if (dropped) {
         if (b.len && b.p[b.len - 1] != '\n')
             p3d_sb_putc(&b, '\n');
-        p3d_sb_printf(&b, "... (--health-check output: %zu bytes dropped; the first %zu and the last %zu shown) ...\n",
+        p3d_sb_printf(&b, "... (%s output: %zu bytes dropped; the first %zu and the last %zu shown) ...\n", what,
                       dropped, nh, nt - from);
     }
     p3d_term_put(&b, tl + from, nt - from, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
@@ -129,7 +129,7 @@ static void cap_show(const capture *c, char *last, size_t cap)
     }
     last[k] = 0;
     /* b.len, not a NUL: an empty buffer may hold none */
-    if (!b.oom && b.len) {
+    if (show && !b.oom && b.len) {
         fflush(stderr);
         if (fwrite(b.p, 1, b.len, stderr) != b.len)
             clearerr(stderr);
@@ -140,7 +140,7 @@ static void cap_show(const capture *c, char *last, size_t cap)
 
 struct p3d_health_job {
     p3d_loop *loop;
-    const p3d_opts *o;
+    p3d_health_cmd hc;
     int n, left, nbad;
     const unsigned char *skip;
     p3d_health_res *res;
@@ -189,7 +189,7 @@ static void job_finish(p3d_health_job *j)
         if (j->pid[i] <= 0)
             snprintf(how, sizeof how, "cannot start it: %s", strerror(-j->pid[i]));
         else if (j->st[i] == -2)
-            snprintf(how, sizeof how, "timed out after %g s", j->o->health_check_timeout);
+            snprintf(how, sizeof how, "timed out after %g s", j->hc.timeout);
         else
             p3d_exit_how(j->st[i], how, sizeof how);
         capture *c = &j->out[i];
@@ -201,7 +201,9 @@ static void job_finish(p3d_health_job *j)
             c->fd = -1;
         }
         job_unwatch(j, i);
-        cap_show(c, tail, sizeof tail - sizeof how - 2);
+        cap_show(c, j->hc.what, !r->ok || !j->hc.outs, tail, sizeof tail - sizeof how - 2);
+        if (j->hc.outs) /* its output as it came (the head: HEALTH_HEAD bytes at most) */
+            j->hc.outs[i] = strndup(c->head, c->nhead);
         if (r->ok)
             snprintf(r->how, sizeof r->how, "passed");
         else {
@@ -279,9 +281,17 @@ p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *con
                                  const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
                                  void *ctx)
 {
+    p3d_health_cmd hc = {.cmd = o->health_check, .timeout = o->health_check_timeout, .what = "--health-check"};
+    return p3d_health_start_cmd(l, &hc, names, n, skip, res, done, ctx);
+}
+
+p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, const char *const *names, int n,
+                                     const unsigned char *skip, p3d_health_res *res,
+                                     void (*done)(void *ctx, int nbad), void *ctx)
+{
     p3d_health_job *j = calloc(1, sizeof *j);
     if (j) {
-        *j = (p3d_health_job){.loop = l, .o = o, .n = n, .skip = skip, .res = res, .done = done, .ctx = ctx};
+        *j = (p3d_health_job){.loop = l, .hc = *hc, .n = n, .skip = skip, .res = res, .done = done, .ctx = ctx};
         j->pid = calloc((size_t)n + 1, sizeof *j->pid);
         j->st = calloc((size_t)n + 1, sizeof *j->st);
         j->out = calloc((size_t)n + 1, sizeof *j->out);
@@ -324,7 +334,7 @@ p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *con
                 dup2(pp[1], 2);
             }
             setenv("P3D_NODE", names[i], 1);
-            execl("/bin/sh", "sh", "-c", o->health_check, (char *)NULL);
+            execl("/bin/sh", "sh", "-c", j->hc.cmds ? j->hc.cmds[i] : j->hc.cmd, (char *)NULL);
             _exit(127);
         }
         if (pp[1] >= 0)
@@ -355,7 +365,7 @@ p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *con
         j->timer = p3d_loop_at(l, p3d_now(), job_finish_timer, j);
         return j;
     }
-    j->timer = p3d_loop_at(l, j->t + o->health_check_timeout, job_timeout, j);
+    j->timer = p3d_loop_at(l, j->t + j->hc.timeout, job_timeout, j);
     return j;
 }
 
@@ -382,6 +392,13 @@ static void run_done(void *ctx, int nbad)
 int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
                    p3d_health_res *res)
 {
+    p3d_health_cmd hc = {.cmd = o->health_check, .timeout = o->health_check_timeout, .what = "--health-check"};
+    return p3d_health_run_cmd(&hc, names, n, skip, res);
+}
+
+int p3d_health_run_cmd(const p3d_health_cmd *hc, const char *const *names, int n, const unsigned char *skip,
+                       p3d_health_res *res)
+{
     /* a loop of our own: SIGCHLD through a signalfd while the checks run */
     sigset_t s, old;
     sigemptyset(&s);
@@ -393,7 +410,7 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
     p3d_health_job *j = NULL;
     if (l && sfd >= 0 && p3d_loop_signals(l, sfd, NULL, NULL) == 0) {
         sfd = -1; /* the loop's now */
-        j = p3d_health_start(l, o, names, n, skip, res, run_done, d);
+        j = p3d_health_start_cmd(l, hc, names, n, skip, res, run_done, d);
     }
     if (!j) {
         for (int i = 0; i < n; i++)

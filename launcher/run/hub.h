@@ -7,6 +7,7 @@
 #define P3D_HUB_H
 
 #include "controller.h"
+#include "ranks.h"
 #include "launch.h"
 #include "rdzv.h"
 
@@ -19,6 +20,9 @@ typedef struct alink {
     char how[200]; /* remote, broken while a health check waited: why */
     double heard;  /* when it last sent anything (--node-timeout) */
     p3d_framer fr;
+    int parked;    /* takeover: connected, no agent running (failover) */
+    int retire_pending; /* parked and told to retire: gone, said outside the controller */
+    int succ_sent; /* the successor list went to it (L->successors) */
 } alink;
 
 struct hub;
@@ -67,6 +71,7 @@ typedef struct hub {
     double last_check;  /* when hub_beat last looked for silent agents */
     unsigned judged;    /* the controller's judgements the status shows */
     int status_warned;
+    int tk_me;          /* takeover: this node's agent index, -1 none */
 } hub;
 
 void hub_say(void *ctx, const char *text);
@@ -91,6 +96,15 @@ void hub_write_status(hub *h);
 void hub_start_line(hub *h, int nnodes);
 void hub_end_line(hub *h, int code);
 void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap);
+/* Leader failover: the successor's hub (supervise.c). me: this node's
+ * agent index; leader: the lost leader's; heard: when it was last heard.
+ * Every other node rejoins on L->gate; the controller starts in TAKEOVER. */
+int p3d_hub_takeover(const p3d_launch *L, const int *nodes, int nnodes, int me, int leader, double heard,
+                     const char *why);
+/* supervise.c: link a (its fd set) watched on the loop. */
+void hub_watch(hub *h, int a);
+/* hub_gate.c: the successor's gate readable: the nodes that rejoin. */
+void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx);
 /* The check before the first start: its done. */
 void hub_pre_done(hub *h, unsigned char *bad);
 

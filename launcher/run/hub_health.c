@@ -151,7 +151,7 @@ void hub_round_lost(hub *h, int a)
 }
 
 /* --health-check on every live node, all at once, on the loop: the remote
- * nodes are asked first (agent_proto.h's C; each runs its own CMD,
+ * nodes are asked first (wire.h's C; each runs its own CMD,
  * health.c) so that they check while the local ones do; their answers (H)
  * are awaited up to --health-check-timeout + P3D_CTL_SLACK, no answer by
  * then is a failure. done(h, bad) runs from the loop at the end. */

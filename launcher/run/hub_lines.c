@@ -14,13 +14,22 @@
 #include <string.h>
 #include <unistd.h>
 
-/* "slowest recovery 1.62 s (failure seen -> all ranks running)", or why
- * there is no such figure (the job ended during a recovery). */
+/* "slowest recovery 1.62 s to respawn (failure seen -> all ranks
+ * running), 2.31 s to training resumed (-> first heartbeat or output)",
+ * or why there is no such figure (the job ended during a recovery; the
+ * restarted ranks never beat nor printed). The respawn figure alone is
+ * not when training goes on: the ranks still load, rendezvous and read
+ * their checkpoint. */
 void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap)
 {
-    double t = p3d_ctl_recovery_max(c);
+    double t = p3d_ctl_recovery_max(c), r = p3d_ctl_resumed_max(c);
+    char res[96];
+    if (r >= 0)
+        snprintf(res, sizeof res, ", %.2f s to training resumed (-> first heartbeat or output)", r);
+    else
+        snprintf(res, sizeof res, ", training resumed not seen (no heartbeat or output after a restart)");
     if (t >= 0)
-        snprintf(buf, cap, "slowest recovery %.2f s (failure seen -> all ranks running)%s", t,
+        snprintf(buf, cap, "slowest recovery %.2f s to respawn (failure seen -> all ranks running)%s%s", t, res,
                  p3d_ctl_recovering(c) ? "; the job ended during the last one" : "");
     else
         snprintf(buf, cap, "no recovery completed%s",
@@ -66,10 +75,19 @@ void hub_start_line(hub *h, int nnodes)
 void hub_end_line(hub *h, int code)
 {
     const p3d_launch *L = h->L;
-    char line[PATH_MAX + 256], rs[48] = "";
+    char line[PATH_MAX + 384], rs[192] = "", sp[40] = "", su[96] = "";
     int r = p3d_ctl_restarts(h->ctl);
+    /* both figures of a recovery: the respawn, and training resumed */
+    if (p3d_ctl_recovery_max(h->ctl) >= 0)
+        snprintf(sp, sizeof sp, "respawn %.2f s", p3d_ctl_recovery_max(h->ctl));
+    else
+        snprintf(sp, sizeof sp, "respawn not completed");
+    if (p3d_ctl_resumed_max(h->ctl) >= 0)
+        snprintf(su, sizeof su, ", training resumed %.2f s after the failure", p3d_ctl_resumed_max(h->ctl));
+    else
+        snprintf(su, sizeof su, " after the failure; training resumed not seen (no heartbeat or output since)");
     if (r)
-        snprintf(rs, sizeof rs, ", %d restart%s", r, r == 1 ? "" : "s");
+        snprintf(rs, sizeof rs, ", %d restart%s (slowest: %s%s)", r, r == 1 ? "" : "s", sp, su);
     snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job->job_id, code,
              p3d_now() - L->t0, rs, L->run_dir,
              p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");

@@ -100,6 +100,16 @@ void hub_write_status(hub *h)
     p3d_str_appendf(&s, "", "nodes: %d, %d reporting progress, %d spare%s left, %d lost%s%s%s%s\n", n, nfig, spares,
                     spares == 1 ? "" : "s", nlost, nlost ? " (" : "", lost ? lost : "", nlost > 10 ? ", ..." : "",
                     nlost ? ")" : "");
+    if (p3d_ctl_restarts(h->ctl) > 0) {
+        /* a recovery's two figures, as the end line gives them */
+        char sp[40] = "not completed", su[40] = "not seen";
+        if (p3d_ctl_recovery_max(h->ctl) >= 0)
+            snprintf(sp, sizeof sp, "%.2f s", p3d_ctl_recovery_max(h->ctl));
+        if (p3d_ctl_resumed_max(h->ctl) >= 0)
+            snprintf(su, sizeof su, "%.2f s", p3d_ctl_resumed_max(h->ctl));
+        p3d_str_appendf(&s, "", "slowest recovery: respawn %s, training resumed %s (after the failure was seen)\n",
+                        sp, su);
+    }
     if (nfig)
         p3d_str_appendf(&s, "", "steps: %d to %d\n", lo, hi);
     p3d_str_appendf(&s, "", "slow nodes this generation: %d%s%s%s%s\n", nslow, nslow ? " (" : "", slow ? slow : "",

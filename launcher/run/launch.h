@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * launch.h — private interface of par3drun's launch path (docs/launch.md).
+ * launch.h — the run stage's one public header (docs/launch.md): what
+ * cmd/ (and the tests) may use of launcher/run/, and what every file of
+ * run/ shares. The rest of run/ is declared in headers only run/ includes
+ * (the build gives no other stage their folder): controller.h and
+ * controller_int.h (the job controller), hub.h (supervise.c's state),
+ * mnode.h (the multi-node flow), place.h (placing again), prepare.h (the
+ * launch preparation), rundir.h (the run directory).
  *
  * Process tree (why two levels: a supervisor must outlive a SIGKILLed
  * par3drun to kill the workers' grandchildren):
@@ -16,7 +22,7 @@
  * that knows no transport) through supervise.c's transports: a socket pair
  * per local agent, the rendezvous connection per remote agent (a relay,
  * relay.c, on every other node of a multi-node job). The messages are
- * defined once, in agent_proto.h.
+ * defined once, in wire.h.
  *
  * Files: agent.c (an agent's loop), controller.c (the job's fate),
  * supervise.c (transports + the controller's event loop), relay.c (a
@@ -27,11 +33,13 @@
 #ifndef P3D_LAUNCH_H
 #define P3D_LAUNCH_H
 
+#include <stdio.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
-#include "agent_proto.h"
+#include "wire.h"
 #include "opts.h"
 #include "loop.h"
 #include "p3d/p3d.h"
@@ -45,7 +53,7 @@
 #define P3D_TAIL_LINES 10
 
 /* What a replacement changes while the job runs: the placement and what
- * comes with it. Owned and written by the launcher (cmd_launch.c's state,
+ * comes with it. Owned and written by the launcher (launch_local.c's state,
  * mnode.c's), read through p3d_launch.job by everything else. */
 typedef struct p3d_jobstate {
     const p3d_cluster *cluster;
@@ -102,7 +110,106 @@ typedef struct p3d_launch {
      * --health-check before the rendezvous (placed with no ranks, never
      * asked again); NULL: none. */
     const unsigned char *unhealthy;
+    /* Leader failover (docs/multinode.md, "When the leader dies";
+     * failover_mnode.c): failover on (no --no-failover, a TCP multi-node
+     * job); this node's failover port; on a node that finds itself the
+     * successor, takeover(ctx, leader, heard, why) runs the job's
+     * controller from here on and returns the node's exit code. */
+    int failover;
+    struct p3d_fgate *gate;
+    int (*takeover)(void *ctx, int leader, double heard, const char *why);
+    void *takeover_ctx;
+    /* what a rejoining node tells the successor about itself, and what
+     * the successor checks against: the hash of the CPLACE body held
+     * (adopt_ctx), this node's address and ports */
+    uint64_t (*place_hash)(void *ctx);
+    const char *self_addr;
+    int self_master_port, self_nccl_port;
+    /* the successor: a node rejoined (its address and ports, for the
+     * placement's MASTER_ADDR when rank 0 lands there) */
+    void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port);
+    /* the leader: the sealed successor list (S), sent to each node once
+     * it first speaks on the fate channel (it holds its placement then:
+     * nothing else is read on its connection before) */
+    const struct p3d_wbuf *successors;
 } p3d_launch;
+
+/* ---- place.c: the placement pipeline shared by `--dry-run` and launch ---- */
+
+/* options -> cluster -> job -> policy -> checks, plus the naive baseline
+ * that reports compare against. docs/dry-run.md describes what it reads. */
+typedef struct p3d_plan_result {
+    p3d_cluster *cluster;     /* owned */
+    p3d_job job;              /* dp resolved */
+    p3d_placement *pl;        /* the chosen policy's placement, owned */
+    p3d_analysis *an;         /* its checks and link scores, owned */
+    p3d_placement *base_pl;   /* naive.lua on the same input; NULL when the
+                                 policy is naive itself or the baseline failed */
+    p3d_analysis *base_an;
+    char *base_err;           /* why there is no baseline (NULL when there is
+                                 one or the policy is naive), owned */
+    /* The other bundled policies (and --policy-candidates) on the same
+     * input, when a model gives estimates: each one's step time and error
+     * count. With --policy auto, pl/an are the placement that passes
+     * every error-level check with the fewest warning-level ones, the
+     * fastest estimate among those (a warning says the placement works
+     * against the job, so it is not outweighed by a few percent of an
+     * estimate), and alt[] holds the rest. */
+    struct p3d_policy_alt {
+        char name[64];
+        double step_time;   /* seconds, 0 without an estimate */
+        int nerrors, nwarnings;
+        char warned[96];    /* its warning-level check codes, comma-separated */
+        char why[160];      /* what the faster one saves, when it is faster */
+    } alt[8];
+    int nalt;
+    int auto_chosen;          /* 1: --policy auto picked pl */
+    /* The nodes the policy sees: those with role P3D_NODE_USE (plus, for a
+     * replacement, the spares), borrowed from cluster; view_map[i] is view
+     * node i's index in cluster. NULL when every node is used. */
+    p3d_cluster *view;
+    int *view_map;
+    /* seconds per stage, for --verbose and bench/ */
+    double t_cluster, t_policy, t_check, t_baseline;
+} p3d_plan_result;
+
+/* Where the nodes come from, in this order:
+ *  1. --cluster FILE; inside a Slurm allocation (SLURM_JOB_NODELIST set)
+ *     only the allocation's nodes, in the hostlist's order;
+ *  2. otherwise one node from --topology (default "local").
+ * --nproc-per-node N then gives every node N rank slots (CPU slots on a
+ * node without GPUs, see p3d_cluster_set_slots), --slurm-topology is
+ * applied, dp is resolved, the policy runs and is checked, and naive.lua
+ * runs as the baseline. Returns 0 with *out filled (free with
+ * p3d_plan_result_free), or -1 with a one-line message in *err: bad input,
+ * exit 2. Error-level checks are NOT a failure here: the caller decides
+ * (dry-run prints and exits 2, launch refuses). */
+int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
+/* The same from job resolution on, over a cluster built elsewhere (the
+ * multi-node rendezvous gathers it from the agents); takes ownership of
+ * cluster (freed with *out, also on failure). */
+int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
+void p3d_plan_result_free(p3d_plan_result *r);
+/* --exclude and --spares on a loaded cluster, the same on every command:
+ * the --exclude'd nodes become P3D_NODE_EXCLUDED (an unknown name is an
+ * error naming the option and the node), then job->spares nodes become
+ * P3D_NODE_SPARE, chosen by --policy's spares() hook or par3d.default_spares
+ * (always the default under --policy auto). */
+int p3d_place_roles(const p3d_opts *o, p3d_cluster *c, const p3d_job *job, char **err);
+/* For the commands that place nothing (plan, cluster): keeps only c's
+ * P3D_NODE_USE nodes, in order. */
+int p3d_place_keep_usable(p3d_cluster *c, char **err);
+
+/* One line (no newline) saying that another policy's estimate beats the
+ * chosen one on this input and why, or "" when none does; into buf. A
+ * faster policy whose placement has more warning-level checks than the
+ * chosen one is named with them and not advised. */
+void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap);
+/* The codes of a's warning-level checks, comma-separated, into buf. */
+void p3d_place_warned(const p3d_analysis *a, char *buf, size_t cap);
+
+/* The report input over a result (colour off). */
+p3d_report_in p3d_plan_report_in(const p3d_plan_result *r);
 
 /* ---- warnings.c ---------------------------------------------------------- */
 
@@ -148,221 +255,13 @@ int p3d_env_file_read(const char *path, p3d_envv *e, char **err);
 /* A free TCP port on the loopback/any address (0 on failure). */
 int p3d_free_port(void);
 
-/* ---- bind.c -------------------------------------------------------------- */
-
-typedef struct p3d_binder p3d_binder;
-
-/* Prepares the CPU+memory binding of the local ranks (ranks[i], i in
- * local-rank order) of node `node`. Sets *note (malloc'd) when binding is
- * skipped as a whole (mode none, topology from a file, --emulate). Caller
- * frees *out with p3d_binder_free(). */
-int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks,
-                     int nlocal, p3d_binder **out, char **note, char **err);
-/* In the forked child, before exec: binds the process. 0 or -1 (errno). */
-int p3d_bind_apply(const p3d_binder *b, int local);
-/* The CPUs local rank `local` of nlocal is bound to; unbound: this
- * process's CPUs shared out among the nlocal ranks (at least 1). What
- * OMP_NUM_THREADS is set to when the user did not set it. */
-int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal);
-/* 1 when p3d_bind_apply may allocate (binds through a loaded hwloc
- * topology), so the child must be a real fork. */
-int p3d_bind_needs_fork(const p3d_binder *b);
-/* One line per local rank: rank -> cpuset -> NUMA -> GPU -> NIC. Caller
- * frees. */
-char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node,
-                      const int *ranks, int nlocal);
-void p3d_binder_free(p3d_binder *b);
-/* One rank's CPUs (list `own`, its NUMA node `numa`) cut to the `allowed`
- * list and topped up to `want` CPUs from the NUMA nodes nearest by the
- * distances under sysfs_root (/sys/devices/system/node layout); *why
- * (malloc'd) says where CPUs came from when not all are its own. The
- * resulting list (malloc'd), or NULL. What binding does per rank (bind.c). */
-char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want, const char *sysfs_root, char **why);
-
-/* ---- output.c ------------------------------------------------------------ */
-
-typedef struct p3d_ostream {
-    int fd;              /* read end of the rank's pipe, -1 at EOF */
-    char *buf;           /* bytes of an unfinished line */
-    size_t len, cap;
-} p3d_ostream;
-
-typedef struct p3d_rank_out {
-    int rank;
-    char tag[96];        /* "[r3 tp1 pp0 dp0] " or "" */
-    int shown;           /* passes --output-ranks */
-    int log_fd;          /* --log-dir file or -1 */
-    p3d_ostream s[2];    /* 0 stdout, 1 stderr */
-    char *tail[P3D_TAIL_LINES]; /* last stderr lines (ring) */
-    int tail_next, tail_count;
-} p3d_rank_out;
-
-/* Bytes one terminal stream may hold for a slow reader before whole
- * batches are dropped (and counted). */
-#define P3D_OUT_PENDING ((size_t)8 << 20)
-
-typedef struct p3d_outq {
-    int fd;              /* non-blocking when it could be reopened so */
-    int own;             /* fd is ours to close */
-    int regular;         /* a regular file: never waits */
-    char *buf;           /* bytes the stream did not take yet */
-    size_t len, cap;
-    size_t dropped;      /* bytes dropped since the last note */
-    int mid;             /* the last byte written ended no line */
-} p3d_outq;
-
-/* Where lines go (output.c): the agent's (or launcher's) stdout/stderr,
- * never waited for. lock_fd (>= 0 when several agents share them) is
- * flock()ed without waiting around each write so that no line is torn by
- * another agent's. */
-typedef struct p3d_outsink {
-    p3d_outq q[2];       /* 0 stdout, 1 stderr */
-    int same;            /* both are one file (2>&1): q[0] only */
-    int lock_fd;
-    int held;            /* we hold lock_fd */
-    int lock_busy;       /* the last flush found the lock taken */
-} p3d_outsink;
-
-/* --emulate: the lock file the agents sharing the terminal take around
- * their writes (RUN_DIR/output.lock); -1 otherwise. */
-int p3d_output_lock_open(const p3d_launch *L);
-/* Sets sink up on out_fd/err_fd (not taken over). */
-void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd);
-/* Queues a whole message (already tagged lines) for stream which (0/1)
- * and writes what the stream takes now. */
-void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len);
-/* Writes queued bytes the streams take now. */
-void p3d_sink_flush(p3d_outsink *sink);
-/* Watches (on l) the streams that hold unwritten output until they can
- * take it; unwatches the others. A deadline to look again (another
- * agent holds the terminal's lock), or 0. Called before each wait. */
-double p3d_sink_watch(p3d_outsink *sink, p3d_loop *l);
-/* Last flush without waiting; what is left is counted in one note on
- * stderr; closes what the sink opened. */
-void p3d_sink_close(p3d_outsink *sink);
-
-/* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
-int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
-                        char **err);
-/* Launch options checked before any rank starts (exit 2 on failure):
- * --log-dir is created and must accept files; --output-ranks must parse
- * and name ranks inside the world. (rundir.c, cmd_launch.c) */
-int p3d_check_log_dir(const char *dir, char **err);
-/* mkdir -p; the last component gets mode. 0 or -1 with errno. */
-int p3d_mkdir_p(const char *path, mode_t mode);
-int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
-/* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
-void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
-
-/* Initialises r for rank `rank` (fds -1). */
-void p3d_rank_out_init(p3d_rank_out *r, int rank);
-/* Reads what is available on stream which (0/1) and writes every complete
- * line, tagged, to the sink (and log). Returns 1 at EOF (fd closed, partial
- * line flushed with a newline), 0 otherwise, -1 on a read error. */
-int p3d_rank_out_read(p3d_rank_out *r, int which, p3d_outsink *sink);
-/* Reads until EAGAIN/EOF on both streams (after the process exited). */
-void p3d_rank_out_drain(p3d_rank_out *r, p3d_outsink *sink);
-/* The last stderr lines, oldest first, each indented by `indent`; caller
- * frees. "" when none. */
-char *p3d_rank_out_tail(const p3d_rank_out *r, const char *indent);
-/* Closes fds, frees buffers and the tail. */
-void p3d_rank_out_free(p3d_rank_out *r);
-
-/* ---- spawn.c ------------------------------------------------------------- */
+/* ---- spawn.c (the rest of spawn.c, bind.c, output.c, hang.c, progress.c:
+ * ranks.h, run/ internal) ---------------------------------------------- */
 
 /* Resolves prog like execvp would (PATH search when it has no '/'); a bare
  * name not in PATH is then looked for next to par3drun's own executable
  * (an installed tree's p3d-worker). Returns a malloc'd path, or NULL with *err naming what was tried. */
 char *p3d_resolve_program(const char *prog, char **err);
-
-typedef struct p3d_spawn_req {
-    const char *path;      /* resolved program */
-    char *const *argv;
-    char *const *envp;
-    const p3d_binder *binder; /* may be NULL */
-    int local;             /* index for the binder */
-    pid_t parent;          /* getpid() of the spawning agent */
-} p3d_spawn_req;
-
-/* Starts one worker: own process group, parent-death signal SIGKILL (and
- * exits at once if the parent is already gone), stdin /dev/null, stdout and
- * stderr to fresh pipes whose non-blocking read ends go to out_fd[0..1],
- * default signal dispositions and an empty mask, bound by the binder, then
- * exec. An exec failure is reported on the worker's stderr and exits 127.
- * Returns 0 or -1 with *err. */
-int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err);
-
-/* Sends sig to every process in *this process's* children (ppid == self),
- * found through /proc: the subreaper's sweep for reparented descendants.
- * Returns how many were signalled. */
-int p3d_kill_children(int sig);
-/* Sends sig to root and every descendant of it (one /proc pass), and to
- * the process group of each that leads one (workers and their children):
- * ends an agent that does not answer. Returns how many were signalled. */
-int p3d_kill_tree(pid_t root, int sig);
-/* SIGKILLs and reaps our children until none is left, bounded (2 s), never
- * with a blocking waitpid. */
-void p3d_sweep_children(void);
-/* A wait status as an exit code: the code, or 128 + the signal. */
-int p3d_code_of(int status);
-
-/* ---- hang.c: --hang-timeout ---------------------------------------------- */
-
-typedef struct p3d_hangwatch p3d_hangwatch;
-
-/* "ABRT", "SIGABRT" or "6" -> 6; -1 with *err naming --hang-signal. */
-int p3d_signal_parse(const char *s, int *sig, char **err);
-/* Watches the heartbeat files of the local ranks (ranks borrowed, local
- * order). *out stays NULL when --hang-timeout is off. 0 or -1 with *err. */
-int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatch **out, char **err);
-void p3d_hang_free(p3d_hangwatch *w);
-/* The inotify fd to poll (-1 when off). */
-int p3d_hang_fd(const p3d_hangwatch *w);
-/* A generation starts: the files are removed, no rank is watched yet. */
-void p3d_hang_generation(p3d_hangwatch *w);
-/* Reads the touches that arrived. */
-void p3d_hang_events(p3d_hangwatch *w, double now);
-/* Local rank i printed something. */
-void p3d_hang_activity(p3d_hangwatch *w, int i, double now);
-/* When p3d_hang_check must run next (0: never). pid: local ranks (0 ended). */
-double p3d_hang_deadline(const p3d_hangwatch *w, const pid_t *pid);
-/* Signals ranks whose time is up (the hang signal and SIGCONT; SIGKILL a
- * grace later). Returns a newly hung local rank, -1 when none: call again
- * until -1. */
-int p3d_hang_check(p3d_hangwatch *w, const pid_t *pid, double now);
-int p3d_hang_is_hung(const p3d_hangwatch *w, int i);
-int p3d_hang_signal(const p3d_hangwatch *w);
-double p3d_hang_timeout(const p3d_hangwatch *w);
-
-/* ---- progress.c: the ranks' progress lines ------------------------------ */
-
-/* The most a progress file may hold (one line). */
-#define P3D_PROGRESS_MAX 127
-
-typedef struct p3d_progress {
-    int step;     /* steps completed */
-    double busy;  /* seconds of the rank's own work in the last step */
-    int ckpt;     /* newest durable checkpoint step, -1 none */
-} p3d_progress;
-
-/* Parses "step=N busy=SECONDS[ ckpt=STEP]" (one optional newline):
- * 1 with *p set, 0 for an empty file (a plain heartbeat), -1 otherwise. */
-int p3d_progress_parse(const char *s, size_t len, p3d_progress *p);
-
-typedef struct p3d_progwatch p3d_progwatch;
-
-/* Reads the progress files of the local ranks (ranks borrowed, local
- * order); makes RUN_DIR/heartbeat. Free with p3d_progress_free(). 0 or -1
- * with *err. */
-int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_progwatch **out, char **err);
-void p3d_progress_free(p3d_progwatch *w);
-/* Generation gen starts: the old files are removed, nothing reported. */
-void p3d_progress_generation(p3d_progwatch *w, int gen);
-/* Reads every file once: 1 with the node's summary in *m (a P message)
- * when some rank's step advanced since the last one, else 0. A rank's
- * first bad file appends one warning line to *warn (malloc'd; the caller
- * frees it). */
-int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn);
 
 /* ---- peers.c: the nodes that do the same work ------------------------- */
 
@@ -378,7 +277,7 @@ int p3d_peer_groups(const p3d_placement *pl, const int *nodes, int n, size_t ncl
 /* ---- agent.c ------------------------------------------------------------- */
 
 /* Runs node `node`'s local ranks until the controller (on upstream, a
- * SOCK_SEQPACKET socket, agent_proto.h) says the job is over; returns the
+ * SOCK_SEQPACKET socket, wire.h) says the job is over; returns the
  * agent's exit code. Blocks SIGCHLD and the forwarded signals for its own
  * signalfd. */
 int p3d_agent_run(const p3d_launch *L, int node, int upstream);
@@ -397,6 +296,17 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
 
 /* One node, or --emulate: every agent is forked here. */
 int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
+
+/* ---- launch_local.c, mnode.c: the two launch paths ----------------------- */
+
+/* A job run from here (launch_local.c): node < 0: every node that holds
+ * ranks or is a spare (one node, or --emulate); node >= 0: only that one
+ * (`par3drun __agent --node-rank`). Prints what went wrong; returns the
+ * job's exit code. */
+int p3d_local_launch(const p3d_opts *o, int node);
+/* A multi-node job when a rendezvous is asked for (mnode.c): the job's
+ * exit code, or -1 when there is no rendezvous (p3d_local_launch then). */
+int p3d_rdzv_launch(const p3d_opts *o);
 
 /* Sends one agent_proto packet as a P3D_MSG_FATE frame. 0 or -1. */
 int p3d_fate_send(int fd, const char *pkt, size_t len);
@@ -500,6 +410,24 @@ typedef struct p3d_health_job p3d_health_job;
 p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *const *names, int n,
                                  const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
                                  void *ctx);
+/* The same for another command than --health-check (the preflight's
+ * benchmarks, preflight.c): cmds[i] for node i (or cmd for all) through
+ * sh -c, bounded by timeout; what names it in messages. With outs, the
+ * output of each node that passed is not copied to stderr but kept:
+ * outs[i] gets a malloc'd copy of its first 8 KiB (NULL out of memory),
+ * which the caller frees. */
+typedef struct p3d_health_cmd {
+    const char *cmd;
+    const char *const *cmds;
+    double timeout;
+    const char *what;
+    char **outs;
+} p3d_health_cmd;
+p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, const char *const *names, int n,
+                                     const unsigned char *skip, p3d_health_res *res,
+                                     void (*done)(void *ctx, int nbad), void *ctx);
+int p3d_health_run_cmd(const p3d_health_cmd *hc, const char *const *names, int n, const unsigned char *skip,
+                       p3d_health_res *res);
 /* Ends the checks still running (SIGKILL to their groups, reaped) and frees
  * the job; done is not called. */
 void p3d_health_cancel(p3d_health_job *j);
@@ -513,5 +441,53 @@ int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const uns
 void p3d_health_set_how(p3d_health_res *r, const char *text);
 /* The events.jsonl "health" record of one node's result. */
 void p3d_health_event(int events_fd, double t0, const char *node, const p3d_health_res *r);
+
+
+/* --preflight and `par3drun preflight` (preflight.c, preflight_apply.c):
+ * every node of the job runs p3d-worker --bench-node at once; a node more
+ * than --slow-factor below the median, or whose benchmark fails or
+ * outlasts --preflight-timeout, is excluded (docs/launch.md, "Preflight"). */
+/* One node's figures (-1: none) and verdict. */
+typedef struct p3d_preflight_node {
+    const char *name;   /* the caller's */
+    int ran;            /* the benchmark ended with its figures */
+    int excluded;
+    double gflops, mem_gbps, tcp_out_mbps, tcp_in_mbps;
+    double seconds;
+    const char *links;  /* what became of the NVLink links (static text) */
+    char why[320];      /* excluded: why; "" otherwise */
+} p3d_preflight_node;
+
+typedef struct p3d_preflight {
+    int n, nexcluded;
+    p3d_preflight_node *nodes;
+    double median_gflops, median_mem_gbps, median_tcp_mbps; /* -1: none */
+    int tcp_judged;     /* 3 nodes or more: a slow link's end can be told */
+    double slow_factor, timeout, seconds;
+} p3d_preflight;
+
+/* Runs the benchmark on names[0..n) (all on this host: --emulate or one
+ * node), judges it and fills *pf (freed with p3d_preflight_free, also
+ * after a failure). Returns 0, or -1 with *err (the benchmark could not be
+ * started at all: p3d-worker not found, no sockets). */
+int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_preflight *pf, char **err);
+void p3d_preflight_free(p3d_preflight *pf);
+/* The table `par3drun preflight` prints: one row per node. */
+void p3d_preflight_table(const p3d_preflight *pf, FILE *f);
+/* The report's "preflight" object (docs/report-json.md), malloc'd; NULL
+ * out of memory. */
+char *p3d_preflight_json(const p3d_preflight *pf);
+/* The nodes --preflight benchmarks: those that hold ranks in r's
+ * placement and the spares, in cluster order, as cluster indices and names
+ * (both malloc'd, the caller frees them, also after a failure). Returns how
+ * many, or -1 with *err (exit 2: more than one node without --emulate). */
+int p3d_preflight_nodes(const p3d_opts *o, const p3d_plan_result *r, int **nodes, const char ***names, char **err);
+/* --preflight on a placed job (launch, dry run): runs it, writes its
+ * events (events_fd < 0: none) and its table (table NULL: none), says
+ * which nodes are excluded and moves their ranks to spares in r; *json
+ * gets the report's "preflight" object (malloc'd, or NULL). Returns 0, or
+ * the exit code with the message printed (2 bad input, 1 a node excluded
+ * that no spare can replace, or the preflight could not run). */
+int p3d_preflight_apply(const p3d_opts *o, p3d_plan_result *r, int events_fd, double t0, FILE *table, char **json);
 
 #endif

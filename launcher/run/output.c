@@ -17,6 +17,7 @@
  * while one of their lines is half written, so other agents queue instead.
  */
 #include "launch.h"
+#include "ranks.h"
 #include "rundir.h"
 
 #include <errno.h>
@@ -426,6 +427,7 @@ int p3d_rank_out_read(p3d_rank_out *r, int which, p3d_outsink *sink)
             return n < 0 ? -1 : 1;
         }
         s->len += (size_t)n;
+        s->got += (size_t)n;
         flush_lines(r, which, sink, 0);
     }
     return 0;

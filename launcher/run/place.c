@@ -102,6 +102,15 @@ out:
     return rc;
 }
 
+void p3d_place_warned(const p3d_analysis *a, char *buf, size_t cap)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (size_t i = 0; a && i < a->nchecks && k < cap; i++)
+        if (a->checks[i].severity == P3D_SEV_WARNING)
+            k += (size_t)snprintf(buf + k, cap - k, "%s%s", k ? "," : "", a->checks[i].code);
+}
+
 /* The dimension whose time differs most between two estimates, in words. */
 static void alt_why(const p3d_cost *chosen, const p3d_cost *c, char *buf, size_t cap)
 {
@@ -298,13 +307,17 @@ static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
             snprintf(a->name, sizeof a->name, "%s", pl->policy ? pl->policy : names[i]);
             a->step_time = an->has_cost ? an->cost.step_time : 0;
             a->nerrors = an->nerrors;
+            a->nwarnings = an->nwarnings;
+            p3d_place_warned(an, a->warned, sizeof a->warned);
             a->why[0] = 0;
             if (!is_auto && an->has_cost && out->an && out->an->has_cost &&
                 an->cost.step_time < out->an->cost.step_time)
                 alt_why(&out->an->cost, &an->cost, a->why, sizeof a->why);
         }
+        /* fewest warnings first, then the estimate (place.h) */
         int better = is_auto && an->has_cost && an->nerrors == 0 &&
-                     (!best_an || an->cost.step_time < best_an->cost.step_time);
+                     (!best_an || best_an->nerrors || an->nwarnings < best_an->nwarnings ||
+                      (an->nwarnings == best_an->nwarnings && an->cost.step_time < best_an->cost.step_time));
         if (better) {
             p3d_placement_free(best_pl);
             p3d_analysis_free(best_an);
@@ -334,13 +347,16 @@ void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap)
     if (!r->an || !r->an->has_cost)
         return;
     const char *me = r->pl && r->pl->policy ? r->pl->policy : "the policy";
-    int best = -1, runner = -1;
+    int best = -1, warned = -1, runner = -1;
     for (int i = 0; i < r->nalt; i++) {
         const struct p3d_policy_alt *a = &r->alt[i];
         if (!strcmp(a->name, me) || a->step_time <= 0 || a->nerrors)
             continue;
-        if (a->step_time < r->an->cost.step_time && (best < 0 || a->step_time < r->alt[best].step_time))
+        int faster = a->step_time < r->an->cost.step_time;
+        if (faster && a->nwarnings <= r->an->nwarnings && (best < 0 || a->step_time < r->alt[best].step_time))
             best = i;
+        if (faster && a->nwarnings > r->an->nwarnings && (warned < 0 || a->step_time < r->alt[warned].step_time))
+            warned = i;
         if (runner < 0 || a->step_time < r->alt[runner].step_time)
             runner = i;
     }
@@ -350,9 +366,18 @@ void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap)
                  "--policy %s or --policy auto uses it",
                  r->alt[best].name, r->an->cost.step_time - r->alt[best].step_time, me, r->alt[best].step_time,
                  r->an->cost.step_time, r->alt[best].why[0] ? ": " : "", r->alt[best].why, r->alt[best].name);
+    } else if (warned >= 0 && !r->auto_chosen) {
+        /* faster on paper, but its own checks warn against it: named, not advised */
+        snprintf(buf, cap, "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s), "
+                 "but its placement warns %s; %s is kept (docs/plan.md, \"Which policy\")",
+                 r->alt[warned].name, r->an->cost.step_time - r->alt[warned].step_time, me, r->alt[warned].step_time,
+                 r->an->cost.step_time, r->alt[warned].why[0] ? ": " : "", r->alt[warned].why, r->alt[warned].warned,
+                 me);
     } else if (r->auto_chosen && runner >= 0) {
-        snprintf(buf, cap, "--policy auto chose %s (step %.2f s); runner-up %s (%.2f s)", me, r->an->cost.step_time,
-                 r->alt[runner].name, r->alt[runner].step_time);
+        const struct p3d_policy_alt *a = &r->alt[runner];
+        snprintf(buf, cap, "--policy auto chose %s (step %.2f s%s); runner-up %s (%.2f s%s%s)", me,
+                 r->an->cost.step_time, r->an->nwarnings ? ", the fewest warnings" : "", a->name, a->step_time,
+                 a->nwarnings > r->an->nwarnings ? ", warns " : "", a->nwarnings > r->an->nwarnings ? a->warned : "");
     } else if (r->auto_chosen) {
         snprintf(buf, cap, "--policy auto chose %s (step %.2f s); no other policy passed the checks", me,
                  r->an->cost.step_time);

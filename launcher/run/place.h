@@ -1,72 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * place.h — the placement pipeline shared by `--dry-run` and launch:
- * options -> cluster -> job -> policy -> checks, plus the naive baseline
- * that reports compare against. docs/dry-run.md describes what it reads.
+ * place.h — run/ internal: placing again when a node is lost (place.c,
+ * place_replace.c). The placement pipeline itself, which --dry-run and
+ * the other commands share, is in launch.h (run/'s public header).
  */
 #ifndef P3D_PLACE_H
 #define P3D_PLACE_H
 
-#include "opts.h"
-
-typedef struct p3d_plan_result {
-    p3d_cluster *cluster;     /* owned */
-    p3d_job job;              /* dp resolved */
-    p3d_placement *pl;        /* the chosen policy's placement, owned */
-    p3d_analysis *an;         /* its checks and link scores, owned */
-    p3d_placement *base_pl;   /* naive.lua on the same input; NULL when the
-                                 policy is naive itself or the baseline failed */
-    p3d_analysis *base_an;
-    char *base_err;           /* why there is no baseline (NULL when there is
-                                 one or the policy is naive), owned */
-    /* The other bundled policies (and --policy-candidates) on the same
-     * input, when a model gives estimates: each one's step time and error
-     * count. With --policy auto, pl/an are the best estimate that passes
-     * every error-level check and alt[] holds the rest (runner-up first
-     * among those that pass). */
-    struct p3d_policy_alt {
-        char name[64];
-        double step_time;   /* seconds, 0 without an estimate */
-        int nerrors;
-        char why[160];      /* what the faster one saves, when it is faster */
-    } alt[8];
-    int nalt;
-    int auto_chosen;          /* 1: --policy auto picked pl */
-    /* The nodes the policy sees: those with role P3D_NODE_USE (plus, for a
-     * replacement, the spares), borrowed from cluster; view_map[i] is view
-     * node i's index in cluster. NULL when every node is used. */
-    p3d_cluster *view;
-    int *view_map;
-    /* seconds per stage, for --verbose and bench/ */
-    double t_cluster, t_policy, t_check, t_baseline;
-} p3d_plan_result;
-
-/* Where the nodes come from, in this order:
- *  1. --cluster FILE; inside a Slurm allocation (SLURM_JOB_NODELIST set)
- *     only the allocation's nodes, in the hostlist's order;
- *  2. otherwise one node from --topology (default "local").
- * --nproc-per-node N then gives every node N rank slots (CPU slots on a
- * node without GPUs, see p3d_cluster_set_slots), --slurm-topology is
- * applied, dp is resolved, the policy runs and is checked, and naive.lua
- * runs as the baseline. Returns 0 with *out filled (free with
- * p3d_plan_result_free), or -1 with a one-line message in *err: bad input,
- * exit 2. Error-level checks are NOT a failure here: the caller decides
- * (dry-run prints and exits 2, launch refuses). */
-int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err);
-/* The same from job resolution on, over a cluster built elsewhere (the
- * multi-node rendezvous gathers it from the agents); takes ownership of
- * cluster (freed with *out, also on failure). */
-int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err);
-void p3d_plan_result_free(p3d_plan_result *r);
-/* --exclude and --spares on a loaded cluster, the same on every command:
- * the --exclude'd nodes become P3D_NODE_EXCLUDED (an unknown name is an
- * error naming the option and the node), then job->spares nodes become
- * P3D_NODE_SPARE, chosen by --policy's spares() hook or par3d.default_spares
- * (always the default under --policy auto). */
-int p3d_place_roles(const p3d_opts *o, p3d_cluster *c, const p3d_job *job, char **err);
-/* For the commands that place nothing (plan, cluster): keeps only c's
- * P3D_NODE_USE nodes, in order. */
-int p3d_place_keep_usable(p3d_cluster *c, char **err);
+#include "launch.h"
 
 /* A lost node (docs/launch.md, "When a node dies"): marks the cluster
  * nodes lost[0..nlost) P3D_NODE_LOST, then runs the job's policy again
@@ -87,11 +28,5 @@ int p3d_replace_place(const p3d_opts *o, p3d_plan_result *res, const int *lost, 
                       const char *reason, int events_fd, double t0, int **was, char **msg);
 int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *lost, int nlost, int restart,
                       const char *reason, int events_fd, double t0, char **msg);
-/* One line (no newline) saying that another policy's estimate beats the
- * chosen one on this input and why, or "" when none does; into buf. */
-void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap);
-
-/* The report input over a result (colour off). */
-p3d_report_in p3d_plan_report_in(const p3d_plan_result *r);
 
 #endif

@@ -242,8 +242,13 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "P3D_NODE_INDEX", "%d", k->node);
     if (L->emulate) /* each emulated node's ranks see their node's name */
         e |= p3d_envv_set(out, "HOSTNAME", "%s", cn->name);
+    /* P3D_GPU counts the GPUs this node's allocation gives (0..n-1, what
+     * the placement and `par3drun topo` inside the allocation number);
+     * P3D_GPU_PHYS is the same GPU's index on the whole node (-1: a CPU
+     * slot), so that P3D_GPU=0 beside the PCI address of GPU 4 reads true */
     e |= p3d_envv_set(out, "P3D_GPU", "%d", k->gpu);
     const p3d_gpu *g = (topo && k->gpu >= 0 && k->gpu < topo->ngpus) ? &topo->gpus[k->gpu] : NULL;
+    e |= p3d_envv_set(out, "P3D_GPU_PHYS", "%d", g && !p3d_is_cpu_slot(topo, k->gpu) ? g->phys : -1);
     e |= p3d_envv_set(out, "P3D_GPU_PCI", "%s", g ? g->pci : "");
     e |= p3d_envv_set(out, "P3D_NUMA", "%d", g ? g->numa : -1);
     e |= p3d_envv_set(out, "P3D_NIC", "%s",

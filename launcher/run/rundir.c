@@ -22,6 +22,7 @@
  * written through).
  */
 #include "rundir.h"
+#include "ranks.h"
 
 #include <dirent.h>
 #include <errno.h>

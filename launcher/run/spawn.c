@@ -9,6 +9,7 @@
  * binding, its own process group.
  */
 #include "launch.h"
+#include "ranks.h"
 
 #include <dirent.h>
 #include <errno.h>

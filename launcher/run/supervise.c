@@ -2,7 +2,8 @@
 /*
  * supervise.c — the job controller's hub: the event loop that feeds
  * controller.c and carries out what it answers (the --health-check rounds
- * are hub_health.c's, forking and fate packets agent_link.c's).
+ * are hub_health.c's, forking and fate packets agent_link.c's, the
+ * successor's gate hub_gate.c's).
  *
  * An agent is reached one of two ways, and the loop does not care which:
  *   local   a forked agent process (supervise.c forks it) on a
@@ -23,8 +24,10 @@
  * hook names; the terminal is written without waiting. Nothing blocks.
  */
 #include "hub.h"
+#include "ranks.h"
 #include "rundir.h"
 #include "termsafe.h"
+#include "rdzv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -87,6 +90,12 @@ static void hub_send(void *ctx, int a, const p3d_amsg *m)
                    ? p3d_amsg_encode(&q, rbuf, sizeof rbuf)
                    : -1;
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++) {
+        if (h->ln[i].parked && m->type == P3D_AM_STOP && (rlen > 0 || !h->ln[i].remote)) {
+            /* no agent runs there (a takeover): retired already; said to
+             * the controller from the loop, not from inside its send */
+            h->ln[i].retire_pending = 1;
+            continue;
+        }
         if (rlen > 0 && h->ln[i].remote)
             hub_send_one(h, i, rbuf, (size_t)rlen);
         else
@@ -116,7 +125,7 @@ static void hub_close(hub *h, alink *l)
 static void hub_on_link(p3d_loop *lp, int fd, int ev, void *ctx);
 
 /* Link a's fd is read from the loop. */
-static void hub_watch(hub *h, int a)
+void hub_watch(hub *h, int a)
 {
     if (h->ln[a].fd >= 0 && p3d_loop_watch(h->loop, h->ln[a].fd, P3D_LOOP_IN, hub_on_link, &h->lc[a]) < 0)
         h->ln[a].broken = 1; /* out of memory: it cannot be heard, so it is lost */
@@ -182,6 +191,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
         if (dead[i])
             continue;
         l->reported = 0;
+        l->parked = l->retire_pending = 0;
         if (l->remote) {
             if (l->fd < 0 || l->broken || !frame || len <= 0)
                 return -1;
@@ -263,6 +273,13 @@ static void hub_read_remote(hub *h, int a)
     alink *l = &h->ln[a];
     char *e = NULL;
     remote_ctx rc = {h, a};
+    if (h->L->successors && !l->succ_sent && !l->broken) {
+        /* the node speaks: it holds its placement, so the next frame it
+         * reads may be the successor list */
+        l->succ_sent = 1;
+        if (p3d_frame_write_bounded(l->fd, h->L->successors, P3D_FATE_STALL, NULL) < 0)
+            l->broken = 1;
+    }
     if (p3d_fate_read(&l->fr, l->fd, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
@@ -390,6 +407,11 @@ static double hub_prepare(p3d_loop *lp, double now, void *ctx)
     hub_health_due(h);
     double bd = hub_beat(h, p3d_now(), 1);
     for (int i = 0; i < h->n; i++)
+        if (h->ln[i].retire_pending && !h->ln[i].reported) {
+            h->ln[i].retire_pending = 0;
+            hub_gone(h, i, NULL, 1);
+        }
+    for (int i = 0; i < h->n; i++)
         if (h->ln[i].broken && !h->ln[i].reported) {
             /* a send that failed: the node may be frozen (its buffer
              * full), so its own deadline fences it as above */
@@ -424,9 +446,17 @@ static void hub_loop(hub *h)
         p3d_ctl_abort(h->ctl, "the event loop failed", P3D_EXIT_FAIL, p3d_now());
 }
 
-int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
+/* ---- leader failover: the successor's gate -------------------------------- */
+
+typedef struct hub_tk {
+    int me, leader;
+    double heard;
+    const char *why;
+} hub_tk;
+
+static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds, const hub_tk *tk)
 {
-    hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes};
+    hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
     hub *h = &H;
     int code = P3D_EXIT_FAIL, lock_fd = p3d_output_lock_open(L), remote = 0;
     const char **names = calloc((size_t)nnodes + 1, sizeof *names);
@@ -449,7 +479,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     for (int i = 0; i < nnodes; i++) {
         names[i] = L->job->cluster->nodes[nodes[i]].name;
         h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
-        h->ln[i].remote = h->ln[i].fd >= 0;
+        h->ln[i].remote = h->ln[i].fd >= 0 || (tk && i != tk->me);
+        h->ln[i].parked = tk != NULL; /* takeover: nothing runs until the next generation */
         h->ln[i].heard = p3d_now();
         remote |= h->ln[i].remote;
         h->lc[i] = (lctx){h, i};
@@ -459,7 +490,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
-        .leader = remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
+        .leader = tk ? tk->leader : remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
+        .failover = L->failover, .node_timeout = L->o->node_timeout,
         .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
         .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
@@ -488,6 +520,17 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
             bad[i] = 1;
             p3d_ctl_mark_dead(h->ctl, i);
         }
+    /* (a successor: those were lost before, not members of this generation) */
+    if (tk) {
+        /* the successor: the nodes rejoin on the gate; the controller
+         * acts once a majority did (controller.h, TAKEOVER) */
+        remote = 1;
+        if (!L->gate || p3d_loop_watch(h->loop, p3d_fgate_fd(L->gate), P3D_LOOP_IN, hub_on_gate, h) < 0) {
+            fprintf(stderr, "par3drun: cannot take over: no failover port\n");
+            goto out;
+        }
+        p3d_ctl_leader_lost(h->ctl, tk->me, tk->heard, tk->why, p3d_now());
+    }
     int pre_bad = 0;
     if (L->o->health_check && !remote) {
         /* the loop runs the check before anything else is on it */
@@ -536,7 +579,7 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     if (L->o->cmd != P3D_CMD_AGENT)
         hub_start_line(h, nnodes);
     for (int i = 0; i < nnodes && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {
-        if (h->ln[i].remote || bad[i])
+        if (h->ln[i].remote || bad[i] || h->ln[i].parked)
             continue;
         if (hub_fork(h, i) < 0) {
             char why[160];
@@ -551,13 +594,8 @@ int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *re
     hub_loop(h);
     if (h->judged)
         hub_write_status(h); /* the view of the end */
+    /* the recovery figures are the end line's (hub_end_line): one summary */
     code = p3d_ctl_code(h->ctl);
-    if (L->o->verbose && p3d_ctl_restarts(h->ctl) > 0) {
-        char rec[160];
-        hub_recovery_text(h->ctl, rec, sizeof rec);
-        fprintf(stderr, "par3drun: %d restart%s; %s\n", p3d_ctl_restarts(h->ctl),
-                p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec);
-    }
 out:
     /* subreaper sweep: anything reparented to us dies with the job */
     for (int i = 0; h->ln && i < nnodes; i++)
@@ -570,7 +608,7 @@ out:
             hub_say(h, sum);
         const char *st = p3d_ctl_story(h->ctl);
         if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
-            char head[384], rec[160];
+            char head[512], rec[256];
             hub_recovery_text(h->ctl, rec, sizeof rec);
             snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
                      p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
@@ -578,15 +616,17 @@ out:
             hub_say(h, head);
             hub_say(h, st);
         }
-        char rmax[32] = "null";
+        char rmax[32] = "null", smax[32] = "null";
         if (p3d_ctl_recovery_max(h->ctl) >= 0)
             snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
+        if (p3d_ctl_resumed_max(h->ctl) >= 0)
+            snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
         if (L->o->cmd != P3D_CMD_AGENT)
             hub_end_line(h, code);
         p3d_event(L->events_fd, L->t0,
                   "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
-                  "\"recovery_max_s\": %s, \"ended_during_recovery\": %s",
-                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax,
+                  "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
+                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
                   p3d_ctl_recovering(h->ctl) ? "true" : "false");
     }
     p3d_sink_close(&h->sink);
@@ -607,6 +647,18 @@ out:
     if (lock_fd >= 0)
         close(lock_fd);
     return code;
+}
+
+int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
+{
+    return hub_run(L, nodes, nnodes, remote_fds, NULL);
+}
+
+int p3d_hub_takeover(const p3d_launch *L, const int *nodes, int nnodes, int me, int leader, double heard,
+                     const char *why)
+{
+    hub_tk tk = {.me = me, .leader = leader, .heard = heard, .why = why};
+    return hub_run(L, nodes, nnodes, NULL, &tk);
 }
 
 int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes)

@@ -2,7 +2,7 @@
 /*
  * warnings.c — a launch says what the dry run would warn about: one line
  * per warning-level check on stderr before any rank starts (--quiet hides
- * them). The single-node/--emulate path (cmd_launch.c) and a multi-node
+ * them). The single-node/--emulate path (launch_local.c) and a multi-node
  * leader (mnode_place.c) print the same lines. A check's message quotes
  * names from the input (node, rack, file names): escaped here, where the
  * analysis meets the terminal.

@@ -59,6 +59,15 @@ for cmd in topo plan; do
 done
 "$PAR3DRUN" topo --help | grep -q "Mesh and policy" && fail "topo --help shows Mesh and policy"
 "$PAR3DRUN" --help | grep -q -- "--dry-run" || fail "--help lacks --dry-run"
+# the usage at the top names every subcommand (cluster too) and --version
+"$PAR3DRUN" --help | head -12 >"$tmp/top"
+for w in "par3drun topo" "par3drun plan" "par3drun cluster" "par3drun status" "--version"; do
+  grep -q -- "$w" "$tmp/top" || fail "the first lines of --help lack '$w': $(cat "$tmp/top")"
+done
+# an example policy's own usage line runs (it once named a missing cluster file)
+(cd "$P3D_SRC" && "$PAR3DRUN" --dry-run --cluster examples/clusters/64x-dgx-h100-4racks.json --tp 8 --pp 4 \
+  --policy examples/policies/rack_per_replica.lua >"$tmp/rpr" 2>&1) || fail "rack_per_replica.lua's usage: $(tail -3 "$tmp/rpr")"
+grep -q '^par3drun dry run: policy rack_per_replica' "$tmp/rpr" || fail "rack_per_replica.lua did not place"
 
 # 2. nvidia-smi text: no CPU inventory -> unknown / null; a node name
 T=$P3D_FIXTURES/realdata/topo/dgx-a100_12nic.txt

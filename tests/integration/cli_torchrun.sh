@@ -33,6 +33,14 @@ set -e
 grep -q 'unknown backend' "$T/e.out" || { cat "$T/e.out"; fail "no rendezvous error"; }
 LC_ALL=C grep -q $'\033' "$T/e.out" && { cat -A "$T/e.out"; fail "a raw ESC from --rdzv reached stderr"; }
 
+# TORCH_NCCL_ASYNC_ERROR_HANDLING: torchrun's 1 unless the environment or --env says
+a=$(TORCH_NCCL_ASYNC_ERROR_HANDLING=3 "$PAR3DRUN" --nproc-per-node 1 --topology "synthetic:pack:2 pu:2" -- \
+  sh -c 'echo "a=$TORCH_NCCL_ASYNC_ERROR_HANDLING"' 2>/dev/null)
+[ "$a" = "a=3" ] || fail "the user's TORCH_NCCL_ASYNC_ERROR_HANDLING=3 was replaced: $a"
+a=$(env -u TORCH_NCCL_ASYNC_ERROR_HANDLING "$PAR3DRUN" --nproc-per-node 1 --env TORCH_NCCL_ASYNC_ERROR_HANDLING=2 \
+  --topology "synthetic:pack:2 pu:2" -- sh -c 'echo "a=$TORCH_NCCL_ASYNC_ERROR_HANDLING"' 2>/dev/null)
+[ "$a" = "a=2" ] || fail "--env TORCH_NCCL_ASYNC_ERROR_HANDLING=2 was replaced: $a"
+
 # CPU-only nodes: slots, not GPUs
 "$PAR3DRUN" --dry-run --nproc-per-node 2 --topology "synthetic:pack:2 pu:2" >"$T/c.out" 2>&1 || fail "CPU dry run failed"
 grep -q 'world 2 on 2 CPU slots (no GPU) of 1 node, 1 rack' "$T/c.out" || { cat "$T/c.out"; fail "CPU slots called GPUs"; }
@@ -113,4 +121,39 @@ wait "$N0" || { cat "$T/n0.err"; fail "node 0 of the torchrun-style job failed";
 wait "$N1" || { cat "$T/n1.err"; fail "node 1 of the torchrun-style job failed"; }
 [ "$(cat "$T"/n0.out "$T"/n1.out | grep -c 'world=4 groups=2 role=default')" = 4 ] ||
   { cat "$T"/n*.out "$T"/n*.err; fail "the torchrun-style job did not run 4 ranks in 2 groups"; }
+
+# a refused two-node launch: exit 2 on both nodes, the check named, no
+# untrue "out of memory"
+P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for i in 0 1; do
+  ( set +e; "$PAR3DRUN" --nnodes 2 --node-rank $i --rdzv "static:127.0.0.1:$P" --rdzv-token-file "$T/token" \
+      --topology "$P3D_SRC/examples/topologies/dgx-h100.xml" --model llama3-405b --tp 8 -- /bin/true \
+      >"$T/x$i.out" 2>"$T/x$i.err"; echo $? >"$T/x$i.rc" ) &
+done
+wait
+for i in 0 1; do
+  [ "$(cat "$T/x$i.rc")" = 2 ] || { cat "$T/x$i.err"; fail "refused two-node launch: node $i exit $(cat "$T/x$i.rc"), want 2"; }
+  grep -q 'MODEL_DOES_NOT_FIT' "$T/x$i.err" || { cat "$T/x$i.err"; fail "refused two-node launch: node $i does not name the check"; }
+  grep -q 'out of memory' "$T/x$i.err" && { cat "$T/x$i.err"; fail "refused two-node launch: node $i says out of memory"; }
+done
+
+# the run dir rule is the same whatever the backend: a directory par3drun
+# made is removed after exit 0, on every node of a multi-node job and
+# under --emulate (the single-node case is above)
+mkdir -p "$T/md" "$T/me"
+P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for i in 0 1; do
+  TMPDIR=$T/md "$PAR3DRUN" --nnodes 2 --node-rank $i --rdzv "static:127.0.0.1:$P" --rdzv-token-file "$T/token" \
+    --nproc-per-node 1 --topology "synthetic:pack:2 pu:2" -- /bin/true >"$T/m$i.out" 2>"$T/m$i.err" &
+  eval "N$i=\$!"
+done
+wait "$N0" || { cat "$T/m0.err"; fail "node 0 of the run-dir job failed"; }
+wait "$N1" || { cat "$T/m1.err"; fail "node 1 of the run-dir job failed"; }
+grep -q "ended: exit 0 .*run dir $T/md/par3drun-[0-9a-f]*\.0 removed$" "$T/m0.err" ||
+  { cat "$T/m0.err"; fail "multi-node: the end line does not say the run dir was removed"; }
+[ -z "$(ls -A "$T/md")" ] || { ls -la "$T/md"; fail "multi-node: a clean job left its run dirs: $(ls "$T/md")"; }
+TMPDIR=$T/me "$PAR3DRUN" --emulate --cluster "$CLUSTER" --nproc-per-node 1 -- /bin/true >"$T/e.out" 2>"$T/e.err" ||
+  { cat "$T/e.err"; fail "--emulate run-dir job failed"; }
+grep -q "ended: exit 0 .*run dir $T/me/par3drun-[0-9a-f]* removed$" "$T/e.err" || { cat "$T/e.err"; fail "--emulate: not removed"; }
+[ -z "$(ls -A "$T/me")" ] || fail "--emulate: a clean job left its run dir: $(ls "$T/me")"
 echo "ok"

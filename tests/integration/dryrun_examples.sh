@@ -93,6 +93,12 @@ assert [c["code"] for c in d["checks"] if c["severity"] != "info"] == [], d["che
 assert any(c["code"] == "CPU_SLOTS" for c in d["checks"])
 assert d["inputs"]["topology"] == "examples/topologies/cpu-only.xml" and d["inputs"]["cluster"] is None
 ' "cpu-only node: 4 CPU slots, no warnings"
+# the text report calls them slots, not GPUs (issue 27: "world 2 on 3 GPUs")
+dry cpu_text 0 --topology examples/topologies/cpu-only.xml --nproc-per-node 1
+has cpu_text '^mesh: tp=1 pp=1 dp=1, world 1 on 1 CPU slot \(no GPU\) of 1 node, 1 rack$'
+has cpu_text '^Placement: rank and \(tp,pp,dp\) on each CPU slot$'
+has cpu_text '^  node +rack +slot '
+has cpu_text '1 CPU rank slot synthesized'
 dry cpu_over 2 --topology examples/topologies/dgx-h100.xml --nproc-per-node 16 --tp 8
 err_has cpu_over "--nproc-per-node 16: node"
 exit $fail

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # layers: scripts/layers.py passes on the tree as it is (no circle between
 # stage folders, poll/epoll only in the loop and the tree leader, no sleep
-# under launcher/, plugins on public headers only), and fails on a copy of
+# under launcher/, plugins on public headers only, each launcher stage seen
+# from above only through its one public header), and fails on a copy of
 # the tree with each of those broken in turn.
 set -euo pipefail
 src=${P3D_SRC:?}
@@ -35,4 +36,32 @@ copy
 sed -i '0,/#include "p3d\/plugin.h"/s//#include "rdzv.h"\n#include "p3d\/plugin.h"/' "$T/t/plugins/rdzv_etcd/rdzv_etcd.c"
 out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "a plugin including rdzv.h passed"
 grep -q 'plugins/rdzv_etcd/rdzv_etcd.c:[0-9]*: includes "rdzv.h"' <<<"$out" || { echo "$out"; fail "plugin include not named"; }
+# a stage's internal header included from above: cmd/ reaching into run/
+copy
+sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "controller.h"/' "$T/t/launcher/cmd/cmd_launch.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "cmd_launch.c including run/controller.h passed"
+grep -q 'launcher/cmd/cmd_launch.c:[0-9]*: includes "controller.h" of launcher/run, which shows the stages above it only launch.h' <<<"$out" ||
+  { echo "$out"; fail "the internal include is not named"; }
+
+# and run/ reaching into rdzv/'s internals (no circle: only the header rule sees it)
+copy
+sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "rdzv_tcp_internal.h"/' "$T/t/launcher/run/relay.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "relay.c including rdzv_tcp_internal.h passed"
+grep -q 'launcher/run/relay.c:[0-9]*: includes "rdzv_tcp_internal.h" of launcher/rdzv, which shows the stages above it only rdzv.h' <<<"$out" ||
+  { echo "$out"; fail "the internal include is not named"; }
+grep -q '^circle' <<<"$out" && fail "an include down the stages was taken for a circle"
+
+# the table names a header its stage does not have
+copy
+sed -i 's/set(P3D_PUBLIC_HEADER_wire wire.h)/set(P3D_PUBLIC_HEADER_wire codec.h)/' "$T/t/launcher/CMakeLists.txt"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "a public header that does not exist passed"
+grep -q 'the public header of launcher/wire, codec.h, is not in launcher/wire/' <<<"$out" || { echo "$out"; fail "missing public header not named"; }
+grep -q 'includes "wire.h" of launcher/wire, which shows the stages above it only codec.h' <<<"$out" ||
+  { echo "$out"; fail "the includes of wire.h were not flagged"; }
+
+# a launcher file on a placement stage's internals
+copy
+sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "topo_internal.h"/' "$T/t/launcher/run/bind.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "bind.c including topo_internal.h passed"
+grep -q 'launcher/run/bind.c:[0-9]*: includes "topo_internal.h" of placement/topo' <<<"$out" || { echo "$out"; fail "not named"; }
 echo ok

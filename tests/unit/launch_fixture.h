@@ -38,7 +38,7 @@ static inline void fixture_init(fixture *f, int nnodes, int ngpus, int tp, int p
     f->topo.source = "fixture.xml";
     f->topo.source_kind = "hwloc-xml";
     for (int g = 0; g < ngpus; g++) {
-        f->gpus[g].index = g;
+        f->gpus[g].index = f->gpus[g].phys = g;
         snprintf(f->gpus[g].pci, sizeof f->gpus[g].pci, "0000:%02x:00.0", 0x10 + g);
         strcpy(f->gpus[g].model, "Fixture GPU");
         f->gpus[g].numa = g * 2 / ngpus;

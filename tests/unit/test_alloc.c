@@ -68,6 +68,9 @@ static void test_slurm_renumbered(void **st)
     assert_int_equal(n->ngpus, 4);
     assert_string_equal(n->gpus[0].pci, pci4);
     assert_int_equal(n->gpus[0].index, 0);
+    /* the node's own index stays with each GPU (P3D_GPU_PHYS) */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(n->gpus[i].phys, 4 + i);
     assert_string_equal(n->gpus[3].visible, "3");
     assert_true(n->nvlink[0 * 4 + 1] == nv45);
     assert_non_null(n->notes);

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "ranks.h"
 
 static char root[256];
 

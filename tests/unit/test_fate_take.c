@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "agent_proto.h"
+#include "wire.h"
 #include "launch.h"
 #include "rdzv.h"
 
@@ -215,6 +215,8 @@ static void test_escaped_packet_text(void **state)
     assert_int_equal(p3d_amsg_dir_ok(P3D_AM_HEALTH, 1), 0);
     assert_int_equal(p3d_amsg_dir_ok(P3D_AM_BEAT, 1), 1);
     assert_int_equal(p3d_amsg_dir_ok(P3D_AM_BEAT, 0), 1);
+    assert_int_equal(p3d_amsg_dir_ok(P3D_AM_RESUMED, 0), 1);
+    assert_int_equal(p3d_amsg_dir_ok(P3D_AM_RESUMED, 1), 0);
     assert_int_equal(p3d_amsg_dir_ok('Z', 0), 0);
 }
 

@@ -86,6 +86,7 @@ static void test_proto_roundtrip(void **st)
         {.type = P3D_AM_HEALTH, .seq = 2147483647, .ok = 1, .text = "passed"},
         {.type = P3D_AM_BEAT, .ms = 30000},
         {.type = P3D_AM_BEAT, .ms = 0},
+        {.type = P3D_AM_RESUMED, .gen = 4},
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         char buf[512];

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "launch_fixture.h"
+#include "ranks.h"
 
 static void env_of(fixture *f, int r, int restart, p3d_envv *e)
 {
@@ -87,6 +88,7 @@ static void test_cuda_visible(void **st)
     ENV_EQ(&e, "CUDA_VISIBLE_DEVICES", "7,6,5,4,3,2,1,0");
     ENV_EQ(&e, "P3D_GPU", "4");
     ENV_EQ(&e, "P3D_GPU_PCI", "0000:14:00.0");
+    ENV_EQ(&e, "P3D_GPU_PHYS", "4"); /* no allocation: the same index */
     ENV_EQ(&e, "P3D_NUMA", "1");
     ENV_EQ(&e, "P3D_NIC", "mlx5_1");
     const char *cvd = p3d_envv_get(&e, "CUDA_VISIBLE_DEVICES");

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "launch.h"
+#include "ranks.h"
 
 static char dir[64];
 

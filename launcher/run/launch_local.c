@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * launch_local.c — a job whose nodes are all run from here: one node, or
+ * every node of a cluster file with --emulate, or one node of it as
+ * `par3drun __agent`. Places (as --dry-run does), writes the job's
+ * placement JSON through the shared preparation (launch_prepare.c), then
+ * hands the nodes to the supervisor (supervise.c). docs/launch.md.
+ */
+#include "prepare.h"
+#include "place.h"
+#include "rundir.h"
+#include "termsafe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Everything a local launch owns; freed in one place. */
+typedef struct launch_state {
+    p3d_prep prep;
+    p3d_plan_result res;
+    int placed;
+    char *job_id, *master_addr;
+    int *nodes;
+    int nnodes;
+    const p3d_opts *o;
+    const p3d_launch *L; /* read-only once prepare() filled it */
+    p3d_jobstate job;   /* the placement of now, which L->job reads */
+} launch_state;
+
+/* L->replace (launch.h): a lost node's ranks move to a spare. */
+static int replace_node(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+{
+    launch_state *S = ctx;
+    const p3d_launch *L = S->L;
+    p3d_plan_result *res = &S->res;
+    char *err = NULL;
+    int *was = NULL;
+    int rc = p3d_replace_place(S->o, res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    if (rc != 0)
+        return rc;
+    rc = -1;
+    {
+        p3d_report_in in = p3d_plan_report_in(res);
+        char *json = p3d_report_json(&in);
+        if (!json || p3d_prep_replace_json(&S->prep, restart, json, strlen(json), &err) < 0) {
+            free(json);
+            *msg = err ? err : strdup("cannot render the placement JSON (out of memory)");
+            err = NULL;
+            goto out;
+        }
+        free(json);
+    }
+    S->job.pl = res->pl;
+    S->job.gen0 = restart;
+    rc = p3d_replace_story(res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
+out:
+    free(err);
+    free(was);
+    return rc;
+}
+
+/* --preflight (launch_local's own, before any rank starts): the nodes
+ * benchmarked, the excluded ones' ranks moved to spares, the nodes that
+ * run what is left, placement.json written again with the figures. 0, or
+ * an exit code with the message printed. */
+static int after_preflight(const p3d_opts *o, launch_state *S, const p3d_launch *L)
+{
+    char *pf = NULL, *err = NULL;
+    if (o->cmd == P3D_CMD_AGENT) {
+        fputs("par3drun: __agent: --preflight is run by the launch that starts every node (--emulate), "
+              "not by one node's agent\n", stderr);
+        return P3D_EXIT_BADINPUT;
+    }
+    int rc = p3d_preflight_apply(o, &S->res, L->events_fd, L->t0, o->quiet ? NULL : stderr, &pf);
+    if (rc) {
+        free(pf);
+        return rc;
+    }
+    int k = 0;
+    for (int i = 0; i < S->nnodes; i++)
+        if (S->res.cluster->nodes[S->nodes[i]].role != P3D_NODE_LOST)
+            S->nodes[k++] = S->nodes[i];
+    S->nnodes = k;
+    S->job.pl = S->res.pl;
+    p3d_report_in in = p3d_plan_report_in(&S->res);
+    in.preflight_json = pf;
+    char *json = p3d_report_json(&in);
+    free(pf);
+    if (!json || p3d_rundir_write(S->prep.run_dir, "placement.json", json, strlen(json), &err) < 0) {
+        fputs("par3drun: ", stderr);
+        p3d_term_fputs(err ? err : "cannot render the placement JSON (out of memory)", stderr);
+        fputc('\n', stderr);
+        rc = P3D_EXIT_FAIL;
+    }
+    free(json);
+    free(err);
+    return rc;
+}
+
+/* Shared by launch and __agent: place, check, write the placement, fill L.
+ * Returns 0, or an exit code with the message already printed. */
+static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
+{
+    char *err = NULL;
+    int rc = P3D_EXIT_BADINPUT, said = 0; /* said: the message is out */
+    memset(L, 0, sizeof *L);
+    L->job = &S->job;
+    L->events_fd = -1;
+    S->L = L;
+    if ((rc = p3d_prep_begin(o, NULL, &S->prep, &err)) != 0)
+        goto out;
+    rc = P3D_EXIT_BADINPUT;
+    if (p3d_place(o, &S->res, &err) < 0)
+        goto out;
+    S->placed = 1;
+    const p3d_placement *pl = S->res.pl;
+    const p3d_cluster *c = S->res.cluster;
+    if (S->res.an && S->res.an->nerrors > 0) {
+        fprintf(stderr, "par3drun: the placement fails %d error-level check%s; nothing started:\n",
+                S->res.an->nerrors, S->res.an->nerrors == 1 ? "" : "s");
+        for (size_t i = 0; i < S->res.an->nchecks; i++)
+            if (S->res.an->checks[i].severity == P3D_SEV_ERROR)
+                fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, p3d_tesc(S->res.an->checks[i].message));
+        fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
+        said = 1;
+        goto out;
+    }
+    if (o->cmd != P3D_CMD_AGENT)
+        p3d_launch_warnings(S->res.an, o->quiet);
+    /* the nodes that hold ranks, in cluster order */
+    S->nodes = calloc(c->nnodes + 1, sizeof *S->nodes);
+    unsigned char *has = calloc(c->nnodes + 1, 1);
+    if (!S->nodes || !has) {
+        free(has);
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    for (int r = 0; r < pl->world; r++)
+        has[pl->ranks[r].node] = 1;
+    /* the spares' agents run too: no rank, they wait to take a lost
+     * node's ranks */
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (has[i] || c->nodes[i].role == P3D_NODE_SPARE)
+            S->nodes[S->nnodes++] = (int)i;
+    free(has);
+    if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT) {
+        p3d_err(&err, "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
+                      "docs/launch.md) or add --emulate to run them all on this host",
+                S->nnodes, o->cluster ? o->cluster : "the cluster");
+        goto out;
+    }
+
+    S->job_id = p3d_job_id_new(o);
+    if (!S->job_id) {
+        p3d_err(&err, "out of memory");
+        goto out;
+    }
+    {
+        p3d_report_in in = p3d_plan_report_in(&S->res);
+        char *json = p3d_report_json(&in);
+        if (!json) {
+            p3d_err(&err, "cannot render the placement JSON (out of memory)");
+            goto out;
+        }
+        rc = p3d_prep_rundir(&S->prep, S->job_id, -1, pl->world, json, strlen(json), &err);
+        free(json);
+        if (rc != 0)
+            goto out;
+        rc = P3D_EXIT_BADINPUT;
+    }
+
+    /* Rank 0's node: on one host (one node, or --emulate) loopback is
+     * right by construction; across hosts, rank 0's node name. */
+    if (o->master_addr)
+        S->master_addr = strdup(o->master_addr);
+    else if (S->nnodes == 1 || o->emulate)
+        S->master_addr = strdup("127.0.0.1");
+    else
+        S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
+    S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
+    if (!S->master_addr || !S->job.master_port) {
+        p3d_err(&err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
+        rc = P3D_EXIT_FAIL;
+        goto out;
+    }
+    /* NCCL_COMM_ID makes every ncclGetUniqueId point at one address, which
+     * is only right for a program that creates one world communicator and
+     * splits it: the bundled worker, run directly or through a wrapper
+     * that execs it (timeout, nsys, a test script: p3d-worker among the
+     * arguments), so the wrapped production start-up is the real one. */
+    S->job.nccl_port = p3d_prep_nccl_port(&S->prep, 1, S->job.master_port);
+
+    S->job.cluster = c;
+    S->job.pl = pl;
+    S->job.job_id = S->job_id;
+    S->job.master_addr = S->master_addr;
+    p3d_prep_fill(&S->prep, L, 1);
+    S->o = o;
+    if (o->emulate && o->cmd != P3D_CMD_AGENT && o->spares > 0) {
+        L->replace = replace_node;
+        L->replace_ctx = S;
+    }
+    if (o->preflight && (rc = after_preflight(o, S, L)) != 0) {
+        said = 1;
+        goto out;
+    }
+    if (o->verbose)
+        fprintf(stderr,
+                "par3drun: job %s: placement %s, MASTER_ADDR=%s MASTER_PORT=%d "
+                "(place %.1f ms: cluster %.1f, policy %.1f, checks %.1f, baseline %.1f)\n",
+                p3d_tesc(S->job_id), p3d_tesc(S->prep.placement_path), p3d_tesc(S->master_addr), S->job.master_port,
+                1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline),
+                1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
+    rc = 0;
+out:
+    if (rc && !said) {
+        fputs("par3drun: ", stderr);
+        p3d_term_fputs(err ? err : "out of memory (no room for the message itself)", stderr);
+        fputc('\n', stderr);
+    }
+    free(err);
+    return rc;
+}
+
+static void cleanup(launch_state *S, int code)
+{
+    /* a launch refused before it started leaves nothing behind */
+    p3d_prep_finish(&S->prep, S->L, code, S->placed ? S->res.pl->world : 0);
+    if (S->placed)
+        p3d_plan_result_free(&S->res);
+    free(S->job_id);
+    free(S->master_addr);
+    free(S->nodes);
+}
+
+int p3d_local_launch(const p3d_opts *o, int node)
+{
+    launch_state S;
+    p3d_launch L;
+    memset(&S, 0, sizeof S);
+    int rc = prepare(o, &S, &L);
+    if (rc == 0 && node < 0) {
+        rc = p3d_launcher_run(&L, S.nodes, S.nnodes);
+    } else if (rc == 0 && node >= S.nnodes) {
+        fprintf(stderr, "par3drun: __agent --node-rank %d: the placement has ranks on %d node%s\n", node, S.nnodes,
+                S.nnodes == 1 ? "" : "s");
+        rc = P3D_EXIT_BADINPUT;
+    } else if (rc == 0) {
+        rc = p3d_launcher_run(&L, &S.nodes[node], 1);
+    }
+    cleanup(&S, rc);
+    return rc;
+}

@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * ranks.h — run/ internal: what an agent uses on its own ranks: the CPU
+ * and memory binding (bind.c), their output (output.c), their processes
+ * (spawn.c), the --hang-timeout watch (hang.c) and their progress lines
+ * (progress.c). The commands above run/ see none of it (launch.h is the
+ * stage's public header).
+ */
+#ifndef P3D_RANKS_H
+#define P3D_RANKS_H
+
+#include "launch.h"
+
+/* ---- bind.c -------------------------------------------------------------- */
+
+typedef struct p3d_binder p3d_binder;
+
+/* Prepares the CPU+memory binding of the local ranks (ranks[i], i in
+ * local-rank order) of node `node`. Sets *note (malloc'd) when binding is
+ * skipped as a whole (mode none, topology from a file, --emulate). Caller
+ * frees *out with p3d_binder_free(). */
+int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks,
+                     int nlocal, p3d_binder **out, char **note, char **err);
+/* In the forked child, before exec: binds the process. 0 or -1 (errno). */
+int p3d_bind_apply(const p3d_binder *b, int local);
+/* The CPUs local rank `local` of nlocal is bound to; unbound: this
+ * process's CPUs shared out among the nlocal ranks (at least 1). What
+ * OMP_NUM_THREADS is set to when the user did not set it. */
+int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal);
+/* 1 when p3d_bind_apply may allocate (binds through a loaded hwloc
+ * topology), so the child must be a real fork. */
+int p3d_bind_needs_fork(const p3d_binder *b);
+/* One line per local rank: rank -> cpuset -> NUMA -> GPU -> NIC. Caller
+ * frees. */
+char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node,
+                      const int *ranks, int nlocal);
+void p3d_binder_free(p3d_binder *b);
+/* One rank's CPUs (list `own`, its NUMA node `numa`) cut to the `allowed`
+ * list and topped up to `want` CPUs from the NUMA nodes nearest by the
+ * distances under sysfs_root (/sys/devices/system/node layout); *why
+ * (malloc'd) says where CPUs came from when not all are its own. The
+ * resulting list (malloc'd), or NULL. What binding does per rank (bind.c). */
+char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want, const char *sysfs_root, char **why);
+
+/* ---- output.c ------------------------------------------------------------ */
+
+typedef struct p3d_ostream {
+    int fd;              /* read end of the rank's pipe, -1 at EOF */
+    char *buf;           /* bytes of an unfinished line */
+    size_t len, cap;
+    size_t got;          /* bytes read in all (a first output is a sign of life) */
+} p3d_ostream;
+
+typedef struct p3d_rank_out {
+    int rank;
+    char tag[96];        /* "[r3 tp1 pp0 dp0] " or "" */
+    int shown;           /* passes --output-ranks */
+    int log_fd;          /* --log-dir file or -1 */
+    p3d_ostream s[2];    /* 0 stdout, 1 stderr */
+    char *tail[P3D_TAIL_LINES]; /* last stderr lines (ring) */
+    int tail_next, tail_count;
+} p3d_rank_out;
+
+/* Bytes one terminal stream may hold for a slow reader before whole
+ * batches are dropped (and counted). */
+#define P3D_OUT_PENDING ((size_t)8 << 20)
+
+typedef struct p3d_outq {
+    int fd;              /* non-blocking when it could be reopened so */
+    int own;             /* fd is ours to close */
+    int regular;         /* a regular file: never waits */
+    char *buf;           /* bytes the stream did not take yet */
+    size_t len, cap;
+    size_t dropped;      /* bytes dropped since the last note */
+    int mid;             /* the last byte written ended no line */
+} p3d_outq;
+
+/* Where lines go (output.c): the agent's (or launcher's) stdout/stderr,
+ * never waited for. lock_fd (>= 0 when several agents share them) is
+ * flock()ed without waiting around each write so that no line is torn by
+ * another agent's. */
+typedef struct p3d_outsink {
+    p3d_outq q[2];       /* 0 stdout, 1 stderr */
+    int same;            /* both are one file (2>&1): q[0] only */
+    int lock_fd;
+    int held;            /* we hold lock_fd */
+    int lock_busy;       /* the last flush found the lock taken */
+} p3d_outsink;
+
+/* --emulate: the lock file the agents sharing the terminal take around
+ * their writes (RUN_DIR/output.lock); -1 otherwise. */
+int p3d_output_lock_open(const p3d_launch *L);
+/* Sets sink up on out_fd/err_fd (not taken over). */
+void p3d_sink_init(p3d_outsink *sink, int out_fd, int err_fd, int lock_fd);
+/* Queues a whole message (already tagged lines) for stream which (0/1)
+ * and writes what the stream takes now. */
+void p3d_sink_write(p3d_outsink *sink, int which, const char *buf, size_t len);
+/* Writes queued bytes the streams take now. */
+void p3d_sink_flush(p3d_outsink *sink);
+/* Watches (on l) the streams that hold unwritten output until they can
+ * take it; unwatches the others. A deadline to look again (another
+ * agent holds the terminal's lock), or 0. Called before each wait. */
+double p3d_sink_watch(p3d_outsink *sink, p3d_loop *l);
+/* Last flush without waiting; what is left is counted in one note on
+ * stderr; closes what the sink opened. */
+void p3d_sink_close(p3d_outsink *sink);
+
+/* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
+int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
+                        char **err);
+/* Launch options checked before any rank starts (exit 2 on failure):
+ * --log-dir is created and must accept files; --output-ranks must parse
+ * and name ranks inside the world. (rundir.c, launch_prepare.c) */
+int p3d_check_log_dir(const char *dir, char **err);
+/* mkdir -p; the last component gets mode. 0 or -1 with errno. */
+int p3d_mkdir_p(const char *path, mode_t mode);
+int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
+/* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
+void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
+
+/* Initialises r for rank `rank` (fds -1). */
+void p3d_rank_out_init(p3d_rank_out *r, int rank);
+/* Reads what is available on stream which (0/1) and writes every complete
+ * line, tagged, to the sink (and log). Returns 1 at EOF (fd closed, partial
+ * line flushed with a newline), 0 otherwise, -1 on a read error. */
+int p3d_rank_out_read(p3d_rank_out *r, int which, p3d_outsink *sink);
+/* Reads until EAGAIN/EOF on both streams (after the process exited). */
+void p3d_rank_out_drain(p3d_rank_out *r, p3d_outsink *sink);
+/* The last stderr lines, oldest first, each indented by `indent`; caller
+ * frees. "" when none. */
+char *p3d_rank_out_tail(const p3d_rank_out *r, const char *indent);
+/* Closes fds, frees buffers and the tail. */
+void p3d_rank_out_free(p3d_rank_out *r);
+
+/* ---- spawn.c ------------------------------------------------------------- */
+
+typedef struct p3d_spawn_req {
+    const char *path;      /* resolved program */
+    char *const *argv;
+    char *const *envp;
+    const p3d_binder *binder; /* may be NULL */
+    int local;             /* index for the binder */
+    pid_t parent;          /* getpid() of the spawning agent */
+} p3d_spawn_req;
+
+/* Starts one worker: own process group, parent-death signal SIGKILL (and
+ * exits at once if the parent is already gone), stdin /dev/null, stdout and
+ * stderr to fresh pipes whose non-blocking read ends go to out_fd[0..1],
+ * default signal dispositions and an empty mask, bound by the binder, then
+ * exec. An exec failure is reported on the worker's stderr and exits 127.
+ * Returns 0 or -1 with *err. */
+int p3d_spawn(const p3d_spawn_req *req, pid_t *pid, int out_fd[2], char **err);
+
+/* Sends sig to every process in *this process's* children (ppid == self),
+ * found through /proc: the subreaper's sweep for reparented descendants.
+ * Returns how many were signalled. */
+int p3d_kill_children(int sig);
+/* Sends sig to root and every descendant of it (one /proc pass), and to
+ * the process group of each that leads one (workers and their children):
+ * ends an agent that does not answer. Returns how many were signalled. */
+int p3d_kill_tree(pid_t root, int sig);
+/* SIGKILLs and reaps our children until none is left, bounded (2 s), never
+ * with a blocking waitpid. */
+void p3d_sweep_children(void);
+/* A wait status as an exit code: the code, or 128 + the signal. */
+int p3d_code_of(int status);
+
+/* ---- hang.c: --hang-timeout ---------------------------------------------- */
+
+typedef struct p3d_hangwatch p3d_hangwatch;
+
+/* "ABRT", "SIGABRT" or "6" -> 6; -1 with *err naming --hang-signal. */
+int p3d_signal_parse(const char *s, int *sig, char **err);
+/* Watches the heartbeat files of the local ranks (ranks borrowed, local
+ * order). *out stays NULL when --hang-timeout is off. 0 or -1 with *err. */
+int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatch **out, char **err);
+void p3d_hang_free(p3d_hangwatch *w);
+/* The inotify fd to poll (-1 when off). */
+int p3d_hang_fd(const p3d_hangwatch *w);
+/* A generation starts: the files are removed, no rank is watched yet. */
+void p3d_hang_generation(p3d_hangwatch *w);
+/* Reads the touches that arrived. */
+void p3d_hang_events(p3d_hangwatch *w, double now);
+/* Local rank i printed something. */
+void p3d_hang_activity(p3d_hangwatch *w, int i, double now);
+/* When p3d_hang_check must run next (0: never). pid: local ranks (0 ended). */
+double p3d_hang_deadline(const p3d_hangwatch *w, const pid_t *pid);
+/* Signals ranks whose time is up (the hang signal and SIGCONT; SIGKILL a
+ * grace later). Returns a newly hung local rank, -1 when none: call again
+ * until -1. */
+int p3d_hang_check(p3d_hangwatch *w, const pid_t *pid, double now);
+int p3d_hang_is_hung(const p3d_hangwatch *w, int i);
+int p3d_hang_signal(const p3d_hangwatch *w);
+double p3d_hang_timeout(const p3d_hangwatch *w);
+
+/* ---- progress.c: the ranks' progress lines ------------------------------ */
+
+/* The most a progress file may hold (one line). */
+#define P3D_PROGRESS_MAX 127
+
+typedef struct p3d_progress {
+    int step;     /* steps completed */
+    double busy;  /* seconds of the rank's own work in the last step */
+    int ckpt;     /* newest durable checkpoint step, -1 none */
+} p3d_progress;
+
+/* Parses "step=N busy=SECONDS[ ckpt=STEP]" (one optional newline):
+ * 1 with *p set, 0 for an empty file (a plain heartbeat), -1 otherwise. */
+int p3d_progress_parse(const char *s, size_t len, p3d_progress *p);
+
+typedef struct p3d_progwatch p3d_progwatch;
+
+/* Reads the progress files of the local ranks (ranks borrowed, local
+ * order); makes RUN_DIR/heartbeat. Free with p3d_progress_free(). 0 or -1
+ * with *err. */
+int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_progwatch **out, char **err);
+void p3d_progress_free(p3d_progwatch *w);
+/* Generation gen starts: the old files are removed, nothing reported. */
+void p3d_progress_generation(p3d_progwatch *w, int gen);
+/* Reads every file once: 1 with the node's summary in *m (a P message)
+ * when some rank's step advanced since the last one, else 0. A rank's
+ * first bad file appends one warning line to *warn (malloc'd; the caller
+ * frees it). */
+int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn);
+/* The first sign of life of the ranks of the generation now (a touched
+ * heartbeat file or an output line; docs/events.md, "resumed"): the
+ * inotify fd to watch (readable when a heartbeat file changed; -1 when w
+ * is NULL); p3d_progress_events drains it and p3d_progress_sign takes an
+ * output line. Both return 1 and the V packet in *m the first time only
+ * in a generation, 0 otherwise. */
+int p3d_progress_fd(const p3d_progwatch *w);
+int p3d_progress_events(p3d_progwatch *w, p3d_amsg *m);
+int p3d_progress_sign(p3d_progwatch *w, p3d_amsg *m);
+
+#endif
