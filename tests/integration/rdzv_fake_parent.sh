@@ -26,14 +26,19 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# two ports free at the same moment, never the same one twice (two
+# calls of a one-port helper can return the same port, and then the
+# proxy cannot bind and the agent talks to the real leader directly)
+free_ports2() { python3 -c 'import socket
+a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
+print(a.getsockname()[1], b.getsockname()[1])'; }
 fail=0
 crashed() { grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation|core dumped' "$1"; }
 
 # one run: MODE; sets $arc and leaves the agent's output in $tmp/agent.log
 run_case() {
-    local mode=$1 lp pp
-    lp=$(free_port); pp=$(free_port)
+    local mode=$1 lp pp ports
+    ports=$(free_ports2); lp=${ports% *}; pp=${ports#* }
     rm -f "$tmp/ran"
     "$bin" --rdzv "static:127.0.0.1:$lp" --nnodes 2 --node-rank 0 --rdzv-timeout 8 --nproc-per-node 1 \
         -- /bin/true >"$tmp/leader.log" 2>&1 &
@@ -86,7 +91,7 @@ for mode in $modes; do
     fi
     # exit 0: the agent took a frame that is not the one the leader sent
     ran_valid=$((ran_valid + 1))
-    echo "FAIL: $mode: the agent took the frame and exited 0"; cat "$tmp/agent.log"; fail=1
+    echo "FAIL: $mode: the agent took the frame and exited 0"; cat "$tmp/agent.log" "$tmp/proxy.log"; fail=1
 done
 
 # fate packets (restart, stop, heartbeat ...) after the placement: a frame

@@ -23,15 +23,20 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# two ports free at the same moment, never the same one twice (two
+# calls of a one-port helper can return the same port, and then the
+# proxy cannot bind and the agent talks to the real leader directly)
+free_ports2() { python3 -c 'import socket
+a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
+print(a.getsockname()[1], b.getsockname()[1])'; }
 crashed() { grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation|core dumped' "$@"; }
 fail=0
 
 # one run: MODE for the proxy; leaves $tmp/n$i.log and the rank markers
 # $tmp/ran.$i.$gen; sets c1 (node 1's exit code)
 run_case() {
-    local mode=$1 lp pp i
-    lp=$(free_port); pp=$(free_port)
+    local mode=$1 lp pp i ports
+    ports=$(free_ports2); lp=${ports% *}; pp=${ports#* }
     rm -f "$tmp"/ran.* "$tmp"/n*.log
     pids=()
     python3 "$here/lib/fake_parent.py" "$mode" "$lp" "$pp" 2>"$tmp/proxy.log" &
