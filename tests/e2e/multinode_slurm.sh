@@ -22,18 +22,6 @@ echo "rank=$RANK node=$NODE_RANK world=$WORLD_SIZE"
 W
 chmod +x "$T/worker.sh"
 
-# wait_job ID SECONDS: polls squeue until the job left the queue; prints
-# "STATE EXITCODE" from scontrol (accounting is off)
-wait_job() {
-  local id=$1 end=$(($(date +%s) + $2)) st
-  while [ "$(date +%s)" -lt "$end" ]; do
-    st=$(squeue -h -j "$id" -o %T 2>/dev/null)
-    [ -z "$st" ] && break
-    case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
-    sleep 0.2
-  done
-  scontrol show job -o "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\) .*ExitCode=\([0-9:]*\).*/\1 \2/p'
-}
 # same_placement DIR N WHAT: DIR (the step's TMPDIR) holds one run dir
 # par3drun-<job>.<node rank> per node, and their placement.json are the
 # same bytes

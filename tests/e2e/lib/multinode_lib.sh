@@ -80,6 +80,23 @@ slurm_up() {
   . "$S/env"
 }
 
+# wait_job ID SECONDS: waits until every record scontrol has of the job (one
+# per component of a heterogeneous job) is in an end state, at most SECONDS;
+# prints one "STATE EXITCODE" line per record (accounting is off). scontrol,
+# not squeue: an squeue that fails or answers nothing under load must not
+# end the wait early, and COMPLETING is not an end.
+wait_job() {
+  local id=$1 end=$(($(date +%s) + $2)) recs
+  while :; do
+    recs=$(scontrol show job -o "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\) .*ExitCode=\([0-9:]*\).*/\1 \2/p')
+    [ -n "$recs" ] && ! printf '%s\n' "$recs" |
+      grep -Evq '^(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED) ' && break
+    [ "$(date +%s)" -lt "$end" ] || break
+    sleep 0.2
+  done
+  printf '%s\n' "$recs"
+}
+
 # pmix_leaks_suppressed: under the sanitizer build, libpmix (srun
 # --mpi=pmix) keeps allocations past PMIx_Finalize; those are its own, not
 # par3drun's (as in multinode_pmix.sh).
