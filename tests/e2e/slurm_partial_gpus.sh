@@ -19,17 +19,6 @@ echo "rank=$RANK node=$NODE_RANK world=$WORLD_SIZE cvd=$CUDA_VISIBLE_DEVICES ste
 W
 chmod +x "$T/worker.sh"
 
-# wait_job ID SECONDS: "STATE EXITCODE" once the job has left the queue
-wait_job() {
-  local id=$1 end=$(($(date +%s) + $2)) st
-  while [ "$(date +%s)" -lt "$end" ]; do
-    st=$(squeue -h -j "$id" -o %T 2>/dev/null)
-    [ -z "$st" ] && break
-    case $st in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL) break ;; esac
-    sleep 0.2
-  done
-  scontrol show job -o "$id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\) .*ExitCode=\([0-9:]*\).*/\1 \2/p'
-}
 
 # ---- 1. the mesh from the allocation: 2 nodes x 4 GPUs -> tp=4 dp=2 ----------
 # (--cpus-per-gpu on the command line: the fake nodes have 8 CPUs)
@@ -55,21 +44,66 @@ grep -q "P3D_TP=8 does not fit the allocation, job $id on .*: 2 node(s) x 4 GPUs
 grep -q 'rank=' "$T/no.out" && bad "P3D_TP=8: ranks started"
 
 # ---- 3. a heterogeneous job (examples/slurm/README.md): components of 8 and 4 ----
-# GPUs, one step over both: world 12, every node on its own component's GPUs
-cat >"$T/het.sbatch" <<J
+# GPUs, one step over both: world 12, every node on its own component's GPUs;
+# once with par3drun's Slurm rendezvous (plain srun), once over PMIx.
+#
+# srun_pmix_stuck OUT: true when the job's step has ended and only srun
+# is left, stuck in Slurm 22.05's mpi/pmix plugin: every rank ran, the
+# leader said "ended: exit 0", no par3drun or step slurmstepd of the job is
+# left, and srun's threads wait in pmixp_abort_agent_stop (its abort agent's
+# thread is joined after it is gone; seen 1 run in 3 under load, never with
+# plain srun). Needs gdb to name the frame; without it the hang is a FAIL.
+srun_pmix_stuck() {
+  local out=$1 p d
+  grep -q 'par3drun: job .* ended: exit 0' "$out" || return 1
+  [ "$(grep -o 'rank=[0-9]* node=[0-9]* world=12 ' "$out" | sort -u | wc -l)" = 12 ] || return 1
+  pgrep -f 'slurmstepd: \[[0-9]+\.0\]' >/dev/null && return 1 # a component's step
+  for d in /proc/[0-9]*; do # this test's par3drun (other tests may run theirs)
+    grep -qs "P3D_TEST_MARK=$MARK" "$d/environ" || continue
+    case $(cat "$d/comm" 2>/dev/null) in par3drun | p3d-agent) return 1 ;; esac
+  done
+  command -v gdb >/dev/null || { echo "  (gdb not installed: cannot tell where srun waits)"; return 1; }
+  for p in $(pgrep -x srun); do
+    gdb -p "$p" -batch -ex 'thread apply all bt' 2>/dev/null | grep -q pmixp_abort_agent_stop && return 0
+  done
+  return 1
+}
+het_case() {
+  local name=$1 mpi=$2 id t0 r
+  cat >"$T/$name.sbatch" <<J
 #!/bin/bash
 #SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=8 --exclusive
 #SBATCH hetjob
 #SBATCH --nodes=1 --ntasks-per-node=1 --gpus-per-node=4 --exclusive
-srun --het-group=0,1 --mpi=pmix "$PAR3DRUN" --topology "$P3D_TOPOLOGY" --tp 4 -- "$T/worker.sh"
+srun --het-group=0,1 $mpi "$PAR3DRUN" --topology "$P3D_TOPOLOGY" --tp 4 -- "$T/worker.sh"
 J
-id=$(sbatch --parsable -o "$T/het.out" "$T/het.sbatch")
-r=$(wait_job "$id" 60 | sort -u) # one record per component
-[ "$r" = "COMPLETED 0:0" ] || { bad "het job: $r"; sed 's/^/  /' "$T/het.out"; }
-[ "$(grep -o 'rank=[0-9]* node=[0-9]* world=12 ' "$T/het.out" | sort -u | wc -l)" = 12 ] ||
-  { bad "het job: not 12 distinct ranks of world 12"; cat "$T/het.out"; }
-n8=$(grep -c 'cvd=0,1,2,3,4,5,6,7 ' "$T/het.out"); n4=$(grep -c 'cvd=0,1,2,3 ' "$T/het.out")
-[ "$n8" = 8 ] && [ "$n4" = 4 ] || bad "het job: $n8 ranks on the 8-GPU component, $n4 on the 4-GPU one (want 8 and 4)"
+  id=$(sbatch --parsable -o "$T/$name.out" "$T/$name.sbatch")
+  t0=$(date +%s)
+  # Slurm 22.05 ends a het job about 30 s after its step (slurmctld's
+  # periodic pass), however fast the step was
+  r=$(wait_job "$id" 120 | sort -u) # one record per component
+  echo "$name job: $r after $(($(date +%s) - t0)) s"
+  if [ "$r" != "COMPLETED 0:0" ]; then
+    if [ -n "$mpi" ] && srun_pmix_stuck "$T/$name.out"; then
+      echo "  $name: the step ended (12 ranks, exit 0) but srun hangs in Slurm's mpi/pmix abort agent" \
+           "(pmixp_abort_agent_stop; a Slurm 22.05 bug, examples/slurm/README.md): job cancelled"
+      scancel "$id"
+    else
+      bad "$name job: $r"; sed 's/^/  /' "$T/$name.out"
+      # what still runs: the job's records and every process of the job
+      scontrol show job "$id" | sed 's/^/  scontrol: /'
+      ps -eo pid,ppid,etimes,stat,args | grep -E '[p]ar3drun|[s]lurmstepd|[s]run|[w]orker.sh' | cut -c1-220 |
+        sed 's/^/  ps: /'
+    fi
+  fi
+  [ "$(grep -o 'rank=[0-9]* node=[0-9]* world=12 ' "$T/$name.out" | sort -u | wc -l)" = 12 ] ||
+    { bad "$name job: not 12 distinct ranks of world 12"; cat "$T/$name.out"; }
+  n8=$(grep -c 'cvd=0,1,2,3,4,5,6,7 ' "$T/$name.out"); n4=$(grep -c 'cvd=0,1,2,3 ' "$T/$name.out")
+  [ "$n8" = 8 ] && [ "$n4" = 4 ] ||
+    bad "$name job: $n8 ranks on the 8-GPU component, $n4 on the 4-GPU one (want 8 and 4)"
+}
+het_case het ""
+het_case het-pmix --mpi=pmix
 
 [ "$fail" = 0 ] && echo "PASS slurm_partial_gpus"
 exit "$fail"
