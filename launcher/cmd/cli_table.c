@@ -106,7 +106,7 @@ const opt_row p3d_cli_rows[] = {
      "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
      "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
     {"no-failover", T_FLAG, OFF(no_failover), 0, NOB, C_LAUNCH, NULL,
-     "multi-node (every rendezvous but etcd): a lost leader ends the job (exit 1 on every node) instead of the "
+     "multi-node: a lost leader ends the job (exit 1 on every node) instead of the "
      "lowest live node taking over once more than half of the nodes rejoined it"},
     {"progress-interval", T_DOUBLE, OFF(progress_interval), 0, 0.05, 86400, C_LAUNCH, "SECONDS",
      "agents read the ranks' progress lines ($P3D_HEARTBEAT: step=N busy=S[ ckpt=C]) at most this often "

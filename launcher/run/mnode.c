@@ -336,7 +336,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         p3d_node_apply_allocation(&h->topo, o->nproc_per_node, &err) < 0)
         goto out;
     h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
-    if (!o->no_failover && strcmp(r->ops->name, "etcd") != 0 && m->nnodes > 1) {
+    if (!o->no_failover && m->nnodes > 1) {
         /* where a successor will take this node if the leader is lost */
         char *fe = NULL;
         m->gate = p3d_fgate_open("0.0.0.0", m->nnodes < 4096 ? m->nnodes : 4096, &m->gate_port, &fe);
