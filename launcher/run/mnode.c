@@ -217,6 +217,11 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
                         "one sent; sending the %s to every node\n",
                 restart, m->rframe.len, m->rdelta.len, L->job->cdelta ? "difference" : "whole placement");
     rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
+    /* the successor list without the nodes lost now, resent with the
+     * restart (hub_respawn); kept as it was if it cannot be built */
+    if (rc >= 0 && m->succ_list && p3d_mnode_successors(m, restart) < 0 && m->o->verbose)
+        fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
+                        "last one\n", restart);
 out:
     if (rc < 0 && err) {
         free(*msg);
@@ -522,8 +527,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         for (int i = 0; i < m->nnodes; i++)
             nodes[i] = i;
         m->fds[0] = -1;
-        if (L.failover && m->peers && p3d_mnode_successors(m) == 0)
+        if (L.failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
             L.successors = &m->sframe;
+            m->succ_list = 1;
+        }
         rc = p3d_hub_run(&L, nodes, m->nnodes, m->fds);
         free(nodes);
         for (int i = 0; i < m->nnodes; i++)

@@ -85,21 +85,37 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why)
 
 /* The leader: the successor list (at most 8 candidates, failover.h),
  * sealed like every frame down the fate channel, into m->sframe; the hub
- * sends it to each node (L->successors). 0, or -1 (no failover then). */
-int p3d_mnode_successors(mnode *m)
+ * sends it to each node (L->successors) once it first speaks, and again
+ * after every restart. gen: the generation it is for. Nodes lost or
+ * excluded in the current placement are no candidates: after a
+ * replacement the list is built again without them (p3d_mnode_replace),
+ * so a node that lost the leader does not first wait on a dead or fenced
+ * one. 0, or -1 (no failover then; m->sframe is kept as it was). */
+int p3d_mnode_successors(mnode *m, int gen)
 {
     const char **addr = calloc((size_t)m->nnodes, sizeof *addr);
     int *port = calloc((size_t)m->nnodes, sizeof *port), rc = -1;
+    unsigned char *lost = calloc((size_t)m->nnodes, 1);
     p3d_successors s;
-    if (addr && port) {
+    if (addr && port && lost) {
+        const p3d_cluster *c = m->have_res ? m->res.cluster : NULL;
         for (int i = 0; i < m->nnodes; i++) {
             addr[i] = m->peers[i].addr;
             port[i] = m->peers[i].failover_port;
+            if (c && (size_t)i < c->nnodes)
+                lost[i] = c->nodes[i].role == P3D_NODE_LOST || c->nodes[i].role == P3D_NODE_EXCLUDED;
         }
-        if (p3d_failover_list(m->nnodes, 0, NULL, addr, port, 0, &s) == 0 &&
-            p3d_successors_frame(&s, m->r->boot.token, &m->sframe) == 0)
+        p3d_wbuf f = {0};
+        if (p3d_failover_list(m->nnodes, m->me, lost, addr, port, gen, &s) == 0 &&
+            p3d_successors_frame(&s, m->r->boot.token, &f) == 0) {
+            p3d_wbuf_free(&m->sframe);
+            m->sframe = f;
             rc = 0;
+        } else {
+            p3d_wbuf_free(&f);
+        }
     }
+    free(lost);
     free(addr);
     free(port);
     return rc;

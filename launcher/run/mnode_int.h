@@ -39,6 +39,7 @@ typedef struct mnode {
     p3d_fgate *gate;           /* failover: where a successor takes nodes */
     int gate_port;
     p3d_wbuf sframe;           /* leader: the successor list, sealed */
+    int succ_list;             /* leader: sframe is sent (L->successors) */
     p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
     p3d_wbuf rdelta;           /*   and as a CDELTA against base */
     const unsigned char *base; /* leader: the CPLACE body every node holds: */
@@ -69,6 +70,6 @@ void p3d_mnode_sent(void *ctx);
 uint64_t p3d_mnode_place_hash(void *ctx);
 void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port);
 int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why);
-int p3d_mnode_successors(mnode *m);
+int p3d_mnode_successors(mnode *m, int gen);
 
 #endif

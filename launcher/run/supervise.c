@@ -205,6 +205,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
                 return -1;
             any = 1;
             l->heard = p3d_now();
+            l->succ_sent = 0; /* the successor list again, once it speaks: built without the lost nodes */
             continue;
         }
         hub_close(h, l);

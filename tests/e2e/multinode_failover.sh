@@ -19,6 +19,12 @@
 #  5. the leader and its successor killed at once: the successor cannot be
 #     reached, the nodes try the next one: node rank 2 takes over with 4 of
 #     the 6 nodes, both lost nodes' ranks go to the spares.
+#  6. the successor list follows a replacement: 6 agents, --spares 2; node
+#     rank 1 (the first candidate) frozen -> lost after --node-timeout,
+#     replaced by a spare; then the leader killed -> node rank 2 takes over
+#     at once: no node tries the frozen node 1 (it is not on the list the
+#     leader sent with the restart); node 1, continued, exits 1 without
+#     running a rank again.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 trap 'thaw_kill; cleanup' EXIT
@@ -218,5 +224,54 @@ grep -q 'the successor node rank 1 did not take this node' "$T/un.3.err" || bad 
 grep -o '"heartbeat_to_running_s": [0-9.]*' "$ev" | sed 's/^/unreachable: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "unreachable: $(leftovers) workers left behind"
+
+# ---- 6. the successor list again after a replacement ---------------------------
+STOPPED=()
+P=$(free_port)
+W3='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" -ge 2 ] && exit 0; exec sleep 60'
+for i in 0 1 2 3 4 5; do
+  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W3"
+done
+wait_up sl
+sleep 0.3
+freeze_tree "${AG[1]}"
+for _ in $(seq 400); do
+  [ "$(cat "$T"/sl.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
+  sleep 0.05
+done
+[ "$(cat "$T"/sl.*.out | grep -c 'gen=1')" -ge 32 ] || bad "list: node 1 frozen, its ranks did not run on a spare"
+sleep 0.5 # the nodes have spoken since the restart: the new list went to them
+t0=$(now_ms)
+kill -KILL "${AG[0]}"
+for _ in $(seq 400); do
+  [ "$(cat "$T"/sl.*.out 2>/dev/null | grep -c 'gen=2')" -ge 32 ] && break
+  sleep 0.05
+done
+t1=$(now_ms)
+codes=""
+for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
+wait "${AG[0]}" 2>/dev/null
+[ "$codes" = " 0 0 0 0" ] || { bad "list: exit codes$codes, want 0 0 0 0"; for i in 2 3; do sed "s/^/  $i: /" "$T/sl.$i.err"; done; }
+echo "list: the leader killed -> 32 ranks of generation 2 running after $((t1 - t0)) ms (--node-timeout 3)"
+grep -q 'this node is its successor: taking over' "$T/sl.2.err" || bad "list: node 2 did not take over"
+if grep -l 'successor node rank 1\b' "$T"/sl.[2345].err >/dev/null 2>&1; then
+  bad "list: a node tried the frozen node 1 (lost before) as the successor"
+  grep -H 'successor node rank 1' "$T"/sl.[2345].err | sed 's/^/  /'
+fi
+grep -q '"event": "takeover", "old_leader": "[^"]*:0", "new_leader": "[^"]*:2", "reason": "[^"]*", "restart": 2' "$T/sl.rd2/events.jsonl" ||
+  { bad "list: no takeover by node 2 at restart 2"; sed 's/^/  /' "$T/sl.rd2/events.jsonl" 2>/dev/null; }
+[ "$(cat "$T"/sl.[2345].out | grep -c 'gen=2')" = 32 ] || bad "list: not 32 ranks ran after the takeover"
+before=$(grep -c 'gen=' "$T/sl.1.out")
+for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
+STOPPED=()
+rc1=timeout
+for _ in $(seq 200); do
+  if ! kill -0 "${AG[1]}" 2>/dev/null; then wait "${AG[1]}"; rc1=$?; break; fi
+  sleep 0.05
+done
+[ "$rc1" = 1 ] || { bad "list: the frozen node 1 exited '$rc1' after SIGCONT, want 1"; sed 's/^/  1: /' "$T/sl.1.err"; }
+[ "$(grep -c 'gen=' "$T/sl.1.out")" = "$before" ] || bad "list: node 1 ran ranks after SIGCONT"
+sleep 0.3
+[ "$(leftovers)" = 0 ] || bad "list: $(leftovers) workers left behind"
 
 exit $fail
