@@ -735,6 +735,7 @@ static int detect_main(int argc, char **argv)
         die("leader", "no figures");
     while (wait(NULL) > 0)
         ;
+    free(go);
     /* what one summary costs on the wire: the sealed FATE frame */
     p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 100, .busy_us = 500000, .ckpt = 90, .nranks = 8};
     char pkt[128];
