@@ -88,7 +88,8 @@ static size_t cap_tail(const capture *c, char *out)
 /* The capture as it goes to stderr: the head up to its last line end, a
  * line that says how many bytes were dropped, the tail from its first line
  * start; everything escaped, lines kept. The last non-empty line (at most
- * cap-1 bytes, its end kept, printable ASCII only) goes to last. */
+ * cap-1 bytes, its end kept behind "..." when cut, printable ASCII only)
+ * goes to last. */
 static void cap_show(const capture *c, const char *what, int show, char *last, size_t cap)
 {
     char tl[HEALTH_TAIL];
@@ -120,9 +121,14 @@ static void cap_show(const capture *c, const char *what, int show, char *last, s
     size_t st = e;
     while (st > 0 && s[st - 1] != '\n')
         st--;
-    if (e - st >= cap)
-        st = e - (cap - 1);
     size_t k = 0;
+    if (e - st >= cap && cap > 8) { /* its end kept, the cut said */
+        st = e - (cap - 4);
+        memcpy(last, "...", 3);
+        k = 3;
+    } else if (e - st >= cap) {
+        st = e - (cap - 1);
+    }
     for (size_t i = st; i < e && k + 1 < cap; i++) {
         unsigned char ch = (unsigned char)s[i];
         last[k++] = ch >= 32 && ch < 127 ? (char)ch : '?';
