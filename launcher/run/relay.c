@@ -400,6 +400,11 @@ static int r_read_up(relay *r, char **e)
             }
             r->have_succ = 1;
             r->heard_up = p3d_now();
+            if (r->L->o->verbose)
+                fprintf(stderr, "par3drun: node %s: the successor list of restart %d: %d candidate%s, node rank %d "
+                                "first\n",
+                        r->L->job->cluster->nodes[r->me].name, r->succ.gen, r->succ.n, r->succ.n == 1 ? "" : "s",
+                        r->succ.n ? r->succ.c[0].node_rank : -1);
             free(body);
             continue;
         }

@@ -230,7 +230,7 @@ STOPPED=()
 P=$(free_port)
 W3='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" -ge 2 ] && exit 0; exec sleep 60'
 for i in 0 1 2 3 4 5; do
-  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W3"
+  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
 done
 wait_up sl
 sleep 0.3
@@ -240,7 +240,13 @@ for _ in $(seq 400); do
   sleep 0.05
 done
 [ "$(cat "$T"/sl.*.out | grep -c 'gen=1')" -ge 32 ] || bad "list: node 1 frozen, its ranks did not run on a spare"
-sleep 0.5 # the nodes have spoken since the restart: the new list went to them
+# the list of restart 1 reached every node (each says so under --verbose)
+for _ in $(seq 400); do
+  [ "$(grep -l 'the successor list of restart 1: [0-9]* candidates, node rank 2 first' "$T"/sl.[2345].err 2>/dev/null | wc -l)" = 4 ] && break
+  sleep 0.05
+done
+[ "$(grep -l 'the successor list of restart 1: [0-9]* candidates, node rank 2 first' "$T"/sl.[2345].err 2>/dev/null | wc -l)" = 4 ] ||
+  { bad "list: the nodes did not all get the successor list of restart 1 (node rank 2 first)"; grep -H 'successor list' "$T"/sl.*.err | sed 's/^/  /'; }
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
 for _ in $(seq 400); do
