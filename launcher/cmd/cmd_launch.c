@@ -5,21 +5,13 @@
  * run/mnode.c), else every node from here (run/launch_local.c). Also the
  * internal `par3drun __agent`, which runs one node of the same job on its
  * own (docs/launch.md). Both paths share one preparation
- * (run/launch_prepare.c).
+ * (run/launch_prepare.c); --preflight runs in either (run/preflight*.c).
  */
 #include "commands.h"
 #include "launch.h"
 
-#include <string.h>
-
 int p3d_cmd_launch(const p3d_opts *o)
 {
-    if (o->preflight && (o->nnodes > 1 || (o->rdzv && strcmp(o->rdzv, "auto") && strcmp(o->rdzv, "none")))) {
-        char *e = NULL;
-        p3d_err(&e, "--preflight runs the nodes of one host (--emulate, or a single node); a preflight across the "
-                    "hosts of a multi-node rendezvous (--nnodes, --rdzv) is not done in this version");
-        return p3d_fail_input(e);
-    }
     int mrc = p3d_rdzv_launch(o);
     if (mrc >= 0)
         return mrc;

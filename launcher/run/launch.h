@@ -464,6 +464,9 @@ typedef struct p3d_preflight {
     double median_gflops, median_mem_gbps, median_tcp_mbps; /* -1: none */
     int tcp_judged;     /* 3 nodes or more: a slow link's end can be told */
     double slow_factor, timeout, seconds;
+    const char *tcp_note; /* no ring ran: why (static text), else NULL */
+    int nrun_none;      /* nodes that ran no preflight (multi-node: started
+                         * without --preflight): not judged */
 } p3d_preflight;
 
 /* Runs the benchmark on names[0..n) (all on this host: --emulate or one

@@ -115,7 +115,8 @@ static int own_record(mnode *m, char **err)
                     .health = !m->own_checked         ? P3D_GREC_HEALTH_NONE
                               : m->own_health.ok ? P3D_GREC_HEALTH_OK
                                                  : P3D_GREC_HEALTH_FAILED,
-                    .health_how = m->own_health.how};
+                    .health_how = m->own_health.how,
+                    .preflight = m->own_pf_ran ? m->own_pf : NULL};
     return p3d_gather_add(&m->mine, &rec, t, err);
 }
 
@@ -292,11 +293,16 @@ static void tell_health(mnode *m, const p3d_launch *L)
         if (!m->checked[i])
             continue;
         p3d_health_event(L->events_fd, L->t0, m->pm.names[i], &m->health[i]);
-        if (m->unhealthy[i])
+        if (!m->health[i].ok)
             p3d_mnode_err("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
                      "took its place",
                      m->pm.names[i], m->health[i].how);
     }
+    for (int i = 0; m->pf_bad && i < m->nnodes; i++)
+        if (m->pf_bad[i] && (m->health[i].ok || !m->checked[i]))
+            p3d_mnode_err("node %s failed the --preflight before the start (%s): excluded, it runs no rank; a spare "
+                          "took its place",
+                          m->pm.names[i], m->pf.nodes[i].why);
     if (with && without)
         p3d_mnode_err("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
                  "healthy",
@@ -388,6 +394,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             goto out;
         }
         own_health(m, name);
+        p3d_mnode_own_preflight(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         p3d_gather g;
@@ -399,9 +406,13 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         lfd = -1;
         int e = keep_health(m, &g, &err);
         if (e == 0)
+            e = p3d_mnode_judge_preflight(m, &g, &err);
+        if (e == 0)
             e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, &err);
         p3d_gather_free(&g);
         m->have_res = e == 0;
+        if (e == -2)
+            p3d_mnode_tell_preflight(m, NULL, -1, 0); /* the figures behind the refusal */
         if (e < 0) {
             /* a failed --health-check that nothing can make up for: the
              * job stops before anything runs, as a lost node would */
@@ -446,6 +457,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         free(h->token);
         h->token = strdup(r->boot.token);
         own_health(m, name);
+        p3d_mnode_own_preflight(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         m->up = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &err);
@@ -503,6 +515,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         L.replace_ctx = m;
     }
     if (m->me == 0 && m->checked) {
+        p3d_mnode_tell_preflight(m, m->res.cluster, L.events_fd, L.t0);
         tell_health(m, &L);
         L.unhealthy = m->unhealthy;
     }
@@ -579,6 +592,7 @@ out:
     free(m->health);
     free(m->checked);
     free(m->unhealthy);
+    p3d_mnode_preflight_free(m);
     p3d_wbuf_free(&frame);
     return rc;
 }
@@ -597,12 +611,6 @@ int p3d_rdzv_launch(const p3d_opts *o)
     if (k < 0) {
         p3d_mnode_err("%s", err ? err : "rendezvous failed");
         free(err);
-        return P3D_EXIT_BADINPUT;
-    }
-    if (o->preflight) { /* a rendezvous found by auto-detection (Slurm, PMIx) */
-        p3d_mnode_err("--preflight runs the nodes of one host (--emulate, or a single node); a preflight across the "
-                 "hosts of a multi-node rendezvous is not done in this version");
-        p3d_rdzv_close(&r);
         return P3D_EXIT_BADINPUT;
     }
     int rc = p3d_mnode_launch(o, &r);

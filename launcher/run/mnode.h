@@ -22,6 +22,11 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
 int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                     p3d_tree_stats *st, char **err);
 
+/* A gathered record's health_how that starts so: the node was excluded by
+ * the leader's --preflight verdict (mnode_preflight.c), not by its own
+ * --health-check. */
+#define P3D_MNODE_PF_PREFIX "--preflight: "
+
 /* Where node rank i's rank 0 would meet (MASTER_ADDR/PORT, NCCL port):
  * kept by the leader for a placement made again (a replaced node). */
 typedef struct p3d_mpeer {

@@ -2,7 +2,8 @@
 /*
  * mnode_int.h — what one node of a multi-node job keeps (mnode.c: the
  * flow, node replacement, health; mnode_failover.c: the leader's
- * succession). Only those two files include it.
+ * succession; mnode_preflight.c: --preflight). Only those files include
+ * it.
  */
 #ifndef P3D_MNODE_INT_H
 #define P3D_MNODE_INT_H
@@ -49,6 +50,12 @@ typedef struct mnode {
     p3d_health_res *health;    /* leader: every node's, by node rank */
     unsigned char *checked;    /*   which ran one */
     unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
+    char own_pf[P3D_GREC_HOW_MAX + 1]; /* this node's --preflight line */
+    int own_pf_ran;            /*   (it has --preflight) */
+    p3d_preflight pf;          /* leader: the verdict on every node's */
+    int have_pf;
+    char **pf_names;           /*   "host:rank" until the cluster names them */
+    unsigned char *pf_bad;     /*   which it excluded */
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
@@ -71,5 +78,17 @@ uint64_t p3d_mnode_place_hash(void *ctx);
 void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port);
 int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why);
 int p3d_mnode_successors(mnode *m, int gen);
+
+/* --preflight (mnode_preflight.c): this node's own benchmark before it
+ * joins (into m->own_pf); the leader's verdict on the gathered records (an
+ * excluded node's record marked failed, P3D_MNODE_PF_PREFIX and the
+ * reason, and m->unhealthy set: keep_health runs first), 0 or -1 with
+ * *err; its table (stderr, unless --quiet) and events once the cluster
+ * names the nodes (c NULL: the "host:rank" names); the leader's state
+ * freed. */
+void p3d_mnode_own_preflight(mnode *m, const char *name);
+int p3d_mnode_judge_preflight(mnode *m, p3d_gather *g, char **err);
+void p3d_mnode_tell_preflight(mnode *m, const p3d_cluster *c, int events_fd, double t0);
+void p3d_mnode_preflight_free(mnode *m);
 
 #endif

@@ -160,30 +160,34 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
 static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *by, p3d_cluster *c, p3d_opts *oh,
                              char **err)
 {
-    int nbad = 0;
+    int nbad = 0, npf = 0;
     char *who = NULL; /* every failed node by name and reason (the first 8) */
+    size_t lp = strlen(P3D_MNODE_PF_PREFIX);
     for (int i = 0; i < (int)c->nnodes; i++) {
         const p3d_grec *x = &g->recs[by[i]];
         if (x->health != P3D_GREC_HEALTH_FAILED)
             continue;
         const char *how = x->health_how ? x->health_how : "failed";
+        int pf = !strncmp(how, P3D_MNODE_PF_PREFIX, lp); /* the leader's --preflight verdict */
         if (i == 0) {
-            p3d_err(err, P3D_REFUSE_FAILED "the leader's node %s failed its --health-check before the start (%s); the leader runs the "
+            p3d_err(err, P3D_REFUSE_FAILED "the leader's node %s failed %s before the start (%s); the leader runs the "
                          "job controller and cannot be replaced: nothing started",
-                    c->nodes[0].name, how);
+                    c->nodes[0].name, pf ? "the --preflight" : "its --health-check", pf ? how + lp : how);
             free(who);
             return -2;
         }
         c->nodes[i].role = P3D_NODE_EXCLUDED;
+        npf += pf;
         if (nbad++ < 8)
             p3d_str_appendf(&who, "; ", "%s (%s)", c->nodes[i].name, how);
     }
     int rc = 0;
     if (nbad > o->spares) {
-        p3d_err(err, P3D_REFUSE_FAILED "%d node%s failed the --health-check before the start and no spare can take "
+        p3d_err(err, P3D_REFUSE_FAILED "%d node%s failed the %s before the start and no spare can take "
                      "%s place (--spares %d): %s%s; nothing started",
-                nbad, nbad == 1 ? "" : "s", nbad == 1 ? "its" : "their", o->spares, who ? who : "?",
-                nbad > 8 ? "; ..." : "");
+                nbad, nbad == 1 ? "" : "s",
+                !npf ? "--health-check" : npf == nbad ? "--preflight" : "--health-check or the --preflight",
+                nbad == 1 ? "its" : "their", o->spares, who ? who : "?", nbad > 8 ? "; ..." : "");
         rc = -2;
     } else {
         oh->spares = o->spares - nbad;

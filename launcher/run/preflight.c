@@ -49,6 +49,11 @@ static const char PF_LINKS_EMULATED[] = "skipped: the CPU backend has no NVLink 
 static const char PF_LINKS_CPU[] = "skipped: the benchmark runs the CPU backend (GPU and NVLink figures are not "
                                    "measured in this version)";
 
+const char *p3d_preflight_links(const p3d_opts *o)
+{
+    return o->emulate ? PF_LINKS_EMULATED : PF_LINKS_CPU;
+}
+
 void p3d_preflight_free(p3d_preflight *pf)
 {
     free(pf->nodes);
@@ -133,9 +138,11 @@ int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, siz
             dst = &nd->tcp_out_mbps;
         else if (!strcmp(w, "tcp_in_mbps"))
             dst = &nd->tcp_in_mbps;
+        else if (!strcmp(w, "seconds"))
+            dst = &nd->seconds;
         if (!dst || parse_num(eq + 1, dst) < 0) {
             snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gflops, mem_gbps, tcp_out_mbps, "
-                               "tcp_in_mbps as numbers >= 0)",
+                               "tcp_in_mbps, seconds as numbers >= 0)",
                      dst ? "the bad value" : "the unknown word", w, eq + 1);
             return -1;
         }
@@ -231,7 +238,7 @@ int p3d_preflight_judge(p3d_preflight *pf)
         col[i] = !nd->ran ? -1 : nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
     }
     pf->median_tcp_mbps = median(col, n, tmp);
-    pf->tcp_judged = n >= 3;
+    pf->tcp_judged = n >= 3 && !pf->tcp_note;
     for (int i = 0; i < n; i++)
         if (pf->nodes[i].ran && !pf->nodes[i].excluded)
             judge(pf, i);
@@ -313,7 +320,7 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
     for (int i = 0; i < n; i++) {
         p3d_preflight_node *nd = &pf->nodes[i];
         nd->name = names[i];
-        nd->links = o->emulate ? PF_LINKS_EMULATED : PF_LINKS_CPU;
+        nd->links = p3d_preflight_links(o);
         nd->seconds = res[i].seconds;
         nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
         char why[200];
@@ -391,11 +398,18 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
     p3d_sb_putc(&b, '\n');
     p3d_sb_printf(&b,
                   "%d of %d node%s excluded (--slow-factor %g below the median on a figure, failed, or not done "
-                  "within --preflight-timeout %g s); %.2f s. TCP: MB/s on a ring of pairs (node i streams to "
-                  "node i+1)%s. NVLink links: %s.\n",
-                  pf->nexcluded, pf->n, pf->n == 1 ? "" : "s", pf->slow_factor, pf->timeout, pf->seconds,
-                  pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with 2 nodes",
-                  pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
+                  "within --preflight-timeout %g s); %.2f s. ",
+                  pf->nexcluded, pf->n, pf->n == 1 ? "" : "s", pf->slow_factor, pf->timeout, pf->seconds);
+    if (pf->tcp_note)
+        p3d_sb_printf(&b, "TCP: %s. ", pf->tcp_note);
+    else
+        p3d_sb_printf(&b, "TCP: MB/s on a ring of pairs (node i streams to node i+1)%s. ",
+                      pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with 2 nodes");
+    p3d_sb_printf(&b, "NVLink links: %s.\n", pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
+    if (pf->nrun_none)
+        p3d_sb_printf(&b, "%d node%s ran no preflight (started without --preflight: give every node the same "
+                          "options); not judged.\n",
+                      pf->nrun_none, pf->nrun_none == 1 ? "" : "s");
     int timed_out = 0;
     for (int i = 0; i < pf->n; i++)
         timed_out += strstr(pf->nodes[i].why, "timed out after") != NULL;

@@ -24,5 +24,20 @@ int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, siz
 int p3d_preflight_judge(p3d_preflight *pf);
 /* One events.jsonl "preflight" record per node (fd < 0: none). */
 void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf);
+/* What becomes of the NVLink links under these options (static text). */
+const char *p3d_preflight_links(const p3d_opts *o);
+
+/* Multi-node (preflight_remote.c): this node's own benchmark, before it
+ * joins, as the line its gathered record carries: its figures
+ * ("preflight gflops=G mem_gbps=M seconds=S") or P3D_PREFLIGHT_FAILED and
+ * the reason; printable ASCII, cut to cap bytes. */
+extern const char P3D_PREFLIGHT_FAILED[];
+void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t cap);
+/* The leader: the verdict on the lines the records carried (lines[i] NULL:
+ * node i ran none; not judged, counted in nrun_none), node i named
+ * names[i] (borrowed). 0, or -1 out of memory; *pf is freed with
+ * p3d_preflight_free either way. */
+int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const char *const *lines, int n,
+                           p3d_preflight *pf);
 
 #endif

@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 7       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 8       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -40,7 +40,8 @@
                                 * lower-case letters; 6: a GPU's physical
                                 * index and CUDA_VISIBLE_DEVICES entry in
                                 * the node record, the v packet; 7: the
-                                * gathered record's failover port) */
+                                * gathered record's failover port; 8: its
+                                * --preflight figures) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -291,6 +292,12 @@ typedef struct p3d_grec {
     int topo;
     int health;                    /* P3D_GREC_HEALTH_* */
     char *health_how;              /* NULL when health is NONE or OK */
+    /* the node's own --preflight benchmark, run before it joined: NULL
+     * (none), its figures line as the benchmark printed it ("preflight
+     * backend=... gflops=G mem_gbps=M ..."), or "failed: REASON"; at most
+     * P3D_GREC_HOW_MAX printable bytes. The leader parses it strictly
+     * (p3d_preflight_parse): it is a peer's input. */
+    char *preflight;
 } p3d_grec;
 
 /* GATHER: the records of a subtree, merged at each level. */

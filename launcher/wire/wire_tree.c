@@ -154,8 +154,23 @@ int p3d_gather_encode(const p3d_gather *g, p3d_wbuf *b)
         p3d_wbuf_int(b, x->topo);
         p3d_wbuf_int(b, x->health);
         p3d_wbuf_str(b, x->health == P3D_GREC_HEALTH_FAILED && x->health_how ? x->health_how : "");
+        p3d_wbuf_str(b, x->preflight ? x->preflight : "");
     }
     return p3d_wbuf_end(b);
+}
+
+/* A decoded text field that reaches a terminal: printable ASCII only (0
+ * otherwise); "" becomes NULL. */
+static int text_field(char **s)
+{
+    for (const char *c = *s; *c; c++)
+        if (*c < 32 || *c > 126)
+            return 0;
+    if (!**s) {
+        free(*s);
+        *s = NULL;
+    }
+    return 1;
 }
 
 int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gather *g, char **err)
@@ -199,6 +214,7 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
         x->topo = p3d_rbuf_int(&r, 0, nt - 1);
         x->health = p3d_rbuf_int(&r, P3D_GREC_HEALTH_NONE, P3D_GREC_HEALTH_FAILED);
         x->health_how = p3d_rbuf_str(&r, P3D_GREC_HOW_MAX);
+        x->preflight = p3d_rbuf_str(&r, P3D_GREC_HOW_MAX);
         if (r.bad)
             goto bad;
         if (!x->rack[0]) {
@@ -209,13 +225,9 @@ int p3d_gather_decode(const unsigned char *body, size_t len, int nnodes, p3d_gat
          * failure, and a failure always has one */
         if ((x->health == P3D_GREC_HEALTH_FAILED) != (x->health_how[0] != 0))
             goto bad;
-        for (const char *c = x->health_how; *c; c++)
-            if (*c < 32 || *c > 126)
-                goto bad;
-        if (!x->health_how[0]) {
-            free(x->health_how);
-            x->health_how = NULL;
-        }
+        /* the preflight line too: printable, "" for none */
+        if (!text_field(&x->health_how) || !text_field(&x->preflight))
+            goto bad;
     }
     if (r.off != r.len)
         goto bad;
@@ -303,9 +315,11 @@ int p3d_gather_add(p3d_gather *g, const p3d_grec *r, p3d_node *topo, char **err)
     x->health = r->health;
     if (r->health == P3D_GREC_HEALTH_FAILED)
         x->health_how = strndup(r->health_how && r->health_how[0] ? r->health_how : "failed", P3D_GREC_HOW_MAX);
+    if (r->preflight && r->preflight[0])
+        x->preflight = strndup(r->preflight, P3D_GREC_HOW_MAX);
     g->nrec++;
     if (t < 0 || !x->hostname || !x->addr || (r->rack && r->rack[0] && !x->rack) ||
-        (r->health == P3D_GREC_HEALTH_FAILED && !x->health_how))
+        (r->health == P3D_GREC_HEALTH_FAILED && !x->health_how) || (r->preflight && r->preflight[0] && !x->preflight))
         return p3d_err(err, "out of memory");
     return 0;
 }
@@ -319,6 +333,7 @@ void p3d_gather_free(p3d_gather *g)
         free(g->recs[i].addr);
         free(g->recs[i].rack);
         free(g->recs[i].health_how);
+        free(g->recs[i].preflight);
     }
     free(g->topos);
     free(g->recs);

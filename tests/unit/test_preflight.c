@@ -170,6 +170,50 @@ static void json_and_table(void **st)
     p3d_preflight_free(&pf);
 }
 
+/* The leader's verdict on the lines the gathered records carried
+ * (multi-node): a slow node, a failed benchmark, a malformed line (a
+ * peer's input), a node that ran none (not judged), and the table says no
+ * TCP ring ran. */
+static void gathered_lines(void **st)
+{
+    (void)st;
+    p3d_opts o = {.slow_factor = 1.3, .preflight_timeout = 30};
+    const char *names[] = {"a:0", "a:1", "a:2", "a:3", "a:4", "a:5"};
+    const char *lines[] = {"preflight gflops=10 mem_gbps=20 seconds=0.8",
+                           "preflight gflops=10.5 mem_gbps=19 seconds=0.9",
+                           "preflight gflops=3 mem_gbps=20 seconds=1.5",
+                           "failed: its benchmark failed: its process ended with exit code 2",
+                           "preflight gflops=lots mem_gbps=20",
+                           NULL};
+    p3d_preflight pf;
+    assert_int_equal(p3d_preflight_gathered(&o, names, lines, 6, &pf), 0);
+    assert_int_equal(pf.n, 6);
+    assert_int_equal(pf.nrun_none, 1);
+    assert_int_equal(pf.nexcluded, 3);
+    assert_false(pf.nodes[0].excluded);
+    assert_false(pf.nodes[1].excluded);
+    assert_true(pf.nodes[2].excluded);
+    assert_non_null(strstr(pf.nodes[2].why, "compute 3 GFLOP/s is 3.33x below the median 10"));
+    assert_true(pf.nodes[3].excluded);
+    assert_string_equal(pf.nodes[3].why, "its benchmark failed: its process ended with exit code 2");
+    assert_true(pf.nodes[4].excluded);
+    assert_non_null(strstr(pf.nodes[4].why, "its benchmark gave no figures: "));
+    assert_non_null(strstr(pf.nodes[4].why, "gflops=lots"));
+    assert_false(pf.nodes[5].excluded);
+    assert_false(pf.nodes[5].ran);
+    assert_false(pf.tcp_judged);
+    assert_true(pf.seconds > 1.49 && pf.seconds < 1.51); /* the slowest node's */
+    char buf[8192] = "";
+    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
+    assert_non_null(f);
+    p3d_preflight_table(&pf, f);
+    fclose(f);
+    assert_non_null(strstr(buf, "3 of 6 nodes excluded"));
+    assert_non_null(strstr(buf, "TCP: not measured across the hosts"));
+    assert_non_null(strstr(buf, "1 node ran no preflight"));
+    p3d_preflight_free(&pf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -177,6 +221,7 @@ int main(void)
         cmocka_unit_test(parse_bad),
         cmocka_unit_test(judge_rules),
         cmocka_unit_test(json_and_table),
+        cmocka_unit_test(gathered_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

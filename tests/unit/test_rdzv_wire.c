@@ -276,10 +276,11 @@ static void gather_health(void **st)
     assert_string_equal(d.recs[1].health_how, r1.health_how);
     assert_int_equal(d.recs[2].health, P3D_GREC_HEALTH_NONE);
     p3d_gather_free(&d);
-    /* the last record's health fields sit at the end of the frame: state
-     * (u32), then the reason (u32 length + bytes, "" here) */
+    /* the last record's health fields sit at the end of the frame, before
+     * its preflight line: state (u32), then the reason (u32 length + bytes,
+     * "" here), then the line (u32 length, "" here) */
     size_t end = b.len;
-    unsigned char *st3 = b.p + end - 8;
+    unsigned char *st3 = b.p + end - 12;
     assert_int_equal(st3[3], P3D_GREC_HEALTH_NONE);
     st3[3] = 3; /* no such state */
     assert_true(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err) < 0);
@@ -310,8 +311,9 @@ static void gather_health(void **st)
         h.recs[0].health_how = strdup(hows[k]);
         p3d_wbuf w = {0};
         assert_int_equal(p3d_gather_encode(&h, &w), 0);
-        /* the state's low byte: before the reason's 4-byte length and bytes */
-        unsigned char *sb = w.p + w.len - strlen(hows[k]) - 4 - 1;
+        /* the state's low byte: before the reason's 4-byte length and
+         * bytes, and the empty preflight line's 4-byte length */
+        unsigned char *sb = w.p + w.len - 4 - strlen(hows[k]) - 4 - 1;
         assert_int_equal(*sb, P3D_GREC_HEALTH_FAILED);
         *sb = (unsigned char)states[k];
         if (p3d_gather_decode(w.p + 5, w.len - 5, 8, &d, &err) == 0)
@@ -321,6 +323,49 @@ static void gather_health(void **st)
         p3d_wbuf_free(&w);
     }
     p3d_gather_free(&g);
+}
+
+/* A record's --preflight line travels as it is (the leader parses it):
+ * none, the figures, or a failure; a control character or a line longer
+ * than P3D_GREC_HOW_MAX is refused. */
+static void gather_preflight(void **st)
+{
+    (void)st;
+    p3d_gather g = {0}, d;
+    char *err = NULL;
+    p3d_grec r0 = {.rank = 0, .hostname = "n0", .addr = "a", .preflight = "preflight gflops=6.2 mem_gbps=14 seconds=0.9"},
+             r1 = {.rank = 1, .hostname = "n1", .addr = "b", .preflight = "failed: its benchmark failed: exit 1"},
+             r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
+    assert_int_equal(p3d_gather_add(&g, &r0, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(&g, &r1, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(&g, &r2, node(), &err), 0);
+    p3d_wbuf b = {0};
+    assert_int_equal(p3d_gather_encode(&g, &b), 0);
+    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err), 0);
+    assert_string_equal(d.recs[0].preflight, r0.preflight);
+    assert_string_equal(d.recs[1].preflight, r1.preflight);
+    assert_null(d.recs[2].preflight);
+    p3d_gather_free(&d);
+    p3d_wbuf_free(&b);
+    p3d_gather_free(&g);
+    char longline[P3D_GREC_HOW_MAX + 2];
+    memset(longline, 'g', sizeof longline - 1);
+    longline[sizeof longline - 1] = 0;
+    const char *bad[] = {"preflight gflops=1\033]0;x\007", longline};
+    for (int k = 0; k < 2; k++) {
+        p3d_gather h = {0};
+        p3d_grec r = {.rank = 0, .hostname = "n0", .addr = "a", .preflight = "x"};
+        assert_int_equal(p3d_gather_add(&h, &r, node(), &err), 0);
+        free(h.recs[0].preflight); /* forged past p3d_gather_add's own bound */
+        h.recs[0].preflight = strdup(bad[k]);
+        p3d_wbuf w = {0};
+        assert_int_equal(p3d_gather_encode(&h, &w), 0);
+        if (p3d_gather_decode(w.p + 5, w.len - 5, 8, &d, &err) == 0)
+            fail_msg("accepted a GATHER record with the preflight line '%.20s...'", bad[k]);
+        P3D_FREE(&err);
+        p3d_gather_free(&h);
+        p3d_wbuf_free(&w);
+    }
 }
 
 /* The compact placement expands to the leader's JSON byte for byte (a
@@ -516,6 +561,7 @@ int main(void)
         cmocka_unit_test(tree_messages),
         cmocka_unit_test(gather_merge),
         cmocka_unit_test(gather_health),
+        cmocka_unit_test(gather_preflight),
         cmocka_unit_test(cplace_expands),
         cmocka_unit_test(k8s_leader_name),
     };

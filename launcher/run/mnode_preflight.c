@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * mnode_preflight.c — --preflight on one node of a multi-node job
+ * (preflight_remote.c has the why): the node's own benchmark before it
+ * joins, and the leader's verdict on the figures the records carry, which
+ * excludes a slow node the way a failed pre-start --health-check does
+ * (its record is marked failed, so exclude_unhealthy in mnode_place.c
+ * hands its place to a spare before the policy runs).
+ */
+#include "mnode_int.h"
+#include "preflight.h"
+
+#include "termsafe.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void p3d_mnode_own_preflight(mnode *m, const char *name)
+{
+    if (!m->o->preflight)
+        return;
+    p3d_preflight_own(m->o, name, m->own_pf, sizeof m->own_pf);
+    m->own_pf_ran = 1;
+    if (m->o->verbose) {
+        char line[P3D_GREC_HOW_MAX + 64];
+        snprintf(line, sizeof line, "par3drun: node %s: --preflight: %s\n", name, m->own_pf);
+        p3d_term_fputs(line, stderr);
+    }
+}
+
+int p3d_mnode_judge_preflight(mnode *m, p3d_gather *g, char **err)
+{
+    int n = m->nnodes, any = 0, rc = -1;
+    const char **lines = calloc((size_t)n + 1, sizeof *lines);
+    const char **names = calloc((size_t)n + 1, sizeof *names);
+    p3d_grec **rec = calloc((size_t)n + 1, sizeof *rec);
+    m->pf_names = calloc((size_t)n + 1, sizeof *m->pf_names);
+    m->pf_bad = calloc((size_t)n + 1, 1);
+    if (!lines || !names || !rec || !m->pf_names || !m->pf_bad) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < g->nrec; i++) {
+        p3d_grec *x = &g->recs[i];
+        if (x->rank < 0 || x->rank >= n)
+            continue;
+        rec[x->rank] = x;
+        lines[x->rank] = x->preflight;
+        any |= x->preflight != NULL;
+    }
+    if (!any) { /* no node ran one */
+        rc = 0;
+        goto out;
+    }
+    /* "host:rank" until the cluster names the nodes (p3d_mnode_name_preflight) */
+    for (int i = 0; i < n; i++) {
+        if (asprintf(&m->pf_names[i], "%s:%d", rec[i] && rec[i]->hostname ? rec[i]->hostname : "?", i) < 0) {
+            m->pf_names[i] = NULL;
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+        names[i] = m->pf_names[i];
+    }
+    if (p3d_preflight_gathered(m->o, names, lines, n, &m->pf) < 0) {
+        p3d_err(err, "--preflight: out of memory");
+        goto out;
+    }
+    m->have_pf = 1;
+    for (int i = 0; i < n; i++) {
+        p3d_grec *x = rec[i];
+        if (!m->pf.nodes[i].excluded || !x)
+            continue;
+        m->pf_bad[i] = 1;
+        m->unhealthy[i] = 1;
+        if (x->health == P3D_GREC_HEALTH_FAILED)
+            continue; /* its --health-check failed too: that reason stands */
+        char *how = NULL;
+        if (asprintf(&how, P3D_MNODE_PF_PREFIX "%s", m->pf.nodes[i].why) < 0) {
+            p3d_err(err, "out of memory");
+            goto out;
+        }
+        if (strlen(how) > P3D_GREC_HOW_MAX)
+            how[P3D_GREC_HOW_MAX] = 0;
+        free(x->health_how);
+        x->health_how = how;
+        x->health = P3D_GREC_HEALTH_FAILED;
+    }
+    rc = 0;
+out:
+    free(lines);
+    free(names);
+    free(rec);
+    return rc;
+}
+
+void p3d_mnode_tell_preflight(mnode *m, const p3d_cluster *c, int events_fd, double t0)
+{
+    if (!m->have_pf)
+        return;
+    for (int i = 0; c && i < m->nnodes && (size_t)i < c->nnodes; i++)
+        m->pf.nodes[i].name = c->nodes[i].name;
+    if (!m->o->quiet)
+        p3d_preflight_table(&m->pf, stderr);
+    p3d_preflight_events(events_fd, t0, &m->pf);
+}
+
+void p3d_mnode_preflight_free(mnode *m)
+{
+    if (m->have_pf)
+        p3d_preflight_free(&m->pf);
+    m->have_pf = 0;
+    for (int i = 0; m->pf_names && i < m->nnodes; i++)
+        free(m->pf_names[i]);
+    free(m->pf_names);
+    free(m->pf_bad);
+    m->pf_names = NULL;
+    m->pf_bad = NULL;
+}

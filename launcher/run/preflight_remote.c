@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * preflight_remote.c — --preflight in a multi-node job (docs/launch.md,
+ * "Preflight"): each node benchmarks itself before it joins the
+ * rendezvous (all nodes at once, on their own hosts, while they would wait
+ * for each other anyway), its figures line travels in its gathered record
+ * (wire protocol 8), and the leader judges every node against the medians
+ * exactly as preflight.c does for nodes of one host. A node the verdict
+ * excludes is excluded like one that failed its --health-check before the
+ * start: a spare takes its place before the policy runs.
+ *
+ * The line is a peer's input: the leader parses it strictly
+ * (p3d_preflight_parse); one it cannot read excludes the node with the
+ * reason. No TCP ring runs across hosts in this version: the nodes would
+ * have to learn each other's addresses before the placement, a round the
+ * rendezvous does not have; the table says so.
+ */
+#include "preflight.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char P3D_PREFLIGHT_FAILED[] = "failed: ";
+
+static const char PF_TCP_REMOTE[] = "not measured across the hosts of a multi-node rendezvous in this version";
+
+void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t cap)
+{
+    p3d_preflight pf;
+    char *err = NULL;
+    if (p3d_preflight_run(o, &name, 1, &pf, &err) < 0)
+        snprintf(line, cap, "%sits benchmark could not start: %s", P3D_PREFLIGHT_FAILED, err ? err : "?");
+    else if (!pf.nodes[0].ran) /* why says it: "its benchmark failed: ...", "... gave no figures: ..." */
+        snprintf(line, cap, "%s%s", P3D_PREFLIGHT_FAILED, pf.nodes[0].why);
+    else
+        snprintf(line, cap, "preflight gflops=%.6g mem_gbps=%.6g seconds=%.3f", pf.nodes[0].gflops,
+                 pf.nodes[0].mem_gbps, pf.nodes[0].seconds > 0 ? pf.nodes[0].seconds : 0);
+    free(err);
+    p3d_preflight_free(&pf);
+    /* it travels as printable ASCII (wire_tree.c refuses anything else) */
+    for (char *c = line; *c; c++)
+        if (*c < 32 || *c > 126)
+            *c = '?';
+}
+
+int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const char *const *lines, int n,
+                           p3d_preflight *pf)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->n = n;
+    pf->slow_factor = o->slow_factor;
+    pf->timeout = o->preflight_timeout;
+    pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = -1;
+    pf->tcp_note = PF_TCP_REMOTE;
+    pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
+    if (!pf->nodes)
+        return -1;
+    size_t nf = strlen(P3D_PREFLIGHT_FAILED);
+    for (int i = 0; i < n; i++) {
+        p3d_preflight_node *nd = &pf->nodes[i];
+        nd->name = names[i];
+        nd->links = p3d_preflight_links(o);
+        nd->seconds = -1;
+        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+        char why[200];
+        if (!lines[i]) {
+            pf->nrun_none++; /* started without --preflight: not judged */
+            continue;
+        }
+        if (!strncmp(lines[i], P3D_PREFLIGHT_FAILED, nf)) {
+            snprintf(nd->why, sizeof nd->why, "%s", lines[i] + nf); /* as the node said it */
+        } else if (p3d_preflight_parse(lines[i], nd, why, sizeof why) < 0) {
+            snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
+        } else {
+            nd->tcp_out_mbps = nd->tcp_in_mbps = -1; /* no ring across hosts */
+            nd->ran = 1;
+            if (nd->seconds > pf->seconds) /* they ran at once: the slowest is the time */
+                pf->seconds = nd->seconds;
+            continue;
+        }
+        nd->gflops = nd->mem_gbps = -1;
+        nd->excluded = 1;
+        pf->nexcluded++;
+    }
+    return p3d_preflight_judge(pf);
+}
