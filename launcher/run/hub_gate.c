@@ -60,7 +60,7 @@ static void hub_rejoin(hub *h, const p3d_rejoin *j, int fd)
     l->heard = p3d_now();
     hub_watch(h, a);
     if (h->L->rejoined)
-        h->L->rejoined(h->L->adopt_ctx, j->node_rank, j->addr, j->master_port, j->nccl_port);
+        h->L->rejoined(h->L->adopt_ctx, j->node_rank, j->addr, j->master_port, j->nccl_port, j->failover_port);
     p3d_ctl_rejoin(h->ctl, a, j->gen, p3d_now());
 }
 

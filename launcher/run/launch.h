@@ -125,9 +125,10 @@ typedef struct p3d_launch {
     uint64_t (*place_hash)(void *ctx);
     const char *self_addr;
     int self_master_port, self_nccl_port;
+    int self_failover_port; /* 0: none */
     /* the successor: a node rejoined (its address and ports, for the
      * placement's MASTER_ADDR when rank 0 lands there) */
-    void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port);
+    void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
     /* the leader: the sealed successor list (S), sent to each node once
      * it first speaks on the fate channel (it holds its placement then:
      * nothing else is read on its connection before) */

@@ -220,9 +220,13 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
     rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
     /* the successor list without the nodes lost now, resent with the
      * restart (hub_respawn); kept as it was if it cannot be built */
-    if (rc >= 0 && m->succ_list && p3d_mnode_successors(m, restart) < 0 && m->o->verbose)
-        fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
-                        "last one\n", restart);
+    if (rc >= 0 && m->succ_list) {
+        if (p3d_mnode_successors(m, restart) == 0)
+            m->setup->successors = &m->sframe; /* a successor's first list (the leader's is set already) */
+        else if (m->o->verbose)
+            fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
+                            "last one\n", restart);
+    }
 out:
     if (rc < 0 && err) {
         free(*msg);
@@ -508,6 +512,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
     L.self_master_port = m->hello.master_port;
     L.self_nccl_port = m->hello.nccl_port;
+    L.self_failover_port = m->gate ? m->gate_port : 0;
     if (m->me == 0)
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     if (m->me == 0 && o->spares > 0 && m->have_res) {

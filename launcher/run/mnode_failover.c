@@ -19,8 +19,9 @@ uint64_t p3d_mnode_place_hash(void *ctx)
     return m->pm.raw ? p3d_delta_hash(m->pm.raw, m->pm.raw_len) : 0;
 }
 
-/* L->rejoined (the successor): where a rejoined node is reached. */
-void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port)
+/* L->rejoined (the successor): where a rejoined node is reached, and
+ * where it takes nodes itself (for this successor's own successor list). */
+void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port)
 {
     mnode *m = ctx;
     if (!m->peers || node < 0 || node >= m->nnodes)
@@ -29,7 +30,8 @@ void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, 
     if (!a)
         return;
     free(m->peers[node].addr);
-    m->peers[node] = (p3d_mpeer){.addr = a, .master_port = master_port, .nccl_port = nccl_port};
+    m->peers[node] =
+        (p3d_mpeer){.addr = a, .master_port = master_port, .nccl_port = nccl_port, .failover_port = failover_port};
 }
 
 /* L->takeover: this node succeeds the lost leader. It places from the
@@ -64,7 +66,12 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why)
         nodes[i] = i;
         m->peers[i].addr = strdup("");
     }
-    p3d_mnode_rejoined(m, m->me, m->join.addr ? m->join.addr : "", m->hello.master_port, m->hello.nccl_port);
+    p3d_mnode_rejoined(m, m->me, m->join.addr ? m->join.addr : "", m->hello.master_port, m->hello.nccl_port,
+                       m->gate ? m->gate_port : 0);
+    /* this node's own successor list: built once the takeover's
+     * replacement knows who rejoined and who is lost (p3d_mnode_replace),
+     * sent with the restart */
+    m->succ_list = L->failover;
     /* nodes lost or excluded before are no nodes of this generation: not
      * waited for, not counted in the majority (a second takeover) */
     free(m->unhealthy);

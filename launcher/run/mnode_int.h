@@ -75,7 +75,7 @@ void p3d_mnode_sent(void *ctx);
  * dies"): L->place_hash, L->rejoined and L->takeover, and the leader's
  * successor list into m->sframe (0, or -1: no failover then). */
 uint64_t p3d_mnode_place_hash(void *ctx);
-void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port);
+void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
 int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why);
 int p3d_mnode_successors(mnode *m, int gen);
 

@@ -335,7 +335,8 @@ static void r_lost_leader(relay *r, double heard, const char *why)
         p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = (int)r->L->job->cluster->nnodes, .node_rank = r->me,
                         .gen = r->next_gen, .leader = old,
                         .place_hash = r->L->place_hash ? r->L->place_hash(r->L->adopt_ctx) : 0,
-                        .master_port = r->L->self_master_port, .nccl_port = r->L->self_nccl_port};
+                        .master_port = r->L->self_master_port, .nccl_port = r->L->self_nccl_port,
+                        .failover_port = r->L->self_failover_port};
         snprintf(j.addr, sizeof j.addr, "%s", r->L->self_addr && r->L->self_addr[0] ? r->L->self_addr : "127.0.0.1");
         double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
         int fd = p3d_failover_dial(c, &j, p3d_wire_key(), p3d_now() + 2 * P3D_CTL_SLACK, &e);

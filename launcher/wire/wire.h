@@ -547,6 +547,8 @@ typedef struct p3d_rejoin {
      * holds no other node's record: MASTER_ADDR follows rank 0 there) */
     char addr[P3D_FAILOVER_ADDR_MAX + 1];
     int master_port, nccl_port;
+    int failover_port;       /* its own failover port (0: none), for the
+                              * successor's own successor list */
 } p3d_rejoin;
 
 /* REJOINED: the successor's answer. accepted 0: refused, the node stops

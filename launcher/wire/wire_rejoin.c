@@ -21,7 +21,7 @@
 
 /* The largest bodies, tag included: they bound what is read. */
 #define SUCCESSORS_MAX (8 + P3D_FAILOVER_CANDIDATES * (12 + P3D_FAILOVER_ADDR_MAX) + P3D_TAG_LEN)
-#define REJOIN_MAX (44 + P3D_FAILOVER_ADDR_MAX + P3D_TAG_LEN)
+#define REJOIN_MAX (48 + P3D_FAILOVER_ADDR_MAX + P3D_TAG_LEN)
 #define REJOINED_MAX (12 + P3D_REJOIN_WHY_MAX + P3D_TAG_LEN)
 
 static const char *frame_name(int type)
@@ -138,7 +138,8 @@ int p3d_rejoin_frame(const p3d_rejoin *j, const char *key, p3d_wbuf *out)
 {
     if (j->nnodes < 1 || j->node_rank < 0 || j->node_rank >= j->nnodes || j->gen < 0 || j->leader < 0 ||
         j->leader >= j->nnodes || !j->addr[0] || strlen(j->addr) > P3D_FAILOVER_ADDR_MAX || j->master_port < 0 ||
-        j->master_port > 65535 || j->nccl_port < 0 || j->nccl_port > 65535)
+        j->master_port > 65535 || j->nccl_port < 0 || j->nccl_port > 65535 || j->failover_port < 0 ||
+        j->failover_port > 65535)
         return -1;
     p3d_wbuf b = {0};
     p3d_wbuf_begin(&b, P3D_MSG_REJOIN);
@@ -151,6 +152,7 @@ int p3d_rejoin_frame(const p3d_rejoin *j, const char *key, p3d_wbuf *out)
     p3d_wbuf_str(&b, j->addr);
     p3d_wbuf_int(&b, j->master_port);
     p3d_wbuf_int(&b, j->nccl_port);
+    p3d_wbuf_int(&b, j->failover_port);
     return seal(&b, key, out);
 }
 
@@ -180,6 +182,7 @@ int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char 
     free(a);
     out->master_port = p3d_rbuf_int(&r, 0, 65535);
     out->nccl_port = p3d_rbuf_int(&r, 0, 65535);
+    out->failover_port = p3d_rbuf_int(&r, 0, 65535);
     if (!r.bad && !out->addr[0])
         r.bad = 1;
     if (r.bad || r.off != r.len)

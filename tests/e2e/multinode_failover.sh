@@ -25,6 +25,10 @@
 #     at once: no node tries the frozen node 1 (it is not on the list the
 #     leader sent with the restart); node 1, continued, exits 1 without
 #     running a rank again.
+#  7. a successor's own list: 6 agents, --spares 2; the leader killed ->
+#     node rank 1 takes over and sends its own list (node rank 2 first);
+#     then node 1 frozen -> node rank 2 takes over at once, no node waits on
+#     the frozen node 1; node 1, continued, exits 1.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 trap 'thaw_kill; cleanup' EXIT
@@ -225,6 +229,31 @@ grep -o '"heartbeat_to_running_s": [0-9.]*' "$ev" | sed 's/^/unreachable: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "unreachable: $(leftovers) workers left behind"
 
+# wait_list NAME GEN FIRST WHAT: every node 2-5 of run NAME says (under
+# --verbose) it holds the successor list of restart GEN with node rank FIRST first
+wait_list() {
+  local name=$1 gen=$2 first=$3 what=$4 pat="the successor list of restart $2: [0-9]* candidates, node rank $3 first"
+  for _ in $(seq 400); do
+    [ "$(grep -l "$pat" "$T"/"$name".[2345].err 2>/dev/null | wc -l)" = 4 ] && return 0
+    sleep 0.05
+  done
+  bad "$what: the nodes did not all get the successor list of restart $gen (node rank $first first)"
+  grep -H 'successor list' "$T"/"$name".*.err | sed 's/^/  /'
+}
+# thaw_node NAME I WHAT BEFORE: SIGCONT the frozen node I; it must exit 1
+# and run no rank again (BEFORE: its count of rank lines when frozen)
+thaw_node() {
+  local name=$1 i=$2 what=$3 before=$4 p rc=timeout
+  for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
+  STOPPED=()
+  for _ in $(seq 200); do
+    if ! kill -0 "${AG[$i]}" 2>/dev/null; then wait "${AG[$i]}"; rc=$?; break; fi
+    sleep 0.05
+  done
+  [ "$rc" = 1 ] || { bad "$what: the frozen node $i exited '$rc' after SIGCONT, want 1"; sed "s/^/  $i: /" "$T/$name.$i.err"; }
+  [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
+}
+
 # ---- 6. the successor list again after a replacement ---------------------------
 STOPPED=()
 P=$(free_port)
@@ -240,13 +269,7 @@ for _ in $(seq 400); do
   sleep 0.05
 done
 [ "$(cat "$T"/sl.*.out | grep -c 'gen=1')" -ge 32 ] || bad "list: node 1 frozen, its ranks did not run on a spare"
-# the list of restart 1 reached every node (each says so under --verbose)
-for _ in $(seq 400); do
-  [ "$(grep -l 'the successor list of restart 1: [0-9]* candidates, node rank 2 first' "$T"/sl.[2345].err 2>/dev/null | wc -l)" = 4 ] && break
-  sleep 0.05
-done
-[ "$(grep -l 'the successor list of restart 1: [0-9]* candidates, node rank 2 first' "$T"/sl.[2345].err 2>/dev/null | wc -l)" = 4 ] ||
-  { bad "list: the nodes did not all get the successor list of restart 1 (node rank 2 first)"; grep -H 'successor list' "$T"/sl.*.err | sed 's/^/  /'; }
+wait_list sl 1 2 list # the list of restart 1 reached every node
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
 for _ in $(seq 400); do
@@ -267,17 +290,41 @@ fi
 grep -q '"event": "takeover", "old_leader": "[^"]*:0", "new_leader": "[^"]*:2", "reason": "[^"]*", "restart": 2' "$T/sl.rd2/events.jsonl" ||
   { bad "list: no takeover by node 2 at restart 2"; sed 's/^/  /' "$T/sl.rd2/events.jsonl" 2>/dev/null; }
 [ "$(cat "$T"/sl.[2345].out | grep -c 'gen=2')" = 32 ] || bad "list: not 32 ranks ran after the takeover"
-before=$(grep -c 'gen=' "$T/sl.1.out")
-for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
-STOPPED=()
-rc1=timeout
-for _ in $(seq 200); do
-  if ! kill -0 "${AG[1]}" 2>/dev/null; then wait "${AG[1]}"; rc1=$?; break; fi
-  sleep 0.05
-done
-[ "$rc1" = 1 ] || { bad "list: the frozen node 1 exited '$rc1' after SIGCONT, want 1"; sed 's/^/  1: /' "$T/sl.1.err"; }
-[ "$(grep -c 'gen=' "$T/sl.1.out")" = "$before" ] || bad "list: node 1 ran ranks after SIGCONT"
+thaw_node sl 1 list "$(grep -c 'gen=' "$T/sl.1.out")"
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "list: $(leftovers) workers left behind"
+
+# ---- 7. a successor's own successor list -----------------------------------------
+STOPPED=()
+P=$(free_port)
+for i in 0 1 2 3 4 5; do
+  agent ow $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
+done
+wait_up ow
+sleep 0.3
+kill -KILL "${AG[0]}"
+for _ in $(seq 400); do
+  [ "$(cat "$T"/ow.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
+  sleep 0.05
+done
+[ "$(cat "$T"/ow.*.out | grep -c 'gen=1')" -ge 32 ] || bad "own: the first takeover did not run 32 ranks"
+wait_list ow 1 2 own # node 1's own list, sent with the takeover's restart
+freeze_tree "${AG[1]}"
+codes=""
+for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
+wait "${AG[0]}" 2>/dev/null
+[ "$codes" = " 0 0 0 0" ] || { bad "own: exit codes$codes, want 0 0 0 0"; for i in 2 3; do sed "s/^/  $i: /" "$T/ow.$i.err"; done; }
+grep -q '"event": "takeover", "old_leader": "[^"]*:1", "new_leader": "[^"]*:2", "reason": "[^"]*", "restart": 2' "$T/ow.rd2/events.jsonl" ||
+  { bad "own: no takeover of node 1 by node 2"; sed 's/^/  /' "$T/ow.rd2/events.jsonl" 2>/dev/null; }
+# after the first takeover nobody may try node 1 again
+if sed -n '/successor list of restart 1/,$p' "$T"/ow.[2345].err | grep -q 'successor node rank 1 '; then
+  bad "own: a node tried the frozen node 1 after it had sent its own list"
+  grep -H 'successor node rank' "$T"/ow.[2345].err | sed 's/^/  /'
+fi
+[ "$(cat "$T"/ow.[2345].out | grep -c 'gen=2')" = 32 ] || bad "own: not 32 ranks ran after the second takeover"
+thaw_node ow 1 own "$(grep -c 'gen=' "$T/ow.1.out")"
+grep -o '"heartbeat_to_running_s": [0-9.]*' "$T/ow.rd2/events.jsonl" | sed 's/^/own: /'
+sleep 0.3
+[ "$(leftovers)" = 0 ] || bad "own: $(leftovers) workers left behind"
 
 exit $fail

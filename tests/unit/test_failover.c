@@ -100,7 +100,7 @@ static void test_rejoin_frames(void **st)
     (void)st;
     p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 3, .gen = 2, .leader = 0,
                     .place_hash = 0x1122334455667788ull,
-                    .addr = "10.0.0.4", .master_port = 29500, .nccl_port = 29501};
+                    .addr = "10.0.0.4", .master_port = 29500, .nccl_port = 29501, .failover_port = 40123};
     p3d_wbuf w = {0};
     assert_int_equal(p3d_rejoin_frame(&j, KEY, &w), 0);
     assert_int_equal(ftype(&w), P3D_MSG_REJOIN);
@@ -114,6 +114,7 @@ static void test_rejoin_frames(void **st)
     assert_string_equal(got.addr, "10.0.0.4");
     assert_int_equal(got.master_port, 29500);
     assert_int_equal(got.nccl_port, 29501);
+    assert_int_equal(got.failover_port, 40123);
     /* another job's token */
     expect_refused(p3d_rejoin_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), "other-token", 5, &got, &err),
                    &err, "integrity tag does not match");
