@@ -230,6 +230,14 @@ void ctl_stop(p3d_ctl *c, int sig, int code, double now)
     ctl_check_done(c);
 }
 
+int ctl_takeover_all_in(const p3d_ctl *c)
+{
+    for (int i = 0; i < c->cfg.nagents; i++)
+        if (!c->dead[i] && !(c->olds && c->olds[i]) && !c->rejoined[i])
+            return 0;
+    return 1;
+}
+
 void ctl_gen_members(p3d_ctl *c)
 {
     c->members = c->cfg.nagents - c->ndead;
@@ -554,9 +562,11 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         return t > 0 && t < c->health_at ? t : c->health_at;
     case P3D_CTL_TAKEOVER: {
         /* before a majority: its deadline; with one: the old leader's
-         * fence (then the takeover acts) */
-        double d = 2 * c->nrejoined > c->members && c->fence_at < c->takeover_until ? c->fence_at
-                                                                                    : c->takeover_until;
+         * fence, and past it the deadline unless every node is in (then
+         * the takeover acts) */
+        double d = c->takeover_until;
+        if (2 * c->nrejoined > c->members && (c->fence_at > d || ctl_takeover_all_in(c)))
+            d = c->fence_at;
         return t > 0 && t < d ? t : d;
     }
     case P3D_CTL_STOPPING:

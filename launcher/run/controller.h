@@ -39,8 +39,9 @@
  * one — gets LEADER_LOST (p3d_ctl_leader_lost) in whatever state it is:
  *
  *   any state but STOPPING/DONE --leader lost--> TAKEOVER
- *      TAKEOVER --more than half of the generation's nodes rejoined, and
- *        the old leader's fence passed (or every node rejoined)-->
+ *      TAKEOVER --more than half of the generation's nodes rejoined, the
+ *        old leader's fence passed, and every live node rejoined or
+ *        cfg.node_timeout passed since the loss was noticed-->
  *        REPLACING (the old leader and every node that did not rejoin are
  *        lost; generation + 1; every agent is started again) --> RESTARTING
  *      TAKEOVER --the successor lost too--> TAKEOVER (the next one)

@@ -123,6 +123,9 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
 void ctl_restart_in_place(p3d_ctl *c, double now);
 void ctl_respawn(p3d_ctl *c);
 void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
+/* TAKEOVER: every node of the generation that is neither dead nor an old
+ * leader has rejoined the successor. */
+int ctl_takeover_all_in(const p3d_ctl *c);
 /* The generation starts: its members are the nodes not dead now. */
 void ctl_gen_members(p3d_ctl *c);
 

@@ -541,10 +541,13 @@ static void settle(p3d_ctl *c, double now)
         ctl_check_done(c);
         break;
     case P3D_CTL_TAKEOVER:
-        /* a majority, and either the old leader's fence passed, the
-         * deadline came (the rest count as lost) or every node is in */
-        if (2 * c->nrejoined > c->members &&
-            (now >= c->fence_at || now >= c->takeover_until || c->nrejoined == n - c->ndead))
+        /* a majority, the old leader's fence passed, and either every
+         * live node of the generation is in or the deadline came (the rest
+         * count as lost then): a node that noticed the loss a little later
+         * than the others still makes it, where acting at the fence would
+         * have lost it and perhaps the spare it needs */
+        if (2 * c->nrejoined > c->members && now >= c->fence_at &&
+            (ctl_takeover_all_in(c) || now >= c->takeover_until))
             takeover_act(c, now);
         break;
     default:

@@ -67,6 +67,7 @@ typedef struct env {
     double fence_at;       /* a lost agent's ranks may run until then */
     int last_restarts;
     int stop_cause;        /* the event that moved it to STOPPING, -1 */
+    int stop_in_takeover;  /*   from TAKEOVER (a takeover that could not place) */
     int stop_sig, stop_code, fail_code;
     int slow;              /* the node whose ranks are slow, -1 none */
     int ckpt;              /* the checkpoint the ranks report */
@@ -319,6 +320,7 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         e->stop_cause = (int)ev;
         e->stop_sig = sig;
         e->stop_code = code;
+        e->stop_in_takeover = before == P3D_CTL_TAKEOVER;
     }
 }
 
@@ -688,6 +690,12 @@ static void check_code(env *e)
     /* settle() respawns after any event (a SIGUSR1 too): a failed respawn
      * stops the job with P3D_EXIT_LOST, whatever the event was */
     if (e->respawn_failed && code == P3D_EXIT_LOST)
+        ok = 1;
+    /* a takeover acts in settle() after whatever event ends its wait (the
+     * last node rejoining, or any event past its fence and deadline); one
+     * that cannot place (no spare for the old leader's ranks) ends the job
+     * with P3D_EXIT_LOST */
+    if (e->stop_in_takeover && code == P3D_EXIT_LOST)
         ok = 1;
     if (code == 124 && e->timeout <= 0)
         ok = 0;
