@@ -152,9 +152,11 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
 
 typedef struct p3d_fgate p3d_fgate;
 
-/* Listens on host (the node's own address), on a port the kernel picks:
- * *port gets it (the node's JOIN carries it). maxpend bounds the strangers
- * held at once (1..65536). NULL with *err. Free with p3d_fgate_close. */
+/* Listens on host, or with host NULL on every interface of both IPv6 and
+ * IPv4 (one dual-stack socket; IPv4 only where the host has no IPv6), on
+ * a port the kernel picks: *port gets it (the node's JOIN carries it).
+ * maxpend bounds the strangers held at once (1..65536). NULL with *err.
+ * Free with p3d_fgate_close. */
 p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err);
 /* The listening socket (watch it for input), -1 when g is NULL. */
 int p3d_fgate_fd(const p3d_fgate *g);

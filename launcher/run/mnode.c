@@ -354,7 +354,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     if (!o->no_failover && m->nnodes > 1) {
         /* where a successor will take this node if the leader is lost */
         char *fe = NULL;
-        m->gate = p3d_fgate_open("0.0.0.0", m->nnodes < 4096 ? m->nnodes : 4096, &m->gate_port, &fe);
+        m->gate = p3d_fgate_open(NULL, m->nnodes < 4096 ? m->nnodes : 4096, &m->gate_port, &fe);
         if (!m->gate && o->verbose)
             fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n",
                     fe ? fe : "?");

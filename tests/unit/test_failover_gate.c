@@ -122,6 +122,50 @@ static void test_rejoin_over_loopback(void **st)
     p3d_fgate_close(g);
 }
 
+/* Where the host has IPv6, 1 (::1 can be bound). */
+static int have_ipv6_loopback(void)
+{
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* The failover port of a node (host NULL) takes nodes that reach it over
+ * IPv4 and, where the host has IPv6, over IPv6: one port for both. */
+static void test_dual_stack(void **st)
+{
+    (void)st;
+    int port = 0;
+    char *err = NULL;
+    p3d_fgate *g = p3d_fgate_open(NULL, 4, &port, &err);
+    assert_non_null(g);
+    assert_true(port > 0);
+    const char *addrs[] = {"127.0.0.1", "::1"};
+    int n = have_ipv6_loopback() ? 2 : 1;
+    if (n == 1)
+        fprintf(stderr, "test_dual_stack: no IPv6 loopback here: IPv4 only\n");
+    for (int k = 0; k < n; k++) {
+        p3d_successor c = {.node_rank = 1, .port = port};
+        snprintf(c.addr, sizeof c.addr, "%s", addrs[k]);
+        p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 2 + k, .gen = 1, .leader = 0,
+                        .addr = "x", .failover_port = port};
+        int nfd = p3d_failover_dial(&c, &j, KEY, p3d_now() + 5, &err);
+        if (nfd < 0)
+            fail_msg("dial %s:%d: %s", addrs[k], port, err ? err : "?");
+        p3d_rejoin got;
+        int sfd = -1;
+        assert_int_equal(take(g, p3d_now(), &got, &sfd), 1);
+        assert_int_equal(got.node_rank, 2 + k);
+        assert_int_equal(got.failover_port, port);
+        close(nfd);
+        close(sfd);
+    }
+    p3d_fgate_close(g);
+}
+
 static void test_strangers_dropped(void **st)
 {
     (void)st;
@@ -192,6 +236,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rejoin_over_loopback),
+        cmocka_unit_test(test_dual_stack),
         cmocka_unit_test(test_strangers_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
