@@ -18,7 +18,7 @@ etcd_up
 W='echo "rank=$RANK node=$NODE_RANK gen=$P3D_RESTART_COUNT gpu=$CUDA_VISIBLE_DEVICES master=$MASTER_ADDR:$MASTER_PORT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
 for i in 0 1 2 3 4; do
   "$PAR3DRUN" --nnodes 5 --rdzv "etcd:$URL" --job-id "fo-$$" --topology "${TOPOS[$((i % 4))]}" \
-    --run-dir "$T/fo.rd$i" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W" \
+    --run-dir "$T/fo.rd$i" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 --verbose -- sh -c "$W" \
     >"$T/fo.$i.out" 2>"$T/fo.$i.err" &
   AG[$i]=$!
   PIDS+=($!)
@@ -37,6 +37,17 @@ for i in 0 1 2 3 4; do
   fi
 done
 [ "$leader" -ge 0 ] && [ "$spare" -ge 0 ] || { bad "cannot tell the leader ($leader) and the spare ($spare) apart"; exit 1; }
+# every other node holds the successor list (it says so under --verbose): a
+# node without one when the leader dies can only stop
+for _ in $(seq 400); do
+  k=0
+  for i in 0 1 2 3 4; do
+    [ "$i" != "$leader" ] && grep -q 'the successor list of restart 0' "$T/fo.$i.err" && k=$((k + 1))
+  done
+  [ "$k" = 4 ] && break
+  sleep 0.05
+done
+[ "$k" = 4 ] || bad "only $k of 4 nodes hold the successor list"
 t0=$(now_ms)
 kill -KILL "${AG[$leader]}"
 codes="" want=""

@@ -45,6 +45,37 @@ wait_up() {
   bad "$name: the 32 ranks did not start"; return 1
 }
 
+# wait_list NAME GEN FIRST WHAT NODES...: each of the NODES of run NAME
+# says (under --verbose) it holds the successor list of restart GEN, with
+# node rank FIRST first (FIRST "": any). A node without one when its leader
+# dies can only stop, so a leader is killed only after this (a fixed sleep
+# lost that race under load).
+wait_list() {
+  local name=$1 gen=$2 first=$3 what=$4 pat i k; shift 4
+  pat="the successor list of restart $gen: [0-9]* candidates?, node rank ${first:-[0-9]*} first"
+  for _ in $(seq 400); do
+    k=0
+    for i in "$@"; do grep -Eq "$pat" "$T/$name.$i.err" 2>/dev/null && k=$((k + 1)); done
+    [ "$k" = $# ] && return 0
+    sleep 0.05
+  done
+  bad "$what: $k of nodes $* hold the successor list of restart $gen${first:+ (node rank $first first)}"
+  grep -H 'successor list' "$T"/"$name".*.err | sed 's/^/  /'
+}
+# thaw_node NAME I WHAT BEFORE: SIGCONT the frozen node I; it must exit 1
+# and run no rank again (BEFORE: its count of rank lines when frozen)
+thaw_node() {
+  local name=$1 i=$2 what=$3 before=$4 p rc=timeout
+  for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
+  STOPPED=()
+  for _ in $(seq 200); do
+    if ! kill -0 "${AG[$i]}" 2>/dev/null; then wait "${AG[$i]}"; rc=$?; break; fi
+    sleep 0.05
+  done
+  [ "$rc" = 1 ] || { bad "$what: the frozen node $i exited '$rc' after SIGCONT, want 1"; sed "s/^/  $i: /" "$T/$name.$i.err"; }
+  [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
+}
+
 # the checks of a completed takeover in run $1: node 0's ranks on the spare
 # (node rank 4), nothing else moved, every rank ran again, the story told
 check_takeover() {
@@ -93,9 +124,10 @@ PY
 # ---- 1. the leader SIGKILLed -------------------------------------------------
 P=$(free_port)
 for i in 0 1 2 3 4; do
-  agent fo $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
+  agent fo $i 5 "$P" --verbose --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
 done
 wait_up fo
+wait_list fo 0 1 kill 1 2 3 4
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
 codes=""
@@ -113,9 +145,10 @@ sleep 0.3
 STOPPED=()
 P=$(free_port)
 for i in 0 1 2 3 4; do
-  agent fz $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
+  agent fz $i 5 "$P" --verbose --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
 done
 wait_up fz
+wait_list fz 0 1 frozen 1 2 3 4
 freeze_tree "${AG[0]}"
 codes=""
 for i in 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -156,17 +189,17 @@ sleep 0.3
 P=$(free_port)
 W2='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" -ge 2 ] && exit 0; exec sleep 60'
 for i in 0 1 2 3 4 5; do
-  agent tw $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W2"
+  agent tw $i 6 "$P" --verbose --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W2"
 done
 wait_up tw
-sleep 0.3
+wait_list tw 0 1 two 1 2 3 4 5
 kill -KILL "${AG[0]}"
 for _ in $(seq 400); do
   [ "$(cat "$T"/tw.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
   sleep 0.05
 done
 [ "$(cat "$T"/tw.*.out | grep -c 'gen=1')" -ge 32 ] || bad "two: the first takeover did not run 32 ranks"
-sleep 0.3
+wait_list tw 1 2 two 2 3 4 5 # node 1's own list
 kill -KILL "${AG[1]}"
 codes=""
 for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -202,10 +235,10 @@ sleep 0.3
 # ---- 5. the successor unreachable too: the next one ---------------------------
 P=$(free_port)
 for i in 0 1 2 3 4 5; do
-  agent un $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W"
+  agent un $i 6 "$P" --verbose --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W"
 done
 wait_up un
-sleep 0.3
+wait_list un 0 1 unreachable 1 2 3 4 5
 kill -KILL "${AG[0]}" "${AG[1]}"
 codes=""
 for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -229,31 +262,6 @@ grep -o '"heartbeat_to_running_s": [0-9.]*' "$ev" | sed 's/^/unreachable: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "unreachable: $(leftovers) workers left behind"
 
-# wait_list NAME GEN FIRST WHAT: every node 2-5 of run NAME says (under
-# --verbose) it holds the successor list of restart GEN with node rank FIRST first
-wait_list() {
-  local name=$1 gen=$2 first=$3 what=$4 pat="the successor list of restart $2: [0-9]* candidates, node rank $3 first"
-  for _ in $(seq 400); do
-    [ "$(grep -l "$pat" "$T"/"$name".[2345].err 2>/dev/null | wc -l)" = 4 ] && return 0
-    sleep 0.05
-  done
-  bad "$what: the nodes did not all get the successor list of restart $gen (node rank $first first)"
-  grep -H 'successor list' "$T"/"$name".*.err | sed 's/^/  /'
-}
-# thaw_node NAME I WHAT BEFORE: SIGCONT the frozen node I; it must exit 1
-# and run no rank again (BEFORE: its count of rank lines when frozen)
-thaw_node() {
-  local name=$1 i=$2 what=$3 before=$4 p rc=timeout
-  for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
-  STOPPED=()
-  for _ in $(seq 200); do
-    if ! kill -0 "${AG[$i]}" 2>/dev/null; then wait "${AG[$i]}"; rc=$?; break; fi
-    sleep 0.05
-  done
-  [ "$rc" = 1 ] || { bad "$what: the frozen node $i exited '$rc' after SIGCONT, want 1"; sed "s/^/  $i: /" "$T/$name.$i.err"; }
-  [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
-}
-
 # ---- 6. the successor list again after a replacement ---------------------------
 STOPPED=()
 P=$(free_port)
@@ -262,14 +270,14 @@ for i in 0 1 2 3 4 5; do
   agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
 done
 wait_up sl
-sleep 0.3
+wait_list sl 0 1 list 1 2 3 4 5
 freeze_tree "${AG[1]}"
 for _ in $(seq 400); do
   [ "$(cat "$T"/sl.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
   sleep 0.05
 done
 [ "$(cat "$T"/sl.*.out | grep -c 'gen=1')" -ge 32 ] || bad "list: node 1 frozen, its ranks did not run on a spare"
-wait_list sl 1 2 list # the list of restart 1 reached every node
+wait_list sl 1 2 list 2 3 4 5 # the list of restart 1 reached every node
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
 for _ in $(seq 400); do
@@ -301,14 +309,14 @@ for i in 0 1 2 3 4 5; do
   agent ow $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
 done
 wait_up ow
-sleep 0.3
+wait_list ow 0 1 own 1 2 3 4 5
 kill -KILL "${AG[0]}"
 for _ in $(seq 400); do
   [ "$(cat "$T"/ow.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
   sleep 0.05
 done
 [ "$(cat "$T"/ow.*.out | grep -c 'gen=1')" -ge 32 ] || bad "own: the first takeover did not run 32 ranks"
-wait_list ow 1 2 own # node 1's own list, sent with the takeover's restart
+wait_list ow 1 2 own 2 3 4 5 # node 1's own list, sent with the takeover's restart
 freeze_tree "${AG[1]}"
 codes=""
 for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done

@@ -37,7 +37,7 @@ mkdir -p "$TD"
 export TD
 timeout 120 srun -N4 --ntasks-per-node=1 --kill-on-bad-exit=0 --wait=0 -J p3d-failover \
   -o "$TD/task.%t.out" -e "$TD/task.%t.err" "$T/task.sh" --topology "$P3D_TOPOLOGY" \
-  --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W" >"$TD/srun.out" 2>"$TD/srun.err" &
+  --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 --verbose -- sh -c "$W" >"$TD/srun.out" 2>"$TD/srun.err" &
 sp=$!
 PIDS+=($sp)
 n0=0
@@ -48,7 +48,15 @@ for _ in $(seq 600); do
   sleep 0.05
 done
 [ "$n0" -ge 24 ] || { bad "only $n0 of 24 ranks started"; tail -n 5 "$TD"/srun.err "$TD"/task.*.err | sed 's/^/  /'; exit 1; }
-sleep 0.3 # every node spoke to the leader: it holds the successor list
+# every other node holds the successor list (each says so under --verbose):
+# a node without one when the leader dies can only stop (a fixed sleep here
+# lost that race under load)
+for _ in $(seq 400); do
+  [ "$(grep -l 'the successor list of restart 0' "$TD"/task.[123].err 2>/dev/null | wc -l)" = 3 ] && break
+  sleep 0.05
+done
+[ "$(grep -l 'the successor list of restart 0' "$TD"/task.[123].err 2>/dev/null | wc -l)" = 3 ] ||
+  bad "not every node got the successor list: $(grep -l 'the successor list' "$TD"/task.*.err 2>/dev/null | wc -l) of 3"
 pid=$(cat "$TD/pid.0")
 case $(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) in
   "$PAR3DRUN "*) ;;
