@@ -155,11 +155,15 @@ for _ in $(seq "$runs"); do
   for i in 0 1 2 3 4; do
     T_DIR=$T "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
       --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 --spares 1 --max-restarts 1 \
-      --node-timeout 3 --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
+      --node-timeout 3 --verbose --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
     pids+=($!)
   done
   for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
-  sleep 0.2 # the nodes hold the successor list once they spoke to the leader
+  # every other node holds the successor list (it says so under --verbose)
+  for _ in $(seq 1000); do
+    [ "$(grep -l 'the successor list of restart 0' "$T"/sout[1234] 2>/dev/null | wc -l)" = 4 ] && break
+    sleep 0.01
+  done
   kill -9 "${pids[0]}"
   for i in 1 2 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout1"; exit 1; }; done
   wait "${pids[0]}" 2>/dev/null || true
