@@ -434,6 +434,19 @@ static void json_fig(p3d_sb *b, const char *key, double v)
         p3d_sb_json_num(b, v);
 }
 
+/* One node's name, verdict and figures: the head of its object in the
+ * report and of its events.jsonl record. */
+static void node_figs(p3d_sb *b, const p3d_preflight_node *nd)
+{
+    p3d_sb_puts(b, "\"node\": ");
+    p3d_sb_json_str(b, nd->name);
+    p3d_sb_printf(b, ", \"excluded\": %s", nd->excluded ? "true" : "false");
+    json_fig(b, "gflops", nd->gflops);
+    json_fig(b, "mem_gbps", nd->mem_gbps);
+    json_fig(b, "tcp_out_mbps", nd->tcp_out_mbps);
+    json_fig(b, "tcp_in_mbps", nd->tcp_in_mbps);
+}
+
 char *p3d_preflight_json(const p3d_preflight *pf)
 {
     p3d_sb b = {0};
@@ -454,13 +467,8 @@ char *p3d_preflight_json(const p3d_preflight *pf)
     p3d_sb_puts(&b, "}, \"nodes\": [");
     for (int i = 0; i < pf->n; i++) {
         const p3d_preflight_node *nd = &pf->nodes[i];
-        p3d_sb_puts(&b, i ? ", {\"node\": " : "{\"node\": ");
-        p3d_sb_json_str(&b, nd->name);
-        p3d_sb_printf(&b, ", \"excluded\": %s", nd->excluded ? "true" : "false");
-        json_fig(&b, "gflops", nd->gflops);
-        json_fig(&b, "mem_gbps", nd->mem_gbps);
-        json_fig(&b, "tcp_out_mbps", nd->tcp_out_mbps);
-        json_fig(&b, "tcp_in_mbps", nd->tcp_in_mbps);
+        p3d_sb_puts(&b, i ? ", {" : "{");
+        node_figs(&b, nd);
         p3d_sb_puts(&b, ", \"links\": ");
         p3d_sb_json_str(&b, nd->links);
         p3d_sb_puts(&b, ", \"seconds\": ");
@@ -480,13 +488,8 @@ void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf)
     for (int i = 0; i < pf->n; i++) {
         const p3d_preflight_node *nd = &pf->nodes[i];
         p3d_sb b = {0};
-        p3d_sb_puts(&b, "\"event\": \"preflight\", \"node\": ");
-        p3d_sb_json_str(&b, nd->name);
-        p3d_sb_printf(&b, ", \"excluded\": %s", nd->excluded ? "true" : "false");
-        json_fig(&b, "gflops", nd->gflops);
-        json_fig(&b, "mem_gbps", nd->mem_gbps);
-        json_fig(&b, "tcp_out_mbps", nd->tcp_out_mbps);
-        json_fig(&b, "tcp_in_mbps", nd->tcp_in_mbps);
+        p3d_sb_puts(&b, "\"event\": \"preflight\", ");
+        node_figs(&b, nd);
         json_fig(&b, "median_gflops", pf->median_gflops);
         json_fig(&b, "median_mem_gbps", pf->median_mem_gbps);
         json_fig(&b, "median_tcp_mbps", pf->median_tcp_mbps);
