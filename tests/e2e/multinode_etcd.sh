@@ -19,12 +19,6 @@ eagent() {
   AG[$i]=$!
   PIDS+=($!)
 }
-# number of keys under /par3drun/ (range_end "/par3drun0": '0' follows '/')
-nkeys() {
-  curl -s -m 2 "$URL/v3/kv/range" \
-    -d "{\"key\":\"$(printf /par3drun/ | base64)\",\"range_end\":\"$(printf /par3drun0 | base64)\",\"count_only\":true}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
-}
 
 # ---- 1. four agents: same bytes everywhere, every rank once, keys cleaned --
 for i in 0 1 2 3; do

@@ -107,11 +107,6 @@ if [ "$(leftovers)" != 0 ]; then
 fi
 # the survivors revoke their leases at the end; the killed leader's keys go
 # with its lease's TTL (10 s)
-nkeys() {
-  curl -s -m 2 "$URL/v3/kv/range" \
-    -d "{\"key\":\"$(printf /par3drun/ | base64)\",\"range_end\":\"$(printf /par3drun0 | base64)\",\"count_only\":true}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
-}
 for _ in $(seq 40); do [ "$(nkeys)" = 0 ] && break; sleep 0.5; done
 [ "$(nkeys)" = 0 ] || bad "$(nkeys) keys of the job outlived the killed leader's lease (10 s)"
 echo "leader agent $leader, successor agent $succ, spare agent $spare"

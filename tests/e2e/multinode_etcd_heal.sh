@@ -80,11 +80,6 @@ if [ "$(leftovers)" != 0 ]; then
 fi
 # the survivors revoke their leases at the end; the killed agent's key goes
 # with its lease's TTL (10 s)
-nkeys() {
-  curl -s -m 2 "$URL/v3/kv/range" \
-    -d "{\"key\":\"$(printf /par3drun/ | base64)\",\"range_end\":\"$(printf /par3drun0 | base64)\",\"count_only\":true}" |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
-}
 k=$(nkeys)
 [ "$k" -le 1 ] || bad "after the job $k keys remain under /par3drun/, want at most the killed agent's"
 for _ in $(seq 40); do [ "$(nkeys)" = 0 ] && break; sleep 0.5; done

@@ -36,14 +36,18 @@ trap 'thaw_kill; cleanup' EXIT
 # generation 0 runs until ended; after a restart every rank ends at once
 W='echo "rank=$RANK gen=$P3D_RESTART_COUNT gpu=$CUDA_VISIBLE_DEVICES master=$MASTER_ADDR:$MASTER_PORT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
 
-wait_up() {
-  local name=$1
+# wait_gen NAME GEN [WHAT]: until NAME's nodes printed 32 lines of
+# generation GEN; else bad WHAT (none when WHAT is empty: a later check says it)
+wait_gen() {
+  local name=$1 gen=$2 what=${3:-}
   for _ in $(seq 400); do
-    [ "$(cat "$T"/"$name".*.out 2>/dev/null | grep -c 'gen=0')" -ge 32 ] && return 0
+    [ "$(cat "$T"/"$name".*.out 2>/dev/null | grep -c "gen=$gen")" -ge 32 ] && return 0
     sleep 0.05
   done
-  bad "$name: the 32 ranks did not start"; return 1
+  [ -z "$what" ] || bad "$what"
+  return 1
 }
+wait_up() { wait_gen "$1" 0 "$1: the 32 ranks did not start"; }
 
 # wait_list NAME GEN FIRST WHAT NODES...: each of the NODES of run NAME
 # says (under --verbose) it holds the successor list of restart GEN, with
@@ -194,11 +198,7 @@ done
 wait_up tw
 wait_list tw 0 1 two 1 2 3 4 5
 kill -KILL "${AG[0]}"
-for _ in $(seq 400); do
-  [ "$(cat "$T"/tw.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
-  sleep 0.05
-done
-[ "$(cat "$T"/tw.*.out | grep -c 'gen=1')" -ge 32 ] || bad "two: the first takeover did not run 32 ranks"
+wait_gen tw 1 "two: the first takeover did not run 32 ranks"
 wait_list tw 1 2 two 2 3 4 5 # node 1's own list
 kill -KILL "${AG[1]}"
 codes=""
@@ -265,25 +265,17 @@ sleep 0.3
 # ---- 6. the successor list again after a replacement ---------------------------
 STOPPED=()
 P=$(free_port)
-W3='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" -ge 2 ] && exit 0; exec sleep 60'
 for i in 0 1 2 3 4 5; do
-  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
+  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W2"
 done
 wait_up sl
 wait_list sl 0 1 list 1 2 3 4 5
 freeze_tree "${AG[1]}"
-for _ in $(seq 400); do
-  [ "$(cat "$T"/sl.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
-  sleep 0.05
-done
-[ "$(cat "$T"/sl.*.out | grep -c 'gen=1')" -ge 32 ] || bad "list: node 1 frozen, its ranks did not run on a spare"
+wait_gen sl 1 "list: node 1 frozen, its ranks did not run on a spare"
 wait_list sl 1 2 list 2 3 4 5 # the list of restart 1 reached every node
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
-for _ in $(seq 400); do
-  [ "$(cat "$T"/sl.*.out 2>/dev/null | grep -c 'gen=2')" -ge 32 ] && break
-  sleep 0.05
-done
+wait_gen sl 2 # "not 32 ranks ran after the takeover" below says it
 t1=$(now_ms)
 codes=""
 for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -306,16 +298,12 @@ sleep 0.3
 STOPPED=()
 P=$(free_port)
 for i in 0 1 2 3 4 5; do
-  agent ow $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W3"
+  agent ow $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W2"
 done
 wait_up ow
 wait_list ow 0 1 own 1 2 3 4 5
 kill -KILL "${AG[0]}"
-for _ in $(seq 400); do
-  [ "$(cat "$T"/ow.*.out 2>/dev/null | grep -c 'gen=1')" -ge 32 ] && break
-  sleep 0.05
-done
-[ "$(cat "$T"/ow.*.out | grep -c 'gen=1')" -ge 32 ] || bad "own: the first takeover did not run 32 ranks"
+wait_gen ow 1 "own: the first takeover did not run 32 ranks"
 wait_list ow 1 2 own 2 3 4 5 # node 1's own list, sent with the takeover's restart
 freeze_tree "${AG[1]}"
 codes=""

@@ -121,6 +121,14 @@ etcd_up() {
   [ "$rc" = 0 ] || { echo "FAIL: etcd did not start"; exit 1; }
 }
 
+# nkeys: how many keys etcd_up's etcd holds under /par3drun/ (range_end
+# "/par3drun0": '0' follows '/')
+nkeys() {
+  curl -s -m 2 "$URL/v3/kv/range" \
+    -d "{\"key\":\"$(printf /par3drun/ | base64)\",\"range_end\":\"$(printf /par3drun0 | base64)\",\"count_only\":true}" |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
+}
+
 # ---- freezing (multinode_frozen.sh, multinode_fence.sh) ----------------
 # Stopped PIDs are remembered and SIGKILLed by thaw_kill (call it from the
 # EXIT trap: trap 'thaw_kill; cleanup' EXIT).
