@@ -9,10 +9,14 @@
  *                          create_revision == 0), trying i = 0, 1, 2... so
  *                          node ranks are first come, first served
  *   leader    = "PORT HOST TOKEN"   put by node rank 0 once all N ranks
- *                          are taken
- * Every key is attached to its agent's lease. A thread keeps the lease
- * alive until close(), which revokes it: the keys go with it, and an agent
- * that dies leaves nothing behind after the lease's TTL.
+ *                          are taken; later the leadership itself, taken
+ *                          by a successor's campaign (etcd_elect.c)
+ *   state     = one line of text the leader keeps current for its
+ *                          successor (keep(); etcd_elect.c)
+ * Every key is attached to its agent's lease (TTL: --node-timeout, else
+ * 10 s). A thread keeps the lease alive until close(), which revokes it:
+ * the keys go with it, and an agent that dies leaves nothing behind after
+ * the lease's TTL. A lease that expires all the same is news (LEASE_LOST).
  *
  * etcd is the barrier: the leader publishes its endpoint only when all N
  * ranks have registered, the others poll for it. So a timeout names the
@@ -21,12 +25,18 @@
  * common TCP rendezvous (rdzv_tcp.c) carries node records, the placement
  * and the job's fate.
  *
+ * When the leader dies, its successor is elected in etcd: leader is free
+ * once the dead leader's lease is gone, and a campaign takes it only
+ * while no node rank ahead in the succession is still registered, in one
+ * transaction (etcd_elect.c).
+ *
  * Plugins cannot call p3d_* functions (the executable does not export
  * them): this is libc + libcurl + cJSON. Exit codes (docs/multinode.md):
  * etcd unreachable or refusing at the start -> detect() fails -> 2; lost
  * or timed out during the rendezvous -> publish() fails -> 1.
  */
 #include "p3d/plugin.h"
+#include "etcd_int.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -41,32 +51,23 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LEASE_TTL 10        /* s: how long keys outlive a dead agent */
-#define KEEPALIVE_EVERY 3   /* s: well inside the TTL on a loaded host */
-#define REPLY_MAX (16u << 20)
+#define TTL_DEFAULT 10      /* s: how long keys outlive a dead agent */
+#define TTL_MIN 2
+#define TTL_MAX 3600
 
-typedef struct etcd_state {
-    char url[512];           /* base URL, no trailing '/' */
-    char prefix[200];        /* /par3drun/<job-id>/ */
-    char host[256];          /* gethostname, the value of rank/<i> */
-    long long lease;         /* 0: none granted */
-    int nnodes, rank;
-    int lost;                /* etcd went away: no revoke warning at close */
-    double deadline;         /* monotonic seconds: detect() + timeout */
-    double timeout;
-    CURL *h;                 /* the main thread's handle (owned) */
-    /* keepalive thread: uses its own handle; stop under mu */
-    pthread_t ka;
-    int ka_up, stop;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-} etcd_state;
-
-static double mono(void)
+double etcd_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct timespec etcd_abstime(double t)
+{
+    struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_nsec = 999999999L;
+    return ts;
 }
 
 static void nap(double s)
@@ -76,156 +77,9 @@ static void nap(double s)
         ;
 }
 
-/* ---- base64 (etcd's JSON gateway carries keys and values as bytes) -------- */
-
-static const char B64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* malloc'd, NUL-terminated */
-static char *b64_enc(const char *s, size_t n)
-{
-    char *o = malloc(4 * ((n + 2) / 3) + 1), *p = o;
-    if (!o)
-        return NULL;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned v = (unsigned char)s[i] << 16;
-        if (i + 1 < n)
-            v |= (unsigned char)s[i + 1] << 8;
-        if (i + 2 < n)
-            v |= (unsigned char)s[i + 2];
-        *p++ = B64[v >> 18 & 63];
-        *p++ = B64[v >> 12 & 63];
-        *p++ = i + 1 < n ? B64[v >> 6 & 63] : '=';
-        *p++ = i + 2 < n ? B64[v & 63] : '=';
-    }
-    *p = 0;
-    return o;
-}
-
-/* malloc'd, NUL-terminated; NULL when s is not base64 or decodes to a NUL */
-static char *b64_dec(const char *s)
-{
-    size_t n = strlen(s), k = 0;
-    char *o = malloc(n / 4 * 3 + 4);
-    unsigned v = 0;
-    int bits = 0;
-    if (!o)
-        return NULL;
-    for (size_t i = 0; i < n && s[i] != '='; i++) {
-        const char *c = strchr(B64, s[i]);
-        if (!c || !*c) {
-            free(o);
-            return NULL;
-        }
-        v = (v << 6 | (unsigned)(c - B64)) & 0xffffff;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            o[k] = (char)(v >> bits & 255);
-            if (!o[k++]) {
-                free(o);
-                return NULL;
-            }
-        }
-    }
-    o[k] = 0;
-    return o;
-}
-
-/* ---- one JSON request -------------------------------------------------------- */
-
-typedef struct reply {
-    char *p;
-    size_t len;
-    int over;
-} reply;
-
-static size_t on_data(char *d, size_t sz, size_t nm, void *u)
-{
-    reply *r = u;
-    size_t n = sz * nm;
-    if (r->len + n + 1 > REPLY_MAX) {
-        r->over = 1;
-        return 0;
-    }
-    char *q = realloc(r->p, r->len + n + 1);
-    if (!q)
-        return 0;
-    memcpy(q + r->len, d, n);
-    r->len += n;
-    q[r->len] = 0;
-    r->p = q;
-    return n;
-}
-
-/* POSTs body to url + path. 0 with *out (the parsed reply, caller frees),
- * or -1 with msg naming the URL and what went wrong. tmo: seconds. */
-static int post(CURL *h, const char *url, const char *path, const char *body, double tmo, cJSON **out, char *msg,
-                size_t cap)
-{
-    char full[700];
-    reply r = {0};
-    int rc = -1;
-    long code = 0;
-    *out = NULL;
-    snprintf(full, sizeof full, "%s%s", url, path);
-    if (tmo < 0.2)
-        tmo = 0.2;
-    if (tmo > 5)
-        tmo = 5;
-    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, full);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM */
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(tmo * 1000));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(tmo * 1000 < 2000 ? tmo * 1000 : 2000));
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    CURLcode c = curl_easy_perform(h);
-    curl_slist_free_all(hd);
-    if (c != CURLE_OK) {
-        p3d_plugin_say(msg, cap, "etcd at %s: %s: %s", url, path, r.over ? "reply over 16 MiB" : curl_easy_strerror(c));
-        goto out;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    cJSON *j = r.p ? cJSON_Parse(r.p) : NULL;
-    if (code != 200) {
-        const cJSON *m = j ? cJSON_GetObjectItemCaseSensitive(j, "message") : NULL;
-        if (!cJSON_IsString(m))
-            m = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
-        p3d_plugin_say(msg, cap, "etcd at %s: %s: HTTP %ld%s%s%s", url, path, code, cJSON_IsString(m) ? ": " : "",
-            cJSON_IsString(m) ? m->valuestring : "", code == 404 ? " (is this etcd >= 3.4's client URL?)" : "");
-        cJSON_Delete(j);
-        goto out;
-    }
-    if (!j || !cJSON_IsObject(j)) {
-        p3d_plugin_say(msg, cap, "etcd at %s: %s: the reply is not a JSON object", url, path);
-        cJSON_Delete(j);
-        goto out;
-    }
-    *out = j;
-    rc = 0;
-out:
-    free(r.p);
-    return rc;
-}
-
-/* 64-bit numbers arrive as strings (proto3 JSON); absent means 0 */
-static long long num(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    if (cJSON_IsString(v))
-        return strtoll(v->valuestring, NULL, 10);
-    if (cJSON_IsNumber(v))
-        return (long long)v->valuedouble;
-    return 0;
-}
-
 static double left(const etcd_state *s)
 {
-    return s->deadline - mono();
+    return s->deadline - etcd_mono();
 }
 
 /* ---- keys ---------------------------------------------------------------------- */
@@ -237,7 +91,7 @@ static int range(etcd_state *s, const char *key, const char *range_end, char **k
                  char *msg, size_t cap)
 {
     int n = -1;
-    char *k = b64_enc(key, strlen(key)), *e = range_end ? b64_enc(range_end, strlen(range_end)) : NULL;
+    char *k = etcd_b64_enc(key, strlen(key)), *e = range_end ? etcd_b64_enc(range_end, strlen(range_end)) : NULL;
     char *body = NULL;
     cJSON *j = NULL;
     if (!k || (range_end && !e) ||
@@ -246,7 +100,7 @@ static int range(etcd_state *s, const char *key, const char *range_end, char **k
         p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
-    if (post(s->h, s->url, "/v3/kv/range", body, left(s), &j, msg, cap) < 0)
+    if (etcd_post(s->h, s->url, "/v3/kv/range", body, left(s), &j, msg, cap) < 0)
         goto out;
     const cJSON *kvs = cJSON_GetObjectItemCaseSensitive(j, "kvs"), *kv;
     n = 0;
@@ -256,8 +110,8 @@ static int range(etcd_state *s, const char *key, const char *range_end, char **k
             break;
         const cJSON *kk = cJSON_GetObjectItemCaseSensitive(kv, "key");
         const cJSON *vv = cJSON_GetObjectItemCaseSensitive(kv, "value");
-        keys[n] = cJSON_IsString(kk) ? b64_dec(kk->valuestring) : NULL;
-        vals[n] = cJSON_IsString(vv) ? b64_dec(vv->valuestring) : strdup(""); /* empty value: omitted */
+        keys[n] = cJSON_IsString(kk) ? etcd_b64_dec(kk->valuestring) : NULL;
+        vals[n] = cJSON_IsString(vv) ? etcd_b64_dec(vv->valuestring) : strdup(""); /* empty value: omitted */
         if (!keys[n] || !vals[n]) {
             free(keys[n]);
             free(vals[n]);
@@ -279,7 +133,7 @@ out:
 static int kv_write(etcd_state *s, const char *key, const char *val, int only_new, char *msg, size_t cap)
 {
     int rc = -1, n;
-    char *k = b64_enc(key, strlen(key)), *v = b64_enc(val, strlen(val)), *body = NULL;
+    char *k = etcd_b64_enc(key, strlen(key)), *v = etcd_b64_enc(val, strlen(val)), *body = NULL;
     cJSON *j = NULL;
     if (!k || !v)
         goto oom;
@@ -295,7 +149,7 @@ static int kv_write(etcd_state *s, const char *key, const char *val, int only_ne
         body = NULL;
         goto oom;
     }
-    if (post(s->h, s->url, only_new ? "/v3/kv/txn" : "/v3/kv/put", body, left(s), &j, msg, cap) < 0)
+    if (etcd_post(s->h, s->url, only_new ? "/v3/kv/txn" : "/v3/kv/put", body, left(s), &j, msg, cap) < 0)
         goto out;
     /* proto3 omits false: no "succeeded" means the key was there */
     rc = !only_new || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded")) ? 1 : 0;
@@ -312,41 +166,110 @@ out:
 
 /* ---- the lease's keepalive thread ------------------------------------------------ */
 
+const char *etcd_why(const etcd_state *s, const char *msg)
+{
+    size_t n = strlen(s->url);
+    if (!strncmp(msg, "etcd at ", 8) && !strncmp(msg + 8, s->url, n) && !strncmp(msg + 8 + n, ": ", 2))
+        return msg + 10 + n;
+    return msg;
+}
+
+/* The threads must not take the agent's signals: par3drun blocks
+ * SIGCHLD/SIGTERM... in its main thread and reads them from a signalfd,
+ * and a thread with them unblocked would swallow them. A new thread
+ * inherits the creator's mask: block all around the create. */
+int etcd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int pe = pthread_create(t, NULL, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return pe;
+}
+
+/* One keepalive: 1 renewed, 0 failed (msg), -1 the lease is gone in etcd:
+ * expired or revoked (msg). */
+static int renew(etcd_state *s, CURL *h, const char *body, char *msg, size_t cap)
+{
+    cJSON *j = NULL;
+    int rc = 0;
+    if (!h) {
+        snprintf(msg, cap, "etcd at %s: curl_easy_init failed", s->url);
+        return 0;
+    }
+    if (etcd_post(h, s->url, "/v3/lease/keepalive", body, 2.0, &j, msg, cap) == 0) {
+        /* an expired or revoked lease answers without a TTL */
+        rc = etcd_num(cJSON_GetObjectItemCaseSensitive(j, "result"), "TTL") > 0 ? 1 : -1;
+        if (rc < 0)
+            snprintf(msg, cap, "etcd at %s: lease %lld has expired or was revoked", s->url, s->lease);
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* LEASE_LOST, once: etcd says the lease is gone (r < 0), or nothing renewed
+ * it for a whole TTL (r == 0), after which etcd has dropped it and with it
+ * this agent's keys, the leadership among them. */
+static void lease_check(etcd_state *s, int r, double last_ok, const char *msg)
+{
+    double quiet = etcd_mono() - last_ok;
+    if (r > 0 || (r == 0 && quiet < s->ttl))
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (!s->lease_lost) {
+        s->lease_lost = 1;
+        s->leads = 0; /* whatever this agent led, it leads no more */
+        if (r < 0)
+            etcd_news_push(s, P3D_RDZV_NEWS_LEASE_LOST, "%s: this agent's keys under %s are gone", msg, s->prefix);
+        else
+            etcd_news_push(s, P3D_RDZV_NEWS_LEASE_LOST,
+                           "etcd at %s: lease %lld not renewed for %.1f s (its TTL is %d s), so this agent's keys "
+                           "under %s are gone: %s",
+                           s->url, s->lease, quiet, s->ttl, s->prefix, etcd_why(s, msg));
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Renews the lease every ttl/3 s and puts keep()'s text as soon as it is
+ * handed over. keep() wakes the thread early: the renewal's deadline is
+ * set once per period, so wakeups do not push it back. */
 static void *keepalive(void *arg)
 {
     etcd_state *s = arg;
     CURL *h = curl_easy_init();
     char body[64], msg[600];
-    int warned = 0;
+    int warned = 0, kwarned = 0;
+    double period = s->ttl / 3 > 1 ? s->ttl / 3 : 1, last_ok = etcd_mono(), next = last_ok + period;
     snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", s->lease);
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_sec += KEEPALIVE_EVERY;
-        while (!s->stop && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
+        struct timespec ts = etcd_abstime(next);
+        while (!s->stop && !s->pending && pthread_cond_timedwait(&s->cv, &s->mu, &ts) == 0)
             ;
         if (s->stop)
             break;
+        char *text = s->pending;
+        s->pending = NULL;
         pthread_mutex_unlock(&s->mu);
-        cJSON *j = NULL;
-        int ok = h && post(h, s->url, "/v3/lease/keepalive", body, 2.0, &j, msg, sizeof msg) == 0;
-        if (ok) {
-            /* an expired or revoked lease answers without a TTL */
-            const cJSON *res = cJSON_GetObjectItemCaseSensitive(j, "result");
-            if (num(res, "TTL") <= 0) {
-                ok = 0;
-                snprintf(msg, sizeof msg, "etcd at %s: lease %lld has expired", s->url, s->lease);
+        if (text)
+            etcd_keep_put(s, h, text, &kwarned);
+        free(text);
+        if (etcd_mono() >= next) {
+            int r = renew(s, h, body, msg, sizeof msg);
+            if (r > 0)
+                last_ok = etcd_mono();
+            /* The job's fate travels over the TCP channel, not etcd: losing
+             * etcd after the rendezvous only costs the cleanup, so warn once. */
+            if (r <= 0 && !warned) {
+                fprintf(stderr, "par3drun: warning: %s: cannot keep the rendezvous lease alive (the job goes on; "
+                                "its keys under %s expire after %d s)\n",
+                        msg, s->prefix, s->ttl);
+                warned = 1;
             }
-        }
-        cJSON_Delete(j);
-        /* The job's fate travels over the TCP channel, not etcd: losing
-         * etcd after the rendezvous only costs the cleanup, so warn once. */
-        if (!ok && !warned) {
-            fprintf(stderr, "par3drun: warning: %s: cannot keep the rendezvous lease alive (the job goes on; "
-                            "its keys under %s expire after %d s)\n",
-                    h ? msg : "curl_easy_init failed", s->prefix, LEASE_TTL);
-            warned = 1;
+            lease_check(s, r, last_ok, msg);
+            etcd_job_renew(s, h);
+            next = etcd_mono() + period;
         }
         pthread_mutex_lock(&s->mu);
     }
@@ -367,17 +290,25 @@ static void state_free(etcd_state *s)
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->ka, NULL);
     }
+    /* the campaign thread, too, before the revoke: a bid that won after
+     * it would leave a leader key nobody holds */
+    etcd_elect_free(s);
+    etcd_job_revoke(s);
     if (s->lease && s->h) {
         /* revoking deletes every key attached to the lease */
         char body[64], msg[600];
         cJSON *j = NULL;
         snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", s->lease);
-        if (post(s->h, s->url, "/v3/lease/revoke", body, 2.0, &j, msg, sizeof msg) < 0 && !s->lost)
-            fprintf(stderr, "par3drun: warning: %s (the job's keys expire after %d s)\n", msg, LEASE_TTL);
+        /* the threads are joined: lease_lost is ours to read; a lease
+         * already gone took the keys with it, nothing to warn about */
+        if (etcd_post(s->h, s->url, "/v3/lease/revoke", body, 2.0, &j, msg, sizeof msg) < 0 && !s->lost &&
+            !s->lease_lost)
+            fprintf(stderr, "par3drun: warning: %s (the job's keys expire after %d s)\n", msg, s->ttl);
         cJSON_Delete(j);
     }
     if (s->h)
         curl_easy_cleanup(s->h);
+    pthread_cond_destroy(&s->camp_cv);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     curl_global_cleanup();
@@ -386,12 +317,73 @@ static void state_free(etcd_state *s)
 
 /* ---- the backend ---------------------------------------------------------------- */
 
+/* The agent's state before any request: 0, or -1 with msg (*out NULL). */
+static int state_new(const char *url, const char *job, int nnodes, double timeout, etcd_state **out, char *msg,
+                     size_t cap)
+{
+    etcd_state *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s)
+        return p3d_plugin_say(msg, cap, "out of memory");
+    s->pipe_rd = s->pipe_wr = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_cond_init(&s->camp_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    snprintf(s->url, sizeof s->url, "%s", url);
+    for (size_t n = strlen(s->url); n > 0 && s->url[n - 1] == '/'; n--)
+        s->url[n - 1] = 0;
+    snprintf(s->prefix, sizeof s->prefix, "/par3drun/%s/", job);
+    gethostname(s->host, sizeof s->host - 1);
+    s->nnodes = nnodes;
+    s->timeout = timeout;
+    s->deadline = etcd_mono() + timeout;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
+        pthread_cond_destroy(&s->camp_cv);
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return p3d_plugin_say(msg, cap, "etcd: curl_global_init failed");
+    }
+    *out = s;
+    return 0;
+}
+
+/* The lease, TTL ttl s: everything this agent writes dies with it. 0 with
+ * s->lease and s->ttl (what etcd granted), or -1 with msg. */
+static int grant(etcd_state *s, int ttl, char *msg, size_t cap)
+{
+    char body[64], m2[700];
+    cJSON *j = NULL;
+    int rc = -1;
+    snprintf(body, sizeof body, "{\"TTL\":%d}", ttl);
+    if (etcd_post(s->h, s->url, "/v3/lease/grant", body, left(s), &j, m2, sizeof m2) < 0) {
+        p3d_plugin_say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
+        goto out;
+    }
+    long long id = etcd_num(j, "ID"), got = etcd_num(j, "TTL");
+    if (id <= 0 || got <= 0) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        p3d_plugin_say(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
+            cJSON_IsString(e) ? e->valuestring : "");
+        goto out;
+    }
+    s->lease = id;
+    s->ttl = got > TTL_MAX ? TTL_MAX : (int)got; /* etcd may round a TTL up to its minimum */
+    rc = 0;
+out:
+    cJSON_Delete(j);
+    return rc;
+}
+
 static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
                        void **state, char *msg, size_t cap)
 {
     etcd_state *s = NULL;
     int rc = -1;
-    cJSON *j = NULL;
     *state = NULL;
     if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
         return p3d_plugin_say(msg, cap, "--rdzv etcd:%s: expected etcd:http://HOST:PORT (etcd's client URL, e.g. "
@@ -414,61 +406,20 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     if (jl > 100)
         return p3d_plugin_say(msg, cap, "--job-id: %zu characters, expected at most 100", jl);
 
-    s = calloc(1, sizeof *s);
-    if (!s)
-        return p3d_plugin_say(msg, cap, "out of memory");
-    pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    snprintf(s->url, sizeof s->url, "%s", arg);
-    for (size_t n = strlen(s->url); n > 0 && s->url[n - 1] == '/'; n--)
-        s->url[n - 1] = 0;
-    snprintf(s->prefix, sizeof s->prefix, "/par3drun/%s/", job);
-    gethostname(s->host, sizeof s->host - 1);
-    s->nnodes = o_nnodes;
-    s->timeout = timeout;
-    s->deadline = mono() + timeout;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) {
-        p3d_plugin_say(msg, cap, "etcd: curl_global_init failed");
-        free(s);
+    if (state_new(arg, job, o_nnodes, timeout, &s, msg, cap) < 0)
         return -1;
-    }
     s->h = curl_easy_init();
     if (!s->h) {
         p3d_plugin_say(msg, cap, "etcd: curl_easy_init failed");
         goto out;
     }
-
-    /* the lease first: everything this agent writes dies with it */
-    char body[64], m2[700];
-    snprintf(body, sizeof body, "{\"TTL\":%d}", LEASE_TTL);
-    if (post(s->h, s->url, "/v3/lease/grant", body, left(s), &j, m2, sizeof m2) < 0) {
-        p3d_plugin_say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
+    if (etcd_elect_init(s, msg, cap) < 0)
         goto out;
-    }
-    s->lease = num(j, "ID");
-    if (s->lease <= 0 || num(j, "TTL") <= 0) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-        p3d_plugin_say(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
-            cJSON_IsString(e) ? e->valuestring : "");
-        s->lease = 0;
+    int ttl = b->lease_ttl <= 0 ? TTL_DEFAULT : b->lease_ttl < TTL_MIN ? TTL_MIN : b->lease_ttl > TTL_MAX ? TTL_MAX
+                                                                                                      : b->lease_ttl;
+    if (grant(s, ttl, msg, cap) < 0)
         goto out;
-    }
-    cJSON_Delete(j);
-    j = NULL;
-    /* The thread must not take the agent's signals: par3drun blocks
-     * SIGCHLD/SIGTERM... in its main thread and reads them from a
-     * signalfd, and a thread with them unblocked would swallow them. A new
-     * thread inherits the creator's mask: block all around the create. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    int pe = pthread_create(&s->ka, NULL, keepalive, s);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (pe != 0) {
+    if (etcd_thread_start(&s->ka, keepalive, s) != 0) {
         p3d_plugin_say(msg, cap, "etcd: cannot start the lease keepalive thread");
         goto out;
     }
@@ -490,11 +441,11 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
         if (o_node_rank >= 0)
             p3d_plugin_say(msg, cap, "etcd at %s: node rank %d of job %s is taken (%srank/%d exists): another agent has it, "
                           "or a previous job with the same --job-id (its keys expire %d s after it ended)",
-                s->url, o_node_rank, job, s->prefix, o_node_rank, LEASE_TTL);
+                s->url, o_node_rank, job, s->prefix, o_node_rank, s->ttl);
         else
             p3d_plugin_say(msg, cap, "etcd at %s: all %d node ranks of job %s are taken (%srank/0..%d): more agents than "
                           "--nnodes, or a previous job with the same --job-id (its keys expire %d s after it ended)",
-                s->url, o_nnodes, job, s->prefix, o_nnodes - 1, LEASE_TTL);
+                s->url, o_nnodes, job, s->prefix, o_nnodes - 1, s->ttl);
         goto out;
     }
     b->nnodes = o_nnodes;
@@ -510,7 +461,6 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     *state = s;
     rc = 1;
 out:
-    cJSON_Delete(j);
     if (rc != 1)
         state_free(s);
     return rc;
@@ -567,7 +517,7 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
             rc = 1;
             goto out;
         }
-        if (mono() + pause > s->deadline)
+        if (etcd_mono() + pause > s->deadline)
             break;
         nap(pause);
         if (pause < 0.1)
@@ -615,6 +565,9 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
             snprintf(m2, sizeof m2, "%s", msg);
             return p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (publishing the leader's endpoint): %s", m2);
         }
+        pthread_mutex_lock(&s->mu);
+        s->leads = 1; /* the first leadership: held with this agent's lease */
+        pthread_mutex_unlock(&s->mu);
         return 0;
     }
     if (wait_for(s, 0, &val, msg, cap) < 0)
@@ -644,6 +597,10 @@ static const p3d_rdzv_ops ops = {
     .detect = etcd_detect,
     .publish = etcd_publish,
     .close = etcd_close,
+    .campaign = etcd_campaign,
+    .keep = etcd_keep,
+    .notify_fd = etcd_notify_fd,
+    .news = etcd_news,
 };
 
 P3D_PLUGIN_EXPORT(rdzv, etcd, P3D_PLUGIN_RDZV, &ops);

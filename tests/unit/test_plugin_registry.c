@@ -61,7 +61,7 @@ static void test_wrong_abi_is_skipped_and_said(void **s)
     assert_null(pl);
     assert_non_null(strstr(err, "not found in " P3D_FIXTURE_PLUGIN_DIR));
     assert_non_null(strstr(err, "skipped " P3D_FIXTURE_PLUGIN_DIR "/p3d_rdzv_badabi.so: plugin ABI 1, this "
-                                "par3drun needs 2"));
+                                "par3drun needs 3"));
     P3D_FREE(&err);
 }
 

@@ -44,8 +44,9 @@ extern "C" {
 #endif
 
 /* 1 was the per-kind ABI of the three loaders this registry replaced; a
- * plugin built against them reads as ABI 1 here and is skipped. */
-#define P3D_PLUGIN_ABI 2
+ * plugin built against them reads as ABI 1 here and is skipped. 3: the
+ * rendezvous backends' leadership (lease_ttl, campaign/keep/notify_fd/news). */
+#define P3D_PLUGIN_ABI 3
 
 typedef enum p3d_plugin_kind {
     P3D_PLUGIN_TOPO = 1,  /* topology source: adds what hwloc lacks (NVML) */
@@ -86,7 +87,21 @@ typedef struct p3d_rdzv_boot {
      * entries "" when unknown. malloc'd by the backend, freed by
      * p3d_rdzv_close(). */
     char **hostnames;
+    /* in (set before detect()): seconds a dead agent's registration, and
+     * a dead leader's leadership, may outlive it in the backend: the
+     * job's --node-timeout (2..3600); 0: the backend's own default */
+    int lease_ttl;
 } p3d_rdzv_boot;
+
+/* What a backend's leadership tells (p3d_rdzv_ops.news). */
+enum {
+    P3D_RDZV_NEWS_NONE = 0,  /* nothing (yet) */
+    P3D_RDZV_NEWS_WON,       /* this node's campaign won: it leads */
+    P3D_RDZV_NEWS_NOT_WON,   /* the campaign gave up at its deadline */
+    P3D_RDZV_NEWS_LEASE_LOST /* this agent's lease expired, or the backend
+                              * did not renew it within its TTL: whatever
+                              * this node leads, it leads no more */
+};
 
 /* One rendezvous backend: the ops of a P3D_PLUGIN_RDZV plugin (this header;
  * a change of shape here or in p3d_rdzv_boot bumps P3D_PLUGIN_ABI). A .so
@@ -113,6 +128,31 @@ typedef struct p3d_rdzv_ops {
     /* Ends the backend's session (PMIx_Finalize, lease revoke). May be
      * NULL. */
     void (*close)(void *state);
+    /* Leadership held in the backend (docs/multinode.md, "When the
+     * leader dies"): all four, or none (NULL: the job's own majority
+     * decides a successor). Each returns at once: the work runs on the
+     * backend's threads, the answers come through notify_fd()/news(). */
+    /* This node bids to lead. It wins once the leadership (held by the
+     * leader with its lease) is free and no node rank of
+     * before[0..nbefore) (those ahead of it in the succession) is alive in
+     * the backend (a registration held with that agent's lease): checked
+     * and taken in one transaction, so the backend's quorum decides, not
+     * the job's nodes. value: what the leadership says from then on
+     * ("PORT HOST TOKEN restart G node K"). It gives up at until
+     * (CLOCK_MONOTONIC seconds): NOT_WON. A new call replaces a bid that
+     * is still running. 0 started, -1 with msg. */
+    int (*campaign)(void *state, const int *before, int nbefore, const char *value, double until, char *msg,
+                    size_t msgcap);
+    /* What the leader keeps current for a successor: one line of text
+     * (at most 4096 bytes), put under the job prefix in the background
+     * with the lease; the newest text wins. 0, or -1 with msg. */
+    int (*keep)(void *state, const char *text, char *msg, size_t msgcap);
+    /* Readable while news() has something; the backend owns it. -1 none. */
+    int (*notify_fd)(void *state);
+    /* Takes one piece of news (P3D_RDZV_NEWS_*), oldest first. WON: msg
+     * gets the text the last leader kept ("" none); NOT_WON and
+     * LEASE_LOST: msg says why. NONE when there is nothing. */
+    int (*news)(void *state, char *msg, size_t msgcap);
 } p3d_rdzv_ops;
 
 /* P3D_PLUGIN_POLICY. fetch() downloads url into a malloc'd NUL-terminated
