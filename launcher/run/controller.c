@@ -30,6 +30,7 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_ABORT] = "abort",     [P3D_CTL_EV_TICK] = "tick",        [P3D_CTL_EV_HEALTH] = "health-result",
     [P3D_CTL_EV_MARK_DEAD] = "mark-dead", [P3D_CTL_EV_PROGRESS] = "progress", [P3D_CTL_EV_RESUMED] = "resumed",
     [P3D_CTL_EV_LEADER_LOST] = "leader-lost", [P3D_CTL_EV_REJOIN] = "rejoin",
+    [P3D_CTL_EV_ELECTION] = "election",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)
@@ -238,6 +239,16 @@ int ctl_takeover_all_in(const p3d_ctl *c)
     return 1;
 }
 
+int ctl_takeover_quorum(const p3d_ctl *c)
+{
+    return c->cfg.elect ? c->elected : 2 * c->nrejoined > c->members;
+}
+
+double ctl_takeover_giveup(const p3d_ctl *c)
+{
+    return c->takeover_until + (c->cfg.elect ? c->cfg.elect_wait : 0);
+}
+
 void ctl_gen_members(p3d_ctl *c)
 {
     c->members = c->cfg.nagents - c->ndead;
@@ -254,9 +265,9 @@ void ctl_all_up(p3d_ctl *c, double now)
         double t = now - c->heard;
         const char *nl = c->cfg.leader >= 0 ? c->cfg.names[c->cfg.leader] : "";
         ctl_event(c, "\"event\": \"takeover\", \"old_leader\": %s, \"new_leader\": %s, \"reason\": %s, "
-                  "\"restart\": %d, \"heartbeat_to_running_s\": %.3f",
+                  "\"restart\": %d, \"heartbeat_to_running_s\": %.3f, \"decided_by\": \"%s\"",
                   ctl_jstr(c->cfg.names[c->old_leader], jo, sizeof jo), ctl_jstr(nl, jn, sizeof jn),
-                  ctl_jstr(c->takeover_why, jw, sizeof jw), c->gen, t);
+                  ctl_jstr(c->takeover_why, jw, sizeof jw), c->gen, t, c->cfg.elect ? "election" : "majority");
         ctl_say(c, "par3drun: takeover: node %s leads the job now; all ranks running again (restart %d) %.2f s after "
                 "the old leader %s was last heard\n", nl, c->gen, t, c->cfg.names[c->old_leader]);
         ctl_story(c, now, "takeover by %s: all ranks running again (restart %d), %.2f s after the leader's last "
@@ -544,6 +555,12 @@ void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now)
     ctl_dispatch(c, &e);
 }
 
+void p3d_ctl_election(p3d_ctl *c, int news, const char *why, double now)
+{
+    ctl_ev e = {.type = P3D_CTL_EV_ELECTION, .a = -1, .gen = news, .how = why, .now = now};
+    ctl_dispatch(c, &e);
+}
+
 void p3d_ctl_tick(p3d_ctl *c, double now)
 {
     ctl_ev e = {.type = P3D_CTL_EV_TICK, .a = -1, .now = now};
@@ -564,8 +581,8 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         /* before a majority: its deadline; with one: the old leader's
          * fence, and past it the deadline unless every node is in (then
          * the takeover acts) */
-        double d = c->takeover_until;
-        if (2 * c->nrejoined > c->members && (c->fence_at > d || ctl_takeover_all_in(c)))
+        double d = ctl_takeover_quorum(c) ? c->takeover_until : ctl_takeover_giveup(c);
+        if (ctl_takeover_quorum(c) && (c->fence_at > d || ctl_takeover_all_in(c)))
             d = c->fence_at;
         return t > 0 && t < d ? t : d;
     }

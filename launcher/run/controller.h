@@ -39,19 +39,27 @@
  * one — gets LEADER_LOST (p3d_ctl_leader_lost) in whatever state it is:
  *
  *   any state but STOPPING/DONE --leader lost--> TAKEOVER
- *      TAKEOVER --more than half of the generation's nodes rejoined, the
- *        old leader's fence passed, and every live node rejoined or
- *        cfg.node_timeout passed since the loss was noticed-->
+ *      TAKEOVER --more than half of the generation's nodes rejoined (or,
+ *        with cfg.elect, the backend elected this node), the old leader's
+ *        fence passed, and every live node rejoined or cfg.node_timeout
+ *        passed since the loss was noticed-->
  *        REPLACING (the old leader and every node that did not rejoin are
  *        lost; generation + 1; every agent is started again) --> RESTARTING
  *      TAKEOVER --the successor lost too--> TAKEOVER (the next one)
- *      TAKEOVER --no majority by cfg.node_timeout--> STOPPING (exit 1)
+ *      TAKEOVER --no majority by cfg.node_timeout (cfg.elect: not elected
+ *        by cfg.elect_wait past it, or told so)--> STOPPING (exit 1)
+ *   any state but STOPPING/DONE --the node's leadership lapsed (cfg.elect)-->
+ *      STOPPING (exit 1)
  *   STOPPING --leader lost--> STOPPING (the nodes were told to end)
  *
  * The majority rule holds on the leader's side as well: a leader that
  * loses half or more of its generation's nodes at once (a partition, or
  * a mass failure it cannot tell from one) stops its ranks at once with
  * SIGKILL and exit 1, so the two halves of a partition never both run.
+ * With cfg.elect the backend's quorum decides who succeeds instead: a
+ * successor acts only once elected, whatever the number of nodes that
+ * rejoined it; the leader keeps its own majority rule and also stops the
+ * moment its leadership lapses.
  * With failover off, a lost leader ends the job (exit 1), as before.
  *
  * A lost node is "dead" for the rest of the job: its agent is never
@@ -130,6 +138,7 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_RESUMED,   /* an agent's ranks showed their first life (V) */
     P3D_CTL_EV_LEADER_LOST, /* the controller's own node was lost */
     P3D_CTL_EV_REJOIN,    /* a node reconnected to the successor */
+    P3D_CTL_EV_ELECTION,  /* the backend's election said something (etcd) */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -187,6 +196,11 @@ typedef struct p3d_ctl_cfg {
     /* leader failover (0: --no-failover, or a job of one host) */
     int failover;
     double node_timeout;      /* --node-timeout: the majority's deadline */
+    /* leadership decided by the rendezvous backend's election (etcd)
+     * instead of the majority rule: a successor acts once elected, and
+     * waits for that up to elect_wait seconds past its deadline */
+    int elect;
+    double elect_wait;
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -240,6 +254,15 @@ void p3d_ctl_leader_lost(p3d_ctl *c, int successor, double heard, const char *wh
  * generation, is refused (told to stop, then ended by force). Ignored
  * outside TAKEOVER. */
 void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now);
+
+/* Failover under an election (cfg.elect): what the backend said. WON: this
+ * successor leads (TAKEOVER acts as with a majority); NOT_WON: it was not
+ * elected in time (the takeover stops, exit 1); LEADERSHIP_LOST: this
+ * node's hold on the leadership lapsed (a leader, or a successor, stops
+ * its ranks at once, exit 1: another node may be elected). why: for the
+ * summary and the events. */
+enum { P3D_CTL_ELECT_WON = 1, P3D_CTL_ELECT_NOT_WON = 0, P3D_CTL_ELECT_LOST = -1 };
+void p3d_ctl_election(p3d_ctl *c, int news, const char *why, double now);
 
 /* Queries. */
 /* When p3d_ctl_tick must be called next (monotonic seconds); 0: never

@@ -62,6 +62,7 @@ struct p3d_ctl {
     char *takeover_why;
     int in_takeover;       /* a takeover began, not every rank running yet */
     int takeovers;         /* completed */
+    int elected;           /* TAKEOVER with cfg.elect: the backend elected us */
     /* slow nodes (controller_slow.c): per agent */
     struct ctl_prog {
         int gen;           /* generation of the figures below, -1 none */
@@ -126,6 +127,10 @@ void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
 /* TAKEOVER: every node of the generation that is neither dead nor an old
  * leader has rejoined the successor. */
 int ctl_takeover_all_in(const p3d_ctl *c);
+/* TAKEOVER may act (fence and arrivals aside): a majority rejoined, or
+ * with cfg.elect the backend elected this node. When it gives up without. */
+int ctl_takeover_quorum(const p3d_ctl *c);
+double ctl_takeover_giveup(const p3d_ctl *c);
 /* The generation starts: its members are the nodes not dead now. */
 void ctl_gen_members(p3d_ctl *c);
 

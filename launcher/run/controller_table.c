@@ -26,7 +26,10 @@ static int count_set(const unsigned char *v, int n)
 
 /* Failover's majority rule on the leader's side: would losing agent a
  * leave this generation with half of its nodes or fewer? (The nodes lost
- * since the generation started, those lost while a check runs, and a.) */
+ * since the generation started, those lost while a check runs, and a.)
+ * It holds under an election too: a leader frozen and continued finds
+ * its nodes gone to an elected successor, and must not start a
+ * generation of its own on what is left before its lease news arrives. */
 static int lost_majority(const p3d_ctl *c, int a)
 {
     int lost = c->ndead - c->dead0 + count_set(c->lostq, c->cfg.nagents) + !c->lostq[a];
@@ -364,11 +367,17 @@ static void on_leader_lost(p3d_ctl *c, const ctl_ev *e)
     c->ngone = n - 1;
     c->rejoined[s] = 1;
     c->nrejoined = 1;
+    c->elected = 0; /* a successor lost too: the next one bids anew */
     c->kill_at = c->giveup_at = 0;
     c->fence_said = 0;
-    ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once more than half of the %d nodes of "
-            "restart %d have rejoined it (within %g s)\n", c->cfg.names[old], why, c->cfg.names[s], c->members, c->gen,
-            nt);
+    if (c->cfg.elect)
+        ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once etcd elects it (within %g s) "
+                "and the nodes of restart %d have rejoined it\n", c->cfg.names[old], why, c->cfg.names[s],
+                nt + c->cfg.elect_wait, c->gen);
+    else
+        ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once more than half of the %d nodes "
+                "of restart %d have rejoined it (within %g s)\n", c->cfg.names[old], why, c->cfg.names[s], c->members,
+                c->gen, nt);
     ctl_story(c, e->now, "lost the leader's node %s (%s); %s takes over", c->cfg.names[old], why, c->cfg.names[s]);
     ctl_go(c, P3D_CTL_TAKEOVER);
 }
@@ -441,17 +450,54 @@ static void takeover_act(p3d_ctl *c, double now)
     ctl_retire_all(c, now);
 }
 
-/* TAKEOVER's deadline passed without a majority: this side stops. */
+/* TAKEOVER's deadline passed without a majority (or an election): this
+ * side stops. */
 static void takeover_tick(p3d_ctl *c, double now)
 {
-    if (2 * c->nrejoined > c->members || now < c->takeover_until)
+    if (ctl_takeover_quorum(c) || now < ctl_takeover_giveup(c))
         return;
     double nt = c->cfg.node_timeout > 0 ? c->cfg.node_timeout : 10;
+    if (c->cfg.elect) {
+        ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s; etcd did not elect node %s within %g s: "
+                        "another node leads, or the old leader still holds its lease, so this node stops\n",
+                        c->cfg.names[c->old_leader], c->cfg.names[c->cfg.leader], nt + c->cfg.elect_wait);
+        ctl_stop(c, SIGKILL, P3D_EXIT_LOST, now);
+        return;
+    }
     ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s; only %d of the %d nodes of restart %d "
                     "rejoined node %s within %g s (--node-timeout): no majority, so this side stops (majority rule: "
                     "the two sides of a partition never both run)\n", c->cfg.names[c->old_leader], c->nrejoined,
                     c->members, c->gen, c->cfg.names[c->cfg.leader], nt);
     ctl_stop(c, SIGKILL, P3D_EXIT_LOST, now);
+}
+
+/* What the backend's election said (cfg.elect; e->gen: P3D_CTL_ELECT_*).
+ * Ignored unless it can matter: a win or a refusal only while this node
+ * bids (TAKEOVER), a lapsed leadership while the job is not ending. */
+static void on_election(p3d_ctl *c, const ctl_ev *e)
+{
+    const char *why = e->how && e->how[0] ? e->how : "the backend said so";
+    char jw[600], jn[160];
+    if (!c->cfg.elect || ctl_stopping(c))
+        return;
+    if (e->gen == P3D_CTL_ELECT_WON) {
+        if (c->state != P3D_CTL_TAKEOVER || c->elected)
+            return;
+        c->elected = 1;
+        ctl_event(c, "\"event\": \"elected\", \"node\": %s, \"why\": %s",
+                  ctl_jstr(c->cfg.names[c->cfg.leader], jn, sizeof jn), ctl_jstr(why, jw, sizeof jw));
+        if (c->cfg.verbose)
+            ctl_say(c, "par3drun: node %s: %s\n", c->cfg.names[c->cfg.leader], why);
+        return;
+    }
+    if (e->gen == P3D_CTL_ELECT_NOT_WON && c->state != P3D_CTL_TAKEOVER)
+        return;
+    ctl_event(c, "\"event\": \"%s\", \"why\": %s", e->gen == P3D_CTL_ELECT_NOT_WON ? "not_elected" : "leadership_lost",
+              ctl_jstr(why, jw, sizeof jw));
+    ctl_summary_fmt(c, "par3drun: root cause: %s: %s; this node stops its ranks (another node may be elected)\n",
+                    e->gen == P3D_CTL_ELECT_NOT_WON ? "etcd did not elect this node" : "this node's etcd lease lapsed",
+                    why);
+    ctl_stop(c, SIGKILL, P3D_EXIT_LOST, e->now);
 }
 
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
@@ -464,38 +510,38 @@ static const ctl_handler table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
                           [P3D_CTL_EV_MARK_DEAD] = on_mark_dead, [P3D_CTL_EV_PROGRESS] = on_progress,
                           [P3D_CTL_EV_RESUMED] = on_resumed, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_RUNNING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                          [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                          [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
                          [P3D_CTL_EV_PROGRESS] = on_progress, [P3D_CTL_EV_RESUMED] = on_resumed,
-                         [P3D_CTL_EV_LEADER_LOST] = on_leader_lost, [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                         [P3D_CTL_EV_LEADER_LOST] = on_leader_lost, [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_CHECKING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_DONE] = on_done, [P3D_CTL_EV_NODE_SIG] = on_node_sig,
                           [P3D_CTL_EV_GONE] = on_gone, [P3D_CTL_EV_SIGNAL] = on_signal,
                           [P3D_CTL_EV_ABORT] = on_abort, [P3D_CTL_EV_TICK] = on_tick,
                           [P3D_CTL_EV_HEALTH] = on_health, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_RESTARTING] = {[P3D_CTL_EV_UP] = on_up, [P3D_CTL_EV_FAIL] = on_fail, [P3D_CTL_EV_DONE] = on_done,
                             [P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                             [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
                             [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_PROGRESS] = on_progress,
                             [P3D_CTL_EV_RESUMED] = on_resumed, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                            [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                            [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_REPLACING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                            [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
                            [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                           [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                           [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_STOPPING] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
                           [P3D_CTL_EV_TICK] = on_tick, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse},
+                          [P3D_CTL_EV_REJOIN] = on_rejoin_refuse, [P3D_CTL_EV_ELECTION] = on_election},
     [P3D_CTL_DONE] = {0},
     /* old-generation messages (UP, FAIL, DONE, PROGRESS) and a late
      * health result mean nothing here: every node fenced its ranks */
     [P3D_CTL_TAKEOVER] = {[P3D_CTL_EV_NODE_SIG] = on_node_sig, [P3D_CTL_EV_GONE] = on_gone,
                           [P3D_CTL_EV_SIGNAL] = on_signal, [P3D_CTL_EV_ABORT] = on_abort,
                           [P3D_CTL_EV_TICK] = on_tick_takeover, [P3D_CTL_EV_LEADER_LOST] = on_leader_lost,
-                          [P3D_CTL_EV_REJOIN] = on_rejoin},
+                          [P3D_CTL_EV_REJOIN] = on_rejoin, [P3D_CTL_EV_ELECTION] = on_election},
 };
 
 /* After every event: what it may have completed. An agent gone, up or
@@ -546,8 +592,7 @@ static void settle(p3d_ctl *c, double now)
          * count as lost then): a node that noticed the loss a little later
          * than the others still makes it, where acting at the fence would
          * have lost it and perhaps the spare it needs */
-        if (2 * c->nrejoined > c->members && now >= c->fence_at &&
-            (ctl_takeover_all_in(c) || now >= c->takeover_until))
+        if (ctl_takeover_quorum(c) && now >= c->fence_at && (ctl_takeover_all_in(c) || now >= c->takeover_until))
             takeover_act(c, now);
         break;
     default:

@@ -32,6 +32,13 @@
  * A partition into two sides (partition_case): the leader's side and the
  * successor's side, each with its own controller; never do both run
  * ranks again, and a side with half of the nodes or fewer stops with 1.
+ *
+ * Under an election (cfg.elect, half of the failover sequences: etcd
+ * decides who leads, not the majority): the backend's news comes at
+ * random in every state (won, not won, this node's lease lapsed). Checked:
+ * a successor starts the ranks again only after it was elected in that
+ * takeover; a node whose leadership lapsed stops with 1. The partition
+ * then splits etcd's side too: only the side that keeps etcd may run.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,6 +86,9 @@ typedef struct env {
     int tk_members;        /* members when it began */
     int tk_rej[MAXA];      /* rejoined the successor (accepted) */
     int crashed[MAXA];     /* its node is gone: it never rejoins */
+    int elect;             /* cfg.elect: etcd elects the successor */
+    int tk_won;            /*   this takeover was elected */
+    int no_win;            /*   (a partition) etcd is on the other side */
     int losses;            /* leader losses in this sequence */
     int respawned;         /* respawns that succeeded */
     p3d_ctl *c;
@@ -96,6 +106,7 @@ static unsigned long takeovers;  /* completed, all sequences */
 static unsigned long doubles;    /* sequences with two leader losses or more */
 static unsigned long refused;    /* rejoins refused */
 static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
+static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
 
 static unsigned rnd(env *e, unsigned n)
 {
@@ -237,8 +248,11 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
                 if (!e->tk_rej[i])
                     broken(e, "takeover respawn starts agent %d, which did not rejoin", i);
             }
-        if (2 * started <= e->tk_members)
+        if (e->elect && !e->tk_won)
+            broken(e, "takeover respawn before the election was won");
+        if (!e->elect && 2 * started <= e->tk_members)
             broken(e, "takeover respawn with %d of %d nodes: no majority", started, e->tk_members);
+        elected_runs += e->elect;
         if (dead[e->leader])
             broken(e, "takeover respawn without its successor %d", e->leader);
     }
@@ -456,6 +470,7 @@ static void leader_lost(env *e)
         }
         e->alive[succ] = 1;
         e->tk_rej[succ] = 1;
+        e->tk_won = 0; /* every leader loss: a new bid */
         if (!e->tk)
             e->tk_members = e->members;
         e->tk = 1;
@@ -472,6 +487,28 @@ static void leader_lost(env *e)
                p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
     if (!ok && !stopping && !(p3d_ctl_get_state(e->c) == P3D_CTL_STOPPING || p3d_ctl_get_state(e->c) == P3D_CTL_DONE))
         broken(e, "leader lost without a successor and the job goes on");
+}
+
+/* The backend's election says news (P3D_CTL_ELECT_*). */
+static void election(env *e, int news)
+{
+    p3d_ctl_state b = p3d_ctl_get_state(e->c);
+    tr(e, "%7.2f %-10s election %d\n", e->now, p3d_ctl_state_name(b), news);
+    DISPATCH(e, P3D_CTL_EV_ELECTION, 0, 0, p3d_ctl_election(e->c, news, "etcd said so", e->now));
+    p3d_ctl_state s = p3d_ctl_get_state(e->c);
+    int stopped = s == P3D_CTL_STOPPING || s == P3D_CTL_DONE;
+    if (!e->elect)
+        return;
+    if (news == P3D_CTL_ELECT_WON && b == P3D_CTL_TAKEOVER)
+        e->tk_won = 1;
+    if (news == P3D_CTL_ELECT_LOST && b != P3D_CTL_STOPPING && b != P3D_CTL_DONE) {
+        if (!stopped)
+            broken(e, "the leadership lapsed in %s and the job goes on (%s)", p3d_ctl_state_name(b),
+                   p3d_ctl_state_name(s));
+        lease_stops++;
+    }
+    if (news == P3D_CTL_ELECT_NOT_WON && b == P3D_CTL_TAKEOVER && !stopped)
+        broken(e, "not elected and the takeover goes on");
 }
 
 /* Node a reconnects to the successor with generation gen. */
@@ -531,7 +568,17 @@ static void random_event(env *e)
 {
     int a = pick_alive(e);
     e->now += rnd(e, 4) == 0 ? rnd(e, 8) : rnd(e, 100) / 100.0;
-    switch (rnd(e, 23)) {
+    switch (rnd(e, 24)) {
+    case 23:
+        /* the election's news: in a takeover mostly a win (unless etcd
+         * is on the other side of a partition) */
+        if (e->elect || rnd(e, 8) == 0) {
+            unsigned k = rnd(e, 8);
+            int news = k < 5 ? P3D_CTL_ELECT_WON : k < 7 ? P3D_CTL_ELECT_NOT_WON : P3D_CTL_ELECT_LOST;
+            if (!(e->no_win && news == P3D_CTL_ELECT_WON))
+                election(e, news);
+        }
+        break;
     case 22:
         if (a >= 0)
             resumed(e, a);
@@ -574,7 +621,7 @@ static void random_event(env *e)
             gone(e, a, e->told_stop[a] && rnd(e, 2));
         break;
     case 7:
-        if (e->health_pending || rnd(e, 4) == 0)
+        if (e->health_pending || rnd(e, 3) == 0)
             health(e, 1);
         break;
     case 8:
@@ -631,6 +678,10 @@ static int cooperative_event(env *e)
                 rejoin(e, i, p3d_ctl_restarts(e->c));
                 return 1;
             }
+    if (s == P3D_CTL_TAKEOVER && e->elect && !e->tk_won && !e->no_win) {
+        election(e, P3D_CTL_ELECT_WON);
+        return 1;
+    }
     for (int i = 0; i < e->n; i++)
         if (e->alive[i] && e->told_stop[i]) {
             gone(e, i, 1);
@@ -680,6 +731,9 @@ static void check_code(env *e)
     case P3D_CTL_EV_UP:
         ok = code == 0;
         break;
+    case P3D_CTL_EV_ELECTION: /* not elected, or the leadership lapsed */
+        ok = code == P3D_EXIT_LOST;
+        break;
     case P3D_CTL_EV_TICK:
         ok = code == 124 || code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
         break;
@@ -728,10 +782,11 @@ static void setup(env *e, int seed)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
+    e->elect = e->failover && rnd(e, 2);
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
-                       .node_timeout = e->node_timeout};
+                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4};
     if (rnd(e, 4)) {
         cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
         cfg.slow_factor = 1.3;
@@ -863,7 +918,12 @@ static void partition_case(env *ea, env *eb, int seed)
     eb->trace[0] = 0;
     p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = ea->max_restarts,
                        .grace = 1, .leader = ea->leader, .health_timeout = 2, .failover = 1,
-                       .node_timeout = ea->node_timeout};
+                       .node_timeout = ea->node_timeout, .elect = ea->elect, .elect_wait = ea->node_timeout + 4};
+    /* under an election etcd is on one side: the leader's (it keeps its
+     * lease; the successor is never elected) or the successor's (the
+     * leader's lease lapses) */
+    int etcd_with_leader = ea->elect && rnd(ea, 2);
+    eb->no_win = etcd_with_leader;
     p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left,
                        .replace = o_replace, .respawn = o_respawn};
     eb->c = p3d_ctl_new(&cfg, &ops, ea->now);
@@ -889,12 +949,18 @@ static void partition_case(env *ea, env *eb, int seed)
             ea->crashed[i] = 1;
             gone(ea, i, 0);
         }
+    if (ea->elect && !etcd_with_leader)
+        election(ea, P3D_CTL_ELECT_LOST);
     int a_goes_on = p3d_ctl_get_state(ea->c) != P3D_CTL_STOPPING && p3d_ctl_get_state(ea->c) != P3D_CTL_DONE;
+    if (ea->elect && !etcd_with_leader && a_goes_on)
+        broken(ea, "partition: the leader's lease lapsed and it goes on");
     if (a_goes_on && 2 * nb >= members) /* it may stop for other reasons (no spare) */
         broken(ea, "partition: the leader kept %d of %d nodes and %s", members - nb, members,
                a_goes_on ? "goes on" : "stopped");
     eb->leader = ea->leader;
     leader_lost(eb);
+    if (etcd_with_leader && rnd(ea, 2))
+        election(eb, P3D_CTL_ELECT_NOT_WON); /* else its bid runs out of time */
     finish(ea);
     int b_ran = 0;
     while (p3d_ctl_get_state(eb->c) != P3D_CTL_DONE) {
@@ -905,7 +971,9 @@ static void partition_case(env *ea, env *eb, int seed)
     b_ran |= eb->respawned > 0;
     if (b_ran && a_goes_on)
         broken(eb, "partition: both sides run (%d of %d nodes with the successor)", nb, members);
-    if (b_ran && 2 * nb <= members) /* with a majority it may stop too: no spare, no restart left */
+    if (b_ran && etcd_with_leader)
+        broken(eb, "partition: the successor ran without etcd's election");
+    if (!ea->elect && b_ran && 2 * nb <= members) /* with a majority it may stop too: no spare, no restart left */
         broken(eb, "partition: the successor ran with %d of %d nodes", nb, members);
     if (!b_ran && p3d_ctl_code(eb->c) != P3D_EXIT_LOST)
         broken(eb, "partition: the successor's side stopped with %d, not 1", p3d_ctl_code(eb->c));
@@ -955,7 +1023,10 @@ static void test_model(void **st)
     printf("model: failover: %lu takeovers completed, %lu sequences with two leader losses or more, %lu rejoins "
            "refused; partitions: %lu successor sides ran, %lu stopped\n", takeovers, doubles, refused, parts_major,
            parts_minor);
+    printf("model: election: %lu takeovers ran once elected, %lu stops on a lapsed leadership\n", elected_runs,
+           lease_stops);
     assert_true(takeovers > 0 && doubles > 0 && refused > 0 && parts_major > 0 && parts_minor > 0);
+    assert_true(elected_runs > 0 && lease_stops > 0);
     free(e);
     free(e2);
 }
