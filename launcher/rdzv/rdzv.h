@@ -55,6 +55,20 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err);
 int p3d_rdzv_publish(p3d_rdzv *r, char **err);
 void p3d_rdzv_close(p3d_rdzv *r);
 
+/* Leadership held in the backend (etcd; p3d_rdzv_ops's campaign, keep,
+ * notify_fd, news): none of these blocks. elects: 1 when the backend
+ * decides who leads after a leader is lost (its election), 0 when the
+ * job's own majority does. campaign: this node bids to lead (before:
+ * the node ranks ahead of it in the succession; until: CLOCK_MONOTONIC
+ * seconds, as p3d_now). keep: the job's state for a successor to read
+ * (a no-op without an election). notify_fd: readable while news has
+ * something (-1 none). news: P3D_RDZV_NEWS_*, with msg. */
+int p3d_rdzv_elects(const p3d_rdzv *r);
+int p3d_rdzv_campaign(p3d_rdzv *r, const int *before, int nbefore, const char *value, double until, char **err);
+int p3d_rdzv_keep(p3d_rdzv *r, const char *text, char **err);
+int p3d_rdzv_notify_fd(const p3d_rdzv *r);
+int p3d_rdzv_news(p3d_rdzv *r, char *msg, size_t cap);
+
 /* The built-in backends, for tests (rdzv.c). */
 extern const p3d_rdzv_ops p3d_rdzv_static;
 extern const p3d_rdzv_ops p3d_rdzv_slurm;
@@ -169,6 +183,11 @@ int p3d_fgate_fd(const p3d_fgate *g);
  * *next (may be NULL) is lowered to the next deadline of a stranger. */
 int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double *next, int verbose,
                    p3d_rejoin *out, int *fd);
+/* How many strangers the gate holds: accepted, their frame not whole yet.
+ * Their bytes do not make the listening socket readable: while any are
+ * held, call p3d_fgate_take again soon (a frame that arrived just after
+ * its connection was accepted is read only then). */
+int p3d_fgate_waiting(const p3d_fgate *g);
 /* How many strangers were dropped, and why the last one was ("" none). */
 int p3d_fgate_dropped(const p3d_fgate *g, const char **last_why);
 void p3d_fgate_close(p3d_fgate *g);

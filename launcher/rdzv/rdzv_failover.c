@@ -170,6 +170,14 @@ static int fill(p3d_fgate *g, stranger *s, int verbose)
     }
 }
 
+int p3d_fgate_waiting(const p3d_fgate *g)
+{
+    int k = 0;
+    for (int i = 0; g && i < g->maxpend; i++)
+        k += g->s[i].fd >= 0;
+    return k;
+}
+
 int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double *next, int verbose,
                    p3d_rejoin *out, int *fd)
 {

@@ -72,6 +72,7 @@ typedef struct hub {
     unsigned judged;    /* the controller's judgements the status shows */
     int status_warned;
     int tk_me;          /* takeover: this node's agent index, -1 none */
+    unsigned gate_timer; /* takeover: the gate is read again (strangers held) */
 } hub;
 
 void hub_say(void *ctx, const char *text);

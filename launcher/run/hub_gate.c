@@ -64,10 +64,16 @@ static void hub_rejoin(hub *h, const p3d_rejoin *j, int fd)
     p3d_ctl_rejoin(h->ctl, a, j->gen, p3d_now());
 }
 
+static void gate_again(p3d_loop *lp, void *ctx)
+{
+    hub *h = ctx;
+    h->gate_timer = 0;
+    hub_on_gate(lp, -1, 0, h);
+}
+
 void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx)
 {
     hub *h = ctx;
-    (void)lp;
     (void)fd;
     (void)ev;
     p3d_rejoin j;
@@ -75,4 +81,10 @@ void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx)
     while (p3d_fgate_take(h->L->gate, p3d_wire_key(), (int)h->L->job->cluster->nnodes, p3d_now(), NULL,
                           h->L->o->verbose, &j, &cfd) == 1)
         hub_rejoin(h, &j, cfd);
+    /* a connection accepted before its frame came: its bytes do not wake
+     * the listening socket, so look again shortly (the gate drops it after
+     * P3D_FGATE_DEADLINE); a node that was stuck here was lost with the
+     * spare its ranks needed */
+    if (p3d_fgate_waiting(h->L->gate) > 0 && !h->gate_timer)
+        h->gate_timer = p3d_loop_at(lp, p3d_now() + 0.01, gate_again, h);
 }

@@ -49,37 +49,6 @@ wait_gen() {
 }
 wait_up() { wait_gen "$1" 0 "$1: the 32 ranks did not start"; }
 
-# wait_list NAME GEN FIRST WHAT NODES...: each of the NODES of run NAME
-# says (under --verbose) it holds the successor list of restart GEN, with
-# node rank FIRST first (FIRST "": any). A node without one when its leader
-# dies can only stop, so a leader is killed only after this (a fixed sleep
-# lost that race under load).
-wait_list() {
-  local name=$1 gen=$2 first=$3 what=$4 pat i k; shift 4
-  pat="the successor list of restart $gen: [0-9]* candidates?, node rank ${first:-[0-9]*} first"
-  for _ in $(seq 400); do
-    k=0
-    for i in "$@"; do grep -Eq "$pat" "$T/$name.$i.err" 2>/dev/null && k=$((k + 1)); done
-    [ "$k" = $# ] && return 0
-    sleep 0.05
-  done
-  bad "$what: $k of nodes $* hold the successor list of restart $gen${first:+ (node rank $first first)}"
-  grep -H 'successor list' "$T"/"$name".*.err | sed 's/^/  /'
-}
-# thaw_node NAME I WHAT BEFORE: SIGCONT the frozen node I; it must exit 1
-# and run no rank again (BEFORE: its count of rank lines when frozen)
-thaw_node() {
-  local name=$1 i=$2 what=$3 before=$4 p rc=timeout
-  for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
-  STOPPED=()
-  for _ in $(seq 200); do
-    if ! kill -0 "${AG[$i]}" 2>/dev/null; then wait "${AG[$i]}"; rc=$?; break; fi
-    sleep 0.05
-  done
-  [ "$rc" = 1 ] || { bad "$what: the frozen node $i exited '$rc' after SIGCONT, want 1"; sed "s/^/  $i: /" "$T/$name.$i.err"; }
-  [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
-}
-
 # the checks of a completed takeover in run $1: node 0's ranks on the spare
 # (node rank 4), nothing else moved, every rank ran again, the story told
 check_takeover() {
@@ -245,7 +214,10 @@ for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
 wait "${AG[0]}" "${AG[1]}" 2>/dev/null
 [ "$codes" = " 0 0 0 0" ] || { bad "unreachable: exit codes$codes, want 0 0 0 0"; for i in 2 3; do sed "s/^/  $i: /" "$T/un.$i.err"; done; }
 ev=$T/un.rd2/events.jsonl
-grep -q '"event": "takeover", "old_leader": "[^"]*:0", "new_leader": "[^"]*:2", "reason": "[^"]*", "restart": 1' "$ev" ||
+# the old leader is node rank 0, or 1 when node 1's gate took a node in the
+# moment before its own SIGKILL landed (that node then lost node 1 as its
+# leader): either way node 2 leads and both nodes' ranks move
+grep -q '"event": "takeover", "old_leader": "[^"]*:[01]", "new_leader": "[^"]*:2", "reason": "[^"]*", "restart": 1' "$ev" ||
   { bad "unreachable: node 2 did not take over"; sed 's/^/  /' "$ev" 2>/dev/null; }
 python3 - "$T/un.rd2/placement.1.json" "$T/un.rd2/placement.json" <<'PY' || bad "unreachable: the moved ranks are wrong"
 import json, sys
@@ -257,7 +229,8 @@ if lost != moved or len(lost) != 16 or {n(p1, q) for q in lost} != {"4", "5"}:
     sys.exit(f"moved {moved}, want the 16 ranks of nodes 0 and 1 on the spares 4 and 5")
 print("unreachable: node 2 took over; the ranks of nodes 0 and 1 are on the spares")
 PY
-grep -q 'the successor node rank 1 did not take this node' "$T/un.3.err" || bad "unreachable: node 3 did not say it passed node 1 over"
+grep -Eq 'the successor node rank 1 did not take this node|rejoined its successor, node rank 1' "$T/un.3.err" ||
+  bad "unreachable: node 3 did not say it passed node 1 over (or that node 1 took it before it died)"
 grep -o '"heartbeat_to_running_s": [0-9.]*' "$ev" | sed 's/^/unreachable: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "unreachable: $(leftovers) workers left behind"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cmocka.h>
@@ -119,6 +120,42 @@ static void test_rejoin_over_loopback(void **st)
     err = NULL;
     close(nfd);
     close(sfd);
+    p3d_fgate_close(g);
+}
+
+/* A node whose frame comes after its connection was accepted: the gate
+ * holds it (p3d_fgate_waiting), the listening socket stays quiet, and
+ * only a later take reads it — the hub's reason to look again while
+ * strangers are held (a successor that waited for the next connection
+ * instead lost such a node, and the takeover with it). */
+static void test_frame_after_accept(void **st)
+{
+    (void)st;
+    int port = 0;
+    char *err = NULL;
+    p3d_fgate *g = p3d_fgate_open("127.0.0.1", 4, &port, &err);
+    assert_non_null(g);
+    int fd = raw_connect(port);
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 2, .gen = 0, .leader = 0, .addr = "127.0.0.1"},
+               got;
+    int sfd = -1;
+    for (int k = 0; k < 200 && p3d_fgate_waiting(g) == 0; k++) {
+        assert_int_equal(p3d_fgate_take(g, KEY, 5, p3d_now(), NULL, 0, &got, &sfd), 0);
+        usleep(2000);
+    }
+    assert_int_equal(p3d_fgate_waiting(g), 1);
+    p3d_wbuf w = {0};
+    assert_int_equal(p3d_rejoin_frame(&j, KEY, &w), 0);
+    assert_int_equal(p3d_frame_write(fd, &w, &err), 0);
+    p3d_wbuf_free(&w);
+    usleep(20000);
+    struct pollfd pf = {.fd = p3d_fgate_fd(g), .events = POLLIN};
+    assert_int_equal(poll(&pf, 1, 0), 0); /* nothing new to accept */
+    assert_int_equal(take(g, p3d_now(), &got, &sfd), 1);
+    assert_int_equal(got.node_rank, 2);
+    assert_int_equal(p3d_fgate_waiting(g), 0);
+    close(sfd);
+    close(fd);
     p3d_fgate_close(g);
 }
 
@@ -236,6 +273,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rejoin_over_loopback),
+        cmocka_unit_test(test_frame_after_accept),
         cmocka_unit_test(test_dual_stack),
         cmocka_unit_test(test_strangers_dropped),
     };

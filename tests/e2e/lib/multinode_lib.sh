@@ -129,6 +129,12 @@ nkeys() {
     python3 -c 'import json,sys; print(json.load(sys.stdin).get("count","0"))'
 }
 
+# etcd_get KEY: the value etcd_up's etcd holds for KEY ("" when absent)
+etcd_get() {
+  curl -s -m 2 "$URL/v3/kv/range" -d "{\"key\":\"$(printf %s "$1" | base64 -w0)\"}" |
+    python3 -c 'import base64,json,sys; k=json.load(sys.stdin).get("kvs",[]); print(base64.b64decode(k[0]["value"]).decode() if k else "")'
+}
+
 # ---- freezing (multinode_frozen.sh, multinode_fence.sh) ----------------
 # Stopped PIDs are remembered and SIGKILLed by thaw_kill (call it from the
 # EXIT trap: trap 'thaw_kill; cleanup' EXIT).
@@ -155,3 +161,36 @@ thaw_kill() {
   for p in "${STOPPED[@]}"; do kill -KILL "$p" 2>/dev/null; done
   STOPPED=()
 }
+
+# ---- leader failover (multinode_failover.sh, multinode_etcd_failover.sh) ----
+# wait_list NAME GEN FIRST WHAT NODES...: each of the NODES of run NAME
+# says (under --verbose) it holds the successor list of restart GEN, with
+# node rank FIRST first (FIRST "": any). A node without one when its leader
+# dies can only stop, so a leader is killed only after this (a fixed sleep
+# lost that race under load).
+wait_list() {
+  local name=$1 gen=$2 first=$3 what=$4 pat i k; shift 4
+  pat="the successor list of restart $gen: [0-9]* candidates?, node rank ${first:-[0-9]*} first"
+  for _ in $(seq 400); do
+    k=0
+    for i in "$@"; do grep -Eq "$pat" "$T/$name.$i.err" 2>/dev/null && k=$((k + 1)); done
+    [ "$k" = $# ] && return 0
+    sleep 0.05
+  done
+  bad "$what: $k of nodes $* hold the successor list of restart $gen${first:+ (node rank $first first)}"
+  grep -H 'successor list' "$T"/"$name".*.err | sed 's/^/  /'
+}
+# thaw_node NAME I WHAT BEFORE: SIGCONT the frozen node I (PID AG[I]); it must exit 1
+# and run no rank again (BEFORE: its count of rank lines when frozen)
+thaw_node() {
+  local name=$1 i=$2 what=$3 before=$4 p rc=timeout
+  for p in "${STOPPED[@]}"; do kill -CONT "$p" 2>/dev/null; done
+  STOPPED=()
+  for _ in $(seq 200); do
+    if ! kill -0 "${AG[$i]}" 2>/dev/null; then wait "${AG[$i]}"; rc=$?; break; fi
+    sleep 0.05
+  done
+  [ "$rc" = 1 ] || { bad "$what: the frozen node $i exited '$rc' after SIGCONT, want 1"; sed "s/^/  $i: /" "$T/$name.$i.err"; }
+  [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
+}
+
