@@ -104,7 +104,8 @@ const opt_row p3d_cli_rows[] = {
      "--hang-signal, then a failure"},
     {"node-timeout", T_DOUBLE, OFF(node_timeout), 0, 0, 86400, C_LAUNCH, "SECONDS",
      "a node (or local agent) silent this long is lost, like a dropped one: frozen, hung, cut off "
-     "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts)"},
+     "(default 30, 0 off, else at least 1; heartbeats every min(5, SECONDS/4) s; the leader's counts; "
+     "under --rdzv etcd also the TTL of each agent's lease, which holds the leadership)"},
     {"no-failover", T_FLAG, OFF(no_failover), 0, NOB, C_LAUNCH, NULL,
      "multi-node: a lost leader ends the job (exit 1 on every node) instead of the "
      "lowest live node taking over once more than half of the nodes rejoined it"},

@@ -417,6 +417,10 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
      * it during detect(); the others overwrite or ignore it */
     if (o->job_id)
         copy(r->boot.job_id, sizeof r->boot.job_id, o->job_id);
+    /* a backend that holds leases lets a dead agent's registration (and
+     * a dead leader's leadership) lapse as fast as the nodes notice it */
+    r->boot.lease_ttl = o->node_timeout <= 0 ? 0 : o->node_timeout < 2 ? 2 : o->node_timeout > 3600 ? 3600
+                                                                                               : (int)(o->node_timeout + 0.999);
     msg[0] = 0;
     int k = r->ops->detect(arg ? arg : "", o->nnodes, o->node_rank, t, &r->boot, &r->state, msg, cap);
     if (k < 0) {
@@ -555,6 +559,46 @@ int p3d_rdzv_publish(p3d_rdzv *r, char **err)
     if (r->ops->publish(r->state, &r->boot, msg, sizeof msg) < 0)
         return p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "publish failed");
     return 0;
+}
+
+/* ---- leadership held in the backend -------------------------------------- */
+
+int p3d_rdzv_elects(const p3d_rdzv *r)
+{
+    const p3d_rdzv_ops *o = r ? r->ops : NULL;
+    return o && r->state && o->campaign && o->keep && o->notify_fd && o->news && o->notify_fd(r->state) >= 0;
+}
+
+int p3d_rdzv_campaign(p3d_rdzv *r, const int *before, int nbefore, const char *value, double until, char **err)
+{
+    char msg[1024] = "";
+    if (!p3d_rdzv_elects(r))
+        return p3d_err(err, "rendezvous '%s' holds no leadership", r && r->ops ? r->ops->name : "none");
+    if (r->ops->campaign(r->state, before, nbefore, value, until, msg, sizeof msg) < 0)
+        return p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "cannot campaign");
+    return 0;
+}
+
+int p3d_rdzv_keep(p3d_rdzv *r, const char *text, char **err)
+{
+    char msg[1024] = "";
+    if (!p3d_rdzv_elects(r))
+        return 0;
+    if (r->ops->keep(r->state, text, msg, sizeof msg) < 0)
+        return p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "cannot keep the job's state");
+    return 0;
+}
+
+int p3d_rdzv_notify_fd(const p3d_rdzv *r)
+{
+    return p3d_rdzv_elects(r) ? r->ops->notify_fd(r->state) : -1;
+}
+
+int p3d_rdzv_news(p3d_rdzv *r, char *msg, size_t cap)
+{
+    if (cap)
+        msg[0] = 0;
+    return p3d_rdzv_elects(r) ? r->ops->news(r->state, msg, cap) : P3D_RDZV_NEWS_NONE;
 }
 
 int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err)

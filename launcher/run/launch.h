@@ -117,8 +117,17 @@ typedef struct p3d_launch {
      * controller from here on and returns the node's exit code. */
     int failover;
     struct p3d_fgate *gate;
-    int (*takeover)(void *ctx, int leader, double heard, const char *why);
+    /* before[0..nbefore): the candidates ahead of this one in the
+     * successor list that it could not reach (an election needs them gone) */
+    int (*takeover)(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore);
     void *takeover_ctx;
+    /* Leadership held in the rendezvous backend (etcd's election; NULL
+     * elect_news: none, the majority rule decides): the descriptor the
+     * hub watches while this node leads or bids to, and its news
+     * (P3D_RDZV_NEWS_*, msg: what it says). */
+    int elect_fd;
+    int (*elect_news)(void *ctx, char *msg, size_t cap);
+    void *elect_ctx;
     /* what a rejoining node tells the successor about itself, and what
      * the successor checks against: the hash of the CPLACE body held
      * (adopt_ctx), this node's address and ports */

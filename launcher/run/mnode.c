@@ -246,6 +246,7 @@ void p3d_mnode_sent(void *ctx)
     mnode *m = ctx;
     m->base = m->pm.raw;
     m->base_len = m->pm.raw_len;
+    p3d_mnode_keep(m);
 }
 
 /* ---- --health-check before the start (docs/multinode.md) ----------------- */
@@ -326,6 +327,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     memset(&L, 0, sizeof L);
     L.job = &m->job;
     L.events_fd = -1;
+    L.elect_fd = -1;
 
     if ((rc = p3d_prep_begin(o, r->ops->name, &m->prep, &err)) != 0)
         goto out;
@@ -513,6 +515,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.self_master_port = m->hello.master_port;
     L.self_nccl_port = m->hello.nccl_port;
     L.self_failover_port = m->gate ? m->gate_port : 0;
+    m->elects = L.failover && p3d_rdzv_elects(m->r);
+    m->leads = m->me == 0;
+    if (m->me == 0)
+        p3d_mnode_elect_setup(m, &L);
     if (m->me == 0)
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     if (m->me == 0 && o->spares > 0 && m->have_res) {

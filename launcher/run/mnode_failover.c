@@ -8,6 +8,8 @@
  */
 #include "mnode_int.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,13 +36,114 @@ void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, 
         (p3d_mpeer){.addr = a, .master_port = master_port, .nccl_port = nccl_port, .failover_port = failover_port};
 }
 
+/* ---- the election (a backend that holds leadership: etcd) --------------- */
+
+/* The node ranks of role r in the current placement, "1,4" ("-" none). */
+static void role_list(const mnode *m, int role, char *out, size_t cap)
+{
+    size_t n = 0;
+    out[0] = 0;
+    const p3d_cluster *c = m->have_res ? m->res.cluster : NULL;
+    for (size_t i = 0; c && i < c->nnodes && n + 12 < cap; i++)
+        if ((int)c->nodes[i].role == role)
+            n += (size_t)snprintf(out + n, cap - n, "%s%zu", n ? "," : "", i);
+    if (!n)
+        snprintf(out, cap, "-");
+}
+
+/* The leader: the job's state for its successor, kept current in the
+ * backend after every placement every node holds (p3d_mnode_sent):
+ * "restart G hash H lost L excluded E spares S". Best effort: a backend
+ * that cannot keep it costs the successor's check, not the job. */
+void p3d_mnode_keep(mnode *m)
+{
+    if (!m->elects || !m->leads)
+        return; /* a successor keeps nothing before it was elected */
+    char lost[256], excl[256], spares[256], text[1024], *err = NULL;
+    role_list(m, P3D_NODE_LOST, lost, sizeof lost);
+    role_list(m, P3D_NODE_EXCLUDED, excl, sizeof excl);
+    role_list(m, P3D_NODE_SPARE, spares, sizeof spares);
+    snprintf(text, sizeof text, "restart %d hash %016" PRIx64 " lost %s excluded %s spares %s", m->job.gen0,
+             p3d_mnode_place_hash(m), lost, excl, spares);
+    if (p3d_rdzv_keep(m->r, text, &err) < 0 && m->o->verbose)
+        p3d_mnode_err("cannot keep the job's state for a successor: %s", err);
+    free(err);
+}
+
+/* L->elect_news: the backend's news, checked. A won election whose kept
+ * state names another placement than the one this node holds is no win:
+ * this node missed a restart and cannot lead the job it describes. */
+static int elect_news(void *ctx, char *msg, size_t cap)
+{
+    mnode *m = ctx;
+    char kept[1200];
+    int k = p3d_rdzv_news(m->r, kept, sizeof kept);
+    if (k != P3D_RDZV_NEWS_WON) {
+        snprintf(msg, cap, "%s", kept);
+        return k;
+    }
+    int gen = -1;
+    uint64_t hash = 0, own = p3d_mnode_place_hash(m);
+    if (!kept[0]) {
+        snprintf(msg, cap, "elected by etcd (no job state was kept: this node's restart %d is the job's)",
+                 m->job.gen0);
+        m->leads = 1;
+        return k;
+    }
+    if (sscanf(kept, "restart %d hash %" SCNx64, &gen, &hash) != 2) {
+        snprintf(msg, cap, "elected by etcd, but the job state kept there is not \"restart G hash H ...\": %.200s",
+                 kept);
+        return P3D_RDZV_NEWS_NOT_WON;
+    }
+    if (gen != m->job.gen0 || hash != own) {
+        snprintf(msg, cap, "elected by etcd, but the job state kept there is restart %d, placement %016" PRIx64
+                 ", and this node holds restart %d, placement %016" PRIx64 ": it cannot lead that job",
+                 gen, hash, m->job.gen0, own);
+        return P3D_RDZV_NEWS_NOT_WON;
+    }
+    snprintf(msg, cap, "elected by etcd; the job state kept there matches this node's (%.300s)", kept);
+    m->leads = 1;
+    return k;
+}
+
+/* The leader (or a successor that bids to be one): the election's
+ * descriptor and news go to the hub. */
+void p3d_mnode_elect_setup(mnode *m, p3d_launch *L)
+{
+    if (!m->elects)
+        return;
+    L->elect_fd = p3d_rdzv_notify_fd(m->r);
+    L->elect_news = elect_news;
+    L->elect_ctx = m;
+}
+
+/* The successor bids, in the background (its hub hears the result):
+ * within --node-timeout past the lease's own TTL and the slack. */
+static int campaign(mnode *m, const int *before, int nbefore)
+{
+    char value[700], *err = NULL;
+    double nt = m->o->node_timeout > 0 ? m->o->node_timeout : 30;
+    snprintf(value, sizeof value, "%d %s %s restart %d node %d", m->gate ? m->gate_port : 0,
+             m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->r->boot.token, m->job.gen0, m->me);
+    if (p3d_rdzv_campaign(m->r, before, nbefore, value, p3d_now() + 2 * nt + 2 * P3D_CTL_SLACK, &err) < 0) {
+        p3d_mnode_err("cannot take over from the lost leader: %s", err);
+        free(err);
+        return -1;
+    }
+    return 0;
+}
+
 /* L->takeover: this node succeeds the lost leader. It places from the
  * compact placement it holds (takeover.c), writes events.jsonl from here
- * on and runs the job's controller (supervise.c, TAKEOVER). */
-int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why)
+ * on and runs the job's controller (supervise.c, TAKEOVER); under an
+ * election it bids first, and the controller acts once it won. */
+int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore)
 {
     mnode *m = ctx;
     p3d_launch *L = m->setup;
+    if (m->elects && campaign(m, before, nbefore) < 0)
+        return P3D_EXIT_LOST;
+    p3d_mnode_elect_setup(m, L);
     char *err = NULL;
     p3d_place_msg tpm;
     if (m->have_res)

@@ -59,6 +59,8 @@ typedef struct mnode {
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
+    int elects;                /* the backend elects the leader (etcd) */
+    int leads;                 /*   this node holds the leadership there */
 } mnode;
 
 /* "par3drun: " and the message on stderr, through termsafe.h (what it
@@ -76,7 +78,12 @@ void p3d_mnode_sent(void *ctx);
  * successor list into m->sframe (0, or -1: no failover then). */
 uint64_t p3d_mnode_place_hash(void *ctx);
 void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
-int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why);
+int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore);
+/* The election (a backend that holds leadership, etcd): the leader keeps
+ * the job's state current there (after every placement every node holds)
+ * and both it and a successor hear its news in the hub (L->elect_*). */
+void p3d_mnode_keep(mnode *m);
+void p3d_mnode_elect_setup(mnode *m, p3d_launch *L);
 int p3d_mnode_successors(mnode *m, int gen);
 
 /* --preflight (mnode_preflight.c): this node's own benchmark before it

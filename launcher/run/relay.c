@@ -78,6 +78,8 @@ typedef struct relay {
     int leader;        /* the node rank of our upstream now */
     int succeed;       /* we are the successor: takeover after the loop */
     double lost_heard; /* the lost leader was last heard then */
+    int before[P3D_FAILOVER_CANDIDATES]; /* candidates ahead of us, not reached */
+    int nbefore;
     char lost_why[200];
 } relay;
 
@@ -316,6 +318,7 @@ static void r_lost_leader(relay *r, double heard, const char *why)
     r_close_local(r);
     int old = r->leader;
     unsigned char tried[P3D_FAILOVER_CANDIDATES] = {0};
+    r->nbefore = 0;
     for (int k; (k = p3d_failover_next(&r->succ, tried)) >= 0;) {
         tried[k] = 1;
         const p3d_successor *c = &r->succ.c[k];
@@ -364,6 +367,8 @@ static void r_lost_leader(relay *r, double heard, const char *why)
         }
         if (fd >= 0)
             close(fd);
+        if (r->nbefore < P3D_FAILOVER_CANDIDATES)
+            r->before[r->nbefore++] = c->node_rank;
         fprintf(stderr, "par3drun: node %s: the successor node rank %d did not take this node: %s\n", name,
                 c->node_rank, e ? e : "no answer");
         free(e);
@@ -598,6 +603,6 @@ out:
         close(r->sfd);
     p3d_framer_free(&r->fr);
     if (r->succeed && L->takeover) /* this node leads the job from here on */
-        rc = L->takeover(L->takeover_ctx, r->leader, r->lost_heard, r->lost_why);
+        rc = L->takeover(L->takeover_ctx, r->leader, r->lost_heard, r->lost_why, r->before, r->nbefore);
     return rc;
 }

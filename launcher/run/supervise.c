@@ -447,7 +447,21 @@ static void hub_loop(hub *h)
         p3d_ctl_abort(h->ctl, "the event loop failed", P3D_EXIT_FAIL, p3d_now());
 }
 
-/* ---- leader failover: the successor's gate -------------------------------- */
+/* ---- leader failover: the successor's gate, the election ------------------ */
+
+/* The backend's election said something (L->elect_fd readable): every
+ * piece of news to the controller. */
+static void hub_on_elect(p3d_loop *lp, int fd, int ev, void *ctx)
+{
+    (void)lp, (void)fd, (void)ev;
+    hub *h = ctx;
+    char msg[1200];
+    for (int k; (k = h->L->elect_news(h->L->elect_ctx, msg, sizeof msg)) != P3D_RDZV_NEWS_NONE;) {
+        int news = k == P3D_RDZV_NEWS_WON ? P3D_CTL_ELECT_WON
+                   : k == P3D_RDZV_NEWS_NOT_WON ? P3D_CTL_ELECT_NOT_WON : P3D_CTL_ELECT_LOST;
+        p3d_ctl_election(h->ctl, news, msg, p3d_now());
+    }
+}
 
 typedef struct hub_tk {
     int me, leader;
@@ -496,6 +510,8 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int 
         .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
         .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
+        .elect = L->failover && L->elect_news && L->elect_fd >= 0,
+        .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
     };
     p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event,
                        .spares_left = hub_spares_left};
@@ -514,6 +530,10 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int 
         goto out;
     }
     hub_peers(h);
+    if (cfg.elect && p3d_loop_watch(h->loop, L->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
+        fprintf(stderr, "par3drun: cannot set up the supervisor: cannot watch the election: %s\n", strerror(errno));
+        goto out;
+    }
     for (int i = 0; L->unhealthy && i < nnodes; i++)
         if (L->unhealthy[i]) {
             /* multi-node: failed its own check before the rendezvous; the

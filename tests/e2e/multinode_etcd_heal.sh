@@ -17,7 +17,7 @@ etcd_up
 W='echo "rank=$RANK node=$NODE_RANK gen=$P3D_RESTART_COUNT gpu=$CUDA_VISIBLE_DEVICES"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
 for i in 0 1 2 3 4; do
   "$PAR3DRUN" --nnodes 5 --rdzv "etcd:$URL" --job-id "heal-$$" --topology "${TOPOS[$((i % 4))]}" \
-    --run-dir "$T/heal.rd$i" --tp 8 --spares 1 --max-restarts 2 --grace 1 -- sh -c "$W" \
+    --run-dir "$T/heal.rd$i" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 5 -- sh -c "$W" \
     >"$T/heal.$i.out" 2>"$T/heal.$i.err" &
   AG[$i]=$!
   PIDS+=($!)
@@ -79,11 +79,11 @@ if [ "$(leftovers)" != 0 ]; then
   done
 fi
 # the survivors revoke their leases at the end; the killed agent's key goes
-# with its lease's TTL (10 s)
+# with its lease's TTL (--node-timeout: 5 s)
 k=$(nkeys)
 [ "$k" -le 1 ] || bad "after the job $k keys remain under /par3drun/, want at most the killed agent's"
 for _ in $(seq 40); do [ "$(nkeys)" = 0 ] && break; sleep 0.5; done
-[ "$(nkeys)" = 0 ] || bad "the killed agent's key outlived its lease (10 s)"
+[ "$(nkeys)" = 0 ] || bad "the killed agent's key outlived its lease (5 s)"
 echo "lost node rank $lost_node (agent $victim); leader agent $leader, spare agent $spare"
 [ "$fail" = 0 ] && echo "PASS multinode_etcd_heal"
 exit "$fail"
