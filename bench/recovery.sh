@@ -17,7 +17,9 @@
 # has reported its ranks up). Both from the leader's
 # events.jsonl (running/recovery_s, resumed/resumed_s; docs/events.md).
 # And from the leader killed to every rank running under its successor
-# (leader failover).
+# (leader failover): over the static rendezvous (the successor acts on a
+# majority) and, where etcd and the etcd plugin are there, through a real
+# etcd of tests/services/etcd.sh (the successor acts once etcd elected it).
 # Prints figures, never fails on time.
 #
 #   bench/recovery.sh [BUILD_DIR]          (default: build)
@@ -29,7 +31,8 @@ runs=${RUNS:-9}
 par3drun=$build/par3drun
 cluster=examples/clusters/2x-dgx-h100.json
 T=$(mktemp -d /tmp/p3d-recovery.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+ETCD_DIR=
+trap '[ -n "$ETCD_DIR" ] && tests/services/etcd.sh stop "$ETCD_DIR"; rm -rf "$T"' EXIT
 cat >"$T/w.sh" <<'SH'
 #!/bin/sh
 # rank 3 fails once the others are up; the restarted ranks print one
@@ -171,3 +174,37 @@ for _ in $(seq "$runs"); do
 done
 printf '%-34s median %s s over %d runs (leader killed -> all ranks running under its successor; --node-timeout 3)\n' \
   "static TCP leader lost, 4+1 agents" "$(median <"$T/times")" "$runs"
+# ---- the same through etcd: etcd's election decides ----------------------
+# the 5 agents meet through a real etcd (node ranks by --node-rank), lease
+# TTL = --node-timeout 3; node rank 0's par3drun SIGKILLed: node rank 1 is
+# elected once the old leader's lease lapsed, then acts at the fence
+if [ -f "$build/plugins/p3d_rdzv_etcd.so" ] && command -v etcd >/dev/null; then
+  ETCD_DIR=$T/etcd
+  url=$(tests/services/etcd.sh start "$ETCD_DIR")
+  : >"$T/times"
+  for k in $(seq "$runs"); do
+    rm -f "$T"/up-*
+    rm -rf "$T"/srd*
+    pids=()
+    for i in 0 1 2 3 4; do
+      T_DIR=$T P3D_PLUGIN_DIR=$build/plugins "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "etcd:$url" \
+        --job-id "bench-$$-$k" --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 \
+        --spares 1 --max-restarts 1 --node-timeout 3 --verbose --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
+      pids+=($!)
+    done
+    for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+    for _ in $(seq 1000); do
+      [ "$(grep -l 'the successor list of restart 0' "$T"/sout[1234] 2>/dev/null | wc -l)" = 4 ] && break
+      sleep 0.01
+    done
+    kill -9 "${pids[0]}"
+    for i in 1 2 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout1"; exit 1; }; done
+    wait "${pids[0]}" 2>/dev/null || true
+    sed -n 's/.*"event": "takeover".*"heartbeat_to_running_s": \([0-9.]*\).*"decided_by": "election".*/\1/p' \
+      "$T/srd1/events.jsonl" >>"$T/times"
+  done
+  printf '%-34s median %s s over %d runs (leader killed -> elected by etcd -> all ranks running; --node-timeout 3)\n' \
+    "etcd leader lost, 4+1 agents" "$(median <"$T/times")" "$runs"
+else
+  echo "etcd leader lost: skipped (no etcd, or the etcd plugin is not built)"
+fi
