@@ -191,6 +191,11 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
     int *was = NULL, compact = 0;
     char *json = NULL, *err = NULL;
     int rc = p3d_replace_place(m->o, &m->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    /* only spares lost: no restart carries a new successor list, so the
+     * hub sends this one as it is (hub_replace); a frozen spare kept on
+     * the list would hold every node that loses the leader */
+    if (rc == 1 && m->succ_list && p3d_mnode_successors(m, m->job.gen0) == 0)
+        m->setup->successors = &m->sframe;
     if (rc != 0)
         return rc;
     rc = -1;

@@ -174,6 +174,10 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
         idx[k] = h->nodes[lost[k]];
     int rc = h->L->replace(h->L->replace_ctx, idx, nlost, gen, reason, msg);
     free(idx);
+    /* only spares lost, nothing restarts: the successor list built
+     * without them goes to every node the next time it speaks */
+    for (int i = 0; rc == 1 && h->L->successors && i < h->n; i++)
+        h->ln[i].succ_sent = 0;
     return rc;
 }
 

@@ -29,6 +29,10 @@
 #     node rank 1 takes over and sends its own list (node rank 2 first);
 #     then node 1 frozen -> node rank 2 takes over at once, no node waits on
 #     the frozen node 1; node 1, continued, exits 1.
+#  8. a spare lost: nothing restarts, yet every node gets a successor list
+#     without it (3 candidates instead of 4): a frozen spare left on the
+#     list would hold each node that loses the leader for --node-timeout +
+#     4 s; then the ranks end and every survivor exits 0.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 trap 'thaw_kill; cleanup' EXIT
@@ -295,5 +299,32 @@ thaw_node ow 1 own "$(grep -c 'gen=' "$T/ow.1.out")"
 grep -o '"heartbeat_to_running_s": [0-9.]*' "$T/ow.rd2/events.jsonl" | sed 's/^/own: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "own: $(leftovers) workers left behind"
+
+# ---- 8. a spare lost: a new successor list without a restart -------------------
+P=$(free_port)
+export GO=$T/go8
+W8='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; for i in $(seq 300); do [ -e "$GO" ] && exit 0; sleep 0.1; done; exit 0'
+for i in 0 1 2 3 4; do
+  agent sp $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 --verbose -- sh -c "$W8"
+done
+wait_up sp
+wait_list sp 0 1 spare 1 2 3 4
+grep -q 'the successor list of restart 0: 4 candidates, node rank 1 first' "$T/sp.1.err" ||
+  bad "spare: the first list does not hold 4 candidates"
+kill -KILL "${AG[4]}"
+for _ in $(seq 200); do
+  k=0
+  for i in 1 2 3; do grep -q 'the successor list of restart 0: 3 candidates' "$T/sp.$i.err" && k=$((k + 1)); done
+  [ "$k" = 3 ] && break
+  sleep 0.05
+done
+[ "$k" = 3 ] || { bad "spare: $k of nodes 1-3 got a list without the lost spare"; grep -H 'successor list' "$T"/sp.*.err | sed 's/^/  /'; }
+touch "$GO"
+codes=""
+for i in 0 1 2 3; do wait "${AG[$i]}"; codes="$codes $?"; done
+wait "${AG[4]}" 2>/dev/null
+[ "$codes" = " 0 0 0 0" ] || { bad "spare: exit codes$codes, want 0 0 0 0"; sed 's/^/  0: /' "$T/sp.0.err"; }
+[ "$(cat "$T"/sp.*.out | grep -c 'gen=1')" = 0 ] || bad "spare: a restart after losing only the spare"
+echo "spare: the spare lost, nodes 1-3 hold a list of 3 candidates; no restart"
 
 exit $fail
