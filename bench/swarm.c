@@ -121,7 +121,7 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     p3d_wbuf frame = {0};
     p3d_plan_result keep;
     p3d_mpeer *peers = NULL;
-    if (p3d_mnode_place_keep(&o, &r, &g, N, &frame, &st, &keep, &peers, &err) < 0)
+    if (p3d_mnode_place_keep(&o, &r, &g, N, &frame, &st, &keep, &peers, NULL, &err) < 0)
         die("place", err);
     int nk = N - 1 < K ? N - 1 : K, ranks[P3D_FANOUT_MAX];
     for (int i = 0; i < nk; i++)

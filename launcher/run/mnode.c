@@ -200,6 +200,7 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
         return rc;
     rc = -1;
     p3d_report_in in = p3d_plan_report_in(&m->res);
+    in.preflight_json = m->pf_json; /* the figures of the start, in every placement after it */
     json = p3d_report_json(&in);
     p3d_wbuf_free(&m->rframe);
     if (!json) {
@@ -419,7 +420,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         if (e == 0)
             e = p3d_mnode_judge_preflight(m, &g, &err);
         if (e == 0)
-            e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, &err);
+            e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, m->pf_json, &err);
         p3d_gather_free(&g);
         m->have_res = e == 0;
         if (e == -2)

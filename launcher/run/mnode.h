@@ -37,9 +37,13 @@ typedef struct p3d_mpeer {
 
 /* p3d_mnode_place that also hands back the placement (*keep, for
  * p3d_place_replace; free with p3d_plan_result_free) and every node's
- * p3d_mpeer (*peers, n of them; free with p3d_mpeer_free). */
+ * p3d_mpeer (*peers, n of them; free with p3d_mpeer_free). preflight:
+ * the --preflight figures as the report's "preflight" object (NULL: none);
+ * they travel in the placement's verbatim tail, so that placement.json
+ * holds them on every node. */
 int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
-                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, char **err);
+                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, const char *preflight,
+                         char **err);
 void p3d_mpeer_free(p3d_mpeer *p, int n);
 
 /* The CPLACE frame of placement res (JSON json) for job job_id: rank 0's

@@ -54,6 +54,7 @@ typedef struct mnode {
     int own_pf_ran;            /*   (it has --preflight) */
     p3d_preflight pf;          /* leader: the verdict on every node's */
     int have_pf;
+    char *pf_json;             /*   as placement.json's "preflight" object */
     char **pf_names;           /*   "host:rank" until the cluster names them */
     unsigned char *pf_bad;     /*   which it excluded */
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */

@@ -148,7 +148,7 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
 int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
                     p3d_tree_stats *st, char **err)
 {
-    return p3d_mnode_place_keep(o, r, g, n, frame, st, NULL, NULL, err);
+    return p3d_mnode_place_keep(o, r, g, n, frame, st, NULL, NULL, NULL, err);
 }
 
 /* Nodes that failed their own --health-check before the start (their
@@ -197,7 +197,8 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
 }
 
 int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
-                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, char **err)
+                         p3d_tree_stats *st, p3d_plan_result *keep, p3d_mpeer **peers, const char *preflight,
+                         char **err)
 {
     p3d_mpeer *pe = NULL;
     int rc = -1;
@@ -255,6 +256,7 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
     }
     p3d_launch_warnings(res.an, o->quiet); /* the leader's, once for the job */
     p3d_report_in in = p3d_plan_report_in(&res);
+    in.preflight_json = preflight;
     json = p3d_report_json(&in);
     if (!json) {
         p3d_err(err, "cannot render the placement JSON (out of memory)");

@@ -67,6 +67,7 @@ int p3d_mnode_judge_preflight(mnode *m, p3d_gather *g, char **err)
         goto out;
     }
     m->have_pf = 1;
+    m->pf_json = p3d_preflight_json(&m->pf); /* NULL (out of memory): placement.json goes without it */
     for (int i = 0; i < n; i++) {
         p3d_grec *x = rec[i];
         if (!m->pf.nodes[i].excluded || !x)
@@ -114,6 +115,8 @@ void p3d_mnode_preflight_free(mnode *m)
         free(m->pf_names[i]);
     free(m->pf_names);
     free(m->pf_bad);
+    free(m->pf_json);
     m->pf_names = NULL;
     m->pf_bad = NULL;
+    m->pf_json = NULL;
 }

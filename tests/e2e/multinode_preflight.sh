@@ -9,8 +9,10 @@
 #     that agent's environment only) -> the leader excludes it before the
 #     policy runs, the spare (node rank 4) runs ranks from the start, node 2
 #     runs nothing, every node exits 0; the leader prints the table (node 2
-#     EXCLUDED, the reason names the figure and the median) and its
-#     events.jsonl has a preflight record per node with the figures.
+#     EXCLUDED, the reason names the figure and the median), its
+#     events.jsonl has a preflight record per node with the figures, and
+#     placement.json — the same bytes on every node — has them as its
+#     "preflight" object.
 #  2. no node slow -> nobody excluded (no false positive), the spare runs
 #     nothing, every node exits 0.
 #  3. two nodes slow with one spare -> exit 1 before anything runs, the
@@ -67,8 +69,19 @@ assert 2 < ratio < 8, f"node 2 is {ratio:.2f}x below the median, want about 4x"
 assert "below the median" in pf["2"]["why"], pf["2"]["why"]
 p = json.load(open(sys.argv[2]))
 assert [n.rsplit(":", 1)[1] for n in p.get("excluded") or []] == ["2"], p.get("excluded")
+# the figures in placement.json too: the same node verdicts as the events
+q = p["preflight"]
+assert q["excluded"] == 1 and q["slow_factor"] == 2, q
+assert [n["node"].rsplit(":", 1)[1] for n in q["nodes"]] == ["0", "1", "2", "3", "4"], q["nodes"]
+assert [n["node"].rsplit(":", 1)[1] for n in q["nodes"] if n["excluded"]] == ["2"], q["nodes"]
+g = q["nodes"][2]["gflops"]
+assert abs(g - pf["2"]["gflops"]) <= 0.01 * g and "below the median" in q["nodes"][2]["why"], (q["nodes"][2], pf["2"])
 print(f"slow: node 2 excluded, {ratio:.2f}x below the median GFLOP/s")
 PY
+# ... and byte for byte the same placement.json on every node
+for i in 1 2 3 4; do
+  cmp -s "$T/slow.rd0/placement.json" "$T/slow.rd$i/placement.json" || bad "slow: placement.json of node $i differs from the leader's"
+done
 
 # ---- 2. nobody slow: nobody excluded ------------------------------------------
 run even
