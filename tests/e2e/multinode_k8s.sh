@@ -4,13 +4,17 @@
 # (docs/kubernetes.md): three agents on loopback, each with only
 # JOB_COMPLETION_INDEX for its node rank (no --node-rank), meet at the
 # leader given as k8s:HOST:PORT and run one job with one placement; the
-# inputs a pod can get wrong exit 2 with a message naming them.
+# inputs a pod can get wrong exit 2 with a message naming them; and the
+# leader's pod lost (5 pods, --spares 1, its par3drun SIGKILLed): pod 1
+# takes over, the leader's 8 ranks run on the spare pod, every surviving
+# pod exits 0 (an Indexed Job with backoffLimitPerIndex keeps the other
+# pods running: docs/kubernetes.md).
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
-k8s_agent() { # NAME INDEX PORT [args...]
+k8s_agent() { # NAME INDEX PORT [args...]  (NNODES pods, default 3)
   local name=$1 i=$2 port=$3; shift 3
-  JOB_COMPLETION_INDEX=$i "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$port" \
-    --rdzv-token-file "$T/token" --topology "${TOPOS[$i]}" --run-dir "$T/$name.rd$i" "$@" \
+  JOB_COMPLETION_INDEX=$i "$PAR3DRUN" --nnodes "${NNODES:-3}" --rdzv "k8s:127.0.0.1:$port" \
+    --rdzv-token-file "$T/token" --topology "${TOPOS[$((i % 4))]}" --run-dir "$T/$name.rd$i" "$@" \
     >"$T/$name.$i.out" 2>"$T/$name.$i.err" &
   AG[$i]=$!
   PIDS+=($!)
@@ -54,6 +58,28 @@ expect2 "no domain to find the leader" "does not end in -1" -- JOB_COMPLETION_IN
   "$PAR3DRUN" --nnodes 3 --rdzv k8s "${base[@]}"
 expect2 "no token" "needs the job's token" -- -u P3D_RDZV_TOKEN JOB_COMPLETION_INDEX=1 \
   "$PAR3DRUN" --nnodes 3 --rdzv "k8s:127.0.0.1:$P" --topology "${TOPOS[0]}" -- /bin/true
+
+# ---- 3. the leader's pod lost: pod 1 takes over ------------------------------
+P=$(free_port)
+W='echo "rank=$RANK node=$NODE_RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
+for i in 0 1 2 3 4; do
+  NNODES=5 k8s_agent fo $i "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 --verbose -- sh -c "$W"
+done
+for _ in $(seq 600); do
+  [ "$(cat "$T"/fo.*.out 2>/dev/null | grep -c 'gen=0')" -ge 32 ] && break
+  sleep 0.05
+done
+wait_list fo 0 1 "k8s leader lost" 1 2 3 4
+kill -KILL "${AG[0]}"
+codes=""
+for i in 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
+wait "${AG[0]}" 2>/dev/null
+[ "$codes" = " 0 0 0 0" ] || { bad "k8s leader lost: exit codes$codes, want 0 0 0 0"; for i in 1 2 3 4; do sed "s/^/  $i: /" "$T/fo.$i.err"; done; }
+grep -q '"event": "takeover", "old_leader": "[^"]*:0", "new_leader": "[^"]*:1", .*"decided_by": "majority"' "$T/fo.rd1/events.jsonl" ||
+  { bad "k8s leader lost: pod 1 did not take over"; sed 's/^/  /' "$T/fo.rd1/events.jsonl" 2>/dev/null; }
+[ "$(grep -c 'gen=1' "$T/fo.4.out")" = 8 ] || bad "k8s leader lost: the spare pod ran $(grep -c 'gen=1' "$T/fo.4.out") ranks, want 8"
+[ "$(cat "$T"/fo.*.out | grep -c 'gen=1')" = 32 ] || bad "k8s leader lost: not 32 ranks after the takeover"
+sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "$(leftovers) processes left over"
-[ "$fail" = 0 ] && echo "ok: k8s rendezvous (3 pods by JOB_COMPLETION_INDEX, 7 refusals)"
+[ "$fail" = 0 ] && echo "ok: k8s rendezvous (3 pods by JOB_COMPLETION_INDEX, 7 refusals, the leader's pod lost)"
 exit $fail
