@@ -61,48 +61,28 @@ static void set_job_lease(etcd_state *s, long long id)
 /* A new job lease through h: its ID, or 0 with msg. */
 static long long job_grant(etcd_state *s, CURL *h, char *msg, size_t cap)
 {
-    char body[64];
-    cJSON *j = NULL;
-    long long id = 0;
-    snprintf(body, sizeof body, "{\"TTL\":%d}", 2 * s->ttl + 10);
-    if (etcd_post(h, s->url, "/v3/lease/grant", body, 2.0, &j, msg, cap) == 0) {
-        id = etcd_num(j, "ID");
-        if (id <= 0 || etcd_num(j, "TTL") <= 0) {
-            snprintf(msg, cap, "etcd at %s: /v3/lease/grant: no job lease granted", s->url);
-            id = 0;
-        }
-    }
-    cJSON_Delete(j);
-    return id;
+    long long id = etcd_lease_grant(s, h, 2 * s->ttl + 10, 2.0, NULL, msg, cap);
+    return id > 0 ? id : 0;
 }
 
 void etcd_job_renew(etcd_state *s, CURL *h)
 {
-    char body[64], msg[700];
-    cJSON *j = NULL;
+    char msg[700];
     long long id = job_lease(s);
-    if (!id || !h)
+    if (!id || !h || etcd_lease_renew(s, h, id, msg, sizeof msg) >= 0)
         return;
-    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", id);
-    if (etcd_post(h, s->url, "/v3/lease/keepalive", body, 2.0, &j, msg, sizeof msg) == 0 &&
-        etcd_num(cJSON_GetObjectItemCaseSensitive(j, "result"), "TTL") <= 0) {
-        pthread_mutex_lock(&s->mu);
-        if (s->jlease == id)
-            s->jlease = 0; /* lapsed or revoked (an old leader's end): the next keep() grants one */
-        pthread_mutex_unlock(&s->mu);
-    }
-    cJSON_Delete(j);
+    pthread_mutex_lock(&s->mu);
+    if (s->jlease == id)
+        s->jlease = 0; /* lapsed or revoked (an old leader's end): the next keep() grants one */
+    pthread_mutex_unlock(&s->mu);
 }
 
 void etcd_job_revoke(etcd_state *s)
 {
-    char body[64], msg[700];
-    cJSON *j = NULL;
+    char msg[700];
     if (!s->jlease || !s->leads || s->lease_lost || !s->h)
         return; /* not ours to end: the leader that holds it now does */
-    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", s->jlease);
-    etcd_post(s->h, s->url, "/v3/lease/revoke", body, 2.0, &j, msg, sizeof msg); /* else it lapses */
-    cJSON_Delete(j);
+    etcd_lease_revoke(s, s->h, s->jlease, msg, sizeof msg); /* else it lapses */
 }
 
 /* ---- news ------------------------------------------------------------------ */

@@ -79,6 +79,14 @@ struct timespec etcd_abstime(double t);
 const char *etcd_why(const etcd_state *s, const char *msg);
 /* pthread_create with every signal blocked in the new thread */
 int etcd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg);
+/* Leases through handle h. grant: a lease of ttl s (request bound tmo s):
+ * its ID, with *got (may be NULL) the TTL etcd granted; 0 when etcd
+ * granted none, -1 when the request failed (msg either way). renew: one
+ * keepalive of lease id: 1 renewed, 0 failed (msg), -1 the lease is gone
+ * in etcd, expired or revoked (msg). revoke: 0, or -1 with msg. */
+long long etcd_lease_grant(const etcd_state *s, CURL *h, int ttl, double tmo, int *got, char *msg, size_t cap);
+int etcd_lease_renew(const etcd_state *s, CURL *h, long long id, char *msg, size_t cap);
+int etcd_lease_revoke(const etcd_state *s, CURL *h, long long id, char *msg, size_t cap);
 
 /* etcd_http.c */
 /* base64 of n bytes / back to text; malloc'd, NULL on no memory (and,

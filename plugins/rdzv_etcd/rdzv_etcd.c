@@ -188,22 +188,54 @@ int etcd_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
     return pe;
 }
 
-/* One keepalive: 1 renewed, 0 failed (msg), -1 the lease is gone in etcd:
- * expired or revoked (msg). */
-static int renew(etcd_state *s, CURL *h, const char *body, char *msg, size_t cap)
+/* ---- leases (the agent's, and etcd_elect.c's job lease) ----------------------- */
+
+long long etcd_lease_grant(const etcd_state *s, CURL *h, int ttl, double tmo, int *got, char *msg, size_t cap)
 {
+    char body[64];
+    cJSON *j = NULL;
+    snprintf(body, sizeof body, "{\"TTL\":%d}", ttl);
+    if (etcd_post(h, s->url, "/v3/lease/grant", body, tmo, &j, msg, cap) < 0)
+        return -1;
+    long long id = etcd_num(j, "ID"), t = etcd_num(j, "TTL");
+    if (id <= 0 || t <= 0) {
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
+        snprintf(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
+                 cJSON_IsString(e) ? e->valuestring : "");
+        id = 0;
+    } else if (got) {
+        *got = t > TTL_MAX ? TTL_MAX : (int)t; /* etcd may round a TTL up to its minimum */
+    }
+    cJSON_Delete(j);
+    return id;
+}
+
+int etcd_lease_renew(const etcd_state *s, CURL *h, long long id, char *msg, size_t cap)
+{
+    char body[64];
     cJSON *j = NULL;
     int rc = 0;
     if (!h) {
         snprintf(msg, cap, "etcd at %s: curl_easy_init failed", s->url);
         return 0;
     }
+    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", id);
     if (etcd_post(h, s->url, "/v3/lease/keepalive", body, 2.0, &j, msg, cap) == 0) {
         /* an expired or revoked lease answers without a TTL */
         rc = etcd_num(cJSON_GetObjectItemCaseSensitive(j, "result"), "TTL") > 0 ? 1 : -1;
         if (rc < 0)
-            snprintf(msg, cap, "etcd at %s: lease %lld has expired or was revoked", s->url, s->lease);
+            snprintf(msg, cap, "etcd at %s: lease %lld has expired or was revoked", s->url, id);
     }
+    cJSON_Delete(j);
+    return rc;
+}
+
+int etcd_lease_revoke(const etcd_state *s, CURL *h, long long id, char *msg, size_t cap)
+{
+    char body[64];
+    cJSON *j = NULL;
+    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", id);
+    int rc = etcd_post(h, s->url, "/v3/lease/revoke", body, 2.0, &j, msg, cap);
     cJSON_Delete(j);
     return rc;
 }
@@ -238,10 +270,9 @@ static void *keepalive(void *arg)
 {
     etcd_state *s = arg;
     CURL *h = curl_easy_init();
-    char body[64], msg[600];
+    char msg[600];
     int warned = 0, kwarned = 0;
     double period = s->ttl / 3 > 1 ? s->ttl / 3 : 1, last_ok = etcd_mono(), next = last_ok + period;
-    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", s->lease);
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         struct timespec ts = etcd_abstime(next);
@@ -256,7 +287,7 @@ static void *keepalive(void *arg)
             etcd_keep_put(s, h, text, &kwarned);
         free(text);
         if (etcd_mono() >= next) {
-            int r = renew(s, h, body, msg, sizeof msg);
+            int r = etcd_lease_renew(s, h, s->lease, msg, sizeof msg);
             if (r > 0)
                 last_ok = etcd_mono();
             /* The job's fate travels over the TCP channel, not etcd: losing
@@ -296,15 +327,11 @@ static void state_free(etcd_state *s)
     etcd_job_revoke(s);
     if (s->lease && s->h) {
         /* revoking deletes every key attached to the lease */
-        char body[64], msg[600];
-        cJSON *j = NULL;
-        snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", s->lease);
+        char msg[600];
         /* the threads are joined: lease_lost is ours to read; a lease
          * already gone took the keys with it, nothing to warn about */
-        if (etcd_post(s->h, s->url, "/v3/lease/revoke", body, 2.0, &j, msg, sizeof msg) < 0 && !s->lost &&
-            !s->lease_lost)
+        if (etcd_lease_revoke(s, s->h, s->lease, msg, sizeof msg) < 0 && !s->lost && !s->lease_lost)
             fprintf(stderr, "par3drun: warning: %s (the job's keys expire after %d s)\n", msg, s->ttl);
-        cJSON_Delete(j);
     }
     if (s->h)
         curl_easy_cleanup(s->h);
@@ -356,27 +383,14 @@ static int state_new(const char *url, const char *job, int nnodes, double timeou
  * s->lease and s->ttl (what etcd granted), or -1 with msg. */
 static int grant(etcd_state *s, int ttl, char *msg, size_t cap)
 {
-    char body[64], m2[700];
-    cJSON *j = NULL;
-    int rc = -1;
-    snprintf(body, sizeof body, "{\"TTL\":%d}", ttl);
-    if (etcd_post(s->h, s->url, "/v3/lease/grant", body, left(s), &j, m2, sizeof m2) < 0) {
-        p3d_plugin_say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
-        goto out;
-    }
-    long long id = etcd_num(j, "ID"), got = etcd_num(j, "TTL");
-    if (id <= 0 || got <= 0) {
-        const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "error");
-        p3d_plugin_say(msg, cap, "etcd at %s: /v3/lease/grant: no lease granted%s%s", s->url, cJSON_IsString(e) ? ": " : "",
-            cJSON_IsString(e) ? e->valuestring : "");
-        goto out;
-    }
+    char m2[700];
+    long long id = etcd_lease_grant(s, s->h, ttl, left(s), &s->ttl, m2, sizeof m2);
+    if (id < 0)
+        return p3d_plugin_say(msg, cap, "%s (is etcd running and reachable at this URL?)", m2);
+    if (id == 0)
+        return p3d_plugin_say(msg, cap, "%s", m2);
     s->lease = id;
-    s->ttl = got > TTL_MAX ? TTL_MAX : (int)got; /* etcd may round a TTL up to its minimum */
-    rc = 0;
-out:
-    cJSON_Delete(j);
-    return rc;
+    return 0;
 }
 
 static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
