@@ -523,10 +523,10 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.self_failover_port = m->gate ? m->gate_port : 0;
     m->elects = L.failover && p3d_rdzv_elects(m->r);
     m->leads = m->me == 0;
-    if (m->me == 0)
+    if (m->me == 0) {
         p3d_mnode_elect_setup(m, &L);
-    if (m->me == 0)
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
+    }
     if (m->me == 0 && o->spares > 0 && m->have_res) {
         L.replace = p3d_mnode_replace;
         L.replace_ctx = m;
