@@ -145,54 +145,31 @@ done
 report "static TCP 4+1 agents x 4 ranks" "node killed -> all ranks running again on the spare / -> a first line"
 # ---- the leader killed -> a successor takes over ----------------------------
 # (docs/multinode.md, "When the leader dies") the same 5 agents, --node-timeout
-# 3; node rank 0's par3drun SIGKILLed: node rank 1 takes over once a majority
-# rejoined it and the old leader's fence passed (its last heartbeat +
-# --node-timeout + 1 s); its events.jsonl holds the time from the last
-# heartbeat to every rank running (target: --node-timeout + 2 s + the start)
-: >"$T/times"
-for _ in $(seq "$runs"); do
-  rm -f "$T"/up-*
-  rm -rf "$T"/srd*
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  pids=()
-  for i in 0 1 2 3 4; do
-    T_DIR=$T "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
-      --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 --spares 1 --max-restarts 1 \
-      --node-timeout 3 --verbose --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
-    pids+=($!)
-  done
-  for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
-  # every other node holds the successor list (it says so under --verbose)
-  for _ in $(seq 1000); do
-    [ "$(grep -l 'the successor list of restart 0' "$T"/sout[1234] 2>/dev/null | wc -l)" = 4 ] && break
-    sleep 0.01
-  done
-  kill -9 "${pids[0]}"
-  for i in 1 2 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout1"; exit 1; }; done
-  wait "${pids[0]}" 2>/dev/null || true
-  sed -n 's/.*"event": "takeover".*"heartbeat_to_running_s": \([0-9.]*\).*/\1/p' "$T/srd1/events.jsonl" >>"$T/times"
-done
-printf '%-34s median %s s over %d runs (leader killed -> all ranks running under its successor; --node-timeout 3)\n' \
-  "static TCP leader lost, 4+1 agents" "$(median <"$T/times")" "$runs"
-# ---- the same through etcd: etcd's election decides ----------------------
-# the 5 agents meet through a real etcd (node ranks by --node-rank), lease
-# TTL = --node-timeout 3; node rank 0's par3drun SIGKILLed: node rank 1 is
-# elected once the old leader's lease lapsed, then acts at the fence
-if [ -f "$build/plugins/p3d_rdzv_etcd.so" ] && command -v etcd >/dev/null; then
-  ETCD_DIR=$T/etcd
-  url=$(tests/services/etcd.sh start "$ETCD_DIR")
+# 3; node rank 0's par3drun SIGKILLed: node rank 1 takes over once it may
+# (static: a majority rejoined it; etcd: etcd elected it, the old leader's
+# lease TTL being --node-timeout too) and the old leader's fence passed (its
+# last heartbeat + --node-timeout + 1 s); its events.jsonl holds the time
+# from the last heartbeat to every rank running (target: --node-timeout +
+# 2 s + the start).
+# leader_lost LABEL WHAT DECIDED RDZV: RUNS runs; RDZV K sets RZ, the --rdzv
+# arguments of run K; DECIDED: the takeover record's decided_by; WHAT: what
+# the figure measures, for the result line
+leader_lost() {
+  local label=$1 what=$2 decided=$3 rdzv=$4 k i
   : >"$T/times"
   for k in $(seq "$runs"); do
     rm -f "$T"/up-*
     rm -rf "$T"/srd*
+    "$rdzv" "$k"
     pids=()
     for i in 0 1 2 3 4; do
-      T_DIR=$T P3D_PLUGIN_DIR=$build/plugins "$par3drun" --nnodes 5 --node-rank "$i" --rdzv "etcd:$url" \
-        --job-id "bench-$$-$k" --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 \
-        --spares 1 --max-restarts 1 --node-timeout 3 --verbose --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
+      T_DIR=$T P3D_PLUGIN_DIR=$build/plugins "$par3drun" --nnodes 5 --node-rank "$i" "${RZ[@]}" \
+        --topology examples/topologies/cpu-only.xml --nproc-per-node 4 --tp 2 --pp 2 --spares 1 --max-restarts 1 \
+        --node-timeout 3 --verbose --run-dir "$T/srd$i" -- "$T/s.sh" >"$T/sout$i" 2>&1 &
       pids+=($!)
     done
     for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+    # every other node holds the successor list (it says so under --verbose)
     for _ in $(seq 1000); do
       [ "$(grep -l 'the successor list of restart 0' "$T"/sout[1234] 2>/dev/null | wc -l)" = 4 ] && break
       sleep 0.01
@@ -200,11 +177,24 @@ if [ -f "$build/plugins/p3d_rdzv_etcd.so" ] && command -v etcd >/dev/null; then
     kill -9 "${pids[0]}"
     for i in 1 2 3 4; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/sout1"; exit 1; }; done
     wait "${pids[0]}" 2>/dev/null || true
-    sed -n 's/.*"event": "takeover".*"heartbeat_to_running_s": \([0-9.]*\).*"decided_by": "election".*/\1/p' \
+    sed -n "s/.*\"event\": \"takeover\".*\"heartbeat_to_running_s\": \([0-9.]*\).*\"decided_by\": \"$decided\".*/\1/p" \
       "$T/srd1/events.jsonl" >>"$T/times"
   done
-  printf '%-34s median %s s over %d runs (leader killed -> elected by etcd -> all ranks running; --node-timeout 3)\n' \
-    "etcd leader lost, 4+1 agents" "$(median <"$T/times")" "$runs"
+  printf '%-34s median %s s over %d runs (%s; --node-timeout 3)\n' "$label" "$(median <"$T/times")" "$runs" "$what"
+}
+rdzv_static() {
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  RZ=(--rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token")
+}
+rdzv_etcd() { RZ=(--rdzv "etcd:$url" --job-id "bench-$$-$1"); }
+leader_lost "static TCP leader lost, 4+1 agents" "leader killed -> all ranks running under its successor" majority \
+  rdzv_static
+# the same through a real etcd (node ranks by --node-rank), where there is one
+if [ -f "$build/plugins/p3d_rdzv_etcd.so" ] && command -v etcd >/dev/null; then
+  ETCD_DIR=$T/etcd
+  url=$(tests/services/etcd.sh start "$ETCD_DIR")
+  leader_lost "etcd leader lost, 4+1 agents" "leader killed -> elected by etcd -> all ranks running" election rdzv_etcd
 else
   echo "etcd leader lost: skipped (no etcd, or the etcd plugin is not built)"
 fi
