@@ -53,6 +53,24 @@ wait_gen() {
 }
 wait_up() { wait_gen "$1" 0 "$1: the 32 ranks did not start"; }
 
+# start_run NAME N WHAT PROG: N agents (5: --spares 1 --max-restarts 2; 6:
+# --spares 2 --max-restarts 3) on a fresh port, tp 8, --node-timeout 3,
+# --verbose, running sh -c PROG; returns once the 32 ranks of generation 0
+# run and every node but the leader holds the successor list of restart 0
+# with node rank 1 first (else bad WHAT)
+start_run() {
+  local name=$1 n=$2 what=$3 prog=$4 i others=()
+  local more=(--spares 1 --max-restarts 2)
+  [ "$n" = 6 ] && more=(--spares 2 --max-restarts 3)
+  P=$(free_port)
+  for ((i = 0; i < n; i++)); do
+    agent "$name" $i "$n" "$P" --verbose --tp 8 "${more[@]}" --grace 1 --node-timeout 3 -- sh -c "$prog"
+  done
+  for ((i = 1; i < n; i++)); do others+=("$i"); done
+  wait_up "$name"
+  wait_list "$name" 0 1 "$what" "${others[@]}"
+}
+
 # the checks of a completed takeover in run $1: node 0's ranks on the spare
 # (node rank 4), nothing else moved, every rank ran again, the story told
 check_takeover() {
@@ -99,12 +117,7 @@ PY
 }
 
 # ---- 1. the leader SIGKILLed -------------------------------------------------
-P=$(free_port)
-for i in 0 1 2 3 4; do
-  agent fo $i 5 "$P" --verbose --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
-done
-wait_up fo
-wait_list fo 0 1 kill 1 2 3 4
+start_run fo 5 kill "$W"
 t0=$(now_ms)
 kill -KILL "${AG[0]}"
 codes=""
@@ -120,12 +133,7 @@ sleep 0.3
 
 # ---- 2. the leader frozen, then continued ------------------------------------
 STOPPED=()
-P=$(free_port)
-for i in 0 1 2 3 4; do
-  agent fz $i 5 "$P" --verbose --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 -- sh -c "$W"
-done
-wait_up fz
-wait_list fz 0 1 frozen 1 2 3 4
+start_run fz 5 frozen "$W"
 freeze_tree "${AG[0]}"
 codes=""
 for i in 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -163,13 +171,8 @@ sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "--no-failover: $(leftovers) workers left behind"
 
 # ---- 4. two leaders lost one after the other ----------------------------------
-P=$(free_port)
 W2='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" -ge 2 ] && exit 0; exec sleep 60'
-for i in 0 1 2 3 4 5; do
-  agent tw $i 6 "$P" --verbose --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W2"
-done
-wait_up tw
-wait_list tw 0 1 two 1 2 3 4 5
+start_run tw 6 two "$W2"
 kill -KILL "${AG[0]}"
 wait_gen tw 1 "two: the first takeover did not run 32 ranks"
 wait_list tw 1 2 two 2 3 4 5 # node 1's own list
@@ -206,12 +209,7 @@ sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "two: $(leftovers) workers left behind"
 
 # ---- 5. the successor unreachable too: the next one ---------------------------
-P=$(free_port)
-for i in 0 1 2 3 4 5; do
-  agent un $i 6 "$P" --verbose --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 -- sh -c "$W"
-done
-wait_up un
-wait_list un 0 1 unreachable 1 2 3 4 5
+start_run un 6 unreachable "$W"
 kill -KILL "${AG[0]}" "${AG[1]}"
 codes=""
 for i in 2 3 4 5; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -241,12 +239,7 @@ sleep 0.3
 
 # ---- 6. the successor list again after a replacement ---------------------------
 STOPPED=()
-P=$(free_port)
-for i in 0 1 2 3 4 5; do
-  agent sl $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W2"
-done
-wait_up sl
-wait_list sl 0 1 list 1 2 3 4 5
+start_run sl 6 list "$W2"
 freeze_tree "${AG[1]}"
 wait_gen sl 1 "list: node 1 frozen, its ranks did not run on a spare"
 wait_list sl 1 2 list 2 3 4 5 # the list of restart 1 reached every node
@@ -273,12 +266,7 @@ sleep 0.3
 
 # ---- 7. a successor's own successor list -----------------------------------------
 STOPPED=()
-P=$(free_port)
-for i in 0 1 2 3 4 5; do
-  agent ow $i 6 "$P" --tp 8 --spares 2 --max-restarts 3 --grace 1 --node-timeout 3 --verbose -- sh -c "$W2"
-done
-wait_up ow
-wait_list ow 0 1 own 1 2 3 4 5
+start_run ow 6 own "$W2"
 kill -KILL "${AG[0]}"
 wait_gen ow 1 "own: the first takeover did not run 32 ranks"
 wait_list ow 1 2 own 2 3 4 5 # node 1's own list, sent with the takeover's restart
@@ -301,14 +289,9 @@ sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "own: $(leftovers) workers left behind"
 
 # ---- 8. a spare lost: a new successor list without a restart -------------------
-P=$(free_port)
 export GO=$T/go8
 W8='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; for i in $(seq 300); do [ -e "$GO" ] && exit 0; sleep 0.1; done; exit 0'
-for i in 0 1 2 3 4; do
-  agent sp $i 5 "$P" --tp 8 --spares 1 --max-restarts 2 --grace 1 --node-timeout 3 --verbose -- sh -c "$W8"
-done
-wait_up sp
-wait_list sp 0 1 spare 1 2 3 4
+start_run sp 5 spare "$W8"
 grep -q 'the successor list of restart 0: 4 candidates, node rank 1 first' "$T/sp.1.err" ||
   bad "spare: the first list does not hold 4 candidates"
 kill -KILL "${AG[4]}"

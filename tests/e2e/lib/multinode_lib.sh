@@ -194,3 +194,34 @@ thaw_node() {
   [ "$(grep -c 'gen=' "$T/$name.$i.out")" = "$before" ] || bad "$what: node $i ran ranks after SIGCONT"
 }
 
+# one_node_moved NAME N REF SKIP [RANK]: after one node of run NAME (N
+# agents) was replaced: placement.json of every agent but SKIP is the same
+# as agent REF's, and from REF's placement.1.json to its placement.json
+# exactly the 8 ranks of the one lost node moved (with RANK: the node that
+# ran that rank), all to one node, GPU for GPU, the rank set unchanged.
+one_node_moved() {
+  local name=$1 n=$2 ref=$3 skip=$4 rank=${5:-} i sum
+  sum=$(sha256sum <"$T/$name.rd$ref/placement.json")
+  for ((i = 0; i < n; i++)); do
+    [ "$i" = "$skip" ] && continue
+    [ "$(sha256sum <"$T/$name.rd$i/placement.json")" = "$sum" ] ||
+      bad "$name: placement.json of agent $i differs from agent $ref's"
+  done
+  python3 - "$T/$name.rd$ref/placement.1.json" "$T/$name.rd$ref/placement.json" "$rank" <<'PY' ||
+import json, sys
+old = {r["rank"]: r for r in json.load(open(sys.argv[1]))["ranks"]}
+doc = json.load(open(sys.argv[2]))
+new = {r["rank"]: r for r in doc["ranks"]}
+assert old.keys() == new.keys(), "rank sets differ"
+lost = doc["lost"]
+assert len(lost) == 1, lost
+if sys.argv[3]:
+    assert lost == [old[int(sys.argv[3])]["node"]], (lost, old[int(sys.argv[3])]["node"])
+moved = sorted(r for r in old if (old[r]["node"], old[r]["gpu"]) != (new[r]["node"], new[r]["gpu"]))
+want = sorted(r for r in old if old[r]["node"] == lost[0])
+assert moved == want and len(want) == 8, (moved, want)
+assert len({new[r]["node"] for r in moved}) == 1, "the lost node's ranks went to several nodes"
+assert all(new[r]["gpu"] == old[r]["gpu"] for r in moved), "a moved rank changed GPU index"
+PY
+    bad "$name: the moved ranks are wrong"
+}
