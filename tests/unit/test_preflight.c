@@ -147,6 +147,16 @@ static void judge_rules(void **st)
     p3d_preflight_free(&pf);
 }
 
+/* The table p3d_preflight_table prints, into buf. */
+static void table_of(const p3d_preflight *pf, char *buf, size_t cap)
+{
+    memset(buf, 0, cap);
+    FILE *f = fmemopen(buf, cap - 1, "w");
+    assert_non_null(f);
+    p3d_preflight_table(pf, f);
+    fclose(f);
+}
+
 static void json_and_table(void **st)
 {
     (void)st;
@@ -160,11 +170,8 @@ static void json_and_table(void **st)
     assert_non_null(strstr(j, "{\"node\": \"n3\", \"excluded\": true, \"gflops\": 0.26"));
     assert_non_null(strstr(j, "\"why\": null"));
     free(j);
-    char buf[8192] = "";
-    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    assert_non_null(f);
-    p3d_preflight_table(&pf, f);
-    fclose(f);
+    char buf[8192];
+    table_of(&pf, buf, sizeof buf);
     assert_non_null(strstr(buf, "n3    EXCLUDED"));
     assert_non_null(strstr(buf, "1 of 5 nodes excluded"));
     p3d_preflight_free(&pf);
@@ -203,11 +210,8 @@ static void gathered_lines(void **st)
     assert_false(pf.nodes[5].ran);
     assert_false(pf.tcp_judged);
     assert_true(pf.seconds > 1.49 && pf.seconds < 1.51); /* the slowest node's */
-    char buf[8192] = "";
-    FILE *f = fmemopen(buf, sizeof buf - 1, "w");
-    assert_non_null(f);
-    p3d_preflight_table(&pf, f);
-    fclose(f);
+    char buf[8192];
+    table_of(&pf, buf, sizeof buf);
     assert_non_null(strstr(buf, "3 of 6 nodes excluded"));
     assert_non_null(strstr(buf, "TCP: not measured across the hosts"));
     assert_non_null(strstr(buf, "1 node ran no preflight"));

@@ -253,6 +253,18 @@ static void gather_merge(void **st)
     p3d_wbuf_free(&b);
 }
 
+/* Adds the three records to g, encodes it into *b and decodes that into *d. */
+static void gather_three(p3d_gather *g, const p3d_grec *r0, const p3d_grec *r1, const p3d_grec *r2, p3d_wbuf *b,
+                         p3d_gather *d)
+{
+    char *err = NULL;
+    assert_int_equal(p3d_gather_add(g, r0, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(g, r1, node(), &err), 0);
+    assert_int_equal(p3d_gather_add(g, r2, node(), &err), 0);
+    assert_int_equal(p3d_gather_encode(g, b), 0);
+    assert_int_equal(p3d_gather_decode(b->p + 5, b->len - 5, 8, d, &err), 0);
+}
+
 /* A record's pre-start --health-check: none, passed, or failed with a
  * printable reason; anything else is refused. */
 static void gather_health(void **st)
@@ -264,12 +276,8 @@ static void gather_health(void **st)
              r1 = {.rank = 1, .hostname = "n1", .addr = "b", .health = P3D_GREC_HEALTH_FAILED,
                    .health_how = "its process ended with exit code 1: gpu 3 is missing"},
              r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
-    assert_int_equal(p3d_gather_add(&g, &r0, node(), &err), 0);
-    assert_int_equal(p3d_gather_add(&g, &r1, node(), &err), 0);
-    assert_int_equal(p3d_gather_add(&g, &r2, node(), &err), 0);
     p3d_wbuf b = {0};
-    assert_int_equal(p3d_gather_encode(&g, &b), 0);
-    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err), 0);
+    gather_three(&g, &r0, &r1, &r2, &b, &d);
     assert_int_equal(d.recs[0].health, P3D_GREC_HEALTH_OK);
     assert_null(d.recs[0].health_how);
     assert_int_equal(d.recs[1].health, P3D_GREC_HEALTH_FAILED);
@@ -336,12 +344,8 @@ static void gather_preflight(void **st)
     p3d_grec r0 = {.rank = 0, .hostname = "n0", .addr = "a", .preflight = "preflight gflops=6.2 mem_gbps=14 seconds=0.9"},
              r1 = {.rank = 1, .hostname = "n1", .addr = "b", .preflight = "failed: its benchmark failed: exit 1"},
              r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
-    assert_int_equal(p3d_gather_add(&g, &r0, node(), &err), 0);
-    assert_int_equal(p3d_gather_add(&g, &r1, node(), &err), 0);
-    assert_int_equal(p3d_gather_add(&g, &r2, node(), &err), 0);
     p3d_wbuf b = {0};
-    assert_int_equal(p3d_gather_encode(&g, &b), 0);
-    assert_int_equal(p3d_gather_decode(b.p + 5, b.len - 5, 8, &d, &err), 0);
+    gather_three(&g, &r0, &r1, &r2, &b, &d);
     assert_string_equal(d.recs[0].preflight, r0.preflight);
     assert_string_equal(d.recs[1].preflight, r1.preflight);
     assert_null(d.recs[2].preflight);
