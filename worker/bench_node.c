@@ -18,13 +18,21 @@
  * would measure the neighbours (a throttled CPU still takes more CPU time
  * for the same work). Each figure gets about --bench-seconds.
  *
+ * --bench-tcp-only: the TCP figures alone (a multi-node job measured
+ * compute and memory before its rendezvous and runs the ring once the
+ * leader named each node's next one); the ring then has all of
+ * --connect-timeout, and the line has no gflops or mem_gbps.
+ *
  * P3D_WORKER_BENCH_SLOWDOWN=F[:NODE] (a test knob, read only here): every
  * repetition's work is done F times (an integer 1..1000) and the TCP loop
  * idles F-1 times as long as it worked, on every node or only on node NODE
- * ($P3D_NODE): a slow node for the preflight's tests. */
+ * ($P3D_NODE): a slow node for the preflight's tests.
+ * P3D_WORKER_BENCH_TCP_SLOWDOWN=F[:NODE], the same for the TCP loop alone
+ * (a node with a slow NIC and healthy cores). */
 #include "worker.h"
 
 #include <errno.h>
+#include <math.h>
 #include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
@@ -46,9 +54,9 @@ static double wall_now(void) { return clock_s(CLOCK_MONOTONIC); }
 
 /* The knob for this node: 1 when unset or for another node; 0 on a
  * malformed value (message printed). */
-static int slowdown(void)
+static int slowdown(const char *var)
 {
-    const char *s = getenv("P3D_WORKER_BENCH_SLOWDOWN"), *node = getenv("P3D_NODE");
+    const char *s = getenv(var), *node = getenv("P3D_NODE");
     int f = 0, n = 0;
     char name[128] = "";
     if (!s || !*s)
@@ -56,9 +64,7 @@ static int slowdown(void)
     if (sscanf(s, "%d%n", &f, &n) != 1 || f < 1 || f > 1000 ||
         (s[n] && (s[n] != ':' || sscanf(s + n + 1, "%127s", name) != 1))) {
         fprintf(stderr,
-                "p3d-worker: P3D_WORKER_BENCH_SLOWDOWN='%s': expected F or F:NODE, F an integer 1..1000 (a test "
-                "knob)\n",
-                s);
+                "p3d-worker: %s='%s': expected F or F:NODE, F an integer 1..1000 (a test knob)\n", var, s);
         return 0;
     }
     if (name[0] && (!node || strcmp(node, name)))
@@ -129,8 +135,14 @@ static int connect_peer(const char *peer, double deadline)
     while (fd < 0 && wall_now() < deadline) {
         fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+            int e = errno;
             close(fd);
             fd = -1;
+            errno = e;
+            /* the next node listened before anyone was told its port
+             * (par3drun opens it first): refused means it is gone */
+            if (e == ECONNREFUSED)
+                break;
             struct timespec ts = {0, 20 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
@@ -196,8 +208,10 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         goto out;
     }
     memset(buf, 0x5a, CH);
+    /* a next node that cannot be reached costs this node its outgoing
+     * link (0 MB/s), not its incoming one */
     if ((out = connect_peer(peer, deadline)) < 0)
-        goto out;
+        out_lost(&fig, &fig_got, &out_shut, "connect to the next node", peer);
     while (!(in_done && figure_sent && fig_got == sizeof fig) || wall_now() < ring_end) {
         double now = wall_now();
         int over = in_done && figure_sent && fig_got == sizeof fig;
@@ -307,7 +321,8 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         if (f > 1)
             idle_until = wall_now() + (f - 1) * (wall_now() - t_work);
     }
-    *out_mbps = fig;
+    /* the next node's word: a figure that is not a rate counts as none */
+    *out_mbps = isfinite(fig) && fig >= 0 && fig < 1e9 ? fig : 0;
     rc = 0;
 out:
     if (rc && what)
@@ -323,9 +338,22 @@ out:
 
 int p3dw_bench_node(const p3dw_opts *o)
 {
-    int f = slowdown(), rc = -1, n = 192;
-    if (!f)
+    int f = slowdown("P3D_WORKER_BENCH_SLOWDOWN"), ft = slowdown("P3D_WORKER_BENCH_TCP_SLOWDOWN"), rc = -1, n = 192;
+    if (!f || !ft)
         return -1;
+    if (o->bench_tcp_only) {
+        /* the ring alone, bounded by all of --connect-timeout */
+        double out_mbps = 0, in_mbps = 0;
+        if (!o->bench_tcp_peer) {
+            fprintf(stderr, "p3d-worker: --bench-tcp-only needs --bench-tcp-peer and --bench-tcp-fd\n");
+            return -1;
+        }
+        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft, o->connect_timeout, 0, 0,
+                     &out_mbps, &in_mbps) < 0)
+            return -1;
+        printf("preflight backend=cpu tcp_out_mbps=%.4g tcp_in_mbps=%.4g links=skipped\n", out_mbps, in_mbps);
+        return 0;
+    }
     gemm_ctx g = {.n = n};
     copy_ctx c = {.n = 16u << 20};
     g.a = malloc(sizeof(float) * (size_t)n * n);
@@ -360,7 +388,7 @@ int p3dw_bench_node(const p3dw_opts *o)
         send_at = t0 + off + si * slot;
         ring_end = t0 + off + sn * slot;
     }
-    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f,
+    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
     for (size_t i = 0; i < (size_t)n * n; i++) {

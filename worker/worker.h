@@ -52,6 +52,7 @@ typedef struct p3dw_opts {
     int bench_tcp_fd;           /*   the listening socket par3drun handed over */
     const char *bench_tcp_peer; /*   HOST:PORT of the ring's next node; NULL: no TCP */
     const char *bench_tcp_slot; /*   I:N:T: stream in slot I of N from T (one host) */
+    int bench_tcp_only;         /*   the TCP figures alone (a multi-node ring) */
     double bench_seconds;       /*   about this long per figure */
     const char *checkpoint_dir; /* NULL: no checkpoints */
     int checkpoint_every;       /* steps between checkpoints (0: only with --checkpoint-dir, 1) */

@@ -43,6 +43,14 @@ typedef struct p3d_rdzv {
     void *state;
     p3d_rdzv_boot boot;
     double timeout;          /* seconds, resolved (default grows with nnodes) */
+    /* --preflight's TCP ring across the hosts (docs/launch.md,
+     * "Preflight"): when this node's JOIN has a ring_port, the leader
+     * holds every tree position until all nodes joined and names in each
+     * the ring's next node; ring then runs this node's part (it may block
+     * for its bounded benchmark) and updates own, this node's gathered
+     * record, before the record goes up the tree. NULL: no ring here. */
+    void (*ring)(void *ctx, const char *addr, int port, p3d_grec *own);
+    void *ring_ctx;
 } p3d_rdzv;
 
 /* Resolves --rdzv (auto, none, static:HOST:PORT, slurm[:HOST], pmix,
@@ -94,6 +102,10 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
 /* Leader: listens on host:port only (port 0: any free one; *bound gets
  * it). Returns the listening fd or -1 with *err. */
 int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
+/* Listens on every interface (IPv6 and IPv4 at once where the host has
+ * IPv6, else 0.0.0.0) on a free port (*port); close-on-exec and
+ * non-blocking. The listening fd, or -1 with *err. */
+int p3d_tcp_listen_any(int *port, char **err);
 
 /* Leader: tells each connected agent why the job will not start. A reason
  * that starts with P3D_REFUSE_FAILED is a failure of the job (a node

@@ -13,6 +13,7 @@
 #include "p3d/base.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,6 +61,14 @@ static int listen_dual(int *port)
         return -1;
     }
     *port = ntohs(a.sin6_port);
+    return fd;
+}
+
+int p3d_tcp_listen_any(int *port, char **err)
+{
+    int fd = listen_dual(port);
+    if (fd < 0 && (fd = p3d_tcp_listen("0.0.0.0", 0, port, err)) >= 0)
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     return fd;
 }
 

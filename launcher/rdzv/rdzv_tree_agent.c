@@ -510,6 +510,13 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
         free(body);
         body = NULL;
     }
+    /* --preflight's TCP ring: this node's part, now that the leader named
+     * the next node (every node got its position at once); the record
+     * that goes up the tree carries its figures */
+    if (pos.ring_port > 0 && r->ring)
+        for (int i = 0; i < me->nrec; i++)
+            if (me->recs[i].rank == A.me)
+                r->ring(r->ring_ctx, pos.ring_addr, pos.ring_port, &me->recs[i]);
     /* the leader's fan-out: our children are k*me+1 .. */
     A.nkids = pos.nchildren;
     A.k = pos.fanout;

@@ -4,6 +4,14 @@
  * p3d_tree_gather): every agent's JOIN on one epoll loop (a join costs
  * O(1) however many nodes there are), each one told its place in the
  * distribution tree, the records gathered from the leader's own children.
+ *
+ * With --preflight's TCP ring (the leader's own JOIN has a ring_port, and
+ * r->ring is set) the positions wait until every node joined: each then
+ * names the ring's next node (the next node rank with a ring port, after
+ * the last the first), every node streams to its next one at once, and
+ * the leader runs its own part (r->ring) before it takes the records of
+ * its children, which queue meanwhile. A node without a ring port (it ran
+ * no --preflight) is left out of the ring.
  */
 #include "rdzv_tcp_internal.h"
 #include "termsafe.h"
@@ -78,16 +86,34 @@ typedef struct leader {
     p3d_framer *fr;          /* per node rank, for the leader's children's GATHER */
     unsigned char *joined, *have;
     int njoined, nhave;
+    int ring;                /* --preflight's TCP ring: positions once all joined */
+    int ring_due;            /* they went out: the leader's own part is due */
     p3d_gather *g;
     p3d_tree_stats *st;
 } leader;
+
+/* The ring's next node after x: the next node rank with a ring port
+ * (cyclic), -1 when x is the only one or has none itself. */
+static int ring_next(const leader *L, int x)
+{
+    if (!L->ring || L->joins[x].ring_port <= 0)
+        return -1;
+    for (int k = 1; k < L->n; k++) {
+        int y = (x + k) % L->n;
+        if (L->joins[y].ring_port > 0)
+            return y;
+    }
+    return -1;
+}
 
 /* Tells rank x where it hangs in the tree (its parent has joined). */
 static int tell_position(leader *L, int x, char **err)
 {
     int p = rz_tree_parent(x, L->k);
+    int nx = ring_next(L, x);
     p3d_treepos t = {.parent = p, .addr = p > 0 ? L->joins[p].addr : "", .port = p > 0 ? L->joins[p].port : 0,
-                     .nchildren = rz_tree_nchildren(x, L->k, L->n), .fanout = L->k};
+                     .nchildren = rz_tree_nchildren(x, L->k, L->n), .fanout = L->k,
+                     .ring_addr = nx >= 0 ? L->joins[nx].addr : "", .ring_port = nx >= 0 ? L->joins[nx].ring_port : 0};
     if (t.nchildren > 0 && L->joins[x].port == 0)
         return p3d_err(err, "rendezvous: node[%d] (%s) listens nowhere but has %d children in the tree", x,
                        p3d_tesc(L->joins[x].hostname), t.nchildren);
@@ -158,6 +184,14 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
     p->fd = -1;
     L->joined[x] = 1;
     L->njoined++;
+    if (L->ring) {
+        /* every position once all joined: the ring's next nodes are known */
+        for (int y = 1; L->njoined == L->n && y < L->n; y++)
+            if (tell_position(L, y, err) < 0)
+                return -1;
+        L->ring_due = L->njoined == L->n;
+        return rc;
+    }
     /* x learns its parent now if that one is known; x's waiting children
      * learn x */
     int par = rz_tree_parent(x, L->k);
@@ -326,9 +360,18 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
     memset(mine, 0, sizeof *mine);
     L.joined[0] = L.have[0] = 1;
     L.njoined = L.nhave = 1;
+    L.ring = r->ring && joins[0].ring_port > 0 && n > 1;
     if (p3d_gather_merge(g, mine_g, err) < 0)
         goto out;
     while (L.nhave < n) {
+        if (L.ring_due) {
+            /* the leader's own part of the ring, while the others run theirs */
+            L.ring_due = 0;
+            int nx = ring_next(&L, 0);
+            for (int i = 0; nx >= 0 && i < g->nrec; i++)
+                if (g->recs[i].rank == 0)
+                    r->ring(r->ring_ctx, joins[nx].addr, joins[nx].ring_port, &g->recs[i]);
+        }
         double now = p3d_now();
         if (now >= deadline) {
             if (L.njoined < n) {

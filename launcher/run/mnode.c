@@ -105,6 +105,7 @@ static int own_record(mnode *m, char **err)
     j->hostname = strdup(h->hostname);
     j->addr = strdup(h->addr ? h->addr : "");
     j->port = m->me == 0 ? m->r->boot.leader_port : 0;
+    j->ring_port = m->ring_port;
     if (!j->version || !j->token || !j->job_id || !j->hostname || !j->addr)
         return p3d_err(err, "out of memory");
     p3d_node *t = node_clone(h->topo, err);
@@ -324,7 +325,7 @@ static void tell_health(mnode *m, const p3d_launch *L)
 
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
 {
-    mnode M = {.o = o, .r = r, .me = r->boot.node_rank, .nnodes = r->boot.nnodes, .up = -1};
+    mnode M = {.o = o, .r = r, .me = r->boot.node_rank, .nnodes = r->boot.nnodes, .up = -1, .ring_fd = -1};
     mnode *m = &M;
     char *err = NULL;
     int rc = P3D_EXIT_BADINPUT, lfd = -1;
@@ -407,10 +408,13 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
         own_health(m, name);
         p3d_mnode_own_preflight(m, name);
+        p3d_mnode_ring_open(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         p3d_gather g;
-        if (p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->fds, m->joins, o->verbose, &m->st, &err) < 0) {
+        int ge = p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->fds, m->joins, o->verbose, &m->st, &err);
+        p3d_mnode_ring_close(m);
+        if (ge < 0) {
             rc = P3D_EXIT_FAIL;
             goto out;
         }
@@ -470,9 +474,11 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         h->token = strdup(r->boot.token);
         own_health(m, name);
         p3d_mnode_own_preflight(m, name);
+        p3d_mnode_ring_open(m, name);
         if (own_record(m, &err) < 0)
             goto out;
         m->up = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &err);
+        p3d_mnode_ring_close(m);
         if (m->up < 0) {
             /* refused by the leader: 2; no rendezvous (a late agent's
              * "Connection refused" included): 1, as the leader's timeout */
@@ -590,6 +596,8 @@ out:
     p3d_gather_free(&m->mine);
     free(m->fds);
     p3d_hello_free(&m->hello);
+    p3d_mnode_ring_close(m);
+    r->ring = NULL;
     p3d_prep_finish(&m->prep, &L, rc, L.job->pl ? L.job->pl->world : 0);
     p3d_place_msg_free(&m->pm);
     p3d_cluster_free(m->cluster);

@@ -52,6 +52,8 @@ typedef struct mnode {
     unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
     char own_pf[P3D_GREC_HOW_MAX + 1]; /* this node's --preflight line */
     int own_pf_ran;            /*   (it has --preflight) */
+    int ring_fd;               /*   its TCP ring's listening socket, -1 */
+    int ring_port;             /*   (in its JOIN; 0: none) */
     p3d_preflight pf;          /* leader: the verdict on every node's */
     int have_pf;
     char *pf_json;             /*   as placement.json's "preflight" object */
@@ -95,6 +97,10 @@ int p3d_mnode_successors(mnode *m, int gen);
  * names the nodes (c NULL: the "host:rank" names); the leader's state
  * freed. */
 void p3d_mnode_own_preflight(mnode *m, const char *name);
+/* The TCP ring across the hosts: its listening socket opened before the
+ * join (m->ring_fd, m->ring_port; r->ring set), and closed (idempotent). */
+void p3d_mnode_ring_open(mnode *m, const char *name);
+void p3d_mnode_ring_close(mnode *m);
 int p3d_mnode_judge_preflight(mnode *m, p3d_gather *g, char **err);
 void p3d_mnode_tell_preflight(mnode *m, const p3d_cluster *c, int events_fd, double t0);
 void p3d_mnode_preflight_free(mnode *m);

@@ -6,15 +6,24 @@
  * excludes a slow node the way a failed pre-start --health-check does
  * (its record is marked failed, so exclude_unhealthy in mnode_place.c
  * hands its place to a spare before the policy runs).
+ * The TCP ring across the hosts: a listening socket on every interface
+ * before the join (its port in the JOIN), this node's part run from the
+ * rendezvous once the leader named the next node (p3d_rdzv.ring), its
+ * figures appended to the line the record carries.
  */
 #include "mnode_int.h"
 #include "preflight.h"
 
 #include "termsafe.h"
+#include "rdzv.h"
 
+#include <errno.h>
+
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void p3d_mnode_own_preflight(mnode *m, const char *name)
 {
@@ -27,6 +36,74 @@ void p3d_mnode_own_preflight(mnode *m, const char *name)
         snprintf(line, sizeof line, "par3drun: node %s: --preflight: %s\n", name, m->own_pf);
         p3d_term_fputs(line, stderr);
     }
+}
+
+/* r->ring: this node's part of the ring; own is its gathered record. */
+static void mnode_ring(void *ctx, const char *addr, int port, p3d_grec *own)
+{
+    mnode *m = ctx;
+    double out = 0, in = 0;
+    char why[200] = "", line[P3D_GREC_HOW_MAX + 1];
+    const char *name = m->hello.hostname;
+    if (m->ring_fd < 0)
+        return; /* ran already (one position per rendezvous) */
+    /* the benchmark inherits the socket, nothing else does: it is closed
+     * right after */
+    errno = 0;
+    int ok = fcntl(m->ring_fd, F_SETFD, 0) == 0 &&
+             p3d_preflight_ring(m->o, name, m->ring_fd, addr, port, &out, &in, why, sizeof why) == 0;
+    if (!ok && errno && !why[0])
+        snprintf(why, sizeof why, "%s", strerror(errno));
+    p3d_mnode_ring_close(m);
+    if (m->o->verbose) {
+        char say[400];
+        if (ok)
+            snprintf(say, sizeof say, "par3drun: node %s: --preflight TCP ring: %.4g MB/s out to %s:%d, %.4g MB/s in\n",
+                     name, out, addr, port, in);
+        else
+            snprintf(say, sizeof say, "par3drun: node %s: --preflight TCP ring failed: %s\n", name, why);
+        p3d_term_fputs(say, stderr);
+    }
+    if (!own->preflight || !strncmp(own->preflight, P3D_PREFLIGHT_FAILED, strlen(P3D_PREFLIGHT_FAILED)))
+        return; /* its own benchmark failed already: that reason stands */
+    if (ok)
+        snprintf(line, sizeof line, "%s tcp_out_mbps=%.6g tcp_in_mbps=%.6g", own->preflight, out, in);
+    else
+        snprintf(line, sizeof line, "%sits TCP ring benchmark failed: %s", P3D_PREFLIGHT_FAILED, why);
+    for (char *c = line; *c; c++) /* it travels as printable ASCII */
+        if (*c < 32 || *c > 126)
+            *c = '?';
+    char *dup = strdup(line);
+    if (dup) {
+        free(own->preflight);
+        own->preflight = dup;
+    }
+}
+
+void p3d_mnode_ring_open(mnode *m, const char *name)
+{
+    m->ring_fd = -1;
+    m->ring_port = 0;
+    if (!m->o->preflight || m->nnodes < 2)
+        return;
+    char *e = NULL;
+    m->ring_fd = p3d_tcp_listen_any(&m->ring_port, &e);
+    if (m->ring_fd < 0) {
+        p3d_mnode_err("node %s: --preflight: no TCP ring through this node (%s); its TCP bandwidth is not measured",
+                      name, e ? e : "cannot listen");
+        m->ring_port = 0;
+    } else {
+        m->r->ring = mnode_ring;
+        m->r->ring_ctx = m;
+    }
+    free(e);
+}
+
+void p3d_mnode_ring_close(mnode *m)
+{
+    if (m->ring_fd >= 0)
+        close(m->ring_fd);
+    m->ring_fd = -1;
 }
 
 int p3d_mnode_judge_preflight(mnode *m, p3d_gather *g, char **err)

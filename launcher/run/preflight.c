@@ -94,9 +94,10 @@ static int parse_num(const char *s, double *out)
 
 /* The worker's line "preflight backend=cpu gflops=G mem_gbps=M
  * [tcp_out_mbps=O tcp_in_mbps=I] links=skipped" (the last such line of
- * its output), strictly: every word known, every number whole. 0, or -1
- * with what is wrong in why. */
-int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, size_t cap)
+ * its output), strictly: every word known, every number whole; tcp_only:
+ * the line of --bench-tcp-only, whose TCP figures are required instead of
+ * compute and memory. 0, or -1 with what is wrong in why. */
+static int parse_line(const char *text, p3d_preflight_node *nd, int tcp_only, char *why, size_t cap)
 {
     const char *line = NULL;
     for (const char *p = text; p && *p;) {
@@ -147,11 +148,21 @@ int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, siz
             return -1;
         }
     }
-    if (nd->gflops < 0 || nd->mem_gbps < 0) {
-        snprintf(why, cap, "its figures line lacks gflops or mem_gbps");
+    if (tcp_only ? nd->tcp_out_mbps < 0 || nd->tcp_in_mbps < 0 : nd->gflops < 0 || nd->mem_gbps < 0) {
+        snprintf(why, cap, "its figures line lacks %s", tcp_only ? "tcp_out_mbps or tcp_in_mbps" : "gflops or mem_gbps");
         return -1;
     }
     return 0;
+}
+
+int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, size_t cap)
+{
+    return parse_line(text, nd, 0, why, cap);
+}
+
+int p3d_preflight_parse_tcp(const char *text, p3d_preflight_node *nd, char *why, size_t cap)
+{
+    return parse_line(text, nd, 1, why, cap);
 }
 
 /* 'path' for sh -c, single quotes kept. */
@@ -164,6 +175,58 @@ static void sh_quote(p3d_sb *b, const char *s)
         else
             p3d_sb_putc(b, *s);
     p3d_sb_putc(b, '\'');
+}
+
+int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, const char *addr, int port, double *out_mbps,
+                       double *in_mbps, char *why, size_t cap)
+{
+    int rc = -1;
+    char *err = NULL, *cmd = NULL, *outs[1] = {NULL};
+    char *worker = p3d_resolve_program("p3d-worker", &err);
+    p3d_health_res res;
+    memset(&res, 0, sizeof res);
+    if (!worker) {
+        snprintf(why, cap, "%s", err ? err : "p3d-worker not found");
+        goto out;
+    }
+    p3d_sb b = {0};
+    p3d_sb_puts(&b, "exec ");
+    sh_quote(&b, worker);
+    /* the worker's own bound is --preflight-timeout; ours a little more,
+     * so that a hanging neighbour gives 0 MB/s, not a killed benchmark */
+    p3d_sb_printf(&b, " --bench-node --bench-tcp-only --bench-seconds %g --connect-timeout %g --bench-tcp-fd %d "
+                      "--bench-tcp-peer ",
+                  PF_BENCH_SECONDS, o->preflight_timeout, lfd);
+    char peer[300];
+    snprintf(peer, sizeof peer, "%s:%d", addr, port);
+    sh_quote(&b, peer);
+    if (!(cmd = p3d_sb_finish(&b))) {
+        snprintf(why, cap, "out of memory");
+        goto out;
+    }
+    const char *cmds[1] = {cmd};
+    p3d_health_cmd hc = {.cmds = cmds, .timeout = o->preflight_timeout + 2, .what = "--preflight TCP ring", .outs = outs};
+    p3d_health_run_cmd(&hc, &name, 1, NULL, &res);
+    p3d_preflight_node nd;
+    char pwhy[200];
+    memset(&nd, 0, sizeof nd);
+    if (!res.ok)
+        snprintf(why, cap, "%s", res.how);
+    else if (!outs[0])
+        snprintf(why, cap, "its output was lost (out of memory)");
+    else if (p3d_preflight_parse_tcp(outs[0], &nd, pwhy, sizeof pwhy) < 0)
+        snprintf(why, cap, "%s", pwhy);
+    else {
+        *out_mbps = nd.tcp_out_mbps;
+        *in_mbps = nd.tcp_in_mbps;
+        rc = 0;
+    }
+out:
+    free(outs[0]);
+    free(cmd);
+    free(worker);
+    free(err);
+    return rc;
 }
 
 /* A listening TCP socket on the loopback (inherited by the benchmarks:
@@ -238,7 +301,11 @@ int p3d_preflight_judge(p3d_preflight *pf)
         col[i] = !nd->ran ? -1 : nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
     }
     pf->median_tcp_mbps = median(col, n, tmp);
-    pf->tcp_judged = n >= 3 && !pf->tcp_note;
+    /* which end of a slow link is slow needs a third node on the ring */
+    int ntcp = 0;
+    for (int i = 0; i < n; i++)
+        ntcp += col[i] >= 0;
+    pf->tcp_judged = ntcp >= 3 && !pf->tcp_note;
     for (int i = 0; i < n; i++)
         if (pf->nodes[i].ran && !pf->nodes[i].excluded)
             judge(pf, i);
@@ -404,7 +471,7 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
         p3d_sb_printf(&b, "TCP: %s. ", pf->tcp_note);
     else
         p3d_sb_printf(&b, "TCP: MB/s on a ring of pairs (node i streams to node i+1)%s. ",
-                      pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with 2 nodes");
+                      pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with fewer than 3 nodes on it");
     p3d_sb_printf(&b, "NVLink links: %s.\n", pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
     if (pf->nrun_none)
         p3d_sb_printf(&b, "%d node%s ran no preflight (started without --preflight: give every node the same "

@@ -18,6 +18,9 @@
  * output (the last "preflight ..." line, strictly: every word known,
  * every number whole and >= 0): 0, or -1 with why (cap bytes). */
 int p3d_preflight_parse(const char *text, p3d_preflight_node *nd, char *why, size_t cap);
+/* The same for the line of --bench-tcp-only: tcp_out_mbps and tcp_in_mbps
+ * required, compute and memory absent. */
+int p3d_preflight_parse_tcp(const char *text, p3d_preflight_node *nd, char *why, size_t cap);
 /* The medians over the nodes that ran (ran set), and every such node not
  * yet excluded judged against them (excluded, why, nexcluded). 0, or -1
  * out of memory. */
@@ -33,6 +36,14 @@ const char *p3d_preflight_links(const p3d_opts *o);
  * the reason; printable ASCII, cut to cap bytes. */
 extern const char P3D_PREFLIGHT_FAILED[];
 void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t cap);
+/* Multi-node: this node's part of the TCP ring across the hosts, once the
+ * leader named the next node (addr:port): p3d-worker --bench-node
+ * --bench-tcp-only streams there while it takes the previous node's stream
+ * on lfd (inherited: the caller clears its close-on-exec), bounded by
+ * --preflight-timeout. 0 with the MB/s out (as the next node measured
+ * them) and in, or -1 with why (cap bytes). */
+int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, const char *addr, int port, double *out_mbps,
+                       double *in_mbps, char *why, size_t cap);
 /* The leader: the verdict on the lines the records carried (lines[i] NULL:
  * node i ran none; not judged, counted in nrun_none), node i named
  * names[i] (borrowed). 0, or -1 out of memory; *pf is freed with

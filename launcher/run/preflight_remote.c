@@ -9,11 +9,18 @@
  * excludes is excluded like one that failed its --health-check before the
  * start: a spare takes its place before the policy runs.
  *
+ * The TCP figures come from a ring across the hosts that runs during the
+ * rendezvous (rdzv.h, p3d_rdzv.ring): every node listens on a port of its
+ * own (in its JOIN), the leader names each node's next one in the tree
+ * position it sends once every node joined, and each node streams to its
+ * next one while it takes its previous one's stream (p3d_preflight_ring,
+ * preflight.c), then appends "tcp_out_mbps=O tcp_in_mbps=I" to the line
+ * its record carries. A node whose ring part failed carries
+ * "failed: its TCP ring benchmark failed: ..." instead.
+ *
  * The line is a peer's input: the leader parses it strictly
  * (p3d_preflight_parse); one it cannot read excludes the node with the
- * reason. No TCP ring runs across hosts in this version: the nodes would
- * have to learn each other's addresses before the placement, a round the
- * rendezvous does not have; the table says so.
+ * reason.
  */
 #include "preflight.h"
 
@@ -23,7 +30,7 @@
 
 const char P3D_PREFLIGHT_FAILED[] = "failed: ";
 
-static const char PF_TCP_REMOTE[] = "not measured across the hosts of a multi-node rendezvous in this version";
+static const char PF_TCP_REMOTE[] = "not measured: fewer than two nodes took part in the ring";
 
 void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t cap)
 {
@@ -52,11 +59,11 @@ int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const ch
     pf->slow_factor = o->slow_factor;
     pf->timeout = o->preflight_timeout;
     pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = -1;
-    pf->tcp_note = PF_TCP_REMOTE;
     pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
     if (!pf->nodes)
         return -1;
     size_t nf = strlen(P3D_PREFLIGHT_FAILED);
+    int ntcp = 0;
     for (int i = 0; i < n; i++) {
         p3d_preflight_node *nd = &pf->nodes[i];
         nd->name = names[i];
@@ -73,15 +80,17 @@ int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const ch
         } else if (p3d_preflight_parse(lines[i], nd, why, sizeof why) < 0) {
             snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
         } else {
-            nd->tcp_out_mbps = nd->tcp_in_mbps = -1; /* no ring across hosts */
             nd->ran = 1;
+            ntcp += nd->tcp_out_mbps >= 0 && nd->tcp_in_mbps >= 0;
             if (nd->seconds > pf->seconds) /* they ran at once: the slowest is the time */
                 pf->seconds = nd->seconds;
             continue;
         }
-        nd->gflops = nd->mem_gbps = -1;
+        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
         nd->excluded = 1;
         pf->nexcluded++;
     }
+    if (!ntcp)
+        pf->tcp_note = PF_TCP_REMOTE;
     return p3d_preflight_judge(pf);
 }

@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 8       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 9       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -41,7 +41,8 @@
                                 * index and CUDA_VISIBLE_DEVICES entry in
                                 * the node record, the v packet; 7: the
                                 * gathered record's failover port; 8: its
-                                * --preflight figures) */
+                                * --preflight figures; 9: the --preflight
+                                * TCP ring's ports in JOIN and TREE) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -256,6 +257,8 @@ typedef struct p3d_join {
     char *hostname;
     char *addr;              /* where this agent listens for its children */
     int port;                /* 1..65535; 0: it listens nowhere (a leaf) */
+    int ring_port;           /* --preflight: where it takes the previous
+                              * node's TCP stream (on addr); 0: no ring */
 } p3d_join;
 
 /* TREE: the leader's answer: the parent (0: the leader, on this very
@@ -266,6 +269,10 @@ typedef struct p3d_treepos {
     int port;
     int nchildren;
     int fanout;              /* the tree's k: children are k*i+1 .. */
+    /* --preflight: the next node of the TCP ring (its JOIN's addr and
+     * ring_port); ring_port 0: this node streams to nobody */
+    char *ring_addr;
+    int ring_port;
 } p3d_treepos;
 
 /* TJOIN: a child presents the token to its tree parent. */

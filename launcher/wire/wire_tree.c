@@ -27,6 +27,7 @@ int p3d_join_encode(const p3d_join *j, p3d_wbuf *b)
     p3d_wbuf_str(b, j->hostname);
     p3d_wbuf_str(b, j->addr);
     p3d_wbuf_int(b, j->port);
+    p3d_wbuf_int(b, j->ring_port);
     return p3d_wbuf_end(b);
 }
 
@@ -46,6 +47,7 @@ int p3d_join_decode(const unsigned char *body, size_t len, p3d_join *j, char **e
     j->hostname = p3d_rbuf_str(&r, NAME_MAX_);
     j->addr = p3d_rbuf_str(&r, NAME_MAX_);
     j->port = p3d_rbuf_int(&r, 0, 65535);
+    j->ring_port = p3d_rbuf_int(&r, 0, 65535);
     if (r.bad || r.off != r.len)
         return p3d_err(err, "malformed JOIN");
     return 0;
@@ -71,6 +73,8 @@ int p3d_treepos_encode(const p3d_treepos *t, p3d_wbuf *b)
     p3d_wbuf_int(b, t->port);
     p3d_wbuf_int(b, t->nchildren);
     p3d_wbuf_int(b, t->fanout);
+    p3d_wbuf_str(b, t->ring_addr ? t->ring_addr : "");
+    p3d_wbuf_int(b, t->ring_port);
     return p3d_wbuf_end(b);
 }
 
@@ -83,7 +87,10 @@ int p3d_treepos_decode(const unsigned char *body, size_t len, p3d_treepos *t, ch
     t->port = p3d_rbuf_int(&r, 0, 65535);
     t->nchildren = p3d_rbuf_int(&r, 0, P3D_FANOUT_MAX);
     t->fanout = p3d_rbuf_int(&r, 1, P3D_FANOUT_MAX);
-    if (r.bad || r.off != r.len || (t->parent > 0 && t->port == 0) || t->nchildren > t->fanout) {
+    t->ring_addr = p3d_rbuf_str(&r, NAME_MAX_);
+    t->ring_port = p3d_rbuf_int(&r, 0, 65535);
+    if (r.bad || r.off != r.len || (t->parent > 0 && t->port == 0) || t->nchildren > t->fanout ||
+        (t->ring_port > 0 && (!t->ring_addr || !t->ring_addr[0]))) {
         p3d_treepos_free(t);
         return p3d_err(err, "malformed TREE message from the leader");
     }
@@ -93,6 +100,7 @@ int p3d_treepos_decode(const unsigned char *body, size_t len, p3d_treepos *t, ch
 void p3d_treepos_free(p3d_treepos *t)
 {
     free(t->addr);
+    free(t->ring_addr);
     memset(t, 0, sizeof *t);
 }
 

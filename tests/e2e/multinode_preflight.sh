@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # multinode_preflight.sh — --preflight in a multi-node job over the static
 # TCP rendezvous (separate par3drun agents on loopback, real sockets): 5
-# agents, --spares 1, tp8 on 4 x 8 GPUs. Every node benchmarks itself
-# (p3d-worker --bench-node) before it joins and its figures travel in its
-# gathered record; the leader judges them against the medians.
+# agents, --spares 1, tp8 on 4 x 8 GPUs. Every node benchmarks its compute
+# and memory (p3d-worker --bench-node) before it joins; once all joined,
+# the leader names each node's next one on a TCP ring and every node
+# streams to it at once (--bench-tcp-only); the figures travel in the
+# gathered records and the leader judges them against the medians.
 #  1. node rank 2's benchmark runs 4x slower (P3D_WORKER_BENCH_SLOWDOWN in
 #     that agent's environment only) -> the leader excludes it before the
 #     policy runs, the spare (node rank 4) runs ranks from the start, node 2
@@ -21,6 +23,13 @@
 #  5. a node whose benchmark fails (the worker refuses a malformed
 #     P3D_WORKER_BENCH_SLOWDOWN and exits 2): it is excluded with the
 #     reason, the spare runs, exit 0.
+#  6. a node with healthy cores and a slow network (its TCP loop alone
+#     idles 7x as long as it works: P3D_WORKER_BENCH_TCP_SLOWDOWN=8 in its
+#     environment) -> excluded for its TCP figure (both of its ring links
+#     slow; its neighbours keep one good link each), its compute within
+#     the median, the spare runs its ranks, exit 0. With --rdzv-fanout 2
+#     (0 -> 1,2 -> 3,4): interior agents run their part of the ring before
+#     their children attach.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 W='echo "rank=$RANK node=$P3D_NODE"; exit 0'
@@ -28,31 +37,33 @@ W='echo "rank=$RANK node=$P3D_NODE"; exit 0'
 # but five agents on one host still see cache and frequency noise
 PF=(--tp 8 --spares 1 --grace 1 --preflight --preflight-timeout 60 --slow-factor 2)
 
-# run NAME SLOW_RANKS...: 5 agents; the listed node ranks' benchmarks slowed 4x
+# run NAME KNOB RANKS...: 5 agents; KNOB (VAR=VALUE, a test knob of the
+# worker's benchmark) in the environment of the listed node ranks only;
+# EXTRA: more options for every agent
+EXTRA=()
 run() {
-  local name=$1 i; shift
+  local name=$1 knob=$2 i; shift 2
   P=$(free_port)
   for i in 0 1 2 3 4; do
-    if [[ " $* " == *" $i "* ]]; then
-      P3D_WORKER_BENCH_SLOWDOWN=4 agent "$name" $i 5 "$P" "${PF[@]}" -- sh -c "$W"
-    else
-      agent "$name" $i 5 "$P" "${PF[@]}" -- sh -c "$W"
-    fi
+    [[ " $* " == *" $i "* ]] && export "${knob?}"
+    agent "$name" $i 5 "$P" "${PF[@]}" "${EXTRA[@]}" -- sh -c "$W"
+    unset "${knob%%=*}"
   done
   codes=""
   for i in 0 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
 }
+SLOW=P3D_WORKER_BENCH_SLOWDOWN=4
 
 # ---- 1. one slow node: excluded, the spare runs -------------------------------
-run slow 2
+run slow $SLOW 2
 [ "$codes" = " 0 0 0 0 0" ] || { bad "slow: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/slow.0.err"; }
 [ "$(grep -c 'rank=' "$T/slow.2.out")" = 0 ] || bad "slow: the slow node ran ranks"
 [ "$(grep -c 'rank=' "$T/slow.4.out")" = 8 ] || bad "slow: the spare did not run 8 ranks from the start"
 [ "$(cat "$T"/slow.*.out | grep -c 'rank=')" = 32 ] || bad "slow: not all 32 ranks ran"
 grep -Eq '^[^ ]*:2 +EXCLUDED .*compute [0-9.e+]+ GFLOP/s is [0-9.]+x below the median' "$T/slow.0.err" ||
   { bad "slow: the leader's table does not exclude node 2 for its compute"; sed 's/^/  /' "$T/slow.0.err"; }
-grep -q 'TCP: not measured across the hosts of a multi-node rendezvous' "$T/slow.0.err" ||
-  bad "slow: the table does not say the TCP ring did not run"
+grep -q 'TCP: MB/s on a ring of pairs (node i streams to node i+1)\. ' "$T/slow.0.err" ||
+  { bad "slow: the table does not say the TCP ring ran and was judged"; sed 's/^/  /' "$T/slow.0.err"; }
 grep -q 'node [^ ]*:2 failed the --preflight before the start (compute .*): excluded, it runs no rank' "$T/slow.0.err" ||
   { bad "slow: no exclusion line for node 2"; sed 's/^/  /' "$T/slow.0.err"; }
 python3 - "$T/slow.rd0/events.jsonl" "$T/slow.rd0/placement.json" <<'PY' || bad "slow: events.jsonl or placement.json"
@@ -63,7 +74,8 @@ assert sorted(pf) == ["0", "1", "2", "3", "4"], sorted(pf)
 assert [k for k in sorted(pf) if pf[k]["excluded"]] == ["2"], {k: pf[k]["excluded"] for k in pf}
 for k, e in pf.items():
     assert e["gflops"] > 0 and e["mem_gbps"] > 0, e
-    assert e["tcp_out_mbps"] is None, e
+    # the TCP ring ran across the agents: both links of every node measured
+    assert e["tcp_out_mbps"] > 0 and e["tcp_in_mbps"] > 0 and e["median_tcp_mbps"] > 0, e
 ratio = pf["2"]["median_gflops"] / pf["2"]["gflops"]
 assert 2 < ratio < 8, f"node 2 is {ratio:.2f}x below the median, want about 4x"
 assert "below the median" in pf["2"]["why"], pf["2"]["why"]
@@ -84,41 +96,56 @@ for i in 1 2 3 4; do
 done
 
 # ---- 2. nobody slow: nobody excluded ------------------------------------------
-run even
+run even $SLOW
 [ "$codes" = " 0 0 0 0 0" ] || { bad "even: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/even.0.err"; }
 grep -q 'EXCLUDED' "$T/even.0.err" && { bad "even: a node was excluded with none slow"; sed 's/^/  /' "$T/even.0.err"; }
 grep -q '^0 of 5 nodes excluded' "$T/even.0.err" || { bad "even: no table"; sed 's/^/  /' "$T/even.0.err"; }
 [ "$(grep -c 'rank=' "$T/even.4.out")" = 0 ] || bad "even: the spare ran ranks"
 
 # ---- 3. two slow nodes, one spare: nothing starts ------------------------------
-run two 1 3
+run two $SLOW 1 3
 [ "$codes" = " 1 1 1 1 1" ] || bad "two: exit codes$codes, want 1 1 1 1 1"
 grep -q '2 nodes failed the --preflight before the start and no spare can take their place (--spares 1): [^ ]*:1 (--preflight: compute .*); [^ ]*:3 (--preflight: compute .*); nothing started' "$T/two.0.err" ||
   { bad "two: the refusal does not name both nodes"; sed 's/^/  /' "$T/two.0.err"; }
 [ "$(cat "$T"/two.*.out | grep -c 'rank=')" = 0 ] || bad "two: ranks ran"
 
 # ---- 4. the leader slow ---------------------------------------------------------
-run lead 0
+run lead $SLOW 0
 [ "$codes" = " 1 1 1 1 1" ] || bad "lead: exit codes$codes, want 1 1 1 1 1"
 grep -q "the leader's node [^ ]* failed the --preflight before the start (compute .*); the leader runs the job controller and cannot be replaced" "$T/lead.0.err" ||
   { bad "lead: the refusal does not name the leader's limit"; sed 's/^/  /' "$T/lead.0.err"; }
 [ "$(cat "$T"/lead.*.out | grep -c 'rank=')" = 0 ] || bad "lead: ranks ran"
 
 # ---- 5. a node whose benchmark fails ---------------------------------------------
-P=$(free_port)
-for i in 0 1 2 3 4; do
-  if [ "$i" = 3 ]; then
-    P3D_WORKER_BENCH_SLOWDOWN=soon agent miss $i 5 "$P" "${PF[@]}" -- sh -c "$W"
-  else
-    agent miss $i 5 "$P" "${PF[@]}" -- sh -c "$W"
-  fi
-done
-codes=""
-for i in 0 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
+run miss P3D_WORKER_BENCH_SLOWDOWN=soon 3
 [ "$codes" = " 0 0 0 0 0" ] || { bad "missing: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/miss.0.err"; }
 grep -Eq '^[^ ]*:3 +EXCLUDED +- +- .*its benchmark failed: ' "$T/miss.0.err" ||
   { bad "missing: node 3 is not excluded for its failed benchmark"; sed 's/^/  /' "$T/miss.0.err"; }
 [ "$(grep -c 'rank=' "$T/miss.4.out")" = 8 ] || bad "missing: the spare did not run 8 ranks"
+
+# ---- 6. slow network, healthy cores: excluded for TCP --------------------------
+EXTRA=(--rdzv-fanout 2)
+run net P3D_WORKER_BENCH_TCP_SLOWDOWN=8 3
+[ "$codes" = " 0 0 0 0 0" ] || { bad "net: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/net.0.err"; }
+grep -Eq '^[^ ]*:3 +EXCLUDED .*TCP bandwidth \(the better of its two ring links\) [0-9.e+]+ MB/s is [0-9.]+x below the median' "$T/net.0.err" ||
+  { bad "net: the leader's table does not exclude node 3 for its TCP"; sed 's/^/  /' "$T/net.0.err"; }
+[ "$(grep -c 'rank=' "$T/net.3.out")" = 0 ] || bad "net: the node with the slow network ran ranks"
+[ "$(grep -c 'rank=' "$T/net.4.out")" = 8 ] || bad "net: the spare did not run 8 ranks from the start"
+python3 - "$T/net.rd0/events.jsonl" <<'PY' || bad "net: events.jsonl"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+pf = {e["node"].rsplit(":", 1)[1]: e for e in ev if e["event"] == "preflight"}
+assert [k for k in sorted(pf) if pf[k]["excluded"]] == ["3"], {k: pf[k]["why"] for k in pf}
+n3 = pf["3"]
+assert "TCP bandwidth" in n3["why"] and "compute" not in n3["why"], n3["why"]
+assert n3["gflops"] * 2 > n3["median_gflops"], n3
+best = max(n3["tcp_out_mbps"], n3["tcp_in_mbps"])
+ratio = n3["median_tcp_mbps"] / best
+assert ratio > 2, f"node 3's better link is only {ratio:.2f}x below the median"
+# its neighbours saw the slow links too, each on one side only
+assert pf["2"]["tcp_out_mbps"] < n3["median_tcp_mbps"] / 2 and pf["4"]["tcp_in_mbps"] < n3["median_tcp_mbps"] / 2, (pf["2"], pf["4"])
+print(f"net: node 3 excluded, its better ring link {ratio:.2f}x below the median TCP MB/s")
+PY
 
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "$(leftovers) processes left behind"

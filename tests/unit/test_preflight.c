@@ -213,9 +213,63 @@ static void gathered_lines(void **st)
     char buf[8192];
     table_of(&pf, buf, sizeof buf);
     assert_non_null(strstr(buf, "3 of 6 nodes excluded"));
-    assert_non_null(strstr(buf, "TCP: not measured across the hosts"));
+    assert_non_null(strstr(buf, "TCP: not measured: fewer than two nodes took part in the ring"));
     assert_non_null(strstr(buf, "1 node ran no preflight"));
     p3d_preflight_free(&pf);
+}
+
+/* The TCP ring across the hosts (multi-node): the figures the lines
+ * carry are judged once three nodes or more gave them, by the better of
+ * each node's two links; the neighbours of a slow node keep one good link
+ * each; a node with a figures line but no TCP (the ring failed before it
+ * could append) is judged on compute and memory alone. */
+static void gathered_ring(void **st)
+{
+    (void)st;
+    p3d_opts o = {.slow_factor = 1.5, .preflight_timeout = 30};
+    const char *names[] = {"a:0", "a:1", "a:2", "a:3", "a:4"};
+    const char *lines[] = {"preflight gflops=10 mem_gbps=20 seconds=0.8 tcp_out_mbps=1000 tcp_in_mbps=950",
+                           "preflight gflops=10 mem_gbps=20 seconds=0.8 tcp_out_mbps=200 tcp_in_mbps=1000",
+                           "preflight gflops=10 mem_gbps=20 seconds=0.8 tcp_out_mbps=180 tcp_in_mbps=200",
+                           "preflight gflops=10 mem_gbps=20 seconds=0.8 tcp_out_mbps=950 tcp_in_mbps=180",
+                           "preflight gflops=10 mem_gbps=20 seconds=0.8"};
+    p3d_preflight pf;
+    assert_int_equal(p3d_preflight_gathered(&o, names, lines, 5, &pf), 0);
+    assert_true(pf.tcp_judged);
+    assert_null(pf.tcp_note);
+    assert_int_equal(pf.nexcluded, 1);
+    assert_true(pf.nodes[2].excluded);
+    assert_non_null(strstr(pf.nodes[2].why, "TCP bandwidth (the better of its two ring links) 200 MB/s is 4.88x below "
+                                            "the median 975"));
+    assert_false(pf.nodes[1].excluded); /* its in-link is good */
+    assert_false(pf.nodes[3].excluded); /* its out-link is good */
+    assert_false(pf.nodes[4].excluded);
+    char buf[8192];
+    table_of(&pf, buf, sizeof buf);
+    assert_non_null(strstr(buf, "TCP: MB/s on a ring of pairs (node i streams to node i+1). "));
+    p3d_preflight_free(&pf);
+    /* two nodes on the ring: shown, not judged (which end is slow?) */
+    const char *two[] = {"preflight gflops=10 mem_gbps=20 tcp_out_mbps=10 tcp_in_mbps=1000",
+                         "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=10",
+                         "preflight gflops=10 mem_gbps=20"};
+    assert_int_equal(p3d_preflight_gathered(&o, names, two, 3, &pf), 0);
+    assert_false(pf.tcp_judged);
+    assert_int_equal(pf.nexcluded, 0);
+    table_of(&pf, buf, sizeof buf);
+    assert_non_null(strstr(buf, "not judged with fewer than 3 nodes on it"));
+    p3d_preflight_free(&pf);
+    /* the line of --bench-tcp-only: TCP figures required, compute absent */
+    p3d_preflight_node nd;
+    char why[200];
+    memset(&nd, 0, sizeof nd);
+    assert_int_equal(p3d_preflight_parse_tcp("x\npreflight backend=cpu tcp_out_mbps=812.5 tcp_in_mbps=790 links=skipped\n",
+                                             &nd, why, sizeof why), 0);
+    assert_true(nd.tcp_out_mbps > 812.4 && nd.tcp_out_mbps < 812.6 && nd.tcp_in_mbps > 789.9);
+    assert_true(nd.gflops < 0);
+    assert_true(p3d_preflight_parse_tcp("preflight backend=cpu tcp_out_mbps=812.5 links=skipped", &nd, why, sizeof why) < 0);
+    assert_non_null(strstr(why, "lacks tcp_out_mbps or tcp_in_mbps"));
+    assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=nan tcp_in_mbps=1", &nd, why, sizeof why) < 0);
+    assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=-3 tcp_in_mbps=1", &nd, why, sizeof why) < 0);
 }
 
 int main(void)
@@ -226,6 +280,7 @@ int main(void)
         cmocka_unit_test(judge_rules),
         cmocka_unit_test(json_and_table),
         cmocka_unit_test(gathered_lines),
+        cmocka_unit_test(gathered_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,7 +192,7 @@ static void tree_messages(void **st)
 {
     (void)st;
     p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "secret-token", .job_id = "j1",
-                  .nnodes = 40, .node_rank = 9, .hostname = "n9", .addr = "10.0.0.9", .port = 4242};
+                  .nnodes = 40, .node_rank = 9, .hostname = "n9", .addr = "10.0.0.9", .port = 4242, .ring_port = 4343};
     p3d_wbuf b = {0};
     char *err = NULL;
     assert_int_equal(p3d_join_encode(&j, &b), 0);
@@ -201,6 +201,7 @@ static void tree_messages(void **st)
     assert_int_equal(dj.node_rank, 9);
     assert_int_equal(dj.port, 4242);
     assert_string_equal(dj.addr, "10.0.0.9");
+    assert_int_equal(dj.ring_port, 4343);
     p3d_join_free(&dj);
     mangle(&b, dec_join, &dj, fr_join);
     p3d_treepos t = {.parent = 2, .addr = "10.0.0.2", .port = 999, .nchildren = 3, .fanout = 4}, dt;
@@ -208,7 +209,24 @@ static void tree_messages(void **st)
     assert_int_equal(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err), 0);
     assert_int_equal(dt.fanout, 4);
     assert_int_equal(dt.nchildren, 3);
+    assert_int_equal(dt.ring_port, 0); /* no ring: "" and 0 */
+    assert_string_equal(dt.ring_addr, "");
     p3d_treepos_free(&dt);
+    /* --preflight's TCP ring: the next node's address and port */
+    t.ring_addr = "fd00::7";
+    t.ring_port = 5151;
+    assert_int_equal(p3d_treepos_encode(&t, &b), 0);
+    assert_int_equal(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err), 0);
+    assert_string_equal(dt.ring_addr, "fd00::7");
+    assert_int_equal(dt.ring_port, 5151);
+    p3d_treepos_free(&dt);
+    /* a ring port without an address: refused */
+    t.ring_addr = "";
+    assert_int_equal(p3d_treepos_encode(&t, &b), 0);
+    assert_true(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err) < 0);
+    free(err);
+    err = NULL;
+    t.ring_port = 0;
     /* more children than the fan-out: refused */
     t.nchildren = 5;
     assert_int_equal(p3d_treepos_encode(&t, &b), 0);
