@@ -125,7 +125,7 @@ const opt_row p3d_cli_rows[] = {
     {"preflight", T_FLAG, OFF(preflight), 0, NOB, C_LAUNCH | C_DRY, NULL,
      "benchmark every node before the placement (compute, memory, TCP on a ring; par3drun preflight): a node "
      "--slow-factor below the median, failing or timing out is excluded like a failed --health-check (multi-node: "
-     "give it to every node; each measures itself before it joins, no TCP ring across hosts)"},
+     "give it to every node; each measures itself before it joins, the TCP ring runs during the rendezvous)"},
     {"preflight-timeout", T_DOUBLE, OFF(preflight_timeout), 0, 1, 3600, C_PLACE, "SECONDS",
      "the whole preflight's bound: a node not done by then failed it (default 30)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
