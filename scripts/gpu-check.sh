@@ -30,6 +30,17 @@
 #                  killed by a signal is a crash
 #   production     the real "par3drun ... -- p3d-worker" line (no wrapper:
 #                  NCCL_COMM_ID start-up), --verify must pass
+#   bench-node     the preflight's GPU figures: p3d-worker --bench-node
+#                  --backend cuda on every GPU: backend cuda, every GPU
+#                  counted, each GPU's SGEMM checked against the CPU's
+#                  double-precision sums (gemm_maxrel <= 1e-3), sane
+#                  GFLOP/s and copy GB/s, peer links measured with 2+ GPUs
+#                  that have peer access; and with the test knob
+#                  P3D_WORKER_BENCH_SLOWDOWN=4 the GFLOP/s 2-8x lower (the
+#                  figure follows the work)
+#   preflight-gpu  the real "par3drun preflight" on this node: its JSON
+#                  counts every GPU, the GFLOP/s of the GPUs, nothing
+#                  excluded
 # On one GPU every group has one member, so train.c would skip every
 # collective: the worker checks run with P3DW_SOLO_COMM=1 (every NCCL
 # all-reduce, self send/receive and all-to-all runs on communicators of
@@ -207,6 +218,59 @@ cmp_cross() { # CUDA_LOG CPU_LOG TOL: the last step's loss of both, finite and e
     fi
 }
 
+# The figures of a --bench-node line: "KEY VALUE" lines (the last
+# "preflight ..." line of the output).
+bench_figs() { grep '^preflight ' "$1" | tail -1 | tr ' ' '\n' | grep '=' | tr '=' ' ' || true; }
+fig() { awk -v k="$2" '$1 == k { print $2 }' <<<"$1"; }
+
+cmp_bench() { # LOG RC SLOW_LOG SLOW_RC NGPU: the GPU figures, proven, and the knob's 4x
+    local f s g m p e n gs ratio
+    (($2 == 0)) || { echo "FAIL exit $2: $(grep -m1 'p3d-worker' "$1" | cut -c1-120)"; return; }
+    f=$(bench_figs "$1")
+    [[ -n $f ]] || { echo "FAIL no 'preflight ...' figures line"; return; }
+    [[ $(fig "$f" backend) == cuda ]] || { echo "FAIL backend $(fig "$f" backend), not cuda: the GPUs were not used"; return; }
+    n=$(fig "$f" gpus) g=$(fig "$f" gflops) m=$(fig "$f" mem_gbps) p=$(fig "$f" p2p_gbps) e=$(fig "$f" gemm_maxrel)
+    [[ $n == "$5" ]] || { echo "FAIL gpus=$n, nvidia-smi lists $5"; return; }
+    finite "${e:-x}" && awk -v e="$e" 'BEGIN { exit !(e <= 1e-3) }' ||
+        { echo "FAIL the SGEMM against the CPU reference: gemm_maxrel '${e:-none}' (want <= 1e-3)"; return; }
+    finite "${g:-x}" && awk -v g="$g" 'BEGIN { exit !(g >= 100) }' || { echo "FAIL gflops '$g' (a GPU does >= 100)"; return; }
+    finite "${m:-x}" && awk -v m="$m" 'BEGIN { exit !(m >= 50) }' || { echo "FAIL mem_gbps '$m' (HBM copies >= 50)"; return; }
+    if [[ -n $p ]]; then
+        finite "$p" && awk -v p="$p" 'BEGIN { exit !(p >= 1) }' || { echo "FAIL p2p_gbps '$p'"; return; }
+    elif (($5 >= 2)) && [[ $(fig "$f" links) != none ]]; then
+        echo "FAIL $5 GPUs and no p2p_gbps, yet links=$(fig "$f" links)"
+        return
+    fi
+    (($4 == 0)) || { echo "FAIL the slowed run exited $4"; return; }
+    s=$(bench_figs "$3")
+    gs=$(fig "$s" gflops)
+    finite "${gs:-x}" || { echo "FAIL the slowed run gave no gflops"; return; }
+    ratio=$(awk -v a="$g" -v b="$gs" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 1e9) }')
+    awk -v r="$ratio" 'BEGIN { exit !(r >= 2 && r <= 8) }' ||
+        { echo "FAIL the 4x knob moved the GFLOP/s by ${ratio}x (want 2-8x)"; return; }
+    echo "PASS $n GPU(s): SGEMM $g GFLOP/s (max rel error vs CPU $e), copy $m GB/s, peer ${p:-none} GB/s; 4x knob: ${ratio}x lower"
+}
+
+cmp_preflight_gpu() { # JSON RC NGPU: par3drun preflight's object for this node
+    (($2 == 0)) || { echo "FAIL par3drun preflight exited $2"; return; }
+    python3 - "$1" "$3" <<'PY' 2>&1 || true
+import json, sys
+try:
+    o = json.load(open(sys.argv[1]))
+    nd = o["nodes"][0]
+    n = int(sys.argv[2])
+    bad = []
+    if nd["gpus"] != n: bad.append(f"gpus {nd['gpus']}, nvidia-smi lists {n}")
+    if not (nd["gflops"] or 0) >= 100: bad.append(f"gflops {nd['gflops']}")
+    if nd["excluded"]: bad.append(f"excluded: {nd['why']}")
+    if n >= 2 and nd["p2p_gbps"] is None and not nd["links"].startswith("not measured"): bad.append(f"links {nd['links']}")
+    print("FAIL " + "; ".join(bad) if bad else
+          f"PASS {nd['gpus']} GPU(s), {nd['gflops']} GFLOP/s, peer {nd['p2p_gbps']} GB/s, links: {nd['links'][:40]}")
+except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+    print(f"FAIL not the preflight object: {e}")
+PY
+}
+
 # ---- --self-test -----------------------------------------------------------
 if [[ $mode == self-test ]]; then
     fx=$src/tests/fixtures/gpu-check
@@ -247,6 +311,15 @@ if [[ $mode == self-test ]]; then
     expect PASS dies-deadline cmp_dies "$fx/dead-deadline/log.txt" 1 "$fx/dead-deadline" 1 4 20
     expect FAIL dies-sigterm cmp_dies "$fx/dead-sigterm/log.txt" 1 "$fx/dead-sigterm" 1 4 20
     expect FAIL dies-crash cmp_dies "$fx/dead-crash/log.txt" 1 "$fx/dead-crash" 1 4 20
+    expect PASS bench-ok cmp_bench "$fx/bench-8gpu.txt" 0 "$fx/bench-8gpu-slow4.txt" 0 8
+    expect FAIL bench-gpu-count cmp_bench "$fx/bench-8gpu.txt" 0 "$fx/bench-8gpu-slow4.txt" 0 4
+    expect FAIL bench-wrong-gemm cmp_bench "$fx/bench-8gpu-wrong.txt" 0 "$fx/bench-8gpu-slow4.txt" 0 8
+    expect FAIL bench-cpu cmp_bench "$fx/bench-cpu.txt" 0 "$fx/bench-cpu.txt" 0 8
+    expect FAIL bench-knob-ignored cmp_bench "$fx/bench-8gpu.txt" 0 "$fx/bench-8gpu.txt" 0 8
+    expect FAIL bench-exit cmp_bench "$fx/bench-8gpu.txt" 1 "$fx/bench-8gpu-slow4.txt" 0 8
+    expect PASS preflight-gpu-ok cmp_preflight_gpu "$fx/preflight-8gpu.json" 0 8
+    expect FAIL preflight-gpu-cpu cmp_preflight_gpu "$fx/preflight-cpu.json" 0 8
+    expect FAIL preflight-gpu-log cmp_preflight_gpu "$fx/log-verify-pass.txt" 0 8
     echo "gpu-check self-test: $n comparator cases, $bad wrong"
     ((bad == 0))
     exit
@@ -315,6 +388,9 @@ print_plan() { # N
     make_plan "$1"
     echo "gpu-check: plan for $1 GPU(s): nvml-topo + ${#plan[@]} worker checks, build dir $build"
     echo "gpu-check: PLAN nvml-topo: par3drun topo --format text (NVML plugin) vs nvidia-smi topo -m, cell by cell"
+    echo "gpu-check: PLAN bench-node: p3d-worker --bench-node --backend cuda, and again with P3D_WORKER_BENCH_SLOWDOWN=4 (expect every GPU counted, SGEMM within 1e-3 of the CPU reference, the knob 2-8x)"
+    echo "gpu-check: PLAN preflight-gpu: par3drun preflight --tp 1 --format json on this node (expect its GPUs benchmarked, nothing excluded)"
+    total=$((total + 20))
     for c in "${plan[@]}"; do
         IFS='|' read -r name mesh envs wargs expect est <<<"$c"
         total=$((total + est))
@@ -461,6 +537,17 @@ for c in "${plan[@]}"; do
         fi
     fi
 done
+# the preflight's GPU figures: the worker's, then par3drun's
+t0=$SECONDS rc=0 rc2=0
+timeout -k 5 "$(check_limit)" "$build/p3d-worker" --bench-node --backend cuda >"$logs/bench.log" 2>&1 || rc=$?
+P3D_WORKER_BENCH_SLOWDOWN=4 timeout -k 5 "$(check_limit)" "$build/p3d-worker" --bench-node --backend cuda \
+    >"$logs/bench-slow.log" 2>&1 || rc2=$?
+report bench-node "$(cmp_bench "$logs/bench.log" "$rc" "$logs/bench-slow.log" "$rc2" "$ngpu")" $((SECONDS - t0))
+t0=$SECONDS rc=0
+PATH=$build:$PATH timeout -k 5 "$(check_limit)" "$build/par3drun" preflight --tp 1 --format json \
+    >"$logs/preflight.json" 2>"$logs/preflight.err" || rc=$?
+report preflight-gpu "$(cmp_preflight_gpu "$logs/preflight.json" "$rc" "$ngpu")" $((SECONDS - t0))
+
 if ((ngpu == 1)); then
     echo "gpu-check: on 1 GPU: exercised: the CUDA kernels and cuBLAS, non-blocking NCCL init and splits, NCCL all-reduce, grouped self send/receive and all-to-all (self segment) on communicators of one (P3DW_SOLO_COMM=1), the production NCCL_COMM_ID start-up"
     echo "gpu-check: on 1 GPU: NOT exercised: NCCL between two GPUs (P2P/NVLink/SHM transports), pipeline send/receive between stages, the EP all-to-all between members, the dead-rank abort path, GPU-to-GPU NVLink in nvml-topo"

@@ -2,7 +2,14 @@
 /* bench_node.c - --bench-node: the short benchmark par3drun --preflight
  * runs on every node before the placement (docs/launch.md, "Preflight").
  *
- * Four figures, one line on stdout:
+ * With a usable GPU (--backend cuda, or auto where one is usable) the
+ * compute, memory and link figures are the GPUs' (cuda/cuda_bench.cu):
+ *   preflight backend=cuda gpus=N gflops=G mem_gbps=M [p2p_gbps=L]
+ *             gemm_maxrel=E [tcp_out_mbps=O tcp_in_mbps=I] links=measured|none
+ * G and M of the slowest GPU, L of the slowest peer link of the node's
+ * fastest class (NVLink where there is NVLink); a GPU whose SGEMM
+ * disagrees with the CPU reference fails the benchmark.
+ * Otherwise four figures from the CPU, one line on stdout:
  *   preflight backend=cpu gflops=G mem_gbps=M tcp_out_mbps=O tcp_in_mbps=I links=skipped
  * - compute: the CPU backend's gemm (the one training uses), GFLOP/s;
  * - memory: memcpy of a 16 MiB buffer, GB/s copied;
@@ -362,6 +369,12 @@ int p3dw_bench_node(const p3dw_opts *o)
     c.a = malloc(c.n);
     c.b = malloc(c.n);
     double out_mbps = 0, in_mbps = 0;
+    const char *cwhy = NULL;
+    const p3dw_cuda_api *cuda = p3dw_cuda_pick(o->backend, &cwhy);
+    if (!cuda && !strcmp(o->backend, "cuda")) {
+        fprintf(stderr, "p3d-worker: --bench-node --backend cuda: %s\n", cwhy);
+        goto out;
+    }
     if (!g.a || !g.b || !g.c || !c.a || !c.b) {
         fprintf(stderr, "p3d-worker: --bench-node: out of memory\n");
         goto out;
@@ -391,6 +404,29 @@ int p3dw_bench_node(const p3dw_opts *o)
     if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
+    if (cuda) {
+        p3dw_gpu_figs gf;
+        char why[300] = "";
+        if (cuda->bench_node(o->bench_seconds, f, &gf, why, sizeof why) < 0) {
+            fprintf(stderr, "p3d-worker: --bench-node: %s\n", why[0] ? why : "the GPU benchmark failed");
+            goto out;
+        }
+        printf("preflight backend=cuda gpus=%d gflops=%.4g mem_gbps=%.4g", gf.ngpus, gf.gflops, gf.mem_gbps);
+        if (gf.p2p_gbps >= 0)
+            printf(" p2p_gbps=%.4g", gf.p2p_gbps);
+        printf(" gemm_maxrel=%.3g", gf.gemm_maxrel);
+        if (o->bench_tcp_peer)
+            printf(" tcp_out_mbps=%.4g tcp_in_mbps=%.4g", out_mbps, in_mbps);
+        printf(" links=%s\n", gf.p2p_gbps >= 0 ? "measured" : "none");
+        /* which GPU and link are the node's figures: for the people */
+        fprintf(stderr, "p3d-worker: --bench-node: %d GPU(s); slowest SGEMM GPU %d, slowest copy GPU %d", gf.ngpus,
+                gf.gflops_gpu, gf.mem_gpu);
+        if (gf.p2p_gbps >= 0)
+            fprintf(stderr, ", slowest of %d peer links GPU %d -> GPU %d", gf.npairs, gf.p2p_a, gf.p2p_b);
+        fprintf(stderr, "\n");
+        rc = 0;
+        goto out;
+    }
     for (size_t i = 0; i < (size_t)n * n; i++) {
         g.a[i] = (float)(i % 7) * 0.25f;
         g.b[i] = (float)(i % 5) * 0.5f;

@@ -54,3 +54,19 @@ const p3dw_cuda_api *p3dw_cuda_load(const char **why)
     /* Kept loaded for the life of the process (its code runs until exit). */
     return api;
 }
+
+const p3dw_cuda_api *p3dw_cuda_pick(const char *backend, const char **why)
+{
+    *why = "the CPU backend was asked for";
+    if (strcmp(backend, "cuda") && strcmp(backend, "auto"))
+        return NULL;
+    /* Without the driver's files there is no GPU: skip loading the CUDA
+     * libraries altogether (a second of start-up per rank). */
+    if (!strcmp(backend, "auto") && access("/proc/driver/nvidia/version", F_OK) != 0 &&
+        access("/dev/nvidiactl", F_OK) != 0) {
+        *why = "no GPU: no NVIDIA driver on this machine (/proc/driver/nvidia is absent)";
+        return NULL;
+    }
+    const p3dw_cuda_api *api = p3dw_cuda_load(why);
+    return api && api->probe(why) > 0 ? api : NULL;
+}

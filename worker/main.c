@@ -210,23 +210,13 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
 static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e,
                                      const p3dw_cuda_api **cuda)
 {
-    int want_cuda = !strcmp(o->backend, "cuda"), auto_ = !strcmp(o->backend, "auto");
+    int want_cuda = !strcmp(o->backend, "cuda");
     const char *why = NULL;
     *cuda = NULL;
-    if (!want_cuda && !auto_)
+    if (!want_cuda && strcmp(o->backend, "auto"))
         return &p3dw_cpu_ops;
-    /* Without the driver's files there is no GPU: skip loading the CUDA
-     * libraries altogether (a second of start-up per rank). */
-    if (auto_ && access("/proc/driver/nvidia/version", F_OK) != 0 &&
-        access("/dev/nvidiactl", F_OK) != 0) {
-        why = "no GPU: no NVIDIA driver on this machine (/proc/driver/nvidia is absent)";
-    } else {
-        const p3dw_cuda_api *api = p3dw_cuda_load(&why);
-        if (api && api->probe(&why) > 0) {
-            *cuda = api;
-            return api->ops;
-        }
-    }
+    if ((*cuda = p3dw_cuda_pick(o->backend, &why)))
+        return (*cuda)->ops;
     if (want_cuda) {
         fprintf(stderr, "p3d-worker: rank %d: --backend cuda: %s\n", e->rank, why);
         return NULL;

@@ -349,7 +349,22 @@ int p3dw_bench_node(const p3dw_opts *o);
  * CPU runs must not pay for that, and the worker must start where they are
  * missing.  So the backend is p3d-worker-cuda.so next to the executable (or
  * $P3D_WORKER_CUDA_LIB), exporting one descriptor, ABI number first. */
-#define P3DW_CUDA_ABI 3
+/* --bench-node's figures on the GPUs (cuda_bench.cu): the node's are its
+ * slowest GPU's and its slowest peer link's. */
+typedef struct p3dw_gpu_figs {
+    int ngpus;
+    double gflops;      /* SGEMM GFLOP/s of the slowest GPU (gflops_gpu) */
+    int gflops_gpu;
+    double mem_gbps;    /* device-to-device copy GB/s of the slowest (mem_gpu) */
+    int mem_gpu;
+    double gemm_maxrel; /* the SGEMMs against the CPU reference, worst */
+    double p2p_gbps;    /* the slowest peer link of the fastest class, one
+                         * way (p2p_a -> p2p_b); -1: no peer-capable pair */
+    int p2p_a, p2p_b;
+    int npairs;         /* ordered pairs measured */
+} p3dw_gpu_figs;
+
+#define P3DW_CUDA_ABI 4
 typedef struct p3dw_cuda_api {
     int abi;
     /* Number of usable GPUs; 0 when none, with *why a static explanation. */
@@ -364,9 +379,19 @@ typedef struct p3dw_cuda_api {
      * are then aborted, not finalized (peers may be gone). */
     void (*teardown)(p3dw_group g[P3DW_NALL], int failed);
     const p3d_ops *ops;
+    /* --bench-node on every visible GPU (ABI 4): each timed piece of work
+     * done f times (the test knob), about seconds per figure and GPU.
+     * 0, or -1 with why (a CUDA/cuBLAS error, or a GPU whose SGEMM
+     * disagrees with the CPU reference). */
+    int (*bench_node)(double seconds, int f, p3dw_gpu_figs *out, char *why, size_t cap);
 } p3dw_cuda_api;
+int p3dw_cuda_bench_node(double seconds, int f, p3dw_gpu_figs *out, char *why, size_t cap);
 /* Loads the module (cuda_loader.c); NULL with *why set when it cannot. */
 const p3dw_cuda_api *p3dw_cuda_load(const char **why);
+/* The module when backend ("cpu", "cuda", "auto") may use a GPU and one
+ * is usable; NULL with *why (static text) otherwise. "auto" on a machine
+ * without the NVIDIA driver's files does not even load the module. */
+const p3dw_cuda_api *p3dw_cuda_pick(const char *backend, const char **why);
 
 #ifdef __cplusplus
 }

@@ -463,6 +463,8 @@ typedef struct p3d_preflight_node {
     int ran;            /* the benchmark ended with its figures */
     int excluded;
     double gflops, mem_gbps, tcp_out_mbps, tcp_in_mbps;
+    double p2p_gbps;    /* GPUs: the slowest peer link of the fastest class */
+    int gpus;           /* GPUs benchmarked; 0: the CPU backend */
     double seconds;
     const char *links;  /* what became of the NVLink links (static text) */
     char why[320];      /* excluded: why; "" otherwise */
@@ -472,6 +474,8 @@ typedef struct p3d_preflight {
     int n, nexcluded;
     p3d_preflight_node *nodes;
     double median_gflops, median_mem_gbps, median_tcp_mbps; /* -1: none */
+    double median_p2p_gbps; /* over the nodes with GPU peer links; -1 none */
+    int any_gpu;        /* some node benchmarked GPUs (the table's columns) */
     int tcp_judged;     /* 3 nodes or more: a slow link's end can be told */
     double slow_factor, timeout, seconds;
     const char *tcp_note; /* no ring ran: why (static text), else NULL */

@@ -42,16 +42,50 @@
 /* about this long per figure (the worker's --bench-seconds) */
 #define PF_BENCH_SECONDS 0.2
 
-/* What becomes of the NVLink links: the benchmark runs the CPU backend
- * (emulated nodes have no GPU of their own; on a GPU node the GPU figures
- * are not measured in this version, and the table says so). */
+/* What becomes of the NVLink links: emulated nodes share this host (and
+ * its GPUs) and run the CPU backend; a node of its own benchmarks its GPUs
+ * where one is usable (the worker's cuda_bench.cu) and its peer links. */
 static const char PF_LINKS_EMULATED[] = "skipped: the CPU backend has no NVLink (emulated nodes share this host)";
-static const char PF_LINKS_CPU[] = "skipped: the benchmark runs the CPU backend (GPU and NVLink figures are not "
-                                   "measured in this version)";
+static const char PF_LINKS_CPU[] = "skipped: no usable GPU, the benchmark ran on the CPU";
+
+static const char PF_LINKS_GPU[] = "measured: peer copies between its GPUs over their fastest link class "
+                                   "(NVLink where there is NVLink)";
+static const char PF_LINKS_NO_PEER[] = "not measured: no two of its GPUs have peer access";
+static const char PF_LINKS_ONE_GPU[] = "none: one GPU";
 
 const char *p3d_preflight_links(const p3d_opts *o)
 {
     return o->emulate ? PF_LINKS_EMULATED : PF_LINKS_CPU;
+}
+
+const char *p3d_preflight_node_links(const p3d_opts *o, const p3d_preflight_node *nd)
+{
+    if (!nd->gpus)
+        return p3d_preflight_links(o);
+    return nd->p2p_gbps >= 0 ? PF_LINKS_GPU : nd->gpus > 1 ? PF_LINKS_NO_PEER : PF_LINKS_ONE_GPU;
+}
+
+void p3d_preflight_node_clear(p3d_preflight_node *nd)
+{
+    nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = nd->p2p_gbps = -1;
+    nd->gpus = 0;
+}
+
+int p3d_preflight_begin(p3d_preflight *pf, const p3d_opts *o, int n)
+{
+    memset(pf, 0, sizeof *pf);
+    pf->n = n;
+    pf->slow_factor = o->slow_factor;
+    pf->timeout = o->preflight_timeout;
+    pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = pf->median_p2p_gbps = -1;
+    pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
+    if (!pf->nodes)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        p3d_preflight_node_clear(&pf->nodes[i]);
+        pf->nodes[i].links = p3d_preflight_links(o);
+    }
+    return 0;
 }
 
 void p3d_preflight_free(p3d_preflight *pf)
@@ -118,7 +152,8 @@ static int parse_line(const char *text, p3d_preflight_node *nd, int tcp_only, ch
     }
     memcpy(buf, line, len);
     buf[len] = 0;
-    nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+    p3d_preflight_node_clear(nd);
+    double gpus = 0, maxrel = 0;
     char *save = NULL;
     strtok_r(buf, " ", &save); /* "preflight" */
     for (char *w = strtok_r(NULL, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
@@ -141,13 +176,20 @@ static int parse_line(const char *text, p3d_preflight_node *nd, int tcp_only, ch
             dst = &nd->tcp_in_mbps;
         else if (!strcmp(w, "seconds"))
             dst = &nd->seconds;
-        if (!dst || parse_num(eq + 1, dst) < 0) {
-            snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gflops, mem_gbps, tcp_out_mbps, "
-                               "tcp_in_mbps, seconds as numbers >= 0)",
+        else if (!strcmp(w, "p2p_gbps"))
+            dst = &nd->p2p_gbps;
+        else if (!strcmp(w, "gpus"))
+            dst = &gpus;
+        else if (!strcmp(w, "gemm_maxrel")) /* the worker judged it: said, not judged again */
+            dst = &maxrel;
+        if (!dst || parse_num(eq + 1, dst) < 0 || (dst == &gpus && (gpus != (int)gpus || gpus > 65536))) {
+            snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gpus, gflops, mem_gbps, p2p_gbps, "
+                               "gemm_maxrel, tcp_out_mbps, tcp_in_mbps, seconds as numbers >= 0)",
                      dst ? "the bad value" : "the unknown word", w, eq + 1);
             return -1;
         }
     }
+    nd->gpus = (int)gpus;
     if (tcp_only ? nd->tcp_out_mbps < 0 || nd->tcp_in_mbps < 0 : nd->gflops < 0 || nd->mem_gbps < 0) {
         snprintf(why, cap, "its figures line lacks %s", tcp_only ? "tcp_out_mbps or tcp_in_mbps" : "gflops or mem_gbps");
         return -1;
@@ -257,8 +299,13 @@ static void judge(p3d_preflight *pf, int i)
         const char *what, *unit;
         double v, med;
         int on;
-    } f[] = {{"compute", "GFLOP/s", nd->gflops, pf->median_gflops, 1},
-             {"memory bandwidth", "GB/s", nd->mem_gbps, pf->median_mem_gbps, 1},
+    } f[] = {{pf->any_gpu && !nd->gpus ? "compute (no usable GPU: its benchmark ran on the CPU)"
+              : nd->gpus > 1               ? "compute (its slowest GPU)"
+                                           : "compute",
+              "GFLOP/s", nd->gflops, pf->median_gflops, 1},
+             {nd->gpus > 1 ? "memory bandwidth (its slowest GPU)" : "memory bandwidth", "GB/s", nd->mem_gbps,
+              pf->median_mem_gbps, 1},
+             {"GPU peer link bandwidth (its slowest pair)", "GB/s", nd->p2p_gbps, pf->median_p2p_gbps, 1},
              {"TCP bandwidth (the better of its two ring links)", "MB/s", tcp, pf->median_tcp_mbps, pf->tcp_judged}};
     size_t k = 0;
     for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
@@ -297,6 +344,11 @@ int p3d_preflight_judge(p3d_preflight *pf)
         col[i] = pf->nodes[i].ran ? pf->nodes[i].mem_gbps : -1;
     pf->median_mem_gbps = median(col, n, tmp);
     for (int i = 0; i < n; i++) {
+        col[i] = pf->nodes[i].ran ? pf->nodes[i].p2p_gbps : -1;
+        pf->any_gpu |= pf->nodes[i].ran && pf->nodes[i].gpus > 0;
+    }
+    pf->median_p2p_gbps = median(col, n, tmp);
+    for (int i = 0; i < n; i++) {
         const p3d_preflight_node *nd = &pf->nodes[i];
         col[i] = !nd->ran ? -1 : nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
     }
@@ -320,18 +372,13 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
     char *worker = NULL, **cmds = NULL, **outs = NULL;
     int *lfd = NULL, *port = NULL;
     p3d_health_res *res = NULL;
-    memset(pf, 0, sizeof *pf);
-    pf->n = n;
-    pf->slow_factor = o->slow_factor;
-    pf->timeout = o->preflight_timeout;
-    pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = -1;
-    pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
+    int begun = p3d_preflight_begin(pf, o, n);
     cmds = calloc((size_t)n + 1, sizeof *cmds);
     outs = calloc((size_t)n + 1, sizeof *outs);
     lfd = malloc(((size_t)n + 1) * sizeof *lfd);
     port = calloc((size_t)n + 1, sizeof *port);
     res = calloc((size_t)n + 1, sizeof *res);
-    if (!pf->nodes || !cmds || !outs || !lfd || !port || !res) {
+    if (begun < 0 || !cmds || !outs || !lfd || !port || !res) {
         p3d_err(err, "--preflight: out of memory");
         free(lfd);
         lfd = NULL;
@@ -366,8 +413,10 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         p3d_sb b = {0};
         p3d_sb_puts(&b, "exec ");
         sh_quote(&b, worker);
-        p3d_sb_printf(&b, " --bench-node --bench-seconds %g --connect-timeout %g", PF_BENCH_SECONDS,
-                      o->preflight_timeout);
+        /* emulated nodes share this host and its GPUs: the CPU backend;
+         * a node of its own benchmarks its GPUs where one is usable */
+        p3d_sb_printf(&b, " --bench-node --backend %s --bench-seconds %g --connect-timeout %g",
+                      o->emulate ? "cpu" : "auto", PF_BENCH_SECONDS, o->preflight_timeout);
         if (ring)
             p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i], port[(i + 1) % n]);
         if (slots)
@@ -387,9 +436,7 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
     for (int i = 0; i < n; i++) {
         p3d_preflight_node *nd = &pf->nodes[i];
         nd->name = names[i];
-        nd->links = p3d_preflight_links(o);
         nd->seconds = res[i].seconds;
-        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
         char why[200];
         if (!res[i].ok) {
             snprintf(nd->why, sizeof nd->why, "its benchmark failed: %s", res[i].how);
@@ -399,9 +446,10 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
             snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
         } else {
             nd->ran = 1;
+            nd->links = p3d_preflight_node_links(o, nd);
             continue;
         }
-        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+        p3d_preflight_node_clear(nd);
         nd->excluded = 1;
         pf->nexcluded++;
     }
@@ -431,6 +479,8 @@ static void put_fig(p3d_sb *b, double v, int width)
 {
     if (v < 0)
         p3d_sb_printf(b, " %*s", width, "-");
+    else if (v >= 1e4 && v < 1e9) /* a GPU's GFLOP/s: whole, not 5.1e+04 */
+        p3d_sb_printf(b, " %*.0f", width, v);
     else
         p3d_sb_printf(b, " %*.4g", width, v);
 }
@@ -444,13 +494,22 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
             w = (int)strlen(pf->nodes[i].name);
     if (w > 40)
         w = 40;
-    p3d_sb_printf(&b, "%-*s  %-8s %9s %9s %9s %9s  %s\n", w, "node", "result", "GFLOP/s", "mem GB/s", "TCP out",
-                  "TCP in", "why");
+    /* GPU nodes: their count and the peer links, in two more columns */
+    if (pf->any_gpu)
+        p3d_sb_printf(&b, "%-*s  %-8s %4s %9s %9s %9s %9s %9s  %s\n", w, "node", "result", "GPUs", "GFLOP/s", "mem GB/s",
+                      "P2P GB/s", "TCP out", "TCP in", "why");
+    else
+        p3d_sb_printf(&b, "%-*s  %-8s %9s %9s %9s %9s  %s\n", w, "node", "result", "GFLOP/s", "mem GB/s", "TCP out",
+                      "TCP in", "why");
     for (int i = 0; i < pf->n; i++) {
         const p3d_preflight_node *nd = &pf->nodes[i];
         p3d_sb_printf(&b, "%-*.40s  %-8s", w, nd->name, nd->excluded ? "EXCLUDED" : "ok");
+        if (pf->any_gpu)
+            p3d_sb_printf(&b, " %4d", nd->gpus);
         put_fig(&b, nd->gflops, 9);
         put_fig(&b, nd->mem_gbps, 9);
+        if (pf->any_gpu)
+            put_fig(&b, nd->p2p_gbps, 9);
         put_fig(&b, nd->tcp_out_mbps, 9);
         put_fig(&b, nd->tcp_in_mbps, 9);
         if (nd->excluded)
@@ -458,8 +517,12 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
         p3d_sb_putc(&b, '\n');
     }
     p3d_sb_printf(&b, "%-*s  %-8s", w, "median", "");
+    if (pf->any_gpu)
+        p3d_sb_printf(&b, " %4s", "");
     put_fig(&b, pf->median_gflops, 9);
     put_fig(&b, pf->median_mem_gbps, 9);
+    if (pf->any_gpu)
+        put_fig(&b, pf->median_p2p_gbps, 9);
     if (pf->median_tcp_mbps >= 0)
         put_fig(&b, pf->median_tcp_mbps, 19); /* of the better link per node */
     p3d_sb_putc(&b, '\n');
@@ -512,6 +575,8 @@ static void node_figs(p3d_sb *b, const p3d_preflight_node *nd)
     json_fig(b, "mem_gbps", nd->mem_gbps);
     json_fig(b, "tcp_out_mbps", nd->tcp_out_mbps);
     json_fig(b, "tcp_in_mbps", nd->tcp_in_mbps);
+    p3d_sb_printf(b, ", \"gpus\": %d", nd->gpus);
+    json_fig(b, "p2p_gbps", nd->p2p_gbps);
 }
 
 char *p3d_preflight_json(const p3d_preflight *pf)
@@ -530,6 +595,7 @@ char *p3d_preflight_json(const p3d_preflight *pf)
     else
         p3d_sb_json_num(&b, pf->median_gflops);
     json_fig(&b, "mem_gbps", pf->median_mem_gbps);
+    json_fig(&b, "p2p_gbps", pf->median_p2p_gbps);
     json_fig(&b, "tcp_mbps", pf->median_tcp_mbps);
     p3d_sb_puts(&b, "}, \"nodes\": [");
     for (int i = 0; i < pf->n; i++) {
@@ -559,6 +625,7 @@ void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf)
         node_figs(&b, nd);
         json_fig(&b, "median_gflops", pf->median_gflops);
         json_fig(&b, "median_mem_gbps", pf->median_mem_gbps);
+        json_fig(&b, "median_p2p_gbps", pf->median_p2p_gbps);
         json_fig(&b, "median_tcp_mbps", pf->median_tcp_mbps);
         p3d_sb_puts(&b, ", \"links\": ");
         p3d_sb_json_str(&b, nd->links);

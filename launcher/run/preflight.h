@@ -29,6 +29,15 @@ int p3d_preflight_judge(p3d_preflight *pf);
 void p3d_preflight_events(int events_fd, double t0, const p3d_preflight *pf);
 /* What becomes of the NVLink links under these options (static text). */
 const char *p3d_preflight_links(const p3d_opts *o);
+/* A verdict for n nodes begun: *pf zeroed, its options and medians set,
+ * n cleared nodes (every figure -1). 0, or -1 out of memory. */
+int p3d_preflight_begin(p3d_preflight *pf, const p3d_opts *o, int n);
+/* What became of the links on a node whose figures were parsed: its GPU
+ * peer links measured, none to measure, or the CPU backend's (static
+ * text). */
+const char *p3d_preflight_node_links(const p3d_opts *o, const p3d_preflight_node *nd);
+/* Every figure of nd none (-1), the CPU backend. */
+void p3d_preflight_node_clear(p3d_preflight_node *nd);
 
 /* Multi-node (preflight_remote.c): this node's own benchmark, before it
  * joins, as the line its gathered record carries: its figures

@@ -40,9 +40,16 @@ void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t c
         snprintf(line, cap, "%sits benchmark could not start: %s", P3D_PREFLIGHT_FAILED, err ? err : "?");
     else if (!pf.nodes[0].ran) /* why says it: "its benchmark failed: ...", "... gave no figures: ..." */
         snprintf(line, cap, "%s%s", P3D_PREFLIGHT_FAILED, pf.nodes[0].why);
-    else
-        snprintf(line, cap, "preflight gflops=%.6g mem_gbps=%.6g seconds=%.3f", pf.nodes[0].gflops,
-                 pf.nodes[0].mem_gbps, pf.nodes[0].seconds > 0 ? pf.nodes[0].seconds : 0);
+    else {
+        const p3d_preflight_node *nd = &pf.nodes[0];
+        char gpu[80] = "";
+        if (nd->gpus > 0 && nd->p2p_gbps >= 0)
+            snprintf(gpu, sizeof gpu, "gpus=%d p2p_gbps=%.6g ", nd->gpus, nd->p2p_gbps);
+        else if (nd->gpus > 0)
+            snprintf(gpu, sizeof gpu, "gpus=%d ", nd->gpus);
+        snprintf(line, cap, "preflight %sgflops=%.6g mem_gbps=%.6g seconds=%.3f", gpu, nd->gflops, nd->mem_gbps,
+                 nd->seconds > 0 ? nd->seconds : 0);
+    }
     free(err);
     p3d_preflight_free(&pf);
     /* it travels as printable ASCII (wire_tree.c refuses anything else) */
@@ -54,22 +61,14 @@ void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t c
 int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const char *const *lines, int n,
                            p3d_preflight *pf)
 {
-    memset(pf, 0, sizeof *pf);
-    pf->n = n;
-    pf->slow_factor = o->slow_factor;
-    pf->timeout = o->preflight_timeout;
-    pf->median_gflops = pf->median_mem_gbps = pf->median_tcp_mbps = -1;
-    pf->nodes = calloc((size_t)n + 1, sizeof *pf->nodes);
-    if (!pf->nodes)
+    if (p3d_preflight_begin(pf, o, n) < 0)
         return -1;
     size_t nf = strlen(P3D_PREFLIGHT_FAILED);
     int ntcp = 0;
     for (int i = 0; i < n; i++) {
         p3d_preflight_node *nd = &pf->nodes[i];
         nd->name = names[i];
-        nd->links = p3d_preflight_links(o);
         nd->seconds = -1;
-        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
         char why[200];
         if (!lines[i]) {
             pf->nrun_none++; /* started without --preflight: not judged */
@@ -81,12 +80,13 @@ int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const ch
             snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
         } else {
             nd->ran = 1;
+            nd->links = p3d_preflight_node_links(o, nd);
             ntcp += nd->tcp_out_mbps >= 0 && nd->tcp_in_mbps >= 0;
             if (nd->seconds > pf->seconds) /* they ran at once: the slowest is the time */
                 pf->seconds = nd->seconds;
             continue;
         }
-        nd->gflops = nd->mem_gbps = nd->tcp_out_mbps = nd->tcp_in_mbps = -1;
+        p3d_preflight_node_clear(nd);
         nd->excluded = 1;
         pf->nexcluded++;
     }

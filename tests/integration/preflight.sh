@@ -20,7 +20,12 @@
 #  6. a node that outlasts --preflight-timeout is excluded ("timed out"),
 #     its ring neighbours are not;
 #  7. a malformed knob: every node's benchmark fails with its message;
-#  8. no spare: the launch refuses to start (exit 1, "cannot replace").
+#  8. no spare: the launch refuses to start (exit 1, "cannot replace");
+#  9. the worker's GPU path where there is no GPU: --backend cuda refuses
+#     with the reason (exit 1), --backend auto gives the CPU's figures
+#     (backend=cpu), --bench-tcp-only without a ring is refused, a
+#     malformed P3D_WORKER_BENCH_TCP_SLOWDOWN is named. The GPU figures
+#     themselves are scripts/gpu-check.sh's bench-node check.
 . "$(dirname "$0")/lib/launch_common.sh"
 C5=$T/five.json
 printf '{"nodes": [{"name": "n[1-5]", "topology": "%s", "rack": "r1"}]}\n' \
@@ -139,4 +144,17 @@ P3D_WORKER_BENCH_SLOWDOWN=8:n3 run "$T/8" --emulate --cluster "$C5" --tp 2 --pp 
 [ "$(cat "$T/8/rc")" = 1 ] || { show "$T/8"; fail "exit $(cat "$T/8/rc"), want 1"; }
 grep -q '^par3drun: node n3 failed the --preflight; cannot replace it: ' "$T/8/err" || { show "$T/8"; fail "no refusal"; }
 [ ! -e "$T/8/starts" ] || fail "ranks started"
+echo "== 9. the worker's GPU path without a GPU" >&2
+rc=0; "$P3D_WORKER" --bench-node --backend cuda --bench-seconds 0.02 >"$T/9.out" 2>"$T/9.err" || rc=$?
+[ "$rc" = 1 ] || fail "--bench-node --backend cuda without a GPU: exit $rc, want 1"
+grep -q '^p3d-worker: --bench-node --backend cuda: no GPU: ' "$T/9.err" || { cat "$T/9.err" >&2; fail "no reason given"; }
+[ ! -s "$T/9.out" ] || fail "figures printed without a GPU"
+"$P3D_WORKER" --bench-node --backend auto --bench-seconds 0.02 >"$T/9a.out" 2>&1 || fail "--backend auto failed"
+grep -Eq '^preflight backend=cpu gflops=[0-9.e+]+ mem_gbps=[0-9.e+]+ links=skipped$' "$T/9a.out" ||
+  { cat "$T/9a.out" >&2; fail "--backend auto: not the CPU's figures line"; }
+rc=0; "$P3D_WORKER" --bench-node --bench-tcp-only >"$T/9b.out" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q 'needs --bench-tcp-peer and --bench-tcp-fd' "$T/9b.out" || fail "--bench-tcp-only without a ring"
+rc=0; P3D_WORKER_BENCH_TCP_SLOWDOWN=slow "$P3D_WORKER" --bench-node --bench-seconds 0.02 >"$T/9c.out" 2>&1 || rc=$?
+[ "$rc" != 0 ] && grep -q "P3D_WORKER_BENCH_TCP_SLOWDOWN='slow': expected F or F:NODE" "$T/9c.out" ||
+  { cat "$T/9c.out" >&2; fail "a malformed TCP knob is not named"; }
 echo "preflight: ok" >&2

@@ -272,6 +272,63 @@ static void gathered_ring(void **st)
     assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=-3 tcp_in_mbps=1", &nd, why, sizeof why) < 0);
 }
 
+/* Nodes that benchmarked their GPUs (the worker's CUDA path, lines as it
+ * prints them): the slowest GPU's figures and the slowest peer link are
+ * judged like the CPU's; a node with a degraded link is excluded for it,
+ * one whose benchmark found no GPU among GPU nodes says so; the table
+ * grows its GPU columns and the JSON its fields; gpus is a whole number. */
+static void gathered_gpus(void **st)
+{
+    (void)st;
+    p3d_opts o = {.slow_factor = 1.3, .preflight_timeout = 30};
+    const char *names[] = {"g:0", "g:1", "g:2", "g:3"};
+    const char *lines[] = {
+        "preflight backend=cuda gpus=8 gflops=51000 mem_gbps=1510 p2p_gbps=380 gemm_maxrel=2.1e-07 links=measured",
+        "preflight backend=cuda gpus=8 gflops=50500 mem_gbps=1490 p2p_gbps=122 gemm_maxrel=1.9e-07 links=measured",
+        "preflight backend=cuda gpus=8 gflops=50800 mem_gbps=1500 p2p_gbps=379 gemm_maxrel=2e-07 links=measured",
+        "preflight backend=cpu gflops=6.3 mem_gbps=37 links=skipped"};
+    p3d_preflight pf;
+    assert_int_equal(p3d_preflight_gathered(&o, names, lines, 4, &pf), 0);
+    assert_true(pf.any_gpu);
+    assert_int_equal(pf.nodes[0].gpus, 8);
+    assert_int_equal(pf.nodes[3].gpus, 0);
+    assert_true(pf.median_p2p_gbps > 378 && pf.median_p2p_gbps < 381);
+    assert_int_equal(pf.nexcluded, 2);
+    assert_false(pf.nodes[0].excluded);
+    assert_true(pf.nodes[1].excluded);
+    assert_non_null(strstr(pf.nodes[1].why, "GPU peer link bandwidth (its slowest pair) 122 GB/s is 3.11x below the "
+                                            "median 379"));
+    assert_null(strstr(pf.nodes[1].why, "compute"));
+    assert_true(pf.nodes[3].excluded);
+    assert_non_null(strstr(pf.nodes[3].why, "compute (no usable GPU: its benchmark ran on the CPU) 6.3 GFLOP/s"));
+    assert_non_null(strstr(pf.nodes[0].links, "measured: peer copies between its GPUs"));
+    char buf[8192];
+    table_of(&pf, buf, sizeof buf);
+    assert_non_null(strstr(buf, "GPUs   GFLOP/s  mem GB/s  P2P GB/s   TCP out    TCP in  why"));
+    assert_non_null(strstr(buf, "g:1   EXCLUDED    8     50500      1490       122         -         -  GPU peer"));
+    assert_non_null(strstr(buf, "\nmedian                    50650      1495       379\n"));
+    char *js = p3d_preflight_json(&pf);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"gpus\": 8, \"p2p_gbps\": 122"));
+    assert_non_null(strstr(js, "\"gpus\": 0, \"p2p_gbps\": null"));
+    free(js);
+    p3d_preflight_free(&pf);
+    /* one GPU: no link to measure, nothing judged on it */
+    const char *one[] = {"preflight backend=cuda gpus=1 gflops=51000 mem_gbps=1510 gemm_maxrel=2e-07 links=none",
+                         "preflight backend=cuda gpus=1 gflops=51000 mem_gbps=1510 gemm_maxrel=2e-07 links=none"};
+    assert_int_equal(p3d_preflight_gathered(&o, names, one, 2, &pf), 0);
+    assert_int_equal(pf.nexcluded, 0);
+    assert_true(pf.median_p2p_gbps < 0);
+    assert_string_equal(pf.nodes[0].links, "none: one GPU");
+    p3d_preflight_free(&pf);
+    p3d_preflight_node nd;
+    char why[200];
+    assert_true(p3d_preflight_parse("preflight gpus=2.5 gflops=1 mem_gbps=1", &nd, why, sizeof why) < 0);
+    assert_non_null(strstr(why, "gpus=2.5"));
+    assert_true(p3d_preflight_parse("preflight gpus=-1 gflops=1 mem_gbps=1", &nd, why, sizeof why) < 0);
+    assert_true(p3d_preflight_parse("preflight gflops=1 mem_gbps=1 p2p_gbps=inf", &nd, why, sizeof why) < 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -281,6 +338,7 @@ int main(void)
         cmocka_unit_test(json_and_table),
         cmocka_unit_test(gathered_lines),
         cmocka_unit_test(gathered_ring),
+        cmocka_unit_test(gathered_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -672,5 +672,5 @@ static void p3dw_cuda_teardown(p3dw_group g[P3DW_NALL], int failed)
 }
 
 extern "C" __attribute__((visibility("default"))) const p3dw_cuda_api p3dw_cuda_api_v1 = {
-    P3DW_CUDA_ABI, p3dw_cuda_probe, p3dw_cuda_setup, p3dw_cuda_teardown, &cuda_ops,
+    P3DW_CUDA_ABI, p3dw_cuda_probe, p3dw_cuda_setup, p3dw_cuda_teardown, &cuda_ops, p3dw_cuda_bench_node,
 };
