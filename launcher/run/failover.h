@@ -36,6 +36,11 @@ int p3d_failover_next(const p3d_successors *s, const unsigned char *tried);
  * *pm gets the decoded message (its pl moved into out). 0, or -1 with
  * *err (a placement sent as JSON carries no topologies: no takeover). Free
  * with p3d_plan_result_free and p3d_place_msg_free. */
+/* The "preflight" object of the placement JSON a successor holds (the
+ * leader's verdict on the nodes before the start), as compact JSON for the
+ * placements it writes from now on; NULL when there is none (no
+ * --preflight) or out of memory. Free with free(). */
+char *p3d_takeover_preflight(const char *json, size_t len);
 int p3d_takeover_plan(const p3d_opts *o, const unsigned char *cplace, size_t len, p3d_plan_result *out,
                       p3d_place_msg *pm, char **err);
 

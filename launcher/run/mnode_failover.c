@@ -157,6 +157,9 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
         return P3D_EXIT_LOST;
     }
     m->have_res = 1;
+    /* the start's --preflight figures, in every placement this node writes */
+    free(m->pf_json);
+    m->pf_json = p3d_takeover_preflight(m->pm.json, m->pm.json_len);
     p3d_mpeer_free(m->peers, m->nnodes);
     m->peers = calloc((size_t)m->nnodes, sizeof *m->peers);
     int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);

@@ -91,3 +91,12 @@ out:
         p3d_plan_result_free(out);
     return rc;
 }
+
+char *p3d_takeover_preflight(const char *json, size_t len)
+{
+    cJSON *doc = cJSON_ParseWithLength(json, len);
+    const cJSON *pf = cJSON_GetObjectItemCaseSensitive(doc, "preflight");
+    char *s = cJSON_IsObject(pf) ? cJSON_PrintUnformatted(pf) : NULL;
+    cJSON_Delete(doc);
+    return s;
+}

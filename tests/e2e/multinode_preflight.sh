@@ -30,6 +30,10 @@
 #     the median, the spare runs its ranks, exit 0. With --rdzv-fanout 2
 #     (0 -> 1,2 -> 3,4): interior agents run their part of the ring before
 #     their children attach.
+#  7. the leader SIGKILLed after the start (--node-timeout 3): node rank 1
+#     takes over and moves the leader's ranks to the spare; the placement
+#     it writes keeps the "preflight" object of the start (the figures
+#     that placed the job), every survivor exits 0.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 W='echo "rank=$RANK node=$P3D_NODE"; exit 0'
@@ -145,6 +149,32 @@ assert ratio > 2, f"node 3's better link is only {ratio:.2f}x below the median"
 # its neighbours saw the slow links too, each on one side only
 assert pf["2"]["tcp_out_mbps"] < n3["median_tcp_mbps"] / 2 and pf["4"]["tcp_in_mbps"] < n3["median_tcp_mbps"] / 2, (pf["2"], pf["4"])
 print(f"net: node 3 excluded, its better ring link {ratio:.2f}x below the median TCP MB/s")
+PY
+
+# ---- 7. the leader lost: the successor's placements keep the figures ------------
+trap 'thaw_kill; cleanup' EXIT
+W7='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
+P=$(free_port)
+for i in 0 1 2 3 4; do
+  agent lost $i 5 "$P" "${PF[@]}" --verbose --max-restarts 2 --node-timeout 3 -- sh -c "$W7"
+done
+for _ in $(seq 400); do
+  [ "$(cat "$T"/lost.*.out 2>/dev/null | grep -c 'gen=0')" -ge 32 ] && break
+  sleep 0.05
+done
+wait_list lost 0 1 "lost" 1 2 3 4
+kill -KILL "${AG[0]}"
+codes=""
+for i in 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
+wait "${AG[0]}" 2>/dev/null
+[ "$codes" = " 0 0 0 0" ] || { bad "lost: exit codes$codes, want 0 0 0 0"; sed 's/^/  1: /' "$T/lost.1.err"; }
+python3 - "$T/lost.rd1/placement.1.json" "$T/lost.rd1/placement.json" <<'PY' || bad "lost: the successor's placement.json"
+import json, sys
+old, new = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert [n.rsplit(":", 1)[1] for n in new.get("lost") or []] == ["0"], new.get("lost")
+assert "preflight" in old, "the start's placement has no preflight object"
+assert new.get("preflight") == old["preflight"], "the successor's placement lost the start's preflight figures"
+print(f"lost: the successor's placement keeps the preflight object ({len(new['preflight']['nodes'])} nodes)")
 PY
 
 sleep 0.3
