@@ -25,6 +25,9 @@
  * would measure the neighbours (a throttled CPU still takes more CPU time
  * for the same work). Each figure gets about --bench-seconds.
  *
+ * --bench-serial (with --bench-tcp-slot I:N:T): compute and memory run in
+ * slot I as well, each 2 x --bench-seconds + 0.25 s, after the ring's last
+ * slot: one node at a time for nodes that share a host.
  * --bench-tcp-only: the TCP figures alone (a multi-node job measured
  * compute and memory before its rendezvous and runs the ring once the
  * leader named each node's next one); the ring then has all of
@@ -385,10 +388,11 @@ int p3dw_bench_node(const p3dw_opts *o)
      * for the ring, so that compute and memory still fit when a
      * neighbour hangs */
     double send_at = 0, ring_end = 0;
+    int si = -1;
     if (o->bench_tcp_slot) {
         /* I:N:T: slot I of N, slot 0 starting at T (CLOCK_REALTIME, the
          * host's: emulated nodes share it), each --bench-seconds + 50 ms */
-        int si = -1, sn = 0, k = 0;
+        int sn = 0, k = 0;
         double t0 = 0, slot = o->bench_seconds + 0.05;
         if (sscanf(o->bench_tcp_slot, "%d:%d:%lf%n", &si, &sn, &t0, &k) != 3 || o->bench_tcp_slot[k] || si < 0 ||
             sn < 1 || si >= sn || t0 <= 0) {
@@ -404,6 +408,18 @@ int p3dw_bench_node(const p3dw_opts *o)
     if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
+    if (o->bench_serial && ring_end > 0) {
+        /* compute and memory in slot I too, after the ring's last one:
+         * nodes that share a host's cores (SMT siblings, caches, memory)
+         * measure each other when they compute at once */
+        /* 0.1 s after the ring: its last link (node N-1 to node 0) may
+         * still be ending when slot 0 would begin */
+        double at = ring_end + 0.1 + si * (2 * o->bench_seconds + 0.25);
+        for (double now = wall_now(); now < at; now = wall_now()) {
+            struct timespec ts = {(time_t)(at - now), (long)((at - now - (time_t)(at - now)) * 1e9)};
+            nanosleep(&ts, NULL);
+        }
+    }
     if (cuda) {
         p3dw_gpu_figs gf;
         char why[300] = "";

@@ -52,6 +52,7 @@ static const opt_row rows[] = {
     {"bench-tcp-fd", O_INT, OFF(bench_tcp_fd), 0, 1 << 20, "--bench-node: the listening socket for the previous node's stream"},
     {"bench-tcp-peer", O_STR, OFF(bench_tcp_peer), 0, 0, "--bench-node: HOST:PORT of the next node of the ring"},
     {"bench-tcp-slot", O_STR, OFF(bench_tcp_slot), 0, 0, "--bench-node: I:N:T, stream in slot I of N from T (seconds since 1970): one link at a time, for nodes that share a host"},
+    {"bench-serial", O_FLAG, OFF(bench_serial), 0, 0, "--bench-node with --bench-tcp-slot: compute and memory in slot I too (2 x --bench-seconds + 0.25 s each), after the ring's last slot (nodes that share a host's cores)"},
     {"bench-tcp-only", O_FLAG, OFF(bench_tcp_only), 0, 0, "--bench-node: the TCP ring's figures alone (par3drun runs it once a multi-node job's leader named each node's next one)"},
     {"bench-seconds", O_DBL, OFF(bench_seconds), 0.01, 60, "--bench-node: seconds per figure (default 0.2)"},
     {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0, "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},

@@ -53,6 +53,7 @@ typedef struct p3dw_opts {
     const char *bench_tcp_peer; /*   HOST:PORT of the ring's next node; NULL: no TCP */
     const char *bench_tcp_slot; /*   I:N:T: stream in slot I of N from T (one host) */
     int bench_tcp_only;         /*   the TCP figures alone (a multi-node ring) */
+    int bench_serial;           /*   compute and memory in slots too (one host) */
     double bench_seconds;       /*   about this long per figure */
     const char *checkpoint_dir; /* NULL: no checkpoints */
     int checkpoint_every;       /* steps between checkpoints (0: only with --checkpoint-dir, 1) */

@@ -465,6 +465,8 @@ typedef struct p3d_preflight_node {
     double gflops, mem_gbps, tcp_out_mbps, tcp_in_mbps;
     double p2p_gbps;    /* GPUs: the slowest peer link of the fastest class */
     int gpus;           /* GPUs benchmarked; 0: the CPU backend */
+    int tcp_cleared;    /* both its ring links slow, explained by its slow
+                         * neighbours: its TCP figure is not held against it */
     double seconds;
     const char *links;  /* what became of the NVLink links (static text) */
     char why[320];      /* excluded: why; "" otherwise */

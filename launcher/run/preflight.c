@@ -306,7 +306,8 @@ static void judge(p3d_preflight *pf, int i)
              {nd->gpus > 1 ? "memory bandwidth (its slowest GPU)" : "memory bandwidth", "GB/s", nd->mem_gbps,
               pf->median_mem_gbps, 1},
              {"GPU peer link bandwidth (its slowest pair)", "GB/s", nd->p2p_gbps, pf->median_p2p_gbps, 1},
-             {"TCP bandwidth (the better of its two ring links)", "MB/s", tcp, pf->median_tcp_mbps, pf->tcp_judged}};
+             {"TCP bandwidth (the better of its two ring links)", "MB/s", tcp, pf->median_tcp_mbps,
+              pf->tcp_judged && !nd->tcp_cleared}};
     size_t k = 0;
     for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
         if (!f[j].on || f[j].v < 0 || f[j].med <= 0 || f[j].v * pf->slow_factor >= f[j].med)
@@ -328,13 +329,58 @@ static void judge(p3d_preflight *pf, int i)
     }
 }
 
+/* Both ring links of node i below the median by more than --slow-factor. */
+static int both_links_slow(const p3d_preflight *pf, int i)
+{
+    const p3d_preflight_node *nd = &pf->nodes[i];
+    double med = pf->median_tcp_mbps, f = pf->slow_factor;
+    return nd->tcp_in_mbps * f < med && nd->tcp_out_mbps * f < med;
+}
+
+/* Which nodes with both ring links slow are slow themselves. A slow node
+ * makes both of its links slow, so in a run of r consecutive nodes that
+ * all have both links slow (the r + 1 links between the two good nodes
+ * around it), the slow nodes must touch every one of those links. With r
+ * odd the fewest that do are unique: the 1st, 3rd, ... of the run (nodes 1
+ * and 3 slow make node 2's links slow too; node 2 is cleared). With r even
+ * several sets do as well and the ring cannot tell which: every node of
+ * the run stays under suspicion. The ring is the nodes with TCP figures,
+ * in node order (the order both preflights stream in). */
+static void clear_between(p3d_preflight *pf, int *ord)
+{
+    int m = 0, start = -1, run = 0;
+    for (int i = 0; i < pf->n; i++) {
+        const p3d_preflight_node *nd = &pf->nodes[i];
+        if (nd->ran && nd->tcp_in_mbps >= 0 && nd->tcp_out_mbps >= 0)
+            ord[m++] = i;
+    }
+    for (int k = 0; k < m && start < 0; k++)
+        if (!both_links_slow(pf, ord[k]))
+            start = k;
+    if (start < 0)
+        return; /* no good link anywhere: nothing to attribute against */
+    int *runbuf = ord + m; /* room for the run: ord has 2n places */
+    for (int s = 1; s <= m; s++) {
+        int i = ord[(start + s) % m];
+        if (both_links_slow(pf, i)) {
+            runbuf[run++] = i;
+            continue;
+        }
+        for (int j = 1; run % 2 == 1 && j < run; j += 2)
+            pf->nodes[runbuf[j]].tcp_cleared = 1;
+        run = 0;
+    }
+}
+
 int p3d_preflight_judge(p3d_preflight *pf)
 {
     int n = pf->n;
     double *tmp = calloc((size_t)n + 1, sizeof *tmp), *col = calloc((size_t)n + 1, sizeof *col);
-    if (!tmp || !col) {
+    int *ord = calloc(2 * (size_t)n + 1, sizeof *ord);
+    if (!tmp || !col || !ord) {
         free(tmp);
         free(col);
+        free(ord);
         return -1;
     }
     for (int i = 0; i < n; i++)
@@ -358,11 +404,14 @@ int p3d_preflight_judge(p3d_preflight *pf)
     for (int i = 0; i < n; i++)
         ntcp += col[i] >= 0;
     pf->tcp_judged = ntcp >= 3 && !pf->tcp_note;
+    if (pf->tcp_judged && pf->median_tcp_mbps > 0)
+        clear_between(pf, ord);
     for (int i = 0; i < n; i++)
         if (pf->nodes[i].ran && !pf->nodes[i].excluded)
             judge(pf, i);
     free(tmp);
     free(col);
+    free(ord);
     return 0;
 }
 
@@ -409,6 +458,11 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
     clock_gettime(CLOCK_REALTIME, &rt);
     double t_slots = rt.tv_sec + rt.tv_nsec * 1e-9 + 0.5; /* the benchmarks started by then */
     int slots = ring && o->emulate && 0.6 + n * (PF_BENCH_SECONDS + 0.05) <= o->preflight_timeout / 3;
+    /* and compute one node at a time as well (the worker's --bench-serial:
+     * two vCPUs are often SMT siblings, and a healthy emulated node came out
+     * 1.4x below the others in CPU time), when the compute slots fit in two
+     * thirds of the bound with the ring's */
+    int serial = slots && 0.6 + n * (3 * PF_BENCH_SECONDS + 0.3) <= o->preflight_timeout * 2 / 3;
     for (int i = 0; i < n; i++) {
         p3d_sb b = {0};
         p3d_sb_puts(&b, "exec ");
@@ -420,7 +474,7 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         if (ring)
             p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i], port[(i + 1) % n]);
         if (slots)
-            p3d_sb_printf(&b, " --bench-tcp-slot %d:%d:%.3f", i, n, t_slots);
+            p3d_sb_printf(&b, " --bench-tcp-slot %d:%d:%.3f%s", i, n, t_slots, serial ? " --bench-serial" : "");
         if (!(cmds[i] = p3d_sb_finish(&b))) {
             p3d_err(err, "--preflight: out of memory");
             goto out;

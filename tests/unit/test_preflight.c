@@ -248,6 +248,36 @@ static void gathered_ring(void **st)
     table_of(&pf, buf, sizeof buf);
     assert_non_null(strstr(buf, "TCP: MB/s on a ring of pairs (node i streams to node i+1). "));
     p3d_preflight_free(&pf);
+    /* a node between two slow ones: both its links are slow, but nodes 1
+     * and 3 explain all four slow links; it is cleared, they are not */
+    const char *names7[] = {"r:0", "r:1", "r:2", "r:3", "r:4", "r:5", "r:6"};
+    const char *sand[] = {"preflight gflops=10 mem_gbps=20 tcp_out_mbps=100 tcp_in_mbps=1000",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=90 tcp_in_mbps=100",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=95 tcp_in_mbps=90",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=85 tcp_in_mbps=95",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=85",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=990 tcp_in_mbps=1000",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=990"};
+    assert_int_equal(p3d_preflight_gathered(&o, names7, sand, 7, &pf), 0);
+    assert_int_equal(pf.nexcluded, 2);
+    assert_true(pf.nodes[1].excluded && pf.nodes[3].excluded);
+    assert_false(pf.nodes[2].excluded);
+    assert_true(pf.nodes[2].tcp_cleared);
+    p3d_preflight_free(&pf);
+    /* two slow nodes side by side: three slow links, and the ring cannot
+     * clear either of the two nodes in the middle */
+    const char *side[] = {"preflight gflops=10 mem_gbps=20 tcp_out_mbps=100 tcp_in_mbps=1000",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=90 tcp_in_mbps=100",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=95 tcp_in_mbps=90",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=95",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=1000",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=990 tcp_in_mbps=1000",
+                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=990"};
+    assert_int_equal(p3d_preflight_gathered(&o, names7, side, 7, &pf), 0);
+    assert_int_equal(pf.nexcluded, 2);
+    assert_true(pf.nodes[1].excluded && pf.nodes[2].excluded);
+    assert_false(pf.nodes[1].tcp_cleared || pf.nodes[2].tcp_cleared);
+    p3d_preflight_free(&pf);
     /* two nodes on the ring: shown, not judged (which end is slow?) */
     const char *two[] = {"preflight gflops=10 mem_gbps=20 tcp_out_mbps=10 tcp_in_mbps=1000",
                          "preflight gflops=10 mem_gbps=20 tcp_out_mbps=1000 tcp_in_mbps=10",
