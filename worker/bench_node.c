@@ -169,6 +169,11 @@ static int connect_peer(const char *peer, double deadline)
  * is slow all along is slow in every window). */
 #define TCP_WINDOW 0.025
 
+/* How long the previous node's connection may take to come: every node
+ * connects before anything else, so only a node whose benchmark failed to
+ * start, or that hangs, takes longer. */
+#define ACCEPT_WAIT 10.0
+
 /* A link whose peer went away (it failed, or hit its own bound and was
  * ended): the link counts as 0 MB/s, this node goes on. */
 static void link_warn(const char *what, const char *peer)
@@ -208,6 +213,7 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
     char *buf = malloc(CH);
     int rc = -1, in = -1, out = -1, go_seen = 0, out_shut = 0, in_done = 0, figure_sent = 0;
     double deadline = wall_now() + timeout, t_first = 0, t_send_end = 0, idle_until = 0;
+    double accept_by = wall_now() + (timeout < ACCEPT_WAIT ? timeout : ACCEPT_WAIT);
     size_t in_bytes = 0, fig_got = 0, win_bytes = 0;
     double win_t = 0, best = 0;
     double fig = 0;
@@ -227,6 +233,13 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         int over = in_done && figure_sent && fig_got == sizeof fig;
         if (now > deadline && over)
             break; /* only the others' slots were left */
+        if (in < 0 && !in_done && now > accept_by) {
+            /* every node connects first thing: a previous node that has
+             * not by now is not coming (its benchmark failed or hangs) */
+            errno = ETIMEDOUT;
+            in_lost(&in_done, &figure_sent, in_mbps, "get the previous node's connection", peer);
+            continue;
+        }
         if (now > deadline) {
             /* a neighbour that hangs must not take this node with it: the
              * links not done by now count as 0 MB/s, the node goes on */
@@ -265,7 +278,8 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         double t_work = wall_now();
         if (in < 0 && (p[0].revents & POLLIN)) {
             in = accept(lfd, NULL, NULL);
-            if (in < 0 || write(in, "g", 1) != 1) {
+            /* the previous node may have gone already: no SIGPIPE */
+            if (in < 0 || send(in, "g", 1, MSG_NOSIGNAL) != 1) {
                 in_lost(&in_done, &figure_sent, in_mbps, "accept the previous node's connection", peer);
                 continue;
             }

@@ -102,6 +102,9 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err);
 /* Leader: listens on host:port only (port 0: any free one; *bound gets
  * it). Returns the listening fd or -1 with *err. */
 int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
+/* Connects to host:port by deadline (CLOCK_MONOTONIC seconds, as
+ * p3d_now): the connected (blocking) fd, or -1. */
+int p3d_tcp_dial(const char *host, int port, double deadline);
 /* Listens on every interface (IPv6 and IPv4 at once where the host has
  * IPv6, else 0.0.0.0) on a free port (*port); close-on-exec and
  * non-blocking. The listening fd, or -1 with *err. */

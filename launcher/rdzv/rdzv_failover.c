@@ -282,6 +282,15 @@ static int dial_once(const char *host, int port, double deadline, const char *wh
     return fd;
 }
 
+int p3d_tcp_dial(const char *host, int port, double deadline)
+{
+    char who[320], *e = NULL;
+    snprintf(who, sizeof who, "%s:%d", host, port);
+    int fd = dial_once(host, port, deadline, who, &e);
+    free(e);
+    return fd;
+}
+
 int p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline, char **err)
 {
     char who[320];

@@ -7,7 +7,7 @@
 # the leader names each node's next one on a TCP ring and every node
 # streams to it at once (--bench-tcp-only); the figures travel in the
 # gathered records and the leader judges them against the medians.
-#  1. node rank 2's benchmark runs 4x slower (P3D_WORKER_BENCH_SLOWDOWN in
+#  1. node rank 2's benchmark runs 8x slower (P3D_WORKER_BENCH_SLOWDOWN in
 #     that agent's environment only) -> the leader excludes it before the
 #     policy runs, the spare (node rank 4) runs ranks from the start, node 2
 #     runs nothing, every node exits 0; the leader prints the table (node 2
@@ -37,9 +37,12 @@
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 W='echo "rank=$RANK node=$P3D_NODE"; exit 0'
-# --slow-factor 2: the benchmark counts this thread's CPU time (worker/bench_node.c),
-# but five agents on one host still see cache and frequency noise
-PF=(--tp 8 --spares 1 --grace 1 --preflight --preflight-timeout 60 --slow-factor 2)
+# --slow-factor 3 against an 8x slowdown: the benchmark counts this thread's
+# CPU time (worker/bench_node.c), but five separate agents benchmark at once
+# on this host's two vCPUs (often one core's two threads), beside another
+# test: a healthy agent came out 2.3x below the others (emulated nodes
+# compute one at a time; separate agents cannot, they meet only after)
+PF=(--tp 8 --spares 1 --grace 1 --preflight --preflight-timeout 60 --slow-factor 3)
 
 # run NAME KNOB RANKS...: 5 agents; KNOB (VAR=VALUE, a test knob of the
 # worker's benchmark) in the environment of the listed node ranks only;
@@ -56,7 +59,7 @@ run() {
   codes=""
   for i in 0 1 2 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
 }
-SLOW=P3D_WORKER_BENCH_SLOWDOWN=4
+SLOW=P3D_WORKER_BENCH_SLOWDOWN=8
 
 # ---- 1. one slow node: excluded, the spare runs -------------------------------
 run slow $SLOW 2
@@ -81,13 +84,13 @@ for k, e in pf.items():
     # the TCP ring ran across the agents: both links of every node measured
     assert e["tcp_out_mbps"] > 0 and e["tcp_in_mbps"] > 0 and e["median_tcp_mbps"] > 0, e
 ratio = pf["2"]["median_gflops"] / pf["2"]["gflops"]
-assert 2 < ratio < 8, f"node 2 is {ratio:.2f}x below the median, want about 4x"
+assert 3 < ratio < 20, f"node 2 is {ratio:.2f}x below the median, want about 8x"
 assert "below the median" in pf["2"]["why"], pf["2"]["why"]
 p = json.load(open(sys.argv[2]))
 assert [n.rsplit(":", 1)[1] for n in p.get("excluded") or []] == ["2"], p.get("excluded")
 # the figures in placement.json too: the same node verdicts as the events
 q = p["preflight"]
-assert q["excluded"] == 1 and q["slow_factor"] == 2, q
+assert q["excluded"] == 1 and q["slow_factor"] == 3, q
 assert [n["node"].rsplit(":", 1)[1] for n in q["nodes"]] == ["0", "1", "2", "3", "4"], q["nodes"]
 assert [n["node"].rsplit(":", 1)[1] for n in q["nodes"] if n["excluded"]] == ["2"], q["nodes"]
 g = q["nodes"][2]["gflops"]
