@@ -453,10 +453,10 @@ char *p3d_cli_help(p3d_cmd cmd)
         append(&b, &len, &cap,
                "usage: par3drun preflight --cluster FILE --emulate [placement options]\n\n"
                "Places the job as a launch would, runs p3d-worker --bench-node on every node it uses\n"
-               "(spares too): compute, memory bandwidth, TCP on a ring of pairs (the NVLink links are\n"
-               "skipped on the CPU backend), prints one row per node and exits: 0 when every node\n"
-               "passed, 1 when one is excluded (--slow-factor below the median, failed or timed out),\n"
-               "2 on bad input (docs/launch.md, \"Preflight\").\n\n");
+               "(spares too): compute, memory bandwidth, TCP on a ring of pairs, and on GPU nodes\n"
+               "every GPU's SGEMM (checked against the CPU) and their peer links. Prints one row per\n"
+               "node and exits: 0 when every node passed, 1 when one is excluded (--slow-factor below\n"
+               "the median, failed or timed out), 2 on bad input (docs/launch.md, \"Preflight\").\n\n");
     } else if (cmd == P3D_CMD_PLAN) {
         append(&b, &len, &cap,
                "usage: par3drun plan --cluster FILE --model NAME --global-batch N [options]\n\n"

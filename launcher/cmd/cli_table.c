@@ -123,7 +123,8 @@ const opt_row p3d_cli_rows[] = {
      "--slow-node replace: replace a slow node this long after the detection when no newer checkpoint is "
      "reported (default 600)"},
     {"preflight", T_FLAG, OFF(preflight), 0, NOB, C_LAUNCH | C_DRY, NULL,
-     "benchmark every node before the placement (compute, memory, TCP on a ring; par3drun preflight): a node "
+     "benchmark every node before the placement (compute, memory, GPU peer links on GPU nodes, TCP on a ring; "
+     "par3drun preflight): a node "
      "--slow-factor below the median, failing or timing out is excluded like a failed --health-check (multi-node: "
      "give it to every node; each measures itself before it joins, the TCP ring runs during the rendezvous)"},
     {"preflight-timeout", T_DOUBLE, OFF(preflight_timeout), 0, 1, 3600, C_PLACE, "SECONDS",

@@ -76,7 +76,7 @@ static void mnode_ring(void *ctx, const char *addr, int port, p3d_grec *own)
     if (ok)
         snprintf(line, sizeof line, "%s tcp_out_mbps=%.6g tcp_in_mbps=%.6g", own->preflight, out, in);
     else
-        snprintf(line, sizeof line, "%sits TCP ring benchmark failed: %s", P3D_PREFLIGHT_FAILED, why);
+        snprintf(line, sizeof line, "%sits TCP ring benchmark failed: %.160s", P3D_PREFLIGHT_FAILED, why);
     for (char *c = line; *c; c++) /* it travels as printable ASCII */
         if (*c < 32 || *c > 126)
             *c = '?';
