@@ -145,7 +145,8 @@ pf = {e["node"].rsplit(":", 1)[1]: e for e in ev if e["event"] == "preflight"}
 assert [k for k in sorted(pf) if pf[k]["excluded"]] == ["3"], {k: pf[k]["why"] for k in pf}
 n3 = pf["3"]
 assert "TCP bandwidth" in n3["why"] and "compute" not in n3["why"], n3["why"]
-assert n3["gflops"] * 2 > n3["median_gflops"], n3
+# its compute passed (not slowed; under load it may still drift up to the factor)
+assert n3["gflops"] * n3["slow_factor"] >= n3["median_gflops"], n3
 best = max(n3["tcp_out_mbps"], n3["tcp_in_mbps"])
 ratio = n3["median_tcp_mbps"] / best
 assert ratio > 2, f"node 3's better link is only {ratio:.2f}x below the median"
