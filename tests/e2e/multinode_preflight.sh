@@ -24,10 +24,12 @@
 #     P3D_WORKER_BENCH_SLOWDOWN and exits 2): it is excluded with the
 #     reason, the spare runs, exit 0.
 #  6. a node with healthy cores and a slow network (its TCP loop alone
-#     idles 7x as long as it works: P3D_WORKER_BENCH_TCP_SLOWDOWN=8 in its
+#     idles 49x as long as it works: P3D_WORKER_BENCH_TCP_SLOWDOWN=50 in its
 #     environment) -> excluded for its TCP figure (both of its ring links
-#     slow; its neighbours keep one good link each), its compute within
-#     the median, the spare runs its ranks, exit 0. With --rdzv-fanout 2
+#     slow; its neighbours keep one good link each), its compute passing,
+#     the spare runs its ranks, exit 0. 50x, not 8x: the agents' streams
+#     run at once on this host's two vCPUs, and under CI's load every link
+#     falls to a tenth and an 8x knob showed as only 2x. With --rdzv-fanout 2
 #     (0 -> 1,2 -> 3,4): interior agents run their part of the ring before
 #     their children attach.
 #  7. the leader SIGKILLed after the start (--node-timeout 3): node rank 1
@@ -132,7 +134,7 @@ grep -Eq '^[^ ]*:3 +EXCLUDED +- +- .*its benchmark failed: ' "$T/miss.0.err" ||
 
 # ---- 6. slow network, healthy cores: excluded for TCP --------------------------
 EXTRA=(--rdzv-fanout 2)
-run net P3D_WORKER_BENCH_TCP_SLOWDOWN=8 3
+run net P3D_WORKER_BENCH_TCP_SLOWDOWN=50 3
 [ "$codes" = " 0 0 0 0 0" ] || { bad "net: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/net.0.err"; }
 grep -Eq '^[^ ]*:3 +EXCLUDED .*TCP bandwidth \(the better of its two ring links\) [0-9.e+]+ MB/s is [0-9.]+x below the median' "$T/net.0.err" ||
   { bad "net: the leader's table does not exclude node 3 for its TCP"; sed 's/^/  /' "$T/net.0.err"; }
