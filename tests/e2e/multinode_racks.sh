@@ -49,7 +49,10 @@ run addr 1
 got=$(pipes "$T/addr.rd0/placement.json")
 [ "$got" = "racks=leafA,leafB crossing=0 of 16" ] || bad "with SLURM_TOPOLOGY_ADDR: $got"
 echo "with SLURM_TOPOLOGY_ADDR: $got"
-# the rack of each node is the one its own agent reported
+# the rack of each node is the one its own agent reported. The agents share
+# this host, so their node names are HOST:RANK; a name that does not map to
+# one of the four agents fails the test (it used to pass such a name over,
+# which left the check asserting nothing).
 python3 - "$T/addr.rd0/placement.json" <<'PY' || bad "a node is not in its agent's leaf switch"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -57,11 +60,17 @@ want = {0: "leafA", 1: "leafB", 2: "leafA", 3: "leafB"}
 names = {}
 for r in d["ranks"]:
     names.setdefault(r["node"], r["rack"])
-order = sorted(names)  # hostnames are host:RANK when agents share a host
+seen = set()
 for n, rack in names.items():
-    k = int(n.rsplit(":", 1)[1]) if ":" in n else None
-    if k is not None and want[k] != rack:
-        sys.exit(1)
+    head, sep, tail = n.rpartition(":")
+    if not sep or not tail.isdigit() or int(tail) not in want:
+        sys.exit("node name %r does not name one of the four agents" % n)
+    k = int(tail)
+    seen.add(k)
+    if want[k] != rack:
+        sys.exit("node %s is in rack %s, its agent said %s" % (n, rack, want[k]))
+if seen != set(want):
+    sys.exit("nodes placed: %s, expected the four agents" % sorted(seen))
 PY
 run none 0
 got=$(pipes "$T/none.rd0/placement.json")
