@@ -18,6 +18,13 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
                         const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
                         p3d_placement **out, char **err);
 
+/* The refusals every placement makes before it places (policy_run.c), in
+ * one order for the policy runner and the computed naive baseline: each
+ * mesh size >= 1, the derived sizes consistent, a cluster with nodes and
+ * enough GPUs for the world. *mesh is job's mesh with its sizes derived;
+ * *world its world size. 0, or -1 with *err. */
+int p3d_policy_sizes(const p3d_cluster *c, const p3d_job *job, p3d_mesh *mesh, int *world, char **err);
+
 /* Statistics of the last p3d_policy_run_text in this thread (for bench/
  * and tests): instructions, peak Lua heap bytes. */
 void p3d_policy_last_stats(unsigned long long *instructions, size_t *peak_bytes);

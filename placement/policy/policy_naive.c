@@ -43,21 +43,10 @@ int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *sour
     p3d_placement *pl = NULL;
     *out = NULL;
     /* the same refusals, in the same order, as p3d_policy_run_text */
-    p3d_mesh mesh = job->mesh;
-    for (int d = 0; d < P3D_NORDER; d++)
-        if (mesh.size[d] < 1)
-            return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
-                           mesh.size[d]);
-    if (p3d_mesh_derive(&mesh, err) < 0)
+    p3d_mesh mesh;
+    int world;
+    if (p3d_policy_sizes(c, job, &mesh, &world, err) < 0)
         return -1;
-    int world = p3d_mesh_world(&mesh);
-    if (!c || c->nnodes == 0)
-        return p3d_err(err, "the cluster has no nodes");
-    size_t total = 0;
-    for (size_t i = 0; i < c->nnodes; i++)
-        total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
-    if ((size_t)world > total)
-        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", world, total);
     /* naive.lua declares no `follows`: Megatron-LM's rules */
     mesh.rules = P3D_RULES_MEGATRON;
     if (p3d_mesh_resolve(&mesh, err) < 0)

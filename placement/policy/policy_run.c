@@ -460,6 +460,27 @@ static int run_body(lua_State *L)
     return 0;
 }
 
+int p3d_policy_sizes(const p3d_cluster *c, const p3d_job *job, p3d_mesh *mesh, int *world, char **err)
+{
+    *mesh = job->mesh;
+    for (int d = 0; d < P3D_NORDER; d++)
+        if (mesh->size[d] < 1)
+            return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
+                           mesh->size[d]);
+    if (p3d_mesh_derive(mesh, err) < 0)
+        return -1;
+    *world = p3d_mesh_world(mesh);
+    if (!c || c->nnodes == 0)
+        return p3d_err(err, "the cluster has no nodes");
+    size_t total = 0;
+    for (size_t i = 0; i < c->nnodes; i++)
+        total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
+    if ((size_t)*world > total)
+        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", *world,
+                       total);
+    return 0;
+}
+
 int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len,
                         const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
                         p3d_placement **out, char **err)
@@ -474,23 +495,10 @@ int p3d_policy_run_text(const char *name, const char *source, const char *text, 
     x.len = len;
     x.c = c;
     x.job = job;
-    p3d_mesh mesh = job->mesh;
-    for (int d = 0; d < P3D_NORDER; d++)
-        if (mesh.size[d] < 1)
-            return p3d_err(err, "mesh: %s=%d, expected >= 1 (resolve dp before placing)", p3d_dim_name(d),
-                           mesh.size[d]);
+    p3d_mesh mesh;
     /* sizes only: the policy declares whose rules hold (run_body) */
-    if (p3d_mesh_derive(&mesh, err) < 0)
+    if (p3d_policy_sizes(c, job, &mesh, &x.world, err) < 0)
         return -1;
-    x.world = p3d_mesh_world(&mesh);
-    if (!c || c->nnodes == 0)
-        return p3d_err(err, "the cluster has no nodes");
-    size_t total = 0;
-    for (size_t i = 0; i < c->nnodes; i++)
-        total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
-    if ((size_t)x.world > total)
-        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", x.world,
-                       total);
     x.pl = calloc(1, sizeof *x.pl);
     if (!x.pl || !(x.pl->ranks = calloc((size_t)x.world, sizeof *x.pl->ranks))) {
         p3d_err(err, "out of memory");

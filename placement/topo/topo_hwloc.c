@@ -84,14 +84,6 @@ static int init_with_blacklist(hwloc_topology_t *t)
     return rc;
 }
 
-static int topo_init(hwloc_topology_t *t, char **err)
-{
-    if (init_with_blacklist(t) < 0)
-        return p3d_err(err, "hwloc: cannot initialise a topology");
-    hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_ALL);
-    return 0;
-}
-
 /* Live discovery keeps only what the record reads. Caches (and their sysfs
  * walk per CPU) and Misc objects are never read; OS devices are read only
  * for GPUs (cuda/nvml/rsmi), RDMA and network interfaces, which hwloc's
@@ -110,6 +102,18 @@ static void trim_filters(hwloc_topology_t t)
     hwloc_topology_set_type_filter(t, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
                                    HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+}
+
+/* A topology that keeps every I/O object; trim: live discovery's filters
+ * on top (trim_filters). */
+static int topo_init(hwloc_topology_t *t, int trim, char **err)
+{
+    if (init_with_blacklist(t) < 0)
+        return p3d_err(err, "hwloc: cannot initialise a topology");
+    hwloc_topology_set_io_types_filter(*t, HWLOC_TYPE_FILTER_KEEP_ALL);
+    if (trim)
+        trim_filters(*t);
+    return 0;
 }
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -138,10 +142,8 @@ static int discover_local(const char *host, int trim, p3d_node **raw,
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
-    if (topo_init(&t, err) < 0)
+    if (topo_init(&t, trim, err) < 0)
         goto out;
-    if (trim)
-        trim_filters(t);
 #if defined(__SANITIZE_ADDRESS__)
     keep_pciaccess_loaded();
 #endif
@@ -231,10 +233,8 @@ int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len,
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
-    if (topo_init(&t, err) < 0)
+    if (topo_init(&t, trim, err) < 0)
         goto out;
-    if (trim)
-        trim_filters(t);
     if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
         hwloc_topology_load(t) < 0) {
         p3d_err(err, "%s: hwloc rejected this XML", path);
@@ -252,7 +252,7 @@ int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
-    if (topo_init(&t, err) < 0)
+    if (topo_init(&t, 0, err) < 0)
         goto out;
     if (len > (size_t)0x7ffffffe) {
         p3d_err(err, "%s: too large for an hwloc XML", path);
@@ -331,7 +331,7 @@ int p3d_topo_hwloc_synthetic(const char *desc, p3d_node **out, char **err)
                 SYNTHETIC_MAX_PUS);
         goto out;
     }
-    if (topo_init(&t, err) < 0)
+    if (topo_init(&t, 0, err) < 0)
         goto out;
     if (hwloc_topology_set_synthetic(t, desc) < 0 ||
         hwloc_topology_load(t) < 0) {
