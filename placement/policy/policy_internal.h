@@ -48,6 +48,18 @@ int p3d_policy_read_helper(char **text, size_t *len, char **err);
  * the module table on the stack. 0, or -1 with *err. */
 int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **err);
 
+/* What a policy declares (policy_decl.c): runs the policy chunk `text`
+ * (named chunk in messages) in the protected body and pushes its
+ * declaration — the table the chunk returned, its fields checked (place,
+ * spares, follows only), or the globals table when it returned nothing
+ * (the older form). 0, or -1 with *err and nothing pushed. */
+int p3d_policy_declare(p3d_sandbox *sb, const char *chunk, const char *text, size_t len, char **err);
+/* Pushes decl[field] (raw) and returns its Lua type. */
+int p3d_policy_decl_field(lua_State *L, int decl, const char *field);
+/* For messages: "the global" or "the returned table's field", as decl is
+ * the globals table or a returned declaration. */
+const char *p3d_policy_decl_where(lua_State *L, int decl);
+
 /* A node name a hook returned (nm[0..nl), as Lua holds it) is text without
  * NUL: "n1\0evil" is not n1. 0, or -1 with *err naming who, where (the
  * hook and entry: "place() result, rank 3") and the offset. */

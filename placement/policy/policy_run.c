@@ -391,20 +391,14 @@ int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **
     return 0;
 }
 
-/* The whole run, in protected mode: the libraries' setup has happened;
- * here the helper module, the tables, the policy and place() run. Each Lua
- * call goes through p3d_sandbox_call (the docall); a failed step leaves its
- * message in x->err and returns normally. */
-/* The policy's global `follows` ("megatron" or "devicemesh"; absent:
- * megatron, the order string's original reader) sets the mesh's shape
- * rules, and the mesh is resolved under them. */
-static int declared_rules(lua_State *L, run_ctx *x)
+/* What the policy declares in `follows` ("megatron" or "devicemesh";
+ * absent: megatron, the order string's original reader) sets the mesh's
+ * shape rules, and the mesh is resolved under them. decl: the declaration
+ * (p3d_policy_declare). */
+static int declared_rules(lua_State *L, run_ctx *x, int decl)
 {
     int rc = -1, rules = P3D_RULES_MEGATRON;
-    lua_pushglobaltable(L);
-    lua_pushliteral(L, "follows");
-    lua_rawget(L, -2);
-    int ty = lua_type(L, -1);
+    int ty = p3d_policy_decl_field(L, decl, "follows");
     if (ty == LUA_TSTRING)
         rules = p3d_rules_parse(lua_tostring(L, -1));
     if ((ty != LUA_TNIL && ty != LUA_TSTRING) || rules < 0) {
@@ -419,10 +413,14 @@ static int declared_rules(lua_State *L, run_ctx *x)
         goto out;
     rc = 0;
 out:
-    lua_pop(L, 2);
+    lua_pop(L, 1);
     return rc;
 }
 
+/* The whole run, in protected mode: the libraries' setup has happened;
+ * here the helper module, the tables, the policy and place() run. Each Lua
+ * call goes through p3d_sandbox_call (the docall); a failed step leaves its
+ * message in x->err and returns normally. */
 static int run_body(lua_State *L)
 {
     run_ctx *x = lua_touserdata(L, 1);
@@ -430,29 +428,24 @@ static int run_body(lua_State *L)
     if (p3d_policy_load_par3d(x->sb, x->helper, x->helper_len, &x->err) < 0)
         return 0;
     lua_pop(L, 1);
-    if (p3d_sandbox_load(x->sb, x->text, x->len, x->chunk, &x->err) < 0 ||
-        p3d_sandbox_call(x->sb, 0, 0, &x->err) < 0)
+    if (p3d_policy_declare(x->sb, x->chunk, x->text, x->len, &x->err) < 0)
         return 0;
+    int decl = lua_gettop(L);
     /* whose shape rules the mesh obeys: the policy says, before it sees
      * the job (the job table carries them into par3d.mesh) */
-    if (declared_rules(L, x) < 0)
+    if (declared_rules(L, x, decl) < 0)
         return 0;
     p3d_job job = *x->job;
     job.mesh = x->pl->mesh;
-    p3d_lua_push_cluster(L, x->c); /* 1 */
-    p3d_lua_push_job(L, &job);     /* 2 */
-    /* raw: the policy may have given _G a metatable */
-    lua_pushglobaltable(L);
-    lua_pushliteral(L, "place");
-    lua_rawget(L, -2);
-    lua_remove(L, -2);
-    if (lua_type(L, -1) != LUA_TFUNCTION) {
+    p3d_lua_push_cluster(L, x->c); /* decl + 1 */
+    p3d_lua_push_job(L, &job);     /* decl + 2 */
+    if (p3d_policy_decl_field(L, decl, "place") != LUA_TFUNCTION) {
         p3d_err(&x->err, "%s: the policy does not define a function place(cluster, job) (found %s)", x->chunk,
                 luaL_typename(L, -1));
         return 0;
     }
-    lua_pushvalue(L, 1);
-    lua_pushvalue(L, 2);
+    lua_pushvalue(L, decl + 1);
+    lua_pushvalue(L, decl + 2);
     if (p3d_sandbox_call(x->sb, 2, 2, &x->err) < 0)
         return 0;
     int top = lua_gettop(L);

@@ -138,24 +138,22 @@ static int spares_body(lua_State *L)
     const char *who = "par3d.default_spares";
     int hook = 0;
     if (x->chunk) {
-        if (p3d_sandbox_load(x->sb, x->text, x->len, x->chunk, &x->err) < 0 ||
-            p3d_sandbox_call(x->sb, 0, 0, &x->err) < 0)
+        if (p3d_policy_declare(x->sb, x->chunk, x->text, x->len, &x->err) < 0)
             return 0;
-        lua_pushglobaltable(L); /* raw: the policy may have given _G a metatable */
-        lua_pushliteral(L, "spares");
-        lua_rawget(L, -2);
-        lua_remove(L, -2);
-        if (lua_type(L, -1) == LUA_TFUNCTION) {
+        int decl = lua_gettop(L);
+        int ty = p3d_policy_decl_field(L, decl, "spares");
+        if (ty == LUA_TFUNCTION) {
             hook = 1;
             who = x->chunk;
-        } else if (!lua_isnil(L, -1)) {
-            p3d_err(&x->err, "%s: the global 'spares' is %s, expected a function spares(cluster, job) (or none: "
+        } else if (ty != LUA_TNIL) {
+            p3d_err(&x->err, "%s: %s 'spares' is %s, expected a function spares(cluster, job) (or none: "
                              "par3d.default_spares chooses)",
-                    x->chunk, luaL_typename(L, -1));
+                    x->chunk, p3d_policy_decl_where(L, decl), luaL_typename(L, -1));
             return 0;
         } else {
             lua_pop(L, 1);
         }
+        lua_remove(L, decl);
     }
     if (!hook) {
         lua_pushliteral(L, "default_spares");
