@@ -16,18 +16,10 @@
 -- same ranks, e.g. dense (pp, dp, tp) and expert (pp, edp, ep, etp); the
 -- notes name both calls.
 -- Physically the goals are megatron.lua's: TP inside an NVLink domain,
--- pipelines inside a rack, DP over the rest (par3d.place_nested), and for
--- MoE every EP block (etp*ep ranks with their TP groups) inside one NVLink
--- domain when it fits (par3d.place_ep).
-
--- Judged by DeviceMesh's shape rules, not Megatron's (include/p3d/job.h,
--- P3D_RULES_DEVICEMESH): any mesh init_device_mesh accepts is placed; the
--- expert grid exists only when EP is asked for (ep > 1 or etp ~= tp).
-follows = "devicemesh"
-
--- spares (--spares K): the default rule, one per rack from the end of each
--- rack (par3d.default_spares, lua/par3d.lua)
-spares = par3d.default_spares
+-- pipelines inside a rack, DP over the rest (par3d.layout_nested: the
+-- four steps of megatron.lua's place() in one call, every note in the
+-- helpers' words), and for MoE every EP block (etp*ep ranks with their
+-- TP groups) inside one NVLink domain when it fits (par3d.place_ep).
 
 -- init_device_mesh call for the dims (fastest first) with sizes size[d];
 -- dims of size 1 are left out.
@@ -65,11 +57,23 @@ local function device_mesh_note(job, moe)
     " (ep is carved out of dp: dp = ep*edp*etp/tp/cp)"
 end
 
-function place(cluster, job)
+local function place(cluster, job)
   -- a lost node: keep every healthy rank, move its ranks to a spare
   if job.previous then return par3d.replace(cluster, job) end
-  local moe = (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
+  local moe = par3d.is_moe(job)
   local result, notes = (moe and par3d.place_ep or par3d.layout_nested)(cluster, job)
+  -- first note: the init_device_mesh call(s) that form the same groups
   table.insert(notes, 1, device_mesh_note(job, moe))
   return result, notes
 end
+
+return {
+  -- judged by DeviceMesh's shape rules, not Megatron's (include/p3d/job.h,
+  -- P3D_RULES_DEVICEMESH): any mesh init_device_mesh accepts is placed;
+  -- the expert grid exists only when EP is asked for (ep > 1 or etp ~= tp)
+  follows = "devicemesh",
+  place = place,
+  -- spares (--spares K): the default rule, one per rack (or per multi-node
+  -- NVLink domain of a rack) from the end of each (par3d.default_spares)
+  spares = par3d.default_spares,
+}

@@ -4,11 +4,7 @@
 -- node), whatever the racks and NVLink domains look like. Every report
 -- compares its policy against this baseline.
 
--- spares (--spares K): the default rule, one per rack from the end of each
--- rack (par3d.default_spares, lua/par3d.lua)
-spares = par3d.default_spares
-
-function place(cluster, job)
+local function place(cluster, job)
   -- a lost node: keep every healthy rank, move its ranks to a spare
   if job.previous then return par3d.replace(cluster, job) end
   local world = par3d.mesh(job).world
@@ -25,3 +21,11 @@ function place(cluster, job)
   end
   return result
 end
+
+return {
+  follows = "megatron", -- Megatron-LM's rules for which meshes exist
+  place = place,
+  -- spares (--spares K): the default rule, one per rack (or per multi-node
+  -- NVLink domain of a rack) from the end of each (par3d.default_spares)
+  spares = par3d.default_spares,
+}

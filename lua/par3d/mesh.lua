@@ -44,6 +44,13 @@ function Mesh:group(dim, r) return core.group(self, dim, r) end
 -- mesh:groups(dim) -> every group of dim, ordered by their smallest rank
 function Mesh:groups(dim) return core.groups(self, dim) end
 
+-- par3d.is_moe(job) -> true when the job asks for expert parallelism
+-- (ep > 1, or an expert tensor-parallel size etp other than tp): then the
+-- ranks form the expert grid too, and EP blocks are what to keep together
+function par3d.is_moe(job)
+  return (job.ep or 1) > 1 or (job.etp or job.tp) ~= job.tp
+end
+
 function par3d.rank_of(mesh, coords) return mesh:rank(coords) end
 function par3d.coords_of(mesh, rank) return mesh:coords(rank) end
 function par3d.groups(mesh, dim) return mesh:groups(dim) end

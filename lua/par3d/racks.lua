@@ -202,7 +202,9 @@ end
 -- span racks (the caller knows the cause better).
 ---------------------------------------------------------------------------
 
-function par3d.pack(U, per, count, notes, label, why)
+-- The packing itself: order, and nil or {count = blocks that span racks,
+-- whole = blocks inside one rack, largest = units of the largest rack}.
+local function pack_blocks(U, per, count)
   local byrack, racks = {}, {}
   for u = 1, U.n do
     local r = U.rack[u]
@@ -248,18 +250,29 @@ function par3d.pack(U, per, count, notes, label, why)
     for g = 0, crossing - 1 do
       groups[#groups + 1] = move(run, g * per + 1, g * per + per, 1, {})
     end
-    if notes then
-      notes[#notes + 1] = string.format(
-        "%s rule degraded: %d of %d %ss span racks (each needs %d GPUs; %s)",
-        label or "group", crossing, count, label or "group", per * U.size,
-        why or string.format("the racks' units hold only %d whole ones, the largest rack offers %d usable GPUs",
-          count - crossing, largest * U.size))
-    end
   end
   table.sort(groups, function(x, y) return x[1] < y[1] end)
   local order = {}
   for g, grp in ipairs(groups) do
     move(grp, 1, per, (g - 1) * per + 1, order)
+  end
+  return order, crossing > 0 and {count = crossing, whole = count - crossing, largest = largest} or nil
+end
+
+-- par3d.pack_blocks(U, per, count) -> order, crossed: par3d.pack without
+-- wording: crossed is nil when every block sits inside one rack, else
+-- {count = blocks that span racks, whole = blocks inside one rack, largest
+-- = units of the rack with most}, for the caller to say in its own words
+par3d.pack_blocks = pack_blocks
+
+function par3d.pack(U, per, count, notes, label, why)
+  local order, crossed = pack_blocks(U, per, count)
+  if crossed and notes then
+    notes[#notes + 1] = string.format(
+      "%s rule degraded: %d of %d %ss span racks (each needs %d GPUs; %s)",
+      label or "group", crossed.count, count, label or "group", per * U.size,
+      why or string.format("the racks' units hold only %d whole ones, the largest rack offers %d usable GPUs",
+        crossed.whole, crossed.largest * U.size))
   end
   return order
 end

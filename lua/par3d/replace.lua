@@ -134,6 +134,55 @@ function par3d.spare_units(cluster)
     function(nd) return nd.rack_index end)
 end
 
+-- par3d.gpus_per_node(cluster) -> n when every node has the same number n
+-- >= 1 of GPUs, else nil (mixed nodes, or none with GPUs)
+function par3d.gpus_per_node(cluster)
+  local per
+  for _, nd in ipairs(cluster.nodes) do
+    if per and nd.ngpus ~= per then return nil end
+    per = nd.ngpus
+  end
+  return per and per >= 1 and per or nil
+end
+
+-- a < b for two lists of numbers of one length, compared entry by entry
+local function lexically_less(a, b)
+  for i = 1, #a do
+    if a[i] ~= b[i] then return a[i] < b[i] end
+  end
+  return false
+end
+
+-- par3d.take_spares(cluster, k, key) -> k node names, or nil, err. The
+-- spare units (par3d.spare_units) give nodes one at a time, each unit its
+-- last node not yet chosen; each time the unit whose key is smallest gives.
+-- key(unit) sees {name=, nodes=, left= (its nodes not chosen yet), given=
+-- (chosen from it so far)} and returns a list of numbers, compared entry
+-- by entry; ties go to the unit that comes first. err when the units run
+-- out of nodes: {kind = "too_few_nodes", asked = k, usable = #nodes, text =
+-- the message in English}.
+function par3d.take_spares(cluster, k, key)
+  local units, out, left, given = par3d.spare_units(cluster), {}, {}, {}
+  for r, u in ipairs(units) do left[r], given[r] = #u.nodes, 0 end
+  while #out < k do
+    local best, bkey
+    for r, u in ipairs(units) do
+      if left[r] >= 1 then
+        local kr = key({name = u.name, nodes = u.nodes, left = left[r], given = given[r]})
+        kr[#kr + 1] = r
+        if not bkey or lexically_less(kr, bkey) then best, bkey = r, kr end
+      end
+    end
+    if not best then
+      return nil, {kind = "too_few_nodes", asked = k, usable = #cluster.nodes,
+        text = string.format("--spares %d: only %d usable nodes", k, #cluster.nodes)}
+    end
+    out[#out + 1] = cluster.nodes[units[best].nodes[left[best]]].name
+    left[best], given[best] = left[best] - 1, given[best] + 1
+  end
+  return out
+end
+
 function par3d.default_spares(cluster, job)
   local k = job.spares or 0
   local racks, out = par3d.spare_units(cluster), {}

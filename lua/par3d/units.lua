@@ -205,6 +205,9 @@ end
 -- tier-1 units first (walking order), then tier 2, then tier 3; units that
 -- must span racks come last, cut from what is left in walking order. Units
 -- come rack by rack, each rack's in walking order of their first GPU.
+-- U.degraded lists what the TP rule could not have, as records {rule =
+-- "TP", kind =, count =, of = need, size =, text =}; notes, when given,
+-- gets their text.
 function par3d.units(cluster, seq, size, need, notes, counts, C)
   C = C or par3d.capacity(cluster, seq, size)
   local lo, hi, cross, tiers = par3d.unit_bounds(C, need)
@@ -305,34 +308,31 @@ function par3d.units(cluster, seq, size, need, notes, counts, C)
       emit(s, 3, C.rackof[sn[s[1]]])
     end
   end
-  local U = {n = count, size = size, node = Unode, gpu = Ugpu, rack = Urack, tier = Utier}
-  if notes then
-    if spans_mn > 0 then
-      notes[#notes + 1] = string.format(
-        "TP rule: %d TP groups of %d GPUs span nodes inside a multi-node NVLink domain; they stay on NVLink",
-        spans_mn, size)
-    end
-    if n2ring > 0 then
-      notes[#notes + 1] = string.format(
-        "TP rule: %d of %d TP groups span NVLink cliques of one node; their GPUs' NVLink links still close a ring (hybrid cube-mesh), so NCCL keeps their all-reduces on NVLink, at lower bandwidth than inside a clique: the NVLink cliques hold only %d whole groups of tp=%d",
-        n2ring, need, tiers.T1, size)
-    end
-    if n2 > 0 then
-      notes[#notes + 1] = string.format(
-        "TP rule degraded: %d of %d TP groups span several NVLink domains of one node, so their all-reduces leave NVLink: the NVLink domains hold only %d whole groups of tp=%d",
-        n2, need, tiers.T1, size)
-    end
-    local n3r = n3 - cross
-    if n3r > 0 then
-      notes[#notes + 1] = string.format(
-        "TP rule degraded: %d of %d TP groups span nodes of one rack, so their all-reduces run over the network: the NVLink domains hold %d whole groups of tp=%d and what single nodes have left %d more",
-        n3r, need, tiers.T1, size, tiers.T2)
-    end
-    if cross > 0 then
-      notes[#notes + 1] = string.format(
-        "TP rule degraded: %d of %d TP groups span racks, so their all-reduces cross racks: the racks hold only %d whole groups of tp=%d",
-        cross, need, tiers.CAP, size)
+  -- what the TP rule could not have, as records (par3d.tp_groups)
+  local degraded = {}
+  local function say(kind, n, fmt, ...) -- n TP groups could not
+    if n > 0 then
+      degraded[#degraded + 1] = {rule = "TP", kind = kind, count = n, of = need, size = size,
+        text = string.format(fmt, ...)}
     end
   end
+  say("tp_on_multinode_nvlink", spans_mn,
+    "TP rule: %d TP groups of %d GPUs span nodes inside a multi-node NVLink domain; they stay on NVLink",
+    spans_mn, size)
+  say("tp_spans_cliques_ring", n2ring,
+    "TP rule: %d of %d TP groups span NVLink cliques of one node; their GPUs' NVLink links still close a ring (hybrid cube-mesh), so NCCL keeps their all-reduces on NVLink, at lower bandwidth than inside a clique: the NVLink cliques hold only %d whole groups of tp=%d",
+    n2ring, need, tiers.T1, size)
+  say("tp_spans_domains", n2,
+    "TP rule degraded: %d of %d TP groups span several NVLink domains of one node, so their all-reduces leave NVLink: the NVLink domains hold only %d whole groups of tp=%d",
+    n2, need, tiers.T1, size)
+  local n3r = n3 - cross
+  say("tp_spans_nodes", n3r,
+    "TP rule degraded: %d of %d TP groups span nodes of one rack, so their all-reduces run over the network: the NVLink domains hold %d whole groups of tp=%d and what single nodes have left %d more",
+    n3r, need, tiers.T1, size, tiers.T2)
+  say("tp_spans_racks", cross,
+    "TP rule degraded: %d of %d TP groups span racks, so their all-reduces cross racks: the racks hold only %d whole groups of tp=%d",
+    cross, need, tiers.CAP, size)
+  local U = {n = count, size = size, node = Unode, gpu = Ugpu, rack = Urack, tier = Utier, degraded = degraded}
+  for _, d in ipairs(notes and degraded or {}) do notes[#notes + 1] = d.text end
   return U
 end

@@ -47,7 +47,7 @@ int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *sour
     int world;
     if (p3d_policy_sizes(c, job, &mesh, &world, err) < 0)
         return -1;
-    /* naive.lua declares no `follows`: Megatron-LM's rules */
+    /* naive.lua declares follows = "megatron": Megatron-LM's rules */
     mesh.rules = P3D_RULES_MEGATRON;
     if (p3d_mesh_resolve(&mesh, err) < 0)
         goto out;
