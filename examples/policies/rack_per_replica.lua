@@ -9,7 +9,7 @@
 --   par3drun --dry-run --cluster examples/clusters/64x-dgx-h100-4racks.json \
 --            --tp 8 --pp 4 --policy examples/policies/rack_per_replica.lua
 
-function place(cluster, job)
+local function place(cluster, job)
   local mesh = par3d.mesh(job)          -- rank arithmetic of job.order
   local notes = {}
 
@@ -48,3 +48,8 @@ function place(cluster, job)
   end
   return result, notes
 end
+
+-- What this file declares: its placement, and whose rules decide which
+-- meshes exist (Megatron-LM's order-string rules). No spares(): with
+-- --spares K, par3d.default_spares chooses.
+return {follows = "megatron", place = place}
