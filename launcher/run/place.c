@@ -331,6 +331,19 @@ static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
             p3d_analysis_free(an);
         }
     }
+    if (is_auto && best_an && !best_an->has_cost) {
+        /* nothing to rank by: falling back to the first policy would hide
+         * that the estimate is gone (a batch mismatch, typically) */
+        const char *why = "the cost model gave none";
+        for (size_t i = 0; i < best_an->nchecks; i++)
+            if (!strcmp(best_an->checks[i].code, "COST_UNAVAILABLE") || !strcmp(best_an->checks[i].code, "BATCH_MISMATCH"))
+                why = best_an->checks[i].message;
+        p3d_err(err, "--policy auto ranks the policies by the cost model's step-time estimate, and there is none: %s "
+                     "(make the batch figures agree, or name a policy: --policy megatron)", why);
+        p3d_placement_free(best_pl);
+        p3d_analysis_free(best_an);
+        return -1;
+    }
     if (is_auto) {
         if (!best_pl)
             return p3d_err(err, "--policy auto: none of the policies produced a placement");
