@@ -9,8 +9,8 @@
 #     directory is kept) and a refused placement's message;
 #  3. --strict: a warning-level check (BATCH_NOT_DIVISIBLE) makes the dry
 #     run and the launch exit 2, nothing started; without it they pass;
-#  4. the "world larger than" messages name CPU slots on nodes without
-#     GPUs and the GPUs that --spares holds back.
+#  4. the "world larger than" messages and the checks' texts name CPU
+#     slots on nodes without GPUs, and the GPUs that --spares holds back.
 . "$(dirname "$0")/lib/launch_common.sh"
 export TMPDIR=$T
 TOPO=$P3D_SRC/examples/topologies/dgx-h100.xml
@@ -85,6 +85,10 @@ out=$("$PAR3DRUN" --dry-run --topology "synthetic:pack:2 pu:2" --nproc-per-node 
 set -e
 grep -q 'is larger than the 4 CPU slots available' <<<"$out" || fail "CPU slots: $out"
 grep -q 'GPU' <<<"$out" && fail "CPU slots called GPUs: $out"
+out=$("$PAR3DRUN" --dry-run --topology "synthetic:pack:2 pu:2" --nproc-per-node 4 --tp 3 --dp 1 2>&1)
+grep -q 'tp=3 does not divide the 4 CPU slots of node synthetic: either CPU slots stay idle' <<<"$out" ||
+  fail "TP_NOT_DIVIDING_GPUS_PER_NODE on CPU slots: $out"
+grep -q 'the job uses 3 of 4 CPU slots: 1 CPU slot stays idle' <<<"$out" || fail "NODES_IDLE on CPU slots: $out"
 C3=$T/three.json
 printf '{"nodes": [{"name": "n[1-3]", "topology": "%s", "rack": "r1"}]}\n' "$TOPO" >"$C3"
 set +e
