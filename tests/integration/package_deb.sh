@@ -185,10 +185,12 @@ fi
 for prog in par3drun p3d-worker; do
     page=$root/usr/share/man/man1/$prog.1
     missing=""
-    for o in $("$bin/$prog" --help | sed -n 's/^  --\([a-z0-9][a-z0-9_-]*\).*/\1/p'); do
+    for o in $({ "$bin/$prog" --help; [[ $prog != par3drun ]] || "$bin/$prog" runs --help; } |
+        sed -n 's/^  --\([a-z0-9][a-z0-9_-]*\).*/\1/p'); do
         grep -qF "\\fB\\-\\-${o//-/\\-}\\fR" "$page" || missing+=" --$o"
     done
-    [[ -z $missing ]] && echo "ok: $prog(1) lists every --help option" || bad "$prog(1) lacks$missing"
+    [[ -z $missing ]] && echo "ok: $prog(1) lists every --help option (par3drun: and runs --help's)" ||
+        bad "$prog(1) lacks$missing"
     if command -v man >/dev/null; then
         MANWIDTH=80 man -l "$page" 2>&1 | grep -q '^SYNOPSIS' || bad "man -l $page does not render a SYNOPSIS"
     fi
