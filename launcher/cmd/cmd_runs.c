@@ -195,9 +195,12 @@ static int by_newest(const void *a, const void *b)
 static int scan(const char *dir, int prefix, run_entry **out, size_t *nout, char **err)
 {
     int pdir = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR *d = pdir >= 0 ? fdopendir(dup(pdir)) : NULL;
+    int d2 = pdir >= 0 ? dup(pdir) : -1;
+    DIR *d = d2 >= 0 ? fdopendir(d2) : NULL;
     if (!d) {
         int rc = p3d_err(err, "runs: %s: %s; expected a directory that holds run directories", dir, strerror(errno));
+        if (d2 >= 0)
+            close(d2);
         if (pdir >= 0)
             close(pdir);
         return rc;
