@@ -176,6 +176,7 @@ const cli_group p3d_cli_groups[] = {
     {"tp", "Mesh and policy"},
     {"micro-batches", "Training shape and model (cost model)"},
     {"nproc-per-node", "Launch"},
+    {"prune", "Run directories (par3drun runs)"},
     {"nnodes", "Multi-node"},
     {"rdzv-endpoint", "torchrun spellings"},
 };
