@@ -397,20 +397,20 @@ int p3d_cmd_runs(const p3d_opts *o)
     char *err = NULL;
     run_entry *v = NULL;
     size_t n = 0;
-    int rc;
+    int rc = P3D_EXIT_OK;
     double older = o->runs_older_than ? parse_duration(o->runs_older_than) : 0;
     if (older < 0) {
         p3d_err(&err, "--older-than: expected a duration such as 90s, 30m, 12h, 7d or 2w, got '%s'",
                 o->runs_older_than);
-        return p3d_fail_input(err);
+        goto bad;
     }
     if (!o->runs_prune && (o->runs_older_than || o->runs_keep || o->runs_dry)) {
         p3d_err(&err, "runs: --older-than, --keep and --dry-run say what --prune removes: add --prune "
                       "(par3drun runs --prune --dry-run lists what it would remove)");
-        return p3d_fail_input(err);
+        goto bad;
     }
     if (scan(dir, !o->runs_dir, &v, &n, &err) < 0)
-        return p3d_fail_input(err);
+        goto bad;
     if (o->runs_prune) {
         rc = prune(o, dir, v, n, older);
     } else {
@@ -425,8 +425,11 @@ int p3d_cmd_runs(const p3d_opts *o)
         human_size(total, size, sizeof size);
         printf("par3drun runs: %zu run director%s in %s (%s)%s\n", n, n == 1 ? "y" : "ies", p3d_tesc(dir), size,
                n ? "; par3drun runs --prune [--older-than 7d] [--keep N] removes ended ones" : "");
-        rc = P3D_EXIT_OK;
     }
+    goto out;
+bad:
+    rc = p3d_fail_input(err); /* frees err */
+out:
     for (size_t i = 0; i < n; i++)
         free(v[i].name);
     free(v);
