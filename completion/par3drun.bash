@@ -23,7 +23,7 @@ _par3drun()
             _command_offset $((i + 1))
             return
             ;;
-        topo | plan | cluster | status | preflight) [[ $i == 1 ]] && sub=${words[i]} ;;
+        topo | plan | cluster | status | preflight | runs) [[ $i == 1 ]] && sub=${words[i]} ;;
         esac
     done
 
@@ -57,6 +57,7 @@ _par3drun()
     --dtype) COMPREPLY=($(compgen -W "bf16 fp16 fp32" -- "$cur")); return ;;
     --recompute) COMPREPLY=($(compgen -W "none selective full" -- "$cur")); return ;;
     --rdzv) COMPREPLY=($(compgen -W "auto pmix slurm static: k8s etcd:" -- "$cur")); return ;;
+    --older-than) COMPREPLY=($(compgen -W "1h 12h 1d 7d 2w" -- "$cur")); return ;;
     --model) COMPREPLY=($(compgen -W "gpt3-175b llama2-70b llama3-8b deepseek-v3 mixtral-8x22b" -- "$cur")); return ;;
     esac
     # an option with a METAVAR we know nothing about: no guess
@@ -67,7 +68,9 @@ _par3drun()
     if [[ $cur == -* ]]; then
         COMPREPLY=($(compgen -W "$(_par3drun_opts "${words[0]}" "$sub")" -- "$cur"))
     elif [[ $cword == 1 ]]; then
-        COMPREPLY=($(compgen -W "topo plan cluster status preflight $(_par3drun_opts "${words[0]}" "")" -- "$cur"))
+        COMPREPLY=($(compgen -W "topo plan cluster status preflight runs $(_par3drun_opts "${words[0]}" "")" -- "$cur"))
+    elif [[ $sub == status || $sub == runs ]]; then
+        _filedir -d # the run directory, or where run directories are
     fi
 }
 complete -F _par3drun par3drun

@@ -116,7 +116,7 @@ static const char *short_hint(const char *a)
 /* A first word that is no program but looks like a subcommand typo. */
 static const char *nearest_command(const char *a)
 {
-    static const char *const cmds[] = {"topo", "plan", "cluster", "preflight"};
+    static const char *const cmds[] = {"topo", "plan", "cluster", "preflight", "status", "runs"};
     if (strchr(a, '/'))
         return NULL;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
@@ -143,6 +143,7 @@ static const char *cmd_name(p3d_cmd c)
     case P3D_CMD_CLUSTER: return "cluster";
     case P3D_CMD_STATUS: return "status";
     case P3D_CMD_PREFLIGHT: return "preflight";
+    case P3D_CMD_RUNS: return "runs";
     case P3D_CMD_DRYRUN: return "--dry-run";
     default: return "launch";
     }
@@ -249,6 +250,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     } else if (argc > 1 && strcmp(argv[1], "preflight") == 0) {
         o->cmd = P3D_CMD_PREFLIGHT;
         i = 2;
+    } else if (argc > 1 && strcmp(argv[1], "runs") == 0) {
+        o->cmd = P3D_CMD_RUNS;
+        i = 2;
     } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
         o->cmd = P3D_CMD_AGENT;
         i = 2;
@@ -271,6 +275,10 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         if (strncmp(a, "--", 2) != 0) {
             if (o->cmd == P3D_CMD_STATUS && !o->status_dir) {
                 o->status_dir = a;
+                continue;
+            }
+            if (o->cmd == P3D_CMD_RUNS && !o->runs_dir) {
+                o->runs_dir = a;
                 continue;
             }
             if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
@@ -324,7 +332,9 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         if (r->off == OFF(topology) && r->type == T_STR)
             topology_given = 1;
     }
-    if (dry) {
+    if (dry && o->cmd == P3D_CMD_RUNS) {
+        o->runs_dry = 1;
+    } else if (dry) {
         if (o->cmd != P3D_CMD_LAUNCH)
             return p3d_err(err, "--dry-run cannot be combined with '%s'", cmd_name(o->cmd));
         o->cmd = P3D_CMD_DRYRUN;
@@ -367,6 +377,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                                : o->cmd == P3D_CMD_PLAN    ? "plan "
                                : o->cmd == P3D_CMD_CLUSTER ? "cluster "
                                : o->cmd == P3D_CMD_PREFLIGHT ? "preflight "
+                               : o->cmd == P3D_CMD_RUNS      ? "runs "
                                                            : "");
     }
     /* Not an error (a wrapper script may always pass --topology), but the
@@ -448,7 +459,18 @@ char *p3d_cli_help(p3d_cmd cmd)
                "usage: par3drun status RUN_DIR\n\n"
                "Shows a running (or ended) job's nodes, generation, spares, steps and slowest nodes\n"
                "from RUN_DIR/status.txt, which the job rewrites every --progress-interval once its\n"
-               "ranks write progress lines (docs/launch.md, \"When a node is slow\").\n\n");
+               "ranks write progress lines, and at every change of state or generation (a failure,\n"
+               "a replacement, a restart) (docs/launch.md, \"When a node is slow\").\n\n");
+    } else if (cmd == P3D_CMD_RUNS) {
+        append(&b, &len, &cap,
+               "usage: par3drun runs [DIR]\n"
+               "       par3drun runs --prune [--older-than DURATION] [--keep N] [--dry-run] [DIR]\n\n"
+               "Lists the run directories jobs kept (after a failure, or with --keep-run-dir) in DIR\n"
+               "(default $TMPDIR, else /tmp: the par3drun-JOB ones): job, when last written, verdict\n"
+               "(the end event of events.jsonl: ok, failed (exit N), running, no end) and size, newest\n"
+               "first. --prune removes the ended ones (and unfinished ones no process holds); only\n"
+               "directories of yours that par3drun made, never through a symbolic link\n"
+               "(docs/launch.md, \"Run directories\").\n\n");
     } else if (cmd == P3D_CMD_PREFLIGHT) {
         append(&b, &len, &cap,
                "usage: par3drun preflight --cluster FILE --emulate [placement options]\n\n"
@@ -474,6 +496,7 @@ char *p3d_cli_help(p3d_cmd cmd)
                "       par3drun status RUN_DIR                    a running job's nodes and slowest nodes\n"
                "       par3drun preflight [options]               benchmark every node, print a table\n"
                "       par3drun --version                         print the version\n"
+               "       par3drun runs [--prune]                    list (or remove) kept run directories\n"
                "(par3drun COMMAND --help: that command's options)\n\n"
                "examples:\n"
                "  par3drun --dry-run --cluster examples/clusters/2x-dgx-h100.json --tp 8 --pp 2\n"

@@ -9,12 +9,15 @@
 /* Grouped as --help shows them. Keep the group headers' order in help_groups. */
 const opt_row p3d_cli_rows[] = {
     /* general */
-    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL | C_STATUS, NULL, "show this help and exit"},
+    {"help", T_FLAG, OFF(help), 0, NOB, C_ALL | C_STATUS | C_RUNS, NULL, "show this help and exit"},
     {"version", T_FLAG, OFF(version), 0, NOB, C_ALL, NULL, "print the version and exit"},
     {"verbose", T_FLAG, OFF(verbose), 0, NOB, C_ALL, NULL, "say more on stderr (progress, decisions)"},
-    {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH, NULL,
-     "launch: do not print the placement's warning-level checks (the dry run lists them)"},
-    {"dry-run", T_FLAG, 0, 0, NOB, C_LAUNCH | C_DRY, NULL, "place, check and report; start nothing"},
+    {"quiet", T_FLAG, OFF(quiet), 0, NOB, C_LAUNCH | C_DRY | C_PF, NULL,
+     "print nothing on stderr but errors (and, launching, the ranks' output): no warnings, notes or progress"},
+    {"strict", T_FLAG, OFF(strict), 0, NOB, C_PLACE, NULL,
+     "every warning-level check is an error: the dry run or launch stops, exit 2 (docs/checks.md)"},
+    {"dry-run", T_FLAG, 0, 0, NOB, C_LAUNCH | C_DRY | C_RUNS, NULL,
+     "place, check and report; start nothing (runs --prune: only list what would go)"},
     /* inputs */
     {"topology", T_STR, OFF(topology), 0, NOB, C_ALL, "SRC",
      "this node's topology: local, an hwloc XML, an nvidia-smi topo -m text, or synthetic:STRING"},
@@ -141,6 +144,11 @@ const opt_row p3d_cli_rows[] = {
     {"keep-run-dir", T_FLAG, OFF(keep_run_dir), 0, NOB, C_LAUNCH, NULL,
      "keep the run directory par3drun made after a clean end too (it is kept after a failure; "
      "or P3D_KEEP_RUN_DIR=1)"},
+    {"prune", T_FLAG, OFF(runs_prune), 0, NOB, C_RUNS, NULL,
+     "runs: remove ended run directories (never a running job's; see --older-than, --keep, --dry-run)"},
+    {"older-than", T_STR, OFF(runs_older_than), 0, NOB, C_RUNS, "DURATION",
+     "runs --prune: only those last written longer ago than this (90s, 30m, 12h, 7d, 2w)"},
+    {"keep", T_INT, OFF(runs_keep), 0, 0, 1 << 20, C_RUNS, "N", "runs --prune: keep the N newest"},
     /* multi-node */
     {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
@@ -168,6 +176,7 @@ const cli_group p3d_cli_groups[] = {
     {"tp", "Mesh and policy"},
     {"micro-batches", "Training shape and model (cost model)"},
     {"nproc-per-node", "Launch"},
+    {"prune", "Run directories (par3drun runs)"},
     {"nnodes", "Multi-node"},
     {"rdzv-endpoint", "torchrun spellings"},
 };

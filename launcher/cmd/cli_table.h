@@ -21,6 +21,7 @@ typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 #define C_PLACE (C_LAUNCH | C_DRY | C_PF)
 #define C_CLUSTER (1u << P3D_CMD_CLUSTER)
 #define C_STATUS (1u << P3D_CMD_STATUS)
+#define C_RUNS (1u << P3D_CMD_RUNS)
 #define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER | C_PF)
 
 typedef struct opt_row {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "commands.h"
+#include "say.h"
 #include "termsafe.h"
 #include "launch.h"
 
@@ -57,7 +58,7 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     char note[512];
     p3d_place_policy_note(&r, note, sizeof note);
     if (note[0])
-        fprintf(stderr, "par3drun: note: %s\n", p3d_tesc(note));
+        p3d_note("note: %s", p3d_tesc(note));
     p3d_report_in in = p3d_plan_report_in(&r);
     in.preflight_json = pf_json;
     /* colour only for people: text, on a terminal, and never with NO_COLOR */

@@ -16,6 +16,7 @@ int p3d_cmd_plan(const p3d_opts *o);    /* cmd_plan.c */
 int p3d_cmd_cluster(const p3d_opts *o); /* cmd_cluster.c */
 int p3d_cmd_status(const p3d_opts *o);  /* cmd_status.c */
 int p3d_cmd_preflight(const p3d_opts *o); /* cmd_preflight.c */
+int p3d_cmd_runs(const p3d_opts *o);    /* cmd_runs.c */
 
 /* Prints "par3drun: MSG" on stderr and returns P3D_EXIT_BADINPUT; frees msg. */
 int p3d_fail_input(char *msg);

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "say.h"
 #include "termsafe.h"
 #include "commands.h"
 
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
         rc = P3D_EXIT_OK;
         goto out;
     }
+    p3d_say_set_quiet(o.quiet);
     p3d_topo_cache_configure(!o.no_topo_cache, o.verbose);
     switch (o.cmd) {
     case P3D_CMD_TOPO: rc = p3d_cmd_topo(&o); break;
@@ -52,6 +54,7 @@ int main(int argc, char **argv)
     case P3D_CMD_AGENT: rc = p3d_cmd_agent(&o); break;
     case P3D_CMD_STATUS: rc = p3d_cmd_status(&o); break;
     case P3D_CMD_PREFLIGHT: rc = p3d_cmd_preflight(&o); break;
+    case P3D_CMD_RUNS: rc = p3d_cmd_runs(&o); break;
     default: rc = p3d_cmd_launch(&o); break;
     }
 out:

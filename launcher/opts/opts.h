@@ -22,6 +22,7 @@ typedef enum p3d_cmd {
     P3D_CMD_CLUSTER,    /* par3drun cluster [options] */
     P3D_CMD_STATUS,     /* par3drun status RUN_DIR */
     P3D_CMD_PREFLIGHT,  /* par3drun preflight [options] */
+    P3D_CMD_RUNS,       /* par3drun runs [--prune] [DIR] */
 } p3d_cmd;
 
 typedef struct p3d_opts {
@@ -93,6 +94,11 @@ typedef struct p3d_opts {
     const char *job_id;
     const char *run_dir;        /* --run-dir DIR: per-job files */
     const char *status_dir;     /* par3drun status RUN_DIR */
+    const char *runs_dir;       /* par3drun runs [DIR] (default $TMPDIR) */
+    const char *runs_older_than; /* runs --prune --older-than DURATION */
+    int runs_keep;              /* runs --prune --keep N */
+    int runs_prune, runs_dry;   /* runs --prune [--dry-run] */
+    int strict;                 /* --strict: warning-level checks are errors */
 
     /* multi-node */
     int nnodes, node_rank;      /* 0 / -1 = not given */

@@ -395,7 +395,10 @@ static int find_backend(const char *name, p3d_rdzv *r, char **err)
                     name, e ? e : "bad name", b ? b : "?");
             free(b);
         } else
-            p3d_err(err, "rendezvous '%s' needs %s", name, e ? e : "a plugin");
+            p3d_err(err, "rendezvous '%s' needs %s%s", name, e ? e : "a plugin",
+                    !strcmp(name, "etcd")   ? " (Debian: install the par3drun-curl package)"
+                    : !strcmp(name, "pmix") ? " (Debian: install the par3drun-pmix package)"
+                                            : "");
         free(e);
         return -1;
     }

@@ -19,6 +19,7 @@
  * host by another machine's NUMA numbers would be wrong.
  */
 #include "launch.h"
+#include "say.h"
 #include "ranks.h"
 
 #include <errno.h>
@@ -291,8 +292,8 @@ static int clamp_to_allowed(p3d_binder *b, int nlocal, const char *sysfs_root, c
             hwloc_bitmap_set(allowed, (unsigned)c);
     int nallowed = hwloc_bitmap_weight(allowed);
     if (nallowed > 0 && nallowed < nlocal)
-        fprintf(stderr, "par3drun: warning: this process may use %d CPU%s for %d local ranks (Slurm: give "
-                        "--cpus-per-task or --exclusive); ranks share CPUs\n",
+        p3d_warn("this process may use %d CPU%s for %d local ranks (Slurm: give --cpus-per-task or "
+                 "--exclusive); ranks share CPUs",
                 nallowed, nallowed == 1 ? "" : "s", nlocal);
     numa_map m = {0};
     int have_map = 0;

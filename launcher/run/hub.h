@@ -70,12 +70,16 @@ typedef struct hub {
     double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
     double last_check;  /* when hub_beat last looked for silent agents */
     unsigned judged;    /* the controller's judgements the status shows */
+    int status_gen, status_state; /* the generation and state it shows */
     int status_warned;
     int tk_me;          /* takeover: this node's agent index, -1 none */
     unsigned gate_timer; /* takeover: the gate is read again (strangers held) */
 } hub;
 
 void hub_say(void *ctx, const char *text);
+/* hub_say for a line that is no error (the start and end lines, warnings):
+ * nothing under --quiet (say.h). */
+void hub_note(hub *h, const char *text);
 void hub_send_one(hub *h, int a, const char *pkt, size_t len);
 /* --health-check on every live node, on the loop; done(h, bad) at the end
  * (hub_health.c). 0, or -1 (out of memory: nothing started). */

@@ -132,7 +132,7 @@ void hub_round_answer(hub *h, int a, const p3d_amsg *m)
                  "par3drun: warning: node %s has no --health-check of its own (it counts as healthy); give every "
                  "node the same options\n",
                  h->names[a]);
-        hub_say(h, line);
+        hub_note(h, line);
         h->health_warned = 1;
     }
     round_check(h);

@@ -62,13 +62,13 @@ void hub_start_line(hub *h, int nnodes)
     snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job->job_id,
              L->job->pl->world, L->job->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
              L->run_dir);
-    hub_say(h, line);
+    hub_note(h, line);
     /* torchrun says it too: the ranks' OpenMP threads are ours to size */
     int omp_given = getenv("OMP_NUM_THREADS") != NULL;
     for (size_t i = 0; i < L->nextra && !omp_given; i++)
         omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
     if (!omp_given && L->job->pl->world > 1)
-        hub_say(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
+        hub_note(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
                    "OMP_NUM_THREADS to choose)\n");
 }
 
@@ -91,5 +91,9 @@ void hub_end_line(hub *h, int code)
     snprintf(line, sizeof line, "par3drun: job %s ended: exit %d after %.1f s%s; run dir %s%s\n", L->job->job_id, code,
              p3d_now() - L->t0, rs, L->run_dir,
              p3d_rundir_kept(L->run_dir_own, code) ? " kept (placement.json, events.jsonl)" : " removed");
-    hub_say(h, line);
+    /* a failed job's end line says where its run directory is: kept under --quiet */
+    if (code)
+        hub_say(h, line);
+    else
+        hub_note(h, line);
 }

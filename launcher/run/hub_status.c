@@ -92,6 +92,8 @@ void hub_write_status(hub *h)
             hi = fig[i].step;
     }
     qsort_r(idx, (size_t)nfig, sizeof *idx, by_ratio_desc, ratio);
+    h->status_gen = p3d_ctl_restarts(h->ctl);
+    h->status_state = (int)p3d_ctl_get_state(h->ctl);
     int spares = hub_spares_left(h);
     p3d_str_appendf(&s, "", "job %s: generation %d (%d restart%s), state %s, %.1f s after the start\n",
                     h->L->job->job_id, p3d_ctl_restarts(h->ctl), p3d_ctl_restarts(h->ctl),
@@ -128,7 +130,7 @@ void hub_write_status(hub *h)
         h->status_warned = 1;
         char line[512];
         snprintf(line, sizeof line, "par3drun: warning: cannot write the status view: %s\n", err ? err : "?");
-        hub_say(h, line);
+        hub_note(h, line);
     }
 out:
     free(idx);

@@ -7,6 +7,7 @@
  * agents get (prepare.h).
  */
 #include "prepare.h"
+#include "say.h"
 #include "ranks.h"
 #include "rundir.h"
 
@@ -87,8 +88,8 @@ int p3d_prep_begin(const p3d_opts *o, const char *rdzv, p3d_prep *P, char **err)
         goto out;
     }
     if (rdzv && o->cluster)
-        fprintf(stderr, "par3drun: warning: --cluster is not used in a multi-node job: nodes come from the "
-                        "rendezvous (racks: --slurm-topology)\n");
+        p3d_warn("--cluster is not used in a multi-node job: nodes come from the rendezvous (racks: "
+                 "--slurm-topology)");
     /* 127 stays for a program that disappears between this check and the exec */
     P->program = p3d_resolve_program(o->argv[0], err);
     if (!P->program)

@@ -331,6 +331,19 @@ static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
             p3d_analysis_free(an);
         }
     }
+    if (is_auto && best_an && !best_an->has_cost) {
+        /* nothing to rank by: falling back to the first policy would hide
+         * that the estimate is gone (a batch mismatch, typically) */
+        const char *why = "the cost model gave none";
+        for (size_t i = 0; i < best_an->nchecks; i++)
+            if (!strcmp(best_an->checks[i].code, "COST_UNAVAILABLE") || !strcmp(best_an->checks[i].code, "BATCH_MISMATCH"))
+                why = best_an->checks[i].message;
+        p3d_err(err, "--policy auto ranks the policies by the cost model's step-time estimate, and there is none: %s "
+                     "(make the batch figures agree, or name a policy: --policy megatron)", why);
+        p3d_placement_free(best_pl);
+        p3d_analysis_free(best_an);
+        return -1;
+    }
     if (is_auto) {
         if (!best_pl)
             return p3d_err(err, "--policy auto: none of the policies produced a placement");
@@ -398,6 +411,37 @@ int p3d_place(const p3d_opts *o, p3d_plan_result *out, char **err)
     return rc;
 }
 
+/* dp from what the nodes that run ranks hold, named as they are (GPUs or
+ * CPU slots), and saying what the --spares nodes hold back. */
+static int resolve_dp(p3d_plan_result *out, char **err)
+{
+    const p3d_cluster *v = out->view ? out->view : out->cluster;
+    size_t slots = 0, spare_gpus = 0;
+    int spare_nodes = 0;
+    for (size_t i = 0; i < v->nnodes; i++)
+        for (int g = 0; v->nodes[i].topo && g < v->nodes[i].topo->ngpus; g++)
+            slots += !strcmp(v->nodes[i].topo->gpus[g].model, "CPU slot");
+    for (size_t i = 0; i < out->cluster->nnodes; i++)
+        if (out->cluster->nodes[i].role == P3D_NODE_SPARE) {
+            spare_nodes++;
+            spare_gpus += out->cluster->nodes[i].topo ? (size_t)out->cluster->nodes[i].topo->ngpus : 0;
+        }
+    size_t n = p3d_cluster_gpus(v);
+    return p3d_job_resolve_dp_on(&out->job, n, n && slots == n ? "CPU slot" : "GPU", spare_gpus, spare_nodes, err);
+}
+
+/* --strict: every warning-level check is an error; the dry run and the
+ * launch then refuse the placement as for any error (exit 2). */
+static void strict_checks(p3d_analysis *an)
+{
+    for (size_t i = 0; an && i < an->nchecks; i++)
+        if (an->checks[i].severity == P3D_SEV_WARNING) {
+            an->checks[i].severity = P3D_SEV_ERROR;
+            an->nwarnings--;
+            an->nerrors++;
+        }
+}
+
 int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *out, char **err)
 {
     int rc = -1;
@@ -415,7 +459,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
                 o->cluster);
         goto out;
     }
-    if (p3d_job_resolve_dp(&out->job, p3d_cluster_gpus(out->view ? out->view : out->cluster), err) < 0)
+    if (resolve_dp(out, err) < 0)
         goto out;
     t1 = now();
     out->t_cluster = t1 - t0;
@@ -477,6 +521,8 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
         }
     }
     out->t_baseline = now() - t0;
+    if (o->strict)
+        strict_checks(out->an);
     rc = 0;
 out:
     if (rc < 0)

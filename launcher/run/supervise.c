@@ -24,6 +24,7 @@
  * hook names; the terminal is written without waiting. Nothing blocks.
  */
 #include "hub.h"
+#include "say.h"
 #include "ranks.h"
 #include "rundir.h"
 #include "termsafe.h"
@@ -61,6 +62,12 @@ void hub_say(void *ctx, const char *text)
     if (e)
         p3d_sink_write(&h->sink, 1, e, strlen(e));
     free(e);
+}
+
+void hub_note(hub *h, const char *text)
+{
+    if (!p3d_say_quiet())
+        hub_say(h, text);
 }
 
 void hub_send_one(hub *h, int a, const char *pkt, size_t len)
@@ -405,7 +412,12 @@ static double hub_prepare(p3d_loop *lp, double now, void *ctx)
         p3d_loop_stop(lp);
         return 0;
     }
-    if (p3d_ctl_judgements(h->ctl) != h->judged) {
+    /* rewritten after each judgement, and once one is out, at every new
+     * generation or state too: after a node replacement the ranks report
+     * no progress for a while, and a view of the old generation would
+     * stand there as if nothing had happened */
+    if (p3d_ctl_judgements(h->ctl) != h->judged ||
+        (h->judged && (p3d_ctl_restarts(h->ctl) != h->status_gen || (int)p3d_ctl_get_state(h->ctl) != h->status_state))) {
         h->judged = p3d_ctl_judgements(h->ctl);
         hub_write_status(h);
     }

@@ -8,6 +8,7 @@
  * analysis meets the terminal.
  */
 #include "launch.h"
+#include "say.h"
 
 #include "p3d/check.h"
 #include "termsafe.h"
@@ -22,8 +23,7 @@ int p3d_launch_warnings(const p3d_analysis *an, int quiet)
             continue;
         n++;
         if (!quiet)
-            fprintf(stderr, "par3drun: warning: %s: %s\n", p3d_tesc(an->checks[i].code),
-                    p3d_tesc(an->checks[i].message));
+            p3d_warn("%s: %s", p3d_tesc(an->checks[i].code), p3d_tesc(an->checks[i].message));
     }
     return n;
 }

@@ -74,6 +74,22 @@ static int nvlink_capacity(const p3d_cluster *c, int tp, long long *groups, int 
     return 0;
 }
 
+/* What a node's rank slots are called in messages: its GPUs, or the CPU
+ * slots --nproc-per-node synthesized on a node without any (slots.c). */
+static const char *slot_word(const p3d_node *n)
+{
+    return n && n->ngpus && !strcmp(n->gpus[0].model, "CPU slot") ? "CPU slot" : "GPU";
+}
+
+/* The same for the whole cluster: "CPU slot" when every node has only those. */
+static const char *cluster_slot_word(const p3d_cluster *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (c->nodes[i].topo && c->nodes[i].topo->ngpus && strcmp(slot_word(c->nodes[i].topo), "CPU slot"))
+            return "GPU";
+    return c->nnodes ? "CPU slot" : "GPU";
+}
+
 static int count_range(const p3d_dim_stats *st, int lo, int hi)
 {
     int n = 0;
@@ -194,10 +210,11 @@ static int tp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
             for (int k = 1; k <= g && len + 8 < sizeof divs; k++)
                 if (g % k == 0)
                     len += (size_t)snprintf(divs + len, sizeof divs - len, "%s%d", len ? ", " : "", k);
+            const char *w = slot_word(c->nodes[i].topo);
             ADD(P3D_SEV_WARNING, "TP_NOT_DIVIDING_GPUS_PER_NODE",
-                "tp=%d does not divide the %d GPUs of node %s: either GPUs stay idle or a TP group straddles "
+                "tp=%d does not divide the %d %ss of node %s: either %ss stay idle or a TP group straddles "
                 "two nodes. Choose tp among %s (or a multiple of %d inside a multi-node NVLink domain).",
-                tp, g, c->nodes[i].name, divs, g);
+                tp, g, w, c->nodes[i].name, w, divs, g);
         }
     }
     return 0;
@@ -468,11 +485,12 @@ static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
 {
     long long world = p3d_mesh_world(&job->mesh);
     size_t gpus = p3d_cluster_gpus(c);
+    const char *w = cluster_slot_word(c);
     if (world > (long long)gpus)
         ADD(P3D_SEV_ERROR, "WORLD_GT_GPUS",
-            "the mesh needs tp*cp*dp*pp = %lld GPUs, the cluster has %zu. Lower dp (or leave --dp out to use "
+            "the mesh needs tp*cp*dp*pp = %lld %ss, the cluster has %zu. Lower dp (or leave --dp out to use "
             "what is there) or add nodes.",
-            world, gpus);
+            world, w, gpus);
     else if (world < (long long)gpus) {
         char *used = calloc(c->nnodes + 1, 1);
         size_t idle_nodes = 0;
@@ -484,8 +502,8 @@ static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
             idle_nodes += !used[i];
         free(used);
         ADD(P3D_SEV_INFO, "NODES_IDLE",
-            "the job uses %lld of %zu GPUs: %zu GPU%s idle (%zu node%s without any rank).", world, gpus,
-            gpus - (size_t)world, gpus - (size_t)world == 1 ? " stays" : "s stay", idle_nodes,
+            "the job uses %lld of %zu %ss: %zu %s%s idle (%zu node%s without any rank).", world, gpus, w,
+            gpus - (size_t)world, w, gpus - (size_t)world == 1 ? " stays" : "s stay", idle_nodes,
             idle_nodes == 1 ? "" : "s");
     }
     return 0;

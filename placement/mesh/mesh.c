@@ -352,7 +352,18 @@ int p3d_mesh_derive(p3d_mesh *m, char **err)
 
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
 {
+    return p3d_job_resolve_dp_on(job, gpus, "GPU", 0, 0, err);
+}
+
+int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes,
+                          char **err)
+{
     p3d_mesh *m = &job->mesh;
+    char sp[192] = "";
+    if (spare_nodes > 0)
+        snprintf(sp, sizeof sp, " (not counting the %zu %s%s of the %d --spares node%s, kept free to replace a "
+                                "lost node: lower --spares or the mesh)",
+                 spare_gpus, unit, spare_gpus == 1 ? "" : "s", spare_nodes, spare_nodes == 1 ? "" : "s");
     long long other = 1;
     for (int d = 0; d < P3D_NORDER; d++)
         if (d != P3D_DIM_DP && d != P3D_DIM_EP)
@@ -362,14 +373,16 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
             return p3d_err(err, "no GPUs found (see par3drun topo): give --nproc-per-node N to run N CPU ranks per node");
         if ((long long)gpus % other != 0)
             return p3d_err(err,
-                           "mesh does not divide the world: %zu GPUs is not a multiple of tp*cp*pp = %lld "
+                           "mesh does not divide the world: %zu %ss%s is not a multiple of tp*cp*pp = %lld "
                            "(tp=%d cp=%d pp=%d); choose sizes whose product divides %zu or give --dp",
-                           gpus, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP], gpus);
+                           gpus, unit, sp, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP],
+                           gpus);
         m->size[P3D_DIM_DP] = (int)((long long)gpus / other);
     } else {
         long long world = other * m->size[P3D_DIM_DP];
         if (world > (long long)gpus)
-            return p3d_err(err, "world size tp*cp*dp*pp = %lld is larger than the %zu GPUs available", world, gpus);
+            return p3d_err(err, "world size tp*cp*dp*pp = %lld is larger than the %zu %ss available%s", world, gpus,
+                           unit, sp);
     }
     /* the policy declares whose rules apply when it runs (policy_run.c) */
     return p3d_mesh_derive(m, err);

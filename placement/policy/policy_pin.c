@@ -22,7 +22,8 @@ int p3d_policy_fetch_url(const char *url, size_t max, char **text, size_t *len, 
     char *e = NULL, *perr = NULL;
     int k = p3d_plugin_find(P3D_PLUGIN_POLICY, "fetch", &pl, &e);
     if (k <= 0) {
-        p3d_err(err, "policy URLs need %s (build par3drun with libcurl, or download the policy and pass its path)",
+        p3d_err(err, "policy URLs need %s (Debian: install the par3drun-curl package; a source build: build it "
+                     "with libcurl; or download the policy and pass its path)",
                 e ? e : "the policy fetch plugin");
         free(e);
         return -1;

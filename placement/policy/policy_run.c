@@ -8,6 +8,7 @@
  * accesses only, so a returned table with metatables cannot fool it.
  */
 #include "policy_internal.h"
+#include "say.h"
 #include "termsafe.h"
 #include "policy_source.h"
 #include "sha256.h"
@@ -59,8 +60,8 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
         /* a URL's content can change under the same name (docs/policies.md) */
         char hex[65];
         if (p3d_sha256_hex(r.text, r.len, hex) == 0)
-            fprintf(stderr, "par3drun: warning: policy %s is not pinned: whoever can change that URL changes the "
-                            "placement; pin this version with --policy-sha256 %s\n", r.source, hex);
+            p3d_warn("policy %s is not pinned: whoever can change that URL changes the placement; pin this "
+                     "version with --policy-sha256 %s", r.source, hex);
     }
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;

@@ -11,6 +11,7 @@
  * `--topology dgx-h100.xml` works from anywhere.
  */
 #include "topo_internal.h"
+#include "say.h"
 #include "p3d/plugin.h"
 #include "read_file.h"
 
@@ -137,7 +138,6 @@ int p3d_topo_nvml_augment(p3d_node *n)
         return 0;
     int k = ops->augment(n, msg, sizeof msg);
     if (k == P3D_PLUGIN_FAIL)
-        fprintf(stderr, "par3drun: warning: topology source 'nvml' failed (%s); using hwloc's facts only\n",
-                msg[0] ? msg : "no reason given");
+        p3d_warn("topology source 'nvml' failed (%s); using hwloc's facts only", msg[0] ? msg : "no reason given");
     return k == P3D_PLUGIN_OK;
 }

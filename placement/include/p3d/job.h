@@ -139,6 +139,12 @@ void p3d_job_init(p3d_job *j); /* defaults: all dims 1, default order */
  * policy, not read yet, declares whose rules hold, and the policy run
  * applies them (p3d_mesh_resolve). */
 int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err);
+/* The same, saying the ranks' slots by their name (unit: "GPU", or "CPU
+ * slot" on nodes without GPUs) and, when some GPUs are held back as
+ * --spares, how many (spare_gpus on spare_nodes), so that a "larger than"
+ * message says where the rest went. */
+int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes,
+                          char **err);
 
 /* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
  * Fails naming the known presets. (placement/cost/cost_model.c) */
