@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -32,36 +33,66 @@ static void copy(char *dst, size_t cap, const char *s)
     snprintf(dst, cap, "%s", s ? s : "");
 }
 
+/* The token file is a key, treated as ssh treats a private key: a regular
+ * file (a FIFO or a device would block or never end: opened O_NONBLOCK and
+ * refused before any read, so no --rdzv-timeout is ever passed waiting on
+ * it), readable by its owner only, and read with a bound. */
+#define TOKEN_FILE_MAX 4096
+
 int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err)
 {
     int rc = -1;
-    char buf[1024];
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return p3d_err(err, "--rdzv-token-file %s: %s", path, strerror(errno));
+    char buf[TOKEN_FILE_MAX + 1];
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-        fprintf(stderr, "par3drun: warning: --rdzv-token-file %s is readable by others (chmod 600 it)\n", path);
-    if (!fgets(buf, sizeof buf, f)) {
-        p3d_err(err, "--rdzv-token-file %s: empty: expected one line with the job's secret", path);
+    ssize_t n = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return p3d_err(err, "--rdzv-token-file %s: %s", p3d_tesc(path), strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        p3d_err(err, "--rdzv-token-file %s: not a regular file: expected a file holding one line with the job's secret",
+                p3d_tesc(path));
         goto out;
     }
+    if (st.st_mode & 077) {
+        p3d_err(err, "--rdzv-token-file %s: mode %04o is readable by group or others: the token is the job's key; "
+                     "run: chmod 600 %s",
+                p3d_tesc(path), (unsigned)(st.st_mode & 07777), p3d_tesc(path));
+        goto out;
+    }
+    if (st.st_size > TOKEN_FILE_MAX) {
+        p3d_err(err, "--rdzv-token-file %s: %lld bytes: expected one line of at most 255 bytes", p3d_tesc(path),
+                (long long)st.st_size);
+        goto out;
+    }
+    while ((n = read(fd, buf, TOKEN_FILE_MAX)) < 0 && errno == EINTR)
+        ;
+    if (n < 0) {
+        p3d_err(err, "--rdzv-token-file %s: %s", p3d_tesc(path), strerror(errno));
+        goto out;
+    }
+    buf[n] = 0;
     char *s = buf, *e;
     while (isspace((unsigned char)*s))
         s++;
-    e = s + strlen(s);
+    e = s + strcspn(s, "\n");
     while (e > s && isspace((unsigned char)e[-1]))
-        *--e = 0;
+        e--;
+    *e = 0;
+    if (!*s) {
+        p3d_err(err, "--rdzv-token-file %s: empty: expected one line with the job's secret", p3d_tesc(path));
+        goto out;
+    }
     if (strlen(s) < 8 || strlen(s) >= cap || strlen(s) > 255) {
         p3d_err(err, "--rdzv-token-file %s: the token is %zu bytes: expected 8..255 (e.g. head -c 24 /dev/urandom "
                      "| base64 > FILE)",
-                path, strlen(s));
+                p3d_tesc(path), strlen(s));
         goto out;
     }
     copy(tok, cap, s);
     rc = 0;
 out:
-    fclose(f);
+    explicit_bzero(buf, sizeof buf);
+    close(fd);
     return rc;
 }
 

@@ -28,6 +28,13 @@ ln -s "$tmp/loop-b.json" "$tmp/loop-a.json"
 ln -s "$tmp/loop-a.json" "$tmp/loop-b.json"
 mkdir "$tmp/dir.json"
 mkfifo "$tmp/fifo.json"
+# --rdzv-token-file as ssh treats a private key (docs/limits.md): another
+# user could read it, or it is no file at all (a FIFO would block)
+printf 'bad-inputs-token-0123456789\n' >"$tmp/token-open"
+chmod 0644 "$tmp/token-open"
+printf 'bad-inputs-token-0123456789\n' >"$tmp/token-group"
+chmod 0640 "$tmp/token-group"
+mkfifo -m 0600 "$tmp/token-fifo"
 # --log-dir / --run-dir another user could have prepared (docs/limits.md)
 mkdir "$tmp/logdir-open" "$tmp/logdir-planted" "$tmp/rundir-open"
 chmod 0777 "$tmp/logdir-open"
