@@ -11,6 +11,8 @@
 
 #include "launch.h"
 
+#include <stdint.h>
+
 /* ---- bind.c -------------------------------------------------------------- */
 
 typedef struct p3d_binder p3d_binder;
@@ -166,6 +168,16 @@ void p3d_sweep_children(void);
 int p3d_code_of(int status);
 
 /* ---- hang.c: --hang-timeout ---------------------------------------------- */
+
+/* RUN_DIR/heartbeat through one descriptor (hbdir.c): made (0700) and
+ * opened O_DIRECTORY|O_NOFOLLOW, ours: the fd, or -1 with *err. */
+int p3d_hbdir_open(const char *dir, char **err);
+/* inotify_add_watch on the directory dfd is (not on its path). */
+int p3d_hbdir_watch(int ifd, int dfd, uint32_t mask);
+/* Removes dfd's rank-R (unlinkat: never through a link). */
+void p3d_hbdir_unlink_rank(int dfd, int rank);
+/* rmdir(dir) when dir is still the directory dfd is. */
+void p3d_hbdir_remove(int dfd, const char *dir);
 
 typedef struct p3d_hangwatch p3d_hangwatch;
 
