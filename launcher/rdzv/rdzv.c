@@ -321,16 +321,28 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
         return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
                              "inside a job step");
     unsigned long long vnn, vnid, vnt = 0, vjob, vstep;
-    /* plain decimal digits only: " 1", "+1" or "1x" would name a node */
+    /* plain decimal digits only: " 1", "+1" or "1x" would name a node;
+     * each count against its documented bound (docs/limits.md) before
+     * anything is sized by it */
     const struct {
         const char *name, *val;
-        unsigned long long *out;
-    } num[] = {{"SLURM_STEP_NUM_NODES", nn, &vnn}, {"SLURM_NODEID", nid, &vnid}, {"SLURM_STEP_NUM_TASKS", nt, &vnt},
-               {"SLURM_JOB_ID", job, &vjob}, {"SLURM_STEP_ID", step, &vstep}};
-    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
-        if (num[i].val && p3d_decimal(num[i].val, INT_MAX, num[i].out) < 0)
-            return p3d_plugin_say(msg, cap, "slurm: %s='%s': expected plain decimal digits (0..%d)", num[i].name,
-                                  p3d_tesc(num[i].val), INT_MAX);
+        unsigned long long *out, hi;
+        const char *what;
+    } num[] = {{"SLURM_STEP_NUM_NODES", nn, &vnn, P3D_RDZV_MAX_AGENTS, "the most agents par3drun supports"},
+               {"SLURM_NODEID", nid, &vnid, P3D_RDZV_MAX_AGENTS - 1, "the last node index of the most agents"},
+               {"SLURM_STEP_NUM_TASKS", nt, &vnt, P3D_RDZV_MAX_AGENTS, "one task per agent"},
+               {"SLURM_JOB_ID", job, &vjob, INT_MAX, "a job id"},
+               {"SLURM_STEP_ID", step, &vstep, INT_MAX, "a step id"}};
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
+        if (!num[i].val)
+            continue;
+        if (p3d_decimal(num[i].val, ~0ULL >> 1, num[i].out) < 0)
+            return p3d_plugin_say(msg, cap, "slurm: %s='%s': expected plain decimal digits (0..%llu)", num[i].name,
+                                  p3d_tesc(num[i].val), num[i].hi);
+        if (*num[i].out > num[i].hi)
+            return p3d_plugin_say(msg, cap, "slurm: %s=%s: over its bound %llu (%s; docs/limits.md)", num[i].name,
+                                  num[i].val, num[i].hi, num[i].what);
+    }
     int nnodes = (int)vnn, rank = (int)vnid;
     if (nnodes < 1 || rank < 0 || rank >= nnodes)
         return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
@@ -343,8 +355,15 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     char **names = NULL;
     size_t n = 0;
     char *e = NULL;
-    if (p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e) < 0 || n != (size_t)nnodes) {
-        p3d_plugin_say(msg, cap, "slurm: node list '%s': %s", list, e ? e : "node count differs from SLURM_STEP_NUM_NODES");
+    /* counted before it is expanded (hostlist.c): no more names than the
+     * count says are ever made */
+    int k = p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e);
+    if (k < 0 || n != (size_t)nnodes) {
+        if (k < 0) /* no message at all: even that could not be allocated */
+            p3d_plugin_say(msg, cap, "slurm: node list '%s': %s", p3d_tesc(list), e ? e : "out of memory expanding it");
+        else
+            p3d_plugin_say(msg, cap, "slurm: node list '%s' names %zu nodes, SLURM_STEP_NUM_NODES=%d", p3d_tesc(list),
+                           n, nnodes);
         free(e);
         p3d_strv_free(names, n);
         return -1;
