@@ -161,6 +161,11 @@ int p3d_kill_children(int sig);
  * the process group of each that leads one (workers and their children):
  * ends an agent that does not answer. Returns how many were signalled. */
 int p3d_kill_tree(pid_t root, int sig);
+/* SIGKILLs every process of session sid (a local agent is one, agent_link.c)
+ * until a pass over /proc finds none alive, at most 8 passes: what a lost
+ * agent leaves behind (its ranks' children, adopted by us once it died)
+ * is gone before its replacement starts. Returns how many were killed. */
+int p3d_kill_session(pid_t sid);
 /* SIGKILLs and reaps our children until none is left, bounded (2 s), never
  * with a blocking waitpid. */
 void p3d_sweep_children(void);
