@@ -50,6 +50,10 @@ ln -s "$tmp/huge.json" "$tmp/logdir-planted/rank-0.log"
     printf '{"name": "last", "topology": "cpu-only.xml"}]}\n'
 } >"$tmp/too-many-nodes.json"
 
+# a 1,048,576-node cluster for plan, over its 8,192-node bound (docs/limits.md)
+printf '{"nodes": [{"name": "p[0000001-1048576]", "topology": "%s"}]}\n' \
+    "$src/examples/topologies/dgx-h100.xml" >"$tmp/plan-1m.json"
+
 # three DGX H100s in one rack, for the --spares hook cases
 printf '{"nodes": [{"name": "dgx-h100-[01-03]", "topology": "%s", "rack": "r1"}]}\n' \
     "$src/examples/topologies/dgx-h100.xml" >"$tmp/three.json"
