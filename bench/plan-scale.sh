@@ -19,7 +19,7 @@ for n in 1024 2048 4096 8192 1048576; do
     /usr/bin/time -f '%e %M' -o "$T/time" "$bin" plan --cluster "$T/c.json" --model "$model" \
         --global-batch $((n * 8)) >/dev/null 2>"$T/err"
     rc=$?
-    read -r secs kb <"$T/time" 2>/dev/null || { secs=?; kb=0; }
+    read -r secs kb < <(tail -n 1 "$T/time" 2>/dev/null) || { secs=?; kb=0; }
     case $rc in 0) res=planned ;; 2) res="refused: $(grep -o 'the limit is [0-9]*' "$T/err" | head -1)" ;; *) res="exit $rc" ;; esac
     printf '%10d %10s %12d %s\n' "$n" "$secs" $((kb / 1024)) "$res"
 done
