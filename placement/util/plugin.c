@@ -197,12 +197,12 @@ static void say_skipped(const char *path, const char *why)
 static const char *untrusted(const struct stat *st, char *buf, size_t cap)
 {
     if (st->st_uid != 0 && st->st_uid != geteuid()) {
-        snprintf(buf, cap, "owned by uid %u, neither root nor you (uid %u)", (unsigned)st->st_uid,
+        snprintf(buf, cap, "is owned by uid %u, neither root nor you (uid %u)", (unsigned)st->st_uid,
                  (unsigned)geteuid());
         return buf;
     }
     if (st->st_mode & 022) {
-        snprintf(buf, cap, "mode %04o is writable by others (group or world): chmod go-w it",
+        snprintf(buf, cap, "has mode %04o, writable by others (group or world): chmod go-w it",
                  (unsigned)(st->st_mode & 07777));
         return buf;
     }
@@ -220,7 +220,7 @@ static int open_trusted(const char *dir, const char *path, char *buf, size_t cap
         return -1;
     }
     if (untrusted(&st, why, sizeof why)) {
-        snprintf(buf, cap, "not loaded: its directory %s is %s", dir, why);
+        snprintf(buf, cap, "not loaded: its directory %s %s", dir, why);
         return -1;
     }
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -231,7 +231,7 @@ static int open_trusted(const char *dir, const char *path, char *buf, size_t cap
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
         snprintf(buf, cap, "not loaded: not a regular file");
     else if (untrusted(&st, why, sizeof why))
-        snprintf(buf, cap, "not loaded: the file is %s", why);
+        snprintf(buf, cap, "not loaded: the file %s", why);
     else
         return fd;
     close(fd);
