@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge.h"
 #include "preflight.h"
 
 static void parse_good(void **st)
@@ -155,6 +156,25 @@ static void table_of(const p3d_preflight *pf, char *buf, size_t cap)
     assert_non_null(f);
     p3d_preflight_table(pf, f);
     fclose(f);
+}
+
+/* judge.h: no reference under 3 values; the middle one, and for an even
+ * count the lenient middle (never a mean of two). */
+static void judge_pick(void **st)
+{
+    (void)st;
+    assert_int_equal(p3d_judge_pick(0, 1), -1);
+    assert_int_equal(p3d_judge_pick(2, 0), -1);
+    assert_int_equal(p3d_judge_pick(3, 0), 1);
+    assert_int_equal(p3d_judge_pick(3, 1), 1);
+    assert_int_equal(p3d_judge_pick(4, 1), 2); /* busy: the upper middle */
+    assert_int_equal(p3d_judge_pick(4, 0), 1); /* a rate: the lower middle */
+    double v[4] = {1e300, 100, 101, 99}, ref;
+    assert_int_equal(p3d_judge_ref(v, 4, 0, &ref), 0);
+    assert_true(ref == 100);
+    double two[2] = {900, 100};
+    assert_int_equal(p3d_judge_ref(two, 2, 0, &ref), -1); /* cannot judge; shown: the lower */
+    assert_true(ref == 100);
 }
 
 /* Issue 44: a figure beyond any hardware is refused with the reason (the
@@ -404,7 +424,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_good),
         cmocka_unit_test(parse_bad),
-        cmocka_unit_test(judge_rules), cmocka_unit_test(judge_robust),
+        cmocka_unit_test(judge_rules), cmocka_unit_test(judge_robust), cmocka_unit_test(judge_pick),
         cmocka_unit_test(json_and_table),
         cmocka_unit_test(gathered_lines),
         cmocka_unit_test(gathered_ring),
