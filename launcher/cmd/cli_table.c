@@ -155,7 +155,7 @@ const opt_row p3d_cli_rows[] = {
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
      "give up waiting for agents (default 60 + 0.1 per node)"},
-    {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present"},
+    {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present (a file only you can read)"},
     {"rdzv-fanout", T_INT, OFF(rdzv_fanout), 0, 1, 1024, C_LAUNCH, "K",
      "children per agent in the distribution tree (default 32, or P3D_RDZV_FANOUT; the leader's counts)"},
     /* torchrun's spellings (docs/launch.md, "Coming from torchrun"); every

@@ -16,6 +16,9 @@
 #include "termsafe.h"
 #include "launch.h"
 
+/* The most nodes plan searches (docs/limits.md). */
+#define P3D_PLAN_MAX_NODES 8192
+
 /* Shapes placed beyond the --top shown: a shape just below the cut on
  * plan's own estimate may place better than one above it. */
 #define PLACED_EXTRA 5
@@ -223,6 +226,17 @@ int p3d_cmd_plan(const p3d_opts *o)
     job.spares = o->spares;
     if (p3d_place_roles(o, c, &job, &err) < 0 || report_roles(c) < 0 || p3d_place_keep_usable(c, &err) < 0)
         goto fail;
+    /* plan places every candidate mesh on every node: measured ~1 ms per
+     * node on a loaded 2-core host (bench/plan-scale.sh), so 1,048,576
+     * nodes took over 5 minutes and 3 GB. Bounded so that it answers in
+     * seconds or refuses at once (docs/limits.md). */
+    if (c->nnodes > P3D_PLAN_MAX_NODES) {
+        p3d_err(&err, "plan: %s has %zu usable nodes; the limit is %d (plan places every candidate mesh on every "
+                      "node): plan a slice of the cluster file (e.g. one rack group) and check the mesh it finds "
+                      "with --dry-run on the whole cluster",
+                o->cluster ? p3d_tesc(o->cluster) : "the cluster", c->nnodes, P3D_PLAN_MAX_NODES);
+        goto fail;
+    }
     int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
     /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
      * those dimensions; the rest is searched */

@@ -5,6 +5,7 @@
  * RUN_DIR/status.txt (supervise.c, once a --progress-interval).
  */
 #include "commands.h"
+#include "termsafe.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +21,7 @@
 
 int p3d_cmd_status(const p3d_opts *o)
 {
-    char path[4096], *buf = NULL, *err = NULL;
+    char path[4096], *buf = NULL, *shown = NULL, *err = NULL;
     struct stat st;
     int fd = -1, rc;
     int sr = stat(o->status_dir, &st);
@@ -47,9 +48,16 @@ int p3d_cmd_status(const p3d_opts *o)
         p3d_err(&err, "status: %s: %s", path, buf ? strerror(errno) : "out of memory");
         goto bad;
     }
+    /* any rank can write into the run directory: its text is shown as
+     * every other outside text is (termsafe.h), lines and tabs kept */
+    shown = p3d_term_dup(buf, (size_t)n, STATUS_MAX, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
+    if (!shown) {
+        p3d_err(&err, "status: %s: out of memory", path);
+        goto bad;
+    }
     double age = difftime(time(NULL), st.st_mtime);
-    printf("par3drun status: %s (written %.0f s ago)\n", o->status_dir, age < 0 ? 0 : age);
-    fwrite(buf, 1, (size_t)n, stdout);
+    printf("par3drun status: %s (written %.0f s ago)\n", p3d_tesc(o->status_dir), age < 0 ? 0 : age);
+    fputs(shown, stdout);
     rc = P3D_EXIT_OK;
     goto out;
 bad:
@@ -59,6 +67,7 @@ out:
     if (fd >= 0)
         close(fd);
     free(buf);
+    free(shown);
     free(err);
     return rc;
 }

@@ -12,6 +12,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -32,36 +33,66 @@ static void copy(char *dst, size_t cap, const char *s)
     snprintf(dst, cap, "%s", s ? s : "");
 }
 
+/* The token file is a key, treated as ssh treats a private key: a regular
+ * file (a FIFO or a device would block or never end: opened O_NONBLOCK and
+ * refused before any read, so no --rdzv-timeout is ever passed waiting on
+ * it), readable by its owner only, and read with a bound. */
+#define TOKEN_FILE_MAX 4096
+
 int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err)
 {
     int rc = -1;
-    char buf[1024];
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return p3d_err(err, "--rdzv-token-file %s: %s", path, strerror(errno));
+    char buf[TOKEN_FILE_MAX + 1];
     struct stat st;
-    if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
-        fprintf(stderr, "par3drun: warning: --rdzv-token-file %s is readable by others (chmod 600 it)\n", path);
-    if (!fgets(buf, sizeof buf, f)) {
-        p3d_err(err, "--rdzv-token-file %s: empty: expected one line with the job's secret", path);
+    ssize_t n = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return p3d_err(err, "--rdzv-token-file %s: %s", p3d_tesc(path), strerror(errno));
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        p3d_err(err, "--rdzv-token-file %s: not a regular file: expected a file holding one line with the job's secret",
+                p3d_tesc(path));
         goto out;
     }
+    if (st.st_mode & 077) {
+        p3d_err(err, "--rdzv-token-file %s: mode %04o is readable by group or others: the token is the job's key; "
+                     "run: chmod 600 %s",
+                p3d_tesc(path), (unsigned)(st.st_mode & 07777), p3d_tesc(path));
+        goto out;
+    }
+    if (st.st_size > TOKEN_FILE_MAX) {
+        p3d_err(err, "--rdzv-token-file %s: %lld bytes: expected one line of at most 255 bytes", p3d_tesc(path),
+                (long long)st.st_size);
+        goto out;
+    }
+    while ((n = read(fd, buf, TOKEN_FILE_MAX)) < 0 && errno == EINTR)
+        ;
+    if (n < 0) {
+        p3d_err(err, "--rdzv-token-file %s: %s", p3d_tesc(path), strerror(errno));
+        goto out;
+    }
+    buf[n] = 0;
     char *s = buf, *e;
     while (isspace((unsigned char)*s))
         s++;
-    e = s + strlen(s);
+    e = s + strcspn(s, "\n");
     while (e > s && isspace((unsigned char)e[-1]))
-        *--e = 0;
+        e--;
+    *e = 0;
+    if (!*s) {
+        p3d_err(err, "--rdzv-token-file %s: empty: expected one line with the job's secret", p3d_tesc(path));
+        goto out;
+    }
     if (strlen(s) < 8 || strlen(s) >= cap || strlen(s) > 255) {
         p3d_err(err, "--rdzv-token-file %s: the token is %zu bytes: expected 8..255 (e.g. head -c 24 /dev/urandom "
                      "| base64 > FILE)",
-                path, strlen(s));
+                p3d_tesc(path), strlen(s));
         goto out;
     }
     copy(tok, cap, s);
     rc = 0;
 out:
-    fclose(f);
+    explicit_bzero(buf, sizeof buf);
+    close(fd);
     return rc;
 }
 
@@ -290,16 +321,28 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
         return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
                              "inside a job step");
     unsigned long long vnn, vnid, vnt = 0, vjob, vstep;
-    /* plain decimal digits only: " 1", "+1" or "1x" would name a node */
+    /* plain decimal digits only: " 1", "+1" or "1x" would name a node;
+     * each count against its documented bound (docs/limits.md) before
+     * anything is sized by it */
     const struct {
         const char *name, *val;
-        unsigned long long *out;
-    } num[] = {{"SLURM_STEP_NUM_NODES", nn, &vnn}, {"SLURM_NODEID", nid, &vnid}, {"SLURM_STEP_NUM_TASKS", nt, &vnt},
-               {"SLURM_JOB_ID", job, &vjob}, {"SLURM_STEP_ID", step, &vstep}};
-    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++)
-        if (num[i].val && p3d_decimal(num[i].val, INT_MAX, num[i].out) < 0)
-            return p3d_plugin_say(msg, cap, "slurm: %s='%s': expected plain decimal digits (0..%d)", num[i].name,
-                                  p3d_tesc(num[i].val), INT_MAX);
+        unsigned long long *out, hi;
+        const char *what;
+    } num[] = {{"SLURM_STEP_NUM_NODES", nn, &vnn, P3D_RDZV_MAX_AGENTS, "the most agents par3drun supports"},
+               {"SLURM_NODEID", nid, &vnid, P3D_RDZV_MAX_AGENTS - 1, "the last node index of the most agents"},
+               {"SLURM_STEP_NUM_TASKS", nt, &vnt, P3D_RDZV_MAX_AGENTS, "one task per agent"},
+               {"SLURM_JOB_ID", job, &vjob, INT_MAX, "a job id"},
+               {"SLURM_STEP_ID", step, &vstep, INT_MAX, "a step id"}};
+    for (size_t i = 0; i < sizeof num / sizeof num[0]; i++) {
+        if (!num[i].val)
+            continue;
+        if (p3d_decimal(num[i].val, ~0ULL >> 1, num[i].out) < 0)
+            return p3d_plugin_say(msg, cap, "slurm: %s='%s': expected plain decimal digits (0..%llu)", num[i].name,
+                                  p3d_tesc(num[i].val), num[i].hi);
+        if (*num[i].out > num[i].hi)
+            return p3d_plugin_say(msg, cap, "slurm: %s=%s: over its bound %llu (%s; docs/limits.md)", num[i].name,
+                                  num[i].val, num[i].hi, num[i].what);
+    }
     int nnodes = (int)vnn, rank = (int)vnid;
     if (nnodes < 1 || rank < 0 || rank >= nnodes)
         return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
@@ -312,8 +355,15 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     char **names = NULL;
     size_t n = 0;
     char *e = NULL;
-    if (p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e) < 0 || n != (size_t)nnodes) {
-        p3d_plugin_say(msg, cap, "slurm: node list '%s': %s", list, e ? e : "node count differs from SLURM_STEP_NUM_NODES");
+    /* counted before it is expanded (hostlist.c): no more names than the
+     * count says are ever made */
+    int k = p3d_hostlist_expand(list, &names, &n, (size_t)nnodes + 1, &e);
+    if (k < 0 || n != (size_t)nnodes) {
+        if (k < 0) /* no message at all: even that could not be allocated */
+            p3d_plugin_say(msg, cap, "slurm: node list '%s': %s", p3d_tesc(list), e ? e : "out of memory expanding it");
+        else
+            p3d_plugin_say(msg, cap, "slurm: node list '%s' names %zu nodes, SLURM_STEP_NUM_NODES=%d", p3d_tesc(list),
+                           n, nnodes);
         free(e);
         p3d_strv_free(names, n);
         return -1;

@@ -177,6 +177,10 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
 
 
 #define P3D_FGATE_FRAME_MAX 512
+
+/* The most agents (nodes) one job may have (docs/limits.md): every count
+ * from the environment is bounded by it before anything is sized by it. */
+#define P3D_RDZV_MAX_AGENTS (1ULL << 20)
 #define P3D_FGATE_DEADLINE 5.0
 
 typedef struct p3d_fgate p3d_fgate;

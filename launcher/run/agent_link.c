@@ -136,7 +136,11 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != me)
             _exit(P3D_EXIT_FAIL);
-        setpgid(0, 0);
+        /* a session of its own (and so its own process group): everything
+         * the agent starts stays in it, even what its ranks leave behind
+         * when they die, so that once the agent is lost the hub can end
+         * all of it before a replacement starts (p3d_kill_session) */
+        setsid();
         p3d_proctitle_set("p3d-agent", "par3drun [agent %s]", L->job->cluster->nodes[node].name);
         close(sv[0]);
         for (int k = 0; k < nclose; k++)
@@ -146,7 +150,8 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
         fflush(NULL);
         _exit(rc);
     }
-    setpgid(c, c);
+    /* no setpgid(c, c) here: made a group leader first, the child could
+     * not make its session; p3d_kill_tree reaches it by pid meanwhile */
     close(sv[1]);
     *pid = c;
     *sock = sv[0];

@@ -76,6 +76,7 @@ struct p3d_ctl {
         double ratio, peer_busy;
         int npeers;
         int group;         /* peer group, -1 none */
+        unsigned said;     /* JUDGE_SAID_*: told once a job (judge.h) */
         char what[48];
     } *prog;
     int *order;            /* scratch: agents by (group, busy) */

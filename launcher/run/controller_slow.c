@@ -13,9 +13,13 @@
  *
  * Every --progress-interval, in RUNNING, each node that sent a summary
  * since the last judgement is judged: slow when its median busy time is
- * more than --slow-factor times the median of its peers' (itself left
- * out), for --slow-windows judgements in a row. Cost: one sort of the
- * nodes by (group, busy) per interval, O(1) per node after it.
+ * more than --slow-factor times the median of its group (itself in it,
+ * judge.h: one node reporting a tiny busy time cannot make its honest
+ * peers look slow), for --slow-windows judgements in a row. A group of
+ * fewer than three nodes is not judged ("cannot judge" is said once), and
+ * a busy time outside physical bounds is refused with the reason: that
+ * node is neither judged nor part of its group's reference. Cost: one
+ * sort of the nodes by (group, busy) per interval, O(1) per node after it.
  *
  * A slow node is reported once per generation (a line, a slow event).
  * With --slow-node replace it is then treated like a node that failed
@@ -26,8 +30,10 @@
  * job.
  */
 #include "controller_int.h"
+#include "judge.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,13 +176,51 @@ static int by_group_busy(const void *x, const void *y, void *ctx)
     return (a->busy > b->busy) - (a->busy < b->busy);
 }
 
-/* The median of the sorted busy times of run[0..m) without run[skip]. */
-static double median_without(const p3d_ctl *c, const int *run, int m, int skip)
+enum { JUDGE_SAID_REFUSED = 1, JUDGE_SAID_CANNOT = 2 };
+
+/* A busy time a rank's own work can take: > 0 and below judge.h's bound. */
+static int busy_physical(const struct ctl_prog *p)
 {
-    int n = m - 1;
-#define AT(j) c->prog[run[(j) < skip ? (j) : (j) + 1]].busy
-    return n % 2 ? AT(n / 2) : (AT(n / 2 - 1) + AT(n / 2)) / 2;
-#undef AT
+    return p->busy > 0 && p->busy <= P3D_JUDGE_BUSY_MAX;
+}
+
+/* Agent a is not judged this time; said once a job (what, why). */
+static void not_judged(p3d_ctl *c, int a, unsigned what, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void not_judged(p3d_ctl *c, int a, unsigned what, const char *fmt, ...)
+{
+    struct ctl_prog *p = &c->prog[a];
+    p->windows = 0;
+    if (p->said & what)
+        return;
+    p->said |= what;
+    char text[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    ctl_say(c, "par3drun: slow-node detection: node %s: %s (said once)\n", c->cfg.names[a], text);
+}
+
+/* A group of m < P3D_JUDGE_MIN nodes (run[0..m)): none judged; said once
+ * a job, for the group, not for each of its nodes. */
+static void cannot_judge(p3d_ctl *c, const int *run, int m)
+{
+    int told = 1;
+    for (int t = 0; t < m; t++)
+        told &= (c->prog[run[t]].said & JUDGE_SAID_CANNOT) != 0;
+    for (int t = 0; t < m; t++) {
+        c->prog[run[t]].fresh = 0;
+        c->prog[run[t]].windows = 0;
+        c->prog[run[t]].said |= JUDGE_SAID_CANNOT;
+    }
+    if (told)
+        return;
+    const struct ctl_prog *p = &c->prog[run[0]];
+    ctl_say(c, "par3drun: slow-node detection cannot judge node %s%s%s%s%s%s: %d node%s do%s the same work (at least %d "
+               "needed; with two, either could be the slow one) (said once)\n",
+            c->cfg.names[run[0]], m > 1 ? " and " : "", m > 1 ? c->cfg.names[run[1]] : "", p->what[0] ? " (" : "",
+            p->what, p->what[0] ? ")" : "", m, m == 1 ? "" : "s", m == 1 ? "es" : "", P3D_JUDGE_MIN);
 }
 
 /* One judgement of every node that reported since the last one. */
@@ -190,6 +234,15 @@ static void judge(p3d_ctl *c, double now)
             p->windows = 0;
             continue;
         }
+        if (!busy_physical(p)) {
+            if (p->fresh)
+                not_judged(c, a, JUDGE_SAID_REFUSED,
+                           "busy %g s per step is outside physical bounds (expected more than 0 and at most %g s); "
+                           "not judged, not a reference for its peers",
+                           p->busy, P3D_JUDGE_BUSY_MAX);
+            p->fresh = 0;
+            continue;
+        }
         c->order[k++] = a;
     }
     qsort_r(c->order, (size_t)k, sizeof *c->order, by_group_busy, c);
@@ -197,16 +250,25 @@ static void judge(p3d_ctl *c, double now)
         int j = i;
         while (j < k && c->prog[c->order[j]].group == c->prog[c->order[i]].group)
             j++;
-        int m = j - i;
+        int m = j - i, ref = p3d_judge_pick(m, 1);
+        if (ref < 0) {
+            int any = 0;
+            for (int t = 0; t < m; t++)
+                any |= c->prog[c->order[i + t]].fresh;
+            if (any)
+                cannot_judge(c, c->order + i, m);
+            i = j;
+            continue;
+        }
         for (int t = 0; t < m; t++) {
             struct ctl_prog *p = &c->prog[c->order[i + t]];
             if (!p->fresh)
                 continue;
             p->fresh = 0;
-            double med = m >= 2 ? median_without(c, c->order + i, m, t) : 0;
+            double med = c->prog[c->order[i + ref]].busy;
             if (med < P3D_SLOW_MIN_BUSY) {
-                /* no peer, or steps so short that timer and scheduling
-                 * noise is all a ratio would show */
+                /* steps so short that timer and scheduling noise is all
+                 * a ratio would show */
                 p->windows = 0;
                 continue;
             }

@@ -24,6 +24,7 @@ struct p3d_hangwatch {
     double timeout, grace;
     int sig;
     int fd;                /* inotify */
+    int dfd;               /* dir, opened once (hbdir.c) */
     char dir[PATH_MAX];
     int n;
     const int *ranks;      /* global ranks, local order (borrowed) */
@@ -59,7 +60,7 @@ int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatc
     p3d_hangwatch *w = calloc(1, sizeof *w);
     if (!w)
         return p3d_err(err, "out of memory");
-    w->fd = -1;
+    w->fd = w->dfd = -1;
     w->timeout = L->o->hang_timeout;
     w->grace = L->o->grace;
     w->sig = SIGABRT;
@@ -76,8 +77,12 @@ int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatc
         p3d_hang_free(w);
         return -1;
     }
-    if (p3d_mkdir_p(w->dir, 0700) < 0 || (w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
-        inotify_add_watch(w->fd, w->dir, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+    if ((w->dfd = p3d_hbdir_open(w->dir, err)) < 0) {
+        p3d_hang_free(w);
+        return -1;
+    }
+    if ((w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC)) < 0 ||
+        p3d_hbdir_watch(w->fd, w->dfd, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
         p3d_err(err, "--hang-timeout: cannot watch %s: %s", w->dir, strerror(errno));
         p3d_hang_free(w);
         return -1;
@@ -92,6 +97,8 @@ void p3d_hang_free(p3d_hangwatch *w)
         return;
     if (w->fd >= 0)
         close(w->fd);
+    if (w->dfd >= 0)
+        close(w->dfd);
     free(w->last);
     free(w->hung_at);
     free(w);
@@ -107,9 +114,7 @@ void p3d_hang_generation(p3d_hangwatch *w)
     if (!w)
         return;
     for (int i = 0; i < w->n; i++) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/rank-%d", w->dir, w->ranks[i]);
-        unlink(path); /* a new generation arms itself by touching it again */
+        p3d_hbdir_unlink_rank(w->dfd, w->ranks[i]); /* a new generation arms itself by touching it again */
         w->last[i] = w->hung_at[i] = 0;
     }
 }

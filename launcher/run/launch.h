@@ -479,6 +479,8 @@ typedef struct p3d_preflight {
     double median_p2p_gbps; /* over the nodes with GPU peer links; -1 none */
     int any_gpu;        /* some node benchmarked GPUs (the table's columns) */
     int tcp_judged;     /* 3 nodes or more: a slow link's end can be told */
+    int judged;         /* compute and memory: 3 nodes or more gave them */
+    int p2p_judged;     /* GPU peer links: 3 nodes or more gave them */
     double slow_factor, timeout, seconds;
     const char *tcp_note; /* no ring ran: why (static text), else NULL */
     int nrun_none;      /* nodes that ran no preflight (multi-node: started

@@ -14,15 +14,21 @@
  * node i+1's port, so that each node streams to its successor while its
  * predecessor streams to it.
  *
- * The verdict: per figure, the median over the nodes that gave one; a node
+ * The verdict: per figure, the median over the nodes that gave one (the
+ * judged node among them, judge.h: for an even count the lower middle,
+ * never a mean, so one peer claiming a huge figure cannot move it); a node
  * whose figure is more than --slow-factor below it is excluded, and so is
- * one whose benchmark failed, timed out or printed no figures. A node's
+ * one whose benchmark failed, timed out or printed no figures, or a figure
+ * beyond any hardware (judge.h's bounds). A figure fewer than 3 nodes gave
+ * is shown but not judged ("cannot judge"): with two nodes either could be
+ * the slow one. A node's
  * TCP figure is the better of its two links: a slow node makes both of
  * its links slow, a neighbour only one of its own. With fewer than 3
  * nodes that cannot tell which end of a link is slow, so TCP is shown but
  * not judged.
  */
 #include "preflight.h"
+#include "judge.h"
 #include "ranks.h"
 
 #include "launch.h"
@@ -94,24 +100,17 @@ void p3d_preflight_free(p3d_preflight *pf)
     memset(pf, 0, sizeof *pf);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The median of the values >= 0 among v[0..n) (-1 when none); tmp has n
- * places. */
-static double median(const double *v, int n, double *tmp)
+/* The reference of the values >= 0 among v[0..n) (-1 when none; judge.h,
+ * a low value is the bad one); tmp has n places. *judged: 3 or more. */
+static double median(const double *v, int n, double *tmp, int *judged)
 {
     int k = 0;
+    double ref;
     for (int i = 0; i < n; i++)
         if (v[i] >= 0)
             tmp[k++] = v[i];
-    if (!k)
-        return -1;
-    qsort(tmp, (size_t)k, sizeof *tmp, cmp_double);
-    return k % 2 ? tmp[k / 2] : (tmp[k / 2 - 1] + tmp[k / 2]) / 2;
+    *judged = p3d_judge_ref(tmp, k, 0, &ref) == 0;
+    return ref;
 }
 
 /* One value of the figures line: a finite number >= 0, all of it. */
@@ -123,6 +122,24 @@ static int parse_num(const char *s, double *out)
     if (errno || end == s || *end || !isfinite(v) || v < 0)
         return -1;
     *out = v;
+    return 0;
+}
+
+/* A figure beyond any hardware (judge.h): 1 with the reason in why. */
+static int beyond(const char *key, double v, char *why, size_t cap)
+{
+    static const struct {
+        const char *key, *unit;
+        double max;
+    } b[] = {{"gflops", "GFLOP/s", P3D_JUDGE_GFLOPS_MAX},    {"mem_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},
+             {"p2p_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},       {"tcp_out_mbps", "MB/s", P3D_JUDGE_MBPS_MAX},
+             {"tcp_in_mbps", "MB/s", P3D_JUDGE_MBPS_MAX},    {"seconds", "s", P3D_JUDGE_SECONDS_MAX}};
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
+        if (!strcmp(key, b[i].key) && v > b[i].max) {
+            snprintf(why, cap, "its figures line says %s=%.6g: beyond any hardware (at most %g %s)", key, v, b[i].max,
+                     b[i].unit);
+            return 1;
+        }
     return 0;
 }
 
@@ -182,6 +199,8 @@ static int parse_line(const char *text, p3d_preflight_node *nd, int tcp_only, ch
             dst = &gpus;
         else if (!strcmp(w, "gemm_maxrel")) /* the worker judged it: said, not judged again */
             dst = &maxrel;
+        if (dst && dst != &gpus && dst != &maxrel && parse_num(eq + 1, dst) == 0 && beyond(w, *dst, why, cap))
+            return -1;
         if (!dst || parse_num(eq + 1, dst) < 0 || (dst == &gpus && (gpus != (int)gpus || gpus > 65536))) {
             snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gpus, gflops, mem_gbps, p2p_gbps, "
                                "gemm_maxrel, tcp_out_mbps, tcp_in_mbps, seconds as numbers >= 0)",
@@ -302,10 +321,10 @@ static void judge(p3d_preflight *pf, int i)
     } f[] = {{pf->any_gpu && !nd->gpus ? "compute (no usable GPU: its benchmark ran on the CPU)"
               : nd->gpus > 1               ? "compute (its slowest GPU)"
                                            : "compute",
-              "GFLOP/s", nd->gflops, pf->median_gflops, 1},
+              "GFLOP/s", nd->gflops, pf->median_gflops, pf->judged},
              {nd->gpus > 1 ? "memory bandwidth (its slowest GPU)" : "memory bandwidth", "GB/s", nd->mem_gbps,
-              pf->median_mem_gbps, 1},
-             {"GPU peer link bandwidth (its slowest pair)", "GB/s", nd->p2p_gbps, pf->median_p2p_gbps, 1},
+              pf->median_mem_gbps, pf->judged},
+             {"GPU peer link bandwidth (its slowest pair)", "GB/s", nd->p2p_gbps, pf->median_p2p_gbps, pf->p2p_judged},
              {"TCP bandwidth (the better of its two ring links)", "MB/s", tcp, pf->median_tcp_mbps,
               pf->tcp_judged && !nd->tcp_cleared}};
     size_t k = 0;
@@ -385,25 +404,24 @@ int p3d_preflight_judge(p3d_preflight *pf)
     }
     for (int i = 0; i < n; i++)
         col[i] = pf->nodes[i].ran ? pf->nodes[i].gflops : -1;
-    pf->median_gflops = median(col, n, tmp);
+    pf->median_gflops = median(col, n, tmp, &pf->judged);
     for (int i = 0; i < n; i++)
         col[i] = pf->nodes[i].ran ? pf->nodes[i].mem_gbps : -1;
-    pf->median_mem_gbps = median(col, n, tmp);
+    int mem_judged;
+    pf->median_mem_gbps = median(col, n, tmp, &mem_judged);
+    pf->judged &= mem_judged;
     for (int i = 0; i < n; i++) {
         col[i] = pf->nodes[i].ran ? pf->nodes[i].p2p_gbps : -1;
         pf->any_gpu |= pf->nodes[i].ran && pf->nodes[i].gpus > 0;
     }
-    pf->median_p2p_gbps = median(col, n, tmp);
+    pf->median_p2p_gbps = median(col, n, tmp, &pf->p2p_judged);
     for (int i = 0; i < n; i++) {
         const p3d_preflight_node *nd = &pf->nodes[i];
         col[i] = !nd->ran ? -1 : nd->tcp_out_mbps > nd->tcp_in_mbps ? nd->tcp_out_mbps : nd->tcp_in_mbps;
     }
-    pf->median_tcp_mbps = median(col, n, tmp);
     /* which end of a slow link is slow needs a third node on the ring */
-    int ntcp = 0;
-    for (int i = 0; i < n; i++)
-        ntcp += col[i] >= 0;
-    pf->tcp_judged = ntcp >= 3 && !pf->tcp_note;
+    pf->median_tcp_mbps = median(col, n, tmp, &pf->tcp_judged);
+    pf->tcp_judged &= !pf->tcp_note;
     if (pf->tcp_judged && pf->median_tcp_mbps > 0)
         clear_between(pf, ord);
     for (int i = 0; i < n; i++)
@@ -590,6 +608,13 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
         p3d_sb_printf(&b, "TCP: MB/s on a ring of pairs (node i streams to node i+1)%s. ",
                       pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with fewer than 3 nodes on it");
     p3d_sb_printf(&b, "NVLink links: %s.\n", pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
+    int nfig = 0;
+    for (int i = 0; i < pf->n; i++)
+        nfig += pf->nodes[i].ran && pf->nodes[i].gflops >= 0;
+    if (nfig && !pf->judged)
+        p3d_sb_printf(&b, "Compute and memory: cannot judge: %d node%s gave figures (at least %d needed; with two, "
+                          "either could be the slow one); none excluded for them.\n",
+                      nfig, nfig == 1 ? "" : "s", P3D_JUDGE_MIN);
     if (pf->nrun_none)
         p3d_sb_printf(&b, "%d node%s ran no preflight (started without --preflight: give every node the same "
                           "options); not judged.\n",
@@ -642,8 +667,8 @@ char *p3d_preflight_json(const p3d_preflight *pf)
     p3d_sb_json_num(&b, pf->timeout);
     p3d_sb_printf(&b, ", \"seconds\": ");
     p3d_sb_json_num(&b, pf->seconds);
-    p3d_sb_printf(&b, ", \"excluded\": %d, \"tcp_judged\": %s, \"median\": {\"gflops\": ", pf->nexcluded,
-                  pf->tcp_judged ? "true" : "false");
+    p3d_sb_printf(&b, ", \"excluded\": %d, \"tcp_judged\": %s, \"judged\": %s, \"median\": {\"gflops\": ",
+                  pf->nexcluded, pf->tcp_judged ? "true" : "false", pf->judged ? "true" : "false");
     if (pf->median_gflops < 0)
         p3d_sb_puts(&b, "null");
     else

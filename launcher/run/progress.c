@@ -50,6 +50,7 @@ struct p3d_progwatch {
     unsigned char *warned;/* rank i was told about garbage (once a job) */
     long long sent_sum;   /* sum of the steps when the last summary went */
     double *scratch;
+    int dfd;              /* dir, opened once (hbdir.c) */
     int ifd, wd;          /* inotify on dir until this generation's first
                              sign (wd -1: not watched now) */
     int signed_gen;       /* generation whose first sign was seen, -1 */
@@ -132,7 +133,7 @@ int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_prog
         return p3d_err(err, "out of memory");
     w->n = nlocal;
     w->ranks = ranks;
-    w->ifd = w->wd = w->signed_gen = -1;
+    w->ifd = w->wd = w->signed_gen = w->dfd = -1;
     w->last = calloc((size_t)nlocal + 1, sizeof *w->last);
     w->have = calloc((size_t)nlocal + 1, 1);
     w->warned = calloc((size_t)nlocal + 1, 1);
@@ -142,8 +143,7 @@ int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_prog
         p3d_progress_free(w);
         return p3d_err(err, "out of memory");
     }
-    if (p3d_mkdir_p(w->dir, 0700) < 0 && errno != EEXIST) {
-        p3d_err(err, "cannot make the heartbeat directory %s: %s", w->dir, strerror(errno));
+    if ((w->dfd = p3d_hbdir_open(w->dir, err)) < 0) {
         p3d_progress_free(w);
         return -1;
     }
@@ -163,13 +163,11 @@ void p3d_progress_free(p3d_progwatch *w)
     /* the ranks' heartbeat files are the job's scratch: a kept run dir
      * holds only the placement and the event log (docs/launch.md); the
      * last agent to leave removes the directory */
-    for (int i = 0; i < w->n && w->ranks; i++) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/rank-%d", w->dir, w->ranks[i]);
-        unlink(path);
-    }
-    if (w->dir[0])
-        rmdir(w->dir);
+    for (int i = 0; i < w->n && w->ranks; i++)
+        p3d_hbdir_unlink_rank(w->dfd, w->ranks[i]);
+    p3d_hbdir_remove(w->dfd, w->dir);
+    if (w->dfd >= 0)
+        close(w->dfd);
     if (w->ifd >= 0)
         close(w->ifd);
     free(w->last);
@@ -186,9 +184,7 @@ void p3d_progress_generation(p3d_progwatch *w, int gen)
     w->gen = gen;
     w->sent_sum = 0;
     for (int i = 0; i < w->n; i++) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/rank-%d", w->dir, w->ranks[i]);
-        unlink(path); /* the new generation's lines only */
+        p3d_hbdir_unlink_rank(w->dfd, w->ranks[i]); /* the new generation's lines only */
         w->have[i] = 0;
     }
     /* what the old generation left queued is not the new one's sign; the
@@ -197,7 +193,7 @@ void p3d_progress_generation(p3d_progwatch *w, int gen)
     while (w->ifd >= 0 && read(w->ifd, buf, sizeof buf) > 0)
         ;
     if (w->ifd >= 0 && w->wd < 0)
-        w->wd = inotify_add_watch(w->ifd, w->dir, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
+        w->wd = p3d_hbdir_watch(w->ifd, w->dfd, IN_CREATE | IN_ATTRIB | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
 }
 
 int p3d_progress_fd(const p3d_progwatch *w)
@@ -258,9 +254,9 @@ static void shown(const char *s, size_t len, char *buf, size_t cap)
 
 /* One rank's file: 1 a good line in *p, 0 none (no file, empty), -1
  * garbage (why in buf). */
-static int read_one(const char *path, p3d_progress *p, char *why, size_t cap)
+static int read_one(int dfd, const char *name, p3d_progress *p, char *why, size_t cap)
 {
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ELOOP) {
             snprintf(why, cap, "is a symbolic link");
@@ -310,10 +306,11 @@ int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn)
     long long sum = 0;
     int nrep = 0, minstep = INT_MAX, ckpt = INT_MAX;
     for (int i = 0; i < w->n; i++) {
-        char path[PATH_MAX + 32], why[160];
+        char name[32], path[PATH_MAX + 32], why[160];
         p3d_progress p;
-        snprintf(path, sizeof path, "%s/rank-%d", w->dir, w->ranks[i]);
-        int r = read_one(path, &p, why, sizeof why);
+        snprintf(name, sizeof name, "rank-%d", w->ranks[i]);
+        snprintf(path, sizeof path, "%s/%s", w->dir, name); /* for the message only */
+        int r = read_one(w->dfd, name, &p, why, sizeof why);
         if (r < 0 && !w->warned[i]) {
             w->warned[i] = 1;
             p3d_str_appendf(warn, "",

@@ -11,6 +11,8 @@
 
 #include "launch.h"
 
+#include <stdint.h>
+
 /* ---- bind.c -------------------------------------------------------------- */
 
 typedef struct p3d_binder p3d_binder;
@@ -159,6 +161,11 @@ int p3d_kill_children(int sig);
  * the process group of each that leads one (workers and their children):
  * ends an agent that does not answer. Returns how many were signalled. */
 int p3d_kill_tree(pid_t root, int sig);
+/* SIGKILLs every process of session sid (a local agent is one, agent_link.c)
+ * until a pass over /proc finds none alive, at most 8 passes: what a lost
+ * agent leaves behind (its ranks' children, adopted by us once it died)
+ * is gone before its replacement starts. Returns how many were killed. */
+int p3d_kill_session(pid_t sid);
 /* SIGKILLs and reaps our children until none is left, bounded (2 s), never
  * with a blocking waitpid. */
 void p3d_sweep_children(void);
@@ -166,6 +173,16 @@ void p3d_sweep_children(void);
 int p3d_code_of(int status);
 
 /* ---- hang.c: --hang-timeout ---------------------------------------------- */
+
+/* RUN_DIR/heartbeat through one descriptor (hbdir.c): made (0700) and
+ * opened O_DIRECTORY|O_NOFOLLOW, ours: the fd, or -1 with *err. */
+int p3d_hbdir_open(const char *dir, char **err);
+/* inotify_add_watch on the directory dfd is (not on its path). */
+int p3d_hbdir_watch(int ifd, int dfd, uint32_t mask);
+/* Removes dfd's rank-R (unlinkat: never through a link). */
+void p3d_hbdir_unlink_rank(int dfd, int rank);
+/* rmdir(dir) when dir is still the directory dfd is. */
+void p3d_hbdir_remove(int dfd, const char *dir);
 
 typedef struct p3d_hangwatch p3d_hangwatch;
 

@@ -255,6 +255,8 @@ static void r_child(p3d_loop *l, pid_t p, int st, void *ctx)
     if (p == r->agent) {
         r->agent = 0;
         r->agent_status = st;
+        /* what its ranks left behind ends with it (agent_link.c) */
+        p3d_kill_session(p);
     }
 }
 

@@ -260,8 +260,8 @@ out:
 }
 
 /* One pass over /proc: calls fn for every live process but us with its
- * pid, parent and process group. */
-static void proc_each(void (*fn)(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp), void *ctx)
+ * pid, parent, process group and session. */
+static void proc_each(void (*fn)(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid), void *ctx)
 {
     pid_t self = getpid();
     DIR *d = opendir("/proc");
@@ -286,10 +286,10 @@ static void proc_each(void (*fn)(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp), 
         /* "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses */
         char *rp = strrchr(buf, ')');
         char st;
-        long ppid, pgrp;
-        if (!rp || sscanf(rp + 1, " %c %ld %ld", &st, &ppid, &pgrp) != 3 || st == 'Z')
+        long ppid, pgrp, sid;
+        if (!rp || sscanf(rp + 1, " %c %ld %ld %ld", &st, &ppid, &pgrp, &sid) != 4 || st == 'Z')
             continue;
-        fn(ctx, (pid_t)pid, (pid_t)ppid, (pid_t)pgrp);
+        fn(ctx, (pid_t)pid, (pid_t)ppid, (pid_t)pgrp, (pid_t)sid);
     }
     closedir(d);
 }
@@ -299,10 +299,11 @@ typedef struct kill_ctx {
     pid_t self;
 } kill_ctx;
 
-static void kill_if_child(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp)
+static void kill_if_child(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid)
 {
     kill_ctx *k = ctx;
     (void)pgrp;
+    (void)sid;
     if (ppid == k->self && kill(pid, k->sig) == 0)
         k->n++;
 }
@@ -314,15 +315,42 @@ int p3d_kill_children(int sig)
     return k.n;
 }
 
+static void kill_if_session(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid)
+{
+    kill_ctx *k = ctx;
+    (void)ppid;
+    (void)pgrp;
+    if (sid == k->self && kill(pid, SIGKILL) == 0)
+        k->n++;
+}
+
+int p3d_kill_session(pid_t sid)
+{
+    int total = 0;
+    if (sid <= 1)
+        return 0;
+    /* a process forking while the pass runs: its child appears in the next
+     * pass; a killed one runs no more code, even before it is a zombie */
+    for (int pass = 0; pass < 8; pass++) {
+        kill_ctx k = {.self = sid};
+        proc_each(kill_if_session, &k);
+        total += k.n;
+        if (!k.n)
+            break;
+    }
+    return total;
+}
+
 typedef struct tree_ctx {
     pid_t *pid, *ppid, *pgrp;
     size_t n, cap;
     int oom;
 } tree_ctx;
 
-static void tree_add(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp)
+static void tree_add(void *ctx, pid_t pid, pid_t ppid, pid_t pgrp, pid_t sid)
 {
     tree_ctx *t = ctx;
+    (void)sid;
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 256;
         pid_t *a = realloc(t->pid, nc * sizeof *a), *b = a ? realloc(t->ppid, nc * sizeof *b) : NULL,

@@ -369,6 +369,9 @@ static void hub_child(p3d_loop *lp, pid_t p, int status, void *ctx)
         if (l->remote || l->pid != p)
             continue;
         l->pid = 0;
+        /* fenced like a node of its own: what it started (its ranks'
+         * children, adopted by us now) ends before anything replaces it */
+        p3d_kill_session(p);
         /* its last packets (a failure report may be in flight) */
         hub_read_local(h, i);
         hub_close(h, l);

@@ -9,10 +9,14 @@
  *   P3DTOPO <format>
  *   key <name> <value>          one line per key component
  *   counts ... / gpu ... / nic ... / nvlink ... / gg ... / gn ...
- *   sum <16 hex digits>         FNV-1a over every byte before this line
- * The sum catches truncation and stray edits before a field is parsed; the
- * parser still checks every field, so an entry that passes the sum but was
- * forged fails as "corrupt", never as a crash.
+ *   mac <64 hex digits>         HMAC-SHA256 over every byte before this line
+ * The MAC is keyed by this user's cache key, key.UID in the directory: 32
+ * random bytes, mode 0600, made on first use. A checksum anyone can
+ * recompute let a forged entry (8 phantom GPUs, a CPU list of 2^31 CPUs)
+ * through; now an entry is believed only when it was written with the key,
+ * and one without a valid MAC (or with no key at all) is ignored with one
+ * line and rediscovered. The parser still checks every field, with bounds
+ * (topo_cache_record.c), so even a keyed entry cannot crash or flood us.
  *
  * The directory follows the run-directory rules (launcher/run/rundir.c),
  * relaxed for reading: a real directory (not a symlink), owned by this user
@@ -44,10 +48,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sha256.h"
 #include "strbuf.h"
 #include "termsafe.h"
 
 #define TOPO_CACHE_MAX ((size_t)4 << 20)
+#define CACHE_KEY_BYTES 32
+/* "mac " + 64 hex + "\n" */
+#define MAC_LINE 69
 
 /* ---- settings ---------------------------------------------------------- */
 
@@ -242,6 +250,57 @@ out:
     return rc;
 }
 
+/* This user's cache key: dfd/key.UID, 32 bytes, a regular file of one link
+ * that only this user may read. create: made (atomically: written under a
+ * random name and linked in, so two first runs agree on one key) when
+ * absent. 1 with k, 0 absent, -1 unusable (*why). */
+static int cache_key(int dfd, int create, unsigned char k[CACHE_KEY_BYTES], char **why)
+{
+    char name[32], tmp[48];
+    unsigned char r[8];
+    snprintf(name, sizeof name, "key.%u", (unsigned)geteuid());
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            struct stat st;
+            int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1 &&
+                     !(st.st_mode & 077) && st.st_size == CACHE_KEY_BYTES &&
+                     read(fd, k, CACHE_KEY_BYTES) == CACHE_KEY_BYTES;
+            close(fd);
+            if (ok)
+                return 1;
+            return p3d_err(why, "its key %s is not a %d-byte file of one link that only you can read (mode 0600); "
+                                "remove it to make a new one", name, CACHE_KEY_BYTES);
+        }
+        if (errno != ENOENT)
+            return p3d_err(why, "its key %s: %s", name, errno == ELOOP ? "a symlink" : strerror(errno));
+        if (!create || attempt)
+            return 0;
+        unsigned char nk[CACHE_KEY_BYTES];
+        if (getrandom(nk, sizeof nk, 0) != (ssize_t)sizeof nk || getrandom(r, sizeof r, GRND_NONBLOCK) != sizeof r)
+            return p3d_err(why, "no random bytes for its key");
+        snprintf(tmp, sizeof tmp, ".tmp-key-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5],
+                 r[6], r[7]);
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        int w = fd >= 0 && write(fd, nk, sizeof nk) == (ssize_t)sizeof nk;
+        if (fd >= 0 && close(fd) < 0)
+            w = 0;
+        /* EEXIST: another run made it first; read theirs */
+        if (w)
+            (void)linkat(dfd, tmp, dfd, name, 0);
+        if (fd >= 0)
+            (void)unlinkat(dfd, tmp, 0);
+        explicit_bzero(nk, sizeof nk);
+    }
+    return 0;
+}
+
+/* The MAC of text[0..len) under k, as hex. 0, or -1. */
+static int entry_mac(const unsigned char *k, const char *text, size_t len, char hex[65])
+{
+    return p3d_hmac_sha256_hex(k, CACHE_KEY_BYTES, text, len, hex);
+}
+
 /* The first key line that differs, for the message ("boot_id"). */
 static void key_diff(const char *have, const char *want, char *out, size_t cap)
 {
@@ -258,9 +317,9 @@ static void key_diff(const char *have, const char *want, char *out, size_t cap)
     }
 }
 
-/* Checks an entry's frame (magic, key, sum) and returns its record part,
- * or NULL with *why. */
-static const char *check_frame(char *text, const char *key, char **why)
+/* Checks an entry's frame (magic, MAC under k, key) and returns its record
+ * part, or NULL with *why. */
+static const char *check_frame(char *text, const char *key, const unsigned char *k, char **why)
 {
     char magic[32];
     size_t len = strlen(text);
@@ -269,32 +328,29 @@ static const char *check_frame(char *text, const char *key, char **why)
         p3d_err(why, "corrupt (no P3DTOPO header)");
         return NULL;
     }
-    /* the last line: "sum " + 16 hex + "\n", 21 bytes */
-    if (len < 22 || text[len - 1] != '\n' || strncmp(text + len - 21, "sum ", 4) ||
-        text[len - 22] != '\n') {
-        p3d_err(why, "truncated (no closing sum line)");
-        return NULL;
-    }
-    char want[17];
-    snprintf(want, sizeof want, "%016llx",
-             (unsigned long long)fnv_str(text, len - 21));
-    if (memcmp(text + len - 17, want, 16)) {
-        p3d_err(why, "corrupt (its sum does not match its content)");
-        return NULL;
-    }
-    text[len - 21] = 0;
     if (strncmp(text, magic, strlen(magic))) {
         p3d_err(why, "written by another entry format");
         return NULL;
     }
-    const char *k = text + strlen(magic);
-    if (strncmp(k, key, strlen(key))) {
+    if (len < MAC_LINE + 1 || text[len - 1] != '\n' || strncmp(text + len - MAC_LINE, "mac ", 4) ||
+        text[len - MAC_LINE - 1] != '\n') {
+        p3d_err(why, "truncated (no closing mac line)");
+        return NULL;
+    }
+    char want[65];
+    if (entry_mac(k, text, len - MAC_LINE, want) < 0 || memcmp(text + len - MAC_LINE + 4, want, 64)) {
+        p3d_err(why, "corrupt or forged (its HMAC-SHA256 does not match this user's cache key)");
+        return NULL;
+    }
+    text[len - MAC_LINE] = 0;
+    const char *kl = text + strlen(magic);
+    if (strncmp(kl, key, strlen(key))) {
         char what[64];
-        key_diff(k, key, what, sizeof what);
+        key_diff(kl, key, what, sizeof what);
         p3d_err(why, "another key (%s differs)", what);
         return NULL;
     }
-    return k + strlen(key);
+    return kl + strlen(key);
 }
 
 int p3d_topo_cache_lookup(const char *key, p3d_node **raw, p3d_topo_extra *x)
@@ -320,7 +376,13 @@ int p3d_topo_cache_lookup(const char *key, p3d_node **raw, p3d_topo_extra *x)
             say(dir, name, "no entry for this key: discovering live");
         goto out;
     }
-    const char *rec = k > 0 ? check_frame(text, key, &why) : NULL;
+    unsigned char ck[CACHE_KEY_BYTES];
+    int kk = k > 0 ? cache_key(dfd, 0, ck, &why) : -1;
+    if (kk == 0)
+        p3d_err(&why, "not authenticated: the cache has no key of yours (key.%u) to check it with",
+                (unsigned)geteuid());
+    const char *rec = kk > 0 ? check_frame(text, key, ck, &why) : NULL;
+    explicit_bzero(ck, sizeof ck);
     if (rec && p3d_topo_raw_decode(rec, raw, x, &why) == 0) {
         if (cfg_verbose)
             say(dir, name, "reused (the whole key matched: boot id, hwloc, "
@@ -382,13 +444,22 @@ void p3d_topo_cache_store(const char *key, const char *raw_text)
                 strerror(errno));
         goto out;
     }
+    unsigned char ck[CACHE_KEY_BYTES];
+    char mac[65], *kwhy = NULL;
+    if (cache_key(dfd, 1, ck, &kwhy) <= 0) {
+        if (cfg_verbose || kwhy)
+            say(dir, NULL, "cannot store the record: %s", kwhy ? kwhy : "no key");
+        free(kwhy);
+        goto out;
+    }
     p3d_sb_printf(&b, "P3DTOPO %d\n", TOPO_CACHE_FORMAT);
     p3d_sb_puts(&b, key);
     p3d_sb_puts(&b, raw_text);
-    if (b.oom)
+    int mk = b.oom ? -1 : entry_mac(ck, b.p, b.len, mac);
+    explicit_bzero(ck, sizeof ck);
+    if (mk < 0)
         goto out;
-    uint64_t sum = fnv_str(b.p, b.len);
-    p3d_sb_printf(&b, "sum %016llx\n", (unsigned long long)sum);
+    p3d_sb_printf(&b, "mac %s\n", mac);
     unsigned char r[8];
     if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         goto out;

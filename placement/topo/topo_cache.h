@@ -28,7 +28,7 @@ struct p3d_sb;
 
 /* Bump whenever what discovery puts in the record, or how it is written,
  * changes: par3drun's version alone does not move between commits. */
-#define TOPO_CACHE_FORMAT 1
+#define TOPO_CACHE_FORMAT 2
 
 /* The key's components, each as text (no spaces or newlines: escaped).
  * Gathered from the running system by p3d_topo_key_gather(); the unit test

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysinfo.h>
 
 #include "strbuf.h"
 
@@ -167,6 +168,37 @@ static int get_int(const char *t, long lo, long hi, int *v)
     return 0;
 }
 
+/* A GPU's CPU list ("0-55,112-167") naming only CPUs below limit: its
+ * ranges become bitmaps when ranks are bound (bind.c), and "0-2147483647"
+ * (30 bytes) cost 20 s and 514 MB there. "" (none known) passes. */
+#define P3D_TOPO_CPU_IDS 8192
+
+static int cpulist_ok(const char *s, long limit)
+{
+    while (*s) {
+        long lo, hi;
+        char *end;
+        if (*s < '0' || *s > '9')
+            return 0;
+        errno = 0;
+        lo = hi = strtol(s, &end, 10);
+        if (*end == '-') {
+            s = end + 1;
+            if (*s < '0' || *s > '9')
+                return 0;
+            hi = strtol(s, &end, 10);
+        }
+        if (errno || lo > hi || hi >= limit)
+            return 0;
+        s = end;
+        if (*s == ',' && s[1])
+            s++;
+        else if (*s)
+            return 0;
+    }
+    return 1;
+}
+
 int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
                         char **why)
 {
@@ -215,6 +247,18 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
             get_esc(tok[8], cpus, sizeof cpus) < 0)
             BAD("record line %d: a malformed GPU field", line);
         gp->mem_bytes = mem;
+        /* bounded by the CPUs that can exist: CPU numbers are sparse (a
+         * POWER9 with 160 PUs numbers them up to 175), so the bound is the
+         * most a Linux kernel numbers (NR_CPUS, 8192), or more when this
+         * machine or the record has more PUs */
+        long ncpu = P3D_TOPO_CPU_IDS;
+        if (get_nprocs_conf() > ncpu)
+            ncpu = get_nprocs_conf();
+        if (n->npus > ncpu)
+            ncpu = n->npus;
+        if (!cpulist_ok(cpus, ncpu))
+            BAD("record line %d: the CPU list '%.40s%s' is not a list of CPUs below %ld (the CPUs that can exist)",
+                line, cpus, strlen(cpus) > 40 ? "..." : "", ncpu);
         if (!(gp->cpus = strdup(cpus)))
             BAD("out of memory");
     }

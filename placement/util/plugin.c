@@ -3,18 +3,30 @@
  * plugin.c — the plugin registry (p3d/plugin.h): one search path, one
  * descriptor check, built-ins and loaded plugins in one table, and every
  * skipped candidate said on stderr and in the "not found" message.
+ *
+ * dlopen runs a library's constructors before its descriptor can be read,
+ * so a candidate is trusted before it is opened, as ssh trusts an
+ * authorized_keys file: its directory and the file owned by root or this
+ * user and writable by no one else, the file a regular file reached
+ * without a symbolic link, and every P3D_PLUGIN_DIR entry absolute (a
+ * relative one would load from whatever the current directory is). The
+ * file is checked on an open descriptor and loaded through that same
+ * descriptor (/proc/self/fd/N), so it cannot be swapped in between.
  */
 #include "p3d/plugin.h"
 #include "p3d/base.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_ENTRIES 32
@@ -162,23 +174,82 @@ char *p3d_plugin_builtin_names(int kind)
     return out;
 }
 
+/* 1 the first time key is seen in this process (what is said once). */
+static int say_once(const char *key)
+{
+    for (size_t i = 0; i < nskipped; i++)
+        if (!strcmp(skipped[i], key))
+            return 0;
+    if (nskipped < MAX_SKIPPED && (skipped[nskipped] = strdup(key)))
+        nskipped++;
+    return 1;
+}
+
 /* Says a skipped candidate on stderr, once per path per process. */
 static void say_skipped(const char *path, const char *why)
 {
-    for (size_t i = 0; i < nskipped; i++)
-        if (!strcmp(skipped[i], path))
-            return;
-    if (nskipped < MAX_SKIPPED && (skipped[nskipped] = strdup(path)))
-        nskipped++;
-    fprintf(stderr, "par3drun: warning: plugin %s skipped: %s\n", path, why);
+    if (say_once(path))
+        fprintf(stderr, "par3drun: warning: plugin %s skipped: %s\n", path, why);
+}
+
+/* What is wrong with st for code we run (NULL: nothing): owned by root or
+ * us, writable by no one else. */
+static const char *untrusted(const struct stat *st, char *buf, size_t cap)
+{
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        snprintf(buf, cap, "is owned by uid %u, neither root nor you (uid %u)", (unsigned)st->st_uid,
+                 (unsigned)geteuid());
+        return buf;
+    }
+    if (st->st_mode & 022) {
+        snprintf(buf, cap, "has mode %04o, writable by others (group or world): chmod go-w it",
+                 (unsigned)(st->st_mode & 07777));
+        return buf;
+    }
+    return NULL;
+}
+
+/* Checks dir and dir/file before anything is loaded: the file's descriptor
+ * (O_NOFOLLOW, a regular file), or -1 with the reason in buf. */
+static int open_trusted(const char *dir, const char *path, char *buf, size_t cap)
+{
+    struct stat st;
+    char why[160];
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(buf, cap, "its directory %s is not a directory", dir);
+        return -1;
+    }
+    if (untrusted(&st, why, sizeof why)) {
+        snprintf(buf, cap, "not loaded: its directory %s %s", dir, why);
+        return -1;
+    }
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(buf, cap, "not loaded: %s", errno == ELOOP ? "a symbolic link" : strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        snprintf(buf, cap, "not loaded: not a regular file");
+    else if (untrusted(&st, why, sizeof why))
+        snprintf(buf, cap, "not loaded: the file %s", why);
+    else
+        return fd;
+    close(fd);
+    return -1;
 }
 
 /* Opens one candidate. 1 with *out (registered), 0 skipped (*why). */
-static int try_file(int kind, const char *name, const char *path, const char *sym, const p3d_plugin **out,
-                    char **why)
+static int try_file(int kind, const char *name, const char *dir, const char *path, const char *sym,
+                    const p3d_plugin **out, char **why)
 {
-    char buf[512];
-    void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    char buf[512], self[64];
+    int fd = open_trusted(dir, path, buf, sizeof buf);
+    if (fd < 0)
+        goto skip;
+    /* the very file just checked, not whatever the path names by now */
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    void *dl = dlopen(access(self, F_OK) == 0 ? self : path, RTLD_NOW | RTLD_LOCAL);
+    close(fd);
     if (!dl) {
         snprintf(buf, sizeof buf, "cannot load: %s", dlerror());
         goto skip;
@@ -238,11 +309,21 @@ int p3d_plugin_find(int kind, const char *name, const p3d_plugin **out, char **e
     for (size_t i = 0; i < nd && rc == 0; i++) {
         char *path = NULL;
         p3d_str_appendf(&tried, ", ", "%s", dirs[i]);
+        if (dirs[i][0] != '/') {
+            static const char rel[] = "is relative: plugins load from absolute directories only (it would load "
+                                      "from the current directory)";
+            char what[PATH_MAX + 64];
+            snprintf(what, sizeof what, "P3D_PLUGIN_DIR entry '%s'", dirs[i]);
+            if (say_once(what))
+                fprintf(stderr, "par3drun: warning: %s %s; ignored\n", what, rel);
+            p3d_str_appendf(&skips, "; ", "%s %s", what, rel);
+            continue;
+        }
         if (asprintf(&path, "%s/%s", dirs[i], file) < 0)
             continue;
         if (access(path, F_OK) == 0) {
             char *why = NULL;
-            rc = try_file(kind, name, path, sym, out, &why);
+            rc = try_file(kind, name, dirs[i], path, sym, out, &why);
             if (rc == 0)
                 p3d_str_appendf(&skips, "; ", "skipped %s: %s", path, why ? why : "unusable");
             free(why);

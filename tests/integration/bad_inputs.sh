@@ -28,6 +28,13 @@ ln -s "$tmp/loop-b.json" "$tmp/loop-a.json"
 ln -s "$tmp/loop-a.json" "$tmp/loop-b.json"
 mkdir "$tmp/dir.json"
 mkfifo "$tmp/fifo.json"
+# --rdzv-token-file as ssh treats a private key (docs/limits.md): another
+# user could read it, or it is no file at all (a FIFO would block)
+printf 'bad-inputs-token-0123456789\n' >"$tmp/token-open"
+chmod 0644 "$tmp/token-open"
+printf 'bad-inputs-token-0123456789\n' >"$tmp/token-group"
+chmod 0640 "$tmp/token-group"
+mkfifo -m 0600 "$tmp/token-fifo"
 # --log-dir / --run-dir another user could have prepared (docs/limits.md)
 mkdir "$tmp/logdir-open" "$tmp/logdir-planted" "$tmp/rundir-open"
 chmod 0777 "$tmp/logdir-open"
@@ -42,6 +49,10 @@ ln -s "$tmp/huge.json" "$tmp/logdir-planted/rank-0.log"
     done
     printf '{"name": "last", "topology": "cpu-only.xml"}]}\n'
 } >"$tmp/too-many-nodes.json"
+
+# a 1,048,576-node cluster for plan, over its 8,192-node bound (docs/limits.md)
+printf '{"nodes": [{"name": "p[0000001-1048576]", "topology": "%s"}]}\n' \
+    "$src/examples/topologies/dgx-h100.xml" >"$tmp/plan-1m.json"
 
 # three DGX H100s in one rack, for the --spares hook cases
 printf '{"nodes": [{"name": "dgx-h100-[01-03]", "topology": "%s", "rack": "r1"}]}\n' \

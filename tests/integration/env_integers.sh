@@ -62,5 +62,46 @@ expect "JOB_COMPLETION_INDEX=1" 2 "token" \
     --nproc-per-node 1 -- /bin/true
 env P3D_POLICY_MEM_MB=64 P3D_POLICY_MAX_INSTRUCTIONS=5000000 "$bin" --dry-run --cluster "$cluster" --tp 8 \
     >/dev/null 2>"$tmp/err" || { echo "FAIL: plain P3D_POLICY_* values refused"; cat "$tmp/err"; fail=1; }
+
+# Issue 44: counts against their documented limits (docs/limits.md), before
+# anything is built from them: 1,048,576 agents at most; a node list is
+# counted before it is expanded (a 100M-node list was 2.6 GB and 11 s; the
+# memory cap makes an expansion fail fast instead of swapping), and a
+# list that does not match the count says both numbers.
+slurm=(SLURM_JOB_ID=42 SLURM_STEP_ID=0 SLURM_NODEID=0)
+# a memory cap, so that a build that expands first fails instead of taking
+# gigabytes from a shared machine; ASan reserves terabytes of shadow and
+# cannot start under one (its own reports catch a huge allocation instead)
+cap=1000000
+ldd "$bin" 2>/dev/null | grep -q 'libasan' && cap=unlimited
+expect "SLURM_STEP_NUM_NODES over the agent bound" 2 "SLURM_STEP_NUM_NODES=1048577: over its bound 1048576 (the most agents par3drun supports" \
+    env "${slurm[@]}" SLURM_STEP_NODELIST='n[1-1048577]' SLURM_STEP_NUM_NODES=1048577 \
+    "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+expect "a 100M-node SLURM_STEP_NODELIST" 2 "SLURM_STEP_NUM_NODES=100000000: over its bound 1048576" \
+    bash -c 'ulimit -v "$0"; exec env "$@"' "$cap" "${slurm[@]}" SLURM_STEP_NODELIST='n[1-100000000]' \
+    SLURM_STEP_NUM_NODES=100000000 "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+expect "a 100M-node list for 2 nodes" 2 "expands to 100000000 names" \
+    bash -c 'ulimit -v "$0"; exec env "$@"' "$cap" "${slurm[@]}" SLURM_STEP_NODELIST='n[1-100000000]' \
+    SLURM_STEP_NUM_NODES=2 "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+expect "a node list shorter than its count" 2 "names 2 nodes, SLURM_STEP_NUM_NODES=3" \
+    env "${slurm[@]}" SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES=3 \
+    "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+expect "SLURM_STEP_NUM_TASKS over the bound" 2 "SLURM_STEP_NUM_TASKS=4000000000: over its bound 1048576" \
+    env "${slurm[@]}" SLURM_STEP_NODELIST='n[1-2]' SLURM_STEP_NUM_NODES=2 SLURM_STEP_NUM_TASKS=4000000000 \
+    "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true
+# out of memory while expanding a list within bounds is said as such (it
+# used to read "node count differs"); a 35 MB cap lets par3drun start but
+# not hold 1,048,576 names. Where the cap does not land there (another
+# build's footprint) the case says so instead of failing.
+if [ "$cap" != unlimited ]; then
+    bash -c 'ulimit -v 35000; exec env "$@"' _ "${slurm[@]}" SLURM_STEP_NODELIST='n[1-1048576]' \
+        SLURM_STEP_NUM_NODES=1048576 "$bin" --rdzv slurm --rdzv-timeout 1 --nproc-per-node 1 -- /bin/true \
+        >"$tmp/out" 2>"$tmp/err" </dev/null
+    if grep -q 'node count differs' "$tmp/err"; then
+        echo "FAIL: out of memory reported as a node count that differs:"; cat "$tmp/err"; fail=1
+    elif ! grep -q "node list 'n\[1-1048576\]': out of memory expanding it" "$tmp/err"; then
+        echo "note: the 35 MB cap did not make the expansion run out of memory here: $(head -c 200 "$tmp/err")"
+    fi
+fi
 [ $fail -eq 0 ] || exit 1
 echo "env_integers: ${#bad[@]} hostile values refused for each integer variable; plain ones accepted"

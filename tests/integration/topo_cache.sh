@@ -70,16 +70,14 @@ head -n 3 "$tmp/good" >"$entry"
 check_ignored truncated-lines "truncated"
 : >"$entry"
 check_ignored empty "corrupt"
-# another key: a valid entry (its sum recomputed) whose boot id differs
-sed 's/^key boot_id .*/key boot_id 00000000-0000-0000-0000-000000000000/' "$tmp/good" | grep -v '^sum ' >"$tmp/k"
-/usr/bin/python3 - "$tmp/k" "$entry" <<'PY'
-import sys
+# another key: a valid entry (its MAC recomputed with this user's cache
+# key) whose boot id differs
+sed 's/^key boot_id .*/key boot_id 00000000-0000-0000-0000-000000000000/' "$tmp/good" | grep -v '^mac ' >"$tmp/k"
+/usr/bin/python3 - "$tmp/k" "$entry" "$tmp/cache/key.$(id -u)" <<'PY'
+import hashlib, hmac, sys
 b = open(sys.argv[1], "rb").read()
-h = 0xcbf29ce484222325
-for c in b:
-    h ^= c
-    h = (h * 0x100000001b3) & 0xffffffffffffffff
-open(sys.argv[2], "wb").write(b + b"sum %016x\n" % h)
+k = open(sys.argv[3], "rb").read()
+open(sys.argv[2], "wb").write(b + b"mac %s\n" % hmac.new(k, b, hashlib.sha256).hexdigest().encode())
 PY
 check_ignored other-key "another key (boot_id differs)"
 # a symlink (to a good entry elsewhere: not followed, replaced)
@@ -101,6 +99,59 @@ if [ "$(id -u)" = 0 ]; then
   check_ignored foreign-owned "owner uid 65534"
 else
   echo "note: not root: the foreign-owned entry case needs chown, skipped"
+fi
+
+# Issue 44: entries are authenticated with this user's cache key (HMAC-
+# SHA256, key.UID in the directory, mode 0600, made on first use). A
+# forged entry whose checksum anyone can recompute, one MACed with another
+# key, and a good one once the key is gone are each ignored with one line
+# and rediscovered; the key file itself must be the user's own, 0600.
+[ "$(stat -c %a "$tmp/cache/key.$(id -u)")" = 600 ] || fail "key file mode $(stat -c %a "$tmp/cache/key.$(id -u)")"
+forge() { # KEYFILE|"" : a phantom NIC, with the old checksum or a MAC under KEYFILE
+  /usr/bin/python3 - "$tmp/good" "$entry" "$1" <<'PY'
+import hashlib, hmac, re, sys
+b = open(sys.argv[1], "rb").read()
+b = re.sub(rb"\n(mac|sum) [0-9a-f]+\n$", b"\n", b)
+b = re.sub(rb"\nnic \S+ ", b"\nnic forged0 ", b, count=1)
+if sys.argv[3]:
+    tail = b"mac %s\n" % hmac.new(open(sys.argv[3], "rb").read(), b, hashlib.sha256).hexdigest().encode()
+else:  # the checksum of format 1, with its header: anyone can recompute it
+    b = re.sub(rb"^P3DTOPO \d+\n", b"P3DTOPO 1\n", b)
+    b = re.sub(rb"\nkey format \d+\n", b"\nkey format 1\n", b)
+    h = 0xcbf29ce484222325
+    for c in b:
+        h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    tail = b"sum %016x\n" % h
+open(sys.argv[2], "wb").write(b + tail)
+PY
+  chmod 600 "$entry"
+}
+forged_ignored() { # WHAT WORDS
+  "$PAR3DRUN" topo --format json >"$tmp/o.json" 2>"$tmp/e" || fail "$1: exit $? ($(cat "$tmp/e"))"
+  grep -q forged0 "$tmp/o.json" && fail "$1: the forged entry was believed: $(cat "$tmp/o.json")"
+  [ "$(wc -l <"$tmp/e")" = 1 ] && grep -q "topology cache: $entry: .*$2.*ignored" "$tmp/e" ||
+    fail "$1: message: $(cat "$tmp/e")"
+  cmp -s "$tmp/live.json" "$tmp/o.json" || fail "$1: output differs from live"
+}
+if grep -q '^nic ' "$tmp/good"; then
+  forge ""
+  forged_ignored "a forged entry with a valid checksum" "another entry format"
+  head -c 32 /dev/urandom >"$tmp/other-key"
+  forge "$tmp/other-key"
+  forged_ignored "an entry MACed with another key" "corrupt or forged"
+  cp "$tmp/good" "$entry"; chmod 600 "$entry"
+  rm -f "$tmp/cache/key.$(id -u)"
+  forged_ignored "a good entry without its key" "not authenticated"
+  [ -f "$tmp/cache/key.$(id -u)" ] || fail "no new key made"
+  cp "$entry" "$tmp/good" # written under the new key
+  chmod 644 "$tmp/cache/key.$(id -u)"
+  "$PAR3DRUN" topo --format json >"$tmp/o.json" 2>"$tmp/e" || fail "readable key: exit $?"
+  grep -q "key.$(id -u) is not a 32-byte file of one link that only you can read" "$tmp/e" ||
+    fail "a key others can read was used: $(cat "$tmp/e")"
+  cmp -s "$tmp/live.json" "$tmp/o.json" || fail "readable key: output differs from live"
+  chmod 600 "$tmp/cache/key.$(id -u)"
+else
+  echo "note: this machine's record has no NIC line to forge; the forged-entry cases are skipped"
 fi
 
 # a launch uses the same entry (and says so with --verbose)

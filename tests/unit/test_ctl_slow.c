@@ -225,6 +225,52 @@ static void test_tiny_steps(void **st)
     p3d_ctl_free(j.c);
 }
 
+/* Issue 44: one node writing busy=0.001 (a liar, or a broken clock) must
+ * not make its two honest peers look slow: the reference is the median of
+ * the group with the judged node in it, never the mean of two. */
+static void test_liar_low(void **st)
+{
+    (void)st;
+    job j;
+    start(&j, 3, 1, 2, NULL);
+    static const double busy[3] = {1.0, 1.0, 0.001};
+    for (int k = 1; k <= 10; k++)
+        interval(&j, busy, k, k);
+    assert_int_equal(p3d_ctl_slow_count(j.c), 0);
+    assert_int_equal(j.r.nreplace, 0);
+    assert_int_equal(j.r.spares, 2);
+    assert_null(strstr(j.r.said, "slower than"));
+    p3d_ctl_free(j.c);
+    /* busy 0 is outside physical bounds: refused with the reason, the node
+     * neither judged nor a reference for the others */
+    start(&j, 4, 1, 2, NULL);
+    static const double zero[4] = {1.0, 1.0, 1.0, 0};
+    for (int k = 1; k <= 10; k++)
+        interval(&j, zero, k, k);
+    assert_int_equal(p3d_ctl_slow_count(j.c), 0);
+    assert_non_null(strstr(j.r.said, "node n3: busy 0 s per step is outside physical bounds"));
+    p3d_ctl_free(j.c);
+}
+
+/* With fewer than three nodes doing the same work there is no majority to
+ * tell the slow one: "cannot judge" is said (once), nothing is replaced. */
+static void test_two_cannot_judge(void **st)
+{
+    (void)st;
+    job j;
+    start(&j, 2, 1, 2, NULL);
+    static const double busy[2] = {0.5, 2.0};
+    for (int k = 1; k <= 10; k++)
+        interval(&j, busy, k, k);
+    assert_int_equal(p3d_ctl_slow_count(j.c), 0);
+    assert_int_equal(j.r.nreplace, 0);
+    char *first = strstr(j.r.said, "cannot judge");
+    assert_non_null(first);
+    assert_non_null(strstr(j.r.said, "2 nodes do the same work (at least 3 needed"));
+    assert_null(strstr(first + 1, "cannot judge")); /* said once */
+    p3d_ctl_free(j.c);
+}
+
 /* Two pipeline stages of different cost: compared within each only. */
 static void test_groups_apart(void **st)
 {
@@ -428,7 +474,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_named),      cmocka_unit_test(test_no_false_positive),
         cmocka_unit_test(test_groups_apart),    cmocka_unit_test(test_replace),
-        cmocka_unit_test(test_tiny_steps),
+        cmocka_unit_test(test_tiny_steps),      cmocka_unit_test(test_liar_low),
+        cmocka_unit_test(test_two_cannot_judge),
         cmocka_unit_test(test_progress_parse),  cmocka_unit_test(test_wire),
         cmocka_unit_test(test_peer_groups),     cmocka_unit_test(test_scale),
     };

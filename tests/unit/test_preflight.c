@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge.h"
 #include "preflight.h"
 
 static void parse_good(void **st)
@@ -157,6 +158,65 @@ static void table_of(const p3d_preflight *pf, char *buf, size_t cap)
     fclose(f);
 }
 
+/* judge.h: no reference under 3 values; the middle one, and for an even
+ * count the lenient middle (never a mean of two). */
+static void judge_pick(void **st)
+{
+    (void)st;
+    assert_int_equal(p3d_judge_pick(0, 1), -1);
+    assert_int_equal(p3d_judge_pick(2, 0), -1);
+    assert_int_equal(p3d_judge_pick(3, 0), 1);
+    assert_int_equal(p3d_judge_pick(3, 1), 1);
+    assert_int_equal(p3d_judge_pick(4, 1), 2); /* busy: the upper middle */
+    assert_int_equal(p3d_judge_pick(4, 0), 1); /* a rate: the lower middle */
+    double v[4] = {1e300, 100, 101, 99}, ref;
+    assert_int_equal(p3d_judge_ref(v, 4, 0, &ref), 0);
+    assert_true(ref == 100);
+    double two[2] = {900, 100};
+    assert_int_equal(p3d_judge_ref(two, 2, 0, &ref), -1); /* cannot judge; shown: the lower */
+    assert_true(ref == 100);
+}
+
+/* Issue 44: a figure beyond any hardware is refused with the reason (the
+ * node that claims it is excluded, not its honest peer); with two nodes a
+ * figure is shown but not judged (a median of two is their mean); a peer
+ * claiming a high but possible figure cannot move the median of three. */
+static void judge_robust(void **st)
+{
+    (void)st;
+    p3d_opts o = {.slow_factor = 1.3, .preflight_timeout = 30};
+    const char *names[] = {"h:0", "h:1", "h:2"};
+    const char *liar[] = {"preflight gflops=100 mem_gbps=20 seconds=1", "preflight gflops=1e300 mem_gbps=20 seconds=1"};
+    p3d_preflight pf;
+    assert_int_equal(p3d_preflight_gathered(&o, names, liar, 2, &pf), 0);
+    assert_false(pf.nodes[0].excluded);
+    assert_true(pf.nodes[1].excluded);
+    assert_non_null(strstr(pf.nodes[1].why, "gflops=1e+300: beyond any hardware (at most 1e+08 GFLOP/s)"));
+    p3d_preflight_free(&pf);
+    const char *two[] = {"preflight gflops=100 mem_gbps=20 seconds=1", "preflight gflops=900 mem_gbps=90 seconds=1"};
+    assert_int_equal(p3d_preflight_gathered(&o, names, two, 2, &pf), 0);
+    assert_int_equal(pf.nexcluded, 0);
+    assert_false(pf.judged);
+    char buf[8192];
+    table_of(&pf, buf, sizeof buf);
+    assert_non_null(strstr(buf, "cannot judge: 2 nodes gave figures (at least 3 needed"));
+    p3d_preflight_free(&pf);
+    const char *three[] = {"preflight gflops=100 mem_gbps=20 seconds=1", "preflight gflops=101 mem_gbps=20 seconds=1",
+                           "preflight gflops=9e7 mem_gbps=9e4 seconds=1"};
+    assert_int_equal(p3d_preflight_gathered(&o, names, three, 3, &pf), 0);
+    assert_int_equal(pf.nexcluded, 0);
+    assert_true(pf.judged);
+    assert_true(pf.median_gflops > 100 && pf.median_gflops < 102);
+    p3d_preflight_free(&pf);
+    /* bounds on every figure, with the reason */
+    p3d_preflight_node nd;
+    char why[200];
+    assert_true(p3d_preflight_parse("preflight gflops=1 mem_gbps=2e6", &nd, why, sizeof why) < 0);
+    assert_non_null(strstr(why, "mem_gbps=2e+06: beyond any hardware"));
+    assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=1e12 tcp_in_mbps=1", &nd, why, sizeof why) < 0);
+    assert_non_null(strstr(why, "tcp_out_mbps=1e+12: beyond any hardware"));
+}
+
 static void json_and_table(void **st)
 {
     (void)st;
@@ -239,8 +299,8 @@ static void gathered_ring(void **st)
     assert_null(pf.tcp_note);
     assert_int_equal(pf.nexcluded, 1);
     assert_true(pf.nodes[2].excluded);
-    assert_non_null(strstr(pf.nodes[2].why, "TCP bandwidth (the better of its two ring links) 200 MB/s is 4.88x below "
-                                            "the median 975"));
+    assert_non_null(strstr(pf.nodes[2].why, "TCP bandwidth (the better of its two ring links) 200 MB/s is 4.75x below "
+                                            "the median 950"));
     assert_false(pf.nodes[1].excluded); /* its in-link is good */
     assert_false(pf.nodes[3].excluded); /* its out-link is good */
     assert_false(pf.nodes[4].excluded);
@@ -336,7 +396,7 @@ static void gathered_gpus(void **st)
     table_of(&pf, buf, sizeof buf);
     assert_non_null(strstr(buf, "GPUs   GFLOP/s  mem GB/s  P2P GB/s   TCP out    TCP in  why"));
     assert_non_null(strstr(buf, "g:1   EXCLUDED    8     50500      1490       122         -         -  GPU peer"));
-    assert_non_null(strstr(buf, "\nmedian                    50650      1495       379\n"));
+    assert_non_null(strstr(buf, "\nmedian                    50500      1490       379\n"));
     char *js = p3d_preflight_json(&pf);
     assert_non_null(js);
     assert_non_null(strstr(js, "\"gpus\": 8, \"p2p_gbps\": 122"));
@@ -364,7 +424,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(parse_good),
         cmocka_unit_test(parse_bad),
-        cmocka_unit_test(judge_rules),
+        cmocka_unit_test(judge_rules), cmocka_unit_test(judge_robust), cmocka_unit_test(judge_pick),
         cmocka_unit_test(json_and_table),
         cmocka_unit_test(gathered_lines),
         cmocka_unit_test(gathered_ring),

@@ -336,6 +336,21 @@ static void test_record_rejects(void **s)
         free(bad);
         free(t);
     }
+    /* Issue 44: a CPU list over the CPUs that exist (2^31 of them: 20 s
+     * and 514 MB of bitmap once bound) is refused at once */
+    {
+        char *t = strdup(good), *gl = strstr(t, "\ngpu ") + 1, *eol = strchr(gl, '\n'), *last = eol;
+        while (last[-1] != ' ')
+            last--;
+        char *bad = NULL;
+        assert_true(asprintf(&bad, "%.*s0-2147483647%s", (int)(last - t), t, eol) > 0);
+        assert_int_equal(p3d_topo_raw_decode(bad, &b, &y, &why), -1);
+        assert_non_null(strstr(why, "the CPU list '0-2147483647' is not a list of CPUs below"));
+        free(why);
+        why = NULL;
+        free(bad);
+        free(t);
+    }
     char *more = NULL;
     assert_true(asprintf(&more, "%sgn 1 2 3\n", good) > 0);
     assert_int_equal(p3d_topo_raw_decode(more, &b, &y, &why), -1);
