@@ -107,6 +107,28 @@ static unsigned long doubles;    /* sequences with two leader losses or more */
 static unsigned long refused;    /* rejoins refused */
 static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
+/* Everything the controller did through its ops, all sequences: an
+ * FNV-1a digest that a change meant to keep behaviour must keep. */
+static uint64_t fingerprint = 0xcbf29ce484222325ull;
+
+static void fp_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        fingerprint ^= b[i];
+        fingerprint *= 0x100000001b3ull;
+    }
+}
+
+static void fp_str(const char *s)
+{
+    fp_bytes(s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+static void fp_int(int v)
+{
+    fp_bytes(&v, sizeof v);
+}
 
 static unsigned rnd(env *e, unsigned n)
 {
@@ -155,6 +177,12 @@ static int ndead_now(env *e)
 static void o_send(void *ctx, int a, const p3d_amsg *m)
 {
     env *e = ctx;
+    fp_str("send");
+    fp_int(a);
+    fp_int(m->type);
+    fp_int(m->sig);
+    fp_int(m->code);
+    fp_int(m->gen);
     if (m->type == P3D_AM_RESTART)
         e->members = e->n - ndead_now(e);
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? e->n : a + 1); i++) {
@@ -170,6 +198,8 @@ static void o_send(void *ctx, int a, const p3d_amsg *m)
 static void o_kill(void *ctx, int a)
 {
     env *e = ctx;
+    fp_str("kill");
+    fp_int(a);
     if (a < 0 || a >= e->n)
         broken(e, "kill of agent %d", a);
     e->killed[a] = 1;
@@ -178,9 +208,16 @@ static void o_kill(void *ctx, int a)
 static void o_say(void *ctx, const char *text)
 {
     env *e = ctx;
+    fp_str(text);
     size_t l = strlen(text);
     if (!l || text[l - 1] != '\n')
         broken(e, "a message that is not whole lines: %s", text);
+}
+
+static void o_event(void *ctx, const char *fields)
+{
+    (void)ctx;
+    fp_str(fields);
 }
 
 static int o_spares_left(void *ctx);
@@ -188,6 +225,10 @@ static int o_spares_left(void *ctx);
 static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     env *e = ctx;
+    fp_str("replace");
+    fp_bytes(lost, (size_t)nlost * sizeof *lost);
+    fp_int(gen);
+    fp_str(reason);
     if (gen > e->max_restarts)
         broken(e, "replace for restart %d past --max-restarts %d", gen, e->max_restarts);
     if (!reason || !reason[0])
@@ -229,6 +270,9 @@ static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char 
 static int o_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     env *e = ctx;
+    fp_str("respawn");
+    fp_int(gen);
+    fp_bytes(dead, (size_t)e->n);
     tr(e, "  respawn gen %d\n", gen);
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !dead[i])
@@ -279,7 +323,8 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
 static int o_health(void *ctx, const unsigned char *dead)
 {
     env *e = ctx;
-    (void)dead;
+    fp_str("health");
+    fp_bytes(dead, (size_t)e->n);
     if (e->health_pending)
         broken(e, "a second health check started before the first one's result");
     if (rnd(e, 20) == 0)
@@ -786,7 +831,8 @@ static void setup(env *e, int seed)
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
-                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4};
+                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
+                       .verbose = seed % 2};
     if (rnd(e, 4)) {
         cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
         cfg.slow_factor = 1.3;
@@ -794,7 +840,8 @@ static void setup(env *e, int seed)
         cfg.slow_replace = (int)rnd(e, 2);
         cfg.slow_wait = rnd(e, 6);
     }
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event,
+                       .spares_left = o_spares_left};
     if (rnd(e, 5)) {
         ops.replace = o_replace;
         ops.respawn = o_respawn;
@@ -861,7 +908,7 @@ static void seed_zero(env *e)
     }
     p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 1, .grace = 1, .leader = -1,
                        .health_timeout = 3};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .replace = o_replace,
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .replace = o_replace,
                        .respawn = o_respawn, .health = o_health};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
@@ -924,7 +971,8 @@ static void partition_case(env *ea, env *eb, int seed)
      * leader's lease lapses) */
     int etcd_with_leader = ea->elect && rnd(ea, 2);
     eb->no_win = etcd_with_leader;
-    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left,
+    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event,
+                       .spares_left = o_spares_left,
                        .replace = o_replace, .respawn = o_respawn};
     eb->c = p3d_ctl_new(&cfg, &ops, ea->now);
     assert_non_null(eb->c);
@@ -1025,6 +1073,8 @@ static void test_model(void **st)
            parts_minor);
     printf("model: election: %lu takeovers ran once elected, %lu stops on a lapsed leadership\n", elected_runs,
            lease_stops);
+    printf("model: behaviour fingerprint %016llx (every say, event, send, kill, replace, respawn, health)\n",
+           (unsigned long long)fingerprint);
     assert_true(takeovers > 0 && doubles > 0 && refused > 0 && parts_major > 0 && parts_minor > 0);
     assert_true(elected_runs > 0 && lease_stops > 0);
     free(e);
