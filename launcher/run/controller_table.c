@@ -25,7 +25,7 @@ typedef struct ctl_cell {
     unsigned char kind;
 } ctl_cell;
 
-#define RUN(h, next) {ctl_##h, #h, (next), CELL_RUN}
+#define RUN(h, next) {ctl_##h, "ctl_" #h, (next), CELL_RUN}
 #define IGNORED {NULL, NULL, CTL_STAY, CELL_IGNORED}
 #define IMPOSSIBLE {NULL, NULL, 0, CELL_IMPOSSIBLE}
 #define STAY CTL_STAY
@@ -83,7 +83,8 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_PROGRESS] = IGNORED, [P3D_CTL_EV_RESUMED] = IGNORED,
                           [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED},
-    [P3D_CTL_RESTARTING] = {LIVE_ROW},
+    /* a failure restarts in place again: RESTARTING is where it stays */
+    [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING)},
     [P3D_CTL_REPLACING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
                            [P3D_CTL_EV_GONE] = RUN(on_gone_replacing, STAY | STOPPING),
                            [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING),
