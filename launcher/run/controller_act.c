@@ -131,12 +131,13 @@ static void takeover_done(p3d_ctl *c, double now)
     c->old_leader = -1;
 }
 
-/* Every agent still there runs generation gen: RUNNING. */
-void ctl_all_up(p3d_ctl *c, double now)
+/* RESTARTING, every agent still there runs generation gen: the recovery's
+ * figures (and a takeover's record), then RUNNING. */
+void ctl_running_again(p3d_ctl *c, double now)
 {
-    if (c->state == P3D_CTL_RESTARTING && c->in_takeover)
+    if (c->in_takeover)
         takeover_done(c, now);
-    if (c->state == P3D_CTL_RESTARTING && c->recovering) {
+    if (c->recovering) {
         double t = now - c->fail_seen;
         if (!c->recoveries++ || t > c->recovery_max)
             c->recovery_max = t;
@@ -145,8 +146,6 @@ void ctl_all_up(p3d_ctl *c, double now)
         ctl_event(c, "\"event\": \"running\", \"restart\": %d, \"recovery_s\": %.3f", c->gen, t);
         ctl_story(c, now, "all ranks running again (restart %d), %.2f s after the failure was seen", c->gen, t);
         c->recovering = 0;
-    } else if (c->state == P3D_CTL_STARTING) {
-        ctl_event(c, "\"event\": \"running\", \"restart\": %d", c->gen);
     }
     ctl_go(c, P3D_CTL_RUNNING);
 }

@@ -159,7 +159,7 @@ const char *ctl_sig_name(int sig, char *buf, size_t cap);
 int ctl_stopping(const p3d_ctl *c);
 void ctl_go(p3d_ctl *c, p3d_ctl_state to); /* the one transition */
 void ctl_stop(p3d_ctl *c, int sig, int code, double now);
-void ctl_all_up(p3d_ctl *c, double now);
+void ctl_running_again(p3d_ctl *c, double now); /* RESTARTING -> RUNNING */
 void ctl_resumed(p3d_ctl *c, int a, int gen, double now);
 int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
 void ctl_restart_in_place(p3d_ctl *c, double now);
@@ -199,7 +199,7 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_abort) X(on_abort_again) X(on_mark_dead) X(on_tick_timeout) X(on_tick_running) X(on_tick_checking)           \
     X(on_tick_replacing) X(on_tick_stopping) X(on_tick_takeover) X(on_progress) X(on_progress_running) X(on_resumed)  \
     X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)                \
-    X(on_election_takeover) X(on_all_up) X(on_all_done) X(on_all_gone_live) X(on_all_retired) X(on_all_stopped)     \
+    X(on_election_takeover) X(on_all_up) X(on_all_up_again) X(on_all_done) X(on_all_gone_live) X(on_all_retired) X(on_all_stopped)     \
     X(on_takeover_act) X(on_slow)
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)

@@ -323,13 +323,14 @@ static int timed_out(p3d_ctl *c, double now)
 }
 
 /* Agents past kill_at are ended by force; past giveup_at they count as
- * gone whatever is left of them (REPLACING and STOPPING). */
-static void enforce_deadlines(p3d_ctl *c, double now)
+ * gone whatever is left of them (REPLACING and STOPPING). stopping: the
+ * job is being stopped (--verbose says why an agent is ended). */
+static void enforce_deadlines(p3d_ctl *c, double now, int stopping)
 {
     for (int i = 0; now >= c->end.kill_at && i < c->cfg.nagents; i++)
         if (!c->gone[i] && !c->killed[i]) {
             c->killed[i] = 1;
-            if (c->cfg.verbose && c->state == P3D_CTL_STOPPING)
+            if (c->cfg.verbose && stopping)
                 ctl_say(c, "par3drun: the agent of node %s did not end %g s past its grace: ending it by force\n",
                         c->cfg.names[i], P3D_CTL_SLACK);
             c->ops.kill(c->ops.ctx, i);
@@ -368,13 +369,13 @@ void ctl_on_tick_checking(p3d_ctl *c, const ctl_ev *e)
  * the earlier of the two kill times). */
 void ctl_on_tick_replacing(p3d_ctl *c, const ctl_ev *e)
 {
-    timed_out(c, e->now);
-    enforce_deadlines(c, e->now);
+    int stopping = timed_out(c, e->now);
+    enforce_deadlines(c, e->now, stopping);
 }
 
 void ctl_on_tick_stopping(p3d_ctl *c, const ctl_ev *e)
 {
-    enforce_deadlines(c, e->now);
+    enforce_deadlines(c, e->now, 1);
 }
 
 /* TAKEOVER: --timeout, or its deadline passed without a majority (or an
@@ -398,9 +399,18 @@ void ctl_on_tick_takeover(p3d_ctl *c, const ctl_ev *e)
 
 /* ---- completions (raised by the table after an event) --------------------- */
 
+/* STARTING: the job runs. */
 void ctl_on_all_up(p3d_ctl *c, const ctl_ev *e)
 {
-    ctl_all_up(c, e->now);
+    (void)e;
+    ctl_event(c, "\"event\": \"running\", \"restart\": %d", c->gen);
+    ctl_go(c, P3D_CTL_RUNNING);
+}
+
+/* RESTARTING: it runs again after a recovery. */
+void ctl_on_all_up_again(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_running_again(c, e->now);
 }
 
 /* Every agent still there ran its ranks to the end. */

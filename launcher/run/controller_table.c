@@ -84,7 +84,8 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED},
     /* a failure restarts in place again: RESTARTING is where it stays */
-    [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING)},
+    [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING),
+                            [P3D_CTL_EV_ALL_UP] = RUN(on_all_up_again, RUNNING)},
     [P3D_CTL_REPLACING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
                            [P3D_CTL_EV_GONE] = RUN(on_gone_replacing, STAY | STOPPING),
                            [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING),

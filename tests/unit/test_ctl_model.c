@@ -20,7 +20,8 @@
  * cannot happen, which must never run; every move a cell makes must be
  * one the table names for it (ops.cell). A fingerprint of everything the
  * controller did through its ops is printed: a change meant to keep
- * behaviour keeps it. Progress summaries (P) come at random too, from
+ * behaviour keeps it (compare figures of one compiler: the order in which
+ * a call's arguments draw random numbers is the compiler's). Progress summaries (P) come at random too, from
  * a node that is sometimes slow, with checkpoints that advance: a slow
  * node is replaced only when a spare and a restart are left, and a
  * progress summary never stops the job. The sequence that hung the job before the table
