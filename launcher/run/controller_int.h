@@ -193,14 +193,17 @@ void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
 
 /* controller_on.c: the handlers, one a (state, event) cell. */
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
-#define CTL_HANDLERS(X)                                                                                                \
-    X(on_up) X(on_done) X(on_fail) X(on_health) X(on_gone_live) X(on_gone_checking) X(on_gone_replacing)             \
-    X(on_gone_stopping) X(on_gone_takeover) X(on_node_sig) X(on_node_sig_again) X(on_signal) X(on_signal_again)       \
-    X(on_abort) X(on_abort_again) X(on_mark_dead) X(on_tick_timeout) X(on_tick_running) X(on_tick_checking)           \
-    X(on_tick_replacing) X(on_tick_stopping) X(on_tick_takeover) X(on_progress) X(on_progress_running) X(on_resumed)  \
-    X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)                \
-    X(on_election_takeover) X(on_all_up) X(on_all_up_again) X(on_all_done) X(on_all_gone_live) X(on_all_retired) X(on_all_stopped)     \
-    X(on_takeover_act) X(on_slow)
+#define CTL_HANDLERS(X)                                                                                      \
+    /* controller_on.c */                                                                                    \
+    X(on_up) X(on_done) X(on_fail) X(on_health) X(on_mark_dead) X(on_progress) X(on_progress_running)       \
+    X(on_resumed) X(on_gone_live) X(on_gone_checking) X(on_gone_replacing) X(on_gone_stopping)               \
+    X(on_gone_takeover) X(on_node_sig) X(on_node_sig_again) X(on_signal) X(on_signal_again) X(on_abort)      \
+    X(on_abort_again) X(on_tick_timeout) X(on_tick_running) X(on_tick_checking) X(on_tick_replacing)         \
+    X(on_tick_stopping) X(on_tick_takeover) X(on_all_up) X(on_all_up_again) X(on_all_done)                   \
+    X(on_all_gone_live) X(on_all_retired) X(on_all_stopped) X(on_slow)                                       \
+    /* controller_takeover.c */                                                                              \
+    X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)        \
+    X(on_election_takeover) X(on_takeover_act)
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)
 #undef CTL_DECLARE
