@@ -75,7 +75,7 @@ typedef struct env {
     int was_dead[MAXA];
     int health_pending;
     int respawn_fail;      /* a fault: the next respawn fails */
-    int respawn_failed;    /* it did: whatever event settled it, exit 1 */
+    int respawn_failed;    /* it did: whatever event completed it, exit 1 */
     double fence_at;       /* a lost agent's ranks may run until then */
     int last_restarts;
     int stop_cause;        /* the event that moved it to STOPPING, -1 */
@@ -807,11 +807,11 @@ static void check_code(env *e)
         ok = code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
         break;
     }
-    /* settle() respawns after any event (a SIGUSR1 too): a failed respawn
+    /* REPLACING x all-gone respawns after any event (a SIGUSR1 too): a failed respawn
      * stops the job with P3D_EXIT_LOST, whatever the event was */
     if (e->respawn_failed && code == P3D_EXIT_LOST)
         ok = 1;
-    /* a takeover acts in settle() after whatever event ends its wait (the
+    /* a takeover acts (takeover-ready) after whatever event ends its wait (the
      * last node rejoining, or any event past its fence and deadline); one
      * that cannot place (no spare for the old leader's ranks) ends the job
      * with P3D_EXIT_LOST */
