@@ -257,17 +257,19 @@ static void print_kind(FILE *f, p3d_ctl_state s, int k, const char *what)
 void p3d_ctl_table_print(FILE *f)
 {
     for (int s = 0; s < P3D_CTL_NSTATES; s++) {
-        fprintf(f, "### %s\n\n| event | handler | next state |\n| --- | --- | --- |\n",
-                p3d_ctl_state_name((p3d_ctl_state)s));
+        int head = 0;
+        fprintf(f, "### %s\n\n", p3d_ctl_state_name((p3d_ctl_state)s));
         for (int e = 0; e < P3D_CTL_NEVENTS; e++) {
             const ctl_cell *x = &table[s][e];
             if (x->kind != CELL_RUN)
                 continue;
+            if (!head++)
+                fprintf(f, "| event | handler | next state |\n| --- | --- | --- |\n");
             fprintf(f, "| `%s` | `%s` | ", p3d_ctl_event_name((p3d_ctl_event)e), x->name);
             print_next(f, x->next);
             fprintf(f, " |\n");
         }
-        fprintf(f, "\n");
+        fprintf(f, head ? "\n" : "No handler runs: the job is over.\n");
         print_kind(f, (p3d_ctl_state)s, CELL_IGNORED, "Ignored: ");
         print_kind(f, (p3d_ctl_state)s, CELL_IMPOSSIBLE, "Cannot happen: ");
         print_kind(f, (p3d_ctl_state)s, CELL_UNSET, "NOT IN THE TABLE: ");
