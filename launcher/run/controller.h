@@ -11,9 +11,25 @@
  * agent; --emulate of several local ones; a multi-node leader of one local
  * and n-1 remote ones — the same code decides in every case.
  *
- * Every change of state goes through one transition function, driven by
- * one table of (state, event) -> handler (controller.c); --verbose and
- * events.jsonl record each change as "state A -> B (event)".
+ * What this stage owns: the job's fate — which generation runs, when a
+ * failure restarts the ranks in place, when a lost or slow node is
+ * replaced by a spare, when the leader's loss hands the job to a
+ * successor, and when and with what code the job ends, with the
+ * root-cause summary and the recovery story. What it does not own:
+ * sockets, processes, placement, the clock (the transports call in with
+ * the time; ops do the rest).
+ *
+ * It is a table, read like s6-supervise's actions[state][event]
+ * (controller_table.c; printed in docs/controller.md): every (state,
+ * event) cell names a short handler and the states it may move to, or
+ * says the event is ignored in that state, or that it cannot happen
+ * there. Completions (every agent up, every agent done, every agent gone,
+ * a takeover able to act) are events too, which the table raises after
+ * the event that completed them; the slow-node detector posts a SLOW
+ * event rather than acting. Every change of state goes through one
+ * function (ctl_go); --verbose and events.jsonl record each change as
+ * "state A -> B (event)", the event being the outside one that caused it.
+ * A newcomer reads controller_int.h's file map, then the table.
  *
  *   STARTING --all agents up--> RUNNING --failure, restarts left--> CHECKING
  *      |                           |      (--health-check on every node; no
@@ -72,13 +88,14 @@
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
- * slow one; with cfg.slow_replace it is then replaced like a lost node
- * (RUNNING --> REPLACING) at its ranks' next checkpoint or cfg.slow_wait
- * later, only while a spare (ops.spares_left) and a restart are left.
+ * slow one; with cfg.slow_replace, at its ranks' next checkpoint or
+ * cfg.slow_wait later, the detector posts SLOW and the table replaces it
+ * like a lost node (RUNNING --> REPLACING), only while a spare
+ * (ops.spares_left) and a restart are left.
  *
- * After every event the controller settles: it re-checks what the event
- * may have completed (every agent up, every agent done, every agent gone),
- * so no event order can leave it waiting on an agent that is gone. Every
+ * After every event the table raises what the event may have completed
+ * (every agent up, every agent done, every agent gone), so no event order
+ * can leave it waiting on an agent that is gone. Every
  * state but RUNNING and STARTING has a deadline (p3d_ctl_deadline); those
  * two wait on the agents, whose transport reports them gone when silent.
  *
@@ -93,6 +110,8 @@
 #define P3D_CONTROLLER_H
 
 #include "wire.h"
+
+#include <stdio.h>
 
 /* Seconds past the grace an agent has to end after a stop order. */
 #define P3D_CTL_SLACK 2.0
@@ -139,6 +158,13 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_LEADER_LOST, /* the controller's own node was lost */
     P3D_CTL_EV_REJOIN,    /* a node reconnected to the successor */
     P3D_CTL_EV_ELECTION,  /* the backend's election said something (etcd) */
+    /* Completions: raised by the table itself after an event that may
+     * have completed a wait, never by a transport. */
+    P3D_CTL_EV_ALL_UP,    /* every agent still there runs the generation */
+    P3D_CTL_EV_ALL_DONE,  /* every agent still there ran its ranks to the end */
+    P3D_CTL_EV_ALL_GONE,  /* no agent is left (retired, ended, lost) */
+    P3D_CTL_EV_TAKEOVER_READY, /* a takeover may act (majority, fence) */
+    P3D_CTL_EV_SLOW,      /* a slow node's time to move (the detector's) */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -173,6 +199,10 @@ typedef struct p3d_ctl_ops {
      * --slow-node replace asks before it replaces, so that a slow node
      * with no spare left is only reported, never a reason to stop */
     int (*spares_left)(void *ctx);
+    /* Optional: the cell of (s, e) ran and left the state `to` (the
+     * model test counts the cells and checks each move against the
+     * table; a transport leaves it NULL). */
+    void (*cell)(void *ctx, p3d_ctl_state s, p3d_ctl_event e, p3d_ctl_state to);
 } p3d_ctl_ops;
 
 typedef struct p3d_ctl_cfg {
@@ -308,6 +338,22 @@ typedef struct p3d_ctl_fig {
     const char *what;              /* "pp stage 3" (owned by c) */
 } p3d_ctl_fig;
 int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f);
+
+/* The table (controller_table.c). A cell runs a handler and may move to
+ * the states of next (bit s for state s, P3D_CTL_STAY_BIT: it may stay),
+ * or ignores the event (next: stay), or is one the controller cannot
+ * meet (next: 0). */
+enum { P3D_CTL_CELL_RUN = 1, P3D_CTL_CELL_IGNORED, P3D_CTL_CELL_IMPOSSIBLE };
+#define P3D_CTL_STAY_BIT (1u << P3D_CTL_NSTATES)
+typedef struct p3d_ctl_cell {
+    int kind;            /* P3D_CTL_CELL_*, 0: missing from the table */
+    const char *handler; /* RUN: its name, static; else NULL */
+    unsigned next;
+} p3d_ctl_cell;
+/* 0 (and kind 0) when (s, e) is out of range or not in the table. */
+int p3d_ctl_cell_info(p3d_ctl_state s, p3d_ctl_event e, p3d_ctl_cell *out);
+/* The table as Markdown, a section a state (docs/controller.md). */
+void p3d_ctl_table_print(FILE *f);
 
 /* "exit code 3" or "killed by signal 9 (KILL)" (sig > 0). */
 void p3d_failure_how(int code, int sig, char *buf, size_t cap);

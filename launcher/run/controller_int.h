@@ -1,9 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * controller_int.h — the job controller's insides, shared by its two
- * files: controller.c (the actions, the entry points, the queries) and
- * controller_table.c (the (state, event) table, its handlers, and the
- * settling after every event). Nothing outside the controller includes it.
+ * controller_int.h — the job controller's insides. Nothing outside the
+ * controller includes it. Its files, each using only those below it:
+ *
+ *   controller.c        the entry points (controller.h), lifecycle, queries
+ *   controller_table.c  the table: (state, event) -> handler, next states;
+ *                       the dispatch, and the completions it raises
+ *   controller_on.c     the handlers, one short function a cell
+ *   controller_slow.c   the slow-node detector (it posts SLOW events)
+ *   controller_act.c    the actions the handlers share: the one transition
+ *                       (ctl_go), stop, restart, replace, respawn
+ *   controller_text.c   names, lines for the user, events.jsonl records
+ *
+ * Data that matters in one state lives in that state's struct (chk,
+ * end, rep, tk); the rest is the job's across states.
  */
 #ifndef P3D_CONTROLLER_INT_H
 #define P3D_CONTROLLER_INT_H
@@ -12,24 +22,58 @@
 
 #include <stddef.h>
 
+/* A bit of a cell's next-state set: one per state, and "stay". */
+#define CTL_TO(s) (1u << (s))
+#define CTL_STAY (1u << P3D_CTL_NSTATES)
+
+/* One event, as the entry points hand it to the table. */
+typedef struct ctl_ev {
+    p3d_ctl_event type;
+    int a;                    /* the agent, -1 none */
+    const p3d_amsg *m;        /* UP, FAIL, DONE, NODE_SIG, PROGRESS, RESUMED */
+    const char *how;          /* GONE: what happened; ABORT: why; SLOW: when */
+    int clean;                /* GONE: ended by itself */
+    int sig;                  /* SIGNAL */
+    int code;                 /* ABORT */
+    int gen;                  /* REJOIN: the node's generation; ELECTION: news */
+    double heard;             /* LEADER_LOST: the old leader last heard */
+    const unsigned char *bad; /* HEALTH */
+    double now;
+} ctl_ev;
+
+/* A SLOW event waiting for the table (controller_slow.c posts them while
+ * a handler runs; the dispatch hands them on after it). */
+struct ctl_post {
+    int a;
+    char why[96];
+};
+
 struct p3d_ctl {
     p3d_ctl_cfg cfg;
     p3d_ctl_ops ops;
     p3d_ctl_state state;
+    p3d_ctl_event cause;   /* the outside event being handled (state records) */
     int gen;
+    /* per agent */
     int *up_gen;           /* last generation agent a reported started, -1 */
     int *done_gen;         /* last generation agent a reported done, -1 */
     unsigned char *gone;   /* agent a ended / disconnected */
     unsigned char *killed; /* ops->kill called for a */
-    int ngone;
+    unsigned char *dead;   /* agent a's node is lost for good */
+    unsigned char *retiring; /* told to end before a respawn (REPLACING) */
+    int ngone;             /* always the count of gone[] */
+    int ndead;
+    /* the job's end */
     int code;              /* -1 undecided */
     char *summary;
     int stop_sig;          /* the signal of the stop order (0: done) */
     int stops;             /* stop requests seen */
     double timeout_at;     /* --timeout deadline, 0 none */
-    double kill_at;        /* STOPPING: agents still there are ended then */
-    double giveup_at;      /* STOPPING: past this, DONE whatever is left */
-    double fail_seen;      /* RESTARTING: when the failure was seen */
+    /* recoveries, across the states one passes through */
+    struct {
+        int a, rank, code, sig;
+    } pend;                /* the rank failure being recovered from */
+    double fail_seen;      /* when the failure being recovered from was seen */
     double recovery_max;
     int recoveries;        /* recoveries completed (recovery_max valid) */
     int recovering;        /* a failure seen, not every rank running again */
@@ -37,32 +81,40 @@ struct p3d_ctl {
     double resume_from;    /* when its failure was seen */
     double resumed_max;
     int resumes;           /* restarts whose ranks showed life (resumed_max valid) */
-    unsigned char *dead;   /* agent a's node is lost for good */
-    unsigned char *retiring; /* REPLACING: a was told to end */
-    int ndead;
     int replaced;
     char *story;           /* the recoveries, whole lines */
-    unsigned char *lostq;  /* CHECKING: agents lost while the checks ran */
-    double health_at;      /* CHECKING: past this, no result is awaited */
-    struct {
-        int a, rank, code, sig;
-    } pend;                /* CHECKING: the failure that started it */
-    p3d_ctl_event cause;   /* the event being handled (state records) */
     double fence_at;       /* no respawn before (p3d_ctl_fence) */
-    int fence_said;
-    /* leader failover (controller_table.c, TAKEOVER) */
+    /* leader failover across states: the generation's members (majority
+     * rule) and the takeover under way until every rank runs again */
     int members;           /* the generation's nodes (not dead at its start) */
     int dead0;             /* ndead when the generation started */
-    unsigned char *rejoined; /* TAKEOVER: a reconnected to the successor */
-    int nrejoined;
-    unsigned char *olds;   /* TAKEOVER: the lost leaders (two in a row) */
+    int in_takeover;       /* a takeover began, not every rank running yet */
     int old_leader;        /* the first lost leader of this takeover */
     double heard;          /* when it was last heard */
-    double takeover_until; /* TAKEOVER: no majority by then: stop */
     char *takeover_why;
-    int in_takeover;       /* a takeover began, not every rank running yet */
     int takeovers;         /* completed */
-    int elected;           /* TAKEOVER with cfg.elect: the backend elected us */
+    /* CHECKING */
+    struct {
+        unsigned char *lostq; /* agents lost while the checks ran */
+        double health_at;     /* past this, no result is awaited */
+    } chk;
+    /* REPLACING and STOPPING: the agents' deadlines */
+    struct {
+        double kill_at;    /* agents still there are ended by force then */
+        double giveup_at;  /* past this, they count as gone */
+    } end;
+    /* REPLACING */
+    struct {
+        int fence_said;    /* the wait for the lost node's fence was said */
+    } rep;
+    /* TAKEOVER */
+    struct {
+        unsigned char *rejoined; /* a reconnected to the successor */
+        int nrejoined;
+        unsigned char *olds;     /* the lost leaders (two in a row) */
+        double until;            /* no majority by then: stop */
+        int elected;             /* with cfg.elect: the backend elected us */
+    } tk;
     /* slow nodes (controller_slow.c): per agent */
     struct ctl_prog {
         int gen;           /* generation of the figures below, -1 none */
@@ -83,27 +135,19 @@ struct p3d_ctl {
     double eval_at;        /* the next judgement, 0 none yet */
     int nslow;
     unsigned njudged;
+    struct ctl_post *posted; /* SLOW events for the table, nagents at most */
+    int nposted;
 };
-
-/* One event, as the entry points hand it to the table. */
-typedef struct ctl_ev {
-    p3d_ctl_event type;
-    int a;                    /* the agent, -1 none */
-    const p3d_amsg *m;        /* UP, FAIL, DONE, NODE_SIG */
-    const char *how;          /* GONE: what happened; ABORT: why */
-    int clean;                /* GONE: ended by itself */
-    int sig;                  /* SIGNAL */
-    int code;                 /* ABORT */
-    int gen;                  /* REJOIN: the node's generation */
-    double heard;             /* LEADER_LOST: the old leader last heard */
-    const unsigned char *bad; /* HEALTH */
-    double now;
-} ctl_ev;
 
 /* What ctl_begin_replace did. */
 enum { REPLACE_NOTHING, REPLACE_UNDER_WAY, REPLACE_STOPPED };
 
-/* Messages (whole lines), events.jsonl records, story lines, summaries. */
+static inline int ctl_agent_ok(const p3d_ctl *c, int a)
+{
+    return a >= 0 && a < c->cfg.nagents;
+}
+
+/* controller_text.c: names, lines (whole), records, story, summaries. */
 void ctl_say(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ctl_event(p3d_ctl *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void ctl_story(p3d_ctl *c, double now, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -112,19 +156,18 @@ void ctl_set_summary(p3d_ctl *c, char *s);
 const char *ctl_jstr(const char *s, char *buf, size_t cap);
 const char *ctl_sig_name(int sig, char *buf, size_t cap);
 
-/* The actions. */
+/* controller_act.c: the actions. */
 int ctl_stopping(const p3d_ctl *c);
-int ctl_agent_ok(const p3d_ctl *c, int a);
 void ctl_go(p3d_ctl *c, p3d_ctl_state to); /* the one transition */
-void ctl_check_done(p3d_ctl *c);
 void ctl_stop(p3d_ctl *c, int sig, int code, double now);
-void ctl_all_up(p3d_ctl *c, double now);
-void ctl_await_resume(p3d_ctl *c);
+void ctl_running_again(p3d_ctl *c, double now); /* RESTARTING -> RUNNING */
 void ctl_resumed(p3d_ctl *c, int a, int gen, double now);
 int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
 void ctl_restart_in_place(p3d_ctl *c, double now);
 void ctl_respawn(p3d_ctl *c);
 void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
+void ctl_mark_lost(p3d_ctl *c, int a);       /* dead for good */
+void ctl_mark_gone(p3d_ctl *c, int a);
 /* TAKEOVER: every node of the generation that is neither dead nor an old
  * leader has rejoined the successor. */
 int ctl_takeover_all_in(const p3d_ctl *c);
@@ -134,15 +177,41 @@ int ctl_takeover_quorum(const p3d_ctl *c);
 double ctl_takeover_giveup(const p3d_ctl *c);
 /* The generation starts: its members are the nodes not dead now. */
 void ctl_gen_members(p3d_ctl *c);
+/* A SLOW event for agent a, handed to the table after the running cell. */
+void ctl_post_slow(p3d_ctl *c, int a, const char *why);
 
-/* Slow nodes (controller_slow.c). */
+/* controller_slow.c: the slow-node detector. */
 int ctl_slow_init(p3d_ctl *c);
 void ctl_slow_free(p3d_ctl *c);
-void ctl_slow_progress(p3d_ctl *c, const ctl_ev *e); /* a P summary */
-void ctl_slow_tick(p3d_ctl *c, double now);          /* RUNNING: judge, act */
-double ctl_slow_deadline(const p3d_ctl *c);          /* RUNNING, 0 none */
+int ctl_slow_record(p3d_ctl *c, const ctl_ev *e);  /* a P summary; 0 stale */
+void ctl_slow_ckpt(p3d_ctl *c, int a);             /* RUNNING: a checkpoint may post SLOW */
+void ctl_slow_tick(p3d_ctl *c, double now);         /* RUNNING: judge; post SLOW when due */
+double ctl_slow_deadline(const p3d_ctl *c);         /* RUNNING, 0 none */
+/* Why agent a cannot be replaced now (NULL: it can). */
+const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap);
+/* "node x is 2.00x slower than its 3 peers (...)" */
+void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
 
-/* The table: e through the handler of (state, e->type), then settle. */
+/* controller_on.c: the handlers, one a (state, event) cell. */
+typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
+#define CTL_HANDLERS(X)                                                                                      \
+    /* controller_on.c */                                                                                    \
+    X(on_up) X(on_done) X(on_fail) X(on_health) X(on_mark_dead) X(on_progress) X(on_progress_running)       \
+    X(on_resumed) X(on_gone_live) X(on_gone_checking) X(on_gone_replacing) X(on_gone_stopping)               \
+    X(on_gone_takeover) X(on_node_sig) X(on_node_sig_again) X(on_signal) X(on_signal_again) X(on_abort)      \
+    X(on_abort_again) X(on_tick_timeout) X(on_tick_running) X(on_tick_checking) X(on_tick_replacing)         \
+    X(on_tick_stopping) X(on_tick_takeover) X(on_all_up) X(on_all_up_again) X(on_all_done)                   \
+    X(on_all_gone_live) X(on_all_retired) X(on_all_stopped) X(on_slow)                                       \
+    /* controller_takeover.c */                                                                              \
+    X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)        \
+    X(on_election_takeover) X(on_takeover_act)
+#define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
+CTL_HANDLERS(CTL_DECLARE)
+#undef CTL_DECLARE
+
+/* controller_table.c: e through the cell of (state, e->type), the SLOW
+ * events it posted, then the completions (all up, all done, all gone, a
+ * takeover's quorum) each through its cell. */
 void ctl_dispatch(p3d_ctl *c, const ctl_ev *e);
 
 #endif

@@ -22,12 +22,13 @@
  * sort of the nodes by (group, busy) per interval, O(1) per node after it.
  *
  * A slow node is reported once per generation (a line, a slow event).
- * With --slow-node replace it is then treated like a node that failed
- * its health check (ctl_begin_replace) once its ranks report a
- * checkpoint newer than the one they had at the detection, or --slow-wait
- * seconds after it — unless no spare or restart is left, or it is the
- * leader's own node: then it is only reported; a slow node never stops a
- * job.
+ * With --slow-node replace, once its ranks report a checkpoint newer than
+ * the one they had at the detection, or --slow-wait seconds after it, the
+ * detector posts a SLOW event: the table's handler (controller_on.c)
+ * replaces it like a node that failed its health check — unless no spare
+ * or restart is left, or it is the leader's own node: then it is only
+ * reported; a slow node never stops a job. The detector itself never
+ * moves the job.
  */
 #include "controller_int.h"
 #include "judge.h"
@@ -87,8 +88,7 @@ int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f)
     return 1;
 }
 
-/* Why agent a cannot be replaced now (NULL: it can). */
-static const char *cannot_replace(const p3d_ctl *c, int a, char *buf, size_t cap)
+const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap)
 {
     if (a == c->cfg.leader)
         return "it is the leader's own node";
@@ -104,7 +104,7 @@ static const char *cannot_replace(const p3d_ctl *c, int a, char *buf, size_t cap
 }
 
 /* The story of agent a's slowness, for the lines and the reason. */
-static void slow_text(const p3d_ctl *c, int a, char *buf, size_t cap)
+void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap)
 {
     const struct ctl_prog *p = &c->prog[a];
     snprintf(buf, cap, "node %s is %.2fx slower than its %d peer%s (busy %.2f s vs %.2f s per step%s%s)",
@@ -121,9 +121,9 @@ static void report(p3d_ctl *c, int a, double now)
     p->flag_at = now;
     p->flag_ckpt = p->ckpt;
     c->nslow++;
-    slow_text(c, a, text, sizeof text);
+    ctl_slow_text(c, a, text, sizeof text);
     ctl_say(c, "par3drun: %s for %.6g s\n", text, for_s);
-    const char *no = c->cfg.slow_replace ? cannot_replace(c, a, why, sizeof why) : NULL;
+    const char *no = c->cfg.slow_replace ? ctl_slow_cannot(c, a, why, sizeof why) : NULL;
     char action[160];
     if (!c->cfg.slow_replace)
         snprintf(action, sizeof action, "report");
@@ -150,21 +150,12 @@ static void report(p3d_ctl *c, int a, double now)
               ctl_jstr(action, ja, sizeof ja));
 }
 
-/* --slow-node replace: agent a's time has come (trigger says why). */
-static void act(p3d_ctl *c, int a, double now, const char *trigger)
+/* --slow-node replace: agent a's time has come (why: the trigger). Acted
+ * on, whatever comes of it: the table decides. */
+static void due(p3d_ctl *c, int a, const char *why)
 {
-    struct ctl_prog *p = &c->prog[a];
-    char why[96], text[320], reason[512];
-    p->flagged = -(c->gen + 1); /* acted on, whatever comes of it */
-    const char *no = cannot_replace(c, a, why, sizeof why);
-    slow_text(c, a, text, sizeof text);
-    if (no) {
-        ctl_say(c, "par3drun: %s; not replaced: %s\n", text, no);
-        return;
-    }
-    snprintf(reason, sizeof reason, "%s, replaced %s", text, trigger);
-    int lost[1] = {a};
-    ctl_begin_replace(c, lost, 1, reason, now);
+    c->prog[a].flagged = -(c->gen + 1);
+    ctl_post_slow(c, a, why);
 }
 
 static int by_group_busy(const void *x, const void *y, void *ctx)
@@ -283,12 +274,13 @@ static void judge(p3d_ctl *c, double now)
     }
 }
 
-void ctl_slow_progress(p3d_ctl *c, const ctl_ev *e)
+/* A progress summary; 0 when it is of a generation that is over. */
+int ctl_slow_record(p3d_ctl *c, const ctl_ev *e)
 {
     const p3d_amsg *m = e->m;
     struct ctl_prog *p = &c->prog[e->a];
     if (m->gen != c->gen)
-        return; /* a summary of a generation that is over */
+        return 0;
     if (p->gen != c->gen) {
         p->windows = 0;
         p->flagged = 0;
@@ -301,16 +293,22 @@ void ctl_slow_progress(p3d_ctl *c, const ctl_ev *e)
     p->nranks = m->nranks;
     p->busy = m->busy_us / 1e6;
     p->fresh = 1;
-    if (c->state == P3D_CTL_RUNNING && c->cfg.slow_replace && p->flagged == c->gen + 1 && p->ckpt > p->flag_ckpt) {
+    return 1;
+}
+
+void ctl_slow_ckpt(p3d_ctl *c, int a)
+{
+    const struct ctl_prog *p = &c->prog[a];
+    if (c->cfg.slow_replace && p->flagged == c->gen + 1 && p->ckpt > p->flag_ckpt) {
         char trig[96];
         snprintf(trig, sizeof trig, "after its ranks' checkpoint of step %d", p->ckpt);
-        act(c, e->a, e->now, trig);
+        due(c, a, trig);
     }
 }
 
 void ctl_slow_tick(p3d_ctl *c, double now)
 {
-    if (c->cfg.progress_interval <= 0 || c->state != P3D_CTL_RUNNING)
+    if (c->cfg.progress_interval <= 0)
         return;
     if (!c->eval_at) {
         c->eval_at = now + c->cfg.progress_interval;
@@ -322,13 +320,13 @@ void ctl_slow_tick(p3d_ctl *c, double now)
             c->eval_at = now + c->cfg.progress_interval;
         judge(c, now);
     }
-    for (int a = 0; c->cfg.slow_replace && a < c->cfg.nagents && c->state == P3D_CTL_RUNNING; a++) {
+    for (int a = 0; c->cfg.slow_replace && a < c->cfg.nagents; a++) {
         const struct ctl_prog *p = &c->prog[a];
         if (p->flagged == c->gen + 1 && p->gen == c->gen && now >= p->flag_at + c->cfg.slow_wait) {
             char trig[96];
             snprintf(trig, sizeof trig, "%g s after the detection with no newer checkpoint (--slow-wait)",
                      c->cfg.slow_wait);
-            act(c, a, now, trig);
+            due(c, a, trig);
         }
     }
 }

@@ -16,7 +16,12 @@
  * REPLACING and STOPPING always have a deadline; once the faults stop the
  * controller reaches DONE within a bounded number of events, with an exit
  * code the cause of the stop allows. Every (state, event) cell of the
- * table must be visited. Progress summaries (P) come at random too, from
+ * table (completions included) must be visited but those the table says
+ * cannot happen, which must never run; every move a cell makes must be
+ * one the table names for it (ops.cell). A fingerprint of everything the
+ * controller did through its ops is printed: a change meant to keep
+ * behaviour keeps it (compare figures of one compiler: the order in which
+ * a call's arguments draw random numbers is the compiler's). Progress summaries (P) come at random too, from
  * a node that is sometimes slow, with checkpoints that advance: a slow
  * node is replaced only when a spare and a restart are left, and a
  * progress summary never stops the job. The sequence that hung the job before the table
@@ -70,7 +75,7 @@ typedef struct env {
     int was_dead[MAXA];
     int health_pending;
     int respawn_fail;      /* a fault: the next respawn fails */
-    int respawn_failed;    /* it did: whatever event settled it, exit 1 */
+    int respawn_failed;    /* it did: whatever event completed it, exit 1 */
     double fence_at;       /* a lost agent's ranks may run until then */
     int last_restarts;
     int stop_cause;        /* the event that moved it to STOPPING, -1 */
@@ -107,6 +112,28 @@ static unsigned long doubles;    /* sequences with two leader losses or more */
 static unsigned long refused;    /* rejoins refused */
 static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
+/* Everything the controller did through its ops, all sequences: an
+ * FNV-1a digest that a change meant to keep behaviour must keep. */
+static uint64_t fingerprint = 0xcbf29ce484222325ull;
+
+static void fp_bytes(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        fingerprint ^= b[i];
+        fingerprint *= 0x100000001b3ull;
+    }
+}
+
+static void fp_str(const char *s)
+{
+    fp_bytes(s ? s : "", s ? strlen(s) + 1 : 1);
+}
+
+static void fp_int(int v)
+{
+    fp_bytes(&v, sizeof v);
+}
 
 static unsigned rnd(env *e, unsigned n)
 {
@@ -155,6 +182,12 @@ static int ndead_now(env *e)
 static void o_send(void *ctx, int a, const p3d_amsg *m)
 {
     env *e = ctx;
+    fp_str("send");
+    fp_int(a);
+    fp_int(m->type);
+    fp_int(m->sig);
+    fp_int(m->code);
+    fp_int(m->gen);
     if (m->type == P3D_AM_RESTART)
         e->members = e->n - ndead_now(e);
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? e->n : a + 1); i++) {
@@ -170,6 +203,8 @@ static void o_send(void *ctx, int a, const p3d_amsg *m)
 static void o_kill(void *ctx, int a)
 {
     env *e = ctx;
+    fp_str("kill");
+    fp_int(a);
     if (a < 0 || a >= e->n)
         broken(e, "kill of agent %d", a);
     e->killed[a] = 1;
@@ -178,9 +213,33 @@ static void o_kill(void *ctx, int a)
 static void o_say(void *ctx, const char *text)
 {
     env *e = ctx;
+    fp_str(text);
     size_t l = strlen(text);
     if (!l || text[l - 1] != '\n')
         broken(e, "a message that is not whole lines: %s", text);
+}
+
+static void o_event(void *ctx, const char *fields)
+{
+    (void)ctx;
+    fp_str(fields);
+}
+
+/* Every cell that ran (completions included): counted, and its move
+ * checked against the table (controller.h, p3d_ctl_cell_info). */
+static void o_cell(void *ctx, p3d_ctl_state s, p3d_ctl_event ev, p3d_ctl_state to)
+{
+    env *e = ctx;
+    p3d_ctl_cell x;
+    cells[s][ev]++;
+    if (!p3d_ctl_cell_info(s, ev, &x))
+        broken(e, "cell (%s, %s) is not in the table", p3d_ctl_state_name(s), p3d_ctl_event_name(ev));
+    if (x.kind == P3D_CTL_CELL_IMPOSSIBLE)
+        broken(e, "cell (%s, %s) ran, and the table says it cannot happen", p3d_ctl_state_name(s),
+               p3d_ctl_event_name(ev));
+    if (!(x.next & (to == s ? P3D_CTL_STAY_BIT : 1u << to)))
+        broken(e, "cell (%s, %s) moved to %s, which the table does not name", p3d_ctl_state_name(s),
+               p3d_ctl_event_name(ev), to == s ? "stay" : p3d_ctl_state_name(to));
 }
 
 static int o_spares_left(void *ctx);
@@ -188,6 +247,10 @@ static int o_spares_left(void *ctx);
 static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     env *e = ctx;
+    fp_str("replace");
+    fp_bytes(lost, (size_t)nlost * sizeof *lost);
+    fp_int(gen);
+    fp_str(reason);
     if (gen > e->max_restarts)
         broken(e, "replace for restart %d past --max-restarts %d", gen, e->max_restarts);
     if (!reason || !reason[0])
@@ -229,6 +292,9 @@ static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char 
 static int o_respawn(void *ctx, int gen, const unsigned char *dead)
 {
     env *e = ctx;
+    fp_str("respawn");
+    fp_int(gen);
+    fp_bytes(dead, (size_t)e->n);
     tr(e, "  respawn gen %d\n", gen);
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !dead[i])
@@ -279,7 +345,8 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
 static int o_health(void *ctx, const unsigned char *dead)
 {
     env *e = ctx;
-    (void)dead;
+    fp_str("health");
+    fp_bytes(dead, (size_t)e->n);
     if (e->health_pending)
         broken(e, "a second health check started before the first one's result");
     if (rnd(e, 20) == 0)
@@ -303,7 +370,6 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
 {
     p3d_ctl_state s = p3d_ctl_get_state(e->c);
     total_events++;
-    cells[before][ev]++;
     if (s >= P3D_CTL_NSTATES)
         broken(e, "state %d out of range", (int)s);
     if (before == P3D_CTL_DONE && s != P3D_CTL_DONE)
@@ -741,11 +807,11 @@ static void check_code(env *e)
         ok = code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
         break;
     }
-    /* settle() respawns after any event (a SIGUSR1 too): a failed respawn
+    /* REPLACING x all-gone respawns after any event (a SIGUSR1 too): a failed respawn
      * stops the job with P3D_EXIT_LOST, whatever the event was */
     if (e->respawn_failed && code == P3D_EXIT_LOST)
         ok = 1;
-    /* a takeover acts in settle() after whatever event ends its wait (the
+    /* a takeover acts (takeover-ready) after whatever event ends its wait (the
      * last node rejoining, or any event past its fence and deadline); one
      * that cannot place (no spare for the old leader's ranks) ends the job
      * with P3D_EXIT_LOST */
@@ -786,7 +852,8 @@ static void setup(env *e, int seed)
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
-                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4};
+                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
+                       .verbose = seed % 2};
     if (rnd(e, 4)) {
         cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
         cfg.slow_factor = 1.3;
@@ -794,7 +861,8 @@ static void setup(env *e, int seed)
         cfg.slow_replace = (int)rnd(e, 2);
         cfg.slow_wait = rnd(e, 6);
     }
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .spares_left = o_spares_left};
     if (rnd(e, 5)) {
         ops.replace = o_replace;
         ops.respawn = o_respawn;
@@ -861,7 +929,8 @@ static void seed_zero(env *e)
     }
     p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 1, .grace = 1, .leader = -1,
                        .health_timeout = 3};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .replace = o_replace,
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace,
                        .respawn = o_respawn, .health = o_health};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
@@ -883,6 +952,45 @@ static void seed_zero(env *e)
     p3d_ctl_free(e->c);
 }
 
+
+/* Every agent lost and none replaced, in STARTING (variant 0), RUNNING (1)
+ * and RESTARTING (2): the transport says each lost node ran no rank, so
+ * nothing is placed again and the last loss leaves nobody. No transport
+ * of ours does that, and the random sequences never get there; the table
+ * must still end the job (ALL_GONE), not wait for an agent that is gone. */
+static void all_gone_case(env *e, int variant)
+{
+    memset(e, 0, sizeof *e);
+    e->n = 2;
+    e->leader = -1;
+    e->max_restarts = 2;
+    e->stop_cause = -1;
+    e->seed = -1 - variant;
+    e->rng = 11 + (uint64_t)variant;
+    for (int i = 0; i < 2; i++) {
+        e->alive[i] = 1; /* rank_node 0: "it ran no rank" */
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = 2, .names = names, .nranks = 8, .max_restarts = 2, .grace = 1, .leader = -1,
+                       .health_timeout = 3};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    for (int i = 0; variant >= 1 && i < 2; i++)
+        msg(e, i, P3D_AM_UP, 0, 0, 0, 0);
+    if (variant == 2)
+        msg(e, 0, P3D_AM_FAIL, 0, 1, 3, 0); /* no --health-check: a restart in place */
+    assert_int_equal(p3d_ctl_get_state(e->c), variant == 0 ? P3D_CTL_STARTING
+                                               : variant == 1 ? P3D_CTL_RUNNING
+                                                              : P3D_CTL_RESTARTING);
+    gone(e, 0, 0);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(e->c), P3D_EXIT_LOST);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "every node's agent is gone"));
+    p3d_ctl_free(e->c);
+}
 
 /* A partition: nodes side[i] = 1 lose the leader (node 0) and elect node
  * first among them; the leader loses them. Each side has its own
@@ -924,7 +1032,8 @@ static void partition_case(env *ea, env *eb, int seed)
      * leader's lease lapses) */
     int etcd_with_leader = ea->elect && rnd(ea, 2);
     eb->no_win = etcd_with_leader;
-    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .spares_left = o_spares_left,
+    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .spares_left = o_spares_left,
                        .replace = o_replace, .respawn = o_respawn};
     eb->c = p3d_ctl_new(&cfg, &ops, ea->now);
     assert_non_null(eb->c);
@@ -1003,21 +1112,33 @@ static void test_model(void **st)
             random_event(e);
         finish(e);
     }
-    int visited = 0, missing = 0;
-    for (int s = 0; s < P3D_CTL_NSTATES; s++)
+    /* the figure to compare across a change meant to keep behaviour: the
+     * random sequences' (the directed cases below came with the table) */
+    uint64_t fp_random = fingerprint;
+    for (int v = 0; v < 3; v++)
+        all_gone_case(e, v);
+    int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
+    for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
-            if (cells[s][v]) {
-                visited++;
+            p3d_ctl_cell x;
+            p3d_ctl_cell_info((p3d_ctl_state)st, (p3d_ctl_event)v, &x);
+            handled += x.kind == P3D_CTL_CELL_RUN;
+            ignored += x.kind == P3D_CTL_CELL_IGNORED;
+            impossible += x.kind == P3D_CTL_CELL_IMPOSSIBLE;
+            if (cells[st][v] || x.kind == P3D_CTL_CELL_IMPOSSIBLE) {
+                visited += cells[st][v] > 0;
                 continue;
             }
             missing++;
             fprintf(stderr, "model: never saw event %s in state %s\n", p3d_ctl_event_name((p3d_ctl_event)v),
-                    p3d_ctl_state_name((p3d_ctl_state)s));
+                    p3d_ctl_state_name((p3d_ctl_state)st));
         }
-    printf("model: %d states x %d events = %d cells, %d visited; %d random sequences + seed 0, %lu events, %lu slow "
-           "nodes reported, %lu replaced\n",
-           P3D_CTL_NSTATES, P3D_CTL_NEVENTS, P3D_CTL_NSTATES * P3D_CTL_NEVENTS, visited, SEQUENCES, total_events,
-           slow_seen, slow_moved);
+    printf("model: %d states x %d events = %d cells (%d handled, %d ignored, %d cannot happen), %d visited; %d "
+           "random sequences + seed 0, %lu events, %lu slow nodes reported, %lu replaced\n",
+           P3D_CTL_NSTATES, P3D_CTL_NEVENTS, P3D_CTL_NSTATES * P3D_CTL_NEVENTS, handled, ignored, impossible, visited,
+           SEQUENCES, total_events, slow_seen, slow_moved);
+    printf("model: behaviour fingerprint %016llx (every say, event, send, kill, replace, respawn, health)\n",
+           (unsigned long long)fp_random);
     assert_int_equal(missing, 0);
     assert_true(slow_seen > 0 && slow_moved > 0); /* the sequences do reach the detection */
     printf("model: failover: %lu takeovers completed, %lu sequences with two leader losses or more, %lu rejoins "

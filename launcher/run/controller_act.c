@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * controller_act.c — what the controller's handlers do, shared by them:
+ * the one transition (ctl_go), the stop order, a restart in place, a
+ * replacement (place again without the lost nodes, retire every agent,
+ * start them again), and the figures of a recovery.
+ *
+ * Everything here is a reaction to one event; nothing blocks, nothing
+ * does I/O except through the ops. The messages it prints are the job's
+ * user-visible story, the same for one node, --emulate and a multi-node
+ * leader.
+ */
+#include "controller_int.h"
+
+#include "p3d/base.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ctl_stopping(const p3d_ctl *c)
+{
+    return c->state == P3D_CTL_STOPPING || c->state == P3D_CTL_DONE;
+}
+
+/* The one place the state changes: recorded with the outside event that
+ * caused it (--verbose, events.jsonl). A completion the table raised
+ * records the event that completed it. */
+void ctl_go(p3d_ctl *c, p3d_ctl_state to)
+{
+    if (to == c->state)
+        return;
+    const char *from = p3d_ctl_state_name(c->state), *cause = p3d_ctl_event_name(c->cause);
+    c->state = to;
+    if (c->cfg.verbose)
+        ctl_say(c, "par3drun: state %s -> %s (%s)\n", from, p3d_ctl_state_name(to), cause);
+    ctl_event(c, "\"event\": \"state\", \"from\": \"%s\", \"to\": \"%s\", \"cause\": \"%s\"", from,
+              p3d_ctl_state_name(to), cause);
+}
+
+void ctl_mark_lost(p3d_ctl *c, int a)
+{
+    if (!c->dead[a]) {
+        c->dead[a] = 1;
+        c->ndead++;
+    }
+}
+
+void ctl_mark_gone(p3d_ctl *c, int a)
+{
+    if (!c->gone[a]) {
+        c->gone[a] = 1;
+        c->ngone++;
+    }
+}
+
+/* The stop order: sig to every rank (0: none, they are done), SIGKILL
+ * after the grace; agents that are still there at kill_at are ended.
+ * Once every agent is gone the table's ALL_GONE ends the job (DONE). */
+void ctl_stop(p3d_ctl *c, int sig, int code, double now)
+{
+    if (c->code < 0)
+        c->code = code;
+    c->stops++;
+    double grace = c->cfg.grace;
+    if (ctl_stopping(c)) {
+        if (sig != SIGKILL && sig != SIGQUIT)
+            sig = SIGKILL; /* asked again: no more grace */
+        if (sig == SIGKILL)
+            grace = 0;
+        else
+            grace = c->end.kill_at - now - P3D_CTL_SLACK;
+    } else {
+        ctl_go(c, P3D_CTL_STOPPING);
+    }
+    if (sig == 0 || sig == SIGKILL)
+        grace = 0;
+    if (grace < 0)
+        grace = 0;
+    double k = now + grace + P3D_CTL_SLACK;
+    if (!c->end.kill_at || k < c->end.kill_at)
+        c->end.kill_at = k;
+    c->end.giveup_at = c->end.kill_at + P3D_CTL_SLACK;
+    c->stop_sig = sig;
+    p3d_amsg m = {.type = P3D_AM_STOP, .sig = sig, .code = c->code};
+    c->ops.send(c->ops.ctx, -1, &m);
+}
+
+int ctl_takeover_all_in(const p3d_ctl *c)
+{
+    for (int i = 0; i < c->cfg.nagents; i++)
+        if (!c->dead[i] && !(c->tk.olds && c->tk.olds[i]) && !c->tk.rejoined[i])
+            return 0;
+    return 1;
+}
+
+int ctl_takeover_quorum(const p3d_ctl *c)
+{
+    return c->cfg.elect ? c->tk.elected : 2 * c->tk.nrejoined > c->members;
+}
+
+double ctl_takeover_giveup(const p3d_ctl *c)
+{
+    return c->tk.until + (c->cfg.elect ? c->cfg.elect_wait : 0);
+}
+
+void ctl_gen_members(p3d_ctl *c)
+{
+    c->members = c->cfg.nagents - c->ndead;
+    c->dead0 = c->ndead;
+}
+
+/* The takeover's record: from the old leader's last heartbeat to every
+ * rank running under the new one. */
+static void takeover_done(p3d_ctl *c, double now)
+{
+    char jo[160], jn[160], jw[600];
+    double t = now - c->heard;
+    const char *nl = c->cfg.leader >= 0 ? c->cfg.names[c->cfg.leader] : "";
+    ctl_event(c, "\"event\": \"takeover\", \"old_leader\": %s, \"new_leader\": %s, \"reason\": %s, "
+              "\"restart\": %d, \"heartbeat_to_running_s\": %.3f, \"decided_by\": \"%s\"",
+              ctl_jstr(c->cfg.names[c->old_leader], jo, sizeof jo), ctl_jstr(nl, jn, sizeof jn),
+              ctl_jstr(c->takeover_why, jw, sizeof jw), c->gen, t, c->cfg.elect ? "election" : "majority");
+    ctl_say(c, "par3drun: takeover: node %s leads the job now; all ranks running again (restart %d) %.2f s after "
+            "the old leader %s was last heard\n", nl, c->gen, t, c->cfg.names[c->old_leader]);
+    ctl_story(c, now, "takeover by %s: all ranks running again (restart %d), %.2f s after the leader's last "
+              "heartbeat", nl, c->gen, t);
+    c->in_takeover = 0;
+    c->takeovers++;
+    c->old_leader = -1;
+}
+
+/* RESTARTING, every agent still there runs generation gen: the recovery's
+ * figures (and a takeover's record), then RUNNING. */
+void ctl_running_again(p3d_ctl *c, double now)
+{
+    if (c->in_takeover)
+        takeover_done(c, now);
+    if (c->recovering) {
+        double t = now - c->fail_seen;
+        if (!c->recoveries++ || t > c->recovery_max)
+            c->recovery_max = t;
+        if (c->cfg.verbose || c->replaced)
+            ctl_say(c, "par3drun: restart %d: all ranks running again %.2f s after the failure was seen\n", c->gen, t);
+        ctl_event(c, "\"event\": \"running\", \"restart\": %d, \"recovery_s\": %.3f", c->gen, t);
+        ctl_story(c, now, "all ranks running again (restart %d), %.2f s after the failure was seen", c->gen, t);
+        c->recovering = 0;
+    }
+    ctl_go(c, P3D_CTL_RUNNING);
+}
+
+/* Restart c->gen was ordered for the failure seen at c->fail_seen: the
+ * first sign of life of its ranks (V) gives the time to training resumed. */
+static void await_resume(p3d_ctl *c)
+{
+    c->resume_gen = c->gen;
+    c->resume_from = c->fail_seen;
+}
+
+/* The ranks of generation gen showed life on agent a (the first V of the
+ * generation counts: training resumed when any restarted rank beats or
+ * prints, which may come before the last agent reports its ranks up). */
+void ctl_resumed(p3d_ctl *c, int a, int gen, double now)
+{
+    if (gen != c->gen || c->resume_gen != gen)
+        return;
+    double t = now - c->resume_from;
+    char jn[160];
+    c->resume_gen = -1;
+    if (!c->resumes++ || t > c->resumed_max)
+        c->resumed_max = t;
+    if (c->cfg.verbose || c->replaced)
+        ctl_say(c, "par3drun: restart %d: training resumed %.2f s after the failure was seen (first heartbeat or "
+                   "output, node %s)\n", gen, t, c->cfg.names[a]);
+    ctl_event(c, "\"event\": \"resumed\", \"restart\": %d, \"node\": %s, \"resumed_s\": %.3f", gen,
+              ctl_jstr(c->cfg.names[a], jn, sizeof jn), t);
+    ctl_story(c, now, "training resumed (restart %d: first heartbeat or output, node %s), %.2f s after the failure "
+                      "was seen", gen, c->cfg.names[a], t);
+}
+
+/* Why lost[] cannot be replaced at all (the summary's line; the job
+ * stops), or NULL. */
+static int replace_refused(p3d_ctl *c, const int *lost, int nlost, const char *reason)
+{
+    for (int k = 0; k < nlost; k++)
+        if (lost[k] == c->cfg.leader) {
+            ctl_summary_fmt(c, "par3drun: root cause: %s; it is the leader's own node (the job controller runs there) "
+                           "and cannot be replaced: put the leader on a node that runs no ranks (docs/launch.md, "
+                           "\"When a node dies\")\n", reason);
+            return 1;
+        }
+    if (!c->ops.replace || !c->ops.respawn) {
+        ctl_summary_fmt(c, "par3drun: root cause: %s; no spare to replace it (--spares K keeps some; an --emulate job "
+                       "and a multi-node leader replace nodes in this version)\n", reason);
+        return 1;
+    }
+    if (c->gen >= c->cfg.max_restarts) {
+        ctl_summary_fmt(c, "par3drun: root cause: %s; no restart left to replace it (--max-restarts %d, every restart "
+                       "counts)\n", reason, c->cfg.max_restarts);
+        return 1;
+    }
+    return 0;
+}
+
+/* Nodes lost[0..nlost) are gone for good: a new placement without them,
+ * then every agent retires and starts again on it (one restart). When
+ * they ran no rank (spares) nothing moves and the job goes on in the
+ * state it is in: REPLACE_NOTHING, the caller carries on. */
+int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now)
+{
+    char jr[512];
+    for (int k = 0; k < nlost; k++)
+        ctl_mark_lost(c, lost[k]);
+    ctl_story(c, now, "%s", reason);
+    int was_recovering = c->recovering;
+    if (!c->recovering)
+        c->fail_seen = now;
+    c->recovering = 1;
+    if (replace_refused(c, lost, nlost, reason)) {
+        ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
+        return REPLACE_STOPPED;
+    }
+    c->gen++;
+    char *msg = NULL;
+    int rr = c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg);
+    if (rr > 0) {
+        /* the lost nodes ran no rank (spares): nothing to restart */
+        c->gen--;
+        ctl_say(c, "par3drun: %s; %s\n", reason, msg ? msg : "it ran no rank");
+        ctl_story(c, now, "%s", msg ? msg : "it ran no rank");
+        free(msg);
+        c->recovering = was_recovering;
+        return REPLACE_NOTHING;
+    }
+    if (rr < 0) {
+        ctl_summary_fmt(c, "par3drun: root cause: %s; cannot replace it: %s\n", reason, msg ? msg : "no placement");
+        free(msg);
+        ctl_event(c, "\"event\": \"replace_failed\", \"reason\": %s", ctl_jstr(reason, jr, sizeof jr));
+        ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
+        return REPLACE_STOPPED;
+    }
+    c->replaced += nlost;
+    await_resume(c);
+    ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
+        c->cfg.max_restarts);
+    ctl_story(c, now, "%s; restart %d", msg ? msg : "replaced", c->gen);
+    free(msg);
+    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"replacement\"", c->gen);
+    ctl_retire_all(c, now);
+    return REPLACE_UNDER_WAY;
+}
+
+/* REPLACING: every agent still there is told to retire; once all are
+ * gone, the table's ALL_GONE starts them again on the current placement. */
+void ctl_retire_all(p3d_ctl *c, double now)
+{
+    ctl_go(c, P3D_CTL_REPLACING); /* before the orders: the transport retires on them */
+    double k = now + c->cfg.grace + P3D_CTL_SLACK;
+    if (!c->end.kill_at || k < c->end.kill_at)
+        c->end.kill_at = k;
+    c->end.giveup_at = c->end.kill_at + P3D_CTL_SLACK;
+    p3d_amsg m = {.type = P3D_AM_STOP, .sig = SIGTERM, .code = 0};
+    for (int i = 0; i < c->cfg.nagents; i++)
+        if (!c->gone[i] && !c->retiring[i]) {
+            c->retiring[i] = 1;
+            c->ops.send(c->ops.ctx, i, &m);
+        }
+}
+
+/* The failure c->pend is restarted in place: every rank again, one
+ * restart more. */
+void ctl_restart_in_place(p3d_ctl *c, double now)
+{
+    char how[64];
+    p3d_failure_how(c->pend.code, c->pend.sig, how, sizeof how);
+    if (c->gen >= c->cfg.max_restarts) {
+        ctl_summary_fmt(c, "par3drun: root cause: rank %d failed (%s); no restart left (--max-restarts %d)\n",
+                    c->pend.rank, how, c->cfg.max_restarts);
+        ctl_stop(c, SIGTERM, c->pend.code > 0 ? c->pend.code : P3D_EXIT_LOST, now);
+        return;
+    }
+    /* not the root cause yet: one line; the summary is printed once, for
+     * the failure that ends the job */
+    c->gen++;
+    await_resume(c);
+    if (c->pend.rank >= 0)
+        ctl_say(c, "par3drun: rank %d failed (%s); restarting all ranks (restart %d of %d)\n", c->pend.rank, how,
+                c->gen, c->cfg.max_restarts);
+    else
+        ctl_say(c, "par3drun: node %s could not start its ranks (%s); restarting all ranks (restart %d of %d)\n",
+            c->cfg.names[c->pend.a], how, c->gen, c->cfg.max_restarts);
+    for (int k = 0; k < c->cfg.nagents; k++)
+        c->done_gen[k] = -1;
+    ctl_gen_members(c);
+    ctl_go(c, P3D_CTL_RESTARTING);
+    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"in-place\"", c->gen);
+    p3d_amsg r = {.type = P3D_AM_RESTART, .gen = c->gen};
+    c->ops.send(c->ops.ctx, -1, &r);
+}
+
+/* REPLACING, every agent gone: the transport starts the live ones again
+ * on the new placement. */
+void ctl_respawn(p3d_ctl *c)
+{
+    if (c->ops.respawn(c->ops.ctx, c->gen, c->dead) < 0) {
+        ctl_set_summary(c, strdup("par3drun: root cause: cannot start the agents again after a replacement\n"));
+        if (c->code < 0)
+            c->code = P3D_EXIT_LOST;
+        ctl_go(c, P3D_CTL_STOPPING);
+        return;
+    }
+    for (int i = 0; i < c->cfg.nagents; i++)
+        if (!c->dead[i]) {
+            c->gone[i] = c->retiring[i] = c->killed[i] = 0;
+            c->up_gen[i] = c->done_gen[i] = -1;
+        }
+    c->ngone = c->ndead;
+    c->end.kill_at = c->end.giveup_at = 0;
+    c->rep.fence_said = 0;
+    ctl_gen_members(c);
+    ctl_go(c, P3D_CTL_RESTARTING);
+}
+
+void ctl_post_slow(p3d_ctl *c, int a, const char *why)
+{
+    if (c->nposted >= c->cfg.nagents)
+        return; /* one a node at the most: a node is posted once a generation */
+    struct ctl_post *p = &c->posted[c->nposted++];
+    p->a = a;
+    snprintf(p->why, sizeof p->why, "%s", why);
+}
