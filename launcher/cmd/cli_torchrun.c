@@ -220,11 +220,26 @@ static int torchrun_rdzv(p3d_opts *o, char **err)
     if (b && strcmp(b, "c10d") && strcmp(b, "static") && strcmp(b, "etcd") && strcmp(b, "etcd-v2"))
         return p3d_err(err, "--rdzv-backend: expected c10d, static, etcd or etcd-v2 (torchrun's names), got '%s'",
                        b);
-    if (!o->rdzv_endpoint) {
-        if (b)
-            return p3d_err(err, "--rdzv-backend %s needs --rdzv-endpoint HOST:PORT", b);
+    if (!o->rdzv_endpoint && b && strcmp(b, "static"))
+        return p3d_err(err, "--rdzv-backend %s needs --rdzv-endpoint HOST:PORT", b);
+    if (!o->rdzv_endpoint && !strcmp(o->rdzv, "auto")) {
+        if (o->nnodes <= 1 && o->node_rank == 0)
+            o->node_rank = -1; /* torchrun's default node rank of a one-node job */
+        else if (o->nnodes > 1 && o->master_addr && !getenv("SLURM_JOB_ID") && !getenv("PMIX_NAMESPACE")) {
+            /* torchrun's static rendezvous: the agents meet at
+             * MASTER_ADDR:MASTER_PORT (default 29500); the ranks' store
+             * then takes a free port of rank 0's node */
+            if (asprintf(&o->rdzv_owned, "static:%s:%d", o->master_addr,
+                         o->master_port ? o->master_port : 29500) < 0)
+                return p3d_err(err, "out of memory");
+            o->rdzv = o->rdzv_owned;
+            o->master_addr = NULL;
+            o->master_port = 0;
+        }
         return 0;
     }
+    if (!o->rdzv_endpoint)
+        return 0;
     if (strcmp(o->rdzv, "auto"))
         return p3d_err(err, "--rdzv-endpoint and --rdzv both say where to meet: give one of them");
     const char *ep = o->rdzv_endpoint, *colon = strrchr(ep, ':');

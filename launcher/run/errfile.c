@@ -173,7 +173,8 @@ int p3d_rootcause_read(const char *path, p3d_rootcause *rc, char **err)
         return r;
     r = -1;
     const char *end = NULL;
-    j = cJSON_ParseWithLengthOpts(buf, len, &end, 0);
+    if (!memchr(buf, 0, len)) /* a NUL inside would end the text early */
+        j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1); /* strict: nothing after it */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
     if (!j || !cJSON_IsObject(j) || !m) {
         p3d_err(err, "%s: not torch's error file (expected a JSON object with \"message\")", path);
