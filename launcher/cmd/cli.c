@@ -114,20 +114,18 @@ static const char *short_hint(const char *a)
     return NULL;
 }
 
-/* torchrun's short options as their long form ("-r3" is "--redirects=3"):
- * 1 with out filled, 0 for any other. */
-static int short_long(const char *a, char *out, size_t cap)
+/* torchrun's short options as their long form ("-r3" is "--redirects" with
+ * *attached "3", pointing into a): 1 with out filled, 0 for any other. */
+static int short_long(const char *a, char *out, size_t cap, const char **attached)
 {
     static const char *const longs[][2] = {{"h", "help"}, {"m", "module"}, {"r", "redirects"}, {"t", "tee"}};
     for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++) {
         if (a[1] != longs[i][0][0])
             continue;
-        if (!a[2])
-            snprintf(out, cap, "--%s", longs[i][1]);
-        else if (a[1] == 'r' || a[1] == 't')
-            snprintf(out, cap, "--%s=%s", longs[i][1], a + 2 + (a[2] == '='));
-        else
+        if (a[2] && a[1] != 'r' && a[1] != 't')
             return 0;
+        snprintf(out, cap, "--%s", longs[i][1]);
+        *attached = a[2] ? a + 2 + (a[2] == '=') : NULL;
         return strlen(out) < cap - 1;
     }
     return 0;
@@ -265,7 +263,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             break;
         }
         char shortopt[64];
-        if (a[0] == '-' && a[1] && a[1] != '-' && short_long(a, shortopt, sizeof shortopt))
+        const char *attached = NULL; /* -r3's 3, in argv */
+        if (a[0] == '-' && a[1] && a[1] != '-' && short_long(a, shortopt, sizeof shortopt, &attached))
             a = shortopt;
         if (a[0] == '-' && a[1] && a[1] != '-') {
             const char *h = short_hint(a);
@@ -308,6 +307,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         if (r->type == T_FLAG || r->type == T_NOFLAG) {
             if (eq)
                 return p3d_err(err, "--%s takes no value", r->name);
+        } else if (attached) {
+            val = attached;
         } else if (eq) {
             val = eq + 1;
         } else if (i + 1 < argc) {
