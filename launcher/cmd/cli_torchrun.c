@@ -108,6 +108,8 @@ static int parse_std(const char *opt, const char *s, unsigned char *vals, char *
         long lr = colon && colon < comma ? number(p, colon, P3D_MAX_LOCAL) : -1;
         if (!strncmp(p, "0:", 2) && colon == p + 1)
             lr = 0;
+        if (*comma && !comma[1]) /* "0:3," */
+            lr = -1;
         if (lr < 0 || lr >= P3D_MAX_LOCAL || comma != colon + 2 || colon[1] < '0' || colon[1] > '3')
             return p3d_err(err, "--%s: expected 0-3 or LOCAL_RANK:0-3,... (torchrun's form, e.g. 0:3,1:1), got '%s'",
                            opt, s);
