@@ -527,6 +527,7 @@ char *p3d_cli_help(p3d_cmd cmd)
            "\nExit codes: 0 ok; 2 bad input or a placement that fails an error-level check;\n"
            "a launched job returns its first failing rank's code (128+signal for a signal).\n"
            "Environment: P3D_DATA_DIR (bundled policies/topologies), P3D_PLUGIN_DIR, NO_COLOR,\n"
-           "P3D_TOPO_CACHE, P3D_TOPO_CACHE_DIR (the topology cache).\n");
+           "P3D_TOPO_CACHE, P3D_TOPO_CACHE_DIR (the topology cache), PAR3D_PYTHON (the interpreter\n"
+           "of a .py program and -m).\n");
     return b;
 }
