@@ -17,6 +17,7 @@ for p in python3 /usr/bin/python3; do
 done
 [ -n "$PY" ] || { echo "SKIP: no python3 here imports torch (apt-get install python3-torch)"; exit 77; }
 export PAR3D_PYTHON=$PY
+export TMPDIR=$T # the run directories kept after the crash and SIGINT go with $T
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # the program: env (the agent's variables, after a real gloo all-reduce),
