@@ -58,6 +58,12 @@ _par3drun()
     --recompute) COMPREPLY=($(compgen -W "none selective full" -- "$cur")); return ;;
     --rdzv) COMPREPLY=($(compgen -W "auto pmix slurm static: k8s etcd:" -- "$cur")); return ;;
     --older-than) COMPREPLY=($(compgen -W "1h 12h 1d 7d 2w" -- "$cur")); return ;;
+    --nproc-per-node | --nproc_per_node) COMPREPLY=($(compgen -W "gpu cpu auto" -- "$cur")); return ;;
+    --start-method | --start_method) COMPREPLY=($(compgen -W "spawn fork forkserver" -- "$cur")); return ;;
+    --numa-binding | --numa_binding) COMPREPLY=($(compgen -W "node exclusive" -- "$cur")); return ;;
+    --rdzv-backend | --rdzv_backend) COMPREPLY=($(compgen -W "c10d static etcd etcd-v2" -- "$cur")); return ;;
+    --event-log-handler | --event_log_handler) COMPREPLY=($(compgen -W "null" -- "$cur")); return ;;
+    --python) _filedir; return ;;
     --model) COMPREPLY=($(compgen -W "gpt3-175b llama2-70b llama3-8b deepseek-v3 mixtral-8x22b" -- "$cur")); return ;;
     esac
     # an option with a METAVAR we know nothing about: no guess

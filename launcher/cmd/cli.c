@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli_table.h"
+#include "cli_torchrun.h"
 
 static void opts_defaults(p3d_opts *o)
 {
@@ -113,6 +114,23 @@ static const char *short_hint(const char *a)
     return NULL;
 }
 
+/* torchrun's short options as their long form ("-r3" is "--redirects" with
+ * *attached "3", pointing into a): 1 with out filled, 0 for any other. */
+static int short_long(const char *a, char *out, size_t cap, const char **attached)
+{
+    static const char *const longs[][2] = {{"h", "help"}, {"m", "module"}, {"r", "redirects"}, {"t", "tee"}};
+    for (size_t i = 0; i < sizeof longs / sizeof longs[0]; i++) {
+        if (a[1] != longs[i][0][0])
+            continue;
+        if (a[2] && a[1] != 'r' && a[1] != 't')
+            return 0;
+        snprintf(out, cap, "--%s", longs[i][1]);
+        *attached = a[2] ? a + 2 + (a[2] == '=') : NULL;
+        return strlen(out) < cap - 1;
+    }
+    return 0;
+}
+
 /* A first word that is no program but looks like a subcommand typo. */
 static const char *nearest_command(const char *a)
 {
@@ -173,12 +191,21 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     }
     case T_INT: {
         errno = 0;
+        int word = 0, k;
+        /* torchrun's forms: --nproc-per-node gpu|cpu|auto, --nnodes N:N */
+        if (r->off == OFF(nproc_per_node) && p3d_torchrun_nproc_word(val, &word)) {
+            *(int *)(base + r->off) = word;
+            return 0;
+        }
+        if (r->off == OFF(nnodes) && (k = p3d_torchrun_nnodes(val, &word, err)) != 0) {
+            if (k > 0)
+                *(int *)(base + r->off) = word;
+            return k > 0 ? 0 : -1;
+        }
         long long x = strtoll(val, &end, 10);
-        if (r->off == OFF(nnodes) && end != val && *end == ':')
-            return p3d_err(err, "--nnodes: expected one number, got '%s' (torchrun's elastic MIN:MAX range: "
-                                "par3drun runs a fixed node count and replaces lost nodes with --spares)", val);
         if (errno || end == val || *end)
-            return p3d_err(err, "--%s: expected an integer, got '%s'", r->name, val);
+            return p3d_err(err, "--%s: expected %s, got '%s'", r->name,
+                           strchr(r->metavar, '|') ? r->metavar : "an integer", val);
         if ((double)x < r->min || (double)x > r->max)
             return p3d_err(err, "--%s: %lld is out of range (expected %.0f to %.0f)", r->name, x, r->min,
                            r->max);
@@ -199,32 +226,6 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     }
     }
     return p3d_err(err, "internal: bad option type");
-}
-
-/* torchrun's --rdzv-endpoint/--rdzv-backend/--standalone in our terms. */
-static int torchrun_rdzv(p3d_opts *o, char **err)
-{
-    const char *b = o->rdzv_backend;
-    if (o->standalone && (o->rdzv_endpoint || o->nnodes > 1))
-        return p3d_err(err, "--standalone is one node: drop --rdzv-endpoint and --nnodes, or drop --standalone");
-    if (b && strcmp(b, "c10d") && strcmp(b, "static") && strcmp(b, "etcd") && strcmp(b, "etcd-v2"))
-        return p3d_err(err, "--rdzv-backend: expected c10d, static, etcd or etcd-v2 (torchrun's names), got '%s'",
-                       b);
-    if (!o->rdzv_endpoint) {
-        if (b)
-            return p3d_err(err, "--rdzv-backend %s needs --rdzv-endpoint HOST:PORT", b);
-        return 0;
-    }
-    if (strcmp(o->rdzv, "auto"))
-        return p3d_err(err, "--rdzv-endpoint and --rdzv both say where to meet: give one of them");
-    const char *ep = o->rdzv_endpoint, *colon = strrchr(ep, ':');
-    if (!colon || colon == ep || !colon[1])
-        return p3d_err(err, "--rdzv-endpoint: expected HOST:PORT, got '%s'", ep);
-    int etcd = b && !strncmp(b, "etcd", 4);
-    if (asprintf(&o->rdzv_owned, etcd ? "etcd:http://%s" : "static:%s", ep) < 0)
-        return p3d_err(err, "out of memory");
-    o->rdzv = o->rdzv_owned;
-    return 0;
 }
 
 int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
@@ -265,8 +266,10 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             o->argc = argc - i - 1;
             break;
         }
-        if (strcmp(a, "-h") == 0)
-            a = "--help";
+        char shortopt[64];
+        const char *attached = NULL; /* -r3's 3, in argv */
+        if (a[0] == '-' && a[1] && a[1] != '-' && short_long(a, shortopt, sizeof shortopt, &attached))
+            a = shortopt;
         if (a[0] == '-' && a[1] && a[1] != '-') {
             const char *h = short_hint(a);
             return p3d_err(err, "unknown option '%s'%s%s%s (par3drun's options are long: see par3drun --help)", a,
@@ -289,6 +292,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                  * without "--". */
                 o->argv = argv + i;
                 o->argc = argc - i;
+                o->positional = 1;
                 break;
             }
             return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a, cmd_name(o->cmd));
@@ -311,6 +315,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         if (r->type == T_FLAG || r->type == T_NOFLAG) {
             if (eq)
                 return p3d_err(err, "--%s takes no value", r->name);
+        } else if (attached) {
+            val = attached;
         } else if (eq) {
             val = eq + 1;
         } else if (i + 1 < argc) {
@@ -341,7 +347,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     }
     if (o->help || o->version)
         return 0;
-    if (torchrun_rdzv(o, err) < 0)
+    if (p3d_torchrun_apply(o, seen_rows, nseen, err) < 0)
         return -1;
     const char *keep = getenv("P3D_KEEP_RUN_DIR");
     if (keep && *keep && strcmp(keep, "0")) {
@@ -390,8 +396,10 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     if (o->cmd == P3D_CMD_STATUS && !o->status_dir && !o->help)
         return p3d_err(err, "status: expected a run directory: par3drun status RUN_DIR (the job's --run-dir)");
     if (o->cmd == P3D_CMD_LAUNCH && o->argc == 0)
-        return p3d_err(err, "no program to launch: par3drun [options] -- PROGRAM [ARGS...] "
-                            "(or --dry-run to only place)");
+        return p3d_err(err, "no program to launch: par3drun [options] SCRIPT.py [ARGS...] or par3drun [options] -- "
+                            "PROGRAM [ARGS...] (or --dry-run to only place)");
+    if (o->cmd == P3D_CMD_LAUNCH && p3d_torchrun_program(o, err) < 0)
+        return -1;
     if (strcmp(o->bind, "numa") && strcmp(o->bind, "core") && strcmp(o->bind, "none"))
         return p3d_err(err, "--bind: expected numa, core or none, got '%s'", o->bind);
     if (strcmp(o->slow_node, "report") && strcmp(o->slow_node, "replace"))
@@ -405,7 +413,13 @@ void p3d_cli_free(p3d_opts *o)
     free(o->env_files);
     free(o->policy_candidates);
     free(o->rdzv_owned);
+    free(o->local_hidden);
+    free(o->argv_owned);
+    free(o->python_owned);
     o->rdzv_owned = NULL;
+    o->local_hidden = NULL;
+    o->argv_owned = NULL;
+    o->python_owned = NULL;
     o->env = NULL;
     o->env_files = NULL;
     o->policy_candidates = NULL;
@@ -489,6 +503,7 @@ char *p3d_cli_help(p3d_cmd cmd)
         append(&b, &len, &cap,
                "par3drun %s — topology-aware launcher for 3D-parallel (tp x pp x dp) training\n\n"
                "usage: par3drun [options] -- PROGRAM [ARGS...]   place, start and supervise the ranks\n"
+               "       par3drun [options] train.py [ARGS...]      the same, with python (torchrun's form)\n"
                "       par3drun --dry-run [options]               place, check and report only\n"
                "       par3drun topo [--topology SRC]             show this node's topology\n"
                "       par3drun plan --cluster FILE --model M     recommend tp/pp/dp layouts\n"
@@ -497,7 +512,7 @@ char *p3d_cli_help(p3d_cmd cmd)
                "       par3drun preflight [options]               benchmark every node, print a table\n"
                "       par3drun --version                         print the version\n"
                "       par3drun runs [--prune]                    list (or remove) kept run directories\n"
-               "(par3drun COMMAND --help: that command's options)\n\n"
+               "(par3drun COMMAND --help: that command's options; torchrun's options: docs/torchrun.md)\n\n"
                "examples:\n"
                "  par3drun --dry-run --cluster examples/clusters/2x-dgx-h100.json --tp 8 --pp 2\n"
                "  par3drun --emulate --cluster examples/clusters/2x-dgx-h100.json --tp 2 --pp 2 -- p3d-worker\n"
@@ -535,6 +550,7 @@ char *p3d_cli_help(p3d_cmd cmd)
            "\nExit codes: 0 ok; 2 bad input or a placement that fails an error-level check;\n"
            "a launched job returns its first failing rank's code (128+signal for a signal).\n"
            "Environment: P3D_DATA_DIR (bundled policies/topologies), P3D_PLUGIN_DIR, NO_COLOR,\n"
-           "P3D_TOPO_CACHE, P3D_TOPO_CACHE_DIR (the topology cache).\n");
+           "P3D_TOPO_CACHE, P3D_TOPO_CACHE_DIR (the topology cache), PAR3D_PYTHON (the interpreter\n"
+           "of a .py program and -m).\n");
     return b;
 }

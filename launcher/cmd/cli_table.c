@@ -75,8 +75,9 @@ const opt_row p3d_cli_rows[] = {
     {"top", T_INT, OFF(top), 0, 1, 1000, C_PLAN, "N", "plan: how many layouts to show (default 5)"},
     {"search-zero", T_FLAG, OFF(search_zero), 0, NOB, C_PLAN, NULL, "plan: also search ZeRO stages 0-3"},
     /* launch */
-    {"nproc-per-node", T_INT, OFF(nproc_per_node), 0, 1, 4096, C_PLACE, "N",
-     "ranks per node (default: the node's GPU count; required without GPUs)"},
+    {"nproc-per-node", T_INT, OFF(nproc_per_node), 0, 1, P3D_MAX_LOCAL, C_PLACE, "N|gpu|cpu|auto",
+     "ranks per node (default and gpu: the node's GPU count, required without GPUs; cpu: its CPU count; "
+     "auto: gpu on a host with NVIDIA GPUs, else cpu)"},
     {"env", T_STRV, OFF(env), OFF(nenv), NOB, C_LAUNCH, "K=V", "add to every rank's environment (repeatable)"},
     {"env-file", T_STRV, OFF(env_files), OFF(nenv_files), NOB, C_LAUNCH, "FILE",
      "add K=V lines of FILE to every rank's environment (repeatable)"},
@@ -150,7 +151,7 @@ const opt_row p3d_cli_rows[] = {
      "runs --prune: only those last written longer ago than this (90s, 30m, 12h, 7d, 2w)"},
     {"keep", T_INT, OFF(runs_keep), 0, 0, 1 << 20, C_RUNS, "N", "runs --prune: keep the N newest"},
     /* multi-node */
-    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes)"},
+    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes; torchrun's N:N too)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
@@ -158,14 +159,43 @@ const opt_row p3d_cli_rows[] = {
     {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present (a file only you can read)"},
     {"rdzv-fanout", T_INT, OFF(rdzv_fanout), 0, 1, 1024, C_LAUNCH, "K",
      "children per agent in the distribution tree (default 32, or P3D_RDZV_FANOUT; the leader's counts)"},
-    /* torchrun's spellings (docs/launch.md, "Coming from torchrun"); every
-     * option is also accepted with _ for - (--nproc_per_node) */
+    /* torchrun's options (docs/torchrun.md, one row each); every option is
+     * also accepted with _ for - (--nproc_per_node) */
     {"rdzv-endpoint", T_STR, OFF(rdzv_endpoint), 0, NOB, C_LAUNCH, "HOST:PORT",
-     "torchrun's: the same as --rdzv static:HOST:PORT (or etcd with --rdzv-backend etcd)"},
+     "the same as --rdzv static:HOST:PORT (or etcd with --rdzv-backend etcd)"},
     {"rdzv-backend", T_STR, OFF(rdzv_backend), 0, NOB, C_LAUNCH, "NAME",
-     "torchrun's: c10d or static (a TCP rendezvous at --rdzv-endpoint), etcd or etcd-v2"},
-    {"standalone", T_FLAG, OFF(standalone), 0, NOB, C_LAUNCH, NULL,
-     "torchrun's: one node, no rendezvous (what par3drun does without --nnodes)"},
+     "c10d or static (a TCP rendezvous at --rdzv-endpoint), etcd or etcd-v2"},
+    {"rdzv-id", T_STR, OFF(rdzv_id), 0, NOB, C_LAUNCH, "ID", "the job id (--job-id; TORCHELASTIC_RUN_ID)"},
+    {"rdzv-conf", T_STR, OFF(rdzv_conf), 0, NOB, C_LAUNCH, "K=V,...",
+     "join_timeout (or timeout) is --rdzv-timeout; torchrun's other keys are accepted without effect"},
+    {"standalone", T_FLAG, OFF(standalone), 0, NOB, C_LAUNCH, NULL, "one node, no rendezvous (the default)"},
+    {"module", T_FLAG, OFF(module), 0, NOB, C_LAUNCH, NULL, "-m: run PROGRAM as python -m PROGRAM"},
+    {"no-python", T_FLAG, OFF(no_python), 0, NOB, C_LAUNCH, NULL, "run PROGRAM itself, even a .py script"},
+    {"run-path", T_FLAG, OFF(run_path), 0, NOB, C_LAUNCH, NULL,
+     "run PROGRAM (a .py script) with the interpreter, also after --"},
+    {"python", T_STR, OFF(python), 0, NOB, C_LAUNCH, "PATH",
+     "the interpreter for a .py PROGRAM and -m (default: PAR3D_PYTHON, else python3 on PATH)"},
+    {"role", T_STR, OFF(role), 0, NOB, C_LAUNCH, "NAME", "ROLE_NAME of every rank (default 'default')"},
+    {"monitor-interval", T_DOUBLE, OFF(monitor_interval), 0, 0, 86400, C_LAUNCH, "SECONDS",
+     "accepted without effect: par3drun learns of a rank's exit at once"},
+    {"start-method", T_STR, OFF(start_method), 0, NOB, C_LAUNCH, "spawn|fork|forkserver",
+     "checked, without effect: a program is always a new process"},
+    {"redirects", T_STR, OFF(redirects), 0, NOB, C_LAUNCH, "STD",
+     "-r: 0, or 3 (LOCAL:3,...): these local ranks' output only in --log-dir, not on the terminal"},
+    {"tee", T_STR, OFF(tee), 0, NOB, C_LAUNCH, "STD",
+     "-t: 0-3 (LOCAL:N,...): with --log-dir every rank's output is written there and shown"},
+    {"local-ranks-filter", T_STR, OFF(local_ranks_filter), 0, NOB, C_LAUNCH, "LIST",
+     "show the output of these local ranks only (e.g. 0,1); --log-dir still gets all"},
+    {"event-log-handler", T_STR, OFF(event_log_handler), 0, NOB, C_LAUNCH, "null",
+     "only null: par3drun's events go to RUN_DIR/events.jsonl"},
+    {"numa-binding", T_STR, OFF(numa_binding), 0, NOB, C_LAUNCH, "node|exclusive",
+     "node is --bind numa, exclusive is --bind core (socket, core-complex: refused)"},
+    {"signals-to-handle", T_STR, OFF(signals_to_handle), 0, NOB, C_LAUNCH, "SIG,...",
+     "accepted when within SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2 (all always handled)"},
+    {"logs-specs", T_STR, OFF(logs_specs), 0, NOB, C_LAUNCH, "NAME",
+     "refused: a Python entry point (use --log-dir, --output-ranks)"},
+    {"local-addr", T_STR, OFF(local_addr), 0, NOB, C_LAUNCH, "ADDR",
+     "refused: an agent's address is the one it reached the rendezvous from"},
 };
 const size_t p3d_cli_nrows = sizeof p3d_cli_rows / sizeof p3d_cli_rows[0];
 _Static_assert(sizeof p3d_cli_rows / sizeof p3d_cli_rows[0] <= P3D_CLI_MAX_ROWS, "raise P3D_CLI_MAX_ROWS");
@@ -178,6 +208,6 @@ const cli_group p3d_cli_groups[] = {
     {"nproc-per-node", "Launch"},
     {"prune", "Run directories (par3drun runs)"},
     {"nnodes", "Multi-node"},
-    {"rdzv-endpoint", "torchrun spellings"},
+    {"rdzv-endpoint", "torchrun's options (docs/torchrun.md)"},
 };
 const size_t p3d_cli_ngroups = sizeof p3d_cli_groups / sizeof p3d_cli_groups[0];

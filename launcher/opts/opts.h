@@ -113,10 +113,33 @@ typedef struct p3d_opts {
     char *rdzv_owned;           /* the --rdzv built from them (freed) */
     int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
 
+    /* torchrun's options (docs/torchrun.md; cmd/cli_torchrun.c) */
+    const char *rdzv_id;        /* --rdzv-id: the job id (TORCHELASTIC_RUN_ID) */
+    const char *rdzv_conf;      /* --rdzv-conf K=V,...: join_timeout is --rdzv-timeout */
+    double monitor_interval;    /* accepted: par3drun learns of an exit at once */
+    const char *start_method;   /* spawn|fork|forkserver: checked, no effect on a program */
+    const char *event_log_handler; /* only "null": events go to RUN_DIR/events.jsonl */
+    const char *role;           /* --role: ROLE_NAME (default "default") */
+    int module;                 /* -m/--module: python -m PROGRAM */
+    int no_python;              /* --no-python: run PROGRAM itself */
+    int run_path;               /* --run-path: python SCRIPT */
+    const char *python;         /* --python PATH (else PAR3D_PYTHON, else python3) */
+    const char *redirects;      /* -r/--redirects STD */
+    const char *tee;            /* -t/--tee STD */
+    const char *local_ranks_filter; /* --local-ranks-filter LIST */
+    const char *logs_specs, *local_addr, *numa_binding, *signals_to_handle;
+    unsigned char *local_hidden; /* [P3D_MAX_LOCAL]: local ranks not shown (-r, filter); owned */
+    int positional;             /* the program came without "--" (torchrun's form) */
+    char **argv_owned;          /* the python command line built for it (owned) */
+    char *python_owned;         /* the interpreter's resolved path (owned) */
+
     /* the program after "--" */
     char **argv;
     int argc;
 } p3d_opts;
+
+/* The most ranks per node (--nproc-per-node's bound; --local-ranks-filter). */
+#define P3D_MAX_LOCAL 4096
 
 /* Fills a job description from the options (mesh sizes, order, model...);
  * 0, or -1 with *err (opts_job.c). */

@@ -131,6 +131,12 @@ static int agent_outputs(agent *a, char **err)
             a->out[i].shown = sel[a->ranks[i]];
         free(sel);
     }
+    if (L->o->local_hidden) /* -r 3, --local-ranks-filter: by local rank, as torchrun */
+        for (int i = 0; i < a->nlocal; i++) {
+            int lr = L->job->pl->ranks[a->ranks[i]].local_rank;
+            if (lr >= 0 && lr < P3D_MAX_LOCAL && L->o->local_hidden[lr])
+                a->out[i].shown = 0;
+        }
     if (!L->o->log_dir)
         return 0;
     int dfd = -1; /* rundir.c: the checked --log-dir; no symlink, FIFO or link is written through */
@@ -180,6 +186,11 @@ static int agent_spawn_all(agent *a, char **err)
             p3d_envv_free(&env);
             return p3d_err(err, "out of memory");
         }
+        /* an error file of an earlier generation is not this one's cause */
+        char *ef = p3d_rootcause_path(L->run_dir, a->ranks[i]);
+        if (ef)
+            unlink(ef);
+        free(ef);
         p3d_spawn_req req = {
             .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
             .local = i, .parent = a->self,
@@ -196,6 +207,24 @@ static int agent_spawn_all(agent *a, char **err)
     p3d_amsg up = {.type = P3D_AM_UP, .gen = a->gen, .nranks = a->nlocal};
     p3d_amsg_send(a->upstream, &up);
     return 0;
+}
+
+/* What torch's @record wrote for rank r (errfile.c), as summary lines;
+ * NULL when it wrote nothing. A file that is not torch's says so. */
+static char *agent_exception(const p3d_launch *L, int r)
+{
+    p3d_rootcause rc;
+    char *err = NULL, *path = p3d_rootcause_path(L->run_dir, r), *s = NULL;
+    int got = path ? p3d_rootcause_read(path, &rc, &err) : 0;
+    if (got > 0)
+        s = p3d_rootcause_text(&rc, "  ");
+    else if (got < 0 && asprintf(&s, "  (its TORCHELASTIC_ERROR_FILE is unreadable: %s)\n", p3d_tesc(err)) < 0)
+        s = NULL;
+    if (got > 0)
+        p3d_rootcause_free(&rc);
+    free(err);
+    free(path);
+    return s;
 }
 
 /* The root-cause text of local rank i: who, where, how, last stderr lines. */
@@ -224,7 +253,7 @@ static char *agent_summary(agent *a, int i, int status)
         snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
                  topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
-    char *s = NULL;
+    char *s = NULL, *exc = agent_exception(L, r);
     /* printed only for the failure that ends the job, which happens in
      * generation gen: gen restarts came before it */
     char after[48] = "";
@@ -232,13 +261,14 @@ static char *agent_summary(agent *a, int i, int status)
         snprintf(after, sizeof after, ", after %d restart%s", a->gen, a->gen == 1 ? "" : "s");
     if (asprintf(&s,
                  "par3drun: root cause: rank %d (tp %d, pp %d, dp %d, cp %d, ep %d) on node %s, %s, "
-                 "pid %d, %s%s\n%s%s",
+                 "pid %d, %s%s\n%s%s%s",
                  r, k->coord[P3D_DIM_TP], k->coord[P3D_DIM_PP], k->coord[P3D_DIM_DP], k->coord[P3D_DIM_CP],
-                 k->coord[P3D_DIM_EP], cn->name, gpu, (int)a->pid[i], how, after,
+                 k->coord[P3D_DIM_EP], cn->name, gpu, (int)a->pid[i], how, after, exc ? exc : "",
                  tail && tail[0] ? "  last lines of its stderr:\n" : "  (nothing on its stderr)\n",
                  tail ? tail : "") < 0)
         s = NULL;
     free(tail);
+    free(exc);
     return s;
 }
 

@@ -52,6 +52,28 @@
 /* Lines of a rank's stderr kept for the root-cause summary. */
 #define P3D_TAIL_LINES 10
 
+/* ---- errfile.c: a rank's TORCHELASTIC_ERROR_FILE (torch's @record) ---- */
+#define P3D_ERRFILE_MAX (1 << 20) /* bytes read at most */
+#define P3D_ERRFILE_FRAMES 3      /* frames kept, innermost last */
+/* What torch's ErrorHandler wrote for a rank, every string escaped for a
+ * terminal and bounded. Owned; p3d_rootcause_free frees the strings. */
+typedef struct p3d_rootcause {
+    char *message;       /* "ValueError: bad batch" */
+    char *type;          /* "ValueError"; "" when the message names none */
+    char *file;          /* the innermost frame's file; "" unknown */
+    int line;            /* its line; 0 unknown */
+    char *frames;        /* "FILE:LINE in FUNC\n" per frame, innermost last */
+    long long timestamp; /* seconds since the epoch; -1 unknown */
+} p3d_rootcause;
+/* Reads the error file at path: 1 filled, 0 no such file (rc empty), -1
+ * with *err for a file that is not torch's (too large, not JSON, a link). */
+int p3d_rootcause_read(const char *path, p3d_rootcause *rc, char **err);
+void p3d_rootcause_free(p3d_rootcause *rc);
+/* The summary's lines for rc, each after indent (caller frees; NULL: OOM). */
+char *p3d_rootcause_text(const p3d_rootcause *rc, const char *indent);
+/* The error file par3drun gives rank r (caller frees; NULL: OOM). */
+char *p3d_rootcause_path(const char *run_dir, int r);
+
 /* What a replacement changes while the job runs: the placement and what
  * comes with it. Owned and written by the launcher (launch_local.c's state,
  * mnode.c's), read through p3d_launch.job by everything else. */

@@ -224,8 +224,13 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
      * one group per node; the workers' rank 0 serves the store at
      * MASTER_ADDR:MASTER_PORT (no agent store) */
     e |= p3d_envv_set(out, "GROUP_WORLD_SIZE", "%d", ngroups);
-    e |= p3d_envv_set(out, "ROLE_NAME", "%s", "default");
+    e |= p3d_envv_set(out, "ROLE_NAME", "%s", L->o->role ? L->o->role : "default");
     e |= p3d_envv_set(out, "TORCHELASTIC_USE_AGENT_STORE", "%s", "False");
+    /* where torch's @record writes the rank's exception (read back for the
+     * root cause: errfile.c); one per rank, in this node's run directory */
+    char *ef = p3d_rootcause_path(L->run_dir, r);
+    e |= ef ? p3d_envv_set(out, "TORCHELASTIC_ERROR_FILE", "%s", ef) : -1;
+    free(ef);
     e |= p3d_envv_set(out, "P3D_RESTART_COUNT", "%d", restart);
     /* the fencing token: a rank of an older generation must not commit
      * anything a newer one may have (docs/launch.md, "Fencing") */

@@ -3,7 +3,10 @@
 # torchrun habits (docs/launch.md, "Coming from torchrun"): torchrun's
 # option spellings work; a launch says its warning-level checks (and
 # --quiet hides them); OMP_NUM_THREADS is set per rank unless the user set
-# it; a two-node job started with torchrun's rendezvous options runs.
+# it; a two-node job started with torchrun's rendezvous options runs, and
+# one started with torchrun's static form (--master_addr/--master_port);
+# --nproc-per-node cpu|auto count CPUs (docs/torchrun.md; the torch
+# program under both launchers: cli_torchrun_torch.sh).
 . "$(dirname "$0")/lib/launch_common.sh"
 PCIE=$P3D_SRC/examples/clusters/8x-pcie-nvlink-pairs.json
 
@@ -121,6 +124,35 @@ wait "$N0" || { cat "$T/n0.err"; fail "node 0 of the torchrun-style job failed";
 wait "$N1" || { cat "$T/n1.err"; fail "node 1 of the torchrun-style job failed"; }
 [ "$(cat "$T"/n0.out "$T"/n1.out | grep -c 'world=4 groups=2 role=default')" = 4 ] ||
   { cat "$T"/n*.out "$T"/n*.err; fail "the torchrun-style job did not run 4 ranks in 2 groups"; }
+
+# torchrun's static form: --nnodes 2 with --master_addr/--master_port and no
+# endpoint: the agents meet at MASTER_ADDR:MASTER_PORT, the ranks' store
+# gets a port of its own (that one is the rendezvous')
+P=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for i in 0 1; do
+  env -u SLURM_JOB_ID -u PMIX_NAMESPACE "$PAR3DRUN" --nnodes 2 --node_rank $i --master_addr 127.0.0.1 --master_port "$P" \
+    --nproc_per_node 2 --rdzv-token-file "$T/token" --topology "synthetic:pack:2 pu:2" \
+    -- sh -c 'echo "rank=$RANK world=$WORLD_SIZE port=$MASTER_PORT addr=$MASTER_ADDR"' >"$T/s$i.out" 2>"$T/s$i.err" &
+  eval "N$i=\$!"
+done
+wait "$N0" || { cat "$T/s0.err"; fail "node 0 of torchrun's static form failed"; }
+wait "$N1" || { cat "$T/s1.err"; fail "node 1 of torchrun's static form failed"; }
+[ "$(cat "$T"/s0.out "$T"/s1.out | grep -c 'world=4 port=[0-9]')" = 4 ] ||
+  { cat "$T"/s*.out "$T"/s*.err; fail "torchrun's static form did not run 4 ranks"; }
+grep -q "port=$P " "$T"/s0.out "$T"/s1.out && fail "the ranks' store was given the rendezvous port $P"
+[ "$(cat "$T"/s0.out "$T"/s1.out | sed -n 's/.*port=\([0-9]*\).*/\1/p' | sort -u | wc -l)" = 1 ] ||
+  fail "the ranks disagree on MASTER_PORT"
+
+# --nproc-per-node cpu: one rank per online CPU; auto on a host without an
+# NVIDIA device is the same
+if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+  for w in cpu auto; do
+    "$PAR3DRUN" --dry-run --nproc_per_node $w --topology "synthetic:pack:2 pu:2" --format json >"$T/np.json" 2>/dev/null ||
+      fail "--nproc-per-node $w refused"
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["world_size"])' "$T/np.json")" = "$(getconf _NPROCESSORS_ONLN)" ] ||
+      fail "--nproc-per-node $w is not this host's $(getconf _NPROCESSORS_ONLN) CPUs"
+  done
+fi
 
 # a refused two-node launch: exit 2 on both nodes, the check named, no
 # untrue "out of memory"
