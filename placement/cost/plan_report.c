@@ -286,16 +286,17 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     const p3d_model *m = &j->model;
     const int w = j->dtype_bytes > 0 ? j->dtype_bytes : 2;
     p3d_sb_puts(b, "par3drun plan: estimates from the cost model in docs/cost-model.md, not measurements\n");
-    p3d_sb_printf(b, "model    %s: %.1fB params, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
-                  m->params / 1e9, m->layers, m->hidden, m->heads, m->seq_len, m->vocab);
-    if (m->experts > 0) {
-        double pe = 0, pa = 0, pw = 0;
-        p3d_cost_moe_params(m, &pe, &pa, &pw, NULL);
-        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d shared, %d dense layer%s first; %.1fB in "
+    p3d_model_counts mc;
+    int counted = p3d_model_count(m, &mc, NULL) == 0;
+    p3d_sb_printf(b, "model    %s: %.1fB params%s, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
+                  m->params / 1e9, m->params_forced ? " (--params)" : "", m->layers, m->hidden, m->heads, m->seq_len,
+                  m->vocab);
+    p3d_model_describe(b, m, "         ");
+    if (m->experts > 0 && counted)
+        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d dense layer%s first; %.1fB in "
                          "routed experts, %.1fB active per token\n",
-                      m->experts, m->top_k, m->moe_ffn, m->shared_experts, m->dense_layers,
-                      m->dense_layers == 1 ? "" : "s", pe / 1e9, pa / 1e9);
-    }
+                      m->experts, m->top_k, m->moe_ffn, m->dense_layers, m->dense_layers == 1 ? "" : "s",
+                      mc.expert_block / 1e9, mc.active / 1e9);
     {
         p3d_sb cl = {0};
         p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, ", pl->cluster_source ? pl->cluster_source : "(cluster)",
@@ -350,22 +351,25 @@ static void header(p3d_sb *b, const p3d_plan *pl)
                   pl->link_gbps[P3D_LINK_PIX], pl->link_gbps[P3D_LINK_RACK], pl->link_gbps[P3D_LINK_XRACK]);
     if (any) {
         /* the first question: does the model fit one GPU at all? */
-        double gm = any->gpu_mem, wbytes = w * m->params, state = 16.0 * m->params;
+        /* bytes per parameter as the cost model counts them (Megatron's
+         * 18 for bf16 training: 2 weights + 4 main gradients + 12 Adam) */
+        int bpp = w + (w >= 4 ? 4 : j->grad_bf16 ? 2 : 4) + (w >= 4 ? 8 : 12);
+        double gm = any->gpu_mem, wbytes = w * m->params, state = (double)bpp * m->params;
         p3d_sb *t = b;
         char line[400];
         if (wbytes > gm)
             snprintf(line, sizeof line,
                      "%s weights alone are %.1f GB > %.1f GB: the model does not fit one GPU; "
-                     "with gradients and Adam state (16 B/param, %.0f GB) it needs tp x pp >= %d GPUs "
+                     "with gradients and Adam state (%d B/param, %.0f GB) it needs tp x pp >= %d GPUs "
                      "before ZeRO and activations.",
-                     w == 4 ? "FP32" : "FP16/BF16", wbytes / 1e9, gm / 1e9, state / 1e9, (int)ceil(state / gm));
+                     w == 4 ? "FP32" : "FP16/BF16", wbytes / 1e9, gm / 1e9, bpp, state / 1e9, (int)ceil(state / gm));
         else if (state > gm)
             snprintf(line, sizeof line,
-                     "weights (%.1f GB) fit one GPU, but with gradients and Adam state (16 B/param, %.0f GB) "
+                     "weights (%.1f GB) fit one GPU, but with gradients and Adam state (%d B/param, %.0f GB) "
                      "they need %d GPUs (tp x pp, or ZeRO over dp) before activations.",
-                     wbytes / 1e9, state / 1e9, (int)ceil(state / gm));
+                     wbytes / 1e9, bpp, state / 1e9, (int)ceil(state / gm));
         else
-            snprintf(line, sizeof line, "model state (16 B/param, %.1f GB) fits one GPU.", state / 1e9);
+            snprintf(line, sizeof line, "model state (%d B/param, %.1f GB) fits one GPU.", bpp, state / 1e9);
         wrapped(t, line, "memory   ", "         ");
     }
     size_t rej = 0;

@@ -21,7 +21,7 @@ cases=(
     "examples/clusters/2x-dgx-h100.json --model llama3-8b --global-batch 64"
     "examples/clusters/8x-pcie-nvlink-pairs.json --model llama3-8b --global-batch 64"
     "examples/clusters/gb200-nvl72-2domains.json --model gpt3-175b --global-batch 1152"
-    "tests/fixtures/clusters/4x-dgx1-2racks.json --model llama3-8b --global-batch 64"
+    "tests/fixtures/clusters/4x-dgx1-2racks.json --model llama3-8b --global-batch 64 --recompute full"
     "tests/fixtures/clusters/abab-4x-dgx-h100.json --model llama2-70b --global-batch 64"
     "tests/fixtures/clusters/gb200-2domains-dgx-h100.json --model llama3-8b --global-batch 64"
     "tests/fixtures/clusters/plan-16x-dgx-h100-2racks.json --model mixtral-8x22b --global-batch 256"
