@@ -408,34 +408,48 @@ static void shell_word(p3d_sb *b, const char *w)
     p3d_sb_putc(b, '\'');
 }
 
+/* Whether two models have the same architecture and shape. */
+static int same_arch(const p3d_model *a, const p3d_model *b)
+{
+    return a->layers == b->layers && a->hidden == b->hidden && a->heads == b->heads && a->seq_len == b->seq_len &&
+           a->vocab == b->vocab && a->experts == b->experts && a->top_k == b->top_k && a->moe_ffn == b->moe_ffn &&
+           a->shared_experts == b->shared_experts && a->dense_layers == b->dense_layers && a->ffn == b->ffn &&
+           a->query_groups == b->query_groups && a->kv_channels == b->kv_channels && a->swiglu == b->swiglu &&
+           a->untied == b->untied && a->rmsnorm == b->rmsnorm && a->moe_shared_ffn == b->moe_shared_ffn;
+}
+
 /* The complete dry-run command for row r: the same cluster, model and job
  * options as the plan, so it can be pasted as is. */
-static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
+void p3d_plan_run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
 {
     const p3d_job *j = &pl->job;
     const p3d_model *m = &j->model;
     p3d_model pm;
-    int preset = p3d_model_preset(m->name, &pm, NULL) == 0;
+    int preset = !m->config && p3d_model_preset(m->name, &pm, NULL) == 0;
     p3d_sb_puts(b, "par3drun --dry-run ");
     p3d_sb_puts(b, pl->cluster_is_topology ? "--topology " : "--cluster ");
     shell_word(b, pl->cluster_source ? pl->cluster_source : "CLUSTER.json");
-    if (preset) {
+    /* the model: a preset as such, anything else (a config with options
+     * on it, Megatron's arguments) in Megatron's argument names */
+    if (preset && !m->params_forced && same_arch(&pm, m)) {
         p3d_sb_puts(b, " --model ");
         shell_word(b, m->name);
+    } else if (m->config && !m->params_forced) {
+        p3d_model cm;
+        if (p3d_model_config_load(m->config, &cm, NULL) == 0 && cm.seq_len == m->seq_len && cm.layers == m->layers &&
+            cm.hidden == m->hidden && cm.vocab == m->vocab && cm.experts == m->experts) {
+            p3d_sb_puts(b, " --model-config ");
+            shell_word(b, m->config);
+        } else {
+            p3d_sb_putc(b, ' ');
+            p3d_model_megatron_args(b, m);
+        }
+    } else {
+        p3d_sb_putc(b, ' ');
+        p3d_model_megatron_args(b, m);
+        if (m->params_forced)
+            p3d_sb_printf(b, " --params %.6g", m->params);
     }
-    /* whatever differs from the preset (everything for a custom model) */
-    if (!preset || pm.params != m->params)
-        p3d_sb_printf(b, " --params %.6g", m->params);
-    if (!preset || pm.layers != m->layers)
-        p3d_sb_printf(b, " --layers %d", m->layers);
-    if (!preset || pm.hidden != m->hidden)
-        p3d_sb_printf(b, " --hidden %d", m->hidden);
-    if (!preset || pm.heads != m->heads)
-        p3d_sb_printf(b, " --heads %d", m->heads);
-    if (!preset || pm.seq_len != m->seq_len)
-        p3d_sb_printf(b, " --seq-len %d", m->seq_len);
-    if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
-        p3d_sb_printf(b, " --vocab %d", m->vocab);
     p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
     if (pl->exclude) {
         p3d_sb_puts(b, " --exclude ");
@@ -466,6 +480,10 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
         p3d_sb_printf(b, " --mem-reserve %.6g", j->mem_reserve_bytes / 1e9);
     if (j->tflops > 0)
         p3d_sb_printf(b, " --tflops %.6g", j->tflops);
+    if (j->no_seq_parallel)
+        p3d_sb_puts(b, " --no-sequence-parallel");
+    if (j->grad_bf16)
+        p3d_sb_puts(b, " --grad-reduce-in-bf16");
 }
 
 char *p3d_plan_none_reason(const p3d_plan *pl)
@@ -587,7 +605,17 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             free(txt);
         }
         p3d_sb_puts(&b, "\nrun the best:  ");
-        run_line(&b, pl, &pl->rows[idx[0]]);
+        p3d_plan_run_line(&b, pl, &pl->rows[idx[0]]);
+        p3d_sb_putc(&b, '\n');
+        const p3d_plan_row *best = &pl->rows[idx[0]];
+        p3d_sb_printf(&b, "sequence parallelism: %s\n",
+                      best->tp <= 1 ? "none (tp=1)"
+                      : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"
+                                                : "assumed (tp > 1); the lines below turn it on");
+        p3d_sb_puts(&b, "Megatron-LM:   pretrain_gpt.py ");
+        p3d_plan_megatron_line(&b, pl, best);
+        p3d_sb_puts(&b, "\ntorchtitan:    ");
+        p3d_plan_torchtitan_line(&b, pl, best);
         p3d_sb_putc(&b, '\n');
     }
     if (pl->has_headroom_drop) {

@@ -18,4 +18,13 @@ size_t *p3d_plan_pick_shapes(const p3d_plan *pl, int top, size_t *n);
 /* Appends one "why" sentence for row r against the best row to b. */
 void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int is_best);
 
+/* par3drun's own dry-run line for row r (plan_report.c). */
+void p3d_plan_run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+/* The model in Megatron-LM's argument names (par3drun takes them too). */
+void p3d_model_megatron_args(p3d_sb *b, const p3d_model *m);
+/* Row r as Megatron-LM's pretrain_gpt.py arguments, and as torchtitan's
+ * options (plan_runlines.c, docs/plan.md "Run lines"). */
+void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+
 #endif
