@@ -604,10 +604,26 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             wrapped(&b, txt ? txt : "", first, "   ");
             free(txt);
         }
-        p3d_sb_puts(&b, "\nrun the best:  ");
-        p3d_plan_run_line(&b, pl, &pl->rows[idx[0]]);
-        p3d_sb_putc(&b, '\n');
         const p3d_plan_row *best = &pl->rows[idx[0]];
+        {
+            p3d_sb mb = {0};
+            p3d_plan_micro_batch_note(&mb, pl, best);
+            p3d_sb_putc(&mb, '.');
+            int nl;
+            double saves;
+            if (p3d_plan_uneven(pl, best, &nl, &saves))
+                p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
+                                   "layer's time); Megatron's --decoder-last-pipeline-num-layers %d evens the "
+                                   "stages and saves about %.2f s per step.",
+                              100 * best->cost.t_head / best->cost.t_layer, nl, saves);
+            char *mbt = p3d_sb_finish(&mb);
+            p3d_sb_putc(&b, '\n');
+            wrapped(&b, mbt ? mbt : "", "batch    ", "         ");
+            free(mbt);
+        }
+        p3d_sb_puts(&b, "\nrun the best:  ");
+        p3d_plan_run_line(&b, pl, best);
+        p3d_sb_putc(&b, '\n');
         p3d_sb_printf(&b, "sequence parallelism: %s\n",
                       best->tp <= 1 ? "none (tp=1)"
                       : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"

@@ -27,4 +27,14 @@ void p3d_model_megatron_args(p3d_sb *b, const p3d_model *m);
 void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
 void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
 
+/* Why row best's micro-batch size wins: the same layout with half and
+ * twice the micro-batch (step time, GEMM efficiency, bubble, activations),
+ * or that they do not fit. One clause list, no newline. */
+void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best);
+/* Uneven stages: the number of layers Megatron's
+ * --decoder-last-pipeline-num-layers should give the last stage (which
+ * also runs the output layer) so the stages even out, and the seconds per
+ * step that saves. 1 when it saves more than 0.5% of the step. */
+int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves);
+
 #endif

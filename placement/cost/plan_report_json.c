@@ -153,8 +153,24 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
         p3d_sb_json_str(&b, t ? t : "");
         free(t);
         p3d_sb_putc(&b, '}');
+        /* why this micro-batch; uneven stages when they help */
+        p3d_plan_micro_batch_note(&line, pl, best);
+        t = p3d_sb_finish(&line);
+        p3d_sb_puts(&b, ",\"micro_batch_note\":");
+        p3d_sb_json_str(&b, t ? t : "");
+        free(t);
+        int nl;
+        double saves;
+        p3d_sb_puts(&b, ",\"uneven_stages\":");
+        if (p3d_plan_uneven(pl, best, &nl, &saves)) {
+            p3d_sb_printf(&b, "{\"decoder_last_pipeline_num_layers\":%d,\"saves_seconds\":", nl);
+            p3d_sb_json_num(&b, saves);
+            p3d_sb_putc(&b, '}');
+        } else {
+            p3d_sb_puts(&b, "null");
+        }
     } else {
-        p3d_sb_puts(&b, "null");
+        p3d_sb_puts(&b, "null,\"micro_batch_note\":null,\"uneven_stages\":null");
     }
     p3d_sb_puts(&b, "}\n");
     free(idx);

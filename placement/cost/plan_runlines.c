@@ -8,6 +8,7 @@
  */
 #include "plan_report.h"
 
+#include <math.h>
 #include <string.h>
 
 void p3d_model_megatron_args(p3d_sb *b, const p3d_model *m)
@@ -89,4 +90,75 @@ void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row 
                   j->global_batch / (r->dp > 0 ? r->dp : 1), j->global_batch, j->model.seq_len);
     p3d_sb_printf(b, " --activation_checkpoint.mode %s",
                   j->recompute >= 2 ? "full" : j->recompute == 1 ? "selective" : "none");
+}
+
+/* The fastest kept variant of best's shape (same tp, cp, pp, dp, ep, etp, v
+ * and ZeRO) with micro-batch size bsz, or NULL. */
+static const p3d_plan_row *variant_b(const p3d_plan *pl, const p3d_plan_row *best, int bsz)
+{
+    const p3d_plan_row *w = NULL;
+    for (size_t i = 0; i < pl->nrows; i++) {
+        const p3d_plan_row *r = &pl->rows[i];
+        if (r->micro_batch != bsz || r->tp != best->tp || r->cp != best->cp || r->pp != best->pp ||
+            r->dp != best->dp || r->ep != best->ep || r->etp != best->etp ||
+            r->virtual_stages != best->virtual_stages || r->zero != best->zero)
+            continue;
+        if (!w || r->cost.step_time < w->cost.step_time)
+            w = r;
+    }
+    return w;
+}
+
+void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best)
+{
+    const p3d_cost *c = &best->cost;
+    if (pl->pins.micro_batch) {
+        p3d_sb_printf(b, "micro-batch b=%d (--micro-batch)", best->micro_batch);
+        return;
+    }
+    p3d_sb_printf(b, "micro-batch b=%d (m=%d) wins for this layout", best->micro_batch, best->micro_batches);
+    const int cand[2] = {best->micro_batch / 2, best->micro_batch * 2};
+    for (int k = 0; k < 2; k++) {
+        if (cand[k] < 1)
+            continue;
+        const p3d_plan_row *o = variant_b(pl, best, cand[k]);
+        if (!o) {
+            p3d_sb_printf(b, "; b=%d is not among the layouts that fit (memory%s)", cand[k],
+                          best->virtual_stages > 1 ? ", or m not a multiple of pp when interleaved" : "");
+            continue;
+        }
+        const p3d_cost *x = &o->cost;
+        p3d_sb_printf(b, "; b=%d: %.2f s (%+.1f%%): GEMMs at %.0f%% of peak vs %.0f%%, bubble %.1f%% vs %.1f%%, "
+                         "activations %.1f vs %.1f GB",
+                      cand[k], x->step_time, c->step_time > 0 ? 100 * (x->step_time / c->step_time - 1) : 0,
+                      100 * x->gemm_eff, 100 * c->gemm_eff, 100 * x->bubble, 100 * c->bubble, x->mem_act / 1e9,
+                      c->mem_act / 1e9);
+    }
+}
+
+int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves)
+{
+    const p3d_cost *c = &best->cost;
+    const int L = pl->job.model.layers, p = best->pp;
+    *last_layers = 0;
+    *saves = 0;
+    if (p < 2 || best->virtual_stages > 1 || c->t_layer <= 0 || c->t_head <= 0)
+        return 0;
+    double now = c->layers_per_stage * c->t_layer + c->t_head, keep = now;
+    /* Megatron's --decoder-last-pipeline-num-layers N: the other p-1
+     * stages share L-N layers evenly (Megatron needs them to divide) */
+    for (int n = 1; n < c->layers_per_stage; n++) {
+        if ((L - n) % (p - 1))
+            continue;
+        double other = (double)((L - n) / (p - 1)) * c->t_layer, last = n * c->t_layer + c->t_head;
+        double slowest = other > last ? other : last;
+        if (slowest < keep) {
+            keep = slowest;
+            *last_layers = n;
+        }
+    }
+    if (!*last_layers)
+        return 0;
+    *saves = (now - keep) * best->micro_batches * (1.0 + c->bubble_overhead);
+    return *saves > 0.005 * c->step_time;
 }
