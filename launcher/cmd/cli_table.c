@@ -104,6 +104,13 @@ const opt_row p3d_cli_rows[] = {
     {"tflops", T_DOUBLE, OFF(tflops), 0, 0.001, 1e6, C_PLACE | C_PLAN, "N",
      "sustained TFLOP/s per GPU for time estimates"},
     {"top", T_INT, OFF(top), 0, 1, 1000, C_PLAN, "N", "plan: how many layouts to show (default 5)"},
+    {"inference", T_FLAG, OFF(inference), 0, NOB, C_PLAN, NULL,
+     "plan: where to serve the model (replicas, TTFT, TPOT, tokens/s per GPU), not train it"},
+    {"context-len", T_INT, OFF(context_len), 0, 1, 1 << 24, C_PLAN, "N",
+     "plan --inference: tokens per sequence, prompt and output (default: --seq-len)"},
+    {"prompt-len", T_INT, OFF(prompt_len), 0, 1, 1 << 24, C_PLAN, "N", "plan --inference: prompt tokens (default half the context)"},
+    {"serve-batch", T_INT, OFF(serve_batch), 0, 1, 1 << 20, C_PLAN, "N",
+     "plan --inference: sequences in flight per replica (default 32)"},
     {"search-zero", T_FLAG, OFF(search_zero), 0, NOB, C_PLAN, NULL, "plan: also search ZeRO stages 0-3"},
     /* launch */
     {"nproc-per-node", T_INT, OFF(nproc_per_node), 0, 1, 4096, C_PLACE, "N",

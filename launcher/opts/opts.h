@@ -57,6 +57,8 @@ typedef struct p3d_opts {
     const char *normalization;  /* RMSNorm|LayerNorm */
     int no_seq_parallel;        /* --no-sequence-parallel */
     int grad_bf16;              /* --grad-reduce-in-bf16 */
+    int inference;              /* plan --inference */
+    int context_len, prompt_len, serve_batch; /* --context-len, --prompt-len, --serve-batch */
     const char *dtype;          /* bf16|fp16|fp32 */
     int zero;                   /* -1 = not given */
     const char *recompute;      /* none|selective|full */

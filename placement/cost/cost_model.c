@@ -190,6 +190,19 @@ static int cluster_gpu_family(const p3d_cluster *c, int *known)
     return 0;
 }
 
+void p3d_cost_gpu(const p3d_cluster *c, const p3d_job *job, p3d_gpu_info *g)
+{
+    int known;
+    int fam = cluster_gpu_family(c, &known);
+    g->name = gpu_peaks[fam].name;
+    g->peak_tflops = gpu_peaks[fam].peak;
+    g->perf = gpu_peaks[fam].perf;
+    g->known = known;
+    double gm = cluster_gpu_mem(c);
+    g->mem = job->gpu_mem_bytes > 0 ? job->gpu_mem_bytes : gm > 0 ? gm : P3D_DEFAULT_GPU_MEM;
+    g->reserve = job->mem_reserve_set ? job->mem_reserve_bytes : p3d_cost_default_reserve(g->mem);
+}
+
 int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
 {
     const int d = job->mesh.size[P3D_DIM_DP] > 0 ? job->mesh.size[P3D_DIM_DP] : 1;

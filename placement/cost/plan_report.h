@@ -37,4 +37,8 @@ void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row
  * step that saves. 1 when it saves more than 0.5% of the step. */
 int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves);
 
+/* Fills pl's cluster-shape fields (nodes, GPUs per node, NVLink domain)
+ * as the search does (plan.c). */
+int p3d_plan_cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err);
+
 #endif

@@ -201,6 +201,30 @@ double p3d_cost_flops_w(double factor, double B, int s, int L, int h, int V, dou
  * h elements of w bytes, of which (ep-1)/ep leave the GPU. */
 double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, int ep, int w, int recompute);
 
+/* The GPU the estimates are for (the slowest known family of the cluster,
+ * H100 when none is known), its memory (--gpu-mem, topology, 80 GB) and
+ * the reserve kept free. */
+typedef struct p3d_gpu_info {
+    const char *name;   /* static */
+    double peak_tflops, mem, reserve;
+    p3d_gpu_perf perf;
+    int known;
+} p3d_gpu_info;
+void p3d_cost_gpu(const p3d_cluster *c, const p3d_job *job, p3d_gpu_info *g);
+
+/* Serving (plan --inference; placement/cost/plan_infer.c, docs/plan.md
+ * "Inference"): context tokens per sequence (prompt + output), prompt
+ * tokens, sequences in flight per replica. */
+typedef struct p3d_infer_opts {
+    int context, prompt, batch;
+} p3d_infer_opts;
+/* The serving report for the cluster (text, or JSON when json): replica
+ * layouts (tp inside an NVLink domain, pp across nodes only when a replica
+ * does not fit one), memory = weights + KV cache, TTFT, TPOT, tokens/s per
+ * GPU. *fits = 0 when no replica fits. NULL with *err on bad input. */
+char *p3d_infer_report(const p3d_cluster *c, const p3d_job *job, const p3d_infer_opts *io, int json, int *fits,
+                       char **err);
+
 /* Efficiency of a bf16 GEMM of M x N x K on a GPU of family g: the
  * ceiling times M/(M+m0) N/(N+n0) K/(K+n0). */
 double p3d_gemm_eff(const p3d_gpu_perf *g, double M, double N, double K);
