@@ -31,9 +31,10 @@ void p3d_model_megatron_args(p3d_sb *b, const p3d_model *m)
     if (m->experts > 0) {
         p3d_sb_printf(b, " --num-experts %d --moe-router-topk %d --moe-ffn-hidden-size %d", m->experts, m->top_k,
                       m->moe_ffn);
-        int shared = m->moe_shared_ffn > 0 ? m->moe_shared_ffn : m->shared_experts * m->moe_ffn;
+        /* shared experts x their size can pass an int (a config's figures are bounded one by one) */
+        long long shared = m->moe_shared_ffn > 0 ? m->moe_shared_ffn : (long long)m->shared_experts * m->moe_ffn;
         if (shared > 0)
-            p3d_sb_printf(b, " --moe-shared-expert-intermediate-size %d", shared);
+            p3d_sb_printf(b, " --moe-shared-expert-intermediate-size %lld", shared);
     }
 }
 
