@@ -37,6 +37,19 @@ static int write_out(const char *path, const char *text, char **err)
     return ok ? 0 : p3d_err(err, "--output %s: write failed", path);
 }
 
+/* Writes the report; on failure says why on stderr. 0 or -1. */
+static int emit(const char *path, const char *text)
+{
+    char *err = NULL;
+    if (write_out(path, text, &err) == 0)
+        return 0;
+    fputs("par3drun: ", stderr);
+    p3d_term_fputs(err, stderr);
+    fputc('\n', stderr);
+    free(err);
+    return -1;
+}
+
 /* The plan's options with row r's layout: the job its run line gives. */
 static p3d_opts row_opts(const p3d_opts *o, const p3d_plan_row *r, const char *policy)
 {
@@ -237,6 +250,22 @@ int p3d_cmd_plan(const p3d_opts *o)
                 o->cluster ? p3d_tesc(o->cluster) : "the cluster", c->nnodes, P3D_PLAN_MAX_NODES);
         goto fail;
     }
+    if (o->inference) {
+        /* serving, not training (docs/plan.md, "Inference") */
+        p3d_infer_opts io = {o->context_len, o->prompt_len, o->serve_batch};
+        int fits = 0;
+        if (!(text = p3d_infer_report(c, &job, &io, json, &fits, &err)))
+            goto fail;
+        if (emit(o->output, text) < 0) {
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+        if (!fits)
+            fprintf(stderr, "par3drun: plan --inference: %s does not fit any replica of these GPUs\n",
+                    p3d_tesc(job.model.name));
+        rc = fits ? P3D_EXIT_OK : P3D_EXIT_BADINPUT;
+        goto out;
+    }
     int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
     /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
      * those dimensions; the rest is searched */
@@ -266,10 +295,7 @@ int p3d_cmd_plan(const p3d_opts *o)
         rc = P3D_EXIT_FAIL;
         goto out;
     }
-    if (write_out(o->output, text, &err) < 0) {
-        fputs("par3drun: ", stderr);
-        p3d_term_fputs(err, stderr);
-        fputc('\n', stderr);
+    if (emit(o->output, text) < 0) {
         rc = P3D_EXIT_FAIL;
         goto out;
     }

@@ -50,6 +50,16 @@ typedef struct p3d_opts {
     const char *model;          /* preset name */
     double params;
     int layers, hidden, heads, seq_len, vocab;
+    /* the model in Megatron-LM's argument names (docs/cost-model.md) */
+    const char *model_config;   /* --model-config: a HuggingFace config.json */
+    int ffn, query_groups, kv_channels, swiglu, untie, experts, topk, moe_ffn, moe_shared_ffn;
+    int max_pos;                /* --max-position-embeddings (accepted, not counted) */
+    int group_query_attention;  /* --group-query-attention (implied by --num-query-groups) */
+    const char *normalization;  /* RMSNorm|LayerNorm */
+    int no_seq_parallel;        /* --no-sequence-parallel */
+    int grad_bf16;              /* --grad-reduce-in-bf16 */
+    int inference;              /* plan --inference */
+    int context_len, prompt_len, serve_batch; /* --context-len, --prompt-len, --serve-batch */
     const char *dtype;          /* bf16|fp16|fp32 */
     int zero;                   /* -1 = not given */
     const char *recompute;      /* none|selective|full */

@@ -4,6 +4,53 @@
 
 #include <string.h>
 
+/* Explicit figures (par3drun's or Megatron-LM's argument names) override
+ * the preset's or the config's; without either they describe the whole
+ * model. The parameter count follows from them (p3d_model_finish) unless
+ * --params forces it. */
+static int p3d_opts_model(const p3d_opts *o, p3d_job *job, char **err)
+{
+    p3d_model *md = &job->model;
+    int any = o->params || o->layers || o->hidden || o->heads || o->seq_len || o->vocab || o->ffn ||
+              o->query_groups || o->kv_channels || o->swiglu || o->untie || o->experts || o->topk || o->moe_ffn ||
+              o->moe_shared_ffn || o->normalization;
+    if (!any)
+        return 0;
+    if (!job->has_model) {
+        strcpy(md->name, "custom");
+        if (!o->layers || !o->hidden || !o->heads || !o->seq_len)
+            return p3d_err(err, "a custom model needs --layers, --hidden, --heads and --seq-len (Megatron's "
+                                "--num-layers --hidden-size --num-attention-heads --seq-length), or start from "
+                                "a preset with --model or a config.json with --model-config");
+    }
+    if (o->params) md->params = o->params, md->params_forced = 1;
+    if (o->layers) md->layers = o->layers;
+    if (o->hidden) md->hidden = o->hidden;
+    if (o->heads) md->heads = o->heads;
+    if (o->seq_len) md->seq_len = o->seq_len;
+    if (o->vocab) md->vocab = o->vocab;
+    if (o->ffn) md->ffn = o->ffn;
+    if (o->query_groups) md->query_groups = o->query_groups;
+    if (o->kv_channels) md->kv_channels = o->kv_channels;
+    if (o->swiglu) md->swiglu = 1;
+    if (o->untie) md->untied = 1;
+    if (o->normalization) {
+        if (strcmp(o->normalization, "RMSNorm") && strcmp(o->normalization, "LayerNorm"))
+            return p3d_err(err, "--normalization: expected RMSNorm or LayerNorm, got '%s'", o->normalization);
+        md->rmsnorm = !strcmp(o->normalization, "RMSNorm");
+    }
+    if (o->experts) md->experts = o->experts;
+    if (o->topk) md->top_k = o->topk;
+    if (o->moe_ffn) md->moe_ffn = o->moe_ffn;
+    if (o->moe_shared_ffn) md->moe_shared_ffn = o->moe_shared_ffn;
+    if (md->experts > 0 && md->top_k == 0)
+        md->top_k = md->experts < 2 ? md->experts : 2; /* Megatron's default top-k */
+    if (md->experts > 0 && md->moe_ffn == 0)
+        md->moe_ffn = p3d_model_ffn(md); /* Megatron: --moe-ffn-hidden-size defaults to the FFN size */
+    job->has_model = 1;
+    return p3d_model_finish(md, err);
+}
+
 int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
 {
     p3d_job_init(job);
@@ -45,29 +92,27 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
         job->mem_reserve_bytes = o->mem_reserve_gb * 1e9;
     }
     job->tflops = o->tflops;
+    job->no_seq_parallel = o->no_seq_parallel;
+    job->grad_bf16 = o->grad_bf16;
+    if (o->model && o->model_config)
+        return p3d_err(err, "--model %s and --model-config %s: give one of them (options such as "
+                            "--seq-length then change what it says)", o->model, o->model_config);
     if (o->model) {
         if (p3d_model_preset(o->model, &job->model, err) < 0)
             return -1;
         job->has_model = 1;
     }
-    /* explicit figures override the preset's */
-    p3d_model *md = &job->model;
-    if (o->params || o->layers || o->hidden || o->heads || o->seq_len || o->vocab) {
-        if (!job->has_model)
-            strcpy(md->name, "custom");
-        if (o->params) md->params = o->params;
-        if (o->layers) md->layers = o->layers;
-        if (o->hidden) md->hidden = o->hidden;
-        if (o->heads) md->heads = o->heads;
-        if (o->seq_len) md->seq_len = o->seq_len;
-        if (o->vocab) md->vocab = o->vocab;
+    if (o->model_config) {
+        if (p3d_model_config_load(o->model_config, &job->model, err) < 0)
+            return -1;
         job->has_model = 1;
-        if (!md->layers || !md->hidden || !md->heads || !md->seq_len)
-            return p3d_err(err, "a custom model needs --layers, --hidden, --heads and --seq-len "
-                                "(or start from a preset with --model)");
-        if (!md->params) /* 12*L*h^2 + V*h: the usual transformer estimate */
-            md->params = 12.0 * md->layers * (double)md->hidden * md->hidden + (double)md->vocab * md->hidden;
     }
+    if (p3d_opts_model(o, job, err) < 0)
+        return -1;
+    const p3d_model *md = &job->model;
+    if (job->has_model && md->seq_len <= 0)
+        return p3d_err(err, "%s: key \"max_position_embeddings\" missing: give the training sequence length "
+                            "with --seq-length", md->config ? md->config : "the model");
     /* expert parallelism splits the experts evenly (Megatron refuses the rest) */
     if (job->has_model && md->experts > 0 && o->ep > 0 && md->experts % o->ep)
         return p3d_err(err, "--ep %d does not divide the %d experts of %s: every EP rank holds experts/ep of them "

@@ -37,6 +37,10 @@ int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err);
 void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
                            const char *base_name, const char *indent);
 
+/* One line (prefixed by indent, ending in '\n') with the model's
+ * architecture: FFN, attention kind, embeddings, norm, published total. */
+void p3d_model_describe(p3d_sb *b, const p3d_model *m, const char *indent);
+
 /* "none", "selective", "full". */
 const char *p3d_recompute_name(int r);
 

@@ -15,65 +15,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* Presets. Figures from the papers / published configs listed in           */
-/* docs/cost-model.md; vocab is the (padded) size the embedding really has. */
-/* ------------------------------------------------------------------------ */
-
-#define DENSE 0, 0, 0, 0, 0, 0 /* no experts */
-
-static const p3d_model presets[] = {
-    /* Brown et al. 2020, Table 2.1; vocab padded as in Megatron-LM. */
-    {"gpt3-175b", 175e9, 96, 12288, 96, 2048, 51200, DENSE},
-    {"gpt3-13b", 13e9, 40, 5140, 40, 2048, 51200, DENSE},
-    {"gpt3-6.7b", 6.7e9, 32, 4096, 32, 2048, 51200, DENSE},
-    {"gpt3-1.3b", 1.3e9, 24, 2048, 24, 2048, 51200, DENSE},
-    /* Touvron et al. 2023 (Llama 2), Table 1 + released configs. */
-    {"llama2-7b", 6.74e9, 32, 4096, 32, 4096, 32000, DENSE},
-    {"llama2-13b", 13.0e9, 40, 5120, 40, 4096, 32000, DENSE},
-    {"llama2-70b", 68.98e9, 80, 8192, 64, 4096, 32000, DENSE},
-    /* Llama 3 herd paper (2024), Table 3 + released configs. */
-    {"llama3-8b", 8.03e9, 32, 4096, 32, 8192, 128256, DENSE},
-    {"llama3-70b", 70.55e9, 80, 8192, 64, 8192, 128256, DENSE},
-    {"llama3-405b", 405.85e9, 126, 16384, 128, 8192, 128256, DENSE},
-    /* Mixture of experts (fields after vocab: experts, top-k, expert FFN,
-     * shared experts, leading dense layers, their FFN). DeepSeek-V3
-     * technical report (arXiv:2412.19437) section 4.2 + released
-     * config.json: 671B total, 37B active, 4K pre-training sequences. */
-    {"deepseek-v3", 671e9, 61, 7168, 128, 4096, 129280, 256, 8, 2048, 1, 3, 18432},
-    /* Mixtral 8x22B (Mistral AI, April 2024: 141B total, 39B active) and
-     * the released Mixtral-8x22B-v0.1 config.json; 4096 as in NeMo's
-     * mixtral_8x22b pre-training recipe. */
-    {"mixtral-8x22b", 140.6e9, 56, 6144, 48, 4096, 32000, 8, 2, 16384, 0, 0, 0},
-};
-#define NPRESETS (sizeof presets / sizeof presets[0])
-
-const char *const *p3d_model_preset_names(void)
-{
-    static const char *names[NPRESETS + 1];
-    for (size_t i = 0; i < NPRESETS; i++)
-        names[i] = presets[i].name;
-    names[NPRESETS] = NULL;
-    return names;
-}
-
-int p3d_model_preset(const char *name, p3d_model *m, char **err)
-{
-    for (size_t i = 0; i < NPRESETS; i++)
-        if (name && strcmp(name, presets[i].name) == 0) {
-            *m = presets[i];
-            return 0;
-        }
-    char list[512] = "";
-    for (size_t i = 0; i < NPRESETS; i++) {
-        if (i)
-            strcat(list, ", ");
-        strcat(list, presets[i].name);
-    }
-    return p3d_err(err, "--model: unknown preset '%s' (known: %s; or give --params --layers "
-                        "--hidden --heads --seq-len --vocab)", name ? name : "", list);
-}
-
-/* ------------------------------------------------------------------------ */
 /* Link bandwidths                                                           */
 /* ------------------------------------------------------------------------ */
 
@@ -88,16 +29,18 @@ int p3d_model_preset(const char *name, p3d_model *m, char **err)
 /* The single formulas                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* Mixed-precision Adam (ZeRO paper): w bytes of weights and of gradients per
- * parameter and K = 16 - 2w bytes of optimizer state (fp32 master copy,
- * momentum, variance for w = 2; momentum and variance for fp32 training). */
-void p3d_cost_model_states(double psi, int d, int zero, int w, double *weights,
+/* Mixed-precision Adam as Megatron-LM counts it (theoretical_memory_usage.py:
+ * bf16 params, fp32 main gradients, fp32 main params and Adam moments =
+ * 18 bytes; ZeRO paper's stages for the sharding): w bytes of weights, gb
+ * of main gradients, K = 12 of optimizer state for 16-bit training (fp32
+ * main copy, momentum, variance), 8 for fp32 (no main copy). */
+void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights,
                            double *grads, double *optim)
 {
-    double K = 16.0 - 2.0 * w;
+    double K = w >= 4 ? 8.0 : 12.0;
     double dd = d > 0 ? d : 1;
     *weights = w * psi / (zero >= 3 ? dd : 1);
-    *grads = w * psi / (zero >= 2 ? dd : 1);
+    *grads = gb * psi / (zero >= 2 ? dd : 1);
     *optim = K * psi / (zero >= 1 ? dd : 1);
 }
 
@@ -108,8 +51,8 @@ void p3d_cost_model_states(double psi, int d, int zero, int w, double *weights,
  *   tensor + sequence par sbh(34 + 5as/h)/t
  *   selective recompute   drops the 5as/h term (attention scores recomputed)
  *   full recompute        keeps only the layer input, 2sbh (/t with SP). */
-double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
-                          int recompute)
+double p3d_cost_act_layer_f(int s, int b, int h, int a, int f, int t, int seq_parallel,
+                            int recompute)
 {
     double sbh = (double)s * b * h;
     double attn = recompute >= 1 ? 0.0 : 5.0 * a * (double)s / h;
@@ -117,9 +60,17 @@ double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
         t = 1;
     if (recompute >= 2)
         return 2.0 * sbh / (seq_parallel ? t : 1);
-    if (t == 1 || seq_parallel)
-        return sbh * (34.0 + attn) / t;
+    /* 34 = 18 + 4*4: Megatron's estimator writes the MLP's part as 4f/h;
+     * with t = 1 it takes the other row (Megatron turns SP off there) */
+    if (seq_parallel && t > 1)
+        return sbh * (18.0 + 4.0 * f / h + attn) / t;
     return sbh * (10.0 + 24.0 / t + attn / t);
+}
+
+double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
+                          int recompute)
+{
+    return p3d_cost_act_layer_f(s, b, h, a, 4 * h, t, seq_parallel, recompute);
 }
 
 /* Narayanan et al. SC21, eq. (3): 96·B·s·L·h²·(1 + s/(6h) + V/(16Lh)) with
@@ -133,39 +84,6 @@ double p3d_cost_flops(double factor, double B, int s, int L, int h, int V)
 double p3d_cost_flops_w(double factor, double B, int s, int L, int h, int V, double W)
 {
     return factor * B * s * (W / 12.0 + (double)L * s * h / 6.0 + (double)h * V / 16.0);
-}
-
-/* A dense model's figures are 12*L*h^2 matmul weights per token (4h^2
- * attention, 8h^2 MLP); an MoE model's attention share is what the
- * parameter count leaves after the experts, the dense layers' FFNs and the
- * (untied) embeddings, spread over the layers. */
-int p3d_cost_moe_params(const p3d_model *md, double *expert, double *active, double *matmul, char **err)
-{
-    const double h = md->hidden, L = md->layers;
-    if (md->experts <= 0) {
-        *expert = 0;
-        *active = md->params;
-        *matmul = 12.0 * L * h * h;
-        return 0;
-    }
-    if (md->top_k < 1 || md->top_k > md->experts || md->moe_ffn <= 0 || md->shared_experts < 0 ||
-        md->dense_layers < 0 || md->dense_layers >= md->layers || (md->dense_layers > 0 && md->ffn <= 0))
-        return p3d_err(err, "cost model: model '%s' has inconsistent expert figures (experts %d, top-k %d, "
-                            "expert FFN %d, dense layers %d of %d)",
-                       md->name, md->experts, md->top_k, md->moe_ffn, md->dense_layers, md->layers);
-    double Lm = L - md->dense_layers, one = 3.0 * h * md->moe_ffn;
-    double routed = Lm * md->experts * one, shared = Lm * md->shared_experts * one;
-    double dense_ffn = (double)md->dense_layers * 3.0 * h * md->ffn, emb = 2.0 * md->vocab * h;
-    double attn = md->params - routed - shared - dense_ffn - emb;
-    if (attn <= 0)
-        return p3d_err(err, "cost model: model '%s': %.4g parameters cannot hold its experts (%.4g) plus the "
-                            "dense FFNs and embeddings (%.4g)",
-                       md->name, md->params, routed + shared, dense_ffn + emb);
-    double act_experts = Lm * (md->top_k + md->shared_experts) * one;
-    *expert = routed;
-    *active = attn + act_experts + dense_ffn + emb;
-    *matmul = attn + act_experts + dense_ffn;
-    return 0;
 }
 
 double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, int ep, int w, int recompute)
@@ -229,10 +147,20 @@ static double cluster_gpu_mem(const p3d_cluster *c)
 static const struct {
     const char *match, *name;
     double peak;
+    p3d_gpu_perf perf;              /* docs/cost-model.md, "Compute time" */
 } gpu_peaks[] = {
-    {"GB200", "GB200", 2250}, {"B200", "B200", 2250}, {"H200", "H200", 989}, {"H100", "H100", 989},
-    {"H800", "H800", 989},    {"L40S", "L40S", 362},  {"A100", "A100", 312}, {"A800", "A800", 312},
-    {"A6000", "RTX A6000", 155}, {"V100", "V100", 125},
+    /* HBM TB/s from the data sheets; GEMM ceiling, half-efficiency sizes
+     * and attention efficiency calibrated (bench/plan-accuracy.sh) */
+    {"GB200", "GB200", 2250, {8.0, 0.72, 96, 256, 0.45}},
+    {"B200", "B200", 2250, {8.0, 0.72, 96, 256, 0.45}},
+    {"H200", "H200", 989, {4.8, 0.78, 64, 160, 0.50}},
+    {"H100", "H100", 989, {3.35, 0.78, 64, 160, 0.50}},
+    {"H800", "H800", 989, {3.35, 0.78, 64, 160, 0.50}},
+    {"L40S", "L40S", 362, {0.86, 0.75, 32, 96, 0.45}},
+    {"A100", "A100", 312, {2.04, 0.72, 32, 96, 0.18}},
+    {"A800", "A800", 312, {2.04, 0.72, 32, 96, 0.18}},
+    {"A6000", "RTX A6000", 155, {0.77, 0.80, 32, 96, 0.45}},
+    {"V100", "V100", 125, {0.9, 0.80, 32, 96, 0.40}},
 };
 
 /* The GPU the FLOP/s figures are for: the slowest known family any GPU of
@@ -260,6 +188,19 @@ static int cluster_gpu_family(const p3d_cluster *c, int *known)
         if (strcmp(gpu_peaks[k].name, "H100") == 0)
             return (int)k;
     return 0;
+}
+
+void p3d_cost_gpu(const p3d_cluster *c, const p3d_job *job, p3d_gpu_info *g)
+{
+    int known;
+    int fam = cluster_gpu_family(c, &known);
+    g->name = gpu_peaks[fam].name;
+    g->peak_tflops = gpu_peaks[fam].peak;
+    g->perf = gpu_peaks[fam].perf;
+    g->known = known;
+    double gm = cluster_gpu_mem(c);
+    g->mem = job->gpu_mem_bytes > 0 ? job->gpu_mem_bytes : gm > 0 ? gm : P3D_DEFAULT_GPU_MEM;
+    g->reserve = job->mem_reserve_set ? job->mem_reserve_bytes : p3d_cost_default_reserve(g->mem);
 }
 
 int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
@@ -345,6 +286,98 @@ static void hop_shares(const p3d_hops *hops, int d, p3d_link worst, double share
         share[l] = (double)hops->n[d][l] / (double)total;
 }
 
+/* Weights, gradients and optimizer state of the most loaded shard, as
+ * Megatron-LM's estimator counts them (theoretical_memory_usage.py): the
+ * first stage's layers and the embedding over tp, the norms and routers
+ * whole, its routed experts over etp*ep; with pp = 1 and untied embeddings
+ * the output layer too. A stage holds lps of the L layers (L/p when p
+ * divides L, as Megatron requires). The dense part's optimizer state is
+ * sharded over dp (x cp), the experts' over the expert data-parallel size
+ * (docs/cost-model.md, "Memory"). */
+static void shard_memory(const p3d_model_counts *mc, const p3d_job *job, int lps, int L, int t, int p, int dcp,
+                         int eshards, int edp, p3d_cost *out, double *psi, double *psi_e)
+{
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
+    const double f = (double)lps / L;
+    const int untied = job->model.untied;
+    double tp = (mc->tp_block * f + mc->embedding * (untied && p == 1 ? 2 : 1)) / t;
+    *psi = tp + mc->replicated_block * f;
+    *psi_e = mc->expert_block * f / eshards;
+    out->params_shard = *psi + *psi_e;
+    out->params_shard_expert = *psi_e;
+    out->params_per_gpu = out->params_shard;
+    out->params_expert_per_gpu = *psi_e;
+    /* fp32 training keeps fp32 gradients; 16-bit training fp32 main
+     * gradients unless --grad-reduce-in-bf16 */
+    out->grad_bytes = w >= 4 ? 4 : job->grad_bf16 ? 2 : 4;
+    p3d_cost_model_states(*psi, dcp, job->zero, w, out->grad_bytes, &out->mem_weights, &out->mem_grads,
+                          &out->mem_optim);
+    if (*psi_e > 0) {
+        double ew, eg, eo;
+        p3d_cost_model_states(*psi_e, edp, job->zero, w, out->grad_bytes, &ew, &eg, &eo);
+        out->mem_weights += ew;
+        out->mem_grads += eg;
+        out->mem_optim += eo;
+    }
+    out->bytes_per_param = out->params_shard > 0
+                               ? (out->mem_weights + out->mem_grads + out->mem_optim) / out->params_shard
+                               : 0;
+}
+
+/* Activations of the first stage, which holds the most micro-batches
+ * (docs/cost-model.md, "Activations"). Megatron-LM's estimator: with
+ * sequence parallelism and selective recompute sbh(18 + 4f/h) per layer,
+ * the embedding's input ids (8sb) and dropout (sbh) per micro-batch in
+ * flight, and with pp = 1 the output layer's 4sbh(1 + V/h), all over t;
+ * without sequence parallelism sbh(10 + 24/t) per layer, the embedding's
+ * terms whole, with pp = 1 2(sbV/t + sbh), the sum x 1.05. A stage holds
+ * min(m, p) micro-batches, x (1 + (p-1)/(pv)) interleaved. Full
+ * recompute (Megatron's estimator has no row for it) and no recompute:
+ * Korthikanti et al. 2022 Table 2's rows in the same frame. cp splits the
+ * sequence; fp32 activations are twice the 16-bit figures. MoE layers:
+ * par3drun adds what the routed copies hold (mem_act_moe, apart). */
+static void act_first_stage(const p3d_model *md, const p3d_job *job, int lps, int t, int etp, int p, int v, int b,
+                            int m, int cp, p3d_cost *out)
+{
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2, sp = out->seq_parallel;
+    const int s = md->seq_len / cp > 0 ? md->seq_len / cp : 1, h = md->hidden, f = p3d_model_ffn(md);
+    const double sb = (double)s * b, scale = w / 2.0;
+    out->act_layer = p3d_cost_act_layer_f(s, b, h, md->heads, f, t, sp, job->recompute) * scale;
+    out->inflight = m < p ? m : p;
+    double penalty = v > 1 ? 1.0 + (double)(p - 1) / ((double)p * v) : 1.0;
+    double mbs = v > 1 ? p * penalty : out->inflight; /* micro-batches' worth held */
+    double layers = out->act_layer * lps * mbs;
+    double embed = (8.0 * sb + sb * h) * mbs / (sp ? t : 1) * scale;
+    double output = 0;
+    if (p == 1)
+        output = (sp ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t
+                     : 2.0 * (sb * md->vocab / t + sb * h)) * scale;
+    /* par3drun's addition for MoE layers, kept apart: Megatron's estimator
+     * counts an MoE layer like a dense one of --ffn-hidden-size, while each
+     * token's dispatched copies (top-k and shared) hold activations in
+     * every expert they reach */
+    out->mem_act_moe = 0;
+    if (md->experts > 0 && job->recompute < 2) {
+        double shared = md->moe_shared_ffn > 0 ? (double)md->moe_shared_ffn / md->moe_ffn : md->shared_experts;
+        int copies = md->top_k + (int)(shared + 0.5);
+        double moe = p3d_cost_act_moe_layer(s, b, h, md->heads, t, sp, job->recompute, copies, md->moe_ffn, etp) *
+                     scale;
+        int moe_layers = lps < md->layers - md->dense_layers ? lps : md->layers - md->dense_layers;
+        if (moe > out->act_layer)
+            out->mem_act_moe = (moe - out->act_layer) * moe_layers * mbs;
+    }
+    double total = layers + embed + output;
+    if (job->recompute >= 2) /* one layer's full working set while it is recomputed */
+        total += p3d_cost_act_layer_f(s, b, h, md->heads, f, t, sp, 1) * scale;
+    if (!sp)
+        total *= 1.05; /* Megatron's allowance for temporaries without SP */
+    out->mem_act_megatron = total;
+    out->mem_act = total + out->mem_act_moe;
+    out->mem_act_embed = (embed + output) * (sp ? 1.0 : 1.05);
+    out->act_formula = job->recompute == 1 ? (sp ? "megatron-sp" : "megatron-no-sp")
+                                           : (job->recompute >= 2 ? "korthikanti-full" : "korthikanti-none");
+}
+
 int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
 {
@@ -381,8 +414,8 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
                        ep, md->experts, md->name);
     if (md->experts > 0 && (etp < 1 || edp < 1))
         return p3d_err(err, "cost model: the expert grid etp=%d ep=%d does not divide the world", etp, ep);
-    double p_expert, p_active, p_matmul;
-    if (p3d_cost_moe_params(md, &p_expert, &p_active, &p_matmul, err) < 0)
+    p3d_model_counts mc;
+    if (p3d_model_count(md, &mc, err) < 0)
         return -1;
     if (p > md->layers)
         return p3d_err(err, "cost model: pp=%d exceeds the model's %d layers", p, md->layers);
@@ -399,45 +432,18 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
     out->micro_batches = m;
     out->global_batch = B;
 
-    const int s = md->seq_len, h = md->hidden, a = md->heads, L = md->layers, V = md->vocab;
+    const int s = md->seq_len, h = md->hidden, L = md->layers, V = md->vocab;
+    const int dcp = d * cp; /* gradients are reduced (and sharded) over dp x cp */
     const int lps = (L + p - 1) / p;
     out->layers_per_stage = lps;
-    out->seq_parallel = t > 1;
 
-    /* memory: the dense weights (everything but the routed experts) are
-     * split over tp x pp, the routed experts over etp x ep x pp */
-    double psi = (md->params - p_expert) / ((double)t * p);
-    double psi_e = p_expert > 0 ? p_expert / ((double)etp * ep * p) : 0;
-    out->params_per_gpu = psi + psi_e;
+    out->seq_parallel = t > 1 && !job->no_seq_parallel;
     out->moe = md->experts > 0;
-    out->params_expert = p_expert;
-    out->params_expert_per_gpu = psi_e;
-    out->params_active = p_active;
-    /* gradients are reduced (and ZeRO shards) over dp x cp: context-
-     * parallel ranks hold the same weights (Megatron's data-parallel group
-     * with context parallelism); expert gradients over edp */
-    const int dcp = d * cp;
-    p3d_cost_model_states(psi, dcp, job->zero, w, &out->mem_weights, &out->mem_grads, &out->mem_optim);
-    if (psi_e > 0) {
-        double ew, eg, eo;
-        p3d_cost_model_states(psi_e, edp, job->zero, w, &ew, &eg, &eo);
-        out->mem_weights += ew;
-        out->mem_grads += eg;
-        out->mem_optim += eo;
-    }
-    /* Korthikanti's figures are for 16-bit activations; cp splits the
-     * sequence. An MoE model's fullest stage holds MoE layers, whose
-     * activations count for every layer of it. */
-    double act = (out->moe ? p3d_cost_act_moe_layer(s, b, h, a, t, out->seq_parallel, job->recompute,
-                                                     md->top_k + md->shared_experts, md->moe_ffn, etp)
-                           : p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, job->recompute)) *
-                 (w / 2.0) / cp;
-    out->act_layer = act;
-    out->inflight = m < p ? m : p;
-    double interleave = v > 1 ? 1.0 + (double)(p - 1) / ((double)p * v) : 1.0;
-    out->mem_act = act * lps * out->inflight * interleave;
-    if (job->recompute >= 2) /* one layer's full working set while it is recomputed */
-        out->mem_act += p3d_cost_act_layer(s, b, h, a, t, out->seq_parallel, 1) * (w / 2.0) / cp;
+    out->params_expert = mc.expert_block;
+    out->params_active = mc.active;
+    double psi = 0, psi_e = 0;
+    shard_memory(&mc, job, lps, L, t, p, dcp, etp * ep, edp, out, &psi, &psi_e);
+    act_first_stage(md, job, lps, t, etp, p, v, b, m, cp, out);
     out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
     /* an explicit option wins over what the topology discovered */
     double gm = cluster_gpu_mem(c);
@@ -562,30 +568,32 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
     int fam = cluster_gpu_family(c, &known);
     out->gpu_name = gpu_peaks[fam].name;
     out->peak_tflops = gpu_peaks[fam].peak;
+    /* an MoE token passes through its top-k (and shared) experts only */
+    out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, mc.matmul);
+    out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, mc.matmul);
     if (job->tflops > 0) {
+        /* one sustained figure for everything (the user's): the pipeline
+         * runs at the pace of its slowest stage, the last one with ceil(L/p)
+         * layers plus the LM head, whose share of the FLOPs formula is the
+         * V/(16Lh) term (V/(16h) in units of one layer's W/(12Lh^2) + s/(6h)) */
         out->tflops = job->tflops;
         out->tflops_source = "--tflops";
+        double layer_w = mc.matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
+               head_w = (double)V / (16.0 * h);
+        out->stage_imbalance = p > 1 ? (lps * layer_w + head_w) / ((L * layer_w + head_w) / p) : 1.0;
+        out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
     } else {
-        /* the H100 default's ratio (400 of 989, ~40%) applied to this GPU */
-        out->tflops = round(out->peak_tflops * P3D_DEFAULT_TFLOPS / P3D_PEAK_TFLOPS);
-        out->tflops_source = known ? "topology" : "default";
+        /* from the GEMM shapes (compute_time.c): the last stage's layers
+         * and the output layer per micro-batch, m of them */
+        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, &mc, b, t, cp, ep, etp, job->recompute, w,
+                          out);
+        double stage = lps * out->t_layer + out->t_head, avg = (L * out->t_layer + out->t_head) / p;
+        out->stage_imbalance = p > 1 ? stage / avg : 1.0;
+        out->compute_time = m * stage;
+        /* the sustained figure that amounts to, for the reports */
+        out->tflops = out->flops_step / (N * m * avg) / 1e12;
+        out->tflops_source = known ? "GEMM shapes" : "GEMM shapes, H100 assumed";
     }
-    /* an MoE token passes through its top-k (and shared) experts only */
-    if (out->moe) {
-        out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, p_matmul);
-        out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, p_matmul);
-    } else {
-        out->flops_step = p3d_cost_flops(job->recompute >= 2 ? 96 : 72, B, s, L, h, V);
-        out->flops_model = p3d_cost_flops(72, B, s, L, h, V);
-    }
-    /* The pipeline runs at the pace of its slowest stage: the last one holds
-     * ceil(L/p) layers plus the LM head, whose share of the FLOPs formula is
-     * the V/(16Lh) term (V/(16h) in units of one layer's 1 + s/(6h); an
-     * MoE layer's weights W/(12L) instead of h^2). */
-    double layer_w = p_matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
-           head_w = (double)V / (16.0 * h);
-    out->stage_imbalance = p > 1 ? (lps * layer_w + head_w) / ((L * layer_w + head_w) / p) : 1.0;
-    out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
     out->bubble = p3d_cost_bubble(p, m, v);
     out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
     /* TP and PP transfers sit on each micro-batch's critical path, so the

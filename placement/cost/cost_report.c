@@ -58,7 +58,17 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "params_per_gpu", r6(c->params_per_gpu), 1);
     kv_num(b, "activation_per_layer", r6(c->act_layer), 1);
     kv_num(b, "layers_per_stage", c->layers_per_stage, 1);
-    kv_num(b, "inflight_micro_batches", c->inflight, 0);
+    kv_num(b, "inflight_micro_batches", c->inflight, 1);
+    /* Megatron's arithmetic (docs/cost-model.md, "Memory") */
+    kv_num(b, "params_most_loaded_shard", r6(c->params_shard), 1);
+    kv_num(b, "params_most_loaded_shard_experts", r6(c->params_shard_expert), 1);
+    kv_num(b, "bytes_per_param", r6(c->bytes_per_param), 1);
+    kv_num(b, "main_grad_bytes", c->grad_bytes, 1);
+    kv_num(b, "activation_embedding_output", r6(c->mem_act_embed), 1);
+    kv_num(b, "activation_megatron", r6(c->mem_act_megatron), 1);
+    kv_num(b, "activation_moe_dispatch", r6(c->mem_act_moe), 1);
+    p3d_sb_printf(b, "\"sequence_parallel\":%s,\"activation_formula\":", c->seq_parallel ? "true" : "false");
+    p3d_sb_json_str(b, c->act_formula ? c->act_formula : "megatron-sp");
     p3d_sb_puts(b, "},\"batch\":{");
     kv_num(b, "global", c->global_batch, 1);
     kv_num(b, "micro_batch", c->micro_batch_size, 1);
@@ -180,6 +190,11 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
                   indent, c->mem_total / 1e9, c->gpu_mem / 1e9, c->gpu_mem_source ? c->gpu_mem_source : "default",
                   c->mem_weights / 1e9, c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9,
                   c->fits ? "" : "  DOES NOT FIT");
+    p3d_sb_printf(b, "%s(Megatron's arithmetic: %.3gB params on the most loaded shard x %.3g B/param, activations "
+                     "%s, sequence parallelism %s; par3drun keeps %.1f GB more free for CUDA context, NCCL "
+                     "buffers, fragmentation)\n",
+                  indent, c->params_shard / 1e9, c->bytes_per_param, c->act_formula ? c->act_formula : "megatron-sp",
+                  c->seq_parallel ? "on" : "off", c->mem_reserve / 1e9);
     if (base)
         p3d_cost_compare_note(b, c, "this placement", base, "naive", indent);
     if (c->tp_bytes_layer > 0)

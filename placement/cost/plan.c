@@ -509,6 +509,11 @@ out:
     return rc;
 }
 
+int p3d_plan_cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err)
+{
+    return cluster_shape(c, pl, err);
+}
+
 void p3d_plan_free(p3d_plan *pl)
 {
     if (!pl)

@@ -286,16 +286,17 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     const p3d_model *m = &j->model;
     const int w = j->dtype_bytes > 0 ? j->dtype_bytes : 2;
     p3d_sb_puts(b, "par3drun plan: estimates from the cost model in docs/cost-model.md, not measurements\n");
-    p3d_sb_printf(b, "model    %s: %.1fB params, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
-                  m->params / 1e9, m->layers, m->hidden, m->heads, m->seq_len, m->vocab);
-    if (m->experts > 0) {
-        double pe = 0, pa = 0, pw = 0;
-        p3d_cost_moe_params(m, &pe, &pa, &pw, NULL);
-        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d shared, %d dense layer%s first; %.1fB in "
+    p3d_model_counts mc;
+    int counted = p3d_model_count(m, &mc, NULL) == 0;
+    p3d_sb_printf(b, "model    %s: %.1fB params%s, %d layers, hidden %d, %d heads, seq %d, vocab %d\n", m->name,
+                  m->params / 1e9, m->params_forced ? " (--params)" : "", m->layers, m->hidden, m->heads, m->seq_len,
+                  m->vocab);
+    p3d_model_describe(b, m, "         ");
+    if (m->experts > 0 && counted)
+        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d dense layer%s first; %.1fB in "
                          "routed experts, %.1fB active per token\n",
-                      m->experts, m->top_k, m->moe_ffn, m->shared_experts, m->dense_layers,
-                      m->dense_layers == 1 ? "" : "s", pe / 1e9, pa / 1e9);
-    }
+                      m->experts, m->top_k, m->moe_ffn, m->dense_layers, m->dense_layers == 1 ? "" : "s",
+                      mc.expert_block / 1e9, mc.active / 1e9);
     {
         p3d_sb cl = {0};
         p3d_sb_printf(&cl, "%s: %d node%s x %d GPUs = %d GPUs, ", pl->cluster_source ? pl->cluster_source : "(cluster)",
@@ -350,22 +351,25 @@ static void header(p3d_sb *b, const p3d_plan *pl)
                   pl->link_gbps[P3D_LINK_PIX], pl->link_gbps[P3D_LINK_RACK], pl->link_gbps[P3D_LINK_XRACK]);
     if (any) {
         /* the first question: does the model fit one GPU at all? */
-        double gm = any->gpu_mem, wbytes = w * m->params, state = 16.0 * m->params;
+        /* bytes per parameter as the cost model counts them (Megatron's
+         * 18 for bf16 training: 2 weights + 4 main gradients + 12 Adam) */
+        int bpp = w + (w >= 4 ? 4 : j->grad_bf16 ? 2 : 4) + (w >= 4 ? 8 : 12);
+        double gm = any->gpu_mem, wbytes = w * m->params, state = (double)bpp * m->params;
         p3d_sb *t = b;
         char line[400];
         if (wbytes > gm)
             snprintf(line, sizeof line,
                      "%s weights alone are %.1f GB > %.1f GB: the model does not fit one GPU; "
-                     "with gradients and Adam state (16 B/param, %.0f GB) it needs tp x pp >= %d GPUs "
+                     "with gradients and Adam state (%d B/param, %.0f GB) it needs tp x pp >= %d GPUs "
                      "before ZeRO and activations.",
-                     w == 4 ? "FP32" : "FP16/BF16", wbytes / 1e9, gm / 1e9, state / 1e9, (int)ceil(state / gm));
+                     w == 4 ? "FP32" : "FP16/BF16", wbytes / 1e9, gm / 1e9, bpp, state / 1e9, (int)ceil(state / gm));
         else if (state > gm)
             snprintf(line, sizeof line,
-                     "weights (%.1f GB) fit one GPU, but with gradients and Adam state (16 B/param, %.0f GB) "
+                     "weights (%.1f GB) fit one GPU, but with gradients and Adam state (%d B/param, %.0f GB) "
                      "they need %d GPUs (tp x pp, or ZeRO over dp) before activations.",
-                     wbytes / 1e9, state / 1e9, (int)ceil(state / gm));
+                     wbytes / 1e9, bpp, state / 1e9, (int)ceil(state / gm));
         else
-            snprintf(line, sizeof line, "model state (16 B/param, %.1f GB) fits one GPU.", state / 1e9);
+            snprintf(line, sizeof line, "model state (%d B/param, %.1f GB) fits one GPU.", bpp, state / 1e9);
         wrapped(t, line, "memory   ", "         ");
     }
     size_t rej = 0;
@@ -404,34 +408,48 @@ static void shell_word(p3d_sb *b, const char *w)
     p3d_sb_putc(b, '\'');
 }
 
+/* Whether two models have the same architecture and shape. */
+static int same_arch(const p3d_model *a, const p3d_model *b)
+{
+    return a->layers == b->layers && a->hidden == b->hidden && a->heads == b->heads && a->seq_len == b->seq_len &&
+           a->vocab == b->vocab && a->experts == b->experts && a->top_k == b->top_k && a->moe_ffn == b->moe_ffn &&
+           a->shared_experts == b->shared_experts && a->dense_layers == b->dense_layers && a->ffn == b->ffn &&
+           a->query_groups == b->query_groups && a->kv_channels == b->kv_channels && a->swiglu == b->swiglu &&
+           a->untied == b->untied && a->rmsnorm == b->rmsnorm && a->moe_shared_ffn == b->moe_shared_ffn;
+}
+
 /* The complete dry-run command for row r: the same cluster, model and job
  * options as the plan, so it can be pasted as is. */
-static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
+void p3d_plan_run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
 {
     const p3d_job *j = &pl->job;
     const p3d_model *m = &j->model;
     p3d_model pm;
-    int preset = p3d_model_preset(m->name, &pm, NULL) == 0;
+    int preset = !m->config && p3d_model_preset(m->name, &pm, NULL) == 0;
     p3d_sb_puts(b, "par3drun --dry-run ");
     p3d_sb_puts(b, pl->cluster_is_topology ? "--topology " : "--cluster ");
     shell_word(b, pl->cluster_source ? pl->cluster_source : "CLUSTER.json");
-    if (preset) {
+    /* the model: a preset as such, anything else (a config with options
+     * on it, Megatron's arguments) in Megatron's argument names */
+    if (preset && !m->params_forced && same_arch(&pm, m)) {
         p3d_sb_puts(b, " --model ");
         shell_word(b, m->name);
+    } else if (m->config && !m->params_forced) {
+        p3d_model cm;
+        if (p3d_model_config_load(m->config, &cm, NULL) == 0 && cm.seq_len == m->seq_len && cm.layers == m->layers &&
+            cm.hidden == m->hidden && cm.vocab == m->vocab && cm.experts == m->experts) {
+            p3d_sb_puts(b, " --model-config ");
+            shell_word(b, m->config);
+        } else {
+            p3d_sb_putc(b, ' ');
+            p3d_model_megatron_args(b, m);
+        }
+    } else {
+        p3d_sb_putc(b, ' ');
+        p3d_model_megatron_args(b, m);
+        if (m->params_forced)
+            p3d_sb_printf(b, " --params %.6g", m->params);
     }
-    /* whatever differs from the preset (everything for a custom model) */
-    if (!preset || pm.params != m->params)
-        p3d_sb_printf(b, " --params %.6g", m->params);
-    if (!preset || pm.layers != m->layers)
-        p3d_sb_printf(b, " --layers %d", m->layers);
-    if (!preset || pm.hidden != m->hidden)
-        p3d_sb_printf(b, " --hidden %d", m->hidden);
-    if (!preset || pm.heads != m->heads)
-        p3d_sb_printf(b, " --heads %d", m->heads);
-    if (!preset || pm.seq_len != m->seq_len)
-        p3d_sb_printf(b, " --seq-len %d", m->seq_len);
-    if ((!preset && m->vocab > 0) || (preset && pm.vocab != m->vocab))
-        p3d_sb_printf(b, " --vocab %d", m->vocab);
     p3d_sb_printf(b, " --tp %d --pp %d --dp %d", r->tp, r->pp, r->dp);
     if (pl->exclude) {
         p3d_sb_puts(b, " --exclude ");
@@ -462,6 +480,10 @@ static void run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
         p3d_sb_printf(b, " --mem-reserve %.6g", j->mem_reserve_bytes / 1e9);
     if (j->tflops > 0)
         p3d_sb_printf(b, " --tflops %.6g", j->tflops);
+    if (j->no_seq_parallel)
+        p3d_sb_puts(b, " --no-sequence-parallel");
+    if (j->grad_bf16)
+        p3d_sb_puts(b, " --grad-reduce-in-bf16");
 }
 
 char *p3d_plan_none_reason(const p3d_plan *pl)
@@ -582,8 +604,34 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             wrapped(&b, txt ? txt : "", first, "   ");
             free(txt);
         }
+        const p3d_plan_row *best = &pl->rows[idx[0]];
+        {
+            p3d_sb mb = {0};
+            p3d_plan_micro_batch_note(&mb, pl, best);
+            p3d_sb_putc(&mb, '.');
+            int nl;
+            double saves;
+            if (p3d_plan_uneven(pl, best, &nl, &saves))
+                p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
+                                   "layer's time); Megatron's --decoder-last-pipeline-num-layers %d evens the "
+                                   "stages and saves about %.2f s per step.",
+                              100 * best->cost.t_head / best->cost.t_layer, nl, saves);
+            char *mbt = p3d_sb_finish(&mb);
+            p3d_sb_putc(&b, '\n');
+            wrapped(&b, mbt ? mbt : "", "batch    ", "         ");
+            free(mbt);
+        }
         p3d_sb_puts(&b, "\nrun the best:  ");
-        run_line(&b, pl, &pl->rows[idx[0]]);
+        p3d_plan_run_line(&b, pl, best);
+        p3d_sb_putc(&b, '\n');
+        p3d_sb_printf(&b, "sequence parallelism: %s\n",
+                      best->tp <= 1 ? "none (tp=1)"
+                      : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"
+                                                : "assumed (tp > 1); the lines below turn it on");
+        p3d_sb_puts(&b, "Megatron-LM:   pretrain_gpt.py ");
+        p3d_plan_megatron_line(&b, pl, best);
+        p3d_sb_puts(&b, "\ntorchtitan:    ");
+        p3d_plan_torchtitan_line(&b, pl, best);
         p3d_sb_putc(&b, '\n');
     }
     if (pl->has_headroom_drop) {

@@ -18,4 +18,27 @@ size_t *p3d_plan_pick_shapes(const p3d_plan *pl, int top, size_t *n);
 /* Appends one "why" sentence for row r against the best row to b. */
 void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int is_best);
 
+/* par3drun's own dry-run line for row r (plan_report.c). */
+void p3d_plan_run_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+/* The model in Megatron-LM's argument names (par3drun takes them too). */
+void p3d_model_megatron_args(p3d_sb *b, const p3d_model *m);
+/* Row r as Megatron-LM's pretrain_gpt.py arguments, and as torchtitan's
+ * options (plan_runlines.c, docs/plan.md "Run lines"). */
+void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r);
+
+/* Why row best's micro-batch size wins: the same layout with half and
+ * twice the micro-batch (step time, GEMM efficiency, bubble, activations),
+ * or that they do not fit. One clause list, no newline. */
+void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best);
+/* Uneven stages: the number of layers Megatron's
+ * --decoder-last-pipeline-num-layers should give the last stage (which
+ * also runs the output layer) so the stages even out, and the seconds per
+ * step that saves. 1 when it saves more than 0.5% of the step. */
+int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves);
+
+/* Fills pl's cluster-shape fields (nodes, GPUs per node, NVLink domain)
+ * as the search does (plan.c). */
+int p3d_plan_cluster_shape(const p3d_cluster *c, p3d_plan *pl, char **err);
+
 #endif

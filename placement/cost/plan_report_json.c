@@ -131,6 +131,47 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
     } else {
         p3d_sb_puts(&b, "null");
     }
+    /* the lines users paste (docs/plan.md, "Run lines") */
+    p3d_sb_puts(&b, ",\"run_lines\":");
+    if (n > 0) {
+        const p3d_plan_row *best = &pl->rows[idx[0]];
+        p3d_sb line = {0};
+        p3d_plan_run_line(&line, pl, best);
+        char *t = p3d_sb_finish(&line);
+        p3d_sb_printf(&b, "{\"sequence_parallel\":%s,\"par3drun\":",
+                      best->tp > 1 && !j->no_seq_parallel ? "true" : "false");
+        p3d_sb_json_str(&b, t ? t : "");
+        free(t);
+        p3d_plan_megatron_line(&line, pl, best);
+        t = p3d_sb_finish(&line);
+        p3d_sb_puts(&b, ",\"megatron\":");
+        p3d_sb_json_str(&b, t ? t : "");
+        free(t);
+        p3d_plan_torchtitan_line(&line, pl, best);
+        t = p3d_sb_finish(&line);
+        p3d_sb_puts(&b, ",\"torchtitan\":");
+        p3d_sb_json_str(&b, t ? t : "");
+        free(t);
+        p3d_sb_putc(&b, '}');
+        /* why this micro-batch; uneven stages when they help */
+        p3d_plan_micro_batch_note(&line, pl, best);
+        t = p3d_sb_finish(&line);
+        p3d_sb_puts(&b, ",\"micro_batch_note\":");
+        p3d_sb_json_str(&b, t ? t : "");
+        free(t);
+        int nl;
+        double saves;
+        p3d_sb_puts(&b, ",\"uneven_stages\":");
+        if (p3d_plan_uneven(pl, best, &nl, &saves)) {
+            p3d_sb_printf(&b, "{\"decoder_last_pipeline_num_layers\":%d,\"saves_seconds\":", nl);
+            p3d_sb_json_num(&b, saves);
+            p3d_sb_putc(&b, '}');
+        } else {
+            p3d_sb_puts(&b, "null");
+        }
+    } else {
+        p3d_sb_puts(&b, "null,\"micro_batch_note\":null,\"uneven_stages\":null");
+    }
     p3d_sb_puts(&b, "}\n");
     free(idx);
     return p3d_sb_finish(&b);

@@ -118,6 +118,12 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
     R("step time", F_TIME, step_time, -1);
     R("MFU", F_PCT, mfu, -1);
 #undef R
+    p3d_sb_printf(b, "  memory as Megatron-LM counts it: %.3gB params on the most loaded shard x %.3g B/param\n"
+                     "    (fp%d main gradients), activations %s%s, sequence parallelism %s;\n"
+                     "    the reserve is par3drun's (CUDA context, NCCL buffers, fragmentation)\n",
+                  x->params_shard / 1e9, x->bytes_per_param, x->grad_bytes == 2 ? 16 : 32,
+                  x->act_formula ? x->act_formula : "megatron-sp",
+                  x->mem_act_moe > 0 ? " + par3drun's MoE dispatch copies" : "", x->seq_parallel ? "on" : "off");
     p3d_sb_printf(b, "  assumed: %s, %.0f TFLOP/s sustained (%s), MFU against %.0f peak\n",
                   x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
                   x->peak_tflops);

@@ -22,21 +22,19 @@
             fail_msg("%s = %.12g, want %.12g (rel %.g)", #x, x_, w_, (double)(rel));     \
     } while (0)
 
-/* DeepSeek-V3: one SwiGLU expert 3*7168*2048 = 44,040,192 weights;
- *   routed   58 MoE layers * 256 * 44,040,192          = 653,908,770,816
- *   shared   58 * 1 * 44,040,192                       =   2,554,331,136
- *   dense    3 layers * 3*7168*18432                   =   1,189,085,184
- *   emb      2 * 129280 * 7168                         =   1,853,358,080
- *   attention = 671e9 - the four                       =  11,494,454,784
- *   active   = attn + 58*(8+1)*44,040,192 + dense + emb
- *            = 11,494,454,784 + 22,988,980,224 + 1,189,085,184 + 1,853,358,080
- *            = 37,525,878,272 (the report says 37B)
- *   matmul W = active - emb = 35,672,520,192 */
+/* DeepSeek-V3 in Megatron-LM's estimator's terms (h 7168, 128 heads):
+ *   MLA  q 1536*(7168 + 128*192 + 1) + kv 512*(7168 + 128*256 + 1)
+ *        + 7168*64 + 128*128*7168                       =     187,107,328 per layer
+ *   routed 58 MoE layers * 2*7168*2048*256*3/2          = 653,908,770,816
+ *   the rest (dense MLPs, shared experts, norms, routers, embeddings)
+ *   total                                               = 671,026,404,352 (671B)
+ *   active (8 of the 256 experts)                       =  37,552,282,624 (37B)
+ *   matmul W (active without norms, routers, embeddings)=  35,591,612,416 */
 static void params_deepseek_v3(void **state)
 {
     (void)state;
     p3d_model m;
-    double e, a, w;
+    p3d_model_counts c;
     assert_int_equal(p3d_model_preset("deepseek-v3", &m, NULL), 0);
     assert_int_equal(m.experts, 256);
     assert_int_equal(m.top_k, 8);
@@ -44,38 +42,54 @@ static void params_deepseek_v3(void **state)
     assert_int_equal(m.shared_experts, 1);
     assert_int_equal(m.dense_layers, 3);
     assert_int_equal(m.ffn, 18432);
-    assert_int_equal(p3d_cost_moe_params(&m, &e, &a, &w, NULL), 0);
-    NEAR(e, 653908770816.0, 1e-12);
-    NEAR(a, 37525878272.0, 1e-12);
-    NEAR(w, 35672520192.0, 1e-12);
+    assert_int_equal(p3d_model_count(&m, &c, NULL), 0);
+    NEAR(c.attn, 187107328.0, 1e-12);
+    NEAR(c.expert_block, 653908770816.0, 1e-12);
+    NEAR(c.total, 671026404352.0, 1e-12);
+    NEAR(m.params, 671026404352.0, 1e-12);
+    NEAR(c.active, 37552282624.0, 1e-12);
+    NEAR(c.matmul, 35591612416.0, 1e-12);
 }
 
-/* Mixtral 8x22B: one expert 3*6144*16384 = 301,989,888;
- *   routed 56*8*301,989,888 = 135,291,469,824; emb 2*32000*6144 = 393,216,000;
- *   attention 140.6e9 - both = 4,915,314,176;
- *   active 4,915,314,176 + 56*2*301,989,888 + 393,216,000 = 39,131,397,632
- *   (Mistral AI: 39B active of 141B). A dense model: W = 12*L*h^2. */
+/* Mixtral 8x22B: attention 2h^2(1 + 8/48) = 88,080,384 per layer;
+ *   routed 56*8*2*6144*16384*3/2 = 135,291,469,824; with norms (2h per
+ *   layer), routers (8h), the final norm and untied embeddings 2*32000*6144
+ *   the total is 140,620,634,112 (141B), active (top-2) 39,152,031,744
+ *   (39B). A dense model: W = 12*L*h^2. */
 static void params_mixtral_and_dense(void **state)
 {
     (void)state;
     p3d_model m;
-    double e, a, w;
+    p3d_model_counts c;
     assert_int_equal(p3d_model_preset("mixtral-8x22b", &m, NULL), 0);
-    assert_int_equal(p3d_cost_moe_params(&m, &e, &a, &w, NULL), 0);
-    NEAR(e, 135291469824.0, 1e-12);
-    NEAR(a, 39131397632.0, 1e-12);
-    NEAR(w, 39131397632.0 - 393216000.0, 1e-12);
+    assert_int_equal(p3d_model_count(&m, &c, NULL), 0);
+    NEAR(c.expert_block, 135291469824.0, 1e-12);
+    NEAR(c.total, 140620634112.0, 1e-12);
+    NEAR(c.active, 39152031744.0, 1e-12);
+    NEAR(c.matmul, 38755368960.0, 1e-12);
     assert_int_equal(p3d_model_preset("gpt3-175b", &m, NULL), 0);
-    assert_int_equal(p3d_cost_moe_params(&m, &e, &a, &w, NULL), 0);
-    NEAR(e, 0, 0);
-    NEAR(a, 175e9, 1e-12);
-    NEAR(w, 12.0 * 96 * 12288.0 * 12288.0, 1e-12);
-    /* experts that cannot fit the parameter count are refused */
+    assert_int_equal(p3d_model_count(&m, &c, NULL), 0);
+    NEAR(c.expert_block, 0, 0);
+    NEAR(c.active, c.total, 1e-12);
+    NEAR(c.matmul, 12.0 * 96 * 12288.0 * 12288.0, 1e-12);
+    /* --params smaller than the embeddings is refused; otherwise the
+     * layers are scaled to it */
     char *err = NULL;
     assert_int_equal(p3d_model_preset("mixtral-8x22b", &m, NULL), 0);
-    m.params = 100e9; /* < 135.3B of routed experts */
-    assert_int_equal(p3d_cost_moe_params(&m, &e, &a, &w, &err), -1);
-    assert_non_null(strstr(err, "cannot hold its experts"));
+    m.params = 1e8;
+    m.params_forced = 1;
+    assert_int_equal(p3d_model_count(&m, &c, &err), -1);
+    assert_non_null(strstr(err, "cannot hold the embeddings"));
+    P3D_FREE(&err);
+    m.params = 100e9;
+    assert_int_equal(p3d_model_count(&m, &c, &err), 0);
+    NEAR(c.total, 100e9, 1e-12);
+    NEAR(c.expert_block, 135291469824.0 * c.scale, 1e-12);
+    /* experts that contradict themselves are refused, naming the model */
+    assert_int_equal(p3d_model_preset("mixtral-8x22b", &m, NULL), 0);
+    m.top_k = 9;
+    assert_int_equal(p3d_model_count(&m, &c, &err), -1);
+    assert_non_null(strstr(err, "top-k"));
     P3D_FREE(&err);
 }
 
@@ -96,24 +110,8 @@ static void ep_bytes(void **state)
     NEAR(p3d_cost_ep_bytes_layer(1, 4096, 7168, 8, 1, 1, 1, 2, 1), 0, 0);
 }
 
-/* DeepSeek-V3 layer, s=4096 b=1 h=7168 a=128, selective recompute:
- *   t=1: dense sbh*34 = 998,244,352; MLP 19sbh = 557,842,432;
- *        MoE 2sbh + sb*9*(2h + 6*2048) = 58,720,256 + 36864*26624
- *            = 58,720,256 + 981,467,136 = 1,040,187,392
- *        -> 998,244,352 - 557,842,432 + 1,040,187,392 = 1,480,589,312
- *   t=etp=4 with SP: 249,561,088 - 139,460,608 + (14,680,064 + 36864*(4*14336 + 12288)/4)
- *        = 249,561,088 - 139,460,608 + 656,408,576 = 766,509,056
- *   full recompute: the layer input only, 2sbh = 58,720,256 */
-static void act_moe(void **state)
-{
-    (void)state;
-    NEAR(p3d_cost_act_moe_layer(4096, 1, 7168, 128, 1, 0, 1, 9, 2048, 1), 1480589312.0, 1e-12);
-    NEAR(p3d_cost_act_moe_layer(4096, 1, 7168, 128, 4, 1, 1, 9, 2048, 4), 766509056.0, 1e-12);
-    NEAR(p3d_cost_act_moe_layer(4096, 1, 7168, 128, 1, 0, 2, 9, 2048, 1), 58720256.0, 1e-12);
-}
-
-/* 72*B*s*(W/12 + L*s*h/6 + h*V/16), DeepSeek-V3, B=1, s=4096:
- *   W/12 = 35,672,520,192/12 = 2,972,710,016; 61*4096*7168/6 = 298,494,634.67;
+/* 72*B*s*(W/12 + L*s*h/6 + h*V/16), B=1, s=4096, W = 35,672,520,192:
+ *   W/12 = 2,972,710,016; 61*4096*7168/6 = 298,494,634.67;
  *   7168*129280/16 = 57,917,440; sum 3,329,122,090.67 * 72 * 4096 = 981,798,054,002,688. W = 12Lh^2 is the dense formula. */
 static void flops_w(void **state)
 {
@@ -140,14 +138,15 @@ static void job_dsv3(p3d_job *j)
 
 /* DeepSeek-V3's published layout on 2048 GPUs: tp1 pp16 ep64, dp 128 (ZeRO-1),
  * edp = 2048/(1*64*16) = 2; B = 15360, b = 1, m = 15360/128 = 120.
- *   dense psi = (671e9 - 653,908,770,816)/16 = 1,068,201,824
- *   expert psi = 653,908,770,816/(1*64*16) = 638,582,784
- *   weights 2*(both) = 3,413,569,216; optimizer 12*1,068,201,824/128 + 12*638,582,784/2
- *   = 100,143,921 + 3,831,496,704 = 3,931,640,625
+ * The first stage holds 4 of the 61 layers' share (f = 4/61) and the embedding:
+ *   dense psi = tp_block*f + V*h + norms*f      = 1,927,615,135.475
+ *   expert psi = 653,908,770,816*f/64           =   669,988,494.689
+ *   weights 2*(both); fp32 main gradients 4*(both);
+ *   optimizer 12*dense/128 + 12*expert/2        = 4,200,644,887.08
  *   EP: 1,849,688,064 per layer * 4 MoE layers per stage * 120 = 887,850,270,720 B
  *       on RACK (50 GB/s): 17.7570054144 s
- *   edp: 2*(1/2)*2*638,582,784 = 1,277,165,568 B on XRACK (25 GB/s): 0.05108662272 s
- *   dp: 2*(127/128)*2*1,068,201,824 = 4,239,425,989 B */
+ *   edp: 2*(1/2)*2*669,988,494.689 = 1,339,976,989.38 B on XRACK (25 GB/s)
+ *   dp: 2*(127/128)*2*1,927,615,135.475 = 7,650,222,568.92 B */
 static void eval_deepseek_layout(void **state)
 {
     (void)state;
@@ -162,17 +161,17 @@ static void eval_deepseek_layout(void **state)
     char *err = NULL;
     assert_int_equal(p3d_cost_eval(NULL, &j, link, &c, &err), 0);
     assert_true(c.moe);
-    NEAR(c.params_expert_per_gpu, 638582784.0, 1e-12);
-    NEAR(c.params_per_gpu, 1068201824.0 + 638582784.0, 1e-12);
-    NEAR(c.mem_weights, 3413569216.0, 1e-12);
-    NEAR(c.mem_grads, 3413569216.0, 1e-12);
-    NEAR(c.mem_optim, 3931640625.0, 1e-9);
+    NEAR(c.params_expert_per_gpu, 669988494.6885246, 1e-12);
+    NEAR(c.params_per_gpu, 1927615135.47541 + 669988494.6885246, 1e-12);
+    NEAR(c.mem_weights, 5195207260.327869, 1e-12);
+    NEAR(c.mem_grads, 10390414520.655739, 1e-12);
+    NEAR(c.mem_optim, 4200644887.081967, 1e-9);
     assert_int_equal(c.moe_layers_per_stage, 4);
     NEAR(c.ep_bytes_step, 887850270720.0, 1e-12);
     NEAR(c.ep_time, 17.7570054144, 1e-12);
-    NEAR(c.edp_bytes_step, 1277165568.0, 1e-12);
-    NEAR(c.edp_time, 0.05108662272, 1e-12);
-    NEAR(c.dp_bytes_step, 4239425989.0, 1e-9);
+    NEAR(c.edp_bytes_step, 1339976989.3770492, 1e-12);
+    NEAR(c.edp_time, 0.05359907957508197, 1e-12);
+    NEAR(c.dp_bytes_step, 7650222568.918034, 1e-9);
     /* the EP all-to-alls are on the critical path: moving them to NVLink
      * (450 GB/s) saves (17.757 - 887.85/450) s times the bubble stretch */
     p3d_cost nv;
@@ -182,7 +181,7 @@ static void eval_deepseek_layout(void **state)
     /* ep sharding: ep=32 doubles the routed experts per GPU */
     j.mesh.size[P3D_DIM_EP] = 32;
     assert_int_equal(p3d_cost_eval(NULL, &j, link, &nv, NULL), 0);
-    NEAR(nv.params_expert_per_gpu, 2 * 638582784.0, 1e-12);
+    NEAR(nv.params_expert_per_gpu, 2 * 669988494.6885246, 1e-12);
 }
 
 /* bad ep: not dividing the experts, or on a dense model */
@@ -216,7 +215,6 @@ int main(void)
         cmocka_unit_test(params_deepseek_v3),
         cmocka_unit_test(params_mixtral_and_dense),
         cmocka_unit_test(ep_bytes),
-        cmocka_unit_test(act_moe),
         cmocka_unit_test(flops_w),
         cmocka_unit_test(eval_deepseek_layout),
         cmocka_unit_test(eval_bad_ep),

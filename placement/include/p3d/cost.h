@@ -30,6 +30,15 @@ typedef struct p3d_hops {
     long n[P3D_NDIMS][P3D_LINK_COUNT];
 } p3d_hops;
 
+/* What a GPU family sustains (docs/cost-model.md, "Compute time"). */
+typedef struct p3d_gpu_perf {
+    double hbm_tbps;    /* memory bandwidth, TB/s (data sheet) */
+    double gemm_max;    /* fraction of peak a large bf16 GEMM sustains */
+    double m0;          /* GEMM rows (tokens) at which efficiency halves */
+    double n0;          /* GEMM width or depth at which efficiency halves */
+    double attn_eff;    /* fraction of peak fused (flash) attention sustains */
+} p3d_gpu_perf;
+
 typedef struct p3d_cost {
     /* memory per GPU, bytes */
     double mem_weights, mem_grads, mem_optim, mem_act, mem_total, gpu_mem;
@@ -83,6 +92,23 @@ typedef struct p3d_cost {
      * the worst link carries all of it) */
     p3d_hops hops;
     int has_hops;
+    /* memory as Megatron-LM's estimator counts it (docs/cost-model.md,
+     * "Memory"): the most loaded shard (the first stage, with the
+     * embedding; with pp = 1 and untied embeddings also the output layer) */
+    double params_shard;            /* parameters on that shard */
+    double params_shard_expert;     /* of which routed experts (over etp*ep) */
+    double bytes_per_param;         /* weights + grads + optimizer bytes per non-expert parameter */
+    int grad_bytes;                 /* main-gradient bytes (4: fp32, Megatron's default; 2: --grad-reduce-in-bf16) */
+    double mem_act_embed;           /* the embedding's (and with pp = 1 the output layer's) share of mem_act */
+    const char *act_formula;        /* which published activation formula mem_act follows (static) */
+    double mem_act_megatron;        /* mem_act as Megatron's estimator counts it */
+    double mem_act_moe;             /* par3drun's addition: MoE tokens' dispatched copies (mem_act's rest) */
+    /* compute time from GEMM shapes (docs/cost-model.md, "Compute time"):
+     * seconds per micro-batch on one GPU, forward + backward + recompute */
+    double t_layer;                 /* one layer (an MoE layer for MoE models) */
+    double t_head;                  /* the output layer and the loss (last stage) */
+    double gemm_eff;                /* FLOP-weighted GEMM efficiency of a layer (fraction of peak) */
+    double t_layer_gemm, t_layer_attn, t_layer_mem; /* t_layer's parts */
 } p3d_cost;
 
 /* Fills *out; needs job->has_model. link[] gives the worst link class each
@@ -119,22 +145,52 @@ const char *const *p3d_model_preset_names(void);
 
 /* The single formulas, exposed for tests and for plan's explanations. */
 /* Model-state bytes per GPU (weights, grads, optimizer) for ZeRO stage
- * `zero` with psi parameters per GPU, data-parallel size d, dtype bytes w. */
-void p3d_cost_model_states(double psi, int d, int zero, int w, double *weights,
+ * `zero` with psi parameters per GPU, data-parallel size d, dtype bytes w
+ * and main-gradient bytes gb: w + gb + K bytes per parameter, K = 12 (fp32
+ * main params and Adam's two moments) for 16-bit training, 8 for fp32;
+ * ZeRO-1 (Megatron's distributed optimizer) divides K by d, ZeRO-2 also
+ * the gradients, ZeRO-3 everything. w = 2, gb = 4: Megatron's 18 bytes,
+ * 6 + 12/d with the distributed optimizer. */
+void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights,
                            double *grads, double *optim);
-/* Activation bytes per layer per micro-batch (Korthikanti et al. 2022), 16-bit. */
+/* Activation bytes per layer per micro-batch (Korthikanti et al. 2022), 16-bit,
+ * for an MLP of 4h. */
 double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
                           int recompute);
+/* The same for an MLP of f: with sequence parallelism (or t = 1) Megatron's
+ * sbh(18 + 4f/h) (+ 5as/h without recompute) / t; without, sbh(10 + 24/t)
+ * (+ 5as/(ht)); full recompute keeps 2sbh (/t with SP). */
+double p3d_cost_act_layer_f(int s, int b, int h, int a, int f, int t, int seq_parallel,
+                            int recompute);
+
+/* Activation bytes of one MoE layer per micro-batch (16-bit; cp not
+ * applied): Korthikanti's layer with its MLP part (19sbh/t) replaced by the
+ * router input 2sbh/t and, per routed and shared copy of a token, its
+ * dispatched input (2h, gathered over etp) and the SwiGLU gate, up and
+ * product outputs (6f, split over etp). */
+double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute,
+                              int copies, int f, int etp);
+
+/* Where a model's parameters sit, in Megatron-LM's estimator's terms
+ * (placement/cost/model_params.c): per layer, attention (TP-sharded), the
+ * dense MLP, the shared and the routed experts (all, and the top-k a
+ * token uses), the two norms and the router (replicated); whole-model
+ * sums; the embedding (V*h, once; twice in total when untied). */
+typedef struct p3d_model_counts {
+    double attn, dense_mlp, shared_mlp, routed, routed_active, norms, router;
+    double final_norm, embedding;
+    int dense_layers, moe_layers;
+    double tp_block, replicated_block, expert_block; /* the layers, whole model */
+    double total, active, matmul; /* matmul: weights a token passes through, no embeddings */
+    double scale;                 /* --params / the architecture's own count (1 without --params) */
+} p3d_model_counts;
+int p3d_model_count(const p3d_model *m, p3d_model_counts *c, char **err);
+/* --ffn-hidden-size, or Megatron's default for the model (4h; 8h/3 to 64 with SwiGLU). */
+int p3d_model_ffn(const p3d_model *m);
 /* Training FLOPs per iteration: factor 96 (full recompute) or 72 (none). */
 double p3d_cost_flops(double factor, double B, int s, int L, int h, int V);
 /* Idle fraction of wall time: (p-1)/(v*m+p-1); v = 1 gives (p-1)/(m+p-1). */
 double p3d_cost_bubble(int p, int m, int v);
-/* Mixture of experts (docs/cost-model.md, "Mixture of experts"). How md's
- * parameters split: routed expert weights (whole model), the parameters a
- * token uses, and the matmul weights a token passes through per layer
- * stack without the embeddings (W; 12*L*h^2 for a dense model). Fails when
- * the expert figures do not fit the parameter count. */
-int p3d_cost_moe_params(const p3d_model *md, double *expert, double *active, double *matmul, char **err);
 /* Training FLOPs per iteration with W matmul weights per token:
  * factor * B * s * (W/12 + L*s*h/6 + h*V/16); W = 12*L*h^2 gives
  * p3d_cost_flops. */
@@ -144,13 +200,39 @@ double p3d_cost_flops_w(double factor, double B, int s, int L, int h, int V, dou
  * all-to-alls of the GPU's b*s/(cp*t) tokens, each sent to top_k experts,
  * h elements of w bytes, of which (ep-1)/ep leave the GPU. */
 double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, int ep, int w, int recompute);
-/* Activation bytes of one MoE layer per micro-batch (16-bit; cp not
- * applied): Korthikanti's layer with its MLP part (19sbh/t) replaced by the
- * router input 2sbh/t and, per routed and shared copy of a token, its
- * dispatched input (2h, gathered over etp) and the SwiGLU gate, up and
- * product outputs (6f, split over etp). */
-double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute,
-                              int copies, int f, int etp);
+
+/* The GPU the estimates are for (the slowest known family of the cluster,
+ * H100 when none is known), its memory (--gpu-mem, topology, 80 GB) and
+ * the reserve kept free. */
+typedef struct p3d_gpu_info {
+    const char *name;   /* static */
+    double peak_tflops, mem, reserve;
+    p3d_gpu_perf perf;
+    int known;
+} p3d_gpu_info;
+void p3d_cost_gpu(const p3d_cluster *c, const p3d_job *job, p3d_gpu_info *g);
+
+/* Serving (plan --inference; placement/cost/plan_infer.c, docs/plan.md
+ * "Inference"): context tokens per sequence (prompt + output), prompt
+ * tokens, sequences in flight per replica. */
+typedef struct p3d_infer_opts {
+    int context, prompt, batch;
+} p3d_infer_opts;
+/* The serving report for the cluster (text, or JSON when json): replica
+ * layouts (tp inside an NVLink domain, pp across nodes only when a replica
+ * does not fit one), memory = weights + KV cache, TTFT, TPOT, tokens/s per
+ * GPU. *fits = 0 when no replica fits. NULL with *err on bad input. */
+char *p3d_infer_report(const p3d_cluster *c, const p3d_job *job, const p3d_infer_opts *io, int json, int *fits,
+                       char **err);
+
+/* Efficiency of a bf16 GEMM of M x N x K on a GPU of family g: the
+ * ceiling times M/(M+m0) N/(N+n0) K/(K+n0). */
+double p3d_gemm_eff(const p3d_gpu_perf *g, double M, double N, double K);
+/* Seconds per micro-batch on one GPU of a layer and of the output layer
+ * (forward, backward, recompute); fills out->t_layer, t_head, gemm_eff
+ * and the parts. b: micro-batch size; t, cp, ep, etp: the mesh. */
+void p3d_compute_times(const p3d_gpu_perf *g, double peak_tflops, const p3d_model *md, const p3d_model_counts *mc,
+                       int b, int t, int cp, int ep, int etp, int recompute, int w, p3d_cost *out);
 
 /* ------------------------------------------------------------------------ */
 /* Plan: search tp/cp/pp/dp/micro-batching/interleaving layouts (plan*.c,        */

@@ -85,15 +85,32 @@ int p3d_mesh_resolve(p3d_mesh *m, char **err);
 int p3d_mesh_derive(p3d_mesh *m, char **err);
 
 typedef struct p3d_model {
-    char name[48];          /* preset name or "custom" */
-    double params;          /* parameter count P (all experts included) */
+    char name[48];          /* preset name, "custom" or the --model-config file's name */
+    double params;          /* parameter count P (all experts included): the
+                             * architecture's own (p3d_model_finish) unless
+                             * params_forced */
+    int params_forced;      /* 1: --params gave P; the layers' share is scaled to it */
+    double published;       /* preset: the published total, 0 unknown (tests check P against it) */
     int layers, hidden, heads, seq_len, vocab;
-    /* Mixture of experts (experts == 0: a dense model). SwiGLU experts of
-     * 3*hidden*moe_ffn weights each; every MoE layer has `experts` routed
-     * experts of which top_k serve each token, plus shared_experts that
-     * serve every token; the first dense_layers layers have a dense FFN of
-     * ffn (docs/cost-model.md, "Mixture of experts"). */
-    int experts, top_k, moe_ffn, shared_experts, dense_layers, ffn;
+    /* Mixture of experts (experts == 0: a dense model). Every MoE layer has
+     * `experts` routed experts of moe_ffn each of which top_k serve each
+     * token, plus shared experts that serve every token (moe_shared_ffn
+     * wide in all, or shared_experts x moe_ffn when moe_shared_ffn is 0);
+     * the first dense_layers layers are dense (docs/cost-model.md,
+     * "Mixture of experts"). */
+    int experts, top_k, moe_ffn, shared_experts, dense_layers;
+    /* Architecture, in Megatron-LM's terms (0 = Megatron's default):
+     * ffn: --ffn-hidden-size of every dense layer (4h; 8h/3 rounded down
+     * to 64 with swiglu); query_groups: --num-query-groups (heads);
+     * kv_channels: per-head size (hidden/heads); swiglu: gated MLP of three
+     * matrices; untied: --untie-embeddings-and-output-weights; rmsnorm:
+     * RMSNorm (h weights per norm) instead of LayerNorm (2h). */
+    int ffn, query_groups, kv_channels, swiglu, untied, rmsnorm;
+    int moe_shared_ffn;     /* --moe-shared-expert-intermediate-size */
+    /* Multi-latent attention (DeepSeek-V2/V3; mla = 1): q_lora_rank 0 =
+     * a full query projection */
+    int mla, q_lora_rank, kv_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim;
+    const char *config;     /* the --model-config path it came from (borrowed), or NULL */
 } p3d_model;
 
 typedef struct p3d_job {
@@ -105,6 +122,8 @@ typedef struct p3d_job {
     int dtype_bytes;        /* 2 for bf16/fp16 */
     int zero;               /* ZeRO stage 0..3 */
     int recompute;          /* 0 none, 1 selective, 2 full */
+    int no_seq_parallel;    /* 1: --no-sequence-parallel (default: on when tp > 1) */
+    int grad_bf16;          /* 1: --grad-reduce-in-bf16 (main gradients 2 bytes, not 4) */
     int has_model;
     p3d_model model;
     double gpu_mem_bytes;   /* override, 0 = from topology/default */
@@ -149,6 +168,15 @@ int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t sp
 /* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
  * Fails naming the known presets. (placement/cost/cost_model.c) */
 int p3d_model_preset(const char *name, p3d_model *m, char **err);
+/* Checks the architecture's figures and sets params to the count they give
+ * (unless params_forced). Fails naming the figure that is out of range.
+ * (placement/cost/model_params.c) */
+int p3d_model_finish(p3d_model *m, char **err);
+/* Reads a HuggingFace config.json (Llama, Mistral/Mixtral, Qwen2/Qwen2-MoE,
+ * DeepSeek-V2/V3 keys; docs/cost-model.md, "Describing a model") into *m
+ * (finished). Hostile input: every number bounded, messages name the file
+ * and the key. (placement/cost/model_config.c) */
+int p3d_model_config_load(const char *path, p3d_model *m, char **err);
 
 #ifdef __cplusplus
 }

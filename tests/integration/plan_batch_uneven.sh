@@ -1,0 +1,41 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# plan says why its micro-batch size wins (the same layout at half and twice
+# the micro-batch: step time, GEMM efficiency, bubble, activations) and,
+# when the output layer makes the last stage the slowest, which
+# --decoder-last-pipeline-num-layers evens the stages (issue 45).
+set -u
+: "${PAR3DRUN:?PAR3DRUN must point at the par3drun binary}"
+: "${P3D_SRC:?P3D_SRC must point at the source tree}"
+command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
+cd "$P3D_SRC" || exit 1
+fail=0
+bad() { echo "FAIL $*"; fail=1; }
+C=examples/clusters/2x-dgx-h100.json
+# Llama 3 8B, pp pinned to 4 without interleaving: 8 layers a stage, and a
+# 128K-vocabulary output layer worth ~1.6 layers on the last one. With
+# Megatron's uneven split (the other stages share L-N layers: N = 2 or 5)
+# N = 5 gives stages of 9, 9, 9 and 5 + 1.6 layers.
+txt=$("$PAR3DRUN" plan --cluster $C --model llama3-8b --global-batch 64 --pp 4 --virtual-stages 1 2>&1) ||
+    bad "plan exit $?"
+flat=$(sed ':a;N;$!ba;s/\n         / /g' <<<"$txt")
+grep -q '^batch    micro-batch b=1 (m=32) wins for this layout; b=2: [0-9.]* s (+[0-9.]*%): GEMMs at' <<<"$flat" ||
+    bad "no micro-batch reason naming b=2's time and GEMM efficiency: $(grep '^batch' <<<"$txt")"
+grep -q 'bubble [0-9.]*% vs [0-9.]*%, activations [0-9.]* vs [0-9.]* GB' <<<"$flat" || bad "no bubble/activation comparison"
+grep -q -- "--decoder-last-pipeline-num-layers 5 evens the stages and saves about" <<<"$flat" ||
+    bad "no uneven-stage advice: $(grep -A3 '^batch' <<<"$txt")"
+j=$("$PAR3DRUN" plan --cluster $C --model llama3-8b --global-batch 64 --pp 4 --virtual-stages 1 --format json)
+jq -e '.uneven_stages.decoder_last_pipeline_num_layers == 5 and .uneven_stages.saves_seconds > 0' <<<"$j" >/dev/null ||
+    bad "JSON uneven_stages: $(jq -c .uneven_stages <<<"$j")"
+jq -e '.micro_batch_note | startswith("micro-batch b=1 (m=32) wins")' <<<"$j" >/dev/null || bad "JSON micro_batch_note"
+jq -e '.run_lines.megatron | contains("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 4")' <<<"$j" \
+    >/dev/null || bad "JSON run_lines.megatron: $(jq -c .run_lines.megatron <<<"$j")"
+# Interleaved (the default search): no uneven advice (Megatron's uneven
+# split and interleaving are not estimated together), still a reason for b
+txt=$("$PAR3DRUN" plan --cluster $C --model llama2-70b --global-batch 64 --recompute full 2>&1)
+grep -q '^batch    micro-batch b=' <<<"$txt" || bad "70B: no micro-batch line"
+grep -q 'decoder-last-pipeline' <<<"$txt" && bad "70B interleaved: uneven advice given"
+# --micro-batch pinned: said so
+txt=$("$PAR3DRUN" plan --cluster $C --model llama3-8b --global-batch 64 --micro-batch 2 2>&1)
+grep -q '^batch    micro-batch b=2 (--micro-batch)' <<<"$txt" || bad "pinned micro-batch not said"
+[ $fail = 0 ] && echo "ok: micro-batch reasons and uneven-stage advice"
+exit $fail
