@@ -16,6 +16,8 @@
 #include "p3d/plugin.h"
 #include "p3d/base.h"
 
+#include "say.h"
+
 #include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -189,7 +191,7 @@ static int say_once(const char *key)
 static void say_skipped(const char *path, const char *why)
 {
     if (say_once(path))
-        fprintf(stderr, "par3drun: warning: plugin %s skipped: %s\n", path, why);
+        p3d_warn("plugin %s skipped: %s", path, why);
 }
 
 /* What is wrong with st for code we run (NULL: nothing): owned by root or
