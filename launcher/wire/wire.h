@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 9       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 10       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -42,7 +42,11 @@
                                 * the node record, the v packet; 7: the
                                 * gathered record's failover port; 8: its
                                 * --preflight figures; 9: the --preflight
-                                * TCP ring's ports in JOIN and TREE) */
+                                * TCP ring's ports in JOIN and TREE; 10:
+                                * every connection opens with the
+                                * challenge-response of wire_chan.c, no
+                                * token in JOIN or TJOIN, frames tagged
+                                * per connection) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -237,6 +241,121 @@ size_t p3d_framer_want(const p3d_framer *f, size_t room);
  * malformed length (*err); -2: the first frame is over the bound (*err).
  * After -1 or -2 the peer is to be dropped. */
 int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err);
+
+/* ---- wire_chan.c: the authenticated channel ----------------------------------- */
+
+/*
+ * Every TCP connection between par3drun processes (the control connection
+ * and JOIN, the tree links, the failover gate, the preflight ring) starts
+ * with a mutual challenge-response and then carries only frames tagged
+ * with a key of that connection alone (docs/multinode.md, "Security"):
+ *
+ *   initiator -> acceptor  AUTH   proto, link kind, nonce_i (32 bytes)
+ *   acceptor -> initiator  PROVE  nonce_a, HMAC(K, "p3d-acceptor" || T)
+ *   initiator -> acceptor  PROOF  HMAC(K, "p3d-initiator" || T)
+ *
+ * K: the job key (the token, which never crosses a socket); T: nonce_i ||
+ * nonce_a || kind || proto. The acceptor proves first, so an initiator
+ * sends nothing but a nonce to a peer that does not hold the key. The
+ * session key is HMAC(K, "p3d-session" || T); every later frame ends with
+ * HMAC(session, direction || sequence number || type || body), the
+ * sequence counted per direction from 0 and never sent: a frame replayed
+ * on another connection, later on the same one, or back to its sender
+ * fails its tag. A refusal before the handshake ends travels in clear
+ * (REFUSE) and is all a stranger can make a peer do.
+ */
+#define P3D_NONCE_LEN 32
+/* What a connection is for: part of T, so a handshake or frame taken from
+ * one kind of link does not pass on another. */
+enum {
+    P3D_LINK_CTRL = 1,      /* agent -> leader: JOIN, then the fate channel */
+    P3D_LINK_TREE = 2,      /* child -> its tree parent: TJOIN, GATHER, CPLACE */
+    P3D_LINK_GATE = 3,      /* node -> successor's failover port: REJOIN */
+    P3D_LINK_RING = 4,      /* --preflight: node -> its ring's next node */
+};
+enum {
+    P3D_MSG_AUTH = 'A',     /* initiator's challenge */
+    P3D_MSG_PROVE = 'B',    /* acceptor's answer and challenge */
+    P3D_MSG_PROOF = 'E',    /* initiator's answer */
+};
+
+/* One side of a handshake in progress. Pure: no I/O (fuzzed in
+ * tests/fuzz/fuzz_rdzv_wire.c); the job key is copied in. */
+typedef struct p3d_hs {
+    int acceptor;            /* 1: the side that accepted the connection */
+    int kind;                /* P3D_LINK_* */
+    int state;               /* 0 waiting for the peer's next frame, 1 done */
+    int step;                /* frames taken so far */
+    unsigned char key[256];
+    size_t klen;
+    unsigned char ni[P3D_NONCE_LEN], na[P3D_NONCE_LEN];
+} p3d_hs;
+
+/* Starts a handshake with the job key (1..255 bytes). The initiator's
+ * AUTH frame is put in out (reset first; the acceptor's out stays empty).
+ * 0, or -1 with *err (no key, no randomness). */
+int p3d_hs_start(p3d_hs *h, const char *key, int acceptor, int kind, p3d_wbuf *out, char **err);
+/* Takes the peer's next frame (type and body as read). -1 with *err when
+ * it is refused (the peer does not hold the key, another link kind or
+ * protocol, a malformed frame); 0 when the handshake goes on (send out);
+ * 1 when it is done (send out when not empty: the initiator's PROOF). */
+int p3d_hs_step(p3d_hs *h, int type, const unsigned char *body, size_t len, p3d_wbuf *out, char **err);
+/* Tells a peer whose handshake was refused why (a REFUSE frame in clear,
+ * best effort, never blocking). */
+void p3d_hs_refuse(int fd, const char *why);
+/* Wipes the key copy and nonces. */
+void p3d_hs_wipe(p3d_hs *h);
+
+/* A connection after its handshake: one per connection, owned by whoever
+ * holds it (p3d_chan_free closes the fd). Nothing else writes to fd. */
+typedef struct p3d_chan {
+    int fd;
+    int acceptor;
+    uint64_t tx, rx;         /* sequence numbers, per direction */
+    unsigned char sk[32];    /* the session key */
+    p3d_framer fr;           /* what was read and not taken yet */
+    char peer[160];          /* "ADDR:PORT" or a name, for messages */
+} p3d_chan;
+
+/* The channel a finished handshake (state 1) gives fd; the framer fr
+ * (what followed the handshake in the same bytes) is moved into it (NULL:
+ * none). NULL when out of memory (fd is then not closed). */
+p3d_chan *p3d_chan_new(const p3d_hs *h, int fd, p3d_framer *fr, const char *peer);
+/* Closes the fd and frees c (NULL is fine). */
+void p3d_chan_free(p3d_chan *c);
+/* The tag of a frame (p3d_wbuf_end done, without tag) as the next frame
+ * c sends; counts it sent. For a transport that sends the same frame to
+ * many channels (rdzv's p3d_tree_send): the frame's length must already
+ * count the tag (p3d_chan_reserve). 0 or -1. */
+int p3d_chan_tag(p3d_chan *c, const p3d_wbuf *frame, unsigned char tag[P3D_TAG_LEN]);
+/* Adds P3D_TAG_LEN to a built frame's length prefix (no bytes added): the
+ * frame then goes out followed by each channel's own tag. 0 or -1. */
+int p3d_chan_reserve(p3d_wbuf *frame);
+/* Sends one frame (built, p3d_wbuf_end done) on c, tagged: blocking
+ * within stall seconds without progress (p3d_frame_write_bounded). 0 or
+ * -1 with *err. */
+int p3d_chan_send(p3d_chan *c, const p3d_wbuf *frame, double stall, char **err);
+/* Checks the tag at the end of a received body as the next frame from the
+ * peer: 0 with *len without the tag, or -1 with *err (the connection is
+ * then to be dropped: a tag never fails by accident). */
+int p3d_chan_open(p3d_chan *c, int type, const unsigned char *body, size_t *len, char **err);
+/* Reads what is available without blocking (fd non-blocking) into the
+ * framer: as p3d_framer_fill. */
+int p3d_chan_fill(p3d_chan *c, char **err);
+/* Pops the next whole frame and checks its tag: its type (> 0) with body
+ * (malloc'd) and *len without the tag; 0 when none is whole; -1 with *err
+ * when its tag does not match (drop the connection). */
+int p3d_chan_take(p3d_chan *c, unsigned char **body, size_t *len, char **err);
+/* Reads one frame from a blocking fd by deadline (CLOCK_MONOTONIC, as
+ * p3d_now; 0: no deadline) and checks its tag: type (> 0), 0 at EOF, -1
+ * with *err. */
+int p3d_chan_read(p3d_chan *c, double deadline, unsigned char **body, size_t *len, char **err);
+
+/* The handshake on a blocking, connected fd, by deadline: the channel, or
+ * NULL with *err. A REFUSE from the acceptor is quoted in *err and
+ * *refused set (may be NULL). max: the largest handshake frame read. */
+p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, double deadline, const char *peer,
+                             int *refused, char **err);
 
 /* ---- the distribution tree (wire_tree.c; the tree itself: launcher/rdzv/rdzv_tree_*.c) ------------------ */
 
