@@ -56,7 +56,7 @@ enum {
     /* the distribution tree (rdzv_tree.c, docs/multinode.md "The tree") */
     P3D_MSG_JOIN = 'J',      /* agent -> leader: who I am, where I listen */
     P3D_MSG_TREE = 'W',      /* leader -> agent: your parent, your children */
-    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: token and node rank */
+    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: its node rank */
     P3D_MSG_GATHER = 'G',    /* child -> parent: its subtree's node records */
     P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
     P3D_MSG_CDELTA = 'D',    /* leader -> node: a placement made again, as the
@@ -122,7 +122,6 @@ const unsigned char *p3d_rbuf_blob(p3d_rbuf *r, size_t max, size_t *n);
 typedef struct p3d_hello {
     uint32_t proto;          /* P3D_WIRE_PROTO */
     char *version;           /* P3D_VERSION */
-    char *token;
     char *job_id;            /* "" when unknown */
     int nnodes, node_rank;
     char *hostname;
@@ -173,28 +172,9 @@ void p3d_node_encode(const p3d_node *n, p3d_wbuf *b);
  * the hash must come out as the sender computed it. */
 p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
 
-/* Frames that travel down the tree (TREE, CPLACE, CDELTA) and the fate
- * channel's FATE frames (both ways) end with a tag: HMAC-SHA256, keyed by
- * the job token both ends hold (the one JOIN and TJOIN present), over the
- * type byte and the body before the tag (docs/multinode.md "Frame
- * integrity"). A receiver checks the tag before it decodes anything; a
- * frame whose tag does not match is never decoded. REFUSE carries none (a
- * refused agent may hold another token; it only ends the agent). */
+/* The length of the tag every frame ends with after a connection's
+ * handshake (wire_chan.c, p3d_chan). */
 #define P3D_TAG_LEN 32
-/* out = in (a whole frame, p3d_wbuf_end done) with the tag appended and
- * its length fixed; out is reset first and freed by the caller. 0, or -1
- * (out of memory, over P3D_WIRE_MAX, libcrypto failed). */
-int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out);
-/* Checks the tag at the end of body (len bytes after the type byte):
- * 0 with *len shortened to the body without the tag, or -1 with *err
- * saying what was wrong (too short to hold a tag, or a tag that does not
- * match). Pure: fuzzed in tests/fuzz/fuzz_rdzv_wire.c. */
-int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err);
-/* The key of this process's fate channel: the job token, set once the
- * rendezvous has it (mnode.c), read by p3d_fate_send/p3d_fate_read and
- * the relay. One process serves one job, so one key. "" until set. */
-void p3d_wire_set_key(const char *key);
-const char *p3d_wire_key(void);
 
 /* Reads one frame from a blocking fd. Returns the type (>0) with *body
  * (malloc'd) and *len, 0 at a clean EOF before any byte, -1 with *err. */
@@ -223,8 +203,8 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err);
 int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len);
 void p3d_framer_free(p3d_framer *f);
 
-/* Before authentication (a peer that has not shown the job token: its
- * JOIN or TJOIN) the input is hostile and its first frame small. The
+/* Before authentication (a peer that has not finished its handshake,
+ * wire_chan.c) the input is hostile and its first frame small. The
  * transport reads at most p3d_framer_want() bytes and hands them to
  * p3d_framer_feed as they arrive; the length prefix is judged as soon as
  * its 4 bytes are in, so no byte of a frame over the bound is buffered.
@@ -351,9 +331,10 @@ int p3d_chan_take(p3d_chan *c, unsigned char **body, size_t *len, char **err);
  * with *err. */
 int p3d_chan_read(p3d_chan *c, double deadline, unsigned char **body, size_t *len, char **err);
 
-/* The handshake on a blocking, connected fd, by deadline: the channel, or
- * NULL with *err. A REFUSE from the acceptor is quoted in *err and
- * *refused set (may be NULL). max: the largest handshake frame read. */
+/* The handshake on a blocking, connected fd, by deadline: the channel (it
+ * owns fd from then on), or NULL with *err (fd is the caller's still). A
+ * REFUSE from the acceptor is quoted in *err and *refused set (may be
+ * NULL); *refused is set too when the acceptor does not prove the key. */
 p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, double deadline, const char *peer,
                              int *refused, char **err);
 
@@ -371,7 +352,7 @@ p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, do
  * first three fields are read first, as in HELLO. */
 typedef struct p3d_join {
     uint32_t proto;
-    char *version, *token, *job_id;
+    char *version, *job_id;
     int nnodes, node_rank;
     char *hostname;
     char *addr;              /* where this agent listens for its children */
@@ -394,10 +375,10 @@ typedef struct p3d_treepos {
     int ring_port;
 } p3d_treepos;
 
-/* TJOIN: a child presents the token to its tree parent. */
+/* TJOIN: a child's node rank, to its tree parent (after the handshake). */
 typedef struct p3d_tjoin {
     uint32_t proto;
-    char *version, *token, *job_id;
+    char *version, *job_id;
     int node_rank;
 } p3d_tjoin;
 
@@ -641,9 +622,9 @@ long p3d_amsg_recv(int fd, char *buf, size_t cap);
 void p3d_amsg_send(int fd, const p3d_amsg *m);
 /* ---- wire_rejoin.c: leader failover ---------------------------------------- */
 
-/* Every frame here is sealed (p3d_frame_seal, the job token) and small:
- * a receiver refuses a body over its bound before it computes the tag,
- * checks the tag before it decodes, and checks every field's range. */
+/* Every frame here travels on an authenticated channel (p3d_chan, the
+ * failover gate's or the fate channel's) and is small: a receiver refuses
+ * a body over its bound and checks every field's range. */
 
 /* SUCCESSORS: the nodes that may succeed the leader, lowest node rank
  * first (spares included, lost nodes and the leader left out), as of
@@ -687,21 +668,22 @@ typedef struct p3d_rejoined {
     char why[P3D_REJOIN_WHY_MAX + 1];
 } p3d_rejoined;
 
-/* Each builds the sealed frame in out (reset first; the caller frees it):
- * 0, or -1 (a field out of range, out of memory, libcrypto failed). */
-int p3d_successors_frame(const p3d_successors *s, const char *key, p3d_wbuf *out);
-int p3d_rejoin_frame(const p3d_rejoin *r, const char *key, p3d_wbuf *out);
-int p3d_rejoined_frame(const p3d_rejoined *a, const char *key, p3d_wbuf *out);
+/* Each builds the frame in out (reset first; the caller frees it; a
+ * channel tags it when it is sent): 0, or -1 (a field out of range, out
+ * of memory). */
+int p3d_successors_frame(const p3d_successors *s, p3d_wbuf *out);
+int p3d_rejoin_frame(const p3d_rejoin *r, p3d_wbuf *out);
+int p3d_rejoined_frame(const p3d_rejoined *a, p3d_wbuf *out);
 /* Each takes a received frame of that type (type and body as
  * p3d_frame_read / p3d_framer_take give them; body is not changed): 0
  * with *out filled, or -1 with *err naming what was wrong (the type, the
- * size, the tag, a field and the range it must be in). nnodes: the job's
+ * size, a field and the range it must be in). nnodes: the job's
  * node count as this node knows it. */
-int p3d_successors_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes,
+int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes,
                         p3d_successors *out, char **err);
-int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes, p3d_rejoin *out,
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out,
                     char **err);
-int p3d_rejoined_open(int type, const unsigned char *body, size_t len, const char *key, p3d_rejoined *out,
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
                       char **err);
 
 #endif

@@ -135,8 +135,8 @@ static int hs_prove(p3d_hs *h, const unsigned char *body, size_t len, p3d_wbuf *
     if (hs_mac(h, "p3d-acceptor", m) < 0)
         return p3d_err(err, "cannot compute the handshake (libcrypto)");
     if (CRYPTO_memcmp(m, body + P3D_NONCE_LEN, P3D_TAG_LEN) != 0)
-        return p3d_err(err, "the peer does not prove the job key (another job, a different --rdzv-token-file, "
-                            "or an impostor): nothing was sent to it");
+        return p3d_err(err, "wrong job token: the peer does not prove this job's key (another job, a different "
+                            "--rdzv-token-file, or an impostor); nothing was sent to it");
     if (hs_mac(h, "p3d-initiator", m) < 0)
         return p3d_err(err, "cannot compute the handshake (libcrypto)");
     p3d_wbuf_begin(out, P3D_MSG_PROOF);
@@ -153,8 +153,8 @@ static int hs_proof(p3d_hs *h, const unsigned char *body, size_t len, char **err
     if (hs_mac(h, "p3d-initiator", m) < 0)
         return p3d_err(err, "cannot compute the handshake (libcrypto)");
     if (CRYPTO_memcmp(m, body, P3D_TAG_LEN) != 0)
-        return p3d_err(err, "wrong job key (an agent of another job, a different --rdzv-token-file, or a "
-                            "stranger)");
+        return p3d_err(err, "wrong job token: its proof does not match this job's key (an agent of another job, "
+                            "a different --rdzv-token-file, or a stranger)");
     return 1;
 }
 
@@ -398,7 +398,9 @@ p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, do
             break;
         }
         rc = p3d_hs_step(&h, buf[4], buf + 5, (size_t)n - 5, &out, err);
-        if (rc < 0 && refused && buf[4] == P3D_MSG_REFUSE)
+        /* refused in clear, or the acceptor failed its proof: another
+         * job's key (not worth a retry) */
+        if (rc < 0 && refused && (buf[4] == P3D_MSG_REFUSE || buf[4] == P3D_MSG_PROVE))
             *refused = 1;
         if (rc < 0 && acceptor && buf[4] != P3D_MSG_REFUSE)
             p3d_hs_refuse(fd, err && *err ? *err : "refused");

@@ -95,7 +95,7 @@ static void test_stranger_proof_refused(void **st)
     assert_int_equal(p3d_wbuf_end(&auth), 0);
     assert_int_equal(p3d_hs_step(&a, P3D_MSG_AUTH, p3d_frame_body(&auth), p3d_frame_body_len(&auth), &o, NULL), 0);
     assert_int_equal(p3d_hs_step(&a, P3D_MSG_PROOF, junk, sizeof junk, &o, &err), -1);
-    assert_non_null(strstr(err, "wrong job key"));
+    assert_non_null(strstr(err, "wrong job token"));
     free(err);
     err = NULL;
     /* an old agent's JOIN where the challenge belongs: told why */
@@ -193,7 +193,7 @@ static void test_socket(void **st)
         pthread_join(t, NULL);
         if (wrong) {
             assert_null(i.c);
-            assert_non_null(strstr(i.err, "does not prove the job key"));
+            assert_non_null(strstr(i.err, "does not prove this job's key"));
             assert_null(a.c);
             close(sv[0]);
         } else {
