@@ -347,6 +347,8 @@ static void handshake(const uint8_t *data, size_t size)
             size_t n = data[off++];
             if (n == 0 || n > size - off)
                 n = size - off;
+            if (n == 0)
+                break; /* a length byte and nothing after it */
             char *err = NULL;
             int rc = p3d_hs_step(&h, data[off], data + off + 1, n - 1, &out, &err);
             off += n;
