@@ -209,6 +209,7 @@ typedef struct conn {
     p3d_hs hs;                   /* the handshake (wire_chan.c), then */
     p3d_chan *ch;                /*   the channel's keys and counters */
     p3d_wbuf after;              /* initiator: the first frame, sent with its proof */
+    p3d_wbuf after2;             /*   and the records, when they were ready before it */
     const unsigned char *out;    /* pending output (not owned unless own) */
     size_t outlen, outoff;
     unsigned char *own;
@@ -357,6 +358,10 @@ static void auth_step(conn *c, int type, const unsigned char *body, size_t len)
         tag_into(c, &c->after, &out);
         p3d_wbuf_free(&c->after);
     }
+    if (rc == 1 && c->after2.len) {
+        tag_into(c, &c->after2, &out);
+        p3d_wbuf_free(&c->after2);
+    }
     if (out.len)
         queue_wbuf(c, &out);
     p3d_wbuf_free(&out);
@@ -388,7 +393,11 @@ static void send_up(sagent *a)
     p3d_gather_free(&a->g);
     (void)err;
     a->state = 2;
-    queue_wbuf(a->up, &b);
+    if (!a->up->ch) { /* the parent has not proved the key yet */
+        a->up->after2 = b;
+        return;
+    }
+    queue_frame(a->up, &b);
 }
 
 static void got_place(sagent *a, const unsigned char *body, size_t len)
@@ -991,7 +1000,7 @@ int main(int argc, char **argv)
         if (samples[i] % P == W) {
             p3d_place_msg m;
             char *e2 = NULL;
-            if (p3d_cplace_decode(cplace + 5, cplace_len - 5 - P3D_TAG_LEN, &m, &e2) < 0)
+            if (p3d_cplace_decode(cplace + 5, cplace_len - 5, &m, &e2) < 0)
                 die("expand", e2);
             sample_hash[i] = p3d_delta_hash((const unsigned char *)m.json, m.json_len);
             p3d_place_msg_free(&m);
