@@ -218,11 +218,12 @@ int p3d_fgate_dropped(const p3d_fgate *g, const char **last_why);
 void p3d_fgate_close(p3d_fgate *g);
 
 /* A node that lost the leader reaches candidate c: connects (bounded by
- * deadline), runs the handshake with key (a reset is tried again, up to 3
- * times) and sends j. The channel (blocking), or NULL with *err naming
- * the candidate. */
+ * deadline), runs the handshake with key (bounded by hs_deadline: the
+ * candidate's loop answers it only once its takeover runs; a reset is
+ * tried again, up to 3 times) and sends j. The channel (blocking), or
+ * NULL with *err naming the candidate. */
 p3d_chan *p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline,
-                            char **err);
+                            double hs_deadline, char **err);
 /* Reads the candidate's REJOINED answer on ch by deadline (tag checked
  * first). 0 with *out, or -1 with *err (silent past the deadline, closed,
  * or not a valid answer). */

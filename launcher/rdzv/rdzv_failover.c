@@ -260,7 +260,7 @@ int p3d_tcp_dial(const char *host, int port, double deadline)
 }
 
 p3d_chan *p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline,
-                            char **err)
+                            double hs_deadline, char **err)
 {
     char who[320];
     p3d_wbuf w = {0};
@@ -280,7 +280,11 @@ p3d_chan *p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const c
         int fd = dial_once(c->addr, c->port, deadline, who, err);
         if (fd < 0)
             break;
-        ch = p3d_chan_handshake(fd, key, 0, P3D_LINK_GATE, deadline, who, &refused, &e);
+        /* the successor answers the handshake from its loop, which runs
+         * once its takeover has begun: later than the kernel takes the
+         * connection */
+        ch = p3d_chan_handshake(fd, key, 0, P3D_LINK_GATE, hs_deadline > deadline ? hs_deadline : deadline, who,
+                                &refused, &e);
         if (!ch) {
             close(fd);
             p3d_err(err, "failover: %s: %s", who, e ? e : "the handshake failed");

@@ -343,7 +343,7 @@ static void r_lost_leader(relay *r, double heard, const char *why)
                         .failover_port = r->L->self_failover_port};
         snprintf(j.addr, sizeof j.addr, "%s", r->L->self_addr && r->L->self_addr[0] ? r->L->self_addr : "127.0.0.1");
         double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
-        p3d_chan *ch = p3d_failover_dial(c, &j, r->L->key, p3d_now() + 2 * P3D_CTL_SLACK, &e);
+        p3d_chan *ch = p3d_failover_dial(c, &j, r->L->key, p3d_now() + 2 * P3D_CTL_SLACK, until, &e);
         p3d_rejoined a;
         if (ch && p3d_failover_answer(ch, until, &a, &e) == 0) {
             if (!a.accepted) {

@@ -57,7 +57,7 @@ static void *dial_run(void *p)
 {
     dialer *d = p;
     if (!d->fate) {
-        d->ch = p3d_failover_dial(&d->c, &d->j, d->key, p3d_now() + 5, &d->err);
+        d->ch = p3d_failover_dial(&d->c, &d->j, d->key, p3d_now() + 5, p3d_now() + 5, &d->err);
         return NULL;
     }
     int fd = raw_connect(d->c.port);
