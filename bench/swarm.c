@@ -111,12 +111,11 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     p3d_grec rec = {.rank = 0, .hostname = "sim0", .addr = "127.0.0.1", .rack = "r0", .master_port = 29500};
     if (p3d_gather_add(&mine, &rec, t, &err) < 0)
         die("record", err);
-    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = strdup(P3D_VERSION), .token = strdup(TOKEN),
-                  .job_id = strdup("swarm"), .nnodes = N, .hostname = strdup("sim0"), .addr = strdup("127.0.0.1"),
+    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = strdup(P3D_VERSION), .job_id = strdup("swarm"), .nnodes = N, .hostname = strdup("sim0"), .addr = strdup("127.0.0.1"),
                   .port = port};
-    int *fds = calloc((size_t)N, sizeof *fds);
+    p3d_chan **chans = calloc((size_t)N, sizeof *chans);
     p3d_join *joins = calloc((size_t)N, sizeof *joins);
-    if (p3d_tree_gather(lfd, &r, K, &j, &mine, &g, fds, joins, 0, &st, &err) < 0)
+    if (p3d_tree_gather(lfd, &r, K, &j, &mine, &g, chans, joins, 0, &st, &err) < 0)
         die("gather", err);
     p3d_wbuf frame = {0};
     p3d_plan_result keep;
@@ -127,12 +126,8 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     for (int i = 0; i < nk; i++)
         ranks[i] = i + 1;
     double t1 = p3d_now();
-    p3d_wbuf sealed = {0};
-    if (p3d_frame_seal(&frame, TOKEN, &sealed) < 0)
-        die("send", "cannot seal the placement");
-    if (p3d_tree_send(fds + 1, ranks, nk, &sealed, 60, &st, &err) < 0)
+    if (p3d_tree_send(chans + 1, ranks, nk, &frame, 60, &st, &err) < 0)
         die("send", err);
-    p3d_wbuf_free(&sealed);
     out.t_send = p3d_now() - t1;
     out.t_total = p3d_now() - t0;
     p3d_place_msg pm;
@@ -199,8 +194,8 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
     /* the agents hang up once they have the placement */
     for (int i = 1; i < N; i++) {
         char b[64];
-        if (fds[i] >= 0)
-            while (read(fds[i], b, sizeof b) > 0)
+        if (chans[i])
+            while (read(chans[i]->fd, b, sizeof b) > 0)
                 ;
     }
     _exit(0);
@@ -211,6 +206,10 @@ static void leader(int lfd, int port, const char *topo, int tp, int pp, int wfd)
 typedef struct conn {
     int fd, agent, kind;         /* kind: 0 ctrl, 1 up (to parent), 2 child link, 3 listen */
     p3d_framer fr;
+    p3d_hs hs;                   /* the handshake (wire_chan.c), then */
+    p3d_chan *ch;                /*   the channel's keys and counters */
+    p3d_wbuf after;              /* initiator: the first frame, sent with its proof */
+    p3d_wbuf after2;             /*   and the records, when they were ready before it */
     const unsigned char *out;    /* pending output (not owned unless own) */
     size_t outlen, outoff;
     unsigned char *own;
@@ -305,6 +304,69 @@ static void queue_wbuf(conn *c, p3d_wbuf *b)
     p3d_wbuf_free(b);
 }
 
+/* Appends frame b, tagged as c's next frame, to out (as p3d_chan_send puts
+ * it on the wire). */
+static void tag_into(conn *c, const p3d_wbuf *b, p3d_wbuf *out)
+{
+    unsigned char tag[P3D_TAG_LEN];
+    p3d_wbuf f = {0};
+    p3d_wbuf_bytes(&f, b->p, b->len);
+    if (!c->ch || f.oom || p3d_chan_reserve(&f) < 0 || p3d_chan_tag(c->ch, b, tag) < 0)
+        die("tag", "cannot tag a frame");
+    p3d_wbuf_bytes(out, f.p, f.len);
+    p3d_wbuf_bytes(out, tag, sizeof tag);
+    p3d_wbuf_free(&f);
+}
+
+/* Queues frame b on c's channel, tagged. */
+static void queue_frame(conn *c, p3d_wbuf *b)
+{
+    p3d_wbuf out = {0};
+    tag_into(c, b, &out);
+    p3d_wbuf_free(b);
+    queue_wbuf(c, &out);
+}
+
+/* Starts the handshake on c: the initiator's challenge goes out (first is
+ * sent once the peer proved the key), an acceptor waits for one. */
+static void start_auth(conn *c, int acceptor, int kind, p3d_wbuf *first)
+{
+    p3d_wbuf out = {0};
+    char *err = NULL;
+    if (p3d_hs_start(&c->hs, TOKEN, acceptor, kind, &out, &err) < 0)
+        die("handshake", err);
+    if (first) {
+        c->after = *first;
+        memset(first, 0, sizeof *first);
+    }
+    if (out.len)
+        queue_wbuf(c, &out);
+    p3d_wbuf_free(&out);
+}
+
+/* A handshake frame on c. */
+static void auth_step(conn *c, int type, const unsigned char *body, size_t len)
+{
+    p3d_wbuf out = {0};
+    char *err = NULL;
+    int rc = p3d_hs_step(&c->hs, type, body, len, &out, &err);
+    if (rc < 0)
+        die("handshake", err);
+    if (rc == 1 && !(c->ch = p3d_chan_new(&c->hs, c->fd, NULL, "swarm")))
+        die("handshake", "out of memory");
+    if (rc == 1 && c->after.len) {
+        tag_into(c, &c->after, &out);
+        p3d_wbuf_free(&c->after);
+    }
+    if (rc == 1 && c->after2.len) {
+        tag_into(c, &c->after2, &out);
+        p3d_wbuf_free(&c->after2);
+    }
+    if (out.len)
+        queue_wbuf(c, &out);
+    p3d_wbuf_free(&out);
+}
+
 static int connect_to(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -331,7 +393,11 @@ static void send_up(sagent *a)
     p3d_gather_free(&a->g);
     (void)err;
     a->state = 2;
-    queue_wbuf(a->up, &b);
+    if (!a->up->ch) { /* the parent has not proved the key yet */
+        a->up->after2 = b;
+        return;
+    }
+    queue_frame(a->up, &b);
 }
 
 static void got_place(sagent *a, const unsigned char *body, size_t len)
@@ -348,8 +414,12 @@ static void got_place(sagent *a, const unsigned char *body, size_t len)
     } else if (len + 5 != cplace_len || memcmp(cplace + 5, body, len)) {
         die("placement", "two agents received different bytes");
     }
-    for (int c = 0; c < a->nkids; c++)
-        queue(a->kids[c], cplace, cplace_len, 0);
+    for (int c = 0; c < a->nkids; c++) {
+        /* the same bytes, each child's own tag */
+        p3d_wbuf f = {0};
+        p3d_wbuf_bytes(&f, cplace, cplace_len);
+        queue_frame(a->kids[c], &f);
+    }
     a->state = 3;
     ndone++;
     if (ndone == mine_total && getenv("SWARM_VERBOSE"))
@@ -364,7 +434,7 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
         die("refused", (const char *)body + 4);
     if (c->kind == 0 && type == P3D_MSG_TREE) {
         p3d_treepos t;
-        if (p3d_frame_open(type, body, &len, TOKEN, &err) < 0 || p3d_treepos_decode(body, len, &t, &err) < 0)
+        if (p3d_treepos_decode(body, len, &t, &err) < 0)
             die("tree", err);
         if (t.parent != a->parent || t.nchildren != a->nkids)
             die("tree", "the leader's tree differs from k-ary order");
@@ -372,11 +442,11 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
             a->up = c;
         } else {
             a->up = new_conn(connect_to(t.port), a->rank, 1);
-            p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = TOKEN, .job_id = "swarm",
+            p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "swarm",
                             .node_rank = a->rank};
             p3d_wbuf b = {0};
             p3d_tjoin_encode(&tj, &b);
-            queue_wbuf(a->up, &b);
+            start_auth(a->up, 0, P3D_LINK_TREE, &b);
         }
         p3d_treepos_free(&t);
         joined++;
@@ -387,8 +457,8 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
         send_up(a);
     } else if (c->kind == 2 && type == P3D_MSG_TJOIN) {
         p3d_tjoin t;
-        if (p3d_tjoin_decode(body, len, &t, &err) < 0 || strcmp(t.token, TOKEN))
-            die("tjoin", err ? err : "wrong token");
+        if (p3d_tjoin_decode(body, len, &t, &err) < 0)
+            die("tjoin", err);
         int slot = t.node_rank - (K * a->rank + 1);
         if (slot < 0 || slot >= a->nkids)
             die("tjoin", "not my child");
@@ -401,10 +471,7 @@ static void on_frame(conn *c, int type, unsigned char *body, size_t len)
         a->kids_in++;
         send_up(a);
     } else if (c == a->up && type == P3D_MSG_CPLACE) {
-        /* checked as a real agent checks it, passed on with its tag */
-        size_t n = len;
-        if (p3d_frame_open(type, body, &n, TOKEN, &err) < 0)
-            die("placement", err);
+        /* its tag was checked (on_event), as a real agent checks it */
         got_place(a, body, len);
     }
 }
@@ -418,7 +485,7 @@ static void on_event(conn *c, uint32_t ev)
                 return;
             int on = 1; /* as the real agents' accepted connections (keepalive()) */
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
-            new_conn(fd, c->agent, 2);
+            start_auth(new_conn(fd, c->agent, 2), 1, P3D_LINK_TREE, NULL);
         }
     }
     if (ev & EPOLLOUT)
@@ -431,7 +498,12 @@ static void on_event(conn *c, uint32_t ev)
     size_t len;
     int type;
     while ((type = p3d_framer_take(&c->fr, &body, &len)) > 0) {
-        on_frame(c, type, body, len);
+        if (!c->ch)
+            auth_step(c, type, body, len);
+        else if (p3d_chan_open(c->ch, type, body, &len, &err) < 0)
+            die("tag", err);
+        else
+            on_frame(c, type, body, len);
         free(body);
     }
     if (f < 0) {
@@ -481,11 +553,11 @@ static void start_agent(int i)
         a->g = (p3d_gather){.ntopos = 1, .topos = tp1, .nrec = 1, .recs = r};
     }
     a->ctrl = new_conn(connect_to(leader_port), i, 0);
-    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = TOKEN, .job_id = "swarm",
+    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "swarm",
                   .nnodes = N, .node_rank = i, .hostname = host, .addr = "127.0.0.1", .port = a->lport};
     p3d_wbuf b = {0};
     p3d_join_encode(&j, &b);
-    queue_wbuf(a->ctrl, &b);
+    start_auth(a->ctrl, 0, P3D_LINK_CTRL, &b);
 }
 
 /* ---- swarm detect: the slow-node detection's cost at the leader -------- */
@@ -568,17 +640,21 @@ static void det_leader(int lfd, int rounds, int *go, int np, int wfd)
     det_out o = {0};
     int *fd_of = calloc((size_t)N, sizeof *fd_of), *group = calloc((size_t)N, sizeof *group);
     char **names = calloc((size_t)N, sizeof *names), **what = calloc((size_t)N, sizeof *what);
-    p3d_framer *fr = calloc((size_t)N, sizeof *fr);
+    p3d_chan **ch = calloc((size_t)N, sizeof *ch);
     double *cr = calloc((size_t)rounds + 1, sizeof *cr), *ct = calloc((size_t)rounds + 1, sizeof *ct);
-    if (!fd_of || !group || !names || !what || !fr || !cr || !ct)
+    if (!fd_of || !group || !names || !what || !ch || !cr || !ct)
         die("leader", "out of memory");
     int ep = epoll_create1(0);
     fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) & ~O_NONBLOCK);
     for (int k = 0; k < N; k++) {
         int fd = accept(lfd, NULL, NULL);
         uint32_t a = 0;
+        char *e = NULL;
         if (fd < 0 || read(fd, &a, sizeof a) != (ssize_t)sizeof a || a >= (uint32_t)N)
             die("leader accept", NULL);
+        /* each player authenticates one connection at a time */
+        if (!(ch[a] = p3d_chan_handshake(fd, TOKEN, 1, P3D_LINK_CTRL, p3d_now() + 60, "player", NULL, &e)))
+            die("leader handshake", e);
         fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
         fd_of[a] = fd;
         struct epoll_event ev = {.events = EPOLLIN, .data.u32 = a};
@@ -614,7 +690,7 @@ static void det_leader(int lfd, int rounds, int *go, int np, int wfd)
             for (int i = 0; i < ne; i++) {
                 char *err = NULL;
                 d.a = (int)evs[i].data.u32;
-                if (p3d_fate_read(&fr[d.a], fd_of[d.a], names[d.a], det_msg, &d, &err) < 0)
+                if (p3d_fate_read(ch[d.a], names[d.a], det_msg, &d, &err) < 0)
                     die("leader read", err);
             }
         }
@@ -652,7 +728,7 @@ static void det_leader(int lfd, int rounds, int *go, int np, int wfd)
 static void det_player(int port, int rounds, int go)
 {
     int n = 0;
-    int *fd = calloc((size_t)N / P + 2, sizeof *fd);
+    p3d_chan **fd = calloc((size_t)N / P + 2, sizeof *fd);
     for (int a = W; a < N; a += P) {
         int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -661,7 +737,9 @@ static void det_player(int port, int rounds, int go)
         if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof sa) < 0 ||
             write(s, &id, sizeof id) != (ssize_t)sizeof id)
             die("player connect", NULL);
-        fd[n++] = s;
+        char *e = NULL;
+        if (!(fd[n++] = p3d_chan_handshake(s, TOKEN, 0, P3D_LINK_CTRL, p3d_now() + 60, "leader", NULL, &e)))
+            die("player handshake", e);
     }
     for (int r = 0; r <= rounds; r++) {
         for (int k = 0, a = W; k < n; k++, a += P) {
@@ -707,7 +785,6 @@ static int detect_main(int argc, char **argv)
     }
     P = (int)(((rlim_t)N + rl.rlim_cur - 257) / (rl.rlim_cur - 256));
     signal(SIGPIPE, SIG_IGN);
-    p3d_wire_set_key(TOKEN);
     char *err = NULL;
     int port = 0, lfd = p3d_tcp_listen("127.0.0.1", 0, &port, &err);
     if (lfd < 0)
@@ -736,17 +813,16 @@ static int detect_main(int argc, char **argv)
     while (wait(NULL) > 0)
         ;
     free(go);
-    /* what one summary costs on the wire: the sealed FATE frame */
+    /* what one summary costs on the wire: the tagged FATE frame */
     p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 100, .busy_us = 500000, .ckpt = 90, .nranks = 8};
     char pkt[128];
     int len = p3d_amsg_encode(&m, pkt, sizeof pkt);
-    p3d_wbuf b = {0}, sb = {0};
+    p3d_wbuf b = {0};
     p3d_wbuf_begin(&b, P3D_MSG_FATE);
     p3d_wbuf_bytes(&b, pkt, (size_t)len);
-    if (p3d_wbuf_end(&b) == 0 && p3d_frame_seal(&b, TOKEN, &sb) == 0)
-        o.frame_bytes = sb.len;
+    if (p3d_wbuf_end(&b) == 0)
+        o.frame_bytes = b.len + P3D_TAG_LEN;
     p3d_wbuf_free(&b);
-    p3d_wbuf_free(&sb);
     char *nl = strchr(o.line, '\n');
     if (nl)
         *nl = 0;
@@ -924,7 +1000,7 @@ int main(int argc, char **argv)
         if (samples[i] % P == W) {
             p3d_place_msg m;
             char *e2 = NULL;
-            if (p3d_cplace_decode(cplace + 5, cplace_len - 5 - P3D_TAG_LEN, &m, &e2) < 0)
+            if (p3d_cplace_decode(cplace + 5, cplace_len - 5, &m, &e2) < 0)
                 die("expand", e2);
             sample_hash[i] = p3d_delta_hash((const unsigned char *)m.json, m.json_len);
             p3d_place_msg_free(&m);

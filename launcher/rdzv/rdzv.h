@@ -11,7 +11,8 @@
  *     environment), pmix and etcd (plugins, because they need libpmix and
  *     libcurl that the core binary must not link).
  *  2. the TCP rendezvous (rdzv_tcp.c), the same for every backend: agents
- *     connect to the leader, present token and version, send their node
+ *     connect to the leader, prove the token without sending it (the
+ *     handshake, wire_chan.c), present their version, send their node
  *     record; the leader waits for all, places once, sends every agent the
  *     same placement bytes; the connections stay open as the job-fate
  *     channel (failure reports up, stop orders down, a dropped connection
@@ -115,10 +116,12 @@ int p3d_tcp_listen_any(int *port, char **err);
  * failed its health check): the agents exit 1 like the leader; any other
  * refusal is the leader's input (exit 2). */
 #define P3D_REFUSE_FAILED "the job cannot start: "
-void p3d_tcp_refuse_all(const int *fds, int n, const char *why);
+void p3d_tcp_refuse_all(p3d_chan *const *chans, int n, const char *why);
 
-/* Sends a refusal frame (best effort). */
+/* Sends a refusal frame (best effort): on a connection that finished its
+ * handshake, tagged (p3d_tcp_refuse_chan); before it, in clear. */
 void p3d_tcp_refuse(int fd, const char *why);
+void p3d_tcp_refuse_chan(p3d_chan *c, const char *why);
 
 /* Sizes of what the tree moved, for --verbose and bench/swarm. */
 typedef struct p3d_tree_stats {
@@ -134,29 +137,34 @@ typedef struct p3d_tree_stats {
  * Only the leader's counts. 0 or -1 with *err. */
 int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err);
 
-/* Leader: accepts every agent's JOIN on lfd, answers each with its tree
+/* Leader: accepts every agent's connection on lfd (the handshake: it
+ * proves the job key, wire_chan.c), its JOIN, answers each with its tree
  * position, and collects the records that come up the tree into *g (its
- * own record first, taken from *mine). fds[i]: node rank i's control
- * connection (fds[0] = -1). On failure the joined agents are told why. */
+ * own record first, taken from *mine). chans[i]: node rank i's control
+ * connection (chans[0] = NULL), the caller's. On failure the joined agents
+ * are told why. */
 int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
-                    int *fds, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err);
+                    p3d_chan **chans, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err);
 
-/* Leader or interior agent: sends one frame to each of n fds (concurrently,
- * non-blocking: a slow child does not hold up its siblings), within
- * timeout seconds. Returns 0, or -1 with *err naming the node (ranks[i]). */
-int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, double timeout, p3d_tree_stats *st,
-                  char **err);
+/* Leader or interior agent: sends one frame (built, untagged) to each of
+ * n channels, each with its own tag (concurrently, non-blocking: a slow
+ * child does not hold up its siblings), within timeout seconds. NULL
+ * channels are skipped. Returns 0, or -1 with *err naming the node
+ * (ranks[i]). */
+int p3d_tree_send(p3d_chan *const *chans, const int *ranks, int n, const p3d_wbuf *frame, double timeout,
+                  p3d_tree_stats *st, char **err);
 
-/* Agent: JOIN to the leader, attach to the tree parent, collect the
- * children's records, send the subtree's up, receive the placement and
- * pass it on. Returns the control connection (the fate channel) with *out
+/* Agent: the handshake and JOIN with the leader, attach to the tree
+ * parent (a handshake too), collect the children's records, send the
+ * subtree's up, receive the placement and pass it on. Returns 0 with the
+ * control connection (the fate channel, the caller's) in *ctrl and *out
  * filled; -2 with *err when the leader refused this node (the reason
- * quoted: wrong token, version, node rank, a placement that failed: exit
+ * quoted: wrong key, version, node rank, a placement that failed: exit
  * 2); -1 with *err when the rendezvous did not complete (leader or tree
  * parent unreachable or gone, or the leader's own timeout: exit 1 on every
  * side). me: this node's record (topo taken). */
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
-                  p3d_tree_stats *st, char **err);
+                  p3d_tree_stats *st, p3d_chan **ctrl, char **err);
 
 /* ---- rdzv_failover.c: leader failover's port and dial ---------------- */
 
@@ -167,12 +175,11 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
  * dial of a node to a successor. The frames are wire_rejoin.c's; what the
  * job does with a rejoined node is the controller's (TAKEOVER).
  *
- * Whoever reaches a failover port is a stranger until its first frame, a
- * REJOIN sealed with the job token, is checked: per peer at most
- * P3D_FGATE_FRAME_MAX bytes are ever read (the announced length is
- * checked before the body is read; no buffer grows), it has
- * P3D_FGATE_DEADLINE seconds to send it, and slots are bounded (the
- * oldest stranger is evicted for a new one).
+ * Whoever reaches a failover port is a stranger until it proved the job
+ * key (the handshake of wire_chan.c, link kind P3D_LINK_GATE) and sent a
+ * REJOIN: until then it gets small frames only, P3D_FGATE_DEADLINE
+ * seconds, and a bounded slot (the oldest stranger is evicted for a new
+ * one).
  */
 
 
@@ -191,17 +198,20 @@ typedef struct p3d_fgate p3d_fgate;
  * maxpend bounds the strangers held at once (1..65536). NULL with *err.
  * Free with p3d_fgate_close. */
 p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err);
+/* The job key the strangers must prove (the gate takes nobody until it
+ * is set: the token may come from the backend after the gate opened). */
+void p3d_fgate_set_key(p3d_fgate *g, const char *key);
 /* The listening socket (watch it for input), -1 when g is NULL. */
 int p3d_fgate_fd(const p3d_fgate *g);
-/* Accepts what is waiting and reads what the strangers sent, without
- * blocking. 1: a node rejoined: *out is its checked REJOIN and *fd its
- * connection (blocking mode, now the caller's); call again for the next.
- * 0: none (yet). Peers that sent something else, too much, a bad tag, or
- * nothing within P3D_FGATE_DEADLINE are dropped; each drop is counted and
+/* Accepts what is waiting and runs the strangers' handshakes, without
+ * blocking. 1: a node rejoined: *out is its checked REJOIN and *ch its
+ * channel (blocking mode, now the caller's); call again for the next.
+ * 0: none (yet). Peers without the job key, that sent something else,
+ * too much, or nothing within P3D_FGATE_DEADLINE are dropped; each drop is counted and
  * its reason kept (p3d_fgate_dropped) and said on stderr when verbose.
  * *next (may be NULL) is lowered to the next deadline of a stranger. */
-int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double *next, int verbose,
-                   p3d_rejoin *out, int *fd);
+int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out,
+                   p3d_chan **ch);
 /* How many strangers the gate holds: accepted, their frame not whole yet.
  * Their bytes do not make the listening socket readable: while any are
  * held, call p3d_fgate_take again soon (a frame that arrived just after
@@ -212,12 +222,15 @@ int p3d_fgate_dropped(const p3d_fgate *g, const char **last_why);
 void p3d_fgate_close(p3d_fgate *g);
 
 /* A node that lost the leader reaches candidate c: connects (bounded by
- * deadline) and sends j sealed with key. The connection (blocking), or
- * -1 with *err naming the candidate. */
-int p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline, char **err);
-/* Reads the candidate's REJOINED answer on fd by deadline (at most
- * P3D_FGATE_FRAME_MAX bytes, tag checked first). 0 with *out, or -1 with
- * *err (silent past the deadline, closed, or not a valid answer). */
-int p3d_failover_answer(int fd, const char *key, double deadline, p3d_rejoined *out, char **err);
+ * deadline), runs the handshake with key (bounded by hs_deadline: the
+ * candidate's loop answers it only once its takeover runs; a reset is
+ * tried again, up to 3 times) and sends j. The channel (blocking), or
+ * NULL with *err naming the candidate. */
+p3d_chan *p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline,
+                            double hs_deadline, char **err);
+/* Reads the candidate's REJOINED answer on ch by deadline (tag checked
+ * first). 0 with *out, or -1 with *err (silent past the deadline, closed,
+ * or not a valid answer). */
+int p3d_failover_answer(p3d_chan *ch, double deadline, p3d_rejoined *out, char **err);
 
 #endif

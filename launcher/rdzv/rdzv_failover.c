@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_failover.c — the failover port and the dial to a successor
- * (rdzv_failover.h). Each stranger has a fixed buffer of
- * P3D_FGATE_FRAME_MAX + 4 bytes and only ever reads up to the end of the
- * one frame it announced; a longer announcement is refused before its
- * body is read.
+ * (rdzv.h). A stranger is held like the rendezvous' pending peers
+ * (rdzv_tcp.c): small handshake frames, a deadline, the oldest evicted
+ * when the slots are full; only once it proved the job key is its
+ * reconnect frame read.
  */
 #include "rdzv.h"
 #include "rdzv_tcp_internal.h"
@@ -23,25 +23,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-typedef struct stranger {
-    int fd;
-    double since;
-    size_t len;
-    unsigned char buf[P3D_FGATE_FRAME_MAX + 4];
-} stranger;
-
 struct p3d_fgate {
     int lfd;
     int maxpend;
-    stranger *s;
+    pending *s;              /* the strangers: accepted, not yet rejoined */
     int dropped;
     char why[200];
+    char key[256];           /* the job key the handshake proves */
 };
-
-static uint32_t be32(const unsigned char *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /* Every interface, IPv6 and IPv4 at once: one AF_INET6 socket with
  * IPV6_V6ONLY off (IPv4 peers arrive as ::ffff:a.b.c.d). -1 where the
@@ -103,26 +92,30 @@ p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err)
     return g;
 }
 
+void p3d_fgate_set_key(p3d_fgate *g, const char *key)
+{
+    if (g)
+        snprintf(g->key, sizeof g->key, "%s", key ? key : "");
+}
+
 int p3d_fgate_fd(const p3d_fgate *g)
 {
     return g ? g->lfd : -1;
 }
 
-static void drop(p3d_fgate *g, stranger *s, int verbose, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void drop(p3d_fgate *g, stranger *s, int verbose, const char *fmt, ...)
+static void drop(p3d_fgate *g, pending *s, int verbose, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void drop(p3d_fgate *g, pending *s, int verbose, const char *fmt, ...)
 {
-    char peer[160];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g->why, sizeof g->why, fmt, ap);
     va_end(ap);
-    if (verbose) {
-        rz_peer_name(s->fd, peer, sizeof peer);
-        fprintf(stderr, "par3drun: failover port: dropped %s: %s\n", peer, g->why);
-    }
-    close(s->fd);
-    s->fd = -1;
-    s->len = 0;
+    if (verbose)
+        fprintf(stderr, "par3drun: failover port: dropped %s: %s\n", s->peer, g->why);
+    if (s->fd >= 0)
+        rz_drop_pending(s, g->why, 0);
+    else
+        snprintf(s->why, sizeof s->why, "%s", g->why);
     g->dropped++;
 }
 
@@ -145,37 +138,7 @@ static void accept_all(p3d_fgate *g, double now, int verbose)
         }
         g->s[slot].fd = c;
         g->s[slot].since = now;
-        g->s[slot].len = 0;
-    }
-}
-
-/* Reads what s sent, up to the end of its one frame. 1: complete; 0: not
- * yet; -1: dropped. */
-static int fill(p3d_fgate *g, stranger *s, int verbose)
-{
-    for (;;) {
-        size_t want = 4;
-        if (s->len >= 4) {
-            uint32_t n = be32(s->buf);
-            if (n < 1 || n > P3D_FGATE_FRAME_MAX) {
-                drop(g, s, verbose, "its first frame announces %u bytes: a reconnect is 1..%d", n,
-                     P3D_FGATE_FRAME_MAX);
-                return -1;
-            }
-            want = 4 + (size_t)n;
-        }
-        if (s->len >= want && s->len > 4)
-            return 1;
-        ssize_t k = recv(s->fd, s->buf + s->len, want - s->len, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return 0;
-        if (k <= 0) {
-            drop(g, s, verbose, "%s before its reconnect frame was whole", k < 0 ? strerror(errno) : "closed");
-            return -1;
-        }
-        s->len += (size_t)k;
+        rz_peer_name(c, g->s[slot].peer, sizeof g->s[slot].peer);
     }
 }
 
@@ -187,18 +150,22 @@ int p3d_fgate_waiting(const p3d_fgate *g)
     return k;
 }
 
-int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double *next, int verbose,
-                   p3d_rejoin *out, int *fd)
+int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out,
+                   p3d_chan **ch)
 {
     accept_all(g, now, verbose);
     for (int i = 0; i < g->maxpend; i++) {
-        stranger *s = &g->s[i];
+        pending *s = &g->s[i];
         if (s->fd < 0)
             continue;
-        int f = fill(g, s, verbose);
-        if (f < 0)
+        unsigned char *body = NULL;
+        size_t len = 0;
+        int type = rz_pending_auth(s, g->key, P3D_LINK_GATE, &body, &len);
+        if (type < 0) {
+            drop(g, s, verbose, "%s", s->why[0] ? s->why : "its handshake failed");
             continue;
-        if (f == 0) {
+        }
+        if (type == 0) {
             if (now - s->since >= P3D_FGATE_DEADLINE)
                 drop(g, s, verbose, "no reconnect frame within %g s", P3D_FGATE_DEADLINE);
             else if (next && s->since + P3D_FGATE_DEADLINE < *next)
@@ -206,16 +173,18 @@ int p3d_fgate_take(p3d_fgate *g, const char *key, int nnodes, double now, double
             continue;
         }
         char *e = NULL;
-        size_t n = be32(s->buf);
-        if (p3d_rejoin_open(s->buf[4], s->buf + 5, n - 1, key, nnodes, out, &e) < 0) {
+        int bad = p3d_rejoin_open(type, body, len, nnodes, out, &e) < 0;
+        free(body);
+        if (bad) {
             drop(g, s, verbose, "%s", e ? e : "not a reconnect");
             free(e);
             continue;
         }
-        *fd = s->fd;
+        *ch = s->ch;
+        s->ch = NULL;
         s->fd = -1;
-        s->len = 0;
-        rz_set_nonblock(*fd, 0);
+        rz_drop_pending(s, "rejoined", 0);
+        rz_set_nonblock((*ch)->fd, 0);
         return 1;
     }
     return 0;
@@ -233,8 +202,7 @@ void p3d_fgate_close(p3d_fgate *g)
     if (!g)
         return;
     for (int i = 0; i < g->maxpend; i++)
-        if (g->s[i].fd >= 0)
-            close(g->s[i].fd);
+        rz_drop_pending(&g->s[i], "closed", 0);
     if (g->lfd >= 0)
         close(g->lfd);
     free(g->s);
@@ -291,45 +259,57 @@ int p3d_tcp_dial(const char *host, int port, double deadline)
     return fd;
 }
 
-int p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline, char **err)
+p3d_chan *p3d_failover_dial(const p3d_successor *c, const p3d_rejoin *j, const char *key, double deadline,
+                            double hs_deadline, char **err)
 {
     char who[320];
     p3d_wbuf w = {0};
+    p3d_chan *ch = NULL;
     snprintf(who, sizeof who, "the successor node rank %d (%s:%d)", c->node_rank, c->addr, c->port);
-    if (p3d_rejoin_frame(j, key, &w) < 0) {
+    if (p3d_rejoin_frame(j, &w) < 0) {
         p3d_wbuf_free(&w);
-        return p3d_err(err, "failover: cannot build the reconnect frame for %s", who);
+        p3d_err(err, "failover: cannot build the reconnect frame for %s", who);
+        return NULL;
     }
-    int fd = dial_once(c->addr, c->port, deadline, who, err);
-    if (fd >= 0 && p3d_frame_write(fd, &w, err) < 0) {
-        close(fd);
-        fd = -1;
+    /* a candidate that resets the connection during the handshake (its
+     * slots were full of strangers a moment ago) is tried again while
+     * time is left; one that does not prove the job key is not */
+    for (int tries = 0; !ch && tries < 3 && p3d_now() < deadline; tries++) {
+        char *e = NULL;
+        int refused = 0;
+        int fd = dial_once(c->addr, c->port, deadline, who, err);
+        if (fd < 0)
+            break;
+        /* the successor answers the handshake from its loop, which runs
+         * once its takeover has begun: later than the kernel takes the
+         * connection */
+        ch = p3d_chan_handshake(fd, key, 0, P3D_LINK_GATE, hs_deadline > deadline ? hs_deadline : deadline, who,
+                                &refused, &e);
+        if (!ch) {
+            close(fd);
+            p3d_err(err, "failover: %s: %s", who, e ? e : "the handshake failed");
+        }
+        free(e);
+        if (!ch && refused)
+            break;
+    }
+    if (ch && p3d_chan_send(ch, &w, P3D_FATE_STALL, err) < 0) {
+        p3d_chan_free(ch);
+        ch = NULL;
     }
     p3d_wbuf_free(&w);
-    return fd;
+    return ch;
 }
 
-int p3d_failover_answer(int fd, const char *key, double deadline, p3d_rejoined *out, char **err)
+int p3d_failover_answer(p3d_chan *ch, double deadline, p3d_rejoined *out, char **err)
 {
-    unsigned char buf[P3D_FGATE_FRAME_MAX + 4];
-    size_t len = 0, want = 4;
-    while (len < want) {
-        int w = p3d_wait_fd(fd, P3D_LOOP_IN, deadline);
-        if (w <= 0)
-            return p3d_err(err, "failover: no answer from the successor by the deadline");
-        ssize_t k = recv(fd, buf + len, want - len, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return p3d_err(err, "failover: the successor %s", k < 0 ? strerror(errno) : "closed the connection");
-        len += (size_t)k;
-        if (len == 4) {
-            uint32_t n = be32(buf);
-            if (n < 1 || n > P3D_FGATE_FRAME_MAX)
-                return p3d_err(err, "failover: the successor's answer announces %u bytes: 1..%d expected", n,
-                               P3D_FGATE_FRAME_MAX);
-            want = 4 + n;
-        }
-    }
-    return p3d_rejoined_open(buf[4], buf + 5, want - 5, key, out, err);
+    unsigned char *body = NULL;
+    size_t len = 0;
+    char *e = NULL;
+    int type = p3d_chan_read(ch, deadline, &body, &len, &e);
+    int rc = type > 0 ? p3d_rejoined_open(type, body, len, out, err)
+                      : p3d_err(err, "failover: the successor: %s", type == 0 ? "closed the connection" : e ? e : "?");
+    free(body);
+    free(e);
+    return rc;
 }

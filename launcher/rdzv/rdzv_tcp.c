@@ -84,16 +84,6 @@ int p3d_tcp_listen(const char *host, int port, int *bound, char **err)
     return fd;
 }
 
-/* Token comparison that takes the same time wherever the strings differ. */
-static int rz_token_eq(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = (unsigned char)(la != lb);
-    for (size_t i = 0; i < la; i++)
-        d |= (unsigned char)(a[i] ^ b[lb ? i % lb : 0]);
-    return d == 0;
-}
-
 void p3d_tcp_refuse(int fd, const char *why)
 {
     p3d_wbuf b = {0};
@@ -109,11 +99,22 @@ void p3d_tcp_refuse(int fd, const char *why)
     p3d_wbuf_free(&b);
 }
 
-void p3d_tcp_refuse_all(const int *fds, int n, const char *why)
+void p3d_tcp_refuse_chan(p3d_chan *c, const char *why)
 {
-    for (int i = 0; i < n; i++)
-        if (fds[i] >= 0)
-            p3d_tcp_refuse(fds[i], why);
+    p3d_wbuf b = {0};
+    p3d_wbuf_begin(&b, P3D_MSG_REFUSE);
+    p3d_wbuf_str(&b, why);
+    /* best effort and bounded: a peer that does not read is dropped */
+    if (c && p3d_wbuf_end(&b) == 0)
+        p3d_chan_send(c, &b, 1.0, NULL);
+    p3d_wbuf_free(&b);
+}
+
+void p3d_tcp_refuse_all(p3d_chan *const *chans, int n, const char *why)
+{
+    for (int i = 0; chans && i < n; i++)
+        if (chans[i])
+            p3d_tcp_refuse_chan(chans[i], why);
 }
 
 void rz_peer_name(int fd, char *buf, size_t cap)
@@ -133,10 +134,18 @@ void rz_peer_name(int fd, char *buf, size_t cap)
 void rz_drop_pending(pending *p, const char *why, int verbose)
 {
     if (verbose)
-        fprintf(stderr, "rendezvous: dropped %s before its HELLO: %s\n", p->peer, p3d_tesc(why));
-    close(p->fd);
+        fprintf(stderr, "rendezvous: dropped %s before it joined: %s\n", p->peer, p3d_tesc(why));
+    if (why != p->why)
+        snprintf(p->why, sizeof p->why, "%s", why);
+    if (p->ch)
+        p3d_chan_free(p->ch);
+    else if (p->fd >= 0)
+        close(p->fd);
+    p->ch = NULL;
     p->fd = -1;
     p3d_framer_free(&p->fr);
+    p3d_hs_wipe(&p->hs);
+    p->hs_on = 0;
 }
 
 /* Accepts every queued connection into a free slot (evicting the oldest
@@ -182,12 +191,21 @@ void rz_expire_pending(pending *pd, int maxpend, double now, double *until, int 
  * refused as soon as its length is in, before any of it is buffered).
  * Returns its type with *body when complete, 0 when more is needed, -1
  * when the peer was dropped. */
-int rz_pending_frame(pending *p, unsigned char **body, size_t *len)
+static int rz_pending_frame(pending *p, unsigned char **body, size_t *len)
 {
     unsigned char chunk[4096];
     int f = 0;
     if (!p->fr.first_max)
         p3d_framer_first_max(&p->fr, PREAUTH_FRAME_MAX);
+    if (p->fr.len) { /* what came with the last frame first */
+        char *e = NULL;
+        f = p3d_framer_feed(&p->fr, NULL, 0, &e);
+        free(e);
+        if (f < 0) {
+            rz_drop_pending(p, f == -2 ? "a frame over the bound before its handshake" : "a malformed frame", 0);
+            return -1;
+        }
+    }
     while (f == 0) {
         ssize_t k = recv(p->fd, chunk, p3d_framer_want(&p->fr, sizeof chunk), 0);
         if (k < 0 && errno == EINTR)
@@ -202,9 +220,9 @@ int rz_pending_frame(pending *p, unsigned char **body, size_t *len)
         f = p3d_framer_feed(&p->fr, chunk, (size_t)k, &e);
         free(e);
         if (f == -2) {
-            fprintf(stderr, "rendezvous: refused %s: its first frame is over %u bytes (a HELLO is small)\n", p->peer,
-                    PREAUTH_FRAME_MAX);
-            rz_drop_pending(p, "first frame too big", 0);
+            fprintf(stderr, "rendezvous: refused %s: a frame over %u bytes before its handshake (they are small)\n",
+                    p->peer, PREAUTH_FRAME_MAX);
+            rz_drop_pending(p, "a frame over the bound before its handshake", 0);
             return -1;
         }
         if (f < 0) {
@@ -218,15 +236,86 @@ int rz_pending_frame(pending *p, unsigned char **body, size_t *len)
     return type > 0 ? type : 256; /* a type-0 frame: refused below */
 }
 
-/* Token, protocol and version: what any peer must show first. NULL when
- * fine, else the reason (in why). */
-const char *rz_auth_verdict(const p3d_rdzv *r, const char *token, uint32_t proto, const char *version,
-                                const char *job_id, char *why, size_t cap)
+/* The handshake's next step on a frame that came. 1 done (p->ch set), 0
+ * more is needed, -1 dropped. */
+static int pending_step(pending *p, int type, const unsigned char *b, size_t n)
 {
-    if (!token || !rz_token_eq(token, r->boot.token)) {
-        snprintf(why, cap, "wrong job token (an agent of another job, or a different --rdzv-token-file?)");
-        return why;
+    p3d_wbuf out = {0};
+    char *e = NULL;
+    int rc = p3d_hs_step(&p->hs, type, b, n, &out, &e);
+    if (rc < 0) {
+        fprintf(stderr, "rendezvous: refused %s: %s\n", p->peer, p3d_tesc(e ? e : "?"));
+        if (type != P3D_MSG_REFUSE)
+            p3d_hs_refuse(p->fd, e ? e : "refused");
+        char why[sizeof p->why];
+        snprintf(why, sizeof why, "refused: %s", e ? e : "?");
+        rz_drop_pending(p, why, 0);
+    } else if (out.len && p3d_frame_write_bounded(p->fd, &out, 1.0, NULL) < 0) {
+        rz_drop_pending(p, "did not read the handshake", 0);
+        rc = -1;
+    } else if (rc == 1 && !(p->ch = p3d_chan_new(&p->hs, p->fd, &p->fr, p->peer))) {
+        rz_drop_pending(p, "out of memory", 0);
+        rc = -1;
     }
+    free(e);
+    p3d_wbuf_free(&out);
+    return rc;
+}
+
+int rz_pending_auth(pending *p, const char *key, int kind, unsigned char **body, size_t *len)
+{
+    *body = NULL;
+    *len = 0;
+    if (!p->hs_on) {
+        p3d_wbuf none = {0};
+        char *e = NULL;
+        p->hs_on = 1;
+        if (p3d_hs_start(&p->hs, key, 1, kind, &none, &e) < 0) {
+            fprintf(stderr, "rendezvous: cannot take %s: %s\n", p->peer, p3d_tesc(e ? e : "?"));
+            free(e);
+            rz_drop_pending(p, "no key", 0);
+            return -1;
+        }
+    }
+    while (!p->ch) {
+        unsigned char *b = NULL;
+        size_t n = 0;
+        char peer[sizeof p->peer];
+        int proved = p->hs.step == 1; /* our proof went out: its answer is due */
+        snprintf(peer, sizeof peer, "%s", p->peer);
+        int type = rz_pending_frame(p, &b, &n);
+        if (type < 0 && proved) {
+            snprintf(p->why, sizeof p->why, "it left the handshake after the challenge: wrong job token (another "
+                                            "job's agent, a different --rdzv-token-file, or a stranger)");
+            fprintf(stderr, "rendezvous: refused %s: %s\n", peer, p->why);
+        }
+        int k = type > 0 ? pending_step(p, type, b, n) : type;
+        free(b);
+        /* a step taken: what came with its frame is judged next (the
+         * socket may not wake us again for bytes already read) */
+        if (k < 0 || type == 0)
+            return k;
+    }
+    char *e = NULL;
+    int f = p3d_chan_fill(p->ch, &e);
+    int type = p3d_chan_take(p->ch, body, len, &e);
+    if (type < 0 || (type == 0 && f < 0)) {
+        char why[sizeof p->why];
+        snprintf(why, sizeof why, "after its handshake: %s", e ? e : "closed");
+        if (type < 0)
+            fprintf(stderr, "rendezvous: dropped %s %s\n", p->peer, p3d_tesc(why));
+        rz_drop_pending(p, why, 0);
+        type = -1;
+    }
+    free(e);
+    return type;
+}
+
+/* Protocol, version and job id: what any peer must show with its first
+ * frame. NULL when fine, else the reason (in why). */
+const char *rz_auth_verdict(const p3d_rdzv *r, uint32_t proto, const char *version, const char *job_id, char *why,
+                            size_t cap)
+{
     if (proto != P3D_WIRE_PROTO || !version || strcmp(version, P3D_VERSION) != 0) {
         snprintf(why, cap, "par3drun version mismatch: the leader runs %s (wire protocol %d), this agent %s "
                  "(wire protocol %u): run the same par3drun on every node",
@@ -267,9 +356,11 @@ int rz_in_subtree(int x, int top, int k)
 /* ---- sending down the tree ----------------------------------------------------- */
 
 typedef struct treesend {
-    const int *fds, *ranks;
+    p3d_chan *const *ch;
+    const int *ranks;
     int n, left, failed;
-    const p3d_wbuf *b;
+    const p3d_wbuf *b;       /* the frame, its length counting the tag */
+    unsigned char *tags;     /* child i's tag: P3D_TAG_LEN bytes at i */
     size_t *off;
     p3d_tree_stats *st;
     char **err;
@@ -279,8 +370,12 @@ typedef struct treesend {
  * when more waits, -1 (said) when the send failed. */
 static int ts_push(treesend *t, int i)
 {
-    while (t->off[i] < t->b->len) {
-        ssize_t w = send(t->fds[i], t->b->p + t->off[i], t->b->len - t->off[i], MSG_NOSIGNAL | MSG_DONTWAIT);
+    size_t all = t->b->len + P3D_TAG_LEN;
+    while (t->off[i] < all) {
+        size_t o = t->off[i];
+        const unsigned char *p = o < t->b->len ? t->b->p + o : t->tags + (size_t)i * P3D_TAG_LEN + (o - t->b->len);
+        size_t k = o < t->b->len ? t->b->len - o : all - o;
+        ssize_t w = send(t->ch[i]->fd, p, k, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -302,7 +397,7 @@ static void ts_writable(p3d_loop *l, int fd, int ev, void *ctx)
     treesend *t = ctx;
     (void)ev;
     for (int i = 0; i < t->n; i++)
-        if (t->fds[i] == fd && t->off[i] < t->b->len) {
+        if (t->ch[i] && t->ch[i]->fd == fd && t->off[i] < t->b->len + P3D_TAG_LEN) {
             int k = ts_push(t, i);
             if (k < 0) {
                 t->failed = 1;
@@ -317,28 +412,37 @@ static void ts_writable(p3d_loop *l, int fd, int ev, void *ctx)
     p3d_loop_unwatch(l, fd);
 }
 
-int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, double timeout, p3d_tree_stats *st,
-                  char **err)
+int p3d_tree_send(p3d_chan *const *chans, const int *ranks, int n, const p3d_wbuf *frame, double timeout,
+                  p3d_tree_stats *st, char **err)
 {
-    treesend t = {.fds = fds, .ranks = ranks, .n = n, .b = b, .st = st, .err = err};
+    p3d_wbuf fb = {0};
+    treesend t = {.ch = chans, .ranks = ranks, .n = n, .b = &fb, .st = st, .err = err};
     t.off = calloc((size_t)n + 1, sizeof *t.off);
+    t.tags = calloc((size_t)n + 1, P3D_TAG_LEN);
     p3d_loop *l = p3d_loop_new();
     int rc = -1;
     double deadline = p3d_now() + timeout;
-    if (!t.off || !l) {
+    p3d_wbuf_bytes(&fb, frame->p, frame->len);
+    if (!t.off || !t.tags || !l || fb.oom || p3d_chan_reserve(&fb) < 0) {
         p3d_err(err, "out of memory");
         goto out;
     }
+    /* each child's copy: the same frame, its own connection's tag */
+    for (int i = 0; i < n; i++)
+        if (chans[i] && p3d_chan_tag(chans[i], frame, t.tags + (size_t)i * P3D_TAG_LEN) < 0) {
+            p3d_err(err, "rendezvous: cannot tag the placement for node[%d] (libcrypto)", ranks[i]);
+            goto out;
+        }
     /* every child's copy starts at once; the loop sends the rest as each
      * socket takes it */
     for (int i = 0; i < n; i++) {
-        if (fds[i] < 0 || !b->len)
+        if (!chans[i])
             continue;
         int k = ts_push(&t, i);
         if (k < 0)
             goto out;
         if (k == 0) {
-            if (p3d_loop_watch(l, fds[i], P3D_LOOP_OUT, ts_writable, &t) < 0) {
+            if (p3d_loop_watch(l, chans[i]->fd, P3D_LOOP_OUT, ts_writable, &t) < 0) {
                 p3d_err(err, "out of memory");
                 goto out;
             }
@@ -348,7 +452,7 @@ int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, do
     while (t.left > 0 && !t.failed) {
         if (p3d_now() >= deadline) {
             int i = 0;
-            while (i < n && (fds[i] < 0 || t.off[i] >= b->len))
+            while (i < n && (!chans[i] || t.off[i] >= fb.len + P3D_TAG_LEN))
                 i++;
             p3d_err(err, "rendezvous: node[%d] did not take the placement within %g s", ranks[i < n ? i : 0], timeout);
             goto out;
@@ -362,5 +466,7 @@ int p3d_tree_send(const int *fds, const int *ranks, int n, const p3d_wbuf *b, do
 out:
     p3d_loop_free(l);
     free(t.off);
+    free(t.tags);
+    p3d_wbuf_free(&fb);
     return rc;
 }

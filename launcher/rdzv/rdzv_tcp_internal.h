@@ -24,18 +24,23 @@ typedef struct pending {
     p3d_framer fr;
     char peer[160];
     double since; /* accepted at */
+    int hs_on;    /* the handshake began (hs) */
+    p3d_hs hs;
+    p3d_chan *ch; /* the handshake is done: the peer proved the job key;
+                   * fd is ch's then */
+    char why[200]; /* why it was last dropped (kept after the drop) */
 } pending;
 
-/* Before a peer has shown the job token it gets little: HELLO_DEADLINE
- * seconds to send its first frame (JOIN to the leader, TJOIN to a tree
- * parent; an agent sends it right after connecting), and a first frame of
- * at most PREAUTH_FRAME_MAX bytes (both are under 1 KiB; big frames come
- * only from joined agents). When every slot is taken, the oldest
- * unauthenticated peer is evicted for the new one, so idle connections
- * cannot keep an agent out. The leader and every interior agent of the
- * tree apply the same limits. */
+/* Before a peer has proved the job key it gets little: HELLO_DEADLINE
+ * seconds for its handshake and first frame (JOIN to the leader, TJOIN to
+ * a tree parent; an agent sends them right after connecting), and
+ * handshake frames of at most PREAUTH_FRAME_MAX bytes (they are under
+ * 100; big frames come only from authenticated agents). When every slot
+ * is taken, the oldest unauthenticated peer is evicted for the new one,
+ * so idle connections cannot keep an agent out. The leader and every
+ * interior agent of the tree apply the same limits. */
 #define HELLO_DEADLINE 10.0
-#define PREAUTH_FRAME_MAX (1u << 20)
+#define PREAUTH_FRAME_MAX 2048u
 
 /* O_NONBLOCK on (1) or off (0); 0 or -1. */
 int rz_set_nonblock(int fd, int on);
@@ -56,13 +61,17 @@ void rz_accept_all(int lfd, pending *pd, int maxpend, int verbose);
 /* Drops peers past HELLO_DEADLINE; *until gets the next deadline. */
 void rz_expire_pending(pending *pd, int maxpend, double now, double *until, int verbose);
 
-/* The first frame of a pending peer: its type (>0) with the body, 0 not
- * yet complete, -1 dropped (closed, malformed, over PREAUTH_FRAME_MAX). */
-int rz_pending_frame(pending *p, unsigned char **body, size_t *len);
+/* A pending peer's handshake (acceptor side, link kind) on what arrived,
+ * then its first frame after it, tag checked: its type (>0) with the body
+ * (p->ch is then set: the peer proved the job key), 0 not yet complete,
+ * -1 dropped (closed, malformed, over PREAUTH_FRAME_MAX, refused: said on
+ * stderr). */
+int rz_pending_auth(pending *p, const char *key, int kind, unsigned char **body, size_t *len);
 
-/* Why a peer's token/protocol/version/job id is refused (into why), or
- * NULL when it may join. */
-const char *rz_auth_verdict(const p3d_rdzv *r, const char *token, uint32_t proto, const char *version, const char *job_id, char *why, size_t cap);
+/* Why a peer's protocol/version/job id is refused (into why), or NULL
+ * when it may join (the job key it proved in the handshake). */
+const char *rz_auth_verdict(const p3d_rdzv *r, uint32_t proto, const char *version, const char *job_id, char *why,
+                            size_t cap);
 
 /* The k-ary heap of node ranks: parent of i (-1 for the leader), */
 int rz_tree_parent(int i, int k);

@@ -43,10 +43,11 @@ static int refusal(const unsigned char *body, size_t len, const p3d_rdzv *r, cha
 
 typedef struct agentj {
     const p3d_rdzv *r;
-    int me, k, ctrl, up, lfd, verbose;
+    int me, k, lfd, verbose;
+    p3d_chan *ctrl, *up;     /* the leader; the tree parent (== ctrl when
+                              * the parent is the leader) */
     int nkids;               /* expected children */
-    int *kfd;                /* per child slot (child rank - first), -1 */
-    p3d_framer *kfr;
+    p3d_chan **kch;          /* per child slot (child rank - first), NULL */
     unsigned char *kdone;
     int ndone;
     int refused;             /* the leader refused this node: exit 2 */
@@ -68,7 +69,7 @@ static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t 
         verdict = why;
     } else {
         int d = p3d_tjoin_decode(body, len, &t, &e);
-        verdict = rz_auth_verdict(A->r, t.token, t.proto, t.version, d == 0 ? t.job_id : NULL, why, sizeof why);
+        verdict = rz_auth_verdict(A->r, t.proto, t.version, d == 0 ? t.job_id : NULL, why, sizeof why);
         if (!verdict && d < 0) {
             snprintf(why, sizeof why, "%s", e ? e : "malformed TJOIN");
             verdict = why;
@@ -78,25 +79,24 @@ static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t 
     if (!verdict && (t.node_rank < first || t.node_rank >= first + A->nkids)) {
         snprintf(why, sizeof why, "node rank %d is not a child of node[%d] in the tree", t.node_rank, A->me);
         verdict = why;
-    } else if (!verdict && A->kfd[t.node_rank - first] >= 0) {
+    } else if (!verdict && A->kch[t.node_rank - first]) {
         snprintf(why, sizeof why, "node rank %d already attached", t.node_rank);
         verdict = why;
     }
     if (verdict) {
         fprintf(stderr, "rendezvous: node[%d] refused %s: %s\n", A->me, p->peer, p3d_tesc(verdict));
-        p3d_tcp_refuse(p->fd, verdict);
-        close(p->fd);
+        p3d_tcp_refuse_chan(p->ch, verdict);
+        rz_drop_pending(p, "refused", 0);
     } else {
         int c = t.node_rank - first;
         if (A->verbose)
             fprintf(stderr, "rendezvous: node[%d] attached its tree child node[%d] (%s)\n", A->me, t.node_rank, p->peer);
-        A->kfd[c] = p->fd;
-        A->kfr[c] = p->fr; /* its records may have come in the same read */
-        memset(&p->fr, 0, sizeof p->fr);
+        A->kch[c] = p->ch; /* its records may have come in the same read */
+        p->ch = NULL;
+        p->fd = -1;
+        rz_drop_pending(p, "attached", 0);
     }
     int slot = verdict ? -1 : t.node_rank - first;
-    p->fd = -1;
-    p3d_framer_free(&p->fr);
     p3d_tjoin_free(&t);
     return slot;
 }
@@ -106,13 +106,13 @@ static int child_event(agentj *A, int c, char **err)
 {
     int x = A->k * A->me + 1 + c;
     char *e = NULL;
-    int f = p3d_framer_fill(&A->kfr[c], A->kfd[c], &e);
+    int f = p3d_chan_fill(A->kch[c], &e);
     unsigned char *body;
     size_t len;
     int type;
-    while (f >= 0 && (type = p3d_framer_take(&A->kfr[c], &body, &len)) > 0) {
+    while ((type = p3d_chan_take(A->kch[c], &body, &len, &e)) > 0) {
         if (A->st)
-            A->st->bytes_recv += P3D_FRAME_BYTES(len);
+            A->st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
         if (type == P3D_MSG_GATHER && !A->kdone[c]) {
             p3d_gather g;
             char *de = NULL;
@@ -139,25 +139,24 @@ static int child_event(agentj *A, int c, char **err)
         }
         free(body);
     }
-    if (f < 0) {
+    if (f < 0 || type < 0) {
         /* the leader notices the lost child too and ends the rendezvous */
-        if (A->verbose)
+        if (A->verbose || type < 0)
             fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x, e ? p3d_tesc(e) : "?");
-        close(A->kfd[c]);
-        A->kfd[c] = -1;
-        p3d_framer_free(&A->kfr[c]);
+        p3d_chan_free(A->kch[c]);
+        A->kch[c] = NULL;
     }
     free(e);
     return 0;
 }
 
-/* Reads one frame exactly (nothing past it: what follows on the control
- * connection is the fate channel's). */
-static int read_exact(int fd, unsigned char **body, size_t *len, char **e)
+/* Reads one frame exactly, its tag checked (nothing past it: what
+ * follows on the control connection is the fate channel's). */
+static int read_exact(p3d_chan *c, unsigned char **body, size_t *len, char **e)
 {
-    rz_set_nonblock(fd, 0);
-    int t = p3d_frame_read(fd, body, len, e);
-    rz_set_nonblock(fd, 1);
+    rz_set_nonblock(c->fd, 0);
+    int t = p3d_chan_read(c, 0, body, len, e);
+    rz_set_nonblock(c->fd, 1);
     if (t == 0)
         p3d_err(e, "closed");
     return t;
@@ -166,14 +165,14 @@ static int read_exact(int fd, unsigned char **body, size_t *len, char **e)
 /* A frame or an EOF on the control or the parent connection. 1: the
  * placement (from the parent) in *out; 0: nothing to act on; -1: the
  * rendezvous is over for this node (*err says why). */
-static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size_t *outn, char **err)
+static int updown_event(agentj *A, p3d_chan *fd, int parent, unsigned char **out, size_t *outn, char **err)
 {
     unsigned char *body = NULL;
     size_t len = 0;
     char *e = NULL;
     int type = read_exact(fd, &body, &len, &e);
     if (type > 0 && A->st)
-        A->st->bytes_recv += P3D_FRAME_BYTES(len);
+        A->st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
     if (type == P3D_MSG_REFUSE) {
         A->refused = refusal(body, len, A->r, err);
         free(body);
@@ -210,9 +209,9 @@ static int updown_event(agentj *A, int fd, int parent, unsigned char **out, size
     }
     /* the parent is gone: the leader sees it too and says why; a few
      * seconds for that, then our own words */
-    close(A->up);
-    A->up = -1;
-    if (p3d_wait_fd(A->ctrl, P3D_LOOP_IN, p3d_now() + 5) > 0) {
+    p3d_chan_free(A->up);
+    A->up = NULL;
+    if (p3d_wait_fd(A->ctrl->fd, P3D_LOOP_IN, p3d_now() + 5) > 0) {
         char *e2 = NULL;
         body = NULL;
         int t2 = read_exact(A->ctrl, &body, &len, &e2);
@@ -241,11 +240,17 @@ typedef struct placewait {
     char **err;
 } placewait;
 
+/* Which of the control and parent connections fd is. */
+static p3d_chan *updown_of(agentj *A, int fd)
+{
+    return A->up && A->up->fd == fd ? A->up : A->ctrl;
+}
+
 static void place_event(p3d_loop *l, int fd, int ev, void *ctx)
 {
     placewait *w = ctx;
     (void)ev;
-    w->k = updown_event(w->A, fd, w->parent, w->out, w->outn, w->err);
+    w->k = updown_event(w->A, updown_of(w->A, fd), w->parent, w->out, w->outn, w->err);
     if (w->k != 0)
         p3d_loop_stop(l);
 }
@@ -256,8 +261,8 @@ static int wait_place(agentj *A, double until, int parent, unsigned char **out, 
     double t0 = p3d_now();
     placewait w = {.A = A, .parent = parent, .out = out, .outn = outn, .err = err};
     p3d_loop *l = p3d_loop_new();
-    if (!l || p3d_loop_watch(l, A->ctrl, P3D_LOOP_IN, place_event, &w) < 0 ||
-        (A->up >= 0 && A->up != A->ctrl && p3d_loop_watch(l, A->up, P3D_LOOP_IN, place_event, &w) < 0)) {
+    if (!l || p3d_loop_watch(l, A->ctrl->fd, P3D_LOOP_IN, place_event, &w) < 0 ||
+        (A->up && A->up != A->ctrl && p3d_loop_watch(l, A->up->fd, P3D_LOOP_IN, place_event, &w) < 0)) {
         p3d_loop_free(l);
         return p3d_err(err, "out of memory");
     }
@@ -293,7 +298,7 @@ static void kw_updown(p3d_loop *l, int fd, int ev, void *ctx)
     (void)ev;
     unsigned char *body = NULL;
     size_t len = 0;
-    int k = updown_event(w->A, fd, rz_tree_parent(w->A->me, w->A->k), &body, &len, w->err);
+    int k = updown_event(w->A, updown_of(w->A, fd), rz_tree_parent(w->A->me, w->A->k), &body, &len, w->err);
     free(body);
     if (k != 0) {
         if (k > 0)
@@ -322,7 +327,7 @@ static void kw_peer(p3d_loop *l, int fd, int ev, void *ctx)
         if (w->pd[i].fd == fd) {
             unsigned char *body = NULL;
             size_t len = 0;
-            int type = rz_pending_frame(&w->pd[i], &body, &len);
+            int type = rz_pending_auth(&w->pd[i], A->r->boot.token, P3D_LINK_TREE, &body, &len);
             int c = type > 0 ? adopt_child(A, &w->pd[i], body, len, type) : -1;
             free(body);
             if (c >= 0 && child_event(A, c, w->err) < 0) {
@@ -332,7 +337,7 @@ static void kw_peer(p3d_loop *l, int fd, int ev, void *ctx)
             return;
         }
     for (int c = 0; c < A->nkids; c++)
-        if (A->kfd[c] == fd && !A->kdone[c]) {
+        if (A->kch[c] && A->kch[c]->fd == fd && !A->kdone[c]) {
             if (child_event(A, c, w->err) < 0) {
                 w->rc = -1;
                 p3d_loop_stop(l);
@@ -361,8 +366,8 @@ static double kw_prepare(p3d_loop *l, double now, void *ctx)
         if (w->pd[i].fd >= 0 && p3d_loop_watch(l, w->pd[i].fd, P3D_LOOP_IN, kw_peer, w) == 0)
             w->watched[w->nwatched++] = w->pd[i].fd;
     for (int c = 0; c < A->nkids; c++)
-        if (A->kfd[c] >= 0 && !A->kdone[c] && p3d_loop_watch(l, A->kfd[c], P3D_LOOP_IN, kw_peer, w) == 0)
-            w->watched[w->nwatched++] = A->kfd[c];
+        if (A->kch[c] && !A->kdone[c] && p3d_loop_watch(l, A->kch[c]->fd, P3D_LOOP_IN, kw_peer, w) == 0)
+            w->watched[w->nwatched++] = A->kch[c]->fd;
     return lim;
 }
 
@@ -375,8 +380,8 @@ static int agent_wait(agentj *A, double until, pending *pd, int maxpend, char **
     kidwait w = {.A = A, .pd = pd, .maxpend = maxpend, .err = err};
     w.watched = calloc((size_t)maxpend + (size_t)A->nkids + 1, sizeof *w.watched);
     p3d_loop *l = p3d_loop_new();
-    if (!w.watched || !l || p3d_loop_watch(l, A->ctrl, P3D_LOOP_IN, kw_updown, &w) < 0 ||
-        (A->up != A->ctrl && p3d_loop_watch(l, A->up, P3D_LOOP_IN, kw_updown, &w) < 0) ||
+    if (!w.watched || !l || p3d_loop_watch(l, A->ctrl->fd, P3D_LOOP_IN, kw_updown, &w) < 0 ||
+        (A->up != A->ctrl && p3d_loop_watch(l, A->up->fd, P3D_LOOP_IN, kw_updown, &w) < 0) ||
         (A->lfd >= 0 && p3d_loop_watch(l, A->lfd, P3D_LOOP_IN, kw_accept, &w) < 0) ||
         p3d_loop_prepare(l, kw_prepare, &w) < 0) {
         p3d_err(err, "out of memory");
@@ -404,30 +409,50 @@ static int agent_wait(agentj *A, double until, pending *pd, int maxpend, char **
     return w.rc > 0 ? 0 : -1;
 }
 
+/* Connects to host:port and runs the handshake as its initiator: the
+ * channel, or NULL with *err (*refused: the peer refused us in clear). */
+static p3d_chan *dial_auth(const p3d_rdzv *r, const char *host, int port, int kind, double t0, double deadline,
+                           const char *who, int chatty, int *refused, char **err)
+{
+    int fd = rz_connect_retry(host, port, t0, deadline, r->timeout, who, r->boot.node_rank, chatty, err);
+    if (fd < 0)
+        return NULL;
+    char peer[400], *e = NULL;
+    snprintf(peer, sizeof peer, "%s at %s:%d", who, host, port);
+    p3d_chan *c = p3d_chan_handshake(fd, r->boot.token, 0, kind, deadline + 30, peer, refused, &e);
+    if (!c) {
+        close(fd);
+        p3d_err(err, "rendezvous: node[%d]: %s: %s", r->boot.node_rank, peer, e ? e : "?");
+    }
+    free(e);
+    return c;
+}
+
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
-                  p3d_tree_stats *st, char **err)
+                  p3d_tree_stats *st, p3d_chan **ctrl, char **err)
 {
     const char *host = r->boot.leader_host;
     int port = r->boot.leader_port, rc = -1, maxpend = 0;
     double t0 = p3d_now(), deadline = t0 + r->timeout;
     int chatty = verbose || isatty(2);
-    agentj A = {.r = r, .me = r->boot.node_rank, .ctrl = -1, .up = -1, .lfd = -1, .verbose = verbose, .g = me,
-                .st = st};
+    agentj A = {.r = r, .me = r->boot.node_rank, .lfd = -1, .verbose = verbose, .g = me, .st = st};
     pending *pd = NULL;
     p3d_treepos pos;
     p3d_wbuf b = {0};
     unsigned char *body = NULL;
     size_t len = 0;
     memset(&pos, 0, sizeof pos);
-    A.ctrl = rz_connect_retry(host, port, t0, deadline, r->timeout, "the leader (node rank 0)", A.me, chatty, err);
-    if (A.ctrl < 0)
+    *ctrl = NULL;
+    A.ctrl = dial_auth(r, host, port, P3D_LINK_CTRL, t0, deadline, "the leader (node rank 0)", chatty, &A.refused,
+                       err);
+    if (!A.ctrl)
         goto out;
     /* the address the leader sees us at is the one others reach us at;
      * children attach there */
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     char addr[128] = "";
-    if (getsockname(A.ctrl, (struct sockaddr *)&ss, &sl) == 0)
+    if (getsockname(A.ctrl->fd, (struct sockaddr *)&ss, &sl) == 0)
         getnameinfo((struct sockaddr *)&ss, sl, addr, sizeof addr, NULL, 0, NI_NUMERICHOST);
     free(mine->addr);
     mine->addr = strdup(addr);
@@ -445,13 +470,13 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
         mine->port = 0;
     }
     free(le);
-    if (p3d_join_encode(mine, &b) < 0 || p3d_frame_write(A.ctrl, &b, NULL) < 0) {
+    if (p3d_join_encode(mine, &b) < 0 || p3d_chan_send(A.ctrl, &b, 30, NULL) < 0) {
         p3d_err(err, "rendezvous: cannot send to the leader at %s:%d", host, port);
         goto out;
     }
     if (st)
         st->bytes_sent += b.len;
-    rz_set_nonblock(A.ctrl, 1);
+    rz_set_nonblock(A.ctrl->fd, 1);
     /* the position in the tree: when our parent has joined */
     A.up = A.ctrl;
     A.k = 1;
@@ -463,7 +488,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
                 p3d_err(err, "rendezvous: no answer from the leader at %s:%d after %.0f s", host, port, now - t0);
                 goto out;
             }
-            int pr = p3d_wait_fd(A.ctrl, P3D_LOOP_IN, chatty && now + 5 < until ? now + 5 : until);
+            int pr = p3d_wait_fd(A.ctrl->fd, P3D_LOOP_IN, chatty && now + 5 < until ? now + 5 : until);
             if (pr < 0) {
                 p3d_err(err, "rendezvous: %s", strerror(errno));
                 goto out;
@@ -477,7 +502,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
             char *e = NULL;
             int type = read_exact(A.ctrl, &body, &len, &e);
             if (type > 0 && st)
-                st->bytes_recv += P3D_FRAME_BYTES(len);
+                st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
             if (type == P3D_MSG_REFUSE) {
                 A.refused = refusal(body, len, r, err);
                 free(e);
@@ -491,8 +516,7 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
             free(e);
             if (type == P3D_MSG_TREE) {
                 char *te = NULL;
-                if (p3d_frame_open(type, body, &len, r->boot.token, &te) < 0 ||
-                    p3d_treepos_decode(body, len, &pos, &te) < 0) {
+                if (p3d_treepos_decode(body, len, &pos, &te) < 0) {
                     p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A.me,
                             host, port, te ? te : "?");
                     free(te);
@@ -523,33 +547,31 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     if (pos.parent > 0) {
         char who[64];
         snprintf(who, sizeof who, "the tree parent node[%d]", pos.parent);
-        A.up = rz_connect_retry(pos.addr, pos.port, t0, deadline, r->timeout, who, A.me, chatty, err);
-        if (A.up < 0)
+        int refused = 0;
+        A.up = dial_auth(r, pos.addr, pos.port, P3D_LINK_TREE, t0, deadline, who, chatty, &refused, err);
+        if (!A.up)
             goto out;
-        p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = (char *)r->boot.token,
-                       .job_id = (char *)r->boot.job_id, .node_rank = A.me};
-        if (p3d_tjoin_encode(&t, &b) < 0 || p3d_frame_write(A.up, &b, NULL) < 0) {
+        p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = (char *)r->boot.job_id,
+                       .node_rank = A.me};
+        if (p3d_tjoin_encode(&t, &b) < 0 || p3d_chan_send(A.up, &b, 30, NULL) < 0) {
             p3d_err(err, "rendezvous: cannot send to the tree parent node[%d] at %s:%d", pos.parent, pos.addr, pos.port);
             goto out;
         }
         if (st)
             st->bytes_sent += b.len;
-        rz_set_nonblock(A.up, 1);
+        rz_set_nonblock(A.up->fd, 1);
     }
     /* the children: attach, send their subtrees' records */
     maxpend = 2 * A.nkids + 16;
     pd = calloc((size_t)maxpend, sizeof *pd);
-    A.kfd = calloc((size_t)A.nkids + 1, sizeof *A.kfd);
-    A.kfr = calloc((size_t)A.nkids + 1, sizeof *A.kfr);
+    A.kch = calloc((size_t)A.nkids + 1, sizeof *A.kch);
     A.kdone = calloc((size_t)A.nkids + 1, 1);
-    if (!pd || !A.kfd || !A.kfr || !A.kdone) {
+    if (!pd || !A.kch || !A.kdone) {
         p3d_err(err, "out of memory");
         goto out;
     }
     for (int i = 0; i < maxpend; i++)
         pd[i].fd = -1;
-    for (int c = 0; c < A.nkids; c++)
-        A.kfd[c] = -1;
     if (A.nkids == 0 && A.lfd >= 0) {
         close(A.lfd);
         A.lfd = -1;
@@ -571,25 +593,21 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
                 P3D_WIRE_MAX);
         goto out;
     }
-    rz_set_nonblock(A.up, 0);
-    if (p3d_frame_write(A.up, &b, NULL) < 0) {
+    if (p3d_chan_send(A.up, &b, 30, NULL) < 0) {
         p3d_err(err, "rendezvous: cannot send the records to node[%d]", pos.parent);
         goto out;
     }
-    rz_set_nonblock(A.up, 1);
     if (st)
-        st->bytes_sent += b.len;
+        st->bytes_sent += b.len + P3D_TAG_LEN;
     /* the placement: from the parent, passed on to the children */
     if (wait_place(&A, deadline + 30 + 0.01 * r->boot.nnodes, pos.parent, &body, &len, err) < 0)
         goto out;
-    /* verified before anything else sees it: the tag, then the whole
-     * decode; only a placement this node would run on goes to its
-     * children, as the same bytes (their tag included) */
+    /* verified before anything else sees it: the tag (read_exact), then
+     * the whole decode; only a placement this node would run on goes to
+     * its children, as the same bytes (each with its own tag) */
     {
-        size_t plen = len;
         char *e = NULL;
-        if (p3d_frame_open(P3D_MSG_CPLACE, body, &plen, r->boot.token, &e) < 0 ||
-            p3d_cplace_decode(body, plen, out, &e) < 0) {
+        if (p3d_cplace_decode(body, len, out, &e) < 0) {
             p3d_err(err, "rendezvous: node[%d] refused the placement from %s: %s", A.me,
                     pos.parent > 0 ? "its tree parent" : "the leader", e ? e : "?");
             free(e);
@@ -603,36 +621,31 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
         int ranks[P3D_FANOUT_MAX];
         for (int c = 0; c < A.nkids && c < P3D_FANOUT_MAX; c++)
             ranks[c] = A.k * A.me + 1 + c;
-        int e = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A.kfd, ranks, A.nkids, &fw, 30, st, err);
+        int e = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A.kch, ranks, A.nkids, &fw, 30, st, err);
         p3d_wbuf_free(&fw);
         if (e < 0) {
             p3d_place_msg_free(out);
             goto out;
         }
     }
-    rz_set_nonblock(A.ctrl, 0);
-    rc = A.ctrl;
-    A.ctrl = -1;
+    rz_set_nonblock(A.ctrl->fd, 0);
+    rc = 0;
+    if (A.up == A.ctrl)
+        A.up = NULL;
+    *ctrl = A.ctrl;
+    A.ctrl = NULL;
 out:
-    if (A.ctrl >= 0)
-        close(A.ctrl);
-    if (A.up >= 0 && A.up != A.ctrl && A.up != rc)
-        close(A.up);
+    if (A.up && A.up != A.ctrl)
+        p3d_chan_free(A.up);
+    p3d_chan_free(A.ctrl);
     if (A.lfd >= 0)
         close(A.lfd);
     for (int i = 0; pd && i < maxpend; i++)
-        if (pd[i].fd >= 0) {
-            close(pd[i].fd);
-            p3d_framer_free(&pd[i].fr);
-        }
-    for (int c = 0; A.kfd && c < A.nkids; c++) {
-        if (A.kfd[c] >= 0)
-            close(A.kfd[c]);
-        p3d_framer_free(&A.kfr[c]);
-    }
+        rz_drop_pending(&pd[i], "the rendezvous is over", 0);
+    for (int c = 0; A.kch && c < A.nkids; c++)
+        p3d_chan_free(A.kch[c]);
     free(pd);
-    free(A.kfd);
-    free(A.kfr);
+    free(A.kch);
     free(A.kdone);
     free(body);
     p3d_treepos_free(&pos);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rdzv_tree_leader.c — the leader's side of the TCP rendezvous (rdzv.h,
- * p3d_tree_gather): every agent's JOIN on one epoll loop (a join costs
+ * p3d_tree_gather): every agent's handshake and JOIN on one epoll loop (a join costs
  * O(1) however many nodes there are), each one told its place in the
  * distribution tree, the records gathered from the leader's own children.
  *
@@ -65,25 +65,11 @@ static char *rank_list(const p3d_rdzv *r, const unsigned char *have)
     return (char *)b.p;
 }
 
-/* Sends a small frame without waiting (a fresh connection's buffer takes
- * it whole); -1 when it could not go out entirely. */
-static int send_small(int fd, const p3d_wbuf *b, p3d_tree_stats *st)
-{
-    ssize_t w;
-    do
-        w = send(fd, b->p, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    while (w < 0 && errno == EINTR);
-    if (w > 0 && st)
-        st->bytes_sent += (uint64_t)w;
-    return w == (ssize_t)b->len ? 0 : -1;
-}
-
 typedef struct leader {
     const p3d_rdzv *r;
     int n, k, verbose;
-    int *fds;
+    p3d_chan **ch;           /* per node rank: its control connection */
     p3d_join *joins;
-    p3d_framer *fr;          /* per node rank, for the leader's children's GATHER */
     unsigned char *joined, *have;
     int njoined, nhave;
     int ring;                /* --preflight's TCP ring: positions once all joined */
@@ -117,12 +103,12 @@ static int tell_position(leader *L, int x, char **err)
     if (t.nchildren > 0 && L->joins[x].port == 0)
         return p3d_err(err, "rendezvous: node[%d] (%s) listens nowhere but has %d children in the tree", x,
                        p3d_tesc(L->joins[x].hostname), t.nchildren);
-    p3d_wbuf b = {0}, sb = {0};
-    int rc = p3d_treepos_encode(&t, &b) == 0 && p3d_frame_seal(&b, L->r->boot.token, &sb) == 0
-                 ? send_small(L->fds[x], &sb, L->st)
-                 : -1;
+    p3d_wbuf b = {0};
+    /* small: a fresh connection's buffer takes it whole */
+    int rc = p3d_treepos_encode(&t, &b) == 0 ? p3d_chan_send(L->ch[x], &b, 1.0, NULL) : -1;
+    if (rc == 0 && L->st)
+        L->st->bytes_sent += b.len + P3D_TAG_LEN;
     p3d_wbuf_free(&b);
-    p3d_wbuf_free(&sb);
     if (rc < 0)
         return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x, p3d_tesc(L->joins[x].hostname));
     return 0;
@@ -142,7 +128,7 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         verdict = why;
     } else {
         int d = p3d_join_decode(body, len, &j, &e);
-        verdict = rz_auth_verdict(L->r, j.token, j.proto, j.version, d == 0 ? j.job_id : NULL, why, sizeof why);
+        verdict = rz_auth_verdict(L->r, j.proto, j.version, d == 0 ? j.job_id : NULL, why, sizeof why);
         if (!verdict && d < 0) {
             snprintf(why, sizeof why, "%s", e ? e : "malformed JOIN");
             verdict = why;
@@ -164,10 +150,8 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
     if (verdict) {
         fprintf(stderr, "rendezvous: refused %s%s%s: %s\n", p->peer, j.hostname ? " " : "",
                 j.hostname ? p3d_tesc(j.hostname) : "", p3d_tesc(verdict));
-        p3d_tcp_refuse(p->fd, verdict);
-        close(p->fd);
-        p->fd = -1;
-        p3d_framer_free(&p->fr);
+        p3d_tcp_refuse_chan(p->ch, verdict);
+        rz_drop_pending(p, "refused", 0);
         p3d_join_free(&j);
         return 0;
     }
@@ -178,10 +162,11 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         j.addr = strdup(p->peer);
     }
     L->joins[x] = j;
-    L->fds[x] = p->fd;
-    L->fr[x] = p->fr; /* what came after the JOIN stays queued */
-    memset(&p->fr, 0, sizeof p->fr);
+    L->ch[x] = p->ch; /* what came after the JOIN stays queued in it */
+    p->ch = NULL;
     p->fd = -1;
+    p3d_hs_wipe(&p->hs);
+    p->hs_on = 0;
     L->joined[x] = 1;
     L->njoined++;
     if (L->ring) {
@@ -239,15 +224,19 @@ static int leader_frame(leader *L, int x, int type, const unsigned char *body, s
 static int leader_conn(leader *L, int x, char **err)
 {
     char *e = NULL;
-    int f = p3d_framer_fill(&L->fr[x], L->fds[x], &e);
+    int f = p3d_chan_fill(L->ch[x], &e);
     unsigned char *body;
     size_t len;
     int type, bad = 0;
-    while (!bad && (type = p3d_framer_take(&L->fr[x], &body, &len)) > 0) {
+    while (!bad && (type = p3d_chan_take(L->ch[x], &body, &len, &e)) > 0) {
         if (L->st)
-            L->st->bytes_recv += P3D_FRAME_BYTES(len);
+            L->st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
         bad = leader_frame(L, x, type, body, len, err) < 0;
         free(body);
+    }
+    if (!bad && type < 0) {
+        p3d_err(err, "rendezvous: node[%d] (%s): %s", x, p3d_tesc(L->joins[x].hostname), e ? e : "?");
+        bad = 1;
     }
     if (!bad && f < 0) {
         int nc = rz_tree_nchildren(x, L->k, L->n);
@@ -257,8 +246,8 @@ static int leader_conn(leader *L, int x, char **err)
                          "nothing started"
                        : "; nothing started");
         bad = 1;
-        close(L->fds[x]);
-        L->fds[x] = -1;
+        p3d_chan_free(L->ch[x]);
+        L->ch[x] = NULL;
     }
     free(e);
     return bad ? -1 : 0;
@@ -327,14 +316,13 @@ static void lp_expire(lpend *P, double now, int verbose)
 }
 
 int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
-                    int *fds, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err)
+                    p3d_chan **chans, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err)
 {
     int n = r->boot.nnodes, rc = -1;
     lpend P = {.maxpend = 2 * n + 16, .ep = -1};
-    leader L = {.r = r, .n = n, .k = fanout, .verbose = verbose, .fds = fds, .joins = joins, .g = g, .st = st};
+    leader L = {.r = r, .n = n, .k = fanout, .verbose = verbose, .ch = chans, .joins = joins, .g = g, .st = st};
     P.pd = calloc((size_t)P.maxpend, sizeof *P.pd);
     P.free = calloc((size_t)P.maxpend, sizeof *P.free);
-    L.fr = calloc((size_t)n, sizeof *L.fr);
     L.joined = calloc((size_t)n, 1);
     L.have = calloc((size_t)n, 1);
     double t0 = p3d_now(), deadline = t0 + r->timeout, next_note = t0 + PROGRESS_EVERY;
@@ -342,9 +330,9 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
     struct epoll_event evs[256];
     memset(g, 0, sizeof *g);
     for (int i = 0; i < n; i++)
-        fds[i] = -1;
+        chans[i] = NULL;
     P.ep = epoll_create1(EPOLL_CLOEXEC);
-    if (!P.pd || !P.free || !L.fr || !L.joined || !L.have || P.ep < 0) {
+    if (!P.pd || !P.free || !L.joined || !L.have || P.ep < 0) {
         p3d_err(err, "rendezvous: cannot set up the leader: %s", P.ep < 0 ? strerror(errno) : "out of memory");
         goto out;
     }
@@ -386,7 +374,7 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                         r->timeout, n, n - L.nhave, m ? m : "?");
                 free(m);
             }
-            p3d_tcp_refuse_all(fds, n, *err);
+            p3d_tcp_refuse_all(chans, n, *err);
             goto out;
         }
         if (chatty && now >= next_note) {
@@ -422,7 +410,7 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                 unsigned char *body = NULL;
                 size_t len = 0;
                 int fd = p->fd;
-                int type = rz_pending_frame(p, &body, &len);
+                int type = rz_pending_auth(p, r->boot.token, P3D_LINK_CTRL, &body, &len);
                 int x = type > 0 ? leader_join(&L, p, body, len, type, err) : 0;
                 free(body);
                 if (x > 0) { /* the connection is node rank x's now */
@@ -433,20 +421,20 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                     lp_release(&P, (int)o);
                 /* what came with the JOIN (nothing, normally) */
                 if (x < 0 || (x > 0 && leader_conn(&L, x, err) < 0)) {
-                    p3d_tcp_refuse_all(fds, n, *err);
+                    p3d_tcp_refuse_all(chans, n, *err);
                     goto out;
                 }
                 continue;
             }
             int x = (int)(o - (uint64_t)P.maxpend);
-            if (fds[x] >= 0 && leader_conn(&L, x, err) < 0) {
-                p3d_tcp_refuse_all(fds, n, *err);
+            if (chans[x] && leader_conn(&L, x, err) < 0) {
+                p3d_tcp_refuse_all(chans, n, *err);
                 goto out;
             }
         }
     }
     for (int x = 1; x < n; x++)
-        rz_set_nonblock(fds[x], 0);
+        rz_set_nonblock(chans[x]->fd, 0);
     if (st)
         st->t_join = p3d_now() - t0;
     if (verbose)
@@ -454,26 +442,19 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
                 fanout, p3d_now() - t0);
     rc = 0;
 out:
-    for (int i = 0; P.pd && i < P.maxpend; i++) {
-        if (P.pd[i].fd >= 0)
-            close(P.pd[i].fd);
-        p3d_framer_free(&P.pd[i].fr);
-    }
-    for (int i = 0; L.fr && i < n; i++)
-        p3d_framer_free(&L.fr[i]);
+    for (int i = 0; P.pd && i < P.maxpend; i++)
+        rz_drop_pending(&P.pd[i], "the rendezvous is over", 0);
     if (P.ep >= 0)
         close(P.ep);
     free(P.pd);
     free(P.free);
-    free(L.fr);
     free(L.joined);
     free(L.have);
     if (rc < 0) {
-        for (int i = 0; i < n; i++)
-            if (fds[i] >= 0) {
-                close(fds[i]);
-                fds[i] = -1;
-            }
+        for (int i = 0; i < n; i++) {
+            p3d_chan_free(chans[i]);
+            chans[i] = NULL;
+        }
         p3d_gather_free(g);
     }
     return rc;

@@ -42,36 +42,26 @@ int p3d_signalfd(void)
     return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-int p3d_fate_send(int fd, const char *pkt, size_t len)
+int p3d_fate_send(p3d_chan *ch, const char *pkt, size_t len)
 {
-    p3d_wbuf b = {0}, sb = {0};
+    p3d_wbuf b = {0};
     p3d_wbuf_begin(&b, P3D_MSG_FATE);
     p3d_wbuf_bytes(&b, pkt, len);
-    int rc = p3d_wbuf_end(&b) == 0 && p3d_frame_seal(&b, p3d_wire_key(), &sb) == 0
-                 ? p3d_frame_write_bounded(fd, &sb, P3D_FATE_STALL, NULL)
-                 : -1;
+    int rc = ch && p3d_wbuf_end(&b) == 0 ? p3d_chan_send(ch, &b, P3D_FATE_STALL, NULL) : -1;
     p3d_wbuf_free(&b);
-    p3d_wbuf_free(&sb);
     return rc;
 }
 
-int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t *len, p3d_amsg *m,
-                  char **err)
+void p3d_fate_forged(const char *peer, int down, const char *why)
+{
+    p3d_fate_complain(peer, down ? "nothing more is taken from it: the local ranks stop, exit 1"
+                                 : "disconnecting: the node counts as lost",
+                      "a frame failed its tag check: %s", why ? why : "?");
+}
+
+int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t n, p3d_amsg *m)
 {
     const char *why = NULL;
-    char *e = NULL;
-    size_t n = *len;
-    if (p3d_frame_open(type, body, &n, p3d_wire_key(), &e) < 0) {
-        p3d_err(err, "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s", (unsigned)type & 0xff, *len,
-                e ? e : "?");
-        p3d_fate_complain(peer, down ? "nothing more is taken from it: the local ranks stop, exit 1"
-                                     : "disconnecting: the node counts as lost",
-                          "a frame (type 0x%02x, %zu bytes) failed its integrity check: %s",
-                          (unsigned)type & 0xff, *len, e ? e : "?");
-        free(e);
-        return -1;
-    }
-    *len = n;
     if (down && (type == P3D_MSG_CPLACE || type == P3D_MSG_CDELTA))
         return 2;
     if (type != P3D_MSG_FATE) {
@@ -83,7 +73,7 @@ int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, siz
         p3d_fate_complain(peer, "dropped", "a fate packet of %zu bytes (at most %d)", n, P3D_AMSG_MAX);
         return 0;
     }
-    /* the tag's bytes follow the packet: room for the decoder's NUL */
+    /* the tag's bytes followed the packet: room for the decoder's NUL */
     if (p3d_amsg_decode_why((char *)body, n, m, &why) < 0) {
         char *q = p3d_term_dup((const char *)body, n, 40, 0);
         p3d_fate_complain(peer, "dropped", "a fate packet that does not parse (%s): \"%s\"", why, q ? q : "?");
@@ -98,22 +88,31 @@ int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, siz
     return 1;
 }
 
-int p3d_fate_read(p3d_framer *fr, int fd, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx,
-                  char **err)
+int p3d_fate_read(p3d_chan *ch, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx, char **err)
 {
-    int got = p3d_framer_fill(fr, fd, err);
+    int got = p3d_chan_fill(ch, err);
     unsigned char *body;
     size_t len;
     int type;
-    while (got >= 0 && (type = p3d_framer_take(fr, &body, &len)) > 0) {
+    char *e = NULL;
+    while ((type = p3d_chan_take(ch, &body, &len, &e)) > 0) {
         p3d_amsg m;
-        int k = p3d_fate_take(peer, 0, type, body, &len, &m, err);
-        if (k == 1)
+        if (p3d_fate_take(peer, 0, type, body, len, &m) == 1)
             fn(ctx, &m);
         free(body);
-        if (k < 0)
-            return -1; /* the caller drops the connection: the node is lost */
     }
+    if (type < 0) {
+        /* the caller drops the connection: the node is lost */
+        p3d_fate_forged(peer, 0, e);
+        if (err) {
+            free(*err);
+            *err = e;
+        } else {
+            free(e);
+        }
+        return -1;
+    }
+    free(e);
     return got < 0 ? -1 : 0;
 }
 
@@ -146,6 +145,12 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
         for (int k = 0; k < nclose; k++)
             if (close_fds[k] >= 0)
                 close(close_fds[k]);
+        /* the failover port is the node's, not its agent's: a fork keeps
+         * it open (close-on-exec acts only at an exec), and an agent
+         * holding it would keep taking connections after its node lost
+         * it (issue #44) */
+        if (L->gate)
+            close(p3d_fgate_fd(L->gate));
         int rc = p3d_agent_run(L, node, sv[1]);
         fflush(NULL);
         _exit(rc);

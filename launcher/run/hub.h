@@ -12,14 +12,14 @@
 #include "rdzv.h"
 
 typedef struct alink {
-    int fd;        /* socket pair or connection; -1 closed */
+    int fd;        /* socket pair, or ch's fd; -1 closed */
+    p3d_chan *ch;  /* remote: its authenticated channel (owned), NULL closed */
     int remote;    /* a rendezvous connection */
     pid_t pid;     /* local: the agent process, 0 once reaped */
     int broken;    /* remote: a send failed; reported as gone by the loop */
     int reported;  /* p3d_ctl_gone called */
     char how[200]; /* remote, broken while a health check waited: why */
     double heard;  /* when it last sent anything (--node-timeout) */
-    p3d_framer fr;
     int parked;    /* takeover: connected, no agent running (failover) */
     int retire_pending; /* parked and told to retire: gone, said outside the controller */
     int succ_sent; /* the successor list went to it (L->successors) */

@@ -11,19 +11,19 @@
 #include <stdio.h>
 #include <unistd.h>
 
-static void hub_answer(int fd, int accepted, int gen, const char *why)
+static void hub_answer(p3d_chan *ch, int accepted, int gen, const char *why)
 {
     p3d_rejoined a = {.accepted = accepted, .gen = gen};
     snprintf(a.why, sizeof a.why, "%s", why ? why : "");
     p3d_wbuf w = {0};
-    if (p3d_rejoined_frame(&a, p3d_wire_key(), &w) == 0)
-        p3d_frame_write_bounded(fd, &w, P3D_FATE_STALL, NULL);
+    if (p3d_rejoined_frame(&a, &w) == 0)
+        p3d_chan_send(ch, &w, P3D_FATE_STALL, NULL);
     p3d_wbuf_free(&w);
 }
 
 /* A node rejoined on the gate: taken while the takeover waits for it,
  * refused otherwise (told the generation: an old leader stops on it). */
-static void hub_rejoin(hub *h, const p3d_rejoin *j, int fd)
+static void hub_rejoin(hub *h, const p3d_rejoin *j, p3d_chan *ch)
 {
     int a = -1, gen = p3d_ctl_restarts(h->ctl);
     for (int i = 0; i < h->n; i++)
@@ -46,14 +46,14 @@ static void hub_rejoin(hub *h, const p3d_rejoin *j, int fd)
         snprintf(why, sizeof why, "node rank %d refused: %s (generation %d)", j->node_rank, no, gen);
         if (h->L->o->verbose)
             fprintf(stderr, "par3drun: failover: %s\n", why);
-        hub_answer(fd, 0, gen, why);
-        close(fd);
+        hub_answer(ch, 0, gen, why);
+        p3d_chan_free(ch);
         return;
     }
-    hub_answer(fd, 1, gen, "");
+    hub_answer(ch, 1, gen, "");
     alink *l = &h->ln[a];
-    p3d_framer_free(&l->fr);
-    l->fd = fd;
+    l->ch = ch;
+    l->fd = ch->fd;
     l->remote = 1;
     l->parked = 1;
     l->retire_pending = l->broken = l->reported = 0;
@@ -77,10 +77,10 @@ void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx)
     (void)fd;
     (void)ev;
     p3d_rejoin j;
-    int cfd = -1;
-    while (p3d_fgate_take(h->L->gate, p3d_wire_key(), (int)h->L->job->cluster->nnodes, p3d_now(), NULL,
-                          h->L->o->verbose, &j, &cfd) == 1)
-        hub_rejoin(h, &j, cfd);
+    p3d_chan *ch = NULL;
+    while (p3d_fgate_take(h->L->gate, (int)h->L->job->cluster->nnodes, p3d_now(), NULL, h->L->o->verbose, &j, &ch) ==
+           1)
+        hub_rejoin(h, &j, ch);
     /* a connection accepted before its frame came: its bytes do not wake
      * the listening socket, so look again shortly (the gate drops it after
      * P3D_FGATE_DEADLINE); a node that was stuck here was lost with the

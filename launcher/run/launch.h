@@ -160,7 +160,10 @@ typedef struct p3d_launch {
     /* the successor: a node rejoined (its address and ports, for the
      * placement's MASTER_ADDR when rank 0 lands there) */
     void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
-    /* the leader: the sealed successor list (S), sent to each node once
+    /* the job key (the token): what a failover dial proves (NULL on a
+     * single node) */
+    const char *key;
+    /* the leader: the successor list (S, untagged), sent to each node once
      * it first speaks on the fate channel (it holds its placement then:
      * nothing else is read on its connection before) */
     const struct p3d_wbuf *successors;
@@ -321,10 +324,10 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream);
 int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclose, pid_t *pid, int *sock);
 
 /* Runs the job controller (controller.h) over nnodes agents: agent i is
- * node nodes[i]; remote_fds (NULL: none) gives agent i's rendezvous
- * connection, or -1 for an agent forked here. Remote fds are taken over
- * (closed). Prints the root cause once; returns the job's exit code. */
-int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds);
+ * node nodes[i]; remote (NULL: none) gives agent i's rendezvous
+ * channel, or NULL for an agent forked here. Remote channels are taken
+ * over (remote[i] set to NULL; the hub frees them). Prints the root cause once; returns the job's exit code. */
+int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, struct p3d_chan **remote);
 
 /* One node, or --emulate: every agent is forked here. */
 int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
@@ -340,25 +343,26 @@ int p3d_local_launch(const p3d_opts *o, int node);
  * exit code, or -1 when there is no rendezvous (p3d_local_launch then). */
 int p3d_rdzv_launch(const p3d_opts *o);
 
-/* Sends one agent_proto packet as a P3D_MSG_FATE frame. 0 or -1. */
-int p3d_fate_send(int fd, const char *pkt, size_t len);
-/* Reads what a rendezvous connection from node peer has (fr: its
- * p3d_framer, rdzv.h) and calls fn for each well-formed agent_proto
- * message (p3d_fate_take). -1 (with *err) when the connection is gone or
- * a frame failed its integrity check (the caller drops it). */
-struct p3d_framer;
-int p3d_fate_read(struct p3d_framer *fr, int fd, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m),
-                  void *ctx, char **err);
-/* One frame of the fate channel from peer (a node name), read by the
- * leader (down = 0) or a relay (down = 1): the integrity tag is checked
- * first (rdzv.h, P3D_TAG_LEN; *len loses it). 1: a FATE packet that
- * travels this way is in *m (its text points into body); 2 (down only):
- * a CPLACE or CDELTA frame, for the caller; 0: dropped with one line
- * (p3d_fate_complain); -1: the tag does not match: said, *err says it,
- * and the caller ends the connection (docs/multinode.md, "Frame
- * integrity"). */
-int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t *len, p3d_amsg *m,
+/* Sends one agent_proto packet as a P3D_MSG_FATE frame on a node's
+ * channel (wire.h, p3d_chan: tagged with its session key). 0 or -1. */
+struct p3d_chan;
+int p3d_fate_send(struct p3d_chan *ch, const char *pkt, size_t len);
+/* Reads what a node's channel has (tags checked) and calls fn for each
+ * well-formed agent_proto message (p3d_fate_take). -1 (with *err) when
+ * the connection is gone or a frame failed its tag check (the caller
+ * drops it). peer: the node's name. */
+int p3d_fate_read(struct p3d_chan *ch, const char *peer, void (*fn)(void *ctx, const p3d_amsg *m), void *ctx,
                   char **err);
+/* One frame of the fate channel from peer (a node name), read by the
+ * leader (down = 0) or a relay (down = 1), its tag already checked by the
+ * channel. 1: a FATE packet that travels this way is in *m (its text
+ * points into body, which must have a writable byte past len); 2 (down
+ * only): a CPLACE or CDELTA frame, for the caller; 0: dropped with one
+ * line (p3d_fate_complain). */
+int p3d_fate_take(const char *peer, int down, int type, unsigned char *body, size_t len, p3d_amsg *m);
+/* Says, once per process and rate-limited, that a frame from peer failed
+ * its tag check (why): the connection is ended by the caller. */
+void p3d_fate_forged(const char *peer, int down, const char *why);
 
 /* "its process was killed by signal 9 (KILL)" / "... ended with exit
  * code N" for a lost agent. */
@@ -385,7 +389,7 @@ void p3d_json_str(char *buf, size_t cap, const char *s);
 /* A multi-node node other than the leader: forks its agent and relays
  * between it and the leader's controller on up (taken over). Returns the
  * node's exit code (the job's, as the leader decided it). */
-int p3d_relay_run(const p3d_launch *L, int me, int up);
+int p3d_relay_run(const p3d_launch *L, int me, struct p3d_chan *up);
 
 /* ---- proctitle.c: what ps shows ------------------------------------------ */
 

@@ -98,7 +98,6 @@ static int own_record(mnode *m, char **err)
     p3d_join *j = &m->join;
     j->proto = P3D_WIRE_PROTO;
     j->version = strdup(P3D_VERSION);
-    j->token = strdup(m->r->boot.token);
     j->job_id = strdup(m->r->boot.job_id);
     j->nnodes = m->nnodes;
     j->node_rank = m->me;
@@ -106,7 +105,7 @@ static int own_record(mnode *m, char **err)
     j->addr = strdup(h->addr ? h->addr : "");
     j->port = m->me == 0 ? m->r->boot.leader_port : 0;
     j->ring_port = m->ring_port;
-    if (!j->version || !j->token || !j->job_id || !j->hostname || !j->addr)
+    if (!j->version || !j->job_id || !j->hostname || !j->addr)
         return p3d_err(err, "out of memory");
     p3d_node *t = node_clone(h->topo, err);
     if (!t)
@@ -325,7 +324,7 @@ static void tell_health(mnode *m, const p3d_launch *L)
 
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
 {
-    mnode M = {.o = o, .r = r, .me = r->boot.node_rank, .nnodes = r->boot.nnodes, .up = -1, .ring_fd = -1};
+    mnode M = {.o = o, .r = r, .me = r->boot.node_rank, .nnodes = r->boot.nnodes, .ring_fd = -1};
     mnode *m = &M;
     char *err = NULL;
     int rc = P3D_EXIT_BADINPUT, lfd = -1;
@@ -350,7 +349,6 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     p3d_hello *h = &m->hello;
     h->proto = P3D_WIRE_PROTO;
     h->version = strdup(P3D_VERSION);
-    h->token = strdup(r->boot.token);
     h->nnodes = m->nnodes;
     h->node_rank = m->me;
     h->hostname = strdup(name);
@@ -363,7 +361,9 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     if (!o->no_failover && m->nnodes > 1) {
         /* where a successor will take this node if the leader is lost */
         char *fe = NULL;
-        m->gate = p3d_fgate_open(NULL, m->nnodes < 4096 ? m->nnodes : 4096, &m->gate_port, &fe);
+        /* slots: every node twice (a reconnect that was reset and comes
+         * again) and some for strangers, who are evicted oldest first */
+        m->gate = p3d_fgate_open(NULL, m->nnodes < 32760 ? 2 * m->nnodes + 16 : 65536, &m->gate_port, &fe);
         if (!m->gate && o->verbose)
             fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n",
                     fe ? fe : "?");
@@ -376,8 +376,6 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
         if (!r->boot.token[0]) {
             p3d_random_hex(r->boot.token, 24);
-            free(h->token);
-            h->token = strdup(r->boot.token);
         }
         if (!r->boot.job_id[0])
             p3d_random_hex(r->boot.job_id, 6);
@@ -401,8 +399,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             goto out;
         }
         m->joins = calloc((size_t)m->nnodes, sizeof *m->joins);
-        m->fds = calloc((size_t)m->nnodes, sizeof *m->fds);
-        if (!m->joins || !m->fds) {
+        m->chans = calloc((size_t)m->nnodes, sizeof *m->chans);
+        if (!m->joins || !m->chans) {
             p3d_err(&err, "out of memory");
             goto out;
         }
@@ -412,7 +410,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         if (own_record(m, &err) < 0)
             goto out;
         p3d_gather g;
-        int ge = p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->fds, m->joins, o->verbose, &m->st, &err);
+        int ge = p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->chans, m->joins, o->verbose, &m->st,
+                                 &err);
         p3d_mnode_ring_close(m);
         if (ge < 0) {
             rc = P3D_EXIT_FAIL;
@@ -434,7 +433,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
              * job stops before anything runs, as a lost node would */
             if (e == -2)
                 rc = P3D_EXIT_LOST;
-            p3d_tcp_refuse_all(m->fds, m->nnodes, err);
+            p3d_tcp_refuse_all(m->chans, m->nnodes, err);
             goto out;
         }
         /* down the tree: the leader's own children; they pass it on */
@@ -443,12 +442,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         for (int i = 0; i < nk; i++)
             ranks[i] = i + 1;
         double t1 = p3d_now();
-        p3d_wbuf sealed = {0};
-        if (p3d_frame_seal(&frame, r->boot.token, &sealed) < 0)
-            p3d_err(&err, "rendezvous: cannot seal the placement frame (out of memory, or libcrypto failed)");
-        int sent = sealed.len ? p3d_tree_send(m->fds + 1, ranks, nk, &sealed, 30 + 0.01 * m->nnodes, &m->st, &err)
-                              : -1;
-        p3d_wbuf_free(&sealed);
+        int sent = p3d_tree_send(m->chans + 1, ranks, nk, &frame, 30 + 0.01 * m->nnodes, &m->st, &err);
         if (sent < 0) {
             /* the others learn through their dropped connections */
             rc = P3D_EXIT_LOST;
@@ -469,26 +463,23 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             rc = P3D_EXIT_FAIL;
             goto out;
         }
-        /* the backend may just have handed over the token (pmix, etcd) */
-        free(h->token);
-        h->token = strdup(r->boot.token);
         own_health(m, name);
         p3d_mnode_own_preflight(m, name);
         p3d_mnode_ring_open(m, name);
         if (own_record(m, &err) < 0)
             goto out;
-        m->up = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &err);
+        int tj = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &m->up, &err);
         p3d_mnode_ring_close(m);
-        if (m->up < 0) {
+        if (tj < 0) {
             /* refused by the leader: 2; no rendezvous (a late agent's
              * "Connection refused" included): 1, as the leader's timeout */
-            rc = m->up == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+            rc = tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
             goto out;
         }
     }
-    /* the fate channel's frames carry a tag keyed by the job token
-     * (rdzv.h, P3D_TAG_LEN): both ends hold it from here on */
-    p3d_wire_set_key(r->boot.token);
+    /* the failover gate takes nodes that prove the job key (the backend
+     * may have handed it over only now: pmix, etcd) */
+    p3d_fgate_set_key(m->gate, r->boot.token);
     if (m->pm.nnodes != m->nnodes) {
         p3d_err(&err, "the leader placed on %d nodes, this node expected %d", m->pm.nnodes, m->nnodes);
         goto out;
@@ -518,6 +509,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.adopt_ctx = m;
     L.sent = p3d_mnode_sent;
     L.failover = m->gate != NULL;
+    L.key = r->boot.token;
     L.gate = m->gate;
     L.takeover = p3d_mnode_takeover;
     L.takeover_ctx = m;
@@ -562,39 +554,34 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
         for (int i = 0; i < m->nnodes; i++)
             nodes[i] = i;
-        m->fds[0] = -1;
         if (L.failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
             L.successors = &m->sframe;
             m->succ_list = 1;
         }
-        rc = p3d_hub_run(&L, nodes, m->nnodes, m->fds);
+        rc = p3d_hub_run(&L, nodes, m->nnodes, m->chans);
         free(nodes);
-        for (int i = 0; i < m->nnodes; i++)
-            m->fds[i] = -1;
     } else {
         rc = p3d_relay_run(&L, m->me, m->up);
-        m->up = -1;
+        m->up = NULL;
     }
 out:
     if (err) {
         p3d_mnode_err("%s", err);
-        if (m->fds && m->me == 0 && rc != 0)
-            p3d_tcp_refuse_all(m->fds, m->nnodes, err);
+        if (m->chans && m->me == 0 && rc != 0)
+            p3d_tcp_refuse_all(m->chans, m->nnodes, err);
     }
     free(err);
     if (lfd >= 0)
         close(lfd);
-    if (m->up >= 0)
-        close(m->up);
-    for (int i = 0; m->fds && i < m->nnodes; i++)
-        if (m->fds[i] >= 0)
-            close(m->fds[i]);
+    p3d_chan_free(m->up);
+    for (int i = 0; m->chans && i < m->nnodes; i++)
+        p3d_chan_free(m->chans[i]);
     for (int i = 0; m->joins && i < m->nnodes; i++)
         p3d_join_free(&m->joins[i]);
     free(m->joins);
     p3d_join_free(&m->join);
     p3d_gather_free(&m->mine);
-    free(m->fds);
+    free(m->chans);
     p3d_hello_free(&m->hello);
     p3d_mnode_ring_close(m);
     r->ring = NULL;

@@ -197,7 +197,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
 }
 
 /* The leader: the successor list (at most 8 candidates, failover.h),
- * sealed like every frame down the fate channel, into m->sframe; the hub
+ * untagged, into m->sframe; the hub (each node's channel tags it)
  * sends it to each node (L->successors) once it first speaks, and again
  * after every restart. gen: the generation it is for. Nodes lost or
  * excluded in the current placement are no candidates: after a
@@ -220,7 +220,7 @@ int p3d_mnode_successors(mnode *m, int gen)
         }
         p3d_wbuf f = {0};
         if (p3d_failover_list(m->nnodes, m->me, lost, addr, port, gen, &s) == 0 &&
-            p3d_successors_frame(&s, m->r->boot.token, &f) == 0) {
+            p3d_successors_frame(&s, &f) == 0) {
             p3d_wbuf_free(&m->sframe);
             m->sframe = f;
             rc = 0;

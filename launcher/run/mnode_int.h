@@ -24,12 +24,13 @@ typedef struct mnode {
     p3d_place_msg pm;          /* the placement as received */
     p3d_cluster *cluster;      /* names of all nodes; only our topology */
     p3d_prep prep;             /* program, environment, run dir (prepare.h) */
-    int *fds;                  /* leader: TCP per node rank (-1 self/lost) */
+    p3d_chan **chans;          /* leader: the channel per node rank (NULL
+                                  self/lost) */
     p3d_join *joins;           /* leader: every node's JOIN */
     p3d_join join;             /* this node's JOIN */
     p3d_gather mine;           /* this node's record, as the tree gathers it */
     p3d_tree_stats st;
-    int up;                    /* others: TCP to the leader */
+    p3d_chan *up;              /* others: the channel to the leader */
     const p3d_launch *L;       /* the job, as the agents get it (read-only) */
     p3d_launch *setup;         /* the same, for this file's setups only: the
                                   first, and a takeover's (the controller's
@@ -39,7 +40,8 @@ typedef struct mnode {
     p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
     p3d_fgate *gate;           /* failover: where a successor takes nodes */
     int gate_port;
-    p3d_wbuf sframe;           /* leader: the successor list, sealed */
+    p3d_wbuf sframe;           /* leader: the successor list (each node's
+                                  channel tags it) */
     int succ_list;             /* leader: sframe is sent (L->successors) */
     p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
     p3d_wbuf rdelta;           /*   and as a CDELTA against base */

@@ -50,10 +50,10 @@
 
 typedef struct relay {
     const p3d_launch *L;
-    int me, up, sfd, local;
+    int me, up, sfd, local; /* up: upch's fd, -1 */
+    p3d_chan *upch;    /* the leader (or its successor): the fate channel */
     pid_t agent;
     int agent_status;
-    p3d_framer fr;
     int code;          /* the job's code once known, -1 */
     int stopping;
     int last_sig;
@@ -88,7 +88,8 @@ static void r_close_up(relay *r)
     if (r->up < 0)
         return;
     p3d_loop_unwatch(r->loop, r->up);
-    close(r->up);
+    p3d_chan_free(r->upch); /* closes up */
+    r->upch = NULL;
     r->up = -1;
 }
 
@@ -112,7 +113,7 @@ static void r_local(relay *r, const p3d_amsg *m)
 
 static void r_up(relay *r, const char *pkt, size_t len)
 {
-    if (r->up >= 0 && p3d_fate_send(r->up, pkt, len) < 0)
+    if (r->up >= 0 && p3d_fate_send(r->upch, pkt, len) < 0)
         r_close_up(r);
 }
 
@@ -344,13 +345,13 @@ static void r_lost_leader(relay *r, double heard, const char *why)
                         .failover_port = r->L->self_failover_port};
         snprintf(j.addr, sizeof j.addr, "%s", r->L->self_addr && r->L->self_addr[0] ? r->L->self_addr : "127.0.0.1");
         double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
-        int fd = p3d_failover_dial(c, &j, p3d_wire_key(), p3d_now() + 2 * P3D_CTL_SLACK, &e);
+        p3d_chan *ch = p3d_failover_dial(c, &j, r->L->key, p3d_now() + 2 * P3D_CTL_SLACK, until, &e);
         p3d_rejoined a;
-        if (fd >= 0 && p3d_failover_answer(fd, p3d_wire_key(), until, &a, &e) == 0) {
+        if (ch && p3d_failover_answer(ch, until, &a, &e) == 0) {
             if (!a.accepted) {
                 fprintf(stderr, "par3drun: node %s: the successor node rank %d refused this node: %s\n", name,
                         c->node_rank, p3d_tesc(a.why));
-                close(fd);
+                p3d_chan_free(ch);
                 r->retiring = 0;
                 r_stop(r, SIGKILL, P3D_EXIT_LOST);
                 return;
@@ -359,16 +360,15 @@ static void r_lost_leader(relay *r, double heard, const char *why)
                 fprintf(stderr, "par3drun: node %s: lost the leader (%s); rejoined its successor, node rank %d\n",
                         name, why, c->node_rank);
             r_close_up(r);
-            p3d_framer_free(&r->fr);
-            r->up = fd;
+            r->upch = ch;
+            r->up = ch->fd;
             r->leader = c->node_rank;
             r->retired = 1; /* parked: the new placement comes (R, then CPLACE) */
             r->heard_up = p3d_now();
             r->next_beat = 0;
             return;
         }
-        if (fd >= 0)
-            close(fd);
+        p3d_chan_free(ch);
         if (r->nbefore < P3D_FAILOVER_CANDIDATES)
             r->before[r->nbefore++] = c->node_rank;
         fprintf(stderr, "par3drun: node %s: the successor node rank %d did not take this node: %s\n", name,
@@ -386,19 +386,20 @@ static void r_lost_leader(relay *r, double heard, const char *why)
  * integrity check: the connection is not to be read again), -1 (gone). */
 static int r_read_up(relay *r, char **e)
 {
-    int got = p3d_framer_fill(&r->fr, r->up, e);
+    int got = p3d_chan_fill(r->upch, e);
     unsigned char *body;
     size_t len;
     int type, rc = 0;
+    char *te = NULL;
     char peer[300];
     snprintf(peer, sizeof peer, "node %s: the rendezvous leader (%s)", r->L->job->cluster->nodes[r->me].name,
              r->L->job->cluster->nodes[0].name);
-    while (got >= 0 && (type = p3d_framer_take(&r->fr, &body, &len)) > 0) {
+    while ((type = p3d_chan_take(r->upch, &body, &len, &te)) > 0) {
         p3d_amsg m;
         if (type == P3D_MSG_SUCCESSORS) {
-            /* who succeeds the leader: sealed like every frame from it */
+            /* who succeeds the leader: tagged like every frame from it */
             char *se = NULL;
-            if (p3d_successors_open(type, body, len, p3d_wire_key(), r->L->job->cluster->nnodes > 0
+            if (p3d_successors_open(type, body, len, r->L->job->cluster->nnodes > 0
                                         ? (int)r->L->job->cluster->nnodes : 1, &r->succ, &se) < 0) {
                 fprintf(stderr, "par3drun: node %s: the successor list from %s: %s\n",
                         r->L->job->cluster->nodes[r->me].name, peer, se ? se : "refused");
@@ -416,20 +417,21 @@ static int r_read_up(relay *r, char **e)
             free(body);
             continue;
         }
-        int k = p3d_fate_take(peer, 1, type, body, &len, &m, NULL);
-        if (k < 0) {
-            /* not from the leader as sent: nothing more on this
-             * connection is believed (what is still buffered behind it
-             * included); the local ranks stop, exit 1 */
-            free(body);
-            return 2;
-        }
+        int k = p3d_fate_take(peer, 1, type, body, len, &m);
         r->heard_up = p3d_now();
         if (k == 1)
             r_from_leader(r, &m);
         else if (k == 2 && r->retired && !r->stopping && r->code < 0 && r_adopt(r, type, body, len) < 0)
             rc = 1;
         free(body);
+    }
+    if (type < 0) {
+        /* not from the leader as sent: nothing more on this connection is
+         * believed (what is still buffered behind it included); the local
+         * ranks stop, exit 1 */
+        p3d_fate_forged(peer, 1, te);
+        free(te);
+        return 2;
     }
     return got < 0 ? -1 : rc;
 }
@@ -566,9 +568,10 @@ static double r_prepare(p3d_loop *l, double now, void *ctx)
     return dl;
 }
 
-int p3d_relay_run(const p3d_launch *L, int me, int up)
+int p3d_relay_run(const p3d_launch *L, int me, p3d_chan *upch)
 {
-    relay R = {.L = L, .me = me, .up = up, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout,
+    int up = upch ? upch->fd : -1;
+    relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout,
                .leader = 0};
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
@@ -603,7 +606,6 @@ out:
         p3d_loop_free(r->loop); /* closes the signalfd */
     else if (r->sfd >= 0)
         close(r->sfd);
-    p3d_framer_free(&r->fr);
     if (r->succeed && L->takeover) /* this node leads the job from here on */
         rc = L->takeover(L->takeover_ctx, r->leader, r->lost_heard, r->lost_why, r->before, r->nbefore);
     return rc;

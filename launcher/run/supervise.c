@@ -78,7 +78,7 @@ void hub_send_one(hub *h, int a, const char *pkt, size_t len)
     if (!l->remote) {
         while (send(l->fd, pkt, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
             ;
-    } else if (p3d_fate_send(l->fd, pkt, len) < 0) {
+    } else if (p3d_fate_send(l->ch, pkt, len) < 0) {
         l->broken = 1;
     }
 }
@@ -124,8 +124,11 @@ static void hub_close(hub *h, alink *l)
 {
     if (l->fd >= 0) {
         p3d_loop_unwatch(h->loop, l->fd);
-        close(l->fd);
+        if (!l->ch)
+            close(l->fd);
     }
+    p3d_chan_free(l->ch); /* closes its fd */
+    l->ch = NULL;
     l->fd = -1;
 }
 
@@ -207,11 +210,7 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
             if (l->fd < 0 || l->broken || !frame || len <= 0)
                 return -1;
             hub_send_one(h, i, buf, (size_t)len);
-            p3d_wbuf sf = {0};
-            int wr = !l->broken && p3d_frame_seal(frame, p3d_wire_key(), &sf) == 0
-                         ? p3d_frame_write_bounded(l->fd, &sf, P3D_FATE_STALL, NULL)
-                         : -1;
-            p3d_wbuf_free(&sf);
+            int wr = !l->broken ? p3d_chan_send(l->ch, frame, P3D_FATE_STALL, NULL) : -1;
             if (wr < 0)
                 return -1;
             any = 1;
@@ -289,10 +288,10 @@ static void hub_read_remote(hub *h, int a)
         /* the node speaks: it holds its placement, so the next frame it
          * reads may be the successor list */
         l->succ_sent = 1;
-        if (p3d_frame_write_bounded(l->fd, h->L->successors, P3D_FATE_STALL, NULL) < 0)
+        if (p3d_chan_send(l->ch, h->L->successors, P3D_FATE_STALL, NULL) < 0)
             l->broken = 1;
     }
-    if (p3d_fate_read(&l->fr, l->fd, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
+    if (!l->ch || p3d_fate_read(l->ch, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
                  e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
@@ -488,7 +487,7 @@ typedef struct hub_tk {
     const char *why;
 } hub_tk;
 
-static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds, const hub_tk *tk)
+static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
 {
     hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
     hub *h = &H;
@@ -512,7 +511,10 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int 
     p3d_loop_child_default(h->loop, hub_child, h);
     for (int i = 0; i < nnodes; i++) {
         names[i] = L->job->cluster->nodes[nodes[i]].name;
-        h->ln[i].fd = remote_fds ? remote_fds[i] : -1;
+        h->ln[i].ch = chans ? chans[i] : NULL;
+        h->ln[i].fd = h->ln[i].ch ? h->ln[i].ch->fd : -1;
+        if (chans)
+            chans[i] = NULL; /* the hub's now */
         h->ln[i].remote = h->ln[i].fd >= 0 || (tk && i != tk->me);
         h->ln[i].parked = tk != NULL; /* takeover: nothing runs until the next generation */
         h->ln[i].heard = p3d_now();
@@ -524,7 +526,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int 
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
-        .leader = tk ? tk->leader : remote_fds && remote_fds[0] < 0 ? 0 : -1, .t0 = L->t0,
+        .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,
         .failover = L->failover, .node_timeout = L->o->node_timeout,
         .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
         .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
@@ -673,7 +675,6 @@ out:
     hub_round_free(h, h->round);
     for (int i = 0; h->ln && i < nnodes; i++) {
         hub_close(h, &h->ln[i]); /* remote connections were handed over too */
-        p3d_framer_free(&h->ln[i].fr);
     }
     p3d_ctl_free(h->ctl);
     free(h->ln);
@@ -689,9 +690,9 @@ out:
     return code;
 }
 
-int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, const int *remote_fds)
+int p3d_hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **remote)
 {
-    return hub_run(L, nodes, nnodes, remote_fds, NULL);
+    return hub_run(L, nodes, nnodes, remote, NULL);
 }
 
 int p3d_hub_takeover(const p3d_launch *L, const int *nodes, int nnodes, int me, int leader, double heard,

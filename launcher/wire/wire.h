@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 9       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 10       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -42,7 +42,11 @@
                                 * the node record, the v packet; 7: the
                                 * gathered record's failover port; 8: its
                                 * --preflight figures; 9: the --preflight
-                                * TCP ring's ports in JOIN and TREE) */
+                                * TCP ring's ports in JOIN and TREE; 10:
+                                * every connection opens with the
+                                * challenge-response of wire_chan.c, no
+                                * token in JOIN or TJOIN, frames tagged
+                                * per connection) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -52,7 +56,7 @@ enum {
     /* the distribution tree (rdzv_tree.c, docs/multinode.md "The tree") */
     P3D_MSG_JOIN = 'J',      /* agent -> leader: who I am, where I listen */
     P3D_MSG_TREE = 'W',      /* leader -> agent: your parent, your children */
-    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: token and node rank */
+    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: its node rank */
     P3D_MSG_GATHER = 'G',    /* child -> parent: its subtree's node records */
     P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
     P3D_MSG_CDELTA = 'D',    /* leader -> node: a placement made again, as the
@@ -118,7 +122,6 @@ const unsigned char *p3d_rbuf_blob(p3d_rbuf *r, size_t max, size_t *n);
 typedef struct p3d_hello {
     uint32_t proto;          /* P3D_WIRE_PROTO */
     char *version;           /* P3D_VERSION */
-    char *token;
     char *job_id;            /* "" when unknown */
     int nnodes, node_rank;
     char *hostname;
@@ -169,28 +172,9 @@ void p3d_node_encode(const p3d_node *n, p3d_wbuf *b);
  * the hash must come out as the sender computed it. */
 p3d_node *p3d_node_decode(p3d_rbuf *r, char **err);
 
-/* Frames that travel down the tree (TREE, CPLACE, CDELTA) and the fate
- * channel's FATE frames (both ways) end with a tag: HMAC-SHA256, keyed by
- * the job token both ends hold (the one JOIN and TJOIN present), over the
- * type byte and the body before the tag (docs/multinode.md "Frame
- * integrity"). A receiver checks the tag before it decodes anything; a
- * frame whose tag does not match is never decoded. REFUSE carries none (a
- * refused agent may hold another token; it only ends the agent). */
+/* The length of the tag every frame ends with after a connection's
+ * handshake (wire_chan.c, p3d_chan). */
 #define P3D_TAG_LEN 32
-/* out = in (a whole frame, p3d_wbuf_end done) with the tag appended and
- * its length fixed; out is reset first and freed by the caller. 0, or -1
- * (out of memory, over P3D_WIRE_MAX, libcrypto failed). */
-int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out);
-/* Checks the tag at the end of body (len bytes after the type byte):
- * 0 with *len shortened to the body without the tag, or -1 with *err
- * saying what was wrong (too short to hold a tag, or a tag that does not
- * match). Pure: fuzzed in tests/fuzz/fuzz_rdzv_wire.c. */
-int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err);
-/* The key of this process's fate channel: the job token, set once the
- * rendezvous has it (mnode.c), read by p3d_fate_send/p3d_fate_read and
- * the relay. One process serves one job, so one key. "" until set. */
-void p3d_wire_set_key(const char *key);
-const char *p3d_wire_key(void);
 
 /* Reads one frame from a blocking fd. Returns the type (>0) with *body
  * (malloc'd) and *len, 0 at a clean EOF before any byte, -1 with *err. */
@@ -219,8 +203,8 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err);
 int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len);
 void p3d_framer_free(p3d_framer *f);
 
-/* Before authentication (a peer that has not shown the job token: its
- * JOIN or TJOIN) the input is hostile and its first frame small. The
+/* Before authentication (a peer that has not finished its handshake,
+ * wire_chan.c) the input is hostile and its first frame small. The
  * transport reads at most p3d_framer_want() bytes and hands them to
  * p3d_framer_feed as they arrive; the length prefix is judged as soon as
  * its 4 bytes are in, so no byte of a frame over the bound is buffered.
@@ -238,6 +222,122 @@ size_t p3d_framer_want(const p3d_framer *f, size_t room);
  * After -1 or -2 the peer is to be dropped. */
 int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err);
 
+/* ---- wire_chan.c: the authenticated channel ----------------------------------- */
+
+/*
+ * Every TCP connection between par3drun processes (the control connection
+ * and JOIN, the tree links, the failover gate, the preflight ring) starts
+ * with a mutual challenge-response and then carries only frames tagged
+ * with a key of that connection alone (docs/multinode.md, "Security"):
+ *
+ *   initiator -> acceptor  AUTH   proto, link kind, nonce_i (32 bytes)
+ *   acceptor -> initiator  PROVE  nonce_a, HMAC(K, "p3d-acceptor" || T)
+ *   initiator -> acceptor  PROOF  HMAC(K, "p3d-initiator" || T)
+ *
+ * K: the job key (the token, which never crosses a socket); T: nonce_i ||
+ * nonce_a || kind || proto. The acceptor proves first, so an initiator
+ * sends nothing but a nonce to a peer that does not hold the key. The
+ * session key is HMAC(K, "p3d-session" || T); every later frame ends with
+ * HMAC(session, direction || sequence number || type || body), the
+ * sequence counted per direction from 0 and never sent: a frame replayed
+ * on another connection, later on the same one, or back to its sender
+ * fails its tag. A refusal before the handshake ends travels in clear
+ * (REFUSE) and is all a stranger can make a peer do.
+ */
+#define P3D_NONCE_LEN 32
+/* What a connection is for: part of T, so a handshake or frame taken from
+ * one kind of link does not pass on another. */
+enum {
+    P3D_LINK_CTRL = 1,      /* agent -> leader: JOIN, then the fate channel */
+    P3D_LINK_TREE = 2,      /* child -> its tree parent: TJOIN, GATHER, CPLACE */
+    P3D_LINK_GATE = 3,      /* node -> successor's failover port: REJOIN */
+    P3D_LINK_RING = 4,      /* --preflight: node -> its ring's next node */
+};
+enum {
+    P3D_MSG_AUTH = 'A',     /* initiator's challenge */
+    P3D_MSG_PROVE = 'B',    /* acceptor's answer and challenge */
+    P3D_MSG_PROOF = 'E',    /* initiator's answer */
+};
+
+/* One side of a handshake in progress. Pure: no I/O (fuzzed in
+ * tests/fuzz/fuzz_rdzv_wire.c); the job key is copied in. */
+typedef struct p3d_hs {
+    int acceptor;            /* 1: the side that accepted the connection */
+    int kind;                /* P3D_LINK_* */
+    int state;               /* 0 waiting for the peer's next frame, 1 done */
+    int step;                /* frames taken so far */
+    unsigned char key[256];
+    size_t klen;
+    unsigned char ni[P3D_NONCE_LEN], na[P3D_NONCE_LEN];
+} p3d_hs;
+
+/* Starts a handshake with the job key (1..255 bytes). The initiator's
+ * AUTH frame is put in out (reset first; the acceptor's out stays empty).
+ * 0, or -1 with *err (no key, no randomness). */
+int p3d_hs_start(p3d_hs *h, const char *key, int acceptor, int kind, p3d_wbuf *out, char **err);
+/* Takes the peer's next frame (type and body as read). -1 with *err when
+ * it is refused (the peer does not hold the key, another link kind or
+ * protocol, a malformed frame); 0 when the handshake goes on (send out);
+ * 1 when it is done (send out when not empty: the initiator's PROOF). */
+int p3d_hs_step(p3d_hs *h, int type, const unsigned char *body, size_t len, p3d_wbuf *out, char **err);
+/* Tells a peer whose handshake was refused why (a REFUSE frame in clear,
+ * best effort, never blocking). */
+void p3d_hs_refuse(int fd, const char *why);
+/* Wipes the key copy and nonces. */
+void p3d_hs_wipe(p3d_hs *h);
+
+/* A connection after its handshake: one per connection, owned by whoever
+ * holds it (p3d_chan_free closes the fd). Nothing else writes to fd. */
+typedef struct p3d_chan {
+    int fd;
+    int acceptor;
+    uint64_t tx, rx;         /* sequence numbers, per direction */
+    unsigned char sk[32];    /* the session key */
+    p3d_framer fr;           /* what was read and not taken yet */
+    char peer[160];          /* "ADDR:PORT" or a name, for messages */
+} p3d_chan;
+
+/* The channel a finished handshake (state 1) gives fd; the framer fr
+ * (what followed the handshake in the same bytes) is moved into it (NULL:
+ * none). NULL when out of memory (fd is then not closed). */
+p3d_chan *p3d_chan_new(const p3d_hs *h, int fd, p3d_framer *fr, const char *peer);
+/* Closes the fd and frees c (NULL is fine). */
+void p3d_chan_free(p3d_chan *c);
+/* The tag of a frame (p3d_wbuf_end done, without tag) as the next frame
+ * c sends; counts it sent. For a transport that sends the same frame to
+ * many channels (rdzv's p3d_tree_send): the frame's length must already
+ * count the tag (p3d_chan_reserve). 0 or -1. */
+int p3d_chan_tag(p3d_chan *c, const p3d_wbuf *frame, unsigned char tag[P3D_TAG_LEN]);
+/* Adds P3D_TAG_LEN to a built frame's length prefix (no bytes added): the
+ * frame then goes out followed by each channel's own tag. 0 or -1. */
+int p3d_chan_reserve(p3d_wbuf *frame);
+/* Sends one frame (built, p3d_wbuf_end done) on c, tagged: blocking
+ * within stall seconds without progress (p3d_frame_write_bounded). 0 or
+ * -1 with *err. */
+int p3d_chan_send(p3d_chan *c, const p3d_wbuf *frame, double stall, char **err);
+/* Checks the tag at the end of a received body as the next frame from the
+ * peer: 0 with *len without the tag, or -1 with *err (the connection is
+ * then to be dropped: a tag never fails by accident). */
+int p3d_chan_open(p3d_chan *c, int type, const unsigned char *body, size_t *len, char **err);
+/* Reads what is available without blocking (fd non-blocking) into the
+ * framer: as p3d_framer_fill. */
+int p3d_chan_fill(p3d_chan *c, char **err);
+/* Pops the next whole frame and checks its tag: its type (> 0) with body
+ * (malloc'd) and *len without the tag; 0 when none is whole; -1 with *err
+ * when its tag does not match (drop the connection). */
+int p3d_chan_take(p3d_chan *c, unsigned char **body, size_t *len, char **err);
+/* Reads one frame from a blocking fd by deadline (CLOCK_MONOTONIC, as
+ * p3d_now; 0: no deadline) and checks its tag: type (> 0), 0 at EOF, -1
+ * with *err. */
+int p3d_chan_read(p3d_chan *c, double deadline, unsigned char **body, size_t *len, char **err);
+
+/* The handshake on a blocking, connected fd, by deadline: the channel (it
+ * owns fd from then on), or NULL with *err (fd is the caller's still). A
+ * REFUSE from the acceptor is quoted in *err and *refused set (may be
+ * NULL); *refused is set too when the acceptor does not prove the key. */
+p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, double deadline, const char *peer,
+                             int *refused, char **err);
+
 /* ---- the distribution tree (wire_tree.c; the tree itself: launcher/rdzv/rdzv_tree_*.c) ------------------ */
 
 /* Node ranks form a k-ary tree in breadth-first order: the parent of rank
@@ -252,7 +352,7 @@ int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err)
  * first three fields are read first, as in HELLO. */
 typedef struct p3d_join {
     uint32_t proto;
-    char *version, *token, *job_id;
+    char *version, *job_id;
     int nnodes, node_rank;
     char *hostname;
     char *addr;              /* where this agent listens for its children */
@@ -275,10 +375,10 @@ typedef struct p3d_treepos {
     int ring_port;
 } p3d_treepos;
 
-/* TJOIN: a child presents the token to its tree parent. */
+/* TJOIN: a child's node rank, to its tree parent (after the handshake). */
 typedef struct p3d_tjoin {
     uint32_t proto;
-    char *version, *token, *job_id;
+    char *version, *job_id;
     int node_rank;
 } p3d_tjoin;
 
@@ -522,9 +622,9 @@ long p3d_amsg_recv(int fd, char *buf, size_t cap);
 void p3d_amsg_send(int fd, const p3d_amsg *m);
 /* ---- wire_rejoin.c: leader failover ---------------------------------------- */
 
-/* Every frame here is sealed (p3d_frame_seal, the job token) and small:
- * a receiver refuses a body over its bound before it computes the tag,
- * checks the tag before it decodes, and checks every field's range. */
+/* Every frame here travels on an authenticated channel (p3d_chan, the
+ * failover gate's or the fate channel's) and is small: a receiver refuses
+ * a body over its bound and checks every field's range. */
 
 /* SUCCESSORS: the nodes that may succeed the leader, lowest node rank
  * first (spares included, lost nodes and the leader left out), as of
@@ -568,21 +668,22 @@ typedef struct p3d_rejoined {
     char why[P3D_REJOIN_WHY_MAX + 1];
 } p3d_rejoined;
 
-/* Each builds the sealed frame in out (reset first; the caller frees it):
- * 0, or -1 (a field out of range, out of memory, libcrypto failed). */
-int p3d_successors_frame(const p3d_successors *s, const char *key, p3d_wbuf *out);
-int p3d_rejoin_frame(const p3d_rejoin *r, const char *key, p3d_wbuf *out);
-int p3d_rejoined_frame(const p3d_rejoined *a, const char *key, p3d_wbuf *out);
+/* Each builds the frame in out (reset first; the caller frees it; a
+ * channel tags it when it is sent): 0, or -1 (a field out of range, out
+ * of memory). */
+int p3d_successors_frame(const p3d_successors *s, p3d_wbuf *out);
+int p3d_rejoin_frame(const p3d_rejoin *r, p3d_wbuf *out);
+int p3d_rejoined_frame(const p3d_rejoined *a, p3d_wbuf *out);
 /* Each takes a received frame of that type (type and body as
  * p3d_frame_read / p3d_framer_take give them; body is not changed): 0
  * with *out filled, or -1 with *err naming what was wrong (the type, the
- * size, the tag, a field and the range it must be in). nnodes: the job's
+ * size, a field and the range it must be in). nnodes: the job's
  * node count as this node knows it. */
-int p3d_successors_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes,
+int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes,
                         p3d_successors *out, char **err);
-int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes, p3d_rejoin *out,
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out,
                     char **err);
-int p3d_rejoined_open(int type, const unsigned char *body, size_t len, const char *key, p3d_rejoined *out,
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
                       char **err);
 
 #endif

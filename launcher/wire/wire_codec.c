@@ -360,7 +360,6 @@ int p3d_hello_encode(const p3d_hello *h, p3d_wbuf *b)
     p3d_wbuf_begin(b, P3D_MSG_HELLO);
     p3d_wbuf_u32(b, h->proto);
     p3d_wbuf_str(b, h->version);
-    p3d_wbuf_str(b, h->token);
     p3d_wbuf_str(b, h->job_id);
     wb_int(b, h->nnodes);
     wb_int(b, h->node_rank);
@@ -382,7 +381,6 @@ int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h, char *
     memset(h, 0, sizeof *h);
     h->proto = p3d_rbuf_u32(&r);
     h->version = p3d_rbuf_str(&r, 64);
-    h->token = p3d_rbuf_str(&r, 255);
     /* proto and version first: an agent of another version gets told so
      * even when the rest of its HELLO is laid out differently */
     if (r.bad || h->proto != P3D_WIRE_PROTO)
@@ -415,7 +413,6 @@ int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h, char *
 void p3d_hello_free(p3d_hello *h)
 {
     free(h->version);
-    free(h->token);
     free(h->job_id);
     free(h->hostname);
     free(h->addr);

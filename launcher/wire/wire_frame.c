@@ -1,92 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * wire_frame.c — frames as they travel (wire.h): the integrity tag of the
- * frames a parent sends (HMAC-SHA256 keyed by the job token, over the type
- * byte and the body) and reading and writing whole frames on a socket,
- * blocking with a bound or through a framer fed from the event loop.
+ * wire_frame.c — frames as they travel (wire.h): reading and writing whole
+ * frames on a socket, blocking with a bound or through a framer fed from
+ * the event loop. Their tags are the channel's (wire_chan.c).
  */
 #include "wire.h"
 
 #include "loop.h"
 
 #include <errno.h>
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-/* ---- frame integrity (the tag) ------------------------------------------ */
-
-/* HMAC-SHA256(key, type || body) into tag. 0 or -1. */
-static int frame_tag(const char *key, unsigned char type, const unsigned char *body, size_t len,
-                     unsigned char tag[P3D_TAG_LEN])
-{
-    int rc = -1;
-    size_t n = 0;
-    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-    EVP_MAC_CTX *c = mac ? EVP_MAC_CTX_new(mac) : NULL;
-    OSSL_PARAM ps[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
-                       OSSL_PARAM_construct_end()};
-    /* an empty token still gives a tag (HMAC pads the key): the check is
-     * then only against corruption, which is all an empty token allows */
-    static const unsigned char nokey[1] = {0};
-    size_t klen = key ? strlen(key) : 0;
-    if (!c || EVP_MAC_init(c, klen ? (const unsigned char *)key : nokey, klen ? klen : 1, ps) != 1)
-        goto out;
-    if (EVP_MAC_update(c, &type, 1) != 1 || (len && EVP_MAC_update(c, body, len) != 1))
-        goto out;
-    if (EVP_MAC_final(c, tag, &n, P3D_TAG_LEN) != 1 || n != P3D_TAG_LEN)
-        goto out;
-    rc = 0;
-out:
-    EVP_MAC_CTX_free(c);
-    EVP_MAC_free(mac);
-    return rc;
-}
-
-int p3d_frame_seal(const p3d_wbuf *in, const char *key, p3d_wbuf *out)
-{
-    unsigned char tag[P3D_TAG_LEN];
-    out->len = 0;
-    out->oom = 0;
-    if (in->oom || in->len < P3D_FRAME_HDR ||
-        frame_tag(key, p3d_frame_type(in), p3d_frame_body(in), p3d_frame_body_len(in), tag) < 0)
-        return -1;
-    p3d_wbuf_bytes(out, in->p, in->len);
-    p3d_wbuf_bytes(out, tag, sizeof tag);
-    return p3d_wbuf_end(out);
-}
-
-int p3d_frame_open(int type, const unsigned char *body, size_t *len, const char *key, char **err)
-{
-    unsigned char tag[P3D_TAG_LEN];
-    if (*len < P3D_TAG_LEN)
-        return p3d_err(err, "%zu bytes, too short to hold its %d-byte integrity tag", *len, P3D_TAG_LEN);
-    size_t n = *len - P3D_TAG_LEN;
-    if (frame_tag(key, (unsigned char)type, body, n, tag) < 0)
-        return p3d_err(err, "cannot compute the integrity tag (libcrypto)");
-    if (CRYPTO_memcmp(tag, body + n, P3D_TAG_LEN) != 0)
-        return p3d_err(err, "the integrity tag does not match (corrupted, or not sent with this job's token)");
-    *len = n;
-    return 0;
-}
-
-static char wire_key[256];
-
-void p3d_wire_set_key(const char *key)
-{
-    snprintf(wire_key, sizeof wire_key, "%s", key ? key : "");
-}
-
-const char *p3d_wire_key(void)
-{
-    return wire_key;
-}
 
 /* ---- frames over fds ------------------------------------------------------- */
 

@@ -6,9 +6,9 @@
  *
  * They arrive when something has already gone wrong, from whoever reaches
  * the failover port: each is read as hostile. The size is checked first
- * (a few hundred bytes at most: no tag is computed over a huge body), the
- * tag next (nothing of a frame not sent with this job's token is read),
- * then every field against its range.
+ * (a few hundred bytes at most), then every field against its range.
+ * They travel on an authenticated channel (wire_chan.c): the tag was
+ * checked, and removed, before they get here.
  */
 #include "wire.h"
 
@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The largest bodies, tag included: they bound what is read. */
-#define SUCCESSORS_MAX (8 + P3D_FAILOVER_CANDIDATES * (12 + P3D_FAILOVER_ADDR_MAX) + P3D_TAG_LEN)
-#define REJOIN_MAX (48 + P3D_FAILOVER_ADDR_MAX + P3D_TAG_LEN)
-#define REJOINED_MAX (12 + P3D_REJOIN_WHY_MAX + P3D_TAG_LEN)
+/* The largest bodies, without the channel's tag. */
+#define SUCCESSORS_MAX (8 + P3D_FAILOVER_CANDIDATES * (12 + P3D_FAILOVER_ADDR_MAX))
+#define REJOIN_MAX (48 + P3D_FAILOVER_ADDR_MAX)
+#define REJOINED_MAX (12 + P3D_REJOIN_WHY_MAX)
 
 static const char *frame_name(int type)
 {
@@ -36,32 +36,30 @@ static const char *frame_name(int type)
     }
 }
 
-/* Seals the frame built in b (begun with its type) into out. */
-static int seal(p3d_wbuf *b, const char *key, p3d_wbuf *out)
+/* Begins a frame of type in out, emptied first; the caller ends it with
+ * finish. */
+static p3d_wbuf *begin(p3d_wbuf *out, int type)
 {
-    int rc = -1;
-    if (p3d_wbuf_end(b) == 0 && p3d_frame_seal(b, key, out) == 0)
-        rc = 0;
-    p3d_wbuf_free(b);
-    return rc;
+    out->len = 0;
+    out->oom = 0;
+    p3d_wbuf_begin(out, type);
+    return out;
 }
 
-/* The checks every frame here gets before its fields are read: its type,
- * its size, its tag. 0 with *n the body's length without the tag. */
-static int open_checked(int want, int type, const unsigned char *body, size_t len, size_t max, const char *key,
-                        size_t *n, char **err)
+static int finish(p3d_wbuf *out)
 {
-    char *e = NULL;
+    return p3d_wbuf_end(out);
+}
+
+/* The checks every frame here gets before its fields are read: its type
+ * and its size. 0 with *n the body's length. */
+static int open_checked(int want, int type, size_t len, size_t max, size_t *n, char **err)
+{
     if (type != want)
         return p3d_err(err, "expected a %s frame, got type %d", frame_name(want), type);
     if (len > max)
         return p3d_err(err, "%s frame of %zu bytes: at most %zu expected", frame_name(want), len, max);
     *n = len;
-    if (p3d_frame_open(type, body, n, key, &e) < 0) {
-        p3d_err(err, "%s frame: %s", frame_name(want), e ? e : "bad tag");
-        free(e);
-        return -1;
-    }
     return 0;
 }
 
@@ -73,32 +71,29 @@ static int field_err(p3d_rbuf *r, char **err, int type, const char *what)
 
 /* ---- SUCCESSORS ------------------------------------------------------------ */
 
-int p3d_successors_frame(const p3d_successors *s, const char *key, p3d_wbuf *out)
+int p3d_successors_frame(const p3d_successors *s, p3d_wbuf *out)
 {
     if (s->n < 0 || s->n > P3D_FAILOVER_CANDIDATES || s->gen < 0)
         return -1;
-    p3d_wbuf b = {0};
-    p3d_wbuf_begin(&b, P3D_MSG_SUCCESSORS);
-    p3d_wbuf_int(&b, s->gen);
-    p3d_wbuf_int(&b, s->n);
+    p3d_wbuf *b = begin(out, P3D_MSG_SUCCESSORS);
+    p3d_wbuf_int(b, s->gen);
+    p3d_wbuf_int(b, s->n);
     for (int i = 0; i < s->n; i++) {
         const p3d_successor *c = &s->c[i];
-        if (c->node_rank < 0 || c->port < 1 || c->port > 65535 || !c->addr[0]) {
-            p3d_wbuf_free(&b);
+        if (c->node_rank < 0 || c->port < 1 || c->port > 65535 || !c->addr[0])
             return -1;
-        }
-        p3d_wbuf_int(&b, c->node_rank);
-        p3d_wbuf_str(&b, c->addr);
-        p3d_wbuf_int(&b, c->port);
+        p3d_wbuf_int(b, c->node_rank);
+        p3d_wbuf_str(b, c->addr);
+        p3d_wbuf_int(b, c->port);
     }
-    return seal(&b, key, out);
+    return finish(out);
 }
 
-int p3d_successors_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes,
+int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes,
                         p3d_successors *out, char **err)
 {
-    size_t n;
-    if (open_checked(P3D_MSG_SUCCESSORS, type, body, len, SUCCESSORS_MAX, key, &n, err) < 0)
+    size_t n = 0;
+    if (open_checked(P3D_MSG_SUCCESSORS, type, len, SUCCESSORS_MAX, &n, err) < 0)
         return -1;
     if (nnodes < 1)
         return p3d_err(err, "%s frame: no job to check it against", frame_name(type));
@@ -134,33 +129,32 @@ int p3d_successors_open(int type, const unsigned char *body, size_t len, const c
 
 /* ---- REJOIN ------------------------------------------------------------------ */
 
-int p3d_rejoin_frame(const p3d_rejoin *j, const char *key, p3d_wbuf *out)
+int p3d_rejoin_frame(const p3d_rejoin *j, p3d_wbuf *out)
 {
     if (j->nnodes < 1 || j->node_rank < 0 || j->node_rank >= j->nnodes || j->gen < 0 || j->leader < 0 ||
         j->leader >= j->nnodes || !j->addr[0] || strlen(j->addr) > P3D_FAILOVER_ADDR_MAX || j->master_port < 0 ||
         j->master_port > 65535 || j->nccl_port < 0 || j->nccl_port > 65535 || j->failover_port < 0 ||
         j->failover_port > 65535)
         return -1;
-    p3d_wbuf b = {0};
-    p3d_wbuf_begin(&b, P3D_MSG_REJOIN);
-    p3d_wbuf_u32(&b, j->proto);
-    p3d_wbuf_int(&b, j->nnodes);
-    p3d_wbuf_int(&b, j->node_rank);
-    p3d_wbuf_int(&b, j->gen);
-    p3d_wbuf_int(&b, j->leader);
-    p3d_wbuf_u64(&b, j->place_hash);
-    p3d_wbuf_str(&b, j->addr);
-    p3d_wbuf_int(&b, j->master_port);
-    p3d_wbuf_int(&b, j->nccl_port);
-    p3d_wbuf_int(&b, j->failover_port);
-    return seal(&b, key, out);
+    p3d_wbuf *b = begin(out, P3D_MSG_REJOIN);
+    p3d_wbuf_u32(b, j->proto);
+    p3d_wbuf_int(b, j->nnodes);
+    p3d_wbuf_int(b, j->node_rank);
+    p3d_wbuf_int(b, j->gen);
+    p3d_wbuf_int(b, j->leader);
+    p3d_wbuf_u64(b, j->place_hash);
+    p3d_wbuf_str(b, j->addr);
+    p3d_wbuf_int(b, j->master_port);
+    p3d_wbuf_int(b, j->nccl_port);
+    p3d_wbuf_int(b, j->failover_port);
+    return finish(out);
 }
 
-int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char *key, int nnodes, p3d_rejoin *out,
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out,
                     char **err)
 {
-    size_t n;
-    if (open_checked(P3D_MSG_REJOIN, type, body, len, REJOIN_MAX, key, &n, err) < 0)
+    size_t n = 0;
+    if (open_checked(P3D_MSG_REJOIN, type, len, REJOIN_MAX, &n, err) < 0)
         return -1;
     memset(out, 0, sizeof *out);
     p3d_rbuf r = {.p = body, .len = n};
@@ -193,23 +187,22 @@ int p3d_rejoin_open(int type, const unsigned char *body, size_t len, const char 
 
 /* ---- REJOINED ---------------------------------------------------------------- */
 
-int p3d_rejoined_frame(const p3d_rejoined *a, const char *key, p3d_wbuf *out)
+int p3d_rejoined_frame(const p3d_rejoined *a, p3d_wbuf *out)
 {
     if (a->gen < 0 || strlen(a->why) > P3D_REJOIN_WHY_MAX)
         return -1;
-    p3d_wbuf b = {0};
-    p3d_wbuf_begin(&b, P3D_MSG_REJOINED);
-    p3d_wbuf_int(&b, a->accepted ? 1 : 0);
-    p3d_wbuf_int(&b, a->gen);
-    p3d_wbuf_str(&b, a->why);
-    return seal(&b, key, out);
+    p3d_wbuf *b = begin(out, P3D_MSG_REJOINED);
+    p3d_wbuf_int(b, a->accepted ? 1 : 0);
+    p3d_wbuf_int(b, a->gen);
+    p3d_wbuf_str(b, a->why);
+    return finish(out);
 }
 
-int p3d_rejoined_open(int type, const unsigned char *body, size_t len, const char *key, p3d_rejoined *out,
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
                       char **err)
 {
-    size_t n;
-    if (open_checked(P3D_MSG_REJOINED, type, body, len, REJOINED_MAX, key, &n, err) < 0)
+    size_t n = 0;
+    if (open_checked(P3D_MSG_REJOINED, type, len, REJOINED_MAX, &n, err) < 0)
         return -1;
     memset(out, 0, sizeof *out);
     p3d_rbuf r = {.p = body, .len = n};

@@ -20,7 +20,6 @@ int p3d_join_encode(const p3d_join *j, p3d_wbuf *b)
     p3d_wbuf_begin(b, P3D_MSG_JOIN);
     p3d_wbuf_u32(b, j->proto);
     p3d_wbuf_str(b, j->version);
-    p3d_wbuf_str(b, j->token);
     p3d_wbuf_str(b, j->job_id);
     p3d_wbuf_int(b, j->nnodes);
     p3d_wbuf_int(b, j->node_rank);
@@ -37,7 +36,6 @@ int p3d_join_decode(const unsigned char *body, size_t len, p3d_join *j, char **e
     memset(j, 0, sizeof *j);
     j->proto = p3d_rbuf_u32(&r);
     j->version = p3d_rbuf_str(&r, 64);
-    j->token = p3d_rbuf_str(&r, 255);
     /* proto and version first: an agent of another version is told so */
     if (r.bad || j->proto != P3D_WIRE_PROTO)
         return r.bad ? p3d_err(err, "malformed JOIN") : 0;
@@ -56,7 +54,6 @@ int p3d_join_decode(const unsigned char *body, size_t len, p3d_join *j, char **e
 void p3d_join_free(p3d_join *j)
 {
     free(j->version);
-    free(j->token);
     free(j->job_id);
     free(j->hostname);
     free(j->addr);
@@ -111,7 +108,6 @@ int p3d_tjoin_encode(const p3d_tjoin *t, p3d_wbuf *b)
     p3d_wbuf_begin(b, P3D_MSG_TJOIN);
     p3d_wbuf_u32(b, t->proto);
     p3d_wbuf_str(b, t->version);
-    p3d_wbuf_str(b, t->token);
     p3d_wbuf_str(b, t->job_id);
     p3d_wbuf_int(b, t->node_rank);
     return p3d_wbuf_end(b);
@@ -123,7 +119,6 @@ int p3d_tjoin_decode(const unsigned char *body, size_t len, p3d_tjoin *t, char *
     memset(t, 0, sizeof *t);
     t->proto = p3d_rbuf_u32(&r);
     t->version = p3d_rbuf_str(&r, 64);
-    t->token = p3d_rbuf_str(&r, 255);
     if (r.bad || t->proto != P3D_WIRE_PROTO)
         return r.bad ? p3d_err(err, "malformed TJOIN") : 0;
     t->job_id = p3d_rbuf_str(&r, 127);
@@ -136,7 +131,6 @@ int p3d_tjoin_decode(const unsigned char *body, size_t len, p3d_tjoin *t, char *
 void p3d_tjoin_free(p3d_tjoin *t)
 {
     free(t->version);
-    free(t->token);
     free(t->job_id);
     memset(t, 0, sizeof *t);
 }

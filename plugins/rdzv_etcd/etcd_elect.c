@@ -335,6 +335,35 @@ static void why_not(const etcd_state *s, const etcd_bid *bid, const cJSON *j, ch
     snprintf(why, cap, "the leadership or a node rank ahead changed during the transaction");
 }
 
+/* A leader key held by no lease was not put by a par3drun leader (each
+ * puts it with its lease, so it goes with its agent): a plain put by hand
+ * or by a stranger, which would block every election for good. It is
+ * ignored, said once, and deleted if it is still the same revision. 1
+ * when it was such a key. */
+static int drop_squatter(etcd_state *s, CURL *h, const cJSON *range, double tmo)
+{
+    const cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(range, "kvs"), 0);
+    if (!kv || range_lease(range) != 0)
+        return 0;
+    char key[256], *body = NULL, msg[700];
+    snprintf(key, sizeof key, "%sleader", s->prefix);
+    char *lk = etcd_b64_enc(key, strlen(key));
+    cJSON *j = NULL;
+    if (lk && asprintf(&body, "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"MOD\","
+                                "\"mod_revision\":\"%lld\"}],\"success\":[{\"request_delete_range\":{\"key\":"
+                                "\"%s\"}}]}",
+                       lk, etcd_num(kv, "mod_revision"), lk) < 0)
+        body = NULL;
+    int ok = body && etcd_post(h, s->url, "/v3/kv/txn", body, tmo < 2 ? tmo : 2, &j, msg, sizeof msg) == 0;
+    fprintf(stderr, "par3drun: warning: etcd at %s: %sleader is held by no lease (a plain put, by hand or by a "
+                    "stranger: no par3drun leader's): ignored%s\n",
+            s->url, s->prefix, ok ? " and deleted" : ", not deleted (etcd refused)");
+    cJSON_Delete(j);
+    free(body);
+    free(lk);
+    return 1;
+}
+
 /* One try: 1 won (*kept: the state key's text, malloc'd), 0 not (why).
  * A failed try also reads the state key: the old leader's text, while its
  * lease still holds leader (*seen, replaced by each newer text). */
@@ -354,6 +383,10 @@ static int try_once(etcd_state *s, CURL *h, const etcd_bid *bid, char **kept, ch
         goto out;
     }
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded"))) { /* proto3 omits false */
+        if (drop_squatter(s, h, resp_range(j, 0), tmo)) {
+            snprintf(why, cap, "%sleader was held by no lease (deleted: the next try may win)", s->prefix);
+            goto out;
+        }
         char *st = range_value(resp_range(j, 1));
         if (st && *st) {
             free(*seen);

@@ -25,6 +25,9 @@
 #    once its lease lapses etcd elects node rank 1, which takes over; the
 #    survivors exit 0. Continued (SIGCONT), the old leader finds its lease
 #    gone (or its nodes gone) and exits 1 without running a rank again.
+# 4. A squatter: a plain put of the leader key (no lease) while the leader
+#    lives, then the leader SIGKILLed: the election still works (the
+#    unleased key is ignored, reported and deleted).
 . "$(dirname "$0")/lib/multinode_lib.sh"
 etcd_up
 trap 'thaw_kill; "$SVC" stop "$E"; cleanup' EXIT
@@ -179,6 +182,26 @@ thaw_node fz "$fl" "case 3" "$(grep -c 'gen=' "$T/fz.$fl.out")"
 grep 'root cause' "$T/fz.$fl.err" | sed 's/^/  old leader: /'
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "case 3: $(leftovers) workers left behind (the old leader's ranks?)"
+# ---- 4. a squatter on the leadership key --------------------------------
+# While the leader lives, a plain put (no lease) overwrites its leader key:
+# that key would never go away and block every election. The leader is
+# then SIGKILLed: the campaign ignores the unleased key, says so, deletes
+# it, and node rank 1 takes over; every survivor exits 0.
+etcd_agents sq 5 "sq-$$" 1 "$W2"
+sl=$LEADER
+SQ=/par3drun/sq-$$/leader
+curl -s -m 2 "$URL/v3/kv/put" -d "{\"key\":\"$(printf %s "$SQ" | base64 -w0)\",\"value\":\"$(printf '1 10.9.9.9 stolen' | base64 -w0)\"}" >/dev/null ||
+  bad "case 4: cannot put the squatter's key"
+[ "$(etcd_get "$SQ")" = "1 10.9.9.9 stolen" ] || bad "case 4: the squatter's key is not there"
+kill -KILL "${AG[$sl]}"
+survivors sq 5 "$sl"
+wait "${AG[$sl]}" 2>/dev/null
+grep -q "leader is held by no lease .*ignored and deleted" "$T/sq.$SUCC.err" ||
+  { bad "case 4: the successor did not report the squatter"; sed 's/^/  /' "$T/sq.$SUCC.err"; }
+grep -q '"event": "takeover", .*"decided_by": "election"' "$T/sq.rd$SUCC/events.jsonl" ||
+  { bad "case 4: no takeover decided by the election"; sed 's/^/  /' "$T/sq.rd$SUCC/events.jsonl"; }
+echo "case 4: a squatter's leader key: $(grep -m1 'held by no lease' "$T/sq.$SUCC.err" | cut -c1-140)"
+touch "$GO"
 for _ in $(seq 40); do [ "$(nkeys)" = 0 ] && break; sleep 0.5; done
 [ "$(nkeys)" = 0 ] || bad "$(nkeys) keys of the jobs outlived the killed agents' leases"
 [ "$fail" = 0 ] && echo "PASS multinode_etcd_failover"

@@ -96,7 +96,7 @@ agent tok 0 2 "$P" --rdzv-timeout 20 -- true
   --topology "${TOPOS[1]}" --run-dir "$T/tok.bad" -- true >"$T/tok.bad.out" 2>"$T/tok.bad.err"
 rc=$?
 [ "$rc" = 2 ] || bad "wrong token: exit $rc, want 2"
-grep -q 'refused node\[1\]: wrong job token' "$T/tok.bad.err" || { bad "wrong token: agent message"; sed 's/^/  /' "$T/tok.bad.err"; }
+grep -q 'node\[1\]: the leader (node rank 0) at .*: wrong job token: the peer does not prove' "$T/tok.bad.err" || { bad "wrong token: agent message"; sed 's/^/  /' "$T/tok.bad.err"; }
 agent tok 1 2 "$P" -- true
 wait "${AG[0]}"; rc0=$?
 wait "${AG[1]}"; rc1=$?

@@ -56,24 +56,38 @@ done
 wait_for "$T/tok.9.err" 'node\[9\] listening for its' || bad "token: node 9 never listened for its children"
 ep=$(grep -o 'node\[9\] listening for its [0-9]* tree children on [^ ]*' "$T/tok.9.err" | awk '{print $NF}')
 reply=$(python3 - "${ep%:*}" "${ep##*:}" <<'PY'
-import socket, struct, sys
-def s(b): return struct.pack(">I", len(b)) + b
-body = b"K" + struct.pack(">I", 2) + s(b"0") + s(b"not-the-job-token-000") + s(b"") + struct.pack(">I", 39)
+# a stranger without the job key: the challenge (wire protocol 10, a tree
+# link), then a proof it cannot compute
+import os, socket, struct, sys
+def frame(t, body): return struct.pack(">I", len(body) + 1) + bytes([t]) + body
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
-c.sendall(struct.pack(">I", len(body)) + body)
-data = b""
-try:
-    while True:
-        x = c.recv(65536)
+c.sendall(frame(ord("A"), struct.pack(">II", 10, 2) + os.urandom(32)))
+def one():
+    h = b""
+    while len(h) < 4:
+        x = c.recv(4 - len(h))
+        if not x: return None, b""
+        h += x
+    n = struct.unpack(">I", h)[0]
+    b = b""
+    while len(b) < n:
+        x = c.recv(n - len(b))
         if not x: break
-        data += x
+        b += x
+    return b[:1], b[1:]
+t, body = one()
+if t != b"B" or len(body) != 64:
+    print("no handshake answer: %r" % (t,)); sys.exit(0)
+c.sendall(frame(ord("E"), os.urandom(32)))
+try:
+    t, body = one()
 except OSError:
-    pass
-print(data[5:].decode(errors="replace"))
+    t, body = None, b""
+print((body[4:] if t == b"N" else b"no refusal").decode(errors="replace"))
 PY
 )
 case "$reply" in *"wrong job token"*) ;; *) bad "token: the interior agent answered: $reply" ;; esac
-grep -q 'node\[9\] refused .*wrong job token' "$T/tok.9.err" || bad "token: node 9 did not log the refusal"
+grep -q 'refused .*wrong job token' "$T/tok.9.err" || bad "token: node 9 did not log the refusal"
 tagent tok 39 "$P" --tp 2 -- true
 codes=""
 for i in $(seq 0 $((N - 1))); do wait "${AG[$i]}"; rc=$?; [ "$rc" = 0 ] || codes="$codes $i:$rc"; done

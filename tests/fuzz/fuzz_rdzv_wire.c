@@ -11,8 +11,10 @@
  * FATE: the agent packet (launcher/run/agent_proto.c) a FATE frame carries,
  * which is how a parent sends its children the restart (R), stop (T),
  * forward (U), retire (Q), health request (C) and heartbeat (B); for the
- * frames a parent sends (TREE, CPLACE, CDELTA, FATE) also their integrity
- * tag and the fate channel's handler (sealed() below). The
+ * frames a parent sends (TREE, CPLACE, CDELTA, FATE) also the channel's
+ * tag and the fate channel's handler (tagged() below); and the
+ * handshake every connection opens with (AUTH, PROVE, PROOF: handshake()
+ * below). The
  * first input byte is the frame's type byte, the rest its body,
  * exactly as p3d_frame_read hands them over. What decodes must encode and
  * decode again to the same bytes (a leader re-sends what it received).
@@ -236,109 +238,161 @@ static void node(const uint8_t *body, size_t len)
     free(err);
 }
 
-/* The integrity tag (rdzv.h, P3D_TAG_LEN) of the frames a parent sends
- * (TREE, CPLACE, CDELTA, FATE): what a sender seals opens to the same
- * body; one flipped bit anywhere in the type, the body or the tag, or
- * another key, is refused with a message; the input itself taken as a
- * received sealed frame is refused (but for a 2^-256 chance) or opens to
- * the body before its last 32 bytes. Then the fate channel's handler
- * (p3d_fate_take, as the leader or a relay runs it) gets the input as a
- * correctly tagged frame: taken, handed back (a placement, downward
- * only) or dropped with a line; never refused, never a crash. */
+/* The channel's tag (wire_chan.c) on every frame after a handshake: a
+ * pair of channels made once (an in-memory handshake), so their sequence
+ * numbers run on from input to input. What one end tags the other opens
+ * to the same body, once; one flipped bit anywhere in the type, the body
+ * or the tag, the same frame again (a replay), the frame on a third
+ * channel of the same job, or reflected back to its sender, is refused
+ * with a message and leaves the counters as they were; the input itself
+ * taken as a received frame is refused (but for a 2^-256 chance). Then
+ * the fate channel's handler (p3d_fate_take, as the leader or a relay
+ * runs it) gets the opened body: taken, handed back (a placement,
+ * downward only) or dropped with a line; never a crash. */
 #define FUZZ_KEY "fuzz-job-token-0123456789"
-static void sealed(int type, const uint8_t *body, size_t len)
+static p3d_chan *ch_i, *ch_a, *ch_other;
+
+/* An in-memory handshake of kind; the two ends' channels. */
+static void chan_pair(int kind, p3d_chan **i, p3d_chan **a)
 {
-    p3d_wbuf f = {0}, s = {0};
+    p3d_hs hi, ha;
+    p3d_wbuf o1 = {0}, o2 = {0}, o3 = {0};
+    if (p3d_hs_start(&hi, FUZZ_KEY, 0, kind, &o1, NULL) < 0 || p3d_hs_start(&ha, FUZZ_KEY, 1, kind, &o2, NULL) < 0 ||
+        p3d_hs_step(&ha, o1.p[4], o1.p + 5, o1.len - 5, &o2, NULL) != 0 ||
+        p3d_hs_step(&hi, o2.p[4], o2.p + 5, o2.len - 5, &o3, NULL) != 1 ||
+        p3d_hs_step(&ha, o3.p[4], o3.p + 5, o3.len - 5, &o1, NULL) != 1)
+        abort();
+    *i = p3d_chan_new(&hi, -1, NULL, "i");
+    *a = p3d_chan_new(&ha, -1, NULL, "a");
+    if (!*i || !*a)
+        abort();
+    p3d_wbuf_free(&o1);
+    p3d_wbuf_free(&o2);
+    p3d_wbuf_free(&o3);
+}
+
+/* 0 when c opens body (n bytes, a copy) as type; the error freed. */
+static int try_open(p3d_chan *c, int type, const unsigned char *body, size_t n, size_t *out)
+{
     char *err = NULL;
+    *out = n;
+    int rc = p3d_chan_open(c, type, body, out, &err);
+    if (rc < 0 && !err)
+        abort();
+    free(err);
+    return rc;
+}
+
+static void tagged(int type, const uint8_t *body, size_t len)
+{
+    p3d_wbuf f = {0};
+    unsigned char tag[P3D_TAG_LEN];
     unsigned salt = len ? body[len - 1] : 7;
     p3d_wbuf_begin(&f, type);
     p3d_wbuf_bytes(&f, body, len);
-    if (p3d_wbuf_end(&f) < 0 || p3d_frame_seal(&f, FUZZ_KEY, &s) < 0 || s.len != f.len + P3D_TAG_LEN)
+    if (p3d_wbuf_end(&f) < 0 || p3d_chan_tag(ch_i, &f, tag) < 0)
         abort();
-    size_t n = s.len - 5;
-    if (p3d_frame_open(type, s.p + 5, &n, FUZZ_KEY, &err) < 0 || n != len)
-        abort();
-    n = s.len - 5;
-    if (p3d_frame_open(type, s.p + 5, &n, "another-token-0123", &err) == 0 || !err)
-        abort();
-    free(err);
-    err = NULL;
-    size_t pos = 4 + (len * 131 + salt) % (s.len - 4);
-    s.p[pos] ^= (unsigned char)(1u << (salt & 7));
-    n = s.len - 5;
-    if (p3d_frame_open(s.p[4], s.p + 5, &n, FUZZ_KEY, &err) == 0 || !err || n != s.len - 5)
-        abort();
-    free(err);
-    err = NULL;
-    s.p[pos] ^= (unsigned char)(1u << (salt & 7));
-    n = len;
-    if (p3d_frame_open(type, body, &n, FUZZ_KEY, &err) == 0) {
-        if (n + P3D_TAG_LEN != len)
-            abort();
-    } else if (!err) {
-        abort();
-    }
-    free(err);
-    err = NULL;
-    /* the handler writes the decoder's NUL past the packet: a copy */
-    size_t bl = s.len - 5;
+    size_t bl = len + P3D_TAG_LEN, n;
+    /* the body as received: the handler writes the decoder's NUL past the
+     * packet, into the tag's room */
     unsigned char *b = malloc(bl);
     if (!b)
         abort();
-    memcpy(b, s.p + 5, bl);
+    if (len)
+        memcpy(b, body, len);
+    memcpy(b + len, tag, P3D_TAG_LEN);
+    uint64_t rx = ch_a->rx;
+    /* one bit flipped (the type byte counts as position bl) */
+    size_t pos = (len * 131 + salt) % (bl + 1);
+    unsigned char bit = (unsigned char)(1u << (salt & 7));
+    if (pos < bl)
+        b[pos] ^= bit;
+    if (try_open(ch_a, pos < bl ? type : type ^ bit, b, bl, &n) == 0 || ch_a->rx != rx)
+        abort();
+    if (pos < bl)
+        b[pos] ^= bit;
+    /* on another connection, reflected, or as the input itself */
+    if (try_open(ch_other, type, b, bl, &n) == 0 || try_open(ch_i, type, b, bl, &n) == 0 ||
+        try_open(ch_a, type, body, len, &n) == 0)
+        abort();
+    if (try_open(ch_a, type, b, bl, &n) != 0 || n != len || ch_a->rx != rx + 1)
+        abort();
+    if (try_open(ch_a, type, b, bl, &n) == 0) /* replayed */
+        abort();
     p3d_amsg m;
     int down = salt & 1;
-    int k = p3d_fate_take("fuzz peer \x1b[2J", down, type, b, &bl, &m, &err);
-    if (k < 0 || bl != len || (k == 2 && !down) || (k == 1 && (type != P3D_MSG_FATE || !m.text ||
-                                                              !p3d_amsg_dir_ok(m.type, down))))
+    int k = p3d_fate_take("fuzz peer \x1b[2J", down, type, b, len, &m);
+    if (k < 0 || (k == 2 && !down) ||
+        (k == 1 && (type != P3D_MSG_FATE || !m.text || !p3d_amsg_dir_ok(m.type, down))))
         abort();
     free(b);
-    free(err);
     p3d_wbuf_free(&f);
-    p3d_wbuf_free(&s);
 }
 
-/* The failover frames (wire_rejoin.c): the input sealed as S, L or M is
- * opened (a 64-node job); what opens encodes back to a frame that opens
- * to the same fields, and what is refused says why. The input taken as a
- * received frame itself is refused unless its last 32 bytes are its tag. */
+/* The handshake (wire_chan.c) fed the input as the peer's frames, to an
+ * acceptor and to an initiator (a length byte, then that many bytes: the
+ * type and the body, repeated): never a crash, never "done" (a proof
+ * needs the job key and the fresh nonce), and after a refusal nothing
+ * more is taken. */
+static void handshake(const uint8_t *data, size_t size)
+{
+    for (int acceptor = 0; acceptor < 2; acceptor++) {
+        p3d_hs h;
+        p3d_wbuf out = {0};
+        if (p3d_hs_start(&h, FUZZ_KEY, acceptor, P3D_LINK_CTRL + (int)(size % 4), &out, NULL) < 0)
+            abort();
+        size_t off = 0;
+        int refused = 0;
+        while (off < size) {
+            size_t n = data[off++];
+            if (n == 0 || n > size - off)
+                n = size - off;
+            if (n == 0)
+                break; /* a length byte and nothing after it */
+            char *err = NULL;
+            int rc = p3d_hs_step(&h, data[off], data + off + 1, n - 1, &out, &err);
+            off += n;
+            if (rc == 1 || (refused && rc >= 0) || (rc < 0 && !err) || (rc == 0 && acceptor && !out.len && h.step))
+                abort();
+            refused |= rc < 0;
+            free(err);
+        }
+        p3d_wbuf_free(&out);
+        p3d_hs_wipe(&h);
+    }
+}
+
+/* The failover frames (wire_rejoin.c), as their channel hands them over
+ * (the tag checked and removed): opened for a 64-node job; what opens
+ * encodes back to a frame that opens to the same fields, and what is
+ * refused says why. */
 static void rejoin_frames(int type, const uint8_t *body, size_t len)
 {
-    p3d_wbuf f = {0}, s = {0}, again = {0};
+    p3d_wbuf again = {0};
     char *err = NULL;
-    p3d_wbuf_begin(&f, type);
-    p3d_wbuf_bytes(&f, body, len);
-    if (p3d_wbuf_end(&f) < 0 || p3d_frame_seal(&f, FUZZ_KEY, &s) < 0)
-        abort();
-    const unsigned char *b = s.p + 5;
-    size_t n = s.len - 5;
+    const unsigned char *b = body;
+    size_t n = len;
     int ok = 0, back = 0;
     if (type == P3D_MSG_REJOIN) {
         p3d_rejoin j, j2;
-        ok = p3d_rejoin_open(type, b, n, FUZZ_KEY, 64, &j, &err) == 0;
-        back = ok && p3d_rejoin_frame(&j, FUZZ_KEY, &again) == 0 &&
-               p3d_rejoin_open(type, again.p + 5, again.len - 5, FUZZ_KEY, 64, &j2, &err) == 0 &&
-               !memcmp(&j, &j2, sizeof j);
-        if (!ok)
-            (void)p3d_rejoin_open(type, body, len, FUZZ_KEY, 64, &j, &err);
+        ok = p3d_rejoin_open(type, b, n, 64, &j, &err) == 0;
+        back = ok && p3d_rejoin_frame(&j, &again) == 0 &&
+               p3d_rejoin_open(type, again.p + 5, again.len - 5, 64, &j2, &err) == 0 && !memcmp(&j, &j2, sizeof j);
     } else if (type == P3D_MSG_SUCCESSORS) {
         p3d_successors c, c2;
-        ok = p3d_successors_open(type, b, n, FUZZ_KEY, 64, &c, &err) == 0;
-        back = ok && p3d_successors_frame(&c, FUZZ_KEY, &again) == 0 &&
-               p3d_successors_open(type, again.p + 5, again.len - 5, FUZZ_KEY, 64, &c2, &err) == 0 &&
+        ok = p3d_successors_open(type, b, n, 64, &c, &err) == 0;
+        back = ok && p3d_successors_frame(&c, &again) == 0 &&
+               p3d_successors_open(type, again.p + 5, again.len - 5, 64, &c2, &err) == 0 &&
                !memcmp(&c, &c2, sizeof c);
     } else {
         p3d_rejoined a, a2;
-        ok = p3d_rejoined_open(type, b, n, FUZZ_KEY, &a, &err) == 0;
-        back = ok && p3d_rejoined_frame(&a, FUZZ_KEY, &again) == 0 &&
-               p3d_rejoined_open(type, again.p + 5, again.len - 5, FUZZ_KEY, &a2, &err) == 0 &&
-               !memcmp(&a, &a2, sizeof a);
+        ok = p3d_rejoined_open(type, b, n, &a, &err) == 0;
+        back = ok && p3d_rejoined_frame(&a, &again) == 0 &&
+               p3d_rejoined_open(type, again.p + 5, again.len - 5, &a2, &err) == 0 && !memcmp(&a, &a2, sizeof a);
     }
     if (ok != back || (!ok && !err))
         abort();
     free(err);
-    p3d_wbuf_free(&f);
-    p3d_wbuf_free(&s);
     p3d_wbuf_free(&again);
 }
 
@@ -346,7 +400,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    p3d_wire_set_key(FUZZ_KEY);
+    p3d_chan *spare;
+    chan_pair(P3D_LINK_CTRL, &ch_i, &ch_a);
+    chan_pair(P3D_LINK_CTRL, &spare, &ch_other);
+    p3d_chan_free(spare);
     return 0;
 }
 
@@ -422,7 +479,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_TREE:
         treepos(body, len);
-        sealed(data[0], body, len);
+        tagged(data[0], body, len);
         break;
     case P3D_MSG_TJOIN:
         tjoin(body, len);
@@ -432,23 +489,31 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         break;
     case P3D_MSG_CPLACE:
         cplace(body, len);
-        sealed(data[0], body, len);
+        tagged(data[0], body, len);
         break;
     case P3D_MSG_CDELTA:
         cdelta(body, len);
-        sealed(data[0], body, len);
+        tagged(data[0], body, len);
         break;
     case P3D_MSG_FATE:
         fate(body, len);
-        sealed(data[0], body, len);
+        tagged(data[0], body, len);
         break;
     case P3D_MSG_SUCCESSORS:
     case P3D_MSG_REJOIN:
     case P3D_MSG_REJOINED:
         rejoin_frames(data[0], body, len);
         break;
+    case P3D_MSG_AUTH:
+    case P3D_MSG_PROVE:
+    case P3D_MSG_PROOF:
+    case P3D_MSG_REFUSE:
+        handshake(data + 1, size - 1);
+        tagged(data[0], body, len);
+        break;
     default:
         node(body, len);
+        handshake(data, size);
         break;
     }
     free(body);

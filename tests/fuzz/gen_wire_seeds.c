@@ -41,7 +41,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "%s\n", err);
             return 1;
         }
-        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "s3cr3t-token",
+        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION,
                        .job_id = "job42", .nnodes = 2, .node_rank = 1, .hostname = "n2",
                        .addr = "10.0.0.2", .master_port = 29500, .nccl_port = 29501, .topo = n};
         p3d_wbuf b = {0};
@@ -107,14 +107,14 @@ int main(int argc, char **argv)
     put(argv[1], "place-1", &b, 1);
     p3d_wbuf_free(&b);
 
-    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "s3cr3t-token", .job_id = "job42",
+    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "job42",
                   .nnodes = 40, .node_rank = 9, .hostname = "n9", .addr = "10.0.0.9", .port = 40000};
     p3d_join_encode(&j, &b);
     put(argv[1], "join-1", &b, 1);
     p3d_treepos t = {.parent = 2, .addr = "10.0.0.2", .port = 40001, .nchildren = 4, .fanout = 4};
     p3d_treepos_encode(&t, &b);
     put(argv[1], "tree-1", &b, 1);
-    p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "s3cr3t-token", .job_id = "job42",
+    p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "job42",
                     .node_rank = 37};
     p3d_tjoin_encode(&tj, &b);
     put(argv[1], "tjoin-1", &b, 1);

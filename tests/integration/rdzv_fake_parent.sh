@@ -29,11 +29,8 @@ trap cleanup EXIT
 # two ports free at the same moment, never the same one twice (two
 # calls of a one-port helper can return the same port, and then the
 # proxy cannot bind and the agent talks to the real leader directly)
-free_ports2() { python3 -c 'import socket
-a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
-print(a.getsockname()[1], b.getsockname()[1])'; }
+. "$here/lib/rdzv_proxy_lib.sh"
 fail=0
-crashed() { grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation|core dumped' "$1"; }
 
 # one run: MODE; sets $arc and leaves the agent's output in $tmp/agent.log
 run_case() {
@@ -108,7 +105,7 @@ for mode in $fmodes; do
     fi
     case $mode in
     trunc-*|zero-*|over-*|at-F-len*) pat='rendezvous leader' ;;
-    *) pat='rendezvous leader .*integrity check' ;;
+    *) pat='rendezvous leader .*tag check' ;;
     esac
     if ! grep -qE "^par3drun: .*$pat" "$tmp/agent.log"; then
         echo "FAIL: $mode: exit 1 without a line naming the leader ($pat)"; cat "$tmp/agent.log"; fail=1

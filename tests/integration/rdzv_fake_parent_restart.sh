@@ -8,7 +8,7 @@
 # node the restart and the new placement; the fake parent flips one bit of
 # that placement frame (in the body's first byte, its middle, the last
 # byte before the tag, the tag) on its way to node 1. Node 1 must refuse
-# it (a line naming the leader and the integrity check, exit 1) and never
+# it (a line naming the leader and its tag check, exit 1) and never
 # start a rank of the new generation. A run where the frame passes
 # unchanged shows the same restart works through the proxy.
 set -u
@@ -26,10 +26,7 @@ trap cleanup EXIT
 # two ports free at the same moment, never the same one twice (two
 # calls of a one-port helper can return the same port, and then the
 # proxy cannot bind and the agent talks to the real leader directly)
-free_ports2() { python3 -c 'import socket
-a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
-print(a.getsockname()[1], b.getsockname()[1])'; }
-crashed() { grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation|core dumped' "$@"; }
+. "$here/lib/rdzv_proxy_lib.sh"
 fail=0
 
 # one run: MODE for the proxy; leaves $tmp/n$i.log and the rank markers
@@ -86,8 +83,8 @@ for cls in body0 mid pre tag0 tag31; do
         echo "FAIL: at-R-$cls: node 1 exit $c1 (expected 1)"; cat "$tmp/n1.log"; fail=1
         continue
     fi
-    if ! grep -qE '^par3drun: node .*rendezvous leader .*integrity check' "$tmp/n1.log"; then
-        echo "FAIL: at-R-$cls: exit 1 without a line naming the leader and the integrity check"
+    if ! grep -qE '^par3drun: node .*rendezvous leader .*tag check' "$tmp/n1.log"; then
+        echo "FAIL: at-R-$cls: exit 1 without a line naming the leader and its tag check"
         cat "$tmp/n1.log"; fail=1
         continue
     fi
@@ -96,7 +93,7 @@ for cls in body0 mid pre tag0 tag31; do
         continue
     fi
     refused=$((refused + 1))
-    printf 'at-R-%-6s refused: %s\n' "$cls" "$(grep -m1 'integrity check' "$tmp/n1.log" | cut -c1-150)"
+    printf 'at-R-%-6s refused: %s\n' "$cls" "$(grep -m1 'tag check' "$tmp/n1.log" | cut -c1-150)"
 done
 [ $fail -eq 0 ] || exit 1
 echo "rdzv_fake_parent_restart: $refused of $n corrupted restart placements refused with exit 1, none run"

@@ -136,17 +136,43 @@ run("health-check output", ["--emulate", "--cluster", cl, "--tp", "8", "--nproc-
                             "--health-check", "printf 'sick\\033[2J\\007\\r\\342\\200\\256\\377'; exit 3",
                             "--", "/bin/true"], timeout=60)
 
-# 6. a JOIN to a real leader: hostname (no token) and version (with it)
+# 6. a JOIN to a real leader: a stranger's (no token: sent without the
+#    handshake, refused before a byte of it is decoded, so its hostname
+#    never shows), and one after a good handshake (the token: the
+#    version's controls are escaped in the refusal)
 def s(b):
     return struct.pack(">I", len(b)) + b
 # the wire protocol the binary speaks, from its source
 PROTO = int(re.search(r"#define P3D_WIRE_PROTO (\d+)",
                       open(os.path.join(os.environ["P3D_SRC"], "launcher/wire/wire.h")).read()).group(1))
-def join(token, version, host):
-    body = struct.pack(">I", PROTO) + s(version) + s(token) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
-        s(b"127.0.0.1") + struct.pack(">i", 0)
-    f = b"J" + body
-    return struct.pack(">I", len(f)) + f
+def frame(t, body):
+    return struct.pack(">I", len(body) + 1) + t + body
+def join_body(version, host):
+    return struct.pack(">I", PROTO) + s(version) + s(b"") + struct.pack(">ii", 2, 1) + s(host) + \
+        s(b"127.0.0.1") + struct.pack(">ii", 0, 0)
+def read_frame(c):
+    h = b""
+    while len(h) < 4:
+        h += c.recv(4 - len(h))
+    n = struct.unpack(">I", h)[0]
+    b = b""
+    while len(b) < n:
+        b += c.recv(n - len(b))
+    return b[:1], b[1:]
+def authed_join(c, token, version, host):
+    """the handshake of wire_chan.c as the initiator, then the JOIN tagged
+    with the session key (frame number 0, from the initiator)"""
+    import hashlib, hmac
+    ni = os.urandom(32)
+    c.sendall(frame(b"A", struct.pack(">II", PROTO, 1) + ni))
+    t, body = read_frame(c)
+    na = body[:32]
+    tr = ni + na + struct.pack(">II", 1, PROTO)
+    c.sendall(frame(b"E", hmac.new(token, b"p3d-initiator" + tr, hashlib.sha256).digest()))
+    sk = hmac.new(token, b"p3d-session" + tr, hashlib.sha256).digest()
+    jb = join_body(version, host)
+    tag = hmac.new(sk, b"i" + struct.pack(">Q", 0) + b"J" + jb, hashlib.sha256).digest()
+    c.sendall(frame(b"J", jb + tag))
 tok = b"termctl-test-token-0123456789"
 for token, version in ((b"wrong-token-0123456789", b"0.1.0"), (tok, b"9" + HB)):
     sk = socket.socket(); sk.bind(("127.0.0.1", 0)); port = sk.getsockname()[1]; sk.close()
@@ -159,7 +185,10 @@ for token, version in ((b"wrong-token-0123456789", b"0.1.0"), (tok, b"9" + HB)):
             c = socket.create_connection(("127.0.0.1", port)); break
         except OSError:
             time.sleep(0.05)
-    c.sendall(join(token, version, b"host" + HB))
+    if token == tok:
+        authed_join(c, token, version, b"host" + HB)
+    else:
+        c.sendall(frame(b"J", join_body(version, b"host" + HB)))
     reply = b""
     try:
         c.settimeout(5)
@@ -176,11 +205,14 @@ for token, version in ((b"wrong-token-0123456789", b"0.1.0"), (tok, b"9" + HB)):
     what = "leader refusing JOIN (%s)" % ("no token" if token != tok else "version")
     check(what + " (stdout)", out)
     check(what + " (stderr)", err)
-    check(what + " (the REFUSE sent back)", reply[9:])  # frame length, type, string length
+    # frame length, type, string length; after a handshake the tag ends it
+    check(what + " (the REFUSE sent back)", reply[9:-32] if token == tok else reply[9:])
     if b"refused" not in err:
         failures.append("%s: no refusal line: %r" % (what, err[-400:]))
-    if token != tok and b"host" not in err:
-        failures.append("%s: the refusal line does not name the host: %r" % (what, err[-400:]))
+    if token == tok and b"version mismatch" not in err:
+        failures.append("%s: the JOIN after the handshake was not judged: %r" % (what, err[-400:]))
+    if token != tok and b"host" in err:
+        failures.append("%s: a stranger's JOIN was decoded (its host is named): %r" % (what, err[-400:]))
 
 # 7. Slurm topology.yaml: switch, block and topology names with controls
 #    (YAML escapes, so the parser hands them over) and as raw invalid UTF-8

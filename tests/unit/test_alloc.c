@@ -274,7 +274,7 @@ static void test_hello_rack(void **st)
     (void)st;
     p3d_node *n = load(h100);
     for (int with = 0; with < 2; with++) {
-        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .token = "tok-123456", .job_id = "j",
+        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "j",
                        .nnodes = 4, .node_rank = 2, .hostname = "n3", .addr = "10.0.0.3", .master_port = 1,
                        .nccl_port = 2, .topo = n, .rack = with ? "leaf7" : NULL};
         p3d_wbuf b = {0};

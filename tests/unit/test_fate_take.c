@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_fate_take.c — the fate channel's frame handler (supervise.c
- * p3d_fate_take) and the integrity tag under it (wire/wire_codec.c): a frame
+/* test_fate_take.c — the fate channel's frame handler (agent_link.c
+ * p3d_fate_take) and the channel's tag under it (wire/wire_chan.c): a frame
  * with a bad tag is refused (the caller disconnects), a correctly tagged
  * packet that does not parse or travels the wrong way is dropped with one
  * escaped line naming the peer, and those lines are rate-limited. Both
@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,31 +56,31 @@ static char *capture_end(void)
     return buf;
 }
 
-/* A FATE (or other type) frame body as the peer sends it: pkt + tag. */
-static unsigned char *sealed_body(int type, const char *pkt, size_t n, const char *key, size_t *len)
-{
-    p3d_wbuf f = {0}, s = {0};
-    p3d_wbuf_begin(&f, type);
-    p3d_wbuf_bytes(&f, pkt, n);
-    assert_int_equal(p3d_wbuf_end(&f), 0);
-    assert_int_equal(p3d_frame_seal(&f, key, &s), 0);
-    *len = s.len - 5;
-    unsigned char *b = malloc(*len);
-    memcpy(b, s.p + 5, *len);
-    p3d_wbuf_free(&f);
-    p3d_wbuf_free(&s);
-    return b;
-}
-
+/* A frame body as the channel hands it over: pkt, with the room its tag
+ * took behind it. */
 static int take(int down, int type, const char *pkt, size_t n, const char *key, p3d_amsg *m, char **err)
 {
-    size_t len;
-    unsigned char *b = sealed_body(type, pkt, n, key, &len);
-    int k = p3d_fate_take("node n2\x1b[2J", down, type, b, &len, m, err);
-    if (k >= 0)
-        assert_int_equal(len, n);
+    (void)key;
+    (void)err;
+    unsigned char *b = malloc(n + P3D_TAG_LEN);
+    memcpy(b, pkt, n);
+    int k = p3d_fate_take("node n2\x1b[2J", down, type, b, n, m);
     free(b);
     return k;
+}
+
+/* Two ends of a handshake done in memory: i (initiator), a (acceptor). */
+static void hs_pair(p3d_hs *i, p3d_hs *a)
+{
+    p3d_wbuf o1 = {0}, o2 = {0}, o3 = {0};
+    assert_int_equal(p3d_hs_start(i, KEY, 0, P3D_LINK_CTRL, &o1, NULL), 0);
+    assert_int_equal(p3d_hs_start(a, KEY, 1, P3D_LINK_CTRL, &o2, NULL), 0);
+    assert_int_equal(p3d_hs_step(a, o1.p[4], o1.p + 5, o1.len - 5, &o2, NULL), 0);
+    assert_int_equal(p3d_hs_step(i, o2.p[4], o2.p + 5, o2.len - 5, &o3, NULL), 1);
+    assert_int_equal(p3d_hs_step(a, o3.p[4], o3.p + 5, o3.len - 5, &o1, NULL), 1);
+    p3d_wbuf_free(&o1);
+    p3d_wbuf_free(&o2);
+    p3d_wbuf_free(&o3);
 }
 
 static void test_good_packets(void **state)
@@ -104,28 +105,39 @@ static void test_good_packets(void **state)
 static void test_bad_tag_disconnects(void **state)
 {
     (void)state;
-    p3d_amsg m;
+    /* a FATE frame tagged on another connection of the same job (a
+     * replay), read by the leader: -1, one escaped line, the node lost */
+    p3d_hs i, a, i2, a2;
+    hs_pair(&i, &a);
+    hs_pair(&i2, &a2);
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    p3d_chan *leader = p3d_chan_new(&a, sv[0], NULL, "n2"), *other = p3d_chan_new(&i2, sv[1], NULL, "x");
+    assert_non_null(leader);
+    assert_non_null(other);
+    p3d_wbuf f = {0};
+    p3d_wbuf_begin(&f, P3D_MSG_FATE);
+    p3d_wbuf_bytes(&f, "b 0", 3);
+    assert_int_equal(p3d_wbuf_end(&f), 0);
+    assert_int_equal(p3d_chan_send(other, &f, 5, NULL), 0);
+    p3d_wbuf_free(&f);
     char *err = NULL;
+    int calls = 0;
     capture_start();
-    assert_int_equal(take(1, P3D_MSG_FATE, "r 2", 3, "another-token-0123", &m, &err), -1);
+    int k = p3d_fate_read(leader, "node n2\x1b[2J", NULL, &calls, &err);
     char *said = capture_end();
+    assert_int_equal(k, -1);
+    assert_int_equal(calls, 0);
     assert_non_null(err);
-    assert_non_null(strstr(err, "integrity"));
+    assert_non_null(strstr(err, "tag does not match"));
     free(err);
-    err = NULL;
-    /* the line names the peer, escaped, and the outcome */
-    assert_non_null(strstr(said, "par3drun: node n2\\x1b[2J: a frame (type 0x46"));
-    assert_non_null(strstr(said, "the local ranks stop, exit 1"));
-    assert_null(strchr(said, '\x1b'));
-    /* too short to hold a tag */
-    unsigned char b[8] = "r 2";
-    size_t len = 3;
-    capture_start();
-    assert_int_equal(p3d_fate_take("leader", 0, P3D_MSG_FATE, b, &len, &m, &err), -1);
-    said = capture_end();
-    assert_non_null(strstr(err, "too short"));
+    assert_non_null(strstr(said, "par3drun: node n2\\x1b[2J: a frame failed its tag check"));
     assert_non_null(strstr(said, "disconnecting: the node counts as lost"));
-    free(err);
+    assert_null(strchr(said, '\x1b'));
+    p3d_chan_free(leader);
+    p3d_chan_free(other);
+    p3d_chan_free(p3d_chan_new(&i, -1, NULL, "i"));
+    p3d_chan_free(p3d_chan_new(&a2, -1, NULL, "a2"));
 }
 
 /* Runs one case in a child (the rate limit's state is per process):
@@ -223,7 +235,6 @@ static void test_escaped_packet_text(void **state)
 static int setup(void **state)
 {
     (void)state;
-    p3d_wire_set_key(KEY);
     return 0;
 }
 

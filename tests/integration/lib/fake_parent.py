@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """A fake tree parent for rdzv_fake_parent.sh: it accepts one agent,
-speaks to the real leader for it (the agent's own JOIN, with the right
-token, goes up unchanged), and sends the agent hostile versions of the
-frames that travel down the tree.
+speaks to the real leader for it (the agent's handshake and JOIN go up
+unchanged), and sends the agent hostile versions of the frames that
+travel down the tree. It holds the job token, so from the two nonces it
+sees in clear it derives the connection's session key (wire_chan.c) and
+tags every frame it sends down itself, with its own sequence numbers:
+what it does not mutate arrives as the real leader sent it.
 
   fake_parent.py MODE LEADER_PORT LISTEN_PORT [SAVED_CPLACE]
 
@@ -24,13 +27,17 @@ C); ACTION is
            middle, last byte)
   big      append ARG bytes to its body (an oversized placement)
   forge    replace a FATE packet by packet number ARG of FORGED below,
-           with a correct tag (this script has the token): a packet that
+           with a correct tag (this script has the token, so the
+           session key): a packet that
            does not parse, or travels the wrong way, must be dropped with
            a message and the job go on
   flood    like forge, ARG copies of packet 0 at once (the messages are
            rate-limited)
 """
-import hashlib, hmac, os, select, socket, struct, sys, time
+import hashlib, hmac, os, select, struct, sys, time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loopback_proxy import accept_and_dial
 
 TAG = 32
 KEY = os.environ.get("P3D_RDZV_TOKEN", "").encode() or b"\0"
@@ -45,20 +52,13 @@ arg = parts[2] if len(parts) > 2 else "0"
 if action != "at":
     arg = int(arg)
 
-ls = socket.socket()
-ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-ls.bind(("127.0.0.1", pport))
-ls.listen(4)
-ls.settimeout(60)
-a, _ = ls.accept()
-for _ in range(300):
-    try:
-        up = socket.create_connection(("127.0.0.1", lport))
-        break
-    except OSError:
-        time.sleep(0.1)
+a, up = accept_and_dial(lport, pport)
 buf, done = b"", False
 seen_c = False
+abuf = b""          # the agent's bytes until its challenge is whole
+nonce_i = kind = None
+sk = None           # the session key, once the leader's answer went by
+seq = 0             # the next leader -> agent frame's number
 
 
 def frame(t, body):
@@ -66,9 +66,17 @@ def frame(t, body):
 
 
 def sealed(t, payload):
-    """a frame the real leader could have sent: payload, then its tag"""
-    tag = hmac.new(KEY, bytes([t]) + payload, hashlib.sha256).digest()
+    """a frame the real leader could have sent on this connection next:
+    payload, then its tag (from the acceptor, this frame's number)"""
+    global seq
+    tag = hmac.new(sk, b"a" + struct.pack(">Q", seq) + bytes([t]) + payload, hashlib.sha256).digest()
+    seq += 1
     return frame(t, payload + tag)
+
+
+def session(nonce_a):
+    t = nonce_i + nonce_a + struct.pack(">II", kind, 10)
+    return hmac.new(KEY, b"p3d-session" + t, hashlib.sha256).digest()
 
 
 def position(fr, cls):
@@ -85,6 +93,11 @@ while not done:
         d = a.recv(65536)
         if not d:
             break
+        if nonce_i is None:
+            abuf += d
+            if len(abuf) >= 5 + 40 and abuf[4:5] == b"A":
+                kind = struct.unpack(">I", abuf[9:13])[0]
+                nonce_i = abuf[13:45]
         up.sendall(d)
     if up in r:
         d = up.recv(1 << 20)
@@ -97,6 +110,16 @@ while not done:
                 break
             fr, buf = buf[: 4 + n], buf[4 + n :]
             t, body = chr(fr[4]), fr[5:]
+            if sk is None:
+                # the handshake's answer (or a refusal) passes as it is
+                if t == "B" and nonce_i is not None:
+                    sk = session(body[:32])
+                a.sendall(fr)
+                continue
+            # the real tag off, ours on: the same bytes when unchanged
+            payload = body[:-TAG]
+            fr = sealed(fr[4], payload)
+            body = fr[5:]
             hit = t == target or (target == "R" and seen_c and t in "CD")
             seen_c = seen_c or t == "C"
             if not hit or action == "pass":
@@ -127,11 +150,13 @@ while not done:
                 if arg.startswith("len"):
                     done = True  # the stream is out of step from here on
             elif action == "forge":
+                seq -= 1  # the forged packet takes the real one's number
                 a.sendall(sealed(fr[4], FORGED[arg]))
-                a.sendall(fr)  # then the real one: the job goes on
+                a.sendall(sealed(fr[4], payload))  # then the real one: the job goes on
             elif action == "flood":
-                a.sendall(sealed(fr[4], FORGED[0]) * arg)
-                a.sendall(fr)
+                seq -= 1
+                a.sendall(b"".join(sealed(fr[4], FORGED[0]) for _ in range(arg)))
+                a.sendall(sealed(fr[4], payload))
             elif action == "big":
                 a.sendall(frame(fr[4], body + b"\x00" * arg))
             target = None  # once: later frames of that type pass
