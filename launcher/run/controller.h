@@ -303,6 +303,9 @@ p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
 int p3d_ctl_is_dead(const p3d_ctl *c, int a);
 /* The job's exit code (valid in DONE). */
 int p3d_ctl_code(const p3d_ctl *c);
+/* The latest training step and checkpoint step any agent reported in a
+ * progress summary, over every generation (-1: none) — result.json. */
+void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
 /* The root-cause summary to print once at the end ("" when none). */
 const char *p3d_ctl_summary(const p3d_ctl *c);
 /* Restarts done, and the longest time from a failure seen to every

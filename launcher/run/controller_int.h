@@ -82,6 +82,7 @@ struct p3d_ctl {
     double resumed_max;
     int resumes;           /* restarts whose ranks showed life (resumed_max valid) */
     int replaced;
+    int step_max, ckpt_max; /* the latest step and checkpoint reported, -1 */
     char *story;           /* the recoveries, whole lines */
     double fence_at;       /* no respawn before (p3d_ctl_fence) */
     /* leader failover across states: the generation's members (majority

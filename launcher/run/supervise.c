@@ -26,6 +26,7 @@
 #include "hub.h"
 #include "say.h"
 #include "ranks.h"
+#include "result.h"
 #include "rundir.h"
 #include "termsafe.h"
 #include "rdzv.h"
@@ -661,8 +662,10 @@ out:
             snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
         if (p3d_ctl_resumed_max(h->ctl) >= 0)
             snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
-        if (L->o->cmd != P3D_CMD_AGENT)
+        if (L->o->cmd != P3D_CMD_AGENT) {
             hub_end_line(h, code);
+            p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
+        }
         p3d_event(L->events_fd, L->t0,
                   "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
                   "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
