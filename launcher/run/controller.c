@@ -18,6 +18,7 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->ops = *ops;
     c->code = -1;
     c->step_max = c->ckpt_max = -1;
+    c->np.step = c->np.ckpt = -1;
     c->resume_gen = -1;
     c->up_gen = malloc((size_t)n * sizeof *c->up_gen);
     c->done_gen = malloc((size_t)n * sizeof *c->done_gen);
