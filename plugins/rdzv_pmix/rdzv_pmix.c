@@ -78,8 +78,10 @@ static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
      * would change its id, run dir and etcd keys with the launch mode);
      * outside Slurm (mpirun) the namespace, the same on every node
      * (truncated to fit). */
-    const char *sj = getenv("SLURM_JOB_ID");
-    snprintf(b->job_id, sizeof b->job_id, "%s", sj && *sj ? sj : s->me.nspace);
+    const char *sj = getenv("SLURM_JOB_ID"), *id = sj && *sj ? sj : s->me.nspace;
+    size_t idn = strnlen(id, sizeof b->job_id - 1);
+    memcpy(b->job_id, id, idn);
+    b->job_id[idn] = 0;
     *state = s;
     return 1;
 }
