@@ -32,7 +32,8 @@
  * controller's figures (p3d_ctl_progress_max) at each restart it sees.
  * Checked: no restart is the max_no_progress-th in a row without
  * progress; every stop with NP_CODE was due; some such stops happen,
- * some after a node was replaced during the count (a second fault).
+ * some after a node was replaced during the count (a second fault);
+ * no_progress_case plays that second fault by hand.
  *
  * Leader failover (cfg.failover, in half of the sequences): the leader's
  * node is lost at random in every state, again while the takeover waits
@@ -1052,6 +1053,64 @@ static void all_gone_case(env *e, int variant)
     p3d_ctl_free(e->c);
 }
 
+/* A progress summary of step 5, checkpoint 4 from agent a (the same every
+ * time: no progress). */
+static void same_progress(env *e, int a)
+{
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = p3d_ctl_restarts(e->c), .step = 5, .busy_us = 100000, .ckpt = 4,
+                  .nranks = 4};
+    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
+/* Directed: no progress with a second fault. --max-no-progress 2; two
+ * nodes with ranks and a spare. A rank fails (restart 1, in place); the
+ * same step and checkpoint again, then node 1 is lost (restart 2, on the
+ * spare: the first without progress); the same again and a rank fails:
+ * that restart would be the second in a row without progress, so the job
+ * stops with NP_CODE after 2 restarts although --max-restarts has 3 left. */
+static void no_progress_case(env *e)
+{
+    memset(e, 0, sizeof *e);
+    e->n = 3;
+    e->leader = -1;
+    e->max_restarts = 5;
+    e->max_np = 2;
+    e->np_step = e->np_ckpt = -1;
+    e->stop_cause = -1;
+    e->seed = -10;
+    e->rng = 99;
+    for (int i = 0; i < 3; i++) {
+        e->rank_node[i] = i < 2;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 5, .grace = 1, .leader = -1,
+                       .health_timeout = 3, .max_no_progress = 2, .no_progress_code = NP_CODE};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 200 && p3d_ctl_get_state(e->c) != P3D_CTL_RUNNING; k++)
+            if (!cooperative_event(e))
+                break;
+        assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+        assert_int_equal(p3d_ctl_restarts(e->c), round);
+        same_progress(e, 0);
+        if (round == 1)
+            gone(e, 1, 0); /* the second fault: a node lost during the count */
+        else
+            msg(e, 0, P3D_AM_FAIL, round, 1, 3, 0);
+    }
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_restarts(e->c), 2);
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "no progress: 2 restarts in a row"));
+    assert_int_equal(p3d_ctl_code(e->c), NP_CODE); /* decided at the stop */
+    assert_true(e->np_stopped);                   /* and found due by the model */
+    finish(e); /* DONE with that code (check_code), then freed */
+}
+
 /* A partition: nodes side[i] = 1 lose the leader (node 0) and elect node
  * first among them; the leader loses them. Each side has its own
  * controller (env a: the leader's, env b: the successor's). The side with
@@ -1177,6 +1236,7 @@ static void test_model(void **st)
     uint64_t fp_random = fingerprint;
     for (int v = 0; v < 3; v++)
         all_gone_case(e, v);
+    no_progress_case(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
