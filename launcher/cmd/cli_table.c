@@ -134,6 +134,11 @@ const opt_row p3d_cli_rows[] = {
     {"grace", T_DOUBLE, OFF(grace), 0, 0, 86400, C_LAUNCH, "SECONDS", "SIGTERM -> SIGKILL grace (default 10)"},
     {"max-restarts", T_INT, OFF(max_restarts), 0, 0, 1000, C_LAUNCH, "N",
      "restart the job up to N times (in place, or on a spare after a node loss; every restart counts)"},
+    {"max-no-progress", T_INT, OFF(max_no_progress), 0, 0, 1000, C_LAUNCH, "K",
+     "stop after K restarts in a row without a later step or a newer checkpoint in the progress lines "
+     "(default 3; 0: off)"},
+    {"no-progress-exit-code", T_INT, OFF(no_progress_exit_code), 0, 1, 255, C_LAUNCH, "N",
+     "exit code of a job stopped by --max-no-progress: do not requeue (default 93)"},
     {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE | C_PLAN, "K",
      "keep K nodes as hot spares (the policy's spares() or one per rack, from the end); a lost node's ranks "
      "move to one (plan: plan on the rest); without --max-restarts it implies --max-restarts K"},

@@ -82,6 +82,8 @@ typedef struct p3d_opts {
     const char *output_ranks;   /* --output-ranks LIST: only these ranks shown */
     double grace;               /* seconds */
     int max_restarts;
+    int max_no_progress;        /* --max-no-progress K (0: off) */
+    int no_progress_exit_code;  /* --no-progress-exit-code N */
     int spares;                 /* --spares K: hot spare nodes */
     const char *exclude;        /* --exclude HOSTLIST */
     const char *health_check;   /* --health-check CMD */

@@ -17,6 +17,8 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->cfg = *cfg;
     c->ops = *ops;
     c->code = -1;
+    c->step_max = c->ckpt_max = -1;
+    c->np.step = c->np.ckpt = -1;
     c->resume_gen = -1;
     c->up_gen = malloc((size_t)n * sizeof *c->up_gen);
     c->done_gen = malloc((size_t)n * sizeof *c->done_gen);
@@ -225,6 +227,12 @@ int p3d_ctl_is_dead(const p3d_ctl *c, int a)
 int p3d_ctl_code(const p3d_ctl *c)
 {
     return c->code < 0 ? 0 : c->code;
+}
+
+void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt)
+{
+    *step = c->step_max;
+    *ckpt = c->ckpt_max;
 }
 
 const char *p3d_ctl_summary(const p3d_ctl *c)

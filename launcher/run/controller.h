@@ -85,6 +85,16 @@
  * moves nothing: the job goes on in the state it was in (a rank failure
  * that started a check still restarts in place).
  *
+ * No progress, no loop (cfg.max_no_progress): every restart — in place,
+ * a replacement, a takeover's — first judges the generation that ends
+ * against the latest step and checkpoint the progress summaries showed
+ * when it started (controller_act.c, ctl_np_*). The restart that would be
+ * the max_no_progress-th in a row without a later step or a newer
+ * checkpoint is not made: the job stops with cfg.no_progress_code. It is
+ * a guard of the cells that restart, like --max-restarts, not a cell of
+ * its own: the cell decides between a restart and a stop, and stopping
+ * is among its moves already.
+ *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
@@ -210,6 +220,13 @@ typedef struct p3d_ctl_cfg {
     const char *const *names; /* agent a's node name */
     int nranks;               /* the job's world size (messages) */
     int max_restarts;
+    /* no progress, no loop: the job stops with no_progress_code after
+     * max_no_progress restarts in a row (0: never) whose ranks reported
+     * no later step and no newer checkpoint than before the restart;
+     * only once some progress summary came (a program that writes no
+     * progress line is never judged) */
+    int max_no_progress;
+    int no_progress_code;
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
     double health_timeout;    /* the longest a health check may take */
@@ -303,6 +320,9 @@ p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
 int p3d_ctl_is_dead(const p3d_ctl *c, int a);
 /* The job's exit code (valid in DONE). */
 int p3d_ctl_code(const p3d_ctl *c);
+/* The latest training step and checkpoint step any agent reported in a
+ * progress summary, over every generation (-1: none) — result.json. */
+void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
 /* The root-cause summary to print once at the end ("" when none). */
 const char *p3d_ctl_summary(const p3d_ctl *c);
 /* Restarts done, and the longest time from a failure seen to every

@@ -179,6 +179,50 @@ void ctl_resumed(p3d_ctl *c, int a, int gen, double now)
                       "was seen", gen, c->cfg.names[a], t);
 }
 
+/* No progress, no loop: the count of restarts in a row without progress
+ * that the restart about to be made would bring. The generation that
+ * ends is judged against the figures at its own start: a later step or a
+ * newer checkpoint in any progress summary is progress. Not judged (0):
+ * the first generation (no restart yet), no summary ever (a program that
+ * writes no progress line), the rule off. */
+int ctl_np_next(const p3d_ctl *c)
+{
+    if (c->cfg.max_no_progress <= 0 || c->gen == 0 || (c->step_max < 0 && c->ckpt_max < 0))
+        return 0;
+    if (c->step_max > c->np.step || c->ckpt_max > c->np.ckpt)
+        return 0;
+    return c->np.count + 1;
+}
+
+/* The restart about to be made would be the --max-no-progress-th in a
+ * row without progress: the job stops instead, with its own code (do not
+ * requeue: it would fail the same way). then: the failure that asked for
+ * the restart. 1 when it stopped. */
+int ctl_np_stop(p3d_ctl *c, const char *then, double now)
+{
+    int next = ctl_np_next(c);
+    if (c->cfg.max_no_progress <= 0 || next < c->cfg.max_no_progress)
+        return 0;
+    char jt[512];
+    ctl_summary_fmt(c, "par3drun: root cause: no progress: %d restart%s in a row reached no later step than %d and "
+                   "no newer checkpoint than %d (--max-no-progress %d), then %s; exit %d: do not requeue\n",
+                   next, next == 1 ? "" : "s", c->step_max, c->ckpt_max, c->cfg.max_no_progress, then,
+                   c->cfg.no_progress_code);
+    ctl_event(c, "\"event\": \"no_progress\", \"restarts\": %d, \"step\": %d, \"ckpt\": %d, \"exit_code\": %d, "
+             "\"then\": %s", next, c->step_max, c->ckpt_max, c->cfg.no_progress_code, ctl_jstr(then, jt, sizeof jt));
+    ctl_stop(c, SIGTERM, c->cfg.no_progress_code, now);
+    return 1;
+}
+
+/* A restart is made (next: np_next before it): its count, and the figures
+ * it is judged against. */
+void ctl_np_restart(p3d_ctl *c, int next)
+{
+    c->np.count = next;
+    c->np.step = c->step_max;
+    c->np.ckpt = c->ckpt_max;
+}
+
 /* Why lost[] cannot be replaced at all (the summary's line; the job
  * stops), or NULL. */
 static int replace_refused(p3d_ctl *c, const int *lost, int nlost, const char *reason)
@@ -221,9 +265,18 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
         return REPLACE_STOPPED;
     }
+    int next = ctl_np_next(c);
     c->gen++;
     char *msg = NULL;
     int rr = c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg);
+    if (rr == 0 && c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
+        /* ranks would start again: judged only now, as losing a spare
+         * restarts nothing; the placement made for it is not used */
+        free(msg);
+        c->gen--;
+        ctl_np_stop(c, reason, now);
+        return REPLACE_STOPPED;
+    }
     if (rr > 0) {
         /* the lost nodes ran no rank (spares): nothing to restart */
         c->gen--;
@@ -240,6 +293,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         ctl_stop(c, SIGTERM, P3D_EXIT_LOST, now);
         return REPLACE_STOPPED;
     }
+    ctl_np_restart(c, next);
     c->replaced += nlost;
     await_resume(c);
     ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
@@ -280,8 +334,16 @@ void ctl_restart_in_place(p3d_ctl *c, double now)
         ctl_stop(c, SIGTERM, c->pend.code > 0 ? c->pend.code : P3D_EXIT_LOST, now);
         return;
     }
+    char then[160];
+    if (c->pend.rank >= 0)
+        snprintf(then, sizeof then, "rank %d failed (%s)", c->pend.rank, how);
+    else
+        snprintf(then, sizeof then, "node %s could not start its ranks (%s)", c->cfg.names[c->pend.a], how);
+    if (ctl_np_stop(c, then, now))
+        return;
     /* not the root cause yet: one line; the summary is printed once, for
      * the failure that ends the job */
+    ctl_np_restart(c, ctl_np_next(c));
     c->gen++;
     await_resume(c);
     if (c->pend.rank >= 0)

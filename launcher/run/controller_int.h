@@ -82,6 +82,11 @@ struct p3d_ctl {
     double resumed_max;
     int resumes;           /* restarts whose ranks showed life (resumed_max valid) */
     int replaced;
+    int step_max, ckpt_max; /* the latest step and checkpoint reported, -1 */
+    struct {
+        int count;         /* restarts in a row whose ranks made no progress */
+        int step, ckpt;    /* step_max, ckpt_max at the last restart */
+    } np;                  /* no progress, no loop (cfg.max_no_progress) */
     char *story;           /* the recoveries, whole lines */
     double fence_at;       /* no respawn before (p3d_ctl_fence) */
     /* leader failover across states: the generation's members (majority
@@ -164,6 +169,13 @@ void ctl_running_again(p3d_ctl *c, double now); /* RESTARTING -> RUNNING */
 void ctl_resumed(p3d_ctl *c, int a, int gen, double now);
 int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason, double now);
 void ctl_restart_in_place(p3d_ctl *c, double now);
+/* No progress, no loop (cfg.max_no_progress): the count of restarts in a
+ * row without progress that the next restart would bring; the stop when
+ * it reaches the limit (then: the failure that asked for the restart; 1
+ * when it stopped); and the restart's record (next: ctl_np_next before). */
+int ctl_np_next(const p3d_ctl *c);
+int ctl_np_stop(p3d_ctl *c, const char *then, double now);
+void ctl_np_restart(p3d_ctl *c, int next);
 void ctl_respawn(p3d_ctl *c);
 void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
 void ctl_mark_lost(p3d_ctl *c, int a);       /* dead for good */

@@ -279,6 +279,11 @@ int ctl_slow_record(p3d_ctl *c, const ctl_ev *e)
 {
     const p3d_amsg *m = e->m;
     struct ctl_prog *p = &c->prog[e->a];
+    /* a checkpoint written is one, whatever generation wrote it */
+    if (m->step > c->step_max)
+        c->step_max = m->step;
+    if (m->ckpt > c->ckpt_max)
+        c->ckpt_max = m->ckpt;
     if (m->gen != c->gen)
         return 0;
     if (p->gen != c->gen) {

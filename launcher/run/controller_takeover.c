@@ -180,6 +180,9 @@ void ctl_on_takeover_act(p3d_ctl *c, const ctl_ev *e)
         ctl_stop(c, SIGTERM, P3D_EXIT_LOST, e->now);
         return;
     }
+    if (ctl_np_stop(c, why, e->now))
+        return;
+    ctl_np_restart(c, ctl_np_next(c));
     c->gen++;
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"takeover\"", c->gen);
     ctl_retire_all(c, e->now);

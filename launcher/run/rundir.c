@@ -350,7 +350,7 @@ int p3d_rundir_finish(const char *dir, int own, int code, int world, int nkept)
 {
     if (!dir || p3d_rundir_kept(own, code))
         return 0;
-    static const char *const names[] = {"placement.json", "output.lock", "events.jsonl"};
+    static const char *const names[] = {"placement.json", "output.lock", "events.jsonl", "result.json"};
     char p[PATH_MAX];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

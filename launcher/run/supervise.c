@@ -26,6 +26,7 @@
 #include "hub.h"
 #include "say.h"
 #include "ranks.h"
+#include "result.h"
 #include "rundir.h"
 #include "termsafe.h"
 #include "rdzv.h"
@@ -524,6 +525,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     }
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
+        .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,
@@ -663,8 +665,10 @@ out:
             snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
         if (p3d_ctl_resumed_max(h->ctl) >= 0)
             snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
-        if (L->o->cmd != P3D_CMD_AGENT)
+        if (L->o->cmd != P3D_CMD_AGENT) {
             hub_end_line(h, code);
+            p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
+        }
         p3d_event(L->events_fd, L->t0,
                   "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
                   "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",

@@ -72,10 +72,16 @@ static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     }
     b->nnodes = (int)size;
     b->node_rank = (int)s->me.rank;
-    /* the namespace names the job (truncated to fit; it only needs to be
-     * the same on every node) */
-    memcpy(b->job_id, s->me.nspace, sizeof b->job_id - 1);
-    b->job_id[sizeof b->job_id - 1] = 0;
+    /* The job's name: --job-id (rdzv.c sets it again after detect), else
+     * Slurm's job id, as under plain srun and as --help says (srun
+     * --mpi=pmix names the namespace slurm.pmix.JOB.STEP: the same job
+     * would change its id, run dir and etcd keys with the launch mode);
+     * outside Slurm (mpirun) the namespace, the same on every node
+     * (truncated to fit). */
+    const char *sj = getenv("SLURM_JOB_ID"), *id = sj && *sj ? sj : s->me.nspace;
+    size_t idn = strnlen(id, sizeof b->job_id - 1);
+    memcpy(b->job_id, id, idn);
+    b->job_id[idn] = 0;
     *state = s;
     return 1;
 }

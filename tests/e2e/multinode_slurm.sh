@@ -83,6 +83,13 @@ for mode in pmix plain; do
   grep -q "rendezvous ($([ $mode = pmix ] && echo pmix || echo slurm))" "$T/$mode.err" ||
     bad "srun $mode: not the $mode backend: $(grep rendezvous "$T/$mode.err" | head -1)"
   same_placement "$TMPDIR" 4 "srun $mode"
+  # one job id whatever the launch mode: SLURM_JOB_ID (not PMIx's
+  # slurm.pmix.JOB.STEP), in the run dirs' names and the leader's verdict
+  d0=$(ls -d "$TMPDIR"/par3drun-*.0 2>/dev/null | head -1)
+  jid=${d0##*/par3drun-}; jid=${jid%.0}
+  [[ "$jid" =~ ^[0-9]+$ ]] || bad "srun $mode: the job id is '$jid', want SLURM_JOB_ID (a number)"
+  grep -q "\"job_id\": \"$jid\", \"exit_code\": 0" "$d0/result.json" 2>/dev/null ||
+    bad "srun $mode: $d0/result.json: $(cat "$d0/result.json" 2>&1)"
 done
 
 # ---- 4. a rank crash on node 2 ends all four, one exit code ---------------------------

@@ -14,6 +14,9 @@
 #      n4, the spare of its own rack leaf2, not to n2.
 #   3. as 2 under `srun --mpi=pmix` with `--rdzv pmix`: the PMIx rendezvous
 #      (no fallback to the slurm one), then the same heal.
+#   4. sbatch of examples/slurm/four-nodes-pmix.sbatch, n3's par3drun
+#      killed: the script exits with the leader's result.json, the job
+#      ends COMPLETED 0:0 although srun exits 137.
 # All: every survivor's task exits 0, the spare took exactly n3's ranks on
 # the same GPU indices, no other rank moved, placement.json identical on
 # every survivor with the previous one kept as placement.1.json, the
@@ -160,6 +163,40 @@ grep -q 'moved to spare n4 (same rack leaf2)' "$T/two/task.0.err" || bad "two: t
 export RDZV=pmix
 heal pmix 2 n4 leaf2 --mpi=pmix
 unset RDZV
+
+# 4. sbatch examples/slurm/four-nodes-pmix.sbatch, n3's par3drun killed: srun
+#    exits 137, the script exits with the leader's result.json (0), so the
+#    healed job ends COMPLETED 0:0 (issue #43)
+printf '#!/bin/sh\n%s\n' "$W" >"$T/w.sh"
+chmod +x "$T/w.sh"
+export TMPDIR=$T/sb
+mkdir -p "$TMPDIR"
+id=$(P3D_PROGRAM=$T/w.sh P3D_ARGS="--tp 8 --spares 1 --max-restarts 2 --grace 1" \
+  sbatch --parsable -o "$T/sb.out" "$P3D_SRC/examples/slurm/four-nodes-pmix.sbatch")
+for _ in $(seq 600); do
+  [ "$(grep -c 'gen=0' "$T/sb.out" 2>/dev/null)" -ge 24 ] && break
+  sleep 0.05
+done
+# the task of node rank 2: par3drun, child of slurmstepd, in this job
+pid=
+for d in /proc/[0-9]*; do
+  grep -qsz "^SLURM_JOB_ID=$id\$" "$d/environ" && grep -qsz '^SLURM_NODEID=2$' "$d/environ" || continue
+  [ "$(tr '\0' '\n' <"$d/cmdline" 2>/dev/null | head -1)" = "$PAR3DRUN" ] || continue
+  pp=$(awk '{print $4}' "$d/stat" 2>/dev/null)
+  [ "$(cat "/proc/$pp/comm" 2>/dev/null)" = slurmstepd ] && pid=${d#/proc/}
+done
+if [ -z "$pid" ]; then
+  bad "sbatch: no par3drun task of node rank 2 in job $id"; sed 's/^/  /' "$T/sb.out" | tail -5
+else
+  kill -KILL "$pid"
+  r=$(wait_job "$id" 90)
+  [ "$r" = "COMPLETED 0:0" ] || { bad "sbatch: a healed job ended $r, want COMPLETED 0:0"; sed 's/^/  /' "$T/sb.out" | tail -15; }
+  grep -q "srun exited 137; par3drun's verdict: exit 0" "$T/sb.out" || bad "sbatch: the script did not say srun's 137 and the verdict"
+  grep -q '"exit_code": 0, "ok": true, .*"replaced": 1' "$TMPDIR/par3drun-$id.0/result.json" ||
+    bad "sbatch: result.json: $(cat "$TMPDIR/par3drun-$id.0/result.json" 2>&1)"
+  echo "sbatch: healed job $id ended $r"
+fi
+unset TMPDIR
 
 [ "$fail" = 0 ] && echo "PASS multinode_slurm_heal"
 exit "$fail"

@@ -73,9 +73,9 @@ expect2 "--run-dir $T/run-link: is a symbolic link; refusing it" --run-dir "$T/r
 mkdir -m 0700 "$T/run-ok"
 run --run-dir "$T/run-ok"
 [ "$rc" = 0 ] || { cat "$T/err"; fail "private --run-dir: exit $rc"; }
-# nothing but the placement and the event log is left there; no temporary
-# file survives
-[ "$(ls -A "$T/run-ok" | tr '\n' ' ')" = "events.jsonl placement.json " ] || { ls -la "$T/run-ok"; fail "run dir holds $(ls -A "$T/run-ok")"; }
+# nothing but the placement, the event log and the verdict is left there; no
+# temporary file survives
+[ "$(ls -A "$T/run-ok" | tr '\n' ' ')" = "events.jsonl placement.json result.json " ] || { ls -la "$T/run-ok"; fail "run dir holds $(ls -A "$T/run-ok")"; }
 
 # ---- another user's directories (needs root to make them) -----------------
 if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then

@@ -27,6 +27,14 @@
  * progress summary never stops the job. The sequence that hung the job before the table
  * (a rank failure, then a health check failing only on a spare) is seed 0.
  *
+ * No progress, no loop (cfg.max_no_progress = seed % 4, 0: off): the
+ * model counts restarts in a row without progress itself, from the
+ * controller's figures (p3d_ctl_progress_max) at each restart it sees.
+ * Checked: no restart is the max_no_progress-th in a row without
+ * progress; every stop with NP_CODE was due; some such stops happen,
+ * some after a node was replaced during the count (a second fault);
+ * no_progress_case plays that second fault by hand.
+ *
  * Leader failover (cfg.failover, in half of the sequences): the leader's
  * node is lost at random in every state, again while the takeover waits
  * (two successive losses), and nodes rejoin the successor at random, with
@@ -96,6 +104,13 @@ typedef struct env {
     int no_win;            /*   (a partition) etcd is on the other side */
     int losses;            /* leader losses in this sequence */
     int respawned;         /* respawns that succeeded */
+    /* no progress, no loop (cfg.max_no_progress): the model's own count */
+    int max_np;            /* --max-no-progress, 0 off */
+    int np_run;            /* restarts in a row without progress */
+    int np_step, np_ckpt;  /* the controller's figures at the last restart */
+    int np_replaced;       /* a node was replaced within that run */
+    int np_stopped;        /* it stopped the job with NP_CODE, rightly */
+    int last_replaced;
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -112,6 +127,8 @@ static unsigned long doubles;    /* sequences with two leader losses or more */
 static unsigned long refused;    /* rejoins refused */
 static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
+static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
+#define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
  * FNV-1a digest that a change meant to keep behaviour must keep. */
 static uint64_t fingerprint = 0xcbf29ce484222325ull;
@@ -366,6 +383,41 @@ static int o_spares_left(void *ctx)
 
 /* ---- the events ------------------------------------------------------------ */
 
+/* No progress, no loop, as the model sees it: a restart judges the
+ * generation that ends against the controller's figures (latest step and
+ * checkpoint reported) at the previous restart; the restart that would
+ * be the max_np-th in a row without progress is a stop with NP_CODE. */
+static int np_would(const env *e)
+{
+    int sm, cm;
+    p3d_ctl_progress_max(e->c, &sm, &cm);
+    if (!e->max_np || e->last_restarts == 0 || (sm < 0 && cm < 0) || sm > e->np_step || cm > e->np_ckpt)
+        return 0;
+    return e->np_run + 1;
+}
+
+static void np_check(env *e, p3d_ctl_state before, p3d_ctl_state s, int r)
+{
+    /* a restart that stopped the job at once (no placement: the count
+     * moved, no rank starts again) is no restart to judge */
+    if (r > e->last_restarts && s != P3D_CTL_STOPPING && s != P3D_CTL_DONE) {
+        int next = np_would(e);
+        if (e->max_np && next >= e->max_np)
+            broken(e, "restart %d is the %d-th in a row without progress (--max-no-progress %d)", r, next, e->max_np);
+        e->np_replaced = next ? e->np_replaced || p3d_ctl_replaced(e->c) > e->last_replaced : 0;
+        e->np_run = next;
+        p3d_ctl_progress_max(e->c, &e->np_step, &e->np_ckpt);
+    }
+    e->last_replaced = p3d_ctl_replaced(e->c);
+    if (s == P3D_CTL_STOPPING && before != P3D_CTL_STOPPING && p3d_ctl_code(e->c) == NP_CODE && e->max_np) {
+        if (np_would(e) < e->max_np)
+            broken(e, "stopped for no progress after %d restarts without (--max-no-progress %d)", e->np_run, e->max_np);
+        e->np_stopped = 1;
+        np_stops++;
+        np_stops_mixed += (unsigned long)e->np_replaced;
+    }
+}
+
 static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int code)
 {
     p3d_ctl_state s = p3d_ctl_get_state(e->c);
@@ -379,6 +431,7 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         broken(e, "%d restarts, --max-restarts %d", r, e->max_restarts);
     if (r < e->last_restarts)
         broken(e, "the restart count went down");
+    np_check(e, before, s, r);
     e->last_restarts = r;
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !p3d_ctl_is_dead(e->c, i))
@@ -819,6 +872,9 @@ static void check_code(env *e)
         ok = 1;
     if (code == 124 && e->timeout <= 0)
         ok = 0;
+    /* a stop np_check found right (whichever event brought the restart) */
+    if (e->np_stopped && code == NP_CODE)
+        ok = 1;
     if (!ok)
         broken(e, "exit code %d after a stop caused by %s", code,
                e->stop_cause >= 0 ? p3d_ctl_event_name((p3d_ctl_event)e->stop_cause) : "nothing");
@@ -849,7 +905,12 @@ static void setup(env *e, int seed)
         e->up_sent[i] = e->done_sent[i] = -1;
     }
     e->elect = e->failover && rnd(e, 2);
+    /* from the seed, not the random stream: the sequences stay those of
+     * before the rule (with max_np 0 their fingerprint is unchanged) */
+    e->max_np = seed % 4;
+    e->np_step = e->np_ckpt = -1;
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
+                       .max_no_progress = e->max_np, .no_progress_code = NP_CODE,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
                        .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
@@ -992,6 +1053,64 @@ static void all_gone_case(env *e, int variant)
     p3d_ctl_free(e->c);
 }
 
+/* A progress summary of step 5, checkpoint 4 from agent a (the same every
+ * time: no progress). */
+static void same_progress(env *e, int a)
+{
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = p3d_ctl_restarts(e->c), .step = 5, .busy_us = 100000, .ckpt = 4,
+                  .nranks = 4};
+    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
+/* Directed: no progress with a second fault. --max-no-progress 2; two
+ * nodes with ranks and a spare. A rank fails (restart 1, in place); the
+ * same step and checkpoint again, then node 1 is lost (restart 2, on the
+ * spare: the first without progress); the same again and a rank fails:
+ * that restart would be the second in a row without progress, so the job
+ * stops with NP_CODE after 2 restarts although --max-restarts has 3 left. */
+static void no_progress_case(env *e)
+{
+    memset(e, 0, sizeof *e);
+    e->n = 3;
+    e->leader = -1;
+    e->max_restarts = 5;
+    e->max_np = 2;
+    e->np_step = e->np_ckpt = -1;
+    e->stop_cause = -1;
+    e->seed = -10;
+    e->rng = 99;
+    for (int i = 0; i < 3; i++) {
+        e->rank_node[i] = i < 2;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 5, .grace = 1, .leader = -1,
+                       .health_timeout = 3, .max_no_progress = 2, .no_progress_code = NP_CODE};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 200 && p3d_ctl_get_state(e->c) != P3D_CTL_RUNNING; k++)
+            if (!cooperative_event(e))
+                break;
+        assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+        assert_int_equal(p3d_ctl_restarts(e->c), round);
+        same_progress(e, 0);
+        if (round == 1)
+            gone(e, 1, 0); /* the second fault: a node lost during the count */
+        else
+            msg(e, 0, P3D_AM_FAIL, round, 1, 3, 0);
+    }
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_restarts(e->c), 2);
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "no progress: 2 restarts in a row"));
+    assert_int_equal(p3d_ctl_code(e->c), NP_CODE); /* decided at the stop */
+    assert_true(e->np_stopped);                   /* and found due by the model */
+    finish(e); /* DONE with that code (check_code), then freed */
+}
+
 /* A partition: nodes side[i] = 1 lose the leader (node 0) and elect node
  * first among them; the leader loses them. Each side has its own
  * controller (env a: the leader's, env b: the successor's). The side with
@@ -1117,6 +1236,7 @@ static void test_model(void **st)
     uint64_t fp_random = fingerprint;
     for (int v = 0; v < 3; v++)
         all_gone_case(e, v);
+    no_progress_case(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
@@ -1148,6 +1268,9 @@ static void test_model(void **st)
            lease_stops);
     assert_true(takeovers > 0 && doubles > 0 && refused > 0 && parts_major > 0 && parts_minor > 0);
     assert_true(elected_runs > 0 && lease_stops > 0);
+    printf("model: no progress: %lu stops with exit %d, %lu of them with a node replaced during the count\n",
+           np_stops, NP_CODE, np_stops_mixed);
+    assert_true(np_stops > 0 && np_stops_mixed > 0);
     free(e);
     free(e2);
 }
