@@ -41,6 +41,7 @@ typedef struct agent {
     p3d_rank_out *out;
     p3d_binder *binder;
     p3d_outsink sink;
+    p3d_tlogs tlogs;        /* torchrun's --log-dir layout (-r/-t) */
     p3d_hangwatch *hang;    /* --hang-timeout, NULL when off */
     p3d_progwatch *prog;    /* the ranks' progress lines (progress.c) */
     unsigned prog_timer;    /* the next read of them */
@@ -131,14 +132,19 @@ static int agent_outputs(agent *a, char **err)
             a->out[i].shown = sel[a->ranks[i]];
         free(sel);
     }
-    if (L->o->local_hidden) /* -r 3, --local-ranks-filter: by local rank, as torchrun */
-        for (int i = 0; i < a->nlocal; i++) {
-            int lr = L->job->pl->ranks[a->ranks[i]].local_rank;
-            if (lr >= 0 && lr < P3D_MAX_LOCAL && L->o->local_hidden[lr])
-                a->out[i].shown = 0;
-        }
-    if (!L->o->log_dir)
-        return 0;
+    int *local = malloc(sizeof *local * (size_t)(a->nlocal + 1));
+    if (!local)
+        return p3d_err(err, "out of memory");
+    for (int i = 0; i < a->nlocal; i++) {
+        int lr = local[i] = L->job->pl->ranks[a->ranks[i]].local_rank;
+        /* --local-ranks-filter: by local rank, as torchrun */
+        if (L->o->local_hidden && lr >= 0 && lr < P3D_MAX_LOCAL && L->o->local_hidden[lr])
+            a->out[i].shown = 0;
+    }
+    int rc = L->o->local_std ? p3d_tlogs_attempt(&a->tlogs, L, a->gen, a->out, local, a->nlocal, err) : 0;
+    free(local);
+    if (!L->o->log_dir || L->o->local_std)
+        return rc;
     int dfd = -1; /* rundir.c: the checked --log-dir; no symlink, FIFO or link is written through */
     for (int i = 0; i < a->nlocal; i++) {
         if (a->out[i].log_fd >= 0) {
@@ -630,7 +636,8 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0};
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0,
+               .tlogs = {.dfd = -1}};
     agent *a = &A;
     char *err = NULL;
     a->self = getpid();
@@ -690,6 +697,7 @@ out:
     p3d_sweep_children();
     for (int i = 0; a->out && i < a->nlocal; i++)
         p3d_rank_out_free(&a->out[i]);
+    p3d_tlogs_free(&a->tlogs);
     p3d_binder_free(a->binder);
     p3d_hang_free(a->hang);
     p3d_progress_free(a->prog);

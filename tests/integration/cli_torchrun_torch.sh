@@ -192,8 +192,41 @@ ln -sf "$PY" "$T/bin/python3"
 [ "$(grep -c "py \['f'\]" "$T/f.out")" = 1 ] || { cat "$T/f.out"; fail "--local-ranks-filter 1 did not show one rank"; }
 (cd "$T" && "$PAR3DRUN" --nproc_per_node 2 -r 3 --log_dir "$T/logs" plain.py g) >"$T/g.out" 2>&1 || fail "-r 3 failed"
 grep -q "py \['g'\]" "$T/g.out" && { cat "$T/g.out"; fail "-r 3 still showed the output"; }
-[ "$(cat "$T"/logs/rank-*.log | grep -c "py \['g'\]")" = 2 ] || fail "-r 3: the logs lack the output"
+[ "$(cat "$T"/logs/*/attempt_0/[01]/stdout.log | grep -c "py \['g'\]")" = 2 ] || fail "-r 3: torchrun's layout lacks the output"
 (cd "$T" && "$PAR3DRUN" --nproc_per_node 2 -t3 --log_dir "$T/logs2" plain.py h) >"$T/h.out" 2>&1 || fail "-t3 failed"
-[ "$(grep -c "py \['h'\]" "$T/h.out")" = 2 ] && [ "$(cat "$T"/logs2/rank-*.log | grep -c "py \['h'\]")" = 2 ] ||
+[ "$(grep -c "py \['h'\]" "$T/h.out")" = 2 ] && [ "$(cat "$T"/logs2/*/attempt_0/[01]/stdout.log | grep -c "py \['h'\]")" = 2 ] ||
   fail "-t3: not both shown and logged"
+
+# ---- torchrun's --log-dir layout: the same tree, the same files ---------
+# (the map form runs under Debian's torch 1.13 too; every value of -r/-t:
+# cli_torchrun_logs.sh)
+TREE=(--nproc_per_node 2 --rdzv_id lay --redirects 0:1,1:2 --tee 1:1 --no_python sh -c
+  'echo "out L$LOCAL_RANK"; echo "err L$LOCAL_RANK" >&2')
+# relative paths under the one run directory, each with its content
+tree_of() {
+  local d
+  d=$(find "$1" -mindepth 1 -maxdepth 1)
+  [ "$(echo "$d" | wc -l)" = 1 ] && [[ "$(basename "$d")" =~ ^lay_[a-z0-9_]{8}$ ]] ||
+    fail "$1: not one run directory named lay_XXXXXXXX: $d"
+  (cd "$d" && find . | sort | while read -r f; do
+    [ -f "$f" ] && echo "$f: $(cat "$f")" || echo "$f"
+  done)
+}
+(cd "$T" && "$PAR3DRUN" --log_dir "$T/play" "${TREE[@]}") >"$T/pl.out" 2>"$T/pl.err" || fail "the layout run failed"
+tree_of "$T/play" >"$T/pl.tree"
+if [ ${#TR[@]} -gt 0 ]; then
+  (cd "$T" && timeout 120 "${TR[@]}" --monitor_interval 0.1 --log_dir "$T/tlay" "${TREE[@]}") >"$T/tl.out" 2>&1 ||
+    { cat "$T/tl.out"; fail "torchrun's layout run failed"; }
+  tree_of "$T/tlay" >"$T/tl.tree"
+  # the terminal: the same lines but for the prefixes (torchrun's
+  # [default1]: on teed lines, par3drun's tag on every line)
+  grep -o '[oe][ur][tr] L[01]$' "$T/tl.out" | sort >"$T/tl.lines"
+else
+  printf '%s\n' . ./attempt_0 ./attempt_0/0 "./attempt_0/0/stdout.log: out L0" ./attempt_0/1 \
+    "./attempt_0/1/stderr.log: err L1" "./attempt_0/1/stdout.log: out L1" >"$T/tl.tree"
+  printf '%s\n' "err L0" "out L1" >"$T/tl.lines"
+fi
+diff "$T/tl.tree" "$T/pl.tree" || fail "torchrun's --log-dir tree and par3drun's differ (above)"
+cat "$T/pl.out" "$T/pl.err" | grep -o '[oe][ur][tr] L[01]$' | sort >"$T/pl.lines"
+diff "$T/tl.lines" "$T/pl.lines" || fail "the terminal shows other streams than torchrun's (above)"
 echo "ok"
