@@ -135,11 +135,12 @@ static int torchrun_output(p3d_opts *o, char **err)
         return -1;
     if (o->redirects && parse_std("redirects", o->redirects, vals, err) < 0)
         return -1;
-    for (int i = 0; i < P3D_MAX_LOCAL && !o->log_dir; i++)
-        if (vals[i] || tee[i])
-            return p3d_err(err, "%s %s: give --log-dir DIR (the files go under it, in torchrun's layout)",
-                           tee[i] ? "-t/--tee" : "-r/--redirects", tee[i] ? o->tee : o->redirects);
-    if ((o->redirects || o->tee) && o->log_dir) {
+    int any = 0;
+    for (int i = 0; i < P3D_MAX_LOCAL; i++)
+        any |= vals[i] | tee[i];
+    /* with --log-dir even -r 0 gives torchrun's tree (its directories);
+     * without, only a stream to write makes a temporary DIR, as torchrun */
+    if ((o->redirects || o->tee) && (o->log_dir || any)) {
         /* torchrun's layout: a file for each stream redirected or teed
          * (a tee is a redirect that the terminal shows too) */
         o->local_std = calloc(P3D_MAX_LOCAL, 1);

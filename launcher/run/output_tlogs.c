@@ -10,7 +10,8 @@
  * per agent (torchrun's agent makes it with mkdtemp, so two runs with one
  * id never share files), GEN the restart count (TORCHELASTIC_RESTART_COUNT).
  * A stream has its file when it is redirected or teed for that local rank;
- * the directories exist for every local rank, as torchrun's do.
+ * the directories exist for every local rank, as torchrun's do. Without
+ * --log-dir, DIR is a new $TMPDIR/torchelastic_XXXXXX, as torchrun's.
  *
  * Every step goes through directory descriptors from the checked --log-dir
  * (rundir.c): a name planted as a symlink is refused, never followed.
@@ -49,13 +50,41 @@ static int subdir(int parent, const char *shown, const char *name, int must_be_n
     return fd;
 }
 
-/* DIR/RUNID_XXXXXXXX, a name nobody had: torchrun's mkdtemp. */
+/* No --log-dir: torchrun's default, a new $TMPDIR/torchelastic_XXXXXX
+ * (mode 0700), said once on stderr (not under --quiet) since nothing
+ * else tells where the files went. The path (malloc'd), or NULL with *err. */
+static char *temp_base(int quiet, char **err)
+{
+    const char *tmp = getenv("TMPDIR");
+    char *path = NULL;
+    if (!tmp || !*tmp)
+        tmp = "/tmp";
+    if (asprintf(&path, "%s/torchelastic_XXXXXX", tmp) < 0) {
+        p3d_err(err, "out of memory");
+        return NULL;
+    }
+    if (!mkdtemp(path)) {
+        p3d_err(err, "-r/-t without --log-dir: cannot create a directory in %s: %s (give --log-dir DIR)", tmp,
+                strerror(errno));
+        P3D_FREE(&path);
+        return NULL;
+    }
+    if (!quiet)
+        fprintf(stderr, "par3drun: -r/-t without --log-dir: the ranks' files go under %s\n", path);
+    return path;
+}
+
+/* BASE/RUNID_XXXXXXXX, a name nobody had: torchrun's mkdtemp. */
 static int run_dir(p3d_tlogs *t, const p3d_launch *L, char **err)
 {
     static const char set[] = "abcdefghijklmnopqrstuvwxyz0123456789_";
-    int top = p3d_logdir_open(L->o->log_dir, err);
-    if (top < 0)
+    char *own = L->o->log_dir ? NULL : temp_base(L->o->quiet, err);
+    const char *base = own ? own : L->o->log_dir;
+    int top = base ? p3d_logdir_open(base, err) : -1;
+    if (top < 0) {
+        free(own);
         return -1;
+    }
     const char *id = L->job->job_id && *L->job->job_id ? L->job->job_id : "none";
     char name[256];
     int fd = -2;
@@ -68,19 +97,22 @@ static int run_dir(p3d_tlogs *t, const p3d_launch *L, char **err)
         for (size_t i = 0; i < sizeof r; i++)
             name[n++] = set[r[i] % (sizeof set - 1)];
         name[n] = 0;
-        fd = subdir(top, L->o->log_dir, name, 1, err); /* -2: taken, draw again */
+        fd = subdir(top, base, name, 1, err); /* -2: taken, draw again */
     }
     close(top);
+    int rc = 0;
     if (fd == -2)
-        return p3d_err(err, "--log-dir %s: no free name for this run's directory", L->o->log_dir);
-    if (fd < 0)
-        return -1;
-    t->dfd = fd;
-    if (asprintf(&t->path, "%s/%s", L->o->log_dir, name) < 0) {
+        rc = p3d_err(err, "--log-dir %s: no free name for this run's directory", base);
+    else if (fd < 0)
+        rc = -1;
+    else
+        t->dfd = fd;
+    if (fd >= 0 && asprintf(&t->path, "%s/%s", base, name) < 0) {
         t->path = NULL;
-        return p3d_err(err, "out of memory");
+        rc = p3d_err(err, "out of memory");
     }
-    return 0;
+    free(own);
+    return rc;
 }
 
 /* local rank lr's directory in attempt adfd and its files. */

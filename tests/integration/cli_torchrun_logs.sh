@@ -6,8 +6,9 @@
 # (DIR/RUNID_XXXXXXXX/attempt_N/LOCAL_RANK/stdout.log|stderr.log), each
 # holds its own stream only, and the terminal shows exactly the streams
 # that are not redirected (teed ones too), each on its own stream; a
-# per-local-rank map; a restart writes attempt_1; par3drun's own --log-dir
-# (DIR/rank-N.log) is unchanged without -r/-t.
+# per-local-rank map; a restart writes attempt_1; without --log-dir a new
+# $TMPDIR/torchelastic_XXXXXX; par3drun's own --log-dir (DIR/rank-N.log) is
+# unchanged without -r/-t.
 . "$(dirname "$0")/lib/launch_common.sh"
 TOPO="synthetic:pack:2 pu:2"
 PROG='echo "out L$LOCAL_RANK g$TORCHELASTIC_RESTART_COUNT"; echo "err L$LOCAL_RANK g$TORCHELASTIC_RESTART_COUNT" >&2'
@@ -106,13 +107,23 @@ for lr in 0 1; do
 done
 grep -q 'out L0' "$T/p.out" && grep -q 'err L0' "$T/p.err" || fail "par3drun's --log-dir hid output"
 
-# -r/-t without --log-dir: exit 2, saying what to give
-for o in "-r 1" "-t 2" "--redirects 0:3"; do
-  set +e
-  "$PAR3DRUN" --nproc-per-node 1 --topology "$TOPO" $o -- true >"$T/n.out" 2>&1
-  rc=$?
-  set -e
-  [ "$rc" = 2 ] || { cat "$T/n.out"; fail "$o without --log-dir exited $rc, want 2"; }
-  grep -q 'give --log-dir DIR' "$T/n.out" || { cat "$T/n.out"; fail "$o without --log-dir: no hint"; }
-done
+# -r/-t without --log-dir: a new $TMPDIR/torchelastic_XXXXXX, as torchrun,
+# said once (not under --quiet); nothing made when no stream is written
+mkdir -p "$T/tmp" "$T/tmpq"
+TMPDIR=$T/tmp "$PAR3DRUN" --nproc-per-node 2 --topology "$TOPO" --rdzv-id logjob -r 1 -- sh -c "$PROG" \
+  >"$T/n.out" 2>"$T/n.err" || { cat "$T/n.err"; fail "-r 1 without --log-dir failed"; }
+base=$(find "$T/tmp" -mindepth 1 -maxdepth 1 -name 'torchelastic_*')
+[ -n "$base" ] && [ "$(echo "$base" | wc -l)" = 1 ] || fail "-r 1 without --log-dir: not one torchelastic_* in \$TMPDIR: $(ls -A "$T/tmp")"
+[ "$(grep -c "^par3drun: -r/-t without --log-dir: the ranks' files go under $base\$" "$T/n.err")" = 1 ] ||
+  { cat "$T/n.err"; fail "the temporary directory was not said once"; }
+d=$(run_dir_of "$base")
+expect_file "$d/attempt_0/0/stdout.log" "out L0 g0" "no --log-dir"
+expect_file "$d/attempt_0/1/stderr.log" "" "no --log-dir"
+grep -q 'out L' "$T/n.out" && fail "-r 1 without --log-dir still showed stdout"
+TMPDIR=$T/tmpq "$PAR3DRUN" --quiet --nproc-per-node 1 --topology "$TOPO" -t 3 -- true >"$T/q.out" 2>"$T/q.err" ||
+  fail "--quiet -t 3 failed"
+[ -s "$T/q.err" ] && { cat "$T/q.err"; fail "--quiet still said something"; }
+[ "$(find "$T/tmpq" -mindepth 1 -maxdepth 1 -name 'torchelastic_*' | wc -l)" = 1 ] || fail "--quiet -t 3: no directory"
+TMPDIR=$T/tmpq "$PAR3DRUN" --nproc-per-node 1 --topology "$TOPO" -r 0 -t 0 -- true >/dev/null 2>&1 || fail "-r 0 -t 0 failed"
+[ "$(find "$T/tmpq" -mindepth 1 -maxdepth 1 | wc -l)" = 1 ] || fail "-r 0 -t 0 without --log-dir made a directory"
 echo "ok"
