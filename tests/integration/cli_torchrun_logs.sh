@@ -107,6 +107,17 @@ for lr in 0 1; do
 done
 grep -q 'out L0' "$T/p.out" && grep -q 'err L0' "$T/p.err" || fail "par3drun's --log-dir hid output"
 
+# two nodes (--emulate): each node's agent makes its own run directory, as
+# torchrun's agents do, with its local ranks' files
+rm -rf "$T/ld"
+"$PAR3DRUN" --emulate --cluster "$CLUSTER" --nnodes 2 --nproc-per-node 2 --rdzv-id logjob -r 3 --log-dir "$T/ld" \
+  -- sh -c 'echo "o $RANK"; echo "e $RANK" >&2' >"$T/e.out" 2>"$T/e.err" || { cat "$T/e.err"; fail "--emulate -r 3 failed"; }
+[ "$(find "$T/ld" -mindepth 1 -maxdepth 1 -name 'logjob_*' | wc -l)" = 2 ] || fail "--emulate: not one run directory per node"
+[ "$(cat "$T"/ld/logjob_*/attempt_0/[01]/stdout.log | sort | tr '\n' ' ')" = "o 0 o 1 o 2 o 3 " ] ||
+  fail "--emulate: the stdout files do not hold the 4 ranks once each"
+[ "$(cat "$T"/ld/logjob_*/attempt_0/[01]/stderr.log | sort | tr '\n' ' ')" = "e 0 e 1 e 2 e 3 " ] ||
+  fail "--emulate: the stderr files do not hold the 4 ranks once each"
+
 # -r/-t without --log-dir: a new $TMPDIR/torchelastic_XXXXXX, as torchrun,
 # said once (not under --quiet); nothing made when no stream is written
 mkdir -p "$T/tmp" "$T/tmpq"
