@@ -168,6 +168,20 @@ static int agent_outputs(agent *a, char **err)
     return 0;
 }
 
+/* Local rank i's TORCHELASTIC_ERROR_FILE (malloc'd, NULL without memory):
+ * in torchrun's layout (-r/-t) beside its logs, attempt_N/LOCAL/error.json
+ * as torchrun's; else RUN_DIR/error-rank-R.json (rank_env.c sets that). */
+static char *agent_errfile(const agent *a, int i)
+{
+    char *p = NULL;
+    if (!a->L->o->local_std || !a->tlogs.path)
+        return p3d_rootcause_path(a->L->run_dir, a->ranks[i]);
+    if (asprintf(&p, "%s/attempt_%d/%d/error.json", a->tlogs.path, a->gen,
+                 a->L->job->pl->ranks[a->ranks[i]].local_rank) < 0)
+        p = NULL;
+    return p;
+}
+
 static int agent_spawn_all(agent *a, char **err)
 {
     const p3d_launch *L = a->L;
@@ -193,9 +207,14 @@ static int agent_spawn_all(agent *a, char **err)
             return p3d_err(err, "out of memory");
         }
         /* an error file of an earlier generation is not this one's cause */
-        char *ef = p3d_rootcause_path(L->run_dir, a->ranks[i]);
+        char *ef = agent_errfile(a, i);
         if (ef)
             unlink(ef);
+        if (ef && L->o->local_std && p3d_envv_set(&env, "TORCHELASTIC_ERROR_FILE", "%s", ef) < 0) {
+            free(ef);
+            p3d_envv_free(&env);
+            return p3d_err(err, "out of memory");
+        }
         free(ef);
         p3d_spawn_req req = {
             .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
@@ -215,12 +234,12 @@ static int agent_spawn_all(agent *a, char **err)
     return 0;
 }
 
-/* What torch's @record wrote for rank r (errfile.c), as summary lines;
+/* What torch's @record wrote for local rank i (errfile.c), as summary lines;
  * NULL when it wrote nothing. A file that is not torch's says so. */
-static char *agent_exception(const p3d_launch *L, int r)
+static char *agent_exception(const agent *a, int i)
 {
     p3d_rootcause rc;
-    char *err = NULL, *path = p3d_rootcause_path(L->run_dir, r), *s = NULL;
+    char *err = NULL, *path = agent_errfile(a, i), *s = NULL;
     int got = path ? p3d_rootcause_read(path, &rc, &err) : 0;
     if (got > 0)
         s = p3d_rootcause_text(&rc, "  ");
@@ -259,7 +278,7 @@ static char *agent_summary(agent *a, int i, int status)
         snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
                  topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
-    char *s = NULL, *exc = agent_exception(L, r);
+    char *s = NULL, *exc = agent_exception(a, i);
     /* printed only for the failure that ends the job, which happens in
      * generation gen: gen restarts came before it */
     char after[48] = "";

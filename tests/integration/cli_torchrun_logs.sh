@@ -59,6 +59,15 @@ for r in 0 1 2 3; do
   done
 done
 
+# TORCHELASTIC_ERROR_FILE: torchrun's place, attempt_N/LOCAL_RANK/error.json
+rm -rf "$T/ld"
+"$PAR3DRUN" --nproc-per-node 2 --topology "$TOPO" --rdzv-id logjob -r 1 --log-dir "$T/ld" \
+  -- sh -c 'echo "ef $TORCHELASTIC_ERROR_FILE" >&2' >/dev/null 2>"$T/ef.err" || fail "the error-file run failed"
+d=$(run_dir_of "$T/ld")
+for lr in 0 1; do
+  grep -q "ef $d/attempt_0/$lr/error.json\$" "$T/ef.err" || { cat "$T/ef.err"; fail "TORCHELASTIC_ERROR_FILE of local rank $lr"; }
+done
+
 # per local rank, torchrun's map form: local rank 0 stdout redirected;
 # local rank 1 stderr redirected and stdout teed
 rm -rf "$T/ld"

@@ -141,6 +141,17 @@ grep -q "^  exception (its TORCHELASTIC_ERROR_FILE, 20[0-9-]*T[0-9:]*Z): ValueEr
 line=$(grep -n 'raise ValueError' "$T/prog.py" | cut -d: -f1)
 grep -q "^    $T/prog.py:$line in fail_here$" "$T/c.err" || { cat "$T/c.err"; fail "the root cause lacks the frame prog.py:$line"; }
 
+# in torchrun's layout (-r/-t) the error file is attempt_N/LOCAL_RANK/error.json
+# beside the logs, as torchrun's, and the root cause reads it from there
+set +e
+(cd "$T" && "$PAR3DRUN" --nproc_per_node 2 --max_restarts 0 --rdzv_id ef -r 3 --log_dir "$T/eflogs" prog.py crash \
+  >"$T/ce.out" 2>"$T/ce.err")
+set -e
+ls "$T"/eflogs/ef_*/attempt_0/1/error.json >/dev/null 2>&1 || { find "$T/eflogs"; fail "no attempt_0/1/error.json"; }
+grep -q 'rank 1 fails on purpose' "$T"/eflogs/ef_*/attempt_0/1/error.json || fail "error.json lacks the exception"
+grep -q "^  exception (its TORCHELASTIC_ERROR_FILE, 20[0-9-]*T[0-9:]*Z): ValueError: rank 1 fails on purpose$" \
+  "$T/ce.err" || { cat "$T/ce.err"; fail "the root cause lacks the exception from attempt_0/1/error.json"; }
+
 # SIGINT while every rank waits: par3drun 130 (docs/torchrun.md: torchrun's
 # agent also ends on SIGINT, exit 130 from the SignalException on 2.x)
 sigint() { # $1 name, rest: the command
