@@ -416,10 +416,12 @@ void p3d_cli_free(p3d_opts *o)
     free(o->policy_candidates);
     free(o->rdzv_owned);
     free(o->local_hidden);
+    free(o->local_std);
     free(o->argv_owned);
     free(o->python_owned);
     o->rdzv_owned = NULL;
     o->local_hidden = NULL;
+    o->local_std = NULL;
     o->argv_owned = NULL;
     o->python_owned = NULL;
     o->env = NULL;

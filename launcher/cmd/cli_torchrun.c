@@ -119,37 +119,35 @@ static int parse_std(const char *opt, const char *s, unsigned char *vals, char *
     return 0;
 }
 
-/* -r, -t and --local-ranks-filter: which local ranks the terminal shows. */
+/* -r, -t and --local-ranks-filter: which local ranks' streams go to files
+ * (torchrun's --log-dir layout) and which the terminal shows. */
 static int torchrun_output(p3d_opts *o, char **err)
 {
-    unsigned char vals[P3D_MAX_LOCAL];
-    int hide_any = 0;
+    unsigned char vals[P3D_MAX_LOCAL], tee[P3D_MAX_LOCAL];
     if (!o->redirects && !o->tee && !o->local_ranks_filter)
         return 0;
     o->local_hidden = calloc(P3D_MAX_LOCAL, 1);
     if (!o->local_hidden)
         return p3d_err(err, "out of memory");
-    if (o->tee) {
-        if (parse_std("tee", o->tee, vals, err) < 0)
-            return -1;
-        for (int i = 0; i < P3D_MAX_LOCAL && !o->log_dir; i++)
-            if (vals[i])
-                return p3d_err(err, "-t/--tee %s: give --log-dir DIR (par3drun writes rank logs only there)", o->tee);
-    }
-    if (o->redirects) {
-        if (parse_std("redirects", o->redirects, vals, err) < 0)
-            return -1;
-        for (int i = 0; i < P3D_MAX_LOCAL; i++) {
-            if (vals[i] == 1 || vals[i] == 2)
-                return p3d_err(err, "-r/--redirects %s: par3drun redirects a rank's stdout and stderr together: "
-                                    "give 3 (or LOCAL_RANK:3,...)",
-                               o->redirects);
-            if (vals[i] == 3)
-                o->local_hidden[i] = hide_any = 1;
-        }
-        if (hide_any && !o->log_dir)
-            return p3d_err(err, "-r/--redirects %s: give --log-dir DIR (par3drun writes rank logs only there)",
-                           o->redirects);
+    memset(tee, 0, sizeof tee);
+    memset(vals, 0, sizeof vals);
+    if (o->tee && parse_std("tee", o->tee, tee, err) < 0)
+        return -1;
+    if (o->redirects && parse_std("redirects", o->redirects, vals, err) < 0)
+        return -1;
+    int any = 0;
+    for (int i = 0; i < P3D_MAX_LOCAL; i++)
+        any |= vals[i] | tee[i];
+    /* with --log-dir even -r 0 gives torchrun's tree (its directories);
+     * without, only a stream to write makes a temporary DIR, as torchrun */
+    if ((o->redirects || o->tee) && (o->log_dir || any)) {
+        /* torchrun's layout: a file for each stream redirected or teed
+         * (a tee is a redirect that the terminal shows too) */
+        o->local_std = calloc(P3D_MAX_LOCAL, 1);
+        if (!o->local_std)
+            return p3d_err(err, "out of memory");
+        for (int i = 0; i < P3D_MAX_LOCAL; i++)
+            o->local_std[i] = (unsigned char)((vals[i] | tee[i]) | (vals[i] & ~tee[i] & 3) << 2);
     }
     if (o->local_ranks_filter) {
         memset(vals, 0, sizeof vals);

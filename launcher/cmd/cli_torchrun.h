@@ -20,8 +20,8 @@ int p3d_torchrun_nnodes(const char *val, int *n, char **err);
 /* Applies torchrun's options to o after the parse: the rendezvous
  * (--rdzv-endpoint/-backend/--standalone), --rdzv-id/-conf, --role, -r/-t,
  * --local-ranks-filter, --numa-binding, the refused ones. seen[0..nseen)
- * are the rows given. o->local_hidden is allocated here (p3d_cli_free
- * frees it). 0, or -1 with *err. */
+ * are the rows given. o->local_hidden and o->local_std are allocated here
+ * (p3d_cli_free frees them). 0, or -1 with *err. */
 int p3d_torchrun_apply(p3d_opts *o, const opt_row *const *seen, size_t nseen, char **err);
 
 /* torchrun's program forms: a positional *.py script, -m MODULE and

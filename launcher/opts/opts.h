@@ -140,7 +140,10 @@ typedef struct p3d_opts {
     const char *tee;            /* -t/--tee STD */
     const char *local_ranks_filter; /* --local-ranks-filter LIST */
     const char *logs_specs, *local_addr, *numa_binding, *signals_to_handle;
-    unsigned char *local_hidden; /* [P3D_MAX_LOCAL]: local ranks not shown (-r, filter); owned */
+    unsigned char *local_hidden; /* [P3D_MAX_LOCAL]: local ranks not shown (--local-ranks-filter); owned */
+    unsigned char *local_std;   /* [P3D_MAX_LOCAL], -r/-t with --log-dir (torchrun's layout), else NULL;
+                                   per local rank: 1 stdout and 2 stderr to a file, 4 stdout and 8
+                                   stderr not on the terminal (redirected, not teed); owned */
     int positional;             /* the program came without "--" (torchrun's form) */
     char **argv_owned;          /* the python command line built for it (owned) */
     char *python_owned;         /* the interpreter's resolved path (owned) */

@@ -41,6 +41,7 @@ typedef struct agent {
     p3d_rank_out *out;
     p3d_binder *binder;
     p3d_outsink sink;
+    p3d_tlogs tlogs;        /* torchrun's --log-dir layout (-r/-t) */
     p3d_hangwatch *hang;    /* --hang-timeout, NULL when off */
     p3d_progwatch *prog;    /* the ranks' progress lines (progress.c) */
     unsigned prog_timer;    /* the next read of them */
@@ -131,14 +132,19 @@ static int agent_outputs(agent *a, char **err)
             a->out[i].shown = sel[a->ranks[i]];
         free(sel);
     }
-    if (L->o->local_hidden) /* -r 3, --local-ranks-filter: by local rank, as torchrun */
-        for (int i = 0; i < a->nlocal; i++) {
-            int lr = L->job->pl->ranks[a->ranks[i]].local_rank;
-            if (lr >= 0 && lr < P3D_MAX_LOCAL && L->o->local_hidden[lr])
-                a->out[i].shown = 0;
-        }
-    if (!L->o->log_dir)
-        return 0;
+    int *local = malloc(sizeof *local * (size_t)(a->nlocal + 1));
+    if (!local)
+        return p3d_err(err, "out of memory");
+    for (int i = 0; i < a->nlocal; i++) {
+        int lr = local[i] = L->job->pl->ranks[a->ranks[i]].local_rank;
+        /* --local-ranks-filter: by local rank, as torchrun */
+        if (L->o->local_hidden && lr >= 0 && lr < P3D_MAX_LOCAL && L->o->local_hidden[lr])
+            a->out[i].shown = 0;
+    }
+    int rc = L->o->local_std ? p3d_tlogs_attempt(&a->tlogs, L, a->gen, a->out, local, a->nlocal, err) : 0;
+    free(local);
+    if (!L->o->log_dir || L->o->local_std)
+        return rc;
     int dfd = -1; /* rundir.c: the checked --log-dir; no symlink, FIFO or link is written through */
     for (int i = 0; i < a->nlocal; i++) {
         if (a->out[i].log_fd >= 0) {
@@ -160,6 +166,20 @@ static int agent_outputs(agent *a, char **err)
     if (dfd >= 0)
         close(dfd);
     return 0;
+}
+
+/* Local rank i's TORCHELASTIC_ERROR_FILE (malloc'd, NULL without memory):
+ * in torchrun's layout (-r/-t) beside its logs, attempt_N/LOCAL/error.json
+ * as torchrun's; else RUN_DIR/error-rank-R.json (rank_env.c sets that). */
+static char *agent_errfile(const agent *a, int i)
+{
+    char *p = NULL;
+    if (!a->L->o->local_std || !a->tlogs.path)
+        return p3d_rootcause_path(a->L->run_dir, a->ranks[i]);
+    if (asprintf(&p, "%s/attempt_%d/%d/error.json", a->tlogs.path, a->gen,
+                 a->L->job->pl->ranks[a->ranks[i]].local_rank) < 0)
+        p = NULL;
+    return p;
 }
 
 static int agent_spawn_all(agent *a, char **err)
@@ -187,9 +207,14 @@ static int agent_spawn_all(agent *a, char **err)
             return p3d_err(err, "out of memory");
         }
         /* an error file of an earlier generation is not this one's cause */
-        char *ef = p3d_rootcause_path(L->run_dir, a->ranks[i]);
+        char *ef = agent_errfile(a, i);
         if (ef)
             unlink(ef);
+        if (ef && L->o->local_std && p3d_envv_set(&env, "TORCHELASTIC_ERROR_FILE", "%s", ef) < 0) {
+            free(ef);
+            p3d_envv_free(&env);
+            return p3d_err(err, "out of memory");
+        }
         free(ef);
         p3d_spawn_req req = {
             .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
@@ -209,12 +234,12 @@ static int agent_spawn_all(agent *a, char **err)
     return 0;
 }
 
-/* What torch's @record wrote for rank r (errfile.c), as summary lines;
+/* What torch's @record wrote for local rank i (errfile.c), as summary lines;
  * NULL when it wrote nothing. A file that is not torch's says so. */
-static char *agent_exception(const p3d_launch *L, int r)
+static char *agent_exception(const agent *a, int i)
 {
     p3d_rootcause rc;
-    char *err = NULL, *path = p3d_rootcause_path(L->run_dir, r), *s = NULL;
+    char *err = NULL, *path = agent_errfile(a, i), *s = NULL;
     int got = path ? p3d_rootcause_read(path, &rc, &err) : 0;
     if (got > 0)
         s = p3d_rootcause_text(&rc, "  ");
@@ -253,7 +278,7 @@ static char *agent_summary(agent *a, int i, int status)
         snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
                  topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
-    char *s = NULL, *exc = agent_exception(L, r);
+    char *s = NULL, *exc = agent_exception(a, i);
     /* printed only for the failure that ends the job, which happens in
      * generation gen: gen restarts came before it */
     char after[48] = "";
@@ -630,7 +655,8 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0};
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0,
+               .tlogs = {.dfd = -1}};
     agent *a = &A;
     char *err = NULL;
     a->self = getpid();
@@ -690,6 +716,7 @@ out:
     p3d_sweep_children();
     for (int i = 0; a->out && i < a->nlocal; i++)
         p3d_rank_out_free(&a->out[i]);
+    p3d_tlogs_free(&a->tlogs);
     p3d_binder_free(a->binder);
     p3d_hang_free(a->hang);
     p3d_progress_free(a->prog);

@@ -85,6 +85,7 @@ void p3d_rank_out_init(p3d_rank_out *r, int rank)
     r->rank = rank;
     r->shown = 1;
     r->log_fd = -1;
+    r->file_fd[0] = r->file_fd[1] = -1;
     r->s[0].fd = r->s[1].fd = -1;
 }
 
@@ -328,6 +329,8 @@ static void emit(p3d_rank_out *r, int which, p3d_outsink *sink, const char *b, s
         return;
     if (r->log_fd >= 0)
         write_all(r->log_fd, b, len);
+    if (r->file_fd[which] >= 0) /* torchrun's layout: this stream's own file, untagged */
+        write_all(r->file_fd[which], b, len);
     size_t tl = strlen(r->tag), lines = 0;
     for (size_t i = 0; i < len; i++)
         if (b[i] == '\n')
@@ -341,7 +344,7 @@ static void emit(p3d_rank_out *r, int which, p3d_outsink *sink, const char *b, s
             p += l + (nl ? 1 : 0);
         }
     }
-    if (!r->shown)
+    if (!r->shown || r->quiet[which])
         return;
     int fd = which;
     if (!tl) {
@@ -477,6 +480,11 @@ void p3d_rank_out_free(p3d_rank_out *r)
     if (r->log_fd >= 0)
         close(r->log_fd);
     r->log_fd = -1;
+    for (int w = 0; w < 2; w++) {
+        if (r->file_fd[w] >= 0)
+            close(r->file_fd[w]);
+        r->file_fd[w] = -1;
+    }
     for (int i = 0; i < P3D_TAIL_LINES; i++)
         P3D_FREE(&r->tail[i]);
     r->tail_count = r->tail_next = 0;

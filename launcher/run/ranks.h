@@ -57,7 +57,9 @@ typedef struct p3d_rank_out {
     int rank;
     char tag[96];        /* "[r3 tp1 pp0 dp0] " or "" */
     int shown;           /* passes --output-ranks */
-    int log_fd;          /* --log-dir file or -1 */
+    int log_fd;          /* --log-dir DIR/rank-N.log (both streams) or -1 */
+    int file_fd[2];      /* torchrun's layout: stdout.log, stderr.log or -1 */
+    int quiet[2];        /* the stream is not shown (-r without -t) */
     p3d_ostream s[2];    /* 0 stdout, 1 stderr */
     char *tail[P3D_TAIL_LINES]; /* last stderr lines (ring) */
     int tail_next, tail_count;
@@ -119,6 +121,22 @@ int p3d_mkdir_p(const char *path, mode_t mode);
 int p3d_check_output_ranks(const p3d_opts *o, int world, char **err);
 /* The tag of rank r: "[r3 tp1 pp0 dp0] " (cp/ep shown when > 1). */
 void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
+
+/* torchrun's --log-dir layout (-r/-t given with --log-dir, o->local_std):
+ * DIR/RUNID_XXXXXXXX/attempt_GEN/LOCAL_RANK/{stdout,stderr}.log, one
+ * RUNID_XXXXXXXX per agent (a new random name, as torchrun's mkdtemp). */
+typedef struct p3d_tlogs {
+    int dfd;             /* DIR/RUNID_XXXXXXXX, -1 before the first attempt
+                            (start as {.dfd = -1}) */
+    char *path;          /* its path (owned) */
+} p3d_tlogs;
+
+/* Makes attempt_GEN and a directory per local rank in it, and opens the
+ * files of the streams o->local_std names into out[i].file_fd (out[i] is
+ * local rank local[i]), and sets out[i].quiet. 0, or -1 with *err. */
+int p3d_tlogs_attempt(p3d_tlogs *t, const p3d_launch *L, int gen, p3d_rank_out *out, const int *local, int n,
+                      char **err);
+void p3d_tlogs_free(p3d_tlogs *t);
 
 /* Initialises r for rank `rank` (fds -1). */
 void p3d_rank_out_init(p3d_rank_out *r, int rank);

@@ -141,6 +141,17 @@ grep -q "^  exception (its TORCHELASTIC_ERROR_FILE, 20[0-9-]*T[0-9:]*Z): ValueEr
 line=$(grep -n 'raise ValueError' "$T/prog.py" | cut -d: -f1)
 grep -q "^    $T/prog.py:$line in fail_here$" "$T/c.err" || { cat "$T/c.err"; fail "the root cause lacks the frame prog.py:$line"; }
 
+# in torchrun's layout (-r/-t) the error file is attempt_N/LOCAL_RANK/error.json
+# beside the logs, as torchrun's, and the root cause reads it from there
+set +e
+(cd "$T" && "$PAR3DRUN" --nproc_per_node 2 --max_restarts 0 --rdzv_id ef -r 3 --log_dir "$T/eflogs" prog.py crash \
+  >"$T/ce.out" 2>"$T/ce.err")
+set -e
+ls "$T"/eflogs/ef_*/attempt_0/1/error.json >/dev/null 2>&1 || { find "$T/eflogs"; fail "no attempt_0/1/error.json"; }
+grep -q 'rank 1 fails on purpose' "$T"/eflogs/ef_*/attempt_0/1/error.json || fail "error.json lacks the exception"
+grep -q "^  exception (its TORCHELASTIC_ERROR_FILE, 20[0-9-]*T[0-9:]*Z): ValueError: rank 1 fails on purpose$" \
+  "$T/ce.err" || { cat "$T/ce.err"; fail "the root cause lacks the exception from attempt_0/1/error.json"; }
+
 # SIGINT while every rank waits: par3drun 130 (docs/torchrun.md: torchrun's
 # agent also ends on SIGINT, exit 130 from the SignalException on 2.x)
 sigint() { # $1 name, rest: the command
@@ -192,8 +203,41 @@ ln -sf "$PY" "$T/bin/python3"
 [ "$(grep -c "py \['f'\]" "$T/f.out")" = 1 ] || { cat "$T/f.out"; fail "--local-ranks-filter 1 did not show one rank"; }
 (cd "$T" && "$PAR3DRUN" --nproc_per_node 2 -r 3 --log_dir "$T/logs" plain.py g) >"$T/g.out" 2>&1 || fail "-r 3 failed"
 grep -q "py \['g'\]" "$T/g.out" && { cat "$T/g.out"; fail "-r 3 still showed the output"; }
-[ "$(cat "$T"/logs/rank-*.log | grep -c "py \['g'\]")" = 2 ] || fail "-r 3: the logs lack the output"
+[ "$(cat "$T"/logs/*/attempt_0/[01]/stdout.log | grep -c "py \['g'\]")" = 2 ] || fail "-r 3: torchrun's layout lacks the output"
 (cd "$T" && "$PAR3DRUN" --nproc_per_node 2 -t3 --log_dir "$T/logs2" plain.py h) >"$T/h.out" 2>&1 || fail "-t3 failed"
-[ "$(grep -c "py \['h'\]" "$T/h.out")" = 2 ] && [ "$(cat "$T"/logs2/rank-*.log | grep -c "py \['h'\]")" = 2 ] ||
+[ "$(grep -c "py \['h'\]" "$T/h.out")" = 2 ] && [ "$(cat "$T"/logs2/*/attempt_0/[01]/stdout.log | grep -c "py \['h'\]")" = 2 ] ||
   fail "-t3: not both shown and logged"
+
+# ---- torchrun's --log-dir layout: the same tree, the same files ---------
+# (the map form runs under Debian's torch 1.13 too; every value of -r/-t:
+# cli_torchrun_logs.sh)
+TREE=(--nproc_per_node 2 --rdzv_id lay --redirects 0:1,1:2 --tee 1:1 --no_python sh -c
+  'echo "out L$LOCAL_RANK"; echo "err L$LOCAL_RANK" >&2')
+# relative paths under the one run directory, each with its content
+tree_of() {
+  local d
+  d=$(find "$1" -mindepth 1 -maxdepth 1)
+  [ "$(echo "$d" | wc -l)" = 1 ] && [[ "$(basename "$d")" =~ ^lay_[a-z0-9_]{8}$ ]] ||
+    fail "$1: not one run directory named lay_XXXXXXXX: $d"
+  (cd "$d" && find . | sort | while read -r f; do
+    [ -f "$f" ] && echo "$f: $(cat "$f")" || echo "$f"
+  done)
+}
+(cd "$T" && "$PAR3DRUN" --log_dir "$T/play" "${TREE[@]}") >"$T/pl.out" 2>"$T/pl.err" || fail "the layout run failed"
+tree_of "$T/play" >"$T/pl.tree"
+if [ ${#TR[@]} -gt 0 ]; then
+  (cd "$T" && timeout 120 "${TR[@]}" --monitor_interval 0.1 --log_dir "$T/tlay" "${TREE[@]}") >"$T/tl.out" 2>&1 ||
+    { cat "$T/tl.out"; fail "torchrun's layout run failed"; }
+  tree_of "$T/tlay" >"$T/tl.tree"
+  # the terminal: the same lines but for the prefixes (torchrun's
+  # [default1]: on teed lines, par3drun's tag on every line)
+  grep -o '[oe][ur][tr] L[01]$' "$T/tl.out" | sort >"$T/tl.lines"
+else
+  printf '%s\n' . ./attempt_0 ./attempt_0/0 "./attempt_0/0/stdout.log: out L0" ./attempt_0/1 \
+    "./attempt_0/1/stderr.log: err L1" "./attempt_0/1/stdout.log: out L1" >"$T/tl.tree"
+  printf '%s\n' "err L0" "out L1" >"$T/tl.lines"
+fi
+diff "$T/tl.tree" "$T/pl.tree" || fail "torchrun's --log-dir tree and par3drun's differ (above)"
+cat "$T/pl.out" "$T/pl.err" | grep -o '[oe][ur][tr] L[01]$' | sort >"$T/pl.lines"
+diff "$T/tl.lines" "$T/pl.lines" || fail "the terminal shows other streams than torchrun's (above)"
 echo "ok"
