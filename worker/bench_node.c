@@ -197,6 +197,132 @@ static void out_lost(double *fig, size_t *fig_got, int *out_shut, const char *wh
     *out_shut = 1;
 }
 
+enum { RING_CHUNK = 256 * 1024 };
+
+/* Both streams of this node while the ring runs. */
+typedef struct ring {
+    char *buf; /* RING_CHUNK bytes to send, or received */
+    const char *peer;
+    int lfd, in, out;
+    int go_seen, out_shut, in_done, figure_sent;
+    double seconds, send_at, t_first, t_send_end;
+    size_t in_bytes, win_bytes, fig_got;
+    double win_t, best;
+    double t_work;   /* when this turn's work began (after its poll) */
+    double fig;      /* the next node's figure for our outgoing stream */
+    double *in_mbps; /* ours for the incoming one */
+} ring;
+
+/* Bytes of the incoming stream: measured in windows, the best counts; at
+ * its end the figure goes back to the previous node. */
+static void ring_recv_stream(ring *g)
+{
+    ssize_t r = recv(g->in, g->buf, RING_CHUNK, MSG_DONTWAIT);
+    if (r > 0) {
+        double tn = wall_now();
+        if (!g->t_first)
+            g->t_first = g->win_t = tn;
+        g->in_bytes += (size_t)r;
+        g->win_bytes += (size_t)r;
+        if (tn - g->win_t >= TCP_WINDOW) { /* a window is over: the best so far? */
+            double rate = g->win_bytes / (tn - g->win_t) / 1e6;
+            if (rate > g->best)
+                g->best = rate;
+            g->win_t = tn;
+            g->win_bytes = 0;
+        }
+    } else if (r == 0) {
+        double t = wall_now() - (g->t_first ? g->t_first : wall_now());
+        /* the best window; the whole stream when it had none */
+        *g->in_mbps = g->best > 0 ? g->best : t > 0 ? g->in_bytes / t / 1e6 : 0;
+        g->in_done = 1;
+        if (send(g->in, g->in_mbps, sizeof *g->in_mbps, MSG_NOSIGNAL) != (ssize_t)sizeof *g->in_mbps)
+            link_warn("send the previous node its figure", g->peer);
+        g->figure_sent = 1;
+    } else if (errno != EAGAIN && errno != EINTR) {
+        in_lost(&g->in_done, &g->figure_sent, g->in_mbps, "receive the previous node's stream", g->peer);
+    }
+}
+
+/* What the next node says on our outgoing connection: "go", then our
+ * figure. 1 when the link is lost (the turn ends there). */
+static int ring_hear_next(ring *g)
+{
+    ssize_t r;
+    if (!g->go_seen) {
+        char c;
+        r = recv(g->out, &c, 1, MSG_DONTWAIT);
+        if (r == 1) {
+            g->go_seen = 1;
+        } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+            out_lost(&g->fig, &g->fig_got, &g->out_shut, "hear the next node start its stream", g->peer);
+            return 1;
+        }
+        return 0;
+    }
+    r = recv(g->out, (char *)&g->fig + g->fig_got, sizeof g->fig - g->fig_got, MSG_DONTWAIT);
+    if (r > 0) {
+        g->fig_got += (size_t)r;
+    } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        out_lost(&g->fig, &g->fig_got, &g->out_shut, "get the next node's figure", g->peer);
+        return 1;
+    }
+    return 0;
+}
+
+/* One chunk of the outgoing stream, or its end when its time is up. */
+static void ring_send_stream(ring *g)
+{
+    if (!g->t_send_end) /* in a slot: it ends with the slot, even when it began late */
+        g->t_send_end = g->send_at > 0 ? g->send_at + g->seconds : wall_now() + g->seconds;
+    if (wall_now() >= g->t_send_end) {
+        shutdown(g->out, SHUT_WR);
+        g->out_shut = 1;
+    } else {
+        ssize_t w = send(g->out, g->buf, RING_CHUNK, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0 && errno != EAGAIN && errno != EINTR)
+            out_lost(&g->fig, &g->fig_got, &g->out_shut, "stream to the next node", g->peer);
+    }
+}
+
+/* One poll over both sides and what it found. 1: the turn ended early
+ * (a link lost, or poll interrupted); -1: poll failed. */
+static int ring_turn(ring *g, double now)
+{
+    /* each side watched until it is over: a socket at its end stays readable */
+    struct pollfd p[2] = {{.fd = g->in_done ? -1 : g->in >= 0 ? g->in : g->lfd, .events = POLLIN},
+                          {.fd = g->fig_got < sizeof g->fig ? g->out : -1,
+                           .events = POLLIN | (g->go_seen && !g->out_shut && now >= g->send_at ? POLLOUT : 0)}};
+    int wait_ms = 50;
+    if (g->go_seen && !g->out_shut && now < g->send_at && (g->send_at - now) * 1000 < wait_ms)
+        wait_ms = (int)((g->send_at - now) * 1000) + 1;
+    if (poll(p, 2, wait_ms) < 0)
+        return errno == EINTR ? 1 : -1;
+    g->t_work = wall_now();
+    if (g->in < 0 && (p[0].revents & POLLIN)) {
+        g->in = accept(g->lfd, NULL, NULL);
+        /* the previous node may have gone already: no SIGPIPE */
+        if (g->in < 0 || send(g->in, "g", 1, MSG_NOSIGNAL) != 1) {
+            in_lost(&g->in_done, &g->figure_sent, g->in_mbps, "accept the previous node's connection", g->peer);
+            return 1;
+        }
+    } else if (g->in >= 0 && !g->in_done && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        ring_recv_stream(g);
+    }
+    if ((p[1].revents & (POLLIN | POLLHUP | POLLERR)) && ring_hear_next(g))
+        return 1;
+    if (g->go_seen && !g->out_shut && (p[1].revents & POLLOUT))
+        ring_send_stream(g);
+    return 0;
+}
+
+/* Sleeps until t (at most max seconds from now). */
+static void ring_nap(double now, double t, double max)
+{
+    struct timespec ts = {0, (long)(((t - now) > max ? max : (t - now)) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 /* One poll loop for both streams of this node. The receiver starts each
  * stream: it sends one byte ("go") once it accepted, the sender then
  * streams for `seconds` and shuts its side down, the receiver measures
@@ -209,154 +335,77 @@ static void out_lost(double *fig, size_t *fig_got, int *out_shut, const char *wh
 static int tcp_ring(int lfd, const char *peer, double seconds, int f, double timeout, double send_at,
                     double ring_end, double *out_mbps, double *in_mbps)
 {
-    enum { CH = 256 * 1024 };
-    char *buf = malloc(CH);
-    int rc = -1, in = -1, out = -1, go_seen = 0, out_shut = 0, in_done = 0, figure_sent = 0;
-    double deadline = wall_now() + timeout, t_first = 0, t_send_end = 0, idle_until = 0;
+    ring g = {.buf = malloc(RING_CHUNK), .peer = peer, .lfd = lfd, .in = -1, .out = -1, .seconds = seconds,
+              .send_at = send_at, .in_mbps = in_mbps};
+    int rc = -1;
+    double deadline = wall_now() + timeout, idle_until = 0;
     double accept_by = wall_now() + (timeout < ACCEPT_WAIT ? timeout : ACCEPT_WAIT);
-    size_t in_bytes = 0, fig_got = 0, win_bytes = 0;
-    double win_t = 0, best = 0;
-    double fig = 0;
     const char *what = NULL;
     *out_mbps = *in_mbps = 0;
-    if (!buf) {
+    if (!g.buf) {
         fprintf(stderr, "p3d-worker: --bench-node: out of memory\n");
         goto out;
     }
-    memset(buf, 0x5a, CH);
+    memset(g.buf, 0x5a, RING_CHUNK);
     /* a next node that cannot be reached costs this node its outgoing
      * link (0 MB/s), not its incoming one */
-    if ((out = connect_peer(peer, deadline)) < 0)
-        out_lost(&fig, &fig_got, &out_shut, "connect to the next node", peer);
-    while (!(in_done && figure_sent && fig_got == sizeof fig) || wall_now() < ring_end) {
+    if ((g.out = connect_peer(peer, deadline)) < 0)
+        out_lost(&g.fig, &g.fig_got, &g.out_shut, "connect to the next node", peer);
+    while (!(g.in_done && g.figure_sent && g.fig_got == sizeof g.fig) || wall_now() < ring_end) {
         double now = wall_now();
-        int over = in_done && figure_sent && fig_got == sizeof fig;
+        int over = g.in_done && g.figure_sent && g.fig_got == sizeof g.fig;
         if (now > deadline && over)
             break; /* only the others' slots were left */
-        if (in < 0 && !in_done && now > accept_by) {
+        if (g.in < 0 && !g.in_done && now > accept_by) {
             /* every node connects first thing: a previous node that has
              * not by now is not coming (its benchmark failed or hangs) */
             errno = ETIMEDOUT;
-            in_lost(&in_done, &figure_sent, in_mbps, "get the previous node's connection", peer);
+            in_lost(&g.in_done, &g.figure_sent, in_mbps, "get the previous node's connection", peer);
             continue;
         }
         if (now > deadline) {
             /* a neighbour that hangs must not take this node with it: the
              * links not done by now count as 0 MB/s, the node goes on */
             fprintf(stderr, "p3d-worker: --bench-node: the TCP ring did not finish within %g s: %s%s%s 0 MB/s\n",
-                    timeout, in_done ? "" : "the incoming link", !in_done && fig_got < sizeof fig ? " and " : "",
-                    fig_got < sizeof fig ? "the outgoing link" : "");
-            if (!in_done)
+                    timeout, g.in_done ? "" : "the incoming link",
+                    !g.in_done && g.fig_got < sizeof g.fig ? " and " : "",
+                    g.fig_got < sizeof g.fig ? "the outgoing link" : "");
+            if (!g.in_done)
                 *in_mbps = 0;
-            if (fig_got < sizeof fig)
-                fig = 0;
+            if (g.fig_got < sizeof g.fig)
+                g.fig = 0;
             break;
         }
         if (over) { /* the others' slots */
-            struct timespec ts = {0, (long)(((ring_end - now) > 0.05 ? 0.05 : (ring_end - now)) * 1e9)};
-            nanosleep(&ts, NULL);
+            ring_nap(now, ring_end, 0.05);
             continue;
         }
         if (now < idle_until) {
-            struct timespec ts = {0, (long)((idle_until - now) * 1e9)};
-            nanosleep(&ts, NULL);
+            ring_nap(now, idle_until, 1e9);
             continue;
         }
-        /* each side watched until it is over: a socket at its end stays readable */
-        struct pollfd p[2] = {{.fd = in_done ? -1 : in >= 0 ? in : lfd, .events = POLLIN},
-                              {.fd = fig_got < sizeof fig ? out : -1,
-                               .events = POLLIN | (go_seen && !out_shut && now >= send_at ? POLLOUT : 0)}};
-        int wait_ms = 50;
-        if (go_seen && !out_shut && now < send_at && (send_at - now) * 1000 < wait_ms)
-            wait_ms = (int)((send_at - now) * 1000) + 1;
-        if (poll(p, 2, wait_ms) < 0) {
-            if (errno == EINTR)
-                continue;
+        int turn = ring_turn(&g, now);
+        if (turn < 0) {
             what = "poll";
             goto out;
         }
-        double t_work = wall_now();
-        if (in < 0 && (p[0].revents & POLLIN)) {
-            in = accept(lfd, NULL, NULL);
-            /* the previous node may have gone already: no SIGPIPE */
-            if (in < 0 || send(in, "g", 1, MSG_NOSIGNAL) != 1) {
-                in_lost(&in_done, &figure_sent, in_mbps, "accept the previous node's connection", peer);
-                continue;
-            }
-        } else if (in >= 0 && !in_done && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            ssize_t r = recv(in, buf, CH, MSG_DONTWAIT);
-            if (r > 0) {
-                double tn = wall_now();
-                if (!t_first)
-                    t_first = win_t = tn;
-                in_bytes += (size_t)r;
-                win_bytes += (size_t)r;
-                if (tn - win_t >= TCP_WINDOW) { /* a window is over: the best so far? */
-                    double rate = win_bytes / (tn - win_t) / 1e6;
-                    if (rate > best)
-                        best = rate;
-                    win_t = tn;
-                    win_bytes = 0;
-                }
-            } else if (r == 0) {
-                double t = wall_now() - (t_first ? t_first : wall_now());
-                /* the best window; the whole stream when it had none */
-                *in_mbps = best > 0 ? best : t > 0 ? in_bytes / t / 1e6 : 0;
-                in_done = 1;
-                if (send(in, in_mbps, sizeof *in_mbps, MSG_NOSIGNAL) != (ssize_t)sizeof *in_mbps)
-                    link_warn("send the previous node its figure", peer);
-                figure_sent = 1;
-            } else if (errno != EAGAIN && errno != EINTR) {
-                in_lost(&in_done, &figure_sent, in_mbps, "receive the previous node's stream", peer);
-            }
-        }
-        if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            if (!go_seen) {
-                char g;
-                ssize_t r = recv(out, &g, 1, MSG_DONTWAIT);
-                if (r == 1) {
-                    go_seen = 1;
-                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    out_lost(&fig, &fig_got, &out_shut, "hear the next node start its stream", peer);
-                    continue;
-                }
-            } else {
-                ssize_t r = recv(out, (char *)&fig + fig_got, sizeof fig - fig_got, MSG_DONTWAIT);
-                if (r > 0) {
-                    fig_got += (size_t)r;
-                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-                    out_lost(&fig, &fig_got, &out_shut, "get the next node's figure", peer);
-                    continue;
-                }
-            }
-        }
-        if (go_seen && !out_shut && (p[1].revents & POLLOUT)) {
-            if (!t_send_end) /* in a slot: it ends with the slot, even when it began late */
-                t_send_end = send_at > 0 ? send_at + seconds : wall_now() + seconds;
-            if (wall_now() >= t_send_end) {
-                shutdown(out, SHUT_WR);
-                out_shut = 1;
-            } else {
-                ssize_t w = send(out, buf, CH, MSG_DONTWAIT | MSG_NOSIGNAL);
-                if (w < 0 && errno != EAGAIN && errno != EINTR)
-                    out_lost(&fig, &fig_got, &out_shut, "stream to the next node", peer);
-            }
-        }
+        if (turn > 0)
+            continue;
         if (f > 1)
-            idle_until = wall_now() + (f - 1) * (wall_now() - t_work);
+            idle_until = wall_now() + (f - 1) * (wall_now() - g.t_work);
     }
     /* the next node's word: a figure that is not a rate counts as none */
-    *out_mbps = isfinite(fig) && fig >= 0 && fig < 1e9 ? fig : 0;
+    *out_mbps = isfinite(g.fig) && g.fig >= 0 && g.fig < 1e9 ? g.fig : 0;
     rc = 0;
 out:
     if (rc && what)
         fprintf(stderr, "p3d-worker: --bench-node: cannot %s (%s): %s\n", what, peer,
                 errno ? strerror(errno) : "the connection ended");
-    if (in >= 0)
-        close(in);
-    if (out >= 0)
-        close(out);
-    free(buf);
+    if (g.in >= 0)
+        close(g.in);
+    if (g.out >= 0)
+        close(g.out);
+    free(g.buf);
     return rc;
 }
 

@@ -416,6 +416,98 @@ static double stall_for(void)
     return (name[0] && node && !strcmp(node, name) ? ms2 : ms) / 1000.0;
 }
 
+/* The rank's groups (TP, PP, DP and the MoE ones) as run.g; 0, or 2 when
+ * the launcher's groups do not fit the bundled model. */
+static int make_groups(tcp_world *w, const p3dw_env *e, const p3dw_opts *o, tcp_comm *comm, p3dw_run *run)
+{
+    if (p3dw_groups_make(w, e, comm, o->experts > 0))
+        return 2;
+    if (o->experts > 0) {
+        /* etp == tp was checked; the MoE layer also relies on the ETP group
+         * being the TP group itself (the same ranks hold the same tokens). */
+        int same = comm[P3DW_ETP].size == comm[P3DW_TP].size;
+        for (int i = 0; same && i < comm[P3DW_TP].size; i++)
+            same = comm[P3DW_ETP].members[i] == comm[P3DW_TP].members[i];
+        if (!same) {
+            fprintf(stderr, "p3d-worker: rank %d: --experts: the ETP group (P3D_ETP_GROUP) is "
+                            "not the TP group: the rank order puts expert tensor parallelism "
+                            "elsewhere than tp, which the bundled MoE layer does not support\n",
+                    e->rank);
+            return 2;
+        }
+    }
+    const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
+    for (int d = 0; d < P3DW_NALL; d++)
+        run->g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
+                                 .impl = &comm[d]};
+    return 0;
+}
+
+/* The checkpoint directory and the test switches into run; 0, or 2 on a
+ * bad directory or switch. */
+static int prepare_run(const p3dw_opts *o, tcp_world *w, p3dw_env *e, p3dw_ckpt *ck, p3dw_run *run)
+{
+    *ck = (p3dw_ckpt){.dir = o->checkpoint_dir, .every = o->checkpoint_every,
+                      .keep = o->checkpoint_keep, .w = w, .e = e, .o = o, .dfd = -1};
+    if (o->checkpoint_dir) {
+        if (p3dw_ckpt_open(ck))
+            return 2;
+        run->ckpt = ck;
+    }
+    if ((run->die_at_step = die_step(e->rank)) < 0 || (run->stall_s = stall_for()) < 0)
+        return 2;
+    return 0;
+}
+
+/* Rank 0's line about the run before the first step. */
+static void announce(const p3dw_opts *o, const p3dw_env *e, const p3d_ops *ops)
+{
+    if (e->rank == 0)
+        fprintf(stderr, "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
+                        "hidden %d, global batch %d (%d token%s each), %d micro-batches, %d steps\n",
+                ops->name, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden,
+                o->global_batch, o->seq_len, o->seq_len == 1 ? "" : "s", o->micro_batches, o->steps);
+    if (e->rank == 0 && o->experts > 0)
+        fprintf(stderr, "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
+                        "etp %d x edp %d (%d experts per rank)\n", o->experts, o->top_k,
+                e->size[P3DW_EP], e->size[P3DW_ETP], e->size[P3DW_EDP], o->experts / e->size[P3DW_EP]);
+}
+
+/* After training: every rank's record to all, the loss rank's losses to
+ * rank 0, which checks them and prints the summary. Returns the exit
+ * status: 1 when an exchange fails or the check does (grad_bad too). */
+static int report(const p3dw_opts *o, p3dw_env *e, tcp_world *w, const p3d_ops *ops, int on_gpu,
+                  p3dw_rank_record *mine, p3dw_rank_record *all, double *losses, int grad_bad)
+{
+    for (int d = 0; d < P3DW_NALL; d++)
+        mine->coord[d] = e->coord[d];
+    tcp_set_activity(w, "gathering the report");
+    if (tcp_world_allgather(w, mine, all, sizeof *mine))
+        return 1;
+    p3dw_report_rank(e, ops->name, o->micro_batches, mine, o->json);
+    /* The rank printing the loss (last stage, tp 0, dp 0) hands its losses
+     * to rank 0, which compares them with its own reference run. */
+    int loss_rank = -1;
+    for (int r = 0; r < e->world; r++)
+        if ((int)all[r].coord[1] == e->size[1] - 1 && all[r].coord[0] == 0 && all[r].coord[2] == 0)
+            loss_rank = r;
+    if (loss_rank != 0 && e->rank == loss_rank && tcp_world_send(w, 0, losses, sizeof *losses * o->steps))
+        return 1;
+    if (e->rank != 0)
+        return 0;
+    if (loss_rank != 0 && tcp_world_recv(w, loss_rank, losses, sizeof *losses * o->steps))
+        return 1;
+    const char *verdict = "off";
+    double max_rel = 0;
+    double drop = 0;
+    if (o->verify) {
+        double tol = o->verify_tol > 0 ? o->verify_tol : p3dw_verify_default_tol(on_gpu);
+        verdict = verify(o, losses, tol, &max_rel, &drop) ? "fail" : "pass";
+    }
+    p3dw_report_summary(e, ops->name, o, all, e->world, verdict, max_rel, drop);
+    return strcmp(verdict, "fail") && !grad_bad ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     p3dw_opts o;
@@ -463,29 +555,9 @@ int main(int argc, char **argv)
         rc = p3dw_bench_allreduce(&o, w) ? 1 : 0;
         goto out;
     }
-    if (p3dw_groups_make(w, &e, comm, o.experts > 0)) {
-        rc = 2;
+    if ((rc = make_groups(w, &e, &o, comm, &run)))
         goto out;
-    }
-    if (o.experts > 0) {
-        /* etp == tp was checked; the MoE layer also relies on the ETP group
-         * being the TP group itself (the same ranks hold the same tokens). */
-        int same = comm[P3DW_ETP].size == comm[P3DW_TP].size;
-        for (int i = 0; same && i < comm[P3DW_TP].size; i++)
-            same = comm[P3DW_ETP].members[i] == comm[P3DW_TP].members[i];
-        if (!same) {
-            fprintf(stderr, "p3d-worker: rank %d: --experts: the ETP group (P3D_ETP_GROUP) is "
-                            "not the TP group: the rank order puts expert tensor parallelism "
-                            "elsewhere than tp, which the bundled MoE layer does not support\n",
-                    e.rank);
-            rc = 2;
-            goto out;
-        }
-    }
-    const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
-    for (int d = 0; d < P3DW_NALL; d++)
-        run.g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
-                                .impl = &comm[d]};
+    rc = 1;
     if (cuda) {
         /* A failed setup has aborted its own communicators (no teardown). */
         if (cuda->setup(w, &e, comm, run.g, o.timeout))
@@ -497,19 +569,9 @@ int main(int argc, char **argv)
     int grad_bad = 0;
     if (o.check_grad && e.rank == 0)
         grad_bad = p3dw_check_grad(&o, ops, 3e-2, !o.json) != 0;
-    ck = (p3dw_ckpt){.dir = o.checkpoint_dir, .every = o.checkpoint_every,
-                     .keep = o.checkpoint_keep, .w = w, .e = &e, .o = &o, .dfd = -1};
-    if (o.checkpoint_dir) {
-        if (p3dw_ckpt_open(&ck)) {
-            rc = 2;
-            goto out;
-        }
-        run.ckpt = &ck;
-    }
-    if ((run.die_at_step = die_step(e.rank)) < 0 || (run.stall_s = stall_for()) < 0) {
-        rc = 2;
+    if ((rc = prepare_run(&o, w, &e, &ck, &run)))
         goto out;
-    }
+    rc = 1;
     run.ops = ops;
     run.micro_batches = o.micro_batches;
     run.json = o.json;
@@ -521,49 +583,13 @@ int main(int argc, char **argv)
     all = calloc((size_t)e.world, sizeof *all);
     if (!losses || !all)
         goto out;
-    if (e.rank == 0)
-        fprintf(stderr, "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
-                        "hidden %d, global batch %d (%d token%s each), %d micro-batches, %d steps\n",
-                ops->name, e.world, e.size[0], e.size[1], e.size[2], o.layers, o.hidden,
-                o.global_batch, o.seq_len, o.seq_len == 1 ? "" : "s", o.micro_batches, o.steps);
-    if (e.rank == 0 && o.experts > 0)
-        fprintf(stderr, "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
-                        "etp %d x edp %d (%d experts per rank)\n", o.experts, o.top_k,
-                e.size[P3DW_EP], e.size[P3DW_ETP], e.size[P3DW_EDP], o.experts / e.size[P3DW_EP]);
+    announce(&o, &e, ops);
     int trc = p3dw_train(&o, &run, losses, &mine.st);
     if (trc) {
         rc = trc == -2 ? 2 : trc == -3 ? 3 : 1;
         goto out;
     }
-    for (int d = 0; d < P3DW_NALL; d++)
-        mine.coord[d] = e.coord[d];
-    tcp_set_activity(w, "gathering the report");
-    if (tcp_world_allgather(w, &mine, all, sizeof mine))
-        goto out;
-    p3dw_report_rank(&e, ops->name, o.micro_batches, &mine, o.json);
-    /* The rank printing the loss (last stage, tp 0, dp 0) hands its losses
-     * to rank 0, which compares them with its own reference run. */
-    int loss_rank = -1;
-    for (int r = 0; r < e.world; r++)
-        if ((int)all[r].coord[1] == e.size[1] - 1 && all[r].coord[0] == 0 && all[r].coord[2] == 0)
-            loss_rank = r;
-    if (loss_rank != 0 && e.rank == loss_rank && tcp_world_send(w, 0, losses, sizeof *losses * o.steps))
-        goto out;
-    if (e.rank != 0) {
-        rc = 0;
-        goto out;
-    }
-    if (loss_rank != 0 && tcp_world_recv(w, loss_rank, losses, sizeof *losses * o.steps))
-        goto out;
-    const char *verdict = "off";
-    double max_rel = 0;
-    double drop = 0;
-    if (o.verify) {
-        double tol = o.verify_tol > 0 ? o.verify_tol : p3dw_verify_default_tol(cuda != NULL);
-        verdict = verify(&o, losses, tol, &max_rel, &drop) ? "fail" : "pass";
-    }
-    p3dw_report_summary(&e, ops->name, &o, all, e.world, verdict, max_rel, drop);
-    rc = strcmp(verdict, "fail") && !grad_bad ? 0 : 1;
+    rc = report(&o, &e, w, ops, cuda != NULL, &mine, all, losses, grad_bad);
 out:
     if (cuda_up)
         cuda->teardown(run.g, rc != 0);

@@ -220,9 +220,125 @@ void tcp_set_activity(tcp_world *w, const char *what)
     snprintf(w->activity, sizeof w->activity, "%s", what);
 }
 
+/* Rank 0 on MASTER_PORT, the others on a port of the system's choosing. */
+static int open_listener(tcp_world *w, const p3dw_env *e, double deadline)
+{
+    int myport = 0;
+    if (w->rank == 0) {
+        /* The launcher checked MASTER_PORT was free a moment ago; a TIME_WAIT
+         * leftover is fine with SO_REUSEADDR, a real owner is retried briefly. */
+        while ((w->listen_fd = listen_on(e->master_port, &myport)) < 0) {
+            if (errno != EADDRINUSE || now_s() >= deadline) {
+                fprintf(stderr, "p3d-worker: rank 0: cannot listen on MASTER_PORT %d: %s\n",
+                        e->master_port, strerror(errno));
+                return -1;
+            }
+            struct timespec ts = {0, 100 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    } else if ((w->listen_fd = listen_on(0, &myport)) < 0) {
+        fprintf(stderr, "p3d-worker: rank %d: cannot open a listening socket: %s\n", w->rank,
+                strerror(errno));
+        return -1;
+    }
+    w->port[w->rank] = (uint16_t)myport;
+    return 0;
+}
+
+/* Rank 0: every other rank's hello, with its address and port. */
+static int root_accept_all(tcp_world *w, const p3dw_env *e, double deadline)
+{
+    int joined = 1;
+    while (joined < w->size) {
+        uint32_t ip;
+        int fd = accept_until(w->listen_fd, deadline, &ip);
+        if (fd < 0) {
+            fprintf(stderr, "p3d-worker: rank 0: only %d of %d ranks connected to port %d "
+                            "within %.0f s; missing:", joined, w->size, e->master_port,
+                    w->connect_timeout);
+            for (int r = 1; r < w->size; r++)
+                if (w->c[r].fd < 0)
+                    fprintf(stderr, " %d", r);
+            fprintf(stderr, "\n");
+            return -1;
+        }
+        unsigned char h[24];
+        int port, r = -1;
+        if (io_full(fd, h, sizeof h, deadline, 0) == 0)
+            r = check_hello(w, h, &port);
+        if (r < 0 || w->c[r].fd >= 0) {
+            if (r >= 0)
+                fprintf(stderr, "p3d-worker: rank 0: rank %d connected twice\n", r);
+            close(fd);
+            continue;
+        }
+        w->c[r].fd = fd;
+        w->addr[r] = ip;
+        w->port[r] = (uint16_t)port;
+        joined++;
+    }
+    return 0;
+}
+
+/* Rank 0: gathers the ranks and sends each the address table (tbl, 6
+ * bytes a rank: IPv4 address, port big-endian). */
+static int root_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, size_t tbl_len, double deadline)
+{
+    if (root_accept_all(w, e, deadline) < 0)
+        return -1;
+    for (int r = 0; r < w->size; r++) {
+        memcpy(tbl + 6 * r, &w->addr[r], 4);
+        tbl[6 * r + 4] = (unsigned char)(w->port[r] >> 8);
+        tbl[6 * r + 5] = (unsigned char)w->port[r];
+    }
+    for (int r = 1; r < w->size; r++)
+        if (io_full(w->c[r].fd, tbl, tbl_len, deadline, 1)) {
+            fprintf(stderr, "p3d-worker: rank 0: sending the address table to rank %d: %s\n",
+                    r, strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
+/* Any other rank: connects to rank 0, says hello, reads the table. */
+static int peer_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, size_t tbl_len, double deadline)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(e->master_addr, NULL, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "p3d-worker: rank %d: MASTER_ADDR '%s': %s\n", w->rank,
+                e->master_addr, gai_strerror(gai));
+        return -1;
+    }
+    uint32_t ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
+    freeaddrinfo(ai);
+    int fd = connect_retry(ip, e->master_port, deadline);
+    if (fd < 0) {
+        fprintf(stderr, "p3d-worker: rank %d: no connection to rank 0 at %s:%d within %.0f s: %s\n",
+                w->rank, e->master_addr, e->master_port, w->connect_timeout, strerror(errno));
+        return -1;
+    }
+    w->c[0].fd = fd;
+    unsigned char h[24];
+    make_hello(w, h);
+    if (io_full(fd, h, sizeof h, deadline, 1) || io_full(fd, tbl, tbl_len, deadline, 0)) {
+        fprintf(stderr, "p3d-worker: rank %d: bootstrap with rank 0 at %s:%d failed: %s\n",
+                w->rank, e->master_addr, e->master_port,
+                errno == EPIPE ? "rank 0 closed the connection" : strerror(errno));
+        return -1;
+    }
+    for (int r = 0; r < w->size; r++) {
+        memcpy(&w->addr[r], tbl + 6 * r, 4);
+        w->port[r] = (uint16_t)(tbl[6 * r + 4] << 8 | tbl[6 * r + 5]);
+    }
+    w->addr[0] = ip;
+    return 0;
+}
+
 tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_timeout)
 {
     tcp_world *w = calloc(1, sizeof *w);
+    unsigned char *tbl = NULL;
     int ok = 0;
     if (!w)
         return NULL;
@@ -246,112 +362,20 @@ tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_t
     for (int i = 0; i < w->size; i++)
         conn_reset(&w->c[i]);
     double deadline = now_s() + connect_timeout;
-    int myport = 0;
-    if (w->rank == 0) {
-        /* The launcher checked MASTER_PORT was free a moment ago; a TIME_WAIT
-         * leftover is fine with SO_REUSEADDR, a real owner is retried briefly. */
-        while ((w->listen_fd = listen_on(e->master_port, &myport)) < 0) {
-            if (errno != EADDRINUSE || now_s() >= deadline) {
-                fprintf(stderr, "p3d-worker: rank 0: cannot listen on MASTER_PORT %d: %s\n",
-                        e->master_port, strerror(errno));
-                goto out;
-            }
-            struct timespec ts = {0, 100 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-        }
-    } else if ((w->listen_fd = listen_on(0, &myport)) < 0) {
-        fprintf(stderr, "p3d-worker: rank %d: cannot open a listening socket: %s\n", w->rank,
-                strerror(errno));
+    if (open_listener(w, e, deadline) < 0)
         goto out;
-    }
-    w->port[w->rank] = (uint16_t)myport;
     size_t tbl_len = (size_t)w->size * 6;
-    unsigned char *tbl = calloc(1, tbl_len);
-    if (!tbl)
+    if (!(tbl = calloc(1, tbl_len)))
         goto out;
-    if (w->rank == 0) {
-        int joined = 1;
-        while (joined < w->size) {
-            uint32_t ip;
-            int fd = accept_until(w->listen_fd, deadline, &ip);
-            if (fd < 0) {
-                fprintf(stderr, "p3d-worker: rank 0: only %d of %d ranks connected to port %d "
-                                "within %.0f s; missing:", joined, w->size, e->master_port,
-                        connect_timeout);
-                for (int r = 1; r < w->size; r++)
-                    if (w->c[r].fd < 0)
-                        fprintf(stderr, " %d", r);
-                fprintf(stderr, "\n");
-                free(tbl);
-                goto out;
-            }
-            unsigned char h[24];
-            int port, r = -1;
-            if (io_full(fd, h, sizeof h, deadline, 0) == 0)
-                r = check_hello(w, h, &port);
-            if (r < 0 || w->c[r].fd >= 0) {
-                if (r >= 0)
-                    fprintf(stderr, "p3d-worker: rank 0: rank %d connected twice\n", r);
-                close(fd);
-                continue;
-            }
-            w->c[r].fd = fd;
-            w->addr[r] = ip;
-            w->port[r] = (uint16_t)port;
-            joined++;
-        }
-        for (int r = 0; r < w->size; r++) {
-            memcpy(tbl + 6 * r, &w->addr[r], 4);
-            tbl[6 * r + 4] = (unsigned char)(w->port[r] >> 8);
-            tbl[6 * r + 5] = (unsigned char)w->port[r];
-        }
-        for (int r = 1; r < w->size; r++)
-            if (io_full(w->c[r].fd, tbl, tbl_len, deadline, 1)) {
-                fprintf(stderr, "p3d-worker: rank 0: sending the address table to rank %d: %s\n",
-                        r, strerror(errno));
-                free(tbl);
-                goto out;
-            }
-    } else {
-        struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-        int gai = getaddrinfo(e->master_addr, NULL, &hints, &ai);
-        if (gai) {
-            fprintf(stderr, "p3d-worker: rank %d: MASTER_ADDR '%s': %s\n", w->rank,
-                    e->master_addr, gai_strerror(gai));
-            free(tbl);
-            goto out;
-        }
-        uint32_t ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
-        freeaddrinfo(ai);
-        int fd = connect_retry(ip, e->master_port, deadline);
-        if (fd < 0) {
-            fprintf(stderr, "p3d-worker: rank %d: no connection to rank 0 at %s:%d within %.0f s: %s\n",
-                    w->rank, e->master_addr, e->master_port, connect_timeout, strerror(errno));
-            free(tbl);
-            goto out;
-        }
-        w->c[0].fd = fd;
-        unsigned char h[24];
-        make_hello(w, h);
-        if (io_full(fd, h, sizeof h, deadline, 1) || io_full(fd, tbl, tbl_len, deadline, 0)) {
-            fprintf(stderr, "p3d-worker: rank %d: bootstrap with rank 0 at %s:%d failed: %s\n",
-                    w->rank, e->master_addr, e->master_port,
-                    errno == EPIPE ? "rank 0 closed the connection" : strerror(errno));
-            free(tbl);
-            goto out;
-        }
-        for (int r = 0; r < w->size; r++) {
-            memcpy(&w->addr[r], tbl + 6 * r, 4);
-            w->port[r] = (uint16_t)(tbl[6 * r + 4] << 8 | tbl[6 * r + 5]);
-        }
-        w->addr[0] = ip;
-    }
-    free(tbl);
+    if ((w->rank == 0 ? root_bootstrap(w, e, tbl, tbl_len, deadline)
+                      : peer_bootstrap(w, e, tbl, tbl_len, deadline)) < 0)
+        goto out;
     for (int r = 0; r < w->size; r++)
         if (w->c[r].fd >= 0)
             set_nonblock(w->c[r].fd);
     ok = 1;
 out:
+    free(tbl);
     if (!ok) {
         tcp_world_free(w);
         w = NULL;

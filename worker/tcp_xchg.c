@@ -255,152 +255,219 @@ static int have_conn(tcp_world *w, int peer)
  * drained into their inboxes meanwhile (a peer blocked writing to us is
  * never left waiting on us).  The op fails when nothing moves for
  * op_timeout seconds, or a peer it needs has gone.  Returns 0 or -1. */
+/* One exchange in flight: what is sent, what is received, how far each is. */
+typedef struct xchg {
+    tcp_world *w;
+    uint32_t tag;
+    int to, from;
+    conn *sc, *rc; /* the connections, NULL for a side that is off */
+    const void *sbuf;
+    size_t slen;
+    void *rbuf;
+    size_t rlen;
+    void (*add)(void *, const void *, size_t);
+    size_t es;
+    unsigned char hdr[16], cts[16]; /* the send's header; strict mode's clear-to-send */
+    size_t hoff, off, coff;         /* bytes of each sent so far */
+    int sdone, rdone, wait_cts;
+} xchg;
+
+/* Posts the receive on x->rc (strict mode: queues the clear-to-send). */
+static void post_receive(xchg *x)
+{
+    conn *rc = x->rc;
+    rc->posted = 1;
+    rc->post_done = 0;
+    rc->direct = 0;
+    rc->post_tag = x->tag;
+    rc->post_buf = x->rbuf;
+    rc->post_len = x->rlen;
+    rc->post_got = 0;
+    rc->post_add = x->add;
+    rc->post_es = x->es;
+    if (x->w->strict) {
+        /* Posted: now the sender may start. */
+        put32(x->cts, x->tag | CTS_BIT);
+        put32(x->cts + 4, 0);
+        put64(x->cts + 8, 0);
+        x->coff = 0;
+    }
+}
+
+/* As much of the clear-to-send as the socket takes now. */
+static int push_cts(xchg *x)
+{
+    while (x->coff < sizeof x->cts) {
+        if (x->rc->closed)
+            return peer_gone(x->w, x->from, "posting a receive");
+        ssize_t k = send(x->rc->fd, x->cts + x->coff, sizeof x->cts - x->coff, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno != EINTR)
+                tcp_conn_close(x->rc, errno);
+            continue;
+        }
+        x->coff += (size_t)k;
+    }
+    return 0;
+}
+
+/* Strict mode: has the receiver's clear-to-send come? */
+static int take_cts(xchg *x)
+{
+    msg *m = inbox_take(x->sc, x->tag | CTS_BIT);
+    if (!m) {
+        drain(x->w, x->to);
+        m = inbox_take(x->sc, x->tag | CTS_BIT);
+    }
+    if (m) {
+        free(m);
+        x->wait_cts = 0;
+    } else if (x->sc->closed) {
+        return peer_gone(x->w, x->to, "waiting for the receiver");
+    }
+    return 0;
+}
+
+/* As much of the header and payload as the socket takes now. */
+static int push_send(xchg *x)
+{
+    while (!x->sdone && !x->wait_cts) {
+        if (x->sc->closed)
+            return peer_gone(x->w, x->to, "sending");
+        struct iovec iov[2];
+        int niov = 0;
+        if (x->hoff < sizeof x->hdr)
+            iov[niov++] = (struct iovec){x->hdr + x->hoff, sizeof x->hdr - x->hoff};
+        if (x->off < x->slen)
+            iov[niov++] = (struct iovec){(char *)x->sbuf + x->off, x->slen - x->off};
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+        ssize_t k = sendmsg(x->sc->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno != EINTR)
+                tcp_conn_close(x->sc, errno);
+            continue;
+        }
+        size_t kk = (size_t)k, h = sizeof x->hdr - x->hoff;
+        if (kk >= h) {
+            x->hoff = sizeof x->hdr;
+            x->off += kk - h;
+        } else {
+            x->hoff += kk;
+        }
+        x->sdone = x->hoff == sizeof x->hdr && x->off == x->slen;
+    }
+    return 0;
+}
+
+/* The receive: from the inbox when the message came before it was
+ * posted, else whatever the socket has now. */
+static int pull_recv(xchg *x)
+{
+    tcp_world *w = x->w;
+    conn *rc = x->rc;
+    msg *m = inbox_take(rc, x->tag);
+    if (m && m->len != x->rlen) {
+        fprintf(stderr, "p3d-worker: rank %d: message from rank %d has %zu bytes, "
+                        "expected %zu (%s): ranks disagree on the model shape?\n",
+                w->rank, x->from, m->len, x->rlen, w->activity);
+        free(m);
+        return -1;
+    }
+    if (m) {
+        /* It arrived before this receive was posted. */
+        if (x->add)
+            x->add(x->rbuf, m->data, x->rlen / x->es);
+        else
+            memcpy(x->rbuf, m->data, x->rlen);
+        free(m);
+        x->rdone = 1;
+        /* Done: hold the connection, or the next message (maybe
+         * already on its way) would be read into this buffer. */
+        rc->post_done = 1;
+    } else {
+        drain(w, x->from);
+        x->rdone = rc->post_done;
+        /* A message that was already being read into the inbox
+         * when this receive was posted is taken on the next turn. */
+        if (!x->rdone && !inbox_has(rc, x->tag) && rc->closed)
+            return peer_gone(w, x->from, "receiving");
+    }
+    return 0;
+}
+
+/* What did not finish when nothing moved for op_timeout seconds. */
+static void say_timeout(const xchg *x)
+{
+    const tcp_world *w = x->w;
+    if (x->wait_cts)
+        fprintf(stderr, "p3d-worker: rank %d: rank %d did not post the receive matching "
+                        "my %zu-byte send within %.0f s (%s; --p2p strict: a send "
+                        "waits for its receive): a deadlock, or rank %d is stuck\n",
+                w->rank, x->to, x->slen, w->op_timeout, w->activity, x->to);
+    else if (!x->sdone)
+        fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
+                        "finish within %.0f s (%s): rank %d does not receive\n",
+                w->rank, x->slen, x->to, w->op_timeout, w->activity, x->to);
+    else
+        fprintf(stderr, "p3d-worker: rank %d: no message from rank %d within %.0f s "
+                        "(%s)\n", w->rank, x->from, w->op_timeout, w->activity);
+}
+
+/* Bytes moved so far, both directions: progress resets the deadline. */
+static size_t moved(const xchg *x)
+{
+    return x->hoff + x->off + x->coff + (x->rc ? x->rc->post_got : 0);
+}
+
+/* Sends slen bytes to `to` while receiving rlen bytes from `from` (either
+ * side off with -1; they may be the same peer), both framed with tag.  The
+ * received bytes land in rbuf, or are summed into it (add, element size es)
+ * when add is set.  Both directions advance in one loop, so a ring step
+ * streams to the right while it drains the left; other connections are
+ * drained into their inboxes meanwhile (a peer blocked writing to us is
+ * never left waiting on us).  The op fails when nothing moves for
+ * op_timeout seconds, or a peer it needs has gone.  Returns 0 or -1. */
 int tcp_exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
                     void *rbuf, size_t rlen, void (*add)(void *, const void *, size_t), size_t es)
 {
-    conn *sc = to >= 0 ? &w->c[to] : NULL, *rc = from >= 0 ? &w->c[from] : NULL;
-    unsigned char hdr[16], cts[16];
-    size_t hoff = sizeof hdr, off = 0, coff = sizeof cts;
-    int ret = -1, sdone = !sc, rdone = !rc, wait_cts = sc && w->strict;
+    xchg x = {.w = w, .tag = tag, .to = to, .from = from, .sbuf = sbuf, .slen = slen, .rbuf = rbuf,
+              .rlen = rlen, .add = add, .es = es};
+    conn *sc = x.sc = to >= 0 ? &w->c[to] : NULL, *rc = x.rc = from >= 0 ? &w->c[from] : NULL;
+    int ret = -1;
+    x.hoff = sizeof x.hdr;
+    x.coff = sizeof x.cts;
+    x.sdone = !sc;
+    x.rdone = !rc;
+    x.wait_cts = sc && w->strict;
     if ((sc && !have_conn(w, to)) || (rc && !have_conn(w, from)))
         return -1;
     if (sc) {
-        put32(hdr, tag);
-        put32(hdr + 4, 0);
-        put64(hdr + 8, slen);
-        hoff = 0;
+        put32(x.hdr, tag);
+        put32(x.hdr + 4, 0);
+        put64(x.hdr + 8, slen);
+        x.hoff = 0;
     }
-    if (rc) {
-        rc->posted = 1;
-        rc->post_done = 0;
-        rc->direct = 0;
-        rc->post_tag = tag;
-        rc->post_buf = rbuf;
-        rc->post_len = rlen;
-        rc->post_got = 0;
-        rc->post_add = add;
-        rc->post_es = es;
-        if (w->strict) {
-            /* Posted: now the sender may start. */
-            put32(cts, tag | CTS_BIT);
-            put32(cts + 4, 0);
-            put64(cts + 8, 0);
-            coff = 0;
-        }
-    }
+    if (rc)
+        post_receive(&x);
     double deadline = now_s() + w->op_timeout;
     for (;;) {
-        size_t before = hoff + off + coff + (rc ? rc->post_got : 0);
-        int was_rdone = rdone, was_wait = wait_cts;
-        while (coff < sizeof cts) {
-            if (rc->closed) {
-                peer_gone(w, from, "posting a receive");
-                goto out;
-            }
-            ssize_t k = send(rc->fd, cts + coff, sizeof cts - coff, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (k < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    break;
-                if (errno != EINTR)
-                    tcp_conn_close(rc, errno);
-                continue;
-            }
-            coff += (size_t)k;
-        }
-        if (wait_cts) {
-            msg *m = inbox_take(sc, tag | CTS_BIT);
-            if (!m) {
-                drain(w, to);
-                m = inbox_take(sc, tag | CTS_BIT);
-            }
-            if (m) {
-                free(m);
-                wait_cts = 0;
-            } else if (sc->closed) {
-                peer_gone(w, to, "waiting for the receiver");
-                goto out;
-            }
-        }
-        while (!sdone && !wait_cts) {
-            if (sc->closed) {
-                peer_gone(w, to, "sending");
-                goto out;
-            }
-            struct iovec iov[2];
-            int niov = 0;
-            if (hoff < sizeof hdr)
-                iov[niov++] = (struct iovec){hdr + hoff, sizeof hdr - hoff};
-            if (off < slen)
-                iov[niov++] = (struct iovec){(char *)sbuf + off, slen - off};
-            struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
-            ssize_t k = sendmsg(sc->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (k < 0) {
-                if (errno == EAGAIN || errno == EWOULDBLOCK)
-                    break;
-                if (errno != EINTR)
-                    tcp_conn_close(sc, errno);
-                continue;
-            }
-            size_t kk = (size_t)k, h = sizeof hdr - hoff;
-            if (kk >= h) {
-                hoff = sizeof hdr;
-                off += kk - h;
-            } else {
-                hoff += kk;
-            }
-            sdone = hoff == sizeof hdr && off == slen;
-        }
-        if (!rdone) {
-            msg *m = inbox_take(rc, tag);
-            if (m && m->len != rlen) {
-                fprintf(stderr, "p3d-worker: rank %d: message from rank %d has %zu bytes, "
-                                "expected %zu (%s): ranks disagree on the model shape?\n",
-                        w->rank, from, m->len, rlen, w->activity);
-                free(m);
-                goto out;
-            }
-            if (m) {
-                /* It arrived before this receive was posted. */
-                if (add)
-                    add(rbuf, m->data, rlen / es);
-                else
-                    memcpy(rbuf, m->data, rlen);
-                free(m);
-                rdone = 1;
-                /* Done: hold the connection, or the next message (maybe
-                 * already on its way) would be read into this buffer. */
-                rc->post_done = 1;
-            } else {
-                drain(w, from);
-                rdone = rc->post_done;
-                /* A message that was already being read into the inbox
-                 * when this receive was posted is taken on the next turn. */
-                if (!rdone && !inbox_has(rc, tag) && rc->closed) {
-                    peer_gone(w, from, "receiving");
-                    goto out;
-                }
-            }
-        }
-        if (sdone && rdone && coff == sizeof cts)
+        size_t before = moved(&x);
+        int was_rdone = x.rdone, was_wait = x.wait_cts;
+        if (push_cts(&x) < 0 || (x.wait_cts && take_cts(&x) < 0) || push_send(&x) < 0 ||
+            (!x.rdone && pull_recv(&x) < 0))
+            goto out;
+        if (x.sdone && x.rdone && x.coff == sizeof x.cts)
             break;
-        if (hoff + off + coff + (rc ? rc->post_got : 0) != before || rdone != was_rdone ||
-            wait_cts != was_wait)
+        if (moved(&x) != before || x.rdone != was_rdone || x.wait_cts != was_wait)
             deadline = now_s() + w->op_timeout;
-        if (rc && !rdone && inbox_has(rc, tag))
+        if (rc && !x.rdone && inbox_has(rc, tag))
             continue;
-        if (progress(w, sdone || wait_cts ? -1 : to, coff < sizeof cts ? from : -1, deadline)) {
-            if (wait_cts)
-                fprintf(stderr, "p3d-worker: rank %d: rank %d did not post the receive matching "
-                                "my %zu-byte send within %.0f s (%s; --p2p strict: a send "
-                                "waits for its receive): a deadlock, or rank %d is stuck\n",
-                        w->rank, to, slen, w->op_timeout, w->activity, to);
-            else if (!sdone)
-                fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
-                                "finish within %.0f s (%s): rank %d does not receive\n",
-                        w->rank, slen, to, w->op_timeout, w->activity, to);
-            else
-                fprintf(stderr, "p3d-worker: rank %d: no message from rank %d within %.0f s "
-                                "(%s)\n", w->rank, from, w->op_timeout, w->activity);
+        if (progress(w, x.sdone || x.wait_cts ? -1 : to, x.coff < sizeof x.cts ? from : -1, deadline)) {
+            say_timeout(&x);
             goto out;
         }
     }

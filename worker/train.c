@@ -406,11 +406,9 @@ static int checkpoint(state *S, const double *losses)
     return rc;
 }
 
-int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
+/* This rank's share of the model: its stage's layers, its rows. */
+static void shape(state *S, const p3dw_opts *o, p3dw_run *r, p3dw_stats *st)
 {
-    state S0 = {0}, *S = &S0;
-    int rc = -1;
-    float *hostw = NULL;
     S->o = o;
     S->r = r;
     S->st = st;
@@ -427,11 +425,13 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     int per = o->layers / S->nstage, extra = o->layers % S->nstage;
     S->nl = per + (S->stage < extra);
     S->first = S->stage * per + (S->stage < extra ? S->stage : extra);
-    memset(st, 0, sizeof *st);
-    memset(losses, 0, sizeof *losses * (size_t)o->steps);
+}
 
-    if (layout(S))
-        goto out;
+/* Weights, gradients, activations and scratch on the backend, and the
+ * host buffer for the initial weights (*hostw). */
+static int alloc_buffers(state *S, float **hostw)
+{
+    const p3dw_opts *o = S->o;
     size_t wn = S->wn, wen = S->wen;
     size_t an = (size_t)S->nl * S->b * (S->h + 2 * S->f) + (size_t)S->b * S->h;
     size_t bh = (size_t)S->b * S->h, bf = (size_t)S->b * S->f;
@@ -442,92 +442,116 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     size_t hn = 2 * (size_t)S->h * S->f;
     if ((size_t)S->h * o->experts > hn)
         hn = (size_t)S->h * o->experts;
-    hostw = malloc(hn * sizeof *hostw);
-    if (!S->act || !S->dout || !S->host || !hostw)
-        goto out;
+    *hostw = malloc(hn * sizeof **hostw);
+    if (!S->act || !S->dout || !S->host || !*hostw)
+        return -1;
     if (!(S->w = S->ops->alloc(wn)) || !(S->g = S->ops->alloc(wn)) ||
         (wen && (!(S->we = S->ops->alloc(wen)) || !(S->ge = S->ops->alloc(wen)))) ||
         !(S->dy = S->ops->alloc(bh)) || !(S->dx = S->ops->alloc(bh)) ||
         !(S->dx2 = S->ops->alloc(bh)) ||
         !(S->dg = S->ops->alloc(bf)) || !(S->dz = S->ops->alloc(bf)) ||
         !(S->tgt = S->ops->alloc(bh)))
-        goto out;
+        return -1;
     for (int k = 0; k < S->m; k++)
         if (!(S->act[k] = S->ops->alloc(an)) || (last && !(S->dout[k] = S->ops->alloc(bh))))
-            goto out;
-    init_weights(S, hostw);
-    int start = 0;
-    if (r->ckpt && (start = resume(S, losses)) < 0) {
-        rc = start;
-        goto out;
-    }
+            return -1;
+    return 0;
+}
 
-    double norm = (double)p3dw_rows(o) * S->h;
-    int durable = start > 0 ? start : -1; /* the newest checkpoint on disk */
-    for (S->step = start; S->step < o->steps; S->step++) {
-        if (S->step + 1 == r->die_at_step) {
-            /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
-            fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n",
-                    S->step + 1);
-            fflush(NULL);
-            raise(SIGKILL);
-        }
-        S->ops->zero(S->g, wn);
-        if (wen)
-            S->ops->zero(S->ge, wen);
-        S->loss = 0;
-        S->ops->sync();
-        double t0 = now_s(), comm0 = comm_time(st);
-        if (r->stall_s > 0) {
-            /* P3DW_STALL (tests only): own work that is slow on one node */
-            struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)};
-            while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-                ;
-        }
-        if (one_step(S))
-            goto out;
-        p3dw_group *dpg = &r->g[P3DW_DP];
-        if (grad_allreduce(S, dpg, S->g, wn, &st->dp_ops, &st->dp_bytes, &st->dp_bus_bytes,
-                           &st->dp_time) ||
-            grad_allreduce(S, &r->g[P3DW_EDP], S->ge, wen, &st->edp_ops, &st->edp_bytes,
-                           &st->edp_bus_bytes, &st->edp_time))
-            goto out;
-        S->ops->sgd(S->w, S->g, wn, (float)o->lr);
-        if (wen)
-            S->ops->sgd(S->we, S->ge, wen, (float)o->lr);
-        S->ops->sync();
-        double took = now_s() - t0;
-        st->step_time += took;
-        st->steps++;
-        /* its own work: the step without the time blocked in collectives
-         * and pipeline exchanges (waiting on peers) */
-        double busy = took - (comm_time(st) - comm0);
-        if (last) {
-            double l = S->loss;
-            if ((dpg->size > 1 || r->solo_comm) && S->ops->allreduce_host_f64(dpg, &l, 1))
-                goto out;
-            losses[S->step] = l / norm;
-            if (r->print_loss && !r->quiet) {
-                if (r->json)
-                    printf("{\"step\":%d,\"loss\":%.9g}\n", S->step + 1, losses[S->step]);
-                else
-                    printf("p3d-worker: step %d/%d loss %.9g\n", S->step + 1, o->steps,
-                           losses[S->step]);
-                fflush(stdout);
-            }
-        }
-        if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps) &&
-            checkpoint(S, losses))
-            goto out;
-        if (r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps))
-            durable = S->step + 1;
-        if (!r->quiet)
-            p3dw_heartbeat(S->step + 1, busy, durable);
+/* The last stage's loss for this step: summed over DP, kept, printed. */
+static int record_loss(state *S, double *losses, double norm)
+{
+    const p3dw_opts *o = S->o;
+    p3dw_run *r = S->r;
+    p3dw_group *dpg = &r->g[P3DW_DP];
+    double l = S->loss;
+    if ((dpg->size > 1 || r->solo_comm) && S->ops->allreduce_host_f64(dpg, &l, 1))
+        return -1;
+    losses[S->step] = l / norm;
+    if (r->print_loss && !r->quiet) {
+        if (r->json)
+            printf("{\"step\":%d,\"loss\":%.9g}\n", S->step + 1, losses[S->step]);
+        else
+            printf("p3d-worker: step %d/%d loss %.9g\n", S->step + 1, o->steps,
+                   losses[S->step]);
+        fflush(stdout);
     }
-    rc = 0;
-out:
-    if (rc && (!S->act || !S->dout))
-        fprintf(stderr, "p3d-worker: out of host memory\n");
+    return 0;
+}
+
+/* P3DW_DIE (tests only): this rank dies before the step named. */
+static void die_if_asked(const state *S)
+{
+    const p3dw_run *r = S->r;
+    if (S->step + 1 == r->die_at_step) {
+        /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
+        fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n",
+                S->step + 1);
+        fflush(NULL);
+        raise(SIGKILL);
+    }
+}
+
+static void stall(const state *S)
+{
+    const p3dw_run *r = S->r;
+    if (r->stall_s > 0) {
+        /* P3DW_STALL (tests only): own work that is slow on one node */
+        struct timespec ts = {(time_t)r->stall_s, (long)((r->stall_s - (time_t)r->stall_s) * 1e9)};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+/* One training step: forward and backward, gradient all-reduces, the
+ * update, the loss, a checkpoint when due, the heartbeat. *durable: the
+ * newest step on disk. */
+static int train_step(state *S, double *losses, double norm, int *durable)
+{
+    const p3dw_opts *o = S->o;
+    p3dw_run *r = S->r;
+    p3dw_stats *st = S->st;
+    size_t wn = S->wn, wen = S->wen;
+    die_if_asked(S);
+    S->ops->zero(S->g, wn);
+    if (wen)
+        S->ops->zero(S->ge, wen);
+    S->loss = 0;
+    S->ops->sync();
+    double t0 = now_s(), comm0 = comm_time(st);
+    stall(S);
+    if (one_step(S))
+        return -1;
+    if (grad_allreduce(S, &r->g[P3DW_DP], S->g, wn, &st->dp_ops, &st->dp_bytes, &st->dp_bus_bytes,
+                       &st->dp_time) ||
+        grad_allreduce(S, &r->g[P3DW_EDP], S->ge, wen, &st->edp_ops, &st->edp_bytes,
+                       &st->edp_bus_bytes, &st->edp_time))
+        return -1;
+    S->ops->sgd(S->w, S->g, wn, (float)o->lr);
+    if (wen)
+        S->ops->sgd(S->we, S->ge, wen, (float)o->lr);
+    S->ops->sync();
+    double took = now_s() - t0;
+    st->step_time += took;
+    st->steps++;
+    /* its own work: the step without the time blocked in collectives
+     * and pipeline exchanges (waiting on peers) */
+    double busy = took - (comm_time(st) - comm0);
+    if (S->stage == S->nstage - 1 && record_loss(S, losses, norm))
+        return -1;
+    int due = r->ckpt && ((r->ckpt->every > 0 && (S->step + 1) % r->ckpt->every == 0) || S->step + 1 == o->steps);
+    if (due && checkpoint(S, losses))
+        return -1;
+    if (due)
+        *durable = S->step + 1;
+    if (!r->quiet)
+        p3dw_heartbeat(S->step + 1, busy, *durable);
+    return 0;
+}
+
+/* Everything alloc_buffers and layout made; any of it may be NULL. */
+static void free_state(state *S, float *hostw)
+{
     /* act and dout are separate callocs: either may be NULL here. */
     for (int k = 0; S->act && k < S->m; k++)
         S->ops->release(S->act[k]);
@@ -551,5 +575,33 @@ out:
     free(S->dout);
     free(S->host);
     free(hostw);
+}
+
+int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
+{
+    state S0 = {0}, *S = &S0;
+    int rc = -1;
+    float *hostw = NULL;
+    shape(S, o, r, st);
+    memset(st, 0, sizeof *st);
+    memset(losses, 0, sizeof *losses * (size_t)o->steps);
+    if (layout(S) || alloc_buffers(S, &hostw))
+        goto out;
+    init_weights(S, hostw);
+    int start = 0;
+    if (r->ckpt && (start = resume(S, losses)) < 0) {
+        rc = start;
+        goto out;
+    }
+    double norm = (double)p3dw_rows(o) * S->h;
+    int durable = start > 0 ? start : -1; /* the newest checkpoint on disk */
+    for (S->step = start; S->step < o->steps; S->step++)
+        if (train_step(S, losses, norm, &durable))
+            goto out;
+    rc = 0;
+out:
+    if (rc && (!S->act || !S->dout))
+        fprintf(stderr, "p3d-worker: out of host memory\n");
+    free_state(S, hostw);
     return rc;
 }

@@ -417,9 +417,165 @@ int p3d_cluster_load(const char *path, p3d_cluster **out, char **err)
     return p3d_cluster_load_as(path, NULL, out, err);
 }
 
+/* The raw bytes before cJSON sees them: not empty, no NUL or control byte
+ * cJSON would let through. */
+static int check_raw_text(const cf_ctx *x, size_t skip, char **err)
+{
+    const char *path = x->path, *buf = x->buf;
+    size_t len = x->len;
+    size_t ws = skip;
+    while (ws < len && strchr(" \t\r\n", buf[ws]))
+        ws++;
+    if (ws == len)
+        return p3d_err(err, "%s: empty file (expected a JSON object with \"nodes\")",
+                       path);
+    /* A raw NUL byte would cut a C string (cJSON copies it into one) and
+     * raw control characters inside strings are not JSON (RFC 8259 wants
+     * them escaped) and would reach the terminal in names: refuse both. */
+    for (size_t i = skip, instr = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)buf[i];
+        if (ch == 0 || (instr && ch < 0x20)) {
+            size_t line = 1, col = 1;
+            for (size_t k = 0; k < i; k++, col++)
+                if (buf[k] == '\n')
+                    line++, col = 0;
+            return p3d_err(err, "%s:%zu:%zu: a raw %s byte 0x%02x%s (write it as a \\u escape, or leave it out)",
+                           path, line, col, ch ? "control" : "NUL", ch, instr ? " inside a string" : "");
+        }
+        if (instr && ch == '\\')
+            i++;
+        else if (ch == '"')
+            instr = !instr;
+    }
+    /* cJSON decodes "\u0000" into a C string that silently ends there
+     * ("n\u0000x" would become node "n"): refuse it up front. An escape
+     * starts after an odd run of backslashes. */
+    for (size_t i = skip; i + 6 <= len; i++) {
+        if (buf[i] != '\\' || strncasecmp(buf + i + 1, "u0000", 5) != 0)
+            continue;
+        size_t run = 0;
+        while (i >= skip + run + 1 && buf[i - run - 1] == '\\')
+            run++;
+        if (run % 2)
+            continue;
+        size_t line = 1;
+        for (size_t k = 0; k < i; k++)
+            line += buf[k] == '\n';
+        return p3d_err(err, "%s:%zu: a string contains \\u0000 (NUL), which no "
+                       "host, rack or file name can hold", path, line);
+    }
+    return 0;
+}
+
+/* One JSON object, nothing after it. *root: the tree (the caller frees it). */
+static int parse_root(cf_ctx *x, size_t skip, cJSON **root, char **err)
+{
+    const char *path = x->path, *buf = x->buf, *end = NULL;
+    size_t len = x->len;
+    *root = cJSON_ParseWithLengthOpts(buf + skip, len - skip, &end, 0);
+    if (!*root) {
+        cf_syntax_error(x, end, err);
+        return -1;
+    }
+    while (end && end < buf + len && strchr(" \t\r\n", *end))
+        end++;
+    if (end && end < buf + len) {
+        cJSON_Delete(*root);
+        *root = NULL;
+        size_t off = (size_t)(end - buf), line = 1;
+        for (size_t i = 0; i < off; i++)
+            line += buf[i] == '\n';
+        return p3d_err(err, "%s:%zu: unexpected text after the JSON object (one "
+                       "object per file)", path, line);
+    }
+    if (!cJSON_IsObject(*root))
+        return p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s",
+                       path, json_type(*root));
+    return 0;
+}
+
+/* kubectl get nodes -o json, aws ec2 describe-instance-topology: replaces
+ * *root with the cluster file it translates to. */
+static int translate_foreign(cf_ctx *x, cJSON **root, const char *topology, char **err)
+{
+    cJSON *conv = NULL;
+    char *fw = NULL;
+    int f = p3d_cluster_foreign(x->path, *root, topology, &conv, &fw, err);
+    if (f < 0)
+        return -1;
+    if (f > 0) {
+        cJSON_Delete(*root);
+        *root = conv;
+        x->len = 0; /* no positions in a translated tree */
+        if (fw)
+            p3d_cluster_warn(x->c, "%s", fw);
+        free(fw);
+    } else if (topology) {
+        p3d_cluster_warn(x->c, "--topology %s is ignored: the cluster file names each node's topology", topology);
+    }
+    return 0;
+}
+
+static int check_top_keys(cf_ctx *x, const cJSON *root, char **err)
+{
+    for (const cJSON *k = root->child; k; k = k->next) {
+        if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&
+            strcmp(k->string, "description"))
+            warn_key(x, SIZE_MAX, k->string, "nodes, link_gbps, description");
+        /* cJSON keeps both copies of a repeated key and lookups see the
+         * first: a second "nodes" would be silently ignored */
+        int known = !strcmp(k->string, "nodes") || !strcmp(k->string, "link_gbps") ||
+                    !strcmp(k->string, "description");
+        for (const cJSON *d = root->child; known && d != k; d = d->next)
+            if (!strcmp(d->string, k->string))
+                return p3d_err(err, "%s: top-level key \"%s\" appears twice (one file, one \"%s\")", x->path,
+                               k->string, k->string);
+    }
+    return 0;
+}
+
+/* "description", "link_gbps" and every entry of "nodes" into x->c. */
+static int read_top(cf_ctx *x, const cJSON *root, char **err)
+{
+    const char *path = x->path;
+    int saw_rack = 0, saw_norack = 0;
+    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+    const cJSON *gbps = cJSON_GetObjectItemCaseSensitive(root, "link_gbps");
+    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(root, "description");
+    char at[512];
+    if (desc && !cJSON_IsString(desc)) {
+        cf_where(x, SIZE_MAX, "description", at, sizeof at);
+        return p3d_err(err, "%s: expected a string, found %s", at, json_type(desc));
+    }
+    if (gbps && read_link_gbps(x, gbps, err) < 0)
+        return -1;
+    if (!nodes)
+        return p3d_err(err, "%s: missing \"nodes\" (an array of {\"name\": ..., "
+                       "\"topology\": ...})", path);
+    cf_where(x, SIZE_MAX, "nodes", at, sizeof at);
+    if (!cJSON_IsArray(nodes))
+        return p3d_err(err, "%s: expected an array, found %s", at, json_type(nodes));
+    if (!nodes->child)
+        return p3d_err(err, "%s: empty; list at least one node", at);
+    size_t nentries = (size_t)cJSON_GetArraySize(nodes);
+    if (p3d_strmap_init(&x->names, nentries * 8) < 0)
+        return p3d_err(err, "%s: out of memory", path);
+    size_t entry = 0;
+    for (const cJSON *o = nodes->child; o; o = o->next, entry++)
+        if (read_entry(x, entry, o, &saw_rack, &saw_norack, err) < 0)
+            return -1;
+    if (saw_rack && saw_norack)
+        p3d_cluster_warn(x->c, "%s: some nodes have no \"rack\"; they are put "
+                         "in a rack named 'default'", path);
+    if (x->nkey_warnings > MAX_KEY_WARNINGS)
+        p3d_cluster_warn(x->c, "%s: %zu more unknown keys ignored", path,
+                         x->nkey_warnings - MAX_KEY_WARNINGS);
+    return 0;
+}
+
 int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **out, char **err)
 {
-    int rc = -1, saw_rack = 0, saw_norack = 0;
+    int rc = -1;
     char *buf = NULL;
     size_t len = 0;
     cJSON *root = NULL;
@@ -443,146 +599,10 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
     }
     /* a UTF-8 byte order mark is harmless; cJSON would reject it */
     size_t skip = len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0 ? 3 : 0;
-    const char *end = NULL;
-    size_t ws = skip;
-    while (ws < len && strchr(" \t\r\n", buf[ws]))
-        ws++;
-    if (ws == len) {
-        p3d_err(err, "%s: empty file (expected a JSON object with \"nodes\")",
-                path);
+    if (check_raw_text(&x, skip, err) < 0 || parse_root(&x, skip, &root, err) < 0 ||
+        translate_foreign(&x, &root, topology, err) < 0 || check_top_keys(&x, root, err) < 0 ||
+        read_top(&x, root, err) < 0)
         goto out;
-    }
-    /* A raw NUL byte would cut a C string (cJSON copies it into one) and
-     * raw control characters inside strings are not JSON (RFC 8259 wants
-     * them escaped) and would reach the terminal in names: refuse both. */
-    for (size_t i = skip, instr = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)buf[i];
-        if (ch == 0 || (instr && ch < 0x20)) {
-            size_t line = 1, col = 1;
-            for (size_t k = 0; k < i; k++, col++)
-                if (buf[k] == '\n')
-                    line++, col = 0;
-            p3d_err(err, "%s:%zu:%zu: a raw %s byte 0x%02x%s (write it as a \\u escape, or leave it out)",
-                    path, line, col, ch ? "control" : "NUL", ch, instr ? " inside a string" : "");
-            goto out;
-        }
-        if (instr && ch == '\\')
-            i++;
-        else if (ch == '"')
-            instr = !instr;
-    }
-    /* cJSON decodes "\u0000" into a C string that silently ends there
-     * ("n\u0000x" would become node "n"): refuse it up front. An escape
-     * starts after an odd run of backslashes. */
-    for (size_t i = skip; i + 6 <= len; i++) {
-        if (buf[i] != '\\' || strncasecmp(buf + i + 1, "u0000", 5) != 0)
-            continue;
-        size_t run = 0;
-        while (i >= skip + run + 1 && buf[i - run - 1] == '\\')
-            run++;
-        if (run % 2)
-            continue;
-        size_t line = 1;
-        for (size_t k = 0; k < i; k++)
-            line += buf[k] == '\n';
-        p3d_err(err, "%s:%zu: a string contains \\u0000 (NUL), which no "
-                "host, rack or file name can hold", path, line);
-        goto out;
-    }
-    root = cJSON_ParseWithLengthOpts(buf + skip, len - skip, &end, 0);
-    if (!root) {
-        cf_syntax_error(&x, end, err);
-        goto out;
-    }
-    while (end && end < buf + len && strchr(" \t\r\n", *end))
-        end++;
-    if (end && end < buf + len) {
-        cJSON_Delete(root);
-        root = NULL;
-        size_t off = (size_t)(end - buf), line = 1;
-        for (size_t i = 0; i < off; i++)
-            line += buf[i] == '\n';
-        p3d_err(err, "%s:%zu: unexpected text after the JSON object (one "
-                "object per file)", path, line);
-        goto out;
-    }
-    if (!cJSON_IsObject(root)) {
-        p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s",
-                path, json_type(root));
-        goto out;
-    }
-    { /* kubectl get nodes -o json, aws ec2 describe-instance-topology */
-        cJSON *conv = NULL;
-        char *fw = NULL;
-        int f = p3d_cluster_foreign(path, root, topology, &conv, &fw, err);
-        if (f < 0)
-            goto out;
-        if (f > 0) {
-            cJSON_Delete(root);
-            root = conv;
-            x.len = 0; /* no positions in a translated tree */
-            if (fw)
-                p3d_cluster_warn(x.c, "%s", fw);
-            free(fw);
-        } else if (topology) {
-            p3d_cluster_warn(x.c, "--topology %s is ignored: the cluster file names each node's topology", topology);
-        }
-    }
-    for (const cJSON *k = root->child; k; k = k->next) {
-        if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&
-            strcmp(k->string, "description"))
-            warn_key(&x, SIZE_MAX, k->string, "nodes, link_gbps, description");
-        /* cJSON keeps both copies of a repeated key and lookups see the
-         * first: a second "nodes" would be silently ignored */
-        int known = !strcmp(k->string, "nodes") || !strcmp(k->string, "link_gbps") ||
-                    !strcmp(k->string, "description");
-        for (const cJSON *d = root->child; known && d != k; d = d->next)
-            if (!strcmp(d->string, k->string)) {
-                p3d_err(err, "%s: top-level key \"%s\" appears twice (one file, one \"%s\")", path,
-                        k->string, k->string);
-                goto out;
-            }
-    }
-    const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
-    const cJSON *gbps = cJSON_GetObjectItemCaseSensitive(root, "link_gbps");
-    const cJSON *desc = cJSON_GetObjectItemCaseSensitive(root, "description");
-    char at[512];
-    if (desc && !cJSON_IsString(desc)) {
-        cf_where(&x, SIZE_MAX, "description", at, sizeof at);
-        p3d_err(err, "%s: expected a string, found %s", at, json_type(desc));
-        goto out;
-    }
-    if (gbps && read_link_gbps(&x, gbps, err) < 0)
-        goto out;
-    if (!nodes) {
-        p3d_err(err, "%s: missing \"nodes\" (an array of {\"name\": ..., "
-                "\"topology\": ...})", path);
-        goto out;
-    }
-    cf_where(&x, SIZE_MAX, "nodes", at, sizeof at);
-    if (!cJSON_IsArray(nodes)) {
-        p3d_err(err, "%s: expected an array, found %s", at, json_type(nodes));
-        goto out;
-    }
-    if (!nodes->child) {
-        p3d_err(err, "%s: empty; list at least one node", at);
-        goto out;
-    }
-    size_t nentries = (size_t)cJSON_GetArraySize(nodes);
-    if (p3d_strmap_init(&x.names, nentries * 8) < 0) {
-        p3d_err(err, "%s: out of memory", path);
-        goto out;
-    }
-    size_t entry = 0;
-    for (const cJSON *o = nodes->child; o; o = o->next, entry++)
-        if (read_entry(&x, entry, o, &saw_rack, &saw_norack, err) < 0)
-            goto out;
-    if (saw_rack && saw_norack)
-        p3d_cluster_warn(x.c, "%s: some nodes have no \"rack\"; they are put "
-                         "in a rack named 'default'", path);
-    if (x.nkey_warnings > MAX_KEY_WARNINGS)
-        p3d_cluster_warn(x.c, "%s: %zu more unknown keys ignored", path,
-                         x.nkey_warnings - MAX_KEY_WARNINGS);
     *out = x.c;
     x.c = NULL;
     rc = 0;

@@ -213,26 +213,30 @@ static int node_gpus(const p3d_draw *d, size_t i)
     return t ? t->ngpus : 0;
 }
 
-p3d_draw *p3d_draw_new(const p3d_report_in *in)
+/* Widens [*lo, *hi] (-1: empty) to the ranks on node i's GPUs. */
+static void node_rank_range(const p3d_draw *d, size_t i, int *lo, int *hi)
 {
-    const p3d_cluster *c = in->cluster;
-    p3d_draw *d = calloc(1, sizeof *d);
-    if (!d)
-        return NULL;
-    d->in = in;
-    d->nnodes = c ? c->nnodes : 0;
-    d->nracks = c && c->nracks ? c->nracks : 1;
-    d->nodes = calloc(d->nnodes ? d->nnodes : 1, sizeof *d->nodes);
-    d->racks = calloc(d->nracks, sizeof *d->racks);
-    d->gpu_off = calloc(d->nnodes + 1, sizeof *d->gpu_off);
-    if (!d->nodes || !d->racks || !d->gpu_off)
-        goto fail;
+    for (int g = 0; g < node_gpus(d, i); g++) {
+        int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
+        if (rank < 0)
+            continue;
+        if (*lo < 0 || rank < *lo)
+            *lo = rank;
+        if (rank > *hi)
+            *hi = rank;
+    }
+}
+
+/* Which rank sits on each GPU slot, and each rank's group per dimension. */
+static int index_ranks(p3d_draw *d)
+{
+    const p3d_report_in *in = d->in;
     for (size_t i = 0; i < d->nnodes; i++)
         d->gpu_off[i + 1] = d->gpu_off[i] + (size_t)node_gpus(d, i);
     size_t slots = d->gpu_off[d->nnodes];
     d->rank_at = malloc((slots ? slots : 1) * sizeof *d->rank_at);
     if (!d->rank_at)
-        goto fail;
+        return -1;
     for (size_t k = 0; k < slots; k++)
         d->rank_at[k] = -1;
     if (in->pl) {
@@ -242,10 +246,17 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
                 d->rank_at[d->gpu_off[rk->node] + (size_t)rk->gpu] = r;
         }
         if (group_ids(d, P3D_DIM_TP) < 0 || group_ids(d, P3D_DIM_PP) < 0 || group_ids(d, P3D_DIM_DP) < 0)
-            goto fail;
+            return -1;
     }
-    /* each rack's nodes in cluster order, top to bottom, positions first
-     * relative to the rack (one pass over the nodes) */
+    return 0;
+}
+
+/* Each rack's nodes in cluster order, top to bottom, positions relative
+ * to the rack (one pass over the nodes); nodes past MAX_NODES_PER_RACK are
+ * counted, not drawn. Returns the width of a rack. */
+static int stack_nodes(p3d_draw *d)
+{
+    const p3d_cluster *c = d->in->cluster;
     int node_w = 0;
     for (size_t i = 0; i < d->nnodes; i++) {
         int g = node_gpus(d, i), cols = g < MAX_COLS ? (g ? g : 1) : MAX_COLS;
@@ -272,15 +283,7 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
             if (rk->hidden_first < 0)
                 rk->hidden_first = (int)i;
             rk->hidden_last = (int)i;
-            for (int g = 0; g < node_gpus(d, i); g++) {
-                int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
-                if (rank < 0)
-                    continue;
-                if (rk->rank_lo < 0 || rank < rk->rank_lo)
-                    rk->rank_lo = rank;
-                if (rank > rk->rank_hi)
-                    rk->rank_hi = rank;
-            }
+            node_rank_range(d, i, &rk->rank_lo, &rk->rank_hi);
             continue;
         }
         dnode *n = &d->nodes[i];
@@ -292,8 +295,14 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
         n->h = NHEAD + NPAD + rows * CH + (rows - 1) * GAP + NPAD;
         rk->h += n->h + NGAP;
     }
-    /* racks in rows of per_row, each row as tall as its tallest rack; racks
-     * past MAX_RACKS are named in one line, their nodes not drawn */
+    return rack_w;
+}
+
+/* Racks in rows of per_row, each row as tall as its tallest rack; racks
+ * past MAX_RACKS are named in one line, their nodes not drawn. Sets the
+ * drawing's size. */
+static void place_racks(p3d_draw *d, int rack_w)
+{
     int per_row = (PAGE_W - PAGE_MARGIN + RGAP) / (rack_w + RGAP);
     if (per_row < 1)
         per_row = 1;
@@ -324,7 +333,15 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
         ncols = k % per_row + 1 > ncols ? k % per_row + 1 : ncols;
         k++;
     }
-    /* a row's racks share its height; nodes move to their rack's place */
+    d->w = ncols ? ncols * (rack_w + RGAP) - RGAP : rack_w;
+    d->h = k ? row_y + row_h : 0;
+}
+
+/* A row's racks share its height; nodes move to their rack's place (or,
+ * in a hidden rack, are not drawn and their ranks named in a range). */
+static void settle_nodes(p3d_draw *d)
+{
+    const p3d_cluster *c = d->in->cluster;
     for (size_t r = 0; r < d->nracks; r++) {
         drack *rk = &d->racks[r];
         if (!rk->drawn)
@@ -341,22 +358,30 @@ p3d_draw *p3d_draw_new(const p3d_report_in *in)
         dnode *n = &d->nodes[i];
         if (!rk->drawn) {
             n->drawn = 0;
-            for (int g = 0; g < node_gpus(d, i); g++) {
-                int rank = d->rank_at[d->gpu_off[i] + (size_t)g];
-                if (rank < 0)
-                    continue;
-                if (d->hidden_rank_lo < 0 || rank < d->hidden_rank_lo)
-                    d->hidden_rank_lo = rank;
-                if (rank > d->hidden_rank_hi)
-                    d->hidden_rank_hi = rank;
-            }
+            node_rank_range(d, i, &d->hidden_rank_lo, &d->hidden_rank_hi);
         } else if (n->drawn) {
             n->x += rk->x;
             n->y += rk->y;
         }
     }
-    d->w = ncols ? ncols * (rack_w + RGAP) - RGAP : rack_w;
-    d->h = k ? row_y + row_h : 0;
+}
+
+p3d_draw *p3d_draw_new(const p3d_report_in *in)
+{
+    const p3d_cluster *c = in->cluster;
+    p3d_draw *d = calloc(1, sizeof *d);
+    if (!d)
+        return NULL;
+    d->in = in;
+    d->nnodes = c ? c->nnodes : 0;
+    d->nracks = c && c->nracks ? c->nracks : 1;
+    d->nodes = calloc(d->nnodes ? d->nnodes : 1, sizeof *d->nodes);
+    d->racks = calloc(d->nracks, sizeof *d->racks);
+    d->gpu_off = calloc(d->nnodes + 1, sizeof *d->gpu_off);
+    if (!d->nodes || !d->racks || !d->gpu_off || index_ranks(d) < 0)
+        goto fail;
+    place_racks(d, stack_nodes(d));
+    settle_nodes(d);
     if (d->nracks_hidden)
         d->h += HIDDEN_RACKS_H;
     for (int v = 0; v < P3D_NVIEWS; v++) {

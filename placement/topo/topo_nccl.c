@@ -202,336 +202,429 @@ int p3d_topo_looks_nccl(const char *text, size_t len)
            (isspace((unsigned char)p[7]) || p[7] == '>' || p[7] == '/');
 }
 
-int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augment, p3d_node **out,
-                        char **err)
+/* Everything one parse holds, so that each pass below is a function of it. */
+typedef struct nx_parse {
+    nx_doc d;
+    nx_info *inf;
+    dev_ref *gpu, *nic;
+    int ngpu, nnic;
+    unsigned char *bits, *all; /* a scratch CPU mask; the union of every <cpu>'s */
+    int nnuma, numas[256];
+    int any_nvlink, unknown_sm;
+    double *sw, *direct; /* NVLinks of each GPU to the switches; to each other GPU */
+    double speed;
+    p3d_node *n;
+} nx_parse;
+
+static int read_cpu(nx_parse *p, int i, char **err)
 {
-    int rc = -1, ngpu = 0, nnic = 0, any_nvlink = 0, unknown_sm = -1;
-    nx_doc d = {.path = path, .text = text, .end = text + len};
-    nx_info *inf = NULL;
-    dev_ref *gpu = NULL, *nic = NULL;
-    unsigned char *bits = NULL, *all = NULL;
-    double *sw = NULL, *direct = NULL;
-    p3d_node *n = NULL;
-    *out = NULL;
-    if (len > NX_MAX_BYTES) {
-        p3d_err(err, "%s: %zu bytes: expected an NCCL topology file of at most %zu MiB (real ones are a few KB)",
-                path, len, NX_MAX_BYTES >> 20);
-        goto out;
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    nx_info *x = &p->inf[i];
+    const nx_attr *a;
+    long id;
+    if (p3d_nccl_attr_need(d, e, "numaid", "numaid=\"N\" (the NUMA node of the CPU)", &a, err) < 0 ||
+        p3d_nccl_attr_dec(d, e, a, 0, 4095, "a NUMA node number 0..4095", &id, err) < 0)
+        return -1;
+    x->cpu = i;
+    x->numa = (int)id;
+    int seen = 0;
+    for (int k = 0; k < p->nnuma; k++)
+        seen |= p->numas[k] == (int)id;
+    if (!seen && p->nnuma < (int)(sizeof p->numas / sizeof *p->numas))
+        p->numas[p->nnuma++] = (int)id;
+    if ((a = p3d_nccl_xml_get(d, e, "affinity"))) {
+        if (p3d_nccl_attr_mask(a->val, p->bits) < 0) {
+            p3d_nccl_attr_bad_val(d, e, a,
+                                  "a CPU mask of comma-separated 32-bit hex words (\"0000ffff,0000ffff\"), "
+                                  "at most 8192 CPUs",
+                                  err);
+            return -1;
+        }
+        for (int k = 0; k < NX_MAX_CPUS / 8; k++)
+            p->all[k] |= p->bits[k];
     }
-    if (memchr(text, 0, len)) {
-        p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected an NCCL topology XML text", path,
-                (size_t)((const char *)memchr(text, 0, len) - text));
-        goto out;
+    return 0;
+}
+
+/* An optional hex attribute of at most max: 1 with *h when present, 0 when
+ * absent. too_big: what the message expects when the value passes max. */
+static int hex_attr(nx_doc *d, const nx_el *e, const char *name, const char *expect, const char *too_big,
+                    unsigned long max, unsigned long *h, char **err)
+{
+    const nx_attr *a = p3d_nccl_xml_get(d, e, name);
+    if (!a)
+        return 0;
+    if (p3d_nccl_attr_hex(d, e, a, expect, h, err) < 0 || *h > max) {
+        if (*h > max)
+            p3d_nccl_attr_bad_val(d, e, a, too_big, err);
+        return -1;
     }
-    if (p3d_nccl_xml_parse(&d, err) < 0)
-        goto out;
-    const nx_el *root = &d.el[0];
-    if (!p3d_nccl_xml_is_name(root, "system")) {
-        p3d_err(err, "%s:%d: root element is <%.*s>: expected <system version=\"1\"> (an NCCL topology file)", path,
-                root->line, (int)(root->nlen < 40 ? root->nlen : 40), root->name);
-        goto out;
+    return 1;
+}
+
+static int read_pci(nx_parse *p, int i, char **err)
+{
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    nx_info *x = &p->inf[i];
+    const nx_attr *a;
+    if (p3d_nccl_attr_need(d, e, "busid", "busid=\"DDDD:BB:DD.F\"", &a, err) < 0)
+        return -1;
+    if (p3d_nccl_attr_busid(a->val, &x->key, x->busid) < 0) {
+        p3d_nccl_attr_bad_val(d, e, a, "a PCI bus id DDDD:BB:DD.F (hex)", err);
+        return -1;
     }
-    const nx_attr *ver;
-    long v;
-    if (p3d_nccl_attr_need(&d, root, "version", "version=\"1\" (the format NCCL_TOPO_DUMP_FILE writes)", &ver,
-                           err) < 0 ||
-        p3d_nccl_attr_dec(&d, root, ver, 1, 1000, "version=\"1\" (the format NCCL_TOPO_DUMP_FILE writes)", &v,
-                          err) < 0)
-        goto out;
-    inf = calloc((size_t)d.nel, sizeof *inf);
-    bits = malloc(NX_MAX_CPUS / 8);
-    all = calloc(NX_MAX_CPUS / 8, 1);
-    if (!inf || !bits || !all) {
-        p3d_err(err, "out of memory");
-        goto out;
+    unsigned long h = 0;
+    int got = hex_attr(d, e, "class", "a PCI class such as 0x030200", "a 24-bit PCI class such as 0x030200",
+                       0xffffff, &h, err);
+    if (got < 0)
+        return -1;
+    if (got) {
+        x->cls = h;
+        x->has_class = 1;
     }
-    /* first pass: every element's own facts; parents come first in d.el */
-    int nnuma = 0, numas[256];
-    for (int i = 0; i < d.nel; i++) {
-        const nx_el *e = &d.el[i];
-        nx_info *x = &inf[i];
-        x->cpu = e->parent >= 0 ? inf[e->parent].cpu : -1;
-        x->numa = e->parent >= 0 ? inf[e->parent].numa : -1;
+    got = hex_attr(d, e, "vendor", "a PCI vendor id such as 0x10de", "a 16-bit PCI vendor id such as 0x10de", 0xffff,
+                   &h, err);
+    if (got < 0)
+        return -1;
+    if (got)
+        x->vendor = (int)h;
+    return 0;
+}
+
+static int read_gpu(nx_parse *p, int i, char **err)
+{
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    nx_info *up = &p->inf[e->parent];
+    const nx_attr *a;
+    if (up->gpu_child >= 0) {
+        p3d_err(err, "%s:%d: a second <gpu> in <pci busid=\"%s\"> (first at line %d)", d->path, e->line, up->busid,
+                d->el[up->gpu_child].line);
+        return -1;
+    }
+    up->gpu_child = i;
+    long sm;
+    if ((a = p3d_nccl_xml_get(d, e, "sm"))) {
+        if (p3d_nccl_attr_dec(d, e, a, 10, 1000, "a compute capability 10..1000 (sm=\"80\" for 8.0)", &sm, err) < 0)
+            return -1;
+        p->inf[i].sm = (int)sm;
+    }
+    if ((a = p3d_nccl_xml_get(d, e, "dev")) &&
+        p3d_nccl_attr_dec(d, e, a, 0, 4095, "a CUDA device number 0..4095", &sm, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int read_net(nx_parse *p, int i, char **err)
+{
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    const nx_attr *a;
+    long sp;
+    if (p3d_nccl_attr_need(d, e, "name", "name=\"mlx5_0\" (the network device)", &a, err) < 0)
+        return -1;
+    if (!*a->val || strlen(a->val) >= sizeof((p3d_nic *)0)->name || !p3d_term_clean(a->val, strlen(a->val), 0) ||
+        strchr(a->val, ' ')) {
+        p3d_nccl_attr_bad_val(d, e, a, "a device name of 1..31 printable characters without spaces", err);
+        return -1;
+    }
+    if ((a = p3d_nccl_xml_get(d, e, "speed")) &&
+        p3d_nccl_attr_dec(d, e, a, 0, 100000000, "a link speed in Mb/s, 0..100000000", &sp, err) < 0)
+        return -1;
+    return 0;
+}
+
+static int read_nvlink(nx_parse *p, int i, char **err)
+{
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    const nx_attr *a;
+    long cnt;
+    uint64_t k;
+    char c[32];
+    if (p3d_nccl_attr_need(d, e, "target", "target=\"DDDD:BB:DD.F\" (the PCI bus id at the other end)", &a, err) < 0)
+        return -1;
+    if (p3d_nccl_attr_busid(a->val, &k, c) < 0) {
+        p3d_nccl_attr_bad_val(d, e, a, "a PCI bus id DDDD:BB:DD.F (hex)", err);
+        return -1;
+    }
+    if (p3d_nccl_attr_need(d, e, "count", "count=\"N\" (the number of links)", &a, err) < 0 ||
+        p3d_nccl_attr_dec(d, e, a, 1, NX_MAX_LINKS, "a link count of 1..64", &cnt, err) < 0)
+        return -1;
+    unsigned long h;
+    if ((a = p3d_nccl_xml_get(d, e, "tclass")) &&
+        p3d_nccl_attr_hex(d, e, a, "a PCI class such as 0x068000 (NVSwitch) or 0x030200 (GPU)", &h, err) < 0)
+        return -1;
+    p->any_nvlink = 1;
+    return 0;
+}
+
+/* First pass: every element's own facts, checked; parents come first in
+ * d.el, so an element inherits its <cpu> and NUMA node from the one above. */
+static int read_elements(nx_parse *p, char **err)
+{
+    nx_doc *d = &p->d;
+    for (int i = 0; i < d->nel; i++) {
+        const nx_el *e = &d->el[i];
+        nx_info *x = &p->inf[i];
+        x->cpu = e->parent >= 0 ? p->inf[e->parent].cpu : -1;
+        x->numa = e->parent >= 0 ? p->inf[e->parent].numa : -1;
         x->gpu_child = -1;
         x->vendor = -1;
         x->sm = -1;
-        if (i > 0 && check_parent(&d, i, err) < 0)
-            goto out;
-        const nx_attr *a;
-        if (p3d_nccl_xml_is_name(e, "cpu")) {
-            long id;
-            if (p3d_nccl_attr_need(&d, e, "numaid", "numaid=\"N\" (the NUMA node of the CPU)", &a, err) < 0 ||
-                p3d_nccl_attr_dec(&d, e, a, 0, 4095, "a NUMA node number 0..4095", &id, err) < 0)
-                goto out;
-            x->cpu = i;
-            x->numa = (int)id;
-            int seen = 0;
-            for (int k = 0; k < nnuma; k++)
-                seen |= numas[k] == (int)id;
-            if (!seen && nnuma < (int)(sizeof numas / sizeof *numas))
-                numas[nnuma++] = (int)id;
-            if ((a = p3d_nccl_xml_get(&d, e, "affinity"))) {
-                if (p3d_nccl_attr_mask(a->val, bits) < 0) {
-                    p3d_nccl_attr_bad_val(&d, e, a,
-                                          "a CPU mask of comma-separated 32-bit hex words (\"0000ffff,0000ffff\"), "
-                                          "at most 8192 CPUs",
-                                          err);
-                    goto out;
-                }
-                for (int k = 0; k < NX_MAX_CPUS / 8; k++)
-                    all[k] |= bits[k];
-            }
-        } else if (p3d_nccl_xml_is_name(e, "pci")) {
-            if (p3d_nccl_attr_need(&d, e, "busid", "busid=\"DDDD:BB:DD.F\"", &a, err) < 0)
-                goto out;
-            if (p3d_nccl_attr_busid(a->val, &x->key, x->busid) < 0) {
-                p3d_nccl_attr_bad_val(&d, e, a, "a PCI bus id DDDD:BB:DD.F (hex)", err);
-                goto out;
-            }
-            unsigned long h = 0;
-            if ((a = p3d_nccl_xml_get(&d, e, "class"))) {
-                if (p3d_nccl_attr_hex(&d, e, a, "a PCI class such as 0x030200", &h, err) < 0 || h > 0xffffff) {
-                    if (h > 0xffffff)
-                        p3d_nccl_attr_bad_val(&d, e, a, "a 24-bit PCI class such as 0x030200", err);
-                    goto out;
-                }
-                x->cls = h;
-                x->has_class = 1;
-            }
-            if ((a = p3d_nccl_xml_get(&d, e, "vendor"))) {
-                if (p3d_nccl_attr_hex(&d, e, a, "a PCI vendor id such as 0x10de", &h, err) < 0 || h > 0xffff) {
-                    if (h > 0xffff)
-                        p3d_nccl_attr_bad_val(&d, e, a, "a 16-bit PCI vendor id such as 0x10de", err);
-                    goto out;
-                }
-                x->vendor = (int)h;
-            }
-        } else if (p3d_nccl_xml_is_name(e, "gpu")) {
-            if (inf[e->parent].gpu_child >= 0) {
-                p3d_err(err, "%s:%d: a second <gpu> in <pci busid=\"%s\"> (first at line %d)", path, e->line,
-                        inf[e->parent].busid, d.el[inf[e->parent].gpu_child].line);
-                goto out;
-            }
-            inf[e->parent].gpu_child = i;
-            long sm;
-            if ((a = p3d_nccl_xml_get(&d, e, "sm"))) {
-                if (p3d_nccl_attr_dec(&d, e, a, 10, 1000, "a compute capability 10..1000 (sm=\"80\" for 8.0)", &sm,
-                                      err) < 0)
-                    goto out;
-                x->sm = (int)sm;
-            }
-            if ((a = p3d_nccl_xml_get(&d, e, "dev")) &&
-                p3d_nccl_attr_dec(&d, e, a, 0, 4095, "a CUDA device number 0..4095", &sm, err) < 0)
-                goto out;
-        } else if (p3d_nccl_xml_is_name(e, "nic")) {
-            if (p3d_nccl_xml_is_name(&d.el[e->parent], "pci"))
-                inf[e->parent].nic_child = 1;
-        } else if (p3d_nccl_xml_is_name(e, "net")) {
-            long sp;
-            if (p3d_nccl_attr_need(&d, e, "name", "name=\"mlx5_0\" (the network device)", &a, err) < 0)
-                goto out;
-            if (!*a->val || strlen(a->val) >= sizeof((p3d_nic *)0)->name || !p3d_term_clean(a->val, strlen(a->val), 0) ||
-                strchr(a->val, ' ')) {
-                p3d_nccl_attr_bad_val(&d, e, a, "a device name of 1..31 printable characters without spaces", err);
-                goto out;
-            }
-            if ((a = p3d_nccl_xml_get(&d, e, "speed")) &&
-                p3d_nccl_attr_dec(&d, e, a, 0, 100000000, "a link speed in Mb/s, 0..100000000", &sp, err) < 0)
-                goto out;
-        } else if (p3d_nccl_xml_is_name(e, "nvlink")) {
-            long cnt;
-            uint64_t k;
-            char c[32];
-            if (p3d_nccl_attr_need(&d, e, "target", "target=\"DDDD:BB:DD.F\" (the PCI bus id at the other end)", &a,
-                                   err) < 0)
-                goto out;
-            if (p3d_nccl_attr_busid(a->val, &k, c) < 0) {
-                p3d_nccl_attr_bad_val(&d, e, a, "a PCI bus id DDDD:BB:DD.F (hex)", err);
-                goto out;
-            }
-            if (p3d_nccl_attr_need(&d, e, "count", "count=\"N\" (the number of links)", &a, err) < 0 ||
-                p3d_nccl_attr_dec(&d, e, a, 1, NX_MAX_LINKS, "a link count of 1..64", &cnt, err) < 0)
-                goto out;
-            unsigned long h;
-            if ((a = p3d_nccl_xml_get(&d, e, "tclass")) &&
-                p3d_nccl_attr_hex(&d, e, a, "a PCI class such as 0x068000 (NVSwitch) or 0x030200 (GPU)", &h, err) < 0)
-                goto out;
-            any_nvlink = 1;
-        }
+        if (i > 0 && check_parent(d, i, err) < 0)
+            return -1;
+        int rc = 0;
+        if (p3d_nccl_xml_is_name(e, "cpu"))
+            rc = read_cpu(p, i, err);
+        else if (p3d_nccl_xml_is_name(e, "pci"))
+            rc = read_pci(p, i, err);
+        else if (p3d_nccl_xml_is_name(e, "gpu"))
+            rc = read_gpu(p, i, err);
+        else if (p3d_nccl_xml_is_name(e, "nic")) {
+            if (p3d_nccl_xml_is_name(&d->el[e->parent], "pci"))
+                p->inf[e->parent].nic_child = 1;
+        } else if (p3d_nccl_xml_is_name(e, "net"))
+            rc = read_net(p, i, err);
+        else if (p3d_nccl_xml_is_name(e, "nvlink"))
+            rc = read_nvlink(p, i, err);
+        if (rc < 0)
+            return -1;
     }
-    /* GPUs and NICs */
-    gpu = calloc((size_t)d.nel, sizeof *gpu);
-    nic = calloc((size_t)d.nel, sizeof *nic);
-    if (!gpu || !nic) {
+    return 0;
+}
+
+/* A <nic> or <net> element as a NIC: one per <net>, or the <nic> itself
+ * (named by its <pci>'s bus id) when it holds no <net>. */
+static int collect_nic(nx_parse *p, int i, char **err)
+{
+    nx_doc *d = &p->d;
+    const nx_el *e = &d->el[i];
+    int nicel = p3d_nccl_xml_is_name(e, "net") ? e->parent : i;
+    int pci = d->el[nicel].parent;
+    if (!p3d_nccl_xml_is_name(&d->el[pci], "pci"))
+        pci = -1;
+    if (!p3d_nccl_xml_is_name(e, "nic")) {
+        p->nic[p->nnic++] =
+            (dev_ref){i, pci, pci >= 0 ? p->inf[pci].key : 0, i, p3d_nccl_xml_get(d, e, "name")->val};
+        return 0;
+    }
+    int has_net = 0;
+    for (int k = i + 1; k < d->nel && d->el[k].depth > e->depth; k++)
+        has_net |= p3d_nccl_xml_is_name(&d->el[k], "net") && d->el[k].parent == i;
+    if (has_net)
+        return 0;
+    if (pci < 0) {
+        p3d_err(err, "%s:%d: <nic> without a <net name=...> and outside any <pci>: expected a <net> that "
+                     "names the device",
+                d->path, e->line);
+        return -1;
+    }
+    p->nic[p->nnic++] = (dev_ref){i, pci, p->inf[pci].key, i, p->inf[pci].busid};
+    return 0;
+}
+
+/* Second pass: which elements are GPUs and NICs, in PCI bus order. */
+static int collect_devices(nx_parse *p, char **err)
+{
+    nx_doc *d = &p->d;
+    p->gpu = calloc((size_t)d->nel, sizeof *p->gpu);
+    p->nic = calloc((size_t)d->nel, sizeof *p->nic);
+    if (!p->gpu || !p->nic) {
         p3d_err(err, "out of memory");
-        goto out;
+        return -1;
     }
-    for (int i = 0; i < d.nel; i++) {
-        const nx_el *e = &d.el[i];
-        const nx_info *x = &inf[i];
+    for (int i = 0; i < d->nel; i++) {
+        const nx_el *e = &d->el[i];
+        const nx_info *x = &p->inf[i];
         if (p3d_nccl_xml_is_name(e, "pci")) {
             unsigned long sub = x->cls >> 8;
             int is_gpu = x->gpu_child >= 0 ||
                          (x->has_class && (sub == 0x0302 || (sub == 0x0300 && (x->vendor < 0 || x->vendor == 0x10de))));
             int is_nic = !is_gpu && !x->nic_child && x->has_class && (sub == 0x0207 || sub == 0x0200);
             if (is_gpu)
-                gpu[ngpu++] = (dev_ref){i, i, x->key, i, NULL};
+                p->gpu[p->ngpu++] = (dev_ref){i, i, x->key, i, NULL};
             if (is_nic)
-                nic[nnic++] = (dev_ref){i, i, x->key, i, x->busid};
+                p->nic[p->nnic++] = (dev_ref){i, i, x->key, i, x->busid};
         } else if (p3d_nccl_xml_is_name(e, "net") || p3d_nccl_xml_is_name(e, "nic")) {
-            int nicel = p3d_nccl_xml_is_name(e, "net") ? e->parent : i;
-            int pci = d.el[nicel].parent;
-            if (!p3d_nccl_xml_is_name(&d.el[pci], "pci"))
-                pci = -1;
-            if (p3d_nccl_xml_is_name(e, "nic")) {
-                /* a <nic> without any <net>: one NIC named by its bus id */
-                int has_net = 0;
-                for (int k = i + 1; k < d.nel && d.el[k].depth > e->depth; k++)
-                    has_net |= p3d_nccl_xml_is_name(&d.el[k], "net") && d.el[k].parent == i;
-                if (has_net)
-                    continue;
-                if (pci < 0) {
-                    p3d_err(err, "%s:%d: <nic> without a <net name=...> and outside any <pci>: expected a <net> that "
-                                 "names the device",
-                            path, e->line);
-                    goto out;
-                }
-                nic[nnic++] = (dev_ref){i, pci, inf[pci].key, i, inf[pci].busid};
-            } else {
-                nic[nnic++] = (dev_ref){i, pci, pci >= 0 ? inf[pci].key : 0, i, p3d_nccl_xml_get(&d, e, "name")->val};
-            }
+            if (collect_nic(p, i, err) < 0)
+                return -1;
         }
     }
-    if (ngpu > 4096 || nnic > 4096) {
-        p3d_err(err, "%s: %d GPUs and %d NICs: expected at most 4096 of each (one machine)", path, ngpu, nnic);
-        goto out;
+    if (p->ngpu > 4096 || p->nnic > 4096) {
+        p3d_err(err, "%s: %d GPUs and %d NICs: expected at most 4096 of each (one machine)", d->path, p->ngpu,
+                p->nnic);
+        return -1;
     }
-    if (dup_busid(&d, inf, err) < 0)
-        goto out;
-    qsort(gpu, (size_t)ngpu, sizeof *gpu, cmp_dev);
-    qsort(nic, (size_t)nnic, sizeof *nic, cmp_dev);
-    for (int j = 1; j < nnic; j++)
+    if (dup_busid(d, p->inf, err) < 0)
+        return -1;
+    qsort(p->gpu, (size_t)p->ngpu, sizeof *p->gpu, cmp_dev);
+    qsort(p->nic, (size_t)p->nnic, sizeof *p->nic, cmp_dev);
+    for (int j = 1; j < p->nnic; j++)
         for (int k = 0; k < j; k++)
-            if (!strcmp(nic[j].name, nic[k].name)) {
-                p3d_err(err, "%s:%d: NIC '%s' appears twice (first at line %d): expected one <net> per device", path,
-                        d.el[nic[j].el].line, p3d_tesc(nic[j].name), d.el[nic[k].el].line);
-                goto out;
+            if (!strcmp(p->nic[j].name, p->nic[k].name)) {
+                p3d_err(err, "%s:%d: NIC '%s' appears twice (first at line %d): expected one <net> per device",
+                        d->path, d->el[p->nic[j].el].line, p3d_tesc(p->nic[j].name), d->el[p->nic[k].el].line);
+                return -1;
             }
-    n = p3d_node_new(NULL, path, "nccl-xml");
+    return 0;
+}
+
+static void fill_nic(nx_parse *p, int j)
+{
+    p3d_nic *c = &p->n->nics[j];
+    const dev_ref *r = &p->nic[j];
+    snprintf(c->name, sizeof c->name, "%s", r->name);
+    if (r->pci >= 0)
+        snprintf(c->pci, sizeof c->pci, "%s", p->inf[r->pci].busid);
+    c->numa = p->inf[r->el].numa;
+    unsigned long sub = r->pci >= 0 && p->inf[r->pci].has_class ? p->inf[r->pci].cls >> 8 : 0;
+    const char *kind = sub == 0x0207 ? "ib" : sub == 0x0200 ? "eth" : "other";
+    if (!sub && (!strncmp(c->name, "mlx", 3) || !strncmp(c->name, "ib", 2)))
+        kind = "ib";
+    else if (!sub && !strncmp(c->name, "efa", 3))
+        kind = "efa";
+    snprintf(c->kind, sizeof c->kind, "%s", kind);
+}
+
+/* The node's GPUs and NICs, and the PCI classes between them. */
+static int fill_node(nx_parse *p, char **err)
+{
+    nx_doc *d = &p->d;
+    int ngpu = p->ngpu, nnic = p->nnic;
+    p3d_node *n = p->n = p3d_node_new(NULL, d->path, "nccl-xml");
     if (!n || p3d_node_alloc(n, ngpu, nnic, err) < 0) {
         if (!n)
             p3d_err(err, "out of memory");
-        goto out;
+        return -1;
     }
-    n->nnuma = nnuma;
+    n->nnuma = p->nnuma;
     int npus = 0;
-    char *allcpus = p3d_nccl_attr_mask_list(all, &npus);
+    char *allcpus = p3d_nccl_attr_mask_list(p->all, &npus);
     free(allcpus);
     n->npus = npus;
     for (int a = 0; a < ngpu; a++) {
         p3d_gpu *g = &n->gpus[a];
-        const nx_info *x = &inf[gpu[a].pci];
+        const nx_info *x = &p->inf[p->gpu[a].pci];
         snprintf(g->pci, sizeof g->pci, "%s", x->busid);
         g->numa = x->numa;
-        const nx_attr *aff = x->cpu >= 0 ? p3d_nccl_xml_get(&d, &d.el[x->cpu], "affinity") : NULL;
+        const nx_attr *aff = x->cpu >= 0 ? p3d_nccl_xml_get(d, &d->el[x->cpu], "affinity") : NULL;
         int cnt;
-        if (aff && p3d_nccl_attr_mask(aff->val, bits) == 0)
-            g->cpus = p3d_nccl_attr_mask_list(bits, &cnt);
+        if (aff && p3d_nccl_attr_mask(aff->val, p->bits) == 0)
+            g->cpus = p3d_nccl_attr_mask_list(p->bits, &cnt);
     }
-    for (int j = 0; j < nnic; j++) {
-        p3d_nic *c = &n->nics[j];
-        snprintf(c->name, sizeof c->name, "%s", nic[j].name);
-        if (nic[j].pci >= 0)
-            snprintf(c->pci, sizeof c->pci, "%s", inf[nic[j].pci].busid);
-        c->numa = inf[nic[j].el].numa;
-        unsigned long sub = nic[j].pci >= 0 && inf[nic[j].pci].has_class ? inf[nic[j].pci].cls >> 8 : 0;
-        const char *kind = sub == 0x0207 ? "ib" : sub == 0x0200 ? "eth" : "other";
-        if (!sub && (!strncmp(c->name, "mlx", 3) || !strncmp(c->name, "ib", 2)))
-            kind = "ib";
-        else if (!sub && !strncmp(c->name, "efa", 3))
-            kind = "efa";
-        snprintf(c->kind, sizeof c->kind, "%s", kind);
-    }
+    for (int j = 0; j < nnic; j++)
+        fill_nic(p, j);
     for (int a = 0; a < ngpu; a++) {
         for (int b = 0; b < ngpu; b++)
             if (a != b)
-                n->gg_class[(size_t)a * ngpu + b] = (unsigned char)pci_link(&d, inf, gpu[a].pci, gpu[b].pci);
+                n->gg_class[(size_t)a * ngpu + b] =
+                    (unsigned char)pci_link(d, p->inf, p->gpu[a].pci, p->gpu[b].pci);
         for (int j = 0; j < nnic; j++) {
-            int link = nic[j].pci >= 0 ? pci_link(&d, inf, gpu[a].pci, nic[j].pci)
-                       : inf[nic[j].el].cpu == inf[gpu[a].pci].cpu ? P3D_LINK_NODE
-                                                                   : P3D_LINK_SYS;
+            const dev_ref *r = &p->nic[j];
+            int link = r->pci >= 0 ? pci_link(d, p->inf, p->gpu[a].pci, r->pci)
+                       : p->inf[r->el].cpu == p->inf[p->gpu[a].pci].cpu ? P3D_LINK_NODE
+                                                                         : P3D_LINK_SYS;
             n->gn_class[(size_t)a * nnic + j] = (unsigned char)link;
         }
     }
-    /* NVLink: direct GPU pairs and links to the switches */
-    sw = calloc(ngpu ? (size_t)ngpu : 1, sizeof *sw);
-    direct = calloc(ngpu ? (size_t)ngpu * (size_t)ngpu : 1, sizeof *direct);
-    if (!sw || !direct) {
-        p3d_err(err, "out of memory");
-        goto out;
+    return 0;
+}
+
+/* One <nvlink> of GPU a: counted to a peer GPU or to the switches (or
+ * passed over when it goes to a CPU). Its attributes were checked in the
+ * first pass. */
+static int count_nvlink(nx_parse *p, int a, const nx_el *e, char **err)
+{
+    nx_doc *d = &p->d;
+    int ngpu = p->ngpu;
+    uint64_t key;
+    char c[32];
+    long cnt = 0;
+    unsigned long tc = 0;
+    const nx_attr *ta = p3d_nccl_xml_get(d, e, "tclass");
+    p3d_nccl_attr_busid(p3d_nccl_xml_get(d, e, "target")->val, &key, c);
+    p3d_nccl_attr_dec(d, e, p3d_nccl_xml_get(d, e, "count"), 1, NX_MAX_LINKS, "", &cnt, err);
+    if (ta)
+        p3d_nccl_attr_hex(d, e, ta, "", &tc, err);
+    int peer = -1;
+    for (int b = 0; b < ngpu; b++)
+        if (p->gpu[b].key == key)
+            peer = b;
+    if (peer == a) {
+        p3d_err(err, "%s:%d: <nvlink target=\"%s\"> of GPU %s links the GPU to itself: expected another "
+                     "GPU or an NVSwitch",
+                d->path, e->line, c, p->n->gpus[a].pci);
+        return -1;
     }
-    double speed = 0;
+    if (peer >= 0)
+        p->direct[(size_t)a * ngpu + peer] += (double)cnt;
+    else if (ta && tc == 0x068000)
+        p->sw[a] += (double)cnt;
+    else if (ta && ((tc >> 8) == 0x0604 || (tc >> 8) == 0x0600 || (tc >> 16) == 0x0b))
+        return 0; /* NVLink to a CPU (POWER9): not GPU-to-GPU */
+    else {
+        p3d_err(err, "%s:%d: <nvlink target=\"%s\"%s%s%s>: the target is no GPU of this file: expected a "
+                     "GPU's bus id, or tclass=\"0x068000\" for an NVSwitch",
+                d->path, e->line, c, ta ? " tclass=\"" : "", ta ? p3d_tesc(ta->val) : "", ta ? "\"" : "");
+        return -1;
+    }
+    if (p->sw[a] > NX_MAX_LINKS || (peer >= 0 && p->direct[(size_t)a * ngpu + peer] > NX_MAX_LINKS)) {
+        p3d_err(err, "%s:%d: GPU %s has more than %d NVLinks to %s: expected a real link count", d->path, e->line,
+                p->n->gpus[a].pci, NX_MAX_LINKS, c);
+        return -1;
+    }
+    return 0;
+}
+
+/* NVLink: direct GPU pairs and links to the switches, then the bandwidth
+ * of each pair at the slowest GPU generation's speed per link. */
+static int fill_nvlink(nx_parse *p, char **err)
+{
+    nx_doc *d = &p->d;
+    int ngpu = p->ngpu;
+    p->sw = calloc(ngpu ? (size_t)ngpu : 1, sizeof *p->sw);
+    p->direct = calloc(ngpu ? (size_t)ngpu * (size_t)ngpu : 1, sizeof *p->direct);
+    if (!p->sw || !p->direct) {
+        p3d_err(err, "out of memory");
+        return -1;
+    }
     for (int a = 0; a < ngpu; a++) {
-        int gel = inf[gpu[a].pci].gpu_child, known;
-        double s = link_gbps(gel >= 0 ? inf[gel].sm : -1, &known);
-        if (!known && unknown_sm < 0)
-            unknown_sm = gel >= 0 ? inf[gel].sm : 0;
-        if (a == 0 || s < speed)
-            speed = s;
+        int gel = p->inf[p->gpu[a].pci].gpu_child, known;
+        double s = link_gbps(gel >= 0 ? p->inf[gel].sm : -1, &known);
+        if (!known && p->unknown_sm < 0)
+            p->unknown_sm = gel >= 0 ? p->inf[gel].sm : 0;
+        if (a == 0 || s < p->speed)
+            p->speed = s;
         if (gel < 0)
             continue;
-        for (int i = gel + 1; i < d.nel && d.el[i].depth > d.el[gel].depth; i++) {
-            const nx_el *e = &d.el[i];
+        for (int i = gel + 1; i < d->nel && d->el[i].depth > d->el[gel].depth; i++) {
+            const nx_el *e = &d->el[i];
             if (!p3d_nccl_xml_is_name(e, "nvlink") || e->parent != gel)
                 continue;
-            uint64_t key;
-            char c[32];
-            long cnt = 0;
-            unsigned long tc = 0;
-            const nx_attr *ta = p3d_nccl_xml_get(&d, e, "tclass");
-            p3d_nccl_attr_busid(p3d_nccl_xml_get(&d, e, "target")->val, &key, c);
-            p3d_nccl_attr_dec(&d, e, p3d_nccl_xml_get(&d, e, "count"), 1, NX_MAX_LINKS, "", &cnt, err);
-            if (ta)
-                p3d_nccl_attr_hex(&d, e, ta, "", &tc, err);
-            int peer = -1;
-            for (int b = 0; b < ngpu; b++)
-                if (gpu[b].key == key)
-                    peer = b;
-            if (peer == a) {
-                p3d_err(err, "%s:%d: <nvlink target=\"%s\"> of GPU %s links the GPU to itself: expected another "
-                             "GPU or an NVSwitch",
-                        path, e->line, c, n->gpus[a].pci);
-                goto out;
-            }
-            if (peer >= 0)
-                direct[(size_t)a * ngpu + peer] += (double)cnt;
-            else if (ta && tc == 0x068000)
-                sw[a] += (double)cnt;
-            else if (ta && ((tc >> 8) == 0x0604 || (tc >> 8) == 0x0600 || (tc >> 16) == 0x0b))
-                continue; /* NVLink to a CPU (POWER9): not GPU-to-GPU */
-            else {
-                p3d_err(err, "%s:%d: <nvlink target=\"%s\"%s%s%s>: the target is no GPU of this file: expected a "
-                             "GPU's bus id, or tclass=\"0x068000\" for an NVSwitch",
-                        path, e->line, c, ta ? " tclass=\"" : "", ta ? p3d_tesc(ta->val) : "", ta ? "\"" : "");
-                goto out;
-            }
-            if (sw[a] > NX_MAX_LINKS || (peer >= 0 && direct[(size_t)a * ngpu + peer] > NX_MAX_LINKS)) {
-                p3d_err(err, "%s:%d: GPU %s has more than %d NVLinks to %s: expected a real link count", path,
-                        e->line, n->gpus[a].pci, NX_MAX_LINKS, c);
-                goto out;
-            }
+            if (count_nvlink(p, a, e, err) < 0)
+                return -1;
         }
     }
     for (int a = 0; a < ngpu; a++)
         for (int b = 0; b < ngpu; b++) {
             if (a == b)
                 continue;
-            double links = direct[(size_t)a * ngpu + b] > direct[(size_t)b * ngpu + a] ? direct[(size_t)a * ngpu + b]
-                                                                                       : direct[(size_t)b * ngpu + a];
-            double via = sw[a] < sw[b] ? sw[a] : sw[b];
-            n->nvlink[(size_t)a * ngpu + b] = (links > via ? links : via) * speed;
+            double ab = p->direct[(size_t)a * ngpu + b], ba = p->direct[(size_t)b * ngpu + a];
+            double links = ab > ba ? ab : ba;
+            double via = p->sw[a] < p->sw[b] ? p->sw[a] : p->sw[b];
+            p->n->nvlink[(size_t)a * ngpu + b] = (links > via ? links : via) * p->speed;
         }
-    if (ngpu > 1 && !any_nvlink) {
+    return 0;
+}
+
+/* What the reader should know about where the NVLink figures came from. */
+static void note_nvlink(nx_parse *p, int augment)
+{
+    p3d_node *n = p->n;
+    if (p->ngpu > 1 && !p->any_nvlink) {
         int filled = augment ? p3d_topo_nvml_augment(n) : 0;
         if (filled)
             p3d_node_note(n, "NVLink from live NVML: this NCCL topology file has no <nvlink> elements");
@@ -541,28 +634,82 @@ int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augm
                              "carry none although those VMs have NVSwitch): read it on the machine itself for live "
                              "NVML to fill the links in, or use an NCCL_TOPO_DUMP_FILE dump of the machine");
     }
-    if (any_nvlink && unknown_sm >= 0)
-        p3d_node_note(n, "NVLink counted at %g GB/s per link per direction: %s", speed,
-                      unknown_sm ? "GPU generation sm not one par3drun knows" : "the file names no GPU generation (sm)");
-    else if (any_nvlink && ngpu)
-        p3d_node_note(n, "NVLink from the NCCL topology file: %g GB/s per link per direction (sm %d)", speed,
-                      inf[gpu[0].pci].gpu_child >= 0 ? inf[inf[gpu[0].pci].gpu_child].sm : 0);
-    if (ngpu == 0)
+    if (p->any_nvlink && p->unknown_sm >= 0)
+        p3d_node_note(n, "NVLink counted at %g GB/s per link per direction: %s", p->speed,
+                      p->unknown_sm ? "GPU generation sm not one par3drun knows"
+                                    : "the file names no GPU generation (sm)");
+    else if (p->any_nvlink && p->ngpu)
+        p3d_node_note(n, "NVLink from the NCCL topology file: %g GB/s per link per direction (sm %d)", p->speed,
+                      p->inf[p->gpu[0].pci].gpu_child >= 0 ? p->inf[p->inf[p->gpu[0].pci].gpu_child].sm : 0);
+    if (p->ngpu == 0)
         p3d_node_note(n, "no GPU in this NCCL topology file: only NUMA facts are shown");
-    if (p3d_node_finish(n, err) < 0)
+}
+
+/* The text as an XML document whose root is <system version="1">. */
+static int read_doc(nx_parse *p, size_t len, char **err)
+{
+    nx_doc *d = &p->d;
+    const char *path = d->path, *text = d->text;
+    if (len > NX_MAX_BYTES) {
+        p3d_err(err, "%s: %zu bytes: expected an NCCL topology file of at most %zu MiB (real ones are a few KB)",
+                path, len, NX_MAX_BYTES >> 20);
+        return -1;
+    }
+    if (memchr(text, 0, len)) {
+        p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected an NCCL topology XML text", path,
+                (size_t)((const char *)memchr(text, 0, len) - text));
+        return -1;
+    }
+    if (p3d_nccl_xml_parse(d, err) < 0)
+        return -1;
+    const nx_el *root = &d->el[0];
+    if (!p3d_nccl_xml_is_name(root, "system")) {
+        p3d_err(err, "%s:%d: root element is <%.*s>: expected <system version=\"1\"> (an NCCL topology file)", path,
+                root->line, (int)(root->nlen < 40 ? root->nlen : 40), root->name);
+        return -1;
+    }
+    const nx_attr *ver;
+    long v;
+    if (p3d_nccl_attr_need(d, root, "version", "version=\"1\" (the format NCCL_TOPO_DUMP_FILE writes)", &ver, err) <
+            0 ||
+        p3d_nccl_attr_dec(d, root, ver, 1, 1000, "version=\"1\" (the format NCCL_TOPO_DUMP_FILE writes)", &v, err) < 0)
+        return -1;
+    return 0;
+}
+
+int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augment, p3d_node **out,
+                        char **err)
+{
+    int rc = -1;
+    nx_parse p = {.d = {.path = path, .text = text, .end = text + len}, .unknown_sm = -1};
+    *out = NULL;
+    if (read_doc(&p, len, err) < 0)
         goto out;
-    *out = n;
-    n = NULL;
+    p.inf = calloc((size_t)p.d.nel, sizeof *p.inf);
+    p.bits = malloc(NX_MAX_CPUS / 8);
+    p.all = calloc(NX_MAX_CPUS / 8, 1);
+    if (!p.inf || !p.bits || !p.all) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
+    if (read_elements(&p, err) < 0 || collect_devices(&p, err) < 0 || fill_node(&p, err) < 0 ||
+        fill_nvlink(&p, err) < 0)
+        goto out;
+    note_nvlink(&p, augment);
+    if (p3d_node_finish(p.n, err) < 0)
+        goto out;
+    *out = p.n;
+    p.n = NULL;
     rc = 0;
 out:
-    p3d_nccl_xml_free(&d);
-    free(inf);
-    free(gpu);
-    free(nic);
-    free(bits);
-    free(all);
-    free(sw);
-    free(direct);
-    p3d_node_free(n);
+    p3d_nccl_xml_free(&p.d);
+    free(p.inf);
+    free(p.gpu);
+    free(p.nic);
+    free(p.bits);
+    free(p.all);
+    free(p.sw);
+    free(p.direct);
+    p3d_node_free(p.n);
     return rc;
 }

@@ -158,6 +158,122 @@ int p3d_nccl_xml_skip_misc(nx_doc *d, const char **pp, char **err)
     return 0;
 }
 
+/* Text where an element must start: after </system>, or between elements. */
+static int nx_stray_text(nx_doc *d, const char *p, int done, char **err)
+{
+    char snip[24];
+    size_t k = 0;
+    while (k < 20 && p + k < d->end && p[k] != '<' && p[k] != '\n')
+        k++;
+    snprintf(snip, sizeof snip, "%.*s", (int)k, p);
+    if (done)
+        return p3d_err(err, "%s:%d: content after </system>: expected the end of the file", d->path, nx_line(d, p));
+    return p3d_err(err, "%s:%d: text '%s' between elements: an NCCL topology file has elements and "
+                        "attributes only",
+                   d->path, nx_line(d, p), p3d_tesc(snip));
+}
+
+/* The rest of a closing tag </name, which must close the open element. */
+static int nx_close_tag(nx_doc *d, const char **pp, const char *name, size_t nlen, int line, const nx_el *open,
+                        char **err)
+{
+    const char *p = *pp;
+    while (p < d->end && isspace((unsigned char)*p))
+        p++;
+    if (p >= d->end)
+        return p3d_err(err, "%s:%d: </%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
+    if (*p != '>')
+        return p3d_err(err, "%s:%d: </%.*s: expected '>'", d->path, line, (int)nlen, name);
+    *pp = p + 1;
+    if (!open || open->nlen != nlen || memcmp(open->name, name, nlen))
+        return p3d_err(err, "%s:%d: </%.*s> does not close %s%.*s%s", d->path, line, (int)nlen, name,
+                       open ? "<" : "any open element", open ? (int)open->nlen : 0, open ? open->name : "",
+                       open ? ">" : "");
+    return 0;
+}
+
+/* One attribute name="value" of the last element <name, starting at *pp
+ * (after the whitespace that began at ws). */
+static int nx_read_attr(nx_doc *d, const char **pp, const char *ws, const char *name, size_t nlen, int line,
+                        char **err)
+{
+    const char *p = *pp;
+    const char *an = p;
+    while (p < d->end && name_char((unsigned char)*p))
+        p++;
+    size_t anlen = (size_t)(p - an);
+    int aline = nx_line(d, an);
+    if (!anlen || ws == an)
+        return p3d_err(err, "%s:%d: malformed attribute in <%.*s>: expected name=\"value\"", d->path, aline,
+                       (int)nlen, name);
+    while (p < d->end && isspace((unsigned char)*p))
+        p++;
+    if (p >= d->end)
+        return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
+    if (*p != '=')
+        return p3d_err(err, "%s:%d: attribute '%.*s' of <%.*s>: expected name=\"value\"", d->path, aline,
+                       (int)anlen, an, (int)nlen, name);
+    p++;
+    while (p < d->end && isspace((unsigned char)*p))
+        p++;
+    if (p >= d->end)
+        return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
+    if (*p != '"' && *p != '\'')
+        return p3d_err(err, "%s:%d: attribute '%.*s' of <%.*s>: expected a quoted value", d->path, aline,
+                       (int)anlen, an, (int)nlen, name);
+    char q = *p++;
+    const char *ve = memchr(p, q, (size_t)(d->end - p));
+    if (!ve)
+        return p3d_err(err, "%s:%d: attribute '%.*s' has no closing quote (truncated file?)", d->path, aline,
+                       (int)anlen, an);
+    const nx_el *e = &d->el[d->nel - 1];
+    if (e->nattr >= NX_MAX_ATTRS)
+        return p3d_err(err, "%s:%d: <%.*s> has more than %d attributes", d->path, aline, (int)nlen, name,
+                       NX_MAX_ATTRS);
+    for (int i = e->attr0; i < e->attr0 + e->nattr; i++)
+        if (d->at[i].nlen == anlen && !memcmp(d->at[i].name, an, anlen))
+            return p3d_err(err, "%s:%d: attribute '%.*s' given twice in <%.*s>", d->path, aline, (int)anlen, an,
+                           (int)nlen, name);
+    char *val = NULL;
+    if (nx_value(d, p, ve, &val, err) < 0 || nx_push_attr(d, an, anlen, val, aline, err) < 0)
+        return -1;
+    *pp = ve + 1;
+    return 0;
+}
+
+/* The attributes of the element just pushed, up to its '>' or '/>' (*self). */
+static int nx_read_attrs(nx_doc *d, const char **pp, const char *name, size_t nlen, int line, int *self,
+                         char **err)
+{
+    const char *p = *pp;
+    *self = 0;
+    for (;;) {
+        const char *ws = p;
+        while (p < d->end && isspace((unsigned char)*p))
+            p++;
+        if (p >= d->end)
+            return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
+        if (*p == '>') {
+            p++;
+            break;
+        }
+        if (*p == '/') {
+            if (p + 1 >= d->end)
+                return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
+            if (p[1] != '>')
+                return p3d_err(err, "%s:%d: <%.*s: '/' not followed by '>'", d->path, nx_line(d, p), (int)nlen,
+                               name);
+            p += 2;
+            *self = 1;
+            break;
+        }
+        if (nx_read_attr(d, &p, ws, name, nlen, line, err) < 0)
+            return -1;
+    }
+    *pp = p;
+    return 0;
+}
+
 /* Reads the whole document into d->el / d->at (a tree by parent index). */
 int p3d_nccl_xml_parse(nx_doc *d, char **err)
 {
@@ -170,22 +286,8 @@ int p3d_nccl_xml_parse(nx_doc *d, char **err)
             return -1;
         if (p >= d->end)
             break;
-        if (*p != '<') {
-            char snip[24];
-            size_t k = 0;
-            while (k < 20 && p + k < d->end && p[k] != '<' && p[k] != '\n')
-                k++;
-            snprintf(snip, sizeof snip, "%.*s", (int)k, p);
-            if (done)
-                return p3d_err(err, "%s:%d: content after </system>: expected the end of the file", d->path,
-                               nx_line(d, p));
-            return p3d_err(err, "%s:%d: text '%s' between elements: an NCCL topology file has elements and "
-                                "attributes only",
-                           d->path, nx_line(d, p), p3d_tesc(snip));
-        }
-        if (done)
-            return p3d_err(err, "%s:%d: content after </system>: expected the end of the file", d->path,
-                           nx_line(d, p));
+        if (*p != '<' || done)
+            return nx_stray_text(d, p, done, err);
         const char *lt = p++;
         int closing = p < d->end && *p == '/';
         if (closing)
@@ -198,18 +300,8 @@ int p3d_nccl_xml_parse(nx_doc *d, char **err)
         if (!nlen)
             return p3d_err(err, "%s:%d: '<' not followed by an element name: not well-formed XML", d->path, line);
         if (closing) {
-            while (p < d->end && isspace((unsigned char)*p))
-                p++;
-            if (p >= d->end)
-                return p3d_err(err, "%s:%d: </%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
-            if (*p != '>')
-                return p3d_err(err, "%s:%d: </%.*s: expected '>'", d->path, line, (int)nlen, name);
-            p++;
-            const nx_el *open = depth ? &d->el[stack[depth - 1]] : NULL;
-            if (!open || open->nlen != nlen || memcmp(open->name, name, nlen))
-                return p3d_err(err, "%s:%d: </%.*s> does not close %s%.*s%s", d->path, line, (int)nlen, name,
-                               open ? "<" : "any open element", open ? (int)open->nlen : 0, open ? open->name : "",
-                               open ? ">" : "");
+            if (nx_close_tag(d, &p, name, nlen, line, depth ? &d->el[stack[depth - 1]] : NULL, err) < 0)
+                return -1;
             if (--depth == 0)
                 done = 1;
             continue;
@@ -218,71 +310,10 @@ int p3d_nccl_xml_parse(nx_doc *d, char **err)
             return p3d_err(err, "%s:%d: elements nested deeper than %d: expected an NCCL topology (a few levels of "
                                 "PCI bridges)",
                            d->path, line, NX_MAX_DEPTH);
-        if (nx_push_el(d, name, nlen, line, depth ? stack[depth - 1] : -1, depth, err) < 0)
+        int self;
+        if (nx_push_el(d, name, nlen, line, depth ? stack[depth - 1] : -1, depth, err) < 0 ||
+            nx_read_attrs(d, &p, name, nlen, line, &self, err) < 0)
             return -1;
-        int self = 0;
-        for (;;) {
-            const char *ws = p;
-            while (p < d->end && isspace((unsigned char)*p))
-                p++;
-            if (p >= d->end)
-                return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
-            if (*p == '>') {
-                p++;
-                break;
-            }
-            if (*p == '/') {
-                if (p + 1 >= d->end)
-                    return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen,
-                                   name);
-                if (p[1] != '>')
-                    return p3d_err(err, "%s:%d: <%.*s: '/' not followed by '>'", d->path, nx_line(d, p), (int)nlen,
-                                   name);
-                p += 2;
-                self = 1;
-                break;
-            }
-            const char *an = p;
-            while (p < d->end && name_char((unsigned char)*p))
-                p++;
-            size_t anlen = (size_t)(p - an);
-            int aline = nx_line(d, an);
-            if (!anlen || ws == an)
-                return p3d_err(err, "%s:%d: malformed attribute in <%.*s>: expected name=\"value\"", d->path, aline,
-                               (int)nlen, name);
-            while (p < d->end && isspace((unsigned char)*p))
-                p++;
-            if (p >= d->end)
-                return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
-            if (*p != '=')
-                return p3d_err(err, "%s:%d: attribute '%.*s' of <%.*s>: expected name=\"value\"", d->path, aline,
-                               (int)anlen, an, (int)nlen, name);
-            p++;
-            while (p < d->end && isspace((unsigned char)*p))
-                p++;
-            if (p >= d->end)
-                return p3d_err(err, "%s:%d: <%.*s never closed (truncated file?)", d->path, line, (int)nlen, name);
-            if (*p != '"' && *p != '\'')
-                return p3d_err(err, "%s:%d: attribute '%.*s' of <%.*s>: expected a quoted value", d->path, aline,
-                               (int)anlen, an, (int)nlen, name);
-            char q = *p++;
-            const char *ve = memchr(p, q, (size_t)(d->end - p));
-            if (!ve)
-                return p3d_err(err, "%s:%d: attribute '%.*s' has no closing quote (truncated file?)", d->path, aline,
-                               (int)anlen, an);
-            const nx_el *e = &d->el[d->nel - 1];
-            if (e->nattr >= NX_MAX_ATTRS)
-                return p3d_err(err, "%s:%d: <%.*s> has more than %d attributes", d->path, aline, (int)nlen, name,
-                               NX_MAX_ATTRS);
-            for (int i = e->attr0; i < e->attr0 + e->nattr; i++)
-                if (d->at[i].nlen == anlen && !memcmp(d->at[i].name, an, anlen))
-                    return p3d_err(err, "%s:%d: attribute '%.*s' given twice in <%.*s>", d->path, aline, (int)anlen,
-                                   an, (int)nlen, name);
-            char *val = NULL;
-            if (nx_value(d, p, ve, &val, err) < 0 || nx_push_attr(d, an, anlen, val, aline, err) < 0)
-                return -1;
-            p = ve + 1;
-        }
         if (self) {
             if (depth == 0)
                 done = 1;

@@ -386,14 +386,81 @@ out:
     return rc;
 }
 
+/* The last line before the header that was not a comment, in case it was
+ * a broken header. */
+typedef struct nv_before {
+    int line;      /* 0: none */
+    char text[48]; /* its first characters, for the message */
+} nv_before;
+
+/* A line before the header: the header itself (returns 1), a GPU row too
+ * early (an error), or anything else (a title, a pasted prompt: ignored,
+ * but remembered in *before). */
+static int read_pre_header(nv_parse *ps, char **tok, int nt, int line, const char *keep, nv_before *before,
+                           char **err)
+{
+    if (!strcmp(tok[0], "GPU0") && (nt == 1 || nvsmi_cell_class(tok[1]) < 0))
+        return parse_header(ps, tok, nt, line, err) < 0 ? -1 : 1;
+    if (nvsmi_gpu_label(tok[0]) >= 0 && nt >= 2 && nvsmi_cell_class(tok[1]) >= 0) {
+        if (before->line)
+            return p3d_err(err,
+                           "%s:%d: mangled header '%s%s' (expected the column names "
+                           "GPU0 GPU1 ... CPU Affinity above the first GPU row)",
+                           ps->path, before->line, before->text,
+                           strlen(before->text) >= sizeof before->text - 1 ? "..." : "");
+        return p3d_err(err,
+                       "%s:%d: GPU row before any header line (expected the "
+                       "column names GPU0 GPU1 ... first)",
+                       ps->path, line);
+    }
+    before->line = line;
+    snprintf(before->text, sizeof before->text, "%s", keep);
+    for (char *q = before->text; *q; q++)
+        if (*q == '\t')
+            *q = ' ';
+    return 0;
+}
+
+/* A row of the matrix, labelled by a column of the header. */
+static int read_row(nv_parse *ps, char **tok, int nt, int line, char **err)
+{
+    int r = -1;
+    for (int j = 0; j < ps->nmat; j++)
+        if (!strcmp(ps->cols[j].name, tok[0])) {
+            r = j;
+            break;
+        }
+    if (r < 0)
+        return p3d_err(err,
+                       "%s:%d: row label '%s' is not a GPU or NIC column of the header "
+                       "on line %d",
+                       ps->path, line, tok[0], ps->header_line);
+    if (nt > ps->tokcap)
+        return p3d_err(err, "%s:%d: row %s has too many fields", ps->path, line, tok[0]);
+    return parse_row(ps, r, tok, nt, line, err);
+}
+
+/* Room in ps->tok for the fields of a line of len characters. */
+static int grow_tokens(nv_parse *ps, size_t len, char **err)
+{
+    if ((int)(len / 2 + 2) > ps->tokcap) {
+        int cap = (int)(len / 2 + 2);
+        char **t = realloc(ps->tok, (size_t)cap * sizeof *t);
+        if (!t)
+            return p3d_err(err, "%s: out of memory", ps->path);
+        ps->tok = t;
+        ps->tokcap = cap;
+    }
+    return 0;
+}
+
 int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
                          char **err)
 {
     int rc = -1;
     nv_parse ps = {.path = path ? path : "(text)"};
     enum { PRE, ROWS, LEGEND, NIC_LEGEND } state = PRE;
-    int last_line = 0;       /* last non-comment line before the header */
-    char last_text[48] = ""; /* and its first characters, for the message */
+    nv_before before = {0};
 
     *out = NULL;
     if (!text)
@@ -415,16 +482,8 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
         size_t len = strlen(p);
         if (len && p[len - 1] == '\r')
             p[--len] = 0;
-        if ((int)(len / 2 + 2) > ps.tokcap) {
-            int cap = (int)(len / 2 + 2);
-            char **t = realloc(ps.tok, (size_t)cap * sizeof *t);
-            if (!t) {
-                p3d_err(err, "%s: out of memory", ps.path);
-                goto out;
-            }
-            ps.tok = t;
-            ps.tokcap = cap;
-        }
+        if (grow_tokens(&ps, len, err) < 0)
+            goto out;
         char keep[48];
         snprintf(keep, sizeof keep, "%s", p);
         int nt = nvsmi_split_ws(p, ps.tok, ps.tokcap);
@@ -438,63 +497,17 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
             state = strcmp(tok[0], "NIC") ? LEGEND : NIC_LEGEND;
             continue;
         }
-        if (state == LEGEND)
-            continue;
-        if (state == NIC_LEGEND) {
-            if (apply_nic_legend(&ps, tok, nt, line, err) < 0)
-                goto out;
-            continue;
-        }
-        if (state == PRE) {
-            if (!strcmp(tok[0], "GPU0") && (nt == 1 || nvsmi_cell_class(tok[1]) < 0)) {
-                if (parse_header(&ps, tok, nt, line, err) < 0)
-                    goto out;
-                state = ROWS;
-                continue;
-            }
-            if (nvsmi_gpu_label(tok[0]) >= 0 && nt >= 2 && nvsmi_cell_class(tok[1]) >= 0) {
-                if (last_line)
-                    p3d_err(err,
-                            "%s:%d: mangled header '%s%s' (expected the column names "
-                            "GPU0 GPU1 ... CPU Affinity above the first GPU row)",
-                            ps.path, last_line, last_text,
-                            strlen(last_text) >= sizeof last_text - 1 ? "..." : "");
-                else
-                    p3d_err(err,
-                            "%s:%d: GPU row before any header line (expected the "
-                            "column names GPU0 GPU1 ... first)",
-                            ps.path, line);
-                goto out;
-            }
-            /* Anything else before the header (a title, a pasted prompt)
-             * is ignored, but remembered in case it was a broken header. */
-            last_line = line;
-            snprintf(last_text, sizeof last_text, "%s", keep);
-            for (char *q = last_text; *q; q++)
-                if (*q == '\t')
-                    *q = ' ';
-            continue;
-        }
-        /* state == ROWS */
-        int r = -1;
-        for (int j = 0; j < ps.nmat; j++)
-            if (!strcmp(ps.cols[j].name, tok[0])) {
-                r = j;
-                break;
-            }
-        if (r < 0) {
-            p3d_err(err,
-                    "%s:%d: row label '%s' is not a GPU or NIC column of the header "
-                    "on line %d",
-                    ps.path, line, tok[0], ps.header_line);
+        int got = 0;
+        if (state == NIC_LEGEND)
+            got = apply_nic_legend(&ps, tok, nt, line, err);
+        else if (state == PRE)
+            got = read_pre_header(&ps, tok, nt, line, keep, &before, err);
+        else if (state == ROWS)
+            got = read_row(&ps, tok, nt, line, err);
+        if (got < 0)
             goto out;
-        }
-        if (nt > ps.tokcap) {
-            p3d_err(err, "%s:%d: row %s has too many fields", ps.path, line, tok[0]);
-            goto out;
-        }
-        if (parse_row(&ps, r, tok, nt, line, err) < 0)
-            goto out;
+        if (state == PRE && got == 1)
+            state = ROWS;
     }
     if (state == PRE) {
         p3d_err(err,

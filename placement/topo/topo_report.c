@@ -341,6 +341,126 @@ static void json_int_or_null(p3d_sb *b, int v)
         p3d_sb_puts(b, "null");
 }
 
+static void json_gpu(p3d_sb *b, const p3d_node *n, int i)
+{
+    const p3d_gpu *gp = &n->gpus[i];
+    int k = n->nnics;
+    p3d_sb_printf(b, "%s\n    {\"index\": %d, \"pci\": ", i ? "," : "",
+                  i);
+    p3d_sb_json_str(b, gp->pci[0] ? gp->pci : NULL);
+    p3d_sb_puts(b, ", \"numa\": ");
+    json_int_or_null(b, gp->numa);
+    p3d_sb_puts(b, ", \"nearest_nic\": ");
+    p3d_sb_json_str(b, gp->nearest_nic >= 0
+                           ? n->nics[gp->nearest_nic].name : NULL);
+    p3d_sb_puts(b, ", \"nearest_nic_class\": ");
+    p3d_sb_json_str(b, gp->nearest_nic >= 0
+                           ? p3d_link_name((p3d_link)n->gn_class[
+                                 (size_t)i * k + gp->nearest_nic])
+                           : NULL);
+    p3d_sb_printf(b, ", \"nic_same_numa\": %s, \"domain\": %d,\n"
+                  "     \"package\": ", gp->nic_same_numa ? "true" : "false",
+                  gp->domain);
+    json_int_or_null(b, gp->package);
+    p3d_sb_puts(b, ", \"cpus\": ");
+    p3d_sb_json_str(b, gp->cpus ? gp->cpus : "");
+    p3d_sb_puts(b, ", \"model\": ");
+    p3d_sb_json_str(b, gp->model[0] ? gp->model : NULL);
+    p3d_sb_puts(b, ", \"osdev\": ");
+    p3d_sb_json_str(b, gp->osdev[0] ? gp->osdev : NULL);
+    p3d_sb_printf(b, ", \"mem_bytes\": %llu}",
+                  (unsigned long long)gp->mem_bytes);
+}
+
+static void json_nic(p3d_sb *b, const p3d_node *n, int j)
+{
+    const p3d_nic *c = &n->nics[j];
+    p3d_sb_printf(b, "%s\n    {\"index\": %d, \"name\": ", j ? "," : "", j);
+    p3d_sb_json_str(b, c->name);
+    p3d_sb_puts(b, ", \"pci\": ");
+    p3d_sb_json_str(b, c->pci[0] ? c->pci : NULL);
+    p3d_sb_puts(b, ", \"kind\": ");
+    p3d_sb_json_str(b, c->kind);
+    p3d_sb_puts(b, ", \"numa\": ");
+    json_int_or_null(b, c->numa);
+    p3d_sb_putc(b, '}');
+}
+
+/* "nvlink", "gpu_links" and "gpu_nic_links": one row per GPU each. The
+ * opening '[' of "nvlink" is the caller's. */
+static void json_matrices(p3d_sb *b, const p3d_node *n)
+{
+    int g = n->ngpus, k = n->nnics;
+    for (int i = 0; i < g; i++) {
+        p3d_sb_puts(b, i ? ",\n    [" : "\n    [");
+        for (int j = 0; j < g; j++) {
+            if (j)
+                p3d_sb_puts(b, ", ");
+            p3d_sb_json_num(b, n->nvlink[(size_t)i * g + j]);
+        }
+        p3d_sb_putc(b, ']');
+    }
+    p3d_sb_puts(b, g ? "\n  ],\n  \"gpu_links\": [" : "],\n  \"gpu_links\": [");
+    for (int i = 0; i < g; i++) {
+        p3d_sb_puts(b, i ? ",\n    [" : "\n    [");
+        for (int j = 0; j < g; j++) {
+            char cell[16];
+            link_cell(cell, sizeof cell, n, i, j);
+            p3d_sb_printf(b, "%s\"%s\"", j ? ", " : "", cell);
+        }
+        p3d_sb_putc(b, ']');
+    }
+    p3d_sb_puts(b, g ? "\n  ],\n  \"gpu_nic_links\": ["
+                     : "],\n  \"gpu_nic_links\": [");
+    for (int i = 0; i < g; i++) {
+        p3d_sb_puts(b, i ? ",\n    [" : "\n    [");
+        for (int j = 0; j < k; j++)
+            p3d_sb_printf(b, "%s\"%s\"", j ? ", " : "",
+                          p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + j]));
+        p3d_sb_putc(b, ']');
+    }
+}
+
+/* The members of each NVLink domain; the opening '[' is the caller's. */
+static void json_domains(p3d_sb *b, const p3d_node *n)
+{
+    int g = n->ngpus;
+    int *m = malloc(sizeof(int) * (size_t)(g ? g : 1));
+    if (!m)
+        b->oom = 1;
+    for (int d = 0; m && d < n->ndomains; d++) {
+        int cnt = p3d_node_domain_members(n, d, m, g);
+        p3d_sb_puts(b, d ? ", [" : "[");
+        for (int a = 0; a < cnt; a++)
+            p3d_sb_printf(b, "%s%d", a ? ", " : "", m[a]);
+        p3d_sb_putc(b, ']');
+    }
+    free(m);
+}
+
+/* "notes": one string per line of n->notes, and the object's end. */
+static void json_notes(p3d_sb *b, const p3d_node *n)
+{
+    p3d_sb_puts(b, ",\n  \"notes\": [");
+    const char *p = n->notes ? n->notes : "";
+    int first = 1;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = strndup(p, len);
+        if (!line) {
+            b->oom = 1;
+            break;
+        }
+        p3d_sb_puts(b, first ? "\n    " : ",\n    ");
+        p3d_sb_json_str(b, line);
+        free(line);
+        first = 0;
+        p += len + (nl ? 1 : 0);
+    }
+    p3d_sb_puts(b, first ? "]\n}\n" : "\n  ]\n}\n");
+}
+
 char *p3d_topo_json(const p3d_node *n)
 {
     p3d_sb b = {0};
@@ -365,88 +485,15 @@ char *p3d_topo_json(const p3d_node *n)
     json_int_or_null(&b, n->npus > 0 ? n->npus : -1);
     p3d_sb_puts(&b, "},\n");
     p3d_sb_puts(&b, "  \"gpus\": [");
-    for (int i = 0; i < g; i++) {
-        const p3d_gpu *gp = &n->gpus[i];
-        p3d_sb_printf(&b, "%s\n    {\"index\": %d, \"pci\": ", i ? "," : "",
-                      i);
-        p3d_sb_json_str(&b, gp->pci[0] ? gp->pci : NULL);
-        p3d_sb_puts(&b, ", \"numa\": ");
-        json_int_or_null(&b, gp->numa);
-        p3d_sb_puts(&b, ", \"nearest_nic\": ");
-        p3d_sb_json_str(&b, gp->nearest_nic >= 0
-                                ? n->nics[gp->nearest_nic].name : NULL);
-        p3d_sb_puts(&b, ", \"nearest_nic_class\": ");
-        p3d_sb_json_str(&b, gp->nearest_nic >= 0
-                                ? p3d_link_name((p3d_link)n->gn_class[
-                                      (size_t)i * k + gp->nearest_nic])
-                                : NULL);
-        p3d_sb_printf(&b, ", \"nic_same_numa\": %s, \"domain\": %d,\n"
-                      "     \"package\": ", gp->nic_same_numa ? "true" : "false",
-                      gp->domain);
-        json_int_or_null(&b, gp->package);
-        p3d_sb_puts(&b, ", \"cpus\": ");
-        p3d_sb_json_str(&b, gp->cpus ? gp->cpus : "");
-        p3d_sb_puts(&b, ", \"model\": ");
-        p3d_sb_json_str(&b, gp->model[0] ? gp->model : NULL);
-        p3d_sb_puts(&b, ", \"osdev\": ");
-        p3d_sb_json_str(&b, gp->osdev[0] ? gp->osdev : NULL);
-        p3d_sb_printf(&b, ", \"mem_bytes\": %llu}",
-                      (unsigned long long)gp->mem_bytes);
-    }
+    for (int i = 0; i < g; i++)
+        json_gpu(&b, n, i);
     p3d_sb_puts(&b, g ? "\n  ],\n  \"nics\": [" : "],\n  \"nics\": [");
-    for (int j = 0; j < k; j++) {
-        const p3d_nic *c = &n->nics[j];
-        p3d_sb_printf(&b, "%s\n    {\"index\": %d, \"name\": ", j ? "," : "", j);
-        p3d_sb_json_str(&b, c->name);
-        p3d_sb_puts(&b, ", \"pci\": ");
-        p3d_sb_json_str(&b, c->pci[0] ? c->pci : NULL);
-        p3d_sb_puts(&b, ", \"kind\": ");
-        p3d_sb_json_str(&b, c->kind);
-        p3d_sb_puts(&b, ", \"numa\": ");
-        json_int_or_null(&b, c->numa);
-        p3d_sb_putc(&b, '}');
-    }
+    for (int j = 0; j < k; j++)
+        json_nic(&b, n, j);
     p3d_sb_puts(&b, k ? "\n  ],\n  \"nvlink\": [" : "],\n  \"nvlink\": [");
-    for (int i = 0; i < g; i++) {
-        p3d_sb_puts(&b, i ? ",\n    [" : "\n    [");
-        for (int j = 0; j < g; j++) {
-            if (j)
-                p3d_sb_puts(&b, ", ");
-            p3d_sb_json_num(&b, n->nvlink[(size_t)i * g + j]);
-        }
-        p3d_sb_putc(&b, ']');
-    }
-    p3d_sb_puts(&b, g ? "\n  ],\n  \"gpu_links\": [" : "],\n  \"gpu_links\": [");
-    for (int i = 0; i < g; i++) {
-        p3d_sb_puts(&b, i ? ",\n    [" : "\n    [");
-        for (int j = 0; j < g; j++) {
-            char cell[16];
-            link_cell(cell, sizeof cell, n, i, j);
-            p3d_sb_printf(&b, "%s\"%s\"", j ? ", " : "", cell);
-        }
-        p3d_sb_putc(&b, ']');
-    }
-    p3d_sb_puts(&b, g ? "\n  ],\n  \"gpu_nic_links\": ["
-                      : "],\n  \"gpu_nic_links\": [");
-    for (int i = 0; i < g; i++) {
-        p3d_sb_puts(&b, i ? ",\n    [" : "\n    [");
-        for (int j = 0; j < k; j++)
-            p3d_sb_printf(&b, "%s\"%s\"", j ? ", " : "",
-                          p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + j]));
-        p3d_sb_putc(&b, ']');
-    }
+    json_matrices(&b, n);
     p3d_sb_puts(&b, g ? "\n  ],\n  \"domains\": [" : "],\n  \"domains\": [");
-    int *m = malloc(sizeof(int) * (size_t)(g ? g : 1));
-    if (!m)
-        b.oom = 1;
-    for (int d = 0; m && d < n->ndomains; d++) {
-        int cnt = p3d_node_domain_members(n, d, m, g);
-        p3d_sb_puts(&b, d ? ", [" : "[");
-        for (int a = 0; a < cnt; a++)
-            p3d_sb_printf(&b, "%s%d", a ? ", " : "", m[a]);
-        p3d_sb_putc(&b, ']');
-    }
-    free(m);
+    json_domains(&b, n);
     p3d_sb_printf(&b, "],\n  \"nvlink_connected_not_clique\": %s,\n",
                   n->nvlink_connected_not_clique ? "true" : "false");
     p3d_sb_puts(&b, "  \"fabric\": ");
@@ -459,23 +506,6 @@ char *p3d_topo_json(const p3d_node *n)
     } else {
         p3d_sb_puts(&b, "null");
     }
-    p3d_sb_puts(&b, ",\n  \"notes\": [");
-    const char *p = n->notes ? n->notes : "";
-    int first = 1;
-    while (*p) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        char *line = strndup(p, len);
-        if (!line) {
-            b.oom = 1;
-            break;
-        }
-        p3d_sb_puts(&b, first ? "\n    " : ",\n    ");
-        p3d_sb_json_str(&b, line);
-        free(line);
-        first = 0;
-        p += len + (nl ? 1 : 0);
-    }
-    p3d_sb_puts(&b, first ? "]\n}\n" : "\n  ]\n}\n");
+    json_notes(&b, n);
     return p3d_sb_finish(&b);
 }

@@ -59,174 +59,202 @@ static const attr *find_attr(const attr *a, int n, const char *name)
     return NULL;
 }
 
+/* The scan's position and what it has seen so far. */
+typedef struct xscan {
+    const char *path, *text, *end;
+    const char *p;
+    int depth, seen_root;
+    const char *stack[MAX_DEPTH];
+    size_t stack_len[MAX_DEPTH];
+    attr at[64];
+    int nat;
+} xscan;
+
+static int is_name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == ':' || c == '.';
+}
+
+/* The attributes of the tag <name opened at lt, up to its '>' or '/>'
+ * (*self then). Keeps the first 64 in s->at. */
+static int read_attrs(xscan *s, const char *lt, const char *name, size_t nlen, int closing, int *self,
+                      char **err)
+{
+    const char *path = s->path, *text = s->text, *end = s->end;
+    const char *p = s->p;
+    s->nat = 0;
+    *self = 0;
+    for (;;) {
+        while (p < end && isspace((unsigned char)*p))
+            p++;
+        if (p >= end)
+            return p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
+                           "file?)", path, line_of(text, lt), (int)nlen, name);
+        if (*p == '>') {
+            p++;
+            break;
+        }
+        if (*p == '/' && p + 1 < end && p[1] == '>' && !closing) {
+            *self = 1;
+            p += 2;
+            break;
+        }
+        const char *an = p;
+        while (p < end && is_name_char(*p))
+            p++;
+        size_t anlen = (size_t)(p - an);
+        if (p + 1 >= end)
+            return p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
+                           "file?)", path, line_of(text, lt), (int)nlen, name);
+        if (!anlen || closing || p >= end || *p != '=' || p + 1 >= end ||
+            (p[1] != '"' && p[1] != '\''))
+            return p3d_err(err, "%s: line %d: malformed attribute in <%.*s>: "
+                           "expected name=\"value\"", path, line_of(text, p),
+                           (int)nlen, name);
+        char q = p[1];
+        const char *v = p + 2;
+        const char *ve = memchr(v, q, (size_t)(end - v));
+        if (!ve)
+            return p3d_err(err, "%s: line %d: attribute '%.*s' has no closing "
+                           "quote", path, line_of(text, an), (int)anlen, an);
+        if (s->nat < (int)(sizeof s->at / sizeof *s->at))
+            s->at[s->nat++] = (attr){an, v, anlen, (size_t)(ve - v)};
+        p = ve + 1;
+    }
+    s->p = p;
+    return 0;
+}
+
+/* The first element: <topology version="2.x"> (or 3.x). */
+static int check_root(const xscan *s, const char *lt, const char *name, size_t nlen, char **err)
+{
+    const char *path = s->path, *text = s->text;
+    if (nlen != 8 || memcmp(name, "topology", 8))
+        return p3d_err(err, "%s: line %d: root element is <%.*s>: expected "
+                       "<topology> (an hwloc XML export) or <system> (an "
+                       "NCCL topology file, NCCL_TOPO_FILE)", path,
+                       line_of(text, lt), (int)(nlen < 64 ? nlen : 64), name);
+    const attr *ver = find_attr(s->at, s->nat, "version");
+    /* 3.x (hwloc's master branch): the installed libhwloc decides
+     * (topo_hwloc.c says which versions when it cannot) */
+    if (!ver || ver->vlen < 2 || (memcmp(ver->val, "2.", 2) && memcmp(ver->val, "3.", 2)))
+        return p3d_err(err, "%s: line %d: <topology> %s%.*s%s: expected "
+                       "version=\"2.0\" (an hwloc 2.x export; 3.x is tried "
+                       "with the installed libhwloc; 1.x files lose their "
+                       "NVLink matrix)", path, line_of(text, lt),
+                       ver ? "version=\"" : "has no version",
+                       ver ? (int)ver->vlen : 0, ver ? ver->val : "",
+                       ver ? "\"" : "");
+    return 0;
+}
+
+/* An <object>: a type, and on the CPU side the four sets hwloc needs. */
+static int check_object(const xscan *s, const char *lt, char **err)
+{
+    const char *path = s->path, *text = s->text;
+    const attr *ty = find_attr(s->at, s->nat, "type");
+    char tname[32] = "";
+    if (!ty || !ty->vlen || ty->vlen >= sizeof tname)
+        return p3d_err(err, "%s: line %d: <object> without a type", path,
+                       line_of(text, lt));
+    memcpy(tname, ty->val, ty->vlen);
+    static const char *const sets[] = {"cpuset", "complete_cpuset",
+                                       "nodeset", "complete_nodeset"};
+    for (size_t k = 0; cpu_side_type(tname) && k < 4; k++)
+        if (!find_attr(s->at, s->nat, sets[k]))
+            return p3d_err(err, "%s: line %d: <object type=\"%s\"> has no "
+                           "%s attribute (hwloc 2.9 crashes on such files; "
+                           "re-export with `lstopo --of xml`)", path,
+                           line_of(text, lt), tname, sets[k]);
+    return 0;
+}
+
+/* One tag opened at lt: a declaration or comment is skipped, a closing tag
+ * must match the open one, an opening one is checked and pushed. */
+static int scan_tag(xscan *s, const char *lt, char **err)
+{
+    const char *path = s->path, *text = s->text, *end = s->end;
+    const char *p = lt + 1;
+    if (p < end && (*p == '?' || *p == '!')) {
+        const char *term = *p == '?' ? "?>" : (!strncmp(p, "!--", 3) ? "-->" : ">");
+        const char *close = memmem(p, (size_t)(end - p), term, strlen(term));
+        if (!close)
+            return p3d_err(err, "%s: line %d: '<%c' never closed (truncated "
+                           "file?)", path, line_of(text, lt), *p);
+        s->p = close + strlen(term);
+        return 0;
+    }
+    int closing = p < end && *p == '/';
+    if (closing)
+        p++;
+    const char *name = p;
+    while (p < end && is_name_char(*p))
+        p++;
+    size_t nlen = (size_t)(p - name);
+    if (!nlen)
+        return p3d_err(err, "%s: line %d: '<' not followed by a tag name: not "
+                       "well-formed XML", path, line_of(text, lt));
+    int self;
+    s->p = p;
+    if (read_attrs(s, lt, name, nlen, closing, &self, err) < 0)
+        return -1;
+    int depth = s->depth;
+    if (closing) {
+        if (!depth || s->stack_len[depth - 1] != nlen || memcmp(s->stack[depth - 1], name, nlen))
+            return p3d_err(err, "%s: line %d: </%.*s> does not close %s%.*s%s",
+                           path, line_of(text, lt), (int)nlen, name,
+                           depth ? "<" : "any open tag", depth ? (int)s->stack_len[depth - 1] : 0,
+                           depth ? s->stack[depth - 1] : "", depth ? ">" : "");
+        s->depth--;
+        return 0;
+    }
+    if (!s->seen_root) {
+        s->seen_root = 1;
+        if (check_root(s, lt, name, nlen, err) < 0)
+            return -1;
+    }
+    if (nlen == 6 && !memcmp(name, "object", 6) && check_object(s, lt, err) < 0)
+        return -1;
+    if (!self) {
+        if (depth >= MAX_DEPTH)
+            return p3d_err(err, "%s: line %d: nested deeper than %d levels",
+                           path, line_of(text, lt), MAX_DEPTH);
+        s->stack[depth] = name;
+        s->stack_len[s->depth++] = nlen;
+    }
+    return 0;
+}
+
 int p3d_topo_xml_check(const char *path, const char *text, size_t len,
                        char **err)
 {
-    int rc = -1, depth = 0, seen_root = 0;
-    const char *stack[MAX_DEPTH];
-    size_t stack_len[MAX_DEPTH];
-    const char *p = text, *end = text + len;
-    attr at[64];
+    int rc = -1;
+    xscan s = {.path = path, .text = text, .end = text + len, .p = text};
     if (memchr(text, 0, len)) {
         p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected "
                 "an hwloc XML text", path,
                 (size_t)((const char *)memchr(text, 0, len) - text));
         goto out;
     }
-    while (p < end) {
-        const char *lt = memchr(p, '<', (size_t)(end - p));
+    while (s.p < s.end) {
+        const char *lt = memchr(s.p, '<', (size_t)(s.end - s.p));
         if (!lt)
             break;
-        if (depth == 0 && seen_root) {
+        if (s.depth == 0 && s.seen_root) {
             p3d_err(err, "%s: line %d: content after </topology>", path,
                     line_of(text, lt));
             goto out;
         }
-        p = lt + 1;
-        const char *close = NULL;
-        if (p < end && (*p == '?' || *p == '!')) {
-            const char *term = *p == '?' ? "?>" : (!strncmp(p, "!--", 3) ? "-->" : ">");
-            close = memmem(p, (size_t)(end - p), term, strlen(term));
-            if (!close) {
-                p3d_err(err, "%s: line %d: '<%c' never closed (truncated "
-                        "file?)", path, line_of(text, lt), *p);
-                goto out;
-            }
-            p = close + strlen(term);
-            continue;
-        }
-        int closing = p < end && *p == '/';
-        if (closing)
-            p++;
-        const char *name = p;
-        while (p < end && (isalnum((unsigned char)*p) || *p == '_' ||
-                           *p == '-' || *p == ':' || *p == '.'))
-            p++;
-        size_t nlen = (size_t)(p - name);
-        if (!nlen) {
-            p3d_err(err, "%s: line %d: '<' not followed by a tag name: not "
-                    "well-formed XML", path, line_of(text, lt));
+        if (scan_tag(&s, lt, err) < 0)
             goto out;
-        }
-        int nat = 0, self = 0;
-        for (;;) {
-            while (p < end && isspace((unsigned char)*p))
-                p++;
-            if (p >= end) {
-                p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
-                        "file?)", path, line_of(text, lt), (int)nlen, name);
-                goto out;
-            }
-            if (*p == '>') {
-                p++;
-                break;
-            }
-            if (*p == '/' && p + 1 < end && p[1] == '>' && !closing) {
-                self = 1;
-                p += 2;
-                break;
-            }
-            const char *an = p;
-            while (p < end && (isalnum((unsigned char)*p) || *p == '_' ||
-                               *p == '-' || *p == ':' || *p == '.'))
-                p++;
-            size_t anlen = (size_t)(p - an);
-            if (p + 1 >= end) {
-                p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
-                        "file?)", path, line_of(text, lt), (int)nlen, name);
-                goto out;
-            }
-            if (!anlen || closing || p >= end || *p != '=' || p + 1 >= end ||
-                (p[1] != '"' && p[1] != '\'')) {
-                p3d_err(err, "%s: line %d: malformed attribute in <%.*s>: "
-                        "expected name=\"value\"", path, line_of(text, p),
-                        (int)nlen, name);
-                goto out;
-            }
-            char q = p[1];
-            const char *v = p + 2;
-            const char *ve = memchr(v, q, (size_t)(end - v));
-            if (!ve) {
-                p3d_err(err, "%s: line %d: attribute '%.*s' has no closing "
-                        "quote", path, line_of(text, an), (int)anlen, an);
-                goto out;
-            }
-            if (nat < (int)(sizeof at / sizeof *at))
-                at[nat++] = (attr){an, v, anlen, (size_t)(ve - v)};
-            p = ve + 1;
-        }
-        if (closing) {
-            if (!depth || stack_len[depth - 1] != nlen ||
-                memcmp(stack[depth - 1], name, nlen)) {
-                p3d_err(err, "%s: line %d: </%.*s> does not close %s%.*s%s",
-                        path, line_of(text, lt), (int)nlen, name,
-                        depth ? "<" : "any open tag", depth ? (int)stack_len[depth - 1] : 0,
-                        depth ? stack[depth - 1] : "", depth ? ">" : "");
-                goto out;
-            }
-            depth--;
-            continue;
-        }
-        if (!seen_root) {
-            seen_root = 1;
-            if (nlen != 8 || memcmp(name, "topology", 8)) {
-                p3d_err(err, "%s: line %d: root element is <%.*s>: expected "
-                        "<topology> (an hwloc XML export) or <system> (an "
-                        "NCCL topology file, NCCL_TOPO_FILE)", path,
-                        line_of(text, lt), (int)(nlen < 64 ? nlen : 64), name);
-                goto out;
-            }
-            const attr *ver = find_attr(at, nat, "version");
-            /* 3.x (hwloc's master branch): the installed libhwloc decides
-             * (topo_hwloc.c says which versions when it cannot) */
-            if (!ver || ver->vlen < 2 || (memcmp(ver->val, "2.", 2) && memcmp(ver->val, "3.", 2))) {
-                p3d_err(err, "%s: line %d: <topology> %s%.*s%s: expected "
-                        "version=\"2.0\" (an hwloc 2.x export; 3.x is tried "
-                        "with the installed libhwloc; 1.x files lose their "
-                        "NVLink matrix)", path, line_of(text, lt),
-                        ver ? "version=\"" : "has no version",
-                        ver ? (int)ver->vlen : 0, ver ? ver->val : "",
-                        ver ? "\"" : "");
-                goto out;
-            }
-        }
-        if (nlen == 6 && !memcmp(name, "object", 6)) {
-            const attr *ty = find_attr(at, nat, "type");
-            char tname[32] = "";
-            if (!ty || !ty->vlen || ty->vlen >= sizeof tname) {
-                p3d_err(err, "%s: line %d: <object> without a type", path,
-                        line_of(text, lt));
-                goto out;
-            }
-            memcpy(tname, ty->val, ty->vlen);
-            static const char *const sets[] = {"cpuset", "complete_cpuset",
-                                               "nodeset", "complete_nodeset"};
-            for (size_t s = 0; cpu_side_type(tname) && s < 4; s++)
-                if (!find_attr(at, nat, sets[s])) {
-                    p3d_err(err, "%s: line %d: <object type=\"%s\"> has no "
-                            "%s attribute (hwloc 2.9 crashes on such files; "
-                            "re-export with `lstopo --of xml`)", path,
-                            line_of(text, lt), tname, sets[s]);
-                    goto out;
-                }
-        }
-        if (!self) {
-            if (depth >= MAX_DEPTH) {
-                p3d_err(err, "%s: line %d: nested deeper than %d levels",
-                        path, line_of(text, lt), MAX_DEPTH);
-                goto out;
-            }
-            stack[depth] = name;
-            stack_len[depth++] = nlen;
-        }
     }
-    if (!seen_root) {
+    if (!s.seen_root) {
         p3d_err(err, "%s: no <topology> element: not an hwloc XML file", path);
         goto out;
     }
-    if (depth) {
+    if (s.depth) {
         p3d_err(err, "%s: <%.*s> is never closed (truncated file?)", path,
-                (int)stack_len[depth - 1], stack[depth - 1]);
+                (int)s.stack_len[s.depth - 1], s.stack[s.depth - 1]);
         goto out;
     }
     rc = 0;
