@@ -545,6 +545,16 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placem
     p3d_link link[P3D_NDIMS];
     if (!job->has_model)
         return 0;
+    if (job->first_stage_layers || job->last_stage_layers) {
+        /* Megatron refuses such a split at start-up: an error here, not a note */
+        int lay[3];
+        if (p3d_cost_stage_layers(job->model.layers, pl->mesh.size[P3D_DIM_PP], job->virtual_stages,
+                                  job->first_stage_layers, job->last_stage_layers, lay, &cerr) < 0) {
+            int r = p3d_analysis_add(a, P3D_SEV_ERROR, "UNEVEN_STAGES", "%s", cerr ? cerr : "invalid split");
+            free(cerr);
+            return r;
+        }
+    }
     p3d_hops hops;
     for (int d = 0; d < P3D_NDIMS; d++) {
         link[d] = (p3d_link)a->dim[d].worst;

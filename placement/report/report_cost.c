@@ -127,6 +127,13 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
     p3d_sb_printf(b, "  assumed: %s, %.0f TFLOP/s sustained (%s), MFU against %.0f peak\n",
                   x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
                   x->peak_tflops);
+    if (x->uneven)
+        p3d_sb_printf(b, "  uneven stages (--decoder-first/last-pipeline-num-layers): first %d layers + embedding "
+                         "%.1f GB,\n    %s %d layers %.1f GB, last %d layers + output layer %.1f GB; the fullest "
+                         "sets the memory,\n    the slowest (%.0f%% of an even stage's work) the pipeline's pace\n",
+                      x->stage_layers[0], x->stage_mem[0] / 1e9, in->pl->mesh.size[P3D_DIM_PP] > 2 ? "middle" : "(none)",
+                      x->stage_layers[1], x->stage_mem[1] / 1e9, x->stage_layers[2], x->stage_mem[2] / 1e9,
+                      100 * x->stage_imbalance);
     if (x->micro_batches_assumed)
         p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
                       x->micro_batches);

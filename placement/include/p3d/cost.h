@@ -57,7 +57,15 @@ typedef struct p3d_cost {
     const char *gpu_mem_source;     /* "topology", "--gpu-mem" or "default" (static string) */
     int micro_batch_size, micro_batches, global_batch; /* b, m, B as used */
     int micro_batches_assumed;      /* 1 when m was not given and 4*pp was assumed */
-    int layers_per_stage;           /* ceil(L/pp) */
+    int layers_per_stage;           /* ceil(L/pp); uneven stages: the fullest stage's */
+    /* stages' layers (uneven: --decoder-first/last-pipeline-num-layers;
+     * even: all ceil(L/pp)) and memory per GPU of the first, the second
+     * (the fullest middle one) and the last stage; mem_total is their
+     * maximum (even stages: the first's, Megatron's estimator) */
+    int uneven;                     /* --decoder-first/last-pipeline-num-layers given */
+    int stage_layers[3];
+    double stage_mem[3];
+    double mem_layer_states, mem_layer_act; /* one layer's states; its activations per micro-batch held */
     int inflight;                   /* micro-batches the first stage holds (1F1B) */
     double params_per_gpu;          /* psi = P/(tp*pp) */
     double act_layer;               /* activation bytes per layer per micro-batch */
@@ -151,6 +159,10 @@ const char *const *p3d_model_preset_names(void);
  * ZeRO-1 (Megatron's distributed optimizer) divides K by d, ZeRO-2 also
  * the gradients, ZeRO-3 everything. w = 2, gb = 4: Megatron's 18 bytes,
  * 6 + 12/d with the distributed optimizer. */
+/* Layers of the first, a middle and the last pipeline stage (even, or
+ * Megatron's --decoder-first/last-pipeline-num-layers first/last, 0 =
+ * unset); -1 with *err when Megatron would refuse them. */
+int p3d_cost_stage_layers(int L, int p, int v, int first, int last, int out[3], char **err);
 void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights,
                            double *grads, double *optim);
 /* Activation bytes per layer per micro-batch (Korthikanti et al. 2022), 16-bit,

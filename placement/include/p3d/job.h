@@ -127,6 +127,9 @@ typedef struct p3d_job {
     int micro_batch_size;   /* b, 0 = unknown */
     int global_batch;       /* B, 0 = unknown */
     int virtual_stages;     /* v, 1 = plain 1F1B */
+    /* Megatron's --decoder-first/last-pipeline-num-layers (0 = even
+     * stages): the other stages share the rest of the layers evenly */
+    int first_stage_layers, last_stage_layers;
     int dtype_bytes;        /* 2 for bf16/fp16 */
     int zero;               /* ZeRO stage 0..3 */
     int recompute;          /* 0 none, 1 selective, 2 full */
