@@ -17,8 +17,14 @@
 #        README, images/cases_april2021.png): A100 80GB, s 2048, V 51200,
 #        full recompute; FLOPs 96 B s L h^2 (1 + s/6h + V/16Lh).
 #   K22  Korthikanti et al., "Reducing Activation Recomputation in Large
-#        Transformer Models", 2022, Table 5 (selective recompute + sequence
-#        parallelism): A100 80GB, s 2048, V 51200; its iteration times.
+#        Transformer Models", 2022 (arXiv 2205.05198), Table 5: end-to-end
+#        iteration times, full recompute and selective recompute + sequence
+#        parallelism (22B 1.42/1.10 s, 175B 18.13/13.75 s, 530B 49.05/37.83 s,
+#        1T 94.42/71.49 s), the layouts of its Table 3 (tp 8; pp 1, 8, 35,
+#        64; 8, 64, 280, 512 GPUs; batch 4, 64, 280, 512): A100 80GB, s 2048,
+#        V 51200. Checked against the transcription in Calculon's validation
+#        (calculon-ai/calculon, calculon/llm/validation.py, seqsel_tab5),
+#        which also runs 530B with 3 interleaved stages; here without.
 #   M24  Megatron-LM README, images/model_table.png (Megatron-Core r0.8.0
 #        weak scaling, commit f2e5db402c): H100 80GB, s 4096, V 131072, dp 48;
 #        FLOPs as megatron/training/training.py num_floating_point_operations
@@ -49,8 +55,14 @@ rows=(
   "N21 check A100 96 16384 128   8 16 1920 2160 full 155"
   "N21 fit   A100 105 20480 128  8 35 2520 2520 full 163"
   "N21 check A100 128 25600 160  8 64 3072 3072 full 163"
+  "K22 check A100 48  6144  64   8  1    8    4 selective 1.10s"
   "K22 check A100 96 12288  96   8  8   64   64 selective 13.75s"
+  "K22 check A100 105 20480 128  8 35  280  280 selective 37.83s"
   "K22 check A100 128 25600 160  8 64  512  512 selective 71.49s"
+  "K22 check A100 48  6144  64   8  1    8    4 full 1.42s"
+  "K22 check A100 96 12288  96   8  8   64   64 full 18.13s"
+  "K22 check A100 105 20480 128  8 35  280  280 full 49.05s"
+  "K22 check A100 128 25600 160  8 64  512  512 full 94.42s"
   "M24 fit   H100 24  2048  16   1  1   48  192 selective 408.8"
   "M24 check H100 30  4096  32   2  1   96  192 selective 465.9"
   "M24 fit   H100 32  6144  48   4  1  192  192 selective 489.1"

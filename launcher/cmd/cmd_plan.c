@@ -220,6 +220,14 @@ int p3d_cmd_plan(const p3d_opts *o)
                       "--params --layers --hidden --heads --seq-len --vocab");
         goto fail;
     }
+    if ((job.first_stage_layers || job.last_stage_layers) && o->pp) {
+        /* pinned: refuse a split Megatron refuses; unpinned, plan keeps
+         * the pipeline depths it fits */
+        int lay[3];
+        if (p3d_cost_stage_layers(job.model.layers, o->pp, o->virtual_stages ? o->virtual_stages : 1,
+                                  job.first_stage_layers, job.last_stage_layers, lay, &err) < 0)
+            goto fail;
+    }
     if (o->cluster) {
         if (p3d_cluster_load(o->cluster, &c, &err) < 0)
             goto fail;

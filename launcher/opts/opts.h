@@ -47,6 +47,7 @@ typedef struct p3d_opts {
 
     /* training shape and model (cost model) */
     int micro_batches, micro_batch, global_batch, virtual_stages;
+    int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers */
     const char *model;          /* preset name */
     double params;
     int layers, hidden, heads, seq_len, vocab;

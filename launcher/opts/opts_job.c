@@ -67,6 +67,8 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
     job->micro_batch_size = o->micro_batch;
     job->global_batch = o->global_batch;
     job->virtual_stages = o->virtual_stages ? o->virtual_stages : 1;
+    job->first_stage_layers = o->first_stage_layers;
+    job->last_stage_layers = o->last_stage_layers;
     if (o->dtype) {
         if (!strcmp(o->dtype, "bf16") || !strcmp(o->dtype, "fp16"))
             job->dtype_bytes = 2;
@@ -94,6 +96,8 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
     job->tflops = o->tflops;
     job->no_seq_parallel = o->no_seq_parallel;
     job->grad_bf16 = o->grad_bf16;
+    job->inference = o->inference;
+    job->serve = (p3d_infer_opts){o->context_len, o->prompt_len, o->serve_batch};
     if (o->model && o->model_config)
         return p3d_err(err, "--model %s and --model-config %s: give one of them (options such as "
                             "--seq-length then change what it says)", o->model, o->model_config);

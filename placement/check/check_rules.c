@@ -511,12 +511,50 @@ oom:
     return -1;
 }
 
-static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
+/* --inference: the layout serves, so its memory is weights + KV cache
+ * (plan --inference's arithmetic), not training's; the training figures
+ * stay in the cost object but judge nothing. */
+static int serving_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
+{
+    char *cerr = NULL;
+    if (p3d_infer_layout(c, job, pl->mesh.size[P3D_DIM_TP], pl->mesh.size[P3D_DIM_PP], pl->world, &a->infer,
+                         &cerr) < 0) {
+        /* asked for and impossible (a prompt longer than the context): an error, not a note */
+        int r = p3d_analysis_add(a, P3D_SEV_ERROR, "SERVING_UNAVAILABLE", "no serving estimate: %s",
+                                 cerr ? cerr : "the cost model failed");
+        free(cerr);
+        return r;
+    }
+    a->has_infer = 1;
+    const p3d_infer_cost *k = &a->infer;
+    if (!k->fits)
+        ADD(P3D_SEV_ERROR, "SERVING_DOES_NOT_FIT",
+            "serving %s at tp=%d pp=%d needs about %.1f GB per GPU (weights %.1f, KV cache %.1f for %d sequences "
+            "of %d tokens); the GPUs hold %.1f GB less %.1f GB kept free. Raise tp*pp, or lower --context-len "
+            "or --serve-batch (par3drun plan --inference finds the smallest replica that fits).",
+            job->model.name, k->tp, k->pp, k->total / 1e9, k->weights / 1e9, k->kv / 1e9, k->batch, k->context,
+            k->gpu_mem / 1e9, k->reserve / 1e9);
+    return 0;
+oom:
+    return -1;
+}
+
+static int cost_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
 {
     char *cerr = NULL;
     p3d_link link[P3D_NDIMS];
     if (!job->has_model)
         return 0;
+    if (job->first_stage_layers || job->last_stage_layers) {
+        /* Megatron refuses such a split at start-up: an error here, not a note */
+        int lay[3];
+        if (p3d_cost_stage_layers(job->model.layers, pl->mesh.size[P3D_DIM_PP], job->virtual_stages,
+                                  job->first_stage_layers, job->last_stage_layers, lay, &cerr) < 0) {
+            int r = p3d_analysis_add(a, P3D_SEV_ERROR, "UNEVEN_STAGES", "%s", cerr ? cerr : "invalid split");
+            free(cerr);
+            return r;
+        }
+    }
     p3d_hops hops;
     for (int d = 0; d < P3D_NDIMS; d++) {
         link[d] = (p3d_link)a->dim[d].worst;
@@ -530,6 +568,8 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, p3d_analysis *a)
         return r;
     }
     a->has_cost = 1;
+    if (job->inference)
+        return serving_rules(c, job, pl, a);
     const p3d_cost *k = &a->cost;
     if (k->fits_raw && !k->fits)
         ADD(P3D_SEV_WARNING, "MEMORY_HEADROOM",
@@ -596,7 +636,7 @@ int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
                        char **err)
 {
     if (world_rules(c, job, pl, a) < 0 || tp_rules(c, job, pl, a) < 0 || pp_rules(c, job, pl, a) < 0 ||
-        dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, pl, a) < 0 || cost_rules(c, job, a) < 0 ||
+        dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, pl, a) < 0 || cost_rules(c, job, pl, a) < 0 ||
         carried_notes(c, pl, a) < 0)
         return p3d_err(err, "out of memory while checking the placement");
     return 0;

@@ -12,6 +12,8 @@
 /* The "cost" JSON object of docs/cost-model.md (memory, traffic, time,
  * bubble, mfu, assumptions), keys in a fixed order. */
 void p3d_cost_json(p3d_sb *b, const p3d_cost *c);
+/* The dry run's "inference" object (docs/report-json.md): one line. */
+void p3d_infer_json(p3d_sb *b, const p3d_infer_cost *k);
 
 /* Human-readable lines (each prefixed by `indent`, ending in '\n'): memory
  * per GPU, traffic and time per dimension, bubble, step time and MFU. When

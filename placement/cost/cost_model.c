@@ -378,6 +378,81 @@ static void act_first_stage(const p3d_model *md, const p3d_job *job, int lps, in
                                            : (job->recompute >= 2 ? "korthikanti-full" : "korthikanti-none");
 }
 
+/* Layers of the first, a middle and the last stage. Even stages: ceil(L/p)
+ * each (Megatron requires p | L). Megatron's --decoder-first-pipeline-
+ * num-layers F / --decoder-last-pipeline-num-layers N put F (N) layers on
+ * the first (last) stage and the rest evenly on the others, which must
+ * divide it; refused with interleaving, as Megatron does. */
+int p3d_cost_stage_layers(int L, int p, int v, int first, int last, int out[3], char **err)
+{
+    const int lps = (L + p - 1) / p;
+    out[0] = out[1] = out[2] = lps;
+    if (!first && !last)
+        return 0;
+    if (p < 2)
+        return p3d_err(err, "--decoder-%s-pipeline-num-layers needs pp > 1", first ? "first" : "last");
+    if (v > 1)
+        return p3d_err(err, "--decoder-first/last-pipeline-num-layers: not with --virtual-stages %d (Megatron "
+                            "refuses uneven stages with interleaving)", v);
+    int others = p - (first > 0) - (last > 0), rest = L - first - last;
+    if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest < others || rest % others)))
+        return p3d_err(err, "--decoder-first-pipeline-num-layers %d, --decoder-last-pipeline-num-layers %d: the "
+                            "other %d stage%s must share the remaining %d of %d layers evenly, at least one each",
+                       first, last, others, others == 1 ? "" : "s", rest, L);
+    int mid = others > 0 ? rest / others : 0;
+    out[0] = first ? first : mid;
+    out[1] = p > 2 ? mid : out[0]; /* pp = 2: no middle stage */
+    out[2] = last ? last : mid;
+    return 0;
+}
+
+/* Memory per GPU that one layer adds to a stage: its weights, gradients
+ * and optimizer state as shard_memory counts them, and its activations per
+ * micro-batch held as the first stage has them (Megatron's per-layer term,
+ * par3drun's MoE copies); both linear in the layers. */
+static void layer_mem(const p3d_model_counts *mc, const p3d_job *job, int L, int t, int dcp, int eshards, int edp,
+                      p3d_cost *out)
+{
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
+    double psi = mc->tp_block / L / t + mc->replicated_block / L, psi_e = mc->expert_block / L / eshards, a, g, o;
+    p3d_cost_model_states(psi, dcp, job->zero, w, out->grad_bytes, &a, &g, &o);
+    out->mem_layer_states = a + g + o;
+    if (psi_e > 0) {
+        p3d_cost_model_states(psi_e, edp, job->zero, w, out->grad_bytes, &a, &g, &o);
+        out->mem_layer_states += a + g + o;
+    }
+    out->mem_layer_act = out->stage_layers[0] > 0 && out->inflight > 0
+                             ? (out->mem_act - out->mem_act_embed) / ((double)out->stage_layers[0] * out->inflight)
+                             : out->act_layer;
+}
+
+/* Memory per GPU of the k-th stage (k > 0; 1F1B: it holds min(m, p - k)
+ * micro-batches); the last one adds the output layer's weights (Megatron
+ * keeps a copy there even when tied) and its logits' activations. */
+static double later_stage_mem(const p3d_model_counts *mc, const p3d_job *job, const p3d_cost *first, int layers,
+                              int k, int p, int m, int t, int dcp)
+{
+    const p3d_model *md = &job->model;
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2, held = m < p - k ? m : p - k;
+    double total = layers * (first->mem_layer_states + first->mem_layer_act * held);
+    if (k == p - 1) {
+        double a, g, o;
+        p3d_cost_model_states(mc->embedding / t, dcp, job->zero, w, first->grad_bytes, &a, &g, &o);
+        const double sb = (double)md->seq_len * first->micro_batch_size, h = md->hidden, scale = w / 2.0;
+        total += a + g + o + (first->seq_parallel ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t
+                                                  : 2.0 * (sb * md->vocab / t + sb * h)) * scale;
+    }
+    return total;
+}
+
+/* The slowest stage's work: its layers, and on the last the output layer
+ * (the pipeline runs at that stage's pace). */
+static double stage_slowest(const int layers[3], double layer, double head)
+{
+    double a = layers[0] * layer, b = layers[1] * layer, c = layers[2] * layer + head;
+    return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
 int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
 {
@@ -434,7 +509,14 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
 
     const int s = md->seq_len, h = md->hidden, L = md->layers, V = md->vocab;
     const int dcp = d * cp; /* gradients are reduced (and sharded) over dp x cp */
-    const int lps = (L + p - 1) / p;
+    if (p3d_cost_stage_layers(L, p, v, job->first_stage_layers, job->last_stage_layers, out->stage_layers, err) < 0)
+        return -1;
+    const int uneven = job->first_stage_layers || job->last_stage_layers;
+    out->uneven = uneven;
+    int lps = out->stage_layers[0];
+    for (int k = 1; k < 3; k++)
+        if (out->stage_layers[k] > lps)
+            lps = out->stage_layers[k];
     out->layers_per_stage = lps;
 
     out->seq_parallel = t > 1 && !job->no_seq_parallel;
@@ -442,9 +524,21 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
     out->params_expert = mc.expert_block;
     out->params_active = mc.active;
     double psi = 0, psi_e = 0;
-    shard_memory(&mc, job, lps, L, t, p, dcp, etp * ep, edp, out, &psi, &psi_e);
-    act_first_stage(md, job, lps, t, etp, p, v, b, m, cp, out);
+    shard_memory(&mc, job, out->stage_layers[0], L, t, p, dcp, etp * ep, edp, out, &psi, &psi_e);
+    act_first_stage(md, job, out->stage_layers[0], t, etp, p, v, b, m, cp, out);
     out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
+    layer_mem(&mc, job, L, t, dcp, etp * ep, edp, out);
+    out->stage_mem[0] = out->stage_mem[1] = out->stage_mem[2] = out->mem_total;
+    if (p > 1) {
+        if (p > 2)
+            out->stage_mem[1] = later_stage_mem(&mc, job, out, out->stage_layers[1], 1, p, m, t, dcp);
+        out->stage_mem[2] = later_stage_mem(&mc, job, out, out->stage_layers[2], p - 1, p, m, t, dcp);
+    }
+    /* even stages: the first, as Megatron's estimator counts; uneven ones:
+     * the first is no longer the most loaded for sure, the fullest sets it */
+    for (int k = 1; uneven && k < 3; k++)
+        if (out->stage_mem[k] > out->mem_total)
+            out->mem_total = out->stage_mem[k];
     /* an explicit option wins over what the topology discovered */
     double gm = cluster_gpu_mem(c);
     if (job->gpu_mem_bytes > 0) {
@@ -580,14 +674,16 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
         out->tflops_source = "--tflops";
         double layer_w = mc.matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
                head_w = (double)V / (16.0 * h);
-        out->stage_imbalance = p > 1 ? (lps * layer_w + head_w) / ((L * layer_w + head_w) / p) : 1.0;
+        double slow = stage_slowest(out->stage_layers, layer_w, head_w);
+        out->stage_imbalance = p > 1 ? slow / ((L * layer_w + head_w) / p) : 1.0;
         out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
     } else {
         /* from the GEMM shapes (compute_time.c): the last stage's layers
          * and the output layer per micro-batch, m of them */
         p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, &mc, b, t, cp, ep, etp, job->recompute, w,
                           out);
-        double stage = lps * out->t_layer + out->t_head, avg = (L * out->t_layer + out->t_head) / p;
+        double stage = stage_slowest(out->stage_layers, out->t_layer, out->t_head),
+               avg = (L * out->t_layer + out->t_head) / p;
         out->stage_imbalance = p > 1 ? stage / avg : 1.0;
         out->compute_time = m * stage;
         /* the sustained figure that amounts to, for the reports */

@@ -59,6 +59,10 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     kv_num(b, "activation_per_layer", r6(c->act_layer), 1);
     kv_num(b, "layers_per_stage", c->layers_per_stage, 1);
     kv_num(b, "inflight_micro_batches", c->inflight, 1);
+    if (c->uneven) /* Megatron's uneven split: first, second (the fullest middle) and last stage */
+        p3d_sb_printf(b, "\"stage_layers\":[%d,%d,%d],\"stage_memory\":[%.6g,%.6g,%.6g],", c->stage_layers[0],
+                      c->stage_layers[1], c->stage_layers[2], r6(c->stage_mem[0]), r6(c->stage_mem[1]),
+                      r6(c->stage_mem[2]));
     /* Megatron's arithmetic (docs/cost-model.md, "Memory") */
     kv_num(b, "params_most_loaded_shard", r6(c->params_shard), 1);
     kv_num(b, "params_most_loaded_shard_experts", r6(c->params_shard_expert), 1);

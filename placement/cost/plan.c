@@ -410,6 +410,13 @@ int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mo
                         for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
                             if (v > 1 && (p < 2 || L % (p * v)))
                                 continue;
+                            /* --decoder-first/last-pipeline-num-layers: the
+                             * layouts Megatron accepts them for */
+                            int lay[3];
+                            if ((job->first_stage_layers || job->last_stage_layers) &&
+                                p3d_cost_stage_layers(L, p, v, job->first_stage_layers, job->last_stage_layers, lay,
+                                                      NULL) < 0)
+                                continue;
                             p3d_link link[P3D_NDIMS];
                             p3d_hops hops;
                             layout_links(pl, t, cp, p, d, v, ep, etp, link, &hops);

@@ -180,6 +180,64 @@ static void json_report(p3d_sb *b, const p3d_model *m, const p3d_gpu_info *g, co
     p3d_sb_puts(b, "]}\n");
 }
 
+/* The serving figures with their defaults: the context --seq-len, the
+ * prompt half of it, 32 sequences. */
+static int infer_defaults(const p3d_model *m, const p3d_infer_opts *io, p3d_infer_opts *o, char **err)
+{
+    *o = *io;
+    if (o->context <= 0)
+        o->context = m->seq_len;
+    if (o->prompt <= 0)
+        o->prompt = o->context / 2 > 0 ? o->context / 2 : 1;
+    if (o->batch <= 0)
+        o->batch = 32;
+    if (o->prompt > o->context)
+        return p3d_err(err, "--prompt-len %d is longer than --context-len %d", o->prompt, o->context);
+    return 0;
+}
+
+int p3d_infer_layout(const p3d_cluster *c, const p3d_job *job, int tp, int pp, int gpus, p3d_infer_cost *out,
+                     char **err)
+{
+    const p3d_model *m = &job->model;
+    p3d_model_counts mc;
+    p3d_infer_opts o;
+    memset(out, 0, sizeof *out);
+    if (!job->has_model)
+        return p3d_err(err, "--inference needs a model (--model, --model-config or Megatron's arguments)");
+    if (tp < 1 || pp < 1 || gpus < tp * pp)
+        return p3d_err(err, "--inference: tp=%d pp=%d needs %d GPUs, %d given", tp, pp, tp * pp, gpus);
+    if (p3d_model_count(m, &mc, err) < 0 || infer_defaults(m, &job->serve, &o, err) < 0)
+        return -1;
+    p3d_gpu_info g;
+    p3d_cost_gpu(c, job, &g);
+    infer_row r = {.tp = tp, .pp = pp};
+    eval_row(&r, m, &mc, &g, &o, gpus);
+    *out = (p3d_infer_cost){.tp = tp, .pp = pp, .replicas = r.replicas, .fits = r.fits,
+                            .context = o.context, .prompt = o.prompt, .batch = o.batch,
+                            .kv_per_token = kv_per_token(m), .weights = r.weights, .kv = r.kv, .total = r.total,
+                            .gpu_mem = g.mem, .reserve = g.reserve, .ttft = r.ttft, .tpot = r.tpot,
+                            .tok_s_gpu = r.tok_s_gpu, .gpu_name = g.name};
+    return 0;
+}
+
+void p3d_infer_json(p3d_sb *b, const p3d_infer_cost *k)
+{
+    p3d_sb_printf(b, "{\"tp\":%d,\"pp\":%d,\"replicas\":%d,\"fits\":%s,\"context\":%d,\"prompt\":%d,\"batch\":%d",
+                  k->tp, k->pp, k->replicas, k->fits ? "true" : "false", k->context, k->prompt, k->batch);
+    static const char *const names[] = {"kv_bytes_per_token", "weights", "kv_cache", "total", "gpu_mem", "reserve",
+                                        "ttft_seconds", "tpot_seconds", "tokens_per_second_per_gpu"};
+    const double vals[] = {k->kv_per_token, k->weights, k->kv, k->total, k->gpu_mem, k->reserve,
+                           k->ttft, k->tpot, k->tok_s_gpu};
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        p3d_sb_printf(b, ",\"%s\":", names[i]);
+        p3d_sb_json_num(b, vals[i]);
+    }
+    p3d_sb_puts(b, ",\"gpu\":");
+    p3d_sb_json_str(b, k->gpu_name ? k->gpu_name : "H100");
+    p3d_sb_putc(b, '}');
+}
+
 char *p3d_infer_report(const p3d_cluster *c, const p3d_job *job, const p3d_infer_opts *io, int json, int *fits,
                        char **err)
 {
@@ -190,17 +248,9 @@ char *p3d_infer_report(const p3d_cluster *c, const p3d_job *job, const p3d_infer
     p3d_model_counts mc;
     if (p3d_model_count(m, &mc, err) < 0 || p3d_plan_cluster_shape(c, &shape, err) < 0)
         return NULL;
-    p3d_infer_opts o = *io;
-    if (o.context <= 0)
-        o.context = m->seq_len;
-    if (o.prompt <= 0)
-        o.prompt = o.context / 2 > 0 ? o.context / 2 : 1;
-    if (o.batch <= 0)
-        o.batch = 32;
-    if (o.prompt > o.context) {
-        p3d_err(err, "--prompt-len %d is longer than --context-len %d", o.prompt, o.context);
+    p3d_infer_opts o;
+    if (infer_defaults(m, io, &o, err) < 0)
         return NULL;
-    }
     p3d_gpu_info g;
     p3d_cost_gpu(c, job, &g);
     infer_row rows[MAX_ROWS];

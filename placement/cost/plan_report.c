@@ -609,13 +609,19 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
             p3d_sb mb = {0};
             p3d_plan_micro_batch_note(&mb, pl, best);
             p3d_sb_putc(&mb, '.');
-            int nl;
-            double saves;
-            if (p3d_plan_uneven(pl, best, &nl, &saves))
+            p3d_plan_split sp;
+            if (p3d_plan_uneven(pl, best, &sp)) {
                 p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
-                                   "layer's time); Megatron's --decoder-last-pipeline-num-layers %d evens the "
-                                   "stages and saves about %.2f s per step.",
-                              100 * best->cost.t_head / best->cost.t_layer, nl, saves);
+                                   "layer's time), the first holds the embedding; Megatron's",
+                              100 * best->cost.t_head / best->cost.t_layer);
+                if (sp.first)
+                    p3d_sb_printf(&mb, " --decoder-first-pipeline-num-layers %d", sp.first);
+                if (sp.last)
+                    p3d_sb_printf(&mb, " --decoder-last-pipeline-num-layers %d", sp.last);
+                p3d_sb_printf(&mb, " saves about %.2f s per step (%.1f%%); the fullest stage needs %.1f GB "
+                                   "per GPU instead of %.1f.",
+                              sp.saves, 100 * sp.saves / best->cost.step_time, sp.mem_new / 1e9, sp.mem_now / 1e9);
+            }
             char *mbt = p3d_sb_finish(&mb);
             p3d_sb_putc(&b, '\n');
             wrapped(&b, mbt ? mbt : "", "batch    ", "         ");

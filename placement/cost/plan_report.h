@@ -31,11 +31,19 @@ void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row 
  * twice the micro-batch (step time, GEMM efficiency, bubble, activations),
  * or that they do not fit. One clause list, no newline. */
 void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best);
-/* Uneven stages: the number of layers Megatron's
- * --decoder-last-pipeline-num-layers should give the last stage (which
- * also runs the output layer) so the stages even out, and the seconds per
- * step that saves. 1 when it saves more than 0.5% of the step. */
-int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves);
+/* Uneven stages: the split of layers (Megatron's --decoder-first/last-
+ * pipeline-num-layers) that makes row best's slowest stage (the last runs
+ * the output layer) fastest, then its fullest stage (the first holds the
+ * embedding and the most micro-batches) lightest, among splits that fit;
+ * the seconds per step it saves and the fullest stage's memory before and
+ * after. 1 when it saves 0.5% of the step, or 2% of the memory without
+ * costing time. */
+typedef struct p3d_plan_split {
+    int first, last;         /* Megatron's --decoder-first/last-pipeline-num-layers, 0 = not given */
+    double saves;            /* seconds per step */
+    double mem_now, mem_new; /* the fullest stage's memory per GPU, bytes */
+} p3d_plan_split;
+int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, p3d_plan_split *out);
 
 /* Fills pl's cluster-shape fields (nodes, GPUs per node, NVLink domain)
  * as the search does (plan.c). */

@@ -159,12 +159,16 @@ char *p3d_plan_json(const p3d_plan *pl, int top)
         p3d_sb_puts(&b, ",\"micro_batch_note\":");
         p3d_sb_json_str(&b, t ? t : "");
         free(t);
-        int nl;
-        double saves;
+        p3d_plan_split sp;
         p3d_sb_puts(&b, ",\"uneven_stages\":");
-        if (p3d_plan_uneven(pl, best, &nl, &saves)) {
-            p3d_sb_printf(&b, "{\"decoder_last_pipeline_num_layers\":%d,\"saves_seconds\":", nl);
-            p3d_sb_json_num(&b, saves);
+        if (p3d_plan_uneven(pl, best, &sp)) {
+            p3d_sb_printf(&b, "{\"decoder_first_pipeline_num_layers\":%d,\"decoder_last_pipeline_num_layers\":%d,"
+                              "\"saves_seconds\":", sp.first, sp.last);
+            p3d_sb_json_num(&b, sp.saves);
+            p3d_sb_puts(&b, ",\"memory_before\":");
+            p3d_sb_json_num(&b, sp.mem_now);
+            p3d_sb_puts(&b, ",\"memory_after\":");
+            p3d_sb_json_num(&b, sp.mem_new);
             p3d_sb_putc(&b, '}');
         } else {
             p3d_sb_puts(&b, "null");

@@ -55,6 +55,10 @@ void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r
         p3d_sb_puts(b, " --sequence-parallel");
     if (r->zero >= 1)
         p3d_sb_puts(b, " --use-distributed-optimizer");
+    if (j->first_stage_layers)
+        p3d_sb_printf(b, " --decoder-first-pipeline-num-layers %d", j->first_stage_layers);
+    if (j->last_stage_layers)
+        p3d_sb_printf(b, " --decoder-last-pipeline-num-layers %d", j->last_stage_layers);
     p3d_sb_printf(b, " --micro-batch-size %d --global-batch-size %d", r->micro_batch, j->global_batch);
     if (j->recompute == 1)
         p3d_sb_puts(b, " --recompute-granularity selective");
@@ -137,29 +141,58 @@ void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row
     }
 }
 
-int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, int *last_layers, double *saves)
+/* Memory per GPU of stage k (0 first, 1 middle, 2 last) of c with
+ * `layers` layers instead of c's: one layer's states and the activations
+ * of the micro-batches that stage holds (1F1B) per layer moved. */
+static double moved_mem(const p3d_cost *c, int k, int layers, int p, int m)
+{
+    int held = k == 0 ? (m < p ? m : p) : k == 1 ? (m < p - 1 ? m : p - 1) : 1;
+    return c->stage_mem[k] + (layers - c->stage_layers[k]) * (c->mem_layer_states + c->mem_layer_act * held);
+}
+
+int p3d_plan_uneven(const p3d_plan *pl, const p3d_plan_row *best, p3d_plan_split *out)
 {
     const p3d_cost *c = &best->cost;
-    const int L = pl->job.model.layers, p = best->pp;
-    *last_layers = 0;
-    *saves = 0;
-    if (p < 2 || best->virtual_stages > 1 || c->t_layer <= 0 || c->t_head <= 0)
+    const int L = pl->job.model.layers, p = best->pp, m = best->micro_batches;
+    memset(out, 0, sizeof *out);
+    if (p < 2 || best->virtual_stages > 1 || c->t_layer <= 0)
         return 0;
-    double now = c->layers_per_stage * c->t_layer + c->t_head, keep = now;
-    /* Megatron's --decoder-last-pipeline-num-layers N: the other p-1
-     * stages share L-N layers evenly (Megatron needs them to divide) */
-    for (int n = 1; n < c->layers_per_stage; n++) {
-        if ((L - n) % (p - 1))
-            continue;
-        double other = (double)((L - n) / (p - 1)) * c->t_layer, last = n * c->t_layer + c->t_head;
-        double slowest = other > last ? other : last;
-        if (slowest < keep) {
-            keep = slowest;
-            *last_layers = n;
+    const int *now = c->stage_layers;
+    double t_now = now[2] * c->t_layer + c->t_head, m_now = 0, limit = c->gpu_mem - c->mem_reserve;
+    for (int k = 0; k < 2; k++)
+        if (now[k] * c->t_layer > t_now)
+            t_now = now[k] * c->t_layer;
+    for (int k = 0; k < 3; k++)
+        if ((k != 1 || p > 2) && c->stage_mem[k] > m_now)
+            m_now = c->stage_mem[k];
+    double t_keep = t_now, m_keep = m_now;
+    /* every split Megatron accepts: F layers first, N last (0 = even share) */
+    for (int f = 0; f <= L; f++)
+        for (int n = 0; n <= L; n++) {
+            int lay[3];
+            if ((!f && !n) || p3d_cost_stage_layers(L, p, 1, f, n, lay, NULL) < 0)
+                continue;
+            double t = lay[2] * c->t_layer + c->t_head, mem = 0;
+            for (int k = 0; k < 2; k++)
+                if (lay[k] * c->t_layer > t)
+                    t = lay[k] * c->t_layer;
+            for (int k = 0; k < 3; k++) {
+                double x = (k != 1 || p > 2) ? moved_mem(c, k, lay[k], p, m) : 0;
+                if (x > mem)
+                    mem = x;
+            }
+            /* faster, or as fast (0.05%) and lighter; and it must fit */
+            int better = t < t_keep * 0.9995 || (t <= t_keep * 1.0005 && mem < m_keep);
+            if (mem <= limit && better) {
+                t_keep = t, m_keep = mem;
+                out->first = f, out->last = n;
+            }
         }
-    }
-    if (!*last_layers)
+    if (!out->first && !out->last)
         return 0;
-    *saves = (now - keep) * best->micro_batches * (1.0 + c->bubble_overhead);
-    return *saves > 0.005 * c->step_time;
+    out->saves = (t_now - t_keep) * m * (1.0 + c->bubble_overhead);
+    out->mem_now = m_now;
+    out->mem_new = m_keep;
+    /* worth a line: 0.5% of the step, or 2% of the memory without losing time */
+    return out->saves > 0.005 * c->step_time || (out->saves >= 0 && m_now - m_keep > 0.02 * m_now);
 }

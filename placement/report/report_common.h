@@ -35,5 +35,7 @@ int p3d_report_slots(const p3d_cluster *c, const p3d_placement *pl, size_t head,
  * policy's column, already escaped for the output. Nothing without a
  * cost. */
 void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label);
+/* The dry run's serving section (--inference): memory, TTFT, TPOT, tokens/s. */
+void p3d_report_infer_table(p3d_sb *b, const p3d_infer_cost *k);
 
 #endif

@@ -262,6 +262,11 @@ static void metrics(p3d_sb *b, const p3d_report_in *in, const int *dims, int nd)
         p3d_sb_puts(b, ",\n");
         cost_obj(b, 4, &in->an->cost);
     }
+    if (in->an->has_infer) {
+        p3d_sb_puts(b, ",\n");
+        key(b, 4, "inference");
+        p3d_infer_json(b, &in->an->infer);
+    }
     p3d_sb_puts(b, ",\n");
     key(b, 4, "baseline");
     if (!in->base_pl || !in->base_an) {

@@ -529,6 +529,15 @@ static void baseline(tx *t, const p3d_report_in *in)
 
 static void cost(tx *t, const p3d_report_in *in)
 {
+    if (in->an->has_infer) {
+        char title[128];
+        p3d_sb_putc(&t->b, '\n');
+        snprintf(title, sizeof title, "Serving estimate for %s (--inference; docs/plan.md, \"Inference\")",
+                 in->job->model.name);
+        heading(t, title);
+        p3d_report_infer_table(&t->b, &in->an->infer);
+        return;
+    }
     if (!in->an->has_cost)
         return;
     char title[128];

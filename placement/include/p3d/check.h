@@ -44,6 +44,8 @@ typedef struct p3d_analysis {
     p3d_dim_stats dim[P3D_NDIMS];
     int has_cost;
     p3d_cost cost;
+    int has_infer;          /* job->inference: the serving estimate of the layout */
+    p3d_infer_cost infer;
 } p3d_analysis;
 
 /* Checks a placement against the cluster and the job and scores it. Caller

@@ -57,7 +57,15 @@ typedef struct p3d_cost {
     const char *gpu_mem_source;     /* "topology", "--gpu-mem" or "default" (static string) */
     int micro_batch_size, micro_batches, global_batch; /* b, m, B as used */
     int micro_batches_assumed;      /* 1 when m was not given and 4*pp was assumed */
-    int layers_per_stage;           /* ceil(L/pp) */
+    int layers_per_stage;           /* ceil(L/pp); uneven stages: the fullest stage's */
+    /* stages' layers (uneven: --decoder-first/last-pipeline-num-layers;
+     * even: all ceil(L/pp)) and memory per GPU of the first, the second
+     * (the fullest middle one) and the last stage; mem_total is their
+     * maximum (even stages: the first's, Megatron's estimator) */
+    int uneven;                     /* --decoder-first/last-pipeline-num-layers given */
+    int stage_layers[3];
+    double stage_mem[3];
+    double mem_layer_states, mem_layer_act; /* one layer's states; its activations per micro-batch held */
     int inflight;                   /* micro-batches the first stage holds (1F1B) */
     double params_per_gpu;          /* psi = P/(tp*pp) */
     double act_layer;               /* activation bytes per layer per micro-batch */
@@ -151,6 +159,10 @@ const char *const *p3d_model_preset_names(void);
  * ZeRO-1 (Megatron's distributed optimizer) divides K by d, ZeRO-2 also
  * the gradients, ZeRO-3 everything. w = 2, gb = 4: Megatron's 18 bytes,
  * 6 + 12/d with the distributed optimizer. */
+/* Layers of the first, a middle and the last pipeline stage (even, or
+ * Megatron's --decoder-first/last-pipeline-num-layers first/last, 0 =
+ * unset); -1 with *err when Megatron would refuse them. */
+int p3d_cost_stage_layers(int L, int p, int v, int first, int last, int out[3], char **err);
 void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights,
                            double *grads, double *optim);
 /* Activation bytes per layer per micro-batch (Korthikanti et al. 2022), 16-bit,
@@ -213,11 +225,7 @@ typedef struct p3d_gpu_info {
 void p3d_cost_gpu(const p3d_cluster *c, const p3d_job *job, p3d_gpu_info *g);
 
 /* Serving (plan --inference; placement/cost/plan_infer.c, docs/plan.md
- * "Inference"): context tokens per sequence (prompt + output), prompt
- * tokens, sequences in flight per replica. */
-typedef struct p3d_infer_opts {
-    int context, prompt, batch;
-} p3d_infer_opts;
+ * "Inference"); p3d_infer_opts is in p3d/job.h. */
 /* The serving report for the cluster (text, or JSON when json): replica
  * layouts (tp inside an NVLink domain, pp across nodes only when a replica
  * does not fit one), memory = weights + KV cache, TTFT, TPOT, tokens/s per
@@ -227,6 +235,23 @@ char *p3d_infer_report(const p3d_cluster *c, const p3d_job *job, const p3d_infer
 
 /* Efficiency of a bf16 GEMM of M x N x K on a GPU of family g: the
  * ceiling times M/(M+m0) N/(N+n0) K/(K+n0). */
+/* One serving replica of tp x pp GPUs (the dry run with --inference),
+ * costed by the functions plan --inference ranks its layouts with. Bytes
+ * per GPU, seconds, tokens/s per GPU; io's defaults filled in. */
+typedef struct p3d_infer_cost {
+    int tp, pp, replicas, fits;
+    int context, prompt, batch;   /* as used (defaults filled in) */
+    double kv_per_token;          /* bytes of K and V cache per token, whole model */
+    double weights, kv, total;    /* per GPU */
+    double gpu_mem, reserve;      /* what a GPU holds, what is kept free */
+    double ttft, tpot, tok_s_gpu; /* seconds, seconds, tokens/s per GPU */
+    const char *gpu_name;         /* static */
+} p3d_infer_cost;
+/* 0, or -1 with *err on bad input (a prompt longer than the context, no
+ * model). replicas = gpus / (tp * pp). */
+int p3d_infer_layout(const p3d_cluster *c, const p3d_job *job, int tp, int pp, int gpus, p3d_infer_cost *out,
+                     char **err);
+
 double p3d_gemm_eff(const p3d_gpu_perf *g, double M, double N, double K);
 /* Seconds per micro-batch on one GPU of a layer and of the output layer
  * (forward, backward, recompute); fills out->t_layer, t_head, gemm_eff

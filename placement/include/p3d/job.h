@@ -113,12 +113,23 @@ typedef struct p3d_model {
     const char *config;     /* the --model-config path it came from (borrowed), or NULL */
 } p3d_model;
 
+/* Serving (plan --inference and the dry run with it; placement/cost/
+ * plan_infer.c, docs/plan.md "Inference"): context tokens per sequence
+ * (prompt + output), prompt tokens, sequences in flight per replica;
+ * 0 = the default (--seq-len, half the context, 32). */
+typedef struct p3d_infer_opts {
+    int context, prompt, batch;
+} p3d_infer_opts;
+
 typedef struct p3d_job {
     p3d_mesh mesh;
     int micro_batches;      /* m, 0 = unknown */
     int micro_batch_size;   /* b, 0 = unknown */
     int global_batch;       /* B, 0 = unknown */
     int virtual_stages;     /* v, 1 = plain 1F1B */
+    /* Megatron's --decoder-first/last-pipeline-num-layers (0 = even
+     * stages): the other stages share the rest of the layers evenly */
+    int first_stage_layers, last_stage_layers;
     int dtype_bytes;        /* 2 for bf16/fp16 */
     int zero;               /* ZeRO stage 0..3 */
     int recompute;          /* 0 none, 1 selective, 2 full */
@@ -131,6 +142,8 @@ typedef struct p3d_job {
     int mem_reserve_set;    /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
     double mem_reserve_bytes; /* headroom kept free per GPU; unset: cost model default */
     int spares;             /* --spares K (job.spares in a policy) */
+    int inference;          /* 1: --inference: the dry run costs serving, not training */
+    p3d_infer_opts serve;   /* --context-len, --prompt-len, --serve-batch */
     const struct p3d_previous *previous; /* a replacement: the placement
                                before the node loss (job.previous), or NULL */
 } p3d_job;
