@@ -30,7 +30,7 @@ shot() { # shot HTML_OR_SVG PNG WIDTH HEIGHT
 
 two=$(pick 2x-dgx-h100.json)
 big=$(pick 64x-dgx-h100-4racks.json)
-"$bin" --dry-run --cluster "$two" --tp 8 --pp 2 --model llama2-70b --global-batch 64 --format html \
+"$bin" --dry-run --cluster "$two" --tp 8 --pp 2 --model llama2-70b --global-batch 64 --recompute full --format html \
     --output "$tmp/dryrun-2x-dgx-h100.html"
 shot "$tmp/dryrun-2x-dgx-h100.html" "$out/dryrun-2x-dgx-h100.png" 1280 1000
 "$bin" --dry-run --cluster "$big" --tp 8 --pp 16 --dp 4 --model gpt3-175b --global-batch 1536 --format svg \
