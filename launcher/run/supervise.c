@@ -689,6 +689,7 @@ out:
     free(h->lc);
     free(names);
     free(bad);
+    p3d_store_attach(L->store, NULL); /* the store outlives this loop */
     if (h->loop)
         p3d_loop_free(h->loop); /* closes the signalfd */
     else if (h->sfd >= 0)

@@ -86,7 +86,9 @@ void p3d_store_generation(p3d_store *s, int gen);
  * that a rank connecting at any time after this finds the port open.
  * *bound gets the port. The store, or NULL with *err (malloc'd). */
 p3d_store *p3d_store_listen(const char *host, int port, int *bound, char **err);
-/* Serves through loop l from now on. 0, or -1 (out of memory). */
+/* Serves through loop l from now on; l NULL: through no loop (before the
+ * loop it served through is freed). s NULL does nothing. 0, or -1 (out of
+ * memory). */
 int p3d_store_attach(p3d_store *s, p3d_loop *l);
 /* The fds the store holds (listener and connections), for a forked child
  * to close: how many there are, and up to cap of them in fds. s may be

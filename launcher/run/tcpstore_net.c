@@ -115,7 +115,19 @@ p3d_store *p3d_store_listen(const char *host, int port, int *bound, char **err)
 
 int p3d_store_attach(p3d_store *s, p3d_loop *l)
 {
+    if (!s)
+        return 0;
+    for (size_t i = 0; s->loop && i < s->ncl; i++)
+        if (s->cl[i] && s->cl[i]->fd >= 0)
+            p3d_loop_unwatch(s->loop, s->cl[i]->fd);
+    if (s->loop && s->lfd >= 0)
+        p3d_loop_unwatch(s->loop, s->lfd);
     s->loop = l;
+    if (!l)
+        return 0;
+    for (size_t i = 0; i < s->ncl; i++)
+        if (s->cl[i] && s->cl[i]->fd >= 0 && p3d_loop_watch(l, s->cl[i]->fd, P3D_LOOP_IN, on_client, s->cl[i]) < 0)
+            return -1;
     return s->lfd >= 0 ? p3d_loop_watch(l, s->lfd, P3D_LOOP_IN, on_accept, s) : 0;
 }
 

@@ -103,9 +103,7 @@ files = set()
 for r in par:
     p, t = par[r], tr[r]
     for k in sorted(set(p) | set(t)):
-        if k == "TORCHELASTIC_USE_AGENT_STORE":   # par3drun: rank 0 serves the store
-            good = p[k] == "False"
-        elif k == "TORCHELASTIC_ERROR_FILE":      # per rank, in par3drun's run directory
+        if k == "TORCHELASTIC_ERROR_FILE":      # per rank, in par3drun's run directory
             good = p[k].endswith("/error-rank-%s.json" % r) and os.path.isabs(p[k])
             files.add(p[k])
         elif k == "OMP_NUM_THREADS":              # torchrun 1; par3drun the rank's CPUs
