@@ -11,12 +11,7 @@
 # rank 0 the store back (False). Skipped (77) when no python3 here imports
 # torch (Debian: apt-get install python3-torch).
 . "$(dirname "$0")/lib/launch_common.sh"
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import torch.distributed' 2>/dev/null; then PY=$(command -v "$p"); break; fi
-done
-[ -n "$PY" ] || { echo "SKIP: no python3 here imports torch (apt-get install python3-torch)"; exit 77; }
-export PAR3D_PYTHON=$PY
+. "$(dirname "$0")/lib/torch_py.sh"
 export TMPDIR=$T
 
 cat >"$T/prog.py" <<'PY'
