@@ -10,12 +10,15 @@
 #include "tcpstore_int.h"
 
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "rdzv.h"
+#include "p3d/base.h"
 
 static void on_client(p3d_loop *l, int fd, int ev, void *ctx);
 
@@ -97,9 +100,45 @@ static void on_accept(p3d_loop *l, int fd, int ev, void *ctx)
     }
 }
 
+/* The listening socket on host:port (close-on-exec, non-blocking), or -1
+ * with *err. */
+static int store_socket(const char *host, int port, int *bound, char **err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(host, ps, &hints, &ai), fd = -1, e = 0;
+    if (g != 0) {
+        p3d_err(err, "cannot resolve MASTER_ADDR '%s': %s", host, gai_strerror(g));
+        return -1;
+    }
+    for (struct addrinfo *a = ai; a && fd < 0; a = a->ai_next) {
+        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int on = 1;
+        if (fd >= 0 && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0 ||
+                        bind(fd, a->ai_addr, a->ai_addrlen) < 0 || listen(fd, 4096) < 0)) {
+            e = errno;
+            close(fd);
+            fd = -1;
+        } else if (fd < 0) {
+            e = errno;
+        }
+    }
+    freeaddrinfo(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    if (fd >= 0 && getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
+        *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
+    if (fd < 0)
+        p3d_err(err, "cannot listen on MASTER_ADDR:MASTER_PORT %s:%d: %s%s", host, port, strerror(e),
+                e == EADDRINUSE ? " (give another --master-port, or leave it out for a free one)" : "");
+    return fd;
+}
+
 p3d_store *p3d_store_listen(const char *host, int port, int *bound, char **err)
 {
-    int fd = p3d_tcp_listen(host, port, bound, err);
+    int fd = store_socket(host, port, bound, err);
     if (fd < 0)
         return NULL;
     p3d_store *s = p3d_store_new(NULL);
