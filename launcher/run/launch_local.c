@@ -182,7 +182,7 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         S->master_addr = strdup("127.0.0.1");
     else
         S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
-    if (S->master_addr && S->serve_store && !o->no_agent_store) {
+    if (S->master_addr && S->serve_store && !o->no_agent_store && p3d_prep_is_python(&S->prep)) {
         /* the agent store, listening before any rank starts: on port 0
          * the kernel's free port is ours at once (no probe-then-bind race) */
         char *se = NULL;
