@@ -38,10 +38,12 @@ enum {
     OP_CANCEL,
     OP_PING,
 };
-/* torch 1.13's QueryType (WATCH_KEY, 7, is not served: a callback
- * connection only a user's watch_key uses) and torch 2.x's */
-static const unsigned char v1_ops[] = {OP_SET,   OP_CSET,    OP_GET, OP_ADD,    OP_CHECK,
-                                       OP_WAIT,  OP_NUMKEYS, OP_BAD, OP_DELETE, OP_APPEND};
+/* QueryType without a handshake: torch 1.13's, which the 2.x releases
+ * before VALIDATE extended with MULTI_GET, MULTI_SET and CANCEL_WAIT
+ * (WATCH_KEY, 7, is not served: a callback connection only a user's
+ * watch_key uses); and torch 2.x's with VALIDATE first */
+static const unsigned char v1_ops[] = {OP_SET,    OP_CSET,   OP_GET,  OP_ADD,  OP_CHECK, OP_WAIT,  OP_NUMKEYS,
+                                       OP_BAD,    OP_DELETE, OP_APPEND, OP_MGET, OP_MSET, OP_CANCEL};
 static const unsigned char v2_ops[] = {OP_VALIDATE, OP_SET,    OP_CSET,   OP_GET,  OP_ADD,  OP_CHECK, OP_WAIT,
                                        OP_NUMKEYS,  OP_DELETE, OP_APPEND, OP_MGET, OP_MSET, OP_CANCEL, OP_PING};
 #define V2_MAGIC 0x3C85F7CEu

@@ -39,7 +39,8 @@ static void u32(q *m, uint32_t v) { put(m, &v, 4); }
 static void str(q *m, const char *s) { u64(m, strlen(s)); put(m, s, strlen(s)); }
 
 /* torch 1.13's numbering, and 2.x's (VALIDATE first, WATCH_KEY gone) */
-enum { V1_SET, V1_CSET, V1_GET, V1_ADD, V1_CHECK, V1_WAIT, V1_NUMKEYS, V1_WATCH, V1_DELETE };
+enum { V1_SET, V1_CSET, V1_GET, V1_ADD, V1_CHECK, V1_WAIT, V1_NUMKEYS, V1_WATCH, V1_DELETE, V1_APPEND,
+       V1_MGET, V1_MSET, V1_CANCEL }; /* 10-12: the 2.x releases before VALIDATE */
 enum { V2_VALIDATE, V2_SET, V2_CSET, V2_GET, V2_ADD, V2_CHECK, V2_WAIT, V2_NUMKEYS, V2_DELETE,
        V2_APPEND, V2_MGET, V2_MSET, V2_CANCEL, V2_PING };
 #define MAGIC 0x3C85F7CEu
@@ -183,6 +184,22 @@ static void test_v1_queries(void **st)
         assert_int_equal(take_i64(s, a), want);
     }
     assert_int_equal(p3d_store_nkeys(s), 3);
+    /* the 2.x releases before the handshake: MULTI_SET, MULTI_GET and
+     * CANCEL_WAIT at 11, 10 and 12 of the same numbering */
+    u8(&m, V1_MSET);
+    u64(&m, 1);
+    str(&m, "mk");
+    str(&m, "mv");
+    u8(&m, V1_MGET);
+    u64(&m, 1);
+    str(&m, "mk");
+    u8(&m, V1_CANCEL);
+    assert_int_equal(send_q(s, a, &m), 0);
+    unsigned char b[32];
+    assert_int_equal(take(s, a, b, sizeof b), 8 + 2 + 1);
+    assert_memory_equal(b + 8, "mv", 2);
+    assert_int_equal(b[10], 1); /* WAIT_CANCELED */
+    assert_int_equal(p3d_store_client_version(s, a), 1);
     p3d_store_free(s);
 }
 
