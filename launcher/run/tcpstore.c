@@ -592,7 +592,6 @@ int p3d_store_input(p3d_store *s, int id, const void *buf, size_t len)
     if (len)
         memcpy(c->in + c->inlen, buf, len);
     c->inlen += len;
-    size_t at = 0;
     int rc = 0;
     while (c->inlen > 0 && !c->dead) {
         size_t used = 0;
@@ -605,11 +604,9 @@ int p3d_store_input(p3d_store *s, int id, const void *buf, size_t len)
         }
         if (r == 0)
             break;
-        at += used;
         memmove(c->in, c->in + used, c->inlen - used);
         c->inlen -= used;
     }
-    (void)at;
     if (c->inlen > s->lim.msg_max || c->dead)
         rc = -1;
     return rc;
