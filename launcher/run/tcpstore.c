@@ -58,7 +58,8 @@ p3d_store_limits p3d_store_default_limits(void)
                               .bytes_max = (size_t)512u << 20,
                               .keys_max = 1u << 20,
                               .clients_max = 65536,
-                              .args_max = 65536};
+                              .args_max = 65536,
+                              .held_max = (size_t)512u << 20};
 }
 
 /* ---- decoding --------------------------------------------------------- */
@@ -197,7 +198,7 @@ static void out_put(st_client *c, const void *b, size_t n)
 {
     if (c->dead)
         return;
-    if (c->outlen - c->outoff + n > c->s->lim.out_max) {
+    if (c->outlen - c->outoff + n > c->s->lim.out_max || c->s->held + n > c->s->lim.held_max) {
         c->dead = 1;
         return;
     }
@@ -217,6 +218,7 @@ static void out_put(st_client *c, const void *b, size_t n)
     }
     memcpy(c->out + c->outlen, b, n);
     c->outlen += n;
+    c->s->held += n;
 }
 
 static void out_u8(st_client *c, unsigned char v) { out_put(c, &v, 1); }
@@ -567,6 +569,7 @@ void p3d_store_client_drop(p3d_store *s, int id)
         close(c->fd);
     }
     wait_clear(c);
+    s->held -= c->inlen + (c->outlen - c->outoff);
     free(c->in);
     free(c->out);
     free(c);
@@ -577,7 +580,7 @@ void p3d_store_client_drop(p3d_store *s, int id)
 int p3d_store_input(p3d_store *s, int id, const void *buf, size_t len)
 {
     st_client *c = client(s, id);
-    if (!c || c->dead)
+    if (!c || c->dead || s->held + len > s->lim.held_max)
         return -1;
     if (c->inlen + len > c->incap) {
         size_t cap = c->incap ? c->incap : 4096;
@@ -592,6 +595,7 @@ int p3d_store_input(p3d_store *s, int id, const void *buf, size_t len)
     if (len)
         memcpy(c->in + c->inlen, buf, len);
     c->inlen += len;
+    s->held += len;
     int rc = 0;
     while (c->inlen > 0 && !c->dead) {
         size_t used = 0;
@@ -606,6 +610,7 @@ int p3d_store_input(p3d_store *s, int id, const void *buf, size_t len)
             break;
         memmove(c->in, c->in + used, c->inlen - used);
         c->inlen -= used;
+        s->held -= used;
     }
     if (c->inlen > s->lim.msg_max || c->dead)
         rc = -1;
@@ -624,7 +629,9 @@ void p3d_store_sent(p3d_store *s, int id, size_t n)
     st_client *c = client(s, id);
     if (!c)
         return;
-    c->outoff += n <= c->outlen - c->outoff ? n : c->outlen - c->outoff;
+    size_t k = n <= c->outlen - c->outoff ? n : c->outlen - c->outoff;
+    c->outoff += k;
+    s->held -= k;
     if (c->outoff == c->outlen)
         c->outoff = c->outlen = 0;
 }

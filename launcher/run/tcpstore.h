@@ -39,10 +39,12 @@ typedef struct p3d_store_limits {
     size_t keys_max;  /* keys stored */
     size_t clients_max;
     size_t args_max; /* keys in one CHECK, WAIT, MULTI_GET or MULTI_SET */
+    size_t held_max; /* query and reply bytes buffered for all clients together */
 } p3d_store_limits;
 
 /* The defaults: key 64 KiB, value 32 MiB, query 80 MiB, replies 80 MiB,
- * 512 MiB and 1M keys stored, 65536 clients, 65536 keys a query. */
+ * 512 MiB and 1M keys stored, 65536 clients, 65536 keys a query, 512 MiB
+ * buffered for all clients. */
 p3d_store_limits p3d_store_default_limits(void);
 
 /* ---- the protocol core (tcpstore.c) ----------------------------------- */

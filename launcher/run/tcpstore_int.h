@@ -35,6 +35,7 @@ struct p3d_store {
     size_t nkv, capkv, bytes;
     st_client **cl; /* by id; NULL: a free id */
     size_t ncl, capcl, nlive;
+    size_t held; /* bytes in the clients' in and out buffers (held_max) */
     int gen;
     int lfd; /* the listener (tcpstore_net.c), -1 none */
     p3d_loop *loop;

@@ -401,6 +401,25 @@ static void test_hostile(void **st)
     }
     assert_int_equal(rc, -1);
     p3d_store_client_drop(s, id);
+    /* held_max: what all clients make the store buffer together; a SET
+     * of a 60-byte value (87 bytes) that never completes */
+    p3d_store_limits hl = lim;
+    hl.held_max = 100;
+    p3d_store *h = p3d_store_new(&hl);
+    int h1 = p3d_store_client_new(h, -1), h2 = p3d_store_client_new(h, -1);
+    unsigned char part[87] = {V1_SET, 10};
+    part[19] = 60;
+    assert_int_equal(p3d_store_input(h, h1, part, 30), 0);      /* 30 held */
+    assert_int_equal(p3d_store_input(h, h2, part, 60), 0);      /* 90 */
+    assert_int_equal(p3d_store_input(h, h1, part + 30, 30), -1); /* 120: over */
+    p3d_store_client_drop(h, h1);
+    p3d_store_client_drop(h, h2);
+    int h3 = p3d_store_client_new(h, -1); /* dropped clients give their bytes back */
+    assert_int_equal(p3d_store_input(h, h3, part, 80), 0);
+    assert_int_equal(p3d_store_input(h, h3, part + 80, 7), 0); /* complete: served, nothing held */
+    assert_int_equal(p3d_store_nkeys(h), 1);
+    assert_int_equal(p3d_store_input(h, h3, part, 80), 0);
+    p3d_store_free(h);
     /* clients_max */
     int ids[5];
     for (int i = 0; i < 4; i++)
