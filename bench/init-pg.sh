@@ -8,6 +8,9 @@
 # slowest init time, and "ready": from the launch to the last rank's init
 # done (what a user waits for: torchrun's agent imports torch before it
 # starts a rank, par3drun starts them at once); never fails on time.
+# par3drun runs twice a round: as it launches by default (it serves the
+# store itself, the agent store) and with --no-agent-store (the ranks'
+# rank 0 serves it, as before the agent store).
 #
 # Two more lines explain the difference (neither launches anything of
 # ours): "rank-0 store" starts the NP ranks from a Python loop with the
@@ -103,11 +106,15 @@ if ! (cd "$T" && timeout 120 "${TR[@]}" --nproc_per_node 1 --monitor_interval 0.
     >"$T/probe" 2>&1) || TR=()
 fi
 
-: >"$T/par.m"; : >"$T/par.s"; : >"$T/par.r"; : >"$T/tr.m"; : >"$T/tr.s"; : >"$T/tr.r"; : >"$T/r0.m"; : >"$T/ag.m"
+: >"$T/par.m"; : >"$T/par.s"; : >"$T/par.r"; : >"$T/pna.m"; : >"$T/pna.s"; : >"$T/pna.r"; : >"$T/tr.m"; : >"$T/tr.s"; : >"$T/tr.r"; : >"$T/r0.m"; : >"$T/ag.m"
 for _ in $(seq "$runs"); do
   t0=$(now)
   (cd "$T" && PAR3D_PYTHON=$PY "$par3drun" --nproc-per-node "$np" --no-tag-output init.py >"$T/o" 2>/dev/null) || true
   read -r m s r < <(figures "$T/o" "$t0"); echo "$m" >>"$T/par.m"; echo "$s" >>"$T/par.s"; echo "$r" >>"$T/par.r"
+  t0=$(now)
+  (cd "$T" && PAR3D_PYTHON=$PY "$par3drun" --nproc-per-node "$np" --no-tag-output --no-agent-store init.py \
+    >"$T/o" 2>/dev/null) || true
+  read -r m s r < <(figures "$T/o" "$t0"); echo "$m" >>"$T/pna.m"; echo "$s" >>"$T/pna.s"; echo "$r" >>"$T/pna.r"
   if [ ${#TR[@]} -gt 0 ]; then
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("",0)); print(s.getsockname()[1])')
     t0=$(now)
@@ -122,8 +129,10 @@ for _ in $(seq "$runs"); do
 done
 
 echo "init_process_group(gloo), $np ranks on $(nproc) CPUs, median of $runs rounds (seconds; $("$PY" -c 'import torch; print("torch", torch.__version__)'))"
-printf '  %-36s median %s  slowest rank %s  ready %s\n' "par3drun" "$(median <"$T/par.m")" "$(median <"$T/par.s")" \
-  "$(median <"$T/par.r")"
+printf '  %-36s median %s  slowest rank %s  ready %s\n' "par3drun (agent store)" "$(median <"$T/par.m")" \
+  "$(median <"$T/par.s")" "$(median <"$T/par.r")"
+printf '  %-36s median %s  slowest rank %s  ready %s\n' "par3drun --no-agent-store" "$(median <"$T/pna.m")" \
+  "$(median <"$T/pna.s")" "$(median <"$T/pna.r")"
 if [ ${#TR[@]} -gt 0 ]; then
   printf '  %-36s median %s  slowest rank %s  ready %s\n' "torchrun ${TRFIX[*]}" "$(median <"$T/tr.m")" \
     "$(median <"$T/tr.s")" "$(median <"$T/tr.r")"

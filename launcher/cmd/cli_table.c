@@ -218,6 +218,8 @@ const opt_row p3d_cli_rows[] = {
     {"rdzv-id", T_STR, OFF(rdzv_id), 0, NOB, C_LAUNCH, "ID", "the job id (--job-id; TORCHELASTIC_RUN_ID)"},
     {"rdzv-conf", T_STR, OFF(rdzv_conf), 0, NOB, C_LAUNCH, "K=V,...",
      "join_timeout (or timeout) is --rdzv-timeout; torchrun's other keys are accepted without effect"},
+    {"no-agent-store", T_FLAG, OFF(no_agent_store), 0, NOB, C_LAUNCH, NULL,
+     "the ranks' rank 0 serves torch's store, not par3drun (TORCHELASTIC_USE_AGENT_STORE=False)"},
     {"standalone", T_FLAG, OFF(standalone), 0, NOB, C_LAUNCH, NULL, "one node, no rendezvous (the default)"},
     {"module", T_FLAG, OFF(module), 0, NOB, C_LAUNCH, NULL, "-m: run PROGRAM as python -m PROGRAM"},
     {"no-python", T_FLAG, OFF(no_python), 0, NOB, C_LAUNCH, NULL, "run PROGRAM itself, even a .py script"},

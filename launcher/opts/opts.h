@@ -121,6 +121,7 @@ typedef struct p3d_opts {
     const char *rdzv_endpoint;  /* torchrun's --rdzv-endpoint HOST:PORT */
     const char *rdzv_backend;   /* torchrun's --rdzv-backend */
     int standalone;             /* torchrun's --standalone */
+    int no_agent_store;         /* --no-agent-store: the ranks' rank 0 serves the store */
     int quiet;                  /* --quiet: no warning lines at launch */
     int keep_run_dir;           /* --keep-run-dir or P3D_KEEP_RUN_DIR=1 */
     char *rdzv_owned;           /* the --rdzv built from them (freed) */

@@ -110,6 +110,10 @@ typedef struct p3d_launch {
     const char *program;         /* resolved path of o->argv[0] */
     int events_fd;               /* RUN_DIR/events.jsonl, -1 none (events.c) */
     double t0;                   /* monotonic start of the job */
+    struct p3d_store *store;     /* the agent store this process serves at
+                                    MASTER_ADDR:MASTER_PORT (tcpstore.h;
+                                    TORCHELASTIC_USE_AGENT_STORE=True), NULL:
+                                    none, the ranks' rank 0 serves it */
     /* A lost node (docs/launch.md, "When a node dies"): places again
      * without the nodes lost[0..nlost) (cluster indices), keeps the old
      * placement file as placement.<restart>.json, writes the replace

@@ -9,6 +9,7 @@
 #include "prepare.h"
 #include "place.h"
 #include "rundir.h"
+#include "tcpstore.h"
 #include "termsafe.h"
 
 #include <stdio.h>
@@ -25,6 +26,8 @@ typedef struct launch_state {
     int nnodes;
     const p3d_opts *o;
     const p3d_launch *L; /* read-only once prepare() filled it */
+    int serve_store;     /* this process hosts every node: it serves the store */
+    p3d_store *store;    /* the agent store (tcpstore.h), NULL none */
     p3d_jobstate job;   /* the placement of now, which L->job reads */
 } launch_state;
 
@@ -179,7 +182,22 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
         S->master_addr = strdup("127.0.0.1");
     else
         S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
-    S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
+    if (S->master_addr && S->serve_store && !o->no_agent_store && p3d_prep_is_python(&S->prep)) {
+        /* the agent store, listening before any rank starts: on port 0
+         * the kernel's free port is ours at once (no probe-then-bind race) */
+        char *se = NULL;
+        S->store = p3d_store_listen(S->master_addr, o->master_port, &S->job.master_port, &se);
+        if (!S->store) {
+            p3d_err(&err, "the agent store (TORCHELASTIC_USE_AGENT_STORE; --no-agent-store turns it off): %s",
+                    se ? se : "out of memory");
+            free(se);
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+        L->store = S->store;
+    } else {
+        S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
+    }
     if (!S->master_addr || !S->job.master_port) {
         p3d_err(&err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
         rc = P3D_EXIT_FAIL;
@@ -233,6 +251,7 @@ static void cleanup(launch_state *S, int code)
     free(S->job_id);
     free(S->master_addr);
     free(S->nodes);
+    p3d_store_free(S->store);
 }
 
 int p3d_local_launch(const p3d_opts *o, int node)
@@ -240,6 +259,7 @@ int p3d_local_launch(const p3d_opts *o, int node)
     launch_state S;
     p3d_launch L;
     memset(&S, 0, sizeof S);
+    S.serve_store = node < 0;
     int rc = prepare(o, &S, &L);
     if (rc == 0 && node < 0) {
         rc = p3d_launcher_run(&L, S.nodes, S.nnodes);

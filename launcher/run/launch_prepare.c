@@ -59,6 +59,14 @@ static int is_worker(const p3d_prep *P, int wrapped)
     return worker;
 }
 
+int p3d_prep_is_python(const p3d_prep *P)
+{
+    int py = P->o->python_owned != NULL || !strncmp(base_name(P->program), "python", 6);
+    for (int i = 1; !py && i < P->o->argc; i++)
+        py = !strncmp(base_name(P->o->argv[i]), "python", 6);
+    return py && !is_worker(P, 1);
+}
+
 int p3d_prep_nccl_port(const p3d_prep *P, int wrapped, int master_port)
 {
     int port = 0;

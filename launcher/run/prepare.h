@@ -62,5 +62,12 @@ void p3d_random_hex(char *out, size_t nbytes);
  * timeout, nsys, a test script): a free port other than master_port; 0
  * for any other program, or when none was found. */
 int p3d_prep_nccl_port(const p3d_prep *P, int wrapped, int master_port);
+/* 1 when the job's program is Python, so a torch program may be, and the
+ * agent store is worth serving (docs/torchrun.md, "The agent store"): the
+ * script, -m and --run-path forms, or a program named python* run directly
+ * or through a wrapper (timeout, nsys: python* among the arguments). A
+ * program whose rank 0 listens on MASTER_PORT itself, as the bundled
+ * worker's does, is not Python and keeps the port to itself. */
+int p3d_prep_is_python(const p3d_prep *P);
 
 #endif

@@ -221,11 +221,11 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "TORCHELASTIC_RESTART_COUNT", "%d", restart);
     e |= p3d_envv_set(out, "TORCHELASTIC_MAX_RESTARTS", "%d", L->o->max_restarts);
     /* the rest of what torchrun's agent sets, with its meaning: one role,
-     * one group per node; the workers' rank 0 serves the store at
-     * MASTER_ADDR:MASTER_PORT (no agent store) */
+     * one group per node; the store at MASTER_ADDR:MASTER_PORT is served
+     * by par3drun when it runs one (tcpstore.h), else by the ranks' rank 0 */
     e |= p3d_envv_set(out, "GROUP_WORLD_SIZE", "%d", ngroups);
     e |= p3d_envv_set(out, "ROLE_NAME", "%s", L->o->role ? L->o->role : "default");
-    e |= p3d_envv_set(out, "TORCHELASTIC_USE_AGENT_STORE", "%s", "False");
+    e |= p3d_envv_set(out, "TORCHELASTIC_USE_AGENT_STORE", "%s", L->store ? "True" : "False");
     /* where torch's @record writes the rank's exception (read back for the
      * root cause: errfile.c); one per rank, in this node's run directory */
     char *ef = p3d_rootcause_path(L->run_dir, r);

@@ -30,6 +30,7 @@
 #include "rundir.h"
 #include "termsafe.h"
 #include "rdzv.h"
+#include "tcpstore.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -91,6 +92,8 @@ static void hub_send(void *ctx, int a, const p3d_amsg *m)
     int len = p3d_amsg_encode(m, buf, sizeof buf);
     if (len <= 0)
         return;
+    if (m->type == P3D_AM_RESTART) /* a fresh agent store for the generation */
+        p3d_store_generation(h->L->store, m->gen);
     /* a retire order (REPLACING) keeps a remote node's connection: its
      * relay ends the ranks and awaits the new placement */
     p3d_amsg q = {.type = P3D_AM_RETIRE};
@@ -157,9 +160,11 @@ static void hub_gone(hub *h, int a, const char *how, int clean)
 static int hub_fork(hub *h, int i)
 {
     int nc = 0;
-    int *close_fds = calloc((size_t)h->n + 3, sizeof *close_fds);
+    int ns = p3d_store_fds(h->L->store, NULL, 0);
+    int *close_fds = calloc((size_t)h->n + 3 + (size_t)ns, sizeof *close_fds);
     if (!close_fds)
         return -1;
+    nc += p3d_store_fds(h->L->store, close_fds, ns); /* the agent store's */
     close_fds[nc++] = h->sfd;
     close_fds[nc++] = h->lock_fd;
     for (int k = 0; k < h->n; k++)
@@ -510,6 +515,10 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         goto out;
     }
     p3d_loop_child_default(h->loop, hub_child, h);
+    if (L->store && p3d_store_attach(L->store, h->loop) < 0) {
+        fprintf(stderr, "par3drun: cannot set up the supervisor: cannot serve the agent store: %s\n", strerror(errno));
+        goto out;
+    }
     for (int i = 0; i < nnodes; i++) {
         names[i] = L->job->cluster->nodes[nodes[i]].name;
         h->ln[i].ch = chans ? chans[i] : NULL;
@@ -685,6 +694,7 @@ out:
     free(h->lc);
     free(names);
     free(bad);
+    p3d_store_attach(L->store, NULL); /* the store outlives this loop */
     if (h->loop)
         p3d_loop_free(h->loop); /* closes the signalfd */
     else if (h->sfd >= 0)

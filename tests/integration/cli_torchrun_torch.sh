@@ -11,12 +11,7 @@
 # root cause (a rank raising under torch's @record). Skipped (77) when no
 # python3 here imports torch (Debian: apt-get install python3-torch).
 . "$(dirname "$0")/lib/launch_common.sh"
-PY=
-for p in python3 /usr/bin/python3; do
-  if command -v "$p" >/dev/null && "$p" -c 'import torch.distributed' 2>/dev/null; then PY=$(command -v "$p"); break; fi
-done
-[ -n "$PY" ] || { echo "SKIP: no python3 here imports torch (apt-get install python3-torch)"; exit 77; }
-export PAR3D_PYTHON=$PY
+. "$(dirname "$0")/lib/torch_py.sh"
 export TMPDIR=$T # the run directories kept after the crash and SIGINT go with $T
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -103,9 +98,7 @@ files = set()
 for r in par:
     p, t = par[r], tr[r]
     for k in sorted(set(p) | set(t)):
-        if k == "TORCHELASTIC_USE_AGENT_STORE":   # par3drun: rank 0 serves the store
-            good = p[k] == "False"
-        elif k == "TORCHELASTIC_ERROR_FILE":      # per rank, in par3drun's run directory
+        if k == "TORCHELASTIC_ERROR_FILE":      # per rank, in par3drun's run directory
             good = p[k].endswith("/error-rank-%s.json" % r) and os.path.isabs(p[k])
             files.add(p[k])
         elif k == "OMP_NUM_THREADS":              # torchrun 1; par3drun the rank's CPUs

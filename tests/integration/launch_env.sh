@@ -30,7 +30,7 @@ for r in pl["ranks"]:
     eq("MASTER_ADDR", "127.0.0.1"); eq("CUDA_DEVICE_ORDER", "PCI_BUS_ID"); eq("EXTRA_ONE", 1)
     eq("P3D_PLACEMENT", sys.argv[1])
     # torchrun's agent sets these too, with this meaning (issue 27)
-    eq("GROUP_WORLD_SIZE", 2); eq("ROLE_NAME", "default"); eq("TORCHELASTIC_USE_AGENT_STORE", "False")
+    eq("GROUP_WORLD_SIZE", 2); eq("ROLE_NAME", "default"); eq("TORCHELASTIC_USE_AGENT_STORE", "True")
     eq("TORCH_NCCL_ASYNC_ERROR_HANDLING", 1)
     # no allocation here: the placement's index is the node's own
     eq("P3D_GPU_PHYS", r["gpu"])

@@ -10,6 +10,7 @@ tests), --fail-rank R --code C makes rank R exit with code C afterwards.
 """
 import json
 import os
+import socket
 import sys
 
 
@@ -103,7 +104,13 @@ def main():
         need(k)
     expect("GROUP_WORLD_SIZE", len(nodes))
     expect("ROLE_NAME", "default")
-    expect("TORCHELASTIC_USE_AGENT_STORE", "False")
+    # a Python program on one host: par3drun serves the store, and it is
+    # open before any rank starts (docs/torchrun.md, "The agent store")
+    expect("TORCHELASTIC_USE_AGENT_STORE", "True")
+    try:
+        socket.create_connection((env.get("MASTER_ADDR"), int(env.get("MASTER_PORT", "0"))), timeout=10).close()
+    except (OSError, ValueError) as e:
+        bad.append(f"the agent store at MASTER_ADDR:MASTER_PORT does not answer: {e}")
     # OMP_NUM_THREADS: the CPUs this rank is bound to, or (unbound) the
     # CPUs it may use shared out among its node's ranks
     aff = len(os.sched_getaffinity(0))
