@@ -39,11 +39,15 @@
  * ($P3D_NODE): a slow node for the preflight's tests.
  * P3D_WORKER_BENCH_TCP_SLOWDOWN=F[:NODE], the same for the TCP loop alone
  * (a node with a slow NIC and healthy cores). */
+#include "bench_ring_auth.h"
 #include "worker.h"
 
 #include <errno.h>
 #include <math.h>
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,6 +167,29 @@ static int connect_peer(const char *peer, double deadline)
     return fd;
 }
 
+/* The port of HOST:PORT (connect_peer checked the form), and of the
+ * listening socket: the ring's proofs are bound to the port. */
+static int peer_port(const char *peer)
+{
+    const char *c = strrchr(peer, ':');
+    return c ? atoi(c + 1) : 0;
+}
+
+static int listen_port(int lfd)
+{
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    if (getsockname(lfd, (struct sockaddr *)&a, &al) < 0)
+        return 0;
+    return a.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
+                                   : ntohs(((struct sockaddr_in *)&a)->sin_port);
+}
+
+/* How long a connection to the ring's port may take to prove the job key:
+ * the previous node sends its proof right after connect, so only a
+ * stranger (or an idle connection) takes longer. */
+#define RING_PROOF_WAIT 2.0
+
 /* The incoming stream is measured in windows of this many seconds and the
  * best window counts: emulated nodes share the host's cores, and a stream
  * that waits for a core measures the neighbours, not the link (a link that
@@ -206,8 +233,8 @@ static void out_lost(double *fig, size_t *fig_got, int *out_shut, const char *wh
  * send_at > 0 (this clock): the stream starts no earlier (its slot), and
  * the node stays until ring_end, so that no link of the ring is measured
  * while another streams or a node already computes (--bench-tcp-slot). */
-static int tcp_ring(int lfd, const char *peer, double seconds, int f, double timeout, double send_at,
-                    double ring_end, double *out_mbps, double *in_mbps)
+static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, int f, double timeout,
+                    double send_at, double ring_end, double *out_mbps, double *in_mbps)
 {
     enum { CH = 256 * 1024 };
     char *buf = malloc(CH);
@@ -226,8 +253,15 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
     memset(buf, 0x5a, CH);
     /* a next node that cannot be reached costs this node its outgoing
      * link (0 MB/s), not its incoming one */
+    /* keyed: the go byte comes after the next node's answer to our hello */
+    unsigned char hello[P3DW_RING_HELLO], want[32], go[33];
+    size_t go_len = key ? sizeof go : 1, go_got = 0;
+    int my_port = listen_port(lfd);
     if ((out = connect_peer(peer, deadline)) < 0)
         out_lost(&fig, &fig_got, &out_shut, "connect to the next node", peer);
+    else if (key && (p3dw_ring_hello(key, peer_port(peer), hello, want) < 0 ||
+                     send(out, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello))
+        out_lost(&fig, &fig_got, &out_shut, "prove the job key to the next node", peer);
     while (!(in_done && figure_sent && fig_got == sizeof fig) || wall_now() < ring_end) {
         double now = wall_now();
         int over = in_done && figure_sent && fig_got == sizeof fig;
@@ -277,9 +311,20 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         }
         double t_work = wall_now();
         if (in < 0 && (p[0].revents & POLLIN)) {
-            in = accept(lfd, NULL, NULL);
+            in = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+            unsigned char ans[33];
+            /* keyed: a connection that does not prove the job key at once
+             * is dropped and the slot stays free for the previous node */
+            if (in >= 0 && key && p3dw_ring_check(in, key, my_port, RING_PROOF_WAIT, ans) < 0) {
+                fprintf(stderr, "p3d-worker: --bench-node: dropped a connection to the ring's port that did not "
+                                "prove the job key within %g s\n", RING_PROOF_WAIT);
+                close(in);
+                in = -1;
+                continue;
+            }
+            ans[key ? 32 : 0] = 'g';
             /* the previous node may have gone already: no SIGPIPE */
-            if (in < 0 || send(in, "g", 1, MSG_NOSIGNAL) != 1) {
+            if (in < 0 || send(in, ans, key ? 33 : 1, MSG_NOSIGNAL) != (key ? 33 : 1)) {
                 in_lost(&in_done, &figure_sent, in_mbps, "accept the previous node's connection", peer);
                 continue;
             }
@@ -312,11 +357,15 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
         }
         if (p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
             if (!go_seen) {
-                char g;
-                ssize_t r = recv(out, &g, 1, MSG_DONTWAIT);
-                if (r == 1) {
+                ssize_t r = recv(out, go + go_got, go_len - go_got, MSG_DONTWAIT);
+                if (r > 0 && (go_got += (size_t)r) == go_len) {
+                    if (go[go_len - 1] != 'g' || (key && CRYPTO_memcmp(go, want, 32) != 0)) {
+                        errno = EACCES;
+                        out_lost(&fig, &fig_got, &out_shut, "stream: the next node did not prove the job key", peer);
+                        continue;
+                    }
                     go_seen = 1;
-                } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+                } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
                     out_lost(&fig, &fig_got, &out_shut, "hear the next node start its stream", peer);
                     continue;
                 }
@@ -372,8 +421,14 @@ int p3dw_bench_node(const p3dw_opts *o)
             fprintf(stderr, "p3d-worker: --bench-tcp-only needs --bench-tcp-peer and --bench-tcp-fd\n");
             return -1;
         }
-        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft, o->connect_timeout, 0, 0,
-                     &out_mbps, &in_mbps) < 0)
+        char key[256];
+        if (o->bench_tcp_key_fd >= 0 && p3dw_ring_key_load(o->bench_tcp_key_fd, key, sizeof key) < 0) {
+            fprintf(stderr, "p3d-worker: --bench-tcp-key-fd %d: cannot read the job key (8..255 bytes of text)\n",
+                    o->bench_tcp_key_fd);
+            return -1;
+        }
+        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_tcp_key_fd >= 0 ? key : NULL, o->bench_seconds,
+                     f * ft, o->connect_timeout, 0, 0, &out_mbps, &in_mbps) < 0)
             return -1;
         printf("preflight backend=cpu tcp_out_mbps=%.4g tcp_in_mbps=%.4g links=skipped\n", out_mbps, in_mbps);
         return 0;
@@ -419,7 +474,8 @@ int p3dw_bench_node(const p3dw_opts *o)
         send_at = t0 + off + si * slot;
         ring_end = t0 + off + sn * slot;
     }
-    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft,
+    /* one host's loopback ring (par3drun's own listeners): no key */
+    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, NULL, o->bench_seconds, f * ft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
     if (o->bench_serial && ring_end > 0) {
