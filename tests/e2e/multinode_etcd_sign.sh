@@ -7,7 +7,9 @@
 #     reported by the agent waiting for the leader, which joins the real
 #     leader once it publishes; the stranger's listener gets no connection;
 #  2. while the job runs, no key under /par3drun/<job>/ holds the job key's
-#     bytes (every key and value read), and the leader's value is signed.
+#     bytes (every key and value read), and the leader's value is signed;
+#  3. an agent without a job key is refused before it writes anything
+#     (exit 2, the message names the two ways to give one).
 . "$(dirname "$0")/lib/multinode_lib.sh"
 etcd_up
 JOB=sign-$$
@@ -73,5 +75,14 @@ for i in 0 1 2; do
 done
 [ -e "$T/stranger.hit" ] && bad "an agent connected to the stranger's listener"
 kill "$SPID" 2>/dev/null
+# 3. no key, no rendezvous
+rc=0
+env -u P3D_RDZV_TOKEN "$PAR3DRUN" --nnodes 2 --rdzv "etcd:$URL" --job-id "nokey-$$" --topology "${TOPOS[0]}" \
+  -- true >"$T/nokey.out" 2>"$T/nokey.err" || rc=$?
+[ "$rc" = 2 ] || bad "case 3: no job key: exit $rc, want 2"
+grep -q "needs the job's token on every node: --rdzv-token-file FILE .* or P3D_RDZV_TOKEN" "$T/nokey.err" ||
+  { bad "case 3: message"; sed 's/^/  /' "$T/nokey.err"; }
+[ -z "$(etcd_get "/par3drun/nokey-$$/rank/0")" ] || bad "case 3: the agent without a key registered in etcd"
+
 [ "$fail" = 0 ] && echo "PASS multinode_etcd_sign"
 exit "$fail"
