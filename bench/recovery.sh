@@ -187,7 +187,8 @@ rdzv_static() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   RZ=(--rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token")
 }
-rdzv_etcd() { RZ=(--rdzv "etcd:$url" --job-id "bench-$$-$1"); }
+# etcd holds no secret: the job key comes from each node (P3D_RDZV_TOKEN)
+rdzv_etcd() { export P3D_RDZV_TOKEN=bench-key-$$; RZ=(--rdzv "etcd:$url" --job-id "bench-$$-$1"); }
 leader_lost "static TCP leader lost, 4+1 agents" "leader killed -> all ranks running under its successor" majority \
   rdzv_static
 # the same through a real etcd (node ranks by --node-rank), where there is one

@@ -40,6 +40,7 @@
  * P3D_WORKER_BENCH_TCP_SLOWDOWN=F[:NODE], the same for the TCP loop alone
  * (a node with a slow NIC and healthy cores). */
 #include "worker.h"
+#include "bench_ring_auth.h"
 
 #include <errno.h>
 #include <math.h>
@@ -51,6 +52,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
 
 static double clock_s(clockid_t id)
 {
@@ -197,13 +201,40 @@ static void out_lost(double *fig, size_t *fig_got, int *out_shut, const char *wh
     *out_shut = 1;
 }
 
+/* The port of HOST:PORT (connect_peer checked the form), and of the
+ * listening socket: the ring's proofs are bound to the port. */
+static int peer_port(const char *peer)
+{
+    const char *c = strrchr(peer, ':');
+    return c ? atoi(c + 1) : 0;
+}
+
+static int listen_port(int lfd)
+{
+    struct sockaddr_storage a;
+    socklen_t al = sizeof a;
+    if (getsockname(lfd, (struct sockaddr *)&a, &al) < 0)
+        return 0;
+    return a.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
+                                   : ntohs(((struct sockaddr_in *)&a)->sin_port);
+}
+
+/* How long a connection to the ring's port may take to prove the job key:
+ * the previous node sends its proof right after connect, so only a
+ * stranger (or an idle connection) takes longer. */
+#define RING_PROOF_WAIT 2.0
+
 enum { RING_CHUNK = 256 * 1024 };
 
 /* Both streams of this node while the ring runs. */
 typedef struct ring {
     char *buf; /* RING_CHUNK bytes to send, or received */
     const char *peer;
-    int lfd, in, out;
+    const char *key; /* the job key, or NULL: an unkeyed ring (one host's loopback) */
+    int lfd, in, out, my_port;
+    unsigned char want[32]; /* the next node's answer to our hello, when keyed */
+    unsigned char go[33];   /* what it sent so far: its answer, then 'g' */
+    size_t go_len, go_got;
     int go_seen, out_shut, in_done, figure_sent;
     double seconds, send_at, t_first, t_send_end;
     size_t in_bytes, win_bytes, fig_got;
@@ -250,11 +281,16 @@ static int ring_hear_next(ring *g)
 {
     ssize_t r;
     if (!g->go_seen) {
-        char c;
-        r = recv(g->out, &c, 1, MSG_DONTWAIT);
-        if (r == 1) {
+        r = recv(g->out, g->go + g->go_got, g->go_len - g->go_got, MSG_DONTWAIT);
+        if (r > 0 && (g->go_got += (size_t)r) == g->go_len) {
+            if (g->go[g->go_len - 1] != 'g' || (g->key && CRYPTO_memcmp(g->go, g->want, 32) != 0)) {
+                errno = EACCES;
+                out_lost(&g->fig, &g->fig_got, &g->out_shut, "stream: the next node did not prove the job key",
+                         g->peer);
+                return 1;
+            }
             g->go_seen = 1;
-        } else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+        } else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
             out_lost(&g->fig, &g->fig_got, &g->out_shut, "hear the next node start its stream", g->peer);
             return 1;
         }
@@ -300,9 +336,22 @@ static int ring_turn(ring *g, double now)
         return errno == EINTR ? 1 : -1;
     g->t_work = wall_now();
     if (g->in < 0 && (p[0].revents & POLLIN)) {
-        g->in = accept(g->lfd, NULL, NULL);
+        g->in = accept4(g->lfd, NULL, NULL, SOCK_CLOEXEC);
+        unsigned char ans[33];
+        /* keyed: a connection that does not prove the job key at once
+         * is dropped and the slot stays free for the previous node */
+        if (g->in >= 0 && g->key && p3dw_ring_check(g->in, g->key, g->my_port, RING_PROOF_WAIT, ans) < 0) {
+            fprintf(stderr, "p3d-worker: --bench-node: dropped a connection to the ring's port that did not "
+                            "prove the job key within %g s\n",
+                    RING_PROOF_WAIT);
+            close(g->in);
+            g->in = -1;
+            return 1;
+        }
+        size_t n = g->key ? 33 : 1;
+        ans[n - 1] = 'g';
         /* the previous node may have gone already: no SIGPIPE */
-        if (g->in < 0 || send(g->in, "g", 1, MSG_NOSIGNAL) != 1) {
+        if (g->in < 0 || send(g->in, ans, n, MSG_NOSIGNAL) != (ssize_t)n) {
             in_lost(&g->in_done, &g->figure_sent, g->in_mbps, "accept the previous node's connection", g->peer);
             return 1;
         }
@@ -332,11 +381,13 @@ static void ring_nap(double now, double t, double max)
  * send_at > 0 (this clock): the stream starts no earlier (its slot), and
  * the node stays until ring_end, so that no link of the ring is measured
  * while another streams or a node already computes (--bench-tcp-slot). */
-static int tcp_ring(int lfd, const char *peer, double seconds, int f, double timeout, double send_at,
-                    double ring_end, double *out_mbps, double *in_mbps)
+static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, int f, double timeout,
+                    double send_at, double ring_end, double *out_mbps, double *in_mbps)
 {
-    ring g = {.buf = malloc(RING_CHUNK), .peer = peer, .lfd = lfd, .in = -1, .out = -1, .seconds = seconds,
-              .send_at = send_at, .in_mbps = in_mbps};
+    ring g = {.buf = malloc(RING_CHUNK), .peer = peer, .key = key, .lfd = lfd, .in = -1, .out = -1,
+              .my_port = listen_port(lfd), .go_len = key ? 33 : 1, .seconds = seconds, .send_at = send_at,
+              .in_mbps = in_mbps};
+    unsigned char hello[P3DW_RING_HELLO];
     int rc = -1;
     double deadline = wall_now() + timeout, idle_until = 0;
     double accept_by = wall_now() + (timeout < ACCEPT_WAIT ? timeout : ACCEPT_WAIT);
@@ -351,6 +402,9 @@ static int tcp_ring(int lfd, const char *peer, double seconds, int f, double tim
      * link (0 MB/s), not its incoming one */
     if ((g.out = connect_peer(peer, deadline)) < 0)
         out_lost(&g.fig, &g.fig_got, &g.out_shut, "connect to the next node", peer);
+    else if (key && (p3dw_ring_hello(key, peer_port(peer), hello, g.want) < 0 ||
+                     send(g.out, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello))
+        out_lost(&g.fig, &g.fig_got, &g.out_shut, "prove the job key to the next node", peer);
     while (!(g.in_done && g.figure_sent && g.fig_got == sizeof g.fig) || wall_now() < ring_end) {
         double now = wall_now();
         int over = g.in_done && g.figure_sent && g.fig_got == sizeof g.fig;
@@ -421,8 +475,14 @@ int p3dw_bench_node(const p3dw_opts *o)
             fprintf(stderr, "p3d-worker: --bench-tcp-only needs --bench-tcp-peer and --bench-tcp-fd\n");
             return -1;
         }
-        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft, o->connect_timeout, 0, 0,
-                     &out_mbps, &in_mbps) < 0)
+        char key[256];
+        if (o->bench_tcp_key_fd >= 0 && p3dw_ring_key_load(o->bench_tcp_key_fd, key, sizeof key) < 0) {
+            fprintf(stderr, "p3d-worker: --bench-tcp-key-fd %d: cannot read the job key (8..255 bytes of text)\n",
+                    o->bench_tcp_key_fd);
+            return -1;
+        }
+        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_tcp_key_fd >= 0 ? key : NULL, o->bench_seconds,
+                     f * ft, o->connect_timeout, 0, 0, &out_mbps, &in_mbps) < 0)
             return -1;
         printf("preflight backend=cpu tcp_out_mbps=%.4g tcp_in_mbps=%.4g links=skipped\n", out_mbps, in_mbps);
         return 0;
@@ -468,7 +528,8 @@ int p3dw_bench_node(const p3dw_opts *o)
         send_at = t0 + off + si * slot;
         ring_end = t0 + off + sn * slot;
     }
-    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_seconds, f * ft,
+    /* one host's loopback ring (par3drun's own listeners): no key */
+    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, NULL, o->bench_seconds, f * ft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
     if (o->bench_serial && ring_end > 0) {

@@ -50,6 +50,7 @@ static const opt_row rows[] = {
     {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
     {"bench-node", O_FLAG, OFF(bench_node), 0, 0, "this node's preflight figures: compute, memory, TCP on a ring (par3drun --preflight runs it)"},
     {"bench-tcp-fd", O_INT, OFF(bench_tcp_fd), 0, 1 << 20, "--bench-node: the listening socket for the previous node's stream"},
+    {"bench-tcp-key-fd", O_INT, OFF(bench_tcp_key_fd), 0, 1 << 20, "--bench-node: read the job key from this descriptor; the ring's connections prove it"},
     {"bench-tcp-peer", O_STR, OFF(bench_tcp_peer), 0, 0, "--bench-node: HOST:PORT of the next node of the ring"},
     {"bench-tcp-slot", O_STR, OFF(bench_tcp_slot), 0, 0, "--bench-node: I:N:T, stream in slot I of N from T (seconds since 1970): one link at a time, for nodes that share a host"},
     {"bench-serial", O_FLAG, OFF(bench_serial), 0, 0, "--bench-node with --bench-tcp-slot: compute and memory in slot I too (2 x --bench-seconds + 0.25 s each), after the ring's last slot (nodes that share a host's cores)"},
@@ -99,7 +100,7 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
                      .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
                      .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
                      .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
-                     .bench_tcp_fd = -1, .bench_seconds = 0.2};
+                     .bench_tcp_fd = -1, .bench_tcp_key_fd = -1, .bench_seconds = 0.2};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

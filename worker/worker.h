@@ -50,6 +50,8 @@ typedef struct p3dw_opts {
     int bench_iters;
     int bench_node;             /* --bench-node (bench_node.c) */
     int bench_tcp_fd;           /*   the listening socket par3drun handed over */
+    int bench_tcp_key_fd;       /*   -1, or where the job key is read from: the
+                                 *   ring's connections then prove it */
     const char *bench_tcp_peer; /*   HOST:PORT of the ring's next node; NULL: no TCP */
     const char *bench_tcp_slot; /*   I:N:T: stream in slot I of N from T (one host) */
     int bench_tcp_only;         /*   the TCP figures alone (a multi-node ring) */

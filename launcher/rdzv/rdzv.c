@@ -589,7 +589,10 @@ out:
         } else if (env("P3D_RDZV_TOKEN")) {
             copy(r->boot.token, sizeof r->boot.token, env("P3D_RDZV_TOKEN"));
         }
-        if (rc == 1 && !r->boot.token[0] && (!strcmp(r->ops->name, "static") || !strcmp(r->ops->name, "k8s"))) {
+        if (rc == 1 && !r->boot.token[0] && (!strcmp(r->ops->name, "static") || !strcmp(r->ops->name, "k8s") ||
+                                          !strcmp(r->ops->name, "etcd"))) {
+            /* etcd holds no secret (it signs its values with the key): the
+             * key comes from each node */
             p3d_err(err, "--rdzv %s needs the job's token on every node: --rdzv-token-file FILE (same content "
                          "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE; on Kubernetes a Secret "
                          "mounted as a file) or P3D_RDZV_TOKEN", r->ops->name);

@@ -123,8 +123,9 @@ static int campaign(mnode *m, const int *before, int nbefore)
 {
     char value[700], *err = NULL;
     double nt = m->o->node_timeout > 0 ? m->o->node_timeout : 30;
-    snprintf(value, sizeof value, "%d %s %s restart %d node %d", m->gate ? m->gate_port : 0,
-             m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->r->boot.token, m->job.gen0, m->me);
+    /* no token: the etcd plugin signs the value with it (docs/multinode.md) */
+    snprintf(value, sizeof value, "%d %s restart %d node %d", m->gate ? m->gate_port : 0,
+             m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->job.gen0, m->me);
     if (p3d_rdzv_campaign(m->r, before, nbefore, value, p3d_now() + 2 * nt + 2 * P3D_CTL_SLACK, &err) < 0) {
         p3d_mnode_err("cannot take over from the lost leader: %s", err);
         free(err);

@@ -238,8 +238,8 @@ static void sh_quote(p3d_sb *b, const char *s)
     p3d_sb_putc(b, '\'');
 }
 
-int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, const char *addr, int port, double *out_mbps,
-                       double *in_mbps, char *why, size_t cap)
+int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, int key_fd, const char *addr, int port,
+                       double *out_mbps, double *in_mbps, char *why, size_t cap)
 {
     int rc = -1;
     char *err = NULL, *cmd = NULL, *outs[1] = {NULL};
@@ -255,9 +255,11 @@ int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, const char 
     sh_quote(&b, worker);
     /* the worker's own bound is --preflight-timeout; ours a little more,
      * so that a hanging neighbour gives 0 MB/s, not a killed benchmark */
-    p3d_sb_printf(&b, " --bench-node --bench-tcp-only --bench-seconds %g --connect-timeout %g --bench-tcp-fd %d "
-                      "--bench-tcp-peer ",
+    p3d_sb_printf(&b, " --bench-node --bench-tcp-only --bench-seconds %g --connect-timeout %g --bench-tcp-fd %d",
                   PF_BENCH_SECONDS, o->preflight_timeout, lfd);
+    if (key_fd >= 0) /* the descriptor's number, never the key */
+        p3d_sb_printf(&b, " --bench-tcp-key-fd %d", key_fd);
+    p3d_sb_puts(&b, " --bench-tcp-peer ");
     char peer[300];
     snprintf(peer, sizeof peer, "%s:%d", addr, port);
     sh_quote(&b, peer);

@@ -49,10 +49,12 @@ void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t c
  * leader named the next node (addr:port): p3d-worker --bench-node
  * --bench-tcp-only streams there while it takes the previous node's stream
  * on lfd (inherited: the caller clears its close-on-exec), bounded by
- * --preflight-timeout. 0 with the MB/s out (as the next node measured
- * them) and in, or -1 with why (cap bytes). */
-int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, const char *addr, int port, double *out_mbps,
-                       double *in_mbps, char *why, size_t cap);
+ * --preflight-timeout. key_fd >= 0: the read end of a pipe that holds the
+ * job key (inherited the same way; the caller closes it after): the
+ * ring's connections prove the key both ways. 0 with the MB/s out (as the
+ * next node measured them) and in, or -1 with why (cap bytes). */
+int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, int key_fd, const char *addr, int port,
+                       double *out_mbps, double *in_mbps, char *why, size_t cap);
 /* The leader: the verdict on the lines the records carried (lines[i] NULL:
  * node i ran none; not judged, counted in nrun_none), node i named
  * names[i] (borrowed). 0, or -1 out of memory; *pf is freed with

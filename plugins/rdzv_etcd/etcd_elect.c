@@ -3,8 +3,9 @@
  * etcd_elect.c — p3d_rdzv_etcd.so's leadership (p3d_rdzv_ops campaign,
  * keep, notify_fd, news), under the job prefix /par3drun/<job-id>/:
  *
- *   leader  the leadership, held with the leader's lease: "PORT HOST TOKEN
- *           ..." (publish() puts node rank 0's; a campaign puts its value)
+ *   leader  the leadership, held with the leader's lease: "PORT HOST ...
+ *           sig=HEX", signed with the job key (etcd_sign.c; publish()
+ *           puts node rank 0's; a campaign puts its value)
  *   state   one line the leader keeps current for its successor (keep()),
  *           held with the *job lease*: not the leader's own, which lapses
  *           when it dies and would take the state with it. The first
@@ -335,15 +336,28 @@ static void why_not(const etcd_state *s, const etcd_bid *bid, const cJSON *j, ch
     snprintf(why, cap, "the leadership or a node rank ahead changed during the transaction");
 }
 
-/* A leader key held by no lease was not put by a par3drun leader (each
- * puts it with its lease, so it goes with its agent): a plain put by hand
- * or by a stranger, which would block every election for good. It is
- * ignored, said once, and deleted if it is still the same revision. 1
- * when it was such a key. */
+/* Why the leader key a range read is not a par3drun leader's: NULL when
+ * it is (held by a lease, signed with the job key), else the reason. */
+static const char *squat_reason(const etcd_state *s, const cJSON *range)
+{
+    if (range_lease(range) == 0)
+        return "held by no lease (a plain put, by hand or by a stranger: no par3drun leader's)";
+    char *v = range_value(range), fields[ETCD_VALUE_MAX + 1];
+    int ok = v && etcd_verify(s, v, fields, sizeof fields) == 0;
+    free(v);
+    return ok ? NULL : "not signed with this job's key (a stranger's or another job's value)";
+}
+
+/* A leader key held by no lease, or not signed with the job key, was not
+ * put by a par3drun leader of this job (each puts it signed, with its
+ * lease, so it goes with its agent): a put by hand or by a stranger,
+ * which would block every election for good. It is ignored, said, and
+ * deleted if it is still the same revision. 1 when it was such a key. */
 static int drop_squatter(etcd_state *s, CURL *h, const cJSON *range, double tmo)
 {
     const cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(range, "kvs"), 0);
-    if (!kv || range_lease(range) != 0)
+    const char *why = kv ? squat_reason(s, range) : NULL;
+    if (!why)
         return 0;
     char key[256], *body = NULL, msg[700];
     snprintf(key, sizeof key, "%sleader", s->prefix);
@@ -355,13 +369,64 @@ static int drop_squatter(etcd_state *s, CURL *h, const cJSON *range, double tmo)
                        lk, etcd_num(kv, "mod_revision"), lk) < 0)
         body = NULL;
     int ok = body && etcd_post(h, s->url, "/v3/kv/txn", body, tmo < 2 ? tmo : 2, &j, msg, sizeof msg) == 0;
-    fprintf(stderr, "par3drun: warning: etcd at %s: %sleader is held by no lease (a plain put, by hand or by a "
-                    "stranger: no par3drun leader's): ignored%s\n",
-            s->url, s->prefix, ok ? " and deleted" : ", not deleted (etcd refused)");
+    fprintf(stderr, "par3drun: warning: etcd at %s: %sleader is %s: ignored%s\n", s->url, s->prefix, why,
+            ok ? " and deleted" : ", not deleted (etcd refused)");
     cJSON_Delete(j);
     free(body);
     free(lk);
     return 1;
+}
+
+/* The live leader's look at its own key (the keepalive thread, each
+ * period): a key that is gone, or holds another value or lease while
+ * this agent leads, is a squatter's (a plain put, a stranger's lease)
+ * that would point the agents elsewhere or block the next election. It
+ * is said and put back, revision-checked (a txn that compares the
+ * revision just read, so a real successor elected meanwhile is not
+ * overwritten). *said: the revision last reported, said once each. */
+void etcd_leader_check(etcd_state *s, CURL *h, long long *said)
+{
+    char mine[sizeof s->mine], key[256], msg[700], *body = NULL, *k = NULL, *v = NULL;
+    cJSON *j = NULL, *t = NULL;
+    pthread_mutex_lock(&s->mu);
+    int leads = s->leads && !s->lease_lost;
+    snprintf(mine, sizeof mine, "%s", s->mine);
+    pthread_mutex_unlock(&s->mu);
+    if (!leads || !mine[0] || !h)
+        return;
+    snprintf(key, sizeof key, "%sleader", s->prefix);
+    k = etcd_b64_enc(key, strlen(key));
+    if (!k || asprintf(&body, "{\"key\":\"%s\"}", k) < 0 || etcd_post(h, s->url, "/v3/kv/range", body, 2.0, &j, msg, sizeof msg) < 0)
+        goto out; /* etcd away: the lease's own warning says so */
+    const cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "kvs"), 0);
+    char *cur = range_value(j);
+    int same = kv && cur && !strcmp(cur, mine) && etcd_num(kv, "lease") == s->lease;
+    free(cur);
+    long long rev = kv ? etcd_num(kv, "mod_revision") : 0;
+    if (same)
+        goto out;
+    v = etcd_b64_enc(mine, strlen(mine));
+    free(body);
+    body = NULL;
+    if (v && asprintf(&body, "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"%s\",\"%s\":\"%lld\"}],"
+                            "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
+                     k, kv ? "MOD" : "CREATE", kv ? "mod_revision" : "create_revision", rev, k, v, s->lease) < 0)
+        body = NULL;
+    int ok = body && etcd_post(h, s->url, "/v3/kv/txn", body, 2.0, &t, msg, sizeof msg) == 0 &&
+             cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "succeeded"));
+    if (*said != rev + 1) {
+        fprintf(stderr, "par3drun: warning: etcd at %s: %sleader %s while this node leads (a squatter: a put by hand "
+                        "or by a stranger)%s\n",
+                s->url, s->prefix, kv ? "holds another value or lease" : "is gone",
+                ok ? ": put back" : ": not put back (it changed again, or etcd refused)");
+        *said = rev + 1;
+    }
+out:
+    cJSON_Delete(j);
+    cJSON_Delete(t);
+    free(body);
+    free(k);
+    free(v);
 }
 
 /* One try: 1 won (*kept: the state key's text, malloc'd), 0 not (why).
@@ -384,7 +449,8 @@ static int try_once(etcd_state *s, CURL *h, const etcd_bid *bid, char **kept, ch
     }
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded"))) { /* proto3 omits false */
         if (drop_squatter(s, h, resp_range(j, 0), tmo)) {
-            snprintf(why, cap, "%sleader was held by no lease (deleted: the next try may win)", s->prefix);
+            snprintf(why, cap, "%sleader was a stranger's (no lease or no valid signature; deleted: the next try "
+                               "may win)", s->prefix);
             goto out;
         }
         char *st = range_value(resp_range(j, 1));
@@ -405,6 +471,7 @@ static int try_once(etcd_state *s, CURL *h, const etcd_bid *bid, char **kept, ch
     if (jl > 0 && jl != s->lease)
         s->jlease = jl;
     s->leads = 1;
+    snprintf(s->mine, sizeof s->mine, "%s", bid->value); /* the keepalive thread checks it stays */
     pthread_mutex_unlock(&s->mu);
     rc = 1;
 out:
@@ -486,14 +553,19 @@ int etcd_campaign(void *state, const int *before, int nbefore, const char *value
         if (before[i] < 0 || before[i] >= s->nnodes)
             return p3d_plugin_say(msg, cap, "etcd: campaign: node rank %d ahead: expected 0..%d", before[i],
                                   s->nnodes - 1);
-    if (!value || strlen(value) > ETCD_VALUE_MAX)
+    if (!value || strlen(value) > ETCD_VALUE_MAX - ETCD_SIG_LEN)
         return p3d_plugin_say(msg, cap, "etcd: campaign: the leadership's value is %s, expected at most %d bytes",
-                              value ? "longer" : "missing", ETCD_VALUE_MAX);
+                              value ? "longer" : "missing", ETCD_VALUE_MAX - ETCD_SIG_LEN);
+    if (!s->key[0])
+        return p3d_plugin_say(msg, cap, "etcd: campaign before publish(): no job key to sign the leadership with");
+    char signed_value[sizeof s->bid.value];
+    if (etcd_sign(s, value, signed_value, sizeof signed_value) < 0)
+        return p3d_plugin_say(msg, cap, "etcd: campaign: cannot sign the leadership's value");
     pthread_mutex_lock(&s->mu);
     if (nbefore > 0)
         memcpy(s->bid.before, before, (size_t)nbefore * sizeof *before);
     s->bid.nbefore = nbefore;
-    snprintf(s->bid.value, sizeof s->bid.value, "%s", value);
+    snprintf(s->bid.value, sizeof s->bid.value, "%s", signed_value);
     s->bid.until = until;
     s->bid_gen++;
     s->bid_on = 1;

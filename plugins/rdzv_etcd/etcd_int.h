@@ -20,6 +20,7 @@
 #define ETCD_BEFORE_MAX 64    /* campaign(): node ranks ahead of this one */
 #define ETCD_VALUE_MAX 1024   /* campaign(): the leadership's value */
 #define ETCD_KEEP_MAX 4096    /* keep(): the leader's state text */
+#define ETCD_SIG_LEN 69       /* " sig=" and 64 hex digits after a signed value */
 
 typedef struct etcd_news_item {
     int kind;                 /* P3D_RDZV_NEWS_* */
@@ -41,6 +42,11 @@ typedef struct etcd_state {
     long long lease;         /* 0: none granted; set before any thread starts */
     int ttl;                 /* s: the lease's TTL (boot->lease_ttl or 10) */
     int nnodes, rank;
+    char key[256];           /* the job key (boot->token), set by publish():
+                              * signs and checks the leader key's value */
+    char mine[ETCD_VALUE_MAX + 80]; /* the leader value this agent put (signed),
+                              * "" until it leads: the keepalive thread
+                              * checks the key still holds it (under mu) */
     int lost;                /* etcd went away: no revoke warning at close */
     double deadline;         /* monotonic seconds: detect() + timeout */
     double timeout;
@@ -69,6 +75,17 @@ typedef struct etcd_state {
     int news_head, news_n;   /* FIFO: oldest at news_head */
     int pipe_rd, pipe_wr;    /* notify_fd(): readable while news_n > 0 */
 } etcd_state;
+
+/* etcd_elect.c: the live leader checks its own key and puts it back
+ * (the keepalive thread, each period) */
+void etcd_leader_check(etcd_state *s, CURL *h, long long *said);
+
+/* etcd_sign.c: the leader key's value. sign: fields + " sig=HEX" into
+ * out (0, or -1: too long, no key). verify: 0 with the fields before the
+ * signature in fields, -1 when the value is unsigned or the signature is
+ * not the job key's for this prefix. */
+int etcd_sign(const etcd_state *s, const char *fields, char *out, size_t cap);
+int etcd_verify(const etcd_state *s, const char *val, char *fields, size_t cap);
 
 /* rdzv_etcd.c */
 double etcd_mono(void);

@@ -8,7 +8,7 @@
  *                          "create if absent" (compare CREATE
  *                          create_revision == 0), trying i = 0, 1, 2... so
  *                          node ranks are first come, first served
- *   leader    = "PORT HOST TOKEN"   put by node rank 0 once all N ranks
+ *   leader    = "PORT HOST sig=HEX" put by node rank 0 once all N ranks
  *                          are taken; later the leadership itself, taken
  *                          by a successor's campaign (etcd_elect.c)
  *   state     = one line of text the leader keeps current for its
@@ -87,8 +87,8 @@ static double left(const etcd_state *s)
 /* Reads the keys in [key, range_end) (range_end NULL: the one key). Returns
  * the number of kvs (0 when none) with the decoded keys/values in kv[]
  * (each malloc'd; up to max), or -1 with msg. */
-static int range(etcd_state *s, const char *key, const char *range_end, char **keys, char **vals, int max,
-                 char *msg, size_t cap)
+static int range(etcd_state *s, const char *key, const char *range_end, char **keys, char **vals, long long *leases,
+                 int max, char *msg, size_t cap)
 {
     int n = -1;
     char *k = etcd_b64_enc(key, strlen(key)), *e = range_end ? etcd_b64_enc(range_end, strlen(range_end)) : NULL;
@@ -117,6 +117,7 @@ static int range(etcd_state *s, const char *key, const char *range_end, char **k
             free(vals[n]);
             continue; /* not ours (not text) */
         }
+        leases[n] = etcd_num(kv, "lease"); /* 0: held by no lease (etcd omits it) */
         n++;
     }
 out:
@@ -272,6 +273,7 @@ static void *keepalive(void *arg)
     CURL *h = curl_easy_init();
     char msg[600];
     int warned = 0, kwarned = 0;
+    long long squat_said = 0; /* etcd_leader_check(): the squatter's revision said */
     double period = s->ttl / 3 > 1 ? s->ttl / 3 : 1, last_ok = etcd_mono(), next = last_ok + period;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
@@ -300,6 +302,7 @@ static void *keepalive(void *arg)
             }
             lease_check(s, r, last_ok, msg);
             etcd_job_renew(s, h);
+            etcd_leader_check(s, h, &squat_said);
             next = etcd_mono() + period;
         }
         pthread_mutex_lock(&s->mu);
@@ -480,6 +483,27 @@ out:
     return rc;
 }
 
+/* The leader key's value as read while waiting for the leader: believed
+ * when a lease holds it (a par3drun leader puts it with its own, so it
+ * goes with that agent) and the job key signed it; then val is cut to
+ * its fields, "PORT HOST". Anything else is ignored (the wait goes on
+ * for the real leader) and said once per value (*refused, malloc'd). */
+static int leader_believed(etcd_state *s, char *val, long long lease, char **refused)
+{
+    char fields[ETCD_VALUE_MAX + 1];
+    int ok = lease != 0 && etcd_verify(s, val, fields, sizeof fields) == 0;
+    if (ok) {
+        memcpy(val, fields, strlen(fields) + 1); /* fields is a prefix of val */
+    } else if (!*refused || strcmp(*refused, val)) {
+        fprintf(stderr, "par3drun: warning: etcd at %s: %sleader ignored: %s (a stranger's or another job's "
+                        "value; still waiting for this job's leader)\n",
+                s->url, s->prefix, lease == 0 ? "held by no lease" : "not signed with this job's key");
+        free(*refused);
+        *refused = strdup(val);
+    }
+    return ok;
+}
+
 /* Polls the job prefix until all nnodes rank keys exist (leader) or the
  * leader key does (others). 1 done (*val: the leader key's value,
  * malloc'd), -1 with msg. Each poll reads the whole prefix. */
@@ -493,15 +517,17 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
     size_t rl = strlen(s->prefix) + 5; /* "<prefix>rank/" */
     int max = s->nnodes + 8;
     char **keys = calloc((size_t)max, sizeof *keys), **vals = calloc((size_t)max, sizeof *vals);
+    long long *leases = calloc((size_t)max, sizeof *leases);
     char *seen = calloc((size_t)s->nnodes, 1);
+    char *refused = NULL; /* the last leader value refused: said once */
     int rc = -1, nseen = 0;
     double pause = 0.01;
-    if (!keys || !vals || !seen) {
+    if (!keys || !vals || !leases || !seen) {
         p3d_plugin_say(msg, cap, "out of memory");
         goto out;
     }
     for (;;) {
-        int n = range(s, from, to, keys, vals, max, msg, cap);
+        int n = range(s, from, to, keys, vals, leases, max, msg, cap);
         if (n < 0) {
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);
@@ -515,8 +541,8 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
          * not blame the ranks that timed out first and revoked. */
         for (int i = 0; i < n; i++) {
             if (!strcmp(keys[i], lkey) && !leader && !*val) {
-                *val = vals[i];
-                vals[i] = NULL;
+                if (leader_believed(s, vals[i], leases[i], &refused))
+                    *val = vals[i], vals[i] = NULL;
             } else if (strlen(keys[i]) > rl && !strncmp(keys[i] + rl - 5, "rank/", 5) &&
                        isdigit((unsigned char)keys[i][rl])) {
                 int r = atoi(keys[i] + rl);
@@ -556,6 +582,8 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
 out:
     free(keys);
     free(vals);
+    free(leases);
+    free(refused);
     free(seen);
     return rc;
 }
@@ -564,15 +592,17 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
 {
     etcd_state *s = state;
     char *val = NULL;
+    /* the job key signs and checks the leader's value; etcd never sees it */
+    snprintf(s->key, sizeof s->key, "%s", b->token);
     if (b->node_rank == 0) {
         if (wait_for(s, 1, NULL, msg, cap) < 0)
             return -1;
-        /* Anyone who can read this etcd prefix can read the token: see
-         * docs/multinode.md, "Threat model" (use etcd auth/TLS or
-         * --rdzv-token-file). */
-        char lkey[256], blob[600];
+        /* signed, no token: see docs/multinode.md, "Security" */
+        char lkey[256], fields[600], blob[sizeof s->mine];
         snprintf(lkey, sizeof lkey, "%sleader", s->prefix);
-        snprintf(blob, sizeof blob, "%d %s %s", b->leader_port, b->leader_host, b->token);
+        snprintf(fields, sizeof fields, "%d %s", b->leader_port, b->leader_host);
+        if (etcd_sign(s, fields, blob, sizeof blob) < 0)
+            return p3d_plugin_say(msg, cap, "etcd: cannot sign the leader's endpoint (%s)", fields);
         if (kv_write(s, lkey, blob, 0, msg, cap) < 0) {
             s->lost = 1;
             char m2[900];
@@ -581,23 +611,20 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
         }
         pthread_mutex_lock(&s->mu);
         s->leads = 1; /* the first leadership: held with this agent's lease */
+        snprintf(s->mine, sizeof s->mine, "%s", blob);
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
     if (wait_for(s, 0, &val, msg, cap) < 0)
         return -1;
     int port = 0;
-    char host[256] = "", tok[256] = "";
-    int n = sscanf(val, "%d %255s %255s", &port, host, tok);
+    char host[256] = "";
+    int n = sscanf(val, "%d %255s", &port, host);
     free(val);
     if (n < 2 || port < 1 || port > 65535)
-        return p3d_plugin_say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST TOKEN\")", s->url, s->prefix);
+        return p3d_plugin_say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST sig=HEX\")", s->url, s->prefix);
     b->leader_port = port;
     snprintf(b->leader_host, sizeof b->leader_host, "%s", host);
-    /* a token given locally (--rdzv-token-file, P3D_RDZV_TOKEN) wins: the
-     * leader must then have the same one */
-    if (!b->token[0])
-        snprintf(b->token, sizeof b->token, "%s", tok);
     return 0;
 }
 

@@ -190,8 +190,9 @@ static int detect_all(const char *job)
         if (i == 0) {
             a->b.leader_port = 4242;
             snprintf(a->b.leader_host, sizeof a->b.leader_host, "127.0.0.1");
-            snprintf(a->b.token, sizeof a->b.token, TOKEN);
         }
+        /* every agent brings the job key: etcd holds none */
+        snprintf(a->b.token, sizeof a->b.token, TOKEN);
         int rc = R->detect(URL, 3, i, 20.0, &a->b, &a->st, a->msg, sizeof a->msg);
         check(rc == 1 && a->b.node_rank == i, "detect node rank %d: %d (%s)", i, rc, rc == 1 ? "" : a->msg);
         if (rc != 1)
@@ -224,18 +225,55 @@ static void stop_agent(int i)
 
 /* ---- the cases -------------------------------------------------------------------- */
 
-/* before publish(): no leader key yet, so only a live node rank ahead can
- * stop a campaign */
+/* before publish(): the agent has no job key yet to sign the leadership
+ * with, so a campaign is refused at once (a par3drun agent always
+ * publishes first) */
 static void case_ahead(void)
 {
     agent *a = &A[2];
     int one = 1;
-    double took;
-    int rc = R->campaign(a->st, &one, 1, "6060 127.0.0.1 t", now() + 1.0, a->msg, sizeof a->msg);
-    int k = wait_news(a, 2.5, &took);
-    check(rc == 0 && k == P3D_RDZV_NEWS_NOT_WON && strstr(a->msg, "node rank 1 is still alive in etcd"),
-          "node rank 2 before={1}, no leader yet, node rank 1 alive: %s after %.2f s: %s", kind_name(k), took,
-          a->msg);
+    int rc = R->campaign(a->st, &one, 1, "6060 127.0.0.1", now() + 1.0, a->msg, sizeof a->msg);
+    check(rc < 0 && strstr(a->msg, "before publish"), "campaign before publish() refused: %s", a->msg);
+}
+
+/* Puts <PREFIX>leader = val held by a lease of its own (a stranger that
+ * can write etcd): 0, or -1. */
+static int squat(const char *val)
+{
+    char key[256], *body = NULL, msg[700];
+    cJSON *j = NULL;
+    int rc = -1;
+    if (etcd_post(H, URL, "/v3/lease/grant", "{\"TTL\":30}", 2.0, &j, msg, sizeof msg) < 0)
+        return -1;
+    long long id = etcd_num(j, "ID");
+    cJSON_Delete(j);
+    j = NULL;
+    snprintf(key, sizeof key, "%sleader", PREFIX);
+    char *k = etcd_b64_enc(key, strlen(key)), *v = etcd_b64_enc(val, strlen(val));
+    if (k && v && asprintf(&body, "{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}", k, v, id) >= 0)
+        rc = etcd_post(H, URL, "/v3/kv/put", body, 2.0, &j, msg, sizeof msg);
+    cJSON_Delete(j);
+    free(body);
+    free(k);
+    free(v);
+    return rc < 0 ? -1 : 0;
+}
+
+/* (f) a squatter replaces the live leader's key (its own lease, a value
+ * not signed with the job key, pointing elsewhere): the leader notices
+ * within a keepalive period and puts its own signed value back */
+static void case_squatter(void)
+{
+    char *mine = NULL, *got = NULL;
+    long long lease = 0, l2 = 0;
+    kv_get("leader", &mine, &lease);
+    check(mine && squat("9999 10.0.0.9 restart 1 node 1") == 0, "(f) a stranger put %sleader with its own lease",
+          PREFIX);
+    int back = mine && wait_value("leader", mine, 3 * TTL + 2, &got, &l2);
+    check(back && l2 == lease, "(f) the leader put its value back (\"%s\", lease %lld; want lease %lld)",
+          got ? got : "(none)", l2, lease);
+    free(mine);
+    free(got);
 }
 
 static void case_bounds(void)
@@ -268,8 +306,8 @@ static void case_held(void)
     agent *a = &A[2];
     int one = 1;
     double took;
-    R->campaign(a->st, &one, 1, "6262 127.0.0.1 t restart 1 node 2", now() + 60, a->msg, sizeof a->msg);
-    int rc = R->campaign(a->st, &one, 1, "6262 127.0.0.1 t restart 1 node 2", now() + 1.5, a->msg,
+    R->campaign(a->st, &one, 1, "6262 127.0.0.1 restart 1 node 2", now() + 60, a->msg, sizeof a->msg);
+    int rc = R->campaign(a->st, &one, 1, "6262 127.0.0.1 restart 1 node 2", now() + 1.5, a->msg,
                          sizeof a->msg);
     int k = wait_news(a, 3.0, &took);
     check(rc == 0 && k == P3D_RDZV_NEWS_NOT_WON && took > 1.2 && took < 2.6,
@@ -305,11 +343,11 @@ static void case_keep(void)
  * (its successor is alive) */
 static void case_succession(void)
 {
-    const char *v1 = "5151 127.0.0.1 t restart 1 node 1";
+    const char *v1 = "5151 127.0.0.1 restart 1 node 1";
     int one = 1;
     double took;
     R->campaign(A[1].st, NULL, 0, v1, now() + 5, A[1].msg, sizeof A[1].msg);
-    R->campaign(A[2].st, &one, 1, "6161 127.0.0.1 t restart 1 node 2", now() + 3, A[2].msg,
+    R->campaign(A[2].st, &one, 1, "6161 127.0.0.1 restart 1 node 2", now() + 3, A[2].msg,
                 sizeof A[2].msg);
     int k = wait_news(&A[1], 0.7, NULL);
     check(k == P3D_RDZV_NEWS_NONE, "(c) node rank 1 not elected while node rank 0 leads: %s", kind_name(k));
@@ -325,8 +363,10 @@ static void case_succession(void)
     char *got = NULL;
     long long lease = 0;
     kv_get("leader", &got, &lease);
-    check(got && !strcmp(got, v1) && lease == lease_of_rank(1), "(c) %sleader = \"%s\" with node rank 1's lease",
-          PREFIX, got ? got : "(none)");
+    /* the value as bid, signed with the job key (no token in it) */
+    check(got && !strncmp(got, v1, strlen(v1)) && !strncmp(got + strlen(v1), " sig=", 5) &&
+              strlen(got + strlen(v1)) == 69 && !strstr(got, TOKEN) && lease == lease_of_rank(1),
+          "(c) %sleader = \"%s\" (signed) with node rank 1's lease", PREFIX, got ? got : "(none)");
     free(got);
     R->keep(A[1].st, "restart 1 hash def", A[1].msg, sizeof A[1].msg);
     got = NULL;
@@ -345,7 +385,7 @@ static void case_revoked(void)
     int k = wait_news(&A[2], TTL + 2, &took);
     check(k == P3D_RDZV_NEWS_LEASE_LOST && strstr(A[2].msg, "has expired or was revoked"),
           "(d) lease %lld of node rank 2 revoked: %s after %.2f s: %s", l2, kind_name(k), took, A[2].msg);
-    R->campaign(A[2].st, NULL, 0, "7171 127.0.0.1 t", now() + 60, A[2].msg, sizeof A[2].msg);
+    R->campaign(A[2].st, NULL, 0, "7171 127.0.0.1", now() + 60, A[2].msg, sizeof A[2].msg);
     pause_s(0.3);
     double t0 = now();
     stop_agent(2);
@@ -360,7 +400,7 @@ static void case_frozen(pid_t etcd)
     int won = 0, lost = 0;
     double t0 = now(), t_not = 0, t_lost = 0;
     kill(etcd, SIGSTOP);
-    R->campaign(a->st, NULL, 0, "8181 127.0.0.1 t", t0 + 2.0, a->msg, sizeof a->msg);
+    R->campaign(a->st, NULL, 0, "8181 127.0.0.1", t0 + 2.0, a->msg, sizeof a->msg);
     char why_not[ETCD_NEWS_MSG] = "", why_lost[ETCD_NEWS_MSG] = "";
     while ((!won || !lost) && now() < t0 + 8) {
         int k = wait_news(a, t0 + 8 - now(), NULL);
@@ -407,6 +447,7 @@ int main(int argc, char **argv)
         case_held();
         case_keep();
         case_succession();
+        case_squatter();
         case_revoked();
         if (argc > 3)
             case_frozen((pid_t)atoi(argv[3]));

@@ -15,6 +15,8 @@
 #      winner's value and lease;
 #  (d) a lease revoked behind an agent's back is LEASE_LOST news, and a
 #      close with a bid running ends at once;
+#  (f) a squatter that replaces the live leader's key (its own lease, an
+#      unsigned value) is noticed and the leader's signed value put back;
 #  (e) with etcd frozen (SIGSTOP) a campaign keeps trying until its
 #      deadline, and a lease nobody could renew for a TTL is LEASE_LOST.
 # At the end etcd holds no key of the job.

@@ -119,6 +119,8 @@ etcd_up() {
   URL=$(env -u P3D_TEST_MARK "$SVC" start "$E") || rc=$?
   [ "$rc" = 77 ] && exit 77
   [ "$rc" = 0 ] || { echo "FAIL: etcd did not start"; exit 1; }
+  # etcd holds no secret: every agent brings the job key
+  export P3D_RDZV_TOKEN=etcd-job-key-$$-$RANDOM
 }
 
 # nkeys: how many keys etcd_up's etcd holds under /par3drun/ (range_end
