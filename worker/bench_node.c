@@ -463,30 +463,36 @@ out:
     return rc;
 }
 
+/* --bench-tcp-only: this node's part of a multi-node ring alone, bounded by
+ * all of --connect-timeout, keyed when par3drun passed the job key on
+ * --bench-tcp-key-fd. f: the TCP slowdown knob. */
+static int bench_tcp_only(const p3dw_opts *o, int f)
+{
+    double out_mbps = 0, in_mbps = 0;
+    char key[256];
+    if (!o->bench_tcp_peer) {
+        fprintf(stderr, "p3d-worker: --bench-tcp-only needs --bench-tcp-peer and --bench-tcp-fd\n");
+        return -1;
+    }
+    if (o->bench_tcp_key_fd >= 0 && p3dw_ring_key_load(o->bench_tcp_key_fd, key, sizeof key) < 0) {
+        fprintf(stderr, "p3d-worker: --bench-tcp-key-fd %d: cannot read the job key (8..255 bytes of text)\n",
+                o->bench_tcp_key_fd);
+        return -1;
+    }
+    if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_tcp_key_fd >= 0 ? key : NULL, o->bench_seconds, f,
+                 o->connect_timeout, 0, 0, &out_mbps, &in_mbps) < 0)
+        return -1;
+    printf("preflight backend=cpu tcp_out_mbps=%.4g tcp_in_mbps=%.4g links=skipped\n", out_mbps, in_mbps);
+    return 0;
+}
+
 int p3dw_bench_node(const p3dw_opts *o)
 {
     int f = slowdown("P3D_WORKER_BENCH_SLOWDOWN"), ft = slowdown("P3D_WORKER_BENCH_TCP_SLOWDOWN"), rc = -1, n = 192;
     if (!f || !ft)
         return -1;
-    if (o->bench_tcp_only) {
-        /* the ring alone, bounded by all of --connect-timeout */
-        double out_mbps = 0, in_mbps = 0;
-        if (!o->bench_tcp_peer) {
-            fprintf(stderr, "p3d-worker: --bench-tcp-only needs --bench-tcp-peer and --bench-tcp-fd\n");
-            return -1;
-        }
-        char key[256];
-        if (o->bench_tcp_key_fd >= 0 && p3dw_ring_key_load(o->bench_tcp_key_fd, key, sizeof key) < 0) {
-            fprintf(stderr, "p3d-worker: --bench-tcp-key-fd %d: cannot read the job key (8..255 bytes of text)\n",
-                    o->bench_tcp_key_fd);
-            return -1;
-        }
-        if (tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, o->bench_tcp_key_fd >= 0 ? key : NULL, o->bench_seconds,
-                     f * ft, o->connect_timeout, 0, 0, &out_mbps, &in_mbps) < 0)
-            return -1;
-        printf("preflight backend=cpu tcp_out_mbps=%.4g tcp_in_mbps=%.4g links=skipped\n", out_mbps, in_mbps);
-        return 0;
-    }
+    if (o->bench_tcp_only)
+        return bench_tcp_only(o, f * ft);
     gemm_ctx g = {.n = n};
     copy_ctx c = {.n = 16u << 20};
     g.a = malloc(sizeof(float) * (size_t)n * n);
