@@ -285,9 +285,11 @@ static int cache_key(int dfd, int create, unsigned char k[CACHE_KEY_BYTES], char
         int w = fd >= 0 && write(fd, nk, sizeof nk) == (ssize_t)sizeof nk;
         if (fd >= 0 && close(fd) < 0)
             w = 0;
-        /* EEXIST: another run made it first; read theirs */
-        if (w)
-            (void)linkat(dfd, tmp, dfd, name, 0);
+        /* EEXIST: another run made it first; read theirs. Any other
+         * failure: the next read finds no key and this run's entries go
+         * unkeyed (ignored), as with no cache */
+        if (w && linkat(dfd, tmp, dfd, name, 0) < 0 && errno != EEXIST)
+            w = 0;
         if (fd >= 0)
             (void)unlinkat(dfd, tmp, 0);
         explicit_bzero(nk, sizeof nk);

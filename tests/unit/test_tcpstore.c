@@ -66,7 +66,7 @@ static size_t take(p3d_store *s, int id, unsigned char *out, size_t cap)
 
 static int64_t take_i64(p3d_store *s, int id)
 {
-    unsigned char b[64];
+    unsigned char b[64] = {0};
     int64_t v;
     assert_int_equal(take(s, id, b, sizeof b), 8);
     memcpy(&v, b, 8);
@@ -76,7 +76,7 @@ static int64_t take_i64(p3d_store *s, int id)
 /* a string reply: u64 length then the bytes */
 static void take_str(p3d_store *s, int id, const char *want)
 {
-    unsigned char b[256];
+    unsigned char b[256] = {0};
     size_t n = take(s, id, b, sizeof b);
     uint64_t l;
     assert_true(n >= 8);
