@@ -6,14 +6,7 @@
 # (exit 0); the figures equal plan --inference's for the same replica; a
 # replica too small for the weights is SERVING_DOES_NOT_FIT; a prompt longer
 # than the context is refused (exit 2).
-set -u
-: "${PAR3DRUN:?PAR3DRUN must point at the par3drun binary}"
-: "${P3D_SRC:?P3D_SRC must point at the source tree}"
-command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
-cd "$P3D_SRC" || exit 1
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-C=examples/clusters/2x-dgx-h100.json
+. "$(dirname "$0")/lib/estimate_lib.sh"
 M=(--cluster $C --model llama2-70b)
 train=$("$PAR3DRUN" --dry-run "${M[@]}" --tp 8 --pp 2 2>&1) && bad "70B tp8 pp2 fits for training?"
 grep -q 'MODEL_DOES_NOT_FIT' <<<"$train" || bad "training: no MODEL_DOES_NOT_FIT"

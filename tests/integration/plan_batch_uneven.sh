@@ -3,14 +3,7 @@
 # the micro-batch: step time, GEMM efficiency, bubble, activations) and,
 # when the output layer makes the last stage the slowest, which
 # --decoder-last-pipeline-num-layers evens the stages (issue 45).
-set -u
-: "${PAR3DRUN:?PAR3DRUN must point at the par3drun binary}"
-: "${P3D_SRC:?P3D_SRC must point at the source tree}"
-command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
-cd "$P3D_SRC" || exit 1
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-C=examples/clusters/2x-dgx-h100.json
+. "$(dirname "$0")/lib/estimate_lib.sh"
 # Llama 3 8B, pp pinned to 4 without interleaving: 8 layers a stage, and a
 # 128K-vocabulary output layer worth ~1.6 layers on the last one. With
 # Megatron's uneven split (the other stages share L-N layers: N = 2 or 5)

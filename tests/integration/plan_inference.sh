@@ -5,14 +5,7 @@
 # cache per replica); 405B needs pp across the two nodes, and one node
 # cannot hold it (exit 2). Figures are estimates; the test pins the
 # placement and the memory arithmetic, not the milliseconds.
-set -u
-: "${PAR3DRUN:?PAR3DRUN must point at the par3drun binary}"
-: "${P3D_SRC:?P3D_SRC must point at the source tree}"
-command -v jq >/dev/null || { echo "skip: jq not installed"; exit 77; }
-cd "$P3D_SRC" || exit 1
-fail=0
-bad() { echo "FAIL $*"; fail=1; }
-C=examples/clusters/2x-dgx-h100.json
+. "$(dirname "$0")/lib/estimate_lib.sh"
 txt=$("$PAR3DRUN" plan --inference --cluster $C --model llama2-70b 2>&1) || bad "70B: exit $?"
 grep -q '^serving  32 sequences in flight per replica, context 4096 tokens (prompt 2048); bf16 weights 138.0 GB, KV cache 328 KB per token = 42.9 GB per replica' <<<"$txt" ||
     bad "70B: serving line: $(grep '^serving' <<<"$txt")"
