@@ -65,7 +65,7 @@ if(P3D_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${P3D_WORKER_CUDA_LIBDIRS}
       /usr/local/cuda/lib64 /usr/local/cuda/lib)
 else()
-  set(CPACK_DEBIAN_CORE_PACKAGE_DEPENDS "libhwloc15, liblua5.4-0, libcjson1, libyaml-0-2, libssl3")
+  set(CPACK_DEBIAN_CORE_PACKAGE_DEPENDS "libhwloc15, libxml2, liblua5.4-0, libcjson1, libyaml-0-2, libssl3")
   string(APPEND CPACK_DEBIAN_CURL_PACKAGE_DEPENDS ", libcurl4, libcjson1")
   string(APPEND CPACK_DEBIAN_PMIX_PACKAGE_DEPENDS ", libpmix2")
 endif()

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 PKGS=(build-essential cmake pkg-config git dpkg-dev bash-completion man-db
-      libhwloc-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libyaml-dev libcmocka-dev
+      libhwloc-dev libxml2-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libyaml-dev libcmocka-dev
       libssl-dev libcurl4-openssl-dev libpmix-dev
       openmpi-bin libopenmpi-dev slurm-wlm munge etcd-server etcd-client
       clang libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3 bc hyperfine gdb)

@@ -189,17 +189,34 @@ out:
     return rc;
 }
 
+/* Sniffs the root element's name: past a BOM, whitespace, the XML
+ * declaration, comments, processing instructions and a DTD. The parse proper is
+ * libxml2's (topo_nccl_xml.c). */
 int p3d_topo_looks_nccl(const char *text, size_t len)
 {
-    nx_doc d = {.path = "", .text = text, .end = text + len};
-    const char *p = text;
-    char *err = NULL;
+    const char *p = text, *end = text + len;
     if (len >= 3 && !memcmp(p, "\xef\xbb\xbf", 3))
         p += 3;
-    int k = p3d_nccl_xml_skip_misc(&d, &p, &err);
-    free(err);
-    return k == 0 && d.end - p >= 7 && !memcmp(p, "<system", 7) &&
-           (isspace((unsigned char)p[7]) || p[7] == '>' || p[7] == '/');
+    for (;;) {
+        while (p < end && isspace((unsigned char)*p))
+            p++;
+        const char *close = NULL;
+        if (end - p >= 2 && !memcmp(p, "<?", 2))
+            close = memmem(p, (size_t)(end - p), "?>", 2);
+        else if (end - p >= 4 && !memcmp(p, "<!--", 4))
+            close = memmem(p + 4, (size_t)(end - p - 4), "-->", 3);
+        else if (end - p >= 9 && !memcmp(p, "<!DOCTYPE", 9)) {
+            /* the parser refuses it with its line; here it only must not hide the root */
+            const char *gt = memchr(p, '>', (size_t)(end - p)), *br = memchr(p, '[', (size_t)(end - p));
+            close = br && gt && br < gt ? memmem(br, (size_t)(end - br), "]>", 2) : gt;
+        } else
+            break;
+        if (!close)
+            return 0;
+        p = close + (*close == '?' || *close == ']' ? 2 : *close == '>' ? 1 : 3);
+    }
+    return end - p >= 7 && !memcmp(p, "<system", 7) && (end - p == 7 || isspace((unsigned char)p[7]) ||
+                                                        p[7] == '>' || p[7] == '/');
 }
 
 /* Everything one parse holds, so that each pass below is a function of it. */
@@ -649,15 +666,10 @@ static void note_nvlink(nx_parse *p, int augment)
 static int read_doc(nx_parse *p, size_t len, char **err)
 {
     nx_doc *d = &p->d;
-    const char *path = d->path, *text = d->text;
+    const char *path = d->path;
     if (len > NX_MAX_BYTES) {
         p3d_err(err, "%s: %zu bytes: expected an NCCL topology file of at most %zu MiB (real ones are a few KB)",
                 path, len, NX_MAX_BYTES >> 20);
-        return -1;
-    }
-    if (memchr(text, 0, len)) {
-        p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected an NCCL topology XML text", path,
-                (size_t)((const char *)memchr(text, 0, len) - text));
         return -1;
     }
     if (p3d_nccl_xml_parse(d, err) < 0)

@@ -4,7 +4,7 @@
  * attribute values (topo_nccl_attr.c), shared with the part that builds the
  * node record from them (topo_nccl.c); private to placement/topo.
  *
- * The document is read whole into two arrays: elements in document order
+ * The document (read by libxml2's streaming reader) goes into two arrays: elements in document order
  * (a tree by parent index, so a parent always comes before its children)
  * and every element's attributes, decoded. Every refusal is one line that
  * names file:line and what was expected, handed over in *err.
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 /* Real files are a few KB (an 8-GPU dump with NVSwitch links: 11 KB). */
-#define NX_MAX_BYTES ((size_t)4 << 20)
+#define NX_MAX_BYTES ((size_t)1 << 20)
 #define NX_MAX_DEPTH 32
 #define NX_MAX_ELEMENTS 65536
 #define NX_MAX_ATTRS 32
@@ -25,14 +25,14 @@
 #define NX_MAX_LINKS 64 /* NVLinks of one GPU to one target (H100: 18 in all) */
 
 typedef struct nx_attr {
-    const char *name;
+    char *name; /* malloc'd */
     size_t nlen;
     char *val; /* decoded, NUL-terminated, malloc'd */
     int line;
 } nx_attr;
 
 typedef struct nx_el {
-    const char *name;
+    char *name; /* malloc'd */
     size_t nlen;
     int line, parent, depth;
     int attr0, nattr;
@@ -40,8 +40,6 @@ typedef struct nx_el {
 
 typedef struct nx_doc {
     const char *path, *text, *end;
-    const char *lpos; /* line cache: lpos is on line lline */
-    int lline;
     nx_el *el;
     int nel, capel;
     nx_attr *at;
@@ -57,10 +55,6 @@ void p3d_nccl_xml_free(nx_doc *d);
  * names the file in messages. 0, or -1 with *err; either way the caller
  * frees d with p3d_nccl_xml_free(). */
 int p3d_nccl_xml_parse(nx_doc *d, char **err);
-
-/* Skips whitespace, comments and processing instructions from *pp on;
- * 0, or -1 with *err on an unterminated one or a DTD/CDATA. */
-int p3d_nccl_xml_skip_misc(nx_doc *d, const char **pp, char **err);
 
 /* 1 when element e is named s, else 0. */
 int p3d_nccl_xml_is_name(const nx_el *e, const char *s);

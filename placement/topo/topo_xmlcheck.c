@@ -4,27 +4,35 @@
  *
  * hwloc 2.9 trusts its XML: an object without complete_cpuset or
  * complete_nodeset makes hwloc_topology_load() dereference NULL. So before
- * hwloc sees a file we (1) scan it ourselves — tags balanced, attributes
- * quoted, <topology version="2.x">, every CPU-side object with its four
- * sets — which gives a message naming the line; and (2) load it with hwloc
+ * hwloc sees a file we (1) read it with libxml2's SAX interface (streaming:
+ * hwloc files may be large; nothing is built) — well-formed,
+ * <topology version="2.x">, every CPU-side object with its four sets —
+ * which gives a message naming the line; and (2) load it with hwloc
  * in a child process under an alarm, which turns any crash or hang the scan
  * did not foresee into an error message too. Costs one fork and a second
  * parse (a few ms for the largest fixture; see bench/topo.sh).
  */
 #include "topo_internal.h"
+#include "topo_xml.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hwloc.h>
+#include <libxml/SAX2.h>
+#include <libxml/parser.h>
+#include <libxml/parserInternals.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "termsafe.h"
+
 #define MAX_DEPTH 256
+#define MAX_ELEMENTS (1 << 20)
 
 /* Object types hwloc keeps on the CPU side and which therefore need
  * cpuset/complete_cpuset/nodeset/complete_nodeset. PU needs them too (its
@@ -38,227 +46,154 @@ static int cpu_side_type(const char *t)
     return 1;
 }
 
-static int line_of(const char *text, const char *p)
-{
-    int l = 1;
-    for (const char *q = text; q < p; q++)
-        l += *q == '\n';
-    return l;
-}
+/* The scan's state: the SAX callbacks below fill it; the first refusal
+ * stops the parser. */
+typedef struct xscan {
+    const char *path;
+    int depth, elements, seen_root, stopped;
+    char *err; /* our refusal, when the file is well-formed but not what hwloc can take */
+} xscan;
 
-typedef struct attr {
-    const char *name, *val;
-    size_t nlen, vlen;
-} attr;
-
-static const attr *find_attr(const attr *a, int n, const char *name)
+/* attrs as libxml2's SAX2 hands them: 5 pointers an attribute (localname,
+ * prefix, URI, value, end of value). */
+static const char *find_attr(const xmlChar **attrs, int n, const char *name, size_t *vlen)
 {
     for (int i = 0; i < n; i++)
-        if (a[i].nlen == strlen(name) && !memcmp(a[i].name, name, a[i].nlen))
-            return &a[i];
+        if (!strcmp((const char *)attrs[5 * i], name)) {
+            *vlen = (size_t)(attrs[5 * i + 4] - attrs[5 * i + 3]);
+            return (const char *)attrs[5 * i + 3];
+        }
     return NULL;
 }
 
-/* The scan's position and what it has seen so far. */
-typedef struct xscan {
-    const char *path, *text, *end;
-    const char *p;
-    int depth, seen_root;
-    const char *stack[MAX_DEPTH];
-    size_t stack_len[MAX_DEPTH];
-    attr at[64];
-    int nat;
-} xscan;
-
-static int is_name_char(char c)
+/* Keeps "path: line N: what" as the refusal. The parse goes on: when the
+ * file turns out not well-formed (cut short in that very tag), libxml2's
+ * complaint is the one to tell. */
+__attribute__((format(printf, 3, 4))) static void refuse(xscan *s, int line, const char *fmt, ...)
 {
-    return isalnum((unsigned char)c) || c == '_' || c == '-' || c == ':' || c == '.';
+    char what[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    if (!s->err)
+        p3d_err(&s->err, "%s: line %d: %s", s->path, line, what);
 }
 
-/* The attributes of the tag <name opened at lt, up to its '>' or '/>'
- * (*self then). Keeps the first 64 in s->at. */
-static int read_attrs(xscan *s, const char *lt, const char *name, size_t nlen, int closing, int *self,
-                      char **err)
+/* The first element: <topology version="2.x"> (or 3.x: the installed
+ * libhwloc decides, and topo_hwloc.c says which versions when it cannot). */
+static void check_root(xscan *s, const char *name, const xmlChar **attrs, int n, int line)
 {
-    const char *path = s->path, *text = s->text, *end = s->end;
-    const char *p = s->p;
-    s->nat = 0;
-    *self = 0;
-    for (;;) {
-        while (p < end && isspace((unsigned char)*p))
-            p++;
-        if (p >= end)
-            return p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
-                           "file?)", path, line_of(text, lt), (int)nlen, name);
-        if (*p == '>') {
-            p++;
-            break;
-        }
-        if (*p == '/' && p + 1 < end && p[1] == '>' && !closing) {
-            *self = 1;
-            p += 2;
-            break;
-        }
-        const char *an = p;
-        while (p < end && is_name_char(*p))
-            p++;
-        size_t anlen = (size_t)(p - an);
-        if (p + 1 >= end)
-            return p3d_err(err, "%s: line %d: tag <%.*s never closed (truncated "
-                           "file?)", path, line_of(text, lt), (int)nlen, name);
-        if (!anlen || closing || p >= end || *p != '=' || p + 1 >= end ||
-            (p[1] != '"' && p[1] != '\''))
-            return p3d_err(err, "%s: line %d: malformed attribute in <%.*s>: "
-                           "expected name=\"value\"", path, line_of(text, p),
-                           (int)nlen, name);
-        char q = p[1];
-        const char *v = p + 2;
-        const char *ve = memchr(v, q, (size_t)(end - v));
-        if (!ve)
-            return p3d_err(err, "%s: line %d: attribute '%.*s' has no closing "
-                           "quote", path, line_of(text, an), (int)anlen, an);
-        if (s->nat < (int)(sizeof s->at / sizeof *s->at))
-            s->at[s->nat++] = (attr){an, v, anlen, (size_t)(ve - v)};
-        p = ve + 1;
+    if (strcmp(name, "topology")) {
+        refuse(s, line,
+               "root element is <%.64s>: expected <topology> (an hwloc XML export) or <system> (an NCCL topology "
+               "file, NCCL_TOPO_FILE)",
+               p3d_tesc(name));
+        return;
     }
-    s->p = p;
-    return 0;
-}
-
-/* The first element: <topology version="2.x"> (or 3.x). */
-static int check_root(const xscan *s, const char *lt, const char *name, size_t nlen, char **err)
-{
-    const char *path = s->path, *text = s->text;
-    if (nlen != 8 || memcmp(name, "topology", 8))
-        return p3d_err(err, "%s: line %d: root element is <%.*s>: expected "
-                       "<topology> (an hwloc XML export) or <system> (an "
-                       "NCCL topology file, NCCL_TOPO_FILE)", path,
-                       line_of(text, lt), (int)(nlen < 64 ? nlen : 64), name);
-    const attr *ver = find_attr(s->at, s->nat, "version");
-    /* 3.x (hwloc's master branch): the installed libhwloc decides
-     * (topo_hwloc.c says which versions when it cannot) */
-    if (!ver || ver->vlen < 2 || (memcmp(ver->val, "2.", 2) && memcmp(ver->val, "3.", 2)))
-        return p3d_err(err, "%s: line %d: <topology> %s%.*s%s: expected "
-                       "version=\"2.0\" (an hwloc 2.x export; 3.x is tried "
-                       "with the installed libhwloc; 1.x files lose their "
-                       "NVLink matrix)", path, line_of(text, lt),
-                       ver ? "version=\"" : "has no version",
-                       ver ? (int)ver->vlen : 0, ver ? ver->val : "",
-                       ver ? "\"" : "");
-    return 0;
+    size_t vlen = 0;
+    const char *ver = find_attr(attrs, n, "version", &vlen);
+    if (!ver)
+        refuse(s, line, "<topology> has no version: expected version=\"2.0\" (an hwloc 2.x export)");
+    else if (vlen < 2 || (memcmp(ver, "2.", 2) && memcmp(ver, "3.", 2)))
+        refuse(s, line,
+               "<topology> version=\"%.*s\": expected version=\"2.0\" (an hwloc 2.x export; 3.x is tried with the "
+               "installed libhwloc; 1.x files lose their NVLink matrix)",
+               (int)(vlen < 32 ? vlen : 32), ver);
 }
 
 /* An <object>: a type, and on the CPU side the four sets hwloc needs. */
-static int check_object(const xscan *s, const char *lt, char **err)
+static void check_object(xscan *s, const xmlChar **attrs, int n, int line)
 {
-    const char *path = s->path, *text = s->text;
-    const attr *ty = find_attr(s->at, s->nat, "type");
-    char tname[32] = "";
-    if (!ty || !ty->vlen || ty->vlen >= sizeof tname)
-        return p3d_err(err, "%s: line %d: <object> without a type", path,
-                       line_of(text, lt));
-    memcpy(tname, ty->val, ty->vlen);
-    static const char *const sets[] = {"cpuset", "complete_cpuset",
-                                       "nodeset", "complete_nodeset"};
+    size_t tlen = 0, vlen;
+    const char *ty = find_attr(attrs, n, "type", &tlen);
+    char tname[32];
+    if (!ty || !tlen || tlen >= sizeof tname) {
+        refuse(s, line, "<object> without a type");
+        return;
+    }
+    snprintf(tname, sizeof tname, "%.*s", (int)tlen, ty);
+    static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
     for (size_t k = 0; cpu_side_type(tname) && k < 4; k++)
-        if (!find_attr(s->at, s->nat, sets[k]))
-            return p3d_err(err, "%s: line %d: <object type=\"%s\"> has no "
-                           "%s attribute (hwloc 2.9 crashes on such files; "
-                           "re-export with `lstopo --of xml`)", path,
-                           line_of(text, lt), tname, sets[k]);
-    return 0;
+        if (!find_attr(attrs, n, sets[k], &vlen)) {
+            refuse(s, line,
+                   "<object type=\"%s\"> has no %s attribute (hwloc 2.9 crashes on such files; re-export with "
+                   "`lstopo --of xml`)",
+                   p3d_tesc(tname), sets[k]);
+            return;
+        }
 }
 
-/* One tag opened at lt: a declaration or comment is skipped, a closing tag
- * must match the open one, an opening one is checked and pushed. */
-static int scan_tag(xscan *s, const char *lt, char **err)
+static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix, const xmlChar *uri, int nns,
+                     const xmlChar **ns, int nattrs, int ndefaulted, const xmlChar **attrs)
 {
-    const char *path = s->path, *text = s->text, *end = s->end;
-    const char *p = lt + 1;
-    if (p < end && (*p == '?' || *p == '!')) {
-        const char *term = *p == '?' ? "?>" : (!strncmp(p, "!--", 3) ? "-->" : ">");
-        const char *close = memmem(p, (size_t)(end - p), term, strlen(term));
-        if (!close)
-            return p3d_err(err, "%s: line %d: '<%c' never closed (truncated "
-                           "file?)", path, line_of(text, lt), *p);
-        s->p = close + strlen(term);
-        return 0;
+    (void)prefix, (void)uri, (void)nns, (void)ns, (void)ndefaulted;
+    xscan *s = ((xmlParserCtxtPtr)ctx)->_private;
+    int line = xmlSAX2GetLineNumber(ctx);
+    const char *name = (const char *)localname;
+    if (++s->depth > MAX_DEPTH) {
+        refuse(s, line, "nested deeper than %d levels", MAX_DEPTH);
+        s->stopped = 1;
+        xmlStopParser(ctx);
+        return;
     }
-    int closing = p < end && *p == '/';
-    if (closing)
-        p++;
-    const char *name = p;
-    while (p < end && is_name_char(*p))
-        p++;
-    size_t nlen = (size_t)(p - name);
-    if (!nlen)
-        return p3d_err(err, "%s: line %d: '<' not followed by a tag name: not "
-                       "well-formed XML", path, line_of(text, lt));
-    int self;
-    s->p = p;
-    if (read_attrs(s, lt, name, nlen, closing, &self, err) < 0)
-        return -1;
-    int depth = s->depth;
-    if (closing) {
-        if (!depth || s->stack_len[depth - 1] != nlen || memcmp(s->stack[depth - 1], name, nlen))
-            return p3d_err(err, "%s: line %d: </%.*s> does not close %s%.*s%s",
-                           path, line_of(text, lt), (int)nlen, name,
-                           depth ? "<" : "any open tag", depth ? (int)s->stack_len[depth - 1] : 0,
-                           depth ? s->stack[depth - 1] : "", depth ? ">" : "");
-        s->depth--;
-        return 0;
+    if (++s->elements > MAX_ELEMENTS) {
+        refuse(s, line, "more than %d elements: expected one machine's topology", MAX_ELEMENTS);
+        s->stopped = 1;
+        xmlStopParser(ctx);
+        return;
     }
     if (!s->seen_root) {
         s->seen_root = 1;
-        if (check_root(s, lt, name, nlen, err) < 0)
-            return -1;
+        check_root(s, name, attrs, nattrs, line);
     }
-    if (nlen == 6 && !memcmp(name, "object", 6) && check_object(s, lt, err) < 0)
-        return -1;
-    if (!self) {
-        if (depth >= MAX_DEPTH)
-            return p3d_err(err, "%s: line %d: nested deeper than %d levels",
-                           path, line_of(text, lt), MAX_DEPTH);
-        s->stack[depth] = name;
-        s->stack_len[s->depth++] = nlen;
-    }
-    return 0;
+    if (!s->err && !strcmp(name, "object"))
+        check_object(s, attrs, nattrs, line);
 }
 
-int p3d_topo_xml_check(const char *path, const char *text, size_t len,
-                       char **err)
+static void on_end(void *ctx, const xmlChar *localname, const xmlChar *prefix, const xmlChar *uri)
+{
+    (void)localname, (void)prefix, (void)uri;
+    xscan *s = ((xmlParserCtxtPtr)ctx)->_private;
+    s->depth--;
+}
+
+int p3d_topo_xml_check(const char *path, const char *text, size_t len, char **err)
 {
     int rc = -1;
-    xscan s = {.path = path, .text = text, .end = text + len, .p = text};
-    if (memchr(text, 0, len)) {
-        p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected "
-                "an hwloc XML text", path,
-                (size_t)((const char *)memchr(text, 0, len) - text));
-        goto out;
-    }
-    while (s.p < s.end) {
-        const char *lt = memchr(s.p, '<', (size_t)(s.end - s.p));
-        if (!lt)
-            break;
-        if (s.depth == 0 && s.seen_root) {
-            p3d_err(err, "%s: line %d: content after </topology>", path,
-                    line_of(text, lt));
-            goto out;
-        }
-        if (scan_tag(&s, lt, err) < 0)
-            goto out;
-    }
-    if (!s.seen_root) {
+    xscan s = {.path = path};
+    xmlError first = {0};
+    if (p3d_xml_prescan(path, text, len, 2 * (size_t)MAX_ELEMENTS + 64, "an hwloc XML text", err) < 0)
+        return -1;
+    /* no serror here: libxml2 would hand it ctx->userData; errors go to the
+     * structured handler set below, with &first */
+    xmlSAXHandler sax = {.initialized = XML_SAX2_MAGIC, .startElementNs = on_start, .endElementNs = on_end};
+    xmlParserCtxtPtr ctx = xmlCreateMemoryParserCtxt(text, (int)len);
+    if (!ctx)
+        return p3d_err(err, "out of memory");
+    xmlSAXHandler *own = ctx->sax;
+    ctx->sax = &sax;
+    ctx->userData = ctx; /* the callbacks get the context, so they can stop it */
+    ctx->_private = &s;
+
+    xmlCtxtUseOptions(ctx, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    xmlSetStructuredErrorFunc(&first, p3d_xml_keep_first);
+    xmlParseDocument(ctx);
+    xmlSetStructuredErrorFunc(NULL, NULL);
+    if (s.err && (s.stopped || ctx->wellFormed)) {
+        *err = s.err;
+        s.err = NULL;
+    } else if (!ctx->wellFormed) {
+        p3d_xml_refuse(path, text, len, &first, err);
+    } else if (!s.seen_root) {
         p3d_err(err, "%s: no <topology> element: not an hwloc XML file", path);
-        goto out;
+    } else {
+        rc = 0;
     }
-    if (s.depth) {
-        p3d_err(err, "%s: <%.*s> is never closed (truncated file?)", path,
-                (int)s.stack_len[s.depth - 1], s.stack[s.depth - 1]);
-        goto out;
-    }
-    rc = 0;
-out:
+    ctx->sax = own;
+    xmlFreeParserCtxt(ctx);
+    xmlFree(first.message);
+    free(s.err);
     return rc;
 }
 

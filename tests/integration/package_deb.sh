@@ -56,7 +56,7 @@ done
 [[ $(dpkg-deb -f "$deb" Package) == par3drun ]] || bad "Package is not par3drun"
 [[ $(dpkg-deb -f "$deb" Version) == "$ver" ]] || bad "Version $(dpkg-deb -f "$deb" Version), par3drun --version says $ver"
 deps=$(dpkg-deb -f "$deb" Depends)
-for d in libhwloc liblua5.4 libcjson libyaml; do
+for d in libhwloc libxml2 liblua5.4 libcjson libyaml; do
     grep -q "$d" <<<"$deps" || bad "Depends lacks $d: $deps"
 done
 grep -Eq 'libcurl|libpmix' <<<"$deps" && bad "the core package depends on a plugin's library: $deps"

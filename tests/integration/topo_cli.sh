@@ -65,7 +65,7 @@ expect2 "$tmp/missing.xml: no such file" --topology "$tmp/missing.xml"
 printf '<topology version="2.0">\n<object type="Machine" cpuset="0x1">\n</object>\n</topology>\n' >"$tmp/nocomplete.xml"
 expect2 "nocomplete.xml: line 2: <object type=\"Machine\"> has no complete_cpuset" --topology "$tmp/nocomplete.xml"
 printf '<topology version="2.0"><object' >"$tmp/trunc.xml"
-expect2 "trunc.xml: line 1: tag <object never closed" --topology "$tmp/trunc.xml"
+expect2 "trunc.xml:1: not well-formed XML: Couldn't find end of Start Tag object line 1 (truncated file?)" --topology "$tmp/trunc.xml"
 printf 'just words\n' >"$tmp/words.txt"
 expect2 "words.txt: neither an hwloc XML" --topology "$tmp/words.txt"
 expect2 "synthetic:bogus: not a valid hwloc synthetic" --topology synthetic:bogus
