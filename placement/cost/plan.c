@@ -276,11 +276,216 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
     return p3d_plan_search_pinned(c, job, zero_mode, NULL, out, err);
 }
 
-int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
-                           const p3d_plan_pins *pins, p3d_plan **out, char **err)
+/* One search in progress: what every level of the loops below reads, and
+ * the counts of the (tp, cp, pp) layout being tried. */
+typedef struct plan_walk {
+    const p3d_cluster *c;
+    const p3d_job *job;
+    p3d_plan *pl;
+    size_t cap;
+    int zlo, zhi;                  /* the ZeRO stages to try */
+    int tried, fit_any, raw_any;   /* of the current (tp, cp, pp) */
+} plan_walk;
+
+/* A layout being tried: the dense grid, then the interleaving and the
+ * expert grid. */
+typedef struct plan_shape {
+    int t, cp, p, d, v, ep, etp;
+} plan_shape;
+
+/* The pins that cannot work whatever the search finds. */
+static int check_pins(const p3d_plan *pl, const p3d_model *md, char **err)
+{
+    const int moe = md->experts > 0;
+    const p3d_plan_pins *pn = &pl->pins;
+    if (!moe && (pn->ep > 1 || pn->etp > 0))
+        return p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
+                            "(MoE presets: deepseek-v3, mixtral-8x22b)",
+                       pn->ep > 1 ? "ep" : "etp", pn->ep > 1 ? pn->ep : pn->etp, md->name);
+    if (moe && pn->ep > 0 && md->experts % pn->ep)
+        return p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
+                            "number of experts",
+                       pn->ep, md->experts, md->name);
+    if (moe && pn->etp > 0 && pn->tp > 0 && pn->etp > pn->tp)
+        return p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
+                            "TP group's NVLink domain (etp <= tp)",
+                       pn->etp, pn->tp);
+    if (pn->pp > md->layers)
+        return p3d_err(err, "plan: --pp %d exceeds the model's %d layers", pn->pp, md->layers);
+    return 0;
+}
+
+/* The hard rule (tp, cp, pp, dp) breaks, most fundamental first, as a
+ * P3D_PLAN_REJ_* index; -1 when it breaks none. */
+static int hard_rule(const p3d_plan *pl, const p3d_model *md, int t, int cp, int d, int B)
+{
+    if (md->heads % t || md->hidden % t)
+        return P3D_PLAN_REJ_HEADS;
+    if (cp > 1 && md->seq_len % (2 * cp))
+        return P3D_PLAN_REJ_SEQ;
+    /* TP must stay inside an NVLink domain; a node without NVLink (every
+     * domain one GPU) may use its PCIe fabric. */
+    int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
+                (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
+    if (!tp_ok)
+        return P3D_PLAN_REJ_NVLINK;
+    /* pp need not divide the layers: the cost model runs the pipeline at
+     * the pace of its fullest stage (ceil(L/p) layers, stage_imbalance), so
+     * uneven splits rank by what they cost. */
+    if (B % d)
+        return P3D_PLAN_REJ_BATCH;
+    return -1;
+}
+
+/* Every micro-batch size and ZeRO stage of one complete layout. */
+static int try_batches(plan_walk *w, const plan_shape *sh, char **err)
+{
+    const p3d_job *job = w->job;
+    const int per_replica = job->global_batch / sh->d;
+    p3d_link link[P3D_NDIMS];
+    p3d_hops hops;
+    layout_links(w->pl, sh->t, sh->cp, sh->p, sh->d, sh->v, sh->ep, sh->etp, link, &hops);
+    for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
+        if (per_replica % bsz)
+            continue;
+        int m = per_replica / bsz;
+        if ((job->micro_batch_size > 0 && bsz != job->micro_batch_size) ||
+            (job->micro_batches > 0 && m != job->micro_batches))
+            continue;
+        if (sh->v > 1 && m % sh->p) /* interleaving needs m to be a multiple of pp */
+            continue;
+        for (int z = w->zlo; z <= w->zhi; z++) {
+            p3d_job j = *job;
+            j.mesh.size[P3D_DIM_TP] = sh->t;
+            j.mesh.size[P3D_DIM_PP] = sh->p;
+            j.mesh.size[P3D_DIM_DP] = sh->d;
+            j.mesh.size[P3D_DIM_CP] = sh->cp;
+            j.mesh.size[P3D_DIM_EP] = sh->ep;
+            j.mesh.size[P3D_DIM_ETP] = sh->etp;
+            j.mesh.size[P3D_DIM_EDP] = (int)((long)sh->t * sh->cp * sh->d / ((long)sh->etp * sh->ep));
+            j.micro_batch_size = bsz;
+            j.micro_batches = m;
+            j.virtual_stages = sh->v;
+            j.zero = z;
+            p3d_plan_row r;
+            memset(&r, 0, sizeof r);
+            r.tp = sh->t, r.pp = sh->p, r.dp = sh->d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
+            r.cp = sh->cp, r.virtual_stages = sh->v;
+            r.ep = sh->ep, r.etp = sh->etp, r.edp = j.mesh.size[P3D_DIM_EDP];
+            if (p3d_cost_eval_hops(w->c, &j, link, &hops, &r.cost, err) < 0)
+                return -1;
+            w->tried++;
+            if (keep_variant(w->pl, &w->cap, &r, &w->fit_any, &w->raw_any) < 0)
+                return p3d_err(err, "plan: out of memory");
+        }
+    }
+    return 0;
+}
+
+/* The expert grids and interleavings of one dense (tp, cp, pp, dp). */
+static int try_grids(plan_walk *w, plan_shape sh, char **err)
+{
+    const p3d_job *job = w->job;
+    const p3d_model *md = &job->model;
+    const p3d_plan_pins *pn = &w->pl->pins;
+    const int moe = md->experts > 0, L = md->layers;
+    /* MoE: etp is tp or 1 (pinned: as given, at most tp); ep every divisor
+     * of the experts (pinned: as given) whose expert block etp*ep divides
+     * the dense grid's tp*cp*dp ranks of a stage (edp = tp*cp*dp / (etp*ep)) */
+    int etps[2] = {sh.t, 1}, netp = moe ? (pn->etp ? 1 : sh.t > 1 ? 2 : 1) : 1;
+    if (moe && pn->etp)
+        etps[0] = pn->etp;
+    for (int ie = 0; ie < netp; ie++) {
+        sh.etp = etps[ie];
+        if (sh.etp > sh.t)
+            continue;
+        int ep_lo = pn->ep ? pn->ep : 1, ep_hi = pn->ep ? pn->ep : moe ? md->experts : 1;
+        for (sh.ep = ep_lo; sh.ep <= ep_hi; sh.ep++) {
+            if ((moe && md->experts % sh.ep) || ((long)sh.t * sh.cp * sh.d) % ((long)sh.etp * sh.ep))
+                continue;
+            /* virtual stages: Megatron's interleaved schedule needs the
+             * layers to divide into pp·v chunks and pp > 1 */
+            int v_hi = pn->virtual_stages ? pn->virtual_stages : sh.p > 1 ? L / sh.p : 1;
+            for (sh.v = pn->virtual_stages ? pn->virtual_stages : 1; sh.v <= v_hi; sh.v++) {
+                if (sh.v > 1 && (sh.p < 2 || L % (sh.p * sh.v)))
+                    continue;
+                /* --decoder-first/last-pipeline-num-layers: the layouts
+                 * Megatron accepts them for */
+                int lay[3];
+                if ((job->first_stage_layers || job->last_stage_layers) &&
+                    p3d_cost_stage_layers(L, sh.p, sh.v, job->first_stage_layers, job->last_stage_layers, lay,
+                                          NULL) < 0)
+                    continue;
+                if (try_batches(w, &sh, err) < 0)
+                    return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* One dense layout (tp, cp, pp; dp follows): its hard rules, then every
+ * variant of it; a layout none of whose variants fits counts as rejected
+ * for memory (or for the reserve, when it fits without it). */
+static int try_layout(plan_walk *w, int t, int cp, int p, int zero_mode, char **err)
+{
+    p3d_plan *pl = w->pl;
+    const int d = pl->gpus / (t * cp * p);
+    pl->searched++;
+    int rej = hard_rule(pl, &w->job->model, t, cp, d, w->job->global_batch);
+    if (rej >= 0) {
+        pl->rejected[rej]++;
+        return 0;
+    }
+    if (zero_mode == P3D_PLAN_ZERO_SEARCH)
+        w->zlo = 0, w->zhi = 3;
+    else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
+        w->zlo = w->zhi = d * cp > 1 ? 1 : 0;
+    else
+        w->zlo = w->zhi = zero_mode;
+    w->tried = w->fit_any = w->raw_any = 0;
+    if (try_grids(w, (plan_shape){.t = t, .cp = cp, .p = p, .d = d}, err) < 0)
+        return -1;
+    pl->variants += (size_t)w->tried;
+    if (w->tried && !w->fit_any)
+        pl->rejected[w->raw_any ? P3D_PLAN_REJ_HEADROOM : P3D_PLAN_REJ_MEMORY]++;
+    return 0;
+}
+
+/* Every (tp, cp, pp) that tiles the GPUs. */
+static int search_layouts(plan_walk *w, int zero_mode, char **err)
+{
+    p3d_plan *pl = w->pl;
+    const p3d_plan_pins *pn = &pl->pins;
+    const int N = pl->gpus, L = w->job->model.layers;
+    /* TP: every divisor of the widest domain a TP group may use (a node, or
+     * a multi-node NVLink domain: tp=6 or 9 is valid inside 72 GPUs), so
+     * the groups tile the domain; non-powers of two matter for models
+     * whose heads are divisible by 3. A pinned tp is tried as given (the
+     * NVLink rule still applies). */
+    int tmax = pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node;
+    int t_lo = pn->tp ? pn->tp : 1, t_hi = pn->tp ? pn->tp : tmax;
+    for (int t = t_lo; t <= t_hi && t <= N; t++) {
+        if ((!pn->tp && tmax % t) || N % t)
+            continue;
+        /* CP: powers of two up to 16 when searched (Megatron splits the
+         * sequence into 2·cp chunks, so cp must divide s/2) */
+        for (int cp = pn->cp ? pn->cp : 1; cp <= (pn->cp ? pn->cp : pl->searched_cp ? 16 : 1); cp *= 2) {
+            if (N % ((long)t * cp))
+                continue;
+            int p_lo = pn->pp ? pn->pp : 1, p_hi = pn->pp ? pn->pp : L;
+            for (int p = p_lo; p <= p_hi && (long)t * cp * p <= N; p++)
+                if (N % (t * cp * p) == 0 && try_layout(w, t, cp, p, zero_mode, err) < 0)
+                    return -1;
+        }
+    }
+    return 0;
+}
+
+int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins,
+                           p3d_plan **out, char **err)
 {
     int rc = -1;
-    size_t cap = 0;
     p3d_plan *pl = calloc(1, sizeof *pl);
     *out = NULL;
     if (!pl)
@@ -302,170 +507,14 @@ int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mo
     pl->zero_mode = zero_mode;
     if (pins)
         pl->pins = *pins;
-    if (cluster_shape(c, pl, err) < 0)
+    if (cluster_shape(c, pl, err) < 0 || check_pins(pl, &job->model, err) < 0)
         goto out;
-    const p3d_model *md = &job->model;
-    const int moe = md->experts > 0;
-    if (!moe && (pl->pins.ep > 1 || pl->pins.etp > 0)) {
-        p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
-                     "(MoE presets: deepseek-v3, mixtral-8x22b)",
-                pl->pins.ep > 1 ? "ep" : "etp", pl->pins.ep > 1 ? pl->pins.ep : pl->pins.etp, job->model.name);
+    pl->searched_ep = job->model.experts > 0 && !pl->pins.ep;
+    pl->searched_cp = !pl->pins.cp && job->model.seq_len >= P3D_PLAN_CP_MIN_SEQ;
+    pl->searched_v = !pl->pins.virtual_stages;
+    plan_walk w = {.c = c, .job = job, .pl = pl};
+    if (search_layouts(&w, zero_mode, err) < 0)
         goto out;
-    }
-    if (moe && pl->pins.ep > 0 && md->experts % pl->pins.ep) {
-        p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
-                     "number of experts",
-                pl->pins.ep, md->experts, md->name);
-        goto out;
-    }
-    if (moe && pl->pins.etp > 0 && pl->pins.tp > 0 && pl->pins.etp > pl->pins.tp) {
-        p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
-                     "TP group's NVLink domain (etp <= tp)",
-                pl->pins.etp, pl->pins.tp);
-        goto out;
-    }
-    pl->searched_ep = moe && !pl->pins.ep;
-
-    const int N = pl->gpus, B = job->global_batch, L = md->layers;
-    const p3d_plan_pins *pn = &pl->pins;
-    if (pn->pp > L) {
-        p3d_err(err, "plan: --pp %d exceeds the model's %d layers", pn->pp, L);
-        goto out;
-    }
-    pl->searched_cp = !pn->cp && md->seq_len >= P3D_PLAN_CP_MIN_SEQ;
-    pl->searched_v = !pn->virtual_stages;
-    /* TP: every divisor of the widest domain a TP group may use (a node, or
-     * a multi-node NVLink domain: tp=6 or 9 is valid inside 72 GPUs), so
-     * the groups tile the domain; non-powers of two matter for models
-     * whose heads are divisible by 3. A pinned tp is tried as given (the
-     * NVLink rule still applies). */
-    int tmax = pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node;
-    int t_lo = pn->tp ? pn->tp : 1, t_hi = pn->tp ? pn->tp : tmax;
-    for (int t = t_lo; t <= t_hi && t <= N; t++) {
-        if ((!pn->tp && tmax % t) || N % t)
-            continue;
-        /* CP: powers of two up to 16 when searched (Megatron splits the
-         * sequence into 2·cp chunks, so cp must divide s/2) */
-        for (int cp = pn->cp ? pn->cp : 1; cp <= (pn->cp ? pn->cp : pl->searched_cp ? 16 : 1); cp *= 2) {
-            if (N % ((long)t * cp))
-                continue;
-            int p_lo = pn->pp ? pn->pp : 1, p_hi = pn->pp ? pn->pp : L;
-            for (int p = p_lo; p <= p_hi && (long)t * cp * p <= N; p++) {
-                if (N % (t * cp * p))
-                    continue;
-                int d = N / (t * cp * p);
-                pl->searched++;
-                /* hard rules, most fundamental first */
-                if (md->heads % t || md->hidden % t) {
-                    pl->rejected[P3D_PLAN_REJ_HEADS]++;
-                    continue;
-                }
-                if (cp > 1 && md->seq_len % (2 * cp)) {
-                    pl->rejected[P3D_PLAN_REJ_SEQ]++;
-                    continue;
-                }
-                /* TP must stay inside an NVLink domain; a node without
-                 * NVLink (every domain one GPU) may use its PCIe fabric. */
-                int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
-                            (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
-                if (!tp_ok) {
-                    pl->rejected[P3D_PLAN_REJ_NVLINK]++;
-                    continue;
-                }
-                /* pp need not divide the layers: the cost model runs the
-                 * pipeline at the pace of its fullest stage (ceil(L/p)
-                 * layers, stage_imbalance), so uneven splits rank by what
-                 * they cost. */
-                if (B % d) {
-                    pl->rejected[P3D_PLAN_REJ_BATCH]++;
-                    continue;
-                }
-                int per_replica = B / d;
-                int zlo, zhi;
-                if (zero_mode == P3D_PLAN_ZERO_SEARCH)
-                    zlo = 0, zhi = 3;
-                else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
-                    zlo = zhi = d * cp > 1 ? 1 : 0;
-                else
-                    zlo = zhi = zero_mode;
-                int fit_any = 0, raw_any = 0, tried = 0;
-                /* MoE: etp is tp or 1 (pinned: as given, at most tp); ep
-                 * every divisor of the experts (pinned: as given) whose
-                 * expert block etp*ep divides the dense grid's tp*cp*dp
-                 * ranks of a stage (edp = tp*cp*dp / (etp*ep)) */
-                int etps[2] = {t, 1}, netp = moe ? (pn->etp ? 1 : t > 1 ? 2 : 1) : 1;
-                if (moe && pn->etp)
-                    etps[0] = pn->etp;
-                for (int ie = 0; ie < netp; ie++) {
-                    int etp = etps[ie];
-                    if (etp > t)
-                        continue;
-                    int ep_lo = pn->ep ? pn->ep : 1, ep_hi = pn->ep ? pn->ep : moe ? md->experts : 1;
-                    for (int ep = ep_lo; ep <= ep_hi; ep++) {
-                        if ((moe && md->experts % ep) || ((long)t * cp * d) % ((long)etp * ep))
-                            continue;
-                        /* virtual stages: Megatron's interleaved schedule needs the
-                         * layers to divide into pp·v chunks and pp > 1 */
-                        int v_hi = pn->virtual_stages ? pn->virtual_stages : p > 1 ? L / p : 1;
-                        for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
-                            if (v > 1 && (p < 2 || L % (p * v)))
-                                continue;
-                            /* --decoder-first/last-pipeline-num-layers: the
-                             * layouts Megatron accepts them for */
-                            int lay[3];
-                            if ((job->first_stage_layers || job->last_stage_layers) &&
-                                p3d_cost_stage_layers(L, p, v, job->first_stage_layers, job->last_stage_layers, lay,
-                                                      NULL) < 0)
-                                continue;
-                            p3d_link link[P3D_NDIMS];
-                            p3d_hops hops;
-                            layout_links(pl, t, cp, p, d, v, ep, etp, link, &hops);
-                            for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
-                                if (per_replica % bsz)
-                                    continue;
-                                int m = per_replica / bsz;
-                                if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
-                                    continue;
-                                if (job->micro_batches > 0 && m != job->micro_batches)
-                                    continue;
-                                if (v > 1 && m % p) /* interleaving needs m to be a multiple of pp */
-                                    continue;
-                                for (int z = zlo; z <= zhi; z++) {
-                                    p3d_job j = *job;
-                                    j.mesh.size[P3D_DIM_TP] = t;
-                                    j.mesh.size[P3D_DIM_PP] = p;
-                                    j.mesh.size[P3D_DIM_DP] = d;
-                                    j.mesh.size[P3D_DIM_CP] = cp;
-                                    j.mesh.size[P3D_DIM_EP] = ep;
-                                    j.mesh.size[P3D_DIM_ETP] = etp;
-                                    j.mesh.size[P3D_DIM_EDP] = (int)((long)t * cp * d / ((long)etp * ep));
-                                    j.micro_batch_size = bsz;
-                                    j.micro_batches = m;
-                                    j.virtual_stages = v;
-                                    j.zero = z;
-                                    p3d_plan_row r;
-                                    memset(&r, 0, sizeof r);
-                                    r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
-                                    r.cp = cp, r.virtual_stages = v;
-                                    r.ep = ep, r.etp = etp, r.edp = j.mesh.size[P3D_DIM_EDP];
-                                    if (p3d_cost_eval_hops(c, &j, link, &hops, &r.cost, err) < 0)
-                                        goto out;
-                                    tried++;
-                                    if (keep_variant(pl, &cap, &r, &fit_any, &raw_any) < 0) {
-                                        p3d_err(err, "plan: out of memory");
-                                        goto out;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
-                pl->variants += (size_t)tried;
-                if (tried && !fit_any)
-                    pl->rejected[raw_any ? P3D_PLAN_REJ_HEADROOM : P3D_PLAN_REJ_MEMORY]++;
-            }
-        }
-    }
     if (pl->nrows > 1)
         qsort(pl->rows, pl->nrows, sizeof *pl->rows, row_cmp);
     *out = pl;
