@@ -531,6 +531,137 @@ static const char *ep_text(const p3d_plan_row *r)
     return buf;
 }
 
+/* The table of the picked rows: MoE rows show the expert grid and the EP
+ * all-to-all's link, dense rows the exposed DP share. */
+static void rows_table(p3d_sb *b, const p3d_plan *pl, const size_t *idx, size_t n)
+{
+    if (pl->job.model.experts > 0) {
+        /* MoE: the expert grid's ep and etp and the EP all-to-all's link */
+        p3d_sb_printf(b, "%2s %3s %3s %3s %4s %3s %3s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %-5s %5s %7s %5s\n",
+                      "#", "tp", "cp", "pp", "dp", "ep", "etp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble",
+                      "TP", "PP", "EP", "DP", "EP%", "step s", "MFU");
+        for (size_t i = 0; i < n; i++) {
+            const p3d_plan_row *r = &pl->rows[idx[i]];
+            const p3d_cost *c = &r->cost;
+            char mem[32];
+            snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
+            p3d_sb_printf(b, "%2zu %3d %3d %3d %4d %3d %3d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %-5s "
+                             "%4.1f%% %7.2f %4.1f%%\n",
+                          i + 1, r->tp, r->cp, r->pp, r->dp, r->ep, r->etp, r->virtual_stages, r->micro_batch,
+                          r->micro_batches, r->zero, mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble,
+                          lname(c->link[P3D_DIM_TP]), lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_EP]),
+                          lname(c->link[P3D_DIM_DP]), c->step_time > 0 ? 100 * c->ep_time / c->step_time : 0,
+                          c->step_time, 100 * c->mfu);
+        }
+        return;
+    }
+    p3d_sb_printf(b, "%2s %3s %3s %3s %4s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp", "cp",
+                  "pp", "dp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%", "step s",
+                  "MFU");
+    for (size_t i = 0; i < n; i++) {
+        const p3d_plan_row *r = &pl->rows[idx[i]];
+        const p3d_cost *c = &r->cost;
+        char mem[32];
+        snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
+        p3d_sb_printf(b, "%2zu %3d %3d %3d %4d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f "
+                         "%4.1f%%\n",
+                      i + 1, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches, r->zero,
+                      mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
+                      lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
+                      c->step_time > 0 ? 100 * c->dp_exposed / c->step_time : 0, c->step_time, 100 * c->mfu);
+    }
+}
+
+/* "why": one paragraph a row, against the best. */
+static void rows_why(p3d_sb *b, const p3d_plan *pl, const size_t *idx, size_t n)
+{
+    p3d_sb_puts(b, "\nwhy\n");
+    for (size_t i = 0; i < n; i++) {
+        const p3d_plan_row *r = &pl->rows[idx[i]];
+        p3d_sb s = {0};
+        p3d_plan_why(&s, r, &pl->rows[idx[0]], i == 0);
+        char *txt = p3d_sb_finish(&s);
+        char first[80];
+        if (pl->job.model.experts > 0)
+            snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d: ", i + 1, r->tp, r->cp, r->pp,
+                     r->dp, r->ep, r->etp);
+        else if (r->cp > 1)
+            snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d: ", i + 1, r->tp, r->cp, r->pp, r->dp);
+        else
+            snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
+        wrapped(b, txt ? txt : "", first, "   ");
+        free(txt);
+    }
+}
+
+/* The best row's batch note (and the uneven split that would save time),
+ * then the command lines that run it: par3drun, Megatron-LM, torchtitan. */
+static void best_lines(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best)
+{
+    p3d_sb mb = {0};
+    p3d_plan_micro_batch_note(&mb, pl, best);
+    p3d_sb_putc(&mb, '.');
+    p3d_plan_split sp;
+    if (p3d_plan_uneven(pl, best, &sp)) {
+        p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
+                           "layer's time), the first holds the embedding; Megatron's",
+                      100 * best->cost.t_head / best->cost.t_layer);
+        if (sp.first)
+            p3d_sb_printf(&mb, " --decoder-first-pipeline-num-layers %d", sp.first);
+        if (sp.last)
+            p3d_sb_printf(&mb, " --decoder-last-pipeline-num-layers %d", sp.last);
+        p3d_sb_printf(&mb, " saves about %.2f s per step (%.1f%%); the fullest stage needs %.1f GB "
+                           "per GPU instead of %.1f.",
+                      sp.saves, 100 * sp.saves / best->cost.step_time, sp.mem_new / 1e9, sp.mem_now / 1e9);
+    }
+    char *mbt = p3d_sb_finish(&mb);
+    p3d_sb_putc(b, '\n');
+    wrapped(b, mbt ? mbt : "", "batch    ", "         ");
+    free(mbt);
+    p3d_sb_puts(b, "\nrun the best:  ");
+    p3d_plan_run_line(b, pl, best);
+    p3d_sb_putc(b, '\n');
+    p3d_sb_printf(b, "sequence parallelism: %s\n",
+                  best->tp <= 1               ? "none (tp=1)"
+                  : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"
+                                            : "assumed (tp > 1); the lines below turn it on");
+    p3d_sb_puts(b, "Megatron-LM:   pretrain_gpt.py ");
+    p3d_plan_megatron_line(b, pl, best);
+    p3d_sb_puts(b, "\ntorchtitan:    ");
+    p3d_plan_torchtitan_line(b, pl, best);
+    p3d_sb_putc(b, '\n');
+}
+
+/* What was dropped: the fastest variant that fits only without the
+ * reserve, and the closest misfit (with the advice when nothing fits). */
+static void dropped(p3d_sb *b, const p3d_plan *pl, size_t n)
+{
+    if (pl->has_headroom_drop) {
+        const p3d_plan_row *h = &pl->headroom_drop;
+        char line[512];
+        snprintf(line, sizeof line,
+                 "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d%s "
+                 "v=%d b=%d ZeRO-%d (step %.2f s), needs %.1f of %.1f GB. --mem-reserve GB changes the reserve.",
+                 pl->headroom_variants, pl->headroom_variants == 1 ? "" : "s", pl->headroom_variants == 1 ? "s" : "",
+                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, ep_text(h), h->virtual_stages,
+                 h->micro_batch, h->zero, h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
+        wrapped(b, line, "\ndropped for headroom: ", "   ");
+    }
+    if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
+        const p3d_plan_row *m = &pl->misfit;
+        const p3d_cost *c = &m->cost;
+        char line[400];
+        snprintf(line, sizeof line,
+                 "tp=%d pp=%d dp=%d%s b=%d ZeRO-%d needs %.1f GB per GPU (weights %.1f, grads %.1f, optimizer "
+                 "%.1f, activations %.1f) > %.1f GB.",
+                 m->tp, m->pp, m->dp, ep_text(m), m->micro_batch, m->zero, c->mem_total / 1e9, c->mem_weights / 1e9,
+                 c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9, c->gpu_mem / 1e9);
+        wrapped(b, line, n ? "\nclosest misfit: " : "closest misfit: ", "   ");
+        if (n == 0)
+            p3d_sb_puts(b, "try --recompute full, --search-zero, a smaller --micro-batch, or more nodes.\n");
+    }
+}
+
 char *p3d_plan_text(const p3d_plan *pl, int top)
 {
     p3d_sb b = {0};
@@ -550,120 +681,12 @@ char *p3d_plan_text(const p3d_plan *pl, int top)
         char *ln = p3d_sb_finish(&sn);
         wrapped(&b, ln ? ln : "", "", "");
         free(ln);
-    } else if (pl->job.model.experts > 0) {
-        /* MoE: the expert grid's ep and etp and the EP all-to-all's link */
-        p3d_sb_printf(&b, "%2s %3s %3s %3s %4s %3s %3s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %-5s %5s %7s %5s\n",
-                      "#", "tp", "cp", "pp", "dp", "ep", "etp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble",
-                      "TP", "PP", "EP", "DP", "EP%", "step s", "MFU");
-        for (size_t i = 0; i < n; i++) {
-            const p3d_plan_row *r = &pl->rows[idx[i]];
-            const p3d_cost *c = &r->cost;
-            char mem[32];
-            snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
-            p3d_sb_printf(&b, "%2zu %3d %3d %3d %4d %3d %3d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %-5s "
-                              "%4.1f%% %7.2f %4.1f%%\n",
-                          i + 1, r->tp, r->cp, r->pp, r->dp, r->ep, r->etp, r->virtual_stages, r->micro_batch,
-                          r->micro_batches, r->zero, mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble,
-                          lname(c->link[P3D_DIM_TP]), lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_EP]),
-                          lname(c->link[P3D_DIM_DP]), c->step_time > 0 ? 100 * c->ep_time / c->step_time : 0,
-                          c->step_time, 100 * c->mfu);
-        }
     } else {
-        p3d_sb_printf(&b, "%2s %3s %3s %3s %4s %3s %3s %5s %4s %12s %5s %6s %-5s %-5s %-5s %5s %7s %5s\n", "#", "tp",
-                      "cp", "pp", "dp", "v", "b", "m", "ZeRO", "mem/GPU GB", "free", "bubble", "TP", "PP", "DP", "DP%",
-                      "step s", "MFU");
-        for (size_t i = 0; i < n; i++) {
-            const p3d_plan_row *r = &pl->rows[idx[i]];
-            const p3d_cost *c = &r->cost;
-            char mem[32];
-            snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
-            p3d_sb_printf(&b, "%2zu %3d %3d %3d %4d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f "
-                              "%4.1f%%\n",
-                          i + 1, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches,
-                          r->zero, mem,
-                          100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
-                          lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
-                          c->step_time > 0 ? 100 * c->dp_exposed / c->step_time : 0, c->step_time, 100 * c->mfu);
-        }
+        rows_table(&b, pl, idx, n);
+        rows_why(&b, pl, idx, n);
+        best_lines(&b, pl, &pl->rows[idx[0]]);
     }
-    if (n > 0) {
-        p3d_sb_puts(&b, "\nwhy\n");
-        for (size_t i = 0; i < n; i++) {
-            const p3d_plan_row *r = &pl->rows[idx[i]];
-            p3d_sb s = {0};
-            p3d_plan_why(&s, r, &pl->rows[idx[0]], i == 0);
-            char *txt = p3d_sb_finish(&s);
-            char first[80];
-            if (pl->job.model.experts > 0)
-                snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d: ", i + 1, r->tp, r->cp,
-                         r->pp, r->dp, r->ep, r->etp);
-            else if (r->cp > 1)
-                snprintf(first, sizeof first, "%2zu tp=%d cp=%d pp=%d dp=%d: ", i + 1, r->tp, r->cp, r->pp, r->dp);
-            else
-                snprintf(first, sizeof first, "%2zu tp=%d pp=%d dp=%d: ", i + 1, r->tp, r->pp, r->dp);
-            wrapped(&b, txt ? txt : "", first, "   ");
-            free(txt);
-        }
-        const p3d_plan_row *best = &pl->rows[idx[0]];
-        {
-            p3d_sb mb = {0};
-            p3d_plan_micro_batch_note(&mb, pl, best);
-            p3d_sb_putc(&mb, '.');
-            p3d_plan_split sp;
-            if (p3d_plan_uneven(pl, best, &sp)) {
-                p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
-                                   "layer's time), the first holds the embedding; Megatron's",
-                              100 * best->cost.t_head / best->cost.t_layer);
-                if (sp.first)
-                    p3d_sb_printf(&mb, " --decoder-first-pipeline-num-layers %d", sp.first);
-                if (sp.last)
-                    p3d_sb_printf(&mb, " --decoder-last-pipeline-num-layers %d", sp.last);
-                p3d_sb_printf(&mb, " saves about %.2f s per step (%.1f%%); the fullest stage needs %.1f GB "
-                                   "per GPU instead of %.1f.",
-                              sp.saves, 100 * sp.saves / best->cost.step_time, sp.mem_new / 1e9, sp.mem_now / 1e9);
-            }
-            char *mbt = p3d_sb_finish(&mb);
-            p3d_sb_putc(&b, '\n');
-            wrapped(&b, mbt ? mbt : "", "batch    ", "         ");
-            free(mbt);
-        }
-        p3d_sb_puts(&b, "\nrun the best:  ");
-        p3d_plan_run_line(&b, pl, best);
-        p3d_sb_putc(&b, '\n');
-        p3d_sb_printf(&b, "sequence parallelism: %s\n",
-                      best->tp <= 1 ? "none (tp=1)"
-                      : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"
-                                                : "assumed (tp > 1); the lines below turn it on");
-        p3d_sb_puts(&b, "Megatron-LM:   pretrain_gpt.py ");
-        p3d_plan_megatron_line(&b, pl, best);
-        p3d_sb_puts(&b, "\ntorchtitan:    ");
-        p3d_plan_torchtitan_line(&b, pl, best);
-        p3d_sb_putc(&b, '\n');
-    }
-    if (pl->has_headroom_drop) {
-        const p3d_plan_row *h = &pl->headroom_drop;
-        char line[512];
-        snprintf(line, sizeof line,
-                 "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d%s "
-                 "v=%d b=%d ZeRO-%d (step %.2f s), needs %.1f of %.1f GB. --mem-reserve GB changes the reserve.",
-                 pl->headroom_variants, pl->headroom_variants == 1 ? "" : "s", pl->headroom_variants == 1 ? "s" : "",
-                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, ep_text(h), h->virtual_stages,
-                 h->micro_batch, h->zero, h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
-        wrapped(&b, line, "\ndropped for headroom: ", "   ");
-    }
-    if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {
-        const p3d_plan_row *m = &pl->misfit;
-        const p3d_cost *c = &m->cost;
-        char line[400];
-        snprintf(line, sizeof line,
-                 "tp=%d pp=%d dp=%d%s b=%d ZeRO-%d needs %.1f GB per GPU (weights %.1f, grads %.1f, optimizer "
-                 "%.1f, activations %.1f) > %.1f GB.",
-                 m->tp, m->pp, m->dp, ep_text(m), m->micro_batch, m->zero, c->mem_total / 1e9, c->mem_weights / 1e9,
-                 c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9, c->gpu_mem / 1e9);
-        wrapped(&b, line, n ? "\nclosest misfit: " : "closest misfit: ", "   ");
-        if (n == 0)
-            p3d_sb_puts(&b, "try --recompute full, --search-zero, a smaller --micro-batch, or more nodes.\n");
-    }
+    dropped(&b, pl, n);
     free(idx);
     return p3d_sb_finish(&b);
 }
