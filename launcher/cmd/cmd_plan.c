@@ -198,132 +198,158 @@ static int report_roles(const p3d_cluster *c)
     return 0;
 }
 
-int p3d_cmd_plan(const p3d_opts *o)
+/* The job from the options, with plan's own refusals (no model, an uneven
+ * split Megatron refuses for the pinned pipeline). */
+static int plan_job(const p3d_opts *o, p3d_job *job, char **err)
 {
-    int rc = P3D_EXIT_BADINPUT;
-    char *err = NULL, *text = NULL;
-    p3d_cluster *c = NULL;
-    p3d_plan *pl = NULL;
-    p3d_job job;
-    const char *fmt = o->format ? o->format : "text";
-    int json = 0;
-    if (strcmp(fmt, "json") == 0)
-        json = 1;
-    else if (strcmp(fmt, "text") != 0) {
-        p3d_err(&err, "--format: plan writes text or json, got '%s'", fmt);
-        goto fail;
-    }
-    if (p3d_opts_job(o, &job, &err) < 0)
-        goto fail;
-    if (!job.has_model) {
-        p3d_err(&err, "plan: which model? give --model NAME (e.g. gpt3-175b, llama2-70b) or "
-                      "--params --layers --hidden --heads --seq-len --vocab");
-        goto fail;
-    }
-    if ((job.first_stage_layers || job.last_stage_layers) && o->pp) {
+    if (p3d_opts_job(o, job, err) < 0)
+        return -1;
+    if (!job->has_model)
+        return p3d_err(err, "plan: which model? give --model NAME (e.g. gpt3-175b, llama2-70b) or "
+                            "--params --layers --hidden --heads --seq-len --vocab");
+    if ((job->first_stage_layers || job->last_stage_layers) && o->pp) {
         /* pinned: refuse a split Megatron refuses; unpinned, plan keeps
          * the pipeline depths it fits */
         int lay[3];
-        if (p3d_cost_stage_layers(job.model.layers, o->pp, o->virtual_stages ? o->virtual_stages : 1,
-                                  job.first_stage_layers, job.last_stage_layers, lay, &err) < 0)
-            goto fail;
+        if (p3d_cost_stage_layers(job->model.layers, o->pp, o->virtual_stages ? o->virtual_stages : 1,
+                                  job->first_stage_layers, job->last_stage_layers, lay, err) < 0)
+            return -1;
     }
+    return 0;
+}
+
+/* The nodes the plan is for: the cluster file (or this one node), its
+ * Slurm topology, less --exclude and the spares; bounded in size. */
+static int plan_cluster(const p3d_opts *o, p3d_job *job, p3d_cluster **out, char **err)
+{
+    p3d_cluster *c = NULL;
     if (o->cluster) {
-        if (p3d_cluster_load(o->cluster, &c, &err) < 0)
-            goto fail;
+        if (p3d_cluster_load(o->cluster, &c, err) < 0)
+            return -1;
     } else {
         /* one node: the topology given (or this machine's) */
         p3d_node *n = NULL;
-        if (p3d_topo_load(o->topology ? o->topology : "local", &n, &err) < 0)
-            goto fail;
-        if (p3d_cluster_from_node(n, &c, &err) < 0)
-            goto fail;
+        if (p3d_topo_load(o->topology ? o->topology : "local", &n, err) < 0 || p3d_cluster_from_node(n, &c, err) < 0)
+            return -1;
     }
-    if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, &err) < 0)
-        goto fail;
+    *out = c; /* the caller frees it, also on failure from here */
+    if (o->slurm_topology && p3d_cluster_apply_slurm_topology(c, o->slurm_topology, err) < 0)
+        return -1;
     /* --exclude and --spares as the dry run applies them (the default
      * spares rule for the search; each placed row takes its spares as its
      * run line's dry run does); the plan is for the nodes left */
-    job.spares = o->spares;
-    if (p3d_place_roles(o, c, &job, &err) < 0 || report_roles(c) < 0 || p3d_place_keep_usable(c, &err) < 0)
-        goto fail;
+    job->spares = o->spares;
+    if (p3d_place_roles(o, c, job, err) < 0 || report_roles(c) < 0 || p3d_place_keep_usable(c, err) < 0)
+        return -1;
     /* plan places every candidate mesh on every node: measured ~1 ms per
      * node on a loaded 2-core host (bench/plan-scale.sh), so 1,048,576
      * nodes took over 5 minutes and 3 GB. Bounded so that it answers in
      * seconds or refuses at once (docs/limits.md). */
-    if (c->nnodes > P3D_PLAN_MAX_NODES) {
-        p3d_err(&err, "plan: %s has %zu usable nodes; the limit is %d (plan places every candidate mesh on every "
-                      "node): plan a slice of the cluster file (e.g. one rack group) and check the mesh it finds "
-                      "with --dry-run on the whole cluster",
-                o->cluster ? p3d_tesc(o->cluster) : "the cluster", c->nnodes, P3D_PLAN_MAX_NODES);
-        goto fail;
-    }
-    if (o->inference) {
-        /* serving, not training (docs/plan.md, "Inference") */
-        p3d_infer_opts io = {o->context_len, o->prompt_len, o->serve_batch};
-        int fits = 0;
-        if (!(text = p3d_infer_report(c, &job, &io, json, &fits, &err)))
-            goto fail;
-        if (emit(o->output, text) < 0) {
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        if (!fits)
-            fprintf(stderr, "par3drun: plan --inference: %s does not fit any replica of these GPUs\n",
-                    p3d_tesc(job.model.name));
-        rc = fits ? P3D_EXIT_OK : P3D_EXIT_BADINPUT;
-        goto out;
-    }
-    int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
-    /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
-     * those dimensions; the rest is searched */
-    p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages, o->etp};
-    if (p3d_plan_search_pinned(c, &job, zero_mode, &pins, &pl, &err) < 0)
-        goto fail;
-    pl->exclude = o->exclude;
-    pl->spares = o->spares;
+    if (c->nnodes > P3D_PLAN_MAX_NODES)
+        return p3d_err(err, "plan: %s has %zu usable nodes; the limit is %d (plan places every candidate mesh on "
+                            "every node): plan a slice of the cluster file (e.g. one rack group) and check the mesh "
+                            "it finds with --dry-run on the whole cluster",
+                       o->cluster ? p3d_tesc(o->cluster) : "the cluster", c->nnodes, P3D_PLAN_MAX_NODES);
+    return 0;
+}
+
+/* Says *err (taken) and returns the bad-input exit code. */
+static int fail(char **err)
+{
+    int rc = p3d_fail_input(*err);
+    *err = NULL;
+    return rc;
+}
+
+/* plan --inference: serving, not training (docs/plan.md, "Inference"). */
+static int plan_inference(const p3d_opts *o, const p3d_cluster *c, const p3d_job *job, int json, char **err)
+{
+    p3d_infer_opts io = {o->context_len, o->prompt_len, o->serve_batch};
+    int fits = 0;
+    char *text = p3d_infer_report(c, job, &io, json, &fits, err);
+    if (!text)
+        return fail(err);
+    int rc = emit(o->output, text) < 0 ? P3D_EXIT_FAIL : fits ? P3D_EXIT_OK : P3D_EXIT_BADINPUT;
+    if (rc == P3D_EXIT_BADINPUT)
+        fprintf(stderr, "par3drun: plan --inference: %s does not fit any replica of these GPUs\n",
+                p3d_tesc(job->model.name));
+    free(text);
+    return rc;
+}
+
+/* The search's warnings, said once on stderr. */
+static void plan_warnings(const p3d_opts *o, const p3d_cluster *c, const p3d_plan *pl)
+{
     for (size_t i = 0; i < c->nwarnings; i++)
         fprintf(stderr, "par3drun: warning: %s\n", p3d_tesc(c->warnings[i]));
     if (pl->racks_unknown)
         fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
                         "(add \"rack\" to each node entry)\n",
                 o->cluster ? p3d_tesc(o->cluster) : "the cluster", pl->nodes);
+}
+
+/* The training plan: search, place the best few, write the report. */
+static int plan_training(const p3d_opts *o, const p3d_cluster *c, const p3d_job *job, int json, char **err)
+{
+    int zero_mode = o->search_zero ? P3D_PLAN_ZERO_SEARCH : o->zero >= 0 ? o->zero : P3D_PLAN_ZERO_DEFAULT;
+    /* --tp, --pp, --cp, --ep, --micro-batch, --virtual-stages, --etp pin
+     * those dimensions; the rest is searched */
+    p3d_plan_pins pins = {o->tp, o->pp, o->cp, o->ep, o->micro_batch, o->virtual_stages, o->etp};
+    p3d_plan *pl = NULL;
+    char *text = NULL;
+    int rc = P3D_EXIT_BADINPUT;
+    if (p3d_plan_search_pinned(c, job, zero_mode, &pins, &pl, err) < 0)
+        return fail(err);
+    pl->exclude = o->exclude;
+    pl->spares = o->spares;
+    plan_warnings(o, c, pl);
     /* One evaluation for the table, the note and the run line: the best
      * few shapes are placed as their run lines would place them, and
      * ranked by those estimates (docs/plan.md, "Which policy"). */
     int top = o->top ? o->top : 5;
     if (pl->nrows > 0) {
-        if (p3d_plan_place(pl, top + PLACED_EXTRA, place_cb, (void *)o, &err) < 0)
-            goto fail;
+        if (p3d_plan_place(pl, top + PLACED_EXTRA, place_cb, (void *)o, err) < 0) {
+            rc = fail(err);
+            goto out;
+        }
         policy_note(o, pl);
     }
     text = json ? p3d_plan_json(pl, top) : p3d_plan_text(pl, top);
     if (!text) {
         fprintf(stderr, "par3drun: plan: out of memory\n");
         rc = P3D_EXIT_FAIL;
-        goto out;
-    }
-    if (emit(o->output, text) < 0) {
+    } else if (emit(o->output, text) < 0) {
         rc = P3D_EXIT_FAIL;
-        goto out;
-    }
-    if (pl->nrows == 0) {
+    } else if (pl->nrows == 0) {
         char *why = p3d_plan_none_reason(pl);
-        fprintf(stderr, "par3drun: plan: %s on %d GPUs: %s%s\n", p3d_tesc(job.model.name), pl->gpus,
+        fprintf(stderr, "par3drun: plan: %s on %d GPUs: %s%s\n", p3d_tesc(job->model.name), pl->gpus,
                 why ? p3d_tesc(why) : "no layout is valid", pl->has_misfit ? " (see 'closest misfit')" : "");
         free(why);
         rc = P3D_EXIT_BADINPUT;
-        goto out;
+    } else {
+        rc = P3D_EXIT_OK;
     }
-    rc = P3D_EXIT_OK;
-    goto out;
-fail:
-    rc = p3d_fail_input(err);
-    err = NULL;
 out:
-    free(err);
     free(text);
     p3d_plan_free(pl);
+    return rc;
+}
+
+int p3d_cmd_plan(const p3d_opts *o)
+{
+    char *err = NULL;
+    p3d_cluster *c = NULL;
+    p3d_job job;
+    const char *fmt = o->format ? o->format : "text";
+    int json = strcmp(fmt, "json") == 0, rc;
+    if (!json && strcmp(fmt, "text") != 0) {
+        p3d_err(&err, "--format: plan writes text or json, got '%s'", fmt);
+        rc = fail(&err);
+    } else if (plan_job(o, &job, &err) < 0 || plan_cluster(o, &job, &c, &err) < 0) {
+        rc = fail(&err);
+    } else {
+        rc = o->inference ? plan_inference(o, c, &job, json, &err) : plan_training(o, c, &job, json, &err);
+    }
     p3d_cluster_free(c);
     return rc;
 }
