@@ -230,43 +230,115 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     return p3d_err(err, "internal: bad option type");
 }
 
-int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
+/* What one parse has seen: the rows given (for "given twice", what applies
+ * to which command, torchrun's options), --dry-run. */
+typedef struct cli_seen {
+    const opt_row *rows[P3D_CLI_MAX_ROWS + 1];
+    size_t n;
+    int dry;
+} cli_seen;
+
+/* The subcommand, which may only come first; the index of the first
+ * argument after it. */
+static int subcommand(int argc, char **argv, p3d_opts *o)
 {
-    opts_defaults(o);
-    int dry = 0, i = 1, topology_given = 0;
-    const opt_row *seen_rows[P3D_CLI_MAX_ROWS + 1];
-    size_t nseen = 0;
+    static const struct {
+        const char *name;
+        p3d_cmd cmd;
+    } subs[] = {{"topo", P3D_CMD_TOPO},     {"plan", P3D_CMD_PLAN},           {"cluster", P3D_CMD_CLUSTER},
+                {"status", P3D_CMD_STATUS}, {"preflight", P3D_CMD_PREFLIGHT}, {"runs", P3D_CMD_RUNS},
+                {"__agent", P3D_CMD_AGENT}};
+    for (size_t k = 0; argc > 1 && k < sizeof subs / sizeof *subs; k++)
+        if (strcmp(argv[1], subs[k].name) == 0) {
+            o->cmd = subs[k].cmd;
+            return 2;
+        }
+    return 1;
+}
 
-    /* A subcommand may only come first. */
-    if (argc > 1 && strcmp(argv[1], "topo") == 0) {
-        o->cmd = P3D_CMD_TOPO;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "plan") == 0) {
-        o->cmd = P3D_CMD_PLAN;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "cluster") == 0) {
-        o->cmd = P3D_CMD_CLUSTER;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "status") == 0) {
-        o->cmd = P3D_CMD_STATUS;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "preflight") == 0) {
-        o->cmd = P3D_CMD_PREFLIGHT;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "runs") == 0) {
-        o->cmd = P3D_CMD_RUNS;
-        i = 2;
-    } else if (argc > 1 && strcmp(argv[1], "__agent") == 0) {
-        o->cmd = P3D_CMD_AGENT;
-        i = 2;
+/* An argument that is not an option at argv[i]: status's and runs's
+ * directory, or the program (torchrun/mpirun style, without "--"). 1 when
+ * it ends the options, 0 to go on, -1 with *err. */
+static int positional(int argc, char **argv, int i, p3d_opts *o, char **err)
+{
+    const char *a = argv[i];
+    if (o->cmd == P3D_CMD_STATUS && !o->status_dir) {
+        o->status_dir = a;
+        return 0;
     }
+    if (o->cmd == P3D_CMD_RUNS && !o->runs_dir) {
+        o->runs_dir = a;
+        return 0;
+    }
+    if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
+        return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
+                            "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
+    if (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT) {
+        /* torchrun/mpirun style: the program may follow the options
+         * without "--". */
+        o->argv = argv + i;
+        o->argc = argc - i;
+        o->positional = 1;
+        return 1;
+    }
+    return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a, cmd_name(o->cmd));
+}
 
+/* The long option a (after short-option translation; attached: -r3's 3)
+ * with its value from the same word or the next (*i moves past it). */
+static int long_option(int argc, char **argv, int *i, const char *a, const char *attached, p3d_opts *o,
+                       cli_seen *seen, char **err)
+{
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    const opt_row *r = find_row(name, len);
+    if (!r) {
+        const char *near = nearest_option(name, len);
+        if (near)
+            return p3d_err(err, "unknown option '--%.*s': did you mean --%s? (see par3drun --help)", (int)len, name,
+                           near);
+        return p3d_err(err, "unknown option '--%.*s' (see par3drun --help)", (int)len, name);
+    }
+    if (strcmp(r->name, "dry-run") == 0) {
+        seen->dry = 1;
+        return 0;
+    }
+    const char *val = NULL;
+    if (r->type == T_FLAG || r->type == T_NOFLAG) {
+        if (eq)
+            return p3d_err(err, "--%s takes no value", r->name);
+    } else if (attached) {
+        val = attached;
+    } else if (eq) {
+        val = eq + 1;
+    } else if (*i + 1 < argc) {
+        val = argv[++*i];
+    } else {
+        return p3d_err(err, "--%s: expected %s after it", r->name, r->metavar);
+    }
+    /* A second value would silently replace the first: refuse it (list
+     * options are the repeatable ones). Agents get the job's options plus
+     * their own, so they are left alone. */
+    if (r->type != T_STRV && o->cmd != P3D_CMD_AGENT)
+        for (size_t k = 0; k < seen->n; k++)
+            if (seen->rows[k] == r)
+                return p3d_err(err, "--%s given twice", r->name);
+    if (set_value(o, r, val, err) < 0)
+        return -1;
+    if (seen->n < p3d_cli_nrows)
+        seen->rows[seen->n++] = r;
+    return 0;
+}
+
+/* The arguments from argv[i] on: options, then the program. */
+static int arguments(int argc, char **argv, int i, p3d_opts *o, cli_seen *seen, char **err)
+{
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             o->argv = argv + i + 1;
             o->argc = argc - i - 1;
-            break;
+            return 0;
         }
         char shortopt[64];
         const char *attached = NULL; /* -r3's 3, in argv */
@@ -277,80 +349,17 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             return p3d_err(err, "unknown option '%s'%s%s%s (par3drun's options are long: see par3drun --help)", a,
                            h ? ": did you mean " : "", h ? h : "", h ? "?" : "");
         }
-        if (strncmp(a, "--", 2) != 0) {
-            if (o->cmd == P3D_CMD_STATUS && !o->status_dir) {
-                o->status_dir = a;
-                continue;
-            }
-            if (o->cmd == P3D_CMD_RUNS && !o->runs_dir) {
-                o->runs_dir = a;
-                continue;
-            }
-            if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
-                return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
-                                    "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
-            if (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT) {
-                /* torchrun/mpirun style: the program may follow the options
-                 * without "--". */
-                o->argv = argv + i;
-                o->argc = argc - i;
-                o->positional = 1;
-                break;
-            }
-            return p3d_err(err, "unexpected argument '%s' (see par3drun %s --help)", a, cmd_name(o->cmd));
-        }
-        const char *name = a + 2, *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const opt_row *r = find_row(name, len);
-        if (!r) {
-            const char *near = nearest_option(name, len);
-            if (near)
-                return p3d_err(err, "unknown option '--%.*s': did you mean --%s? (see par3drun --help)", (int)len,
-                               name, near);
-            return p3d_err(err, "unknown option '--%.*s' (see par3drun --help)", (int)len, name);
-        }
-        if (strcmp(r->name, "dry-run") == 0) {
-            dry = 1;
-            continue;
-        }
-        const char *val = NULL;
-        if (r->type == T_FLAG || r->type == T_NOFLAG) {
-            if (eq)
-                return p3d_err(err, "--%s takes no value", r->name);
-        } else if (attached) {
-            val = attached;
-        } else if (eq) {
-            val = eq + 1;
-        } else if (i + 1 < argc) {
-            val = argv[++i];
-        } else {
-            return p3d_err(err, "--%s: expected %s after it", r->name, r->metavar);
-        }
-        /* A second value would silently replace the first: refuse it
-         * (list options are the repeatable ones). Agents get the job's
-         * options plus their own, so they are left alone. */
-        if (r->type != T_STRV && o->cmd != P3D_CMD_AGENT)
-            for (size_t k = 0; k < nseen; k++)
-                if (seen_rows[k] == r)
-                    return p3d_err(err, "--%s given twice", r->name);
-        if (set_value(o, r, val, err) < 0)
-            return -1;
-        if (nseen < p3d_cli_nrows)
-            seen_rows[nseen++] = r;
-        if (r->off == OFF(topology) && r->type == T_STR)
-            topology_given = 1;
+        int k = strncmp(a, "--", 2) != 0 ? positional(argc, argv, i, o, err)
+                                         : long_option(argc, argv, &i, a, attached, o, seen, err);
+        if (k != 0)
+            return k < 0 ? -1 : 0;
     }
-    if (dry && o->cmd == P3D_CMD_RUNS) {
-        o->runs_dry = 1;
-    } else if (dry) {
-        if (o->cmd != P3D_CMD_LAUNCH)
-            return p3d_err(err, "--dry-run cannot be combined with '%s'", cmd_name(o->cmd));
-        o->cmd = P3D_CMD_DRYRUN;
-    }
-    if (o->help || o->version)
-        return 0;
-    if (p3d_torchrun_apply(o, seen_rows, nseen, err) < 0)
-        return -1;
+    return 0;
+}
+
+/* The switches read from the environment. */
+static int env_switches(p3d_opts *o, char **err)
+{
     const char *keep = getenv("P3D_KEEP_RUN_DIR");
     if (keep && *keep && strcmp(keep, "0")) {
         if (strcmp(keep, "1"))
@@ -363,12 +372,19 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             return p3d_err(err, "P3D_TOPO_CACHE: expected 1 or 0, got '%s'", tc);
         o->no_topo_cache = 1;
     }
+    return 0;
+}
+
+/* Options that depend on each other or on the command: spares need
+ * restarts, each option applies to its commands only. */
+static int combinations(p3d_opts *o, const cli_seen *seen, char **err)
+{
     if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
         /* every replacement is a restart: spares without restarts would
          * only fail at the first loss */
         int given = 0;
-        for (size_t k = 0; k < nseen; k++)
-            given |= seen_rows[k]->off == OFF(max_restarts);
+        for (size_t k = 0; k < seen->n; k++)
+            given |= seen->rows[k]->off == OFF(max_restarts);
         if (!given)
             o->max_restarts = o->spares;
         else if (o->max_restarts == 0)
@@ -377,22 +393,23 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
                            o->spares);
     }
     if (o->cmd != P3D_CMD_AGENT) {
-        for (size_t k = 0; k < nseen; k++)
-            if (!(seen_rows[k]->cmds & (1u << o->cmd)))
-                return p3d_err(err, "--%s does not apply to %s (see par3drun %s--help)", seen_rows[k]->name,
+        for (size_t k = 0; k < seen->n; k++)
+            if (!(seen->rows[k]->cmds & (1u << o->cmd)))
+                return p3d_err(err, "--%s does not apply to %s (see par3drun %s--help)", seen->rows[k]->name,
                                cmd_name(o->cmd),
-                               o->cmd == P3D_CMD_TOPO      ? "topo "
-                               : o->cmd == P3D_CMD_PLAN    ? "plan "
-                               : o->cmd == P3D_CMD_CLUSTER ? "cluster "
+                               o->cmd == P3D_CMD_TOPO        ? "topo "
+                               : o->cmd == P3D_CMD_PLAN      ? "plan "
+                               : o->cmd == P3D_CMD_CLUSTER   ? "cluster "
                                : o->cmd == P3D_CMD_PREFLIGHT ? "preflight "
                                : o->cmd == P3D_CMD_RUNS      ? "runs "
-                                                           : "");
+                                                             : "");
     }
-    /* Not an error (a wrapper script may always pass --topology), but the
-     * user should know which input counts. */
-    /* kubectl and AWS sources take their nodes' topology from --topology;
-     * the cluster reader warns when a cluster file makes it moot */
-    (void)topology_given;
+    return 0;
+}
+
+/* What the command needs given, and the values only a word set can take. */
+static int command_needs(p3d_opts *o, char **err)
+{
     if (o->cmd == P3D_CMD_DRYRUN && o->argc > 0)
         return p3d_err(err, "--dry-run starts nothing: drop the program '%s' or drop --dry-run", o->argv[0]);
     if (o->cmd == P3D_CMD_STATUS && !o->status_dir && !o->help)
@@ -406,6 +423,27 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
         return p3d_err(err, "--bind: expected numa, core or none, got '%s'", o->bind);
     if (strcmp(o->slow_node, "report") && strcmp(o->slow_node, "replace"))
         return p3d_err(err, "--slow-node: expected report or replace, got '%s'", o->slow_node);
+    return 0;
+}
+
+int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
+{
+    opts_defaults(o);
+    cli_seen seen = {.n = 0};
+    if (arguments(argc, argv, subcommand(argc, argv, o), o, &seen, err) < 0)
+        return -1;
+    if (seen.dry && o->cmd == P3D_CMD_RUNS) {
+        o->runs_dry = 1;
+    } else if (seen.dry) {
+        if (o->cmd != P3D_CMD_LAUNCH)
+            return p3d_err(err, "--dry-run cannot be combined with '%s'", cmd_name(o->cmd));
+        o->cmd = P3D_CMD_DRYRUN;
+    }
+    if (o->help || o->version)
+        return 0;
+    if (p3d_torchrun_apply(o, seen.rows, seen.n, err) < 0 || env_switches(o, err) < 0 ||
+        combinations(o, &seen, err) < 0 || command_needs(o, err) < 0)
+        return -1;
     return 0;
 }
 
