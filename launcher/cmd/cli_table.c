@@ -153,7 +153,8 @@ const opt_row p3d_cli_rows[] = {
     {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "HOSTLIST",
      "never use these nodes (Slurm hostlist)"},
     {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
-     "run CMD (sh -c) for every node before the start and after every failure (multi-node: each node its own); non-zero excludes the node"},
+     "run CMD (sh -c) for every node before the start and after every failure but a job-scoped one "
+     "(multi-node: each node its own); non-zero excludes the node"},
     {"health-check-timeout", T_DOUBLE, OFF(health_check_timeout), 0, 0.1, 86400, C_LAUNCH, "SECONDS",
      "a --health-check that runs longer fails (default 30)"},
     {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},

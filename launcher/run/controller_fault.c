@@ -66,6 +66,13 @@ static char *bounded(const char *s, size_t cap)
     return strndup(s ? s : "", cap);
 }
 
+/* An f packet's one-line field (ended by its newline in a decoded packet). */
+static char *line_of(const char *s, size_t cap)
+{
+    size_t n = p3d_amsg_line(s);
+    return strndup(s ? s : "", n < cap ? n : cap);
+}
+
 void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
 {
     const p3d_amsg *m = e->m;
@@ -78,8 +85,8 @@ void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
     *f = (struct ctl_failure){.a = e->a, .rank = m->rank, .code = m->code, .sig = m->sig,
                               .step = m->step >= 0 ? m->step : -1, .errline = m->errline,
                               .errts = m->errts >= 0 ? m->errts : -1};
-    f->err = bounded(m->err, P3D_AMSG_ERR_MAX);
-    f->where = bounded(m->where, P3D_AMSG_WHERE_MAX);
+    f->err = line_of(m->err, P3D_AMSG_ERR_MAX);
+    f->where = line_of(m->where, P3D_AMSG_WHERE_MAX);
     f->text = bounded(m->text, P3D_AMSG_MAX);
     if (!f->err || !f->where || !f->text) {
         failure_free(f); /* out of memory: this one is not compared */
@@ -194,6 +201,10 @@ static void classify(p3d_ctl *c, verdict *d)
         d->v = "job";
         snprintf(d->why, sizeof d->why, "rank %d failed as before the restart, at the same step (%s): the program's "
                  "own fault", p->rank, words);
+    } else if (c->flt.n == 1 && c->flt.early) {
+        d->v = "unknown";
+        snprintf(d->why, sizeof d->why, "rank %d failed (%s); with no restart left the job stops without waiting to "
+                 "compare it with the other nodes'", p->rank, words);
     } else if (c->flt.n == 1 && live >= 2) {
         d->v = "node";
         snprintf(d->why, sizeof d->why, "only node %s's ranks failed (rank %d, %s) while the ranks of %d other "
@@ -284,6 +295,7 @@ void ctl_fault_decide(p3d_ctl *c, double now)
     if (!c->recovering)
         c->fail_seen = now;
     c->recovering = 1;
+    c->flt.early = 0;
     window_clear(c);
     if (stop) {
         stop_on(c, first, line, now);

@@ -159,6 +159,7 @@ struct p3d_ctl {
         struct ctl_failure last; /* the previous verdict's first failure */
         int have_last;
         const char *verdict;   /* the latest ("job", ...), NULL none */
+        int early;             /* decided on the first failure (no restart left) */
         int job_restarts;
     } flt;
 };

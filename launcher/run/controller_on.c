@@ -52,6 +52,7 @@ void ctl_on_fail(p3d_ctl *c, const ctl_ev *e)
     /* with no restart left every verdict stops the job: no waiting (a
      * failing job is torn down within its grace) */
     if (ctl_fault_all_in(c) || c->gen >= c->cfg.max_restarts) {
+        c->flt.early = !ctl_fault_all_in(c);
         ctl_fault_decide(c, e->now);
         return;
     }

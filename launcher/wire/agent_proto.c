@@ -76,6 +76,11 @@ static const type_def *type_of(int t)
     return NULL;
 }
 
+size_t p3d_amsg_line(const char *s)
+{
+    return s ? strcspn(s, "\n") : 0;
+}
+
 double p3d_beat_interval(double timeout)
 {
     if (timeout <= 0)
@@ -89,7 +94,7 @@ double p3d_beat_interval(double timeout)
  * room for the newline). */
 static void put_line(char *buf, size_t cap, size_t *n, const char *s, size_t max)
 {
-    size_t l = s ? strcspn(s, "\n") : 0;
+    size_t l = p3d_amsg_line(s);
     if (l > max)
         l = max;
     if (l > cap - *n - 2)
@@ -99,13 +104,14 @@ static void put_line(char *buf, size_t cap, size_t *n, const char *s, size_t max
     buf[(*n)++] = '\n';
 }
 
-/* Splits F's error and frame lines off *p (TEXT_CAUSE); 0, or -1. */
+/* F's error or frame line at *p (TEXT_CAUSE): *out points at it, ended
+ * by its newline (the packet is left as it came: a relay forwards those
+ * very bytes); 0, or -1. */
 static int take_line(char **p, const char **out, size_t max)
 {
     char *nl = strchr(*p, '\n');
     if (!nl || (size_t)(nl - *p) > max)
         return -1;
-    *nl = 0;
     *out = *p;
     *p = nl + 1;
     return 0;

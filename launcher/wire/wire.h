@@ -599,12 +599,18 @@ typedef struct p3d_amsg {
     int busy_us;       /* P */
     int ckpt;          /* P, -1: none */
     const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
-    /* F: the rank's error file (torch's @record); decoded: into the packet */
-    const char *err;   /* "ValueError: bad batch", one line; "" or NULL none */
+    /* F: the rank's error file (torch's @record). One line each, ended by
+     * a newline or the NUL (decoded: pointing into the packet, which is
+     * not changed, ended by the newline: read up to it, p3d_amsg_line) */
+    const char *err;   /* "ValueError: bad batch"; "" or NULL none */
     const char *where; /* the innermost frame's file; "" or NULL unknown */
     int errline;       /* its line, 0 unknown */
     int errts;         /* when it was raised, Unix seconds; -1 unknown */
 } p3d_amsg;
+
+/* The length of an f packet's err or where line (up to its newline or
+ * NUL; 0 for NULL). */
+size_t p3d_amsg_line(const char *s);
 
 /* --node-timeout: how often a heartbeat (B) is sent for a node timeout
  * of timeout seconds: a quarter of it, at most 5 s, at least 50 ms (0
