@@ -82,6 +82,8 @@ void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
     if (c->flt.n >= c->cfg.nagents)
         return;
     struct ctl_failure *f = &c->flt.f[c->flt.n];
+    if (!c->flt.n)
+        c->flt.first_at = e->now;
     *f = (struct ctl_failure){.a = e->a, .rank = m->rank, .code = m->code, .sig = m->sig,
                               .step = m->step >= 0 ? m->step : -1, .errline = m->errline,
                               .errts = m->errts >= 0 ? m->errts : -1};
@@ -274,8 +276,9 @@ void ctl_fault_decide(p3d_ctl *c, double now)
     if (p->step >= 0)
         snprintf(step, sizeof step, "%d", p->step);
     ctl_event(c, "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, \"exit_code\": %d, "
-              "\"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\"", d.v, ctl_jstr(d.why, jw, sizeof jw),
-              d.nodes, d.ranks, p->code, p->sig, ctl_jstr(p->err, je, sizeof je), step, remedy);
+              "\"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\", \"window_s\": %.3f", d.v,
+              ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, p->code, p->sig, ctl_jstr(p->err, je, sizeof je), step,
+              remedy, now - c->flt.first_at);
     snprintf(line, sizeof line, "fault: %s: %s; %s", d.v, d.why, remedy);
     /* said now unless the summary says it at the end (a stop), or there
      * was nothing to classify (one node's first failure: as before) */

@@ -156,6 +156,7 @@ struct p3d_ctl {
         struct ctl_failure *f; /* this window's failures, first first, one an agent */
         int n;
         double until;          /* COLLECTING: the verdict is due then */
+        double first_at;       /* when the window's first failure came */
         struct ctl_failure last; /* the previous verdict's first failure */
         int have_last;
         const char *verdict;   /* the latest ("job", ...), NULL none */
