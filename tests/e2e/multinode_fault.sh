@@ -4,9 +4,10 @@
 # (separate par3drun agents on loopback, real sockets, real signals): three
 # agents, two running 2 ranks each and node rank 2 kept spare.
 #   1. a program that exits 1 at step 3 on every rank: a job fault — no
-#      spare used, restarts in place within --max-job-restarts, then every
-#      node exits 1 (the program's code); "fault": "job" in events.jsonl and
-#      result.json.
+#      spare used, no --health-check asked (one that would fail for the
+#      wrong reason, a "full disk"), restarts in place within
+#      --max-job-restarts, then every node exits 1 (the program's code);
+#      "fault": "job" in events.jsonl and result.json.
 #   2. node rank 1 dies (its ranks and its agent SIGKILLed): a node fault,
 #      its ranks healed on the spare as before; "fault": "node".
 #   3. only node rank 1's ranks SIGKILLed (its agent lives): the window sees
@@ -19,12 +20,16 @@
 ev_has() { grep -q "$2" "$1" || { bad "$3"; sed 's/^/  /' "$1"; }; }
 
 # ---- 1. the program's own bug: the same failure on every rank ------------------
-# each rank writes progress lines (step=N) and exits 1 at step 3, every run
-W='for s in 1 2 3; do echo "step=$s busy=0.01" >"$P3D_HEARTBEAT"; done; echo "rank $RANK fails at step 3" >&2; exit 1'
+# each rank writes progress lines (step=N) and exits 1 at step 3, every run;
+# it also fills the "disk" that --health-check looks at: a check that
+# passes at the start and fails after it (ENOSPC read as a bad node) must
+# not be asked, or a spare would go for nothing
+W='touch "$T_FULL"; for s in 1 2 3; do echo "step=$s busy=0.01" >"$P3D_HEARTBEAT"; done
+echo "rank $RANK fails at step 3" >&2; exit 1'
 P=$(free_port)
 for i in 0 1 2; do
   agent job $i 3 "$P" --tp 2 --nproc-per-node 2 --spares 1 --max-restarts 5 --max-job-restarts 2 --grace 1 \
-    -- sh -c "$W"
+    --env "T_FULL=$T/job.full" --health-check "test ! -e $T/job.full" -- sh -c "$W"
 done
 codes=""
 for i in 0 1 2; do wait "${AG[$i]}"; codes="$codes $?"; done
@@ -39,7 +44,7 @@ ev_has "$ev" '"remedy": "restart in place, no spare used and no node excluded (j
 ev_has "$ev" '"remedy": "stop with the program.s exit code: no job restart left (--max-job-restarts 2)"' "job fault: the stop"
 grep -q '"event": "replace"' "$ev" && bad "job fault: a replace record (a spare was spent)"
 grep -q '"kind": "replacement"' "$ev" && bad "job fault: a replacement restart"
-grep -q '"event": "health"' "$ev" && bad "job fault: a health check"
+[ "$(grep -c '"event": "health"' "$ev")" = 3 ] || bad "job fault: a health check after the start (want the 3 before it)"
 R=$T/job.rd0/result.json
 grep -q '"exit_code": 1, "ok": false, .*"fault": "job", "restarts": 2, "replaced": 0' "$R" ||
   bad "job fault: result.json $(cat "$R" 2>/dev/null)"
