@@ -143,13 +143,18 @@ const opt_row p3d_cli_rows[] = {
      "(default 3; 0: off)"},
     {"no-progress-exit-code", T_INT, OFF(no_progress_exit_code), 0, 1, 255, C_LAUNCH, "N",
      "exit code of a job stopped by --max-no-progress: do not requeue (default 93)"},
+    {"max-job-restarts", T_INT, OFF(max_job_restarts), 0, 0, 1000, C_LAUNCH, "N",
+     "restart a job-scoped fault (the same failure on two nodes or more, or at the same step after a restart) "
+     "in place at most N times, never on a spare, then stop with the program's exit code (default 3; every "
+     "restart also counts against --max-restarts)"},
     {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE | C_PLAN, "K",
      "keep K nodes as hot spares (the policy's spares() or one per rack, from the end); a lost node's ranks "
      "move to one (plan: plan on the rest); without --max-restarts it implies --max-restarts K"},
     {"exclude", T_STR, OFF(exclude), 0, NOB, C_PLACE | C_PLAN | C_CLUSTER, "HOSTLIST",
      "never use these nodes (Slurm hostlist)"},
     {"health-check", T_STR, OFF(health_check), 0, NOB, C_LAUNCH, "CMD",
-     "run CMD (sh -c) for every node before the start and after every failure (multi-node: each node its own); non-zero excludes the node"},
+     "run CMD (sh -c) for every node before the start and after every failure but a job-scoped one "
+     "(multi-node: each node its own); non-zero excludes the node"},
     {"health-check-timeout", T_DOUBLE, OFF(health_check_timeout), 0, 0.1, 86400, C_LAUNCH, "SECONDS",
      "a --health-check that runs longer fails (default 30)"},
     {"timeout", T_DOUBLE, OFF(timeout), 0, 0, 1e9, C_LAUNCH, "SECONDS", "stop the whole job after this long"},

@@ -234,26 +234,25 @@ static int agent_spawn_all(agent *a, char **err)
     return 0;
 }
 
-/* What torch's @record wrote for local rank i (errfile.c), as summary lines;
- * NULL when it wrote nothing. A file that is not torch's says so. */
-static char *agent_exception(const agent *a, int i)
+/* What torch's @record wrote for local rank i (errfile.c): *rc filled
+ * (1), or nothing (0); with the summary's lines in *lines (a file that is
+ * not torch's says so there). rc is freed by the caller when 1. */
+static int agent_exception(const agent *a, int i, p3d_rootcause *rc, char **lines)
 {
-    p3d_rootcause rc;
-    char *err = NULL, *path = agent_errfile(a, i), *s = NULL;
-    int got = path ? p3d_rootcause_read(path, &rc, &err) : 0;
+    char *err = NULL, *path = agent_errfile(a, i);
+    int got = path ? p3d_rootcause_read(path, rc, &err) : 0;
+    *lines = NULL;
     if (got > 0)
-        s = p3d_rootcause_text(&rc, "  ");
-    else if (got < 0 && asprintf(&s, "  (its TORCHELASTIC_ERROR_FILE is unreadable: %s)\n", p3d_tesc(err)) < 0)
-        s = NULL;
-    if (got > 0)
-        p3d_rootcause_free(&rc);
+        *lines = p3d_rootcause_text(rc, "  ");
+    else if (got < 0 && asprintf(lines, "  (its TORCHELASTIC_ERROR_FILE is unreadable: %s)\n", p3d_tesc(err)) < 0)
+        *lines = NULL;
     free(err);
     free(path);
-    return s;
+    return got > 0;
 }
 
 /* The root-cause text of local rank i: who, where, how, last stderr lines. */
-static char *agent_summary(agent *a, int i, int status)
+static char *agent_summary(agent *a, int i, int status, const char *exc)
 {
     const p3d_launch *L = a->L;
     int r = a->ranks[i];
@@ -278,7 +277,7 @@ static char *agent_summary(agent *a, int i, int status)
         snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
                  topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
-    char *s = NULL, *exc = agent_exception(a, i);
+    char *s = NULL;
     /* printed only for the failure that ends the job, which happens in
      * generation gen: gen restarts came before it */
     char after[48] = "";
@@ -293,8 +292,32 @@ static char *agent_summary(agent *a, int i, int status)
                  tail ? tail : "") < 0)
         s = NULL;
     free(tail);
-    free(exc);
     return s;
+}
+
+/* Local rank i failed with status: the F packet, with what the controller
+ * classifies it by (the step of its last progress line, its error file's
+ * exception and innermost frame), sent upstream. */
+static void agent_report_fail(agent *a, int i, int status)
+{
+    p3d_rootcause rc;
+    char *exc = NULL;
+    int have = agent_exception(a, i, &rc, &exc);
+    char *sum = agent_summary(a, i, status, exc);
+    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = p3d_code_of(status), .rank = a->ranks[i],
+                  .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, .text = sum ? sum : "",
+                  .step = p3d_progress_step(a->prog, i), .errts = -1};
+    if (have) {
+        f.err = rc.message;
+        f.where = rc.file;
+        f.errline = rc.line;
+        f.errts = rc.timestamp >= 0 && rc.timestamp <= INT_MAX ? (int)rc.timestamp : -1;
+    }
+    p3d_amsg_send(a->upstream, &f);
+    if (have)
+        p3d_rootcause_free(&rc);
+    free(exc);
+    free(sum);
 }
 
 /* A child exited (the loop reaped it). */
@@ -317,11 +340,7 @@ static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
         if (code != 0 && !a->stop.stopping && !a->failed) {
             a->failed = 1;
             a->fail_code = code;
-            char *sum = agent_summary(a, i, status);
-            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = code, .rank = a->ranks[i],
-                          .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, .text = sum ? sum : ""};
-            p3d_amsg_send(a->upstream, &f);
-            free(sum);
+            agent_report_fail(a, i, status);
             agent_stop(a, SIGTERM);
         }
         a->pid[i] = 0;
@@ -546,7 +565,7 @@ static int agent_generation_over(agent *a, char **err)
             agent_stop(a, SIGKILL);
             a->failed = 1;
             a->fail_code = P3D_EXIT_FAIL;
-            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
+            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1, .step = -1, .errts = -1};
             p3d_amsg_send(a->upstream, &f);
             return 0;
         }
@@ -695,7 +714,7 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         agent_stop(a, SIGKILL);
         say(a, "par3drun: %s\n", err ? err : "spawn failed");
         P3D_FREE(&err);
-        p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1};
+        p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1, .step = -1, .errts = -1};
         p3d_amsg_send(a->upstream, &f);
     }
     if (p3d_loop_run(a->loop) < 0) {

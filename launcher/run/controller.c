@@ -31,7 +31,7 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->tk.olds = calloc((size_t)n, 1);
     c->posted = calloc((size_t)n, sizeof *c->posted);
     if (!c->up_gen || !c->done_gen || !c->gone || !c->killed || !c->dead || !c->retiring || !c->chk.lostq ||
-        !c->tk.rejoined || !c->tk.olds || !c->posted || ctl_slow_init(c) < 0) {
+        !c->tk.rejoined || !c->tk.olds || !c->posted || ctl_slow_init(c) < 0 || ctl_fault_init(c) < 0) {
         p3d_ctl_free(c);
         return NULL;
     }
@@ -62,6 +62,7 @@ void p3d_ctl_free(p3d_ctl *c)
     free(c->posted);
     free(c->takeover_why);
     ctl_slow_free(c);
+    ctl_fault_free(c);
     free(c->story);
     free(c->summary);
     free(c);
@@ -205,6 +206,8 @@ double p3d_ctl_deadline(const p3d_ctl *c)
             t = 0;
         return t > 0 && t < d ? t : d;
     }
+    case P3D_CTL_COLLECTING:
+        return t > 0 && t < c->flt.until ? t : c->flt.until;
     case P3D_CTL_RUNNING: {
         double s = ctl_slow_deadline(c);
         return s > 0 && (!t || s < t) ? s : t;
@@ -233,6 +236,16 @@ void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt)
 {
     *step = c->step_max;
     *ckpt = c->ckpt_max;
+}
+
+const char *p3d_ctl_fault(const p3d_ctl *c)
+{
+    return c->flt.verdict ? c->flt.verdict : "none";
+}
+
+int p3d_ctl_job_restarts(const p3d_ctl *c)
+{
+    return c->flt.job_restarts;
 }
 
 const char *p3d_ctl_summary(const p3d_ctl *c)

@@ -95,6 +95,27 @@
  * its own: the cell decides between a restart and a stop, and stopping
  * is among its moves already.
  *
+ * Fault classification before any remedy (controller_fault.c): a rank
+ * failure (F) in STARTING, RUNNING or RESTARTING opens a window of
+ * cfg.fault_window seconds (COLLECTING) in which the other nodes'
+ * failures of the generation are collected; it closes early once every
+ * node running ranks reported one, and is not opened when no restart is
+ * left (every verdict stops then: fail fast). The verdict: *job* when the first
+ * failure's exit code, signal and error line (the rank's error file) are
+ * shared by the failures of two nodes or more, or repeat the previous
+ * verdict's first failure at the same step after a restart; *node* when
+ * only one node's ranks failed while other nodes ran theirs, and for
+ * every lost agent; *unknown* otherwise. A job fault restarts in place
+ * (no health check, no spare, no node excluded) within
+ * cfg.max_job_restarts, then stops with the program's exit code; node
+ * and unknown are handled as before (health check, restart, or stop). A
+ * node lost while collecting is a node fault: it is replaced, and the
+ * collected failures count as its consequences.
+ *
+ *   RUNNING --failure--> COLLECTING --window closed, or every node
+ *     reported--> RESTARTING (job, or no check) | CHECKING | STOPPING
+ *   COLLECTING --agent lost--> REPLACING (node fault)
+ *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
@@ -136,6 +157,13 @@
  * scheduling noise, not a slow GPU. */
 #define P3D_SLOW_MIN_BUSY 0.001
 
+/* Fault classification: seconds the failures of the other nodes are
+ * collected after the first one before the verdict (less when every node
+ * running ranks reported one). */
+#define P3D_FAULT_WINDOW 2.0
+/* --max-job-restarts's default. */
+#define P3D_MAX_JOB_RESTARTS 3
+
 /* The job's code when an agent is lost (ended or disconnected unasked). */
 #define P3D_EXIT_LOST 1
 
@@ -148,6 +176,8 @@ typedef enum p3d_ctl_state {
     P3D_CTL_STOPPING,
     P3D_CTL_DONE,
     P3D_CTL_TAKEOVER, /* a successor waits for a majority (failover) */
+    P3D_CTL_COLLECTING, /* a rank failed: the others' failures are collected
+                           for the fault's class (job, node, unknown) */
     P3D_CTL_NSTATES
 } p3d_ctl_state;
 
@@ -227,6 +257,14 @@ typedef struct p3d_ctl_cfg {
      * progress line is never judged) */
     int max_no_progress;
     int no_progress_code;
+    /* fault classification (controller_fault.c): a job-scoped fault (the
+     * program's own: the same failure on two nodes or more, or at the
+     * same step after a restart) restarts in place at most
+     * max_job_restarts times (every restart also counts against
+     * max_restarts), never on a spare; fault_window: the seconds failures
+     * are collected before the verdict (0: decided on the first) */
+    int max_job_restarts;
+    double fault_window;
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
     double health_timeout;    /* the longest a health check may take */
@@ -323,6 +361,11 @@ int p3d_ctl_code(const p3d_ctl *c);
 /* The latest training step and checkpoint step any agent reported in a
  * progress summary, over every generation (-1: none) — result.json. */
 void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
+/* The latest fault verdict: "job", "node", "unknown", or "none" when no
+ * failure was classified (result.json's "fault"); the job restarts made
+ * for job faults. */
+const char *p3d_ctl_fault(const p3d_ctl *c);
+int p3d_ctl_job_restarts(const p3d_ctl *c);
 /* The root-cause summary to print once at the end ("" when none). */
 const char *p3d_ctl_summary(const p3d_ctl *c);
 /* Restarts done, and the longest time from a failure seen to every

@@ -8,6 +8,8 @@
  *                       the dispatch, and the completions it raises
  *   controller_on.c     the handlers, one short function a cell
  *   controller_slow.c   the slow-node detector (it posts SLOW events)
+ *   controller_fault.c  fault classification: the window's failures, the
+ *                       verdict (job, node, unknown) and its remedy
  *   controller_act.c    the actions the handlers share: the one transition
  *                       (ctl_go), stop, restart, replace, respawn
  *   controller_text.c   names, lines for the user, events.jsonl records
@@ -46,6 +48,12 @@ typedef struct ctl_ev {
 struct ctl_post {
     int a;
     char why[96];
+};
+
+/* One rank failure of the classification window (an F packet), owned. */
+struct ctl_failure {
+    int a, rank, code, sig, step, errline, errts;
+    char *err, *where, *text; /* bounded copies; "" none */
 };
 
 struct p3d_ctl {
@@ -142,6 +150,19 @@ struct p3d_ctl {
     unsigned njudged;
     struct ctl_post *posted; /* SLOW events for the table, nagents at most */
     int nposted;
+    /* fault classification (controller_fault.c) */
+    int *nranks_of;        /* ranks agent a reported started (A), -1 unknown */
+    struct {
+        struct ctl_failure *f; /* this window's failures, first first, one an agent */
+        int n;
+        double until;          /* COLLECTING: the verdict is due then */
+        double first_at;       /* when the window's first failure came */
+        struct ctl_failure last; /* the previous verdict's first failure */
+        int have_last;
+        const char *verdict;   /* the latest ("job", ...), NULL none */
+        int early;             /* decided on the first failure (no restart left) */
+        int job_restarts;
+    } flt;
 };
 
 /* What ctl_begin_replace did. */
@@ -192,6 +213,22 @@ void ctl_gen_members(p3d_ctl *c);
 /* A SLOW event for agent a, handed to the table after the running cell. */
 void ctl_post_slow(p3d_ctl *c, int a, const char *why);
 
+/* controller_fault.c: fault classification. */
+int ctl_fault_init(p3d_ctl *c);
+void ctl_fault_free(p3d_ctl *c);
+/* A failure for the window (e: a FAIL of the generation); a second one of
+ * the same agent is dropped. */
+void ctl_fault_add(p3d_ctl *c, const ctl_ev *e);
+/* Every node running ranks reported a failure: the verdict need not wait. */
+int ctl_fault_all_in(const p3d_ctl *c);
+/* The window's verdict, recorded, and its remedy. */
+void ctl_fault_decide(p3d_ctl *c, double now);
+/* An agent was lost: a node fault (the verdict result.json shows). */
+void ctl_fault_lost(p3d_ctl *c);
+/* COLLECTING left for a lost node (replaced, or the job stopped): the
+ * window's failures are recorded as its consequences. */
+void ctl_fault_consequences(p3d_ctl *c);
+
 /* controller_slow.c: the slow-node detector. */
 int ctl_slow_init(p3d_ctl *c);
 void ctl_slow_free(p3d_ctl *c);
@@ -214,6 +251,7 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_abort_again) X(on_tick_timeout) X(on_tick_running) X(on_tick_checking) X(on_tick_replacing)         \
     X(on_tick_stopping) X(on_tick_takeover) X(on_all_up) X(on_all_up_again) X(on_all_done)                   \
     X(on_all_gone_live) X(on_all_retired) X(on_all_stopped) X(on_slow)                                       \
+    X(on_fail_collecting) X(on_gone_collecting) X(on_tick_collecting) X(on_all_done_collecting)              \
     /* controller_takeover.c */                                                                              \
     X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)        \
     X(on_election_takeover) X(on_takeover_act)

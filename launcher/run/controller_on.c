@@ -27,8 +27,10 @@ static int count_set(const unsigned char *v, int n)
 
 void ctl_on_up(p3d_ctl *c, const ctl_ev *e)
 {
-    if (e->m->gen == c->gen)
+    if (e->m->gen == c->gen) {
         c->up_gen[e->a] = e->m->gen;
+        c->nranks_of[e->a] = e->m->nranks;
+    }
 }
 
 void ctl_on_done(p3d_ctl *c, const ctl_ev *e)
@@ -37,54 +39,42 @@ void ctl_on_done(p3d_ctl *c, const ctl_ev *e)
         c->done_gen[e->a] = e->m->gen;
 }
 
-/* No restart left: the failure is the job's root cause. */
-static void fail_final(p3d_ctl *c, const ctl_ev *e, const char *how)
-{
-    const p3d_amsg *m = e->m;
-    char *s = NULL;
-    if (m->text && m->text[0]) {
-        s = strdup(m->text);
-    } else if (asprintf(&s, "par3drun: root cause: %s %d on node %s %s (%s)\n",
-                        m->rank >= 0 ? "rank" : "node rank", m->rank >= 0 ? m->rank : e->a, c->cfg.names[e->a],
-                        m->rank >= 0 ? "failed" : "could not start its ranks", how) < 0) {
-        s = NULL;
-    }
-    ctl_set_summary(c, s);
-    ctl_stop(c, SIGTERM, m->code, e->now);
-}
-
-/* A rank failed (or could not start): --health-check first when there is
- * one (a node that fails it is replaced instead), else a restart in place;
- * with no restart left, the stop. A failure of an older generation is a
+/* A rank failed (or could not start): before any remedy the fault is
+ * classified (controller_fault.c): the failure opens a window in which
+ * the other nodes' failures are collected (COLLECTING), unless it is
+ * already every node's or no restart is left. A failure of an older generation is a
  * consequence of one already being handled. */
 void ctl_on_fail(p3d_ctl *c, const ctl_ev *e)
 {
-    const p3d_amsg *m = e->m;
-    if (m->gen != c->gen)
+    if (e->m->gen != c->gen)
         return;
-    char how[64], jn[160];
-    p3d_failure_how(m->code, m->sig, how, sizeof how);
-    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": %d, \"cause\": \"%s\", \"exit_code\": %d, "
-             "\"signal\": %d", ctl_jstr(c->cfg.names[e->a], jn, sizeof jn), m->rank,
-             m->rank >= 0 ? "rank failed" : "ranks could not start", m->code, m->sig);
-    if (c->gen >= c->cfg.max_restarts) {
-        fail_final(c, e, how);
+    ctl_fault_add(c, e);
+    /* with no restart left every verdict stops the job: no waiting (a
+     * failing job is torn down within its grace) */
+    if (ctl_fault_all_in(c) || c->gen >= c->cfg.max_restarts) {
+        c->flt.early = !ctl_fault_all_in(c);
+        ctl_fault_decide(c, e->now);
         return;
     }
-    c->pend.a = e->a;
-    c->pend.rank = m->rank;
-    c->pend.code = m->code;
-    c->pend.sig = m->sig;
-    if (!c->recovering)
-        c->fail_seen = e->now;
-    c->recovering = 1;
-    if (c->ops.health && c->ops.health(c->ops.ctx, c->dead) == 0) {
-        memset(c->chk.lostq, 0, (size_t)c->cfg.nagents);
-        c->chk.health_at = e->now + c->cfg.health_timeout + 2 * P3D_CTL_SLACK;
-        ctl_go(c, P3D_CTL_CHECKING);
+    c->flt.until = e->now + c->cfg.fault_window;
+    ctl_go(c, P3D_CTL_COLLECTING);
+}
+
+/* COLLECTING: one more node's failure; the verdict once every node's is in. */
+void ctl_on_fail_collecting(p3d_ctl *c, const ctl_ev *e)
+{
+    if (e->m->gen != c->gen)
         return;
-    }
-    ctl_restart_in_place(c, e->now);
+    ctl_fault_add(c, e);
+    if (ctl_fault_all_in(c))
+        ctl_fault_decide(c, e->now);
+}
+
+/* COLLECTING: every other node ran its ranks to the end; the failure
+ * still needs its verdict. */
+void ctl_on_all_done_collecting(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_fault_decide(c, e->now);
 }
 
 /* CHECKING: the nodes that failed the check, and those lost meanwhile, are
@@ -173,8 +163,9 @@ static int lost_stops(p3d_ctl *c, const ctl_ev *e, char *why, size_t cap)
     char jn[160], jh[300];
     snprintf(why, cap, "lost the agent of node %s (node rank %d): %s", c->cfg.names[a], a,
              e->how && e->how[0] ? e->how : "it ended unasked");
-    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s",
-              ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
+    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s, "
+              "\"fault\": \"node\"", ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
+    ctl_fault_lost(c);
     if (c->cfg.failover && lost_majority(c, a)) {
         /* half or more of the generation gone at once: this side may be
          * the minority of a partition, whose majority elects a successor
@@ -215,6 +206,18 @@ void ctl_on_gone_replacing(p3d_ctl *c, const ctl_ev *e)
         return;
     }
     ctl_on_gone_live(c, e);
+}
+
+/* COLLECTING: a lost node is a node fault, replaced as in RUNNING; the
+ * failures collected so far were its consequences (recorded so). A lost
+ * spare moves nothing: the window goes on, and may be complete now. */
+void ctl_on_gone_collecting(p3d_ctl *c, const ctl_ev *e)
+{
+    ctl_on_gone_live(c, e);
+    if (c->state != P3D_CTL_COLLECTING)
+        ctl_fault_consequences(c);
+    else if (ctl_fault_all_in(c))
+        ctl_fault_decide(c, e->now);
 }
 
 /* CHECKING: a lost node joins the nodes that fail the check. */
@@ -363,6 +366,13 @@ void ctl_on_tick_checking(p3d_ctl *c, const ctl_ev *e)
             "healthy\n", c->cfg.health_timeout + 2 * P3D_CTL_SLACK);
     ctl_ev h = {.type = P3D_CTL_EV_HEALTH, .a = -1, .now = e->now};
     ctl_on_health(c, &h);
+}
+
+/* COLLECTING: --timeout, or the window closed: the verdict. */
+void ctl_on_tick_collecting(p3d_ctl *c, const ctl_ev *e)
+{
+    if (!timed_out(c, e->now) && e->now >= c->flt.until)
+        ctl_fault_decide(c, e->now);
 }
 
 /* REPLACING: --timeout, and the retiring agents' deadlines (a stop keeps

@@ -36,12 +36,13 @@ typedef struct ctl_cell {
 #define STOPPING CTL_TO(P3D_CTL_STOPPING)
 #define DONE CTL_TO(P3D_CTL_DONE)
 #define TAKEOVER CTL_TO(P3D_CTL_TAKEOVER)
+#define COLLECTING CTL_TO(P3D_CTL_COLLECTING)
 
 /* Cells every state that runs ranks (STARTING, RUNNING, RESTARTING)
  * shares; a row overrides the few where it differs. */
 #define LIVE_ROW                                                                                                      \
     [P3D_CTL_EV_UP] = RUN(on_up, STAY), [P3D_CTL_EV_DONE] = RUN(on_done, STAY),                                      \
-    [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | RESTARTING | STOPPING),                                        \
+    [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | RESTARTING | STOPPING | COLLECTING),                           \
     [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),                                                               \
     [P3D_CTL_EV_GONE] = RUN(on_gone_live, STAY | REPLACING | STOPPING),                                               \
     [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING), [P3D_CTL_EV_ABORT] = RUN(on_abort, STOPPING),             \
@@ -84,7 +85,7 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED},
     /* a failure restarts in place again: RESTARTING is where it stays */
-    [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING),
+    [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING | COLLECTING),
                             [P3D_CTL_EV_ALL_UP] = RUN(on_all_up_again, RUNNING)},
     [P3D_CTL_REPLACING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
                            [P3D_CTL_EV_GONE] = RUN(on_gone_replacing, STAY | STOPPING),
@@ -130,6 +131,18 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_ALL_GONE] = IGNORED,
                           [P3D_CTL_EV_TAKEOVER_READY] = RUN(on_takeover_act, REPLACING | STOPPING),
                           [P3D_CTL_EV_SLOW] = IMPOSSIBLE},
+    /* a rank failed: the other nodes' failures are collected for the
+     * verdict (job, node, unknown); the ranks that did not fail run on */
+    [P3D_CTL_COLLECTING] = {LIVE_ROW,
+                            [P3D_CTL_EV_FAIL] = RUN(on_fail_collecting, STAY | CHECKING | RESTARTING | STOPPING),
+                            [P3D_CTL_EV_GONE] = RUN(on_gone_collecting,
+                                                    STAY | REPLACING | CHECKING | RESTARTING | STOPPING),
+                            [P3D_CTL_EV_TICK] = RUN(on_tick_collecting, STAY | CHECKING | RESTARTING | STOPPING),
+                            [P3D_CTL_EV_ALL_UP] = IGNORED,
+                            [P3D_CTL_EV_ALL_DONE] = RUN(on_all_done_collecting, CHECKING | RESTARTING | STOPPING),
+                            /* a loss that leaves nobody completes the window: the
+                             * verdict moved the state before any completion */
+                            [P3D_CTL_EV_ALL_GONE] = IMPOSSIBLE},
 };
 #pragma GCC diagnostic pop
 

@@ -19,6 +19,7 @@ static const char *const state_names[P3D_CTL_NSTATES] = {
     [P3D_CTL_STARTING] = "starting",     [P3D_CTL_RUNNING] = "running",     [P3D_CTL_CHECKING] = "checking",
     [P3D_CTL_RESTARTING] = "restarting", [P3D_CTL_REPLACING] = "replacing", [P3D_CTL_STOPPING] = "stopping",
     [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
+    [P3D_CTL_COLLECTING] = "collecting",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {

@@ -344,3 +344,17 @@ int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn)
                     .nranks = nrep};
     return 1;
 }
+
+int p3d_progress_step(p3d_progwatch *w, int i)
+{
+    if (!w || i < 0 || i >= w->n)
+        return -1;
+    char name[32], why[160];
+    p3d_progress p;
+    snprintf(name, sizeof name, "rank-%d", w->ranks[i]);
+    /* the file as the rank left it; a garbled one falls back on the last
+     * good line of this generation */
+    if (read_one(w->dfd, name, &p, why, sizeof why) > 0)
+        return p.step;
+    return w->have[i] ? w->last[i].step : -1;
+}

@@ -257,6 +257,10 @@ void p3d_progress_generation(p3d_progwatch *w, int gen);
  * first bad file appends one warning line to *warn (malloc'd; the caller
  * frees it). */
 int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn);
+/* The step of local rank i's last progress line in this generation (read
+ * now: a rank that just failed wrote its last one), -1 none. Fault
+ * classification (the F packet) compares it across restarts. */
+int p3d_progress_step(p3d_progwatch *w, int i);
 /* The first sign of life of the ranks of the generation now (a touched
  * heartbeat file or an output line; docs/events.md, "resumed"): the
  * inotify fd to watch (readable when a heartbeat file changed; -1 when w

@@ -83,7 +83,7 @@ void p3d_result_end(const p3d_launch *L, const p3d_ctl *c, int code)
     p3d_result r = {.job_id = L->job ? L->job->job_id : NULL,
                     .exit_code = code,
                     .summary = p3d_ctl_summary(c),
-                    .fault = "unknown",
+                    .fault = p3d_ctl_fault(c),
                     .restarts = p3d_ctl_restarts(c),
                     .replaced = p3d_ctl_replaced(c),
                     .started = L->t0 > 0 ? wall - (p3d_now() - L->t0) : wall,

@@ -535,6 +535,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
+        .max_job_restarts = L->o->max_job_restarts, .fault_window = P3D_FAULT_WINDOW,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,

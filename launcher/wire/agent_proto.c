@@ -16,7 +16,7 @@
 #include <time.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_STEP, F_BUSY, F_CKPT, F_N };
+enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_STEP, F_BUSY, F_CKPT, F_FSTEP, F_ELINE, F_ETS, F_N };
 
 typedef struct field_def {
     size_t off;
@@ -35,17 +35,24 @@ static const field_def FIELDS[F_N] = {
     [F_STEP] = {offsetof(p3d_amsg, step), 0, INT_MAX},
     [F_BUSY] = {offsetof(p3d_amsg, busy_us), 0, INT_MAX},
     [F_CKPT] = {offsetof(p3d_amsg, ckpt), -1, INT_MAX},
+    [F_FSTEP] = {offsetof(p3d_amsg, step), -1, INT_MAX},
+    [F_ELINE] = {offsetof(p3d_amsg, errline), 0, INT_MAX},
+    [F_ETS] = {offsetof(p3d_amsg, errts), -1, INT_MAX},
 };
+
+/* What follows a type's header line: nothing, free text, or (F) the
+ * error line and the frame line, then free text. */
+enum { TEXT_NONE, TEXT_FREE, TEXT_CAUSE };
 
 typedef struct type_def {
     int type;
     int nf;
-    int f[5];
+    int f[7];
     int text;
 } type_def;
 
 static const type_def TYPES[] = {
-    {P3D_AM_FAIL, 4, {F_GEN, F_CODE, F_RANK, F_SIG}, 1},
+    {P3D_AM_FAIL, 7, {F_GEN, F_CODE, F_RANK, F_SIG, F_FSTEP, F_ELINE, F_ETS}, TEXT_CAUSE},
     {P3D_AM_DONE, 1, {F_GEN}, 0},
     {P3D_AM_UP, 2, {F_GEN, F_NRANKS}, 0},
     {P3D_AM_SIGNAL, 1, {F_SIG}, 0},
@@ -55,7 +62,7 @@ static const type_def TYPES[] = {
     {P3D_AM_RETIRE, 0, {0}, 0},
     {P3D_AM_RETIRED, 0, {0}, 0},
     {P3D_AM_CHECK, 1, {F_SEQ}, 0},
-    {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, 1},
+    {P3D_AM_HEALTH, 2, {F_SEQ, F_OK}, TEXT_FREE},
     {P3D_AM_BEAT, 1, {F_MS}, 0},
     {P3D_AM_PROGRESS, 5, {F_GEN, F_STEP, F_BUSY, F_CKPT, F_NRANKS}, 0},
     {P3D_AM_RESUMED, 1, {F_GEN}, 0},
@@ -69,6 +76,11 @@ static const type_def *type_of(int t)
     return NULL;
 }
 
+size_t p3d_amsg_line(const char *s)
+{
+    return s ? strcspn(s, "\n") : 0;
+}
+
 double p3d_beat_interval(double timeout)
 {
     if (timeout <= 0)
@@ -77,10 +89,41 @@ double p3d_beat_interval(double timeout)
     return i < 0.05 ? 0.05 : i;
 }
 
+/* s up to its first newline, at most max bytes, then a newline, at
+ * buf + *n; cut to what cap leaves (the encoder's minimum cap left
+ * room for the newline). */
+static void put_line(char *buf, size_t cap, size_t *n, const char *s, size_t max)
+{
+    size_t l = p3d_amsg_line(s);
+    if (l > max)
+        l = max;
+    if (l > cap - *n - 2)
+        l = cap - *n - 2;
+    memcpy(buf + *n, s ? s : "", l);
+    *n += l;
+    buf[(*n)++] = '\n';
+}
+
+/* F's error or frame line at *p (TEXT_CAUSE): *out points at it, ended
+ * by its newline (the packet is left as it came: a relay forwards those
+ * very bytes); 0, or -1. */
+static int take_line(char **p, const char **out, size_t max)
+{
+    char *nl = strchr(*p, '\n');
+    if (!nl || (size_t)(nl - *p) > max)
+        return -1;
+    *out = *p;
+    *p = nl + 1;
+    return 0;
+}
+
 int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
 {
     const type_def *t = type_of(m->type);
-    if (!t || cap < 64)
+    /* the longest header: the letter, 12 bytes a field, its newline, F's
+     * two line ends, the NUL */
+    size_t need = 1 + 12 * (size_t)(t ? t->nf : 0) + 1 + 2 + 1;
+    if (!t || cap < (need > 64 ? need : 64))
         return -1;
     size_t n = (size_t)snprintf(buf, cap, "%c", m->type);
     for (int i = 0; i < t->nf; i++) {
@@ -89,6 +132,10 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
         n += (size_t)snprintf(buf + n, cap - n, " %d", v);
     }
     buf[n++] = '\n';
+    if (t->text == TEXT_CAUSE) {
+        put_line(buf, cap, &n, m->err, P3D_AMSG_ERR_MAX);
+        put_line(buf, cap, &n, m->where, P3D_AMSG_WHERE_MAX);
+    }
     if (t->text && m->text) {
         size_t l = strlen(m->text);
         if (l > cap - n - 1)
@@ -102,7 +149,8 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
 
 int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why)
 {
-    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms", "step", "busy", "ckpt"};
+    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms", "step", "busy",
+                                           "ckpt", "step", "errline", "errtime"};
     static _Thread_local char buf[96];
     const char *w = buf;
     memset(m, 0, sizeof *m);
@@ -148,6 +196,11 @@ int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why)
     }
     if (*p && !t->text) {
         snprintf(buf, sizeof buf, "packet '%c' carries no text, but text follows", t->type);
+        goto out;
+    }
+    if (t->text == TEXT_CAUSE &&
+        (take_line(&p, &m->err, P3D_AMSG_ERR_MAX) < 0 || take_line(&p, &m->where, P3D_AMSG_WHERE_MAX) < 0)) {
+        snprintf(buf, sizeof buf, "packet '%c': its error line or frame line is missing or too long", t->type);
         goto out;
     }
     m->text = p;

@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 10       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 11       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -46,7 +46,8 @@
                                 * every connection opens with the
                                 * challenge-response of wire_chan.c, no
                                 * token in JOIN or TJOIN, frames tagged
-                                * per connection) */
+                                * per connection; 11: the f packet's
+                                * step, error line and frame line) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -493,10 +494,20 @@ int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *de
  * | type | direction       | fields             | meaning                                  |
  * |------|-----------------|--------------------|------------------------------------------|
  * | f    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
- * |      |                 | + text             | exit code (128+sig for a signal), the    |
- * |      |                 |                    | global rank (-1: the ranks could not be  |
- * |      |                 |                    | started), the signal (0 for an exit);    |
- * |      |                 |                    | text: the root-cause summary             |
+ * |      |                 | step errline       | exit code (128+sig for a signal), the    |
+ * |      |                 | errtime + err line | global rank (-1: the ranks could not be  |
+ * |      |                 | + frame line +     | started), the signal (0 for an exit);    |
+ * |      |                 | text               | step: the rank's last progress line's    |
+ * |      |                 |                    | step (-1: none); from its error file     |
+ * |      |                 |                    | (torch's @record): the exception line    |
+ * |      |                 |                    | ("ValueError: bad batch", escaped, at    |
+ * |      |                 |                    | most P3D_AMSG_ERR_MAX bytes, "" none),   |
+ * |      |                 |                    | the innermost frame's file (at most      |
+ * |      |                 |                    | P3D_AMSG_WHERE_MAX bytes), its line      |
+ * |      |                 |                    | errline (0 unknown) and the time errtime |
+ * |      |                 |                    | (Unix seconds, -1 unknown); text: the    |
+ * |      |                 |                    | root-cause summary. The controller       |
+ * |      |                 |                    | classifies the failure from these        |
  * | d    | agent -> ctl    | gen                | every local rank of gen exited 0         |
  * | a    | agent -> ctl    | gen nranks         | the local ranks of gen are all started   |
  * | s    | agent -> ctl    | sig                | the node (agent or relay) got a stop     |
@@ -553,6 +564,9 @@ int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *de
 
 /* The largest packet (header + root-cause text). */
 #define P3D_AMSG_MAX 65536
+/* The f packet's error line and frame line: the most bytes of each. */
+#define P3D_AMSG_ERR_MAX 512
+#define P3D_AMSG_WHERE_MAX 300
 
 enum {
     P3D_AM_FAIL = 'f',
@@ -581,18 +595,29 @@ typedef struct p3d_amsg {
     int seq;           /* C H */
     int ok;            /* H */
     int ms;            /* B */
-    int step;          /* P */
+    int step;          /* P; F: -1 none */
     int busy_us;       /* P */
     int ckpt;          /* P, -1: none */
     const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
+    /* F: the rank's error file (torch's @record). One line each, ended by
+     * a newline or the NUL (decoded: pointing into the packet, which is
+     * not changed, ended by the newline: read up to it, p3d_amsg_line) */
+    const char *err;   /* "ValueError: bad batch"; "" or NULL none */
+    const char *where; /* the innermost frame's file; "" or NULL unknown */
+    int errline;       /* its line, 0 unknown */
+    int errts;         /* when it was raised, Unix seconds; -1 unknown */
 } p3d_amsg;
+
+/* The length of an f packet's err or where line (up to its newline or
+ * NUL; 0 for NULL). */
+size_t p3d_amsg_line(const char *s);
 
 /* --node-timeout: how often a heartbeat (B) is sent for a node timeout
  * of timeout seconds: a quarter of it, at most 5 s, at least 50 ms (0
  * when off). */
 double p3d_beat_interval(double timeout);
 
-/* Encodes m into buf (cap bytes, at least 64); the text is cut to fit.
+/* Encodes m into buf (cap bytes, at least 64; an f packet 89); the text is cut to fit.
  * Returns the packet length, or -1 for an unknown type. */
 int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap);
 

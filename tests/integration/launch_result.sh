@@ -59,7 +59,7 @@ python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$R" || fail "result.
 [ "$(field restarts "$R")" = 1 ] || fail "restarts: $(cat "$R")"
 [ "$(field replaced "$R")" = 1 ] || fail "replaced: $(cat "$R")"
 [ "$(field job_id "$R")" = '"heal-42"' ] || fail "job_id: $(cat "$R")"
-[ "$(field fault "$R")" = '"unknown"' ] || fail "fault: $(cat "$R")"
+[ "$(field fault "$R")" = '"node"' ] || fail "fault: $(cat "$R")"
 [ "$(field ckpt "$R")" = 20 ] || fail "ckpt (want 20, the last checkpoint): $(cat "$R")"
 [ "$(field step "$R")" = 20 ] || fail "step: $(cat "$R")"
 # the temporary file was renamed over result.json, not left beside it

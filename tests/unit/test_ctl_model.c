@@ -52,6 +52,16 @@
  * a successor starts the ranks again only after it was elected in that
  * takeover; a node whose leadership lapsed stops with 1. The partition
  * then splits etcd's side too: only the side that keeps etcd may run.
+ *
+ * Fault classification (cfg.max_job_restarts = seed / 4 % 4, a window of
+ * 0-2 s): the random failures carry the same error and step or not.
+ * Checked: a job-scoped verdict never runs a --health-check and never
+ * spends a spare; the job restarts never exceed --max-job-restarts;
+ * COLLECTING always has a deadline; a stop a verdict ordered ends with the
+ * failure's code. fault_case plays the second faults by hand: a node lost
+ * while the window collects, a job fault on the replacement's first step,
+ * the same failure at the same step after a restart, the budget spent,
+ * and a job fault while a takeover restarts the ranks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -111,6 +121,12 @@ typedef struct env {
     int np_replaced;       /* a node was replaced within that run */
     int np_stopped;        /* it stopped the job with NP_CODE, rightly */
     int last_replaced;
+    /* fault classification: the model's own view */
+    int max_job;           /* --max-job-restarts */
+    int job_now;           /* a job verdict in the event being handled */
+    int verdict_stop;      /* a verdict's remedy was a stop */
+    const char *f_err;     /* the next F's error line and step */
+    int f_step;
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -128,6 +144,7 @@ static unsigned long refused;    /* rejoins refused */
 static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
 static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
+static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /* fault classification */
 #define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
  * FNV-1a digest that a change meant to keep behaviour must keep. */
@@ -238,8 +255,18 @@ static void o_say(void *ctx, const char *text)
 
 static void o_event(void *ctx, const char *fields)
 {
-    (void)ctx;
+    env *e = ctx;
     fp_str(fields);
+    static const char head[] = "\"event\": \"fault\", ";
+    if (strncmp(fields, head, sizeof head - 1))
+        return;
+    int job = strstr(fields, "\"fault\": \"job\"") != NULL, stop = strstr(fields, "\"remedy\": \"stop") != NULL;
+    job_verdicts += (unsigned long)job;
+    node_verdicts += strstr(fields, "\"fault\": \"node\"") != NULL;
+    unknown_verdicts += strstr(fields, "\"fault\": \"unknown\"") != NULL;
+    job_stops += (unsigned long)(job && stop);
+    e->job_now |= job;
+    e->verdict_stop |= stop;
 }
 
 /* Every cell that ran (completions included): counted, and its move
@@ -366,6 +393,8 @@ static int o_health(void *ctx, const unsigned char *dead)
     fp_bytes(dead, (size_t)e->n);
     if (e->health_pending)
         broken(e, "a second health check started before the first one's result");
+    if (e->job_now)
+        broken(e, "a job-scoped fault started a --health-check (it may cost a spare)");
     if (rnd(e, 20) == 0)
         return -1; /* cannot check: healthy */
     e->health_pending = 1;
@@ -432,6 +461,13 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
     if (r < e->last_restarts)
         broken(e, "the restart count went down");
     np_check(e, before, s, r);
+    if (e->job_now && p3d_ctl_replaced(e->c) > e->last_replaced)
+        broken(e, "a job-scoped fault spent a spare");
+    if (p3d_ctl_job_restarts(e->c) > e->max_job)
+        broken(e, "%d job restarts, --max-job-restarts %d", p3d_ctl_job_restarts(e->c), e->max_job);
+    if (s == P3D_CTL_COLLECTING && !(p3d_ctl_deadline(e->c) > 0))
+        broken(e, "collecting without a deadline");
+    e->job_now = 0;
     e->last_restarts = r;
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !p3d_ctl_is_dead(e->c, i))
@@ -466,7 +502,12 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
 
 static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
 {
-    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig, .nranks = 4};
+    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig, .nranks = 4, .step = -1,
+                  .errts = -1};
+    if (type == P3D_AM_FAIL) {
+        m.err = e->f_err;
+        m.step = e->f_step;
+    }
     p3d_ctl_event ev = type == P3D_AM_UP     ? P3D_CTL_EV_UP
                        : type == P3D_AM_DONE ? P3D_CTL_EV_DONE
                        : type == P3D_AM_FAIL ? P3D_CTL_EV_FAIL
@@ -727,8 +768,12 @@ static void random_event(env *e)
         break;
     case 2:
     case 3:
-        if (a >= 0)
+        if (a >= 0) {
+            /* the program's own bug (the same error, at step 3) or a node's */
+            e->f_err = rnd(e, 2) ? "ValueError: bad batch" : "";
+            e->f_step = rnd(e, 2) ? 3 : -1;
             msg(e, a, P3D_AM_FAIL, e->gen[a], e->rank_node[a] ? (int)rnd(e, 4) : -1, 3, rnd(e, 2) ? 0 : 9);
+        }
         break;
     case 4:
         if (a >= 0)
@@ -875,6 +920,10 @@ static void check_code(env *e)
     /* a stop np_check found right (whichever event brought the restart) */
     if (e->np_stopped && code == NP_CODE)
         ok = 1;
+    /* a verdict's stop (the window closed on a tick, or on the last
+     * node's done) ends with the failure's code */
+    if (e->verdict_stop && (code == e->fail_code || code == P3D_EXIT_LOST))
+        ok = 1;
     if (!ok)
         broken(e, "exit code %d after a stop caused by %s", code,
                e->stop_cause >= 0 ? p3d_ctl_event_name((p3d_ctl_event)e->stop_cause) : "nothing");
@@ -883,6 +932,7 @@ static void check_code(env *e)
 static void setup(env *e, int seed)
 {
     memset(e, 0, sizeof *e);
+    e->f_step = -1;
     e->seed = seed;
     e->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)seed * 0x100000001b3ull + 1);
     for (int k = 0; k < 4; k++)
@@ -909,8 +959,11 @@ static void setup(env *e, int seed)
      * before the rule (with max_np 0 their fingerprint is unchanged) */
     e->max_np = seed % 4;
     e->np_step = e->np_ckpt = -1;
+    e->max_job = (seed / 4) % 4;
+    e->f_step = -1;
     p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
                        .max_no_progress = e->max_np, .no_progress_code = NP_CODE,
+                       .max_job_restarts = e->max_job, .fault_window = (seed / 16) % 3,
                        .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
                        .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
@@ -978,6 +1031,7 @@ static void finish(env *e)
 static void seed_zero(env *e)
 {
     memset(e, 0, sizeof *e);
+    e->f_step = -1;
     e->n = 3;
     e->leader = -1;
     e->max_restarts = 1;
@@ -1022,6 +1076,7 @@ static void seed_zero(env *e)
 static void all_gone_case(env *e, int variant)
 {
     memset(e, 0, sizeof *e);
+    e->f_step = -1;
     e->n = 2;
     e->leader = -1;
     e->max_restarts = 2;
@@ -1071,6 +1126,7 @@ static void same_progress(env *e, int a)
 static void no_progress_case(env *e)
 {
     memset(e, 0, sizeof *e);
+    e->f_step = -1;
     e->n = 3;
     e->leader = -1;
     e->max_restarts = 5;
@@ -1215,6 +1271,117 @@ plain:
     finish(ea);
 }
 
+/* Directed: fault classification with second faults. Nodes 0-2 run
+ * ranks, node 3 is a spare; --max-job-restarts 2, a window of 2 s, a
+ * --health-check offered (a job fault must never run it). takeover: the
+ * leader is node 3, lost while the job runs (failover). */
+static void fault_setup(env *e, int takeover)
+{
+    memset(e, 0, sizeof *e);
+    e->f_step = -1;
+    e->n = 4;
+    e->leader = takeover ? 3 : -1;
+    e->failover = takeover;
+    e->node_timeout = 1;
+    e->max_restarts = 5;
+    e->max_job = 2;
+    e->np_step = e->np_ckpt = -1;
+    e->stop_cause = -1;
+    e->seed = -20 - takeover;
+    e->rng = 7;
+    for (int i = 0; i < 4; i++) {
+        e->rank_node[i] = i < 3;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    e->members = 4;
+    p3d_ctl_cfg cfg = {.nagents = 4, .names = names, .nranks = 12, .max_restarts = 5, .grace = 1,
+                       .leader = e->leader, .health_timeout = 3, .max_job_restarts = 2, .fault_window = 2,
+                       .failover = takeover, .node_timeout = 1};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .health = o_health,
+                       .spares_left = o_spares_left};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+}
+
+/* Cooperative events until state s (or none is left). */
+static void until_state(env *e, p3d_ctl_state s)
+{
+    for (int k = 0; k < 300 && p3d_ctl_get_state(e->c) != s; k++)
+        if (!cooperative_event(e))
+            break;
+    assert_int_equal(p3d_ctl_get_state(e->c), s);
+}
+
+/* Every node that runs ranks now fails the same way (the program's bug). */
+static void all_fail(env *e)
+{
+    e->f_err = "ValueError: bad batch";
+    e->f_step = 3;
+    for (int i = 0; i < e->n; i++)
+        if (e->alive[i] && e->rank_node[i] && !p3d_ctl_is_dead(e->c, i))
+            msg(e, i, P3D_AM_FAIL, e->gen[i], 4 * i, 1, 0);
+}
+
+static void fault_case(env *e)
+{
+    fault_setup(e, 0);
+    until_state(e, P3D_CTL_RUNNING);
+    /* 1. a node lost while the window collects: a node fault, replaced */
+    e->f_err = "RuntimeError: connection closed";
+    e->f_step = 3;
+    msg(e, 0, P3D_AM_FAIL, 0, 0, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING);
+    assert_true(p3d_ctl_deadline(e->c) == e->now + 2);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_REPLACING);
+    assert_string_equal(p3d_ctl_fault(e->c), "node");
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    /* 2. a job fault on the replacement's first step: every node, the
+     * same error: in place, no spare, no check */
+    until_state(e, P3D_CTL_RUNNING);
+    all_fail(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RESTARTING); /* every node reported: no wait */
+    assert_string_equal(p3d_ctl_fault(e->c), "job");
+    assert_int_equal(p3d_ctl_job_restarts(e->c), 1);
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    /* 3. the same failure at the same step after the restart, on one
+     * node only: still the job's (decided when the window closes) */
+    until_state(e, P3D_CTL_RUNNING);
+    msg(e, 0, P3D_AM_FAIL, e->gen[0], 0, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING);
+    until_state(e, P3D_CTL_RESTARTING);
+    assert_string_equal(p3d_ctl_fault(e->c), "job");
+    assert_int_equal(p3d_ctl_job_restarts(e->c), 2);
+    /* 4. the budget spent: the program's exit code, said so */
+    until_state(e, P3D_CTL_RUNNING);
+    all_fail(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_code(e->c), 1);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "no job restart left (--max-job-restarts 2)"));
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    finish(e);
+
+    /* 5. a job fault during a takeover: the leader (node 3) lost while
+     * the job runs; the successor restarts the ranks, which all fail the
+     * same way before they are all up: in place, the takeover completes */
+    fault_setup(e, 1);
+    until_state(e, P3D_CTL_RUNNING);
+    leader_lost(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_TAKEOVER);
+    until_state(e, P3D_CTL_RESTARTING);
+    int r = p3d_ctl_restarts(e->c);
+    all_fail(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RESTARTING);
+    assert_int_equal(p3d_ctl_restarts(e->c), r + 1);
+    assert_string_equal(p3d_ctl_fault(e->c), "job");
+    assert_int_equal(p3d_ctl_job_restarts(e->c), 1);
+    until_state(e, P3D_CTL_RUNNING);
+    assert_int_equal(p3d_ctl_takeovers(e->c), 1);
+    finish(e);
+}
+
 static void test_model(void **st)
 {
     (void)st;
@@ -1237,6 +1404,7 @@ static void test_model(void **st)
     for (int v = 0; v < 3; v++)
         all_gone_case(e, v);
     no_progress_case(e);
+    fault_case(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
@@ -1271,6 +1439,9 @@ static void test_model(void **st)
     printf("model: no progress: %lu stops with exit %d, %lu of them with a node replaced during the count\n",
            np_stops, NP_CODE, np_stops_mixed);
     assert_true(np_stops > 0 && np_stops_mixed > 0);
+    printf("model: faults: %lu job verdicts (%lu of them stops), %lu node, %lu unknown\n", job_verdicts, job_stops,
+           node_verdicts, unknown_verdicts);
+    assert_true(job_verdicts > job_stops && job_stops > 0 && node_verdicts > 0 && unknown_verdicts > 0);
     free(e);
     free(e2);
 }

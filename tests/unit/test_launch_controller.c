@@ -73,8 +73,11 @@ static void test_proto_roundtrip(void **st)
 {
     (void)st;
     p3d_amsg in[] = {
-        {.type = P3D_AM_FAIL, .gen = 2, .code = 137, .rank = 13, .sig = 9, .text = "par3drun: root cause: x\n  y\n"},
-        {.type = P3D_AM_FAIL, .gen = 0, .code = 1, .rank = -1},
+        {.type = P3D_AM_FAIL, .gen = 2, .code = 137, .rank = 13, .sig = 9, .text = "par3drun: root cause: x\n  y\n",
+         .step = -1, .errts = -1},
+        {.type = P3D_AM_FAIL, .gen = 0, .code = 1, .rank = -1, .step = -1, .errts = -1},
+        {.type = P3D_AM_FAIL, .gen = 3, .code = 1, .rank = 5, .step = 3, .err = "ValueError: bad batch",
+         .where = "/w/train.py", .errline = 12, .errts = 1796578499, .text = "par3drun: root cause: rank 5\n"},
         {.type = P3D_AM_DONE, .gen = 4},
         {.type = P3D_AM_UP, .gen = 1, .nranks = 8},
         {.type = P3D_AM_SIGNAL, .sig = 2},
@@ -104,14 +107,41 @@ static void test_proto_roundtrip(void **st)
         assert_int_equal(out.ok, in[i].ok);
         assert_int_equal(out.ms, in[i].ms);
         assert_string_equal(out.text, in[i].text ? in[i].text : "");
+        if (in[i].type == P3D_AM_FAIL) {
+            assert_int_equal(out.step, in[i].step);
+            assert_int_equal(out.errline, in[i].errline);
+            assert_int_equal(out.errts, in[i].errts);
+            assert_int_equal(p3d_amsg_line(out.err), p3d_amsg_line(in[i].err));
+            assert_int_equal(p3d_amsg_line(out.where), p3d_amsg_line(in[i].where));
+            if (in[i].err)
+                assert_memory_equal(out.err, in[i].err, strlen(in[i].err));
+            if (in[i].where)
+                assert_memory_equal(out.where, in[i].where, strlen(in[i].where));
+        }
     }
+    /* the error line is one line: a newline in it ends it (the frame line
+     * and the text stay where they are) */
+    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = 1, .code = 1, .rank = 0, .step = 2, .errts = -1,
+                  .err = "E: two\nlines", .where = "a.py", .text = "t\n"}, out;
+    char buf[512];
+    int n = p3d_amsg_encode(&f, buf, sizeof buf - 1);
+    /* the packet is left as it came (a relay forwards it): decoded twice */
+    char copy[512];
+    memcpy(copy, buf, (size_t)n + 1);
+    assert_int_equal(p3d_amsg_decode(buf, (size_t)n, &out), 0);
+    assert_memory_equal(buf, copy, (size_t)n);
+    assert_int_equal(p3d_amsg_line(out.err), 6);
+    assert_memory_equal(out.err, "E: two", 6);
+    assert_int_equal(p3d_amsg_line(out.where), 4);
+    assert_memory_equal(out.where, "a.py", 4);
+    assert_string_equal(out.text, "t\n");
 }
 
 static void test_proto_rejects(void **st)
 {
     (void)st;
     const char *bad[] = {
-        "", "X 1\n", "B 5000\n", "R 1\n", "f 1 2 3\n", "f 1 2 3 65\n", "f -1 2 3 0\n", "f 1 256 3 0\n", "f 1 2 -2 0\n", "d\n",
+        "", "X 1\n", "B 5000\n", "R 1\n", "f 1 2 3\n", "f 1 2 3 65 -1 0 -1\n\n\n", "f -1 2 3 0\n", "f 1 256 3 0 -1 0 -1\n\n\n", "f 1 2 -2 0\n", "d\n",
         "d 1 2\n", "d 1\ntext", "t 15\n", "t 15 0x\n", "r 99999999999\n", "u  10\n", "a 1\n", "s +2\n",
         /* the health check's request and answer: seq >= 0, ok 0 or 1, a
          * request carries no text */
@@ -135,7 +165,7 @@ static void test_proto_rejects(void **st)
     char big[300];
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = 0;
-    char out[100];
+    char out[200];
     p3d_amsg f = {.type = P3D_AM_FAIL, .gen = 1, .code = 2, .rank = 3, .text = big};
     int n = p3d_amsg_encode(&f, out, sizeof out);
     assert_int_equal(n, (int)strlen(out));
@@ -157,7 +187,7 @@ static void test_stopped_during_recovery(void **st)
     msg(c, 1, "a 0 4\n", 0.2);
     assert_true(p3d_ctl_recovery_max(c) < 0);
     assert_int_equal(p3d_ctl_recovering(c), 0);
-    msg(c, 1, "f 0 3 6 0\nrank 6\n", 1.0);
+    msg(c, 1, "f 0 3 6 0 -1 0 -1\n\n\nrank 6\n", 1.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
     msg(c, 0, "a 1 4\n", 1.5);
     msg(c, 1, "s 15\n", 1.6); /* stopped before agent 1 is up again */
@@ -181,21 +211,27 @@ static void test_restart_then_root_cause(void **st)
     msg(c, 1, "a 0 4\n", 0.2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     assert_true(p3d_ctl_deadline(c) == 0); /* nothing wakes an idle job */
-    msg(c, 1, "f 0 3 6 0\npar3drun: root cause: rank 6 ...\n", 1.0);
+    msg(c, 1, "f 0 3 6 0 -1 0 -1\n\n\npar3drun: root cause: rank 6 ...\n", 1.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RESTARTING);
-    assert_string_equal(r.said, "par3drun: rank 6 failed (exit code 3); restarting all ranks (restart 1 of 1)\n");
+    /* the verdict first (a decision on the first failure: no window here) */
+    assert_string_equal(r.said, "par3drun: fault: node: only node n1's ranks failed (rank 6, exit code 3) while the "
+                                "ranks of 1 other node ran on; restart in place\n"
+                                "par3drun: rank 6 failed (exit code 3); restarting all ranks (restart 1 of 1)\n");
     assert_string_equal(r.sent, "-1:r 1|");
     /* the other agent's failure of the old generation is a consequence */
-    msg(c, 0, "f 0 143 2 15\n", 1.1);
+    msg(c, 0, "f 0 143 2 15 -1 0 -1\n\n\n", 1.1);
     assert_string_equal(r.sent, "-1:r 1|");
     msg(c, 0, "a 1 4\n", 1.5);
     msg(c, 1, "a 1 4\n", 2.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_RUNNING);
     assert_true(p3d_ctl_recovery_max(c) > 0.99 && p3d_ctl_recovery_max(c) < 1.01);
-    msg(c, 0, "f 1 7 1 0\npar3drun: root cause: rank 1 the end\n", 3.0);
+    msg(c, 0, "f 1 7 1 0 -1 0 -1\n\n\npar3drun: root cause: rank 1 the end\n", 3.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
     assert_string_equal(r.sent, "-1:r 1|-1:t 15 7|");
-    assert_string_equal(p3d_ctl_summary(c), "par3drun: root cause: rank 1 the end\n");
+    assert_string_equal(p3d_ctl_summary(c), "par3drun: root cause: rank 1 the end\npar3drun: fault: node: only node "
+                                            "n0's ranks failed (rank 1, exit code 7) while the ranks of 1 other node ran "
+                                            "on; stop: no restart left (--max-restarts 1)\n");
+    assert_string_equal(p3d_ctl_fault(c), "node");
     p3d_ctl_gone(c, 0, "x", 3.5);
     p3d_ctl_gone(c, 1, "x", 3.6);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_DONE);
@@ -377,11 +413,11 @@ static void test_health_replaces_after_the_checks(void **st)
     p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
         msg(c, a, "a 0 4\n", 1);
-    msg(c, 0, "f 0 3 1 0\n", 2);
+    msg(c, 0, "f 0 3 1 0 -1 0 -1\n\n\n", 2);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
     assert_int_equal(health_starts, 1);
     assert_true(p3d_ctl_deadline(c) == 2 + 10 + 2 * P3D_CTL_SLACK);
-    msg(c, 1, "f 0 1 9 0\n", 3); /* a consequence: ignored */
+    msg(c, 1, "f 0 1 9 0 -1 0 -1\n\n\n", 3); /* a consequence: ignored */
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_CHECKING);
     unsigned char bad[3] = {0, 1, 0};
     p3d_ctl_health_result(c, bad, 7);
@@ -407,7 +443,7 @@ static void test_health_fails_only_on_a_spare(void **st)
     p3d_ctl *c = mk_health(&x);
     for (int a = 0; a < 3; a++)
         msg(c, a, a == 2 ? "a 0 0\n" : "a 0 4\n", 1);
-    msg(c, 0, "f 0 3 1 0\n", 2);
+    msg(c, 0, "f 0 3 1 0 -1 0 -1\n\n\n", 2);
     unsigned char bad[3] = {0, 0, 1};
     x.r.sent[0] = 0;
     p3d_ctl_health_result(c, bad, 3);
