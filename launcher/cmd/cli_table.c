@@ -184,6 +184,11 @@ const opt_row p3d_cli_rows[] = {
     {"preflight-timeout", T_DOUBLE, OFF(preflight_timeout), 0, 1, 3600, C_PLACE, "SECONDS",
      "the whole preflight's bound: a node not done by then failed it (default 30)"},
     {"hang-signal", T_STR, OFF(hang_signal), 0, NOB, C_LAUNCH, "SIG", "signal for a hung rank (default ABRT)"},
+    {"preempt-signal", T_STR, OFF(preempt_signal), 0, NOB, C_LAUNCH, "SIG",
+     "the scheduler's preemption warning (USR1, USR2 or none; default USR1): reaching par3drun or any node, every "
+     "rank gets it, the job waits up to --grace for their checkpoints, then stops with exit 75"},
+    {"preempt-on-term", T_FLAG, OFF(preempt_on_term), 0, NOB, C_LAUNCH, NULL,
+     "SIGTERM preempts like --preempt-signal (checkpoint, then exit 75) instead of stopping at once"},
     {"master-addr", T_STR, OFF(master_addr), 0, NOB, C_LAUNCH, "HOST", "MASTER_ADDR (default: rank 0's node)"},
     {"master-port", T_INT, OFF(master_port), 0, 1, 65535, C_LAUNCH, "PORT", "MASTER_PORT (default: a free port)"},
     {"emulate", T_FLAG, OFF(emulate), 0, NOB, C_PLACE, NULL,

@@ -375,6 +375,8 @@ static void agent_upstream(agent *a)
                 agent_stop(a, m.sig);
             break;
         case P3D_AM_FORWARD:
+            if (p3d_preempts(a->L->o, m.sig))
+                p3d_preempt_touch(a->L, m.sig); /* before the signal: a rank that looks finds it */
             agent_signal_all(a, m.sig);
             break;
         default:
@@ -432,6 +434,13 @@ static void agent_signal(p3d_loop *l, int sig, void *ctx)
     switch (sig) {
     case SIGUSR1:
     case SIGUSR2:
+        if (p3d_preempts(a->L->o, sig) && a->upstream >= 0) {
+            /* the scheduler's warning reached this node: the controller
+             * tells every node's ranks (once, whoever heard it first) */
+            p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
+            p3d_amsg_send(a->upstream, &s);
+            break;
+        }
         agent_signal_all(a, sig);
         break;
     default: { /* INT TERM HUP QUIT, and the parent-death SIGTERM */
@@ -511,6 +520,7 @@ static int agent_setup(agent *a, char **err)
         p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0 ||
         (a->nlocal > 0 && p3d_progress_new(L, a->ranks, a->nlocal, &a->prog, err) < 0))
         return -1;
+    p3d_preempt_clear(L);
     const char *name = L->job->cluster->nodes[a->node].name;
     if (L->o->report_bindings) {
         char *rep = p3d_bind_report(a->binder, L, a->node, a->ranks, a->nlocal);
@@ -558,6 +568,15 @@ static int agent_generation_over(agent *a, char **err)
     if (a->final || a->upstream < 0)
         return 1;
     if (!a->failed && !a->done_sent) {
+        /* the last progress lines first: a checkpoint written just before
+         * the ranks ended (a preemption's) is the one the job resumes from */
+        p3d_amsg pm;
+        char *warn = NULL;
+        if (p3d_progress_sample(a->prog, &pm, &warn) > 0)
+            p3d_amsg_send(a->upstream, &pm);
+        if (warn)
+            p3d_sink_write(&a->sink, 1, warn, strlen(warn));
+        free(warn);
         p3d_amsg d = {.type = P3D_AM_DONE, .gen = a->gen};
         p3d_amsg_send(a->upstream, &d);
         a->done_sent = 1;

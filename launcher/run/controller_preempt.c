@@ -88,14 +88,15 @@ static void note_warning(p3d_ctl *c, const ctl_ev *e)
 /* STARTING, RUNNING, RESTARTING: tell every rank, wait for checkpoints. */
 void ctl_on_preempt(p3d_ctl *c, const ctl_ev *e)
 {
-    char sn[32], pn[32];
+    char sn[32], pn[32], after[48] = "";
     note_warning(c, e);
     c->pre.until = e->now + c->cfg.grace;
     ctl_sig_name(c->cfg.preempt_sig, pn, sizeof pn);
-    ctl_say(c, "par3drun: preempted (%s %s): %s to every rank; waiting up to %g s (--grace) for a checkpoint newer "
-            "than %s on every node, then stopping (exit %d; a second SIGTERM or SIGINT stops at once)\n",
-            ctl_sig_name(c->pre.sig, sn, sizeof sn), c->pre.where, pn, c->cfg.grace,
-            c->pre.ckpt0 >= 0 ? "the last one" : "none", P3D_EXIT_PREEMPTED);
+    if (c->pre.ckpt0 >= 0)
+        snprintf(after, sizeof after, " newer than step %d", c->pre.ckpt0);
+    ctl_say(c, "par3drun: preempted (%s %s): %s to every rank; waiting up to %g s (--grace) for every node's "
+            "checkpoint%s or end, then stopping (exit %d; a second SIGTERM or SIGINT stops at once)\n",
+            ctl_sig_name(c->pre.sig, sn, sizeof sn), c->pre.where, pn, c->cfg.grace, after, P3D_EXIT_PREEMPTED);
     ctl_event(c, "\"event\": \"preempt\", \"signal\": %d, \"ckpt_before\": %d, \"grace\": %g", c->pre.sig,
               c->pre.ckpt0, c->cfg.grace);
     ctl_story(c, e->now, "preempted (%s %s): waiting for the ranks' checkpoint", sn, c->pre.where);

@@ -121,9 +121,10 @@ int p3d_prep_rundir(p3d_prep *P, const char *job_id, int node, int world, const 
     /* a node of a multi-node job that cannot write its run directory ends
      * 1, as one that loses the rendezvous; on one host it is refused (2) */
     int io = P->rdzv ? P3D_EXIT_FAIL : P3D_EXIT_BADINPUT;
-    int rc = P3D_EXIT_BADINPUT, hang_sig;
+    int rc = P3D_EXIT_BADINPUT, hang_sig, preempt_sig;
     if (p3d_check_output_ranks(o, world, err) < 0 ||
-        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, err) < 0))
+        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, err) < 0) ||
+        p3d_preempt_signal(o, &preempt_sig, err) < 0)
         goto out;
     if (o->run_dir) {
         P->run_dir = strdup(o->run_dir);
