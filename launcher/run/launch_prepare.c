@@ -36,7 +36,9 @@ char *p3d_job_id_new(const p3d_opts *o)
     if (o->job_id)
         return strdup(o->job_id);
     const char *s = getenv("SLURM_JOB_ID");
-    if (s && *s)
+    /* Slurm's ids are decimal; anything else would name the run directory
+     * (par3drun-../x): a random id then, as outside Slurm */
+    if (s && *s && strlen(s) <= 20 && strspn(s, "0123456789") == strlen(s))
         return strdup(s);
     char *id = malloc(13);
     if (id)
