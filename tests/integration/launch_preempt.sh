@@ -5,6 +5,8 @@
 #  1. SIGUSR1 to the leader's par3drun: every rank on both nodes gets
 #     SIGUSR1 once and finds $P3D_PREEMPT; the ranks end; both nodes exit
 #     75; result.json says preempted.
+#     The same with SIGUSR1 to both nodes' par3drun (as srun signals every
+#     task): still once per rank.
 #  2. The bundled worker (--checkpoint-dir), SIGTERM to the leader with
 #     --preempt-on-term: the worker writes the checkpoint of the step it is
 #     at, both nodes exit 75 within the grace, result.json names that
@@ -79,6 +81,19 @@ grep -q 'preempted (SIGUSR1 to par3drun): SIGUSR1 to every rank' "$T/sig.0.err" 
 grep -q '"event": "preempt", "signal": 10' "$T/sig.rd0/events.jsonl" || bad "1: no preempt record"
 grep -q '"from": "running", "to": "preempting"' "$T/sig.rd0/events.jsonl" || bad "1: no state record"
 [ "$fail" = 0 ] && echo "ok 1: SIGUSR1 to the leader reached the 4 ranks on 2 nodes once each, with \$P3D_PREEMPT; exit 75 75"
+
+# ---- 1b. the warning at every node (srun signals every task): still once ----
+P=$(free_port)
+rm -f "$T"/up.* "$T/usr1"
+job every "$P" --grace 10 -- "$T/r1"
+for r in 0 1 2 3; do wait_for "$T/up.$r" || bad "1b: rank $r did not start"; done
+kill -USR1 "${AG[1]}" "${AG[0]}"
+codes_of
+[ "$codes" = " 75 75" ] || { bad "1b: exit codes$codes, want 75 75"; sed 's/^/  /' "$T/every.0.err"; }
+[ "$(sort -u "$T/usr1" 2>/dev/null | wc -l)" = 4 ] && [ "$(wc -l <"$T/usr1")" = 4 ] ||
+  bad "1b: the ranks that got SIGUSR1 (once each, 4 wanted): $(tr '\n' ';' <"$T/usr1" 2>/dev/null)"
+grep -Eq 'preempted \(SIGUSR1 to (par3drun|node [^)]*)\)' "$T/every.0.err" || bad "1b: no preemption line"
+[ "$fail" = 0 ] && echo "ok 1b: SIGUSR1 to both nodes' par3drun: every rank got it once; exit 75 75"
 
 # ---- 2. the bundled worker checkpoints on SIGTERM, the next run resumes -----
 if [ -x "${P3D_WORKER:-}" ]; then
