@@ -60,6 +60,7 @@ typedef struct agent {
     int final;              /* no restart will follow: exit when empty */
     int swept;              /* the generation's leftovers were swept */
     int done_sent;
+    int preempted;          /* the ranks were sent the preempt signal */
     double next_beat;       /* --node-timeout: the next heartbeat (B) */
     double heard_up;        /* when the upstream last sent anything */
     double up_to;           /* the upstream's timeout (its B says); 0 until
@@ -375,8 +376,10 @@ static void agent_upstream(agent *a)
                 agent_stop(a, m.sig);
             break;
         case P3D_AM_FORWARD:
-            if (p3d_preempts(a->L->o, m.sig))
+            if (p3d_preempts(a->L->o, m.sig)) {
                 p3d_preempt_touch(a->L, m.sig); /* before the signal: a rank that looks finds it */
+                a->preempted = 1;
+            }
             agent_signal_all(a, m.sig);
             break;
         default:
@@ -568,11 +571,13 @@ static int agent_generation_over(agent *a, char **err)
     if (a->final || a->upstream < 0)
         return 1;
     if (!a->failed && !a->done_sent) {
-        /* the last progress lines first: a checkpoint written just before
-         * the ranks ended (a preemption's) is the one the job resumes from */
+        /* preempted: the last progress lines first, since the checkpoint
+         * the ranks wrote just before they ended is the one the job
+         * resumes from (otherwise a summary this late only risks a slow
+         * node's replacement as the job ends) */
         p3d_amsg pm;
         char *warn = NULL;
-        if (p3d_progress_sample(a->prog, &pm, &warn) > 0)
+        if (a->preempted && p3d_progress_sample(a->prog, &pm, &warn) > 0)
             p3d_amsg_send(a->upstream, &pm);
         if (warn)
             p3d_sink_write(&a->sink, 1, warn, strlen(warn));
