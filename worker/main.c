@@ -585,9 +585,19 @@ int main(int argc, char **argv)
     if (!losses || !all)
         goto out;
     announce(&o, &e, ops);
+    if (run.ckpt)
+        run.preempt_sig = p3dw_preempt_arm();
     int trc = p3dw_train(&o, &run, losses, &mine.st);
     if (trc) {
         rc = trc == -2 ? 2 : trc == -3 ? 3 : 1;
+        goto out;
+    }
+    if (run.preempted) {
+        /* the steps left are the resumed job's: no report, no --verify */
+        if (e.rank == 0)
+            fprintf(stderr, "p3d-worker: preempted (SIG%s): checkpoint of step %d written; ending (the next "
+                    "run resumes from it)\n", sigabbrev_np(run.preempt_sig), run.preempted);
+        rc = 0;
         goto out;
     }
     rc = report(&o, &e, w, ops, cuda != NULL, &mine, all, losses, grad_bad);

@@ -549,6 +549,25 @@ static int train_step(state *S, double *losses, double norm, int *durable)
     return 0;
 }
 
+/* After a step, when armed: if any rank was told to stop, every rank
+ * writes this step's checkpoint (unless it was just written), reports it
+ * and ends the training (r->preempted). 0, or -1. */
+static int preempt_point(state *S, const double *losses, int *durable)
+{
+    p3dw_run *r = S->r;
+    int agreed = p3dw_preempt_agreed(r);
+    if (agreed <= 0)
+        return agreed;
+    if (*durable != S->step + 1) {
+        if (checkpoint(S, losses))
+            return -1;
+        *durable = S->step + 1;
+    }
+    p3dw_heartbeat(S->step + 1, 0, *durable);
+    r->preempted = S->step + 1;
+    return 0;
+}
+
 /* Everything alloc_buffers and layout made; any of it may be NULL. */
 static void free_state(state *S, float *hostw)
 {
@@ -595,8 +614,8 @@ int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st)
     }
     double norm = (double)p3dw_rows(o) * S->h;
     int durable = start > 0 ? start : -1; /* the newest checkpoint on disk */
-    for (S->step = start; S->step < o->steps; S->step++)
-        if (train_step(S, losses, norm, &durable))
+    for (S->step = start; S->step < o->steps && !r->preempted; S->step++)
+        if (train_step(S, losses, norm, &durable) || (r->preempt_sig && preempt_point(S, losses, &durable)))
             goto out;
     rc = 0;
 out:

@@ -274,6 +274,11 @@ typedef struct p3dw_run {
      * all-to-all's self segment), so one GPU runs each NCCL data call. */
     int solo_comm;
     int break_router;      /* P3DW_BREAK=router: the MoE router gradient dropped */
+    /* preemption (preempt.c): the ranks agree after every step whether
+     * one was told to stop (armed: P3D_PREEMPT_SIGNAL and --checkpoint-dir);
+     * preempted: the step whose checkpoint they wrote before ending, 0 none */
+    int preempt_sig;
+    int preempted;
 } p3dw_run;
 
 /* Trains opts->steps steps.  losses[steps] receives the global mean loss of
@@ -281,6 +286,14 @@ typedef struct p3dw_run {
  * -2 when the checkpoint to resume from belongs to another mesh/model, -3
  * when it is at or past --steps (p3dw_ckpt_load). */
 int p3dw_train(const p3dw_opts *o, p3dw_run *r, double *losses, p3dw_stats *st);
+
+/* Preemption (preempt.c): installs the handler of $P3D_PREEMPT_SIGNAL
+ * (SIGUSR1 or SIGUSR2); the signal, or 0 when unset or another one.
+ * agreed: collective over the world (every rank calls it after the same
+ * step): 1 when any rank was told to stop (the signal, or $P3D_PREEMPT
+ * exists), 0 when none, -1 when the exchange failed. */
+int p3dw_preempt_arm(void);
+int p3dw_preempt_agreed(p3dw_run *r);
 
 /* After a step: "step=N busy=SECONDS[ ckpt=STEP]" to $P3D_HEARTBEAT (ckpt
  * -1: none; no P3D_HEARTBEAT: nothing). heartbeat.c. */

@@ -93,6 +93,8 @@ typedef struct p3d_opts {
     double timeout;             /* whole job, 0 = none */
     double hang_timeout;        /* --hang-timeout: 0 = off */
     const char *hang_signal;    /* --hang-signal NAME|N (default ABRT) */
+    const char *preempt_signal; /* --preempt-signal USR1|USR2|none (NULL: USR1) */
+    int preempt_on_term;        /* --preempt-on-term: SIGTERM preempts too */
     double node_timeout;        /* --node-timeout: silent node lost, 0 = off */
     int no_failover;            /* --no-failover: a lost leader ends the job */
     double progress_interval;   /* --progress-interval: agents read progress */

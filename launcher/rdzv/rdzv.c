@@ -600,6 +600,13 @@ out:
         }
         if (rc == 1 && o->job_id)
             copy(r->boot.job_id, sizeof r->boot.job_id, o->job_id);
+        /* inside a Slurm job every backend names the job as Slurm does
+         * (--job-id's default), static and k8s too: one id in the run
+         * directory, result.json and a requeued job's logs; Slurm's are
+         * decimal, anything else (it names a directory) is not taken */
+        const char *sj = env("SLURM_JOB_ID");
+        if (rc == 1 && !r->boot.job_id[0] && sj && strlen(sj) <= 20 && strspn(sj, "0123456789") == strlen(sj))
+            copy(r->boot.job_id, sizeof r->boot.job_id, sj);
         r->timeout = o->rdzv_timeout > 0 ? o->rdzv_timeout : p3d_rdzv_default_timeout(r->boot.nnodes);
     }
     if (rc != 1)

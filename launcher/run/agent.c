@@ -60,6 +60,7 @@ typedef struct agent {
     int final;              /* no restart will follow: exit when empty */
     int swept;              /* the generation's leftovers were swept */
     int done_sent;
+    int preempted;          /* the ranks were sent the preempt signal */
     double next_beat;       /* --node-timeout: the next heartbeat (B) */
     double heard_up;        /* when the upstream last sent anything */
     double up_to;           /* the upstream's timeout (its B says); 0 until
@@ -394,6 +395,10 @@ static void agent_upstream(agent *a)
                 agent_stop(a, m.sig);
             break;
         case P3D_AM_FORWARD:
+            if (p3d_preempts(a->L->o, m.sig)) {
+                p3d_preempt_touch(a->L, m.sig); /* before the signal: a rank that looks finds it */
+                a->preempted = 1;
+            }
             agent_signal_all(a, m.sig);
             break;
         default:
@@ -451,6 +456,13 @@ static void agent_signal(p3d_loop *l, int sig, void *ctx)
     switch (sig) {
     case SIGUSR1:
     case SIGUSR2:
+        if (p3d_preempts(a->L->o, sig) && a->upstream >= 0) {
+            /* the scheduler's warning reached this node: the controller
+             * tells every node's ranks (once, whoever heard it first) */
+            p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
+            p3d_amsg_send(a->upstream, &s);
+            break;
+        }
         agent_signal_all(a, sig);
         break;
     default: { /* INT TERM HUP QUIT, and the parent-death SIGTERM */
@@ -530,6 +542,7 @@ static int agent_setup(agent *a, char **err)
         p3d_hang_new(L, a->ranks, a->nlocal, &a->hang, err) < 0 ||
         (a->nlocal > 0 && p3d_progress_new(L, a->ranks, a->nlocal, &a->prog, err) < 0))
         return -1;
+    p3d_preempt_clear(L);
     const char *name = L->job->cluster->nodes[a->node].name;
     if (L->o->report_bindings) {
         char *rep = p3d_bind_report(a->binder, L, a->node, a->ranks, a->nlocal);
@@ -577,6 +590,17 @@ static int agent_generation_over(agent *a, char **err)
     if (a->final || a->upstream < 0)
         return 1;
     if (!a->failed && !a->done_sent) {
+        /* preempted: the last progress lines first, since the checkpoint
+         * the ranks wrote just before they ended is the one the job
+         * resumes from (otherwise a summary this late only risks a slow
+         * node's replacement as the job ends) */
+        p3d_amsg pm;
+        char *warn = NULL;
+        if (a->preempted && p3d_progress_sample(a->prog, &pm, &warn) > 0)
+            p3d_amsg_send(a->upstream, &pm);
+        if (warn)
+            p3d_sink_write(&a->sink, 1, warn, strlen(warn));
+        free(warn);
         p3d_amsg d = {.type = P3D_AM_DONE, .gen = a->gen};
         p3d_amsg_send(a->upstream, &d);
         a->done_sent = 1;

@@ -6,6 +6,7 @@
  */
 #include "controller_int.h"
 
+#include <signal.h>
 #include <stdlib.h>
 
 p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
@@ -70,6 +71,12 @@ void p3d_ctl_free(p3d_ctl *c)
 
 /* ---- the entry points (controller.h) ------------------------------------ */
 
+/* sig is the scheduler's warning (preemption), not a stop request. */
+static int ctl_preempts(const p3d_ctl *c, int sig)
+{
+    return sig > 0 && (sig == c->cfg.preempt_sig || (sig == SIGTERM && c->cfg.preempt_term));
+}
+
 void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
 {
     if (!ctl_agent_ok(c, a) || c->gone[a])
@@ -87,6 +94,10 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
         break;
     case P3D_AM_SIGNAL:
         e.type = P3D_CTL_EV_NODE_SIG;
+        if (ctl_preempts(c, m->sig)) {
+            e.type = P3D_CTL_EV_PREEMPT;
+            e.sig = m->sig;
+        }
         break;
     case P3D_AM_PROGRESS:
         e.type = P3D_CTL_EV_PROGRESS;
@@ -129,7 +140,8 @@ void p3d_ctl_fence(p3d_ctl *c, int a, double until)
 
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now)
 {
-    ctl_ev e = {.type = P3D_CTL_EV_SIGNAL, .a = -1, .sig = sig, .now = now};
+    ctl_ev e = {.type = ctl_preempts(c, sig) ? P3D_CTL_EV_PREEMPT : P3D_CTL_EV_SIGNAL, .a = -1, .sig = sig,
+                .now = now};
     ctl_dispatch(c, &e);
 }
 
@@ -208,6 +220,8 @@ double p3d_ctl_deadline(const p3d_ctl *c)
     }
     case P3D_CTL_COLLECTING:
         return t > 0 && t < c->flt.until ? t : c->flt.until;
+    case P3D_CTL_PREEMPTING:
+        return t > 0 && t < c->pre.until ? t : c->pre.until;
     case P3D_CTL_RUNNING: {
         double s = ctl_slow_deadline(c);
         return s > 0 && (!t || s < t) ? s : t;

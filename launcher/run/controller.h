@@ -115,6 +115,14 @@
  *   RUNNING --failure--> COLLECTING --window closed, or every node
  *     reported--> RESTARTING (job, or no check) | CHECKING | STOPPING
  *   COLLECTING --agent lost--> REPLACING (node fault)
+ * Preemption (controller_preempt.c; cfg.preempt_sig, docs/launch.md):
+ *
+ *   STARTING, RUNNING, RESTARTING --preempt--> PREEMPTING (every rank is
+ *      sent the preempt signal) --every node done, gone or reporting a
+ *      checkpoint newer than the warning, --grace passed, a failure, a
+ *      signal, the leader lost--> STOPPING (exit P3D_EXIT_PREEMPTED)
+ *   CHECKING, REPLACING, TAKEOVER --preempt--> STOPPING (nothing runs to
+ *      checkpoint; exit P3D_EXIT_PREEMPTED)
  *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
@@ -167,6 +175,10 @@
 /* The job's code when an agent is lost (ended or disconnected unasked). */
 #define P3D_EXIT_LOST 1
 
+/* The job's code when it was preempted and stopped (sysexits.h's
+ * EX_TEMPFAIL: try again later — a job script requeues on it). */
+#define P3D_EXIT_PREEMPTED 75
+
 typedef enum p3d_ctl_state {
     P3D_CTL_STARTING,
     P3D_CTL_RUNNING,
@@ -178,6 +190,7 @@ typedef enum p3d_ctl_state {
     P3D_CTL_TAKEOVER, /* a successor waits for a majority (failover) */
     P3D_CTL_COLLECTING, /* a rank failed: the others' failures are collected
                            for the fault's class (job, node, unknown) */
+    P3D_CTL_PREEMPTING, /* the ranks were told to checkpoint (preemption) */
     P3D_CTL_NSTATES
 } p3d_ctl_state;
 
@@ -205,6 +218,11 @@ typedef enum p3d_ctl_event {
     P3D_CTL_EV_ALL_GONE,  /* no agent is left (retired, ended, lost) */
     P3D_CTL_EV_TAKEOVER_READY, /* a takeover may act (majority, fence) */
     P3D_CTL_EV_SLOW,      /* a slow node's time to move (the detector's) */
+    P3D_CTL_EV_PREEMPT,   /* the scheduler's warning: the preempt signal (or
+                             SIGTERM with cfg.preempt_term) reached the
+                             controller's process or a node's */
+    P3D_CTL_EV_ALL_CKPT,  /* completion: every agent still there is done or
+                             reported a checkpoint newer than the warning */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -286,6 +304,14 @@ typedef struct p3d_ctl_cfg {
      * waits for that up to elect_wait seconds past its deadline */
     int elect;
     double elect_wait;
+    /* preemption (docs/launch.md, "Preemption"): preempt_sig (0: off) is
+     * the signal that, reaching the controller's process or any node's,
+     * starts it and that every rank is sent; preempt_term: SIGTERM starts
+     * it too. The ranks have cfg.grace to report a checkpoint newer than
+     * the warning; then they are stopped and the job ends with
+     * P3D_EXIT_PREEMPTED. */
+    int preempt_sig;
+    int preempt_term;
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -366,6 +392,11 @@ void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
  * for job faults. */
 const char *p3d_ctl_fault(const p3d_ctl *c);
 int p3d_ctl_job_restarts(const p3d_ctl *c);
+/* Preemption: 1 when the job was preempted (it ended, or ends, with
+ * P3D_EXIT_PREEMPTED); *ckpt: the newest checkpoint every node with ranks
+ * reported durable since the warning (-1: not every node did: the job
+ * resumes from an older one). */
+int p3d_ctl_preempted(const p3d_ctl *c, int *ckpt);
 /* The root-cause summary to print once at the end ("" when none). */
 const char *p3d_ctl_summary(const p3d_ctl *c);
 /* Restarts done, and the longest time from a failure seen to every

@@ -10,6 +10,7 @@
  *   controller_slow.c   the slow-node detector (it posts SLOW events)
  *   controller_fault.c  fault classification: the window's failures, the
  *                       verdict (job, node, unknown) and its remedy
+ *   controller_preempt.c  preemption: the PREEMPT event, PREEMPTING's cells
  *   controller_act.c    the actions the handlers share: the one transition
  *                       (ctl_go), stop, restart, replace, respawn
  *   controller_text.c   names, lines for the user, events.jsonl records
@@ -163,6 +164,14 @@ struct p3d_ctl {
         int early;             /* decided on the first failure (no restart left) */
         int job_restarts;
     } flt;
+    /* preemption (controller_preempt.c; PREEMPTING and the verdict) */
+    struct {
+        double at;         /* when the warning came, 0: never */
+        double until;      /* the checkpoint wait ends then (--grace) */
+        int sig;           /* the signal that warned */
+        int ckpt0;         /* the newest checkpoint known then, -1 */
+        char where[64];    /* "to par3drun", "to node n3" */
+    } pre;
 };
 
 /* What ctl_begin_replace did. */
@@ -241,6 +250,10 @@ const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap);
 /* "node x is 2.00x slower than its 3 peers (...)" */
 void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
 
+/* controller_preempt.c: every agent is done, gone, or reported a
+ * checkpoint newer than the preemption warning's (ALL_CKPT is due). */
+int ctl_preempt_through(const p3d_ctl *c);
+
 /* controller_on.c: the handlers, one a (state, event) cell. */
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
 #define CTL_HANDLERS(X)                                                                                      \
@@ -254,7 +267,11 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_fail_collecting) X(on_gone_collecting) X(on_tick_collecting) X(on_all_done_collecting)              \
     /* controller_takeover.c */                                                                              \
     X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)        \
-    X(on_election_takeover) X(on_takeover_act)
+    X(on_election_takeover) X(on_takeover_act)                                                               \
+    /* controller_preempt.c */                                                                               \
+    X(on_preempt) X(on_preempt_now) X(on_preempt_again) X(on_preempt_stopping) X(on_signal_preempting)       \
+    X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting) X(on_leader_lost_preempting)          \
+    X(on_preempt_over)
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)
 #undef CTL_DECLARE

@@ -37,6 +37,7 @@ typedef struct ctl_cell {
 #define DONE CTL_TO(P3D_CTL_DONE)
 #define TAKEOVER CTL_TO(P3D_CTL_TAKEOVER)
 #define COLLECTING CTL_TO(P3D_CTL_COLLECTING)
+#define PREEMPTING CTL_TO(P3D_CTL_PREEMPTING)
 
 /* Cells every state that runs ranks (STARTING, RUNNING, RESTARTING)
  * shares; a row overrides the few where it differs. */
@@ -53,7 +54,11 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_ELECTION] = RUN(on_election_live, STAY | STOPPING),                                                   \
     [P3D_CTL_EV_ALL_UP] = RUN(on_all_up, RUNNING), [P3D_CTL_EV_ALL_DONE] = RUN(on_all_done, STOPPING),             \
     [P3D_CTL_EV_ALL_GONE] = RUN(on_all_gone_live, STOPPING), [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE,              \
-    [P3D_CTL_EV_SLOW] = IMPOSSIBLE
+    [P3D_CTL_EV_SLOW] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt, PREEMPTING))
+
+/* The preemption's events in a row: the warning's cell (p); ALL_CKPT is
+ * raised in PREEMPTING only. */
+#define PREEMPT_COLS(p) [P3D_CTL_EV_PREEMPT] = p, [P3D_CTL_EV_ALL_CKPT] = IMPOSSIBLE
 
 /* The states where no rank runs for the job: the agents' reports of an
  * older generation (UP, FAIL, DONE, PROGRESS, RESUMED) and a late health
@@ -62,7 +67,7 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_UP] = IGNORED, [P3D_CTL_EV_FAIL] = IGNORED, [P3D_CTL_EV_DONE] = IGNORED,                            \
     [P3D_CTL_EV_HEALTH] = IGNORED, [P3D_CTL_EV_MARK_DEAD] = IGNORED, [P3D_CTL_EV_PROGRESS] = IGNORED,               \
     [P3D_CTL_EV_RESUMED] = IGNORED, [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,                 \
-    [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE
+    [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt_now, STOPPING))
 
 /* Designated initializers override the row macros' defaults: gcc's
  * -Woverride-init says so for every override, which is the point here. */
@@ -83,7 +88,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_HEALTH] = RUN(on_health, REPLACING | RESTARTING | STOPPING),
                           [P3D_CTL_EV_PROGRESS] = IGNORED, [P3D_CTL_EV_RESUMED] = IGNORED,
                           [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,
-                          [P3D_CTL_EV_ALL_GONE] = IGNORED},
+                          [P3D_CTL_EV_ALL_GONE] = IGNORED,
+                          /* the failed generation is being stopped: nothing to checkpoint */
+                          [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_now, STOPPING)},
     /* a failure restarts in place again: RESTARTING is where it stays */
     [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING | COLLECTING),
                             [P3D_CTL_EV_ALL_UP] = RUN(on_all_up_again, RUNNING)},
@@ -107,7 +114,8 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_TICK] = RUN(on_tick_stopping, STAY),
                           [P3D_CTL_EV_LEADER_LOST] = RUN(on_leader_lost_stopping, STAY),
                           [P3D_CTL_EV_REJOIN] = RUN(on_rejoin_refuse, STAY), [P3D_CTL_EV_ELECTION] = IGNORED,
-                          [P3D_CTL_EV_ALL_GONE] = RUN(on_all_stopped, DONE), [P3D_CTL_EV_SLOW] = IMPOSSIBLE},
+                          [P3D_CTL_EV_ALL_GONE] = RUN(on_all_stopped, DONE), [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
+                          [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_stopping, STAY)},
     /* every agent is gone and nothing clears that: the entry points drop
      * an agent's reports once it is gone, and ALL_UP, ALL_DONE need one */
     [P3D_CTL_DONE] = {QUIET_ROW, [P3D_CTL_EV_UP] = IMPOSSIBLE, [P3D_CTL_EV_FAIL] = IMPOSSIBLE,
@@ -117,7 +125,8 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                       [P3D_CTL_EV_RESUMED] = IMPOSSIBLE, [P3D_CTL_EV_LEADER_LOST] = IGNORED,
                       [P3D_CTL_EV_REJOIN] = IGNORED, [P3D_CTL_EV_ELECTION] = IGNORED,
                       [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
-                      [P3D_CTL_EV_ALL_GONE] = IGNORED, [P3D_CTL_EV_SLOW] = IMPOSSIBLE},
+                      [P3D_CTL_EV_ALL_GONE] = IGNORED, [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
+                      [P3D_CTL_EV_PREEMPT] = IGNORED},
     /* every node fenced its ranks: nobody is up until the next generation */
     [P3D_CTL_TAKEOVER] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
                           [P3D_CTL_EV_GONE] = RUN(on_gone_takeover, STAY),
@@ -143,6 +152,29 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                             /* a loss that leaves nobody completes the window: the
                              * verdict moved the state before any completion */
                             [P3D_CTL_EV_ALL_GONE] = IMPOSSIBLE},
+    /* the ranks were told to checkpoint: nothing restarts or is replaced
+     * now, a failure or a lost node only shortens the wait */
+    [P3D_CTL_PREEMPTING] = {[P3D_CTL_EV_UP] = RUN(on_up, STAY), [P3D_CTL_EV_DONE] = RUN(on_done, STAY),
+                            [P3D_CTL_EV_FAIL] = RUN(on_fail_preempting, STAY | STOPPING),
+                            [P3D_CTL_EV_NODE_SIG] = RUN(on_signal_preempting, STOPPING),
+                            [P3D_CTL_EV_GONE] = RUN(on_gone_preempting, STAY),
+                            [P3D_CTL_EV_SIGNAL] = RUN(on_signal_preempting, STAY | STOPPING),
+                            [P3D_CTL_EV_ABORT] = RUN(on_abort, STOPPING),
+                            [P3D_CTL_EV_TICK] = RUN(on_tick_preempting, STAY | STOPPING),
+                            [P3D_CTL_EV_HEALTH] = IGNORED, [P3D_CTL_EV_MARK_DEAD] = IGNORED,
+                            [P3D_CTL_EV_PROGRESS] = RUN(on_progress, STAY),
+                            [P3D_CTL_EV_RESUMED] = RUN(on_resumed, STAY),
+                            [P3D_CTL_EV_LEADER_LOST] = RUN(on_leader_lost_preempting, STOPPING),
+                            [P3D_CTL_EV_REJOIN] = RUN(on_rejoin_refuse, STAY),
+                            [P3D_CTL_EV_ELECTION] = RUN(on_election_live, STAY | STOPPING),
+                            [P3D_CTL_EV_ALL_UP] = IGNORED,
+                            [P3D_CTL_EV_ALL_DONE] = RUN(on_preempt_over, STOPPING),
+                            [P3D_CTL_EV_ALL_GONE] = RUN(on_preempt_over, STOPPING),
+                            [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE,
+                            /* posted only by RUNNING's tick and progress cells, which never preempt */
+                            [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
+                            [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_again, STAY | STOPPING),
+                            [P3D_CTL_EV_ALL_CKPT] = RUN(on_preempt_over, STOPPING)},
 };
 #pragma GCC diagnostic pop
 
@@ -187,6 +219,8 @@ static int completions(const p3d_ctl *c, double now, p3d_ctl_event *due)
         due[k++] = P3D_CTL_EV_ALL_DONE;
     if (takeover_ready(c, now))
         due[k++] = P3D_CTL_EV_TAKEOVER_READY;
+    if (c->state == P3D_CTL_PREEMPTING && ctl_preempt_through(c))
+        due[k++] = P3D_CTL_EV_ALL_CKPT;
     return k;
 }
 
@@ -198,7 +232,7 @@ static int completions(const p3d_ctl *c, double now, p3d_ctl_event *due)
 static void settle(p3d_ctl *c, double now)
 {
     for (int round = 0; round < P3D_CTL_NSTATES; round++) {
-        p3d_ctl_event due[4];
+        p3d_ctl_event due[5];
         p3d_ctl_state s = c->state;
         int k = completions(c, now, due), moved = 0;
         for (int i = 0; i < k && !moved; i++) {
@@ -229,7 +263,8 @@ void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
      * moved the state (a slow node's replacement). Every node sends one
      * per interval, so this keeps the leader's cost O(nodes) a round; a
      * first sign of life (one per node a generation) changes none either. */
-    if ((e->type != P3D_CTL_EV_PROGRESS && e->type != P3D_CTL_EV_RESUMED) || c->state != before)
+    if ((e->type != P3D_CTL_EV_PROGRESS && e->type != P3D_CTL_EV_RESUMED) || c->state != before ||
+        c->state == P3D_CTL_PREEMPTING) /* a checkpoint may end the wait */
         settle(c, e->now);
 }
 

@@ -20,6 +20,7 @@ static const char *const state_names[P3D_CTL_NSTATES] = {
     [P3D_CTL_RESTARTING] = "restarting", [P3D_CTL_REPLACING] = "replacing", [P3D_CTL_STOPPING] = "stopping",
     [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
     [P3D_CTL_COLLECTING] = "collecting",
+    [P3D_CTL_PREEMPTING] = "preempting",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {
@@ -43,6 +44,8 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_ALL_GONE] = "all-gone",
     [P3D_CTL_EV_TAKEOVER_READY] = "takeover-ready",
     [P3D_CTL_EV_SLOW] = "slow-node",
+    [P3D_CTL_EV_PREEMPT] = "preempt",
+    [P3D_CTL_EV_ALL_CKPT] = "all-checkpointed",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)

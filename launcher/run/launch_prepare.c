@@ -36,7 +36,9 @@ char *p3d_job_id_new(const p3d_opts *o)
     if (o->job_id)
         return strdup(o->job_id);
     const char *s = getenv("SLURM_JOB_ID");
-    if (s && *s)
+    /* Slurm's ids are decimal; anything else would name the run directory
+     * (par3drun-../x): a random id then, as outside Slurm */
+    if (s && *s && strlen(s) <= 20 && strspn(s, "0123456789") == strlen(s))
         return strdup(s);
     char *id = malloc(13);
     if (id)
@@ -121,9 +123,10 @@ int p3d_prep_rundir(p3d_prep *P, const char *job_id, int node, int world, const 
     /* a node of a multi-node job that cannot write its run directory ends
      * 1, as one that loses the rendezvous; on one host it is refused (2) */
     int io = P->rdzv ? P3D_EXIT_FAIL : P3D_EXIT_BADINPUT;
-    int rc = P3D_EXIT_BADINPUT, hang_sig;
+    int rc = P3D_EXIT_BADINPUT, hang_sig, preempt_sig;
     if (p3d_check_output_ranks(o, world, err) < 0 ||
-        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, err) < 0))
+        (o->hang_signal && p3d_signal_parse(o->hang_signal, &hang_sig, err) < 0) ||
+        p3d_preempt_signal(o, &preempt_sig, err) < 0)
         goto out;
     if (o->run_dir) {
         P->run_dir = strdup(o->run_dir);

@@ -49,6 +49,7 @@ struct p3d_progwatch {
     unsigned char *have;  /* last[i] is valid */
     unsigned char *warned;/* rank i was told about garbage (once a job) */
     long long sent_sum;   /* sum of the steps when the last summary went */
+    int sent_ckpt;        /* and its checkpoint (-1 none) */
     double *scratch;
     int dfd;              /* dir, opened once (hbdir.c) */
     int ifd, wd;          /* inotify on dir until this generation's first
@@ -133,7 +134,7 @@ int p3d_progress_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_prog
         return p3d_err(err, "out of memory");
     w->n = nlocal;
     w->ranks = ranks;
-    w->ifd = w->wd = w->signed_gen = w->dfd = -1;
+    w->ifd = w->wd = w->signed_gen = w->dfd = w->sent_ckpt = -1;
     w->last = calloc((size_t)nlocal + 1, sizeof *w->last);
     w->have = calloc((size_t)nlocal + 1, 1);
     w->warned = calloc((size_t)nlocal + 1, 1);
@@ -183,6 +184,7 @@ void p3d_progress_generation(p3d_progwatch *w, int gen)
         return;
     w->gen = gen;
     w->sent_sum = 0;
+    w->sent_ckpt = -1;
     for (int i = 0; i < w->n; i++) {
         p3d_hbdir_unlink_rank(w->dfd, w->ranks[i]); /* the new generation's lines only */
         w->have[i] = 0;
@@ -333,14 +335,18 @@ int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn)
         if (c < ckpt)
             ckpt = c;
     }
-    if (!nrep || sum <= w->sent_sum)
-        return 0; /* no rank made a step since the last summary */
+    int newckpt = ckpt == INT_MAX ? -1 : ckpt;
+    /* no rank made a step since the last summary, and no checkpoint came
+     * (a preempted rank checkpoints the step it already reported) */
+    if (!nrep || (sum <= w->sent_sum && newckpt <= w->sent_ckpt))
+        return 0;
     w->sent_sum = sum;
+    w->sent_ckpt = newckpt;
     qsort(w->scratch, (size_t)nrep, sizeof *w->scratch, cmp_double);
     double med = nrep % 2 ? w->scratch[nrep / 2] : (w->scratch[nrep / 2 - 1] + w->scratch[nrep / 2]) / 2;
     double us = med * 1e6 + 0.5;
     *m = (p3d_amsg){.type = P3D_AM_PROGRESS, .gen = w->gen, .step = minstep,
-                    .busy_us = us > INT_MAX ? INT_MAX : (int)us, .ckpt = ckpt == INT_MAX ? -1 : ckpt,
+                    .busy_us = us > INT_MAX ? INT_MAX : (int)us, .ckpt = newckpt,
                     .nranks = nrep};
     return 1;
 }

@@ -5,11 +5,13 @@
  * the CUDA device choice, and what the user added with --env/--env-file.
  */
 #include "launch.h"
+#include "ranks.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +245,13 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     /* always: a touch is a heartbeat (--hang-timeout), a line is progress
      * (progress.c, the slow-node detection) */
     e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
+    /* preemption: the signal a rank gets, and the file touched then for
+     * ranks that poll (docs/launch.md, "Preemption") */
+    int psig = 0;
+    if (p3d_preempt_signal(L->o, &psig, NULL) == 0 && psig > 0) {
+        e |= p3d_envv_set(out, "P3D_PREEMPT", "%s/preempt", L->run_dir);
+        e |= p3d_envv_set(out, "P3D_PREEMPT_SIGNAL", "SIG%s", sigabbrev_np(psig));
+    }
     e |= p3d_envv_set(out, "P3D_NODE", "%s", cn->name);
     e |= p3d_envv_set(out, "P3D_NODE_INDEX", "%d", k->node);
     if (L->emulate) /* each emulated node's ranks see their node's name */

@@ -202,6 +202,19 @@ void p3d_hbdir_unlink_rank(int dfd, int rank);
 /* rmdir(dir) when dir is still the directory dfd is. */
 void p3d_hbdir_remove(int dfd, const char *dir);
 
+/* Preemption (preempt.c): --preempt-signal as a number (0: none, the
+ * default USR1 when unset); -1 with *err naming the option. */
+int p3d_preempt_signal(const p3d_opts *o, int *sig, char **err);
+/* sig is the scheduler's warning: --preempt-signal, or SIGTERM with
+ * --preempt-on-term (a relay reports it to the leader instead of
+ * stopping; an agent does so for the preempt signal only: its SIGTERM
+ * may be its parent's death). */
+int p3d_preempts(const p3d_opts *o, int sig);
+/* RUN_DIR/preempt ($P3D_PREEMPT) written (the signal and the time), said
+ * on stderr when it cannot be; cleared when the node's ranks first start. */
+void p3d_preempt_touch(const p3d_launch *L, int sig);
+void p3d_preempt_clear(const p3d_launch *L);
+
 typedef struct p3d_hangwatch p3d_hangwatch;
 
 /* "ABRT", "SIGABRT" or "6" -> 6; -1 with *err naming --hang-signal. */

@@ -265,7 +265,8 @@ static void r_signal(p3d_loop *l, int sig, void *ctx)
 {
     relay *r = ctx;
     (void)l;
-    if (sig == SIGUSR1 || sig == SIGUSR2) {
+    int preempts = p3d_preempts(r->L->o, sig) && r->up >= 0 && !r->stopping;
+    if ((sig == SIGUSR1 || sig == SIGUSR2) && !preempts) {
         p3d_amsg u = {.type = P3D_AM_FORWARD, .sig = sig};
         r_local(r, &u);
         return;
@@ -275,6 +276,8 @@ static void r_signal(p3d_loop *l, int sig, void *ctx)
     int n = p3d_amsg_encode(&s, buf, sizeof buf);
     if (n > 0)
         r_up(r, buf, (size_t)n);
+    if (preempts)
+        return; /* the scheduler's warning: the leader tells every node's ranks */
     int again = r->stopping && r->last_sig;
     r->last_sig = sig;
     r_stop(r, again && sig != SIGQUIT ? SIGKILL : sig, 128 + sig);

@@ -53,10 +53,10 @@ char *p3d_result_json(const p3d_result *r)
     if (asprintf(&out,
                  "{\"version\": 1, \"job_id\": %s, \"exit_code\": %d, \"ok\": %s, \"cause\": %s, \"fault\": %s, "
                  "\"restarts\": %d, \"replaced\": %d, \"step\": %s, \"ckpt\": %s, \"started\": %.3f, "
-                 "\"ended\": %.3f, \"seconds\": %.3f}\n",
+                 "\"ended\": %.3f, \"seconds\": %.3f, \"preempted\": %s}\n",
                  jid, r->exit_code, r->exit_code == 0 ? "true" : "false", jcause, jfault, r->restarts, r->replaced,
                  opt_int(r->step, step, sizeof step), opt_int(r->ckpt, ckpt, sizeof ckpt), r->started, r->ended,
-                 r->ended > r->started ? r->ended - r->started : 0.0) < 0)
+                 r->ended > r->started ? r->ended - r->started : 0.0, r->preempted ? "true" : "false") < 0)
         out = NULL;
     return out;
 }
@@ -89,6 +89,11 @@ void p3d_result_end(const p3d_launch *L, const p3d_ctl *c, int code)
                     .started = L->t0 > 0 ? wall - (p3d_now() - L->t0) : wall,
                     .ended = wall};
     p3d_ctl_progress_max(c, &r.step, &r.ckpt);
+    int pc;
+    if (code == P3D_EXIT_PREEMPTED && p3d_ctl_preempted(c, &pc)) {
+        r.preempted = 1;
+        r.ckpt = pc; /* the one the requeued job resumes from */
+    }
     char *err = NULL;
     if (p3d_result_write(L->run_dir, &r, &err) < 0)
         fprintf(stderr, "par3drun: cannot write the verdict: %s\n", err ? err : "?");

@@ -17,7 +17,9 @@ typedef struct p3d_result {
     const char *fault;    /* "job", "node" or "unknown" */
     int restarts;
     int replaced;         /* nodes replaced by spares */
-    int step, ckpt;       /* the latest step and checkpoint seen, -1 none */
+    int step, ckpt;       /* the latest step and checkpoint seen, -1 none;
+                             preempted: the checkpoint every node holds */
+    int preempted;        /* ended by a preemption (P3D_EXIT_PREEMPTED) */
     double started;       /* wall clock, Unix seconds */
     double ended;
 } p3d_result;

@@ -545,7 +545,10 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
         .elect = L->failover && L->elect_news && L->elect_fd >= 0,
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
+        .preempt_term = L->o->preempt_on_term,
     };
+    if (p3d_preempt_signal(L->o, &cfg.preempt_sig, NULL) < 0)
+        cfg.preempt_sig = 0; /* checked before the start: cannot happen */
     p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event,
                        .spares_left = hub_spares_left};
     /* a replacement starts the agents again on a new placement: local

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # SIGTERM to par3drun is forwarded to every rank and the grace is honoured;
-# SIGUSR1 is forwarded as is; SIGKILL of par3drun leaves no process behind,
+# SIGUSR1, when it is not the --preempt-signal, is forwarded as is; SIGKILL of par3drun leaves no process behind,
 # a worker's grandchild included.
 . "$(dirname "$0")/lib/launch_common.sh"
 cat >"$T/w.sh" <<'SH'
@@ -17,8 +17,11 @@ wait_up() { # N
   for _ in $(seq 200); do [ "$(ls "$T" | grep -c '^up-')" -ge "$1" ] && return 0; sleep 0.05; done
   fail "ranks did not start"
 }
-# 1. SIGUSR1 forwarded as is, then SIGTERM forwarded with the grace honoured
-T_DIR=$T "$PAR3DRUN" --emulate --cluster "$CLUSTER" --tp 2 --pp 2 --dp 4 --grace 5 -- "$T/w.sh" >"$T/out" 2>&1 &
+# 1. SIGUSR1 forwarded as is (the preempt signal is USR2 here: USR1, the
+#    default, would preempt — launch_preempt.sh), then SIGTERM forwarded
+#    with the grace honoured
+T_DIR=$T "$PAR3DRUN" --emulate --cluster "$CLUSTER" --tp 2 --pp 2 --dp 4 --grace 5 --preempt-signal USR2 -- "$T/w.sh" \
+  >"$T/out" 2>&1 &
 pid=$!
 wait_up 16
 kill -USR1 $pid

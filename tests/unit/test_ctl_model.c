@@ -62,6 +62,19 @@
  * while the window collects, a job fault on the replacement's first step,
  * the same failure at the same step after a restart, the budget spent,
  * and a job fault while a takeover restarts the ranks.
+ * Preemption (cfg.preempt_sig SIGUSR1, cfg.preempt_term in half): a
+ * further SEQUENCES / 4 random sequences, after the fingerprint (so that
+ * it still compares with the figures before preemption), where SIGUSR1 to
+ * the controller or to a node is the scheduler's warning. The cluster
+ * answers a warning with checkpoints or ends. Checked: entering
+ * PREEMPTING tells every agent (FORWARD of the preempt signal); PREEMPTING
+ * has a deadline, never restarts nor respawns; its wait ends by a
+ * timer only once --grace (or --timeout) passed; a job stopped from
+ * PREEMPTING, or by a warning during a recovery, ends with
+ * P3D_EXIT_PREEMPTED (an abort's or a lapsed leadership's code aside).
+ * preempt_cases plays the second faults by hand: a node lost during the
+ * wait, a warning during a takeover, the grace running out while a node
+ * still writes, and a second SIGTERM (cfg.preempt_term).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -127,6 +140,12 @@ typedef struct env {
     int verdict_stop;      /* a verdict's remedy was a stop */
     const char *f_err;     /* the next F's error line and step */
     int f_step;
+    /* preemption (cfg.preempt_sig = SIGUSR1) */
+    int preempt, preempt_term;
+    double grace, pre_at;  /* cfg.grace; when PREEMPTING began */
+    int told_ckpt[MAXA];   /* its ranks were sent the preempt signal */
+    int fwd_all;           /* a FORWARD of it to every agent was sent */
+    int pre_stop;          /* the stop came from PREEMPTING, or from a warning */
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -145,6 +164,8 @@ static unsigned long parts_major, parts_minor; /* partitions: successor ran / st
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
 static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
 static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /* fault classification */
+static int model_preempt; /* setup: the sequences with preemption on */
+static unsigned long pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends; /* preemption figures */
 #define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
  * FNV-1a digest that a change meant to keep behaviour must keep. */
@@ -231,7 +252,11 @@ static void o_send(void *ctx, int a, const p3d_amsg *m)
             e->told_stop[i] = 1;
         else if (m->type == P3D_AM_RESTART)
             e->gen[i] = m->gen;
+        else if (m->type == P3D_AM_FORWARD && e->preempt && m->sig == SIGUSR1)
+            e->told_ckpt[i] = 1;
     }
+    if (m->type == P3D_AM_FORWARD && e->preempt && m->sig == SIGUSR1 && a < 0)
+        e->fwd_all = 1;
 }
 
 static void o_kill(void *ctx, int a)
@@ -340,6 +365,8 @@ static int o_respawn(void *ctx, int gen, const unsigned char *dead)
     fp_int(gen);
     fp_bytes(dead, (size_t)e->n);
     tr(e, "  respawn gen %d\n", gen);
+    if (p3d_ctl_get_state(e->c) == P3D_CTL_PREEMPTING)
+        broken(e, "a respawn while preempting");
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !dead[i])
             broken(e, "respawn starts agent %d again, lost before", i);
@@ -447,6 +474,34 @@ static void np_check(env *e, p3d_ctl_state before, p3d_ctl_state s, int r)
     }
 }
 
+/* Preemption, after every event: the wait begins by telling every agent,
+ * never restarts, and ends by a timer only past its grace. */
+static void preempt_check(env *e, p3d_ctl_state before, p3d_ctl_event ev, p3d_ctl_state s, int r)
+{
+    if (s == P3D_CTL_PREEMPTING && before != s) {
+        if (!e->fwd_all)
+            broken(e, "PREEMPTING without the preempt signal sent to every agent");
+        e->pre_at = e->now;
+        pre_waits++;
+    }
+    if (s == P3D_CTL_PREEMPTING && r > e->last_restarts)
+        broken(e, "a restart while preempting");
+    int stopped = (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != P3D_CTL_STOPPING && before != P3D_CTL_DONE;
+    if (!stopped || !(before == P3D_CTL_PREEMPTING || ev == P3D_CTL_EV_PREEMPT))
+        return;
+    e->pre_stop = 1;
+    if (before != P3D_CTL_PREEMPTING) {
+        pre_now_ends++;
+    } else if (ev == P3D_CTL_EV_TICK && p3d_ctl_code(e->c) == P3D_EXIT_PREEMPTED) {
+        if (e->now < e->pre_at + e->grace && !(e->timeout > 0 && e->now >= e->timeout))
+            broken(e, "the preemption wait ended by a timer at %.2f, its grace runs to %.2f", e->now,
+                   e->pre_at + e->grace);
+        pre_grace_ends++;
+    } else if (ev == P3D_CTL_EV_PROGRESS || ev == P3D_CTL_EV_DONE || ev == P3D_CTL_EV_GONE) {
+        pre_ckpt_ends++;
+    }
+}
+
 static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int code)
 {
     p3d_ctl_state s = p3d_ctl_get_state(e->c);
@@ -474,12 +529,15 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
             broken(e, "agent %d came back from the dead", i);
         e->was_dead[i] |= p3d_ctl_is_dead(e->c, i);
     }
-    if ((s == P3D_CTL_CHECKING || s == P3D_CTL_REPLACING || s == P3D_CTL_STOPPING || s == P3D_CTL_TAKEOVER) &&
+    preempt_check(e, before, ev, s, r);
+    if ((s == P3D_CTL_CHECKING || s == P3D_CTL_REPLACING || s == P3D_CTL_STOPPING || s == P3D_CTL_TAKEOVER ||
+         s == P3D_CTL_PREEMPTING) &&
         !(p3d_ctl_deadline(e->c) > 0))
         broken(e, "state %s without a deadline", p3d_ctl_state_name(s));
     if (s != P3D_CTL_CHECKING && before == P3D_CTL_CHECKING)
         e->health_pending = 0; /* a late result is ignored */
-    if (ev == P3D_CTL_EV_PROGRESS && (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != s)
+    if (ev == P3D_CTL_EV_PROGRESS && (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != s &&
+        before != P3D_CTL_PREEMPTING) /* there a checkpoint ends the wait */
         broken(e, "a progress summary stopped the job (a slow node must never stop it)");
     if (ev == P3D_CTL_EV_RESUMED && s != before)
         broken(e, "a first sign of life (V) moved the state %s -> %s", p3d_ctl_state_name(before), p3d_ctl_state_name(s));
@@ -500,6 +558,12 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         after((e), b_, (ev), (sig), (code));                                                                         \
     } while (0)
 
+/* sig is the scheduler's warning in this sequence */
+static int preempts(const env *e, int sig)
+{
+    return e->preempt && (sig == SIGUSR1 || (sig == SIGTERM && e->preempt_term));
+}
+
 static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
 {
     p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig, .nranks = 4, .step = -1,
@@ -511,6 +575,7 @@ static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
     p3d_ctl_event ev = type == P3D_AM_UP     ? P3D_CTL_EV_UP
                        : type == P3D_AM_DONE ? P3D_CTL_EV_DONE
                        : type == P3D_AM_FAIL ? P3D_CTL_EV_FAIL
+                       : preempts(e, sig)    ? P3D_CTL_EV_PREEMPT
                                              : P3D_CTL_EV_NODE_SIG;
     tr(e, "%7.2f %-10s %c from %d gen %d rank %d code %d sig %d\n", e->now,
        p3d_ctl_state_name(p3d_ctl_get_state(e->c)), type, a, gen, rank, code, sig);
@@ -601,7 +666,8 @@ static void progress_round(env *e, unsigned skip)
 static void signal_ev(env *e, int sig)
 {
     tr(e, "%7.2f %-10s signal %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), sig);
-    DISPATCH(e, P3D_CTL_EV_SIGNAL, sig == SIGUSR1 ? 0 : sig, 0, p3d_ctl_signal(e->c, sig, e->now));
+    DISPATCH(e, preempts(e, sig) ? P3D_CTL_EV_PREEMPT : P3D_CTL_EV_SIGNAL, sig == SIGUSR1 ? 0 : sig, 0,
+             p3d_ctl_signal(e->c, sig, e->now));
 }
 
 /* The leader's node is lost: every node fences its ranks; the lowest
@@ -615,7 +681,8 @@ static void leader_lost(env *e)
     double heard = e->now - rnd(e, 100) / 100.0;
     p3d_ctl_state b = p3d_ctl_get_state(e->c);
     tr(e, "%7.2f %-10s leader %d lost, successor %d, heard %.2f\n", e->now, p3d_ctl_state_name(b), old, succ, heard);
-    int stopping = b == P3D_CTL_STOPPING || b == P3D_CTL_DONE;
+    /* preempting: the job ends anyway, no takeover starts it again */
+    int stopping = b == P3D_CTL_STOPPING || b == P3D_CTL_DONE || b == P3D_CTL_PREEMPTING;
     if (old >= 0) {
         e->alive[old] = 0;
         e->crashed[old] = 1;
@@ -794,7 +861,7 @@ static void random_event(env *e)
         break;
     case 9:
         if (a >= 0 && rnd(e, 3) == 0)
-            msg(e, a, P3D_AM_SIGNAL, 0, 0, 0, SIGTERM);
+            msg(e, a, P3D_AM_SIGNAL, 0, 0, 0, e->preempt && rnd(e, 2) ? SIGUSR1 : SIGTERM);
         break;
     case 10:
         if (rnd(e, 6) == 0) {
@@ -856,6 +923,22 @@ static int cooperative_event(env *e)
             msg(e, i, P3D_AM_UP, e->gen[i], 0, 0, 0);
             return 1;
         }
+    if (s == P3D_CTL_PREEMPTING)
+        for (int i = 0; i < e->n; i++)
+            if (e->alive[i] && e->told_ckpt[i] == 1) {
+                /* the ranks checkpoint (odd nodes) or end after it (even) */
+                e->told_ckpt[i] = 2;
+                if (i % 2) {
+                    e->ckpt++;
+                    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = e->gen[i], .step = 10 * e->ckpt, .busy_us = 1000,
+                                  .ckpt = e->ckpt, .nranks = 4};
+                    tr(e, "%7.2f %-10s P from %d ckpt %d (preempted)\n", e->now, p3d_ctl_state_name(s), i, m.ckpt);
+                    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, i, &m, e->now));
+                } else {
+                    msg(e, i, P3D_AM_DONE, e->gen[i], 0, 0, 0);
+                }
+                return 1;
+            }
     if (s == P3D_CTL_RUNNING && e->intervals > 0) {
         /* the ranks run a few intervals before they are done */
         e->intervals--;
@@ -924,6 +1007,10 @@ static void check_code(env *e)
      * node's done) ends with the failure's code */
     if (e->verdict_stop && (code == e->fail_code || code == P3D_EXIT_LOST))
         ok = 1;
+    /* preempted: that code, but for an abort's own or a lapsed leadership */
+    if (e->pre_stop)
+        ok = code == P3D_EXIT_PREEMPTED || (e->stop_cause == P3D_CTL_EV_ABORT && code == e->stop_code) ||
+             (e->stop_cause == P3D_CTL_EV_ELECTION && code == P3D_EXIT_LOST);
     if (!ok)
         broken(e, "exit code %d after a stop caused by %s", code,
                e->stop_cause >= 0 ? p3d_ctl_event_name((p3d_ctl_event)e->stop_cause) : "nothing");
@@ -968,6 +1055,12 @@ static void setup(env *e, int seed)
                        .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
                        .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
                        .verbose = seed % 2};
+    /* preemption: from the flag and the seed, not the random stream */
+    e->preempt = model_preempt;
+    e->preempt_term = model_preempt && seed % 3 == 0;
+    e->grace = cfg.grace;
+    cfg.preempt_sig = e->preempt ? SIGUSR1 : 0;
+    cfg.preempt_term = e->preempt_term;
     if (rnd(e, 4)) {
         cfg.progress_interval = 0.2 + rnd(e, 5) / 10.0;
         cfg.slow_factor = 1.3;
@@ -1165,6 +1258,118 @@ static void no_progress_case(env *e)
     assert_int_equal(p3d_ctl_code(e->c), NP_CODE); /* decided at the stop */
     assert_true(e->np_stopped);                   /* and found due by the model */
     finish(e); /* DONE with that code (check_code), then freed */
+}
+
+/* A preemption case's controller: n nodes with ranks, failover as asked
+ * (leader 0), grace 5 s, the preempt signal SIGUSR1 (term: SIGTERM too);
+ * every node up and reporting checkpoint 4, the job RUNNING. */
+static void preempt_setup(env *e, int n, int failover, int term, int seed)
+{
+    memset(e, 0, sizeof *e);
+    e->n = n;
+    e->leader = failover ? 0 : -1;
+    e->failover = failover;
+    e->node_timeout = 1;
+    e->max_restarts = 3;
+    e->stop_cause = -1;
+    e->seed = seed;
+    e->rng = (uint64_t)(1000 - seed);
+    e->preempt = 1;
+    e->preempt_term = term;
+    e->grace = 5;
+    e->np_step = e->np_ckpt = -1;
+    for (int i = 0; i < n; i++) {
+        e->rank_node[i] = 1;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = 3, .grace = 5,
+                       .leader = e->leader, .health_timeout = 3, .failover = failover, .node_timeout = 1,
+                       .preempt_sig = SIGUSR1, .preempt_term = term};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    e->members = n;
+    for (int i = 0; i < n; i++)
+        msg(e, i, P3D_AM_UP, 0, 0, 0, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+    e->ckpt = 4;
+    for (int i = 0; i < n; i++) {
+        p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 41, .busy_us = 1000, .ckpt = 4, .nranks = 4};
+        DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, i, &m, e->now));
+    }
+}
+
+/* Node a reports checkpoint ckpt of generation 0. */
+static void preempt_ckpt(env *e, int a, int ckpt)
+{
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 10 * ckpt, .busy_us = 1000, .ckpt = ckpt, .nranks = 4};
+    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
+/* Directed: preemption with second faults. */
+static void preempt_cases(env *e)
+{
+    int ck;
+    /* 1. A node lost during the wait: not replaced, the others' checkpoints
+     *    end it; the checkpoint every node holds stays the old one. */
+    preempt_setup(e, 3, 0, 0, -20);
+    e->now = 1;
+    signal_ev(e, SIGUSR1);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    assert_true(e->told_ckpt[0] && e->told_ckpt[1] && e->told_ckpt[2]);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    assert_true(p3d_ctl_is_dead(e->c, 1));
+    preempt_ckpt(e, 0, 5);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    preempt_ckpt(e, 2, 5);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_restarts(e->c), 0);
+    assert_int_equal(p3d_ctl_replaced(e->c), 0);
+    assert_true(p3d_ctl_preempted(e->c, &ck));
+    assert_int_equal(ck, 4); /* node 1 never wrote step 5 */
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "preempted (SIGUSR1 to par3drun)"));
+    finish(e);
+    /* 2. A warning during a takeover: no generation runs, the job ends now. */
+    preempt_setup(e, 3, 1, 0, -21);
+    e->now = 1;
+    leader_lost(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_TAKEOVER);
+    msg(e, 1, P3D_AM_SIGNAL, 0, 0, 0, SIGUSR1); /* a node heard it */
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_code(e->c), P3D_EXIT_PREEMPTED);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "to node n1"));
+    finish(e);
+    /* 3. The grace runs out while node 1 still writes: a tick before it
+     *    changes nothing, the one at it stops the ranks with SIGTERM. */
+    preempt_setup(e, 2, 0, 0, -22);
+    e->now = 10;
+    signal_ev(e, SIGUSR1);
+    preempt_ckpt(e, 0, 6);
+    e->now = 12;
+    tick(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    assert_true(p3d_ctl_deadline(e->c) <= 15.0);
+    e->now = 15;
+    tick(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_code(e->c), P3D_EXIT_PREEMPTED);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "--grace ran out before 1 node (n1)"));
+    assert_true(e->told_stop[0] && e->told_stop[1]);
+    finish(e);
+    /* 4. --preempt-on-term: SIGTERM preempts, a second one stops at once. */
+    preempt_setup(e, 2, 0, 1, -23);
+    signal_ev(e, SIGTERM);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    signal_ev(e, SIGUSR1); /* the warning again: nothing new */
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    signal_ev(e, SIGTERM);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_code(e->c), P3D_EXIT_PREEMPTED);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "second signal"));
+    finish(e);
 }
 
 /* A partition: nodes side[i] = 1 lose the leader (node 0) and elect node
@@ -1405,6 +1610,16 @@ static void test_model(void **st)
         all_gone_case(e, v);
     no_progress_case(e);
     fault_case(e);
+    model_preempt = 1;
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
+        setup(e, 3 * SEQUENCES + seed);
+        int faults = (int)rnd(e, 40);
+        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+            random_event(e);
+        finish(e);
+    }
+    model_preempt = 0;
+    preempt_cases(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
@@ -1442,6 +1657,9 @@ static void test_model(void **st)
     printf("model: faults: %lu job verdicts (%lu of them stops), %lu node, %lu unknown\n", job_verdicts, job_stops,
            node_verdicts, unknown_verdicts);
     assert_true(job_verdicts > job_stops && job_stops > 0 && node_verdicts > 0 && unknown_verdicts > 0);
+    printf("model: preemption: %lu waits; ended by every node's checkpoint or end %lu, by the grace %lu; %lu "
+           "warnings during a recovery stopped at once\n", pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends);
+    assert_true(pre_waits > 0 && pre_ckpt_ends > 0 && pre_grace_ends > 0 && pre_now_ends > 0);
     free(e);
     free(e2);
 }

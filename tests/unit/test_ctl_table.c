@@ -113,6 +113,26 @@ static void test_shape(void **st)
     for (int s = 0; s < P3D_CTL_NSTATES; s++)
         if (s != P3D_CTL_RUNNING)
             assert_int_not_equal(cell(s, P3D_CTL_EV_SLOW).kind, P3D_CTL_CELL_RUN);
+    /* preemption: where ranks run the warning starts the checkpoint wait;
+     * where a recovery is under way the job stops at once; PREEMPTING
+     * only ever stops (no restart, no replacement, no takeover), and a
+     * signal, an abort or a node's signal may stop it */
+    unsigned back = live | 1u << P3D_CTL_PREEMPTING;
+    assert_int_equal(cell(P3D_CTL_STARTING, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_PREEMPTING);
+    assert_int_equal(cell(P3D_CTL_RUNNING, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_PREEMPTING);
+    assert_int_equal(cell(P3D_CTL_RESTARTING, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_PREEMPTING);
+    assert_int_equal(cell(P3D_CTL_CHECKING, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_STOPPING);
+    assert_int_equal(cell(P3D_CTL_REPLACING, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_STOPPING);
+    assert_int_equal(cell(P3D_CTL_TAKEOVER, P3D_CTL_EV_PREEMPT).next, 1u << P3D_CTL_STOPPING);
+    for (int e = 0; e < P3D_CTL_NEVENTS; e++) {
+        assert_int_equal(cell(P3D_CTL_PREEMPTING, e).next & back, 0);
+        if (e == P3D_CTL_EV_SIGNAL || e == P3D_CTL_EV_ABORT || e == P3D_CTL_EV_NODE_SIG || e == P3D_CTL_EV_TICK ||
+            e == P3D_CTL_EV_ALL_CKPT || e == P3D_CTL_EV_ALL_DONE || e == P3D_CTL_EV_ALL_GONE)
+            assert_true(cell(P3D_CTL_PREEMPTING, e).next & 1u << P3D_CTL_STOPPING);
+    }
+    for (int s = 0; s < P3D_CTL_NSTATES; s++)
+        if (s != P3D_CTL_PREEMPTING)
+            assert_int_equal(cell(s, P3D_CTL_EV_ALL_CKPT).kind, P3D_CTL_CELL_IMPOSSIBLE);
 }
 
 static char *printed(void)

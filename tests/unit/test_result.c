@@ -48,7 +48,7 @@ static void test_json(void **state)
     assert_non_null(strstr(j, "\"fault\": \"unknown\""));
     assert_non_null(strstr(j, "\"exit_code\": 3, \"ok\": false"));
     assert_non_null(strstr(j, "\"step\": null, \"ckpt\": 40"));
-    assert_non_null(strstr(j, "\"seconds\": 1.500}\n"));
+    assert_non_null(strstr(j, "\"seconds\": 1.500, \"preempted\": false}\n"));
     /* one line: a newline only at the end */
     assert_ptr_equal(strchr(j, '\n'), j + strlen(j) - 1);
     free(j);
@@ -56,6 +56,13 @@ static void test_json(void **state)
     r.exit_code = 0;
     j = p3d_result_json(&r);
     assert_non_null(strstr(j, "\"job_id\": null, \"exit_code\": 0, \"ok\": true"));
+    free(j);
+    /* a preempted job: not ok (a script requeues it), and says so */
+    r.exit_code = 75;
+    r.preempted = 1;
+    j = p3d_result_json(&r);
+    assert_non_null(strstr(j, "\"exit_code\": 75, \"ok\": false"));
+    assert_non_null(strstr(j, "\"preempted\": true}\n"));
     free(j);
 }
 
