@@ -118,6 +118,15 @@ int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elast
 int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_placement *neu,
                       const p3d_elastic *e, const p3d_gpuref *lost, size_t nlost, char **err);
 
+/* The widths of --dry-run --min-dp (placement/report/report_widths.c):
+ * from the full width down to job->min_dp, each width's world, micro-
+ * batches, batch and note, and with a model the estimated step time of
+ * the placement pl keeps at that width (its highest replicas dropped).
+ * *text: a table for people; *json: the report's "elastic" object
+ * (docs/report-json.md). 0 (caller frees both), or -1 with *err. */
+int p3d_widths_report(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, char **text, char **json,
+                      char **err);
+
 #ifdef __cplusplus
 }
 #endif
