@@ -182,6 +182,47 @@ static void move_unit(const p3d_placement *pl, const p3d_mesh *nm, int d, int u,
     }
 }
 
+/* out->dropped: the old replicas none of from[0..n) kept. */
+static void note_dropped(p3d_reshape *out, int old, int n)
+{
+    out->ndropped = 0;
+    for (int d = 0; d < old; d++) {
+        int kept = 0;
+        for (int j = 0; j < n; j++)
+            kept |= out->from[j] == d;
+        if (!kept)
+            out->dropped[out->ndropped++] = d;
+    }
+}
+
+int rs_keep(const p3d_placement *pl, const int *keep, int n, p3d_reshape *out)
+{
+    const p3d_mesh *m = &pl->mesh;
+    int rc = -1, old = p3d_mesh_size(m, P3D_DIM_DP), nu = p3d_mesh_size(m, P3D_DIM_CP) * p3d_mesh_size(m, P3D_DIM_PP);
+    int w = n * p3d_mesh_size(m, P3D_DIM_TP) * nu;
+    int *node = malloc(sizeof *node * (size_t)w), *gpu = malloc(sizeof *gpu * (size_t)w);
+    p3d_mesh nm;
+    p3d_placement_free(out->pl);
+    free(out->from);
+    free(out->dropped);
+    out->pl = NULL, out->ndropped = 0, out->old_dp = old;
+    out->from = malloc(sizeof *out->from * (size_t)n);
+    out->dropped = malloc(sizeof *out->dropped * (size_t)old);
+    if (!node || !gpu || !out->from || !out->dropped || rs_mesh(m, n, &nm, NULL) < 0)
+        goto out;
+    for (int j = 0; j < n; j++) {
+        for (int u = 0; u < nu; u++)
+            move_unit(pl, &nm, keep[j], u, j, node, gpu);
+        out->from[j] = keep[j];
+    }
+    note_dropped(out, old, n);
+    rc = (out->pl = rs_build(pl, &nm, node, gpu)) ? 0 : -1;
+out:
+    free(node);
+    free(gpu);
+    return rc;
+}
+
 /* Fills node/gpu for the new width: intact replicas first (lowest old dp
  * first), then replicas assembled rack by rack. */
 static void shrink_fill(const p3d_cluster *c, const p3d_placement *pl, survey *s, const p3d_mesh *nm,
@@ -203,13 +244,7 @@ static void shrink_fill(const p3d_cluster *c, const p3d_placement *pl, survey *s
             }
             out->from[j++] = -1;
         }
-    for (int d = 0; d < s->dp; d++) {
-        int kept = 0;
-        for (int i = 0; i < ndp; i++)
-            kept |= out->from[i] == d;
-        if (!kept)
-            out->dropped[out->ndropped++] = d;
-    }
+    note_dropped(out, s->dp, ndp);
 }
 
 int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, const p3d_gpuref *lost,

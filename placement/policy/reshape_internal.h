@@ -27,4 +27,9 @@ p3d_placement *rs_build(const p3d_placement *old, const p3d_mesh *nm, const int 
 /* The new rank of the GPU at coord (tp, cp, pp of coord) in replica dp. */
 int rs_rank(const p3d_mesh *nm, const int coord[P3D_NDIMS], int dp);
 
+/* The reshape that keeps the old replicas keep[0..n) (old dp indices, in
+ * their new dp order) and drops the rest: out->pl, from, dropped filled,
+ * out->width left as the caller set it. 0, or -1 when out of memory. */
+int rs_keep(const p3d_placement *pl, const int *keep, int n, p3d_reshape *out);
+
 #endif

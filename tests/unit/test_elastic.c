@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -337,12 +338,129 @@ static void check_refuses(void **state)
     unload(&f);
 }
 
+/* A policy file whose shrink() body is `body` (s, cluster, job in scope). */
+static char *policy_with(const char *dir, const char *name, const char *body)
+{
+    char *path = malloc(512);
+    snprintf(path, 512, "%s/%s.lua", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "local function place(cluster, job) error('not for a shrink') end\n"
+               "local function shrink(cluster, job, s)\n%s\nend\n"
+               "return {place = place, shrink = shrink}\n", body);
+    fclose(f);
+    return path;
+}
+
+/* The policy chooses which whole replicas stay (here: the highest first);
+ * C refuses a broken, repeated or missing one, and a failing hook. */
+static void shrink_policy_hook(void **state)
+{
+    (void)state;
+    fx f;
+    load(&f, 7);
+    char tmpl[] = "/tmp/p3d-elastic-XXXXXX", *err = NULL;
+    const char *dir = mkdtemp(tmpl);
+    assert_non_null(dir);
+    p3d_job j;
+    p3d_job_init(&j);
+    j.mesh = f.pl->mesh;
+    j.min_dp = 2;
+    p3d_elastic e = {.full_dp = 7, .min_dp = 2, .b = 1};
+    p3d_gpuref lost[] = {{node_of_rank(&f, 2, 1), -1}};
+    char want[64];
+    snprintf(want, sizeof want, "s.lost[1] == '%s'", f.c->nodes[lost[0].node].name);
+    char body[512];
+    snprintf(body, sizeof body,
+             "  assert(s.from_dp == 7 and s.dp == 6 and s.min_dp == 2 and #s.intact == 6 and %s)\n"
+             "  assert(s.keep[1] == 0 and s.keep[3] == 3)\n"
+             "  local out = {}\n"
+             "  for i = #s.intact, 1, -1 do out[#out + 1] = s.intact[i] end\n"
+             "  return out",
+             want);
+    char *good = policy_with(dir, "good", body);
+    p3d_reshape r;
+    if (p3d_policy_shrink(good, NULL, f.c, &j, f.pl, &e, lost, 1, &r, &err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(r.width.dp, 6);
+    assert_int_equal(r.from[0], 6);
+    assert_int_equal(r.from[5], 0);
+    assert_int_equal(r.ndropped, 1);
+    assert_coords_kept(f.pl, r.pl);
+    p3d_reshape_free(&r);
+    /* nil: the default (lowest old dp first) */
+    char *dflt = policy_with(dir, "dflt", "  return nil");
+    assert_int_equal(p3d_policy_shrink(dflt, NULL, f.c, &j, f.pl, &e, lost, 1, &r, &err), 0);
+    assert_int_equal(r.from[2], 3);
+    p3d_reshape_free(&r);
+    static const struct { const char *body, *msg; } bad[] = {
+        {"  return {0, 1, 2, 3, 4, 5}", "replica 2 lost GPUs"},
+        {"  return {0, 1, 3, 3, 4, 5}", "names replica 3 twice"},
+        {"  return {0, 1}", "expected exactly s.dp = 6"},
+        {"  return {0, 1, 3, 4, 5, 9}", "expected a dp index 0..6"},
+        {"  return 'all'", "returned string"},
+        {"  error('no way')", "shrink(cluster, job, s) failed"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "bad%zu", i);
+        char *p = policy_with(dir, nm, bad[i].body);
+        assert_int_equal(p3d_policy_shrink(p, NULL, f.c, &j, f.pl, &e, lost, 1, &r, &err), -1);
+        if (!strstr(err, bad[i].msg))
+            fail_msg("%s: %s", bad[i].msg, err);
+        assert_null(r.pl);
+        P3D_FREE(&err);
+        remove(p);
+        free(p);
+    }
+    remove(good);
+    remove(dflt);
+    free(good);
+    free(dflt);
+    rmdir(dir);
+    unload(&f);
+}
+
+/* examples/policies/shrink_rack_last.lua: B 20 leaves room for 5 of the 6
+ * whole replicas; the one dropped besides the broken replica 2 (rack r1)
+ * is another of r1's, not the highest (6, rack r2) as by default. */
+static void shrink_example_policy(void **state)
+{
+    (void)state;
+    fx f;
+    load(&f, 7);
+    char path[512], *err = NULL;
+    snprintf(path, sizeof path, "%s/examples/policies/shrink_rack_last.lua", getenv("P3D_DATA_DIR"));
+    p3d_job j;
+    p3d_job_init(&j);
+    j.mesh = f.pl->mesh;
+    p3d_elastic e = {.full_dp = 7, .min_dp = 2, .b = 1, .B = 20};
+    p3d_gpuref lost[] = {{node_of_rank(&f, 2, 0), -1}};
+    assert_string_equal(f.c->racks[f.c->nodes[lost[0].node].rack], "r1");
+    assert_string_equal(f.c->racks[f.c->nodes[node_of_rank(&f, 6, 0)].rack], "r2");
+    p3d_reshape r;
+    assert_int_equal(p3d_shrink_plan(f.c, f.pl, &e, lost, 1, &r, &err), 0);
+    assert_int_equal(r.width.dp, 5);
+    assert_int_equal(r.dropped[r.ndropped - 1], 6); /* the default: the highest */
+    p3d_reshape_free(&r);
+    if (p3d_policy_shrink(path, NULL, f.c, &j, f.pl, &e, lost, 1, &r, &err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(r.width.dp, 5);
+    assert_int_equal(r.ndropped, 2);
+    for (int k = 0; k < r.ndropped; k++)
+        assert_string_equal(f.c->racks[f.c->nodes[node_of_rank(&f, r.dropped[k], 0)].rack], "r1");
+    assert_int_equal(f.c->racks[f.c->nodes[node_of_rank(&f, r.from[0], 0)].rack][1], '2');
+    p3d_reshape_free(&r);
+    unload(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(widths_and_batch),  cmocka_unit_test(widths_expert_grid), cmocka_unit_test(init_refusals),
         cmocka_unit_test(nnodes_range),      cmocka_unit_test(shrink_one_node),    cmocka_unit_test(shrink_assembles),
         cmocka_unit_test(shrink_below_min),  cmocka_unit_test(grow_back),          cmocka_unit_test(check_refuses),
+        cmocka_unit_test(shrink_policy_hook), cmocka_unit_test(shrink_example_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,17 @@ int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_ela
 int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, p3d_reshape *out,
                   char **err);
 
+/* A shrink the policy may decide (placement/policy/policy_shrink.c,
+ * docs/policies.md "Shrinking"): p3d_shrink_plan's width and default
+ * choice, then, when the policy (a bundled name, path or URL; NULL: none)
+ * returns a shrink(cluster, job, s) hook, the whole surviving replicas it
+ * names in their new dp order instead; either way p3d_reshape_check must
+ * pass. 0 with *out (caller frees with p3d_reshape_free), or -1 with *err
+ * (below D; the hook failed or returned something invalid, named). */
+int p3d_policy_shrink(const char *policy, const char *sha256_pin, const p3d_cluster *c, const p3d_job *job,
+                      const p3d_placement *pl, const p3d_elastic *e, const p3d_gpuref *lost, size_t nlost,
+                      p3d_reshape *out, char **err);
+
 /* Checks a reshaped placement (the default one, or a policy's) against the
  * one it replaces: the same tp/cp/pp/ep/etp and order, dp within
  * [min_dp, full_dp] and valid, a bijection of ranks onto distinct GPUs none
