@@ -151,6 +151,22 @@ static int shrink_body(lua_State *L)
     return 0;
 }
 
+/* intact[d] = 0 for every old replica d that lost a GPU. */
+static int mark_broken(const p3d_cluster *c, const p3d_placement *pl, const p3d_gpuref *lost, size_t nlost,
+                       unsigned char *intact)
+{
+    rs_lostmap lm = {0};
+    if (rs_lostmap_make(c, lost, nlost, &lm) < 0) {
+        rs_lostmap_free(&lm);
+        return -1;
+    }
+    for (int r = 0; r < pl->world; r++)
+        if (rs_lostmap_has(&lm, pl->ranks[r].node, pl->ranks[r].gpu))
+            intact[pl->ranks[r].coord[P3D_DIM_DP]] = 0;
+    rs_lostmap_free(&lm);
+    return 0;
+}
+
 /* Runs the hook of policy (when it has one) on the default d; x->keep and
  * x->hooked say what it chose. */
 static int run_hook(const char *policy, const char *sha, shrink_ctx *x, char **err)
@@ -198,10 +214,10 @@ int p3d_policy_shrink(const char *policy, const char *sha256_pin, const p3d_clus
         goto out;
     }
     memset(x.intact, 1, (size_t)old);
-    for (int r = 0; r < pl->world; r++)
-        for (size_t i = 0; i < nlost; i++)
-            if (lost[i].node == pl->ranks[r].node && (lost[i].gpu < 0 || lost[i].gpu == pl->ranks[r].gpu))
-                x.intact[pl->ranks[r].coord[P3D_DIM_DP]] = 0;
+    if (mark_broken(c, pl, lost, nlost, x.intact) < 0) {
+        p3d_err(err, "out of memory");
+        goto out;
+    }
     x.c = c, x.job = job, x.pl = pl, x.lost = lost, x.nlost = nlost, x.def = out;
     if (policy && run_hook(policy, sha256_pin, &x, err) < 0)
         goto out;

@@ -70,12 +70,40 @@ void p3d_reshape_free(p3d_reshape *r)
     memset(r, 0, sizeof *r);
 }
 
-static int is_lost(const p3d_gpuref *lost, size_t n, int node, int gpu)
+int rs_lostmap_make(const p3d_cluster *c, const p3d_gpuref *lost, size_t n, rs_lostmap *m)
 {
-    for (size_t i = 0; i < n; i++)
-        if (lost[i].node == node && (lost[i].gpu < 0 || lost[i].gpu == gpu))
-            return 1;
+    m->base = calloc(c->nnodes + 1, sizeof *m->base);
+    m->bit = NULL;
+    if (!m->base)
+        return -1;
+    for (size_t i = 0; i < c->nnodes; i++)
+        m->base[i + 1] = m->base[i] + (size_t)(c->nodes[i].topo ? c->nodes[i].topo->ngpus : 0);
+    if (!(m->bit = calloc(m->base[c->nnodes] + 1, 1)))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (lost[i].node < 0 || (size_t)lost[i].node >= c->nnodes)
+            continue;
+        size_t lo = m->base[lost[i].node], hi = m->base[lost[i].node + 1];
+        if (lost[i].gpu < 0)
+            memset(m->bit + lo, 1, hi - lo);
+        else if (lo + (size_t)lost[i].gpu < hi)
+            m->bit[lo + (size_t)lost[i].gpu] = 1;
+    }
     return 0;
+}
+
+int rs_lostmap_has(const rs_lostmap *m, int node, int gpu)
+{
+    size_t lo = m->base[node], hi = m->base[node + 1];
+    return gpu >= 0 && lo + (size_t)gpu < hi && m->bit[lo + (size_t)gpu];
+}
+
+void rs_lostmap_free(rs_lostmap *m)
+{
+    free(m->base);
+    free(m->bit);
+    m->base = NULL;
+    m->bit = NULL;
 }
 
 /* "node003, node007:gpu2" for the message of a shrink below D. */
@@ -102,8 +130,10 @@ typedef struct survey {
     int intact;
 } survey;
 
-static int survey_take(const p3d_placement *pl, const p3d_gpuref *lost, size_t nlost, survey *s)
+static int survey_take(const p3d_cluster *c, const p3d_placement *pl, const p3d_gpuref *lost, size_t nlost,
+                       survey *s)
 {
+    rs_lostmap lm = {0};
     const p3d_mesh *m = &pl->mesh;
     s->dp = p3d_mesh_size(m, P3D_DIM_DP);
     s->nu = p3d_mesh_size(m, P3D_DIM_CP) * p3d_mesh_size(m, P3D_DIM_PP);
@@ -111,17 +141,20 @@ static int survey_take(const p3d_placement *pl, const p3d_gpuref *lost, size_t n
     s->unit_ok = malloc((size_t)s->dp * s->nu);
     s->used = calloc((size_t)s->dp * s->nu, 1);
     s->rep_ok = malloc((size_t)s->dp);
-    if (!s->unit_ok || !s->used || !s->rep_ok)
+    if (!s->unit_ok || !s->used || !s->rep_ok || rs_lostmap_make(c, lost, nlost, &lm) < 0) {
+        rs_lostmap_free(&lm);
         return -1;
+    }
     memset(s->unit_ok, 1, (size_t)s->dp * s->nu);
     memset(s->rep_ok, 1, (size_t)s->dp);
     for (int r = 0; r < pl->world; r++) {
         const p3d_rank *k = &pl->ranks[r];
-        if (is_lost(lost, nlost, k->node, k->gpu)) {
+        if (rs_lostmap_has(&lm, k->node, k->gpu)) {
             s->unit_ok[k->coord[P3D_DIM_DP] * s->nu + rs_unit(m, k->coord)] = 0;
             s->rep_ok[k->coord[P3D_DIM_DP]] = 0;
         }
     }
+    rs_lostmap_free(&lm);
     s->intact = 0;
     for (int d = 0; d < s->dp; d++)
         s->intact += s->rep_ok[d];
@@ -254,7 +287,7 @@ int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_ela
     survey s = {0};
     p3d_mesh nm;
     memset(out, 0, sizeof *out);
-    if (survey_take(pl, lost, nlost, &s) < 0)
+    if (survey_take(c, pl, lost, nlost, &s) < 0)
         goto oom;
     out->old_dp = s.dp;
     int most = s.intact;

@@ -78,16 +78,13 @@ static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_g
                        char **err)
 {
     int rc = -1;
-    size_t *base = calloc(c->nnodes + 1, sizeof *base);
+    rs_lostmap lm = {0};
     unsigned char *seen = NULL;
-    if (!base)
-        return p3d_err(err, "out of memory checking the new placement");
-    for (size_t i = 0; i < c->nnodes; i++)
-        base[i + 1] = base[i] + (size_t)(c->nodes[i].topo ? c->nodes[i].topo->ngpus : 0);
-    if (!(seen = calloc(base[c->nnodes] + 1, 1))) {
+    if (rs_lostmap_make(c, lost, nlost, &lm) < 0 || !(seen = calloc(lm.base[c->nnodes] + 1, 1))) {
         p3d_err(err, "out of memory checking the new placement");
         goto out;
     }
+    const size_t *base = lm.base;
     for (int r = 0; r < p->world; r++) {
         const p3d_rank *k = &p->ranks[r];
         int coord[P3D_NDIMS];
@@ -97,11 +94,10 @@ static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_g
             goto out;
         }
         const char *nm = c->nodes[k->node].name;
-        for (size_t i = 0; i < nlost; i++)
-            if (lost[i].node == k->node && (lost[i].gpu < 0 || lost[i].gpu == k->gpu)) {
-                p3d_err(err, "rank %d: %s GPU %d is lost", r, nm, k->gpu);
-                goto out;
-            }
+        if (rs_lostmap_has(&lm, k->node, k->gpu)) {
+            p3d_err(err, "rank %d: %s GPU %d is lost", r, nm, k->gpu);
+            goto out;
+        }
         if (c->nodes[k->node].role == P3D_NODE_LOST || c->nodes[k->node].role == P3D_NODE_EXCLUDED) {
             p3d_err(err, "rank %d: node %s is %s", r, nm, c->nodes[k->node].role == P3D_NODE_LOST ? "lost" : "excluded");
             goto out;
@@ -119,7 +115,7 @@ static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_g
     }
     rc = 0;
 out:
-    free(base);
+    rs_lostmap_free(&lm);
     free(seen);
     return rc;
 }

@@ -27,6 +27,18 @@ p3d_placement *rs_build(const p3d_placement *old, const p3d_mesh *nm, const int 
 /* The new rank of the GPU at coord (tp, cp, pp of coord) in replica dp. */
 int rs_rank(const p3d_mesh *nm, const int coord[P3D_NDIMS], int dp);
 
+/* The lost GPUs as one bit per GPU of the cluster (a shrink may lose
+ * thousands: a list searched per rank would be quadratic). */
+typedef struct rs_lostmap {
+    size_t *base;           /* [nnodes + 1]: node i's first bit */
+    unsigned char *bit;
+} rs_lostmap;
+
+/* 0, or -1 when out of memory. Free with rs_lostmap_free. */
+int rs_lostmap_make(const p3d_cluster *c, const p3d_gpuref *lost, size_t n, rs_lostmap *m);
+int rs_lostmap_has(const rs_lostmap *m, int node, int gpu);
+void rs_lostmap_free(rs_lostmap *m);
+
 /* The reshape that keeps the old replicas keep[0..n) (old dp indices, in
  * their new dp order) and drops the rest: out->pl, from, dropped filled,
  * out->width left as the caller set it. 0, or -1 when out of memory. */
