@@ -7,7 +7,10 @@
 #  - a range without a valid width, or figures that disagree, is refused
 #    before anything starts (exit 2, the field named);
 #  - launched (--emulate), every rank gets P3D_GLOBAL_BATCH,
-#    P3D_MICRO_BATCH and P3D_MICRO_BATCHES from the first start on.
+#    P3D_MICRO_BATCH and P3D_MICRO_BATCHES from the first start on;
+#  - --nnodes MIN:MAX with static agents on loopback: MAX agents run the
+#    job, MIN becomes D = floor(MIN x dp / N), and --min-dp with a range is
+#    refused on every node.
 . "$(dirname "$0")/lib/launch_common.sh"
 command -v jq >/dev/null || { echo "skip: jq missing"; exit 77; }
 unset SLURM_JOB_NODELIST SLURM_JOB_ID PMIX_NAMESPACE
@@ -65,4 +68,34 @@ dump='echo "batch $RANK $P3D_DP_SIZE ${P3D_GLOBAL_BATCH-unset} ${P3D_MICRO_BATCH
 # only --micro-batches: that figure alone, no global batch
 "$PAR3DRUN" --emulate "${M[@]}" --micro-batches 5 -- sh -c "$dump" >"$T/ranks" 2>&1 || fail "plain launch"
 [ "$(grep -c 'batch [0-9]* 4 unset unset 5$' "$T/ranks")" = 16 ] || { cat "$T/ranks"; fail "--micro-batches 5 alone"; }
+# --- torchrun's --nnodes MIN:MAX, agents on loopback --------------------------
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+head -c 24 /dev/urandom | base64 >"$T/token"; chmod 600 "$T/token"
+agents() { # N PREFIX ARGS...: N agents of one job; exit codes in $T/PREFIX.rc<i>
+  local n=$1 pre=$2 port i; shift 2
+  port=$(free_port)
+  for ((i = 0; i < n; i++)); do
+    ( set +e; timeout 120 "$PAR3DRUN" --node-rank $i --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
+        --topology "$P3D_SRC/examples/topologies/dgx-h100.xml" "$@" >"$T/$pre.out$i" 2>&1; echo $? >"$T/$pre.rc$i" ) &
+  done
+  wait
+}
+# 2 nodes of 8 GPUs, tp 2 pp 2: dp 4, MAX agents meet, the batch is the job's
+agents 2 nn --nnodes 1:2 --tp 2 --pp 2 --global-batch 16 --micro-batch 1 -- sh -c "$dump"
+for i in 0 1; do
+  [ "$(cat "$T/nn.rc$i")" = 0 ] || { cat "$T/nn.out$i"; fail "--nnodes 1:2: node $i exit $(cat "$T/nn.rc$i")"; }
+done
+[ "$(cat "$T"/nn.out* | grep -c 'batch [0-9]* 4 16 1 4$')" = 16 ] || { cat "$T"/nn.out*; fail "--nnodes 1:2: not 16 ranks with m 4"; }
+# 3 nodes, tp 8: dp 3; MIN 2 is D = floor(2 x 3 / 3) = 2, and B 3 has no width 2
+agents 3 nn3 --nnodes 2:3 --tp 8 --global-batch 3 -- /bin/true
+for i in 0 1 2; do
+  [ "$(cat "$T/nn3.rc$i")" = 2 ] || { cat "$T/nn3.out$i"; fail "--nnodes 2:3, B 3: node $i exit $(cat "$T/nn3.rc$i"), want 2"; }
+done
+grep -q -- '--min-dp 2: no width from 2 to 2 has a valid batch' "$T/nn3.out0" || { cat "$T/nn3.out0"; fail "--nnodes 2:3 is not D 2"; }
+# both spellings at once: refused on every node
+agents 2 both --nnodes 1:2 --min-dp 2 --tp 2 --pp 2 -- /bin/true
+for i in 0 1; do
+  [ "$(cat "$T/both.rc$i")" = 2 ] || { cat "$T/both.out$i"; fail "--min-dp with --nnodes 1:2: node $i exit $(cat "$T/both.rc$i")"; }
+  grep -q 'both set the elastic range' "$T/both.out$i" || { cat "$T/both.out$i"; fail "node $i: no message"; }
+done
 echo "ok"
