@@ -27,6 +27,11 @@
  * rank); pruning unlinks names in a step directory it opened with
  * O_NOFOLLOW, so nothing is followed or deleted through a link.
  *
+ * Another data-parallel width (a job that shrank or grew) resumes too: the
+ * marker may name another dp (so world and edp); each rank then reads the
+ * shard of an old rank with its own tp, pp and ep coordinates, since no
+ * state is sharded over the replicas (find_source).
+ *
  * The model keeps no optimizer or RNG state beyond the weights: SGD has no
  * moments, and data and initialisation are hashes of (seed, step, index).
  * So weights + step (+ the losses so far, for --verify and the report) are
