@@ -372,7 +372,7 @@ static void shrink_policy_hook(void **state)
     snprintf(want, sizeof want, "s.lost[1] == '%s'", f.c->nodes[lost[0].node].name);
     char body[512];
     snprintf(body, sizeof body,
-             "  assert(s.from_dp == 7 and s.dp == 6 and s.min_dp == 2 and #s.intact == 6 and %s)\n"
+             "  assert(s.from_dp == 7 and s.dp == 6 and s.min_dp == 2 and job.min_dp == 2 and #s.intact == 6 and %s)\n"
              "  assert(s.keep[1] == 0 and s.keep[3] == 3)\n"
              "  local out = {}\n"
              "  for i = #s.intact, 1, -1 do out[#out + 1] = s.intact[i] end\n"
