@@ -209,8 +209,9 @@ const opt_row p3d_cli_rows[] = {
      "runs --prune: only those last written longer ago than this (90s, 30m, 12h, 7d, 2w)"},
     {"keep", T_INT, OFF(runs_keep), 0, 0, 1 << 20, C_RUNS, "N", "runs --prune: keep the N newest"},
     /* multi-node */
-    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes); torchrun's MIN:MAX: start on MAX, run on "
-     "as long as MIN nodes' worth of data-parallel replicas is left (as --min-dp)"},
+    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N",
+     "number of agents (nodes); torchrun's MIN:MAX: start on MAX, run on as long as MIN nodes' worth of "
+     "data-parallel replicas is left (as --min-dp)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
