@@ -258,16 +258,49 @@ out:
 
 /* Fills node/gpu for the new width: intact replicas first (lowest old dp
  * first), then replicas assembled rack by rack. */
+/* Replicas per expert-grid block: the fewest k whose tp*cp*k ranks the
+ * etp*ep expert groups divide (1 for a dense model). Widths are multiples
+ * of it, and a block kept whole keeps its GPUs' ep coordinates too. */
+static int ep_block(const p3d_mesh *m)
+{
+    int a = p3d_mesh_size(m, P3D_DIM_TP) * p3d_mesh_size(m, P3D_DIM_CP);
+    int b = p3d_mesh_size(m, P3D_DIM_ETP) * p3d_mesh_size(m, P3D_DIM_EP), x = a, y = b;
+    while (y) {
+        int t = x % y;
+        x = y, y = t;
+    }
+    return b / x;
+}
+
+/* Keeps old replica d as new replica j (every unit in place). */
+static void keep_whole(const p3d_placement *pl, const survey *s, const p3d_mesh *nm, int d, int j,
+                       p3d_reshape *out, int *node, int *gpu)
+{
+    for (int u = 0; u < s->nu; u++)
+        move_unit(pl, nm, d, u, j, node, gpu);
+    out->from[j] = d;
+}
+
+/* Fills node/gpu for the new width: whole expert-grid blocks of intact
+ * replicas first, then the other intact replicas (lowest old dp first),
+ * then replicas assembled rack by rack. */
 static void shrink_fill(const p3d_cluster *c, const p3d_placement *pl, survey *s, const p3d_mesh *nm,
                         p3d_reshape *out, int *node, int *gpu)
 {
-    int j = 0, ndp = out->width.dp;
-    for (int d = 0; d < s->dp && j < ndp; d++)
-        if (s->rep_ok[d]) {
-            for (int u = 0; u < s->nu; u++)
-                move_unit(pl, nm, d, u, j, node, gpu);
-            out->from[j++] = d;
+    int j = 0, ndp = out->width.dp, k = ep_block(&pl->mesh);
+    unsigned char *kept = s->used; /* per replica, in its unit 0's slot: taken whole */
+    for (int b = 0; k > 1 && (b + 1) * k <= s->dp && j + k <= ndp; b++) {
+        int whole = 1;
+        for (int d = b * k; d < (b + 1) * k; d++)
+            whole &= s->rep_ok[d];
+        for (int d = b * k; whole && d < (b + 1) * k; d++, j++) {
+            keep_whole(pl, s, nm, d, j, out, node, gpu);
+            kept[d * s->nu] = 2;
         }
+    }
+    for (int d = 0; d < s->dp && j < ndp; d++)
+        if (s->rep_ok[d] && kept[d * s->nu] != 2)
+            keep_whole(pl, s, nm, d, j++, out, node, gpu);
     for (size_t R = 0; R < c->nracks && j < ndp; R++)
         for (int n = pool_count(c, pl, s, (int)R); n > 0 && j < ndp; n--) {
             for (int u = 0; u < s->nu; u++) {

@@ -154,7 +154,8 @@ static void unload(fx *f)
     p3d_cluster_free(f->c);
 }
 
-/* Every GPU of the new placement ran the same (tp, cp, pp) before. */
+/* Every GPU of the new placement ran the same (tp, cp, pp) before, and
+ * the same ep (whole expert-grid blocks are kept). */
 static void assert_coords_kept(const p3d_placement *old, const p3d_placement *neu)
 {
     for (int r = 0; r < neu->world; r++) {
@@ -167,6 +168,7 @@ static void assert_coords_kept(const p3d_placement *old, const p3d_placement *ne
                 assert_int_equal(o->coord[P3D_DIM_TP], k->coord[P3D_DIM_TP]);
                 assert_int_equal(o->coord[P3D_DIM_PP], k->coord[P3D_DIM_PP]);
                 assert_int_equal(o->coord[P3D_DIM_CP], k->coord[P3D_DIM_CP]);
+                assert_int_equal(o->coord[P3D_DIM_EP], k->coord[P3D_DIM_EP]);
             }
         }
         assert_true(found);
@@ -338,6 +340,44 @@ static void check_refuses(void **state)
     unload(&f);
 }
 
+/* MoE (tp 1, ep 8: the expert grid needs dp a multiple of 8): one lost
+ * GPU of 128 replicas leaves 127 whole ones, and the largest width the
+ * expert grid takes is 120: the lost GPU's block of 8 replicas goes as a
+ * whole, so every survivor keeps its tp, pp and ep coordinates (its
+ * experts), and the placement passes the check. */
+static void shrink_expert_grid(void **state)
+{
+    (void)state;
+    fx f;
+    char path[512], *err = NULL;
+    snprintf(path, sizeof path, "%s/clusters/plan-16x-dgx-h100-2racks.json",
+             getenv("P3D_FIXTURES") ? getenv("P3D_FIXTURES") : "fixtures");
+    if (p3d_cluster_load(path, &f.c, &err) < 0)
+        fail_msg("%s", err);
+    p3d_job j;
+    p3d_job_init(&j);
+    j.mesh.size[P3D_DIM_EP] = 8, j.mesh.size[P3D_DIM_DP] = 128;
+    assert_int_equal(p3d_mesh_resolve(&j.mesh, NULL), 0);
+    if (p3d_policy_run("megatron", NULL, f.c, &j, &f.pl, &err) < 0)
+        fail_msg("%s", err);
+    p3d_elastic e = {.full_dp = 128, .min_dp = 64, .b = 1};
+    p3d_gpuref lost[] = {{5, 3}};
+    p3d_reshape r;
+    if (p3d_shrink_plan(f.c, f.pl, &e, lost, 1, &r, &err) < 0)
+        fail_msg("%s", err);
+    assert_int_equal(r.width.dp, 120);
+    assert_int_equal(p3d_mesh_size(&r.pl->mesh, P3D_DIM_EDP), 15);
+    assert_int_equal(r.ndropped, 8);
+    for (int k = 1; k < 8; k++) /* one block of 8 consecutive replicas */
+        assert_int_equal(r.dropped[k], r.dropped[0] + k);
+    assert_int_equal(r.dropped[0] % 8, 0);
+    assert_coords_kept(f.pl, r.pl);
+    if (p3d_reshape_check(f.c, f.pl, r.pl, &e, lost, 1, &err) < 0)
+        fail_msg("%s", err);
+    p3d_reshape_free(&r);
+    unload(&f);
+}
+
 /* A policy file whose shrink() body is `body` (s, cluster, job in scope). */
 static char *policy_with(const char *dir, const char *name, const char *body)
 {
@@ -461,6 +501,7 @@ int main(void)
         cmocka_unit_test(nnodes_range),      cmocka_unit_test(shrink_one_node),    cmocka_unit_test(shrink_assembles),
         cmocka_unit_test(shrink_below_min),  cmocka_unit_test(grow_back),          cmocka_unit_test(check_refuses),
         cmocka_unit_test(shrink_policy_hook), cmocka_unit_test(shrink_example_policy),
+        cmocka_unit_test(shrink_expert_grid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

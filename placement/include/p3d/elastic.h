@@ -91,7 +91,8 @@ void p3d_reshape_free(p3d_reshape *r);
 /* Shrink: the largest valid width >= e->min_dp the placement's surviving
  * GPUs can hold (lost[0..nlost) gone): whole replicas whose GPUs all
  * survive keep their GPUs and (tp, cp, pp) coordinates (lowest old dp index
- * first, only the dp index renumbers); replicas that lost GPUs give their
+ * first, only the dp index renumbers; with experts whole expert-grid blocks
+ * of replicas first, which keeps their ep coordinates too); replicas that lost GPUs give their
  * intact tensor-parallel groups to assemble further replicas, each within
  * one rack (pipelines stay rack-local, TP groups stay where they were, in
  * their NVLink domain). 0 with *out (caller frees with p3d_reshape_free),
