@@ -27,6 +27,11 @@
  * rank); pruning unlinks names in a step directory it opened with
  * O_NOFOLLOW, so nothing is followed or deleted through a link.
  *
+ * Another data-parallel width (a job that shrank or grew) resumes too: the
+ * marker may name another dp (so world and edp); each rank then reads the
+ * shard of an old rank with its own tp, pp and ep coordinates, since no
+ * state is sharded over the replicas (find_source).
+ *
  * The model keeps no optimizer or RNG state beyond the weights: SGD has no
  * moments, and data and initialisation are hashes of (seed, step, index).
  * So weights + step (+ the losses so far, for --verify and the report) are
@@ -164,6 +169,14 @@ void p3dw_ckpt_close(p3dw_ckpt *c)
     c->dfd = -1;
 }
 
+/* The marker's words a checkpoint of another data-parallel width differs
+ * in (docs/worker.md "Resuming at another width"): the replicas hold the
+ * same weights, so only the width and what follows from it change. */
+static int width_word(int i)
+{
+    return i == M_WORLD || i == M_DP || i == M_EDP;
+}
+
 /* Checks step's marker against this run.  Returns 0 when it is usable (in
  * *m), 1 when the step is absent, incomplete or unusable (warning printed
  * for the unusable), 2 when it belongs to another mesh (error printed). */
@@ -182,11 +195,11 @@ static int step_marker(const p3dw_ckpt *c, int step, int sdfd, marker *m)
     }
     my_marker(c, step, &want);
     for (int i = 0; i < M_NMESH; i++)
-        if (m->mesh[i] != want.mesh[i]) {
+        if (m->mesh[i] != want.mesh[i] && !width_word(i)) {
             fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d was written with %s "
-                            "%ld, this run has %ld: resume with the mesh it was written with, "
-                            "or use another --checkpoint-dir\n", rank, c->dir, step, ck_marker_field[i],
-                    m->mesh[i], want.mesh[i]);
+                            "%ld, this run has %ld: resume with the mesh it was written with "
+                            "(only dp may differ), or use another --checkpoint-dir\n", rank, c->dir,
+                    step, ck_marker_field[i], m->mesh[i], want.mesh[i]);
             return 2;
         }
     return 0;
@@ -195,15 +208,16 @@ static int step_marker(const p3dw_ckpt *c, int step, int sdfd, marker *m)
 /* Reads and checks my shard of `step` (of the marker's generation gen) into
  * params/losses.  Returns 0 when good, 1 when missing or corrupt (warning
  * printed), 2 when it belongs to another mesh or model (error printed). */
-static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, float *params,
+static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, int src, int cross, float *params,
                       size_t nparam, double *losses)
 {
     char name[64];
     uint64_t want[H_NWORDS], got[H_NWORDS];
     int rank = c->e->rank, rc = 1;
     const char *why = NULL;
-    snprintf(name, sizeof name, "rank-%05d.gen-%ld.bin", rank, gen);
+    snprintf(name, sizeof name, "rank-%05d.gen-%ld.bin", src, gen);
     fill_header(c, want, step, nparam, gen);
+    want[H_RANK] = (uint64_t)src;
     int fd = ck_open_regular(sdfd, name, &why);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
@@ -231,6 +245,8 @@ static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, float *p
     for (int i = H_WORLD; i < H_SUM; i++) {
         if (i == H_NLOSS || i == H_GEN || i == H_RANK)
             continue; /* --steps may change between runs; the others checked above */
+        if (cross && (i == H_WORLD || i == H_DP || i == H_EDP || i == H_CDP))
+            continue; /* another width: another replica's copy of the same weights */
         if (got[i] != want[i]) {
             fprintf(stderr, "p3d-worker: rank %d: checkpoint shard %s/step-%08d/%s was written "
                             "with %s %llu, this run has %llu: resume with the mesh and model "
@@ -272,7 +288,37 @@ out:
     return rc;
 }
 
-/* My proposal for step: 0 good, 1 unusable, 2 another mesh/model. */
+/* A checkpoint written at another data-parallel width (old_world ranks):
+ * the shard of an old rank with my tp, pp and ep coordinates, which holds
+ * the weights this rank needs (every replica holds the same; the experts
+ * are sharded over ep and etp = tp, never over the replicas). Its rank, or
+ * -1 (warning printed) when no shard of generation gen has them. */
+static int find_source(const p3dw_ckpt *c, int step, int sdfd, long gen, long old_world)
+{
+    const p3dw_env *e = c->e;
+    for (long r = 0; r < old_world && r < (1L << 24); r++) {
+        char name[64];
+        uint64_t h[H_NWORDS];
+        const char *why = NULL;
+        snprintf(name, sizeof name, "rank-%05ld.gen-%ld.bin", r, gen);
+        int fd = ck_open_regular(sdfd, name, &why), ok = 0;
+        if (fd < 0)
+            continue;
+        ok = read(fd, h, sizeof h) == (ssize_t)sizeof h && h[H_MAGIC] == CK_MAGIC && h[H_VERSION] == CK_VERSION &&
+             h[H_GEN] == (uint64_t)gen && h[H_RANK] == (uint64_t)r && h[H_CTP] == (uint64_t)e->coord[P3DW_TP] &&
+             h[H_CPP] == (uint64_t)e->coord[P3DW_PP] && h[H_CEP] == (uint64_t)e->coord[P3DW_EP];
+        close(fd);
+        if (ok)
+            return (int)r;
+    }
+    fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d: no shard of generation %ld holds tp %d, pp %d, "
+                    "ep %d (written at another width); ignoring checkpoint step %d\n",
+            e->rank, c->dir, step, gen, e->coord[P3DW_TP], e->coord[P3DW_PP], e->coord[P3DW_EP], step);
+    return -1;
+}
+
+/* My proposal for step: 0 good, 1 unusable, 2 another mesh/model. A step
+ * written at another dp is read from the old rank with my tp, pp and ep. */
 static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, double *losses)
 {
     char msg[256];
@@ -284,8 +330,15 @@ static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, 
         return 1;
     }
     int v = step_marker(c, step, sdfd, &m);
+    int cross = v == 0 && m.mesh[M_DP] != c->e->size[P3DW_DP];
+    int src = cross ? find_source(c, step, sdfd, m.gen, m.mesh[M_WORLD]) : c->e->rank;
+    if (v == 0 && src < 0)
+        v = 1;
     if (v == 0)
-        v = read_shard(c, step, sdfd, m.gen, params, nparam, losses);
+        v = read_shard(c, step, sdfd, m.gen, src, cross, params, nparam, losses);
+    if (v == 0 && cross && c->e->rank == 0)
+        fprintf(stderr, "p3d-worker: checkpoint step %d was written at dp %ld; resuming at dp %d (each rank "
+                        "reads the shard of its tp, pp and ep)\n", step, m.mesh[M_DP], c->e->size[P3DW_DP]);
     close(sdfd);
     return v;
 }

@@ -34,6 +34,21 @@ static int get_int(const char *name, int *out, int dflt, int required)
     return 0;
 }
 
+int p3dw_env_batch(p3dw_opts *o)
+{
+    int B = o->global_batch, m = o->micro_batches;
+    if (get_int("P3D_GLOBAL_BATCH", &B, B, 0) || get_int("P3D_MICRO_BATCHES", &m, m, 0))
+        return -1;
+    if (B < 1 || B > (1 << 24) || m < 1 || m > (1 << 20)) {
+        fprintf(stderr, "p3d-worker: P3D_GLOBAL_BATCH=%d / P3D_MICRO_BATCHES=%d: expected 1..%d and 1..%d\n", B, m,
+                1 << 24, 1 << 20);
+        return -1;
+    }
+    o->global_batch = B;
+    o->micro_batches = m;
+    return 0;
+}
+
 int p3dw_parse_list(const char *s, int **out)
 {
     int n = 0, cap = 8, rc = -1;

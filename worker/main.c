@@ -101,6 +101,8 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
                      .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
                      .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
                      .bench_tcp_fd = -1, .bench_tcp_key_fd = -1, .bench_seconds = 0.2};
+    if (p3dw_env_batch(o))
+        return -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

@@ -95,6 +95,12 @@ typedef struct p3dw_env {
  * missing or malformed.  Free with p3dw_env_free(). */
 int p3dw_env_read(p3dw_env *e, int need_mesh);
 void p3dw_env_free(p3dw_env *e);
+/* par3drun's batch (P3D_GLOBAL_BATCH, P3D_MICRO_BATCHES; docs/launch.md
+ * "Elastic width") as the defaults of --global-batch and --micro-batches,
+ * which the command line then overrides: a job that changes its width
+ * accumulates what the launcher says.  0, or -1 after printing which
+ * variable is malformed. */
+int p3dw_env_batch(p3dw_opts *o);
 /* Parses "r0,r1,..." into a malloc'd array; returns the count or -1. */
 int p3dw_parse_list(const char *s, int **out);
 

@@ -28,6 +28,7 @@ static void opts_defaults(p3d_opts *o)
     o->policy = "megatron";
     o->zero = -1;
     o->mem_reserve_gb = -1;
+    o->batch_tolerance = -1;
     o->bind = "numa";
     o->tag_output = -1;
     o->grace = 10.0;
@@ -200,7 +201,7 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
             *(int *)(base + r->off) = word;
             return 0;
         }
-        if (r->off == OFF(nnodes) && (k = p3d_torchrun_nnodes(val, &word, err)) != 0) {
+        if (r->off == OFF(nnodes) && (k = p3d_torchrun_nnodes(val, &word, &o->nnodes_min, err)) != 0) {
             if (k > 0)
                 *(int *)(base + r->off) = word;
             return k > 0 ? 0 : -1;

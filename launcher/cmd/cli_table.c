@@ -34,6 +34,9 @@ const opt_row p3d_cli_rows[] = {
     {"tp", T_INT, OFF(tp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "tensor-parallel size (plan: pin it)"},
     {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "pipeline-parallel size (plan: pin it)"},
     {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
+    {"min-dp", T_INT, OFF(min_dp), 0, 1, 1 << 24, C_PLACE, "D",
+     "elastic: the job may run with D up to --dp replicas (whole data-parallel replicas; docs/launch.md "
+     "\"Elastic width\"; dry run: the widths and their step times)"},
     {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
      "context-parallel size (default 1; plan: pin it, else searched for long sequences)"},
     {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
@@ -52,7 +55,12 @@ const opt_row p3d_cli_rows[] = {
     /* training shape and model */
     {"micro-batches", T_INT, OFF(micro_batches), 0, 1, 1 << 20, C_PLACE | C_PLAN, "M", "micro-batches per step"},
     {"micro-batch", T_INT, OFF(micro_batch), 0, 1, 1 << 20, C_PLACE | C_PLAN, "B", "micro-batch size (samples)"},
-    {"global-batch", T_INT, OFF(global_batch), 0, 1, 1 << 30, C_PLACE | C_PLAN, "N", "global batch size (samples)"},
+    {"global-batch", T_INT, OFF(global_batch), 0, 1, 1 << 30, C_PLACE | C_PLAN, "N",
+     "global batch size (samples; kept at every width: micro-batches = B / (dp x micro-batch); ranks get "
+     "P3D_GLOBAL_BATCH, P3D_MICRO_BATCH, P3D_MICRO_BATCHES)"},
+    {"batch-tolerance", T_DOUBLE, OFF(batch_tolerance), 0, 0, 100, C_PLACE, "PCT",
+     "a width whose batch is off --global-batch by at most PCT percent is taken when none divides it "
+     "(default 0: exact)"},
     {"decoder-first-pipeline-num-layers", T_INT, OFF(first_stage_layers), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
      "layers of the first pipeline stage (Megatron's; the other stages share the rest evenly)"},
     {"decoder-last-pipeline-num-layers", T_INT, OFF(last_stage_layers), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
@@ -212,7 +220,9 @@ const opt_row p3d_cli_rows[] = {
      "runs --prune: only those last written longer ago than this (90s, 30m, 12h, 7d, 2w)"},
     {"keep", T_INT, OFF(runs_keep), 0, 0, 1 << 20, C_RUNS, "N", "runs --prune: keep the N newest"},
     /* multi-node */
-    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N", "number of agents (nodes; torchrun's N:N too)"},
+    {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N",
+     "number of agents (nodes); torchrun's MIN:MAX: start on MAX, run on as long as MIN nodes' worth of "
+     "data-parallel replicas is left (as --min-dp)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",

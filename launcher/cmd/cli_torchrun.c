@@ -72,7 +72,7 @@ static long number(const char *s, const char *end, long max)
     return v >= 1 && v <= max ? v : -1;
 }
 
-int p3d_torchrun_nnodes(const char *val, int *n, char **err)
+int p3d_torchrun_nnodes(const char *val, int *n, int *min, char **err)
 {
     const char *colon = strchr(val, ':');
     if (!colon)
@@ -82,11 +82,10 @@ int p3d_torchrun_nnodes(const char *val, int *n, char **err)
         return p3d_err(err, "--nnodes: expected N or torchrun's MIN:MAX (numbers from 1), got '%s'", val);
     if (lo > hi)
         return p3d_err(err, "--nnodes %s: MIN is larger than MAX", val);
-    if (lo < hi)
-        return p3d_err(err, "--nnodes %s: an elastic node range is not supported yet (par3drun runs a fixed node "
-                            "count and replaces a lost node with --spares): give --nnodes %ld or --nnodes %ld:%ld",
-                       val, hi, hi, hi);
-    *n = (int)lo;
+    /* MIN < MAX: the job starts on MAX nodes and may shrink to what MIN
+     * nodes hold (in replicas, once the mesh is known: place.c) */
+    *n = (int)hi;
+    *min = lo < hi ? (int)lo : 0;
     return 1;
 }
 

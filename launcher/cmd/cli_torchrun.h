@@ -13,9 +13,10 @@
  * 1 with *n set for a word, 0 for anything else (a number, parsed as one). */
 int p3d_torchrun_nproc_word(const char *val, int *n);
 
-/* --nnodes N:M: 1 with *n set when N == M, -1 with *err for a range or a
- * bad form, 0 when val has no ':'. */
-int p3d_torchrun_nnodes(const char *val, int *n, char **err);
+/* --nnodes N or MIN:MAX: 1 with *n = MAX and *min = MIN when MIN < MAX
+ * (else 0: a fixed count), 0 for a plain number (the table parses it),
+ * -1 with *err for a malformed range. */
+int p3d_torchrun_nnodes(const char *val, int *n, int *min, char **err);
 
 /* Applies torchrun's options to o after the parse: the rendezvous
  * (--rdzv-endpoint/-backend/--standalone), --rdzv-id/-conf, --role, -r/-t,

@@ -26,7 +26,7 @@ static double now(void)
 int p3d_cmd_dryrun(const p3d_opts *o)
 {
     int rc = P3D_EXIT_BADINPUT;
-    char *err = NULL, *pf_json = NULL;
+    char *err = NULL, *pf_json = NULL, *w_text = NULL, *w_json = NULL;
     const char *fmt = o->format ? o->format : "text";
     p3d_plan_result r;
     memset(&r, 0, sizeof r);
@@ -61,6 +61,12 @@ int p3d_cmd_dryrun(const p3d_opts *o)
         p3d_note("note: %s", p3d_tesc(note));
     p3d_report_in in = p3d_plan_report_in(&r);
     in.preflight_json = pf_json;
+    /* --min-dp: the widths it could shrink to, in the report */
+    if (r.job.min_dp > 0 && p3d_widths_report(in.cluster, &r.job, r.pl, &w_text, &w_json, &err) < 0) {
+        rc = p3d_fail_input(err);
+        goto out;
+    }
+    in.widths_json = w_json;
     /* colour only for people: text, on a terminal, and never with NO_COLOR */
     const char *nc = getenv("NO_COLOR");
     in.color = !strcmp(fmt, "text") && !o->output && isatty(STDOUT_FILENO) && !(nc && *nc);
@@ -74,6 +80,8 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     }
     int bad = !o->output && note[0] && !strcmp(fmt, "text") && printf("note: %s\n\n", note) < 0;
     bad |= fn(&in, f) < 0;
+    if (w_text && !strcmp(fmt, "text"))
+        bad |= fprintf(f, "\n%s", w_text) < 0;
     bad |= o->output ? fclose(f) != 0 : fflush(stdout) != 0;
     double t_report = now() - t0;
     if (bad) {
@@ -96,6 +104,8 @@ int p3d_cmd_dryrun(const p3d_opts *o)
     }
 out:
     free(pf_json);
+    free(w_text);
+    free(w_json);
     p3d_plan_result_free(&r);
     return rc;
 }

@@ -39,6 +39,7 @@ typedef struct p3d_opts {
 
     /* mesh and policy */
     int tp, pp, dp, cp, ep, etp; /* 0 = not given (etp: same as tp) */
+    int min_dp;                 /* --min-dp D: the elastic range's floor, 0 = not elastic */
     const char *order;          /* --order */
     const char *policy;         /* --policy (default "megatron") */
     const char *policy_sha256;
@@ -47,6 +48,7 @@ typedef struct p3d_opts {
 
     /* training shape and model (cost model) */
     int micro_batches, micro_batch, global_batch, virtual_stages;
+    double batch_tolerance;     /* --batch-tolerance PCT, -1 = not given (0) */
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers */
     const char *model;          /* preset name */
     double params;
@@ -118,6 +120,7 @@ typedef struct p3d_opts {
 
     /* multi-node */
     int nnodes, node_rank;      /* 0 / -1 = not given */
+    int nnodes_min;             /* torchrun's --nnodes MIN:MAX with MIN < MAX: MIN, else 0 */
     const char *rdzv;           /* auto|pmix|slurm|static:HOST:PORT|etcd:URL|none */
     double rdzv_timeout;
     const char *rdzv_token_file;

@@ -66,6 +66,8 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
     job->micro_batches = o->micro_batches;
     job->micro_batch_size = o->micro_batch;
     job->global_batch = o->global_batch;
+    job->min_dp = o->min_dp;
+    job->batch_tol_pct = o->batch_tolerance > 0 ? o->batch_tolerance : 0;
     job->virtual_stages = o->virtual_stages ? o->virtual_stages : 1;
     job->first_stage_layers = o->first_stage_layers;
     job->last_stage_layers = o->last_stage_layers;

@@ -85,6 +85,9 @@ typedef struct p3d_jobstate {
     int master_port;
     int nccl_port;               /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
     int gen0;                    /* the restart count agents start with */
+    int full_dp;                 /* the job's full data-parallel width when pl
+                                    runs below it (a shrink), 0: pl's own dp;
+                                    the batch figures of the ranks follow */
     /* multi-node leader: the placement's CPLACE frame (wire.h) that
      * supervise.c sends to every remote node after a replacement, and the
      * same as the difference from the one every node holds (a CDELTA,

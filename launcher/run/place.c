@@ -430,6 +430,26 @@ static int resolve_dp(p3d_plan_result *out, char **err)
     return p3d_job_resolve_dp_on(&out->job, n, n && slots == n ? "CPU slot" : "GPU", spare_gpus, spare_nodes, err);
 }
 
+/* The elastic range (--min-dp, torchrun's --nnodes MIN:MAX, --batch-
+ * tolerance), checked once dp is known and before anything starts: a range
+ * without a valid width is bad input. MIN counts the nodes that run ranks
+ * at the start (the spares are not among them). */
+static int resolve_elastic(const p3d_opts *o, p3d_plan_result *out, char **err)
+{
+    p3d_job *j = &out->job;
+    const p3d_cluster *v = out->view ? out->view : out->cluster;
+    p3d_elastic e;
+    if (o->min_dp && o->nnodes_min)
+        return p3d_err(err, "--min-dp %d and --nnodes %d:%d both set the elastic range: give one of them", o->min_dp,
+                       o->nnodes_min, o->nnodes);
+    if (o->nnodes_min && p3d_elastic_min_dp_of_nodes(o->nnodes_min, (int)v->nnodes, j->mesh.size[P3D_DIM_DP],
+                                                     &j->min_dp, err) < 0)
+        return -1;
+    if (!j->min_dp && o->batch_tolerance < 0)
+        return 0; /* not elastic: today's checks (BATCH_NOT_DIVISIBLE) say the rest */
+    return p3d_elastic_init(j, j->min_dp, j->batch_tol_pct, &e, err);
+}
+
 /* --strict: every warning-level check is an error; the dry run and the
  * launch then refuse the placement as for any error (exit 2). */
 static void strict_checks(p3d_analysis *an)
@@ -459,7 +479,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
                 o->cluster);
         goto out;
     }
-    if (resolve_dp(out, err) < 0)
+    if (resolve_dp(out, err) < 0 || resolve_elastic(o, out, err) < 0)
         goto out;
     t1 = now();
     out->t_cluster = t1 - t0;

@@ -168,6 +168,43 @@ out:
     return rc;
 }
 
+/* The batch a rank runs (docs/launch.md, "Elastic width"): B and b are
+ * --global-batch and --micro-batch (b derived from --micro-batches at the
+ * full width when only that is given), m the micro-batches each replica
+ * accumulates at the placement's width; set from the first start on, so a
+ * program reads them the same way before and after a width change.
+ * Nothing when the user gave no batch figure. */
+static int batch_env(p3d_envv *out, const p3d_launch *L, const p3d_placement *pl)
+{
+    const p3d_opts *o = L->o;
+    int e = 0;
+    if (o->global_batch <= 0) {
+        if (o->micro_batch > 0)
+            e |= p3d_envv_set(out, "P3D_MICRO_BATCH", "%d", o->micro_batch);
+        if (o->micro_batches > 0)
+            e |= p3d_envv_set(out, "P3D_MICRO_BATCHES", "%d", o->micro_batches);
+        return e;
+    }
+    p3d_job j;
+    p3d_job_init(&j);
+    j.mesh = pl->mesh;
+    j.mesh.size[P3D_DIM_DP] = L->job->full_dp > 0 ? L->job->full_dp : p3d_mesh_size(&pl->mesh, P3D_DIM_DP);
+    j.global_batch = o->global_batch, j.micro_batch_size = o->micro_batch, j.micro_batches = o->micro_batches;
+    p3d_elastic el;
+    p3d_width w;
+    /* the launch checked these figures (place.c); a failure here can only
+     * be a non-elastic job's inexact batch, which a check warned about */
+    if (p3d_elastic_init(&j, 0, o->batch_tolerance > 0 ? o->batch_tolerance : 0, &el, NULL) < 0) {
+        el.b = o->micro_batch > 0 ? o->micro_batch : 1;
+        el.tol_pct = 100;
+    }
+    p3d_width_at(&el, &pl->mesh, p3d_mesh_size(&pl->mesh, P3D_DIM_DP), &w);
+    e |= p3d_envv_set(out, "P3D_GLOBAL_BATCH", "%d", w.batch);
+    e |= p3d_envv_set(out, "P3D_MICRO_BATCH", "%d", w.b);
+    e |= p3d_envv_set(out, "P3D_MICRO_BATCHES", "%d", w.m);
+    return e;
+}
+
 int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
                  p3d_envv *out, char **err)
 {
@@ -279,6 +316,7 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         snprintf(key, sizeof key, "P3D_%s_GROUP", up[d]);
         e |= set_group(out, key, &pl->mesh, d, r);
     }
+    e |= batch_env(out, L, pl);
     e |= p3d_envv_set(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     cvd = p3d_cuda_visible(L, k->node);
     if (!cvd)

@@ -531,6 +531,7 @@ void p3d_lua_push_job(lua_State *L, const p3d_job *j)
     set_int(L, "dtype_bytes", j->dtype_bytes);
     set_int(L, "zero", j->zero);
     set_int(L, "spares", j->spares);
+    set_int(L, "min_dp", j->min_dp);
     if (j->previous)
         push_previous(L, j->previous);
     if (j->has_model) {

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * policy_decl.c — what a policy file declares: its hooks place and
- * spares, and whose shape rules it follows. A policy says so in the table
+ * policy_decl.c — what a policy file declares: its hooks place, spares
+ * and shrink, and whose shape rules it follows. A policy says so in the table
  * its chunk returns (`return {follows = "megatron", place = place, spares
  * = spares}`); a policy that returns nothing declares them as globals (the
  * older form, still read: docs/policies.md "What a policy declares").
- * Both runners (policy_run.c, policy_spares.c) read hooks through here, so
- * the two forms mean the same to both.
+ * The runners (policy_run.c, policy_spares.c, policy_shrink.c) read hooks
+ * through here, so the two forms mean the same to all.
  */
 #include "policy_internal.h"
 #include "termsafe.h"
@@ -16,7 +16,7 @@
 
 /* The fields a returned declaration may have: a misspelt one ("plcae")
  * would otherwise leave the policy silently without its hook. */
-static const char *const decl_fields[] = {"place", "spares", "follows"};
+static const char *const decl_fields[] = {"place", "spares", "follows", "shrink"};
 
 static int check_fields(lua_State *L, int decl, const char *chunk, char **err)
 {
@@ -28,8 +28,8 @@ static int check_fields(lua_State *L, int decl, const char *chunk, char **err)
                 known |= strcmp(lua_tostring(L, -2), decl_fields[i]) == 0;
         if (!known) {
             const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
-            p3d_err(err, "%s: the table the policy returns has a field '%s'; expected only place, spares and "
-                         "follows",
+            p3d_err(err, "%s: the table the policy returns has a field '%s'; expected only place, spares, "
+                         "shrink and follows",
                     chunk, p3d_tesc(k));
             lua_pop(L, 2);
             return -1;

@@ -335,6 +335,11 @@ static void report(p3d_sb *bp, const p3d_report_in *in)
         key(&b, 2, "preflight");
         p3d_sb_puts(&b, in->preflight_json);
     }
+    if (in->widths_json) {
+        p3d_sb_puts(&b, ",\n");
+        key(&b, 2, "elastic");
+        p3d_sb_puts(&b, in->widths_json);
+    }
     p3d_sb_puts(&b, "\n}\n");
     *bp = b;
 }

@@ -134,16 +134,26 @@ has stepmode "$s4 has mode 0777: another user could write into it (chmod go-w it
 has stepmode "resuming from checkpoint step 3"
 has stepmode "could not write its checkpoint shard of step 4; stopping"
 
-# 7. Markers: of another mesh (world size) is refused naming the field (and
-#    a larger world no longer starts from 0 silently); an unparsable one is
-#    ignored.
-w mesh1 "$T/ref" 1 6
-expect mesh1 2 $?
-has mesh1 "was written with world_size 2, this run has 1"
+# 7. Markers: of another geometry (tp) is refused naming the field; of
+#    another dp (world size) is resumed at that width, every rank reading the
+#    shard of its tp, pp and ep (docs/worker.md "Resuming at another width"),
+#    its losses still those of the one-process reference; an unparsable one
+#    is ignored.
+fresh mesh1
+w mesh1 "$T/mesh1" 1 6
+expect mesh1 0 $?
+has mesh1 "checkpoint step 4 was written at dp 2; resuming at dp 1"
+has mesh1 "verify: pass"
 fresh mesh4
 w mesh4 "$T/mesh4" 4 6
-expect mesh4 2 $?
-has mesh4 "was written with world_size 2, this run has 4"
+expect mesh4 0 $?
+has mesh4 "checkpoint step 4 was written at dp 2; resuming at dp 4"
+has mesh4 "verify: pass"
+fresh meshtp
+p3dw_run "$T/meshtp.run" 2 1 1 -- "$P3D_WORKER" "${wargs[@]}" --steps 6 --checkpoint-dir "$T/meshtp"
+expect meshtp 2 $?
+cat "$T/meshtp.run"/rank-*.log >"$T/meshtp.out"
+has meshtp "was written with tp 1, this run has 2"
 fresh garbled
 printf 'p3d-worker checkpoint 2\nstep 4\ngeneration +0\n' >"$T/garbled/$s4/complete"
 w garbled "$T/garbled" 2 6

@@ -126,6 +126,48 @@ static void test_extra_env_and_nccl(void **st)
     p3d_envv_free(&e);
 }
 
+/* The batch (docs/launch.md "Elastic width"): B 24, b 2 at dp 4 is 3
+ * micro-batches; the same job placed at dp 3 below its full width 4 (what
+ * a shrink's placement and p3d_jobstate.full_dp say) is 4; only
+ * --micro-batches, that alone; nothing given, nothing set. */
+static void test_batch(void **st)
+{
+    (void)st;
+    static fixture f;
+    p3d_envv e;
+    fixture_init(&f, 2, 8, 2, 2, 4);
+    f.o.global_batch = 24, f.o.micro_batch = 2, f.o.batch_tolerance = -1;
+    env_of(&f, 5, 0, &e);
+    ENV_EQ(&e, "P3D_GLOBAL_BATCH", "24");
+    ENV_EQ(&e, "P3D_MICRO_BATCH", "2");
+    ENV_EQ(&e, "P3D_MICRO_BATCHES", "3");
+    p3d_envv_free(&e);
+    fixture_init(&f, 2, 8, 2, 2, 3);
+    f.o.global_batch = 24, f.o.micro_batch = 2, f.o.batch_tolerance = -1;
+    f.job.full_dp = 4;
+    env_of(&f, 0, 1, &e);
+    ENV_EQ(&e, "P3D_MICRO_BATCHES", "4");
+    ENV_EQ(&e, "P3D_GLOBAL_BATCH", "24");
+    ENV_EQ(&e, "P3D_DP_SIZE", "3");
+    p3d_envv_free(&e);
+    /* --micro-batches 3 is the full width's m: b = 24 / (4 x 3) = 2 */
+    f.o.micro_batch = 0, f.o.micro_batches = 3;
+    env_of(&f, 0, 1, &e);
+    ENV_EQ(&e, "P3D_MICRO_BATCH", "2");
+    ENV_EQ(&e, "P3D_MICRO_BATCHES", "4");
+    p3d_envv_free(&e);
+    f.o.global_batch = 0;
+    env_of(&f, 0, 1, &e);
+    ENV_EQ(&e, "P3D_GLOBAL_BATCH", "(unset)");
+    ENV_EQ(&e, "P3D_MICRO_BATCH", "(unset)");
+    ENV_EQ(&e, "P3D_MICRO_BATCHES", "3");
+    p3d_envv_free(&e);
+    f.o.micro_batches = 0;
+    env_of(&f, 0, 1, &e);
+    ENV_EQ(&e, "P3D_MICRO_BATCHES", "(unset)");
+    p3d_envv_free(&e);
+}
+
 static void test_env_file(void **st)
 {
     (void)st;
@@ -206,7 +248,7 @@ int main(void)
         cmocka_unit_test(test_torchrun_names),   cmocka_unit_test(test_groups_and_coords),
         cmocka_unit_test(test_cuda_visible),     cmocka_unit_test(test_extra_env_and_nccl),
         cmocka_unit_test(test_env_file),         cmocka_unit_test(test_rank_list_and_tag),
-        cmocka_unit_test(test_free_port),
+        cmocka_unit_test(test_free_port),        cmocka_unit_test(test_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

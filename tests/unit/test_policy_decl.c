@@ -89,7 +89,7 @@ static void test_declaration(void **state)
     p3d_placement_free(pl);
     /* refused by name */
     expect_error(PLACE_ALL "return {place = place, plcae = place}", c, &j,
-                 "t.lua: the table the policy returns has a field 'plcae'; expected only place, spares and follows");
+                 "t.lua: the table the policy returns has a field 'plcae'; expected only place, spares, shrink and follows");
     expect_error(PLACE_ALL "return {place = place, [1] = 2}", c, &j,
                  "the table the policy returns has a field 'number'");
     expect_error(PLACE_ALL "return place", c, &j,

@@ -142,6 +142,11 @@ typedef struct p3d_job {
     int mem_reserve_set;    /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
     double mem_reserve_bytes; /* headroom kept free per GPU; unset: cost model default */
     int spares;             /* --spares K (job.spares in a policy) */
+    /* the elastic range (p3d/elastic.h): --min-dp D (or what torchrun's
+     * --nnodes MIN:MAX means in replicas), 0 = not elastic; and
+     * --batch-tolerance in percent (0: a width's batch must be exact) */
+    int min_dp;
+    double batch_tol_pct;
     int inference;          /* 1: --inference: the dry run costs serving, not training */
     p3d_infer_opts serve;   /* --context-len, --prompt-len, --serve-batch */
     const struct p3d_previous *previous; /* a replacement: the placement

@@ -14,5 +14,6 @@
 #include "p3d/cost.h"    /* cost model and plan search */
 #include "p3d/check.h"   /* check: validation and scoring */
 #include "p3d/report.h"  /* report: text, JSON, SVG, HTML */
+#include "p3d/elastic.h" /* the elastic range: widths, batch, shrink, grow */
 
 #endif

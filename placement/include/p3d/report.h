@@ -26,6 +26,9 @@ typedef struct p3d_report_in {
     /* the launcher's --preflight figures, a JSON object written as the
      * report's "preflight" member (NULL: none; docs/report-json.md) */
     const char *preflight_json;
+    /* --min-dp: the widths the job could run at, a JSON object written as
+     * the report's "elastic" member (NULL: none; p3d_widths_report) */
+    const char *widths_json;
 } p3d_report_in;
 
 /* Reports; caller frees. Deterministic: same input, same bytes. */
