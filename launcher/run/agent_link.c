@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * agent_link.c — how the hub reaches an agent and hears of it: the
- * signals every long-lived process takes through its signalfd, fate
+ * agent_link.c — how the hub reaches an agent and hears of it: fate
  * packets over a rendezvous connection, forking a local agent on a socket
- * pair, the words for how an agent process ended.
+ * pair.
  */
 #include "launch.h"
 #include "ranks.h"
@@ -16,31 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-void p3d_launch_sigset(sigset_t *s)
-{
-    sigemptyset(s);
-    sigaddset(s, SIGCHLD);
-    sigaddset(s, SIGINT);
-    sigaddset(s, SIGTERM);
-    sigaddset(s, SIGHUP);
-    sigaddset(s, SIGQUIT);
-    sigaddset(s, SIGUSR1);
-    sigaddset(s, SIGUSR2);
-}
-
-int p3d_signalfd(void)
-{
-    sigset_t s;
-    p3d_launch_sigset(&s);
-    if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
-        return -1;
-    return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
-}
 
 int p3d_fate_send(p3d_chan *ch, const char *pkt, size_t len)
 {
@@ -161,13 +138,4 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
     *pid = c;
     *sock = sv[0];
     return 0;
-}
-
-void p3d_exit_how(int status, char *buf, size_t cap)
-{
-    if (WIFSIGNALED(status))
-        snprintf(buf, cap, "its process was killed by signal %d (%s)", WTERMSIG(status),
-                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
-    else
-        snprintf(buf, cap, "its process ended with exit code %d", p3d_code_of(status));
 }

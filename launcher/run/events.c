@@ -7,22 +7,14 @@
  * reader following the file never sees half a line.
  */
 #include "launch.h"
-#include "rundir.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-int p3d_events_open(const char *run_dir)
-{
-    /* through the checked run directory: a planted symlink is not followed */
-    return run_dir ? p3d_rundir_openat(run_dir, "events.jsonl", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600) : -1;
-}
 
 void p3d_json_str(char *buf, size_t cap, const char *s)
 {

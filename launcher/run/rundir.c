@@ -386,3 +386,9 @@ int p3d_mkdir_p(const char *path, mode_t mode)
         return -1;
     return 0;
 }
+
+int p3d_events_open(const char *run_dir)
+{
+    /* through the checked run directory: a planted symlink is not followed */
+    return run_dir ? p3d_rundir_openat(run_dir, "events.jsonl", O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600) : -1;
+}

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * spawn.c — starting one worker, and the subreaper's sweeps (ending a
- * whole process tree, reaping without waiting).
+ * whole process tree, reaping without waiting); the signals every
+ * long-lived process takes through its signalfd, and the words for how a
+ * process ended.
  *
  * Our own clone/fork+exec rather than posix_spawn because the child needs
  * steps posix_spawn cannot express: PR_SET_PDEATHSIG (and the getppid check that
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -433,4 +436,34 @@ void p3d_sweep_children(void)
     }
     while (waitpid(-1, NULL, WNOHANG) > 0)
         ;
+}
+
+void p3d_launch_sigset(sigset_t *s)
+{
+    sigemptyset(s);
+    sigaddset(s, SIGCHLD);
+    sigaddset(s, SIGINT);
+    sigaddset(s, SIGTERM);
+    sigaddset(s, SIGHUP);
+    sigaddset(s, SIGQUIT);
+    sigaddset(s, SIGUSR1);
+    sigaddset(s, SIGUSR2);
+}
+
+int p3d_signalfd(void)
+{
+    sigset_t s;
+    p3d_launch_sigset(&s);
+    if (sigprocmask(SIG_BLOCK, &s, NULL) < 0)
+        return -1;
+    return signalfd(-1, &s, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+void p3d_exit_how(int status, char *buf, size_t cap)
+{
+    if (WIFSIGNALED(status))
+        snprintf(buf, cap, "its process was killed by signal %d (%s)", WTERMSIG(status),
+                 sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "?");
+    else
+        snprintf(buf, cap, "its process ended with exit code %d", p3d_code_of(status));
 }
