@@ -30,7 +30,7 @@ CALL_RE = re.compile(r"\b(p3d_\w+|rz_\w+)\s*\(")
 INC_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 WAIT_RE = re.compile(r"\b(poll|ppoll|epoll_wait|epoll_pwait)\s*\(")
 SLEEP_RE = re.compile(r"\b(usleep|nanosleep|sleep|clock_nanosleep)\s*\(")
-PUBLIC_RE = re.compile(r"^\s*set\(\s*P3D_PUBLIC_HEADER_(\w+)\s+([\w.]+)\s*\)", re.M)
+PUBLIC_RE = re.compile(r"^\s*set\(\s*P3D_PUBLIC_HEADER_([\w/]+)\s+([\w.]+)\s*\)", re.M)
 
 
 def public_headers():
@@ -83,7 +83,7 @@ def sources():
 def stage_of(path):
     rel = os.path.relpath(path, ROOT).split(os.sep)
     if rel[0] == "launcher" and len(rel) > 2:
-        return "launcher/" + rel[1]
+        return "/".join(rel[:-1])  # a nested stage is its own folder: launcher/run/ranks
     if rel[0] == "placement" and len(rel) > 2 and rel[1] != "include":
         return "placement/" + rel[1]
     if rel[0] == "placement":

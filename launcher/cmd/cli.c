@@ -7,7 +7,7 @@
  * from the same rows, so help and parser cannot drift apart.
  */
 #include "cli.h"
-#include "launch.h"
+#include "ranks.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -7,7 +7,7 @@
  * script, -m MODULE) and the interpreter they run under.
  */
 #include "cli_torchrun.h"
-#include "launch.h"
+#include "ranks.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "ranks.h"
 #include "say.h"
 #include "termsafe.h"
 #include "commands.h"

@@ -19,7 +19,7 @@
 #include "termsafe.h"
 
 #include "controller.h"
-#include "failover.h"
+#include "agent.h"
 #include "hub.h"
 #include "rdzv.h"
 

@@ -12,8 +12,10 @@
 #include "prepare.h"
 
 #include "controller.h"
-#include "failover.h"
+#include "agent.h"
 #include "hub.h"
+#include "preflight.h"
+#include "rundir.h"
 
 typedef struct mnode {
     const p3d_opts *o;

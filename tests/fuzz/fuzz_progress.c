@@ -8,7 +8,6 @@
 #include "fuzz_common.h"
 #include "ranks.h"
 
-#include "launch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

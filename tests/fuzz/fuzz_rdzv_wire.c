@@ -23,6 +23,7 @@
 
 #include "rdzv.h"
 #include "mnode.h"
+#include "agent.h"
 #include "wire.h"
 
 static void same_bytes(const p3d_wbuf *a, const p3d_wbuf *b, const char *what)

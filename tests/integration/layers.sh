@@ -26,10 +26,10 @@ grep -q 'launcher/loop/loop.c calls p3d_agent_run' <<<"$out" || fail "the edge t
 
 # a poll outside the loop, a sleep
 copy
-printf '\nstatic void stray(void) { poll(0, 0, 1); usleep(5); }\n' >>"$T/t/launcher/run/agent.c"
+printf '\nstatic void stray(void) { poll(0, 0, 1); usleep(5); }\n' >>"$T/t/launcher/run/agent/agent.c"
 out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "a poll and a usleep in agent.c passed"
-grep -q 'launcher/run/agent.c:[0-9]*: poll() outside the event loop' <<<"$out" || { echo "$out"; fail "poll not named"; }
-grep -q 'launcher/run/agent.c:[0-9]*: usleep() under launcher/' <<<"$out" || fail "usleep not named"
+grep -q 'launcher/run/agent/agent.c:[0-9]*: poll() outside the event loop' <<<"$out" || { echo "$out"; fail "poll not named"; }
+grep -q 'launcher/run/agent/agent.c:[0-9]*: usleep() under launcher/' <<<"$out" || fail "usleep not named"
 
 # a plugin reaching for an internal header
 copy
@@ -38,16 +38,16 @@ out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "a plugin including rdzv.
 grep -q 'plugins/rdzv_etcd/rdzv_etcd.c:[0-9]*: includes "rdzv.h"' <<<"$out" || { echo "$out"; fail "plugin include not named"; }
 # a stage's internal header included from above: cmd/ reaching into run/
 copy
-sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "controller.h"/' "$T/t/launcher/cmd/cmd_launch.c"
-out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "cmd_launch.c including run/controller.h passed"
-grep -q 'launcher/cmd/cmd_launch.c:[0-9]*: includes "controller.h" of launcher/run, which shows the stages above it only launch.h' <<<"$out" ||
+sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "controller_int.h"/' "$T/t/launcher/cmd/cmd_launch.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "cmd_launch.c including run/ctl/controller_int.h passed"
+grep -q 'launcher/cmd/cmd_launch.c:[0-9]*: includes "controller_int.h" of launcher/run/ctl, which shows the stages above it only controller.h' <<<"$out" ||
   { echo "$out"; fail "the internal include is not named"; }
 
 # and run/ reaching into rdzv/'s internals (no circle: only the header rule sees it)
 copy
-sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "rdzv_tcp_internal.h"/' "$T/t/launcher/run/relay.c"
+sed -i '0,/#include "agent.h"/s//#include "agent.h"\n#include "rdzv_tcp_internal.h"/' "$T/t/launcher/run/agent/relay.c"
 out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "relay.c including rdzv_tcp_internal.h passed"
-grep -q 'launcher/run/relay.c:[0-9]*: includes "rdzv_tcp_internal.h" of launcher/rdzv, which shows the stages above it only rdzv.h' <<<"$out" ||
+grep -q 'launcher/run/agent/relay.c:[0-9]*: includes "rdzv_tcp_internal.h" of launcher/rdzv, which shows the stages above it only rdzv.h' <<<"$out" ||
   { echo "$out"; fail "the internal include is not named"; }
 grep -q '^circle' <<<"$out" && fail "an include down the stages was taken for a circle"
 
@@ -61,7 +61,19 @@ grep -q 'includes "wire.h" of launcher/wire, which shows the stages above it onl
 
 # a launcher file on a placement stage's internals
 copy
-sed -i '0,/#include "launch.h"/s//#include "launch.h"\n#include "topo_internal.h"/' "$T/t/launcher/run/bind.c"
+sed -i '0,/#include "ranks.h"/s//#include "ranks.h"\n#include "topo_internal.h"/' "$T/t/launcher/run/ranks/bind.c"
 out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "bind.c including topo_internal.h passed"
-grep -q 'launcher/run/bind.c:[0-9]*: includes "topo_internal.h" of placement/topo' <<<"$out" || { echo "$out"; fail "not named"; }
+grep -q 'launcher/run/ranks/bind.c:[0-9]*: includes "topo_internal.h" of placement/topo' <<<"$out" || { echo "$out"; fail "not named"; }
+
+# nested stages: a lower run stage calling up into a sibling closes a circle
+copy
+printf '\nvoid p3d_ranks_uses_hub(void) { p3d_launcher_run(0, 0, 0); }\n' >>"$T/t/launcher/run/ranks/stopper.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "a call from run/ranks/ into run/hub/ passed"
+grep -q '^circle: .*launcher/run/hub.*launcher/run/ranks' <<<"$out" || { echo "$out"; fail "the nested circle is not named"; }
+# and a sibling's internal header is refused like any other stage's
+copy
+sed -i '0,/#include "agent.h"/s//#include "agent.h"\n#include "hub_int.h"/' "$T/t/launcher/run/agent/agent.c"
+out=$(python3 "$src/scripts/layers.py" "$T/t") && fail "agent.c including run/hub/hub_int.h passed"
+grep -q 'launcher/run/agent/agent.c:[0-9]*: includes "hub_int.h" of launcher/run/hub, which shows the stages above it only hub.h' <<<"$out" ||
+  { echo "$out"; fail "the sibling's internal include is not named"; }
 echo ok

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "failover.h"
+#include "agent.h"
 #include "wire.h"
 
 #define KEY "unit-test-token-0123456789"

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "judge.h"
 #include "preflight.h"
 
 static void parse_good(void **st)
