@@ -77,6 +77,7 @@ typedef struct hub {
     int health_seq;     /* the latest C request's number */
     int health_warned;  /* said that some nodes have no --health-check */
     p3d_loop *loop;
+    p3d_io_fn on_link;  /* supervise.c's reader of a link (hub_watch) */
     lctx *lc;           /* lc[i]: link i's watcher context */
     hround *round;      /* the --health-check round that runs, or NULL */
     int health_due;     /* the controller asked for --health-check */
@@ -116,7 +117,7 @@ void hub_write_status(hub *h);
 void hub_start_line(hub *h, int nnodes);
 void hub_end_line(hub *h, int code);
 void hub_recovery_text(const p3d_ctl *c, char *buf, size_t cap);
-/* supervise.c: link a (its fd set) watched on the loop. */
+/* hub_link.c: link a (its fd set) watched on the loop. */
 void hub_watch(hub *h, int a);
 /* hub_gate.c: the successor's gate readable: the nodes that rejoin. */
 void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx);

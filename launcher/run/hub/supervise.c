@@ -49,42 +49,6 @@
 /* ---- the hub -------------------------------------------------------------- */
 
 
-/* The supervisor's own lines: they quote the job id, node names and the
- * run directory, which came from outside, so every line is escaped here
- * (newlines kept: a line is ours) before it meets the output sink. */
-void hub_say(void *ctx, const char *text)
-{
-    hub *h = ctx;
-    size_t n = strlen(text);
-    if (p3d_term_clean(text, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB)) {
-        p3d_sink_write(&h->sink, 1, text, n);
-        return;
-    }
-    char *e = p3d_term_dup(text, n, n, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB);
-    if (e)
-        p3d_sink_write(&h->sink, 1, e, strlen(e));
-    free(e);
-}
-
-void hub_note(hub *h, const char *text)
-{
-    if (!p3d_say_quiet())
-        hub_say(h, text);
-}
-
-void hub_send_one(hub *h, int a, const char *pkt, size_t len)
-{
-    alink *l = &h->ln[a];
-    if (l->fd < 0 || l->broken)
-        return;
-    if (!l->remote) {
-        while (send(l->fd, pkt, len, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR)
-            ;
-    } else if (p3d_fate_send(l->ch, pkt, len) < 0) {
-        l->broken = 1;
-    }
-}
-
 static void hub_send(void *ctx, int a, const p3d_amsg *m)
 {
     hub *h = ctx;
@@ -136,14 +100,6 @@ static void hub_close(hub *h, alink *l)
     l->fd = -1;
 }
 
-static void hub_on_link(p3d_loop *lp, int fd, int ev, void *ctx);
-
-/* Link a's fd is read from the loop. */
-void hub_watch(hub *h, int a)
-{
-    if (h->ln[a].fd >= 0 && p3d_loop_watch(h->loop, h->ln[a].fd, P3D_LOOP_IN, hub_on_link, &h->lc[a]) < 0)
-        h->ln[a].broken = 1; /* out of memory: it cannot be heard, so it is lost */
-}
 
 static void hub_gone(hub *h, int a, const char *how, int clean)
 {
@@ -508,6 +464,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     h->sfd = p3d_signalfd();
     h->loop = p3d_loop_new();
+    h->on_link = hub_on_link;
     h->lc = calloc((size_t)nnodes + 1, sizeof *h->lc);
     if (h->sfd < 0 || !names || !bad || !h->ln || !h->loop || !h->lc ||
         p3d_loop_signals(h->loop, h->sfd, hub_on_signal, h) < 0) {
