@@ -375,6 +375,137 @@ static char *expand(const p3d_cluster *c, const p3d_placement *pl, const unsigne
     return out;
 }
 
+/* What the decoders below return: the message is dec_compact's. */
+enum { DEC_OK = 0, DEC_BAD = -1, DEC_OOM = -2 };
+
+/* The node names: runs of a prefix and consecutive numbers, or one name
+ * whole (enc_compact). c->nnodes counts the names held, so the cluster
+ * frees them whatever happens. */
+static int dec_names(p3d_rbuf *r, p3d_cluster *c, int nn)
+{
+    uint32_t nr = p3d_rbuf_u32(r);
+    int filled = 0;
+    for (uint32_t i = 0; i < nr && !r->bad; i++) {
+        uint64_t pl = rb_var(r);
+        if (r->bad || pl > 255 || pl > r->len - r->off)
+            return DEC_BAD;
+        const char *pre = (const char *)r->p + r->off;
+        r->off += pl;
+        uint64_t cnt = rb_var(r);
+        if (cnt == 0) { /* a name without a number, whole */
+            if (filled >= nn || !pl || memchr(pre, 0, pl))
+                return DEC_BAD;
+            char *lit = malloc(pl + 1);
+            if (!lit)
+                return DEC_OOM;
+            memcpy(lit, pre, pl);
+            lit[pl] = 0;
+            c->nodes[filled++].name = lit;
+            c->nnodes = (size_t)filled; /* freed with the cluster from here */
+            continue;
+        }
+        uint64_t num = rb_var(r), w = rb_var(r);
+        if (r->bad || cnt > (uint64_t)(nn - filled) || w > 9 || num > 999999999ull || num + cnt > 1000000000ull)
+            return DEC_BAD;
+        for (uint64_t k = 0; k < cnt; k++) {
+            char *nm = malloc(pl + 11);
+            if (!nm)
+                return DEC_OOM;
+            memcpy(nm, pre, pl);
+            snprintf(nm + pl, 11, "%0*lu", (int)w, (unsigned long)(num + k));
+            if (memchr(nm, 0, pl)) {
+                free(nm);
+                return DEC_BAD;
+            }
+            c->nodes[filled++].name = nm;
+            c->nnodes = (size_t)filled;
+        }
+    }
+    c->nnodes = (size_t)filled;
+    return r->bad || filled != nn ? DEC_BAD : DEC_OK;
+}
+
+/* Each node's topology, rack and NVLink domain, as runs of nodes that
+ * share all three (indices into c's tables). */
+static int dec_node_runs(p3d_rbuf *r, p3d_cluster *c, int nn, int nt)
+{
+    uint32_t nr = p3d_rbuf_u32(r);
+    int filled = 0;
+    for (uint32_t i = 0; i < nr && !r->bad; i++) {
+        uint64_t cnt = rb_var(r), t = rb_var(r), rk = rb_var(r);
+        int64_t nv = rb_zig(r);
+        if (r->bad || cnt < 1 || cnt > (uint64_t)(nn - filled) || t >= (uint64_t)nt || rk >= c->nracks || nv < -1 ||
+            nv >= (int64_t)c->nnvl_domains)
+            return DEC_BAD;
+        for (uint64_t k = 0; k < cnt; k++, filled++) {
+            p3d_cnode *n = &c->nodes[filled];
+            n->topo = c->topos[t];
+            n->rack = (int)rk;
+            n->nvl_domain = (int)nv;
+        }
+    }
+    return r->bad || filled != nn ? DEC_BAD : DEC_OK;
+}
+
+/* Every rank's node, GPU and local rank: runs of equal steps from the
+ * rank before, and repeats of the last runs (REPEAT_MAXL). */
+static int dec_ranks(p3d_rbuf *r, const p3d_cluster *c, p3d_placement *pl, int nn)
+{
+    pl->ranks = calloc((size_t)pl->world, sizeof *pl->ranks);
+    if (!pl->ranks)
+        return DEC_OOM;
+    uint32_t nr = p3d_rbuf_u32(r);
+    int q = 0;
+    int64_t cur[3] = {0, 0, 0};
+    /* the runs as decoded, for repeats: at most one per rank */
+    rrun *hist = malloc(((size_t)pl->world + 1) * sizeof *hist);
+    size_t nh = 0;
+    if (!hist)
+        return DEC_OOM;
+    for (uint32_t i = 0; i < nr && !r->bad && q <= pl->world; i++) {
+        uint64_t cnt = rb_var(r), L = 1, T = 1;
+        rrun one;
+        if (cnt == 0) {
+            L = rb_var(r);
+            T = rb_var(r);
+            if (r->bad || L < 1 || L > REPEAT_MAXL || L > nh || T < 1 || T > (uint64_t)pl->world)
+                break;
+        } else {
+            int64_t d0 = rb_zig(r), d1 = rb_zig(r), d2 = rb_zig(r);
+            if (r->bad || cnt > (uint64_t)pl->world || d0 < -(1 << 24) || d0 > 1 << 24 || d1 < -(1 << 24) ||
+                d1 > 1 << 24 || d2 < -(1 << 24) || d2 > 1 << 24)
+                break;
+            one = (rrun){(int)cnt, {(int)d0, (int)d1, (int)d2}};
+        }
+        size_t base = nh - (cnt == 0 ? L : 0);
+        for (uint64_t t = 0; t < T && q <= pl->world; t++)
+            for (uint64_t j = 0; j < L && q <= pl->world; j++) {
+                rrun x = cnt ? one : hist[base + j];
+                if ((uint64_t)x.count > (uint64_t)(pl->world - q) || nh >= (size_t)pl->world) {
+                    q = pl->world + 1;
+                    break;
+                }
+                hist[nh++] = x;
+                for (int k = 0; k < x.count; k++, q++) {
+                    for (int y = 0; y < 3; y++)
+                        cur[y] += x.d[y];
+                    if (cur[0] < 0 || cur[0] >= nn || cur[1] < 0 || cur[1] >= c->nodes[cur[0]].topo->ngpus ||
+                        cur[2] < 0 || cur[2] >= pl->world) {
+                        q = pl->world + 1;
+                        break;
+                    }
+                    p3d_rank *rk = &pl->ranks[q];
+                    rk->node = (int)cur[0];
+                    rk->gpu = (int)cur[1];
+                    rk->local_rank = (int)cur[2];
+                    p3d_mesh_coord(&pl->mesh, q, rk->coord);
+                }
+            }
+    }
+    free(hist);
+    return r->bad || q != pl->world ? DEC_BAD : DEC_OK;
+}
+
 static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char **err)
 {
     p3d_cluster *c = calloc(1, sizeof *c);
@@ -417,65 +548,12 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
     if (!c->nodes || !m->names || !m->hashes)
         goto oom;
     m->nnodes = nn;
-    /* names */
-    uint32_t nr = p3d_rbuf_u32(r);
-    int filled = 0;
-    for (uint32_t i = 0; i < nr && !r->bad; i++) {
-        uint64_t pl = rb_var(r);
-        if (r->bad || pl > 255 || pl > r->len - r->off)
-            goto bad;
-        const char *pre = (const char *)r->p + r->off;
-        r->off += pl;
-        uint64_t cnt = rb_var(r);
-        if (cnt == 0) { /* a name without a number, whole */
-            if (filled >= nn || !pl || memchr(pre, 0, pl))
-                goto bad;
-            char *lit = malloc(pl + 1);
-            if (!lit)
-                goto oom;
-            memcpy(lit, pre, pl);
-            lit[pl] = 0;
-            c->nodes[filled++].name = lit;
-            c->nnodes = (size_t)filled; /* freed with the cluster from here */
-            continue;
-        }
-        uint64_t num = rb_var(r), w = rb_var(r);
-        if (r->bad || cnt > (uint64_t)(nn - filled) || w > 9 || num > 999999999ull || num + cnt > 1000000000ull)
-            goto bad;
-        for (uint64_t k = 0; k < cnt; k++) {
-            char *nm = malloc(pl + 11);
-            if (!nm)
-                goto oom;
-            memcpy(nm, pre, pl);
-            snprintf(nm + pl, 11, "%0*lu", (int)w, (unsigned long)(num + k));
-            if (memchr(nm, 0, pl)) {
-                free(nm);
-                goto bad;
-            }
-            c->nodes[filled++].name = nm;
-            c->nnodes = (size_t)filled;
-        }
-    }
-    c->nnodes = (size_t)filled;
-    if (r->bad || filled != nn)
+    int dr = dec_names(r, c, nn);
+    if (dr == DEC_OOM)
+        goto oom;
+    if (dr != DEC_OK)
         goto bad;
-    /* topology, rack, NVLink domain runs */
-    nr = p3d_rbuf_u32(r);
-    filled = 0;
-    for (uint32_t i = 0; i < nr && !r->bad; i++) {
-        uint64_t cnt = rb_var(r), t = rb_var(r), rk = rb_var(r);
-        int64_t nv = rb_zig(r);
-        if (r->bad || cnt < 1 || cnt > (uint64_t)(nn - filled) || t >= (uint64_t)nt || rk >= c->nracks || nv < -1 ||
-            nv >= (int64_t)c->nnvl_domains)
-            goto bad;
-        for (uint64_t k = 0; k < cnt; k++, filled++) {
-            p3d_cnode *n = &c->nodes[filled];
-            n->topo = c->topos[t];
-            n->rack = (int)rk;
-            n->nvl_domain = (int)nv;
-        }
-    }
-    if (r->bad || filled != nn)
+    if (dec_node_runs(r, c, nn, nt) != DEC_OK)
         goto bad;
     for (int i = 0; i < nn; i++) {
         m->names[i] = strdup(c->nodes[i].name);
@@ -483,65 +561,14 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
         if (!m->names[i] || !m->hashes[i])
             goto oom;
     }
-    /* ranks */
-    p3d_placement *pl = m->pl;
-    pl->ranks = calloc((size_t)pl->world, sizeof *pl->ranks);
-    if (!pl->ranks)
+    dr = dec_ranks(r, c, m->pl, nn);
+    if (dr == DEC_OOM)
         goto oom;
-    nr = p3d_rbuf_u32(r);
-    int q = 0;
-    int64_t cur[3] = {0, 0, 0};
-    /* the runs as decoded, for repeats: at most one per rank */
-    rrun *hist = malloc(((size_t)pl->world + 1) * sizeof *hist);
-    size_t nh = 0;
-    if (!hist)
-        goto oom;
-    for (uint32_t i = 0; i < nr && !r->bad && q <= pl->world; i++) {
-        uint64_t cnt = rb_var(r), L = 1, T = 1;
-        rrun one;
-        if (cnt == 0) {
-            L = rb_var(r);
-            T = rb_var(r);
-            if (r->bad || L < 1 || L > REPEAT_MAXL || L > nh || T < 1 || T > (uint64_t)pl->world)
-                break;
-        } else {
-            int64_t d0 = rb_zig(r), d1 = rb_zig(r), d2 = rb_zig(r);
-            if (r->bad || cnt > (uint64_t)pl->world || d0 < -(1 << 24) || d0 > 1 << 24 || d1 < -(1 << 24) ||
-                d1 > 1 << 24 || d2 < -(1 << 24) || d2 > 1 << 24)
-                break;
-            one = (rrun){(int)cnt, {(int)d0, (int)d1, (int)d2}};
-        }
-        size_t base = nh - (cnt == 0 ? L : 0);
-        for (uint64_t t = 0; t < T && q <= pl->world; t++)
-            for (uint64_t j = 0; j < L && q <= pl->world; j++) {
-                rrun x = cnt ? one : hist[base + j];
-                if ((uint64_t)x.count > (uint64_t)(pl->world - q) || nh >= (size_t)pl->world) {
-                    q = pl->world + 1;
-                    break;
-                }
-                hist[nh++] = x;
-                for (int k = 0; k < x.count; k++, q++) {
-                    for (int y = 0; y < 3; y++)
-                        cur[y] += x.d[y];
-                    if (cur[0] < 0 || cur[0] >= nn || cur[1] < 0 || cur[1] >= c->nodes[cur[0]].topo->ngpus ||
-                        cur[2] < 0 || cur[2] >= pl->world) {
-                        q = pl->world + 1;
-                        break;
-                    }
-                    p3d_rank *rk = &pl->ranks[q];
-                    rk->node = (int)cur[0];
-                    rk->gpu = (int)cur[1];
-                    rk->local_rank = (int)cur[2];
-                    p3d_mesh_coord(&pl->mesh, q, rk->coord);
-                }
-            }
-    }
-    free(hist);
-    if (r->bad || q != pl->world)
+    if (dr != DEC_OK)
         goto bad;
     if (r->off != r->len)
         goto bad;
-    m->json = expand(c, pl, head, hn, tail, tn, &m->json_len);
+    m->json = expand(c, m->pl, head, hn, tail, tn, &m->json_len);
     if (!m->json)
         goto oom;
     rc = 0;
