@@ -364,6 +364,141 @@ char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want,
     return out;
 }
 
+/* Binding that does not happen, and why (into *note): --bind none,
+ * --emulate, a topology not discovered on this host. 1 when skipped. */
+static int bind_skipped(const p3d_launch *L, const p3d_node *topo, const char *mode, char **note)
+{
+    if (!strcmp(mode, "none")) {
+        *note = strdup("binding: none (--bind none)");
+        return 1;
+    }
+    if (L->emulate) {
+        *note = strdup("binding: skipped under --emulate (the nodes are not this host)");
+        return 1;
+    }
+    if (!topo || !topo->source_kind || strcmp(topo->source_kind, "local") != 0) {
+        if (asprintf(note, "binding: skipped, topology '%s' was read from a %s, not discovered on this host",
+                     topo && topo->source ? topo->source : "?",
+                     topo && topo->source_kind ? topo->source_kind : "file") < 0)
+            *note = NULL;
+        return 1;
+    }
+    return 0;
+}
+
+/* --bind numa from the discovered topology alone (no hwloc load): every
+ * GPU rank's GPU has a cpuset and a NUMA node, and CPU slots only on a
+ * host with one NUMA node. */
+static int bind_fast_ok(const p3d_launch *L, const p3d_node *topo, const char *mode, const int *ranks, int nlocal)
+{
+    int fast = !strcmp(mode, "numa");
+    for (int i = 0; fast && i < nlocal; i++) {
+        int g = L->job->pl->ranks[ranks[i]].gpu;
+        if (p3d_is_cpu_slot(topo, g)) {
+            if (topo->nnuma > 1)
+                fast = 0;
+        } else if (!topo->gpus[g].cpus || !topo->gpus[g].cpus[0] || topo->gpus[g].numa < 0) {
+            fast = 0;
+        }
+    }
+    return fast;
+}
+
+/* The fast path: each rank's GPU's cpuset and NUMA node, as read. */
+static int bind_fast(p3d_binder *b, const p3d_launch *L, const p3d_node *topo, int node, const int *ranks,
+                     int nlocal, char **err)
+{
+    b->fast = calloc((size_t)nlocal + 1, sizeof *b->fast);
+    if (!b->fast)
+        return p3d_err(err, "out of memory");
+    for (int i = 0; i < nlocal; i++) {
+        int g = L->job->pl->ranks[ranks[i]].gpu;
+        if (p3d_is_cpu_slot(topo, g)) {
+            /* not bound, but all of this host is one NUMA node: that
+             * is the node it runs on (what --bind core reports too) */
+            b->numa[i] = only_numa_node();
+            b->why[i] = strdup("CPU slot on a host with one NUMA node: nothing to bind");
+            continue;
+        }
+        b->cpus[i] = hwloc_bitmap_alloc();
+        b->mems[i] = hwloc_bitmap_alloc();
+        if (!b->cpus[i] || !b->mems[i] || hwloc_bitmap_list_sscanf(b->cpus[i], topo->gpus[g].cpus) < 0)
+            return p3d_err(err, "binding: %s: GPU %d: bad cpuset '%s'", L->job->cluster->nodes[node].name, g,
+                           topo->gpus[g].cpus);
+        hwloc_bitmap_only(b->mems[i], (unsigned)topo->gpus[g].numa);
+        CPU_ZERO(&b->fast[i]);
+        unsigned c;
+        hwloc_bitmap_foreach_begin(c, b->cpus[i])
+        {
+            if (c < CPU_SETSIZE)
+                CPU_SET(c, &b->fast[i]);
+        }
+        hwloc_bitmap_foreach_end();
+    }
+    return 0;
+}
+
+/* This host's topology loaded by hwloc, and each rank's NUMA node's cpus
+ * and memory: its GPU's node, or for a CPU slot the nodes in turn. */
+static int bind_numa_sets(p3d_binder *b, int nlocal, char **err)
+{
+    if (hwloc_topology_init(&b->topo) < 0 ||
+        hwloc_topology_set_io_types_filter(b->topo, HWLOC_TYPE_FILTER_KEEP_NONE) < 0 ||
+        hwloc_topology_load(b->topo) < 0)
+        return p3d_err(err, "binding: hwloc cannot read this host's topology: %s (use --bind none)",
+                       strerror(errno));
+    int nnuma = hwloc_get_nbobjs_by_type(b->topo, HWLOC_OBJ_NUMANODE);
+    for (int i = 0; i < nlocal; i++) {
+        hwloc_obj_t nobj = NULL;
+        if (b->numa[i] >= 0) {
+            nobj = hwloc_get_numanode_obj_by_os_index(b->topo, (unsigned)b->numa[i]);
+            if (!nobj && asprintf(&b->why[i], "NUMA node %d not found on this host", b->numa[i]) < 0)
+                b->why[i] = NULL;
+        } else if (nnuma > 0) {
+            /* CPU slot: spread over the NUMA nodes in local-rank order */
+            nobj = hwloc_get_obj_by_type(b->topo, HWLOC_OBJ_NUMANODE, (unsigned)(i * nnuma / nlocal));
+            if (nobj)
+                b->numa[i] = (int)nobj->os_index;
+        }
+        if (!nobj)
+            continue;
+        b->cpus[i] = hwloc_bitmap_dup(nobj->cpuset);
+        b->mems[i] = hwloc_bitmap_dup(nobj->nodeset);
+    }
+    return 0;
+}
+
+/* --bind core: each NUMA node's cores split among the ranks that share it. */
+static void bind_split_cores(p3d_binder *b, int nlocal)
+{
+    for (int i = 0; i < nlocal; i++) {
+        if (!b->cpus[i])
+            continue;
+        int share = 0, k = 0;
+        for (int j = 0; j < nlocal; j++)
+            if (b->cpus[j] && b->numa[j] == b->numa[i]) {
+                if (j < i)
+                    k++;
+                share++;
+            }
+        hwloc_bitmap_t numa_set = b->cpus[i];
+        int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(b->topo, numa_set, HWLOC_OBJ_CORE);
+        if (ncores <= 0)
+            continue;
+        hwloc_bitmap_t set = hwloc_bitmap_alloc();
+        int lo = k * ncores / share, hi = (k + 1) * ncores / share;
+        if (hi <= lo) /* more ranks than cores: share round-robin */
+            lo = k % ncores, hi = lo + 1;
+        for (int c = lo; c < hi; c++) {
+            hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(b->topo, numa_set, HWLOC_OBJ_CORE, (unsigned)c);
+            if (core)
+                hwloc_bitmap_or(set, set, core->cpuset);
+        }
+        hwloc_bitmap_free(b->cpus[i]);
+        b->cpus[i] = set;
+    }
+}
+
 int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
                      char **note, char **err)
 {
@@ -389,124 +524,18 @@ int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal
         int g = L->job->pl->ranks[ranks[i]].gpu;
         b->numa[i] = (topo && g >= 0 && g < topo->ngpus) ? topo->gpus[g].numa : -1;
     }
-    if (!strcmp(mode, "none")) {
-        *note = strdup("binding: none (--bind none)");
+    if (bind_skipped(L, topo, mode, note)) {
         rc = 0;
         goto out;
     }
-    if (L->emulate) {
-        *note = strdup("binding: skipped under --emulate (the nodes are not this host)");
-        rc = 0;
-        goto out;
-    }
-    if (!topo || !topo->source_kind || strcmp(topo->source_kind, "local") != 0) {
-        if (asprintf(note, "binding: skipped, topology '%s' was read from a %s, not discovered on this host",
-                     topo && topo->source ? topo->source : "?",
-                     topo && topo->source_kind ? topo->source_kind : "file") < 0)
-            *note = NULL;
-        rc = 0;
-        goto out;
-    }
-    int fast = !strcmp(mode, "numa");
-    for (int i = 0; fast && i < nlocal; i++) {
-        int g = L->job->pl->ranks[ranks[i]].gpu;
-        if (p3d_is_cpu_slot(topo, g)) {
-            if (topo->nnuma > 1)
-                fast = 0;
-        } else if (!topo->gpus[g].cpus || !topo->gpus[g].cpus[0] || topo->gpus[g].numa < 0) {
-            fast = 0;
-        }
-    }
-    if (fast) {
-        b->fast = calloc((size_t)nlocal + 1, sizeof *b->fast);
-        if (!b->fast) {
-            p3d_err(err, "out of memory");
+    if (bind_fast_ok(L, topo, mode, ranks, nlocal)) {
+        if (bind_fast(b, L, topo, node, ranks, nlocal, err) < 0)
             goto out;
-        }
-        for (int i = 0; i < nlocal; i++) {
-            int g = L->job->pl->ranks[ranks[i]].gpu;
-            if (p3d_is_cpu_slot(topo, g)) {
-                /* not bound, but all of this host is one NUMA node: that
-                 * is the node it runs on (what --bind core reports too) */
-                b->numa[i] = only_numa_node();
-                b->why[i] = strdup("CPU slot on a host with one NUMA node: nothing to bind");
-                continue;
-            }
-            b->cpus[i] = hwloc_bitmap_alloc();
-            b->mems[i] = hwloc_bitmap_alloc();
-            if (!b->cpus[i] || !b->mems[i] || hwloc_bitmap_list_sscanf(b->cpus[i], topo->gpus[g].cpus) < 0) {
-                p3d_err(err, "binding: %s: GPU %d: bad cpuset '%s'", L->job->cluster->nodes[node].name, g,
-                        topo->gpus[g].cpus);
-                goto out;
-            }
-            hwloc_bitmap_only(b->mems[i], (unsigned)topo->gpus[g].numa);
-            CPU_ZERO(&b->fast[i]);
-            unsigned c;
-            hwloc_bitmap_foreach_begin(c, b->cpus[i])
-            {
-                if (c < CPU_SETSIZE)
-                    CPU_SET(c, &b->fast[i]);
-            }
-            hwloc_bitmap_foreach_end();
-        }
-        if (clamp_to_allowed(b, nlocal, "/sys/devices/system/node", err) < 0)
+    } else {
+        if (bind_numa_sets(b, nlocal, err) < 0)
             goto out;
-        rc = 0;
-        goto out;
-    }
-    if (hwloc_topology_init(&b->topo) < 0 ||
-        hwloc_topology_set_io_types_filter(b->topo, HWLOC_TYPE_FILTER_KEEP_NONE) < 0 ||
-        hwloc_topology_load(b->topo) < 0) {
-        p3d_err(err, "binding: hwloc cannot read this host's topology: %s (use --bind none)", strerror(errno));
-        goto out;
-    }
-    int nnuma = hwloc_get_nbobjs_by_type(b->topo, HWLOC_OBJ_NUMANODE);
-    for (int i = 0; i < nlocal; i++) {
-        hwloc_obj_t nobj = NULL;
-        if (b->numa[i] >= 0) {
-            nobj = hwloc_get_numanode_obj_by_os_index(b->topo, (unsigned)b->numa[i]);
-            if (!nobj && asprintf(&b->why[i], "NUMA node %d not found on this host", b->numa[i]) < 0)
-                b->why[i] = NULL;
-        } else if (nnuma > 0) {
-            /* CPU slot: spread over the NUMA nodes in local-rank order */
-            nobj = hwloc_get_obj_by_type(b->topo, HWLOC_OBJ_NUMANODE, (unsigned)(i * nnuma / nlocal));
-            if (nobj)
-                b->numa[i] = (int)nobj->os_index;
-        }
-        if (!nobj)
-            continue;
-        b->cpus[i] = hwloc_bitmap_dup(nobj->cpuset);
-        b->mems[i] = hwloc_bitmap_dup(nobj->nodeset);
-    }
-    if (!strcmp(mode, "core")) {
-        /* split each NUMA node's cores among the ranks that share it */
-        for (int i = 0; i < nlocal; i++) {
-            if (!b->cpus[i])
-                continue;
-            int share = 0, k = 0;
-            for (int j = 0; j < nlocal; j++)
-                if (b->cpus[j] && b->numa[j] == b->numa[i]) {
-                    if (j < i)
-                        k++;
-                    share++;
-                }
-            hwloc_bitmap_t numa_set = b->cpus[i];
-            int ncores = hwloc_get_nbobjs_inside_cpuset_by_type(b->topo, numa_set, HWLOC_OBJ_CORE);
-            if (ncores <= 0)
-                continue;
-            hwloc_bitmap_t set = hwloc_bitmap_alloc();
-            int lo = k * ncores / share, hi = (k + 1) * ncores / share;
-            if (hi <= lo) /* more ranks than cores: share round-robin */
-                lo = k % ncores, hi = lo + 1;
-            for (int c = lo; c < hi; c++) {
-                hwloc_obj_t core =
-                    hwloc_get_obj_inside_cpuset_by_type(b->topo, numa_set, HWLOC_OBJ_CORE, (unsigned)c);
-                if (core)
-                    hwloc_bitmap_or(set, set, core->cpuset);
-            }
-            hwloc_bitmap_free(b->cpus[i]);
-            b->cpus[i] = set;
-        }
+        if (!strcmp(mode, "core"))
+            bind_split_cores(b, nlocal);
     }
     if (clamp_to_allowed(b, nlocal, "/sys/devices/system/node", err) < 0)
         goto out;
