@@ -453,6 +453,245 @@ static double stage_slowest(const int layers[3], double layer, double head)
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
+/* The job's shape as the estimate reads it, filled once by
+ * p3d_cost_eval_hops; each part below takes what it uses under the names
+ * its formulas use. */
+typedef struct eval_shape {
+    int t, p, d, cp, v, w, ep, etp, edp, dcp; /* the mesh; w: bytes per element */
+    int b, m, B;                              /* micro-batch size, micro-batches, global batch */
+    int s, h, L, V, lps;                      /* sequence, hidden, layers, vocabulary; layers of the fullest stage */
+    double N;                                 /* the world */
+} eval_shape;
+
+/* Memory per GPU: the shards of weights, gradients and optimizer states,
+ * the activations, each stage's total, and what the GPU holds (*psi,
+ * *psi_e: the dense and the expert parameters a GPU reduces). */
+static void eval_memory(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, const eval_shape *g,
+                        p3d_cost *out, double *psi, double *psi_e)
+{
+    const int t = g->t, p = g->p, cp = g->cp, v = g->v, ep = g->ep, etp = g->etp, edp = g->edp, dcp = g->dcp, b = g->b,
+              m = g->m, L = g->L;
+    const p3d_model *md = &job->model;
+    const int uneven = out->uneven;
+    out->seq_parallel = t > 1 && !job->no_seq_parallel;
+    out->moe = md->experts > 0;
+    out->params_expert = mc->expert_block;
+    out->params_active = mc->active;
+    shard_memory(mc, job, out->stage_layers[0], L, t, p, dcp, etp * ep, edp, out, psi, psi_e);
+    act_first_stage(md, job, out->stage_layers[0], t, etp, p, v, b, m, cp, out);
+    out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
+    layer_mem(mc, job, L, t, dcp, etp * ep, edp, out);
+    out->stage_mem[0] = out->stage_mem[1] = out->stage_mem[2] = out->mem_total;
+    if (p > 1) {
+        if (p > 2)
+            out->stage_mem[1] = later_stage_mem(mc, job, out, out->stage_layers[1], 1, p, m, t, dcp);
+        out->stage_mem[2] = later_stage_mem(mc, job, out, out->stage_layers[2], p - 1, p, m, t, dcp);
+    }
+    /* even stages: the first, as Megatron's estimator counts; uneven ones:
+     * the first is no longer the most loaded for sure, the fullest sets it */
+    for (int k = 1; uneven && k < 3; k++)
+        if (out->stage_mem[k] > out->mem_total)
+            out->mem_total = out->stage_mem[k];
+    /* an explicit option wins over what the topology discovered */
+    double gm = cluster_gpu_mem(c);
+    if (job->gpu_mem_bytes > 0) {
+        out->gpu_mem = job->gpu_mem_bytes;
+        out->gpu_mem_source = "--gpu-mem";
+    } else if (gm > 0) {
+        out->gpu_mem = gm;
+        out->gpu_mem_source = "topology";
+    } else {
+        out->gpu_mem = P3D_DEFAULT_GPU_MEM;
+        out->gpu_mem_source = "default";
+    }
+    if (job->mem_reserve_set) {
+        out->mem_reserve = job->mem_reserve_bytes;
+        out->mem_reserve_source = "--mem-reserve";
+    } else {
+        out->mem_reserve = p3d_cost_default_reserve(out->gpu_mem);
+        out->mem_reserve_source = "default";
+    }
+    out->fits_raw = out->mem_total <= out->gpu_mem;
+    out->fits = out->mem_total <= out->gpu_mem - out->mem_reserve;
+}
+
+/* The pipeline's point-to-point traffic and its time, hop by hop. */
+static void eval_pp(const p3d_cluster *c, const p3d_hops *hops, const eval_shape *g, p3d_cost *out)
+{
+    const int t = g->t, v = g->v, w = g->w, m = g->m;
+    /* one micro-batch's hidden states on one GPU: cp splits the sequence */
+    double act_elems = (double)g->b * g->s * g->h / g->cp;
+    /* b·s·h forward and the same back per boundary per micro-batch; each
+     * of a stage's t GPUs sends its 1/t slice (SP or Megatron's
+     * scatter-gather), and interleaving multiplies the boundaries by v. */
+    out->pp_bytes_boundary = 2.0 * act_elems * w;
+    out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
+    /* Hop by hop: each boundary costs its own link's time (plus one
+     * latency per message: an activation forward and a gradient back
+     * per micro-batch per (virtual) stage boundary), and the step
+     * counts the average boundary — exact for the fill and drain,
+     * where a micro-batch crosses every hop once; in the steady state
+     * a stage's sends overlap the other stages' compute. A pipeline
+     * with one cross-rack hop of three pays for one, not for three. */
+    double share[P3D_LINK_COUNT], xfer = 0;
+    hop_shares(hops, P3D_DIM_PP, out->link[P3D_DIM_PP], share);
+    for (int l = 0; l < P3D_LINK_COUNT; l++) {
+        if (share[l] <= 0)
+            continue;
+        xfer += share[l] * xfer_time(out->pp_bytes_step, p3d_link_gbps(c, (p3d_link)l));
+        out->pp_latency += share[l] * 2.0 * m * v * p2p_latency((p3d_link)l);
+    }
+    out->pp_time = xfer + out->pp_latency;
+    /* the bandwidth that time amounts to, for the reports */
+    out->link_gbps[P3D_DIM_PP] = xfer > 0 && isfinite(xfer) ? out->pp_bytes_step / xfer / 1e9 : 0;
+}
+
+/* Traffic per GPU per step of every dimension, and its time on the link
+ * that paces it. */
+static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS],
+                         const p3d_hops *hops, const eval_shape *g, double psi, double psi_e, p3d_cost *out)
+{
+    const int t = g->t, p = g->p, d = g->d, cp = g->cp, w = g->w, ep = g->ep, edp = g->edp, dcp = g->dcp, b = g->b,
+              m = g->m, s = g->s, h = g->h, L = g->L, lps = g->lps;
+    const p3d_model *md = &job->model;
+    /* traffic and time */
+    for (int k = 0; k < P3D_NDIMS; k++) {
+        out->link[k] = link ? link[k] : P3D_LINK_SELF;
+        out->link_gbps[k] = p3d_link_gbps(c, out->link[k]);
+    }
+    /* one micro-batch's hidden states on one GPU: cp splits the sequence */
+    double act_elems = (double)b * s * h / cp;
+    if (t > 1) {
+        /* Megatron: 2 all-reduces forward, 2 backward per layer (plus the 2
+         * forward ones again under full recompute); a ring moves 2(t-1)/t of
+         * the buffer per GPU. With SP each becomes an all-gather plus a
+         * reduce-scatter, which moves the same bytes. */
+        int nar = job->recompute >= 2 ? 6 : 4;
+        out->tp_bytes_layer = nar * 2.0 * (t - 1) / t * act_elems * w;
+        out->tp_bytes_step = out->tp_bytes_layer * lps * m;
+        out->tp_time = xfer_time(out->tp_bytes_step, out->link_gbps[P3D_DIM_TP]);
+    }
+    if (p > 1)
+        eval_pp(c, hops, g, out);
+    /* TP, CP, EP and DP are ring (or all-to-all) collectives: every member
+     * sends at once and a step ends when the slowest hop has delivered, so
+     * link[d] (the ring's slowest hop) paces the whole collective. A new
+     * dimension's traffic goes here: bytes per GPU per step into its own
+     * fields, seconds = bytes / link_gbps[d], and its part of step_time
+     * below (on the critical path like tp, or overlapped like dp). */
+    if (cp > 1) {
+        /* Ring attention (Megatron's context parallelism): each layer
+         * passes every rank's K and V chunk around the cp ring forward
+         * (cp-1 of the cp chunks arrive), and K, V plus their gradients
+         * backward: 3 x 2·b·(s/cp)·h·(cp-1) elements per layer per
+         * micro-batch, split over tp (heads). Grouped-query attention
+         * would move less; counted on the critical path (no overlap). */
+        out->cp_bytes_layer = 3.0 * 2.0 * act_elems * (cp - 1) * w / t;
+        if (job->recompute >= 2)
+            out->cp_bytes_layer *= 4.0 / 3.0; /* the forward again */
+        out->cp_bytes_step = out->cp_bytes_layer * lps * m;
+        out->cp_time = xfer_time(out->cp_bytes_step, out->link_gbps[P3D_DIM_CP]);
+    }
+    if (dcp > 1) {
+        double S = (double)w * psi;
+        out->dp_bytes_step = 2.0 * (dcp - 1) / dcp * S * (job->zero >= 3 ? 1.5 : 1.0);
+        /* over dp x cp members: the slower of the two dimensions' links */
+        p3d_link gl = out->link[P3D_DIM_DP];
+        if (cp > 1 && (d == 1 || out->link[P3D_DIM_CP] > gl))
+            gl = out->link[P3D_DIM_CP];
+        out->dp_time = xfer_time(out->dp_bytes_step, p3d_link_gbps(c, gl));
+    }
+    if (out->moe) {
+        /* MoE layers of the fullest stage: the dense ones come first */
+        int first_moe = md->dense_layers, hi = lps < L ? lps : L;
+        out->moe_layers_per_stage = hi - (first_moe < hi ? first_moe : hi);
+        if (p > 1 && L - first_moe < lps)
+            out->moe_layers_per_stage = L - first_moe;
+        else if (p > 1)
+            out->moe_layers_per_stage = lps; /* a later stage is all MoE */
+        /* EP: dispatch and combine all-to-alls of every MoE layer, forward
+         * and backward, on the critical path; the EP group's slowest link
+         * paces them (an all-to-all waits for its slowest pair) */
+        out->ep_bytes_layer = p3d_cost_ep_bytes_layer(b, s, h, md->top_k, t, cp, ep, w, job->recompute);
+        out->ep_bytes_step = out->ep_bytes_layer * out->moe_layers_per_stage * m;
+        out->ep_time = xfer_time(out->ep_bytes_step, out->link_gbps[P3D_DIM_EP]);
+        /* expert gradients all-reduced over edp, overlapped like dp's */
+        if (edp > 1) {
+            out->edp_bytes_step = 2.0 * (edp - 1) / edp * (double)w * psi_e * (job->zero >= 3 ? 1.5 : 1.0);
+            out->edp_time = xfer_time(out->edp_bytes_step, out->link_gbps[P3D_DIM_EDP]);
+        }
+    }
+}
+
+/* Compute time, the bubble, the exposed gradient reduction, the step and
+ * the MFU. */
+static void eval_step(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, const eval_shape *g,
+                      p3d_cost *out)
+{
+    const int t = g->t, p = g->p, cp = g->cp, v = g->v, w = g->w, ep = g->ep, etp = g->etp, b = g->b, m = g->m,
+              B = g->B, s = g->s, h = g->h, L = g->L, V = g->V, lps = g->lps;
+    const double N = g->N;
+    const p3d_model *md = &job->model;
+    /* compute, bubble, step */
+    int known;
+    int fam = cluster_gpu_family(c, &known);
+    out->gpu_name = gpu_peaks[fam].name;
+    out->peak_tflops = gpu_peaks[fam].peak;
+    /* an MoE token passes through its top-k (and shared) experts only */
+    out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, mc->matmul);
+    out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, mc->matmul);
+    if (job->tflops > 0) {
+        /* one sustained figure for everything (the user's): the pipeline
+         * runs at the pace of its slowest stage, the last one with ceil(L/p)
+         * layers plus the LM head, whose share of the FLOPs formula is the
+         * V/(16Lh) term (V/(16h) in units of one layer's W/(12Lh^2) + s/(6h)) */
+        out->tflops = job->tflops;
+        out->tflops_source = "--tflops";
+        double layer_w = mc->matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
+               head_w = (double)V / (16.0 * h);
+        double slow = stage_slowest(out->stage_layers, layer_w, head_w);
+        out->stage_imbalance = p > 1 ? slow / ((L * layer_w + head_w) / p) : 1.0;
+        out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
+    } else {
+        /* from the GEMM shapes (compute_time.c): the last stage's layers
+         * and the output layer per micro-batch, m of them */
+        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, mc, b, t, cp, ep, etp, job->recompute, w,
+                          out);
+        double stage = stage_slowest(out->stage_layers, out->t_layer, out->t_head),
+               avg = (L * out->t_layer + out->t_head) / p;
+        out->stage_imbalance = p > 1 ? stage / avg : 1.0;
+        out->compute_time = m * stage;
+        /* the sustained figure that amounts to, for the reports */
+        out->tflops = out->flops_step / (N * m * avg) / 1e12;
+        out->tflops_source = known ? "GEMM shapes" : "GEMM shapes, H100 assumed";
+    }
+    out->bubble = p3d_cost_bubble(p, m, v);
+    out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
+    /* TP and PP transfers sit on each micro-batch's critical path, so the
+     * bubble stretches them like compute. The DP all-reduce overlaps the
+     * backward pass (Megatron's --overlap-grad-reduce): a stage's gradients
+     * are final only during its last micro-batch's backward, and the first
+     * stage runs that last of all, so at most one micro-batch's backward on
+     * the slowest stage (2/3 of its compute, 3/4 with full recompute) hides
+     * it; the first layer's bucket (1/ceil(L/p) of the gradients) is ready
+     * only when the backward ends and is always exposed. */
+    double bwd_share = job->recompute >= 2 ? 0.75 : 2.0 / 3.0;
+    double window = out->compute_time / m * bwd_share;
+    /* the dense and the expert gradient all-reduces share that window */
+    double grad_time = out->dp_time + out->edp_time;
+    double floor_exposed = grad_time / lps;
+    out->dp_exposed = grad_time - window;
+    if (out->dp_exposed < floor_exposed)
+        out->dp_exposed = floor_exposed;
+    out->dp_overlap = isfinite(grad_time) ? grad_time - out->dp_exposed : 0;
+    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->ep_time + out->pp_time) *
+                         (1.0 + out->bubble_overhead) +
+                     out->dp_exposed;
+    out->mfu = out->step_time > 0 && isfinite(out->step_time)
+                   ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
+                   : 0;
+}
+
 int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
                   const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
 {
@@ -519,201 +758,15 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
             lps = out->stage_layers[k];
     out->layers_per_stage = lps;
 
-    out->seq_parallel = t > 1 && !job->no_seq_parallel;
-    out->moe = md->experts > 0;
-    out->params_expert = mc.expert_block;
-    out->params_active = mc.active;
+    eval_shape g = {.t = t, .p = p, .d = d, .cp = cp, .v = v, .w = w, .ep = ep, .etp = etp, .edp = edp,
+                    .dcp = dcp, .b = b, .m = m, .B = B, .s = s, .h = h, .L = L, .V = V, .lps = lps, .N = N};
     double psi = 0, psi_e = 0;
-    shard_memory(&mc, job, out->stage_layers[0], L, t, p, dcp, etp * ep, edp, out, &psi, &psi_e);
-    act_first_stage(md, job, out->stage_layers[0], t, etp, p, v, b, m, cp, out);
-    out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
-    layer_mem(&mc, job, L, t, dcp, etp * ep, edp, out);
-    out->stage_mem[0] = out->stage_mem[1] = out->stage_mem[2] = out->mem_total;
-    if (p > 1) {
-        if (p > 2)
-            out->stage_mem[1] = later_stage_mem(&mc, job, out, out->stage_layers[1], 1, p, m, t, dcp);
-        out->stage_mem[2] = later_stage_mem(&mc, job, out, out->stage_layers[2], p - 1, p, m, t, dcp);
-    }
-    /* even stages: the first, as Megatron's estimator counts; uneven ones:
-     * the first is no longer the most loaded for sure, the fullest sets it */
-    for (int k = 1; uneven && k < 3; k++)
-        if (out->stage_mem[k] > out->mem_total)
-            out->mem_total = out->stage_mem[k];
-    /* an explicit option wins over what the topology discovered */
-    double gm = cluster_gpu_mem(c);
-    if (job->gpu_mem_bytes > 0) {
-        out->gpu_mem = job->gpu_mem_bytes;
-        out->gpu_mem_source = "--gpu-mem";
-    } else if (gm > 0) {
-        out->gpu_mem = gm;
-        out->gpu_mem_source = "topology";
-    } else {
-        out->gpu_mem = P3D_DEFAULT_GPU_MEM;
-        out->gpu_mem_source = "default";
-    }
-    if (job->mem_reserve_set) {
-        out->mem_reserve = job->mem_reserve_bytes;
-        out->mem_reserve_source = "--mem-reserve";
-    } else {
-        out->mem_reserve = p3d_cost_default_reserve(out->gpu_mem);
-        out->mem_reserve_source = "default";
-    }
-    out->fits_raw = out->mem_total <= out->gpu_mem;
-    out->fits = out->mem_total <= out->gpu_mem - out->mem_reserve;
-
-    /* traffic and time */
-    for (int k = 0; k < P3D_NDIMS; k++) {
-        out->link[k] = link ? link[k] : P3D_LINK_SELF;
-        out->link_gbps[k] = p3d_link_gbps(c, out->link[k]);
-    }
-    /* one micro-batch's hidden states on one GPU: cp splits the sequence */
-    double act_elems = (double)b * s * h / cp;
-    if (t > 1) {
-        /* Megatron: 2 all-reduces forward, 2 backward per layer (plus the 2
-         * forward ones again under full recompute); a ring moves 2(t-1)/t of
-         * the buffer per GPU. With SP each becomes an all-gather plus a
-         * reduce-scatter, which moves the same bytes. */
-        int nar = job->recompute >= 2 ? 6 : 4;
-        out->tp_bytes_layer = nar * 2.0 * (t - 1) / t * act_elems * w;
-        out->tp_bytes_step = out->tp_bytes_layer * lps * m;
-        out->tp_time = xfer_time(out->tp_bytes_step, out->link_gbps[P3D_DIM_TP]);
-    }
-    if (p > 1) {
-        /* b·s·h forward and the same back per boundary per micro-batch; each
-         * of a stage's t GPUs sends its 1/t slice (SP or Megatron's
-         * scatter-gather), and interleaving multiplies the boundaries by v. */
-        out->pp_bytes_boundary = 2.0 * act_elems * w;
-        out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
-        /* Hop by hop: each boundary costs its own link's time (plus one
-         * latency per message: an activation forward and a gradient back
-         * per micro-batch per (virtual) stage boundary), and the step
-         * counts the average boundary — exact for the fill and drain,
-         * where a micro-batch crosses every hop once; in the steady state
-         * a stage's sends overlap the other stages' compute. A pipeline
-         * with one cross-rack hop of three pays for one, not for three. */
-        double share[P3D_LINK_COUNT], xfer = 0;
-        hop_shares(hops, P3D_DIM_PP, out->link[P3D_DIM_PP], share);
-        for (int l = 0; l < P3D_LINK_COUNT; l++) {
-            if (share[l] <= 0)
-                continue;
-            xfer += share[l] * xfer_time(out->pp_bytes_step, p3d_link_gbps(c, (p3d_link)l));
-            out->pp_latency += share[l] * 2.0 * m * v * p2p_latency((p3d_link)l);
-        }
-        out->pp_time = xfer + out->pp_latency;
-        /* the bandwidth that time amounts to, for the reports */
-        out->link_gbps[P3D_DIM_PP] = xfer > 0 && isfinite(xfer) ? out->pp_bytes_step / xfer / 1e9 : 0;
-    }
-    /* TP, CP, EP and DP are ring (or all-to-all) collectives: every member
-     * sends at once and a step ends when the slowest hop has delivered, so
-     * link[d] (the ring's slowest hop) paces the whole collective. A new
-     * dimension's traffic goes here: bytes per GPU per step into its own
-     * fields, seconds = bytes / link_gbps[d], and its part of step_time
-     * below (on the critical path like tp, or overlapped like dp). */
-    if (cp > 1) {
-        /* Ring attention (Megatron's context parallelism): each layer
-         * passes every rank's K and V chunk around the cp ring forward
-         * (cp-1 of the cp chunks arrive), and K, V plus their gradients
-         * backward: 3 x 2·b·(s/cp)·h·(cp-1) elements per layer per
-         * micro-batch, split over tp (heads). Grouped-query attention
-         * would move less; counted on the critical path (no overlap). */
-        out->cp_bytes_layer = 3.0 * 2.0 * act_elems * (cp - 1) * w / t;
-        if (job->recompute >= 2)
-            out->cp_bytes_layer *= 4.0 / 3.0; /* the forward again */
-        out->cp_bytes_step = out->cp_bytes_layer * lps * m;
-        out->cp_time = xfer_time(out->cp_bytes_step, out->link_gbps[P3D_DIM_CP]);
-    }
-    if (dcp > 1) {
-        double S = (double)w * psi;
-        out->dp_bytes_step = 2.0 * (dcp - 1) / dcp * S * (job->zero >= 3 ? 1.5 : 1.0);
-        /* over dp x cp members: the slower of the two dimensions' links */
-        p3d_link gl = out->link[P3D_DIM_DP];
-        if (cp > 1 && (d == 1 || out->link[P3D_DIM_CP] > gl))
-            gl = out->link[P3D_DIM_CP];
-        out->dp_time = xfer_time(out->dp_bytes_step, p3d_link_gbps(c, gl));
-    }
-    if (out->moe) {
-        /* MoE layers of the fullest stage: the dense ones come first */
-        int first_moe = md->dense_layers, hi = lps < L ? lps : L;
-        out->moe_layers_per_stage = hi - (first_moe < hi ? first_moe : hi);
-        if (p > 1 && L - first_moe < lps)
-            out->moe_layers_per_stage = L - first_moe;
-        else if (p > 1)
-            out->moe_layers_per_stage = lps; /* a later stage is all MoE */
-        /* EP: dispatch and combine all-to-alls of every MoE layer, forward
-         * and backward, on the critical path; the EP group's slowest link
-         * paces them (an all-to-all waits for its slowest pair) */
-        out->ep_bytes_layer = p3d_cost_ep_bytes_layer(b, s, h, md->top_k, t, cp, ep, w, job->recompute);
-        out->ep_bytes_step = out->ep_bytes_layer * out->moe_layers_per_stage * m;
-        out->ep_time = xfer_time(out->ep_bytes_step, out->link_gbps[P3D_DIM_EP]);
-        /* expert gradients all-reduced over edp, overlapped like dp's */
-        if (edp > 1) {
-            out->edp_bytes_step = 2.0 * (edp - 1) / edp * (double)w * psi_e * (job->zero >= 3 ? 1.5 : 1.0);
-            out->edp_time = xfer_time(out->edp_bytes_step, out->link_gbps[P3D_DIM_EDP]);
-        }
-    }
-
+    eval_memory(c, job, &mc, &g, out, &psi, &psi_e);
+    eval_traffic(c, job, link, hops, &g, psi, psi_e, out);
     if (hops) {
         out->hops = *hops;
         out->has_hops = 1;
     }
-
-    /* compute, bubble, step */
-    int known;
-    int fam = cluster_gpu_family(c, &known);
-    out->gpu_name = gpu_peaks[fam].name;
-    out->peak_tflops = gpu_peaks[fam].peak;
-    /* an MoE token passes through its top-k (and shared) experts only */
-    out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, mc.matmul);
-    out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, mc.matmul);
-    if (job->tflops > 0) {
-        /* one sustained figure for everything (the user's): the pipeline
-         * runs at the pace of its slowest stage, the last one with ceil(L/p)
-         * layers plus the LM head, whose share of the FLOPs formula is the
-         * V/(16Lh) term (V/(16h) in units of one layer's W/(12Lh^2) + s/(6h)) */
-        out->tflops = job->tflops;
-        out->tflops_source = "--tflops";
-        double layer_w = mc.matmul / (12.0 * L * (double)h * h) + (double)s / (6.0 * h),
-               head_w = (double)V / (16.0 * h);
-        double slow = stage_slowest(out->stage_layers, layer_w, head_w);
-        out->stage_imbalance = p > 1 ? slow / ((L * layer_w + head_w) / p) : 1.0;
-        out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
-    } else {
-        /* from the GEMM shapes (compute_time.c): the last stage's layers
-         * and the output layer per micro-batch, m of them */
-        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, &mc, b, t, cp, ep, etp, job->recompute, w,
-                          out);
-        double stage = stage_slowest(out->stage_layers, out->t_layer, out->t_head),
-               avg = (L * out->t_layer + out->t_head) / p;
-        out->stage_imbalance = p > 1 ? stage / avg : 1.0;
-        out->compute_time = m * stage;
-        /* the sustained figure that amounts to, for the reports */
-        out->tflops = out->flops_step / (N * m * avg) / 1e12;
-        out->tflops_source = known ? "GEMM shapes" : "GEMM shapes, H100 assumed";
-    }
-    out->bubble = p3d_cost_bubble(p, m, v);
-    out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
-    /* TP and PP transfers sit on each micro-batch's critical path, so the
-     * bubble stretches them like compute. The DP all-reduce overlaps the
-     * backward pass (Megatron's --overlap-grad-reduce): a stage's gradients
-     * are final only during its last micro-batch's backward, and the first
-     * stage runs that last of all, so at most one micro-batch's backward on
-     * the slowest stage (2/3 of its compute, 3/4 with full recompute) hides
-     * it; the first layer's bucket (1/ceil(L/p) of the gradients) is ready
-     * only when the backward ends and is always exposed. */
-    double bwd_share = job->recompute >= 2 ? 0.75 : 2.0 / 3.0;
-    double window = out->compute_time / m * bwd_share;
-    /* the dense and the expert gradient all-reduces share that window */
-    double grad_time = out->dp_time + out->edp_time;
-    double floor_exposed = grad_time / lps;
-    out->dp_exposed = grad_time - window;
-    if (out->dp_exposed < floor_exposed)
-        out->dp_exposed = floor_exposed;
-    out->dp_overlap = isfinite(grad_time) ? grad_time - out->dp_exposed : 0;
-    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->ep_time + out->pp_time) *
-                         (1.0 + out->bubble_overhead) +
-                     out->dp_exposed;
-    out->mfu = out->step_time > 0 && isfinite(out->step_time)
-                   ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
-                   : 0;
+    eval_step(c, job, &mc, &g, out);
     return 0;
 }
