@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # funclen: no C function over 120 lines (issue #41: functions that do one
-# thing) in the parts of the tree already split. Widen CHECKED as the rest
-# (launcher/, plugins/rdzv_etcd, placement/cost) is split; at the end it is the default set,
-# launcher/ placement/ plugins/ worker/. Also checks that scripts/funclen.py
-# itself fails on a long function, names it, and counts a multi-line
-# signature from the opening brace.
+# thing) in the parts of the tree already split: placement/, worker/,
+# launcher/ and three plugins, but the files in SKIPPED, which still hold
+# one. Shorten SKIPPED (and widen CHECKED to plugins/rdzv_etcd) as the rest
+# is split; at the end it is the default set, launcher/ placement/ plugins/
+# worker/, with nothing skipped. Also checks that scripts/funclen.py itself
+# fails on a long function, names it, and counts a multi-line signature
+# from the opening brace.
 set -euo pipefail
 src=${P3D_SRC:?}
-CHECKED=(placement/ worker/ plugins/nvml plugins/rdzv_pmix plugins/policy_fetch)
-SKIPPED=(placement/cost)
+CHECKED=(placement/ worker/ launcher/ plugins/nvml plugins/rdzv_pmix plugins/policy_fetch)
+# each holds a function over 120 lines still (python3 scripts/funclen.py names them)
+SKIPPED=(placement/cost/plan.c placement/cost/plan_report.c placement/cost/plan_report_json.c
+  launcher/run/mnode.c launcher/run/launch_local.c launcher/run/hub/supervise.c launcher/run/ranks/rank_env.c
+  launcher/rdzv/rdzv_tree_agent.c launcher/rdzv/rdzv_tree_leader.c launcher/cmd/cli.c launcher/cmd/cmd_plan.c)
 T=$(mktemp -d /tmp/p3d-funclen.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
