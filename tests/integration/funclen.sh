@@ -14,7 +14,7 @@ CHECKED=(placement/ worker/ launcher/ plugins/nvml plugins/rdzv_pmix plugins/pol
 # each holds a function over 120 lines still (python3 scripts/funclen.py names them)
 SKIPPED=(placement/cost/plan_report.c placement/cost/plan_report_json.c
   launcher/run/mnode.c launcher/run/launch_local.c launcher/run/hub/supervise.c launcher/run/ranks/rank_env.c
-  launcher/rdzv/rdzv_tree_agent.c launcher/rdzv/rdzv_tree_leader.c launcher/cmd/cli.c launcher/cmd/cmd_plan.c)
+  launcher/rdzv/rdzv_tree_agent.c launcher/rdzv/rdzv_tree_leader.c launcher/cmd/cli/cli.c launcher/cmd/cmd_plan.c)
 T=$(mktemp -d /tmp/p3d-funclen.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cli.h — par3drun's command line: one table (cli.c) lists every option, its
- * help, its type and its bounds; parsing fills a p3d_opts.
+ * cli.h — par3drun's command line, the public header of launcher/cmd/cli/,
+ * below the commands: one table (cli_table.c) lists every option, its
+ * help, its type and its bounds; parsing (cli.c) fills a p3d_opts, and
+ * torchrun's command line (cli_torchrun.c) is read into the same.
  */
 #ifndef P3D_CLI_H
 #define P3D_CLI_H
