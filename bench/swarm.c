@@ -25,7 +25,8 @@
  */
 #include "cli.h"
 #include "controller.h"
-#include "launch.h"
+#include "agent.h"
+#include "loop.h"
 #include "mnode.h"
 #include "rdzv.h"
 

@@ -2,10 +2,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """layers.py - the launcher's stage graph, and the rules the build keeps.
 
-Prints, for the stage folders under launcher/ (and placement/ as one
-stage below them), which stage includes whose headers and calls whose
-functions, with an example of each edge. Exits 1 when:
+Prints, for the stage folders under launcher/ (nested ones, such as
+launcher/run/ranks/, are stages of their own) and placement/, which stage
+includes whose headers and calls whose functions, with an example of each
+edge, then every circle between the .c files of launcher/ and placement/.
+Exits 1 when:
   - the stages form a circle (an import circle spans two stage folders);
+  - two files call each other, directly or round a longer circle, inside
+    a stage too (file A calls a function B defines and B one of A's), and
+    the circle is not in scripts/layers-allow.txt, or a line of that list
+    names a circle that is gone (the list only shrinks);
   - poll()/ppoll()/epoll_wait() is called outside launcher/loop/loop.c and
     the one documented exception (launcher/rdzv/rdzv_tree_leader.c);
   - usleep()/nanosleep()/sleep() is called anywhere under launcher/;
@@ -30,7 +36,12 @@ CALL_RE = re.compile(r"\b(p3d_\w+|rz_\w+)\s*\(")
 INC_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 WAIT_RE = re.compile(r"\b(poll|ppoll|epoll_wait|epoll_pwait)\s*\(")
 SLEEP_RE = re.compile(r"\b(usleep|nanosleep|sleep|clock_nanosleep)\s*\(")
-PUBLIC_RE = re.compile(r"^\s*set\(\s*P3D_PUBLIC_HEADER_(\w+)\s+([\w.]+)\s*\)", re.M)
+# any function, for the file-level circles
+ANYDEF_RE = re.compile(r"^[A-Za-z_][\w \t\*]*?\b([A-Za-z_]\w*)\s*\([^;{]*\)\s*\{", re.M)
+ANYCALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+NOT_FUNC = {"if", "while", "for", "switch", "return", "sizeof"}
+ALLOW_REL = "scripts/layers-allow.txt"
+PUBLIC_RE = re.compile(r"^\s*set\(\s*P3D_PUBLIC_HEADER_([\w/]+)\s+([\w.]+)\s*\)", re.M)
 
 
 def public_headers():
@@ -83,7 +94,7 @@ def sources():
 def stage_of(path):
     rel = os.path.relpath(path, ROOT).split(os.sep)
     if rel[0] == "launcher" and len(rel) > 2:
-        return "launcher/" + rel[1]
+        return "/".join(rel[:-1])  # a nested stage is its own folder: launcher/run/ranks
     if rel[0] == "placement" and len(rel) > 2 and rel[1] != "include":
         return "placement/" + rel[1]
     if rel[0] == "placement":
@@ -91,6 +102,97 @@ def stage_of(path):
     if rel[0] == "plugins":
         return "plugins"
     return None
+
+
+def circles(graph):
+    """The strongly connected components of more than one node (Tarjan)."""
+    index, low, onstack, stack, found, counter = {}, {}, set(), [], [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        onstack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in onstack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                onstack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(comp)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def allowed_circles():
+    """{frozenset of files: line number} from scripts/layers-allow.txt: one
+    circle a line, its files joined by " <-> ", then "#" and why."""
+    out = {}
+    try:
+        with open(os.path.join(ROOT, ALLOW_REL), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                files = line.split("#", 1)[0].strip()
+                if files:
+                    out[frozenset(x.strip() for x in files.split("<->"))] = n
+    except OSError:
+        pass
+    return out
+
+
+def file_circles(texts):
+    """Circles between the .c files of launcher/ and placement/, a stage's
+    own files included: file A calls a function B defines (not static, one
+    definition) and B one of A's. Each is printed with the calls that close
+    it; one the allow-list names passes, any other fails, and so does an
+    entry of the list that no longer matches a circle (the list only
+    shrinks). Returns (how many circles, 1 when one fails)."""
+    files = {os.path.relpath(p, ROOT): t for p, t in texts.items()
+             if p.endswith(".c") and os.path.relpath(p, ROOT).startswith(("launcher/", "placement/"))}
+    defined = {}
+    for rel, t in files.items():
+        for m in ANYDEF_RE.finditer(t):
+            name = m.group(1)
+            if name not in NOT_FUNC and "static" not in m.group(0).split("(")[0]:
+                defined.setdefault(name, set()).add(rel)
+    calls = {}
+    for rel, t in files.items():
+        for m in ANYCALL_RE.finditer(t):
+            d = defined.get(m.group(1))
+            if d and len(d) == 1 and rel not in d:
+                calls.setdefault((rel, next(iter(d))), set()).add(m.group(1))
+    graph = {}
+    for a, b in calls:
+        graph.setdefault(a, []).append(b)
+    allow = allowed_circles()
+    found, bad = circles(graph), 0
+    seen = set()
+    for comp in sorted(found, key=sorted):
+        key = frozenset(comp)
+        seen.add(key)
+        ok = key in allow
+        bad |= not ok
+        print(("file circle (allowed, " + ALLOW_REL + f":{allow[key]}): " if ok else "file circle: ")
+              + " <-> ".join(sorted(comp)))
+        for a, b in sorted(calls):
+            if a in key and b in key:
+                print(f"  {a} -> {b}: " + ", ".join(sorted(calls[(a, b)])))
+    for key, line in sorted(allow.items(), key=lambda kv: kv[1]):
+        if key not in seen:
+            print(f"{ALLOW_REL}:{line}: " + " <-> ".join(sorted(key)) + " is no circle any more: take the line out")
+            bad = 1
+    return len(found), bad
 
 
 def main():
@@ -168,46 +270,21 @@ def main():
         print(f"  {a} -> {b}    ({len(why)}) e.g. {why[0]}")
         for w in why[1:] if verbose else []:
             print(f"        {w}")
-    # circles: strongly connected components of more than one stage
-    graph = {s: [b for (a, b) in edges if a == s] for s in stages}
-    index, low, onstack, stack, sccs, counter = {}, {}, set(), [], [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        onstack.add(v)
-        for w in graph[v]:
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in onstack:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                onstack.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            sccs.append(comp)
-
-    for s in stages:
-        if s not in index:
-            visit(s)
-    for comp in sccs:
-        if len(comp) > 1:
-            bad = 1
-            members = set(comp)
-            print("circle: " + " <-> ".join(sorted(comp)))
-            for a, b in sorted(edges):
-                if a in members and b in members:
-                    print(f"  {a} -> {b}")
-                    for w in sorted(set(edges[(a, b)])):
-                        print(f"        {w}")
+    for comp in circles({s: [b for (a, b) in edges if a == s] for s in stages}):
+        bad = 1
+        members = set(comp)
+        print("circle: " + " <-> ".join(sorted(comp)))
+        for a, b in sorted(edges):
+            if a in members and b in members:
+                print(f"  {a} -> {b}")
+                for w in sorted(set(edges[(a, b)])):
+                    print(f"        {w}")
+    nfile, bad_files = file_circles(texts)
+    bad |= bad_files
     if not bad:
-        print("no circle; poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/; "
+        print("no circle between stages; " + (f"{nfile} file circle(s), each in {ALLOW_REL}; " if nfile else
+                                               "no circle between files; ")
+              + "poll/epoll only in " + ", ".join(sorted(WAIT_OK)) + "; no sleep under launcher/; "
               "plugins use only public headers; each launcher stage is seen only through its public header ("
               + ", ".join(f"{y}: {h}" for y, h in sorted(public.items())) + ")")
     return bad

@@ -16,7 +16,7 @@
 
 #include "commands.h"
 #include "termsafe.h"
-#include "launch.h"
+#include "plan.h"
 #include "strbuf.h"
 
 static int load(const p3d_opts *o, p3d_cluster **c, char **err)

@@ -14,7 +14,8 @@
 #include "commands.h"
 #include "say.h"
 #include "termsafe.h"
-#include "launch.h"
+#include "plan.h"
+#include "preflight.h"
 
 static double now(void)
 {

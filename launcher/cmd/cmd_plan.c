@@ -14,7 +14,7 @@
 
 #include "commands.h"
 #include "termsafe.h"
-#include "launch.h"
+#include "plan.h"
 
 /* The most nodes plan searches (docs/limits.md). */
 #define P3D_PLAN_MAX_NODES 8192

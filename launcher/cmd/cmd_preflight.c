@@ -6,7 +6,8 @@
  * 2 bad input (run/preflight.c, run/preflight_apply.c).
  */
 #include "commands.h"
-#include "launch.h"
+#include "plan.h"
+#include "preflight.h"
 #include "termsafe.h"
 
 #include <stdio.h>

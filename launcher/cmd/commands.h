@@ -5,6 +5,7 @@
 #define P3D_COMMANDS_H
 
 #include "cli.h"
+#include "say.h" /* p3d_fail_input: every bad-input exit */
 
 #include <stdio.h>
 
@@ -17,8 +18,5 @@ int p3d_cmd_cluster(const p3d_opts *o); /* cmd_cluster.c */
 int p3d_cmd_status(const p3d_opts *o);  /* cmd_status.c */
 int p3d_cmd_preflight(const p3d_opts *o); /* cmd_preflight.c */
 int p3d_cmd_runs(const p3d_opts *o);    /* cmd_runs.c */
-
-/* Prints "par3drun: MSG" on stderr and returns P3D_EXIT_BADINPUT; frees msg. */
-int p3d_fail_input(char *msg);
 
 #endif

@@ -5,19 +5,10 @@
 
 #include "cli.h"
 #include "launch.h"
+#include "ranks.h"
 #include "say.h"
 #include "termsafe.h"
 #include "commands.h"
-
-int p3d_fail_input(char *msg)
-{
-    /* every bad-input message ends here: one last escape of what it quotes */
-    fputs("par3drun: ", stderr);
-    p3d_term_fputs(msg ? msg : "out of memory", stderr);
-    fputc('\n', stderr);
-    free(msg);
-    return P3D_EXIT_BADINPUT;
-}
 
 int main(int argc, char **argv)
 {

@@ -7,7 +7,9 @@
  * hands the nodes to the supervisor (supervise.c). docs/launch.md.
  */
 #include "prepare.h"
-#include "place.h"
+#include "plan.h"
+#include "preflight.h"
+#include "hub.h"
 #include "rundir.h"
 #include "tcpstore.h"
 #include "termsafe.h"

@@ -15,11 +15,12 @@
  * mnode_failover.c.
  */
 #include "mnode_int.h"
+#include "say.h"
 #include "prepare.h"
 #include "termsafe.h"
 
 #include "controller.h"
-#include "failover.h"
+#include "agent.h"
 #include "hub.h"
 #include "rdzv.h"
 
@@ -40,20 +41,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
-void p3d_mnode_err(const char *fmt, ...)
-{
-    /* what it quotes may come from outside (a spec, a peer): one path to
-     * the terminal (termsafe.h) */
-    va_list ap;
-    va_start(ap, fmt);
-    char *m = p3d_vfmt(fmt, ap);
-    va_end(ap);
-    fputs("par3drun: ", stderr);
-    p3d_term_fputs(m ? m : "out of memory", stderr);
-    fputc('\n', stderr);
-    free(m);
-}
 
 /* A deep copy of a node record, through the wire encoding (which also
  * proves the record survives the trip the agents' records take). */
@@ -245,16 +232,6 @@ out:
     return rc;
 }
 
-/* L->sent (leader): every node now holds L->job->cplace, which the leader
- * adopted as m->pm; later differences are made against its bytes. */
-void p3d_mnode_sent(void *ctx)
-{
-    mnode *m = ctx;
-    m->base = m->pm.raw;
-    m->base_len = m->pm.raw_len;
-    p3d_mnode_keep(m);
-}
-
 /* ---- --health-check before the start (docs/multinode.md) ----------------- */
 
 /* This node's own check, run before it joins (all nodes at once, while
@@ -267,7 +244,7 @@ static void own_health(mnode *m, const char *name)
     m->own_checked = 1;
     p3d_health_run(m->o, &name, 1, NULL, &m->own_health);
     if (!m->own_health.ok)
-        p3d_mnode_err("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
+        p3d_say_error("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
                  m->me == 0 ? "" : "; the leader excludes it");
 }
 
@@ -305,17 +282,17 @@ static void tell_health(mnode *m, const p3d_launch *L)
             continue;
         p3d_health_event(L->events_fd, L->t0, m->pm.names[i], &m->health[i]);
         if (!m->health[i].ok)
-            p3d_mnode_err("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
+            p3d_say_error("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
                      "took its place",
                      m->pm.names[i], m->health[i].how);
     }
     for (int i = 0; m->pf_bad && i < m->nnodes; i++)
         if (m->pf_bad[i] && (m->health[i].ok || !m->checked[i]))
-            p3d_mnode_err("node %s failed the --preflight before the start (%s): excluded, it runs no rank; a spare "
+            p3d_say_error("node %s failed the --preflight before the start (%s): excluded, it runs no rank; a spare "
                           "took its place",
                           m->pm.names[i], m->pf.nodes[i].why);
     if (with && without)
-        p3d_mnode_err("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
+        p3d_say_error("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
                  "healthy",
                  without, m->nnodes);
 }
@@ -566,7 +543,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     }
 out:
     if (err) {
-        p3d_mnode_err("%s", err);
+        p3d_say_error("%s", err);
         if (m->chans && m->me == 0 && rc != 0)
             p3d_tcp_refuse_all(m->chans, m->nnodes, err);
     }
@@ -621,7 +598,7 @@ int p3d_rdzv_launch(const p3d_opts *o)
     if (k == 0)
         return -1;
     if (k < 0) {
-        p3d_mnode_err("%s", err ? err : "rendezvous failed");
+        p3d_say_error("%s", err ? err : "rendezvous failed");
         free(err);
         return P3D_EXIT_BADINPUT;
     }

@@ -8,7 +8,7 @@
 
 #include "launch.h"
 #include "rdzv.h"
-#include "place.h"
+#include "plan.h"
 
 /* Runs this node's part of a multi-node job; returns its exit code. */
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
@@ -56,5 +56,20 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
  * leader placed on this node's topology hash. 0 or -1. */
 int p3d_mnode_local_cluster(const p3d_opts *o, p3d_node *t, const p3d_place_msg *pm, int me, p3d_cluster **out,
                             char **err);
+
+/* The successor's plan (takeover.c): the plan result the old leader kept,
+ * rebuilt from the compact placement every node holds (cplace, len: its
+ * CPLACE body) and the options (the same on every node): the cluster with
+ * every node's topology and role, the current placement, its checks.
+ * *pm gets the decoded message (its pl moved into out). 0, or -1 with
+ * *err (a placement sent as JSON carries no topologies: no takeover). Free
+ * with p3d_plan_result_free and p3d_place_msg_free. */
+/* The "preflight" object of the placement JSON a successor holds (the
+ * leader's verdict on the nodes before the start), as compact JSON for the
+ * placements it writes from now on; NULL when there is none (no
+ * --preflight) or out of memory. Free with free(). */
+char *p3d_takeover_preflight(const char *json, size_t len);
+int p3d_takeover_plan(const p3d_opts *o, const unsigned char *cplace, size_t len, p3d_plan_result *out,
+                      p3d_place_msg *pm, char **err);
 
 #endif

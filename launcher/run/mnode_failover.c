@@ -7,6 +7,7 @@
  * the leader hands every node (failover.h).
  */
 #include "mnode_int.h"
+#include "say.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -66,8 +67,18 @@ void p3d_mnode_keep(mnode *m)
     snprintf(text, sizeof text, "restart %d hash %016" PRIx64 " lost %s excluded %s spares %s", m->job.gen0,
              p3d_mnode_place_hash(m), lost, excl, spares);
     if (p3d_rdzv_keep(m->r, text, &err) < 0 && m->o->verbose)
-        p3d_mnode_err("cannot keep the job's state for a successor: %s", err);
+        p3d_say_error("cannot keep the job's state for a successor: %s", err);
     free(err);
+}
+
+/* L->sent (leader): every node now holds L->job->cplace, which the leader
+ * adopted as m->pm; later differences are made against its bytes. */
+void p3d_mnode_sent(void *ctx)
+{
+    mnode *m = ctx;
+    m->base = m->pm.raw;
+    m->base_len = m->pm.raw_len;
+    p3d_mnode_keep(m);
 }
 
 /* L->elect_news: the backend's news, checked. A won election whose kept
@@ -127,7 +138,7 @@ static int campaign(mnode *m, const int *before, int nbefore)
     snprintf(value, sizeof value, "%d %s restart %d node %d", m->gate ? m->gate_port : 0,
              m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->job.gen0, m->me);
     if (p3d_rdzv_campaign(m->r, before, nbefore, value, p3d_now() + 2 * nt + 2 * P3D_CTL_SLACK, &err) < 0) {
-        p3d_mnode_err("cannot take over from the lost leader: %s", err);
+        p3d_say_error("cannot take over from the lost leader: %s", err);
         free(err);
         return -1;
     }
@@ -153,7 +164,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     int t = p3d_takeover_plan(m->o, m->pm.raw, m->pm.raw_len, &m->res, &tpm, &err);
     p3d_place_msg_free(&tpm);
     if (t < 0) {
-        p3d_mnode_err("cannot take over from the lost leader: %s", err ? err : "no plan");
+        p3d_say_error("cannot take over from the lost leader: %s", err ? err : "no plan");
         free(err);
         return P3D_EXIT_LOST;
     }
@@ -166,7 +177,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);
     if (!m->peers || !nodes) {
         free(nodes);
-        p3d_mnode_err("cannot take over from the lost leader: out of memory");
+        p3d_say_error("cannot take over from the lost leader: out of memory");
         return P3D_EXIT_LOST;
     }
     for (int i = 0; i < m->nnodes; i++) {

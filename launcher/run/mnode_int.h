@@ -12,8 +12,10 @@
 #include "prepare.h"
 
 #include "controller.h"
-#include "failover.h"
+#include "agent.h"
 #include "hub.h"
+#include "preflight.h"
+#include "rundir.h"
 
 typedef struct mnode {
     const p3d_opts *o;
@@ -68,13 +70,10 @@ typedef struct mnode {
     int leads;                 /*   this node holds the leadership there */
 } mnode;
 
-/* "par3drun: " and the message on stderr, through termsafe.h (what it
- * quotes may come from outside: a spec, a peer). */
-void p3d_mnode_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* L->replace (mnode.c): a lost node's ranks move to a spare; the leader
  * sends the new placement down. */
 int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
-/* L->sent (mnode.c): every node now holds the newest placement: the
+/* L->sent (mnode_failover.c): every node now holds the newest placement: the
  * differences of the next replacement are taken against it. */
 void p3d_mnode_sent(void *ctx);
 

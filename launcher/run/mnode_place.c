@@ -6,7 +6,8 @@
  */
 #include "mnode.h"
 
-#include "place.h"
+#include "plan.h"
+#include "loop.h"
 
 #include <stdio.h>
 #include <stdlib.h>

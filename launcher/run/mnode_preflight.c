@@ -12,6 +12,7 @@
  * figures appended to the line the record carries.
  */
 #include "mnode_int.h"
+#include "say.h"
 #include "preflight.h"
 
 #include "termsafe.h"
@@ -118,7 +119,7 @@ void p3d_mnode_ring_open(mnode *m, const char *name)
     char *e = NULL;
     m->ring_fd = p3d_tcp_listen_any(&m->ring_port, &e);
     if (m->ring_fd < 0) {
-        p3d_mnode_err("node %s: --preflight: no TCP ring through this node (%s); its TCP bandwidth is not measured",
+        p3d_say_error("node %s: --preflight: no TCP ring through this node (%s); its TCP bandwidth is not measured",
                       name, e ? e : "cannot listen");
         m->ring_port = 0;
     } else {

@@ -10,6 +10,7 @@
 #define P3D_PREPARE_H
 
 #include "launch.h"
+#include "ranks.h"
 
 /* What the preparation owns; zeroed before p3d_prep_begin, freed by
  * p3d_prep_finish. */

@@ -9,7 +9,7 @@
  * plan result the leader kept, so that the one replacement path
  * (p3d_replace_place) runs on it exactly as it would have on the leader.
  */
-#include "failover.h"
+#include "mnode.h"
 
 #include "p3d/base.h"
 

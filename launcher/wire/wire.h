@@ -711,4 +711,12 @@ int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes,
 int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
                       char **err);
 
+/* ---- the events.jsonl line (wire_event.c; RUN_DIR/events.jsonl, docs/events.md) ---- */
+
+/* Appends {"ts": UNIX, "t": SECONDS-SINCE-t0, <fields>} as one line; fmt
+ * gives the fields ("\"event\": \"start\", ..."). fd < 0: nothing. */
+void p3d_event(int fd, double t0, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* s as a JSON string literal (quotes included), cut to fit cap. */
+void p3d_json_str(char *buf, size_t cap, const char *s);
+
 #endif

@@ -375,11 +375,12 @@ static char *expand(const p3d_cluster *c, const p3d_placement *pl, const unsigne
     return out;
 }
 
-/* The parts of a compact placement below return 0, or one of these. */
-enum { DEC_BAD = -1, DEC_OOM = -2 };
+/* What the decoders below return: the message is dec_compact's. */
+enum { DEC_OK = 0, DEC_BAD = -1, DEC_OOM = -2 };
 
-/* The node names: runs of a prefix and a count of consecutive numbers of a
- * width, or one whole name; exactly nn of them into c->nodes. */
+/* The node names: runs of a prefix and consecutive numbers, or one name
+ * whole (enc_compact). c->nnodes counts the names held, so the cluster
+ * frees them whatever happens. */
 static int dec_names(p3d_rbuf *r, p3d_cluster *c, int nn)
 {
     uint32_t nr = p3d_rbuf_u32(r);
@@ -421,10 +422,11 @@ static int dec_names(p3d_rbuf *r, p3d_cluster *c, int nn)
         }
     }
     c->nnodes = (size_t)filled;
-    return r->bad || filled != nn ? DEC_BAD : 0;
+    return r->bad || filled != nn ? DEC_BAD : DEC_OK;
 }
 
-/* Runs of nodes with the same topology, rack and NVLink domain. */
+/* Each node's topology, rack and NVLink domain, as runs of nodes that
+ * share all three (indices into c's tables). */
 static int dec_node_runs(p3d_rbuf *r, p3d_cluster *c, int nn, int nt)
 {
     uint32_t nr = p3d_rbuf_u32(r);
@@ -442,112 +444,66 @@ static int dec_node_runs(p3d_rbuf *r, p3d_cluster *c, int nn, int nt)
             n->nvl_domain = (int)nv;
         }
     }
-    return r->bad || filled != nn ? DEC_BAD : 0;
+    return r->bad || filled != nn ? DEC_BAD : DEC_OK;
 }
 
-/* One run of ranks (x.count ranks, each a delta of (node, GPU, local rank)
- * from the one before) at ranks[*q..]; DEC_BAD when it leaves the world,
- * the nodes or a node's GPUs. */
-static int put_run(const p3d_cluster *c, p3d_placement *pl, rrun x, int64_t cur[3], int *q)
+/* Every rank's node, GPU and local rank: runs of equal steps from the
+ * rank before, and repeats of the last runs (REPEAT_MAXL). */
+static int dec_ranks(p3d_rbuf *r, const p3d_cluster *c, p3d_placement *pl, int nn)
 {
-    if ((uint64_t)x.count > (uint64_t)(pl->world - *q))
-        return DEC_BAD;
-    for (int k = 0; k < x.count; k++, (*q)++) {
-        for (int y = 0; y < 3; y++)
-            cur[y] += x.d[y];
-        if (cur[0] < 0 || cur[0] >= (int64_t)c->nnodes || cur[1] < 0 || cur[1] >= c->nodes[cur[0]].topo->ngpus ||
-            cur[2] < 0 || cur[2] >= pl->world)
-            return DEC_BAD;
-        p3d_rank *rk = &pl->ranks[*q];
-        rk->node = (int)cur[0];
-        rk->gpu = (int)cur[1];
-        rk->local_rank = (int)cur[2];
-        p3d_mesh_coord(&pl->mesh, *q, rk->coord);
-    }
-    return 0;
-}
-
-/* The ranks: runs of deltas, and repeats (count 0) of the last L runs T
- * times; hist holds the runs as decoded, at most one per rank. */
-static int dec_ranks(p3d_rbuf *r, const p3d_cluster *c, p3d_placement *pl, rrun *hist)
-{
+    pl->ranks = calloc((size_t)pl->world, sizeof *pl->ranks);
+    if (!pl->ranks)
+        return DEC_OOM;
     uint32_t nr = p3d_rbuf_u32(r);
     int q = 0;
     int64_t cur[3] = {0, 0, 0};
+    /* the runs as decoded, for repeats: at most one per rank */
+    rrun *hist = malloc(((size_t)pl->world + 1) * sizeof *hist);
     size_t nh = 0;
-    for (uint32_t i = 0; i < nr && !r->bad; i++) {
+    if (!hist)
+        return DEC_OOM;
+    for (uint32_t i = 0; i < nr && !r->bad && q <= pl->world; i++) {
         uint64_t cnt = rb_var(r), L = 1, T = 1;
-        rrun one = {0, {0, 0, 0}};
+        rrun one;
         if (cnt == 0) {
             L = rb_var(r);
             T = rb_var(r);
             if (r->bad || L < 1 || L > REPEAT_MAXL || L > nh || T < 1 || T > (uint64_t)pl->world)
-                return DEC_BAD;
+                break;
         } else {
             int64_t d0 = rb_zig(r), d1 = rb_zig(r), d2 = rb_zig(r);
             if (r->bad || cnt > (uint64_t)pl->world || d0 < -(1 << 24) || d0 > 1 << 24 || d1 < -(1 << 24) ||
                 d1 > 1 << 24 || d2 < -(1 << 24) || d2 > 1 << 24)
-                return DEC_BAD;
+                break;
             one = (rrun){(int)cnt, {(int)d0, (int)d1, (int)d2}};
         }
         size_t base = nh - (cnt == 0 ? L : 0);
-        for (uint64_t t = 0; t < T; t++)
-            for (uint64_t j = 0; j < L; j++) {
+        for (uint64_t t = 0; t < T && q <= pl->world; t++)
+            for (uint64_t j = 0; j < L && q <= pl->world; j++) {
                 rrun x = cnt ? one : hist[base + j];
-                if (nh >= (size_t)pl->world || put_run(c, pl, x, cur, &q) < 0)
-                    return DEC_BAD;
+                if ((uint64_t)x.count > (uint64_t)(pl->world - q) || nh >= (size_t)pl->world) {
+                    q = pl->world + 1;
+                    break;
+                }
                 hist[nh++] = x;
+                for (int k = 0; k < x.count; k++, q++) {
+                    for (int y = 0; y < 3; y++)
+                        cur[y] += x.d[y];
+                    if (cur[0] < 0 || cur[0] >= nn || cur[1] < 0 || cur[1] >= c->nodes[cur[0]].topo->ngpus ||
+                        cur[2] < 0 || cur[2] >= pl->world) {
+                        q = pl->world + 1;
+                        break;
+                    }
+                    p3d_rank *rk = &pl->ranks[q];
+                    rk->node = (int)cur[0];
+                    rk->gpu = (int)cur[1];
+                    rk->local_rank = (int)cur[2];
+                    p3d_mesh_coord(&pl->mesh, q, rk->coord);
+                }
             }
     }
-    return r->bad || q != pl->world ? DEC_BAD : 0;
-}
-
-/* The topologies, then the rack and NVLink domain names. */
-static int dec_topos(p3d_rbuf *r, p3d_cluster *c, int *nt, char **err)
-{
-    *nt = p3d_rbuf_int(r, 1, 1 << 16);
-    if (r->bad || (size_t)*nt * 60 > r->len - r->off)
-        return DEC_BAD;
-    c->topos = calloc((size_t)*nt, sizeof *c->topos);
-    if (!c->topos)
-        return DEC_OOM;
-    for (int i = 0; i < *nt; i++) {
-        char *e = NULL;
-        c->topos[i] = p3d_node_decode(r, &e);
-        if (!c->topos[i]) {
-            p3d_err(err, "malformed placement from the leader: %s", e ? e : "bad node record");
-            free(e);
-            return -3; /* said */
-        }
-        c->ntopos++;
-    }
-    if (dec_strv(r, &c->racks, &c->nracks, 0) < 0 || dec_strv(r, &c->nvl_domains, &c->nnvl_domains, 0) < 0)
-        return DEC_BAD;
-    return 0;
-}
-
-/* The cluster part: topologies, names, per-node facts; m->names and
- * m->hashes from it. */
-static int dec_cluster(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster *c, int nn, char **err)
-{
-    int nt = 0, k = dec_topos(r, c, &nt, err);
-    if (k < 0)
-        return k;
-    c->nodes = calloc((size_t)nn, sizeof *c->nodes);
-    m->names = calloc((size_t)nn, sizeof *m->names);
-    m->hashes = calloc((size_t)nn, sizeof *m->hashes);
-    if (!c->nodes || !m->names || !m->hashes)
-        return DEC_OOM;
-    m->nnodes = nn;
-    if ((k = dec_names(r, c, nn)) < 0 || (k = dec_node_runs(r, c, nn, nt)) < 0)
-        return k;
-    for (int i = 0; i < nn; i++) {
-        m->names[i] = strdup(c->nodes[i].name);
-        m->hashes[i] = strdup(c->nodes[i].topo->hash);
-        if (!m->names[i] || !m->hashes[i])
-            return DEC_OOM;
-    }
-    return 0;
+    free(hist);
+    return r->bad || q != pl->world ? DEC_BAD : DEC_OK;
 }
 
 static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char **err)
@@ -555,10 +511,9 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
     p3d_cluster *c = calloc(1, sizeof *c);
     const unsigned char *head, *tail;
     size_t hn, tn;
-    int rc = DEC_OOM;
-    rrun *hist = NULL;
+    int rc = -1;
     if (!c || !(m->pl = calloc(1, sizeof *m->pl)))
-        goto out;
+        goto oom;
     m->job_id = p3d_rbuf_str(r, 127);
     m->master_addr = p3d_rbuf_str(r, 255);
     m->master_port = p3d_rbuf_int(r, 0, 65535);
@@ -567,38 +522,69 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
     head = p3d_rbuf_blob(r, P3D_WIRE_MAX, &hn);
     tail = p3d_rbuf_blob(r, P3D_WIRE_MAX, &tn);
     /* the JSON's own bytes: text without NUL bytes */
-    rc = DEC_BAD;
     if (r->bad || !head || !tail || memchr(head, 0, hn) || memchr(tail, 0, tn) || p3d_mesh_decode(r, m->pl) < 0)
-        goto out;
-    if ((rc = dec_cluster(r, m, c, nn, err)) < 0)
-        goto out;
-    p3d_placement *pl = m->pl;
-    pl->ranks = calloc((size_t)pl->world, sizeof *pl->ranks);
-    hist = malloc(((size_t)pl->world + 1) * sizeof *hist);
-    rc = DEC_OOM;
-    if (!pl->ranks || !hist)
-        goto out;
-    if ((rc = dec_ranks(r, c, pl, hist)) < 0)
-        goto out;
-    rc = DEC_BAD;
+        goto bad;
+    int nt = p3d_rbuf_int(r, 1, 1 << 16);
+    if (r->bad || (size_t)nt * 60 > r->len - r->off)
+        goto bad;
+    c->topos = calloc((size_t)nt, sizeof *c->topos);
+    if (!c->topos)
+        goto oom;
+    for (int i = 0; i < nt; i++) {
+        char *e = NULL;
+        c->topos[i] = p3d_node_decode(r, &e);
+        if (!c->topos[i]) {
+            p3d_err(err, "malformed placement from the leader: %s", e ? e : "bad node record");
+            free(e);
+            goto out;
+        }
+        c->ntopos++;
+    }
+    if (dec_strv(r, &c->racks, &c->nracks, 0) < 0 || dec_strv(r, &c->nvl_domains, &c->nnvl_domains, 0) < 0)
+        goto bad;
+    c->nodes = calloc((size_t)nn, sizeof *c->nodes);
+    m->names = calloc((size_t)nn, sizeof *m->names);
+    m->hashes = calloc((size_t)nn, sizeof *m->hashes);
+    if (!c->nodes || !m->names || !m->hashes)
+        goto oom;
+    m->nnodes = nn;
+    int dr = dec_names(r, c, nn);
+    if (dr == DEC_OOM)
+        goto oom;
+    if (dr != DEC_OK)
+        goto bad;
+    if (dec_node_runs(r, c, nn, nt) != DEC_OK)
+        goto bad;
+    for (int i = 0; i < nn; i++) {
+        m->names[i] = strdup(c->nodes[i].name);
+        m->hashes[i] = strdup(c->nodes[i].topo->hash);
+        if (!m->names[i] || !m->hashes[i])
+            goto oom;
+    }
+    dr = dec_ranks(r, c, m->pl, nn);
+    if (dr == DEC_OOM)
+        goto oom;
+    if (dr != DEC_OK)
+        goto bad;
     if (r->off != r->len)
-        goto out;
-    rc = DEC_OOM;
-    if (!(m->json = expand(c, pl, head, hn, tail, tn, &m->json_len)))
-        goto out;
+        goto bad;
+    m->json = expand(c, m->pl, head, hn, tail, tn, &m->json_len);
+    if (!m->json)
+        goto oom;
     rc = 0;
+    goto out;
+oom:
+    p3d_err(err, "out of memory");
+    goto out;
+bad:
+    p3d_err(err, "malformed placement from the leader");
 out:
-    free(hist);
-    if (rc == DEC_OOM)
-        p3d_err(err, "out of memory");
-    else if (rc == DEC_BAD)
-        p3d_err(err, "malformed placement from the leader");
     if (keep && rc == 0) {
         *keep = c;
         c = NULL;
     }
     p3d_cluster_free(c);
-    return rc < 0 ? -1 : 0;
+    return rc;
 }
 
 static int cplace_decode(const unsigned char *body, size_t len, p3d_place_msg *m, p3d_cluster **keep, char **err)

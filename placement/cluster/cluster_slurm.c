@@ -622,20 +622,6 @@ static int apply_topologies(p3d_cluster *c, const char *path, const p3d_st_topo 
     return 0;
 }
 
-void p3d_st_free(p3d_st_topo *t, size_t n)
-{
-    for (size_t i = 0; t && i < n; i++) {
-        for (size_t k = 0; k < t[i].nents; k++) {
-            free(t[i].ents[k].name);
-            free(t[i].ents[k].nodes);
-            free(t[i].ents[k].children);
-        }
-        free(t[i].ents);
-        free(t[i].name);
-    }
-    free(t);
-}
-
 int p3d_cluster_apply_slurm_topology(p3d_cluster *c, const char *path, char **err)
 {
     int rc = -1;

@@ -453,67 +453,46 @@ static double stage_slowest(const int layers[3], double layer, double head)
     return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
 
-int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
-                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
-{
-    return p3d_cost_eval_hops(c, job, link, NULL, out, err);
-}
+/* The job's shape as the estimate reads it, filled once by
+ * p3d_cost_eval_hops; each part below takes what it uses under the names
+ * its formulas use. */
+typedef struct eval_shape {
+    int t, p, d, cp, v, w, ep, etp, edp, dcp; /* the mesh; w: bytes per element */
+    int b, m, B;                              /* micro-batch size, micro-batches, global batch */
+    int s, h, L, V, lps;                      /* sequence, hidden, layers, vocabulary; layers of the fullest stage */
+    double N;                                 /* the world */
+} eval_shape;
 
-/* The sizes one evaluation works with: the mesh, the batch, the fullest
- * stage. Filled by eval_check() and the batch resolution, read by the
- * parts below. */
-typedef struct cost_dims {
-    int t, p, d, cp, v, w, ep, etp, edp;
-    int dcp; /* gradients are reduced (and sharded) over dp x cp */
-    int b, m, B, lps;
-    double N; /* GPUs */
-} cost_dims;
-
-/* The refusals: no model, sizes out of range, an expert grid that does not
- * divide. Fills the mesh part of x. */
-static int eval_check(const p3d_job *job, cost_dims *x, char **err)
+/* Memory per GPU: the shards of weights, gradients and optimizer states,
+ * the activations, each stage's total, and what the GPU holds (*psi,
+ * *psi_e: the dense and the expert parameters a GPU reduces). */
+static void eval_memory(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, const eval_shape *g,
+                        p3d_cost *out, double *psi, double *psi_e)
 {
-    if (!job->has_model)
-        return p3d_err(err, "cost model: no model given (use --model NAME or --params --layers "
-                            "--hidden --heads --seq-len)");
+    const int t = g->t, p = g->p, cp = g->cp, v = g->v, ep = g->ep, etp = g->etp, edp = g->edp, dcp = g->dcp, b = g->b,
+              m = g->m, L = g->L;
     const p3d_model *md = &job->model;
-    if (md->params <= 0 || md->layers <= 0 || md->hidden <= 0 || md->heads <= 0 || md->seq_len <= 0)
-        return p3d_err(err, "cost model: model '%s' needs params, layers, hidden, heads and seq-len > 0",
-                       md->name);
-    x->t = job->mesh.size[P3D_DIM_TP];
-    x->p = job->mesh.size[P3D_DIM_PP];
-    x->d = job->mesh.size[P3D_DIM_DP];
-    x->cp = job->mesh.size[P3D_DIM_CP];
-    x->v = job->virtual_stages > 0 ? job->virtual_stages : 1;
-    x->w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
-    if (x->t < 1 || x->p < 1 || x->d < 1 || x->cp < 1 || job->mesh.size[P3D_DIM_EP] < 1)
-        return p3d_err(err, "cost model: mesh sizes must be >= 1 (tp=%d pp=%d dp=%d)", x->t, x->p, x->d);
-    /* the expert grid: etp*ep*edp*pp = world */
-    x->ep = job->mesh.size[P3D_DIM_EP];
-    x->etp = p3d_mesh_size(&job->mesh, P3D_DIM_ETP);
-    x->edp = p3d_mesh_size(&job->mesh, P3D_DIM_EDP);
-    if (md->experts <= 0 && x->ep > 1)
-        return p3d_err(err, "cost model: --ep %d needs a mixture-of-experts model; '%s' is dense (no experts)", x->ep,
-                       md->name);
-    if (md->experts > 0 && md->experts % x->ep)
-        return p3d_err(err, "cost model: --ep %d does not divide the %d experts of '%s': every EP rank must "
-                            "hold the same number of experts",
-                       x->ep, md->experts, md->name);
-    if (md->experts > 0 && (x->etp < 1 || x->edp < 1))
-        return p3d_err(err, "cost model: the expert grid etp=%d ep=%d does not divide the world", x->etp, x->ep);
-    if (x->p > md->layers)
-        return p3d_err(err, "cost model: pp=%d exceeds the model's %d layers", x->p, md->layers);
-    if (job->zero < 0 || job->zero > 3)
-        return p3d_err(err, "cost model: ZeRO stage must be 0-3, got %d", job->zero);
-    x->dcp = x->d * x->cp;
-    x->N = (double)p3d_mesh_world(&job->mesh);
-    return 0;
-}
-
-/* The GPU's memory (an explicit option wins over what the topology
- * discovered) and par3drun's reserve, and whether the estimate fits. */
-static void eval_fit(const p3d_cluster *c, const p3d_job *job, p3d_cost *out)
-{
+    const int uneven = out->uneven;
+    out->seq_parallel = t > 1 && !job->no_seq_parallel;
+    out->moe = md->experts > 0;
+    out->params_expert = mc->expert_block;
+    out->params_active = mc->active;
+    shard_memory(mc, job, out->stage_layers[0], L, t, p, dcp, etp * ep, edp, out, psi, psi_e);
+    act_first_stage(md, job, out->stage_layers[0], t, etp, p, v, b, m, cp, out);
+    out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
+    layer_mem(mc, job, L, t, dcp, etp * ep, edp, out);
+    out->stage_mem[0] = out->stage_mem[1] = out->stage_mem[2] = out->mem_total;
+    if (p > 1) {
+        if (p > 2)
+            out->stage_mem[1] = later_stage_mem(mc, job, out, out->stage_layers[1], 1, p, m, t, dcp);
+        out->stage_mem[2] = later_stage_mem(mc, job, out, out->stage_layers[2], p - 1, p, m, t, dcp);
+    }
+    /* even stages: the first, as Megatron's estimator counts; uneven ones:
+     * the first is no longer the most loaded for sure, the fullest sets it */
+    for (int k = 1; uneven && k < 3; k++)
+        if (out->stage_mem[k] > out->mem_total)
+            out->mem_total = out->stage_mem[k];
+    /* an explicit option wins over what the topology discovered */
     double gm = cluster_gpu_mem(c);
     if (job->gpu_mem_bytes > 0) {
         out->gpu_mem = job->gpu_mem_bytes;
@@ -536,56 +515,17 @@ static void eval_fit(const p3d_cluster *c, const p3d_job *job, p3d_cost *out)
     out->fits = out->mem_total <= out->gpu_mem - out->mem_reserve;
 }
 
-/* Memory per GPU: the stages' layers, weights, gradients, optimizer state
- * and activations of each stage; *psi and *psi_e the dense and expert
- * parameters one GPU holds (for the gradient traffic). */
-static int eval_memory(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, cost_dims *x,
-                       p3d_cost *out, double *psi, double *psi_e, char **err)
+/* The pipeline's point-to-point traffic and its time, hop by hop. */
+static void eval_pp(const p3d_cluster *c, const p3d_hops *hops, const eval_shape *g, p3d_cost *out)
 {
-    const p3d_model *md = &job->model;
-    const int L = md->layers, t = x->t, p = x->p;
-    if (p3d_cost_stage_layers(L, p, x->v, job->first_stage_layers, job->last_stage_layers, out->stage_layers, err) <
-        0)
-        return -1;
-    const int uneven = job->first_stage_layers || job->last_stage_layers;
-    out->uneven = uneven;
-    x->lps = out->stage_layers[0];
-    for (int k = 1; k < 3; k++)
-        if (out->stage_layers[k] > x->lps)
-            x->lps = out->stage_layers[k];
-    out->layers_per_stage = x->lps;
-    out->seq_parallel = t > 1 && !job->no_seq_parallel;
-    out->moe = md->experts > 0;
-    out->params_expert = mc->expert_block;
-    out->params_active = mc->active;
-    shard_memory(mc, job, out->stage_layers[0], L, t, p, x->dcp, x->etp * x->ep, x->edp, out, psi, psi_e);
-    act_first_stage(md, job, out->stage_layers[0], t, x->etp, p, x->v, x->b, x->m, x->cp, out);
-    out->mem_total = out->mem_weights + out->mem_grads + out->mem_optim + out->mem_act;
-    layer_mem(mc, job, L, t, x->dcp, x->etp * x->ep, x->edp, out);
-    out->stage_mem[0] = out->stage_mem[1] = out->stage_mem[2] = out->mem_total;
-    if (p > 1) {
-        if (p > 2)
-            out->stage_mem[1] = later_stage_mem(mc, job, out, out->stage_layers[1], 1, p, x->m, t, x->dcp);
-        out->stage_mem[2] = later_stage_mem(mc, job, out, out->stage_layers[2], p - 1, p, x->m, t, x->dcp);
-    }
-    /* even stages: the first, as Megatron's estimator counts; uneven ones:
-     * the first is no longer the most loaded for sure, the fullest sets it */
-    for (int k = 1; uneven && k < 3; k++)
-        if (out->stage_mem[k] > out->mem_total)
-            out->mem_total = out->stage_mem[k];
-    eval_fit(c, job, out);
-    return 0;
-}
-
-/* Pipeline traffic, hop by hop. */
-static void eval_pp(const p3d_cluster *c, const p3d_hops *hops, const cost_dims *x, double act_elems,
-                    p3d_cost *out)
-{
+    const int t = g->t, v = g->v, w = g->w, m = g->m;
+    /* one micro-batch's hidden states on one GPU: cp splits the sequence */
+    double act_elems = (double)g->b * g->s * g->h / g->cp;
     /* b·s·h forward and the same back per boundary per micro-batch; each
      * of a stage's t GPUs sends its 1/t slice (SP or Megatron's
      * scatter-gather), and interleaving multiplies the boundaries by v. */
-    out->pp_bytes_boundary = 2.0 * act_elems * x->w;
-    out->pp_bytes_step = out->pp_bytes_boundary / x->t * x->m * x->v;
+    out->pp_bytes_boundary = 2.0 * act_elems * w;
+    out->pp_bytes_step = out->pp_bytes_boundary / t * m * v;
     /* Hop by hop: each boundary costs its own link's time (plus one
      * latency per message: an activation forward and a gradient back
      * per micro-batch per (virtual) stage boundary), and the step
@@ -599,51 +539,28 @@ static void eval_pp(const p3d_cluster *c, const p3d_hops *hops, const cost_dims 
         if (share[l] <= 0)
             continue;
         xfer += share[l] * xfer_time(out->pp_bytes_step, p3d_link_gbps(c, (p3d_link)l));
-        out->pp_latency += share[l] * 2.0 * x->m * x->v * p2p_latency((p3d_link)l);
+        out->pp_latency += share[l] * 2.0 * m * v * p2p_latency((p3d_link)l);
     }
     out->pp_time = xfer + out->pp_latency;
     /* the bandwidth that time amounts to, for the reports */
     out->link_gbps[P3D_DIM_PP] = xfer > 0 && isfinite(xfer) ? out->pp_bytes_step / xfer / 1e9 : 0;
 }
 
-/* Expert parallelism: the all-to-alls of the fullest stage's MoE layers
- * and the expert gradients' all-reduce. */
-static void eval_ep(const p3d_job *job, const cost_dims *x, double psi_e, p3d_cost *out)
-{
-    const p3d_model *md = &job->model;
-    const int L = md->layers, lps = x->lps;
-    /* MoE layers of the fullest stage: the dense ones come first */
-    int first_moe = md->dense_layers, hi = lps < L ? lps : L;
-    out->moe_layers_per_stage = hi - (first_moe < hi ? first_moe : hi);
-    if (x->p > 1 && L - first_moe < lps)
-        out->moe_layers_per_stage = L - first_moe;
-    else if (x->p > 1)
-        out->moe_layers_per_stage = lps; /* a later stage is all MoE */
-    /* EP: dispatch and combine all-to-alls of every MoE layer, forward
-     * and backward, on the critical path; the EP group's slowest link
-     * paces them (an all-to-all waits for its slowest pair) */
-    out->ep_bytes_layer =
-        p3d_cost_ep_bytes_layer(x->b, md->seq_len, md->hidden, md->top_k, x->t, x->cp, x->ep, x->w, job->recompute);
-    out->ep_bytes_step = out->ep_bytes_layer * out->moe_layers_per_stage * x->m;
-    out->ep_time = xfer_time(out->ep_bytes_step, out->link_gbps[P3D_DIM_EP]);
-    /* expert gradients all-reduced over edp, overlapped like dp's */
-    if (x->edp > 1) {
-        out->edp_bytes_step = 2.0 * (x->edp - 1) / x->edp * (double)x->w * psi_e * (job->zero >= 3 ? 1.5 : 1.0);
-        out->edp_time = xfer_time(out->edp_bytes_step, out->link_gbps[P3D_DIM_EDP]);
-    }
-}
-
-/* Bytes and seconds of every dimension's communication per step. */
+/* Traffic per GPU per step of every dimension, and its time on the link
+ * that paces it. */
 static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS],
-                         const p3d_hops *hops, const cost_dims *x, double psi, double psi_e, p3d_cost *out)
+                         const p3d_hops *hops, const eval_shape *g, double psi, double psi_e, p3d_cost *out)
 {
-    const int t = x->t, cp = x->cp, w = x->w;
+    const int t = g->t, p = g->p, d = g->d, cp = g->cp, w = g->w, ep = g->ep, edp = g->edp, dcp = g->dcp, b = g->b,
+              m = g->m, s = g->s, h = g->h, L = g->L, lps = g->lps;
+    const p3d_model *md = &job->model;
+    /* traffic and time */
     for (int k = 0; k < P3D_NDIMS; k++) {
         out->link[k] = link ? link[k] : P3D_LINK_SELF;
         out->link_gbps[k] = p3d_link_gbps(c, out->link[k]);
     }
     /* one micro-batch's hidden states on one GPU: cp splits the sequence */
-    double act_elems = (double)x->b * job->model.seq_len * job->model.hidden / cp;
+    double act_elems = (double)b * s * h / cp;
     if (t > 1) {
         /* Megatron: 2 all-reduces forward, 2 backward per layer (plus the 2
          * forward ones again under full recompute); a ring moves 2(t-1)/t of
@@ -651,17 +568,17 @@ static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_lin
          * reduce-scatter, which moves the same bytes. */
         int nar = job->recompute >= 2 ? 6 : 4;
         out->tp_bytes_layer = nar * 2.0 * (t - 1) / t * act_elems * w;
-        out->tp_bytes_step = out->tp_bytes_layer * x->lps * x->m;
+        out->tp_bytes_step = out->tp_bytes_layer * lps * m;
         out->tp_time = xfer_time(out->tp_bytes_step, out->link_gbps[P3D_DIM_TP]);
     }
-    if (x->p > 1)
-        eval_pp(c, hops, x, act_elems, out);
+    if (p > 1)
+        eval_pp(c, hops, g, out);
     /* TP, CP, EP and DP are ring (or all-to-all) collectives: every member
      * sends at once and a step ends when the slowest hop has delivered, so
      * link[d] (the ring's slowest hop) paces the whole collective. A new
      * dimension's traffic goes here: bytes per GPU per step into its own
      * fields, seconds = bytes / link_gbps[d], and its part of step_time
-     * (eval_step: on the critical path like tp, or overlapped like dp). */
+     * below (on the critical path like tp, or overlapped like dp). */
     if (cp > 1) {
         /* Ring attention (Megatron's context parallelism): each layer
          * passes every rank's K and V chunk around the cp ring forward
@@ -672,40 +589,57 @@ static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_lin
         out->cp_bytes_layer = 3.0 * 2.0 * act_elems * (cp - 1) * w / t;
         if (job->recompute >= 2)
             out->cp_bytes_layer *= 4.0 / 3.0; /* the forward again */
-        out->cp_bytes_step = out->cp_bytes_layer * x->lps * x->m;
+        out->cp_bytes_step = out->cp_bytes_layer * lps * m;
         out->cp_time = xfer_time(out->cp_bytes_step, out->link_gbps[P3D_DIM_CP]);
     }
-    if (x->dcp > 1) {
+    if (dcp > 1) {
         double S = (double)w * psi;
-        out->dp_bytes_step = 2.0 * (x->dcp - 1) / x->dcp * S * (job->zero >= 3 ? 1.5 : 1.0);
+        out->dp_bytes_step = 2.0 * (dcp - 1) / dcp * S * (job->zero >= 3 ? 1.5 : 1.0);
         /* over dp x cp members: the slower of the two dimensions' links */
         p3d_link gl = out->link[P3D_DIM_DP];
-        if (cp > 1 && (x->d == 1 || out->link[P3D_DIM_CP] > gl))
+        if (cp > 1 && (d == 1 || out->link[P3D_DIM_CP] > gl))
             gl = out->link[P3D_DIM_CP];
         out->dp_time = xfer_time(out->dp_bytes_step, p3d_link_gbps(c, gl));
     }
-    if (out->moe)
-        eval_ep(job, x, psi_e, out);
-    if (hops) {
-        out->hops = *hops;
-        out->has_hops = 1;
+    if (out->moe) {
+        /* MoE layers of the fullest stage: the dense ones come first */
+        int first_moe = md->dense_layers, hi = lps < L ? lps : L;
+        out->moe_layers_per_stage = hi - (first_moe < hi ? first_moe : hi);
+        if (p > 1 && L - first_moe < lps)
+            out->moe_layers_per_stage = L - first_moe;
+        else if (p > 1)
+            out->moe_layers_per_stage = lps; /* a later stage is all MoE */
+        /* EP: dispatch and combine all-to-alls of every MoE layer, forward
+         * and backward, on the critical path; the EP group's slowest link
+         * paces them (an all-to-all waits for its slowest pair) */
+        out->ep_bytes_layer = p3d_cost_ep_bytes_layer(b, s, h, md->top_k, t, cp, ep, w, job->recompute);
+        out->ep_bytes_step = out->ep_bytes_layer * out->moe_layers_per_stage * m;
+        out->ep_time = xfer_time(out->ep_bytes_step, out->link_gbps[P3D_DIM_EP]);
+        /* expert gradients all-reduced over edp, overlapped like dp's */
+        if (edp > 1) {
+            out->edp_bytes_step = 2.0 * (edp - 1) / edp * (double)w * psi_e * (job->zero >= 3 ? 1.5 : 1.0);
+            out->edp_time = xfer_time(out->edp_bytes_step, out->link_gbps[P3D_DIM_EDP]);
+        }
     }
 }
 
-/* Compute time of one step: from the user's sustained --tflops, or from
- * the GEMM shapes on the GPU the topology names. */
-static void eval_compute(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, const cost_dims *x,
-                         p3d_cost *out)
+/* Compute time, the bubble, the exposed gradient reduction, the step and
+ * the MFU. */
+static void eval_step(const p3d_cluster *c, const p3d_job *job, const p3d_model_counts *mc, const eval_shape *g,
+                      p3d_cost *out)
 {
+    const int t = g->t, p = g->p, cp = g->cp, v = g->v, w = g->w, ep = g->ep, etp = g->etp, b = g->b, m = g->m,
+              B = g->B, s = g->s, h = g->h, L = g->L, V = g->V, lps = g->lps;
+    const double N = g->N;
     const p3d_model *md = &job->model;
-    const int s = md->seq_len, h = md->hidden, L = md->layers, V = md->vocab, p = x->p, m = x->m;
+    /* compute, bubble, step */
     int known;
     int fam = cluster_gpu_family(c, &known);
     out->gpu_name = gpu_peaks[fam].name;
     out->peak_tflops = gpu_peaks[fam].peak;
     /* an MoE token passes through its top-k (and shared) experts only */
-    out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, x->B, s, L, h, V, mc->matmul);
-    out->flops_model = p3d_cost_flops_w(72, x->B, s, L, h, V, mc->matmul);
+    out->flops_step = p3d_cost_flops_w(job->recompute >= 2 ? 96 : 72, B, s, L, h, V, mc->matmul);
+    out->flops_model = p3d_cost_flops_w(72, B, s, L, h, V, mc->matmul);
     if (job->tflops > 0) {
         /* one sustained figure for everything (the user's): the pipeline
          * runs at the pace of its slowest stage, the last one with ceil(L/p)
@@ -717,29 +651,22 @@ static void eval_compute(const p3d_cluster *c, const p3d_job *job, const p3d_mod
                head_w = (double)V / (16.0 * h);
         double slow = stage_slowest(out->stage_layers, layer_w, head_w);
         out->stage_imbalance = p > 1 ? slow / ((L * layer_w + head_w) / p) : 1.0;
-        out->compute_time = out->flops_step / (x->N * out->tflops * 1e12) * out->stage_imbalance;
+        out->compute_time = out->flops_step / (N * out->tflops * 1e12) * out->stage_imbalance;
     } else {
         /* from the GEMM shapes (compute_time.c): the last stage's layers
          * and the output layer per micro-batch, m of them */
-        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, mc, x->b, x->t, x->cp, x->ep, x->etp,
-                          job->recompute, x->w, out);
+        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, mc, b, t, cp, ep, etp, job->recompute, w,
+                          out);
         double stage = stage_slowest(out->stage_layers, out->t_layer, out->t_head),
                avg = (L * out->t_layer + out->t_head) / p;
         out->stage_imbalance = p > 1 ? stage / avg : 1.0;
         out->compute_time = m * stage;
         /* the sustained figure that amounts to, for the reports */
-        out->tflops = out->flops_step / (x->N * m * avg) / 1e12;
+        out->tflops = out->flops_step / (N * m * avg) / 1e12;
         out->tflops_source = known ? "GEMM shapes" : "GEMM shapes, H100 assumed";
     }
-}
-
-/* The step: compute and the critical-path transfers stretched by the
- * bubble, plus what of the gradient all-reduce the backward cannot hide. */
-static void eval_step(const p3d_job *job, const cost_dims *x, p3d_cost *out)
-{
-    const int m = x->m;
-    out->bubble = p3d_cost_bubble(x->p, m, x->v);
-    out->bubble_overhead = x->p > 1 ? (double)(x->p - 1) / ((double)x->v * m) : 0;
+    out->bubble = p3d_cost_bubble(p, m, v);
+    out->bubble_overhead = p > 1 ? (double)(p - 1) / ((double)v * m) : 0;
     /* TP and PP transfers sit on each micro-batch's critical path, so the
      * bubble stretches them like compute. The DP all-reduce overlaps the
      * backward pass (Megatron's --overlap-grad-reduce): a stage's gradients
@@ -752,7 +679,7 @@ static void eval_step(const p3d_job *job, const cost_dims *x, p3d_cost *out)
     double window = out->compute_time / m * bwd_share;
     /* the dense and the expert gradient all-reduces share that window */
     double grad_time = out->dp_time + out->edp_time;
-    double floor_exposed = grad_time / x->lps;
+    double floor_exposed = grad_time / lps;
     out->dp_exposed = grad_time - window;
     if (out->dp_exposed < floor_exposed)
         out->dp_exposed = floor_exposed;
@@ -761,32 +688,85 @@ static void eval_step(const p3d_job *job, const cost_dims *x, p3d_cost *out)
                          (1.0 + out->bubble_overhead) +
                      out->dp_exposed;
     out->mfu = out->step_time > 0 && isfinite(out->step_time)
-                   ? out->flops_model / (out->step_time * x->N * out->peak_tflops * 1e12)
+                   ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
                    : 0;
 }
 
-int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS],
-                       const p3d_hops *hops, p3d_cost *out, char **err)
+int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
+                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
+{
+    return p3d_cost_eval_hops(c, job, link, NULL, out, err);
+}
+
+int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
+                       const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
+                       p3d_cost *out, char **err)
 {
     memset(out, 0, sizeof *out);
-    cost_dims x = {0};
+    if (!job->has_model)
+        return p3d_err(err, "cost model: no model given (use --model NAME or --params --layers "
+                            "--hidden --heads --seq-len)");
+    const p3d_model *md = &job->model;
+    if (md->params <= 0 || md->layers <= 0 || md->hidden <= 0 || md->heads <= 0 || md->seq_len <= 0)
+        return p3d_err(err, "cost model: model '%s' needs params, layers, hidden, heads and seq-len > 0",
+                       md->name);
+    const int t = job->mesh.size[P3D_DIM_TP], p = job->mesh.size[P3D_DIM_PP],
+              d = job->mesh.size[P3D_DIM_DP], cp = job->mesh.size[P3D_DIM_CP];
+    const int v = job->virtual_stages > 0 ? job->virtual_stages : 1;
+    const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
+    if (t < 1 || p < 1 || d < 1 || cp < 1 || job->mesh.size[P3D_DIM_EP] < 1)
+        return p3d_err(err, "cost model: mesh sizes must be >= 1 (tp=%d pp=%d dp=%d)", t, p, d);
+    /* the expert grid: etp*ep*edp*pp = world */
+    const int ep = job->mesh.size[P3D_DIM_EP], etp = p3d_mesh_size(&job->mesh, P3D_DIM_ETP),
+              edp = p3d_mesh_size(&job->mesh, P3D_DIM_EDP);
+    if (md->experts <= 0 && ep > 1)
+        return p3d_err(err, "cost model: --ep %d needs a mixture-of-experts model; '%s' is dense (no experts)", ep,
+                       md->name);
+    if (md->experts > 0 && md->experts % ep)
+        return p3d_err(err, "cost model: --ep %d does not divide the %d experts of '%s': every EP rank must "
+                            "hold the same number of experts",
+                       ep, md->experts, md->name);
+    if (md->experts > 0 && (etp < 1 || edp < 1))
+        return p3d_err(err, "cost model: the expert grid etp=%d ep=%d does not divide the world", etp, ep);
     p3d_model_counts mc;
+    if (p3d_model_count(md, &mc, err) < 0)
+        return -1;
+    if (p > md->layers)
+        return p3d_err(err, "cost model: pp=%d exceeds the model's %d layers", p, md->layers);
+    if (job->zero < 0 || job->zero > 3)
+        return p3d_err(err, "cost model: ZeRO stage must be 0-3, got %d", job->zero);
+    const double N = (double)p3d_mesh_world(&job->mesh);
+
     p3d_batch bt;
-    double psi = 0, psi_e = 0;
-    if (eval_check(job, &x, err) < 0 || p3d_model_count(&job->model, &mc, err) < 0 ||
-        p3d_batch_resolve(job, &bt, err) < 0)
+    if (p3d_batch_resolve(job, &bt, err) < 0)
         return -1;
-    x.b = bt.b;
-    x.m = bt.m;
-    x.B = bt.B;
+    const int b = bt.b, m = bt.m, B = bt.B;
     out->micro_batches_assumed = bt.m_assumed;
-    out->micro_batch_size = bt.b;
-    out->micro_batches = bt.m;
-    out->global_batch = bt.B;
-    if (eval_memory(c, job, &mc, &x, out, &psi, &psi_e, err) < 0)
+    out->micro_batch_size = b;
+    out->micro_batches = m;
+    out->global_batch = B;
+
+    const int s = md->seq_len, h = md->hidden, L = md->layers, V = md->vocab;
+    const int dcp = d * cp; /* gradients are reduced (and sharded) over dp x cp */
+    if (p3d_cost_stage_layers(L, p, v, job->first_stage_layers, job->last_stage_layers, out->stage_layers, err) < 0)
         return -1;
-    eval_traffic(c, job, link, hops, &x, psi, psi_e, out);
-    eval_compute(c, job, &mc, &x, out);
-    eval_step(job, &x, out);
+    const int uneven = job->first_stage_layers || job->last_stage_layers;
+    out->uneven = uneven;
+    int lps = out->stage_layers[0];
+    for (int k = 1; k < 3; k++)
+        if (out->stage_layers[k] > lps)
+            lps = out->stage_layers[k];
+    out->layers_per_stage = lps;
+
+    eval_shape g = {.t = t, .p = p, .d = d, .cp = cp, .v = v, .w = w, .ep = ep, .etp = etp, .edp = edp,
+                    .dcp = dcp, .b = b, .m = m, .B = B, .s = s, .h = h, .L = L, .V = V, .lps = lps, .N = N};
+    double psi = 0, psi_e = 0;
+    eval_memory(c, job, &mc, &g, out, &psi, &psi_e);
+    eval_traffic(c, job, link, hops, &g, psi, psi_e, out);
+    if (hops) {
+        out->hops = *hops;
+        out->has_hops = 1;
+    }
+    eval_step(c, job, &mc, &g, out);
     return 0;
 }

@@ -276,188 +276,212 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
     return p3d_plan_search_pinned(c, job, zero_mode, NULL, out, err);
 }
 
-/* One search in progress: what every level of the loops below reads, and
- * the counts of the (tp, cp, pp) layout being tried. */
-typedef struct plan_walk {
-    const p3d_cluster *c;
-    const p3d_job *job;
-    p3d_plan *pl;
-    size_t cap;
-    int zlo, zhi;                  /* the ZeRO stages to try */
-    int tried, fit_any, raw_any;   /* of the current (tp, cp, pp) */
-} plan_walk;
-
-/* A layout being tried: the dense grid, then the interleaving and the
- * expert grid. */
-typedef struct plan_shape {
-    int t, cp, p, d, v, ep, etp;
-} plan_shape;
-
-/* The pins that cannot work whatever the search finds. */
-static int check_pins(const p3d_plan *pl, const p3d_model *md, char **err)
+/* What the search needs and the pins allow: a model, a global batch, a
+ * ZeRO choice, expert pins that fit the model. Fills pl's copy of the job,
+ * its pins and the cluster's shape. 0, or -1 with *err (bad input). */
+static int plan_setup(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins,
+                      p3d_plan *pl, char **err)
 {
+    if (!job->has_model) {
+        p3d_err(err, "plan: no model given (use --model NAME, e.g. gpt3-175b, or --params --layers "
+                     "--hidden --heads --seq-len --vocab)");
+        return -1;
+    }
+    if (job->global_batch <= 0) {
+        p3d_err(err, "plan: --global-batch N is required (samples per optimizer step)");
+        return -1;
+    }
+    if (zero_mode < P3D_PLAN_ZERO_SEARCH || zero_mode > 3) {
+        p3d_err(err, "plan: ZeRO stage must be 0-3, got %d", zero_mode);
+        return -1;
+    }
+    pl->job = *job;
+    pl->zero_mode = zero_mode;
+    if (pins)
+        pl->pins = *pins;
+    if (cluster_shape(c, pl, err) < 0)
+        return -1;
+    const p3d_model *md = &job->model;
     const int moe = md->experts > 0;
+    if (!moe && (pl->pins.ep > 1 || pl->pins.etp > 0)) {
+        p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
+                     "(MoE presets: deepseek-v3, mixtral-8x22b)",
+                pl->pins.ep > 1 ? "ep" : "etp", pl->pins.ep > 1 ? pl->pins.ep : pl->pins.etp, job->model.name);
+        return -1;
+    }
+    if (moe && pl->pins.ep > 0 && md->experts % pl->pins.ep) {
+        p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
+                     "number of experts",
+                pl->pins.ep, md->experts, md->name);
+        return -1;
+    }
+    if (moe && pl->pins.etp > 0 && pl->pins.tp > 0 && pl->pins.etp > pl->pins.tp) {
+        p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
+                     "TP group's NVLink domain (etp <= tp)",
+                pl->pins.etp, pl->pins.tp);
+        return -1;
+    }
+    pl->searched_ep = moe && !pl->pins.ep;
+
     const p3d_plan_pins *pn = &pl->pins;
-    if (!moe && (pn->ep > 1 || pn->etp > 0))
-        return p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
-                            "(MoE presets: deepseek-v3, mixtral-8x22b)",
-                       pn->ep > 1 ? "ep" : "etp", pn->ep > 1 ? pn->ep : pn->etp, md->name);
-    if (moe && pn->ep > 0 && md->experts % pn->ep)
-        return p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
-                            "number of experts",
-                       pn->ep, md->experts, md->name);
-    if (moe && pn->etp > 0 && pn->tp > 0 && pn->etp > pn->tp)
-        return p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
-                            "TP group's NVLink domain (etp <= tp)",
-                       pn->etp, pn->tp);
     if (pn->pp > md->layers)
         return p3d_err(err, "plan: --pp %d exceeds the model's %d layers", pn->pp, md->layers);
+    pl->searched_cp = !pn->cp && md->seq_len >= P3D_PLAN_CP_MIN_SEQ;
+    pl->searched_v = !pn->virtual_stages;
     return 0;
 }
 
-/* The hard rule (tp, cp, pp, dp) breaks, most fundamental first, as a
- * P3D_PLAN_REJ_* index; -1 when it breaks none. */
-static int hard_rule(const p3d_plan *pl, const p3d_model *md, int t, int cp, int d, int B)
+/* The hard rules of one (tp, cp, pp, dp) layout, most fundamental first:
+ * the P3D_PLAN_REJ_* reason it breaks, or -1 when it keeps them all. */
+static int plan_rule_broken(const p3d_plan *pl, const p3d_job *job, int t, int cp, int d)
 {
+    const p3d_model *md = &job->model;
     if (md->heads % t || md->hidden % t)
         return P3D_PLAN_REJ_HEADS;
     if (cp > 1 && md->seq_len % (2 * cp))
         return P3D_PLAN_REJ_SEQ;
-    /* TP must stay inside an NVLink domain; a node without NVLink (every
-     * domain one GPU) may use its PCIe fabric. */
+    /* TP must stay inside an NVLink domain; a node without
+     * NVLink (every domain one GPU) may use its PCIe fabric. */
     int tp_ok = t <= pl->nvl_gpus || (pl->mnnvl_gpus > 0 && t <= pl->mnnvl_gpus) ||
                 (pl->nvl_gpus == 1 && t <= pl->gpus_per_node);
     if (!tp_ok)
         return P3D_PLAN_REJ_NVLINK;
-    /* pp need not divide the layers: the cost model runs the pipeline at
-     * the pace of its fullest stage (ceil(L/p) layers, stage_imbalance), so
-     * uneven splits rank by what they cost. */
-    if (B % d)
+    /* pp need not divide the layers: the cost model runs the
+     * pipeline at the pace of its fullest stage (ceil(L/p)
+     * layers, stage_imbalance), so uneven splits rank by what
+     * they cost. */
+    if (job->global_batch % d)
         return P3D_PLAN_REJ_BATCH;
     return -1;
 }
 
-/* Every micro-batch size and ZeRO stage of one complete layout. */
-static int try_batches(plan_walk *w, const plan_shape *sh, char **err)
+/* One layout of the search (tp, cp, pp, dp), the variants tried on it
+ * so far and whether one fit (with or without the reserve). */
+typedef struct plan_try {
+    const p3d_cluster *c;
+    const p3d_job *job;
+    p3d_plan *pl;
+    size_t *cap;
+    int t, cp, p, d, zlo, zhi;
+    int tried, fit_any, raw_any;
+} plan_try;
+
+/* Every micro-batch size and ZeRO stage of the layout with expert grid
+ * (etp, ep) and v virtual stages, costed and kept (keep_variant). */
+static int plan_variants(plan_try *x, int etp, int ep, int v, char **err)
 {
-    const p3d_job *job = w->job;
-    const int per_replica = job->global_batch / sh->d;
+    const p3d_job *job = x->job;
+    p3d_plan *pl = x->pl;
+    const int t = x->t, cp = x->cp, p = x->p, d = x->d, per_replica = job->global_batch / d;
     p3d_link link[P3D_NDIMS];
     p3d_hops hops;
-    layout_links(w->pl, sh->t, sh->cp, sh->p, sh->d, sh->v, sh->ep, sh->etp, link, &hops);
+    layout_links(pl, t, cp, p, d, v, ep, etp, link, &hops);
     for (int bsz = 1; bsz <= per_replica && bsz <= 64; bsz *= 2) {
         if (per_replica % bsz)
             continue;
         int m = per_replica / bsz;
-        if ((job->micro_batch_size > 0 && bsz != job->micro_batch_size) ||
-            (job->micro_batches > 0 && m != job->micro_batches))
+        if (job->micro_batch_size > 0 && bsz != job->micro_batch_size)
             continue;
-        if (sh->v > 1 && m % sh->p) /* interleaving needs m to be a multiple of pp */
+        if (job->micro_batches > 0 && m != job->micro_batches)
             continue;
-        for (int z = w->zlo; z <= w->zhi; z++) {
+        if (v > 1 && m % p) /* interleaving needs m to be a multiple of pp */
+            continue;
+        for (int z = x->zlo; z <= x->zhi; z++) {
             p3d_job j = *job;
-            j.mesh.size[P3D_DIM_TP] = sh->t;
-            j.mesh.size[P3D_DIM_PP] = sh->p;
-            j.mesh.size[P3D_DIM_DP] = sh->d;
-            j.mesh.size[P3D_DIM_CP] = sh->cp;
-            j.mesh.size[P3D_DIM_EP] = sh->ep;
-            j.mesh.size[P3D_DIM_ETP] = sh->etp;
-            j.mesh.size[P3D_DIM_EDP] = (int)((long)sh->t * sh->cp * sh->d / ((long)sh->etp * sh->ep));
+            j.mesh.size[P3D_DIM_TP] = t;
+            j.mesh.size[P3D_DIM_PP] = p;
+            j.mesh.size[P3D_DIM_DP] = d;
+            j.mesh.size[P3D_DIM_CP] = cp;
+            j.mesh.size[P3D_DIM_EP] = ep;
+            j.mesh.size[P3D_DIM_ETP] = etp;
+            j.mesh.size[P3D_DIM_EDP] = (int)((long)t * cp * d / ((long)etp * ep));
             j.micro_batch_size = bsz;
             j.micro_batches = m;
-            j.virtual_stages = sh->v;
+            j.virtual_stages = v;
             j.zero = z;
             p3d_plan_row r;
             memset(&r, 0, sizeof r);
-            r.tp = sh->t, r.pp = sh->p, r.dp = sh->d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
-            r.cp = sh->cp, r.virtual_stages = sh->v;
-            r.ep = sh->ep, r.etp = sh->etp, r.edp = j.mesh.size[P3D_DIM_EDP];
-            if (p3d_cost_eval_hops(w->c, &j, link, &hops, &r.cost, err) < 0)
+            r.tp = t, r.pp = p, r.dp = d, r.micro_batch = bsz, r.micro_batches = m, r.zero = z;
+            r.cp = cp, r.virtual_stages = v;
+            r.ep = ep, r.etp = etp, r.edp = j.mesh.size[P3D_DIM_EDP];
+            if (p3d_cost_eval_hops(x->c, &j, link, &hops, &r.cost, err) < 0)
                 return -1;
-            w->tried++;
-            if (keep_variant(w->pl, &w->cap, &r, &w->fit_any, &w->raw_any) < 0)
+            x->tried++;
+            if (keep_variant(pl, x->cap, &r, &x->fit_any, &x->raw_any) < 0)
                 return p3d_err(err, "plan: out of memory");
         }
     }
     return 0;
 }
 
-/* The expert grids and interleavings of one dense (tp, cp, pp, dp). */
-static int try_grids(plan_walk *w, plan_shape sh, char **err)
+/* Every variant of one layout that keeps the hard rules: the expert grids,
+ * the virtual stages, then plan_variants; counts a layout none of whose
+ * variants fit. */
+static int plan_layout(plan_try *x, int zero_mode, char **err)
 {
-    const p3d_job *job = w->job;
+    const p3d_job *job = x->job;
     const p3d_model *md = &job->model;
-    const p3d_plan_pins *pn = &w->pl->pins;
-    const int moe = md->experts > 0, L = md->layers;
-    /* MoE: etp is tp or 1 (pinned: as given, at most tp); ep every divisor
-     * of the experts (pinned: as given) whose expert block etp*ep divides
-     * the dense grid's tp*cp*dp ranks of a stage (edp = tp*cp*dp / (etp*ep)) */
-    int etps[2] = {sh.t, 1}, netp = moe ? (pn->etp ? 1 : sh.t > 1 ? 2 : 1) : 1;
+    p3d_plan *pl = x->pl;
+    const p3d_plan_pins *pn = &pl->pins;
+    const int moe = md->experts > 0, t = x->t, cp = x->cp, p = x->p, d = x->d, L = md->layers;
+    if (zero_mode == P3D_PLAN_ZERO_SEARCH)
+        x->zlo = 0, x->zhi = 3;
+    else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
+        x->zlo = x->zhi = d * cp > 1 ? 1 : 0;
+    else
+        x->zlo = x->zhi = zero_mode;
+    x->tried = x->fit_any = x->raw_any = 0;
+    /* MoE: etp is tp or 1 (pinned: as given, at most tp); ep
+     * every divisor of the experts (pinned: as given) whose
+     * expert block etp*ep divides the dense grid's tp*cp*dp
+     * ranks of a stage (edp = tp*cp*dp / (etp*ep)) */
+    int etps[2] = {t, 1}, netp = moe ? (pn->etp ? 1 : t > 1 ? 2 : 1) : 1;
     if (moe && pn->etp)
         etps[0] = pn->etp;
     for (int ie = 0; ie < netp; ie++) {
-        sh.etp = etps[ie];
-        if (sh.etp > sh.t)
+        int etp = etps[ie];
+        if (etp > t)
             continue;
         int ep_lo = pn->ep ? pn->ep : 1, ep_hi = pn->ep ? pn->ep : moe ? md->experts : 1;
-        for (sh.ep = ep_lo; sh.ep <= ep_hi; sh.ep++) {
-            if ((moe && md->experts % sh.ep) || ((long)sh.t * sh.cp * sh.d) % ((long)sh.etp * sh.ep))
+        for (int ep = ep_lo; ep <= ep_hi; ep++) {
+            if ((moe && md->experts % ep) || ((long)t * cp * d) % ((long)etp * ep))
                 continue;
             /* virtual stages: Megatron's interleaved schedule needs the
              * layers to divide into pp·v chunks and pp > 1 */
-            int v_hi = pn->virtual_stages ? pn->virtual_stages : sh.p > 1 ? L / sh.p : 1;
-            for (sh.v = pn->virtual_stages ? pn->virtual_stages : 1; sh.v <= v_hi; sh.v++) {
-                if (sh.v > 1 && (sh.p < 2 || L % (sh.p * sh.v)))
+            int v_hi = pn->virtual_stages ? pn->virtual_stages : p > 1 ? L / p : 1;
+            for (int v = pn->virtual_stages ? pn->virtual_stages : 1; v <= v_hi; v++) {
+                if (v > 1 && (p < 2 || L % (p * v)))
                     continue;
-                /* --decoder-first/last-pipeline-num-layers: the layouts
-                 * Megatron accepts them for */
+                /* --decoder-first/last-pipeline-num-layers: the
+                 * layouts Megatron accepts them for */
                 int lay[3];
                 if ((job->first_stage_layers || job->last_stage_layers) &&
-                    p3d_cost_stage_layers(L, sh.p, sh.v, job->first_stage_layers, job->last_stage_layers, lay,
-                                          NULL) < 0)
+                    p3d_cost_stage_layers(L, p, v, job->first_stage_layers, job->last_stage_layers, lay, NULL) < 0)
                     continue;
-                if (try_batches(w, &sh, err) < 0)
+                if (plan_variants(x, etp, ep, v, err) < 0)
                     return -1;
             }
         }
     }
+    pl->variants += (size_t)x->tried;
+    if (x->tried && !x->fit_any)
+        pl->rejected[x->raw_any ? P3D_PLAN_REJ_HEADROOM : P3D_PLAN_REJ_MEMORY]++;
     return 0;
 }
 
-/* One dense layout (tp, cp, pp; dp follows): its hard rules, then every
- * variant of it; a layout none of whose variants fits counts as rejected
- * for memory (or for the reserve, when it fits without it). */
-static int try_layout(plan_walk *w, int t, int cp, int p, int zero_mode, char **err)
+int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
+                           const p3d_plan_pins *pins, p3d_plan **out, char **err)
 {
-    p3d_plan *pl = w->pl;
-    const int d = pl->gpus / (t * cp * p);
-    pl->searched++;
-    int rej = hard_rule(pl, &w->job->model, t, cp, d, w->job->global_batch);
-    if (rej >= 0) {
-        pl->rejected[rej]++;
-        return 0;
-    }
-    if (zero_mode == P3D_PLAN_ZERO_SEARCH)
-        w->zlo = 0, w->zhi = 3;
-    else if (zero_mode == P3D_PLAN_ZERO_DEFAULT)
-        w->zlo = w->zhi = d * cp > 1 ? 1 : 0;
-    else
-        w->zlo = w->zhi = zero_mode;
-    w->tried = w->fit_any = w->raw_any = 0;
-    if (try_grids(w, (plan_shape){.t = t, .cp = cp, .p = p, .d = d}, err) < 0)
-        return -1;
-    pl->variants += (size_t)w->tried;
-    if (w->tried && !w->fit_any)
-        pl->rejected[w->raw_any ? P3D_PLAN_REJ_HEADROOM : P3D_PLAN_REJ_MEMORY]++;
-    return 0;
-}
-
-/* Every (tp, cp, pp) that tiles the GPUs. */
-static int search_layouts(plan_walk *w, int zero_mode, char **err)
-{
-    p3d_plan *pl = w->pl;
+    int rc = -1;
+    size_t cap = 0;
+    p3d_plan *pl = calloc(1, sizeof *pl);
+    *out = NULL;
+    if (!pl)
+        return p3d_err(err, "plan: out of memory");
+    if (plan_setup(c, job, zero_mode, pins, pl, err) < 0)
+        goto out;
+    const int N = pl->gpus, L = job->model.layers;
     const p3d_plan_pins *pn = &pl->pins;
-    const int N = pl->gpus, L = w->job->model.layers;
     /* TP: every divisor of the widest domain a TP group may use (a node, or
      * a multi-node NVLink domain: tp=6 or 9 is valid inside 72 GPUs), so
      * the groups tile the domain; non-powers of two matter for models
@@ -474,47 +498,22 @@ static int search_layouts(plan_walk *w, int zero_mode, char **err)
             if (N % ((long)t * cp))
                 continue;
             int p_lo = pn->pp ? pn->pp : 1, p_hi = pn->pp ? pn->pp : L;
-            for (int p = p_lo; p <= p_hi && (long)t * cp * p <= N; p++)
-                if (N % (t * cp * p) == 0 && try_layout(w, t, cp, p, zero_mode, err) < 0)
-                    return -1;
+            for (int p = p_lo; p <= p_hi && (long)t * cp * p <= N; p++) {
+                if (N % (t * cp * p))
+                    continue;
+                int d = N / (t * cp * p);
+                pl->searched++;
+                int why = plan_rule_broken(pl, job, t, cp, d);
+                if (why >= 0) {
+                    pl->rejected[why]++;
+                    continue;
+                }
+                plan_try x = {.c = c, .job = job, .pl = pl, .cap = &cap, .t = t, .cp = cp, .p = p, .d = d};
+                if (plan_layout(&x, zero_mode, err) < 0)
+                    goto out;
+            }
         }
     }
-    return 0;
-}
-
-int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins,
-                           p3d_plan **out, char **err)
-{
-    int rc = -1;
-    p3d_plan *pl = calloc(1, sizeof *pl);
-    *out = NULL;
-    if (!pl)
-        return p3d_err(err, "plan: out of memory");
-    if (!job->has_model) {
-        p3d_err(err, "plan: no model given (use --model NAME, e.g. gpt3-175b, or --params --layers "
-                     "--hidden --heads --seq-len --vocab)");
-        goto out;
-    }
-    if (job->global_batch <= 0) {
-        p3d_err(err, "plan: --global-batch N is required (samples per optimizer step)");
-        goto out;
-    }
-    if (zero_mode < P3D_PLAN_ZERO_SEARCH || zero_mode > 3) {
-        p3d_err(err, "plan: ZeRO stage must be 0-3, got %d", zero_mode);
-        goto out;
-    }
-    pl->job = *job;
-    pl->zero_mode = zero_mode;
-    if (pins)
-        pl->pins = *pins;
-    if (cluster_shape(c, pl, err) < 0 || check_pins(pl, &job->model, err) < 0)
-        goto out;
-    pl->searched_ep = job->model.experts > 0 && !pl->pins.ep;
-    pl->searched_cp = !pl->pins.cp && job->model.seq_len >= P3D_PLAN_CP_MIN_SEQ;
-    pl->searched_v = !pl->pins.virtual_stages;
-    plan_walk w = {.c = c, .job = job, .pl = pl};
-    if (search_layouts(&w, zero_mode, err) < 0)
-        goto out;
     if (pl->nrows > 1)
         qsort(pl->rows, pl->nrows, sizeof *pl->rows, row_cmp);
     *out = pl;

@@ -18,7 +18,7 @@
  * line and rediscovered. The parser still checks every field, with bounds
  * (topo_cache_record.c), so even a keyed entry cannot crash or flood us.
  *
- * The directory follows the run-directory rules (launcher/run/rundir.c),
+ * The directory follows the run-directory rules (launcher/run/rundir/rundir.c),
  * relaxed for reading: a real directory (not a symlink), owned by this user
  * or root, that neither group nor others may write. Entries are regular
  * files with one link, owned by this user or root, not writable by group or

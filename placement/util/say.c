@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* say.c — notes and warnings on stderr, behind one --quiet check (say.h). */
+/* say.c — notes and warnings on stderr, behind one --quiet check, and the
+ * error lines no --quiet silences (say.h). */
 #include "say.h"
+#include "termsafe.h"
+#include "p3d/base.h"
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int quiet;
@@ -48,4 +52,28 @@ void p3d_warn(const char *fmt, ...)
     va_start(ap, fmt);
     say("par3drun: warning: ", fmt, ap);
     va_end(ap);
+}
+
+void p3d_say_error(const char *fmt, ...)
+{
+    /* what it quotes may come from outside (a spec, a peer): one path to
+     * the terminal (termsafe.h) */
+    va_list ap;
+    va_start(ap, fmt);
+    char *m = p3d_vfmt(fmt, ap);
+    va_end(ap);
+    fputs("par3drun: ", stderr);
+    p3d_term_fputs(m ? m : "out of memory", stderr);
+    fputc('\n', stderr);
+    free(m);
+}
+
+int p3d_fail_input(char *msg)
+{
+    /* every bad-input message ends here: one last escape of what it quotes */
+    fputs("par3drun: ", stderr);
+    p3d_term_fputs(msg ? msg : "out of memory", stderr);
+    fputc('\n', stderr);
+    free(msg);
+    return P3D_EXIT_BADINPUT;
 }

@@ -17,5 +17,11 @@ int p3d_say_quiet(void);
 void p3d_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "par3drun: warning: " + the formatted text + "\n" on stderr, unless quiet. */
 void p3d_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* "par3drun: MSG" on stderr whatever --quiet says, what MSG quotes
+ * escaped for the terminal (termsafe.h). */
+void p3d_say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same for msg (NULL: out of memory), which it frees; returns
+ * P3D_EXIT_BADINPUT, for `return p3d_fail_input(err);`. */
+int p3d_fail_input(char *msg);
 
 #endif

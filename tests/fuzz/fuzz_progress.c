@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fuzz_progress.c — a rank's progress line (launcher/run/progress.c): the
+ * fuzz_progress.c — a rank's progress line (launcher/run/ranks/progress.c): the
  * file is written by the rank, so it is input. Besides "no crash": what
  * parses has its fields in range, and written back in the documented form
  * it parses to the same values.
@@ -8,7 +8,6 @@
 #include "fuzz_common.h"
 #include "ranks.h"
 
-#include "launch.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

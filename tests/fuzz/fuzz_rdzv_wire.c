@@ -5,10 +5,10 @@
  * agent), and the distribution tree's JOIN, TREE, TJOIN, GATHER (records
  * merged up the tree) and CPLACE (the compact placement every node
  * expands into the placement JSON; launcher/rdzv/rdzv_tree_wire.c,
- * launcher/run/mnode_compact.c), and CDELTA (a placement made again as
+ * launcher/wire/wire_cplace.c), and CDELTA (a placement made again as
  * the difference from a base, mnode_delta.c: applied to a fixed base, it
  * gives an error or a body of exactly the length and hash it names), and
- * FATE: the agent packet (launcher/run/agent_proto.c) a FATE frame carries,
+ * FATE: the agent packet (launcher/wire/agent_proto.c) a FATE frame carries,
  * which is how a parent sends its children the restart (R), stop (T),
  * forward (U), retire (Q), health request (C) and heartbeat (B); for the
  * frames a parent sends (TREE, CPLACE, CDELTA, FATE) also the channel's
@@ -23,6 +23,7 @@
 
 #include "rdzv.h"
 #include "mnode.h"
+#include "agent.h"
 #include "wire.h"
 
 static void same_bytes(const p3d_wbuf *a, const p3d_wbuf *b, const char *what)

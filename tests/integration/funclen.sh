@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # funclen: no C function over 120 lines (issue #41: functions that do one
-# thing) in the parts of the tree already split. Widen CHECKED as the rest
-# (launcher/, plugins/rdzv_etcd, placement/cost) is split; at the end it is the default set,
-# launcher/ placement/ plugins/ worker/. Also checks that scripts/funclen.py
-# itself fails on a long function, names it, and counts a multi-line
-# signature from the opening brace.
+# thing) in the parts of the tree already split: placement/, worker/,
+# launcher/ and three plugins, but the files in SKIPPED, which still hold
+# one. Shorten SKIPPED (and widen CHECKED to plugins/rdzv_etcd) as the rest
+# is split; at the end it is the default set, launcher/ placement/ plugins/
+# worker/, with nothing skipped. Also checks that scripts/funclen.py itself
+# fails on a long function, names it, and counts a multi-line signature
+# from the opening brace.
 set -euo pipefail
 src=${P3D_SRC:?}
-CHECKED=(placement/ worker/ plugins/nvml plugins/rdzv_pmix plugins/policy_fetch)
-SKIPPED=(placement/cost)
+CHECKED=(placement/ worker/ launcher/ plugins/nvml plugins/rdzv_pmix plugins/policy_fetch)
+# each holds a function over 120 lines still (python3 scripts/funclen.py names them)
+SKIPPED=(launcher/run/mnode.c launcher/run/launch_local.c launcher/run/hub/supervise.c launcher/run/ranks/rank_env.c
+  launcher/rdzv/rdzv_tree_agent.c launcher/rdzv/rdzv_tree_leader.c)
 T=$(mktemp -d /tmp/p3d-funclen.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -18,6 +22,11 @@ out=$(python3 "$src/scripts/funclen.py" --root "$src" --max 120 --only "${CHECKE
   { echo "$out"; fail "a function over 120 lines in ${CHECKED[*]}"; }
 echo "$out"
 grep -q '^none of [0-9]* functions over 120 lines' <<<"$out" || fail "no verdict line"
+# the list only shrinks: a skipped file without a long function any more fails
+for f in "${SKIPPED[@]}"; do
+  python3 "$src/scripts/funclen.py" --root "$src" --max 120 --only "$f" >/dev/null &&
+    fail "$f holds no function over 120 lines now: take it out of SKIPPED"
+done
 
 # a tree with one function of 122 lines (brace to brace), a multi-line
 # signature, braces in strings and comments, a struct initializer

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# --health-check output is capped like policy output (launcher/run/health.c):
+# --health-check output is capped like policy output (launcher/run/ranks/health.c):
 # a check printing 20 MB puts at most its first and last 8 KiB on stderr,
 # with a line counting what was dropped, no temp file, and its control
 # bytes escaped; the failure reason still names its last line.

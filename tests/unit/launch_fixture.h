@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "launch.h"
+#include "ranks.h"
+#include "plan.h"
 
 typedef struct fixture {
     p3d_node topo;

@@ -16,7 +16,6 @@
 
 #include <cmocka.h>
 
-#include "launch.h"
 #include "ranks.h"
 
 static char root[256];

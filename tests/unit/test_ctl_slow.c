@@ -25,7 +25,7 @@
 
 #include "controller.h"
 #include "ranks.h"
-#include "launch.h"
+#include "hub_int.h"
 #include "loop.h"
 
 #define N 8

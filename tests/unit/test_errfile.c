@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "launch.h"
+#include "ranks.h"
 
 static char dir[64], path[128];
 

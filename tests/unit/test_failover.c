@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_failover.c — leader failover's pieces below the controller: the
- * bounded successor list (launcher/run/failover.c) and its three frames
+ * bounded successor list (launcher/run/agent/failover.c) and its three frames
  * (launcher/wire/wire_rejoin.c). Every frame round-trips; a frame sealed
  * with another job's token, one cut short, one grown past its bound, one
  * of another type, one with a byte flipped anywhere, and one whose fields
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "failover.h"
+#include "agent.h"
 #include "wire.h"
 
 #define KEY "unit-test-token-0123456789"

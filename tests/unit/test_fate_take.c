@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "wire.h"
-#include "launch.h"
+#include "agent.h"
 #include "rdzv.h"
 
 #define KEY "unit-test-token-0123456789"

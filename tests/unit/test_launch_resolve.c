@@ -14,7 +14,6 @@
 
 #include <cmocka.h>
 
-#include "launch.h"
 #include "ranks.h"
 
 static char dir[64];

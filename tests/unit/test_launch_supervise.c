@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "launch_fixture.h"
+#include "hub.h"
 
 static char dir[64];
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_preflight.c — the preflight's verdict (launcher/run/preflight.c):
+/* test_preflight.c — the preflight's verdict (launcher/run/preflight/preflight.c):
  * the worker's figures line parsed strictly (it is input), the medians,
  * a node --slow-factor below one on any figure excluded with its reason,
  * TCP judged on the better of a node's two ring links and only from 3
@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "judge.h"
 #include "preflight.h"
 
 static void parse_good(void **st)

@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "cli.h"
-#include "failover.h"
-#include "place.h"
+#include "mnode.h"
+#include "plan.h"
 #include "p3d/report.h"
 
 static p3d_cluster *five(int nn)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_tcpstore.c — the agent store (launcher/run/tcpstore.h) at the wire:
+/* test_tcpstore.c — the agent store (launcher/run/store/tcpstore.h) at the wire:
  * a fake client encodes torch 1.x and 2.x queries byte for byte and checks
  * the replies; the same queries a byte at a time; every bound and every
  * malformed query drops the client and leaves the store serving; random
