@@ -12,7 +12,9 @@
  * process opens one listening socket per node on the loopback (the nodes
  * of an --emulate job share this host) and hands node i its own socket and
  * node i+1's port, so that each node streams to its successor while its
- * predecessor streams to it.
+ * predecessor streams to it. The ring is keyed as the one across hosts
+ * (a key made for it, handed over in a pipe): any local user can connect
+ * to the loopback.
  *
  * The verdict: per figure, the median over the nodes that gave one (the
  * judged node among them, judge.h: for an even count the lower middle,
@@ -32,10 +34,12 @@
 #include "ranks.h"
 
 #include "launch.h"
+#include "prepare.h"
 #include "strbuf.h"
 #include "termsafe.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -292,6 +296,22 @@ out:
     return rc;
 }
 
+int p3d_preflight_key_fd(const char *key)
+{
+    int p[2];
+    size_t n = strlen(key);
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    /* at most 255 bytes: the pipe's buffer takes them at once */
+    int ok = write(p[1], key, n) == (ssize_t)n && fcntl(p[0], F_SETFD, 0) == 0;
+    close(p[1]);
+    if (!ok) {
+        close(p[0]);
+        return -1;
+    }
+    return p[0];
+}
+
 /* A listening TCP socket on the loopback (inherited by the benchmarks:
  * no O_CLOEXEC); its port in *port. */
 static int listen_loopback(int *port)
@@ -308,6 +328,25 @@ static int listen_loopback(int *port)
     }
     *port = ntohs(a.sin_port);
     return fd;
+}
+
+/* The loopback ring of n benchmarks: a listening socket for each (its
+ * port in port[i]) and the read end of a pipe holding a key made for this
+ * ring (kfd[i]), keyed like the ring across hosts: a stranger on this
+ * host cannot take a benchmark's incoming link. Every entry -1 or open;
+ * the caller closes them. 0, or -1 with err. */
+static int ring_open(int n, int *lfd, int *port, int *kfd, char **err)
+{
+    char key[33];
+    p3d_random_hex(key, 16);
+    for (int i = 0; i < n; i++) {
+        if ((lfd[i] = listen_loopback(&port[i])) < 0)
+            return p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s",
+                           strerror(errno));
+        if ((kfd[i] = p3d_preflight_key_fd(key)) < 0)
+            return p3d_err(err, "--preflight: cannot hand the ring's key over: %s", strerror(errno));
+    }
+    return 0;
 }
 
 /* Node i against the medians: the first line of why names every figure
@@ -439,22 +478,24 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
 {
     int rc = -1;
     char *worker = NULL, **cmds = NULL, **outs = NULL;
-    int *lfd = NULL, *port = NULL;
+    int *lfd = NULL, *port = NULL, *kfd = NULL;
     p3d_health_res *res = NULL;
     int begun = p3d_preflight_begin(pf, o, n);
     cmds = calloc((size_t)n + 1, sizeof *cmds);
     outs = calloc((size_t)n + 1, sizeof *outs);
     lfd = malloc(((size_t)n + 1) * sizeof *lfd);
+    kfd = malloc(((size_t)n + 1) * sizeof *kfd);
     port = calloc((size_t)n + 1, sizeof *port);
     res = calloc((size_t)n + 1, sizeof *res);
-    if (begun < 0 || !cmds || !outs || !lfd || !port || !res) {
+    if (begun < 0 || !cmds || !outs || !lfd || !kfd || !port || !res) {
         p3d_err(err, "--preflight: out of memory");
         free(lfd);
-        lfd = NULL;
+        free(kfd);
+        lfd = kfd = NULL;
         goto out;
     }
     for (int i = 0; i < n; i++)
-        lfd[i] = -1;
+        lfd[i] = kfd[i] = -1;
     worker = p3d_resolve_program("p3d-worker", err);
     if (!worker) {
         char *e = *err;
@@ -464,11 +505,8 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         goto out;
     }
     int ring = n >= 2;
-    for (int i = 0; ring && i < n; i++)
-        if ((lfd[i] = listen_loopback(&port[i])) < 0) {
-            p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s", strerror(errno));
-            goto out;
-        }
+    if (ring && ring_open(n, lfd, port, kfd, err) < 0)
+        goto out;
     /* Nodes that share this host (--emulate) stream one link at a time,
      * each in its slot, and start computing together: concurrent streams
      * on shared cores measure the scheduler, not the links. When the slots
@@ -492,7 +530,8 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         p3d_sb_printf(&b, " --bench-node --backend %s --bench-seconds %g --connect-timeout %g",
                       o->emulate ? "cpu" : "auto", PF_BENCH_SECONDS, o->preflight_timeout);
         if (ring)
-            p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i], port[(i + 1) % n]);
+            p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-key-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i],
+                          kfd[i], port[(i + 1) % n]);
         if (slots)
             p3d_sb_printf(&b, " --bench-tcp-slot %d:%d:%.3f%s", i, n, t_slots, serial ? " --bench-serial" : "");
         if (!(cmds[i] = p3d_sb_finish(&b))) {
@@ -533,9 +572,12 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
     }
     rc = 0;
 out:
-    for (int i = 0; lfd && i < n; i++)
+    for (int i = 0; lfd && i < n; i++) {
         if (lfd[i] >= 0)
             close(lfd[i]);
+        if (kfd[i] >= 0)
+            close(kfd[i]);
+    }
     for (int i = 0; cmds && i < n; i++)
         free(cmds[i]);
     for (int i = 0; outs && i < n; i++)
@@ -543,6 +585,7 @@ out:
     free(cmds);
     free(outs);
     free(lfd);
+    free(kfd);
     free(port);
     free(res);
     free(worker);
