@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "launch.h"
+#include "rdzv.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -230,6 +231,20 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     return p3d_err(err, "internal: bad option type");
 }
 
+/* --bind-addr, else P3D_BIND_ADDR (launching only): checked here, where a
+ * bad value is the user's input (exit 2), not at the rendezvous. */
+static int bind_addr(p3d_opts *o, char **err)
+{
+    const char *env = getenv("P3D_BIND_ADDR");
+    if (o->cmd != P3D_CMD_LAUNCH && o->cmd != P3D_CMD_AGENT)
+        return 0;
+    if (!o->bind_addr && env && *env)
+        o->bind_addr = env;
+    if (!o->bind_addr)
+        return 0;
+    return p3d_bind_addr_check(o->bind_addr == env ? "P3D_BIND_ADDR" : "--bind-addr", o->bind_addr, err);
+}
+
 int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
 {
     opts_defaults(o);
@@ -363,6 +378,8 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
             return p3d_err(err, "P3D_TOPO_CACHE: expected 1 or 0, got '%s'", tc);
         o->no_topo_cache = 1;
     }
+    if (bind_addr(o, err) < 0)
+        return -1;
     if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
         /* every replacement is a restart: spares without restarts would
          * only fail at the first loss */

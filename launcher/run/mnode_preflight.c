@@ -6,8 +6,8 @@
  * excludes a slow node the way a failed pre-start --health-check does
  * (its record is marked failed, so exclude_unhealthy in mnode_place.c
  * hands its place to a spare before the policy runs).
- * The TCP ring across the hosts: a listening socket on every interface
- * before the join (its port in the JOIN), this node's part run from the
+ * The TCP ring across the hosts: a listening socket on the node's
+ * listening address (rdzv_addr.c) before the join (its port in the JOIN), this node's part run from the
  * rendezvous once the leader named the next node (p3d_rdzv.ring), its
  * figures appended to the line the record carries.
  */
@@ -97,7 +97,7 @@ void p3d_mnode_ring_open(mnode *m, const char *name)
     if (!m->o->preflight || m->nnodes < 2)
         return;
     char *e = NULL;
-    m->ring_fd = p3d_tcp_listen_any(&m->ring_port, &e);
+    m->ring_fd = p3d_tcp_listen(m->r->bind_addr, 0, &m->ring_port, &e);
     if (m->ring_fd < 0) {
         p3d_mnode_err("node %s: --preflight: no TCP ring through this node (%s); its TCP bandwidth is not measured",
                       name, e ? e : "cannot listen");

@@ -15,7 +15,7 @@
 #  2. the honest ring still works through the relay (both nodes' links
 #     measured, non-zero);
 #  3. the loopback ring of an --emulate --preflight is keyed too: every
-#     benchmark gets --bench-tcp-key-fd.
+#     benchmark gets --bench-tcp-key-fd, and holds its own ring port only.
 set -u
 : "${P3D_WORKER:?run through ctest (P3D_WORKER unset)}"
 : "${PAR3DRUN:?run through ctest (PAR3DRUN unset)}"
@@ -108,24 +108,52 @@ grep -q "dropped a connection to the ring's port: it did not prove the job key (
 both_measured "case 2" "${L[0]:-}" "${L[1]:-}"
 
 # ---- 3. the --emulate ring is keyed ---------------------------------------
-# the benchmarks' command lines, read while par3drun runs them
+# the benchmarks' command lines and the listening sockets each holds (its
+# own ring port only: a neighbour's port held open would not refuse when
+# that neighbour died), read while par3drun runs them
 C3=$T/three.json
 printf '{"nodes": [{"name": "n[1-3]", "topology": "%s", "rack": "r1"}]}\n' \
   "$P3D_SRC/examples/topologies/dgx-h100.xml" >"$C3"
 timeout 120 "$PAR3DRUN" --emulate --cluster "$C3" --tp 8 --pp 1 --dp 3 --preflight -- true >"$T/emu.out" 2>&1 &
 pid=$!
-: >"$T/cmds"
-while kill -0 "$pid" 2>/dev/null; do
-  pgrep -a -f -- '--bench-tcp-peer' >>"$T/cmds"
-  sleep 0.05
-done
-wait "$pid" || { bad "case 3: the --emulate --preflight job failed"; sed 's/^/  /' "$T/emu.out"; }
-n=$(sort -u "$T/cmds" | grep -c -- '--bench-tcp-fd')
-k=$(sort -u "$T/cmds" | grep -c -- '--bench-tcp-key-fd [0-9]')
+python3 - "$pid" >"$T/cmds" <<'PY'
+import os, sys, time
+root, seen = int(sys.argv[1]), {}
+def listening():
+    s = set()
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(f).read().splitlines()[1:]:
+            x = line.split()
+            if x[3] == "0A":
+                s.add(x[9])
+    return s
+while os.path.exists("/proc/%d" % root):
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) in seen:
+            continue
+        try:
+            cmd = open("/proc/%s/cmdline" % d, "rb").read().replace(b"\0", b" ").decode(errors="replace")
+            if "--bench-tcp-peer" not in cmd or not cmd.startswith(("/", "p3d")):
+                continue
+            lis = listening()
+            n = sum(1 for fd in os.listdir("/proc/%s/fd" % d)
+                    if os.readlink("/proc/%s/fd/%s" % (d, fd))[8:-1] in lis)
+        except OSError:
+            continue
+        seen[int(d)] = 1
+        print("listening=%d %s" % (n, cmd), flush=True)
+    time.sleep(0.02)
+PY
+# its verdict is not this case's (on a busy host a node may come out slow
+# and be excluded): only what the benchmarks were given counts here
+wait "$pid" || { echo "note: the --emulate --preflight job ended $?:"; tail -5 "$T/emu.out" | sed 's/^/  /'; }
+n=$(grep -c -- '--bench-tcp-fd' "$T/cmds")
+k=$(grep -c -- '--bench-tcp-key-fd [0-9]' "$T/cmds")
 echo "emulate: $n benchmark command lines seen, $k keyed"
 [ "$n" -ge 1 ] || bad "case 3: no benchmark of the --emulate ring was seen"
-[ "$n" = "$k" ] || { bad "case 3: the --emulate ring is unkeyed"; sort -u "$T/cmds" | sed 's/^/  /'; }
+[ "$n" = "$k" ] || { bad "case 3: the --emulate ring is unkeyed"; sed 's/^/  /' "$T/cmds"; }
 grep -q "$KEY" "$T/cmds" && bad "case 3: a key on a command line"
+grep -v '^listening=1 ' "$T/cmds" && bad "case 3: a benchmark holds another node's ring port (or none)"
 
 [ "$fail" = 0 ] && echo "PASS preflight_ring_replay"
 exit "$fail"
