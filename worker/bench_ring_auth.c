@@ -52,6 +52,7 @@ int p3dw_ring_key_load(int fd, char *key, size_t cap)
 {
     size_t n = 0;
     ssize_t r = 0;
+    char more;
     while (n + 1 < cap && (r = read(fd, key + n, cap - 1 - n)) != 0) {
         if (r < 0 && errno == EINTR)
             continue;
@@ -59,9 +60,12 @@ int p3dw_ring_key_load(int fd, char *key, size_t cap)
             break;
         n += (size_t)r;
     }
+    /* a longer key is refused, not cut (fuzz/ring_auth found it cut) */
+    while (r > 0 && (r = read(fd, &more, 1)) < 0 && errno == EINTR)
+        ;
     close(fd);
     key[n] = '\0';
-    return r < 0 || n < 8 || strlen(key) != n ? -1 : 0; /* the token is 8..255 bytes of text */
+    return r != 0 || n < 8 || strlen(key) != n ? -1 : 0; /* the token is 8..255 bytes of text */
 }
 
 int p3dw_ring_hello(const char *key, int port, const unsigned char nonce_a[P3DW_RING_NONCE],
