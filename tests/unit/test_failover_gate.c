@@ -287,6 +287,40 @@ static void test_own_address_only(void **st)
     p3d_fgate_close(g);
 }
 
+/* Which address a node's ports bind (rdzv_addr.c): the route to a
+ * leader at 127.0.0.2 leaves from 127.0.0.1 (Linux routes 127/8 through
+ * lo with source 127.0.0.1), to ::1 from ::1; --bind-addr takes one
+ * numeric address of this node, in either family, and refuses a name,
+ * brackets, a port, a wildcard and a foreign address, naming the value. */
+static void test_listen_address(void **st)
+{
+    (void)st;
+    char a[128], *err = NULL;
+    assert_int_equal(p3d_route_addr("127.0.0.2", 29400, a, sizeof a, &err), 0);
+    assert_string_equal(a, "127.0.0.1");
+    if (have_ipv6_loopback()) {
+        assert_int_equal(p3d_route_addr("::1", 29400, a, sizeof a, &err), 0);
+        assert_string_equal(a, "::1");
+        assert_int_equal(p3d_bind_addr_check("--bind-addr", "::1", &err), 0);
+    }
+    assert_int_equal(p3d_bind_addr_check("--bind-addr", "127.0.0.3", &err), 0);
+    assert_null(err);
+    const char *bad[] = {"node001", "[::1]", "127.0.0.1:80", "0.0.0.0", "::", "192.0.2.77", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "--bind-addr '%s'", bad[i]);
+        assert_int_equal(p3d_bind_addr_check("--bind-addr", bad[i], &err), -1);
+        assert_non_null(err);
+        if (!strstr(err, want))
+            fail_msg("%s: %s", bad[i], err);
+        free(err);
+        err = NULL;
+    }
+    assert_int_equal(p3d_route_addr("no-such-host.invalid", 1, a, sizeof a, &err), -1);
+    assert_non_null(err);
+    free(err);
+}
+
 static void test_strangers_dropped(void **st)
 {
     (void)st;
@@ -350,6 +384,7 @@ int main(void)
         cmocka_unit_test(test_rejoin_over_loopback),
         cmocka_unit_test(test_frame_after_accept),
         cmocka_unit_test(test_own_address_only),
+        cmocka_unit_test(test_listen_address),
         cmocka_unit_test(test_strangers_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
