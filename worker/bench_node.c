@@ -220,8 +220,8 @@ static int listen_port(int lfd)
 }
 
 /* How long a connection to the ring's port may take to prove the job key:
- * the previous node sends its proof right after connect, so only a
- * stranger (or an idle connection) takes longer. */
+ * the previous node answers our challenge from its poll loop at once, so
+ * only a stranger (or an idle connection) takes longer. */
 #define RING_PROOF_WAIT 2.0
 
 enum { RING_CHUNK = 256 * 1024 };
@@ -232,10 +232,13 @@ typedef struct ring {
     const char *peer;
     const char *key; /* the job key, or NULL: an unkeyed ring (one host's loopback) */
     int lfd, in, out, my_port;
-    unsigned char want[32]; /* the next node's answer to our hello, when keyed */
-    unsigned char go[33];   /* what it sent so far: its answer, then 'g' */
+    unsigned char nonce_a[P3DW_RING_NONCE]; /* the next node's challenge, when keyed */
+    size_t na_got;
+    unsigned char want[32];               /* the next node's answer to our hello */
+    unsigned char go[P3DW_RING_ANSWER];   /* what it sent so far: its answer, then 'g' */
     size_t go_len, go_got;
     int go_seen, out_shut, in_done, figure_sent;
+    p3dw_ring_cand pool[P3DW_RING_PENDING]; /* connections to our port still proving the key */
     double seconds, send_at, t_first, t_send_end;
     size_t in_bytes, win_bytes, fig_got;
     double win_t, best;
@@ -275,11 +278,32 @@ static void ring_recv_stream(ring *g)
     }
 }
 
+/* The next node's challenge on our outgoing connection, then our hello
+ * (64 bytes fit a fresh socket's buffer). 1 when the link is lost. */
+static int ring_answer_challenge(ring *g)
+{
+    unsigned char hello[P3DW_RING_HELLO];
+    ssize_t r = recv(g->out, g->nonce_a + g->na_got, sizeof g->nonce_a - g->na_got, MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+        out_lost(&g->fig, &g->fig_got, &g->out_shut, "hear the next node's challenge", g->peer);
+        return 1;
+    }
+    if (r > 0 && (g->na_got += (size_t)r) == sizeof g->nonce_a &&
+        (p3dw_ring_hello(g->key, peer_port(g->peer), g->nonce_a, hello, g->want) < 0 ||
+         send(g->out, hello, sizeof hello, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof hello)) {
+        out_lost(&g->fig, &g->fig_got, &g->out_shut, "prove the job key to the next node", g->peer);
+        return 1;
+    }
+    return 0;
+}
+
 /* What the next node says on our outgoing connection: "go", then our
  * figure. 1 when the link is lost (the turn ends there). */
 static int ring_hear_next(ring *g)
 {
     ssize_t r;
+    if (g->key && g->na_got < sizeof g->nonce_a)
+        return ring_answer_challenge(g);
     if (!g->go_seen) {
         r = recv(g->out, g->go + g->go_got, g->go_len - g->go_got, MSG_DONTWAIT);
         if (r > 0 && (g->go_got += (size_t)r) == g->go_len) {
@@ -326,35 +350,22 @@ static void ring_send_stream(ring *g)
 static int ring_turn(ring *g, double now)
 {
     /* each side watched until it is over: a socket at its end stays readable */
-    struct pollfd p[2] = {{.fd = g->in_done ? -1 : g->in >= 0 ? g->in : g->lfd, .events = POLLIN},
-                          {.fd = g->fig_got < sizeof g->fig ? g->out : -1,
-                           .events = POLLIN | (g->go_seen && !g->out_shut && now >= g->send_at ? POLLOUT : 0)}};
+    struct pollfd p[2 + P3DW_RING_PENDING] = {
+        {.fd = g->in_done ? -1 : g->in >= 0 ? g->in : g->lfd, .events = POLLIN},
+        {.fd = g->fig_got < sizeof g->fig ? g->out : -1,
+         .events = POLLIN | (g->go_seen && !g->out_shut && now >= g->send_at ? POLLOUT : 0)}};
+    for (int i = 0; i < P3DW_RING_PENDING; i++) /* the candidates' proofs wake us too */
+        p[2 + i] = (struct pollfd){.fd = g->in < 0 ? g->pool[i].fd : -1, .events = POLLIN};
     int wait_ms = 50;
     if (g->go_seen && !g->out_shut && now < g->send_at && (g->send_at - now) * 1000 < wait_ms)
         wait_ms = (int)((g->send_at - now) * 1000) + 1;
-    if (poll(p, 2, wait_ms) < 0)
+    if (poll(p, 2 + P3DW_RING_PENDING, wait_ms) < 0)
         return errno == EINTR ? 1 : -1;
     g->t_work = wall_now();
-    if (g->in < 0 && (p[0].revents & POLLIN)) {
-        g->in = accept4(g->lfd, NULL, NULL, SOCK_CLOEXEC);
-        unsigned char ans[33];
-        /* keyed: a connection that does not prove the job key at once
-         * is dropped and the slot stays free for the previous node */
-        if (g->in >= 0 && g->key && p3dw_ring_check(g->in, g->key, g->my_port, RING_PROOF_WAIT, ans) < 0) {
-            fprintf(stderr, "p3d-worker: --bench-node: dropped a connection to the ring's port that did not "
-                            "prove the job key within %g s\n",
-                    RING_PROOF_WAIT);
-            close(g->in);
-            g->in = -1;
-            return 1;
-        }
-        size_t n = g->key ? 33 : 1;
-        ans[n - 1] = 'g';
-        /* the previous node may have gone already: no SIGPIPE */
-        if (g->in < 0 || send(g->in, ans, n, MSG_NOSIGNAL) != (ssize_t)n) {
-            in_lost(&g->in_done, &g->figure_sent, g->in_mbps, "accept the previous node's connection", g->peer);
-            return 1;
-        }
+    if (g->in < 0 && !g->in_done) {
+        /* keyed: a connection is the previous node once it answered our
+         * challenge; strangers are dropped, and the port stays open for it */
+        g->in = p3dw_ring_admit(g->pool, g->lfd, g->key, g->my_port, g->t_work, RING_PROOF_WAIT);
     } else if (g->in >= 0 && !g->in_done && (p[0].revents & (POLLIN | POLLHUP | POLLERR))) {
         ring_recv_stream(g);
     }
@@ -385,14 +396,14 @@ static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, 
                     double send_at, double ring_end, double *out_mbps, double *in_mbps)
 {
     ring g = {.buf = malloc(RING_CHUNK), .peer = peer, .key = key, .lfd = lfd, .in = -1, .out = -1,
-              .my_port = listen_port(lfd), .go_len = key ? 33 : 1, .seconds = seconds, .send_at = send_at,
-              .in_mbps = in_mbps};
-    unsigned char hello[P3DW_RING_HELLO];
+              .my_port = listen_port(lfd), .go_len = key ? P3DW_RING_ANSWER : 1, .seconds = seconds,
+              .send_at = send_at, .in_mbps = in_mbps};
     int rc = -1;
     double deadline = wall_now() + timeout, idle_until = 0;
     double accept_by = wall_now() + (timeout < ACCEPT_WAIT ? timeout : ACCEPT_WAIT);
     const char *what = NULL;
     *out_mbps = *in_mbps = 0;
+    p3dw_ring_pool_init(g.pool);
     if (!g.buf) {
         fprintf(stderr, "p3d-worker: --bench-node: out of memory\n");
         goto out;
@@ -402,9 +413,6 @@ static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, 
      * link (0 MB/s), not its incoming one */
     if ((g.out = connect_peer(peer, deadline)) < 0)
         out_lost(&g.fig, &g.fig_got, &g.out_shut, "connect to the next node", peer);
-    else if (key && (p3dw_ring_hello(key, peer_port(peer), hello, g.want) < 0 ||
-                     send(g.out, hello, sizeof hello, MSG_NOSIGNAL) != (ssize_t)sizeof hello))
-        out_lost(&g.fig, &g.fig_got, &g.out_shut, "prove the job key to the next node", peer);
     while (!(g.in_done && g.figure_sent && g.fig_got == sizeof g.fig) || wall_now() < ring_end) {
         double now = wall_now();
         int over = g.in_done && g.figure_sent && g.fig_got == sizeof g.fig;
@@ -455,6 +463,7 @@ out:
     if (rc && what)
         fprintf(stderr, "p3d-worker: --bench-node: cannot %s (%s): %s\n", what, peer,
                 errno ? strerror(errno) : "the connection ended");
+    p3dw_ring_pool_close(g.pool);
     if (g.in >= 0)
         close(g.in);
     if (g.out >= 0)

@@ -2,8 +2,9 @@
 /* tcp_boot.c - the CPU backend's communicator (TCP between ranks): how
  * the ranks find and connect to each other, and the splits.
  *
- * Bootstrap: rank 0 binds MASTER_PORT (SO_REUSEADDR; the launcher picked a
- * free port), every other rank connects to MASTER_ADDR:MASTER_PORT with
+ * Bootstrap: rank 0 binds MASTER_ADDR:MASTER_PORT (SO_REUSEADDR; the
+ * launcher picked a free port; every listener binds one address, never
+ * every interface: bind_ip), every other rank connects to MASTER_ADDR:MASTER_PORT with
  * retries until a deadline and says hello (job hash, rank, world size, its
  * own listening port).  Rank 0 answers with everyone's address.  The star
  * connections to rank 0 carry the world collectives (allgather, barrier)
@@ -86,15 +87,14 @@ static int io_full(int fd, void *buf, size_t len, double deadline, int writing)
     return 0;
 }
 
-static int listen_on(int port, int *out_port)
+static int listen_on(uint32_t ip, int port, int *out_port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     int one = 1;
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = ip};
     socklen_t al = sizeof a;
     if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, SOMAXCONN) ||
         getsockname(fd, (struct sockaddr *)&a, &al)) {
@@ -107,16 +107,78 @@ static int listen_on(int port, int *out_port)
     return fd;
 }
 
-/* Connects to ip:port (network-order ip), retrying refused connections until
- * the deadline: the listener may not be up yet. */
-static int connect_retry(uint32_t ip, int port, double deadline)
+/* MASTER_ADDR's IPv4 address (network order): 0, or -1 said. */
+static int master_ip(const tcp_world *w, const p3dw_env *e, uint32_t *ip)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int gai = getaddrinfo(e->master_addr, NULL, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "p3d-worker: rank %d: MASTER_ADDR '%s': %s\n", w->rank, e->master_addr, gai_strerror(gai));
+        return -1;
+    }
+    *ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+/* The address this rank listens on (network order), never every
+ * interface: P3D_BIND_ADDR (an IPv4 address: par3drun sets it to its
+ * node's listening address in a multi-node job, empty on one host), else
+ * rank 0 MASTER_ADDR's own, another rank the local end of its route to
+ * MASTER_ADDR (what rank 0 sees the rank's connection come from, and so
+ * tells the others). 0, or -1 said. */
+static int bind_ip(const tcp_world *w, const p3dw_env *e, uint32_t *ip)
+{
+    const char *b = getenv("P3D_BIND_ADDR");
+    struct in_addr in;
+    if (master_ip(w, e, ip) < 0)
+        return -1;
+    if (b && *b) {
+        if (inet_pton(AF_INET, b, &in) == 1) {
+            *ip = in.s_addr;
+            return 0;
+        }
+        fprintf(stderr, "p3d-worker: P3D_BIND_ADDR '%s': expected an IPv4 address of this node (the bundled "
+                        "worker's TCP backend speaks IPv4)\n", b);
+        return -1;
+    }
+    if (w->rank == 0)
+        return 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(e->master_port ? e->master_port : 9)),
+                            .sin_addr.s_addr = *ip};
+    socklen_t al = sizeof a;
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &al) == 0) {
+        *ip = a.sin_addr.s_addr;
+        rc = 0;
+    } else {
+        fprintf(stderr, "p3d-worker: rank %d: no route to MASTER_ADDR %s: %s\n", w->rank, e->master_addr,
+                strerror(errno));
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Connects to ip:port (network-order ip) from this rank's own listening
+ * address (from; rank 0 hands the address it sees to the others, so it
+ * must be the one this rank listens on), retrying refused connections
+ * until the deadline: the listener may not be up yet. */
+static int connect_retry(uint32_t ip, int port, uint32_t from, double deadline)
 {
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
             return -1;
         struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        struct sockaddr_in me = {.sin_family = AF_INET, .sin_addr.s_addr = from};
         a.sin_addr.s_addr = ip;
+        if (from && bind(fd, (struct sockaddr *)&me, sizeof me) < 0) {
+            int e = errno;
+            close(fd);
+            errno = e;
+            return -1;
+        }
         if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0) {
             tune(fd);
             return fd;
@@ -224,24 +286,29 @@ void tcp_set_activity(tcp_world *w, const char *what)
 static int open_listener(tcp_world *w, const p3dw_env *e, double deadline)
 {
     int myport = 0;
+    uint32_t ip = 0;
+    if (bind_ip(w, e, &ip) < 0)
+        return -1;
     if (w->rank == 0) {
         /* The launcher checked MASTER_PORT was free a moment ago; a TIME_WAIT
          * leftover is fine with SO_REUSEADDR, a real owner is retried briefly. */
-        while ((w->listen_fd = listen_on(e->master_port, &myport)) < 0) {
+        while ((w->listen_fd = listen_on(ip, e->master_port, &myport)) < 0) {
             if (errno != EADDRINUSE || now_s() >= deadline) {
-                fprintf(stderr, "p3d-worker: rank 0: cannot listen on MASTER_PORT %d: %s\n",
-                        e->master_port, strerror(errno));
+                fprintf(stderr, "p3d-worker: rank 0: cannot listen on MASTER_ADDR:MASTER_PORT %s:%d: %s%s\n",
+                        e->master_addr, e->master_port, strerror(errno),
+                        errno == EADDRNOTAVAIL ? " (not an address of this node: set P3D_BIND_ADDR)" : "");
                 return -1;
             }
             struct timespec ts = {0, 100 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }
-    } else if ((w->listen_fd = listen_on(0, &myport)) < 0) {
+    } else if ((w->listen_fd = listen_on(ip, 0, &myport)) < 0) {
         fprintf(stderr, "p3d-worker: rank %d: cannot open a listening socket: %s\n", w->rank,
                 strerror(errno));
         return -1;
     }
     w->port[w->rank] = (uint16_t)myport;
+    w->addr[w->rank] = ip; /* connections to the others come from it */
     return 0;
 }
 
@@ -303,16 +370,10 @@ static int root_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, s
 /* Any other rank: connects to rank 0, says hello, reads the table. */
 static int peer_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, size_t tbl_len, double deadline)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int gai = getaddrinfo(e->master_addr, NULL, &hints, &ai);
-    if (gai) {
-        fprintf(stderr, "p3d-worker: rank %d: MASTER_ADDR '%s': %s\n", w->rank,
-                e->master_addr, gai_strerror(gai));
+    uint32_t ip;
+    if (master_ip(w, e, &ip) < 0)
         return -1;
-    }
-    uint32_t ip = ((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr;
-    freeaddrinfo(ai);
-    int fd = connect_retry(ip, e->master_port, deadline);
+    int fd = connect_retry(ip, e->master_port, w->addr[w->rank], deadline);
     if (fd < 0) {
         fprintf(stderr, "p3d-worker: rank %d: no connection to rank 0 at %s:%d within %.0f s: %s\n",
                 w->rank, e->master_addr, e->master_port, w->connect_timeout, strerror(errno));
@@ -480,7 +541,7 @@ int tcp_world_connect(tcp_world *w)
             expect++;
             continue;
         }
-        int fd = connect_retry(w->addr[p], w->port[p], deadline);
+        int fd = connect_retry(w->addr[p], w->port[p], w->addr[w->rank], deadline);
         unsigned char h[24];
         make_hello(w, h);
         if (fd < 0 || io_full(fd, h, sizeof h, deadline, 1)) {

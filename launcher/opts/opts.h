@@ -132,6 +132,7 @@ typedef struct p3d_opts {
     int keep_run_dir;           /* --keep-run-dir or P3D_KEEP_RUN_DIR=1 */
     char *rdzv_owned;           /* the --rdzv built from them (freed) */
     int rdzv_fanout;            /* --rdzv-fanout K, 0 = not given */
+    const char *bind_addr;      /* --bind-addr ADDR or P3D_BIND_ADDR: where this node's ports listen */
 
     /* torchrun's options (docs/torchrun.md; cmd/cli_torchrun.c) */
     const char *rdzv_id;        /* --rdzv-id: the job id (TORCHELASTIC_RUN_ID) */

@@ -52,6 +52,10 @@ typedef struct p3d_rdzv {
      * record, before the record goes up the tree. NULL: no ring here. */
     void (*ring)(void *ctx, const char *addr, int port, p3d_grec *own);
     void *ring_ctx;
+    /* the address this node's listeners bind and the others reach them
+     * at (rdzv_addr.c), numeric; "" until the caller knows it (a node's
+     * tree port then binds its rendezvous connection's local address) */
+    char bind_addr[128];
 } p3d_rdzv;
 
 /* Resolves --rdzv (auto, none, static:HOST:PORT, slurm[:HOST], pmix,
@@ -106,10 +110,20 @@ int p3d_tcp_listen(const char *host, int port, int *bound, char **err);
 /* Connects to host:port by deadline (CLOCK_MONOTONIC seconds, as
  * p3d_now): the connected (blocking) fd, or -1. */
 int p3d_tcp_dial(const char *host, int port, double deadline);
-/* Listens on every interface (IPv6 and IPv4 at once where the host has
- * IPv6, else 0.0.0.0) on a free port (*port); close-on-exec and
- * non-blocking. The listening fd, or -1 with *err. */
-int p3d_tcp_listen_any(int *port, char **err);
+
+/* ---- where a node listens (rdzv_addr.c) ----------------------------------- */
+
+/* The numeric address (IPv4, or IPv6 with its scope) fd's local side is
+ * bound to, into out (cap bytes): 0, or -1. */
+int p3d_sock_addr(int fd, char *out, size_t cap);
+/* The local address of this node on its route to host:port (numeric,
+ * into out): what a connection to the leader would come from. 0, or -1
+ * with *err. */
+int p3d_route_addr(const char *host, int port, char *out, size_t cap, char **err);
+/* --bind-addr / P3D_BIND_ADDR (named what in the message): one numeric
+ * address, not a wildcard, that this node can bind. 0, or -1 with *err
+ * (bad input: exit 2). */
+int p3d_bind_addr_check(const char *what, const char *addr, char **err);
 
 /* Leader: tells each connected agent why the job will not start. A reason
  * that starts with P3D_REFUSE_FAILED is a failure of the job (a node
@@ -192,9 +206,9 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
 
 typedef struct p3d_fgate p3d_fgate;
 
-/* Listens on host, or with host NULL on every interface of both IPv6 and
- * IPv4 (one dual-stack socket; IPv4 only where the host has no IPv6), on
- * a port the kernel picks: *port gets it (the node's JOIN carries it).
+/* Listens on host (the address the rendezvous uses: rdzv_addr.c; its
+ * family's socket), on a port the kernel picks: *port gets it (the node's
+ * JOIN carries it).
  * maxpend bounds the strangers held at once (1..65536). NULL with *err.
  * Free with p3d_fgate_close. */
 p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err);

@@ -13,7 +13,6 @@
 #include "p3d/base.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,35 +30,6 @@ struct p3d_fgate {
     char why[200];
     char key[256];           /* the job key the handshake proves */
 };
-
-/* Every interface, IPv6 and IPv4 at once: one AF_INET6 socket with
- * IPV6_V6ONLY off (IPv4 peers arrive as ::ffff:a.b.c.d). -1 where the
- * host has no IPv6 (the caller then listens on 0.0.0.0). */
-static int listen_dual(int *port)
-{
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-        return -1;
-    int off = 0, on = 1;
-    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_ANY_INIT};
-    socklen_t al = sizeof a;
-    if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off) < 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(fd, 4096) < 0 || getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(a.sin6_port);
-    return fd;
-}
-
-int p3d_tcp_listen_any(int *port, char **err)
-{
-    int fd = listen_dual(port);
-    if (fd < 0 && (fd = p3d_tcp_listen("0.0.0.0", 0, port, err)) >= 0)
-        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
-}
 
 p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err)
 {
@@ -79,9 +49,7 @@ p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err)
     for (int i = 0; i < maxpend; i++)
         g->s[i].fd = -1;
     char *e = NULL;
-    g->lfd = host ? -1 : listen_dual(port);
-    if (g->lfd < 0)
-        g->lfd = p3d_tcp_listen(host ? host : "0.0.0.0", 0, port, &e);
+    g->lfd = host && *host ? p3d_tcp_listen(host, 0, port, &e) : -1;
     if (g->lfd < 0) {
         p3d_err(err, "failover port: %s", e ? e : "cannot listen");
         free(e);

@@ -447,13 +447,13 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
                        err);
     if (!A.ctrl)
         goto out;
-    /* the address the leader sees us at is the one others reach us at;
-     * children attach there */
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof ss;
+    /* the address the leader sees us at is the one others reach us at
+     * (or the node's --bind-addr); children attach there */
     char addr[128] = "";
-    if (getsockname(A.ctrl->fd, (struct sockaddr *)&ss, &sl) == 0)
-        getnameinfo((struct sockaddr *)&ss, sl, addr, sizeof addr, NULL, 0, NI_NUMERICHOST);
+    if (r->bind_addr[0])
+        snprintf(addr, sizeof addr, "%s", r->bind_addr);
+    else
+        p3d_sock_addr(A.ctrl->fd, addr, sizeof addr);
     free(mine->addr);
     mine->addr = strdup(addr);
     for (int i = 0; i < me->nrec; i++)

@@ -19,18 +19,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-void p3d_random_hex(char *out, size_t nbytes)
-{
-    unsigned char r[64];
-    if (nbytes > sizeof r)
-        nbytes = sizeof r;
-    if (getrandom(r, nbytes, 0) != (ssize_t)nbytes)
-        for (size_t i = 0; i < nbytes; i++)
-            r[i] = (unsigned char)(rand() ^ (int)getpid() ^ (int)(p3d_now() * 1e6));
-    for (size_t i = 0; i < nbytes; i++)
-        sprintf(out + 2 * i, "%02x", r[i]);
-}
-
 char *p3d_job_id_new(const p3d_opts *o)
 {
     if (o->job_id)
@@ -41,8 +29,10 @@ char *p3d_job_id_new(const p3d_opts *o)
     if (s && *s && strlen(s) <= 20 && strspn(s, "0123456789") == strlen(s))
         return strdup(s);
     char *id = malloc(13);
-    if (id)
-        p3d_random_hex(id, 6);
+    if (id && p3d_random_hex(id, 6) < 0) {
+        free(id); /* no randomness: said by the caller as out of resources */
+        id = NULL;
+    }
     return id;
 }
 

@@ -297,6 +297,43 @@ static void tell_health(mnode *m, const p3d_launch *L)
                  without, m->nnodes);
 }
 
+/* ---- where this node listens ----------------------------------------------- */
+
+/* r->bind_addr, the address every listening socket of this node binds
+ * (docs/multinode.md, "Security"): --bind-addr, else the leader's the
+ * address its rendezvous port lfd is bound to, another node's the local
+ * end of its route to the leader (known once the backend published where
+ * the leader is). 0, or -1 with err. */
+static int listen_addr(mnode *m, int lfd, char **err)
+{
+    p3d_rdzv *r = m->r;
+    if (m->o->bind_addr)
+        snprintf(r->bind_addr, sizeof r->bind_addr, "%s", m->o->bind_addr);
+    else if (lfd >= 0 && p3d_sock_addr(lfd, r->bind_addr, sizeof r->bind_addr) < 0)
+        return p3d_err(err, "rendezvous: cannot read the address of the leader's own port: %s", strerror(errno));
+    else if (lfd < 0 && p3d_route_addr(r->boot.leader_host, r->boot.leader_port, r->bind_addr,
+                                       sizeof r->bind_addr, err) < 0)
+        return -1;
+    if (m->o->verbose)
+        fprintf(stderr, "par3drun: node[%d]: this node's ports listen on %s\n", m->me, r->bind_addr);
+    return 0;
+}
+
+/* The failover port, where a successor takes this node if the leader is
+ * lost, on r->bind_addr. */
+static void open_gate(mnode *m)
+{
+    if (m->o->no_failover || m->nnodes < 2)
+        return;
+    char *fe = NULL;
+    /* slots: every node twice (a reconnect that was reset and comes
+     * again) and some for strangers, who are evicted oldest first */
+    m->gate = p3d_fgate_open(m->r->bind_addr, m->nnodes < 32760 ? 2 * m->nnodes + 16 : 65536, &m->gate_port, &fe);
+    if (!m->gate && m->o->verbose)
+        fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n", fe ? fe : "?");
+    free(fe);
+}
+
 /* ---- the flow ------------------------------------------------------------- */
 
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
@@ -335,34 +372,29 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         p3d_node_apply_allocation(&h->topo, o->nproc_per_node, &err) < 0)
         goto out;
     h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
-    if (!o->no_failover && m->nnodes > 1) {
-        /* where a successor will take this node if the leader is lost */
-        char *fe = NULL;
-        /* slots: every node twice (a reconnect that was reset and comes
-         * again) and some for strangers, who are evicted oldest first */
-        m->gate = p3d_fgate_open(NULL, m->nnodes < 32760 ? 2 * m->nnodes + 16 : 65536, &m->gate_port, &fe);
-        if (!m->gate && o->verbose)
-            fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n",
-                    fe ? fe : "?");
-        free(fe);
-    }
 
     if (m->me == 0) {
         /* the leader: listen, publish, gather, place, send */
         if (!r->boot.leader_host[0])
             snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
-        if (!r->boot.token[0]) {
-            p3d_random_hex(r->boot.token, 24);
-        }
-        if (!r->boot.job_id[0])
-            p3d_random_hex(r->boot.job_id, 6);
-        h->job_id = strdup(r->boot.job_id);
-        h->addr = strdup(r->boot.leader_host);
-        lfd = p3d_tcp_listen(r->boot.leader_host, r->boot.leader_port, &r->boot.leader_port, &err);
-        if (lfd < 0) {
+        if ((!r->boot.token[0] && p3d_random_hex(r->boot.token, 24) < 0) ||
+            (!r->boot.job_id[0] && p3d_random_hex(r->boot.job_id, 6) < 0)) {
+            p3d_err(&err, "no random bytes for the job's token (OpenSSL's RAND_bytes failed)");
             rc = P3D_EXIT_FAIL;
             goto out;
         }
+        h->job_id = strdup(r->boot.job_id);
+        h->addr = strdup(r->boot.leader_host);
+        lfd = p3d_tcp_listen(r->boot.leader_host, r->boot.leader_port, &r->boot.leader_port, &err);
+        if (lfd < 0 || listen_addr(m, lfd, &err) < 0) {
+            rc = P3D_EXIT_FAIL;
+            goto out;
+        }
+        if (o->bind_addr) { /* the others reach this node's listeners there */
+            free(h->addr);
+            h->addr = strdup(r->bind_addr);
+        }
+        open_gate(m);
         if (o->verbose)
             fprintf(stderr, "par3drun: rendezvous (%s): leader listening on %s:%d for %d nodes, job %s\n",
                     r->ops->name, r->boot.leader_host, r->boot.leader_port, m->nnodes, r->boot.job_id);
@@ -436,10 +468,11 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
             goto out;
     } else {
         h->job_id = strdup(r->boot.job_id);
-        if (p3d_rdzv_publish(r, &err) < 0) {
+        if (p3d_rdzv_publish(r, &err) < 0 || listen_addr(m, -1, &err) < 0) {
             rc = P3D_EXIT_FAIL;
             goto out;
         }
+        open_gate(m);
         own_health(m, name);
         p3d_mnode_own_preflight(m, name);
         p3d_mnode_ring_open(m, name);
@@ -496,6 +529,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     L.self_master_port = m->hello.master_port;
     L.self_nccl_port = m->hello.nccl_port;
     L.self_failover_port = m->gate ? m->gate_port : 0;
+    L.bind_addr = r->bind_addr;
     m->elects = L.failover && p3d_rdzv_elects(m->r);
     m->leads = m->me == 0;
     if (m->me == 0) {

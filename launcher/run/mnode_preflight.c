@@ -6,8 +6,8 @@
  * excludes a slow node the way a failed pre-start --health-check does
  * (its record is marked failed, so exclude_unhealthy in mnode_place.c
  * hands its place to a spare before the policy runs).
- * The TCP ring across the hosts: a listening socket on every interface
- * before the join (its port in the JOIN), this node's part run from the
+ * The TCP ring across the hosts: a listening socket on the node's
+ * listening address (rdzv_addr.c) before the join (its port in the JOIN), this node's part run from the
  * rendezvous once the leader named the next node (p3d_rdzv.ring), its
  * figures appended to the line the record carries.
  */
@@ -39,25 +39,6 @@ void p3d_mnode_own_preflight(mnode *m, const char *name)
     }
 }
 
-/* The read end of a pipe that holds the job key, inheritable (only the
- * ring's benchmark runs while it is open): the key never goes on a
- * command line or into an environment. -1 with errno. */
-static int ring_key_fd(const char *key)
-{
-    int p[2];
-    size_t n = strlen(key);
-    if (pipe2(p, O_CLOEXEC) < 0)
-        return -1;
-    /* at most 255 bytes: the pipe's buffer takes them at once */
-    int ok = write(p[1], key, n) == (ssize_t)n && fcntl(p[0], F_SETFD, 0) == 0;
-    close(p[1]);
-    if (!ok) {
-        close(p[0]);
-        return -1;
-    }
-    return p[0];
-}
-
 /* r->ring: this node's part of the ring; own is its gathered record. */
 static void mnode_ring(void *ctx, const char *addr, int port, p3d_grec *own)
 {
@@ -70,7 +51,7 @@ static void mnode_ring(void *ctx, const char *addr, int port, p3d_grec *own)
     /* the benchmark inherits the socket, nothing else does: it is closed
      * right after */
     errno = 0;
-    int kfd = ring_key_fd(m->r->boot.token);
+    int kfd = p3d_preflight_key_fd(m->r->boot.token);
     int ok = kfd >= 0 && fcntl(m->ring_fd, F_SETFD, 0) == 0 &&
              p3d_preflight_ring(m->o, name, m->ring_fd, kfd, addr, port, &out, &in, why, sizeof why) == 0;
     if (kfd >= 0)
@@ -117,7 +98,7 @@ void p3d_mnode_ring_open(mnode *m, const char *name)
     if (!m->o->preflight || m->nnodes < 2)
         return;
     char *e = NULL;
-    m->ring_fd = p3d_tcp_listen_any(&m->ring_port, &e);
+    m->ring_fd = p3d_tcp_listen(m->r->bind_addr, 0, &m->ring_port, &e);
     if (m->ring_fd < 0) {
         p3d_say_error("node %s: --preflight: no TCP ring through this node (%s); its TCP bandwidth is not measured",
                       name, e ? e : "cannot listen");

@@ -56,8 +56,6 @@ void p3d_prep_finish(p3d_prep *P, const p3d_launch *L, int code, int world);
 /* The job's id: --job-id, else $SLURM_JOB_ID, else 12 random hex digits.
  * malloc'd, NULL when out of memory. */
 char *p3d_job_id_new(const p3d_opts *o);
-/* nbytes (at most 64) random bytes as 2*nbytes hex digits and a NUL. */
-void p3d_random_hex(char *out, size_t nbytes);
 /* The NCCL_COMM_ID port of a job run by the bundled worker (p3d-worker;
  * wrapped: also a wrapper that execs it, p3d-worker among the arguments:
  * timeout, nsys, a test script): a free port other than master_port; 0

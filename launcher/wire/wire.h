@@ -272,6 +272,11 @@ typedef struct p3d_hs {
     unsigned char ni[P3D_NONCE_LEN], na[P3D_NONCE_LEN];
 } p3d_hs;
 
+/* 2*nbytes random hex digits and a NUL into out (nbytes <= 64) from
+ * OpenSSL's CSPRNG (wire_random.c): job tokens, generated job ids, ring
+ * keys. 0, or -1 (out empty) when no randomness can be had. */
+int p3d_random_hex(char *out, size_t nbytes);
+
 /* Starts a handshake with the job key (1..255 bytes). The initiator's
  * AUTH frame is put in out (reset first; the acceptor's out stays empty).
  * 0, or -1 with *err (no key, no randomness). */

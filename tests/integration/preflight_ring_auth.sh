@@ -54,20 +54,14 @@ for s in strangers:
     s.close()
 PY
 }
-num() { sed -n "s/.*$1=\([0-9.e+-]*\).*/\1/p" <<<"$2"; }
-pos() { python3 -c "import sys; sys.exit(0 if float('${1:-0}') > 0 else 1)" 2>/dev/null; }
+. "$(dirname "$0")/lib/ring_lib.sh"
 
 # ---- 1. two idle connections do not zero node A's links -------------------
 KEY=ring-key-$$-$RANDOM
 mapfile -t L < <(ring "$KEY" "$KEY" 2)
 echo "node A: ${L[0]:-none}"
 echo "node B: ${L[1]:-none}"
-for i in 0 1; do
-  for f in tcp_out_mbps tcp_in_mbps; do
-    v=$(num $f "${L[$i]:-}")
-    pos "$v" || bad "case 1: node $i $f=${v:-none} (idle connections zeroed it)"
-  done
-done
+both_measured "case 1 (idle connections zeroed it)" "${L[0]:-}" "${L[1]:-}"
 [ "$(grep -c 'dropped a connection to the ring' "$T/a.err")" = 2 ] ||
   { bad "case 1: node A did not drop both idle connections"; sed 's/^/  /' "$T/a.err"; }
 # ---- 3. the key on no command line, in no environment ---------------------

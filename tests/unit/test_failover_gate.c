@@ -244,38 +244,81 @@ static int have_ipv6_loopback(void)
     return ok;
 }
 
-/* The failover port of a node (host NULL) takes nodes that reach it over
- * IPv4 and, where the host has IPv6, over IPv6: one port for both. */
-static void test_dual_stack(void **st)
+/* The failover port listens on the node's address only, in its family:
+ * on ::1 (where the host has IPv6) it takes a node that dials ::1, and a
+ * dial to 127.0.0.1 on that port is refused; without IPv6 the same on
+ * 127.0.0.2 (all of 127/8 is this host). A gate without an address is
+ * refused: it would listen on every interface. */
+static void test_own_address_only(void **st)
 {
     (void)st;
     int port = 0;
     char *err = NULL;
-    p3d_fgate *g = p3d_fgate_open(NULL, 4, &port, &err);
+    assert_null(p3d_fgate_open(NULL, 4, &port, &err));
+    assert_non_null(err);
+    free(err);
+    err = NULL;
+    const char *at = have_ipv6_loopback() ? "::1" : "127.0.0.2";
+    if (at[0] == '1')
+        fprintf(stderr, "test_own_address_only: no IPv6 loopback here: 127.0.0.2\n");
+    p3d_fgate *g = p3d_fgate_open(at, 4, &port, &err);
     assert_non_null(g);
     assert_true(port > 0);
     p3d_fgate_set_key(g, KEY);
-    const char *addrs[] = {"127.0.0.1", "::1"};
-    int n = have_ipv6_loopback() ? 2 : 1;
-    if (n == 1)
-        fprintf(stderr, "test_dual_stack: no IPv6 loopback here: IPv4 only\n");
-    for (int k = 0; k < n; k++) {
-        p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 2 + k, .gen = 1, .leader = 0,
-                        .addr = "x", .failover_port = port};
-        dialer d;
-        dial_start(&d, addrs[k], port, &j, KEY, 0);
-        p3d_rejoin got;
-        p3d_chan *sch = NULL;
-        int took = take(g, p3d_now(), &got, &sch);
-        p3d_chan *nch = dial_end(&d);
-        if (!took || !nch)
-            fail_msg("dial %s:%d failed", addrs[k], port);
-        assert_int_equal(got.node_rank, 2 + k);
-        assert_int_equal(got.failover_port, port);
-        p3d_chan_free(nch);
-        p3d_chan_free(sch);
+    int fd = p3d_tcp_dial("127.0.0.1", port, p3d_now() + 2);
+    if (fd >= 0) {
+        close(fd);
+        fail_msg("a dial to 127.0.0.1:%d reached a gate that listens on %s", port, at);
     }
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 2, .gen = 1, .leader = 0,
+                    .addr = "x", .failover_port = port};
+    dialer d;
+    dial_start(&d, at, port, &j, KEY, 0);
+    p3d_rejoin got;
+    p3d_chan *sch = NULL;
+    int took = take(g, p3d_now(), &got, &sch);
+    p3d_chan *nch = dial_end(&d);
+    if (!took || !nch)
+        fail_msg("dial %s:%d failed", at, port);
+    assert_int_equal(got.node_rank, 2);
+    assert_int_equal(got.failover_port, port);
+    p3d_chan_free(nch);
+    p3d_chan_free(sch);
     p3d_fgate_close(g);
+}
+
+/* Which address a node's ports bind (rdzv_addr.c): the route to a
+ * leader at 127.0.0.2 leaves from 127.0.0.1 (Linux routes 127/8 through
+ * lo with source 127.0.0.1), to ::1 from ::1; --bind-addr takes one
+ * numeric address of this node, in either family, and refuses a name,
+ * brackets, a port, a wildcard and a foreign address, naming the value. */
+static void test_listen_address(void **st)
+{
+    (void)st;
+    char a[128], *err = NULL;
+    assert_int_equal(p3d_route_addr("127.0.0.2", 29400, a, sizeof a, &err), 0);
+    assert_string_equal(a, "127.0.0.1");
+    if (have_ipv6_loopback()) {
+        assert_int_equal(p3d_route_addr("::1", 29400, a, sizeof a, &err), 0);
+        assert_string_equal(a, "::1");
+        assert_int_equal(p3d_bind_addr_check("--bind-addr", "::1", &err), 0);
+    }
+    assert_int_equal(p3d_bind_addr_check("--bind-addr", "127.0.0.3", &err), 0);
+    assert_null(err);
+    const char *bad[] = {"node001", "[::1]", "127.0.0.1:80", "0.0.0.0", "::", "192.0.2.77", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char want[64];
+        snprintf(want, sizeof want, "--bind-addr '%s'", bad[i]);
+        assert_int_equal(p3d_bind_addr_check("--bind-addr", bad[i], &err), -1);
+        assert_non_null(err);
+        if (!strstr(err, want))
+            fail_msg("%s: %s", bad[i], err);
+        free(err);
+        err = NULL;
+    }
+    assert_int_equal(p3d_route_addr("no-such-host.invalid", 1, a, sizeof a, &err), -1);
+    assert_non_null(err);
+    free(err);
 }
 
 static void test_strangers_dropped(void **st)
@@ -340,7 +383,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rejoin_over_loopback),
         cmocka_unit_test(test_frame_after_accept),
-        cmocka_unit_test(test_dual_stack),
+        cmocka_unit_test(test_own_address_only),
+        cmocka_unit_test(test_listen_address),
         cmocka_unit_test(test_strangers_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
  */
 #include "cli.h"
 #include "ranks.h"
+#include "rdzv.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -232,6 +233,20 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
     return p3d_err(err, "internal: bad option type");
 }
 
+/* --bind-addr, else P3D_BIND_ADDR (launching only): checked here, where a
+ * bad value is the user's input (exit 2), not at the rendezvous. */
+static int bind_addr(p3d_opts *o, char **err)
+{
+    const char *env = getenv("P3D_BIND_ADDR");
+    if (o->cmd != P3D_CMD_LAUNCH && o->cmd != P3D_CMD_AGENT)
+        return 0;
+    if (!o->bind_addr && env && *env)
+        o->bind_addr = env;
+    if (!o->bind_addr)
+        return 0;
+    return p3d_bind_addr_check(o->bind_addr == env ? "P3D_BIND_ADDR" : "--bind-addr", o->bind_addr, err);
+}
+
 /* What one parse has seen: the rows given (for "given twice", what applies
  * to which command, torchrun's options), --dry-run. */
 typedef struct cli_seen {
@@ -443,7 +458,7 @@ int p3d_cli_parse(int argc, char **argv, p3d_opts *o, char **err)
     }
     if (o->help || o->version)
         return 0;
-    if (p3d_torchrun_apply(o, seen.rows, seen.n, err) < 0 || env_switches(o, err) < 0 ||
+    if (p3d_torchrun_apply(o, seen.rows, seen.n, err) < 0 || env_switches(o, err) < 0 || bind_addr(o, err) < 0 ||
         combinations(o, &seen, err) < 0 || command_needs(o, err) < 0)
         return -1;
     return 0;

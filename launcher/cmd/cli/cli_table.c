@@ -230,6 +230,9 @@ const opt_row p3d_cli_rows[] = {
     {"rdzv-token-file", T_STR, OFF(rdzv_token_file), 0, NOB, C_LAUNCH, "FILE", "shared secret agents present (a file only you can read)"},
     {"rdzv-fanout", T_INT, OFF(rdzv_fanout), 0, 1, 1024, C_LAUNCH, "K",
      "children per agent in the distribution tree (default 32, or P3D_RDZV_FANOUT; the leader's counts)"},
+    {"bind-addr", T_STR, OFF(bind_addr), 0, NOB, C_LAUNCH, "ADDR",
+     "the address this node's ports listen on and are reached at (default: the rendezvous' own; "
+     "or P3D_BIND_ADDR; for multi-homed nodes)"},
     /* torchrun's options (docs/torchrun.md, one row each); every option is
      * also accepted with _ for - (--nproc_per_node) */
     {"rdzv-endpoint", T_STR, OFF(rdzv_endpoint), 0, NOB, C_LAUNCH, "HOST:PORT",

@@ -12,7 +12,9 @@
  * process opens one listening socket per node on the loopback (the nodes
  * of an --emulate job share this host) and hands node i its own socket and
  * node i+1's port, so that each node streams to its successor while its
- * predecessor streams to it.
+ * predecessor streams to it. The ring is keyed as the one across hosts
+ * (a key made for it, handed over in a pipe): any local user can connect
+ * to the loopback.
  *
  * The verdict: per figure, the median over the nodes that gave one (the
  * judged node among them, judge.h: for an even count the lower middle,
@@ -34,6 +36,7 @@
 #include "termsafe.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -290,6 +293,22 @@ out:
     return rc;
 }
 
+int p3d_preflight_key_fd(const char *key)
+{
+    int p[2];
+    size_t n = strlen(key);
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    /* at most 255 bytes: the pipe's buffer takes them at once */
+    int ok = write(p[1], key, n) == (ssize_t)n && fcntl(p[0], F_SETFD, 0) == 0;
+    close(p[1]);
+    if (!ok) {
+        close(p[0]);
+        return -1;
+    }
+    return p[0];
+}
+
 /* A listening TCP socket on the loopback (inherited by the benchmarks:
  * no O_CLOEXEC); its port in *port. */
 static int listen_loopback(int *port)
@@ -306,6 +325,50 @@ static int listen_loopback(int *port)
     }
     *port = ntohs(a.sin_port);
     return fd;
+}
+
+/* The loopback ring of n benchmarks: for node i a listening socket
+ * (fds[2i], its port in port[i]) and the read end of a pipe holding a key
+ * made for this ring (fds[2i+1]), keyed like the ring across hosts: a
+ * stranger on this host cannot take a benchmark's incoming link. Every
+ * entry -1 or open; the caller closes them. 0, or -1 with err. */
+static int ring_open(int n, int *fds, int *port, char **err)
+{
+    char key[33];
+    if (p3d_random_hex(key, 16) < 0)
+        return p3d_err(err, "--preflight: no random bytes for the ring's key (OpenSSL's RAND_bytes failed)");
+    for (int i = 0; i < n; i++) {
+        if ((fds[2 * i] = listen_loopback(&port[i])) < 0)
+            return p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s",
+                           strerror(errno));
+        if ((fds[2 * i + 1] = p3d_preflight_key_fd(key)) < 0)
+            return p3d_err(err, "--preflight: cannot hand the ring's key over: %s", strerror(errno));
+    }
+    return 0;
+}
+
+/* Node i's figures from what its benchmark said, or why it is excluded. */
+static void take_figures(const p3d_opts *o, p3d_preflight *pf, int i, const char *name, const p3d_health_res *res,
+                         const char *out)
+{
+    p3d_preflight_node *nd = &pf->nodes[i];
+    char why[200];
+    nd->name = name;
+    nd->seconds = res->seconds;
+    if (!res->ok) {
+        snprintf(nd->why, sizeof nd->why, "its benchmark failed: %s", res->how);
+    } else if (!out) {
+        snprintf(nd->why, sizeof nd->why, "its benchmark's output was lost (out of memory)");
+    } else if (p3d_preflight_parse(out, nd, why, sizeof why) < 0) {
+        snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
+    } else {
+        nd->ran = 1;
+        nd->links = p3d_preflight_node_links(o, nd);
+        return;
+    }
+    p3d_preflight_node_clear(nd);
+    nd->excluded = 1;
+    pf->nexcluded++;
 }
 
 /* Node i against the medians: the first line of why names every figure
@@ -437,22 +500,22 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
 {
     int rc = -1;
     char *worker = NULL, **cmds = NULL, **outs = NULL;
-    int *lfd = NULL, *port = NULL;
+    int *fds = NULL, *port = NULL; /* fds: node i's ring socket and key pipe at 2i, 2i+1 */
     p3d_health_res *res = NULL;
     int begun = p3d_preflight_begin(pf, o, n);
     cmds = calloc((size_t)n + 1, sizeof *cmds);
     outs = calloc((size_t)n + 1, sizeof *outs);
-    lfd = malloc(((size_t)n + 1) * sizeof *lfd);
+    fds = malloc(2 * ((size_t)n + 1) * sizeof *fds);
     port = calloc((size_t)n + 1, sizeof *port);
     res = calloc((size_t)n + 1, sizeof *res);
-    if (begun < 0 || !cmds || !outs || !lfd || !port || !res) {
+    if (begun < 0 || !cmds || !outs || !fds || !port || !res) {
         p3d_err(err, "--preflight: out of memory");
-        free(lfd);
-        lfd = NULL;
+        free(fds);
+        fds = NULL;
         goto out;
     }
-    for (int i = 0; i < n; i++)
-        lfd[i] = -1;
+    for (int i = 0; i < 2 * n; i++)
+        fds[i] = -1;
     worker = p3d_resolve_program("p3d-worker", err);
     if (!worker) {
         char *e = *err;
@@ -462,11 +525,8 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         goto out;
     }
     int ring = n >= 2;
-    for (int i = 0; ring && i < n; i++)
-        if ((lfd[i] = listen_loopback(&port[i])) < 0) {
-            p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s", strerror(errno));
-            goto out;
-        }
+    if (ring && ring_open(n, fds, port, err) < 0)
+        goto out;
     /* Nodes that share this host (--emulate) stream one link at a time,
      * each in its slot, and start computing together: concurrent streams
      * on shared cores measure the scheduler, not the links. When the slots
@@ -490,7 +550,8 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
         p3d_sb_printf(&b, " --bench-node --backend %s --bench-seconds %g --connect-timeout %g",
                       o->emulate ? "cpu" : "auto", PF_BENCH_SECONDS, o->preflight_timeout);
         if (ring)
-            p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-peer 127.0.0.1:%d", lfd[i], port[(i + 1) % n]);
+            p3d_sb_printf(&b, " --bench-tcp-fd %d --bench-tcp-key-fd %d --bench-tcp-peer 127.0.0.1:%d", fds[2 * i],
+                          fds[2 * i + 1], port[(i + 1) % n]);
         if (slots)
             p3d_sb_printf(&b, " --bench-tcp-slot %d:%d:%.3f%s", i, n, t_slots, serial ? " --bench-serial" : "");
         if (!(cmds[i] = p3d_sb_finish(&b))) {
@@ -498,49 +559,36 @@ int p3d_preflight_run(const p3d_opts *o, const char *const *names, int n, p3d_pr
             goto out;
         }
     }
+    /* every benchmark would inherit every node's socket and key pipe:
+     * each keeps its own only (a node that died leaves its port closed,
+     * not held open by its neighbours) */
     p3d_health_cmd hc = {.cmds = (const char *const *)cmds,
                          .timeout = o->preflight_timeout,
                          .what = "--preflight benchmark",
-                         .outs = outs};
+                         .outs = outs,
+                         .fds = ring ? fds : NULL,
+                         .nfds = 2};
     double t0 = p3d_now();
     p3d_health_run_cmd(&hc, names, n, NULL, res);
     pf->seconds = p3d_now() - t0;
-    for (int i = 0; i < n; i++) {
-        p3d_preflight_node *nd = &pf->nodes[i];
-        nd->name = names[i];
-        nd->seconds = res[i].seconds;
-        char why[200];
-        if (!res[i].ok) {
-            snprintf(nd->why, sizeof nd->why, "its benchmark failed: %s", res[i].how);
-        } else if (!outs[i]) {
-            snprintf(nd->why, sizeof nd->why, "its benchmark's output was lost (out of memory)");
-        } else if (p3d_preflight_parse(outs[i], nd, why, sizeof why) < 0) {
-            snprintf(nd->why, sizeof nd->why, "its benchmark gave no figures: %s", why);
-        } else {
-            nd->ran = 1;
-            nd->links = p3d_preflight_node_links(o, nd);
-            continue;
-        }
-        p3d_preflight_node_clear(nd);
-        nd->excluded = 1;
-        pf->nexcluded++;
-    }
+    for (int i = 0; i < n; i++)
+        take_figures(o, pf, i, names[i], &res[i], outs[i]);
     if (p3d_preflight_judge(pf) < 0) {
         p3d_err(err, "--preflight: out of memory");
         goto out;
     }
     rc = 0;
 out:
-    for (int i = 0; lfd && i < n; i++)
-        if (lfd[i] >= 0)
-            close(lfd[i]);
+    for (int i = 0; fds && i < 2 * n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
     for (int i = 0; cmds && i < n; i++)
         free(cmds[i]);
     for (int i = 0; outs && i < n; i++)
         free(outs[i]);
     free(cmds);
     free(outs);
-    free(lfd);
+    free(fds);
     free(port);
     free(res);
     free(worker);

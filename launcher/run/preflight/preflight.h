@@ -118,6 +118,10 @@ void p3d_preflight_own(const p3d_opts *o, const char *name, char *line, size_t c
  * next node measured them) and in, or -1 with why (cap bytes). */
 int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, int key_fd, const char *addr, int port,
                        double *out_mbps, double *in_mbps, char *why, size_t cap);
+/* The read end of a pipe that holds key, inheritable (only the ring's
+ * benchmarks run while it is open; the caller closes it after): the key
+ * never goes on a command line or into an environment. -1 with errno. */
+int p3d_preflight_key_fd(const char *key);
 /* The leader: the verdict on the lines the records carried (lines[i] NULL:
  * node i ran none; not judged, counted in nrun_none), node i named
  * names[i] (borrowed). 0, or -1 out of memory; *pf is freed with

@@ -339,6 +339,9 @@ p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, cons
                 dup2(pp[1], 1);
                 dup2(pp[1], 2);
             }
+            for (int k = 0; j->hc.fds && k < n * j->hc.nfds; k++)
+                if (k / j->hc.nfds != i && j->hc.fds[k] >= 0)
+                    close(j->hc.fds[k]);
             setenv("P3D_NODE", names[i], 1);
             execl("/bin/sh", "sh", "-c", j->hc.cmds ? j->hc.cmds[i] : j->hc.cmd, (char *)NULL);
             _exit(127);

@@ -278,6 +278,9 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "P3D_RUN_DIR", "%s", L->run_dir);
     if (L->o->log_dir) /* the bundled worker writes its JSON report there */
         e |= p3d_envv_set(out, "P3D_LOG_DIR", "%s", L->o->log_dir);
+    /* the bundled worker's listeners bind it too; empty on one host (a
+     * value the user exported is not this job's) */
+    e |= p3d_envv_set(out, "P3D_BIND_ADDR", "%s", L->bind_addr ? L->bind_addr : "");
     /* always: a touch is a heartbeat (--hang-timeout), a line is progress
      * (progress.c, the slow-node detection) */
     e |= p3d_envv_set(out, "P3D_HEARTBEAT", "%s/heartbeat/rank-%d", L->run_dir, r);
@@ -392,6 +395,9 @@ out:
     return rc;
 }
 
+/* A probe, never a listener: bound to no address in particular and closed
+ * at once, a port it finds is free on every address of this node, the
+ * one the port will be listened on included. */
 int p3d_free_port(void)
 {
     int port = 0, s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -145,6 +145,8 @@ typedef struct p3d_launch {
     const char *self_addr;
     int self_master_port, self_nccl_port;
     int self_failover_port; /* 0: none */
+    const char *bind_addr;  /* where this node's listeners bind (multi-node; NULL: a job on one host):
+                             * the ranks get it as P3D_BIND_ADDR */
     /* the successor: a node rejoined (its address and ports, for the
      * placement's MASTER_ADDR when rank 0 lands there) */
     void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
@@ -282,6 +284,10 @@ typedef struct p3d_health_cmd {
     double timeout;
     const char *what;
     char **outs;
+    /* fds[i * nfds .. +nfds-1]: descriptors only command i may inherit
+     * (the others close them before they run); NULL: none */
+    const int *fds;
+    int nfds;
 } p3d_health_cmd;
 p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, const char *const *names, int n,
                                      const unsigned char *skip, p3d_health_res *res,

@@ -74,8 +74,23 @@ def sealed(t, payload):
     return frame(t, payload + tag)
 
 
+def wire_proto():
+    """P3D_WIRE_PROTO as launcher/wire/wire.h defines it: the session key
+    binds the protocol number, so a bump must not leave this proxy behind"""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "launcher", "wire", "wire.h")
+    with open(src, encoding="utf-8") as f:
+        for line in f:
+            w = line.split()
+            if len(w) >= 3 and w[0] == "#define" and w[1] == "P3D_WIRE_PROTO":
+                return int(w[2])
+    raise SystemExit("fake_parent: no P3D_WIRE_PROTO in " + src)
+
+
+PROTO = wire_proto()
+
+
 def session(nonce_a):
-    t = nonce_i + nonce_a + struct.pack(">II", kind, 10)
+    t = nonce_i + nonce_a + struct.pack(">II", kind, PROTO)
     return hmac.new(KEY, b"p3d-session" + t, hashlib.sha256).digest()
 
 
