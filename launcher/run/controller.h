@@ -165,9 +165,9 @@
  * scheduling noise, not a slow GPU. */
 #define P3D_SLOW_MIN_BUSY 0.001
 
-/* Fault classification: seconds the failures of the other nodes are
- * collected after the first one before the verdict (less when every node
- * running ranks reported one). */
+/* --fault-window's default: seconds the other ranks' failures are
+ * collected after the first one before the verdict (less when every rank
+ * running reported one). */
 #define P3D_FAULT_WINDOW 2.0
 /* --max-job-restarts's default. */
 #define P3D_MAX_JOB_RESTARTS 3
@@ -283,6 +283,11 @@ typedef struct p3d_ctl_cfg {
      * are collected before the verdict (0: decided on the first) */
     int max_job_restarts;
     double fault_window;
+    /* rank r's data-parallel replica (its placement's coord[DP]), nranks
+     * of them, and how many replicas there are: a fault of more than half
+     * the replicas is the job's (copied; NULL: not compared) */
+    const int *replica_of;
+    int nreplicas;
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
     double health_timeout;    /* the longest a health check may take */
@@ -387,6 +392,10 @@ int p3d_ctl_code(const p3d_ctl *c);
 /* The latest training step and checkpoint step any agent reported in a
  * progress summary, over every generation (-1: none) — result.json. */
 void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
+/* The step of the latest verdict's first failure (its rank's last
+ * progress line; -1: none) — result.json's step when no progress summary
+ * carried one (a job that fails before the first --progress-interval). */
+int p3d_ctl_fault_step(const p3d_ctl *c);
 /* The latest fault verdict: "job", "node", "unknown", or "none" when no
  * failure was classified (result.json's "fault"); the job restarts made
  * for job faults. */

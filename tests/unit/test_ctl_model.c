@@ -566,8 +566,10 @@ static int preempts(const env *e, int sig)
 
 static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
 {
-    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig, .nranks = 4, .step = -1,
-                  .errts = -1};
+    /* a spare runs no rank: its A says 0 (the fault window waits for
+     * every rank of the nodes that run some) */
+    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig,
+                  .nranks = e->rank_node[a] ? 4 : 0, .step = -1, .errts = -1};
     if (type == P3D_AM_FAIL) {
         m.err = e->f_err;
         m.step = e->f_step;
@@ -1519,14 +1521,19 @@ static void until_state(env *e, p3d_ctl_state s)
     assert_int_equal(p3d_ctl_get_state(e->c), s);
 }
 
-/* Every node that runs ranks now fails the same way (the program's bug). */
+/* Every rank of every node that runs ranks now fails the same way (the
+ * program's bug): one f packet a rank, as an agent sends them. */
 static void all_fail(env *e)
 {
     e->f_err = "ValueError: bad batch";
     e->f_step = 3;
-    for (int i = 0; i < e->n; i++)
-        if (e->alive[i] && e->rank_node[i] && !p3d_ctl_is_dead(e->c, i))
-            msg(e, i, P3D_AM_FAIL, e->gen[i], 4 * i, 1, 0);
+    for (int i = 0, k = 0; i < e->n; i++) {
+        if (!e->alive[i] || !e->rank_node[i] || p3d_ctl_is_dead(e->c, i))
+            continue;
+        for (int r = 0; r < 4; r++) /* the k-th node running ranks: 4k.. */
+            msg(e, i, P3D_AM_FAIL, e->gen[i], 4 * k + r, 1, 0);
+        k++;
+    }
 }
 
 static void fault_case(env *e)
