@@ -97,15 +97,18 @@
  *
  * Fault classification before any remedy (controller_fault.c): a rank
  * failure (F) in STARTING, RUNNING or RESTARTING opens a window of
- * cfg.fault_window seconds (COLLECTING) in which the other nodes'
- * failures of the generation are collected; it closes early once every
- * node running ranks reported one, and is not opened when no restart is
- * left (every verdict stops then: fail fast). The verdict: *job* when the first
+ * cfg.fault_window seconds (COLLECTING) in which the other ranks'
+ * failures of the generation are collected (an agent reports each of
+ * its ranks'); it closes early once every rank of every node running
+ * ranks reported one, and is not opened when no restart is left (every
+ * verdict stops then: fail fast). The verdict: *job* when the first
  * failure's exit code, signal and error line (the rank's error file) are
  * shared by the failures of two nodes or more, or repeat the previous
  * verdict's first failure at the same step after a restart; *node* when
  * only one node's ranks failed while other nodes ran theirs, and for
- * every lost agent; *unknown* otherwise. A job fault restarts in place
+ * every lost agent; *job* again when the same failure comes from more
+ * than half the DP replicas (two at least: cfg.replica_of), which
+ * decides a one-node job; *unknown* otherwise. A job fault restarts in place
  * (no health check, no spare, no node excluded) within
  * cfg.max_job_restarts, then stops with the program's exit code; node
  * and unknown are handled as before (health check, restart, or stop). A
