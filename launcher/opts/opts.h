@@ -88,6 +88,7 @@ typedef struct p3d_opts {
     int max_no_progress;        /* --max-no-progress K (0: off) */
     int no_progress_exit_code;  /* --no-progress-exit-code N */
     int max_job_restarts;       /* --max-job-restarts N (job-scoped faults) */
+    double fault_window;        /* --fault-window SECONDS (0: the first failure decides) */
     int spares;                 /* --spares K: hot spare nodes */
     const char *exclude;        /* --exclude HOSTLIST */
     const char *health_check;   /* --health-check CMD */

@@ -498,7 +498,12 @@ int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *de
  *
  * | type | direction       | fields             | meaning                                  |
  * |------|-----------------|--------------------|------------------------------------------|
- * | f    | agent -> ctl    | gen code rank sig  | first local failure of generation gen:   |
+ * | f    | agent -> ctl    | gen code rank sig  | a local rank's failure of generation     |
+ * |      |                 |                    | gen: the first, then each other local    |
+ * |      |                 |                    | rank's that fails before the agent stops |
+ * |      |                 |                    | them (its --fault-window hold, or the    |
+ * |      |                 |                    | controller's order): one a rank at most  |
+ * |      |                 |                    | (the controller counts a rank once);     |
  * |      |                 | step errline       | exit code (128+sig for a signal), the    |
  * |      |                 | errtime + err line | global rank (-1: the ranks could not be  |
  * |      |                 | + frame line +     | started), the signal (0 for an exit);    |

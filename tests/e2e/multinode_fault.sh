@@ -7,7 +7,8 @@
 #      spare used, no --health-check asked (one that would fail for the
 #      wrong reason, a "full disk"), restarts in place within
 #      --max-job-restarts, then every node exits 1 (the program's code);
-#      "fault": "job" in events.jsonl and result.json.
+#      "fault": "job" in events.jsonl and result.json; the other node says
+#      that the leader stops the job.
 #   2. node rank 1 dies (its ranks and its agent SIGKILLed): a node fault,
 #      its ranks healed on the spare as before; "fault": "node".
 #   3. only node rank 1's ranks SIGKILLed (its agent lives): the window sees
@@ -51,6 +52,10 @@ grep -q '"exit_code": 1, "ok": false, .*"fault": "job", "restarts": 2, "replaced
 grep -q '^par3drun: fault: job: the ranks of 2 nodes failed the same way.*no job restart left' "$T/job.0.err" ||
   { bad "job fault: the end summary does not say it"; sed 's/^/  /' "$T/job.0.err"; }
 [ "$(grep -c 'rank 0 fails at step 3' "$T/job.0.err")" -ge 1 ] || bad "job fault: no stderr of the ranks"
+# the node whose rank failed says why it ends: the job-restart budget
+# (not --max-restarts, 5 here) stopped the job after its failure
+grep -q '^par3drun: node [^ ]*:1: rank [23] failed (exit code 1); the leader stops the job$' "$T/job.1.err" ||
+  { bad "job fault: node 1 did not say that the leader stops the job"; sed 's/^/  /' "$T/job.1.err"; }
 [ -s "$T/job.2.out" ] && grep -q . "$T/job.2.out" && bad "job fault: the spare ran ranks: $(head -2 "$T/job.2.out")"
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "job fault: $(leftovers) workers left behind"

@@ -61,7 +61,13 @@
  * failure's code. fault_case plays the second faults by hand: a node lost
  * while the window collects, a job fault on the replacement's first step,
  * the same failure at the same step after a restart, the budget spent,
- * and a job fault while a takeover restarts the ranks.
+ * and a job fault while a takeover restarts the ranks. rank_fault_case
+ * plays the verdict at rank level (an agent reports each of its ranks'
+ * failures; cfg.replica_of says each rank's replica): a node lost while
+ * the window holds one node's rank failures, one node's every rank and
+ * replica failing while the others run on (the node's), a preemption
+ * warning during COLLECTING, and a one-node job whose failures in one
+ * replica of two are not the job's but one in each replica are.
  * Preemption (cfg.preempt_sig SIGUSR1, cfg.preempt_term in half): a
  * further SEQUENCES / 4 random sequences, after the fingerprint (so that
  * it still compares with the figures before preemption), where SIGUSR1 to
@@ -566,8 +572,10 @@ static int preempts(const env *e, int sig)
 
 static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
 {
-    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig, .nranks = 4, .step = -1,
-                  .errts = -1};
+    /* a spare runs no rank: its A says 0 (the fault window waits for
+     * every rank of the nodes that run some) */
+    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig,
+                  .nranks = e->rank_node[a] ? 4 : 0, .step = -1, .errts = -1};
     if (type == P3D_AM_FAIL) {
         m.err = e->f_err;
         m.step = e->f_step;
@@ -1480,8 +1488,16 @@ plain:
  * ranks, node 3 is a spare; --max-job-restarts 2, a window of 2 s, a
  * --health-check offered (a job fault must never run it). takeover: the
  * leader is node 3, lost while the job runs (failover). */
-static void fault_setup(env *e, int takeover)
+enum { FAULT_PLAIN, FAULT_PREEMPT, FAULT_ONE_NODE };
+
+/* mode FAULT_PREEMPT: SIGUSR1 is the scheduler's warning; FAULT_ONE_NODE:
+ * only node 0 runs ranks (4 of them, tp 2 x dp 2: rank r in replica r/2),
+ * the other three are spares. Otherwise rank r is in replica r % 4: every
+ * node holds every replica (a pipeline across the nodes). */
+static void fault_setup(env *e, int takeover, int mode)
 {
+    static const int rep_across[12] = {0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}, rep_one[4] = {0, 0, 1, 1};
+    int one = mode == FAULT_ONE_NODE;
     memset(e, 0, sizeof *e);
     e->f_step = -1;
     e->n = 4;
@@ -1494,15 +1510,18 @@ static void fault_setup(env *e, int takeover)
     e->stop_cause = -1;
     e->seed = -20 - takeover;
     e->rng = 7;
+    e->preempt = mode == FAULT_PREEMPT;
+    e->grace = 1;
     for (int i = 0; i < 4; i++) {
-        e->rank_node[i] = i < 3;
+        e->rank_node[i] = one ? i == 0 : i < 3;
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
     e->members = 4;
-    p3d_ctl_cfg cfg = {.nagents = 4, .names = names, .nranks = 12, .max_restarts = 5, .grace = 1,
+    p3d_ctl_cfg cfg = {.nagents = 4, .names = names, .nranks = one ? 4 : 12, .max_restarts = 5, .grace = 1,
                        .leader = e->leader, .health_timeout = 3, .max_job_restarts = 2, .fault_window = 2,
-                       .failover = takeover, .node_timeout = 1};
+                       .failover = takeover, .node_timeout = 1, .replica_of = one ? rep_one : rep_across,
+                       .nreplicas = one ? 2 : 4, .preempt_sig = e->preempt ? SIGUSR1 : 0};
     p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
                        .replace = o_replace, .respawn = o_respawn, .health = o_health,
                        .spares_left = o_spares_left};
@@ -1519,19 +1538,24 @@ static void until_state(env *e, p3d_ctl_state s)
     assert_int_equal(p3d_ctl_get_state(e->c), s);
 }
 
-/* Every node that runs ranks now fails the same way (the program's bug). */
+/* Every rank of every node that runs ranks now fails the same way (the
+ * program's bug): one f packet a rank, as an agent sends them. */
 static void all_fail(env *e)
 {
     e->f_err = "ValueError: bad batch";
     e->f_step = 3;
-    for (int i = 0; i < e->n; i++)
-        if (e->alive[i] && e->rank_node[i] && !p3d_ctl_is_dead(e->c, i))
-            msg(e, i, P3D_AM_FAIL, e->gen[i], 4 * i, 1, 0);
+    for (int i = 0, k = 0; i < e->n; i++) {
+        if (!e->alive[i] || !e->rank_node[i] || p3d_ctl_is_dead(e->c, i))
+            continue;
+        for (int r = 0; r < 4; r++) /* the k-th node running ranks: 4k.. */
+            msg(e, i, P3D_AM_FAIL, e->gen[i], 4 * k + r, 1, 0);
+        k++;
+    }
 }
 
 static void fault_case(env *e)
 {
-    fault_setup(e, 0);
+    fault_setup(e, 0, FAULT_PLAIN);
     until_state(e, P3D_CTL_RUNNING);
     /* 1. a node lost while the window collects: a node fault, replaced */
     e->f_err = "RuntimeError: connection closed";
@@ -1571,7 +1595,7 @@ static void fault_case(env *e)
     /* 5. a job fault during a takeover: the leader (node 3) lost while
      * the job runs; the successor restarts the ranks, which all fail the
      * same way before they are all up: in place, the takeover completes */
-    fault_setup(e, 1);
+    fault_setup(e, 1, FAULT_PLAIN);
     until_state(e, P3D_CTL_RUNNING);
     leader_lost(e);
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_TAKEOVER);
@@ -1584,6 +1608,83 @@ static void fault_case(env *e)
     assert_int_equal(p3d_ctl_job_restarts(e->c), 1);
     until_state(e, P3D_CTL_RUNNING);
     assert_int_equal(p3d_ctl_takeovers(e->c), 1);
+    finish(e);
+}
+
+/* Node a's ranks (those listed, -1 ends) fail with err at step 3. */
+static void ranks_fail(env *e, int a, const char *err, const int *ranks)
+{
+    e->f_err = err;
+    e->f_step = 3;
+    for (int k = 0; ranks[k] >= 0; k++)
+        msg(e, a, P3D_AM_FAIL, e->gen[a], ranks[k], 1, 0);
+}
+
+/* The verdict at rank level (an agent reports each of its ranks'
+ * failures), with second faults. */
+static void rank_fault_case(env *e)
+{
+    static const int r01[] = {0, 1, -1}, r0123[] = {0, 1, 2, 3, -1}, r02[] = {0, 2, -1}, r0[] = {0, -1};
+    /* 1. a node lost while the window holds two rank failures of node 0:
+     *    the loss ends the window, a node fault, replaced */
+    fault_setup(e, 0, FAULT_PLAIN);
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "RuntimeError: connection closed", r01);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING); /* node 0's other ranks run on */
+    assert_true(p3d_ctl_deadline(e->c) == e->now + 2);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_REPLACING);
+    assert_string_equal(p3d_ctl_fault(e->c), "node");
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    finish(e);
+    /* 2. every rank of node 0 fails the same way, so every replica (each
+     *    node holds all four) while nodes 1 and 2 run on: the node's, not
+     *    the job's: the window runs out, then the --health-check */
+    fault_setup(e, 0, FAULT_PLAIN);
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "CUDA error: an illegal memory access", r0123);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING);
+    e->now += 2;
+    tick(e);
+    assert_string_equal(p3d_ctl_fault(e->c), "node");
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_CHECKING);
+    assert_int_equal(p3d_ctl_job_restarts(e->c), 0);
+    finish(e);
+    /* 3. a preemption warning while the window collects: the ranks are
+     *    told to checkpoint, nothing restarts, no verdict is made */
+    fault_setup(e, 0, FAULT_PREEMPT);
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "ValueError: bad batch", r0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING);
+    signal_ev(e, SIGUSR1);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
+    assert_string_equal(p3d_ctl_fault(e->c), "none");
+    ranks_fail(e, 0, "ValueError: bad batch", r01 + 1); /* node 0's next rank, during the wait */
+    assert_int_equal(p3d_ctl_restarts(e->c), 0); /* it may end the wait, never restart */
+    assert_int_equal(p3d_ctl_replaced(e->c), 0);
+    finish(e); /* the model's check: no restart while preempting */
+    /* 4. one node runs every rank: two ranks of replica 0 (one of two) are
+     *    not most replicas; one in each replica is the job's */
+    fault_setup(e, 0, FAULT_ONE_NODE);
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "ValueError: bad batch", r01);
+    e->now += 2;
+    tick(e);
+    assert_string_equal(p3d_ctl_fault(e->c), "unknown");
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "OSError: No space left on device", r02);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING); /* ranks 1 and 3 run on */
+    e->now += 2;
+    tick(e);
+    assert_string_equal(p3d_ctl_fault(e->c), "job");
+    assert_int_equal(p3d_ctl_job_restarts(e->c), 1);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RESTARTING); /* no check, no spare */
+    assert_int_equal(p3d_ctl_replaced(e->c), 0);
+    /*    and a node lost while the window collects the one node's ranks */
+    until_state(e, P3D_CTL_RUNNING);
+    ranks_fail(e, 0, "OSError: No space left on device", r0);
+    gone(e, 0, 0);
+    assert_string_equal(p3d_ctl_fault(e->c), "node");
     finish(e);
 }
 
@@ -1610,6 +1711,7 @@ static void test_model(void **st)
         all_gone_case(e, v);
     no_progress_case(e);
     fault_case(e);
+    rank_fault_case(e);
     model_preempt = 1;
     for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
         setup(e, 3 * SEQUENCES + seed);

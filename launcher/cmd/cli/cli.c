@@ -36,6 +36,7 @@ static void opts_defaults(p3d_opts *o)
     o->max_no_progress = 3;
     o->no_progress_exit_code = 93;
     o->max_job_restarts = 3;
+    o->fault_window = 2.0;
     o->health_check_timeout = 30.0;
     o->node_timeout = 30.0;
     o->progress_interval = 5.0;

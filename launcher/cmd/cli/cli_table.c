@@ -153,9 +153,13 @@ const opt_row p3d_cli_rows[] = {
     {"no-progress-exit-code", T_INT, OFF(no_progress_exit_code), 0, 1, 255, C_LAUNCH, "N",
      "exit code of a job stopped by --max-no-progress: do not requeue (default 93)"},
     {"max-job-restarts", T_INT, OFF(max_job_restarts), 0, 0, 1000, C_LAUNCH, "N",
-     "restart a job-scoped fault (the same failure on two nodes or more, or at the same step after a restart) "
+     "restart a job-scoped fault (the same failure on two nodes or more, in most data-parallel replicas of a "
+     "one-node job, or at the same step after a restart) "
      "in place at most N times, never on a spare, then stop with the program's exit code (default 3; every "
      "restart also counts against --max-restarts)"},
+    {"fault-window", T_DOUBLE, OFF(fault_window), 0, 0, 3600, C_LAUNCH, "SECONDS",
+     "collect the other ranks' failures this long before a failure's verdict (job, node or unknown); a node's "
+     "other ranks run on meanwhile (default 2; 0: decide on the first failure and stop them at once)"},
     {"spares", T_INT, OFF(spares), 0, 0, 1 << 20, C_PLACE | C_PLAN, "K",
      "keep K nodes as hot spares (the policy's spares() or one per rack, from the end); a lost node's ranks "
      "move to one (plan: plan on the rest); without --max-restarts it implies --max-restarts K"},

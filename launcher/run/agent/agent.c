@@ -54,6 +54,10 @@ typedef struct agent {
     int *watched;
     char *err;              /* what ends the agent with 1 (said at the end) */
     int failed;             /* this generation had a root-cause failure */
+    unsigned hold;          /* after it, the other ranks run on until this
+                               timer (--fault-window) or the controller's
+                               order, so that their own failures are
+                               reported too (the verdict counts ranks) */
     int fail_code;
     int restart_to;         /* >= 0: start generation restart_to when empty */
     int exit_code;          /* decided result */
@@ -99,6 +103,8 @@ static void agent_kill_all(void *ctx)
 /* Starts the stop sequence: sig now, SIGKILL after the grace. */
 static void agent_stop(agent *a, int sig)
 {
+    p3d_loop_cancel(a->loop, a->hold); /* any stop ends the hold */
+    a->hold = 0;
     if (sig == SIGKILL) {
         p3d_stopper_begin(&a->stop, 0);
         return;
@@ -187,6 +193,8 @@ static int agent_spawn_all(agent *a, char **err)
 {
     const p3d_launch *L = a->L;
     p3d_stopper_clear(&a->stop);
+    p3d_loop_cancel(a->loop, a->hold);
+    a->hold = 0;
     a->failed = 0;
     a->fail_code = 0;
     a->restart_to = -1;
@@ -321,6 +329,31 @@ static void agent_report_fail(agent *a, int i, int status)
     free(sum);
 }
 
+/* The hold is over and the controller said nothing: the other ranks end
+ * as they would have at once before (the controller decides on what it
+ * got). */
+static void agent_hold_over(p3d_loop *l, void *ctx)
+{
+    agent *a = ctx;
+    (void)l;
+    a->hold = 0;
+    if (a->running > 0)
+        agent_stop(a, SIGTERM);
+}
+
+/* After the generation's first local failure the node's other ranks run
+ * on for --fault-window (and the slack the controller's order needs to
+ * arrive): a program's bug fails them too, each reported, and the
+ * verdict compares ranks and replicas, not only nodes. The controller's
+ * restart or stop ends the hold earlier; 0 stops them at once. */
+static void agent_hold(agent *a)
+{
+    double w = a->L->o->fault_window;
+    if (w <= 0 || a->running == 0 ||
+        !(a->hold = p3d_loop_at(a->loop, p3d_now() + w + P3D_CTL_SLACK, agent_hold_over, a)))
+        agent_stop(a, SIGTERM);
+}
+
 /* A child exited (the loop reaped it). */
 static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
 {
@@ -342,7 +375,9 @@ static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
             a->failed = 1;
             a->fail_code = code;
             agent_report_fail(a, i, status);
-            agent_stop(a, SIGTERM);
+            agent_hold(a);
+        } else if (code != 0 && !a->stop.stopping) {
+            agent_report_fail(a, i, status); /* during the hold: one a rank */
         }
         a->pid[i] = 0;
     }

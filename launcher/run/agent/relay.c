@@ -79,6 +79,11 @@ typedef struct relay {
     int before[P3D_FAILOVER_CANDIDATES]; /* candidates ahead of us, not reached */
     int nbefore;
     char lost_why[200];
+    /* the first rank failure of the agent's generation fail_gen (-1: none
+     * since the last restart), said with "the leader stops the job" once:
+     * at once when no restart is left, else when the leader's stop order
+     * follows it (the job-restart budget ended, say) */
+    int fail_gen, fail_rank, fail_code, fail_sig, fail_said;
 } relay;
 
 static void r_close_up(relay *r)
@@ -183,6 +188,18 @@ static void r_health(relay *r, int seq)
         r_health_done(r, 1);
 }
 
+/* The node's first failed rank of the generation ends the job: said once. */
+static void r_say_stop(relay *r)
+{
+    char how[64];
+    if (r->fail_gen < 0 || r->fail_said)
+        return;
+    r->fail_said = 1;
+    p3d_failure_how(r->fail_code, r->fail_sig, how, sizeof how);
+    fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n",
+            r->L->job->cluster->nodes[r->me].name, r->fail_rank, how);
+}
+
 static void r_from_leader(void *ctx, const p3d_amsg *m)
 {
     relay *r = ctx;
@@ -207,11 +224,15 @@ static void r_from_leader(void *ctx, const p3d_amsg *m)
         r_local(r, &t);
         return;
     }
+    if (m->type == P3D_AM_RESTART)
+        r->fail_gen = -1; /* restarted: that failure did not end the job */
     if (m->type == P3D_AM_RESTART && r->retiring) {
         r->next_gen = m->gen;
         return;
     }
     if (m->type == P3D_AM_STOP) {
+        if (m->code != 0 && !r->stopping)
+            r_say_stop(r); /* a stop after our rank's failure: it ended the job */
         r->retiring = r->retired = 0;
         r->code = m->code;
         r_stop(r, m->sig, m->code);
@@ -237,12 +258,15 @@ static int r_from_agent(relay *r)
         if (ok && m.type == P3D_AM_BEAT)
             continue; /* for us; we send our own to the leader */
         r_up(r, buf, (size_t)n);
-        if (ok && m.type == P3D_AM_FAIL && !r->stopping && !r->retiring &&
-            m.gen >= r->L->o->max_restarts && m.rank >= 0) {
-            char how[64];
-            p3d_failure_how(m.code, m.sig, how, sizeof how);
-            fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n",
-                    r->L->job->cluster->nodes[r->me].name, m.rank, how);
+        if (ok && m.type == P3D_AM_FAIL && !r->stopping && !r->retiring && m.rank >= 0 && m.gen != r->fail_gen) {
+            /* the generation's first: an agent reports every rank's */
+            r->fail_gen = m.gen;
+            r->fail_rank = m.rank;
+            r->fail_code = m.code;
+            r->fail_sig = m.sig;
+            r->fail_said = 0;
+            if (m.gen >= r->L->o->max_restarts)
+                r_say_stop(r);
         }
     }
 }
@@ -572,8 +596,8 @@ static double r_prepare(p3d_loop *l, double now, void *ctx)
 int p3d_relay_run(const p3d_launch *L, int me, p3d_chan *upch)
 {
     int up = upch ? upch->fd : -1;
-    relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .beat_to = L->o->node_timeout,
-               .leader = 0};
+    relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .fail_gen = -1,
+               .beat_to = L->o->node_timeout, .leader = 0};
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
     r->loop = NULL;

@@ -252,6 +252,11 @@ void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt)
     *ckpt = c->ckpt_max;
 }
 
+int p3d_ctl_fault_step(const p3d_ctl *c)
+{
+    return c->flt.have_last ? c->flt.last.step : -1;
+}
+
 const char *p3d_ctl_fault(const p3d_ctl *c)
 {
     return c->flt.verdict ? c->flt.verdict : "none";

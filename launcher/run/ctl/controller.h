@@ -97,15 +97,18 @@
  *
  * Fault classification before any remedy (controller_fault.c): a rank
  * failure (F) in STARTING, RUNNING or RESTARTING opens a window of
- * cfg.fault_window seconds (COLLECTING) in which the other nodes'
- * failures of the generation are collected; it closes early once every
- * node running ranks reported one, and is not opened when no restart is
- * left (every verdict stops then: fail fast). The verdict: *job* when the first
+ * cfg.fault_window seconds (COLLECTING) in which the other ranks'
+ * failures of the generation are collected (an agent reports each of
+ * its ranks'); it closes early once every rank of every node running
+ * ranks reported one, and is not opened when no restart is left (every
+ * verdict stops then: fail fast). The verdict: *job* when the first
  * failure's exit code, signal and error line (the rank's error file) are
  * shared by the failures of two nodes or more, or repeat the previous
  * verdict's first failure at the same step after a restart; *node* when
  * only one node's ranks failed while other nodes ran theirs, and for
- * every lost agent; *unknown* otherwise. A job fault restarts in place
+ * every lost agent; *job* again when the same failure comes from more
+ * than half the DP replicas (two at least: cfg.replica_of), which
+ * decides a one-node job; *unknown* otherwise. A job fault restarts in place
  * (no health check, no spare, no node excluded) within
  * cfg.max_job_restarts, then stops with the program's exit code; node
  * and unknown are handled as before (health check, restart, or stop). A
@@ -165,9 +168,9 @@
  * scheduling noise, not a slow GPU. */
 #define P3D_SLOW_MIN_BUSY 0.001
 
-/* Fault classification: seconds the failures of the other nodes are
- * collected after the first one before the verdict (less when every node
- * running ranks reported one). */
+/* --fault-window's default: seconds the other ranks' failures are
+ * collected after the first one before the verdict (less when every rank
+ * running reported one). */
 #define P3D_FAULT_WINDOW 2.0
 /* --max-job-restarts's default. */
 #define P3D_MAX_JOB_RESTARTS 3
@@ -283,6 +286,11 @@ typedef struct p3d_ctl_cfg {
      * are collected before the verdict (0: decided on the first) */
     int max_job_restarts;
     double fault_window;
+    /* rank r's data-parallel replica (its placement's coord[DP]), nranks
+     * of them, and how many replicas there are: a fault of more than half
+     * the replicas is the job's (copied; NULL: not compared) */
+    const int *replica_of;
+    int nreplicas;
     double grace;             /* --grace */
     double timeout;           /* --timeout, 0 none */
     double health_timeout;    /* the longest a health check may take */
@@ -387,6 +395,10 @@ int p3d_ctl_code(const p3d_ctl *c);
 /* The latest training step and checkpoint step any agent reported in a
  * progress summary, over every generation (-1: none) — result.json. */
 void p3d_ctl_progress_max(const p3d_ctl *c, int *step, int *ckpt);
+/* The step of the latest verdict's first failure (its rank's last
+ * progress line; -1: none) — result.json's step when no progress summary
+ * carried one (a job that fails before the first --progress-interval). */
+int p3d_ctl_fault_step(const p3d_ctl *c);
 /* The latest fault verdict: "job", "node", "unknown", or "none" when no
  * failure was classified (result.json's "fault"); the job restarts made
  * for job faults. */

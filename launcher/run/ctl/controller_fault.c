@@ -26,13 +26,28 @@
 
 int ctl_fault_init(p3d_ctl *c)
 {
-    int n = c->cfg.nagents > 0 ? c->cfg.nagents : 1;
-    c->flt.f = calloc((size_t)n, sizeof *c->flt.f);
+    int n = c->cfg.nagents > 0 ? c->cfg.nagents : 1, nr = c->cfg.nranks > 0 ? c->cfg.nranks : 0;
+    int nrep = c->cfg.replica_of && c->cfg.nreplicas > 0 ? c->cfg.nreplicas : 0;
+    /* at most one failure a rank, and one a node whose ranks could not start */
+    c->flt.cap = nr + n;
+    c->flt.f = calloc((size_t)c->flt.cap, sizeof *c->flt.f);
+    c->flt.of = calloc((size_t)n, sizeof *c->flt.of);
+    c->flt.whole = calloc((size_t)n, 1);
+    c->flt.seen = calloc((size_t)n + (size_t)nrep, 1);
+    c->flt.rank_in = calloc((size_t)nr + 1, 1);
     c->nranks_of = malloc((size_t)n * sizeof *c->nranks_of);
-    if (!c->flt.f || !c->nranks_of)
+    if (!c->flt.f || !c->flt.of || !c->flt.whole || !c->flt.seen || !c->flt.rank_in || !c->nranks_of)
         return -1;
     for (int i = 0; i < n; i++)
         c->nranks_of[i] = -1;
+    if (nrep && nr) {
+        c->flt.replica = malloc((size_t)nr * sizeof *c->flt.replica);
+        if (!c->flt.replica)
+            return -1;
+        for (int r = 0; r < nr; r++) /* out of range: not compared */
+            c->flt.replica[r] = c->cfg.replica_of[r] >= 0 && c->cfg.replica_of[r] < nrep ? c->cfg.replica_of[r] : -1;
+        c->flt.nreplicas = nrep;
+    }
     return 0;
 }
 
@@ -49,14 +64,22 @@ static void window_clear(p3d_ctl *c)
     for (int k = 0; k < c->flt.n; k++)
         failure_free(&c->flt.f[k]);
     c->flt.n = 0;
+    memset(c->flt.rank_in, 0, (size_t)(c->cfg.nranks > 0 ? c->cfg.nranks : 0) + 1);
+    memset(c->flt.of, 0, (size_t)(c->cfg.nagents > 0 ? c->cfg.nagents : 1) * sizeof *c->flt.of);
+    memset(c->flt.whole, 0, (size_t)(c->cfg.nagents > 0 ? c->cfg.nagents : 1));
 }
 
 void ctl_fault_free(p3d_ctl *c)
 {
-    if (c->flt.f)
+    if (c->flt.f && c->flt.of && c->flt.whole && c->flt.rank_in)
         window_clear(c);
     failure_free(&c->flt.last);
     free(c->flt.f);
+    free(c->flt.of);
+    free(c->flt.whole);
+    free(c->flt.seen);
+    free(c->flt.rank_in);
+    free(c->flt.replica);
     free(c->nranks_of);
 }
 
@@ -73,13 +96,18 @@ static char *line_of(const char *s, size_t cap)
     return strndup(s ? s : "", n < cap ? n : cap);
 }
 
+/* Already in the window: the same rank's failure (a rank fails once a
+ * generation; a peer that says it twice is not counted twice), or a node
+ * whose ranks could not start, twice. */
+static int window_has(const p3d_ctl *c, int a, int rank)
+{
+    return rank >= 0 ? c->flt.rank_in[rank] : c->flt.whole[a];
+}
+
 void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
 {
     const p3d_amsg *m = e->m;
-    for (int k = 0; k < c->flt.n; k++)
-        if (c->flt.f[k].a == e->a)
-            return;
-    if (c->flt.n >= c->cfg.nagents)
+    if (c->flt.n >= c->flt.cap || (m->rank >= 0 && m->rank >= c->cfg.nranks) || window_has(c, e->a, m->rank))
         return;
     struct ctl_failure *f = &c->flt.f[c->flt.n];
     if (!c->flt.n)
@@ -95,6 +123,11 @@ void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
         return;
     }
     c->flt.n++;
+    c->flt.of[e->a]++;
+    if (m->rank < 0)
+        c->flt.whole[e->a] = 1;
+    else
+        c->flt.rank_in[m->rank] = 1;
 }
 
 /* The nodes that run ranks now (a spare runs none). */
@@ -106,12 +139,21 @@ static int ranked_live(const p3d_ctl *c)
     return n;
 }
 
+/* Every rank of every node that runs ranks reported its failure (a node
+ * whose ranks could not start, all of them at once): nothing more can
+ * come, the verdict need not wait. A node that has not said how many
+ * ranks it runs counts as in after one. */
 int ctl_fault_all_in(const p3d_ctl *c)
 {
-    int in = 0;
-    for (int k = 0; k < c->flt.n; k++)
-        in += !c->gone[c->flt.f[k].a];
-    return c->cfg.fault_window <= 0 || in >= ranked_live(c);
+    if (c->cfg.fault_window <= 0)
+        return 1;
+    for (int i = 0; i < c->cfg.nagents; i++) {
+        if (c->gone[i] || c->dead[i] || c->nranks_of[i] == 0 || c->flt.whole[i])
+            continue;
+        if (c->flt.of[i] < (c->nranks_of[i] > 0 ? c->nranks_of[i] : 1))
+            return 0;
+    }
+    return 1;
 }
 
 /* The same failure: exit code, signal and error line. */
@@ -169,36 +211,77 @@ void ctl_fault_consequences(p3d_ctl *c)
 typedef struct verdict {
     const char *v;
     char why[1536];
-    char nodes[1024], ranks[512]; /* JSON lists of the failures like the first */
-    int same;
+    /* JSON lists of the failures like the first: their nodes (each once),
+     * ranks and DP replicas (each once; [] when the placement says none) */
+    char nodes[1024], ranks[512], replicas[512];
+    int same, nodes_same, nodes_any, reps_same;
 } verdict;
 
+/* Appends ", x" (or "x" first) to a JSON list being built in buf; a list
+ * too long for buf is cut (the counts say how many). */
+static void list_add(char *buf, size_t cap, int *len, int first, const char *x)
+{
+    if (*len < (int)cap - (int)strlen(x) - 8)
+        *len += snprintf(buf + *len, cap - (size_t)*len, "%s%s", first ? "" : ", ", x);
+}
+
+/* The evidence: how many failures are like the first (exit code, signal,
+ * error line), from how many nodes and replicas, and from how many nodes
+ * failures of any kind came. */
+static void evidence(p3d_ctl *c, verdict *d)
+{
+    const struct ctl_failure *p = &c->flt.f[0];
+    int n = c->cfg.nagents, nn = 1, nr = 1, np = 1;
+    unsigned char *node_seen = c->flt.seen, *rep_seen = c->flt.seen + n;
+    memset(c->flt.seen, 0, (size_t)n + (size_t)c->flt.nreplicas);
+    *d = (verdict){0};
+    strcpy(d->nodes, "[");
+    strcpy(d->ranks, "[");
+    strcpy(d->replicas, "[");
+    for (int k = 0; k < c->flt.n; k++) /* 2: a failure like the first; 1: another */
+        node_seen[c->flt.f[k].a] |= same_way(&c->flt.f[k], p) ? 2 : 1;
+    for (int i = 0; i < n; i++)
+        d->nodes_any += node_seen[i] != 0;
+    for (int k = 0; k < c->flt.n; k++) {
+        const struct ctl_failure *f = &c->flt.f[k];
+        if (!same_way(f, p))
+            continue;
+        char x[160];
+        if (node_seen[f->a] & 2) {
+            node_seen[f->a] &= 1; /* listed once */
+            list_add(d->nodes, sizeof d->nodes, &nn, !d->nodes_same++, ctl_jstr(c->cfg.names[f->a], x, sizeof x));
+        }
+        snprintf(x, sizeof x, "%d", f->rank);
+        list_add(d->ranks, sizeof d->ranks, &nr, !d->same++, x);
+        int rep = f->rank >= 0 && c->flt.replica ? c->flt.replica[f->rank] : -1;
+        if (rep >= 0 && !rep_seen[rep]) {
+            rep_seen[rep] = 1;
+            snprintf(x, sizeof x, "%d", rep);
+            list_add(d->replicas, sizeof d->replicas, &np, !d->reps_same++, x);
+        }
+    }
+    strcat(d->nodes, "]");
+    strcat(d->ranks, "]");
+    strcat(d->replicas, "]");
+}
+
+/* The rules, in order: the same failure on two nodes or more; the same
+ * failure after a restart at the same step; one node's failures while
+ * the other nodes ran on (a node's crash takes every replica it holds
+ * with it); the same failure in more than half the replicas (two at
+ * least), which decides where no other node runs ranks, a one-node job;
+ * else unknown. */
 static void classify(p3d_ctl *c, verdict *d)
 {
     const struct ctl_failure *p = &c->flt.f[0];
     char words[P3D_AMSG_ERR_MAX + P3D_AMSG_WHERE_MAX + 128];
-    int live = ranked_live(c), nn = 0, nr = 0;
-    d->same = 0;
-    nn += snprintf(d->nodes, sizeof d->nodes, "[");
-    nr += snprintf(d->ranks, sizeof d->ranks, "[");
-    for (int k = 0; k < c->flt.n; k++) {
-        if (!same_way(&c->flt.f[k], p))
-            continue;
-        char jn[160];
-        const char *sep = d->same++ ? ", " : "";
-        if (nn < (int)sizeof d->nodes - 200)
-            nn += snprintf(d->nodes + nn, sizeof d->nodes - (size_t)nn, "%s%s", sep,
-                           ctl_jstr(c->cfg.names[c->flt.f[k].a], jn, sizeof jn));
-        if (nr < (int)sizeof d->ranks - 20)
-            nr += snprintf(d->ranks + nr, sizeof d->ranks - (size_t)nr, "%s%d", sep, c->flt.f[k].rank);
-    }
-    snprintf(d->nodes + nn, sizeof d->nodes - (size_t)nn, "]");
-    snprintf(d->ranks + nr, sizeof d->ranks - (size_t)nr, "]");
+    int live = ranked_live(c), nrep = c->flt.nreplicas;
+    evidence(c, d);
     failure_words(p, words, sizeof words);
-    if (d->same >= 2) {
+    if (d->nodes_same >= 2) {
         d->v = "job";
         snprintf(d->why, sizeof d->why, "the ranks of %d nodes failed the same way (%s): the program's own fault",
-                 d->same, words);
+                 d->nodes_same, words);
     } else if (c->flt.have_last && same_way(p, &c->flt.last) && p->step >= 0 && p->step == c->flt.last.step) {
         d->v = "job";
         snprintf(d->why, sizeof d->why, "rank %d failed as before the restart, at the same step (%s): the program's "
@@ -206,18 +289,26 @@ static void classify(p3d_ctl *c, verdict *d)
     } else if (c->flt.n == 1 && c->flt.early) {
         d->v = "unknown";
         snprintf(d->why, sizeof d->why, "rank %d failed (%s); with no restart left the job stops without waiting to "
-                 "compare it with the other nodes'", p->rank, words);
-    } else if (c->flt.n == 1 && live >= 2) {
+                 "compare it with the other ranks'", p->rank, words);
+    } else if (d->nodes_any == 1 && live >= 2) {
         d->v = "node";
         snprintf(d->why, sizeof d->why, "only node %s's ranks failed (rank %d, %s) while the ranks of %d other "
                  "node%s ran on", c->cfg.names[p->a], p->rank, words, live - 1, live == 2 ? "" : "s");
+    } else if (d->reps_same >= 2 && 2 * d->reps_same > nrep) {
+        d->v = "job";
+        snprintf(d->why, sizeof d->why, "%d ranks of %d of the %d data-parallel replicas failed the same way (%s): "
+                 "the program's own fault", d->same, d->reps_same, nrep, words);
     } else {
         d->v = "unknown";
         if (c->flt.n == 1)
-            snprintf(d->why, sizeof d->why, "rank %d failed (%s) and no other node runs ranks to compare with",
+            snprintf(d->why, sizeof d->why, "rank %d failed (%s) and no other rank failed to compare it with",
                      p->rank, words);
+        else if (d->same == c->flt.n)
+            snprintf(d->why, sizeof d->why, "%d ranks of node %s failed the same way (%s), in %d of the %d "
+                     "data-parallel replicas: not most of them", d->same, c->cfg.names[p->a], words, d->reps_same,
+                     nrep);
         else
-            snprintf(d->why, sizeof d->why, "%d nodes failed, not the same way (first rank %d: %s)", c->flt.n,
+            snprintf(d->why, sizeof d->why, "%d ranks failed, not the same way (first rank %d: %s)", c->flt.n,
                      p->rank, words);
     }
 }
@@ -275,10 +366,10 @@ void ctl_fault_decide(p3d_ctl *c, double now)
     record_failures(c, d.v);
     if (p->step >= 0)
         snprintf(step, sizeof step, "%d", p->step);
-    ctl_event(c, "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, \"exit_code\": %d, "
-              "\"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\", \"window_s\": %.3f", d.v,
-              ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, p->code, p->sig, ctl_jstr(p->err, je, sizeof je), step,
-              remedy, now - c->flt.first_at);
+    ctl_event(c, "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, "
+              "\"replicas\": %s, \"exit_code\": %d, \"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\", "
+              "\"window_s\": %.3f", d.v, ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, d.replicas, p->code, p->sig,
+              ctl_jstr(p->err, je, sizeof je), step, remedy, now - c->flt.first_at);
     snprintf(line, sizeof line, "fault: %s: %s; %s", d.v, d.why, remedy);
     /* said now unless the summary says it at the end (a stop), or there
      * was nothing to classify (one node's first failure: as before) */

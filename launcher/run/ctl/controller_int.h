@@ -154,8 +154,15 @@ struct p3d_ctl {
     /* fault classification (controller_fault.c) */
     int *nranks_of;        /* ranks agent a reported started (A), -1 unknown */
     struct {
-        struct ctl_failure *f; /* this window's failures, first first, one an agent */
-        int n;
+        struct ctl_failure *f; /* this window's failures, first first, one a rank
+                                  (or one a node that could not start its ranks) */
+        int n, cap;            /* cap: nranks + nagents */
+        int *of;               /* failures agent a sent in this window */
+        unsigned char *whole;  /* agent a's ranks could not start (rank -1) */
+        unsigned char *rank_in; /* rank r's failure is in the window */
+        int *replica;          /* rank r's DP replica (cfg.replica_of's copy), NULL unknown */
+        int nreplicas;
+        unsigned char *seen;   /* scratch: nagents + nreplicas marks (classify) */
         double until;          /* COLLECTING: the verdict is due then */
         double first_at;       /* when the window's first failure came */
         struct ctl_failure last; /* the previous verdict's first failure */

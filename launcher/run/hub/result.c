@@ -89,6 +89,8 @@ void p3d_result_end(const p3d_launch *L, const p3d_ctl *c, int code)
                     .started = L->t0 > 0 ? wall - (p3d_now() - L->t0) : wall,
                     .ended = wall};
     p3d_ctl_progress_max(c, &r.step, &r.ckpt);
+    if (r.step < 0)
+        r.step = p3d_ctl_fault_step(c); /* no summary came: the failure's own */
     int pc;
     if (code == P3D_EXIT_PREEMPTED && p3d_ctl_preempted(c, &pc)) {
         r.preempted = 1;

@@ -449,6 +449,20 @@ typedef struct hub_tk {
     const char *why;
 } hub_tk;
 
+/* Rank r's data-parallel replica, for the fault verdict's "most replicas"
+ * (caller frees; NULL out of memory: not compared), and how many. */
+static int *hub_replicas(const p3d_placement *pl, int *nrep)
+{
+    int *rep = malloc(((size_t)pl->world + 1) * sizeof *rep);
+    *nrep = 0;
+    for (int r = 0; rep && r < pl->world; r++) {
+        rep[r] = pl->ranks[r].coord[P3D_DIM_DP];
+        if (rep[r] + 1 > *nrep)
+            *nrep = rep[r] + 1;
+    }
+    return rep;
+}
+
 static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
 {
     hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
@@ -492,7 +506,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
-        .max_job_restarts = L->o->max_job_restarts, .fault_window = P3D_FAULT_WINDOW,
+        .max_job_restarts = L->o->max_job_restarts, .fault_window = L->o->fault_window,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,
@@ -504,6 +518,8 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
     };
+    int *replicas = hub_replicas(L->job->pl, &cfg.nreplicas);
+    cfg.replica_of = replicas;
     if (p3d_preempt_signal(L->o, &cfg.preempt_sig, NULL) < 0)
         cfg.preempt_sig = 0; /* checked before the start: cannot happen */
     p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event,
@@ -518,6 +534,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     if (L->o->health_check)
         ops.health = hub_health_start;
     h->ctl = p3d_ctl_new(&cfg, &ops, p3d_now());
+    free(replicas); /* the controller keeps a copy */
     if (!h->ctl) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");
         goto out;
