@@ -55,13 +55,15 @@ for i in $(seq 0 $((N - 2))); do
 done
 wait_for "$T/tok.9.err" 'node\[9\] listening for its' || bad "token: node 9 never listened for its children"
 ep=$(grep -o 'node\[9\] listening for its [0-9]* tree children on [^ ]*' "$T/tok.9.err" | awk '{print $NF}')
-reply=$(python3 - "${ep%:*}" "${ep##*:}" <<'PY'
-# a stranger without the job key: the challenge (wire protocol 10, a tree
-# link), then a proof it cannot compute
+proto=$(sed -n 's/^#define P3D_WIRE_PROTO \([0-9]*\).*/\1/p' "$P3D_SRC/launcher/wire/wire.h")
+[ -n "$proto" ] || bad "no P3D_WIRE_PROTO in launcher/wire/wire.h"
+reply=$(python3 - "${ep%:*}" "${ep##*:}" "$proto" <<'PY'
+# a stranger without the job key: the challenge (this build's wire
+# protocol, a tree link), then a proof it cannot compute
 import os, socket, struct, sys
 def frame(t, body): return struct.pack(">I", len(body) + 1) + bytes([t]) + body
 c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
-c.sendall(frame(ord("A"), struct.pack(">II", 10, 2) + os.urandom(32)))
+c.sendall(frame(ord("A"), struct.pack(">II", int(sys.argv[3]), 2) + os.urandom(32)))
 def one():
     h = b""
     while len(h) < 4:
