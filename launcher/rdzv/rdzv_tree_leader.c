@@ -315,77 +315,132 @@ static void lp_expire(lpend *P, double now, int verbose)
         }
 }
 
+/* The refusal at the deadline: who never joined, or whose records never
+ * came up the tree. */
+static void gather_timeout(leader *L, char **err)
+{
+    const p3d_rdzv *r = L->r;
+    int n = L->n;
+    if (L->njoined < n) {
+        char *m = rank_list(r, L->joined);
+        p3d_err(err, TIMEOUT_TEXT " after %g s: %d/%d nodes joined; never arrived: %s", r->timeout, L->njoined, n,
+                m ? m : "?");
+        free(m);
+    } else {
+        char *m = rank_list(r, L->have);
+        p3d_err(err, TIMEOUT_TEXT " after %g s: all %d nodes joined, but the records of %d never came "
+                     "up the distribution tree (%s): an interior agent above them is stuck",
+                r->timeout, n, n - L->nhave, m ? m : "?");
+        free(m);
+    }
+}
+
+/* The progress line every PROGRESS_EVERY seconds (verbose, or a terminal). */
+static void gather_note(leader *L, double now, double t0)
+{
+    char *m = rank_list(L->r, L->joined);
+    if (L->njoined < L->n)
+        fprintf(stderr, "rendezvous: %d/%d nodes joined, waiting for %s (%.0f s of %g s)\n", L->njoined, L->n,
+                m ? m : "?", now - t0, L->r->timeout);
+    else
+        fprintf(stderr, "rendezvous: %d/%d nodes joined, %d/%d records in (%.0f s of %g s)\n", L->n, L->n, L->nhave,
+                L->n, now - t0, L->r->timeout);
+    free(m);
+}
+
+/* One epoll event: the listening socket (accept), a pending connection
+ * (its handshake and JOIN: it becomes node x's), or node x's channel.
+ * -1 with *err when the rendezvous must end. */
+static int gather_event(leader *L, lpend *P, int lfd, uint64_t o, char **err)
+{
+    if (o == EV_LISTEN) {
+        lp_accept(P, lfd, L->verbose);
+        return 0;
+    }
+    if (o >= (uint64_t)P->maxpend) {
+        int x = (int)(o - (uint64_t)P->maxpend);
+        return L->ch[x] && leader_conn(L, x, err) < 0 ? -1 : 0;
+    }
+    pending *p = &P->pd[o];
+    if (p->fd < 0)
+        return 0; /* dropped meanwhile */
+    unsigned char *body = NULL;
+    size_t len = 0;
+    int fd = p->fd;
+    int type = rz_pending_auth(p, L->r->boot.token, P3D_LINK_CTRL, &body, &len);
+    int x = type > 0 ? leader_join(L, p, body, len, type, err) : 0;
+    free(body);
+    if (x > 0) { /* the connection is node rank x's now */
+        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)P->maxpend + (uint64_t)x};
+        epoll_ctl(P->ep, EPOLL_CTL_MOD, fd, &ev);
+    }
+    if (p->fd < 0)
+        lp_release(P, (int)o);
+    /* what came with the JOIN (nothing, normally) */
+    return x < 0 || (x > 0 && leader_conn(L, x, err) < 0) ? -1 : 0;
+}
+
+/* The pending slots (2n + 16), the bookkeeping, epoll on the listening
+ * socket, and the leader's own join as node 0. */
+static int gather_setup(lpend *P, leader *L, int lfd, p3d_join *mine, p3d_gather *mine_g, char **err)
+{
+    int n = L->n;
+    P->pd = calloc((size_t)P->maxpend, sizeof *P->pd);
+    P->free = calloc((size_t)P->maxpend, sizeof *P->free);
+    L->joined = calloc((size_t)n, 1);
+    L->have = calloc((size_t)n, 1);
+    memset(L->g, 0, sizeof *L->g);
+    for (int i = 0; i < n; i++)
+        L->ch[i] = NULL;
+    P->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (!P->pd || !P->free || !L->joined || !L->have || P->ep < 0)
+        return p3d_err(err, "rendezvous: cannot set up the leader: %s", P->ep < 0 ? strerror(errno) : "out of memory");
+    for (int i = 0; i < P->maxpend; i++) {
+        P->pd[i].fd = -1;
+        P->free[P->nfree++] = P->maxpend - 1 - i;
+    }
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
+    epoll_ctl(P->ep, EPOLL_CTL_ADD, lfd, &ev);
+    L->joins[0] = *mine;
+    memset(mine, 0, sizeof *mine);
+    L->joined[0] = L->have[0] = 1;
+    L->njoined = L->nhave = 1;
+    L->ring = L->r->ring && L->joins[0].ring_port > 0 && n > 1;
+    return p3d_gather_merge(L->g, mine_g, err);
+}
+
+/* The leader's own part of the ring, while the others run theirs. */
+static void gather_ring(leader *L)
+{
+    L->ring_due = 0;
+    int nx = ring_next(L, 0);
+    for (int i = 0; nx >= 0 && i < L->g->nrec; i++)
+        if (L->g->recs[i].rank == 0)
+            L->r->ring(L->r->ring_ctx, L->joins[nx].addr, L->joins[nx].ring_port, &L->g->recs[i]);
+}
+
 int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_gather *mine_g, p3d_gather *g,
                     p3d_chan **chans, p3d_join *joins, int verbose, p3d_tree_stats *st, char **err)
 {
     int n = r->boot.nnodes, rc = -1;
     lpend P = {.maxpend = 2 * n + 16, .ep = -1};
     leader L = {.r = r, .n = n, .k = fanout, .verbose = verbose, .ch = chans, .joins = joins, .g = g, .st = st};
-    P.pd = calloc((size_t)P.maxpend, sizeof *P.pd);
-    P.free = calloc((size_t)P.maxpend, sizeof *P.free);
-    L.joined = calloc((size_t)n, 1);
-    L.have = calloc((size_t)n, 1);
     double t0 = p3d_now(), deadline = t0 + r->timeout, next_note = t0 + PROGRESS_EVERY;
     int chatty = verbose || isatty(2);
     struct epoll_event evs[256];
-    memset(g, 0, sizeof *g);
-    for (int i = 0; i < n; i++)
-        chans[i] = NULL;
-    P.ep = epoll_create1(EPOLL_CLOEXEC);
-    if (!P.pd || !P.free || !L.joined || !L.have || P.ep < 0) {
-        p3d_err(err, "rendezvous: cannot set up the leader: %s", P.ep < 0 ? strerror(errno) : "out of memory");
-        goto out;
-    }
-    for (int i = 0; i < P.maxpend; i++) {
-        P.pd[i].fd = -1;
-        P.free[P.nfree++] = P.maxpend - 1 - i;
-    }
-    {
-        struct epoll_event ev = {.events = EPOLLIN, .data.u64 = EV_LISTEN};
-        epoll_ctl(P.ep, EPOLL_CTL_ADD, lfd, &ev);
-    }
-    joins[0] = *mine;
-    memset(mine, 0, sizeof *mine);
-    L.joined[0] = L.have[0] = 1;
-    L.njoined = L.nhave = 1;
-    L.ring = r->ring && joins[0].ring_port > 0 && n > 1;
-    if (p3d_gather_merge(g, mine_g, err) < 0)
+    if (gather_setup(&P, &L, lfd, mine, mine_g, err) < 0)
         goto out;
     while (L.nhave < n) {
-        if (L.ring_due) {
-            /* the leader's own part of the ring, while the others run theirs */
-            L.ring_due = 0;
-            int nx = ring_next(&L, 0);
-            for (int i = 0; nx >= 0 && i < g->nrec; i++)
-                if (g->recs[i].rank == 0)
-                    r->ring(r->ring_ctx, joins[nx].addr, joins[nx].ring_port, &g->recs[i]);
-        }
+        if (L.ring_due)
+            gather_ring(&L);
         double now = p3d_now();
         if (now >= deadline) {
-            if (L.njoined < n) {
-                char *m = rank_list(r, L.joined);
-                p3d_err(err, TIMEOUT_TEXT " after %g s: %d/%d nodes joined; never arrived: %s", r->timeout,
-                        L.njoined, n, m ? m : "?");
-                free(m);
-            } else {
-                char *m = rank_list(r, L.have);
-                p3d_err(err, TIMEOUT_TEXT " after %g s: all %d nodes joined, but the records of %d never came "
-                             "up the distribution tree (%s): an interior agent above them is stuck",
-                        r->timeout, n, n - L.nhave, m ? m : "?");
-                free(m);
-            }
+            gather_timeout(&L, err);
             p3d_tcp_refuse_all(chans, n, *err);
             goto out;
         }
         if (chatty && now >= next_note) {
-            char *m = rank_list(r, L.joined);
-            if (L.njoined < n)
-                fprintf(stderr, "rendezvous: %d/%d nodes joined, waiting for %s (%.0f s of %g s)\n", L.njoined, n,
-                        m ? m : "?", now - t0, r->timeout);
-            else
-                fprintf(stderr, "rendezvous: %d/%d nodes joined, %d/%d records in (%.0f s of %g s)\n", n, n,
-                        L.nhave, n, now - t0, r->timeout);
-            free(m);
+            gather_note(&L, now, t0);
             next_note = now + PROGRESS_EVERY;
         }
         lp_expire(&P, now, verbose);
@@ -397,41 +452,11 @@ int p3d_tree_gather(int lfd, const p3d_rdzv *r, int fanout, p3d_join *mine, p3d_
             p3d_err(err, "rendezvous: epoll: %s", strerror(errno));
             goto out;
         }
-        for (int q = 0; q < ne; q++) {
-            uint64_t o = evs[q].data.u64;
-            if (o == EV_LISTEN) {
-                lp_accept(&P, lfd, verbose);
-                continue;
-            }
-            if (o < (uint64_t)P.maxpend) {
-                pending *p = &P.pd[o];
-                if (p->fd < 0)
-                    continue; /* dropped meanwhile */
-                unsigned char *body = NULL;
-                size_t len = 0;
-                int fd = p->fd;
-                int type = rz_pending_auth(p, r->boot.token, P3D_LINK_CTRL, &body, &len);
-                int x = type > 0 ? leader_join(&L, p, body, len, type, err) : 0;
-                free(body);
-                if (x > 0) { /* the connection is node rank x's now */
-                    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = (uint64_t)P.maxpend + (uint64_t)x};
-                    epoll_ctl(P.ep, EPOLL_CTL_MOD, fd, &ev);
-                }
-                if (p->fd < 0)
-                    lp_release(&P, (int)o);
-                /* what came with the JOIN (nothing, normally) */
-                if (x < 0 || (x > 0 && leader_conn(&L, x, err) < 0)) {
-                    p3d_tcp_refuse_all(chans, n, *err);
-                    goto out;
-                }
-                continue;
-            }
-            int x = (int)(o - (uint64_t)P.maxpend);
-            if (chans[x] && leader_conn(&L, x, err) < 0) {
+        for (int q = 0; q < ne; q++)
+            if (gather_event(&L, &P, lfd, evs[q].data.u64, err) < 0) {
                 p3d_tcp_refuse_all(chans, n, *err);
                 goto out;
             }
-        }
     }
     for (int x = 1; x < n; x++)
         rz_set_nonblock(chans[x]->fd, 0);

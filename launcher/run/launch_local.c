@@ -103,6 +103,110 @@ static int after_preflight(const p3d_opts *o, launch_state *S, const p3d_launch 
     return rc;
 }
 
+/* The placement's error-level checks, said on stderr; 1 when there was
+ * one (nothing may start), else 0. */
+static int check_errors(const launch_state *S)
+{
+    const p3d_analysis *an = S->res.an;
+    if (!an || an->nerrors <= 0)
+        return 0;
+    fprintf(stderr, "par3drun: the placement fails %d error-level check%s; nothing started:\n", an->nerrors,
+            an->nerrors == 1 ? "" : "s");
+    for (size_t i = 0; i < an->nchecks; i++)
+        if (an->checks[i].severity == P3D_SEV_ERROR)
+            fprintf(stderr, "  %s: %s\n", an->checks[i].code, p3d_tesc(an->checks[i].message));
+    fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
+    return 1;
+}
+
+/* S->nodes: the nodes that hold ranks and the spares (whose agents run
+ * too: no rank, they wait to take a lost node's ranks), in cluster order;
+ * more than one needs --emulate here. */
+static int job_nodes(const p3d_opts *o, launch_state *S, char **err)
+{
+    const p3d_placement *pl = S->res.pl;
+    const p3d_cluster *c = S->res.cluster;
+    S->nodes = calloc(c->nnodes + 1, sizeof *S->nodes);
+    unsigned char *has = calloc(c->nnodes + 1, 1);
+    if (!S->nodes || !has) {
+        free(has);
+        return p3d_err(err, "out of memory");
+    }
+    for (int r = 0; r < pl->world; r++)
+        has[pl->ranks[r].node] = 1;
+    for (size_t i = 0; i < c->nnodes; i++)
+        if (has[i] || c->nodes[i].role == P3D_NODE_SPARE)
+            S->nodes[S->nnodes++] = (int)i;
+    free(has);
+    if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT)
+        return p3d_err(err, "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
+                            "docs/launch.md) or add --emulate to run them all on this host",
+                       S->nnodes, o->cluster ? o->cluster : "the cluster");
+    return 0;
+}
+
+/* The job's id and its run directory with the placement JSON in it; 0 or
+ * an exit code with *err. */
+static int job_rundir(const p3d_opts *o, launch_state *S, char **err)
+{
+    S->job_id = p3d_job_id_new(o);
+    if (!S->job_id) {
+        p3d_err(err, "out of memory (or no random bytes) for the job id");
+        return P3D_EXIT_BADINPUT;
+    }
+    p3d_report_in in = p3d_plan_report_in(&S->res);
+    char *json = p3d_report_json(&in);
+    if (!json) {
+        p3d_err(err, "cannot render the placement JSON (out of memory)");
+        return P3D_EXIT_BADINPUT;
+    }
+    int rc = p3d_prep_rundir(&S->prep, S->job_id, -1, S->res.pl->world, json, strlen(json), err);
+    free(json);
+    return rc;
+}
+
+/* MASTER_ADDR and MASTER_PORT (and the agent store listening there for a
+ * Python program), NCCL_COMM_ID's port; 0 or an exit code with *err. */
+static int job_master(const p3d_opts *o, launch_state *S, p3d_launch *L, char **err)
+{
+    const p3d_placement *pl = S->res.pl;
+    const p3d_cluster *c = S->res.cluster;
+    /* Rank 0's node: on one host (one node, or --emulate) loopback is
+     * right by construction; across hosts, rank 0's node name. */
+    if (o->master_addr)
+        S->master_addr = strdup(o->master_addr);
+    else if (S->nnodes == 1 || o->emulate)
+        S->master_addr = strdup("127.0.0.1");
+    else
+        S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
+    if (S->master_addr && S->serve_store && !o->no_agent_store && p3d_prep_is_python(&S->prep)) {
+        /* the agent store, listening before any rank starts: on port 0
+         * the kernel's free port is ours at once (no probe-then-bind race) */
+        char *se = NULL;
+        S->store = p3d_store_listen(S->master_addr, o->master_port, &S->job.master_port, &se);
+        if (!S->store) {
+            p3d_err(err, "the agent store (TORCHELASTIC_USE_AGENT_STORE; --no-agent-store turns it off): %s",
+                    se ? se : "out of memory");
+            free(se);
+            return P3D_EXIT_FAIL;
+        }
+        L->store = S->store;
+    } else {
+        S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
+    }
+    if (!S->master_addr || !S->job.master_port) {
+        p3d_err(err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
+        return P3D_EXIT_FAIL;
+    }
+    /* NCCL_COMM_ID makes every ncclGetUniqueId point at one address, which
+     * is only right for a program that creates one world communicator and
+     * splits it: the bundled worker, run directly or through a wrapper
+     * that execs it (timeout, nsys, a test script: p3d-worker among the
+     * arguments), so the wrapped production start-up is the real one. */
+    S->job.nccl_port = p3d_prep_nccl_port(&S->prep, 1, S->job.master_port);
+    return 0;
+}
+
 /* Shared by launch and __agent: place, check, write the placement, fill L.
  * Returns 0, or an exit code with the message already printed. */
 static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
@@ -120,100 +224,17 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     if (p3d_place(o, &S->res, &err) < 0)
         goto out;
     S->placed = 1;
-    const p3d_placement *pl = S->res.pl;
-    const p3d_cluster *c = S->res.cluster;
-    if (S->res.an && S->res.an->nerrors > 0) {
-        fprintf(stderr, "par3drun: the placement fails %d error-level check%s; nothing started:\n",
-                S->res.an->nerrors, S->res.an->nerrors == 1 ? "" : "s");
-        for (size_t i = 0; i < S->res.an->nchecks; i++)
-            if (S->res.an->checks[i].severity == P3D_SEV_ERROR)
-                fprintf(stderr, "  %s: %s\n", S->res.an->checks[i].code, p3d_tesc(S->res.an->checks[i].message));
-        fprintf(stderr, "  (see par3drun --dry-run with the same options)\n");
-        said = 1;
+    if ((said = check_errors(S)))
         goto out;
-    }
     if (o->cmd != P3D_CMD_AGENT)
         p3d_launch_warnings(S->res.an, o->quiet);
-    /* the nodes that hold ranks, in cluster order */
-    S->nodes = calloc(c->nnodes + 1, sizeof *S->nodes);
-    unsigned char *has = calloc(c->nnodes + 1, 1);
-    if (!S->nodes || !has) {
-        free(has);
-        p3d_err(&err, "out of memory");
+    if (job_nodes(o, S, &err) < 0)
         goto out;
-    }
-    for (int r = 0; r < pl->world; r++)
-        has[pl->ranks[r].node] = 1;
-    /* the spares' agents run too: no rank, they wait to take a lost
-     * node's ranks */
-    for (size_t i = 0; i < c->nnodes; i++)
-        if (has[i] || c->nodes[i].role == P3D_NODE_SPARE)
-            S->nodes[S->nnodes++] = (int)i;
-    free(has);
-    if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT) {
-        p3d_err(&err, "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
-                      "docs/launch.md) or add --emulate to run them all on this host",
-                S->nnodes, o->cluster ? o->cluster : "the cluster");
+    if ((rc = job_rundir(o, S, &err)) != 0 || (rc = job_master(o, S, L, &err)) != 0)
         goto out;
-    }
-
-    S->job_id = p3d_job_id_new(o);
-    if (!S->job_id) {
-        p3d_err(&err, "out of memory");
-        goto out;
-    }
-    {
-        p3d_report_in in = p3d_plan_report_in(&S->res);
-        char *json = p3d_report_json(&in);
-        if (!json) {
-            p3d_err(&err, "cannot render the placement JSON (out of memory)");
-            goto out;
-        }
-        rc = p3d_prep_rundir(&S->prep, S->job_id, -1, pl->world, json, strlen(json), &err);
-        free(json);
-        if (rc != 0)
-            goto out;
-        rc = P3D_EXIT_BADINPUT;
-    }
-
-    /* Rank 0's node: on one host (one node, or --emulate) loopback is
-     * right by construction; across hosts, rank 0's node name. */
-    if (o->master_addr)
-        S->master_addr = strdup(o->master_addr);
-    else if (S->nnodes == 1 || o->emulate)
-        S->master_addr = strdup("127.0.0.1");
-    else
-        S->master_addr = strdup(c->nodes[pl->ranks[0].node].name);
-    if (S->master_addr && S->serve_store && !o->no_agent_store && p3d_prep_is_python(&S->prep)) {
-        /* the agent store, listening before any rank starts: on port 0
-         * the kernel's free port is ours at once (no probe-then-bind race) */
-        char *se = NULL;
-        S->store = p3d_store_listen(S->master_addr, o->master_port, &S->job.master_port, &se);
-        if (!S->store) {
-            p3d_err(&err, "the agent store (TORCHELASTIC_USE_AGENT_STORE; --no-agent-store turns it off): %s",
-                    se ? se : "out of memory");
-            free(se);
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        L->store = S->store;
-    } else {
-        S->job.master_port = o->master_port ? o->master_port : p3d_free_port();
-    }
-    if (!S->master_addr || !S->job.master_port) {
-        p3d_err(&err, "cannot find a free TCP port for MASTER_PORT (give --master-port)");
-        rc = P3D_EXIT_FAIL;
-        goto out;
-    }
-    /* NCCL_COMM_ID makes every ncclGetUniqueId point at one address, which
-     * is only right for a program that creates one world communicator and
-     * splits it: the bundled worker, run directly or through a wrapper
-     * that execs it (timeout, nsys, a test script: p3d-worker among the
-     * arguments), so the wrapped production start-up is the real one. */
-    S->job.nccl_port = p3d_prep_nccl_port(&S->prep, 1, S->job.master_port);
-
-    S->job.cluster = c;
-    S->job.pl = pl;
+    rc = P3D_EXIT_BADINPUT;
+    S->job.cluster = S->res.cluster;
+    S->job.pl = S->res.pl;
     S->job.job_id = S->job_id;
     S->job.master_addr = S->master_addr;
     p3d_prep_fill(&S->prep, L, 1);

@@ -204,46 +204,44 @@ static int batch_env(p3d_envv *out, const p3d_launch *L, const p3d_placement *pl
     return e;
 }
 
-int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
-                 p3d_envv *out, char **err)
+/* Where rank r's node stands among the nodes that hold ranks: *nlocal
+ * ranks on it, *group_rank its index in order of their lowest rank (rank
+ * 0's node is 0), *ngroups of them. -1 out of memory. */
+static int node_counts(const p3d_launch *L, int r, int *nlocal, int *group_rank, int *ngroups)
+{
+    const p3d_placement *pl = L->job->pl;
+    const int node = pl->ranks[r].node;
+    unsigned char *seen = calloc(L->job->cluster->nnodes, 1);
+    if (!seen)
+        return -1;
+    int order = 0;
+    *nlocal = *group_rank = 0;
+    for (int q = 0; q < pl->world; q++) {
+        int nd = pl->ranks[q].node;
+        if (nd == node)
+            (*nlocal)++;
+        if (!seen[nd]) {
+            seen[nd] = 1;
+            if (nd == node)
+                *group_rank = order;
+            order++;
+        }
+    }
+    free(seen);
+    *ngroups = order;
+    return 0;
+}
+
+/* What torchrun's agent sets, with its meaning: one role, one group per
+ * node; the store at MASTER_ADDR:MASTER_PORT is served by par3drun when it
+ * runs one (tcpstore.h), else by the ranks' rank 0. Nonzero on failure. */
+static int torch_env(p3d_envv *out, const p3d_launch *L, int r, int restart)
 {
     const p3d_placement *pl = L->job->pl;
     const p3d_rank *k = &pl->ranks[r];
-    const p3d_cnode *cn = &L->job->cluster->nodes[k->node];
-    const p3d_node *topo = cn->topo;
-    int rc = -1;
-    char *cvd = NULL;
-    memset(out, 0, sizeof *out);
-
-    /* the rendezvous token authenticates agents to the leader: a worker
-     * (user code, maybe printing its environment) never needs it */
-    for (char *const *p = base; p && *p; p++)
-        if (strchr(*p, '=') && strncmp(*p, "P3D_RDZV_TOKEN=", 15) && p3d_envv_put(out, *p) < 0)
-            goto oom;
-
-    int nlocal = 0, group_rank = 0, ngroups = 0;
-    /* GROUP_RANK/NODE_RANK: index of the node among the nodes that hold
-     * ranks, in order of their lowest rank (rank 0's node is 0). */
-    {
-        unsigned char *seen = calloc(L->job->cluster->nnodes, 1);
-        if (!seen)
-            goto oom;
-        int order = 0;
-        for (int q = 0; q < pl->world; q++) {
-            int nd = pl->ranks[q].node;
-            if (nd == k->node)
-                nlocal++;
-            if (!seen[nd]) {
-                seen[nd] = 1;
-                if (nd == k->node)
-                    group_rank = order;
-                order++;
-            }
-        }
-        free(seen);
-        ngroups = order;
-    }
-
+    int nlocal, group_rank, ngroups;
+    if (node_counts(L, r, &nlocal, &group_rank, &ngroups) < 0)
+        return -1;
     int e = 0;
     e |= p3d_envv_set(out, "RANK", "%d", r);
     e |= p3d_envv_set(out, "WORLD_SIZE", "%d", pl->world);
@@ -258,9 +256,6 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     e |= p3d_envv_set(out, "TORCHELASTIC_RUN_ID", "%s", L->job->job_id);
     e |= p3d_envv_set(out, "TORCHELASTIC_RESTART_COUNT", "%d", restart);
     e |= p3d_envv_set(out, "TORCHELASTIC_MAX_RESTARTS", "%d", L->o->max_restarts);
-    /* the rest of what torchrun's agent sets, with its meaning: one role,
-     * one group per node; the store at MASTER_ADDR:MASTER_PORT is served
-     * by par3drun when it runs one (tcpstore.h), else by the ranks' rank 0 */
     e |= p3d_envv_set(out, "GROUP_WORLD_SIZE", "%d", ngroups);
     e |= p3d_envv_set(out, "ROLE_NAME", "%s", L->o->role ? L->o->role : "default");
     e |= p3d_envv_set(out, "TORCHELASTIC_USE_AGENT_STORE", "%s", L->store ? "True" : "False");
@@ -269,6 +264,14 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     char *ef = p3d_rootcause_path(L->run_dir, r);
     e |= ef ? p3d_envv_set(out, "TORCHELASTIC_ERROR_FILE", "%s", ef) : -1;
     free(ef);
+    return e;
+}
+
+/* par3drun's own: the generation, the job's files, heartbeat and
+ * preemption. Nonzero on failure. */
+static int run_env(p3d_envv *out, const p3d_launch *L, int r, int restart)
+{
+    int e = 0;
     e |= p3d_envv_set(out, "P3D_RESTART_COUNT", "%d", restart);
     /* the fencing token: a rank of an older generation must not commit
      * anything a newer one may have (docs/launch.md, "Fencing") */
@@ -291,6 +294,18 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         e |= p3d_envv_set(out, "P3D_PREEMPT", "%s/preempt", L->run_dir);
         e |= p3d_envv_set(out, "P3D_PREEMPT_SIGNAL", "SIG%s", sigabbrev_np(psig));
     }
+    return e;
+}
+
+/* Where the rank runs: its node, GPU, NUMA node and NIC, and its place in
+ * the mesh (coordinates, sizes, groups). Nonzero on failure. */
+static int place_env(p3d_envv *out, const p3d_launch *L, int r)
+{
+    const p3d_placement *pl = L->job->pl;
+    const p3d_rank *k = &pl->ranks[r];
+    const p3d_cnode *cn = &L->job->cluster->nodes[k->node];
+    const p3d_node *topo = cn->topo;
+    int e = 0;
     e |= p3d_envv_set(out, "P3D_NODE", "%s", cn->name);
     e |= p3d_envv_set(out, "P3D_NODE_INDEX", "%d", k->node);
     if (L->emulate) /* each emulated node's ranks see their node's name */
@@ -318,13 +333,22 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
         snprintf(key, sizeof key, "P3D_%s_GROUP", up[d]);
         e |= set_group(out, key, &pl->mesh, d, r);
     }
-    e |= batch_env(out, L, pl);
-    e |= p3d_envv_set(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    cvd = p3d_cuda_visible(L, k->node);
+    return e;
+}
+
+/* The devices: CUDA's order and visible set, NCCL's rendezvous, then what
+ * the user added (--env, --env-file) and torchrun's NCCL default. -1 out
+ * of memory, else nonzero on failure. */
+static int device_env(p3d_envv *out, const p3d_launch *L, int r)
+{
+    const p3d_rank *k = &L->job->pl->ranks[r];
+    int e = p3d_envv_set(out, "CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    char *cvd = p3d_cuda_visible(L, k->node);
     if (!cvd)
-        goto oom;
+        return -1;
     if (cvd[0])
         e |= p3d_envv_set(out, "CUDA_VISIBLE_DEVICES", "%s", cvd);
+    free(cvd);
     if (L->job->nccl_port > 0)
         e |= p3d_envv_set(out, "NCCL_COMM_ID", "%s:%d", L->job->master_addr, L->job->nccl_port);
     for (size_t i = 0; i < L->nextra; i++)
@@ -332,16 +356,29 @@ int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
     /* torchrun's default, unless the user's environment or --env says */
     if (!p3d_envv_get(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING"))
         e |= p3d_envv_set(out, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "%s", "1");
-    if (e)
-        goto oom;
-    rc = 0;
-    goto out;
-oom:
-    p3d_err(err, "out of memory building rank %d's environment", r);
-    p3d_envv_free(out);
-out:
-    free(cvd);
-    return rc;
+    return e;
+}
+
+int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart, p3d_envv *out, char **err)
+{
+    const p3d_placement *pl = L->job->pl;
+    memset(out, 0, sizeof *out);
+    int e = 0;
+    /* the rendezvous token authenticates agents to the leader: a worker
+     * (user code, maybe printing its environment) never needs it */
+    for (char *const *p = base; p && *p && !e; p++)
+        if (strchr(*p, '=') && strncmp(*p, "P3D_RDZV_TOKEN=", 15))
+            e |= p3d_envv_put(out, *p) < 0;
+    /* in this order: the user's --env comes after par3drun's own (it may
+     * override them), torchrun's NCCL default after the user's */
+    e = e || torch_env(out, L, r, restart) || run_env(out, L, r, restart) || place_env(out, L, r) ||
+        batch_env(out, L, pl) || device_env(out, L, r);
+    if (e) {
+        p3d_err(err, "out of memory building rank %d's environment", r);
+        p3d_envv_free(out);
+        return -1;
+    }
+    return 0;
 }
 
 int p3d_env_file_read(const char *path, p3d_envv *e, char **err)
