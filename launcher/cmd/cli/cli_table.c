@@ -35,8 +35,9 @@ const opt_row p3d_cli_rows[] = {
     {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "pipeline-parallel size (plan: pin it)"},
     {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
     {"min-dp", T_INT, OFF(min_dp), 0, 1, 1 << 24, C_PLACE, "D",
-     "elastic: the job may run with D up to --dp replicas (whole data-parallel replicas; docs/launch.md "
-     "\"Elastic width\"; dry run: the widths and their step times)"},
+     "elastic range: the job may run with D up to --dp whole data-parallel replicas (checked before the "
+     "start, the batch kept at each width; shrinking a running job is not built yet: a loss past the last "
+     "spare still ends it; docs/launch.md \"Elastic width\"; dry run: the widths and their step times)"},
     {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
      "context-parallel size (default 1; plan: pin it, else searched for long sequences)"},
     {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
@@ -225,8 +226,8 @@ const opt_row p3d_cli_rows[] = {
     {"keep", T_INT, OFF(runs_keep), 0, 0, 1 << 20, C_RUNS, "N", "runs --prune: keep the N newest"},
     /* multi-node */
     {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N",
-     "number of agents (nodes); torchrun's MIN:MAX: start on MAX, run on as long as MIN nodes' worth of "
-     "data-parallel replicas is left (as --min-dp)"},
+     "number of agents (nodes); torchrun's MIN:MAX: start on MAX, MIN nodes' worth of data-parallel "
+     "replicas as the elastic range (as --min-dp)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
