@@ -30,7 +30,10 @@ T_DIR=$T/job; mkdir -p "$T_DIR"; export T_DIR
 ( set +e; timeout 300 "$PAR3DRUN" --emulate --cluster "$C3" --nproc-per-node 1 --tp 1 --pp 1 --spares 1 --grace 300 \
     --progress-interval 0.2 --run-dir "$T_DIR/rd" -- "$T/w.sh" >"$T_DIR/out" 2>&1; echo $? >"$T_DIR/rc" ) &
 # waits (bounded, never timed) until $1 succeeds
+# (once the job has ended, the condition gets one last look: the end can
+# land between the look and the check for it)
 until_ok() { local i; for i in $(seq 1 1200); do eval "$1" && return 0; [ -s "$T_DIR/rc" ] && break; sleep 0.05; done
+  eval "$1" && return 0
   cat "$T_DIR/out"; cat "$T_DIR/rd/status.txt" 2>/dev/null; fail "$2"; }
 until_ok '[ -s "$T_DIR/rd/status.txt" ] && grep -q "^job .*: generation 0" "$T_DIR/rd/status.txt" && grep -q "2 reporting progress" "$T_DIR/rd/status.txt"' \
   "no status view of generation 0"
