@@ -216,7 +216,6 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     memset(L, 0, sizeof *L);
     L->job = &S->job;
     L->events_fd = -1;
-    L->elect_fd = -1;
     S->L = L;
     if ((rc = p3d_prep_begin(o, NULL, &S->prep, &err)) != 0)
         goto out;

@@ -109,7 +109,7 @@ static int own_record(mnode *m, char **err)
 
 /* ---- a node replaced (docs/multinode.md, "When a node dies") ------------ */
 
-/* L->adopt, every node (the leader after its own replace): the CPLACE body
+/* L->mn->adopt, every node (the leader after its own replace): the CPLACE body
  * becomes this node's placement for restart gen; placement.json replaced
  * in one rename, the previous one kept as placement.<gen>.json. */
 static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err)
@@ -182,7 +182,7 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
      * hub sends this one as it is (hub_replace); a frozen spare kept on
      * the list would hold every node that loses the leader */
     if (rc == 1 && m->succ_list && p3d_mnode_successors(m, m->job.gen0) == 0)
-        m->setup->successors = &m->sframe;
+        m->hooks->successors = &m->sframe;
     if (rc != 0)
         return rc;
     rc = -1;
@@ -215,7 +215,7 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
      * restart (hub_respawn); kept as it was if it cannot be built */
     if (rc >= 0 && m->succ_list) {
         if (p3d_mnode_successors(m, restart) == 0)
-            m->setup->successors = &m->sframe; /* a successor's first list (the leader's is set already) */
+            m->hooks->successors = &m->sframe; /* a successor's first list (the leader's is set already) */
         else if (m->o->verbose)
             fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
                             "last one\n", restart);
@@ -347,7 +347,11 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     memset(&L, 0, sizeof L);
     L.job = &m->job;
     L.events_fd = -1;
-    L.elect_fd = -1;
+    p3d_mnode_hooks H;
+    memset(&H, 0, sizeof H);
+    H.elect_fd = -1;
+    L.mn = &H;
+    m->hooks = &H;
 
     if ((rc = p3d_prep_begin(o, r->ops->name, &m->prep, &err)) != 0)
         goto out;
@@ -515,25 +519,25 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     p3d_prep_fill(&m->prep, &L, m->me == 0);
     m->L = &L;
     m->setup = &L;
-    L.adopt = mnode_adopt;
-    L.adopt_ctx = m;
-    L.sent = p3d_mnode_sent;
-    L.failover = m->gate != NULL;
-    L.key = r->boot.token;
-    L.gate = m->gate;
-    L.takeover = p3d_mnode_takeover;
-    L.takeover_ctx = m;
-    L.place_hash = p3d_mnode_place_hash;
-    L.rejoined = p3d_mnode_rejoined;
-    L.self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
-    L.self_master_port = m->hello.master_port;
-    L.self_nccl_port = m->hello.nccl_port;
-    L.self_failover_port = m->gate ? m->gate_port : 0;
+    H.adopt = mnode_adopt;
+    H.ctx = m;
+    H.sent = p3d_mnode_sent;
+    H.failover = m->gate != NULL;
+    H.key = r->boot.token;
+    H.gate = m->gate;
+    H.takeover = p3d_mnode_takeover;
+    H.takeover_ctx = m;
+    H.place_hash = p3d_mnode_place_hash;
+    H.rejoined = p3d_mnode_rejoined;
+    H.self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
+    H.self_master_port = m->hello.master_port;
+    H.self_nccl_port = m->hello.nccl_port;
+    H.self_failover_port = m->gate ? m->gate_port : 0;
     L.bind_addr = r->bind_addr;
-    m->elects = L.failover && p3d_rdzv_elects(m->r);
+    m->elects = H.failover && p3d_rdzv_elects(m->r);
     m->leads = m->me == 0;
     if (m->me == 0) {
-        p3d_mnode_elect_setup(m, &L);
+        p3d_mnode_elect_setup(m);
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     }
     if (m->me == 0 && o->spares > 0 && m->have_res) {
@@ -543,7 +547,7 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     if (m->me == 0 && m->checked) {
         p3d_mnode_tell_preflight(m, m->res.cluster, L.events_fd, L.t0);
         tell_health(m, &L);
-        L.unhealthy = m->unhealthy;
+        H.unhealthy = m->unhealthy;
     }
     if (o->verbose) {
         int nl = 0;
@@ -565,8 +569,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         }
         for (int i = 0; i < m->nnodes; i++)
             nodes[i] = i;
-        if (L.failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
-            L.successors = &m->sframe;
+        if (H.failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
+            H.successors = &m->sframe;
             m->succ_list = 1;
         }
         rc = p3d_hub_run(&L, nodes, m->nnodes, m->chans);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* L->place_hash: names the placement this node holds, for the successor
+/* L->mn->place_hash: names the placement this node holds, for the successor
  * to compare with its own. */
 uint64_t p3d_mnode_place_hash(void *ctx)
 {
@@ -22,7 +22,7 @@ uint64_t p3d_mnode_place_hash(void *ctx)
     return m->pm.raw ? p3d_delta_hash(m->pm.raw, m->pm.raw_len) : 0;
 }
 
-/* L->rejoined (the successor): where a rejoined node is reached, and
+/* L->mn->rejoined (the successor): where a rejoined node is reached, and
  * where it takes nodes itself (for this successor's own successor list). */
 void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port)
 {
@@ -71,7 +71,7 @@ void p3d_mnode_keep(mnode *m)
     free(err);
 }
 
-/* L->sent (leader): every node now holds L->job->cplace, which the leader
+/* L->mn->sent (leader): every node now holds L->job->cplace, which the leader
  * adopted as m->pm; later differences are made against its bytes. */
 void p3d_mnode_sent(void *ctx)
 {
@@ -119,13 +119,13 @@ static int elect_news(void *ctx, char *msg, size_t cap)
 
 /* The leader (or a successor that bids to be one): the election's
  * descriptor and news go to the hub. */
-void p3d_mnode_elect_setup(mnode *m, p3d_launch *L)
+void p3d_mnode_elect_setup(mnode *m)
 {
     if (!m->elects)
         return;
-    L->elect_fd = p3d_rdzv_notify_fd(m->r);
-    L->elect_news = elect_news;
-    L->elect_ctx = m;
+    m->hooks->elect_fd = p3d_rdzv_notify_fd(m->r);
+    m->hooks->elect_news = elect_news;
+    m->hooks->elect_ctx = m;
 }
 
 /* The successor bids, in the background (its hub hears the result):
@@ -145,7 +145,7 @@ static int campaign(mnode *m, const int *before, int nbefore)
     return 0;
 }
 
-/* L->takeover: this node succeeds the lost leader. It places from the
+/* L->mn->takeover: this node succeeds the lost leader. It places from the
  * compact placement it holds (takeover.c), writes events.jsonl from here
  * on and runs the job's controller (supervise.c, TAKEOVER); under an
  * election it bids first, and the controller acts once it won. */
@@ -155,7 +155,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     p3d_launch *L = m->setup;
     if (m->elects && campaign(m, before, nbefore) < 0)
         return P3D_EXIT_LOST;
-    p3d_mnode_elect_setup(m, L);
+    p3d_mnode_elect_setup(m);
     char *err = NULL;
     p3d_place_msg tpm;
     if (m->have_res)
@@ -189,7 +189,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     /* this node's own successor list: built once the takeover's
      * replacement knows who rejoined and who is lost (p3d_mnode_replace),
      * sent with the restart */
-    m->succ_list = L->failover;
+    m->succ_list = m->hooks->failover;
     /* nodes lost or excluded before are no nodes of this generation: not
      * waited for, not counted in the majority (a second takeover) */
     free(m->unhealthy);
@@ -197,7 +197,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     for (int i = 0; m->unhealthy && i < m->nnodes; i++)
         m->unhealthy[i] = i != leader && (m->res.cluster->nodes[i].role == P3D_NODE_LOST ||
                                           m->res.cluster->nodes[i].role == P3D_NODE_EXCLUDED);
-    L->unhealthy = m->unhealthy;
+    m->hooks->unhealthy = m->unhealthy;
     if (L->events_fd < 0)
         L->events_fd = p3d_events_open(m->prep.run_dir);
     L->replace = p3d_mnode_replace;
@@ -210,7 +210,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
 
 /* The leader: the successor list (at most 8 candidates, failover.h),
  * untagged, into m->sframe; the hub (each node's channel tags it)
- * sends it to each node (L->successors) once it first speaks, and again
+ * sends it to each node (L->mn->successors) once it first speaks, and again
  * after every restart. gen: the generation it is for. Nodes lost or
  * excluded in the current placement are no candidates: after a
  * replacement the list is built again without them (p3d_mnode_replace),

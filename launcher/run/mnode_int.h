@@ -37,6 +37,7 @@ typedef struct mnode {
     p3d_launch *setup;         /* the same, for this file's setups only: the
                                   first, and a takeover's (the controller's
                                   role begins: a setup of its own) */
+    p3d_mnode_hooks *hooks;    /* L->mn, writable here (agent.h) */
     p3d_plan_result res;       /* leader: the placement (replacements) */
     int have_res;
     p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
@@ -44,7 +45,7 @@ typedef struct mnode {
     int gate_port;
     p3d_wbuf sframe;           /* leader: the successor list (each node's
                                   channel tags it) */
-    int succ_list;             /* leader: sframe is sent (L->successors) */
+    int succ_list;             /* leader: sframe is sent (L->mn->successors) */
     p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
     p3d_wbuf rdelta;           /*   and as a CDELTA against base */
     const unsigned char *base; /* leader: the CPLACE body every node holds: */
@@ -53,7 +54,7 @@ typedef struct mnode {
     int own_checked;           /*   run (this node has --health-check) */
     p3d_health_res *health;    /* leader: every node's, by node rank */
     unsigned char *checked;    /*   which ran one */
-    unsigned char *unhealthy;  /*   which failed it (L->unhealthy) */
+    unsigned char *unhealthy;  /*   which failed it (L->mn->unhealthy) */
     char own_pf[P3D_GREC_HOW_MAX + 1]; /* this node's --preflight line */
     int own_pf_ran;            /*   (it has --preflight) */
     int ring_fd;               /*   its TCP ring's listening socket, -1 */
@@ -73,21 +74,21 @@ typedef struct mnode {
 /* L->replace (mnode.c): a lost node's ranks move to a spare; the leader
  * sends the new placement down. */
 int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
-/* L->sent (mnode_failover.c): every node now holds the newest placement: the
+/* L->mn->sent (mnode_failover.c): every node now holds the newest placement: the
  * differences of the next replacement are taken against it. */
 void p3d_mnode_sent(void *ctx);
 
 /* Leader failover (mnode_failover.c; docs/multinode.md, "When the leader
- * dies"): L->place_hash, L->rejoined and L->takeover, and the leader's
+ * dies"): L->mn->place_hash, rejoined and takeover, and the leader's
  * successor list into m->sframe (0, or -1: no failover then). */
 uint64_t p3d_mnode_place_hash(void *ctx);
 void p3d_mnode_rejoined(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
 int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore);
 /* The election (a backend that holds leadership, etcd): the leader keeps
  * the job's state current there (after every placement every node holds)
- * and both it and a successor hear its news in the hub (L->elect_*). */
+ * and both it and a successor hear its news in the hub (L->mn->elect_*). */
 void p3d_mnode_keep(mnode *m);
-void p3d_mnode_elect_setup(mnode *m, p3d_launch *L);
+void p3d_mnode_elect_setup(mnode *m);
 int p3d_mnode_successors(mnode *m, int gen);
 
 /* --preflight (mnode_preflight.c): this node's own benchmark before it

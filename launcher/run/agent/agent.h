@@ -17,6 +17,60 @@
 #include "rdzv.h"
 #include "wire.h"
 
+/* What a multi-node job adds to p3d_launch (L->mn; NULL on one node and
+ * under --emulate): filled by the multi-node flow (mnode.c,
+ * mnode_failover.c) before the hub or the relay starts; the relay and
+ * the hub read it. Pointers are borrowed from the flow, which outlives
+ * both. */
+typedef struct p3d_mnode_hooks {
+    /* docs/multinode.md, "When a node dies": a relay hands a new placement
+     * frame's body (type: P3D_MSG_CPLACE or P3D_MSG_CDELTA) to adopt,
+     * which makes it the node's placement for restart gen (placement.json
+     * replaced, the previous one kept); sent(ctx) says that every node now
+     * holds job->cplace (the next difference's base). ctx for both, and for
+     * place_hash and rejoined. */
+    int (*adopt)(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);
+    void (*sent)(void *ctx);
+    void *ctx;
+    /* The leader: unhealthy[i] set when node rank i failed its own
+     * --health-check before the rendezvous (placed with no ranks, never
+     * asked again); NULL: none. */
+    const unsigned char *unhealthy;
+    /* Leader failover (docs/multinode.md, "When the leader dies"):
+     * failover on (no --no-failover, a TCP multi-node job); this node's
+     * failover port; on a node that finds itself the successor,
+     * takeover(ctx, leader, heard, why, before, nbefore) runs the job's
+     * controller from here on and returns the node's exit code;
+     * before[0..nbefore): the candidates ahead of this one in the
+     * successor list that it could not reach (an election needs them gone). */
+    int failover;
+    struct p3d_fgate *gate;
+    int (*takeover)(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore);
+    void *takeover_ctx;
+    /* Leadership held in the rendezvous backend (etcd's election; NULL
+     * elect_news: none, the majority rule decides): the descriptor the
+     * hub watches while this node leads or bids to (-1: none), and its
+     * news (P3D_RDZV_NEWS_*, msg: what it says). */
+    int elect_fd;
+    int (*elect_news)(void *ctx, char *msg, size_t cap);
+    void *elect_ctx;
+    /* What a rejoining node tells the successor about itself, and what
+     * the successor checks against: the hash of the CPLACE body held,
+     * this node's address and ports (failover_port 0: none). */
+    uint64_t (*place_hash)(void *ctx);
+    const char *self_addr;
+    int self_master_port, self_nccl_port, self_failover_port;
+    /* The successor: a node rejoined (its address and ports, for the
+     * placement's MASTER_ADDR when rank 0 lands there). */
+    void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
+    /* The job key (the token): what a failover dial proves. */
+    const char *key;
+    /* The leader: the successor list (S, untagged), sent to each node once
+     * it first speaks on the fate channel (it holds its placement then:
+     * nothing else is read on its connection before); NULL: none. */
+    const struct p3d_wbuf *successors;
+} p3d_mnode_hooks;
+
 /* The first max (at most P3D_FAILOVER_CANDIDATES) node ranks that may
  * succeed: ascending, the leader and the lost nodes (lost[i] != 0; NULL:
  * none) left out, spares included. Writes them to out; returns how many. */

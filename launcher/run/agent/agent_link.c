@@ -126,8 +126,8 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
          * it open (close-on-exec acts only at an exec), and an agent
          * holding it would keep taking connections after its node lost
          * it (issue #44) */
-        if (L->gate)
-            close(p3d_fgate_fd(L->gate));
+        if (L->mn && L->mn->gate)
+            close(p3d_fgate_fd(L->mn->gate));
         int rc = p3d_agent_run(L, node, sv[1]);
         fflush(NULL);
         _exit(rc);

@@ -24,7 +24,7 @@
  * with the successor list the leader sent (S), a lost leader still ends
  * the local ranks at once, but the relay then reaches the first candidate
  * that answers: taken, it waits there as a retired node for the new
- * placement; it is the candidate itself: its takeover (L->takeover) runs
+ * placement; it is the candidate itself: its takeover (L->mn->takeover) runs
  * the job's controller from here on; refused, or nobody answers, or no
  * list: exit 1, as before.
  */
@@ -311,7 +311,8 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
 {
     char *e = NULL;
     int cl[2] = {r->sfd, r->up};
-    if (!r->L->adopt || r->L->adopt(r->L->adopt_ctx, type, body, len, r->next_gen, &e) < 0 ||
+    const p3d_mnode_hooks *mn = r->L->mn;
+    if (!mn || !mn->adopt || mn->adopt(mn->ctx, type, body, len, r->next_gen, &e) < 0 ||
         p3d_agent_fork(r->L, r->me, cl, 2, &r->agent, &r->local) < 0) {
         fprintf(stderr, "par3drun: node %s: cannot restart on the new placement: %s\n",
                 r->L->job->cluster->nodes[r->me].name, e ? e : strerror(errno));
@@ -335,7 +336,8 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
 static void r_lost_leader(relay *r, double heard, const char *why)
 {
     const char *name = r->L->job->cluster->nodes[r->me].name;
-    if (!r->L->failover || !r->have_succ || r->stopping || r->code >= 0) {
+    const p3d_mnode_hooks *mn = r->L->mn;
+    if (!mn || !mn->failover || !r->have_succ || r->stopping || r->code >= 0) {
         r_stop(r, SIGKILL, P3D_EXIT_LOST);
         return;
     }
@@ -365,12 +367,12 @@ static void r_lost_leader(relay *r, double heard, const char *why)
         char *e = NULL;
         p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = (int)r->L->job->cluster->nnodes, .node_rank = r->me,
                         .gen = r->next_gen, .leader = old,
-                        .place_hash = r->L->place_hash ? r->L->place_hash(r->L->adopt_ctx) : 0,
-                        .master_port = r->L->self_master_port, .nccl_port = r->L->self_nccl_port,
-                        .failover_port = r->L->self_failover_port};
-        snprintf(j.addr, sizeof j.addr, "%s", r->L->self_addr && r->L->self_addr[0] ? r->L->self_addr : "127.0.0.1");
+                        .place_hash = mn->place_hash ? mn->place_hash(mn->ctx) : 0,
+                        .master_port = mn->self_master_port, .nccl_port = mn->self_nccl_port,
+                        .failover_port = mn->self_failover_port};
+        snprintf(j.addr, sizeof j.addr, "%s", mn->self_addr && mn->self_addr[0] ? mn->self_addr : "127.0.0.1");
         double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
-        p3d_chan *ch = p3d_failover_dial(c, &j, r->L->key, p3d_now() + 2 * P3D_CTL_SLACK, until, &e);
+        p3d_chan *ch = p3d_failover_dial(c, &j, mn->key, p3d_now() + 2 * P3D_CTL_SLACK, until, &e);
         p3d_rejoined a;
         if (ch && p3d_failover_answer(ch, until, &a, &e) == 0) {
             if (!a.accepted) {
@@ -631,7 +633,7 @@ out:
         p3d_loop_free(r->loop); /* closes the signalfd */
     else if (r->sfd >= 0)
         close(r->sfd);
-    if (r->succeed && L->takeover) /* this node leads the job from here on */
-        rc = L->takeover(L->takeover_ctx, r->leader, r->lost_heard, r->lost_why, r->before, r->nbefore);
+    if (r->succeed && L->mn && L->mn->takeover) /* this node leads the job from here on */
+        rc = L->mn->takeover(L->mn->takeover_ctx, r->leader, r->lost_heard, r->lost_why, r->before, r->nbefore);
     return rc;
 }

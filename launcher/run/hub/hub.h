@@ -26,7 +26,7 @@ int p3d_launcher_run(const p3d_launch *L, const int *nodes, int nnodes);
 
 /* Leader failover: the successor's hub (supervise.c). me: this node's
  * agent index; leader: the lost leader's; heard: when it was last heard.
- * Every other node rejoins on L->gate; the controller starts in TAKEOVER. */
+ * Every other node rejoins on L->mn->gate; the controller starts in TAKEOVER. */
 int p3d_hub_takeover(const p3d_launch *L, const int *nodes, int nnodes, int me, int leader, double heard,
                      const char *why);
 

@@ -31,7 +31,8 @@ static void hub_rejoin(hub *h, const p3d_rejoin *j, p3d_chan *ch)
             a = i;
     const char *no = NULL;
     char why[200];
-    uint64_t hash = h->L->place_hash ? h->L->place_hash(h->L->adopt_ctx) : 0;
+    const p3d_mnode_hooks *mn = h->L->mn;
+    uint64_t hash = mn && mn->place_hash ? mn->place_hash(mn->ctx) : 0;
     if (a < 0 || a == h->tk_me)
         no = "not a node of this job";
     else if (p3d_ctl_get_state(h->ctl) != P3D_CTL_TAKEOVER)
@@ -59,8 +60,8 @@ static void hub_rejoin(hub *h, const p3d_rejoin *j, p3d_chan *ch)
     l->retire_pending = l->broken = l->reported = 0;
     l->heard = p3d_now();
     hub_watch(h, a);
-    if (h->L->rejoined)
-        h->L->rejoined(h->L->adopt_ctx, j->node_rank, j->addr, j->master_port, j->nccl_port, j->failover_port);
+    if (mn && mn->rejoined)
+        mn->rejoined(mn->ctx, j->node_rank, j->addr, j->master_port, j->nccl_port, j->failover_port);
     p3d_ctl_rejoin(h->ctl, a, j->gen, p3d_now());
 }
 
@@ -78,13 +79,13 @@ void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx)
     (void)ev;
     p3d_rejoin j;
     p3d_chan *ch = NULL;
-    while (p3d_fgate_take(h->L->gate, (int)h->L->job->cluster->nnodes, p3d_now(), NULL, h->L->o->verbose, &j, &ch) ==
+    while (p3d_fgate_take(h->L->mn->gate, (int)h->L->job->cluster->nnodes, p3d_now(), NULL, h->L->o->verbose, &j, &ch) ==
            1)
         hub_rejoin(h, &j, ch);
     /* a connection accepted before its frame came: its bytes do not wake
      * the listening socket, so look again shortly (the gate drops it after
      * P3D_FGATE_DEADLINE); a node that was stuck here was lost with the
      * spare its ranks needed */
-    if (p3d_fgate_waiting(h->L->gate) > 0 && !h->gate_timer)
+    if (p3d_fgate_waiting(h->L->mn->gate) > 0 && !h->gate_timer)
         h->gate_timer = p3d_loop_at(lp, p3d_now() + 0.01, gate_again, h);
 }

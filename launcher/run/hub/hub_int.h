@@ -25,7 +25,7 @@ typedef struct alink {
     double heard;  /* when it last sent anything (--node-timeout) */
     int parked;    /* takeover: connected, no agent running (failover) */
     int retire_pending; /* parked and told to retire: gone, said outside the controller */
-    int succ_sent; /* the successor list went to it (L->successors) */
+    int succ_sent; /* the successor list went to it (L->mn->successors) */
 } alink;
 
 /* ---- peers.c: the nodes that do the same work ------------------------- */

@@ -148,7 +148,7 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
     free(idx);
     /* only spares lost, nothing restarts: the successor list built
      * without them goes to every node the next time it speaks */
-    for (int i = 0; rc == 1 && h->L->successors && i < h->n; i++)
+    for (int i = 0; rc == 1 && h->L->mn && h->L->mn->successors && i < h->n; i++)
         h->ln[i].succ_sent = 0;
     return rc;
 }
@@ -185,8 +185,8 @@ static int hub_respawn(void *ctx, int gen, const unsigned char *dead)
         if (hub_fork(h, i) < 0)
             return -1;
     }
-    if (any && h->L->sent)
-        h->L->sent(h->L->adopt_ctx);
+    if (any && h->L->mn && h->L->mn->sent)
+        h->L->mn->sent(h->L->mn->ctx);
     hub_peers(h);
     return 0;
 }
@@ -246,11 +246,11 @@ static void hub_read_remote(hub *h, int a)
     alink *l = &h->ln[a];
     char *e = NULL;
     remote_ctx rc = {h, a};
-    if (h->L->successors && !l->succ_sent && !l->broken) {
+    if (h->L->mn && h->L->mn->successors && !l->succ_sent && !l->broken) {
         /* the node speaks: it holds its placement, so the next frame it
          * reads may be the successor list */
         l->succ_sent = 1;
-        if (p3d_chan_send(l->ch, h->L->successors, P3D_FATE_STALL, NULL) < 0)
+        if (p3d_chan_send(l->ch, h->L->mn->successors, P3D_FATE_STALL, NULL) < 0)
             l->broken = 1;
     }
     if (!l->ch || p3d_fate_read(l->ch, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
@@ -429,14 +429,14 @@ static void hub_loop(hub *h)
 
 /* ---- leader failover: the successor's gate, the election ------------------ */
 
-/* The backend's election said something (L->elect_fd readable): every
+/* The backend's election said something (L->mn->elect_fd readable): every
  * piece of news to the controller. */
 static void hub_on_elect(p3d_loop *lp, int fd, int ev, void *ctx)
 {
     (void)lp, (void)fd, (void)ev;
     hub *h = ctx;
     char msg[1200];
-    for (int k; (k = h->L->elect_news(h->L->elect_ctx, msg, sizeof msg)) != P3D_RDZV_NEWS_NONE;) {
+    for (int k; (k = h->L->mn->elect_news(h->L->mn->elect_ctx, msg, sizeof msg)) != P3D_RDZV_NEWS_NONE;) {
         int news = k == P3D_RDZV_NEWS_WON ? P3D_CTL_ELECT_WON
                    : k == P3D_RDZV_NEWS_NOT_WON ? P3D_CTL_ELECT_NOT_WON : P3D_CTL_ELECT_LOST;
         p3d_ctl_election(h->ctl, news, msg, p3d_now());
@@ -503,6 +503,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         h->lc[i] = (lctx){h, i};
         hub_watch(h, i);
     }
+    const p3d_mnode_hooks *mn = L->mn; /* NULL: one node, --emulate */
     p3d_ctl_cfg cfg = {
         .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
@@ -510,11 +511,11 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
         .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,
-        .failover = L->failover, .node_timeout = L->o->node_timeout,
+        .failover = mn && mn->failover, .node_timeout = L->o->node_timeout,
         .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
         .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
-        .elect = L->failover && L->elect_news && L->elect_fd >= 0,
+        .elect = mn && mn->failover && mn->elect_news && mn->elect_fd >= 0,
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
     };
@@ -540,12 +541,12 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         goto out;
     }
     hub_peers(h);
-    if (cfg.elect && p3d_loop_watch(h->loop, L->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
+    if (cfg.elect && p3d_loop_watch(h->loop, mn->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: cannot watch the election: %s\n", strerror(errno));
         goto out;
     }
-    for (int i = 0; L->unhealthy && i < nnodes; i++)
-        if (L->unhealthy[i]) {
+    for (int i = 0; mn && mn->unhealthy && i < nnodes; i++)
+        if (mn->unhealthy[i]) {
             /* multi-node: failed its own check before the rendezvous; the
              * placement gave it no rank (mnode.c), it waits idle */
             bad[i] = 1;
@@ -556,7 +557,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         /* the successor: the nodes rejoin on the gate; the controller
          * acts once a majority did (controller.h, TAKEOVER) */
         remote = 1;
-        if (!L->gate || p3d_loop_watch(h->loop, p3d_fgate_fd(L->gate), P3D_LOOP_IN, hub_on_gate, h) < 0) {
+        if (!mn || !mn->gate || p3d_loop_watch(h->loop, p3d_fgate_fd(mn->gate), P3D_LOOP_IN, hub_on_gate, h) < 0) {
             fprintf(stderr, "par3drun: cannot take over: no failover port\n");
             goto out;
         }
@@ -577,7 +578,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     if (pre_bad > 0) {
         /* before the first start: a failed node is excluded like a lost
          * one, its ranks placed on a spare (not a restart); a multi-node
-         * job did this at the rendezvous (mnode.c, L->unhealthy) */
+         * job did this at the rendezvous (mnode.c, L->mn->unhealthy) */
         int *lost = calloc((size_t)nnodes + 1, sizeof *lost), nlost = 0;
         char *msg = NULL, why[256];
         for (int i = 0; lost && i < nnodes; i++)

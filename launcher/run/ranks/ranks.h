@@ -107,56 +107,13 @@ typedef struct p3d_launch {
      * job cannot replace nodes. */
     int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
     void *replace_ctx;
-    /* Multi-node (docs/multinode.md, "When a node dies"): a relay hands a
-     * new placement frame's body to adopt, which makes it the node's
-     * placement for restart gen (placement.json replaced, the previous one
-     * kept); sent(ctx) says that every node now holds job->cplace (the
-     * next difference's base). */
-    void (*sent)(void *ctx);
-    /* type: P3D_MSG_CPLACE or P3D_MSG_CDELTA */
-    int (*adopt)(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);
-    void *adopt_ctx;
-    /* Multi-node leader: unhealthy[i] set when node rank i failed its own
-     * --health-check before the rendezvous (placed with no ranks, never
-     * asked again); NULL: none. */
-    const unsigned char *unhealthy;
-    /* Leader failover (docs/multinode.md, "When the leader dies";
-     * failover_mnode.c): failover on (no --no-failover, a TCP multi-node
-     * job); this node's failover port; on a node that finds itself the
-     * successor, takeover(ctx, leader, heard, why) runs the job's
-     * controller from here on and returns the node's exit code. */
-    int failover;
-    struct p3d_fgate *gate;
-    /* before[0..nbefore): the candidates ahead of this one in the
-     * successor list that it could not reach (an election needs them gone) */
-    int (*takeover)(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore);
-    void *takeover_ctx;
-    /* Leadership held in the rendezvous backend (etcd's election; NULL
-     * elect_news: none, the majority rule decides): the descriptor the
-     * hub watches while this node leads or bids to, and its news
-     * (P3D_RDZV_NEWS_*, msg: what it says). */
-    int elect_fd;
-    int (*elect_news)(void *ctx, char *msg, size_t cap);
-    void *elect_ctx;
-    /* what a rejoining node tells the successor about itself, and what
-     * the successor checks against: the hash of the CPLACE body held
-     * (adopt_ctx), this node's address and ports */
-    uint64_t (*place_hash)(void *ctx);
-    const char *self_addr;
-    int self_master_port, self_nccl_port;
-    int self_failover_port; /* 0: none */
     const char *bind_addr;  /* where this node's listeners bind (multi-node; NULL: a job on one host):
                              * the ranks get it as P3D_BIND_ADDR */
-    /* the successor: a node rejoined (its address and ports, for the
-     * placement's MASTER_ADDR when rank 0 lands there) */
-    void (*rejoined)(void *ctx, int node, const char *addr, int master_port, int nccl_port, int failover_port);
-    /* the job key (the token): what a failover dial proves (NULL on a
-     * single node) */
-    const char *key;
-    /* the leader: the successor list (S, untagged), sent to each node once
-     * it first speaks on the fate channel (it holds its placement then:
-     * nothing else is read on its connection before) */
-    const struct p3d_wbuf *successors;
+    /* A multi-node job's own hooks: the new placement a relay adopts,
+     * leader failover, the election, the successor list (agent.h,
+     * p3d_mnode_hooks; filled by mnode.c). NULL on one node and under
+     * --emulate: nothing there fails over or rejoins. */
+    const struct p3d_mnode_hooks *mn;
 } p3d_launch;
 
 /* ---- rank_env.c ---------------------------------------------------------- */
