@@ -9,6 +9,8 @@
  * stopper's timer (stopper.c), heartbeats, fencing and --hang-timeout as
  * deadlines its prepare hook names; the terminal is written without
  * waiting (output.c). Nothing blocks, so a stop order is always seen.
+ * The agent is a table (p3d_agent_cell, agent.h; docs/agent.md): its
+ * states and the events that move them, every change through agent_go.
  */
 #include "controller.h"
 #include "ranks.h"
@@ -32,7 +34,10 @@
 
 extern char **environ;
 
-typedef struct agent {
+typedef struct agent agent;
+typedef void (*agent_handler)(agent *a);
+
+struct agent {
     const p3d_launch *L;
     int node, upstream, sfd;
     int nlocal;
@@ -52,25 +57,39 @@ typedef struct agent {
     p3d_stopper stop;       /* the stop signal sent, SIGKILL after the grace */
     int nwatched;           /* output fds watched, in watched[] */
     int *watched;
-    char *err;              /* what ends the agent with 1 (said at the end) */
-    int failed;             /* this generation had a root-cause failure */
-    unsigned hold;          /* after it, the other ranks run on until this
-                               timer (--fault-window) or the controller's
-                               order, so that their own failures are
-                               reported too (the verdict counts ranks) */
-    int fail_code;
-    int restart_to;         /* >= 0: start generation restart_to when empty */
+    /* the machine: its state, the outside event being handled (the cause
+     * of every change it makes), the moves of the cell that runs */
+    p3d_agent_state state;
+    p3d_agent_event cause;
+    unsigned cell_next;
+    struct {                /* what the event brings, while its cell runs */
+        const p3d_amsg *m;  /* BEAT, RESTART, STOP, FORWARD */
+        int sig;            /* SIGNAL, USR, PREEMPT */
+        int i, status;      /* RANK_FAIL: the local rank, its wait status */
+    } ev;
+    /* the generation's first failure (HOLDING, and after it until the
+     * next generation): no DONE is sent, its code is the agent's */
+    struct {
+        int failed;
+        int code;
+        unsigned hold;      /* the other ranks run on until this timer
+                               (--fault-window) or the controller's order,
+                               so that their own failures are reported too
+                               (the verdict counts ranks) */
+    } fail;
+    int restart_gen;        /* RESTARTING: the generation started next */
     int exit_code;          /* decided result */
-    int final;              /* no restart will follow: exit when empty */
+    int final;              /* ENDING was reached: the job's end decided */
     int swept;              /* the generation's leftovers were swept */
-    int done_sent;
     int preempted;          /* the ranks were sent the preempt signal */
     double next_beat;       /* --node-timeout: the next heartbeat (B) */
     double heard_up;        /* when the upstream last sent anything */
     double up_to;           /* the upstream's timeout (its B says); 0 until
                                it beats: an upstream that never beats is
                                never judged */
-} agent;
+};
+
+static void agent_dispatch(agent *a, p3d_agent_event ev);
 
 static void say(agent *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(agent *a, const char *fmt, ...)
@@ -103,8 +122,8 @@ static void agent_kill_all(void *ctx)
 /* Starts the stop sequence: sig now, SIGKILL after the grace. */
 static void agent_stop(agent *a, int sig)
 {
-    p3d_loop_cancel(a->loop, a->hold); /* any stop ends the hold */
-    a->hold = 0;
+    p3d_loop_cancel(a->loop, a->fail.hold); /* any stop ends the hold */
+    a->fail.hold = 0;
     if (sig == SIGKILL) {
         p3d_stopper_begin(&a->stop, 0);
         return;
@@ -193,12 +212,10 @@ static int agent_spawn_all(agent *a, char **err)
 {
     const p3d_launch *L = a->L;
     p3d_stopper_clear(&a->stop);
-    p3d_loop_cancel(a->loop, a->hold);
-    a->hold = 0;
-    a->failed = 0;
-    a->fail_code = 0;
-    a->restart_to = -1;
-    a->done_sent = 0;
+    p3d_loop_cancel(a->loop, a->fail.hold);
+    a->fail.hold = 0;
+    a->fail.failed = 0;
+    a->fail.code = 0;
     a->swept = 0;
     if (agent_outputs(a, err) < 0)
         return -1;
@@ -329,206 +346,191 @@ static void agent_report_fail(agent *a, int i, int status)
     free(sum);
 }
 
-/* The hold is over and the controller said nothing: the other ranks end
- * as they would have at once before (the controller decides on what it
- * got). */
+/* ---- the one transition ---------------------------------------------------- */
+
+/* Every change of state: checked against the running cell's moves (a
+ * move the table does not list is a bug, said), said with --verbose. */
+static void agent_go(agent *a, p3d_agent_state to)
+{
+    if (to == a->state)
+        return;
+    const char *name = a->L->job->cluster->nodes[a->node].name;
+    if (!(a->cell_next & P3D_NODE_TO(to)))
+        say(a, "par3drun: node %s: agent: %s -> %s (%s) is not in the table\n", name,
+            p3d_agent_state_name(a->state), p3d_agent_state_name(to), p3d_agent_event_name(a->cause));
+    if (a->L->o->verbose)
+        say(a, "par3drun: node %s: agent: state %s -> %s (%s)\n", name, p3d_agent_state_name(a->state),
+            p3d_agent_state_name(to), p3d_agent_event_name(a->cause));
+    if (to == P3D_AGENT_ENDING)
+        a->final = 1;
+    a->state = to;
+}
+
+/* ---- the handlers ------------------------------------------------------------ */
+
 static void agent_hold_over(p3d_loop *l, void *ctx)
 {
     agent *a = ctx;
     (void)l;
-    a->hold = 0;
-    if (a->running > 0)
-        agent_stop(a, SIGTERM);
+    a->fail.hold = 0;
+    agent_dispatch(a, P3D_AGENT_EV_HOLD_OVER);
 }
 
-/* After the generation's first local failure the node's other ranks run
- * on for --fault-window (and the slack the controller's order needs to
- * arrive): a program's bug fails them too, each reported, and the
- * verdict compares ranks and replicas, not only nodes. The controller's
- * restart or stop ends the hold earlier; 0 stops them at once. */
-static void agent_hold(agent *a)
+/* A rank's failure, reported; the generation's first starts the hold:
+ * the node's other ranks run on for --fault-window (and the slack the
+ * controller's order needs to arrive), so that a program's bug fails them
+ * too, each reported, and the verdict compares ranks and replicas, not
+ * only nodes. The controller's restart or stop ends the hold earlier; 0
+ * stops them at once. Returns 1 when the hold runs. */
+static int agent_note_fail(agent *a)
 {
+    int first = !a->fail.failed;
+    if (first) {
+        a->fail.failed = 1;
+        a->fail.code = p3d_code_of(a->ev.status);
+    }
+    agent_report_fail(a, a->ev.i, a->ev.status);
+    if (!first)
+        return 1;
     double w = a->L->o->fault_window;
     if (w <= 0 || a->running == 0 ||
-        !(a->hold = p3d_loop_at(a->loop, p3d_now() + w + P3D_CTL_SLACK, agent_hold_over, a)))
+        !(a->fail.hold = p3d_loop_at(a->loop, p3d_now() + w + P3D_CTL_SLACK, agent_hold_over, a))) {
         agent_stop(a, SIGTERM);
+        return 0;
+    }
+    return 1;
 }
 
-/* A child exited (the loop reaped it). */
-static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
+/* RANK_FAIL while the ranks run: the generation's first failure. */
+static void on_first_fail(agent *a)
 {
-    agent *a = ctx;
-    (void)l;
-    {
-        int i;
-        for (i = 0; i < a->nlocal; i++)
-            if (a->pid[i] == p)
-                break;
-        if (i == a->nlocal)
-            return; /* a reparented descendant (we are its subreaper) */
-        a->running--;
-        /* kill what is left of its group (grandchildren) right away */
-        killpg(p, SIGKILL);
-        p3d_rank_out_drain(&a->out[i], &a->sink);
-        int code = p3d_code_of(status);
-        if (code != 0 && !a->stop.stopping && !a->failed) {
-            a->failed = 1;
-            a->fail_code = code;
-            agent_report_fail(a, i, status);
-            agent_hold(a);
-        } else if (code != 0 && !a->stop.stopping) {
-            agent_report_fail(a, i, status); /* during the hold: one a rank */
-        }
-        a->pid[i] = 0;
+    agent_go(a, agent_note_fail(a) ? P3D_AGENT_HOLDING : P3D_AGENT_STOPPING);
+}
+
+/* RANK_FAIL during the hold (one a rank), or once the job's end was
+ * decided without stopping the ranks (a stop order without a signal). */
+static void on_fail_report(agent *a)
+{
+    if (!a->stop.stopping)
+        agent_note_fail(a);
+}
+
+/* HOLD_OVER: the controller said nothing: the other ranks end as they
+ * would have at once before (the controller decides on what it got). */
+static void on_hold_over(agent *a)
+{
+    if (a->running > 0) {
+        agent_stop(a, SIGTERM);
+        agent_go(a, P3D_AGENT_STOPPING);
     }
 }
 
-/* The controller is gone: nobody can restart or report; end now. */
-static void agent_orphaned(agent *a)
+/* TICK: --hang-timeout: ranks whose time is up get the hang signal (their
+ * failure follows when they are reaped); stopping anyway, the grace rules. */
+static void on_tick(agent *a)
+{
+    int i;
+    if (a->stop.stopping)
+        return;
+    while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
+        int sig = p3d_hang_signal(a->hang);
+        say(a, "par3drun: rank %d on node %s is hung (no heartbeat or output for %g s): sending SIG%s\n", a->ranks[i],
+            a->L->job->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    }
+}
+
+/* The controller is gone (UP_LOST, FENCE): nobody can restart or report;
+ * end now. */
+static void on_orphaned(agent *a)
 {
     if (a->upstream >= 0) {
         p3d_loop_unwatch(a->loop, a->upstream);
         close(a->upstream);
     }
     a->upstream = -1;
-    a->final = 1;
     if (!a->exit_code)
-        a->exit_code = a->failed ? a->fail_code : 128 + SIGKILL;
+        a->exit_code = a->fail.failed ? a->fail.code : 128 + SIGKILL;
     agent_stop(a, SIGKILL);
+    agent_go(a, P3D_AGENT_ENDING);
 }
 
-/* Handles the packets the controller sent. */
-static void agent_upstream(agent *a)
-{
-    char buf[P3D_AMSG_MAX + 1];
-    for (;;) {
-        long n = p3d_amsg_recv(a->upstream, buf, sizeof buf);
-        if (n == 0)
-            return;
-        if (n < 0) {
-            agent_orphaned(a);
-            return;
-        }
-        a->heard_up = p3d_now();
-        p3d_amsg m;
-        if (p3d_amsg_decode(buf, (size_t)n, &m) < 0)
-            continue;
-        switch (m.type) {
-        case P3D_AM_BEAT:
-            a->up_to = m.ms / 1000.0;
-            break;
-        case P3D_AM_RESTART:
-            a->restart_to = m.gen;
-            agent_stop(a, SIGTERM);
-            break;
-        case P3D_AM_STOP:
-            a->final = 1;
-            a->restart_to = -1;
-            if (!a->exit_code)
-                a->exit_code = a->failed ? a->fail_code : m.code;
-            if (m.sig)
-                agent_stop(a, m.sig);
-            break;
-        case P3D_AM_FORWARD:
-            if (p3d_preempts(a->L->o, m.sig)) {
-                p3d_preempt_touch(a->L, m.sig); /* before the signal: a rank that looks finds it */
-                a->preempted = 1;
-            }
-            agent_signal_all(a, m.sig);
-            break;
-        default:
-            break;
-        }
-    }
-}
-
-/* --node-timeout: a heartbeat to our parent (the launcher's hub or a
- * node's relay) every p3d_beat_interval; a frozen agent sends none. The
- * next one's time (0: off). */
-static double agent_beat(agent *a, double now)
-{
-    double iv = p3d_beat_interval(a->L->o->node_timeout);
-    if (iv <= 0 || a->upstream < 0)
-        return 0;
-    if (now >= a->next_beat) {
-        p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(a->L->o->node_timeout * 1000)};
-        p3d_amsg_send(a->upstream, &b);
-        a->next_beat = now + iv;
-    }
-    return a->next_beat;
-}
-
-/* Fencing: an upstream (the hub, or the node's relay) silent for its
+/* FENCE: an upstream (the hub, or the node's relay) silent for its
  * --node-timeout is frozen or cut off, and the leader replaces this node
  * once that time is past. Our ranks end now, by force: no rank may run
- * beside its replacement. Judged after the round's reads, so that what
- * came while we were stopped ourselves counts first (read before the
- * judgement). The next time to
- * look (0: not judged). */
-static double agent_fence(agent *a, double now)
+ * beside its replacement. */
+static void on_fence(agent *a)
 {
-    if (a->up_to <= 0 || a->upstream < 0)
-        return 0;
-    if (now - a->heard_up > a->up_to)
-        agent_upstream(a); /* what came while we were not running counts */
-    if (a->upstream < 0)
-        return 0;
-    if (now - a->heard_up <= a->up_to)
-        return a->heard_up + a->up_to + 0.01;
     say(a, "par3drun: node %s: nothing from its supervisor for %.1f s (--node-timeout %g): ending its ranks now "
            "(fenced: the leader replaces this node)\n",
-        a->L->job->cluster->nodes[a->node].name, now - a->heard_up, a->up_to);
+        a->L->job->cluster->nodes[a->node].name, p3d_now() - a->heard_up, a->up_to);
     if (!a->exit_code)
         a->exit_code = P3D_EXIT_LOST;
-    agent_orphaned(a);
-    return 0;
+    on_orphaned(a);
 }
 
-static void agent_signal(p3d_loop *l, int sig, void *ctx)
+static void on_beat(agent *a)
 {
-    agent *a = ctx;
-    (void)l;
-    switch (sig) {
-    case SIGUSR1:
-    case SIGUSR2:
-        if (p3d_preempts(a->L->o, sig) && a->upstream >= 0) {
-            /* the scheduler's warning reached this node: the controller
-             * tells every node's ranks (once, whoever heard it first) */
-            p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
-            p3d_amsg_send(a->upstream, &s);
-            break;
-        }
-        agent_signal_all(a, sig);
-        break;
-    default: { /* INT TERM HUP QUIT, and the parent-death SIGTERM */
-        /* the job stops everywhere, for the reason the controller names */
-        p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
-        p3d_amsg_send(a->upstream, &s);
-        a->final = 1;
-        a->restart_to = -1;
-        if (!a->exit_code)
-            a->exit_code = a->failed ? a->fail_code : 128 + sig;
-        if (a->stop.stopping && sig != SIGQUIT)
-            agent_stop(a, SIGKILL); /* asked twice: no more grace */
-        else
-            agent_stop(a, sig);
-        break;
-    }
-    }
+    a->up_to = a->ev.m->ms / 1000.0;
 }
 
-/* --hang-timeout: ranks whose time is up get the hang signal (their
- * failure follows when they are reaped). */
-static void agent_hang_check(agent *a)
+/* RESTART: the ranks stop; the next generation starts once they are gone
+ * (STARTING). */
+static void on_restart(agent *a)
 {
-    int i;
-    if (a->stop.stopping)
-        return; /* stopping anyway: the grace rules */
-    while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
-        int sig = p3d_hang_signal(a->hang);
-        say(a, "par3drun: rank %d on node %s is hung (no heartbeat or output for %g s): sending SIG%s\n", a->ranks[i],
-            a->L->job->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+    a->restart_gen = a->ev.m->gen;
+    agent_stop(a, SIGTERM);
+    agent_go(a, P3D_AGENT_STARTING);
+}
+
+/* STOP: the job is over: the ranks stop (with the order's signal), the
+ * agent exits once they are gone. */
+static void on_stop(agent *a)
+{
+    if (!a->exit_code)
+        a->exit_code = a->fail.failed ? a->fail.code : a->ev.m->code;
+    if (a->ev.m->sig)
+        agent_stop(a, a->ev.m->sig);
+    agent_go(a, P3D_AGENT_ENDING);
+}
+
+static void on_forward(agent *a)
+{
+    int sig = a->ev.m->sig;
+    if (p3d_preempts(a->L->o, sig)) {
+        p3d_preempt_touch(a->L, sig); /* before the signal: a rank that looks finds it */
+        a->preempted = 1;
     }
+    agent_signal_all(a, sig);
+}
+
+/* SIGNAL (INT TERM HUP QUIT, and the parent-death SIGTERM): the job stops
+ * everywhere, for the reason the controller names; asked twice, no more
+ * grace. */
+static void on_signal(agent *a)
+{
+    int sig = a->ev.sig;
+    p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = sig};
+    p3d_amsg_send(a->upstream, &s);
+    if (!a->exit_code)
+        a->exit_code = a->fail.failed ? a->fail.code : 128 + sig;
+    if (a->stop.stopping && sig != SIGQUIT)
+        agent_stop(a, SIGKILL);
+    else
+        agent_stop(a, sig);
+    agent_go(a, P3D_AGENT_ENDING);
+}
+
+static void on_usr(agent *a)
+{
+    agent_signal_all(a, a->ev.sig);
+}
+
+/* PREEMPT: the scheduler's warning reached this node: the controller
+ * tells every node's ranks (once, whoever heard it first). */
+static void on_preempt(agent *a)
+{
+    p3d_amsg s = {.type = P3D_AM_SIGNAL, .sig = a->ev.sig};
+    p3d_amsg_send(a->upstream, &s);
 }
 
 /* --progress-interval: the ranks' progress files read, the node's summary
@@ -593,38 +595,66 @@ static int agent_setup(agent *a, char **err)
     return 0;
 }
 
-/* A generation is over: sweep what escaped, then start the next one, or
- * report done. Returns 1 when the agent should exit. */
-static int agent_generation_over(agent *a, char **err)
+/* What every generation's end does first: the ranks' last output, and
+ * what escaped swept (once per generation: the /proc scan is not for idle
+ * wakeups). */
+static void agent_gen_end(agent *a)
 {
     for (int i = 0; i < a->nlocal; i++)
         p3d_rank_out_drain(&a->out[i], &a->sink);
     if (!a->swept) {
-        /* once per generation: the /proc scan is not for idle wakeups */
         a->swept = 1;
         if (p3d_kill_children(SIGKILL) > 0)
             p3d_loop_reap(a->loop);
     }
-    if (a->restart_to >= 0 && !a->final) {
-        a->gen = a->restart_to;
-        if (agent_spawn_all(a, err) < 0) {
-            say(a, "par3drun: %s\n", *err ? *err : "restart failed");
-            P3D_FREE(err);
-            agent_stop(a, SIGKILL);
-            a->failed = 1;
-            a->fail_code = P3D_EXIT_FAIL;
-            p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1, .step = -1, .errts = -1};
-            p3d_amsg_send(a->upstream, &f);
-            return 0;
-        }
-        /* a node without ranks (a spare) is done at once: nothing else
-         * would wake the loop to say so */
-        if (a->running > 0 || a->nlocal > 0)
-            return 0;
+}
+
+/* The program was checked before anything started (launch_prepare.c):
+ * what fails here is par3drun's own doing (log file, fork). The ranks
+ * started are killed, the controller told (F, rank -1). */
+static void agent_spawn_failed(agent *a, char *err)
+{
+    say(a, "par3drun: %s\n", err ? err : "spawn failed");
+    free(err);
+    agent_stop(a, SIGKILL);
+    a->fail.failed = 1;
+    a->fail.code = P3D_EXIT_FAIL;
+    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1, .step = -1, .errts = -1};
+    p3d_amsg_send(a->upstream, &f);
+}
+
+static void agent_exit(agent *a)
+{
+    agent_go(a, P3D_AGENT_EXITED);
+    p3d_loop_stop(a->loop);
+}
+
+/* ALL_EXITED while starting (the agent's first round, or a restart order
+ * once the ranks are gone): the next generation. */
+static void on_start(agent *a)
+{
+    char *err = NULL;
+    agent_gen_end(a);
+    a->gen = a->restart_gen;
+    if (agent_spawn_all(a, &err) < 0) {
+        agent_spawn_failed(a, err);
+        agent_go(a, P3D_AGENT_STOPPING);
+        return;
     }
-    if (a->final || a->upstream < 0)
-        return 1;
-    if (!a->failed && !a->done_sent) {
+    agent_go(a, P3D_AGENT_RUNNING);
+}
+
+/* ALL_EXITED otherwise: the generation is over: DONE when it did not
+ * fail (the controller decides what follows), the end when there is
+ * nobody to tell. */
+static void on_all_exited(agent *a)
+{
+    agent_gen_end(a);
+    if (a->upstream < 0) {
+        agent_exit(a);
+        return;
+    }
+    if (!a->fail.failed) {
         /* preempted: the last progress lines first, since the checkpoint
          * the ranks wrote just before they ended is the one the job
          * resumes from (otherwise a summary this late only risks a slow
@@ -638,9 +668,216 @@ static int agent_generation_over(agent *a, char **err)
         free(warn);
         p3d_amsg d = {.type = P3D_AM_DONE, .gen = a->gen};
         p3d_amsg_send(a->upstream, &d);
-        a->done_sent = 1;
     }
+    agent_go(a, P3D_AGENT_IDLE);
+}
+
+/* ALL_EXITED once the job's end is decided: the agent exits. */
+static void on_exit_now(agent *a)
+{
+    agent_gen_end(a);
+    agent_exit(a);
+}
+
+/* ---- the table --------------------------------------------------------------- */
+
+typedef struct agent_cell {
+    agent_handler h;
+    const char *name;
+    unsigned next;
+    unsigned char kind;
+} agent_cell;
+
+#define RUN(h, next) {h, #h, (next), P3D_NODE_CELL_RUN}
+#define IGNORED {NULL, NULL, P3D_NODE_STAY, P3D_NODE_CELL_IGNORED}
+#define IMPOSSIBLE {NULL, NULL, 0, P3D_NODE_CELL_IMPOSSIBLE}
+#define STAY P3D_NODE_STAY
+#define RUNNING P3D_NODE_TO(P3D_AGENT_RUNNING)
+#define HOLDING P3D_NODE_TO(P3D_AGENT_HOLDING)
+#define STOPPING P3D_NODE_TO(P3D_AGENT_STOPPING)
+#define STARTING P3D_NODE_TO(P3D_AGENT_STARTING)
+#define IDLE P3D_NODE_TO(P3D_AGENT_IDLE)
+#define ENDING P3D_NODE_TO(P3D_AGENT_ENDING)
+#define EXITED P3D_NODE_TO(P3D_AGENT_EXITED)
+
+/* What the controller's packets and the signals do wherever the agent
+ * still has a loop; the rows override where they differ. */
+#define LIVE_ROW                                                                                                      \
+    [P3D_AGENT_EV_RANK_FAIL] = IGNORED, [P3D_AGENT_EV_TICK] = IGNORED, [P3D_AGENT_EV_HOLD_OVER] = IMPOSSIBLE,         \
+    [P3D_AGENT_EV_BEAT] = RUN(on_beat, STAY), [P3D_AGENT_EV_RESTART] = RUN(on_restart, STARTING),                 \
+    [P3D_AGENT_EV_STOP] = RUN(on_stop, ENDING), [P3D_AGENT_EV_FORWARD] = RUN(on_forward, STAY),                      \
+    [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, ENDING), [P3D_AGENT_EV_FENCE] = RUN(on_fence, ENDING),                 \
+    [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, ENDING), [P3D_AGENT_EV_USR] = RUN(on_usr, STAY),                          \
+    [P3D_AGENT_EV_PREEMPT] = RUN(on_preempt, STAY)
+
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+#ifdef __clang__
+#pragma clang diagnostic ignored "-Winitializer-overrides"
+#endif
+static const agent_cell table[P3D_AGENT_NSTATES][P3D_AGENT_NEVENTS] = {
+    [P3D_AGENT_RUNNING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_first_fail, HOLDING | STOPPING),
+                           [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED),
+                           [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY)},
+    [P3D_AGENT_HOLDING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
+                           [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED),
+                           [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
+                           [P3D_AGENT_EV_HOLD_OVER] = RUN(on_hold_over, STAY | STOPPING)},
+    [P3D_AGENT_STOPPING] = {LIVE_ROW, [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED)},
+    [P3D_AGENT_STARTING] = {LIVE_ROW, [P3D_AGENT_EV_ALL_EXITED] = RUN(on_start, RUNNING | STOPPING),
+                              [P3D_AGENT_EV_RESTART] = RUN(on_restart, STAY)},
+    [P3D_AGENT_IDLE] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = IMPOSSIBLE, [P3D_AGENT_EV_ALL_EXITED] = IGNORED,
+                        [P3D_AGENT_EV_HOLD_OVER] = IGNORED},
+    [P3D_AGENT_ENDING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
+                          [P3D_AGENT_EV_ALL_EXITED] = RUN(on_exit_now, EXITED), [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
+                          [P3D_AGENT_EV_HOLD_OVER] = IGNORED, [P3D_AGENT_EV_RESTART] = IGNORED,
+                          [P3D_AGENT_EV_STOP] = RUN(on_stop, STAY), [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, STAY),
+                          [P3D_AGENT_EV_FENCE] = RUN(on_fence, STAY), [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, STAY)},
+    [P3D_AGENT_EXITED] = {[P3D_AGENT_EV_RANK_FAIL] = IGNORED, [P3D_AGENT_EV_ALL_EXITED] = IGNORED,
+                          [P3D_AGENT_EV_TICK] = IGNORED, [P3D_AGENT_EV_HOLD_OVER] = IGNORED,
+                          [P3D_AGENT_EV_BEAT] = IGNORED, [P3D_AGENT_EV_RESTART] = IGNORED,
+                          [P3D_AGENT_EV_STOP] = IGNORED, [P3D_AGENT_EV_FORWARD] = IGNORED,
+                          [P3D_AGENT_EV_UP_LOST] = IGNORED, [P3D_AGENT_EV_FENCE] = IGNORED,
+                          [P3D_AGENT_EV_SIGNAL] = IGNORED, [P3D_AGENT_EV_USR] = IGNORED,
+                          [P3D_AGENT_EV_PREEMPT] = IGNORED},
+};
+#pragma GCC diagnostic pop
+
+static const char *const state_names[P3D_AGENT_NSTATES] = {"starting", "running", "holding", "stopping",
+                                                           "idle", "ending", "exited"};
+static const char *const event_names[P3D_AGENT_NEVENTS] = {
+    "rank-fail", "all-exited", "tick", "hold-over", "beat", "restart", "stop", "forward", "upstream-lost",
+    "fence", "signal", "usr-signal", "preempt"};
+
+const char *p3d_agent_state_name(int s)
+{
+    return s >= 0 && s < P3D_AGENT_NSTATES ? state_names[s] : "?";
+}
+
+const char *p3d_agent_event_name(int e)
+{
+    return e >= 0 && e < P3D_AGENT_NEVENTS ? event_names[e] : "?";
+}
+
+int p3d_agent_cell(int s, int e, p3d_node_cell *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s < 0 || s >= P3D_AGENT_NSTATES || e < 0 || e >= P3D_AGENT_NEVENTS)
+        return 0;
+    const agent_cell *c = &table[s][e];
+    *out = (p3d_node_cell){.kind = c->kind, .handler = c->name, .next = c->next};
+    return 1;
+}
+
+/* One event through its cell (a cell that cannot happen is dropped:
+ * test_node_tables keeps the table honest). */
+static void agent_dispatch(agent *a, p3d_agent_event ev)
+{
+    const agent_cell *c = &table[a->state][ev];
+    a->cause = ev;
+    a->cell_next = c->next;
+    if (c->kind == P3D_NODE_CELL_RUN)
+        c->h(a);
+}
+
+/* ---- what raises the events ---------------------------------------------------- */
+
+/* A child exited (the loop reaped it): a rank's failure is an event. */
+static void agent_child(p3d_loop *l, pid_t p, int status, void *ctx)
+{
+    agent *a = ctx;
+    (void)l;
+    int i;
+    for (i = 0; i < a->nlocal; i++)
+        if (a->pid[i] == p)
+            break;
+    if (i == a->nlocal)
+        return; /* a reparented descendant (we are its subreaper) */
+    a->running--;
+    /* kill what is left of its group (grandchildren) right away */
+    killpg(p, SIGKILL);
+    p3d_rank_out_drain(&a->out[i], &a->sink);
+    if (p3d_code_of(status) != 0) {
+        a->ev.i = i;
+        a->ev.status = status;
+        agent_dispatch(a, P3D_AGENT_EV_RANK_FAIL);
+    }
+    a->pid[i] = 0;
+}
+
+/* The controller's packets, each an event. */
+static void agent_upstream(agent *a)
+{
+    char buf[P3D_AMSG_MAX + 1];
+    while (a->upstream >= 0) {
+        long n = p3d_amsg_recv(a->upstream, buf, sizeof buf);
+        if (n == 0)
+            return;
+        if (n < 0) {
+            agent_dispatch(a, P3D_AGENT_EV_UP_LOST);
+            return;
+        }
+        a->heard_up = p3d_now();
+        p3d_amsg m;
+        if (p3d_amsg_decode(buf, (size_t)n, &m) < 0)
+            continue;
+        p3d_agent_event ev = m.type == P3D_AM_BEAT      ? P3D_AGENT_EV_BEAT
+                             : m.type == P3D_AM_RESTART ? P3D_AGENT_EV_RESTART
+                             : m.type == P3D_AM_STOP    ? P3D_AGENT_EV_STOP
+                             : m.type == P3D_AM_FORWARD ? P3D_AGENT_EV_FORWARD
+                                                        : P3D_AGENT_NEVENTS;
+        if (ev == P3D_AGENT_NEVENTS)
+            continue;
+        a->ev.m = &m;
+        agent_dispatch(a, ev);
+        a->ev.m = NULL;
+    }
+}
+
+/* --node-timeout: a heartbeat to our parent (the launcher's hub or a
+ * node's relay) every p3d_beat_interval; a frozen agent sends none. The
+ * next one's time (0: off). */
+static double agent_beat(agent *a, double now)
+{
+    double iv = p3d_beat_interval(a->L->o->node_timeout);
+    if (iv <= 0 || a->upstream < 0)
+        return 0;
+    if (now >= a->next_beat) {
+        p3d_amsg b = {.type = P3D_AM_BEAT, .ms = (int)(a->L->o->node_timeout * 1000)};
+        p3d_amsg_send(a->upstream, &b);
+        a->next_beat = now + iv;
+    }
+    return a->next_beat;
+}
+
+/* Fencing (FENCE): judged after the round's reads, so that what came
+ * while we were stopped ourselves counts first (read before the
+ * judgement). The next time to look (0: not judged). */
+static double agent_fence(agent *a, double now)
+{
+    if (a->up_to <= 0 || a->upstream < 0)
+        return 0;
+    if (now - a->heard_up > a->up_to)
+        agent_upstream(a); /* what came while we were not running counts */
+    if (a->upstream < 0)
+        return 0;
+    if (now - a->heard_up <= a->up_to)
+        return a->heard_up + a->up_to + 0.01;
+    agent_dispatch(a, P3D_AGENT_EV_FENCE);
     return 0;
+}
+
+static void agent_signal(p3d_loop *l, int sig, void *ctx)
+{
+    agent *a = ctx;
+    (void)l;
+    a->ev.sig = sig;
+    if ((sig == SIGUSR1 || sig == SIGUSR2) && p3d_preempts(a->L->o, sig) && a->upstream >= 0)
+        agent_dispatch(a, P3D_AGENT_EV_PREEMPT);
+    else if (sig == SIGUSR1 || sig == SIGUSR2)
+        agent_dispatch(a, P3D_AGENT_EV_USR);
+    else
+        agent_dispatch(a, P3D_AGENT_EV_SIGNAL);
 }
 
 static void agent_on_output(p3d_loop *l, int fd, int ev, void *ctx)
@@ -713,10 +950,16 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 {
     agent *a = ctx;
     p3d_sink_flush(&a->sink);
-    agent_hang_check(a);
-    if (a->running == 0 && agent_generation_over(a, &a->err)) {
-        p3d_loop_stop(l);
-        return 0;
+    agent_dispatch(a, P3D_AGENT_EV_TICK);
+    /* no rank runs: ALL_EXITED, taken again in the state it left (a
+     * start without ranks, a spare's, is over at once: nothing else would
+     * wake the loop to say so) */
+    for (p3d_agent_state was = a->state; a->running == 0; was = a->state) {
+        agent_dispatch(a, P3D_AGENT_EV_ALL_EXITED);
+        if (p3d_loop_stopped(l))
+            return 0;
+        if (a->state == was)
+            break;
     }
     agent_watch_outputs(a);
     double dl = p3d_hang_deadline(a->hang, a->pid);
@@ -733,7 +976,8 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .restart_to = -1, .gen = L->job->gen0,
+    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .gen = L->job->gen0,
+               .state = P3D_AGENT_STARTING, .restart_gen = L->job->gen0,
                .tlogs = {.dfd = -1}};
     agent *a = &A;
     char *err = NULL;
@@ -765,24 +1009,10 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
         p3d_err(&err, "out of memory");
         goto out;
     }
-    /* the program was checked before anything started (launch_prepare.c):
-     * what fails here is par3drun's own doing (log file, fork) */
-    if (agent_spawn_all(a, &err) < 0) {
-        a->failed = 1;
-        a->fail_code = P3D_EXIT_FAIL;
-        agent_stop(a, SIGKILL);
-        say(a, "par3drun: %s\n", err ? err : "spawn failed");
-        P3D_FREE(&err);
-        p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = P3D_EXIT_FAIL, .rank = -1, .step = -1, .errts = -1};
-        p3d_amsg_send(a->upstream, &f);
-    }
+    /* the first generation starts in the loop's first round (STARTING) */
     if (p3d_loop_run(a->loop) < 0) {
         p3d_err(&err, "the event loop failed: %s", strerror(errno));
         agent_stop(a, SIGKILL);
-    }
-    if (a->err && !err) {
-        err = a->err;
-        a->err = NULL;
     }
 out:
     if (err)
@@ -803,7 +1033,6 @@ out:
     free(a->pid);
     free(a->out);
     free(a->watched);
-    free(a->err);
     int rc = err || !a->final ? P3D_EXIT_FAIL : a->exit_code;
     free(err);
     if (a->loop)

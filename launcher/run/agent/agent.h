@@ -95,6 +95,96 @@ static inline int p3d_failover_majority(int rejoined, int members)
     return members > 0 && 2 * (long)rejoined > (long)members;
 }
 
+/* ---- the relay's and the agent's machines, as tables ---------------------
+ * Read like the controller's (docs/controller.md) and s6-supervise's
+ * actions[state][event]: every (state, event) cell names its handler and
+ * the states it may move to (P3D_NODE_STAY: it may leave the state as it
+ * is), or says the event means nothing there (ignored), or that it cannot
+ * meet that state. Every change of state goes through one function per
+ * machine, which says it with --verbose ("relay: state A -> B (event)").
+ * docs/agent.md prints both tables (test_node_tables keeps it so). */
+enum { P3D_NODE_CELL_RUN = 1, P3D_NODE_CELL_IGNORED, P3D_NODE_CELL_IMPOSSIBLE };
+#define P3D_NODE_STAY (1u << 31)
+#define P3D_NODE_TO(s) (1u << (s))
+typedef struct p3d_node_cell {
+    int kind;            /* P3D_NODE_CELL_*; 0: not in the table */
+    const char *handler; /* RUN only */
+    unsigned next;       /* P3D_NODE_TO(state) | P3D_NODE_STAY */
+} p3d_node_cell;
+
+/* relay.c: a node other than the leader. */
+typedef enum p3d_relay_state {
+    P3D_RELAY_RELAYING,   /* its agent runs the node's ranks; packets go both ways */
+    P3D_RELAY_RETIRING,   /* a retire order: the agent ends, then Y */
+    P3D_RELAY_PARKED,     /* Y sent, or rejoined a successor: awaiting R and the placement */
+    P3D_RELAY_FAILOVER,   /* the leader lost: the agent killed, the successors dialed */
+    P3D_RELAY_STOPPING,   /* the node's ranks end for good; the relay ends with its agent */
+    P3D_RELAY_SUCCEEDING, /* this node succeeds the leader: the takeover runs after the loop */
+    P3D_RELAY_DONE,       /* the agent is gone: the loop ends */
+    P3D_RELAY_NSTATES
+} p3d_relay_state;
+typedef enum p3d_relay_event {
+    P3D_RELAY_EV_AGENT_PACKET,  /* a packet from the agent */
+    P3D_RELAY_EV_AGENT_CLOSED,  /* the agent's socket closed */
+    P3D_RELAY_EV_AGENT_SILENT,  /* the agent silent for --node-timeout */
+    P3D_RELAY_EV_AGENT_ENDED,   /* completion: no agent, no socket to it */
+    P3D_RELAY_EV_CHECK,         /* the leader asks for a --health-check (C) */
+    P3D_RELAY_EV_LEADER_BEAT,   /* the leader's heartbeat (B) */
+    P3D_RELAY_EV_RETIRE,        /* the leader retires this node (Y wanted) */
+    P3D_RELAY_EV_RESTART,       /* the restart count (R) */
+    P3D_RELAY_EV_STOP,          /* the leader's stop order (T) */
+    P3D_RELAY_EV_PACKET,        /* any other packet for the agent */
+    P3D_RELAY_EV_SUCCESSORS,    /* the successor list (S) */
+    P3D_RELAY_EV_PLACEMENT,     /* a CPLACE or CDELTA frame */
+    P3D_RELAY_EV_FORGED,        /* a frame failed its integrity check */
+    P3D_RELAY_EV_LEADER_LOST,   /* the leader's connection closed */
+    P3D_RELAY_EV_LEADER_SILENT, /* the leader silent for its timeout */
+    P3D_RELAY_EV_DIAL,          /* posted: the successors are dialed */
+    P3D_RELAY_EV_SIGNAL,        /* INT, TERM, HUP, QUIT here */
+    P3D_RELAY_EV_USR,           /* USR1/USR2 that is no preemption warning */
+    P3D_RELAY_EV_PREEMPT,       /* the scheduler's warning */
+    P3D_RELAY_EV_GRACE_OVER,    /* the agent's time to end is up */
+    P3D_RELAY_EV_GIVE_UP,       /* it did not end even by force */
+    P3D_RELAY_EV_HEALTH_DONE,   /* our --health-check ended */
+    P3D_RELAY_NEVENTS
+} p3d_relay_event;
+const char *p3d_relay_state_name(int s);
+const char *p3d_relay_event_name(int e);
+/* Cell (s, e) of the relay's table into *out: 1, or 0 (out of range; *out
+ * zeroed). */
+int p3d_relay_cell(int s, int e, p3d_node_cell *out);
+
+/* agent.c: a node's agent. */
+typedef enum p3d_agent_state {
+    P3D_AGENT_STARTING,   /* the next generation starts once no rank runs (the first, or a restart order's) */
+    P3D_AGENT_RUNNING,    /* the generation's ranks run */
+    P3D_AGENT_HOLDING,    /* a rank failed: the others run on for --fault-window */
+    P3D_AGENT_STOPPING,   /* the ranks are stopped, the controller not heard yet */
+    P3D_AGENT_IDLE,       /* no rank runs: the controller's word awaited */
+    P3D_AGENT_ENDING,     /* the job's end (stop order, signal, lost upstream): exit once empty */
+    P3D_AGENT_EXITED,     /* the loop ends */
+    P3D_AGENT_NSTATES
+} p3d_agent_state;
+typedef enum p3d_agent_event {
+    P3D_AGENT_EV_RANK_FAIL,  /* a rank exited with a failure */
+    P3D_AGENT_EV_ALL_EXITED, /* completion: no rank runs */
+    P3D_AGENT_EV_TICK,       /* before each wait: --hang-timeout judged */
+    P3D_AGENT_EV_HOLD_OVER,  /* the hold after a failure is over */
+    P3D_AGENT_EV_BEAT,       /* the upstream's heartbeat (B) */
+    P3D_AGENT_EV_RESTART,    /* the controller's restart order (R) */
+    P3D_AGENT_EV_STOP,       /* the controller's stop order (T) */
+    P3D_AGENT_EV_FORWARD,    /* a signal for the ranks (U) */
+    P3D_AGENT_EV_UP_LOST,    /* the upstream's socket closed */
+    P3D_AGENT_EV_FENCE,      /* the upstream silent for its timeout */
+    P3D_AGENT_EV_SIGNAL,     /* INT, TERM, HUP, QUIT here */
+    P3D_AGENT_EV_USR,        /* USR1/USR2 that is no preemption warning */
+    P3D_AGENT_EV_PREEMPT,    /* the scheduler's warning */
+    P3D_AGENT_NEVENTS
+} p3d_agent_event;
+const char *p3d_agent_state_name(int s);
+const char *p3d_agent_event_name(int e);
+int p3d_agent_cell(int s, int e, p3d_node_cell *out);
+
 /* ---- agent.c ------------------------------------------------------------- */
 
 /* Runs node `node`'s local ranks until the controller (on upstream, a
