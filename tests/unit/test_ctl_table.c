@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "controller.h"
+#include "doc_block.h"
 
 #define BEGIN "<!-- table: begin (build/tests/test_ctl_table --print) -->\n"
 #define END "<!-- table: end -->\n"
@@ -146,49 +147,17 @@ static char *printed(void)
     return buf;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, len = 0, n;
-    char chunk[4096];
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (len + n + 1 > cap) {
-            cap = 2 * (len + n + 1);
-            char *nb = realloc(buf, cap);
-            assert_non_null(nb);
-            buf = nb;
-        }
-        memcpy(buf + len, chunk, n);
-        len += n;
-        buf[len] = 0;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* docs/controller.md holds the printed table between its markers. */
 static void test_docs(void **st)
 {
     (void)st;
-    const char *src = getenv("P3D_SRC");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/docs/controller.md", src ? src : "..");
-    char *doc = slurp(path), *t = printed();
-    assert_non_null(doc);
-    char *b = strstr(doc, BEGIN), *e = b ? strstr(b, END) : NULL;
-    if (!b || !e)
-        fail_msg("%s: the markers %s and %s are missing", path, BEGIN, END);
-    b += strlen(BEGIN);
-    size_t n = (size_t)(e - b);
-    if (n != strlen(t) || memcmp(b, t, n)) {
-        fprintf(stderr, "table: %s differs from the code's table; print it with build/tests/test_ctl_table --print "
-                "and paste it between the markers. The code's table:\n%s", path, t);
+    char *t = printed();
+    const char *why = doc_block_check("controller.md", BEGIN, END, t);
+    if (why) {
+        fprintf(stderr, "table: docs/controller.md: %s; print it with build/tests/test_ctl_table --print and paste it "
+                "between the markers. The code's table:\n%s", why, t);
         fail_msg("docs/controller.md is out of date");
     }
-    free(doc);
     free(t);
 }
 

@@ -26,6 +26,7 @@
 #include <cmocka.h>
 
 #include "agent.h"
+#include "doc_block.h"
 
 typedef struct machine {
     const char *name; /* "relay", "agent" */
@@ -315,51 +316,20 @@ static char *printed(const machine *m)
     return buf;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, len = 0, n;
-    char chunk[4096];
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        if (len + n + 1 > cap) {
-            cap = 2 * (len + n + 1);
-            char *nb = realloc(buf, cap);
-            assert_non_null(nb);
-            buf = nb;
-        }
-        memcpy(buf + len, chunk, n);
-        len += n;
-        buf[len] = 0;
-    }
-    fclose(f);
-    return buf;
-}
-
 /* docs/agent.md holds each printed table between its markers. */
 static void check_doc(const machine *m)
 {
-    const char *src = getenv("P3D_SRC");
-    char path[4096], begin[160], end[80];
-    snprintf(path, sizeof path, "%s/docs/agent.md", src ? src : "..");
+    char begin[160], end[80];
     snprintf(begin, sizeof begin, "<!-- %s table: begin (build/tests/test_node_tables --print %s) -->\n", m->name,
              m->name);
     snprintf(end, sizeof end, "<!-- %s table: end -->\n", m->name);
-    char *doc = slurp(path), *t = printed(m);
-    assert_non_null(doc);
-    char *b = strstr(doc, begin), *e = b ? strstr(b, end) : NULL;
-    if (!b || !e)
-        fail_msg("%s: the markers %s and %s are missing", path, begin, end);
-    b += strlen(begin);
-    size_t n = (size_t)(e - b);
-    if (n != strlen(t) || memcmp(b, t, n)) {
-        fprintf(stderr, "%s: the %s table differs from the code's; print it with build/tests/test_node_tables "
-                "--print %s and paste it between the markers. The code's table:\n%s", path, m->name, m->name, t);
+    char *t = printed(m);
+    const char *why = doc_block_check("agent.md", begin, end, t);
+    if (why) {
+        fprintf(stderr, "docs/agent.md: the %s table: %s; print it with build/tests/test_node_tables --print %s and "
+                "paste it between the markers %s and %s. The code's table:\n%s", m->name, why, m->name, begin, end, t);
         fail_msg("docs/agent.md is out of date");
     }
-    free(doc);
     free(t);
 }
 
