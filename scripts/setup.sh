@@ -9,7 +9,8 @@ PKGS=(build-essential cmake pkg-config git dpkg-dev bash-completion man-db
       libhwloc-dev libxml2-dev hwloc liblua5.4-dev lua5.4 libcjson-dev libyaml-dev libcmocka-dev
       libssl-dev libcurl4-openssl-dev libpmix-dev
       openmpi-bin libopenmpi-dev slurm-wlm munge etcd-server etcd-client
-      clang libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3 bc hyperfine gdb)
+      clang clang-format libclang-rt-14-dev valgrind iproute2 procps psmisc curl python3 bc hyperfine gdb)
+# clang-format: scripts/format.sh (the checked-in .clang-format).
 # gdb: tests/e2e/slurm_partial_gpus.sh names the frame a stuck srun waits in.
 # Chromium renders the HTML report in the tests (P3D_SETUP_NO_BROWSER=1 skips it).
 if [ "${P3D_SETUP_NO_BROWSER:-0}" != 1 ]; then PKGS+=(chromium); fi

@@ -94,93 +94,65 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-static int parse_args(int argc, char **argv, p3dw_opts *o)
+/* The row of the option named by a[0..len), or NULL. */
+static const opt_row *find_row(const char *a, size_t len)
 {
-    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .seq_len = 1, .micro_batches = 1,
-                     .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
-                     .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
-                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
-                     .bench_tcp_fd = -1, .bench_tcp_key_fd = -1, .bench_seconds = 0.2};
-    if (p3dw_env_batch(o))
-        return -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strncmp(a, "--", 2) != 0) {
-            fprintf(stderr, "p3d-worker: unexpected argument '%s' (see --help)\n", a);
-            return -1;
-        }
-        a += 2;
-        const char *eq = strchr(a, '=');
-        size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const opt_row *row = NULL;
-        for (size_t k = 0; k < NROWS; k++)
-            if (strlen(rows[k].name) == len && !strncmp(rows[k].name, a, len))
-                row = &rows[k];
-        if (!row) {
-            fprintf(stderr, "p3d-worker: unknown option '--%.*s' (see --help)\n", (int)len, a);
-            return -1;
-        }
-        char *base = (char *)o + row->off;
-        if (row->type == O_FLAG) {
-            if (eq) {
-                fprintf(stderr, "p3d-worker: --%s takes no value\n", row->name);
-                return -1;
-            }
-            *(int *)base = 1;
-            continue;
-        }
-        if (eq)
-            val = eq + 1;
-        else if (i + 1 < argc)
-            val = argv[++i];
-        else {
-            fprintf(stderr, "p3d-worker: --%s needs a value\n", row->name);
-            return -1;
-        }
-        char *end = NULL;
-        errno = 0;
-        int bad = 0;
-        switch (row->type) {
-        case O_INT: {
-            long v = strtol(val, &end, 10);
-            bad = errno || *end || end == val || v < row->lo || v > row->hi;
-            *(int *)base = (int)v;
-            break;
-        }
-        case O_DBL: {
-            double v = strtod(val, &end);
-            bad = errno || *end || end == val || !(v >= row->lo && v <= row->hi);
-            *(double *)base = v;
-            break;
-        }
-        case O_U64:
-            *(uint64_t *)base = strtoull(val, &end, 10);
-            bad = errno || *end || end == val || *val == '-';
-            break;
-        case O_SIZE: {
-            size_t v = 0;
-            bad = parse_size(val, &v) || v < row->lo || v > row->hi;
-            *(size_t *)base = v;
-            break;
-        }
-        default:
-            *(const char **)base = val;
-        }
-        if (bad) {
-            if (row->type == O_SIZE || row->type == O_U64)
-                fprintf(stderr, "p3d-worker: --%s '%s': expected %s\n", row->name, val,
-                        row->type == O_SIZE ? "a size such as 4096, 64K or 1M in range"
-                                            : "a non-negative integer");
-            else
-                fprintf(stderr, "p3d-worker: --%s '%s': expected a number in [%g, %g]\n",
-                        row->name, val, row->lo, row->hi);
-            return -1;
-        }
+    const opt_row *row = NULL;
+    for (size_t k = 0; k < NROWS; k++)
+        if (strlen(rows[k].name) == len && !strncmp(rows[k].name, a, len))
+            row = &rows[k];
+    return row;
+}
+
+/* Stores val, read as the row's type, at base; 1 when it is not one the
+ * row takes (said), else 0. */
+static int set_value(const opt_row *row, char *base, const char *val)
+{
+    char *end = NULL;
+    errno = 0;
+    int bad = 0;
+    switch (row->type) {
+    case O_INT: {
+        long v = strtol(val, &end, 10);
+        bad = errno || *end || end == val || v < row->lo || v > row->hi;
+        *(int *)base = (int)v;
+        break;
     }
+    case O_DBL: {
+        double v = strtod(val, &end);
+        bad = errno || *end || end == val || !(v >= row->lo && v <= row->hi);
+        *(double *)base = v;
+        break;
+    }
+    case O_U64:
+        *(uint64_t *)base = strtoull(val, &end, 10);
+        bad = errno || *end || end == val || *val == '-';
+        break;
+    case O_SIZE: {
+        size_t v = 0;
+        bad = parse_size(val, &v) || v < row->lo || v > row->hi;
+        *(size_t *)base = v;
+        break;
+    }
+    default:
+        *(const char **)base = val;
+    }
+    if (bad) {
+        if (row->type == O_SIZE || row->type == O_U64)
+            fprintf(stderr, "p3d-worker: --%s '%s': expected %s\n", row->name, val,
+                    row->type == O_SIZE ? "a size such as 4096, 64K or 1M in range"
+                                        : "a non-negative integer");
+        else
+            fprintf(stderr, "p3d-worker: --%s '%s': expected a number in [%g, %g]\n",
+                    row->name, val, row->lo, row->hi);
+    }
+    return bad;
+}
+
+/* The options that only make sense together, and the words a string
+ * option takes: 0, or -1 (said). */
+static int check_opts(const p3dw_opts *o)
+{
     if (strcmp(o->backend, "cpu") && strcmp(o->backend, "cuda") && strcmp(o->backend, "auto")) {
         fprintf(stderr, "p3d-worker: --backend '%s': expected cpu, cuda or auto\n", o->backend);
         return -1;
@@ -207,6 +179,56 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
         return -1;
     }
     return 0;
+}
+
+static int parse_args(int argc, char **argv, p3dw_opts *o)
+{
+    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .seq_len = 1, .micro_batches = 1,
+                     .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
+                     .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
+                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
+                     .bench_tcp_fd = -1, .bench_tcp_key_fd = -1, .bench_seconds = 0.2};
+    if (p3dw_env_batch(o))
+        return -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "p3d-worker: unexpected argument '%s' (see --help)\n", a);
+            return -1;
+        }
+        a += 2;
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        const opt_row *row = find_row(a, len);
+        if (!row) {
+            fprintf(stderr, "p3d-worker: unknown option '--%.*s' (see --help)\n", (int)len, a);
+            return -1;
+        }
+        char *base = (char *)o + row->off;
+        if (row->type == O_FLAG) {
+            if (eq) {
+                fprintf(stderr, "p3d-worker: --%s takes no value\n", row->name);
+                return -1;
+            }
+            *(int *)base = 1;
+            continue;
+        }
+        if (eq)
+            val = eq + 1;
+        else if (i + 1 < argc)
+            val = argv[++i];
+        else {
+            fprintf(stderr, "p3d-worker: --%s needs a value\n", row->name);
+            return -1;
+        }
+        if (set_value(row, base, val))
+            return -1;
+    }
+    return check_opts(o);
 }
 
 /* Picks the backend.  Returns the ops table (and *cuda for the CUDA one),

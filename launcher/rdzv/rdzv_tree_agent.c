@@ -53,6 +53,8 @@ typedef struct agentj {
     int refused;             /* the leader refused this node: exit 2 */
     p3d_gather *g;
     p3d_tree_stats *st;
+    double t0, deadline;     /* the join's start, the rendezvous' timeout */
+    int chatty;              /* progress lines (--verbose or a terminal) */
 } agentj;
 
 /* A child's TJOIN on a pending connection: adopts it (its slot) or
@@ -428,14 +430,221 @@ static p3d_chan *dial_auth(const p3d_rdzv *r, const char *host, int port, int ki
     return c;
 }
 
+/* Joins at the leader (A->ctrl): the address others reach this node at
+ * in mine and in its own record, a listening socket for tree children
+ * there (A->lfd, or none: a leaf), the join record sent. 0, or -1. */
+static int join_leader(agentj *A, p3d_join *mine, p3d_wbuf *b, char **err)
+{
+    const p3d_rdzv *r = A->r;
+    const char *host = r->boot.leader_host;
+    int port = r->boot.leader_port;
+    p3d_gather *me = A->g;
+    A->ctrl = dial_auth(r, host, port, P3D_LINK_CTRL, A->t0, A->deadline, "the leader (node rank 0)", A->chatty,
+                        &A->refused, err);
+    if (!A->ctrl)
+        return -1;
+    /* the address the leader sees us at is the one others reach us at
+     * (or the node's --bind-addr); children attach there */
+    char addr[128] = "";
+    if (r->bind_addr[0])
+        snprintf(addr, sizeof addr, "%s", r->bind_addr);
+    else
+        p3d_sock_addr(A->ctrl->fd, addr, sizeof addr);
+    free(mine->addr);
+    mine->addr = strdup(addr);
+    for (int i = 0; i < me->nrec; i++)
+        if (me->recs[i].rank == A->me) {
+            free(me->recs[i].addr);
+            me->recs[i].addr = strdup(addr);
+        }
+    char *le = NULL;
+    A->lfd = p3d_tcp_listen(addr, 0, &mine->port, &le);
+    if (A->lfd < 0) {
+        /* without a listening socket this node can only be a leaf */
+        if (A->verbose)
+            fprintf(stderr, "rendezvous: node[%d] cannot listen for tree children: %s\n", A->me, le);
+        mine->port = 0;
+    }
+    free(le);
+    if (p3d_join_encode(mine, b) < 0 || p3d_chan_send(A->ctrl, b, 30, NULL) < 0)
+        return p3d_err(err, "rendezvous: cannot send to the leader at %s:%d", host, port);
+    if (A->st)
+        A->st->bytes_sent += b->len;
+    rz_set_nonblock(A->ctrl->fd, 1);
+    return 0;
+}
+
+/* The position in the tree (pos), which the leader sends when this
+ * node's parent has joined; a progress line every 5 s meanwhile. 0, or -1
+ * (a refusal sets A->refused). */
+static int await_position(agentj *A, p3d_treepos *pos, char **err)
+{
+    const p3d_rdzv *r = A->r;
+    const char *host = r->boot.leader_host;
+    int port = r->boot.leader_port, rc = -1;
+    unsigned char *body = NULL;
+    size_t len = 0;
+    double until = A->deadline + 30;
+    for (;;) {
+        double now = p3d_now();
+        if (now >= until) {
+            p3d_err(err, "rendezvous: no answer from the leader at %s:%d after %.0f s", host, port, now - A->t0);
+            goto out;
+        }
+        int pr = p3d_wait_fd(A->ctrl->fd, P3D_LOOP_IN, A->chatty && now + 5 < until ? now + 5 : until);
+        if (pr < 0) {
+            p3d_err(err, "rendezvous: %s", strerror(errno));
+            goto out;
+        }
+        if (pr == 0) {
+            if (A->chatty)
+                fprintf(stderr, "rendezvous: node[%d] joined, waiting for the other nodes (%.0f s of %g s)\n", A->me,
+                        p3d_now() - A->t0, r->timeout);
+            continue;
+        }
+        char *e = NULL;
+        int type = read_exact(A->ctrl, &body, &len, &e);
+        if (type > 0 && A->st)
+            A->st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
+        if (type == P3D_MSG_REFUSE) {
+            A->refused = refusal(body, len, r, err);
+            free(e);
+            goto out;
+        }
+        if (type <= 0) {
+            p3d_err(err, "rendezvous: the leader at %s:%d closed the connection: %s", host, port, e ? e : "?");
+            free(e);
+            goto out;
+        }
+        free(e);
+        if (type == P3D_MSG_TREE) {
+            char *te = NULL;
+            if (p3d_treepos_decode(body, len, pos, &te) < 0) {
+                p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A->me,
+                        host, port, te ? te : "?");
+                free(te);
+                goto out;
+            }
+            break;
+        }
+        if (type > 0) {
+            p3d_err(err, "rendezvous: the leader sent message type %d, expected the tree position", type);
+            goto out;
+        }
+        free(body);
+        body = NULL;
+    }
+    rc = 0;
+out:
+    free(body);
+    return rc;
+}
+
+/* Attaches to the tree parent named in pos (A->up), unless the parent is
+ * the leader itself (A->up stays A->ctrl). 0, or -1. */
+static int dial_parent(agentj *A, const p3d_treepos *pos, p3d_wbuf *b, char **err)
+{
+    if (pos->parent <= 0)
+        return 0;
+    char who[64];
+    snprintf(who, sizeof who, "the tree parent node[%d]", pos->parent);
+    int refused = 0;
+    A->up = dial_auth(A->r, pos->addr, pos->port, P3D_LINK_TREE, A->t0, A->deadline, who, A->chatty, &refused, err);
+    if (!A->up)
+        return -1;
+    p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = (char *)A->r->boot.job_id,
+                   .node_rank = A->me};
+    if (p3d_tjoin_encode(&t, b) < 0 || p3d_chan_send(A->up, b, 30, NULL) < 0)
+        return p3d_err(err, "rendezvous: cannot send to the tree parent node[%d] at %s:%d", pos->parent, pos->addr,
+                       pos->port);
+    if (A->st)
+        A->st->bytes_sent += b->len;
+    rz_set_nonblock(A->up->fd, 1);
+    return 0;
+}
+
+/* The children: attached on A->lfd (closed then), their subtrees' records
+ * gathered into A->g; *pd (*maxpend slots) the connections not yet
+ * proven, the caller's to drop. 0, or -1. */
+static int gather_children(agentj *A, const p3d_join *mine, pending **pd, int *maxpend, char **err)
+{
+    *maxpend = 2 * A->nkids + 16;
+    *pd = calloc((size_t)*maxpend, sizeof **pd);
+    A->kch = calloc((size_t)A->nkids + 1, sizeof *A->kch);
+    A->kdone = calloc((size_t)A->nkids + 1, 1);
+    if (!*pd || !A->kch || !A->kdone)
+        return p3d_err(err, "out of memory");
+    for (int i = 0; i < *maxpend; i++)
+        (*pd)[i].fd = -1;
+    if (A->nkids == 0 && A->lfd >= 0) {
+        close(A->lfd);
+        A->lfd = -1;
+    }
+    if (A->nkids > 0 && A->verbose)
+        fprintf(stderr, "rendezvous: node[%d] listening for its %d tree children on %s:%d\n", A->me, A->nkids,
+                mine->addr, mine->port);
+    if (agent_wait(A, A->deadline + 15, *pd, *maxpend, err) < 0)
+        return -1;
+    if (A->lfd >= 0) {
+        close(A->lfd);
+        A->lfd = -1;
+    }
+    for (int i = 0; i < *maxpend; i++)
+        if ((*pd)[i].fd >= 0)
+            rz_drop_pending(&(*pd)[i], "the tree children are all in", A->verbose);
+    return 0;
+}
+
+/* The subtree's records (A->g) up to the parent. 0, or -1. */
+static int send_records_up(agentj *A, int parent, p3d_wbuf *b, char **err)
+{
+    if (p3d_gather_encode(A->g, b) < 0)
+        return p3d_err(err, "rendezvous: cannot encode the subtree's records (out of memory, or over %u bytes)",
+                       P3D_WIRE_MAX);
+    if (p3d_chan_send(A->up, b, 30, NULL) < 0)
+        return p3d_err(err, "rendezvous: cannot send the records to node[%d]", parent);
+    if (A->st)
+        A->st->bytes_sent += b->len + P3D_TAG_LEN;
+    return 0;
+}
+
+/* The placement (body, its tag verified by read_exact) verified before
+ * anything else sees it: the whole decode into out; only a placement this
+ * node would run on goes to its children, as the same bytes (each with
+ * its own tag). 0, or -1 (out freed). */
+static int pass_placement(agentj *A, int parent, const unsigned char *body, size_t len, p3d_place_msg *out,
+                          char **err)
+{
+    char *e = NULL;
+    if (p3d_cplace_decode(body, len, out, &e) < 0) {
+        p3d_err(err, "rendezvous: node[%d] refused the placement from %s: %s", A->me,
+                parent > 0 ? "its tree parent" : "the leader", e ? e : "?");
+        free(e);
+        return -1;
+    }
+    if (A->nkids == 0)
+        return 0;
+    p3d_wbuf fw = {0};
+    p3d_wbuf_begin(&fw, P3D_MSG_CPLACE);
+    p3d_wbuf_bytes(&fw, body, len);
+    int ranks[P3D_FANOUT_MAX];
+    for (int c = 0; c < A->nkids && c < P3D_FANOUT_MAX; c++)
+        ranks[c] = A->k * A->me + 1 + c;
+    int rc = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A->kch, ranks, A->nkids, &fw, 30, A->st, err);
+    p3d_wbuf_free(&fw);
+    if (rc < 0)
+        p3d_place_msg_free(out);
+    return rc < 0 ? -1 : 0;
+}
+
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
                   p3d_tree_stats *st, p3d_chan **ctrl, char **err)
 {
-    const char *host = r->boot.leader_host;
-    int port = r->boot.leader_port, rc = -1, maxpend = 0;
-    double t0 = p3d_now(), deadline = t0 + r->timeout;
-    int chatty = verbose || isatty(2);
+    int rc = -1, maxpend = 0;
     agentj A = {.r = r, .me = r->boot.node_rank, .lfd = -1, .verbose = verbose, .g = me, .st = st};
+    A.t0 = p3d_now();
+    A.deadline = A.t0 + r->timeout;
+    A.chatty = verbose || isatty(2);
     pending *pd = NULL;
     p3d_treepos pos;
     p3d_wbuf b = {0};
@@ -443,97 +652,13 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     size_t len = 0;
     memset(&pos, 0, sizeof pos);
     *ctrl = NULL;
-    A.ctrl = dial_auth(r, host, port, P3D_LINK_CTRL, t0, deadline, "the leader (node rank 0)", chatty, &A.refused,
-                       err);
-    if (!A.ctrl)
+    if (join_leader(&A, mine, &b, err) < 0)
         goto out;
-    /* the address the leader sees us at is the one others reach us at
-     * (or the node's --bind-addr); children attach there */
-    char addr[128] = "";
-    if (r->bind_addr[0])
-        snprintf(addr, sizeof addr, "%s", r->bind_addr);
-    else
-        p3d_sock_addr(A.ctrl->fd, addr, sizeof addr);
-    free(mine->addr);
-    mine->addr = strdup(addr);
-    for (int i = 0; i < me->nrec; i++)
-        if (me->recs[i].rank == A.me) {
-            free(me->recs[i].addr);
-            me->recs[i].addr = strdup(addr);
-        }
-    char *le = NULL;
-    A.lfd = p3d_tcp_listen(addr, 0, &mine->port, &le);
-    if (A.lfd < 0) {
-        /* without a listening socket this node can only be a leaf */
-        if (verbose)
-            fprintf(stderr, "rendezvous: node[%d] cannot listen for tree children: %s\n", A.me, le);
-        mine->port = 0;
-    }
-    free(le);
-    if (p3d_join_encode(mine, &b) < 0 || p3d_chan_send(A.ctrl, &b, 30, NULL) < 0) {
-        p3d_err(err, "rendezvous: cannot send to the leader at %s:%d", host, port);
-        goto out;
-    }
-    if (st)
-        st->bytes_sent += b.len;
-    rz_set_nonblock(A.ctrl->fd, 1);
     /* the position in the tree: when our parent has joined */
     A.up = A.ctrl;
     A.k = 1;
-    {
-        double until = deadline + 30;
-        for (;;) {
-            double now = p3d_now();
-            if (now >= until) {
-                p3d_err(err, "rendezvous: no answer from the leader at %s:%d after %.0f s", host, port, now - t0);
-                goto out;
-            }
-            int pr = p3d_wait_fd(A.ctrl->fd, P3D_LOOP_IN, chatty && now + 5 < until ? now + 5 : until);
-            if (pr < 0) {
-                p3d_err(err, "rendezvous: %s", strerror(errno));
-                goto out;
-            }
-            if (pr == 0) {
-                if (chatty)
-                    fprintf(stderr, "rendezvous: node[%d] joined, waiting for the other nodes (%.0f s of %g s)\n",
-                            A.me, p3d_now() - t0, r->timeout);
-                continue;
-            }
-            char *e = NULL;
-            int type = read_exact(A.ctrl, &body, &len, &e);
-            if (type > 0 && st)
-                st->bytes_recv += P3D_FRAME_BYTES(len + P3D_TAG_LEN);
-            if (type == P3D_MSG_REFUSE) {
-                A.refused = refusal(body, len, r, err);
-                free(e);
-                goto out;
-            }
-            if (type <= 0) {
-                p3d_err(err, "rendezvous: the leader at %s:%d closed the connection: %s", host, port, e ? e : "?");
-                free(e);
-                goto out;
-            }
-            free(e);
-            if (type == P3D_MSG_TREE) {
-                char *te = NULL;
-                if (p3d_treepos_decode(body, len, &pos, &te) < 0) {
-                    p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A.me,
-                            host, port, te ? te : "?");
-                    free(te);
-                    goto out;
-                }
-                break;
-            }
-            if (type > 0) {
-                p3d_err(err, "rendezvous: the leader sent message type %d, expected the tree position", type);
-                goto out;
-            }
-            free(body);
-            body = NULL;
-        }
-        free(body);
-        body = NULL;
-    }
+    if (await_position(&A, &pos, err) < 0)
+        goto out;
     /* --preflight's TCP ring: this node's part, now that the leader named
      * the next node (every node got its position at once); the record
      * that goes up the tree carries its figures */
@@ -544,90 +669,13 @@ int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_m
     /* the leader's fan-out: our children are k*me+1 .. */
     A.nkids = pos.nchildren;
     A.k = pos.fanout;
-    if (pos.parent > 0) {
-        char who[64];
-        snprintf(who, sizeof who, "the tree parent node[%d]", pos.parent);
-        int refused = 0;
-        A.up = dial_auth(r, pos.addr, pos.port, P3D_LINK_TREE, t0, deadline, who, chatty, &refused, err);
-        if (!A.up)
-            goto out;
-        p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = (char *)r->boot.job_id,
-                       .node_rank = A.me};
-        if (p3d_tjoin_encode(&t, &b) < 0 || p3d_chan_send(A.up, &b, 30, NULL) < 0) {
-            p3d_err(err, "rendezvous: cannot send to the tree parent node[%d] at %s:%d", pos.parent, pos.addr, pos.port);
-            goto out;
-        }
-        if (st)
-            st->bytes_sent += b.len;
-        rz_set_nonblock(A.up->fd, 1);
-    }
-    /* the children: attach, send their subtrees' records */
-    maxpend = 2 * A.nkids + 16;
-    pd = calloc((size_t)maxpend, sizeof *pd);
-    A.kch = calloc((size_t)A.nkids + 1, sizeof *A.kch);
-    A.kdone = calloc((size_t)A.nkids + 1, 1);
-    if (!pd || !A.kch || !A.kdone) {
-        p3d_err(err, "out of memory");
+    if (dial_parent(&A, &pos, &b, err) < 0 || gather_children(&A, mine, &pd, &maxpend, err) < 0 ||
+        send_records_up(&A, pos.parent, &b, err) < 0)
         goto out;
-    }
-    for (int i = 0; i < maxpend; i++)
-        pd[i].fd = -1;
-    if (A.nkids == 0 && A.lfd >= 0) {
-        close(A.lfd);
-        A.lfd = -1;
-    }
-    if (A.nkids > 0 && verbose)
-        fprintf(stderr, "rendezvous: node[%d] listening for its %d tree children on %s:%d\n", A.me, A.nkids,
-                mine->addr, mine->port);
-    if (agent_wait(&A, deadline + 15, pd, maxpend, err) < 0)
-        goto out;
-    if (A.lfd >= 0) {
-        close(A.lfd);
-        A.lfd = -1;
-    }
-    for (int i = 0; i < maxpend; i++)
-        if (pd[i].fd >= 0)
-            rz_drop_pending(&pd[i], "the tree children are all in", verbose);
-    if (p3d_gather_encode(me, &b) < 0) {
-        p3d_err(err, "rendezvous: cannot encode the subtree's records (out of memory, or over %u bytes)",
-                P3D_WIRE_MAX);
-        goto out;
-    }
-    if (p3d_chan_send(A.up, &b, 30, NULL) < 0) {
-        p3d_err(err, "rendezvous: cannot send the records to node[%d]", pos.parent);
-        goto out;
-    }
-    if (st)
-        st->bytes_sent += b.len + P3D_TAG_LEN;
     /* the placement: from the parent, passed on to the children */
-    if (wait_place(&A, deadline + 30 + 0.01 * r->boot.nnodes, pos.parent, &body, &len, err) < 0)
+    if (wait_place(&A, A.deadline + 30 + 0.01 * r->boot.nnodes, pos.parent, &body, &len, err) < 0 ||
+        pass_placement(&A, pos.parent, body, len, out, err) < 0)
         goto out;
-    /* verified before anything else sees it: the tag (read_exact), then
-     * the whole decode; only a placement this node would run on goes to
-     * its children, as the same bytes (each with its own tag) */
-    {
-        char *e = NULL;
-        if (p3d_cplace_decode(body, len, out, &e) < 0) {
-            p3d_err(err, "rendezvous: node[%d] refused the placement from %s: %s", A.me,
-                    pos.parent > 0 ? "its tree parent" : "the leader", e ? e : "?");
-            free(e);
-            goto out;
-        }
-    }
-    if (A.nkids > 0) {
-        p3d_wbuf fw = {0};
-        p3d_wbuf_begin(&fw, P3D_MSG_CPLACE);
-        p3d_wbuf_bytes(&fw, body, len);
-        int ranks[P3D_FANOUT_MAX];
-        for (int c = 0; c < A.nkids && c < P3D_FANOUT_MAX; c++)
-            ranks[c] = A.k * A.me + 1 + c;
-        int e = p3d_wbuf_end(&fw) < 0 ? -1 : p3d_tree_send(A.kch, ranks, A.nkids, &fw, 30, st, err);
-        p3d_wbuf_free(&fw);
-        if (e < 0) {
-            p3d_place_msg_free(out);
-            goto out;
-        }
-    }
     rz_set_nonblock(A.ctrl->fd, 0);
     rc = 0;
     if (A.up == A.ctrl)

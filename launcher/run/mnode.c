@@ -336,6 +336,283 @@ static void open_gate(mnode *m)
 
 /* ---- the flow ------------------------------------------------------------- */
 
+/* This node's record (m->hello), named by its Slurm name under Slurm:
+ * topology.conf speaks in those, and they differ from the hostname on
+ * renamed or fake nodes. host and name (256 bytes each) get the hostname
+ * and that name. 0, or -1 with err. */
+static int own_hello(mnode *m, char *host, char *name, char **err)
+{
+    const p3d_opts *o = m->o;
+    gethostname(host, 255);
+    const char *sn = getenv("SLURMD_NODENAME");
+    snprintf(name, 256, "%s", sn && *sn ? sn : host);
+    p3d_hello *h = &m->hello;
+    h->proto = P3D_WIRE_PROTO;
+    h->version = strdup(P3D_VERSION);
+    h->nnodes = m->nnodes;
+    h->node_rank = m->me;
+    h->hostname = strdup(name);
+    h->master_port = p3d_free_port();
+    h->nccl_port = p3d_prep_nccl_port(&m->prep, 0, h->master_port);
+    if (p3d_topo_load(o->topology ? o->topology : "local", &h->topo, err) < 0 ||
+        p3d_node_apply_allocation(&h->topo, o->nproc_per_node, err) < 0)
+        return -1;
+    h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
+    return 0;
+}
+
+/* The leader's rendezvous port (*lfd), the job's token and id, where the
+ * others reach it, its failover port, and the rendezvous published. 0, or
+ * the exit code with err. */
+static int lead_listen(mnode *m, const char *host, int *lfd, char **err)
+{
+    const p3d_opts *o = m->o;
+    p3d_rdzv *r = m->r;
+    p3d_hello *h = &m->hello;
+    if (!r->boot.leader_host[0])
+        snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
+    if ((!r->boot.token[0] && p3d_random_hex(r->boot.token, 24) < 0) ||
+        (!r->boot.job_id[0] && p3d_random_hex(r->boot.job_id, 6) < 0)) {
+        p3d_err(err, "no random bytes for the job's token (OpenSSL's RAND_bytes failed)");
+        return P3D_EXIT_FAIL;
+    }
+    h->job_id = strdup(r->boot.job_id);
+    h->addr = strdup(r->boot.leader_host);
+    *lfd = p3d_tcp_listen(r->boot.leader_host, r->boot.leader_port, &r->boot.leader_port, err);
+    if (*lfd < 0 || listen_addr(m, *lfd, err) < 0)
+        return P3D_EXIT_FAIL;
+    if (o->bind_addr) { /* the others reach this node's listeners there */
+        free(h->addr);
+        h->addr = strdup(r->bind_addr);
+    }
+    open_gate(m);
+    if (o->verbose)
+        fprintf(stderr, "par3drun: rendezvous (%s): leader listening on %s:%d for %d nodes, job %s\n",
+                r->ops->name, r->boot.leader_host, r->boot.leader_port, m->nnodes, r->boot.job_id);
+    if (p3d_rdzv_publish(r, err) < 0)
+        return P3D_EXIT_FAIL;
+    return 0;
+}
+
+/* The leader: every node's record gathered up the tree on *lfd (closed
+ * then), the pre-start checks judged, the placement made and kept, its
+ * frame in frame. 0, or the exit code with err (the nodes waiting told). */
+static int lead_gather(mnode *m, const char *name, int *lfd, int *fanout, p3d_wbuf *frame, char **err)
+{
+    const p3d_opts *o = m->o;
+    p3d_rdzv *r = m->r;
+    if (p3d_rdzv_fanout(o, fanout, err) < 0 || fd_room(m->nnodes, err) < 0)
+        return P3D_EXIT_BADINPUT;
+    m->joins = calloc((size_t)m->nnodes, sizeof *m->joins);
+    m->chans = calloc((size_t)m->nnodes, sizeof *m->chans);
+    if (!m->joins || !m->chans) {
+        p3d_err(err, "out of memory");
+        return P3D_EXIT_BADINPUT;
+    }
+    own_health(m, name);
+    p3d_mnode_own_preflight(m, name);
+    p3d_mnode_ring_open(m, name);
+    if (own_record(m, err) < 0)
+        return P3D_EXIT_BADINPUT;
+    p3d_gather g;
+    int ge = p3d_tree_gather(*lfd, r, *fanout, &m->join, &m->mine, &g, m->chans, m->joins, o->verbose, &m->st, err);
+    p3d_mnode_ring_close(m);
+    if (ge < 0)
+        return P3D_EXIT_FAIL;
+    close(*lfd);
+    *lfd = -1;
+    int e = keep_health(m, &g, err);
+    if (e == 0)
+        e = p3d_mnode_judge_preflight(m, &g, err);
+    if (e == 0)
+        e = p3d_mnode_place_keep(o, r, &g, m->nnodes, frame, &m->st, &m->res, &m->peers, m->pf_json, err);
+    p3d_gather_free(&g);
+    m->have_res = e == 0;
+    if (e == -2)
+        p3d_mnode_tell_preflight(m, NULL, -1, 0); /* the figures behind the refusal */
+    if (e < 0) {
+        /* a failed --health-check that nothing can make up for: the
+         * job stops before anything runs, as a lost node would */
+        p3d_tcp_refuse_all(m->chans, m->nnodes, *err);
+        return e == -2 ? P3D_EXIT_LOST : P3D_EXIT_BADINPUT;
+    }
+    return 0;
+}
+
+/* The leader: the placement frame down the tree (its own children pass it
+ * on), then expanded here from the same bytes the agents expand (m->pm).
+ * 0, or the exit code with err. */
+static int lead_send(mnode *m, int fanout, const p3d_wbuf *frame, char **err)
+{
+    int nk = m->nnodes - 1 < fanout ? m->nnodes - 1 : fanout;
+    int ranks[P3D_FANOUT_MAX];
+    for (int i = 0; i < nk; i++)
+        ranks[i] = i + 1;
+    double t1 = p3d_now();
+    int sent = p3d_tree_send(m->chans + 1, ranks, nk, frame, 30 + 0.01 * m->nnodes, &m->st, err);
+    if (sent < 0)
+        return P3D_EXIT_LOST; /* the others learn through their dropped connections */
+    m->st.t_send = p3d_now() - t1;
+    if (m->o->verbose)
+        fprintf(stderr, "par3drun: rendezvous: %d nodes: records in after %.3f s, placed in %.3f s, the placement "
+                        "(%zu bytes, JSON %zu bytes) sent to %d tree children in %.3f s; the leader sent %llu bytes\n",
+                m->nnodes, m->st.t_join, m->st.t_place, m->st.cplace_len, m->st.json_len, nk, m->st.t_send,
+                (unsigned long long)m->st.bytes_sent);
+    if (p3d_cplace_decode(p3d_frame_body(frame), p3d_frame_body_len(frame), &m->pm, err) < 0)
+        return P3D_EXIT_BADINPUT;
+    return 0;
+}
+
+/* Another node: published, listening, checked, joined up the tree, the
+ * placement in m->pm and the connection to its parent in m->up. 0, or the
+ * exit code with err. */
+static int join_rendezvous(mnode *m, const char *name, char **err)
+{
+    p3d_rdzv *r = m->r;
+    m->hello.job_id = strdup(r->boot.job_id);
+    if (p3d_rdzv_publish(r, err) < 0 || listen_addr(m, -1, err) < 0)
+        return P3D_EXIT_FAIL;
+    open_gate(m);
+    own_health(m, name);
+    p3d_mnode_own_preflight(m, name);
+    p3d_mnode_ring_open(m, name);
+    if (own_record(m, err) < 0)
+        return P3D_EXIT_BADINPUT;
+    int tj = p3d_tree_join(r, &m->join, &m->mine, &m->pm, m->o->verbose, &m->st, &m->up, err);
+    p3d_mnode_ring_close(m);
+    /* refused by the leader: 2; no rendezvous (a late agent's
+     * "Connection refused" included): 1, as the leader's timeout */
+    if (tj < 0)
+        return tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+    return 0;
+}
+
+/* The launch that runs this node's part of the job (L): the job record
+ * from the placement, and what the multi-node flow adds to the one-node
+ * launch (adopting a new placement, failover, replacement, the pre-start
+ * checks told). */
+static void fill_launch(mnode *m, p3d_launch *L)
+{
+    const p3d_opts *o = m->o;
+    m->job.cluster = m->cluster;
+    m->job.pl = m->pm.pl;
+    m->job.job_id = m->pm.job_id;
+    m->job.master_addr = m->pm.master_addr;
+    m->job.master_port = m->pm.master_port;
+    m->job.nccl_port = m->pm.nccl_port;
+    p3d_prep_fill(&m->prep, L, m->me == 0);
+    m->L = L;
+    m->setup = L;
+    p3d_mnode_hooks *H = m->hooks;
+    H->adopt = mnode_adopt;
+    H->ctx = m;
+    H->sent = p3d_mnode_sent;
+    H->failover = m->gate != NULL;
+    H->key = m->r->boot.token;
+    H->gate = m->gate;
+    H->takeover = p3d_mnode_takeover;
+    H->takeover_ctx = m;
+    H->place_hash = p3d_mnode_place_hash;
+    H->rejoined = p3d_mnode_rejoined;
+    H->self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
+    H->self_master_port = m->hello.master_port;
+    H->self_nccl_port = m->hello.nccl_port;
+    H->self_failover_port = m->gate ? m->gate_port : 0;
+    L->bind_addr = m->r->bind_addr;
+    m->elects = H->failover && p3d_rdzv_elects(m->r);
+    m->leads = m->me == 0;
+    if (m->me == 0) {
+        p3d_mnode_elect_setup(m);
+        p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
+    }
+    if (m->me == 0 && o->spares > 0 && m->have_res) {
+        L->replace = p3d_mnode_replace;
+        L->replace_ctx = m;
+    }
+    if (m->me == 0 && m->checked) {
+        p3d_mnode_tell_preflight(m, m->res.cluster, L->events_fd, L->t0);
+        tell_health(m, L);
+        H->unhealthy = m->unhealthy;
+    }
+}
+
+/* --verbose: where this node stands in the job. */
+static void say_here(const mnode *m, const p3d_launch *L)
+{
+    if (m->o->verbose) {
+        int nl = 0;
+        for (int q = 0; q < L->job->pl->world; q++)
+            nl += L->job->pl->ranks[q].node == m->me;
+        fprintf(stderr, "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
+                        "MASTER_PORT=%d\n",
+                m->me, m->cluster->nodes[m->me].name, L->job->job_id, nl, L->job->pl->world, m->prep.placement_path,
+                L->job->master_addr, L->job->master_port);
+    }
+}
+
+/* The leader's part: the job controller, our own agent forked here, the
+ * others over their rendezvous connections (handed over to it). The job's
+ * exit code, or -1 with err out of memory. */
+static int lead_run(mnode *m, p3d_launch *L, char **err)
+{
+    int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);
+    if (!nodes) {
+        p3d_err(err, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < m->nnodes; i++)
+        nodes[i] = i;
+    if (L->mn->failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
+        m->hooks->successors = &m->sframe;
+        m->succ_list = 1;
+    }
+    int rc = p3d_hub_run(L, nodes, m->nnodes, m->chans);
+    free(nodes);
+    return rc;
+}
+
+/* Everything m holds, the rendezvous' ring included. */
+static void mnode_free(mnode *m)
+{
+    p3d_chan_free(m->up);
+    for (int i = 0; m->chans && i < m->nnodes; i++)
+        p3d_chan_free(m->chans[i]);
+    for (int i = 0; m->joins && i < m->nnodes; i++)
+        p3d_join_free(&m->joins[i]);
+    free(m->joins);
+    p3d_join_free(&m->join);
+    p3d_gather_free(&m->mine);
+    free(m->chans);
+    p3d_hello_free(&m->hello);
+    p3d_mnode_ring_close(m);
+    m->r->ring = NULL;
+}
+
+/* What m keeps for the job's run: placements, the plan, the failover
+ * port and frames, the checks' results. */
+static void mnode_free_job(mnode *m)
+{
+    p3d_place_msg_free(&m->pm);
+    p3d_cluster_free(m->cluster);
+    for (int i = 0; i < m->nold; i++) {
+        p3d_place_msg_free(&m->old_pm[i]);
+        p3d_cluster_free(m->old_cl[i]);
+    }
+    free(m->old_pm);
+    free(m->old_cl);
+    if (m->have_res)
+        p3d_plan_result_free(&m->res);
+    p3d_mpeer_free(m->peers, m->nnodes);
+    p3d_fgate_close(m->gate);
+    p3d_wbuf_free(&m->sframe);
+    p3d_wbuf_free(&m->rframe);
+    p3d_wbuf_free(&m->rdelta);
+    free(m->health);
+    free(m->checked);
+    free(m->unhealthy);
+    p3d_mnode_preflight_free(m);
+}
+
 int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
 {
     mnode M = {.o = o, .r = r, .me = r->boot.node_rank, .nnodes = r->boot.nnodes, .ring_fd = -1};
@@ -356,141 +633,20 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     if ((rc = p3d_prep_begin(o, r->ops->name, &m->prep, &err)) != 0)
         goto out;
     rc = P3D_EXIT_BADINPUT;
-
-    /* this node's record */
-    /* Under Slurm the node's Slurm name: topology.conf speaks in those, and
-     * they differ from the hostname on renamed or fake nodes */
     char host[256] = "localhost", name[256];
-    gethostname(host, sizeof host - 1);
-    const char *sn = getenv("SLURMD_NODENAME");
-    snprintf(name, sizeof name, "%s", sn && *sn ? sn : host);
-    p3d_hello *h = &m->hello;
-    h->proto = P3D_WIRE_PROTO;
-    h->version = strdup(P3D_VERSION);
-    h->nnodes = m->nnodes;
-    h->node_rank = m->me;
-    h->hostname = strdup(name);
-    h->master_port = p3d_free_port();
-    h->nccl_port = p3d_prep_nccl_port(&m->prep, 0, h->master_port);
-    if (p3d_topo_load(o->topology ? o->topology : "local", &h->topo, &err) < 0 ||
-        p3d_node_apply_allocation(&h->topo, o->nproc_per_node, &err) < 0)
+    if (own_hello(m, host, name, &err) < 0)
         goto out;
-    h->rack = p3d_slurm_env_rack(); /* this node's leaf switch, if Slurm says */
-
     if (m->me == 0) {
         /* the leader: listen, publish, gather, place, send */
-        if (!r->boot.leader_host[0])
-            snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
-        if ((!r->boot.token[0] && p3d_random_hex(r->boot.token, 24) < 0) ||
-            (!r->boot.job_id[0] && p3d_random_hex(r->boot.job_id, 6) < 0)) {
-            p3d_err(&err, "no random bytes for the job's token (OpenSSL's RAND_bytes failed)");
-            rc = P3D_EXIT_FAIL;
+        int fanout = 0;
+        if ((rc = lead_listen(m, host, &lfd, &err)) != 0 ||
+            (rc = lead_gather(m, name, &lfd, &fanout, &frame, &err)) != 0 ||
+            (rc = lead_send(m, fanout, &frame, &err)) != 0)
             goto out;
-        }
-        h->job_id = strdup(r->boot.job_id);
-        h->addr = strdup(r->boot.leader_host);
-        lfd = p3d_tcp_listen(r->boot.leader_host, r->boot.leader_port, &r->boot.leader_port, &err);
-        if (lfd < 0 || listen_addr(m, lfd, &err) < 0) {
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        if (o->bind_addr) { /* the others reach this node's listeners there */
-            free(h->addr);
-            h->addr = strdup(r->bind_addr);
-        }
-        open_gate(m);
-        if (o->verbose)
-            fprintf(stderr, "par3drun: rendezvous (%s): leader listening on %s:%d for %d nodes, job %s\n",
-                    r->ops->name, r->boot.leader_host, r->boot.leader_port, m->nnodes, r->boot.job_id);
-        if (p3d_rdzv_publish(r, &err) < 0) {
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        int fanout;
-        if (p3d_rdzv_fanout(o, &fanout, &err) < 0 || fd_room(m->nnodes, &err) < 0) {
-            rc = P3D_EXIT_BADINPUT;
-            goto out;
-        }
-        m->joins = calloc((size_t)m->nnodes, sizeof *m->joins);
-        m->chans = calloc((size_t)m->nnodes, sizeof *m->chans);
-        if (!m->joins || !m->chans) {
-            p3d_err(&err, "out of memory");
-            goto out;
-        }
-        own_health(m, name);
-        p3d_mnode_own_preflight(m, name);
-        p3d_mnode_ring_open(m, name);
-        if (own_record(m, &err) < 0)
-            goto out;
-        p3d_gather g;
-        int ge = p3d_tree_gather(lfd, r, fanout, &m->join, &m->mine, &g, m->chans, m->joins, o->verbose, &m->st,
-                                 &err);
-        p3d_mnode_ring_close(m);
-        if (ge < 0) {
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        close(lfd);
-        lfd = -1;
-        int e = keep_health(m, &g, &err);
-        if (e == 0)
-            e = p3d_mnode_judge_preflight(m, &g, &err);
-        if (e == 0)
-            e = p3d_mnode_place_keep(o, r, &g, m->nnodes, &frame, &m->st, &m->res, &m->peers, m->pf_json, &err);
-        p3d_gather_free(&g);
-        m->have_res = e == 0;
-        if (e == -2)
-            p3d_mnode_tell_preflight(m, NULL, -1, 0); /* the figures behind the refusal */
-        if (e < 0) {
-            /* a failed --health-check that nothing can make up for: the
-             * job stops before anything runs, as a lost node would */
-            if (e == -2)
-                rc = P3D_EXIT_LOST;
-            p3d_tcp_refuse_all(m->chans, m->nnodes, err);
-            goto out;
-        }
-        /* down the tree: the leader's own children; they pass it on */
-        int nk = m->nnodes - 1 < fanout ? m->nnodes - 1 : fanout;
-        int ranks[P3D_FANOUT_MAX];
-        for (int i = 0; i < nk; i++)
-            ranks[i] = i + 1;
-        double t1 = p3d_now();
-        int sent = p3d_tree_send(m->chans + 1, ranks, nk, &frame, 30 + 0.01 * m->nnodes, &m->st, &err);
-        if (sent < 0) {
-            /* the others learn through their dropped connections */
-            rc = P3D_EXIT_LOST;
-            goto out;
-        }
-        m->st.t_send = p3d_now() - t1;
-        if (o->verbose)
-            fprintf(stderr, "par3drun: rendezvous: %d nodes: records in after %.3f s, placed in %.3f s, the placement "
-                            "(%zu bytes, JSON %zu bytes) sent to %d tree children in %.3f s; the leader sent %llu bytes\n",
-                    m->nnodes, m->st.t_join, m->st.t_place, m->st.cplace_len, m->st.json_len, nk, m->st.t_send,
-                    (unsigned long long)m->st.bytes_sent);
-        /* the leader expands the same bytes the agents expand */
-        if (p3d_cplace_decode(p3d_frame_body(&frame), p3d_frame_body_len(&frame), &m->pm, &err) < 0)
-            goto out;
-    } else {
-        h->job_id = strdup(r->boot.job_id);
-        if (p3d_rdzv_publish(r, &err) < 0 || listen_addr(m, -1, &err) < 0) {
-            rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        open_gate(m);
-        own_health(m, name);
-        p3d_mnode_own_preflight(m, name);
-        p3d_mnode_ring_open(m, name);
-        if (own_record(m, &err) < 0)
-            goto out;
-        int tj = p3d_tree_join(r, &m->join, &m->mine, &m->pm, o->verbose, &m->st, &m->up, &err);
-        p3d_mnode_ring_close(m);
-        if (tj < 0) {
-            /* refused by the leader: 2; no rendezvous (a late agent's
-             * "Connection refused" included): 1, as the leader's timeout */
-            rc = tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
-            goto out;
-        }
+    } else if ((rc = join_rendezvous(m, name, &err)) != 0) {
+        goto out;
     }
+    rc = P3D_EXIT_BADINPUT;
     /* the failover gate takes nodes that prove the job key (the backend
      * may have handed it over only now: pmix, etcd) */
     p3d_fgate_set_key(m->gate, r->boot.token);
@@ -508,73 +664,11 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
     /* the run dir: the placement JSON, the same bytes on every node */
     if ((rc = p3d_prep_rundir(&m->prep, m->pm.job_id, m->me, m->pm.pl->world, m->pm.json, m->pm.json_len, &err)) != 0)
         goto out;
-    rc = P3D_EXIT_BADINPUT;
-
-    m->job.cluster = m->cluster;
-    m->job.pl = m->pm.pl;
-    m->job.job_id = m->pm.job_id;
-    m->job.master_addr = m->pm.master_addr;
-    m->job.master_port = m->pm.master_port;
-    m->job.nccl_port = m->pm.nccl_port;
-    p3d_prep_fill(&m->prep, &L, m->me == 0);
-    m->L = &L;
-    m->setup = &L;
-    H.adopt = mnode_adopt;
-    H.ctx = m;
-    H.sent = p3d_mnode_sent;
-    H.failover = m->gate != NULL;
-    H.key = r->boot.token;
-    H.gate = m->gate;
-    H.takeover = p3d_mnode_takeover;
-    H.takeover_ctx = m;
-    H.place_hash = p3d_mnode_place_hash;
-    H.rejoined = p3d_mnode_rejoined;
-    H.self_addr = m->me == 0 ? m->hello.addr : m->join.addr;
-    H.self_master_port = m->hello.master_port;
-    H.self_nccl_port = m->hello.nccl_port;
-    H.self_failover_port = m->gate ? m->gate_port : 0;
-    L.bind_addr = r->bind_addr;
-    m->elects = H.failover && p3d_rdzv_elects(m->r);
-    m->leads = m->me == 0;
+    fill_launch(m, &L);
+    say_here(m, &L);
     if (m->me == 0) {
-        p3d_mnode_elect_setup(m);
-        p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
-    }
-    if (m->me == 0 && o->spares > 0 && m->have_res) {
-        L.replace = p3d_mnode_replace;
-        L.replace_ctx = m;
-    }
-    if (m->me == 0 && m->checked) {
-        p3d_mnode_tell_preflight(m, m->res.cluster, L.events_fd, L.t0);
-        tell_health(m, &L);
-        H.unhealthy = m->unhealthy;
-    }
-    if (o->verbose) {
-        int nl = 0;
-        for (int q = 0; q < L.job->pl->world; q++)
-            nl += L.job->pl->ranks[q].node == m->me;
-        fprintf(stderr, "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
-                        "MASTER_PORT=%d\n",
-                m->me, m->cluster->nodes[m->me].name, L.job->job_id, nl, L.job->pl->world, m->prep.placement_path, L.job->master_addr,
-                L.job->master_port);
-    }
-    if (m->me == 0) {
-        /* the job controller: our own agent forked here, the others over
-         * their rendezvous connections (handed over to it) */
-        int *nodes = calloc((size_t)m->nnodes, sizeof *nodes);
-        if (!nodes) {
-            p3d_err(&err, "out of memory");
+        if ((rc = lead_run(m, &L, &err)) < 0)
             rc = P3D_EXIT_FAIL;
-            goto out;
-        }
-        for (int i = 0; i < m->nnodes; i++)
-            nodes[i] = i;
-        if (H.failover && m->peers && p3d_mnode_successors(m, 0) == 0) {
-            H.successors = &m->sframe;
-            m->succ_list = 1;
-        }
-        rc = p3d_hub_run(&L, nodes, m->nnodes, m->chans);
-        free(nodes);
     } else {
         rc = p3d_relay_run(&L, m->me, m->up);
         m->up = NULL;
@@ -588,38 +682,9 @@ out:
     free(err);
     if (lfd >= 0)
         close(lfd);
-    p3d_chan_free(m->up);
-    for (int i = 0; m->chans && i < m->nnodes; i++)
-        p3d_chan_free(m->chans[i]);
-    for (int i = 0; m->joins && i < m->nnodes; i++)
-        p3d_join_free(&m->joins[i]);
-    free(m->joins);
-    p3d_join_free(&m->join);
-    p3d_gather_free(&m->mine);
-    free(m->chans);
-    p3d_hello_free(&m->hello);
-    p3d_mnode_ring_close(m);
-    r->ring = NULL;
+    mnode_free(m);
     p3d_prep_finish(&m->prep, &L, rc, L.job->pl ? L.job->pl->world : 0);
-    p3d_place_msg_free(&m->pm);
-    p3d_cluster_free(m->cluster);
-    for (int i = 0; i < m->nold; i++) {
-        p3d_place_msg_free(&m->old_pm[i]);
-        p3d_cluster_free(m->old_cl[i]);
-    }
-    free(m->old_pm);
-    free(m->old_cl);
-    if (m->have_res)
-        p3d_plan_result_free(&m->res);
-    p3d_mpeer_free(m->peers, m->nnodes);
-    p3d_fgate_close(m->gate);
-    p3d_wbuf_free(&m->sframe);
-    p3d_wbuf_free(&m->rframe);
-    p3d_wbuf_free(&m->rdelta);
-    free(m->health);
-    free(m->checked);
-    free(m->unhealthy);
-    p3d_mnode_preflight_free(m);
+    mnode_free_job(m);
     p3d_wbuf_free(&frame);
     return rc;
 }

@@ -3,7 +3,8 @@
  * lua_sandbox.c — the Lua 5.4 state policies run in, safe by construction
  * (STYLE.md 7-8): nothing is opened that a policy does not need, memory is
  * capped in the allocator, instructions are bounded by a count hook, and
- * every call goes through one docall with a traceback handler.
+ * every call goes through one docall with a traceback handler. The count
+ * hook and the kill it raises are lua_budget.c's.
  */
 /* SIGEV_THREAD_ID and gettid need _GNU_SOURCE, which the build defines */
 #include "lua_sandbox_state.h"
@@ -20,9 +21,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The hook runs every HOOK_STEP instructions: cheap enough not to show in a
- * 100M-instruction policy, fine-grained enough to stop a loop promptly. */
-#define HOOK_STEP 10000
 #define ALLOC_BYTES_PER_INSTR 2
 /* An error message longer than this is cut (one error("x"):rep(2^24) would
  * otherwise put 16 MiB on the terminal). */
@@ -30,13 +28,6 @@
 /* After the deadline the watchdog signal repeats every WATCH_REPEAT_NS
  * until the policy has stopped (the matcher may be in its allocator). */
 #define WATCH_REPEAT_NS 10000000L
-
-static void count_hook(lua_State *L, lua_Debug *ar);
-
-p3d_sandbox *p3d_sandbox_of(lua_State *L)
-{
-    return *(p3d_sandbox **)lua_getextraspace(L);
-}
 
 static p3d_sandbox *sandbox_of(lua_State *L)
 {
@@ -73,11 +64,11 @@ static void *sb_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
      * hook notices at its next step. */
     if (nsize > osize && !sb->killed) {
         sb->instr += (nsize - osize) / ALLOC_BYTES_PER_INSTR;
-        /* the hook runs every HOOK_STEP instructions, thousands of 16 MiB
-         * blocks away: make it run on the next one (lua_sethook is safe
-         * anywhere, even in a signal handler) */
+        /* the hook runs every P3D_SANDBOX_HOOK_STEP instructions,
+         * thousands of 16 MiB blocks away: make it run on the next one
+         * (lua_sethook is safe anywhere, even in a signal handler) */
         if (sb->instr > sb->budget && sb->L)
-            lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+            lua_sethook(sb->L, p3d_sandbox_count_hook, LUA_MASKCOUNT, 1);
     }
     return p;
 }
@@ -109,7 +100,7 @@ static void watch_handler(int sig, siginfo_t *si, void *uc)
     if (sb->watch.in_matcher && !sb->watch.in_alloc)
         siglongjmp(sb->watch.jmp, 1);
     if (sb->L)
-        lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+        lua_sethook(sb->L, p3d_sandbox_count_hook, LUA_MASKCOUNT, 1);
 }
 
 static pthread_once_t watch_once = PTHREAD_ONCE_INIT;
@@ -123,18 +114,6 @@ static void install_watch_handler(void)
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigfillset(&sa.sa_mask);
     watch_installed = sigaction(watch_signal(), &sa, NULL) == 0;
-}
-
-static double cpu_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double cpu_used(const p3d_sandbox *sb)
-{
-    return cpu_now() - ((double)sb->cpu_start.tv_sec + (double)sb->cpu_start.tv_nsec * 1e-9);
 }
 
 /* (Re)arms the timer for cpu_start + cpu_limit. Without a timer (the
@@ -210,62 +189,6 @@ void p3d_sandbox_fit_cluster(p3d_sandbox *sb, size_t gpus)
             arm_watch(sb);
         }
     }
-}
-
-static void kill_policy(lua_State *L, p3d_sandbox *sb, int why)
-{
-    if (!sb->killed)
-        sb->killed = why;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-}
-
-static int raise_kill(lua_State *L, p3d_sandbox *sb)
-{
-    /* level 0 is the running Lua function: name the line of the loop (in
-     * a C function, luaL_where says nothing) */
-    luaL_where(L, 0);
-    if (sb->killed == 2) {
-        char msg[200]; /* lua_pushfstring knows no precisions */
-        snprintf(msg, sizeof msg,
-                 "policy exceeded its CPU time limit of %.1f s (an endless loop or a slow pattern? "
-                 "raise it with P3D_POLICY_CPU_SECONDS)",
-                 sb->cpu_limit);
-        lua_pushstring(L, msg);
-    } else {
-        lua_pushfstring(L, "policy exceeded its instruction budget of %I instructions "
-                           "(an endless loop? raise it with P3D_POLICY_MAX_INSTRUCTIONS)",
-                        (lua_Integer)sb->budget);
-    }
-    lua_concat(L, 2);
-    return lua_error(L);
-}
-
-int p3d_sandbox_time_error(lua_State *L)
-{
-    p3d_sandbox *sb = sandbox_of(L);
-    sb->watch.expired = 1;
-    kill_policy(L, sb, 2);
-    return raise_kill(L, sb);
-}
-
-/* Redis's trick: once the budget or the time is spent the hook fires on
- * every instruction and raises each time, so a pcall that catches the
- * first kill dies on its next instruction, and so does an error handler
- * that loops. */
-static void count_hook(lua_State *L, lua_Debug *ar)
-{
-    (void)ar;
-    p3d_sandbox *sb = sandbox_of(L);
-    if (!sb->killed) {
-        sb->instr += HOOK_STEP;
-        if (sb->instr > sb->budget)
-            kill_policy(L, sb, 1);
-        else if (sb->watch.expired || cpu_used(sb) > sb->cpu_limit)
-            kill_policy(L, sb, 2);
-        else
-            return;
-    }
-    raise_kill(L, sb);
 }
 
 char *p3d_sandbox_escape(const char *s, size_t len, size_t cap, int keep_lines)
@@ -482,8 +405,8 @@ static int sb_table_call(lua_State *L)
         unsigned long long left = sb->budget > sb->instr ? sb->budget - sb->instr : 0;
         if ((unsigned long long)count > left) {
             sb->instr = sb->budget + 1;
-            kill_policy(L, sb, 1);
-            return raise_kill(L, sb);
+            p3d_sandbox_kill(L, sb, 1);
+            return p3d_sandbox_raise_kill(L, sb);
         }
         sb->instr += (unsigned long long)count;
     }
@@ -501,10 +424,10 @@ int p3d_sandbox_charge(lua_State *L, unsigned long long n)
     unsigned long long left = sb->budget > sb->instr ? sb->budget - sb->instr : 0;
     if (!sb->killed && n > left) {
         sb->instr = sb->budget + 1;
-        kill_policy(L, sb, 1);
+        p3d_sandbox_kill(L, sb, 1);
     }
     if (sb->killed)
-        return raise_kill(L, sb);
+        return p3d_sandbox_raise_kill(L, sb);
     sb->instr += n;
     return 0;
 }
@@ -598,7 +521,7 @@ int p3d_sandbox_new(const p3d_sandbox_limits *lim, p3d_sandbox **out, char **err
     lua_atpanic(sb->L, sb_panic);
     if (p3d_sandbox_protect(sb, setup, NULL, err) < 0)
         goto out;
-    lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
+    lua_sethook(sb->L, p3d_sandbox_count_hook, LUA_MASKCOUNT, P3D_SANDBOX_HOOK_STEP);
     start_watch(sb);
     rc = 0;
 out:

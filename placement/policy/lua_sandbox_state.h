@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lua_sandbox_state.h — the sandbox's state, shared by lua_sandbox.c (limits,
- * CPU watchdog) and lua_patterns.c (the matcher the watchdog may abandon).
- * Private to those two files: it pulls in <signal.h> and <setjmp.h>.
+ * CPU watchdog), lua_budget.c (the count hook, the kill) and lua_patterns.c
+ * (the matcher the watchdog may abandon). Private to those files: it pulls
+ * in <signal.h> and <setjmp.h>.
  */
 #ifndef P3D_LUA_SANDBOX_STATE_H
 #define P3D_LUA_SANDBOX_STATE_H
@@ -45,6 +46,24 @@ struct p3d_sandbox {
     int *release;                /* registry refs of M to release on next use */
     size_t nrelease, release_cap;
 };
+
+/* The count hook runs every P3D_SANDBOX_HOOK_STEP instructions: cheap
+ * enough not to show in a 100M-instruction policy, fine-grained enough to
+ * stop a loop promptly. */
+#define P3D_SANDBOX_HOOK_STEP 10000
+
+/* lua_budget.c, below both lua_sandbox.c and lua_patterns.c: the
+ * instruction and CPU-time budgets and the kill once one is spent. */
+/* Thread CPU seconds since sb->cpu_start. */
+double p3d_sandbox_cpu_used(const p3d_sandbox *sb);
+/* The count hook: charges P3D_SANDBOX_HOOK_STEP instructions, kills the
+ * policy when a budget is spent. */
+void p3d_sandbox_count_hook(lua_State *L, lua_Debug *ar);
+/* Marks the policy killed (why: 1 the instruction budget, 2 the CPU time)
+ * and makes the hook fire on every instruction. */
+void p3d_sandbox_kill(lua_State *L, p3d_sandbox *sb, int why);
+/* Raises the kill's error in L, where the policy runs (never returns). */
+int p3d_sandbox_raise_kill(lua_State *L, p3d_sandbox *sb);
 
 /* Frees the matcher with the sandbox. */
 void p3d_matcher_close(p3d_sandbox *sb);

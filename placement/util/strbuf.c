@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* strbuf.c — the growing output buffer behind the reports (strbuf.h). */
 #include "strbuf.h"
-#include "termsafe.h"
+#include "utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -95,7 +95,8 @@ void p3d_sb_int(p3d_sb *b, long long v)
  * written as \uXXXX escapes (the decoded string keeps them), and a byte
  * that does not start a valid UTF-8 sequence is replaced by U+FFFD,
  * written \ufffd (JSON cannot carry it; docs/report-json.md "Strings and UTF-8").
- * The decoder is termsafe.c's, so both escapers agree on what is valid. */
+ * The decoder is utf8.c's, termsafe.c's too, so both escapers agree on
+ * what is valid. */
 void p3d_sb_json_str(p3d_sb *b, const char *str)
 {
     if (!str) {

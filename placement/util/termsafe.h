@@ -21,6 +21,7 @@
 #include <stdio.h>
 
 #include "strbuf.h"
+#include "utf8.h" /* p3d_utf8_seq, p3d_term_cp_unsafe */
 
 /* Keep '\n' as a newline (a multi-line message of ours); '\t' too. */
 #define P3D_TERM_KEEP_NL 1u
@@ -28,15 +29,6 @@
 
 /* Appends the first len bytes of s to b, escaped as above. */
 void p3d_term_put(p3d_sb *b, const char *s, size_t len, unsigned flags);
-
-/* The decoder both escapers share (this one and the JSON writer's
- * p3d_sb_json_str): the length of the valid UTF-8 sequence at s (at most n
- * bytes, n >= 1) with its code point in *cp, or 0 when the byte at s does
- * not start one. */
-size_t p3d_utf8_seq(const unsigned char *s, size_t n, unsigned *cp);
-/* 1 for a code point that must never reach a terminal raw: C1 controls and
- * the bidirectional marks listed above. */
-int p3d_term_cp_unsafe(unsigned cp);
 
 /* 1 when s[0..len) needs no escaping under flags. */
 int p3d_term_clean(const char *s, size_t len, unsigned flags);

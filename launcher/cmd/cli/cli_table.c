@@ -281,6 +281,8 @@ const opt_row p3d_cli_rows[] = {
 const size_t p3d_cli_nrows = sizeof p3d_cli_rows / sizeof p3d_cli_rows[0];
 _Static_assert(sizeof p3d_cli_rows / sizeof p3d_cli_rows[0] <= P3D_CLI_MAX_ROWS, "raise P3D_CLI_MAX_ROWS");
 
+/* one group a line, in the order --help shows them (scripts/format.sh) */
+/* clang-format off */
 const cli_group p3d_cli_groups[] = {
     {"help", "General"},
     {"topology", "Inputs"},
@@ -291,4 +293,5 @@ const cli_group p3d_cli_groups[] = {
     {"nnodes", "Multi-node"},
     {"rdzv-endpoint", "torchrun's options (docs/torchrun.md)"},
 };
+/* clang-format on */
 const size_t p3d_cli_ngroups = sizeof p3d_cli_groups / sizeof p3d_cli_groups[0];

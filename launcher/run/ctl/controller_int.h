@@ -263,6 +263,8 @@ int ctl_preempt_through(const p3d_ctl *c);
 
 /* controller_on.c: the handlers, one a (state, event) cell. */
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
+/* the handlers by file, as many a line as fit (scripts/format.sh) */
+/* clang-format off */
 #define CTL_HANDLERS(X)                                                                                      \
     /* controller_on.c */                                                                                    \
     X(on_up) X(on_done) X(on_fail) X(on_health) X(on_mark_dead) X(on_progress) X(on_progress_running)       \
@@ -279,6 +281,7 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_preempt) X(on_preempt_now) X(on_preempt_again) X(on_preempt_stopping) X(on_signal_preempting)       \
     X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting) X(on_leader_lost_preempting)          \
     X(on_preempt_over)
+/* clang-format on */
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)
 #undef CTL_DECLARE

@@ -15,6 +15,8 @@
 
 #include <stdio.h>
 
+/* the cells are laid out as a table, a row a state (scripts/format.sh) */
+/* clang-format off */
 enum { CELL_UNSET, CELL_RUN = P3D_CTL_CELL_RUN, CELL_IGNORED = P3D_CTL_CELL_IGNORED,
        CELL_IMPOSSIBLE = P3D_CTL_CELL_IMPOSSIBLE };
 
@@ -176,6 +178,7 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                             [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_again, STAY | STOPPING),
                             [P3D_CTL_EV_ALL_CKPT] = RUN(on_preempt_over, STOPPING)},
 };
+/* clang-format on */
 #pragma GCC diagnostic pop
 
 /* One cell: its handler, and the transport's look at it (ops.cell). */

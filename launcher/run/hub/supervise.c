@@ -463,35 +463,19 @@ static int *hub_replicas(const p3d_placement *pl, int *nrep)
     return rep;
 }
 
-static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
+/* The backend's election decides who succeeds the leader (cfg.elect). */
+static int hub_elects(const p3d_launch *L)
 {
-    hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
-    hub *h = &H;
-    int code = P3D_EXIT_FAIL, lock_fd = p3d_output_lock_open(L), remote = 0;
-    const char **names = calloc((size_t)nnodes + 1, sizeof *names);
-    unsigned char *bad = calloc((size_t)nnodes + 1, 1);
-    h->ln = calloc((size_t)nnodes + 1, sizeof *h->ln);
-    h->names = names;
-    h->lock_fd = lock_fd;
-    p3d_sink_init(&h->sink, 1, 2, lock_fd);
-    signal(SIGPIPE, SIG_IGN);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-    h->sfd = p3d_signalfd();
-    h->loop = p3d_loop_new();
-    h->on_link = hub_on_link;
-    h->lc = calloc((size_t)nnodes + 1, sizeof *h->lc);
-    if (h->sfd < 0 || !names || !bad || !h->ln || !h->loop || !h->lc ||
-        p3d_loop_signals(h->loop, h->sfd, hub_on_signal, h) < 0) {
-        fprintf(stderr, "par3drun: cannot set up the supervisor: %s\n", strerror(errno));
-        goto out;
-    }
-    p3d_loop_child_default(h->loop, hub_child, h);
-    if (L->store && p3d_store_attach(L->store, h->loop) < 0) {
-        fprintf(stderr, "par3drun: cannot set up the supervisor: cannot serve the agent store: %s\n", strerror(errno));
-        goto out;
-    }
-    for (int i = 0; i < nnodes; i++) {
-        names[i] = L->job->cluster->nodes[nodes[i]].name;
+    return L->mn && L->mn->failover && L->mn->elect_news && L->mn->elect_fd >= 0;
+}
+
+/* Link i for agent i: a remote connection handed over (chans), or a local
+ * agent forked later; all of them watched. 1 when any agent is remote. */
+static int hub_links(hub *h, p3d_chan **chans, const hub_tk *tk)
+{
+    int remote = 0;
+    for (int i = 0; i < h->n; i++) {
+        h->names[i] = h->L->job->cluster->nodes[h->nodes[i]].name;
         h->ln[i].ch = chans ? chans[i] : NULL;
         h->ln[i].fd = h->ln[i].ch ? h->ln[i].ch->fd : -1;
         if (chans)
@@ -503,19 +487,26 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         h->lc[i] = (lctx){h, i};
         hub_watch(h, i);
     }
-    const p3d_mnode_hooks *mn = L->mn; /* NULL: one node, --emulate */
+    return remote;
+}
+
+/* The controller, configured from the options and wired to the hub's
+ * actions (h->ctl). 0, or -1 out of memory (said). */
+static int hub_new_ctl(hub *h, int leader)
+{
+    const p3d_launch *L = h->L;
     p3d_ctl_cfg cfg = {
-        .nagents = nnodes, .names = names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
+        .nagents = h->n, .names = h->names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
         .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
         .max_job_restarts = L->o->max_job_restarts, .fault_window = L->o->fault_window,
         .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
-        .leader = tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1, .t0 = L->t0,
-        .failover = mn && mn->failover, .node_timeout = L->o->node_timeout,
+        .leader = leader, .t0 = L->t0,
+        .failover = L->mn && L->mn->failover, .node_timeout = L->o->node_timeout,
         .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
         .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
-        .elect = mn && mn->failover && mn->elect_news && mn->elect_fd >= 0,
+        .elect = hub_elects(L),
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
     };
@@ -538,10 +529,150 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     free(replicas); /* the controller keeps a copy */
     if (!h->ctl) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: out of memory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* --health-check before the first start, on a job of local agents only:
+ * the loop runs it before anything else is on it. The nodes that failed
+ * are set in bad; how many. */
+static int hub_pre_check(hub *h, unsigned char *bad)
+{
+    int pre_bad = 0;
+    h->pre_bad = bad;
+    if (hub_health(h, NULL, hub_pre_done) < 0)
+        memset(bad, 1, (size_t)h->n);
+    else
+        while (!h->pre_done && p3d_loop_once(h->loop, 0) == 0)
+            ;
+    for (int i = 0; i < h->n; i++)
+        pre_bad += bad[i];
+    return pre_bad;
+}
+
+/* Before the first start: a node that failed its check is excluded like a
+ * lost one, its ranks placed on a spare (not a restart); a multi-node job
+ * did this at the rendezvous (mnode.c, L->mn->unhealthy). Without a spare the
+ * job ends before it started. */
+static void hub_replace_pre_bad(hub *h, const unsigned char *bad)
+{
+    int nnodes = h->n;
+    int *lost = calloc((size_t)nnodes + 1, sizeof *lost), nlost = 0;
+    char *msg = NULL, why[256];
+    for (int i = 0; lost && i < nnodes; i++)
+        if (bad[i])
+            lost[nlost++] = i;
+    snprintf(why, sizeof why, "node %s failed its --health-check before the start", h->names[lost ? lost[0] : 0]);
+    if (!lost || !h->L->replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
+        char *s = NULL;
+        if (asprintf(&s, "%s; cannot replace it: %s", why,
+                     msg ? msg
+                     : !h->L->replace ? "no spare (--spares K keeps some)"
+                                      : "out of memory") < 0)
+            s = NULL;
+        p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());
+        free(s);
+        for (int k = 0; k < nnodes; k++)
+            hub_gone(h, k, NULL, 1);
+    } else {
+        char line[600];
+        snprintf(line, sizeof line, "par3drun: %s; %s\n", why, msg ? msg : "replaced");
+        hub_say(h, line);
+        for (int k = 0; k < nlost; k++)
+            p3d_ctl_mark_dead(h->ctl, lost[k]);
+    }
+    free(msg);
+    free(lost);
+}
+
+/* Fork the local agents of the nodes that may run (not remote, not bad,
+ * not parked); a fork that fails ends the job, its agents and the ones
+ * after it gone. */
+static void hub_start_agents(hub *h, const unsigned char *bad)
+{
+    for (int i = 0; i < h->n && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {
+        if (h->ln[i].remote || bad[i] || h->ln[i].parked)
+            continue;
+        if (hub_fork(h, i) < 0) {
+            char why[160];
+            snprintf(why, sizeof why, "cannot start the agent of node %s: %s", h->names[i], strerror(errno));
+            p3d_ctl_abort(h->ctl, why, P3D_EXIT_FAIL, p3d_now());
+            for (int k = i; k < h->n; k++)
+                if (!h->ln[k].remote)
+                    hub_gone(h, k, NULL, 0);
+            break;
+        }
+    }
+}
+
+/* The job's end told: the controller's summary, what happened (a node
+ * replaced), the end line, RUN_DIR/result.json and the "end" event. */
+static void hub_tell_end(hub *h, int code)
+{
+    const p3d_launch *L = h->L;
+    const char *sum = p3d_ctl_summary(h->ctl);
+    if (sum[0])
+        hub_say(h, sum);
+    const char *st = p3d_ctl_story(h->ctl);
+    if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
+        char head[512], rec[256];
+        hub_recovery_text(h->ctl, rec, sizeof rec);
+        snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
+                 p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
+                 p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
+        hub_say(h, head);
+        hub_say(h, st);
+    }
+    char rmax[32] = "null", smax[32] = "null";
+    if (p3d_ctl_recovery_max(h->ctl) >= 0)
+        snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
+    if (p3d_ctl_resumed_max(h->ctl) >= 0)
+        snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
+    if (L->o->cmd != P3D_CMD_AGENT) {
+        hub_end_line(h, code);
+        p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
+    }
+    p3d_event(L->events_fd, L->t0,
+              "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
+              "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
+              code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
+              p3d_ctl_recovering(h->ctl) ? "true" : "false");
+}
+
+static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
+{
+    hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
+    hub *h = &H;
+    int code = P3D_EXIT_FAIL, lock_fd = p3d_output_lock_open(L), remote = 0;
+    const p3d_mnode_hooks *mn = L->mn; /* NULL: one node, --emulate */
+    const char **names = calloc((size_t)nnodes + 1, sizeof *names);
+    unsigned char *bad = calloc((size_t)nnodes + 1, 1);
+    h->ln = calloc((size_t)nnodes + 1, sizeof *h->ln);
+    h->names = names;
+    h->lock_fd = lock_fd;
+    p3d_sink_init(&h->sink, 1, 2, lock_fd);
+    signal(SIGPIPE, SIG_IGN);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    h->sfd = p3d_signalfd();
+    h->loop = p3d_loop_new();
+    h->on_link = hub_on_link;
+    h->lc = calloc((size_t)nnodes + 1, sizeof *h->lc);
+    if (h->sfd < 0 || !names || !bad || !h->ln || !h->loop || !h->lc ||
+        p3d_loop_signals(h->loop, h->sfd, hub_on_signal, h) < 0) {
+        fprintf(stderr, "par3drun: cannot set up the supervisor: %s\n", strerror(errno));
         goto out;
     }
+    p3d_loop_child_default(h->loop, hub_child, h);
+    if (L->store && p3d_store_attach(L->store, h->loop) < 0) {
+        fprintf(stderr, "par3drun: cannot set up the supervisor: cannot serve the agent store: %s\n", strerror(errno));
+        goto out;
+    }
+    remote = hub_links(h, chans, tk);
+    if (hub_new_ctl(h, tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1) < 0)
+        goto out;
     hub_peers(h);
-    if (cfg.elect && p3d_loop_watch(h->loop, mn->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
+    if (hub_elects(L) && p3d_loop_watch(h->loop, L->mn->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: cannot watch the election: %s\n", strerror(errno));
         goto out;
     }
@@ -563,66 +694,13 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         }
         p3d_ctl_leader_lost(h->ctl, tk->me, tk->heard, tk->why, p3d_now());
     }
-    int pre_bad = 0;
-    if (L->o->health_check && !remote) {
-        /* the loop runs the check before anything else is on it */
-        h->pre_bad = bad;
-        if (hub_health(h, NULL, hub_pre_done) < 0)
-            memset(bad, 1, (size_t)nnodes);
-        else
-            while (!h->pre_done && p3d_loop_once(h->loop, 0) == 0)
-                ;
-        for (int i = 0; i < nnodes; i++)
-            pre_bad += bad[i];
-    }
-    if (pre_bad > 0) {
-        /* before the first start: a failed node is excluded like a lost
-         * one, its ranks placed on a spare (not a restart); a multi-node
-         * job did this at the rendezvous (mnode.c, L->mn->unhealthy) */
-        int *lost = calloc((size_t)nnodes + 1, sizeof *lost), nlost = 0;
-        char *msg = NULL, why[256];
-        for (int i = 0; lost && i < nnodes; i++)
-            if (bad[i])
-                lost[nlost++] = i;
-        snprintf(why, sizeof why, "node %s failed its --health-check before the start", names[lost ? lost[0] : 0]);
-        if (!lost || !ops.replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
-            char *s = NULL;
-            if (asprintf(&s, "%s; cannot replace it: %s", why,
-                         msg ? msg
-                         : !ops.replace ? "no spare (--spares K keeps some)"
-                                        : "out of memory") < 0)
-                s = NULL;
-            p3d_ctl_abort(h->ctl, s ? s : why, P3D_EXIT_LOST, p3d_now());
-            free(s);
-            for (int k = 0; k < nnodes; k++)
-                hub_gone(h, k, NULL, 1);
-        } else {
-            char line[600];
-            snprintf(line, sizeof line, "par3drun: %s; %s\n", why, msg ? msg : "replaced");
-            hub_say(h, line);
-            for (int k = 0; k < nlost; k++)
-                p3d_ctl_mark_dead(h->ctl, lost[k]);
-        }
-        free(msg);
-        free(lost);
-    }
+    if (L->o->health_check && !remote && hub_pre_check(h, bad) > 0)
+        hub_replace_pre_bad(h, bad);
     p3d_event(L->events_fd, L->t0, "\"event\": \"start\", \"ranks\": %d, \"nodes\": %d, \"restart\": %d",
               L->job->pl->world, nnodes, L->job->gen0);
     if (L->o->cmd != P3D_CMD_AGENT)
         hub_start_line(h, nnodes);
-    for (int i = 0; i < nnodes && p3d_ctl_get_state(h->ctl) != P3D_CTL_DONE; i++) {
-        if (h->ln[i].remote || bad[i] || h->ln[i].parked)
-            continue;
-        if (hub_fork(h, i) < 0) {
-            char why[160];
-            snprintf(why, sizeof why, "cannot start the agent of node %s: %s", names[i], strerror(errno));
-            p3d_ctl_abort(h->ctl, why, P3D_EXIT_FAIL, p3d_now());
-            for (int k = i; k < nnodes; k++)
-                if (!h->ln[k].remote)
-                    hub_gone(h, k, NULL, 0);
-            break;
-        }
-    }
+    hub_start_agents(h, bad);
     hub_loop(h);
     if (h->judged)
         hub_write_status(h); /* the view of the end */
@@ -634,35 +712,8 @@ out:
         if (h->ln[i].pid > 0)
             p3d_kill_tree(h->ln[i].pid, SIGKILL);
     p3d_sweep_children();
-    if (h->ctl) {
-        const char *sum = p3d_ctl_summary(h->ctl);
-        if (sum[0])
-            hub_say(h, sum);
-        const char *st = p3d_ctl_story(h->ctl);
-        if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
-            char head[512], rec[256];
-            hub_recovery_text(h->ctl, rec, sizeof rec);
-            snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
-                     p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
-                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
-            hub_say(h, head);
-            hub_say(h, st);
-        }
-        char rmax[32] = "null", smax[32] = "null";
-        if (p3d_ctl_recovery_max(h->ctl) >= 0)
-            snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
-        if (p3d_ctl_resumed_max(h->ctl) >= 0)
-            snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
-        if (L->o->cmd != P3D_CMD_AGENT) {
-            hub_end_line(h, code);
-            p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
-        }
-        p3d_event(L->events_fd, L->t0,
-                  "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
-                  "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
-                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
-                  p3d_ctl_recovering(h->ctl) ? "true" : "false");
-    }
+    if (h->ctl)
+        hub_tell_end(h, code);
     p3d_sink_close(&h->sink);
     hub_round_free(h, h->round);
     for (int i = 0; h->ln && i < nnodes; i++) {
