@@ -324,6 +324,23 @@ static int r_adopt(relay *r, int type, const unsigned char *body, size_t len)
     return 0;
 }
 
+/* The placement grew while the ranks run (a node joined the running job
+ * as a spare): adopted here, nothing restarts. A node that cannot adopt
+ * it runs on; it only does not know the new node (said). */
+static void r_grown(relay *r, int type, const unsigned char *body, size_t len)
+{
+    char *e = NULL;
+    if (r->L->adopt && r->L->adopt(r->L->adopt_ctx, type, body, len, -1, &e) == 0) {
+        if (r->L->o->verbose)
+            fprintf(stderr, "par3drun: node %s: a node joined the job: %zu nodes now\n",
+                    r->L->job->cluster->nodes[r->me].name, r->L->job->cluster->nnodes);
+    } else {
+        fprintf(stderr, "par3drun: warning: node %s: cannot take the placement with a joined node: %s\n",
+                r->L->job->cluster->nodes[r->me].name, e ? e : "?");
+    }
+    free(e);
+}
+
 /* The leader is lost (its connection dropped, or it fell silent): the
  * local ranks end now, by SIGKILL, whatever comes next (fencing). With
  * failover, the first candidate of the successor list that answers takes
@@ -448,6 +465,8 @@ static int r_read_up(relay *r, char **e)
             r_from_leader(r, &m);
         else if (k == 2 && r->retired && !r->stopping && r->code < 0 && r_adopt(r, type, body, len) < 0)
             rc = 1;
+        else if (k == 2 && !r->retired && !r->retiring && !r->stopping && r->code < 0)
+            r_grown(r, type, body, len);
         free(body);
     }
     if (type < 0) {
@@ -596,8 +615,10 @@ static double r_prepare(p3d_loop *l, double now, void *ctx)
 int p3d_relay_run(const p3d_launch *L, int me, p3d_chan *upch)
 {
     int up = upch ? upch->fd : -1;
+    /* next_gen: the generation this node's agent starts on (a node that
+     * joined the running job starts on the job's) */
     relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .fail_gen = -1,
-               .beat_to = L->o->node_timeout, .leader = 0};
+               .beat_to = L->o->node_timeout, .leader = 0, .next_gen = L->job->gen0};
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
     r->loop = NULL;

@@ -80,6 +80,7 @@ typedef struct p3d_jobstate {
 /* Everything an agent needs; filled by the launcher before the first
  * start and never written again (what changes is in *job). Pointers are
  * borrowed from the launcher, which outlives its agents. */
+struct p3d_joiner; /* rdzv.h: a node joining the running job */
 typedef struct p3d_launch {
     const p3d_opts *o;
     const p3d_jobstate *job;     /* the placement of now */
@@ -157,6 +158,18 @@ typedef struct p3d_launch {
      * it first speaks on the fate channel (it holds its placement then:
      * nothing else is read on its connection before) */
     const struct p3d_wbuf *successors;
+    /* Multi-node leader: nodes joining the running job (par3drun --join;
+     * docs/multinode.md, "Adding a node to a running job"), on adopt_ctx:
+     * the join port (NULL: none); join_check: whether the joiner fits the
+     * job (its kind, its --health-check), 0 with *name (the name it will
+     * have, malloc'd) or -1 with *why (the joiner is refused with it);
+     * join_add: the joiner appended to the cluster as
+     * a spare (the next node index), the grown placement adopted here and
+     * set as job->cplace for every node, the successor list rebuilt; 0 or
+     * -1 with *err. */
+    struct p3d_jport *jport;
+    int (*join_check)(void *ctx, const struct p3d_joiner *jn, char **name, char **why);
+    int (*join_add)(void *ctx, const struct p3d_joiner *jn, char **err);
 } p3d_launch;
 
 /* ---- rank_env.c ---------------------------------------------------------- */
