@@ -98,6 +98,7 @@ grep -q '"event": "replace", "failed": "[^"]*:1", "spare": "[^"]*:2", "moved_ran
 grep -q '"event": "end", "exit_code": 0, .*"joined": 1' "$ev" || bad "events: the end record does not count the join"
 grep -q 'joined as a spare' "$T/j.0.err" || bad "the end summary does not mention the join"
 cmp -s "$T/j.rd0/placement.json" "$T/j.rd2/placement.json" || bad "the joined node's placement.json is not the leader's"
+grep -h 'cannot take the placement\|cannot restart on the new placement' "$T"/j.*.err && bad "a node could not adopt a placement"
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "$(leftovers) workers left behind"
 

@@ -463,10 +463,12 @@ static int r_read_up(relay *r, char **e)
         r->heard_up = p3d_now();
         if (k == 1)
             r_from_leader(r, &m);
-        else if (k == 2 && r->retired && !r->stopping && r->code < 0 && r_adopt(r, type, body, len) < 0)
-            rc = 1;
-        else if (k == 2 && !r->retired && !r->retiring && !r->stopping && r->code < 0)
-            r_grown(r, type, body, len);
+        else if (k == 2 && r->retired && !r->stopping && r->code < 0) {
+            if (r_adopt(r, type, body, len) < 0)
+                rc = 1;
+        } else if (k == 2 && !r->retiring && !r->stopping && r->code < 0) {
+            r_grown(r, type, body, len); /* running: a node joined */
+        }
         free(body);
     }
     if (type < 0) {
