@@ -102,10 +102,7 @@ static int jport_join(p3d_jport *p, pending *s, int type, const unsigned char *b
         verdict = "cannot answer it";
     p3d_wbuf_free(&b);
     if (verdict) {
-        fprintf(stderr, "par3drun: join port: refused %s%s%s: %s\n", s->peer, j.hostname ? " " : "",
-                j.hostname ? p3d_tesc(j.hostname) : "", p3d_tesc(verdict));
-        p3d_tcp_refuse_chan(s->ch, verdict);
-        rz_drop_pending(s, "refused", 0);
+        rz_refuse_joiner(s, "par3drun: join port", j.hostname, verdict);
         p3d_join_free(&j);
         free(e);
         return 0;

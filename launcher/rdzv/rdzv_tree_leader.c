@@ -153,10 +153,7 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         verdict = why;
     }
     if (verdict) {
-        fprintf(stderr, "rendezvous: refused %s%s%s: %s\n", p->peer, j.hostname ? " " : "",
-                j.hostname ? p3d_tesc(j.hostname) : "", p3d_tesc(verdict));
-        p3d_tcp_refuse_chan(p->ch, verdict);
-        rz_drop_pending(p, "refused", 0);
+        rz_refuse_joiner(p, "rendezvous", j.hostname, verdict);
         p3d_join_free(&j);
         return 0;
     }

@@ -1796,15 +1796,6 @@ static void join_setup(env *e, int n, int ranked, int seed)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
 }
 
-/* Cooperative events until the state is s (at most 300). */
-static void join_until(env *e, p3d_ctl_state s)
-{
-    for (int k = 0; k < 300 && p3d_ctl_get_state(e->c) != s; k++)
-        if (!cooperative_event(e))
-            break;
-    assert_int_equal(p3d_ctl_get_state(e->c), s);
-}
-
 /* Directed: a join's second faults. (1) A join during a takeover is
  * refused with "retry"; once the successor runs the ranks again the same
  * node is accepted. (2) A join while a lost node is replaced: accepted,
@@ -1823,12 +1814,12 @@ static void join_cases(env *e)
     assert_non_null(strstr(why, "retry"));
     assert_int_equal(p3d_ctl_joins(e->c), 0);
     e->now += 5;
-    join_until(e, P3D_CTL_RUNNING);
+    until_state(e, P3D_CTL_RUNNING);
     join(e);
     assert_int_equal(p3d_ctl_joins(e->c), 1);
     assert_int_equal(p3d_ctl_join_refusals(e->c), 1);
     assert_true(e->alive[3] && !e->rank_node[3]);
-    join_until(e, P3D_CTL_DONE);
+    until_state(e, P3D_CTL_DONE);
     assert_int_equal(p3d_ctl_code(e->c), 0);
     assert_non_null(strstr(p3d_ctl_story(e->c), "node n3 joined as a spare"));
     p3d_ctl_free(e->c);
@@ -1839,10 +1830,10 @@ static void join_cases(env *e)
     join(e);
     assert_int_equal(e->n, 4);
     assert_false(e->alive[3]); /* the respawn starts it */
-    join_until(e, P3D_CTL_RUNNING);
+    until_state(e, P3D_CTL_RUNNING);
     assert_true(e->alive[3] && !e->rank_node[3] && e->rank_node[2]);
     assert_int_equal(e->gen[3], p3d_ctl_restarts(e->c));
-    join_until(e, P3D_CTL_DONE);
+    until_state(e, P3D_CTL_DONE);
     assert_int_equal(p3d_ctl_code(e->c), 0);
     p3d_ctl_free(e->c);
     /* (3) */
@@ -1853,7 +1844,7 @@ static void join_cases(env *e)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
     assert_int_equal(p3d_ctl_restarts(e->c), 0);
     assert_int_equal(p3d_ctl_replaced(e->c), 0);
-    join_until(e, P3D_CTL_DONE);
+    until_state(e, P3D_CTL_DONE);
     assert_int_equal(p3d_ctl_code(e->c), 0);
     p3d_ctl_free(e->c);
     /* (4) */
@@ -1864,10 +1855,10 @@ static void join_cases(env *e)
     gone(e, 1, 0);
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_REPLACING);
     assert_true(e->rank_node[2] && !e->rank_node[1]); /* the lost node's ranks went to the joined one */
-    join_until(e, P3D_CTL_RUNNING);
+    until_state(e, P3D_CTL_RUNNING);
     assert_true(e->alive[2] && e->gen[2] == 1);
     assert_int_equal(p3d_ctl_replaced(e->c), 1);
-    join_until(e, P3D_CTL_DONE);
+    until_state(e, P3D_CTL_DONE);
     assert_int_equal(p3d_ctl_code(e->c), 0);
     p3d_ctl_free(e->c);
 }
