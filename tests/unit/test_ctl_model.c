@@ -1796,6 +1796,14 @@ static void join_setup(env *e, int n, int ranked, int seed)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
 }
 
+/* A join case's end: the job ends 0 once the cluster only cooperates. */
+static void join_done(env *e)
+{
+    until_state(e, P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(e->c), 0);
+    p3d_ctl_free(e->c);
+}
+
 /* Directed: a join's second faults. (1) A join during a takeover is
  * refused with "retry"; once the successor runs the ranks again the same
  * node is accepted. (2) A join while a lost node is replaced: accepted,
@@ -1833,9 +1841,7 @@ static void join_cases(env *e)
     until_state(e, P3D_CTL_RUNNING);
     assert_true(e->alive[3] && !e->rank_node[3] && e->rank_node[2]);
     assert_int_equal(e->gen[3], p3d_ctl_restarts(e->c));
-    until_state(e, P3D_CTL_DONE);
-    assert_int_equal(p3d_ctl_code(e->c), 0);
-    p3d_ctl_free(e->c);
+    join_done(e);
     /* (3) */
     join_setup(e, 2, 2, -42);
     join(e);
@@ -1844,9 +1850,7 @@ static void join_cases(env *e)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
     assert_int_equal(p3d_ctl_restarts(e->c), 0);
     assert_int_equal(p3d_ctl_replaced(e->c), 0);
-    until_state(e, P3D_CTL_DONE);
-    assert_int_equal(p3d_ctl_code(e->c), 0);
-    p3d_ctl_free(e->c);
+    join_done(e);
     /* (4) */
     join_setup(e, 2, 2, -43);
     join(e);
@@ -1858,9 +1862,7 @@ static void join_cases(env *e)
     until_state(e, P3D_CTL_RUNNING);
     assert_true(e->alive[2] && e->gen[2] == 1);
     assert_int_equal(p3d_ctl_replaced(e->c), 1);
-    until_state(e, P3D_CTL_DONE);
-    assert_int_equal(p3d_ctl_code(e->c), 0);
-    p3d_ctl_free(e->c);
+    join_done(e);
 }
 
 static void test_model(void **st)
