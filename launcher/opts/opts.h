@@ -121,6 +121,8 @@ typedef struct p3d_opts {
 
     /* multi-node */
     int nnodes, node_rank;      /* 0 / -1 = not given */
+    int join;                   /* --join: this node joins the running job
+                                   as a spare (docs/multinode.md) */
     int nnodes_min;             /* torchrun's --nnodes MIN:MAX with MIN < MAX: MIN, else 0 */
     const char *rdzv;           /* auto|pmix|slurm|static:HOST:PORT|etcd:URL|none */
     double rdzv_timeout;

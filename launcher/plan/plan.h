@@ -118,4 +118,17 @@ int p3d_replace_place(const p3d_opts *o, p3d_plan_result *res, const int *lost, 
 int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *lost, int nlost, int restart,
                       const char *reason, int events_fd, double t0, char **msg);
 
+/* ---- place_join.c: a node joining the running job ------------------------ */
+/* par3drun --join (docs/multinode.md, "Adding a node to a running job"):
+ * whether node n's kind fits the job on cluster c — the same GPUs (rank
+ * slots) per node as the job's nodes running ranks, the same GPU model
+ * when both are known, NVLink domains of the same sizes — 0, or -1 with
+ * *why saying what differs (for the joiner's refusal). */
+int p3d_join_fits(const p3d_cluster *c, const p3d_node *n, char **why);
+/* Appends n (owned from then on, also on failure) to r->cluster as a
+ * spare named name (copied) in rack (NULL: the job's only rack), sharing
+ * a topology of the same hash: the next p3d_place_replace may put a lost
+ * node's ranks on it. Its node index, or -1 with *err. */
+int p3d_plan_add_spare(p3d_plan_result *r, p3d_node *n, const char *name, const char *rack, char **err);
+
 #endif

@@ -475,13 +475,21 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
     r->boot.lease_ttl = o->node_timeout <= 0 ? 0 : o->node_timeout < 2 ? 2 : o->node_timeout > 3600 ? 3600
                                                                                                : (int)(o->node_timeout + 0.999);
     msg[0] = 0;
-    int k = r->ops->detect(arg ? arg : "", o->nnodes, o->node_rank, t, &r->boot, &r->state, msg, cap);
+    /* --join: the backend finds the leader as a node of a job of two
+     * would; the node's index comes from the leader (P3D_JOIN_RUNNING) */
+    int k = r->ops->detect(arg ? arg : "", o->join ? 2 : o->nnodes, o->join ? 1 : o->node_rank, t, &r->boot,
+                           &r->state, msg, cap);
     if (k < 0) {
         p3d_err(err, "%s", msg[0] ? msg : "rendezvous failed");
         return -1;
     }
     if (k == 0)
         return 0;
+    if (o->join) {
+        r->boot.nnodes = 0;
+        r->boot.node_rank = P3D_JOIN_RUNNING;
+        return 1;
+    }
     if (r->boot.nnodes < 1 || r->boot.node_rank < 0 || r->boot.node_rank >= r->boot.nnodes) {
         return p3d_err(err, "rendezvous '%s': node rank %d of %d nodes: out of range", r->ops->name,
                        r->boot.node_rank, r->boot.nnodes);
@@ -520,6 +528,13 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
     memcpy(name, spec, nl);
     name[nl] = 0;
     const char *arg = colon ? colon + 1 : "";
+    if (o->join && strcmp(name, "static")) {
+        /* the other backends' joins are not built: said, not guessed */
+        p3d_err(err, "--join needs the running job's leader address: --rdzv static:HOST:PORT (or torchrun's "
+                     "--rdzv-endpoint HOST:PORT); joining through --rdzv %s is not supported",
+                spec);
+        goto out;
+    }
 
     if (!strcmp(name, "none")) {
         rc = 0;

@@ -180,6 +180,44 @@ int p3d_tree_send(p3d_chan *const *chans, const int *ranks, int n, const p3d_wbu
 int p3d_tree_join(const p3d_rdzv *r, p3d_join *mine, p3d_gather *me, p3d_place_msg *out, int verbose,
                   p3d_tree_stats *st, p3d_chan **ctrl, char **err);
 
+/* ---- rdzv_join.c: a node joining the running job ------------------------ */
+
+/*
+ * The leader's join port (par3drun --join; docs/multinode.md, "Adding a
+ * node to a running job"): its rendezvous port, kept open once the job
+ * runs. A joiner proves the job key (P3D_LINK_CTRL), sends a JOIN of node
+ * rank P3D_JOIN_RUNNING, is told its place (the leader is its parent) and
+ * sends its record; then it is the caller's to admit or refuse. Strangers
+ * get what the rendezvous gives them (small frames, HELLO_DEADLINE, the
+ * oldest evicted when the slots are full). The joiner's side is
+ * p3d_tree_join with r->boot.node_rank P3D_JOIN_RUNNING.
+ */
+typedef struct p3d_jport p3d_jport;
+/* A joiner handed over: its JOIN, its record (one, with its topology) and
+ * its channel (blocking mode), all the caller's (p3d_joiner_free). */
+typedef struct p3d_joiner {
+    p3d_join j;
+    p3d_gather g;
+    p3d_chan *ch;
+} p3d_joiner;
+/* Takes lfd (the leader's rendezvous socket, listening) and r (borrowed:
+ * the job key, id and version a joiner must show). NULL with *err (lfd
+ * closed). */
+p3d_jport *p3d_jport_new(int lfd, const p3d_rdzv *r, char **err);
+/* The listening socket (watch it for input); -1 for NULL. */
+int p3d_jport_fd(const p3d_jport *p);
+/* Accepts what waits, runs the handshakes, reads JOINs and records,
+ * without blocking. 1: a joiner in *out (call again for the next); 0:
+ * none yet. *next (may be NULL) is set to the next deadline of one held
+ * (lowered from what it was). Peers that fail are refused or dropped,
+ * said on stderr. */
+int p3d_jport_take(p3d_jport *p, double now, double *next, int verbose, p3d_joiner *out);
+/* Held peers (their bytes do not wake the listening socket: while any
+ * are, call p3d_jport_take again soon). */
+int p3d_jport_waiting(const p3d_jport *p);
+void p3d_joiner_free(p3d_joiner *j);
+void p3d_jport_close(p3d_jport *p);
+
 /* ---- rdzv_failover.c: leader failover's port and dial ---------------- */
 
 /*

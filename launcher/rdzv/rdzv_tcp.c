@@ -311,6 +311,14 @@ int rz_pending_auth(pending *p, const char *key, int kind, unsigned char **body,
     return type;
 }
 
+void rz_refuse_joiner(pending *p, const char *who, const char *host, const char *verdict)
+{
+    fprintf(stderr, "%s: refused %s%s%s: %s\n", who, p->peer, host ? " " : "", host ? p3d_tesc(host) : "",
+            p3d_tesc(verdict));
+    p3d_tcp_refuse_chan(p->ch, verdict);
+    rz_drop_pending(p, "refused", 0);
+}
+
 /* Protocol, version and job id: what any peer must show with its first
  * frame. NULL when fine, else the reason (in why). */
 const char *rz_auth_verdict(const p3d_rdzv *r, uint32_t proto, const char *version, const char *job_id, char *why,

@@ -68,6 +68,11 @@ void rz_expire_pending(pending *pd, int maxpend, double now, double *until, int 
  * stderr). */
 int rz_pending_auth(pending *p, const char *key, int kind, unsigned char **body, size_t *len);
 
+/* Refuses a peer that proved the key but sent a JOIN it cannot join
+ * with: said on stderr (who: "rendezvous", "par3drun: join port"; host:
+ * its JOIN's, may be NULL), told why on its channel, dropped. */
+void rz_refuse_joiner(pending *p, const char *who, const char *host, const char *verdict);
+
 /* Why a peer's protocol/version/job id is refused (into why), or NULL
  * when it may join (the job key it proved in the handshake). */
 const char *rz_auth_verdict(const p3d_rdzv *r, uint32_t proto, const char *version, const char *job_id, char *why,

@@ -33,8 +33,11 @@ static int refusal(const unsigned char *body, size_t len, const p3d_rdzv *r, cha
 {
     p3d_rbuf rb = {.p = body, .len = len};
     char *why = p3d_rbuf_str(&rb, 65536);
-    p3d_err(err, "rendezvous: the leader at %s:%d refused node[%d]: %s", r->boot.leader_host, r->boot.leader_port,
-            r->boot.node_rank, why ? why : "(no reason given)");
+    char who[32] = "this node (--join)";
+    if (r->boot.node_rank != P3D_JOIN_RUNNING)
+        snprintf(who, sizeof who, "node[%d]", r->boot.node_rank);
+    p3d_err(err, "rendezvous: the leader at %s:%d refused %s: %s", r->boot.leader_host, r->boot.leader_port, who,
+            why ? why : "(no reason given)");
     int bad = !(why && (!strncmp(why, TIMEOUT_TEXT, strlen(TIMEOUT_TEXT)) ||
                         !strncmp(why, P3D_REFUSE_FAILED, strlen(P3D_REFUSE_FAILED))));
     free(why);

@@ -135,7 +135,12 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         }
     }
     free(e);
-    if (!verdict && j.nnodes != L->n) {
+    if (!verdict && j.node_rank == P3D_JOIN_RUNNING) {
+        snprintf(why, sizeof why, "the job has not started yet (its rendezvous still gathers its %d nodes): --join "
+                                  "adds a node to a running job; try again once it runs",
+                 L->n);
+        verdict = why;
+    } else if (!verdict && j.nnodes != L->n) {
         snprintf(why, sizeof why, "this agent expects %d nodes, the leader %d (--nnodes must be the same everywhere)",
                  j.nnodes, L->n);
         verdict = why;
@@ -148,10 +153,7 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
         verdict = why;
     }
     if (verdict) {
-        fprintf(stderr, "rendezvous: refused %s%s%s: %s\n", p->peer, j.hostname ? " " : "",
-                j.hostname ? p3d_tesc(j.hostname) : "", p3d_tesc(verdict));
-        p3d_tcp_refuse_chan(p->ch, verdict);
-        rz_drop_pending(p, "refused", 0);
+        rz_refuse_joiner(p, "rendezvous", j.hostname, verdict);
         p3d_join_free(&j);
         return 0;
     }

@@ -97,7 +97,8 @@ static int own_record(mnode *m, char **err)
     p3d_node *t = node_clone(h->topo, err);
     if (!t)
         return -1;
-    p3d_grec rec = {.rank = m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
+    /* a joiner's record is the only one of its gather: rank 0 there */
+    p3d_grec rec = {.rank = m->me < 0 ? 0 : m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
                     .master_port = h->master_port, .nccl_port = h->nccl_port, .failover_port = m->gate_port,
                     .health = !m->own_checked         ? P3D_GREC_HEALTH_NONE
                               : m->own_health.ok ? P3D_GREC_HEALTH_OK
@@ -130,7 +131,9 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
     free(full);
     if (d < 0)
         return -1;
-    if (pm.nnodes != m->nnodes || strcmp(pm.job_id, m->pm.job_id) != 0) {
+    /* gen < 0: the cluster grew (a node joined the running job), nothing
+     * restarts; every node then holds the new count */
+    if ((gen >= 0 ? pm.nnodes != m->nnodes : pm.nnodes < m->nnodes) || strcmp(pm.job_id, m->pm.job_id) != 0) {
         p3d_err(err, "the new placement is for job %s on %d nodes; this node runs job %s on %d", pm.job_id,
                 pm.nnodes, m->pm.job_id, m->nnodes);
         goto fail;
@@ -148,8 +151,11 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
         p3d_err(err, "out of memory");
         goto fail;
     }
-    if (p3d_prep_replace_json(&m->prep, gen, pm.json, pm.json_len, err) < 0)
+    if (gen >= 0 ? p3d_prep_replace_json(&m->prep, gen, pm.json, pm.json_len, err) < 0
+                 : p3d_rundir_write(m->prep.run_dir, "placement.json", pm.json, pm.json_len, err) < 0)
         goto fail;
+    if (gen < 0)
+        m->nnodes = pm.nnodes;
     m->old_pm[m->nold] = m->pm;
     m->old_cl[m->nold++] = m->cluster;
     m->pm = pm;
@@ -160,7 +166,8 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
     m->job.master_addr = m->pm.master_addr;
     m->job.master_port = m->pm.master_port;
     m->job.nccl_port = m->pm.nccl_port;
-    m->job.gen0 = gen;
+    if (gen >= 0)
+        m->job.gen0 = gen;
     return 0;
 fail:
     p3d_place_msg_free(&pm);
@@ -314,8 +321,12 @@ static int listen_addr(mnode *m, int lfd, char **err)
     else if (lfd < 0 && p3d_route_addr(r->boot.leader_host, r->boot.leader_port, r->bind_addr,
                                        sizeof r->bind_addr, err) < 0)
         return -1;
-    if (m->o->verbose)
-        fprintf(stderr, "par3drun: node[%d]: this node's ports listen on %s\n", m->me, r->bind_addr);
+    if (m->o->verbose) {
+        char who[32] = "the joining node";
+        if (m->me >= 0)
+            snprintf(who, sizeof who, "node[%d]", m->me);
+        fprintf(stderr, "par3drun: %s: this node's ports listen on %s\n", who, r->bind_addr);
+    }
     return 0;
 }
 
@@ -323,12 +334,14 @@ static int listen_addr(mnode *m, int lfd, char **err)
  * lost, on r->bind_addr. */
 static void open_gate(mnode *m)
 {
-    if (m->o->no_failover || m->nnodes < 2)
+    if (m->o->no_failover || (m->nnodes < 2 && m->me >= 0))
         return;
     char *fe = NULL;
     /* slots: every node twice (a reconnect that was reset and comes
-     * again) and some for strangers, who are evicted oldest first */
-    m->gate = p3d_fgate_open(m->r->bind_addr, m->nnodes < 32760 ? 2 * m->nnodes + 16 : 65536, &m->gate_port, &fe);
+     * again) and some for strangers, who are evicted oldest first; a
+     * joiner does not know the count yet */
+    int slots = m->me < 0 ? 256 : m->nnodes < 32760 ? 2 * m->nnodes + 16 : 65536;
+    m->gate = p3d_fgate_open(m->r->bind_addr, slots, &m->gate_port, &fe);
     if (!m->gate && m->o->verbose)
         fprintf(stderr, "par3drun: no failover port on this node (%s): a lost leader ends the job\n", fe ? fe : "?");
     free(fe);
@@ -419,8 +432,13 @@ static int lead_gather(mnode *m, const char *name, int *lfd, int *fanout, p3d_wb
     p3d_mnode_ring_close(m);
     if (ge < 0)
         return P3D_EXIT_FAIL;
-    close(*lfd);
+    /* the rendezvous port stays open: nodes join the running job there
+     * (--join; without it the socket only holds late agents, who are told
+     * the job runs) */
+    m->jport = p3d_jport_new(*lfd, r, err);
     *lfd = -1;
+    if (!m->jport)
+        return P3D_EXIT_BADINPUT;
     int e = keep_health(m, &g, err);
     if (e == 0)
         e = p3d_mnode_judge_preflight(m, &g, err);
@@ -484,6 +502,8 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
      * "Connection refused" included): 1, as the leader's timeout */
     if (tj < 0)
         return tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+    if (m->me < 0 && p3d_mnode_joined(m, err) < 0)
+        return P3D_EXIT_FAIL;
     return 0;
 }
 
@@ -525,9 +545,16 @@ static void fill_launch(mnode *m, p3d_launch *L)
         p3d_mnode_elect_setup(m);
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     }
-    if (m->me == 0 && o->spares > 0 && m->have_res) {
+    if (m->me == 0 && m->have_res && (o->spares > 0 || o->max_restarts > 0)) {
+        /* a node that joins the running job is a spare too: with a
+         * restart to spend, a lost node may move to it without --spares */
         L->replace = p3d_mnode_replace;
         L->replace_ctx = m;
+    }
+    if (m->me == 0 && m->have_res) {
+        H->jport = m->jport;
+        H->join_check = p3d_mnode_join_check;
+        H->join_add = p3d_mnode_join_add;
     }
     if (m->me == 0 && m->checked) {
         p3d_mnode_tell_preflight(m, m->res.cluster, L->events_fd, L->t0);
@@ -604,6 +631,7 @@ static void mnode_free_job(mnode *m)
         p3d_plan_result_free(&m->res);
     p3d_mpeer_free(m->peers, m->nnodes);
     p3d_fgate_close(m->gate);
+    p3d_jport_close(m->jport);
     p3d_wbuf_free(&m->sframe);
     p3d_wbuf_free(&m->rframe);
     p3d_wbuf_free(&m->rdelta);

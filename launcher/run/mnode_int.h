@@ -67,6 +67,7 @@ typedef struct mnode {
     p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
+    p3d_jport *jport;          /* leader: the join port (--join), NULL none */
     int elects;                /* the backend elects the leader (etcd) */
     int leads;                 /*   this node holds the leadership there */
 } mnode;
@@ -77,6 +78,15 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
 /* L->mn->sent (mnode_failover.c): every node now holds the newest placement: the
  * differences of the next replacement are taken against it. */
 void p3d_mnode_sent(void *ctx);
+
+/* A node joining the running job (mnode_join.c; docs/multinode.md,
+ * "Adding a node to a running job"): L->join_check and L->join_add, the
+ * leader's; and the joiner's own index and starting generation once its
+ * rendezvous gave it the placement (its last node), read from the
+ * leader's restart packet. 0, or -1 with *err. */
+int p3d_mnode_join_check(void *ctx, const p3d_joiner *jn, char **name, char **why);
+int p3d_mnode_join_add(void *ctx, const p3d_joiner *jn, char **err);
+int p3d_mnode_joined(mnode *m, char **err);
 
 /* Leader failover (mnode_failover.c; docs/multinode.md, "When the leader
  * dies"): L->mn->place_hash, rejoined and takeover, and the leader's

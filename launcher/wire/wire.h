@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 11       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 12       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -47,7 +47,9 @@
                                 * challenge-response of wire_chan.c, no
                                 * token in JOIN or TJOIN, frames tagged
                                 * per connection; 11: the f packet's
-                                * step, error line and frame line) */
+                                * step, error line and frame line; 12:
+                                * a JOIN of node rank -1 and 0 nodes, a
+                                * node joining the running job) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -355,7 +357,10 @@ p3d_chan *p3d_chan_handshake(int fd, const char *key, int acceptor, int kind, do
 #define P3D_FANOUT_MAX 1024
 
 /* JOIN: what an agent tells the leader on its control connection. The
- * first three fields are read first, as in HELLO. */
+ * first three fields are read first, as in HELLO. A node joining the
+ * running job (par3drun --join) sends node rank P3D_JOIN_RUNNING and 0
+ * nodes: it knows neither (the leader gives it the next node index). */
+#define P3D_JOIN_RUNNING (-1)
 typedef struct p3d_join {
     uint32_t proto;
     char *version, *job_id;

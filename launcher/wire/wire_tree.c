@@ -40,13 +40,14 @@ int p3d_join_decode(const unsigned char *body, size_t len, p3d_join *j, char **e
     if (r.bad || j->proto != P3D_WIRE_PROTO)
         return r.bad ? p3d_err(err, "malformed JOIN") : 0;
     j->job_id = p3d_rbuf_str(&r, 127);
-    j->nnodes = p3d_rbuf_int(&r, 1, 1 << 20);
-    j->node_rank = p3d_rbuf_int(&r, 0, (1 << 20) - 1);
+    j->nnodes = p3d_rbuf_int(&r, 0, 1 << 20);
+    j->node_rank = p3d_rbuf_int(&r, P3D_JOIN_RUNNING, (1 << 20) - 1);
     j->hostname = p3d_rbuf_str(&r, NAME_MAX_);
     j->addr = p3d_rbuf_str(&r, NAME_MAX_);
     j->port = p3d_rbuf_int(&r, 0, 65535);
     j->ring_port = p3d_rbuf_int(&r, 0, 65535);
-    if (r.bad || r.off != r.len)
+    /* 0 nodes only for a node joining the running job, and only then */
+    if (r.bad || r.off != r.len || (j->nnodes == 0) != (j->node_rank == P3D_JOIN_RUNNING))
         return p3d_err(err, "malformed JOIN");
     return 0;
 }

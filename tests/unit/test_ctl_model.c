@@ -81,6 +81,18 @@
  * preempt_cases plays the second faults by hand: a node lost during the
  * wait, a warning during a takeover, the grace running out while a node
  * still writes, and a second SIGTERM (cfg.preempt_term).
+ *
+ * Nodes joining the running job (p3d_ctl_join, par3drun --join): a
+ * further SEQUENCES / 4 random sequences, after the fingerprint too,
+ * where a node asks to join at random in every state. Checked: a join in
+ * STOPPING, DONE, PREEMPTING or TAKEOVER is refused with a reason, any
+ * other is accepted as the next agent, a spare, started at once except
+ * while REPLACING (the respawn starts it; never before); the joined agents
+ * then take part in everything above (lost, replaced, used as spares).
+ * join_cases plays the second faults by hand: a join during a takeover
+ * (refused, "retry"; accepted once it is over), a join during a
+ * replacement, the joined node lost before it is used, and the joined
+ * node taking a lost node's ranks.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -171,6 +183,8 @@ static unsigned long elected_runs, lease_stops; /* takeovers after a won electio
 static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
 static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /* fault classification */
 static int model_preempt; /* setup: the sequences with preemption on */
+static int model_join;    /* random_event: nodes join at random */
+static unsigned long joins_ok, joins_refused, joins_replacing, joins_used; /* join figures */
 static unsigned long pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends; /* preemption figures */
 #define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
@@ -356,6 +370,7 @@ static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char 
     for (int i = 0; i < e->n && need; i++)
         if (!e->rank_node[i] && !p3d_ctl_is_dead(e->c, i)) {
             e->rank_node[i] = 1;
+            joins_used += (unsigned long)p3d_ctl_joined(e->c, i); /* a joined spare takes ranks */
             need--;
         }
     for (int k = 0; k < nlost; k++)
@@ -441,6 +456,41 @@ static int o_spares_left(void *ctx)
     for (int i = 0; i < e->n; i++)
         n += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i);
     return n;
+}
+
+/* A node joined as agent a: the cluster grows (a spare), its agent starts
+ * now on generation gen, or with the respawn under way (start_now 0). */
+static void o_join_accept(void *ctx, int a, int gen, int start_now)
+{
+    env *e = ctx;
+    fp_str("join");
+    fp_int(a);
+    p3d_ctl_state s = p3d_ctl_get_state(e->c);
+    if (a != e->n || a >= MAXA)
+        broken(e, "a joined node became agent %d, the cluster has %d", a, e->n);
+    if (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE || s == P3D_CTL_TAKEOVER || s == P3D_CTL_PREEMPTING)
+        broken(e, "a node joined in %s", p3d_ctl_state_name(s));
+    if (start_now != (s != P3D_CTL_REPLACING))
+        broken(e, "a node joined in %s, started %s", p3d_ctl_state_name(s), start_now ? "now" : "later");
+    e->n = a + 1;
+    e->members += start_now; /* a node of this generation (REPLACING: of the next) */
+    e->rank_node[a] = 0;
+    e->alive[a] = start_now;
+    e->gen[a] = gen;
+    e->up_sent[a] = e->done_sent[a] = -1;
+    e->told_stop[a] = e->killed[a] = e->was_dead[a] = e->crashed[a] = e->tk_rej[a] = e->told_ckpt[a] = 0;
+    joins_ok++;
+    joins_replacing += !start_now;
+}
+
+static void o_join_refuse(void *ctx, const char *name, const char *why)
+{
+    env *e = ctx;
+    fp_str("join-refused");
+    fp_str(why);
+    if (!name || !why || !*why)
+        broken(e, "a join refused without a reason");
+    joins_refused++;
 }
 
 /* ---- the events ------------------------------------------------------------ */
@@ -774,6 +824,28 @@ static void rejoin(env *e, int a, int gen)
     }
 }
 
+/* A node asks to join the running job (the next name; none past MAXA). */
+static void join(env *e)
+{
+    if (e->n >= MAXA)
+        return;
+    p3d_ctl_state b = p3d_ctl_get_state(e->c);
+    int n = e->n, a;
+    const char *why = NULL;
+    tr(e, "%7.2f %-10s join %s\n", e->now, p3d_ctl_state_name(b), names[n]);
+    DISPATCH(e, P3D_CTL_EV_JOIN, 0, 0, a = p3d_ctl_join(e->c, names[n], "10.0.0.9", 8, e->now, &why));
+    int ending = b == P3D_CTL_STOPPING || b == P3D_CTL_DONE || b == P3D_CTL_PREEMPTING || b == P3D_CTL_TAKEOVER;
+    if (ending && (a != -1 || !why || !*why || e->n != n))
+        broken(e, "a join in %s: agent %d, not refused with a reason", p3d_ctl_state_name(b), a);
+    if (!ending && (a != n || e->n != n + 1 || !p3d_ctl_joined(e->c, a)))
+        broken(e, "a join in %s: agent %d of %d, not accepted", p3d_ctl_state_name(b), a, e->n);
+    if (b == P3D_CTL_TAKEOVER && !strstr(why ? why : "", "retry"))
+        broken(e, "a join refused during a takeover without a retry: %s", why ? why : "");
+    if (p3d_ctl_get_state(e->c) != b)
+        broken(e, "a join moved the state %s -> %s", p3d_ctl_state_name(b),
+               p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
+}
+
 /* A node not rejoined yet, at random (-1 none), and the generation it
  * holds (now and then a stale one). */
 static int pick_rejoin(env *e, int *gen)
@@ -802,6 +874,10 @@ static int pick_alive(env *e)
 static void random_event(env *e)
 {
     int a = pick_alive(e);
+    if (model_join && rnd(e, 10) == 0) {
+        join(e);
+        return;
+    }
     e->now += rnd(e, 4) == 0 ? rnd(e, 8) : rnd(e, 100) / 100.0;
     switch (rnd(e, 24)) {
     case 23:
@@ -1077,7 +1153,7 @@ static void setup(env *e, int seed)
         cfg.slow_wait = rnd(e, 6);
     }
     p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .spares_left = o_spares_left};
+                       .spares_left = o_spares_left, .join_accept = o_join_accept, .join_refuse = o_join_refuse};
     if (rnd(e, 5)) {
         ops.replace = o_replace;
         ops.respawn = o_respawn;
@@ -1688,6 +1764,107 @@ static void rank_fault_case(env *e)
     finish(e);
 }
 
+/* A cluster for join_cases: n agents, the first `ranked` with ranks, the
+ * rest spares, failover on with agent 0 leading; everyone up, RUNNING. */
+static void join_setup(env *e, int n, int ranked, int seed)
+{
+    memset(e, 0, sizeof *e);
+    e->f_step = -1;
+    e->n = n;
+    e->leader = 0;
+    e->failover = 1;
+    e->node_timeout = 2;
+    e->max_restarts = 3;
+    e->stop_cause = -1;
+    e->seed = seed;
+    e->rng = 77 + (uint64_t)-seed;
+    for (int i = 0; i < n; i++) {
+        e->rank_node[i] = i < ranked;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * ranked, .max_restarts = 3, .grace = 1,
+                       .leader = 0, .health_timeout = 3, .failover = 1, .node_timeout = 2};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left,
+                       .join_accept = o_join_accept, .join_refuse = o_join_refuse};
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    e->members = n;
+    for (int i = 0; i < n; i++)
+        msg(e, i, P3D_AM_UP, 0, 0, 0, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+}
+
+/* A join case's end: the job ends 0 once the cluster only cooperates. */
+static void join_done(env *e)
+{
+    until_state(e, P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(e->c), 0);
+    p3d_ctl_free(e->c);
+}
+
+/* Directed: a join's second faults. (1) A join during a takeover is
+ * refused with "retry"; once the successor runs the ranks again the same
+ * node is accepted. (2) A join while a lost node is replaced: accepted,
+ * started by the respawn with the rest, not before. (3) The joined spare
+ * is lost before it ran anything: nothing moves, the job ends 0. (4) Two
+ * nodes, no spare; a node joins, then a rank node is lost: its ranks move
+ * to the joined node, which runs them to the end. */
+static void join_cases(env *e)
+{
+    const char *why = NULL;
+    /* (1) */
+    join_setup(e, 3, 2, -40);
+    leader_lost(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_TAKEOVER);
+    assert_int_equal(p3d_ctl_join(e->c, names[3], "10.0.0.3", 8, e->now, &why), -1);
+    assert_non_null(strstr(why, "retry"));
+    assert_int_equal(p3d_ctl_joins(e->c), 0);
+    e->now += 5;
+    until_state(e, P3D_CTL_RUNNING);
+    join(e);
+    assert_int_equal(p3d_ctl_joins(e->c), 1);
+    assert_int_equal(p3d_ctl_join_refusals(e->c), 1);
+    assert_true(e->alive[3] && !e->rank_node[3]);
+    until_state(e, P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(e->c), 0);
+    assert_non_null(strstr(p3d_ctl_story(e->c), "node n3 joined as a spare"));
+    p3d_ctl_free(e->c);
+    /* (2) */
+    join_setup(e, 3, 2, -41);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_REPLACING);
+    join(e);
+    assert_int_equal(e->n, 4);
+    assert_false(e->alive[3]); /* the respawn starts it */
+    until_state(e, P3D_CTL_RUNNING);
+    assert_true(e->alive[3] && !e->rank_node[3] && e->rank_node[2]);
+    assert_int_equal(e->gen[3], p3d_ctl_restarts(e->c));
+    join_done(e);
+    /* (3) */
+    join_setup(e, 2, 2, -42);
+    join(e);
+    msg(e, 2, P3D_AM_UP, 0, 0, 0, 0);
+    gone(e, 2, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+    assert_int_equal(p3d_ctl_restarts(e->c), 0);
+    assert_int_equal(p3d_ctl_replaced(e->c), 0);
+    join_done(e);
+    /* (4) */
+    join_setup(e, 2, 2, -43);
+    join(e);
+    msg(e, 2, P3D_AM_UP, 0, 0, 0, 0);
+    assert_int_equal(o_spares_left(e), 1);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_REPLACING);
+    assert_true(e->rank_node[2] && !e->rank_node[1]); /* the lost node's ranks went to the joined one */
+    until_state(e, P3D_CTL_RUNNING);
+    assert_true(e->alive[2] && e->gen[2] == 1);
+    assert_int_equal(p3d_ctl_replaced(e->c), 1);
+    join_done(e);
+}
+
 static void test_model(void **st)
 {
     (void)st;
@@ -1722,6 +1899,17 @@ static void test_model(void **st)
     }
     model_preempt = 0;
     preempt_cases(e);
+    model_join = 1;
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
+        model_preempt = seed % 2; /* joins while preempting too */
+        setup(e, 4 * SEQUENCES + seed);
+        int faults = (int)rnd(e, 40);
+        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+            random_event(e);
+        finish(e);
+    }
+    model_join = model_preempt = 0;
+    join_cases(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
@@ -1762,6 +1950,10 @@ static void test_model(void **st)
     printf("model: preemption: %lu waits; ended by every node's checkpoint or end %lu, by the grace %lu; %lu "
            "warnings during a recovery stopped at once\n", pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends);
     assert_true(pre_waits > 0 && pre_ckpt_ends > 0 && pre_grace_ends > 0 && pre_now_ends > 0);
+    printf("model: joins: %lu accepted (%lu of them while replacing, started by the respawn), %lu refused; the "
+           "joined node took a lost node's ranks in %lu sequences\n", joins_ok, joins_replacing, joins_refused,
+           joins_used);
+    assert_true(joins_ok > 0 && joins_replacing > 0 && joins_refused > 0 && joins_used > 0);
     free(e);
     free(e2);
 }

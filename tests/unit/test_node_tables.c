@@ -253,10 +253,13 @@ static void test_relay_shape(void **st)
     n = entries(m, P3D_RELAY_SUCCEEDING, from, ev, 64);
     assert_int_equal(n, 1);
     assert_int_equal(from[0], P3D_RELAY_FAILOVER);
-    /* a new placement means something only to a parked node */
+    /* a new placement restarts only a parked node; a relaying one adopts
+     * it in place (the cluster grew: a node joined) and stays; anywhere
+     * else it means nothing */
     for (int s = 0; s < m->nstates; s++)
-        if (s != P3D_RELAY_PARKED)
+        if (s != P3D_RELAY_PARKED && s != P3D_RELAY_RELAYING)
             assert_int_not_equal(cell(m, s, P3D_RELAY_EV_PLACEMENT).kind, P3D_NODE_CELL_RUN);
+    assert_int_equal(cell(m, P3D_RELAY_RELAYING, P3D_RELAY_EV_PLACEMENT).next, P3D_NODE_STAY);
 }
 
 /* The agent's shape. */

@@ -204,6 +204,34 @@ static void tree_messages(void **st)
     assert_int_equal(dj.ring_port, 4343);
     p3d_join_free(&dj);
     mangle(&b, dec_join, &dj, fr_join);
+    /* a node joining the running job: node rank -1 and 0 nodes, both or
+     * neither */
+    j.nnodes = 0;
+    j.node_rank = P3D_JOIN_RUNNING;
+    assert_int_equal(p3d_join_encode(&j, &b), 0);
+    assert_int_equal(p3d_join_decode(b.p + 5, b.len - 5, &dj, &err), 0);
+    assert_int_equal(dj.node_rank, P3D_JOIN_RUNNING);
+    assert_int_equal(dj.nnodes, 0);
+    p3d_join_free(&dj);
+    j.nnodes = 40; /* rank -1 of 40 nodes */
+    assert_int_equal(p3d_join_encode(&j, &b), 0);
+    assert_true(p3d_join_decode(b.p + 5, b.len - 5, &dj, &err) < 0);
+    p3d_join_free(&dj);
+    free(err);
+    err = NULL;
+    j.nnodes = 0; /* rank 9 of 0 nodes */
+    j.node_rank = 9;
+    assert_int_equal(p3d_join_encode(&j, &b), 0);
+    assert_true(p3d_join_decode(b.p + 5, b.len - 5, &dj, &err) < 0);
+    p3d_join_free(&dj);
+    free(err);
+    err = NULL;
+    j.node_rank = -2; /* below P3D_JOIN_RUNNING */
+    assert_int_equal(p3d_join_encode(&j, &b), 0);
+    assert_true(p3d_join_decode(b.p + 5, b.len - 5, &dj, &err) < 0);
+    p3d_join_free(&dj);
+    free(err);
+    err = NULL;
     p3d_treepos t = {.parent = 2, .addr = "10.0.0.2", .port = 999, .nchildren = 3, .fanout = 4}, dt;
     assert_int_equal(p3d_treepos_encode(&t, &b), 0);
     assert_int_equal(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err), 0);

@@ -393,10 +393,36 @@ static int env_switches(p3d_opts *o, char **err)
     return 0;
 }
 
+/* --join: what the running job decided already (its mesh, its nodes,
+ * its rendezvous' shape) is not the joiner's to give. */
+static const char *const job_owned[] = {
+    "tp", "pp", "dp", "min-dp", "cp", "ep", "expert-model-parallel-size", "etp", "expert-tensor-parallel-size",
+    "order", "policy", "policy-candidates", "policy-sha256", "micro-batches", "micro-batch", "global-batch",
+    "spares", "exclude", "nnodes", "node-rank", "emulate", "cluster", "slurm-topology", "master-addr",
+    "master-port", "max-restarts", "standalone", "virtual-stages"};
+
+static int join_options(const p3d_opts *o, const cli_seen *seen, char **err)
+{
+    if (!o->join)
+        return 0;
+    if (o->cmd != P3D_CMD_LAUNCH)
+        return p3d_err(err, "--join starts a node of a running job: it takes a program (par3drun --join [options] "
+                            "-- PROGRAM), not %s", seen->dry ? "--dry-run" : cmd_name(o->cmd));
+    for (size_t k = 0; k < seen->n; k++)
+        for (size_t i = 0; i < sizeof job_owned / sizeof *job_owned; i++)
+            if (!strcmp(seen->rows[k]->name, job_owned[i]))
+                return p3d_err(err, "--%s cannot be given with --join: the running job has it already (a joining "
+                                    "node takes the job's mesh and gets its node index from the leader); drop it",
+                               seen->rows[k]->name);
+    return 0;
+}
+
 /* Options that depend on each other or on the command: spares need
  * restarts, each option applies to its commands only. */
 static int combinations(p3d_opts *o, const cli_seen *seen, char **err)
 {
+    if (join_options(o, seen, err) < 0)
+        return -1;
     if (o->spares > 0 && (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT)) {
         /* every replacement is a restart: spares without restarts would
          * only fail at the first loss */

@@ -69,6 +69,17 @@ typedef struct p3d_mnode_hooks {
      * it first speaks on the fate channel (it holds its placement then:
      * nothing else is read on its connection before); NULL: none. */
     const struct p3d_wbuf *successors;
+    /* The leader: nodes joining the running job (par3drun --join;
+     * docs/multinode.md, "Adding a node to a running job"), on ctx: the
+     * join port (NULL: none); join_check: whether the joiner fits the job
+     * (its kind, its --health-check), 0 with *name (the name it will have,
+     * malloc'd) or -1 with *why (the joiner is refused with it); join_add:
+     * the joiner appended to the cluster as a spare (the next node index),
+     * the grown placement adopted here and set as job->cplace for every
+     * node, the successor list rebuilt; 0 or -1 with *err. */
+    struct p3d_jport *jport;
+    int (*join_check)(void *ctx, const struct p3d_joiner *jn, char **name, char **why);
+    int (*join_add)(void *ctx, const struct p3d_joiner *jn, char **err);
 } p3d_mnode_hooks;
 
 /* The first max (at most P3D_FAILOVER_CANDIDATES) node ranks that may

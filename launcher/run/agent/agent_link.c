@@ -128,6 +128,8 @@ int p3d_agent_fork(const p3d_launch *L, int node, const int *close_fds, int nclo
          * it (issue #44) */
         if (L->mn && L->mn->gate)
             close(p3d_fgate_fd(L->mn->gate));
+        if (L->mn && L->mn->jport) /* the leader's join port (--join): the same */
+            close(p3d_jport_fd(L->mn->jport));
         int rc = p3d_agent_run(L, node, sv[1]);
         fflush(NULL);
         _exit(rc);

@@ -391,6 +391,24 @@ static void on_successors(relay *r)
                 r_name(r), r->succ.gen, r->succ.n, r->succ.n == 1 ? "" : "s", r->succ.n ? r->succ.c[0].node_rank : -1);
 }
 
+/* PLACEMENT while the ranks run: the placement grew (a node joined the
+ * running job as a spare), adopted here, nothing restarts. A node that
+ * cannot adopt it runs on; it only does not know the new node (said). */
+static void on_grown(relay *r)
+{
+    const p3d_mnode_hooks *mn = r->L->mn;
+    char *e = NULL;
+    if (mn && mn->adopt && mn->adopt(mn->ctx, r->ev.type, r->ev.body, r->ev.len, -1, &e) == 0) {
+        if (r->L->o->verbose)
+            fprintf(stderr, "par3drun: node %s: a node joined the job: %zu nodes now\n", r_name(r),
+                    r->L->job->cluster->nnodes);
+    } else {
+        fprintf(stderr, "par3drun: warning: node %s: cannot take the placement with a joined node: %s\n", r_name(r),
+                e ? e : "?");
+    }
+    free(e);
+}
+
 /* PLACEMENT while parked: adopt it, fork the agent again; one that cannot
  * be adopted ends the node, exit 1. */
 static void on_placement(relay *r)
@@ -656,6 +674,7 @@ static const relay_cell table[P3D_RELAY_NSTATES][P3D_RELAY_NEVENTS] = {
                             [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended, DONE),
                             [P3D_RELAY_EV_RETIRE] = RUN(on_retire, RETIRING),
                             [P3D_RELAY_EV_RESTART] = RUN(on_restart, STAY),
+                            [P3D_RELAY_EV_PLACEMENT] = RUN(on_grown, STAY),
                             [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE, [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE},
     [P3D_RELAY_RETIRING] = {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,
                             [P3D_RELAY_EV_AGENT_SILENT] = IGNORED,
@@ -952,7 +971,8 @@ int p3d_relay_run(const p3d_launch *L, int me, p3d_chan *upch)
 {
     int up = upch ? upch->fd : -1;
     relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .fail = {.gen = -1},
-               .beat_to = L->o->node_timeout, .leader = 0, .state = P3D_RELAY_RELAYING};
+               .beat_to = L->o->node_timeout, .leader = 0, .state = P3D_RELAY_RELAYING,
+               .next_gen = L->job->gen0}; /* a node that joined the running job starts on the job's */
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();
     r->loop = NULL;

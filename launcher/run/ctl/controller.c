@@ -41,6 +41,7 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->state = P3D_CTL_STARTING;
     c->fail_seen = now;
     c->old_leader = -1;
+    c->join.first = cfg->nagents;
     ctl_gen_members(c);
     if (cfg->timeout > 0)
         c->timeout_at = now + cfg->timeout;
@@ -62,6 +63,7 @@ void p3d_ctl_free(p3d_ctl *c)
     free(c->tk.olds);
     free(c->posted);
     free(c->takeover_why);
+    ctl_join_free(c);
     ctl_slow_free(c);
     ctl_fault_free(c);
     free(c->story);
@@ -169,6 +171,33 @@ void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now)
         return;
     ctl_ev e = {.type = P3D_CTL_EV_REJOIN, .a = a, .gen = gen, .now = now};
     ctl_dispatch(c, &e);
+}
+
+int p3d_ctl_join(p3d_ctl *c, const char *name, const char *addr, int gpus, double now, const char **why)
+{
+    ctl_ev e = {.type = P3D_CTL_EV_JOIN, .a = -1, .how = name && *name ? name : "?", .addr = addr ? addr : "",
+                .gen = gpus, .now = now};
+    c->join.result = -1;
+    c->join.why = "the job is over"; /* DONE ignores the event */
+    ctl_dispatch(c, &e);
+    if (c->join.result < 0 && why)
+        *why = c->join.why;
+    return c->join.result;
+}
+
+int p3d_ctl_joins(const p3d_ctl *c)
+{
+    return c->join.n;
+}
+
+int p3d_ctl_join_refusals(const p3d_ctl *c)
+{
+    return c->join.refused;
+}
+
+int p3d_ctl_joined(const p3d_ctl *c, int a)
+{
+    return ctl_agent_ok(c, a) && a >= c->join.first;
 }
 
 void p3d_ctl_election(p3d_ctl *c, int news, const char *why, double now)

@@ -127,6 +127,23 @@
  *   CHECKING, REPLACING, TAKEOVER --preempt--> STOPPING (nothing runs to
  *      checkpoint; exit P3D_EXIT_PREEMPTED)
  *
+ * Nodes joining the running job (controller_join.c; par3drun --join,
+ * docs/multinode.md "Adding a node to a running job"): JOIN grows the
+ * agents by one, a spare that runs no rank, whatever the job does:
+ *
+ *   STARTING, RUNNING, CHECKING, RESTARTING, COLLECTING --join--> stay
+ *      (its agent starts now, on the current generation)
+ *   REPLACING --join--> stay (every agent retires: the respawn starts it
+ *      with the rest)
+ *   STOPPING, PREEMPTING --join--> stay, refused (the job ends); DONE
+ *      ignores it (p3d_ctl_join refuses: the job is over)
+ *   TAKEOVER --join--> stay, refused: "retry" (the successor's majority
+ *      is counted over the generation's nodes; one coming in meanwhile
+ *      would move it, so it waits for the next generation)
+ *
+ * A joined spare is like any other: its loss moves nothing, a lost
+ * rank node's ranks may move to it (ops.replace, ops.spares_left).
+ *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
@@ -226,6 +243,8 @@ typedef enum p3d_ctl_event {
                              controller's process or a node's */
     P3D_CTL_EV_ALL_CKPT,  /* completion: every agent still there is done or
                              reported a checkpoint newer than the warning */
+    P3D_CTL_EV_JOIN,      /* a node asks to join the running job as a spare
+                             (par3drun --join; p3d_ctl_join) */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -264,6 +283,16 @@ typedef struct p3d_ctl_ops {
      * model test counts the cells and checks each move against the
      * table; a transport leaves it NULL). */
     void (*cell)(void *ctx, p3d_ctl_state s, p3d_ctl_event e, p3d_ctl_state to);
+    /* Optional (p3d_ctl_join): the node that asked to join is agent a now
+     * (cfg.nagents grew by one), a spare with no rank; start_now: the
+     * transport starts its agent on generation gen at once (0: REPLACING,
+     * every agent retires first: the next respawn starts it with the
+     * rest). Called from inside p3d_ctl_join: the transport must not call
+     * the controller back from it. */
+    void (*join_accept)(void *ctx, int a, int gen, int start_now);
+    /* Optional: the node that asked to join is refused; why is for the
+     * joiner ("the job is ending", "... retry once it is over"). */
+    void (*join_refuse)(void *ctx, const char *name, const char *why);
 } p3d_ctl_ops;
 
 typedef struct p3d_ctl_cfg {
@@ -383,6 +412,19 @@ void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now);
 enum { P3D_CTL_ELECT_WON = 1, P3D_CTL_ELECT_NOT_WON = 0, P3D_CTL_ELECT_LOST = -1 };
 void p3d_ctl_election(p3d_ctl *c, int news, const char *why, double now);
 
+/* A node asks to join the running job as a spare (par3drun --join; the
+ * transport authenticated it and checked that its kind fits the job):
+ * name (its node name, copied), addr (where it is, for the record), gpus
+ * (its GPUs). STARTING, RUNNING, CHECKING, RESTARTING, COLLECTING: it is
+ * accepted and runs no rank; REPLACING: accepted, started by the respawn
+ * under way; STOPPING, PREEMPTING: refused, the job is ending; DONE:
+ * refused, the job is over (no cell runs, no record);
+ * TAKEOVER: refused, to retry once the takeover is over (the successor's
+ * majority counts the generation's nodes: a node coming in then would
+ * move it). The agent it is now (cfg.nagents - 1, ops.join_accept was
+ * called), or -1 refused with *why (static text, ops.join_refuse too). */
+int p3d_ctl_join(p3d_ctl *c, const char *name, const char *addr, int gpus, double now, const char **why);
+
 /* Queries. */
 /* When p3d_ctl_tick must be called next (monotonic seconds); 0: never
  * (only events move the job on). */
@@ -429,6 +471,11 @@ const char *p3d_ctl_story(const p3d_ctl *c);
  * takeovers completed (every rank running again after one). */
 int p3d_ctl_leader(const p3d_ctl *c);
 int p3d_ctl_takeovers(const p3d_ctl *c);
+/* Nodes that joined the running job (p3d_ctl_join accepted), and those
+ * refused. Agent a joined (it was not one of cfg.nagents at the start). */
+int p3d_ctl_joins(const p3d_ctl *c);
+int p3d_ctl_join_refusals(const p3d_ctl *c);
+int p3d_ctl_joined(const p3d_ctl *c, int a);
 
 /* Slow nodes reported so far (the slow events). */
 int p3d_ctl_slow_count(const p3d_ctl *c);

@@ -14,6 +14,8 @@
  *   controller_act.c    the actions the handlers share: the one transition
  *                       (ctl_go), stop, restart, replace, respawn
  *   controller_text.c   names, lines for the user, events.jsonl records
+ *   controller_join.c   nodes joining the running job: JOIN's cells, the
+ *                       per-agent arrays grown by one
  *
  * Data that matters in one state lives in that state's struct (chk,
  * end, rep, tk); the rest is the job's across states.
@@ -38,7 +40,9 @@ typedef struct ctl_ev {
     int clean;                /* GONE: ended by itself */
     int sig;                  /* SIGNAL */
     int code;                 /* ABORT */
-    int gen;                  /* REJOIN: the node's generation; ELECTION: news */
+    int gen;                  /* REJOIN: the node's generation; ELECTION: news;
+                                 JOIN: the joiner's GPUs */
+    const char *addr;         /* JOIN: where the joiner is (how: its name) */
     double heard;             /* LEADER_LOST: the old leader last heard */
     const unsigned char *bad; /* HEALTH */
     double now;
@@ -171,6 +175,16 @@ struct p3d_ctl {
         int early;             /* decided on the first failure (no restart left) */
         int job_restarts;
     } flt;
+    /* nodes that joined the running job (controller_join.c) */
+    struct {
+        const char **names; /* every agent's name once one joined (cfg.names
+                               points here then): the first ones borrowed */
+        char **own;         /* the joined ones' names, owned */
+        int n, refused;     /* accepted, refused */
+        int first;          /* the agents at the start (cfg.nagents then) */
+        int result;         /* the last JOIN's answer: its agent, -1 refused */
+        const char *why;    /* the refusal (static) */
+    } join;
     /* preemption (controller_preempt.c; PREEMPTING and the verdict) */
     struct {
         double at;         /* when the warning came, 0: never */
@@ -261,6 +275,9 @@ void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
  * checkpoint newer than the preemption warning's (ALL_CKPT is due). */
 int ctl_preempt_through(const p3d_ctl *c);
 
+/* controller_join.c: what JOIN's cells keep, freed with the controller. */
+void ctl_join_free(p3d_ctl *c);
+
 /* controller_on.c: the handlers, one a (state, event) cell. */
 typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
 /* the handlers by file, as many a line as fit (scripts/format.sh) */
@@ -280,7 +297,9 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     /* controller_preempt.c */                                                                               \
     X(on_preempt) X(on_preempt_now) X(on_preempt_again) X(on_preempt_stopping) X(on_signal_preempting)       \
     X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting) X(on_leader_lost_preempting)          \
-    X(on_preempt_over)
+    X(on_preempt_over)                                                                                       \
+    /* controller_join.c */                                                                                  \
+    X(on_join) X(on_join_replacing) X(on_join_ending) X(on_join_takeover)
 /* clang-format on */
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)

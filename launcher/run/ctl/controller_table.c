@@ -56,7 +56,8 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_ELECTION] = RUN(on_election_live, STAY | STOPPING),                                                   \
     [P3D_CTL_EV_ALL_UP] = RUN(on_all_up, RUNNING), [P3D_CTL_EV_ALL_DONE] = RUN(on_all_done, STOPPING),             \
     [P3D_CTL_EV_ALL_GONE] = RUN(on_all_gone_live, STOPPING), [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE,              \
-    [P3D_CTL_EV_SLOW] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt, PREEMPTING))
+    [P3D_CTL_EV_SLOW] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt, PREEMPTING)),                                      \
+    [P3D_CTL_EV_JOIN] = RUN(on_join, STAY)
 
 /* The preemption's events in a row: the warning's cell (p); ALL_CKPT is
  * raised in PREEMPTING only. */
@@ -69,7 +70,8 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_UP] = IGNORED, [P3D_CTL_EV_FAIL] = IGNORED, [P3D_CTL_EV_DONE] = IGNORED,                            \
     [P3D_CTL_EV_HEALTH] = IGNORED, [P3D_CTL_EV_MARK_DEAD] = IGNORED, [P3D_CTL_EV_PROGRESS] = IGNORED,               \
     [P3D_CTL_EV_RESUMED] = IGNORED, [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,                 \
-    [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt_now, STOPPING))
+    [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt_now, STOPPING)),                         \
+    [P3D_CTL_EV_JOIN] = RUN(on_join_ending, STAY)
 
 /* Designated initializers override the row macros' defaults: gcc's
  * -Woverride-init says so for every override, which is the point here. */
@@ -108,7 +110,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                            /* the generation moved on: nobody is up in it before the respawn */
                            [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
                            /* posted in RUNNING: dropped once one moved the state */
-                           [P3D_CTL_EV_SLOW] = IMPOSSIBLE},
+                           [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
+                           /* every agent retires: the respawn starts the joined one too */
+                           [P3D_CTL_EV_JOIN] = RUN(on_join_replacing, STAY)},
     [P3D_CTL_STOPPING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig_again, STAY),
                           [P3D_CTL_EV_GONE] = RUN(on_gone_stopping, STAY),
                           [P3D_CTL_EV_SIGNAL] = RUN(on_signal_again, STAY),
@@ -128,7 +132,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                       [P3D_CTL_EV_REJOIN] = IGNORED, [P3D_CTL_EV_ELECTION] = IGNORED,
                       [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
                       [P3D_CTL_EV_ALL_GONE] = IGNORED, [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
-                      [P3D_CTL_EV_PREEMPT] = IGNORED},
+                      [P3D_CTL_EV_PREEMPT] = IGNORED,
+                      /* nothing runs once the job is over: p3d_ctl_join refuses */
+                      [P3D_CTL_EV_JOIN] = IGNORED},
     /* every node fenced its ranks: nobody is up until the next generation */
     [P3D_CTL_TAKEOVER] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
                           [P3D_CTL_EV_GONE] = RUN(on_gone_takeover, STAY),
@@ -141,7 +147,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED,
                           [P3D_CTL_EV_TAKEOVER_READY] = RUN(on_takeover_act, REPLACING | STOPPING),
-                          [P3D_CTL_EV_SLOW] = IMPOSSIBLE},
+                          [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
+                          /* the majority is counted over the generation's nodes: "retry" */
+                          [P3D_CTL_EV_JOIN] = RUN(on_join_takeover, STAY)},
     /* a rank failed: the other nodes' failures are collected for the
      * verdict (job, node, unknown); the ranks that did not fail run on */
     [P3D_CTL_COLLECTING] = {LIVE_ROW,
@@ -176,7 +184,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                             /* posted only by RUNNING's tick and progress cells, which never preempt */
                             [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
                             [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_again, STAY | STOPPING),
-                            [P3D_CTL_EV_ALL_CKPT] = RUN(on_preempt_over, STOPPING)},
+                            [P3D_CTL_EV_ALL_CKPT] = RUN(on_preempt_over, STOPPING),
+                            /* the job ends once the ranks checkpointed: nothing to join */
+                            [P3D_CTL_EV_JOIN] = RUN(on_join_ending, STAY)},
 };
 /* clang-format on */
 #pragma GCC diagnostic pop

@@ -45,6 +45,7 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_SLOW] = "slow-node",
     [P3D_CTL_EV_PREEMPT] = "preempt",
     [P3D_CTL_EV_ALL_CKPT] = "all-checkpointed",
+    [P3D_CTL_EV_JOIN] = "join",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)

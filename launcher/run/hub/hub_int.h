@@ -64,6 +64,9 @@ typedef struct lctx {
     int a;
 } lctx;
 
+/* Joiners held at once while the job replaces or checks nodes. */
+#define P3D_JOIN_HELD 8
+
 typedef struct hub {
     const p3d_launch *L;
     alink *ln;
@@ -71,7 +74,7 @@ typedef struct hub {
     int sfd;
     int lock_fd;
     const int *nodes;   /* agent i runs cluster node nodes[i] */
-    const char **names;
+    const char **names; /* owned (the strings are the clusters') */
     p3d_ctl *ctl;
     p3d_outsink sink;
     int health_seq;     /* the latest C request's number */
@@ -90,6 +93,13 @@ typedef struct hub {
     int status_warned;
     int tk_me;          /* takeover: this node's agent index, -1 none */
     unsigned gate_timer; /* takeover: the gate is read again (strangers held) */
+    /* nodes joining the running job (hub_join.c) */
+    int *own_nodes;     /* nodes[] once a node joined (the first ones copied) */
+    p3d_joiner *joining; /* the one p3d_ctl_join is asked about */
+    p3d_joiner held[P3D_JOIN_HELD]; /* held while the job replaces or checks */
+    double held_at[P3D_JOIN_HELD];
+    int nheld;
+    unsigned join_timer; /* the join port is read again (strangers held) */
 } hub;
 
 void hub_say(void *ctx, const char *text);
@@ -123,5 +133,15 @@ void hub_watch(hub *h, int a);
 void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx);
 /* The check before the first start: its done. */
 void hub_pre_done(hub *h, unsigned char *bad);
+/* hub_join.c: nodes joining the running job (--join): the join port
+ * watched (start), its readable callback, the joiners held (from the
+ * prepare hook) and when they give up, ops.join_accept, and the end
+ * (held ones refused, nodes[] freed). */
+void hub_join_start(hub *h);
+void hub_on_join(p3d_loop *lp, int fd, int ev, void *ctx);
+void hub_join_held(hub *h);
+double hub_join_deadline(const hub *h);
+void hub_join_accept(void *ctx, int a, int gen, int start_now);
+void hub_join_end(hub *h);
 
 #endif

@@ -405,9 +405,12 @@ static double hub_prepare(p3d_loop *lp, double now, void *ctx)
         p3d_loop_stop(lp);
         return 0;
     }
-    double dl = p3d_ctl_deadline(h->ctl);
+    hub_join_held(h);
+    double dl = p3d_ctl_deadline(h->ctl), jd = hub_join_deadline(h);
     if (bd > 0 && (!dl || bd < dl))
         dl = bd;
+    if (jd > 0 && (!dl || jd < dl))
+        dl = jd;
     double sd = p3d_sink_watch(&h->sink, lp);
     if (sd > 0 && (!dl || sd < dl))
         dl = sd;
@@ -525,6 +528,8 @@ static int hub_new_ctl(hub *h, int leader)
     }
     if (L->o->health_check)
         ops.health = hub_health_start;
+    if (L->mn && L->mn->jport)
+        ops.join_accept = hub_join_accept;
     h->ctl = p3d_ctl_new(&cfg, &ops, p3d_now());
     free(replicas); /* the controller keeps a copy */
     if (!h->ctl) {
@@ -623,6 +628,8 @@ static void hub_tell_end(hub *h, int code)
                  p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
         hub_say(h, head);
         hub_say(h, st);
+    } else if (p3d_ctl_joins(h->ctl) > 0 && st[0]) {
+        hub_say(h, st); /* the joins, and what else happened */
     }
     char rmax[32] = "null", smax[32] = "null";
     if (p3d_ctl_recovery_max(h->ctl) >= 0)
@@ -635,9 +642,9 @@ static void hub_tell_end(hub *h, int code)
     }
     p3d_event(L->events_fd, L->t0,
               "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
-              "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
+              "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s, \"joined\": %d",
               code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
-              p3d_ctl_recovering(h->ctl) ? "true" : "false");
+              p3d_ctl_recovering(h->ctl) ? "true" : "false", p3d_ctl_joins(h->ctl));
 }
 
 static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
@@ -672,6 +679,7 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     if (hub_new_ctl(h, tk ? tk->leader : chans && !h->ln[0].ch ? 0 : -1) < 0)
         goto out;
     hub_peers(h);
+    hub_join_start(h);
     if (hub_elects(L) && p3d_loop_watch(h->loop, L->mn->elect_fd, P3D_LOOP_IN, hub_on_elect, h) < 0) {
         fprintf(stderr, "par3drun: cannot set up the supervisor: cannot watch the election: %s\n", strerror(errno));
         goto out;
@@ -707,8 +715,9 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     /* the recovery figures are the end line's (hub_end_line): one summary */
     code = p3d_ctl_code(h->ctl);
 out:
+    hub_join_end(h);
     /* subreaper sweep: anything reparented to us dies with the job */
-    for (int i = 0; h->ln && i < nnodes; i++)
+    for (int i = 0; h->ln && i < h->n; i++)
         if (h->ln[i].pid > 0)
             p3d_kill_tree(h->ln[i].pid, SIGKILL);
     p3d_sweep_children();
@@ -716,13 +725,13 @@ out:
         hub_tell_end(h, code);
     p3d_sink_close(&h->sink);
     hub_round_free(h, h->round);
-    for (int i = 0; h->ln && i < nnodes; i++) {
+    for (int i = 0; h->ln && i < h->n; i++) {
         hub_close(h, &h->ln[i]); /* remote connections were handed over too */
     }
     p3d_ctl_free(h->ctl);
     free(h->ln);
     free(h->lc);
-    free(names);
+    free(h->names); /* grown past names[] when a node joined */
     free(bad);
     p3d_store_attach(L->store, NULL); /* the store outlives this loop */
     if (h->loop)

@@ -80,6 +80,7 @@ typedef struct p3d_jobstate {
 /* Everything an agent needs; filled by the launcher before the first
  * start and never written again (what changes is in *job). Pointers are
  * borrowed from the launcher, which outlives its agents. */
+struct p3d_joiner; /* rdzv.h: a node joining the running job */
 typedef struct p3d_launch {
     const p3d_opts *o;
     const p3d_jobstate *job;     /* the placement of now */
