@@ -137,6 +137,11 @@ void ctl_running_again(p3d_ctl *c, double now)
 {
     if (c->in_takeover)
         takeover_done(c, now);
+    if (c->els.since > 0) {
+        ctl_event(c, "\"event\": \"running\", \"restart\": %d, \"dp\": %d, \"grow_s\": %.3f", c->gen, c->els.dp,
+                  now - c->els.since);
+        c->els.since = 0;
+    }
     if (c->recovering) {
         double t = now - c->fail_seen;
         if (!c->recoveries++ || t > c->recovery_max)
@@ -269,7 +274,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
     c->gen++;
     char *msg = NULL;
     int rr = c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg);
-    if (rr == 0 && c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
+    if (rr >= 0 && rr != 1 && c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
         /* ranks would start again: judged only now, as losing a spare
          * restarts nothing; the placement made for it is not used */
         free(msg);
@@ -277,7 +282,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         ctl_np_stop(c, reason, now);
         return REPLACE_STOPPED;
     }
-    if (rr > 0) {
+    if (rr == 1) {
         /* the lost nodes ran no rank (spares): nothing to restart */
         c->gen--;
         ctl_say(c, "par3drun: %s; %s\n", reason, msg ? msg : "it ran no rank");
@@ -294,22 +299,29 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         return REPLACE_STOPPED;
     }
     ctl_np_restart(c, next);
-    c->replaced += nlost;
     await_resume(c);
+    if (rr == 2) {
+        /* no spare left, an elastic job: fewer whole replicas */
+        ctl_shrunk(c, lost, nlost, reason, msg, now);
+        free(msg);
+        return REPLACE_UNDER_WAY;
+    }
+    c->replaced += nlost;
     ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
         c->cfg.max_restarts);
     ctl_story(c, now, "%s; restart %d", msg ? msg : "replaced", c->gen);
     free(msg);
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"replacement\"", c->gen);
-    ctl_retire_all(c, now);
+    ctl_retire_all(c, P3D_CTL_REPLACING, now);
     return REPLACE_UNDER_WAY;
 }
 
-/* REPLACING: every agent still there is told to retire; once all are
- * gone, the table's ALL_GONE starts them again on the current placement. */
-void ctl_retire_all(p3d_ctl *c, double now)
+/* REPLACING, SHRINKING, GROWING (to): every agent still there is told to
+ * retire; once all are gone, the table's ALL_GONE starts them again on
+ * the current placement. */
+void ctl_retire_all(p3d_ctl *c, p3d_ctl_state to, double now)
 {
-    ctl_go(c, P3D_CTL_REPLACING); /* before the orders: the transport retires on them */
+    ctl_go(c, to); /* before the orders: the transport retires on them */
     double k = now + c->cfg.grace + P3D_CTL_SLACK;
     if (!c->end.kill_at || k < c->end.kill_at)
         c->end.kill_at = k;

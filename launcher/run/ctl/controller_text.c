@@ -20,6 +20,7 @@ static const char *const state_names[P3D_CTL_NSTATES] = {
     [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
     [P3D_CTL_COLLECTING] = "collecting",
     [P3D_CTL_PREEMPTING] = "preempting",
+    [P3D_CTL_SHRINKING] = "shrinking",   [P3D_CTL_GROWING] = "growing",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {
@@ -45,6 +46,7 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_SLOW] = "slow-node",
     [P3D_CTL_EV_PREEMPT] = "preempt",
     [P3D_CTL_EV_ALL_CKPT] = "all-checkpointed",
+    [P3D_CTL_EV_GROW] = "grow",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)
