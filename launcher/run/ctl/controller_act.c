@@ -252,6 +252,25 @@ static int replace_refused(p3d_ctl *c, const int *lost, int nlost, const char *r
     return 0;
 }
 
+/* ops.replace placed the job on fewer replicas (its p3d_ctl_set_width
+ * came first): said, recorded, and every agent retires (SHRINKING). */
+static void shrunk(p3d_ctl *c, const int *lost, int nlost, const char *reason, const char *msg, double now)
+{
+    char why[96];
+    c->els.shrinks++;
+    snprintf(why, sizeof why, "node %s%s lost", c->cfg.names[lost[0]], nlost > 1 ? " and more" : "");
+    ctl_width_note(c, c->els.dp, why, -1);
+    c->els.ckpt0 = c->ckpt_max;
+    c->els.seen_at = 0;
+    c->els.said = 0;
+    c->els.poll_at = 0;
+    ctl_say(c, "par3drun: %s; no spare left: %s; restarting all ranks at dp %d of %d (restart %d of %d)\n", reason,
+            msg ? msg : "shrunk", c->els.dp, c->cfg.full_dp, c->gen, c->cfg.max_restarts);
+    ctl_story(c, now, "no spare left: %s; restart %d", msg ? msg : "shrunk", c->gen);
+    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"shrink\"", c->gen);
+    ctl_retire_all(c, P3D_CTL_SHRINKING, now);
+}
+
 /* Nodes lost[0..nlost) are gone for good: a new placement without them,
  * then every agent retires and starts again on it (one restart). When
  * they ran no rank (spares) nothing moves and the job goes on in the
@@ -302,7 +321,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
     await_resume(c);
     if (rr == 2) {
         /* no spare left, an elastic job: fewer whole replicas */
-        ctl_shrunk(c, lost, nlost, reason, msg, now);
+        shrunk(c, lost, nlost, reason, msg, now);
         free(msg);
         return REPLACE_UNDER_WAY;
     }

@@ -3,9 +3,8 @@
  * controller_elastic.c — the job's width (docs/launch.md, "Elastic
  * width"; docs/controller.md, "Shrink and grow"). A loss that no spare can
  * take, in a job with cfg.min_dp, comes back from the transport's replace
- * as a narrower placement: the shrink's records and SHRINKING (the same
- * retirement as REPLACING: every agent retires, then starts again on the
- * new placement). In RUNNING below the full width the grow detector looks
+ * as a narrower placement, and the replacement's own path retires every
+ * agent into SHRINKING (controller_act.c). In RUNNING below the full width the grow detector looks
  * at the spares (ops.grow_room, every time: spares may join the running
  * job at any moment) and posts GROW at the ranks' first checkpoint newer
  * than the shrink, or cfg.grow_wait seconds after the spares could hold a
@@ -26,25 +25,6 @@
 static int can_grow(const p3d_ctl *c)
 {
     return c->cfg.min_dp > 0 && c->els.dp < c->cfg.full_dp && c->ops.grow_room && c->ops.grow;
-}
-
-/* ops.replace placed the job on fewer replicas (its p3d_ctl_set_width
- * came first): said, recorded, and every agent retires (SHRINKING). */
-void ctl_shrunk(p3d_ctl *c, const int *lost, int nlost, const char *reason, const char *msg, double now)
-{
-    char why[96];
-    c->els.shrinks++;
-    snprintf(why, sizeof why, "node %s%s lost", c->cfg.names[lost[0]], nlost > 1 ? " and more" : "");
-    ctl_width_note(c, c->els.dp, why, -1);
-    c->els.ckpt0 = c->ckpt_max;
-    c->els.seen_at = 0;
-    c->els.said = 0;
-    c->els.poll_at = 0;
-    ctl_say(c, "par3drun: %s; no spare left: %s; restarting all ranks at dp %d of %d (restart %d of %d)\n", reason,
-            msg ? msg : "shrunk", c->els.dp, c->cfg.full_dp, c->gen, c->cfg.max_restarts);
-    ctl_story(c, now, "no spare left: %s; restart %d", msg ? msg : "shrunk", c->gen);
-    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"shrink\"", c->gen);
-    ctl_retire_all(c, P3D_CTL_SHRINKING, now);
 }
 
 /* RUNNING (a tick, a progress summary): the spares looked at when due;
@@ -137,18 +117,6 @@ void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
     c->els.seen_at = 0;
     c->els.said = 0;
     ctl_retire_all(c, P3D_CTL_GROWING, e->now);
-}
-
-/* The width history's next step: " -> dp (why[ n])". */
-void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n)
-{
-    size_t k = strlen(c->els.hist);
-    if (k + 8 >= sizeof c->els.hist)
-        return;
-    if (n >= 0)
-        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s %d)", dp, why, n);
-    else
-        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s)", dp, why);
 }
 
 void p3d_ctl_set_width(p3d_ctl *c, int dp, int nranks, const int *replica_of)

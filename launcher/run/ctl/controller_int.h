@@ -11,8 +11,9 @@
  *   controller_fault.c  fault classification: the window's failures, the
  *                       verdict (job, node, unknown) and its remedy
  *   controller_preempt.c  preemption: the PREEMPT event, PREEMPTING's cells
- *   controller_elastic.c  the width: a shrink (SHRINKING), the grow
- *                       detector (it posts GROW) and the grow (GROWING)
+ *   controller_elastic.c  the width: the grow detector (it posts GROW) and
+ *                       the grow (GROWING); a shrink is a replacement
+ *                       that came back narrower (controller_act.c)
  *   controller_act.c    the actions the handlers share: the one transition
  *                       (ctl_go), stop, restart, replace, respawn
  *   controller_text.c   names, lines for the user, events.jsonl records
@@ -215,6 +216,8 @@ void ctl_summary_fmt(p3d_ctl *c, const char *fmt, ...) __attribute__((format(pri
 void ctl_set_summary(p3d_ctl *c, char *s);
 const char *ctl_jstr(const char *s, char *buf, size_t cap);
 const char *ctl_sig_name(int sig, char *buf, size_t cap);
+/* The width history's next step: " -> dp (why)", or "(why n)" for n >= 0. */
+void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n);
 
 /* controller_act.c: the actions. */
 int ctl_stopping(const p3d_ctl *c);
@@ -276,13 +279,10 @@ const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap);
 /* "node x is 2.00x slower than its 3 peers (...)" */
 void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
 
-/* controller_elastic.c: the width. A replacement that came back shrunk
- * (ops.replace's 2): its records, then SHRINKING. The grow detector in
- * RUNNING (progress and tick): looks at the spares, posts GROW when its
- * time came; and when it wants the next tick (0 none). */
-void ctl_shrunk(p3d_ctl *c, const int *lost, int nlost, const char *reason, const char *msg, double now);
-/* The width history's next step: " -> dp (why)", or "(why n)" for n >= 0. */
-void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n);
+/* controller_elastic.c: the grow detector in RUNNING (progress and
+ * tick): looks at the spares, posts GROW when its time came; and when it
+ * wants the next tick (0 none). (A shrink is a replacement that came
+ * back narrower: controller_act.c.) */
 void ctl_grow_look(p3d_ctl *c, double now);
 double ctl_grow_deadline(const p3d_ctl *c);
 

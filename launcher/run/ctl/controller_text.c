@@ -134,3 +134,15 @@ void ctl_summary_fmt(p3d_ctl *c, const char *fmt, ...)
     ctl_set_summary(c, p3d_vfmt(fmt, ap));
     va_end(ap);
 }
+
+/* The width history's next step: " -> dp (why[ n])". */
+void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n)
+{
+    size_t k = strlen(c->els.hist);
+    if (k + 8 >= sizeof c->els.hist)
+        return;
+    if (n >= 0)
+        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s %d)", dp, why, n);
+    else
+        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s)", dp, why);
+}

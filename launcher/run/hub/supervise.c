@@ -136,6 +136,18 @@ static int hub_fork(hub *h, int i)
 
 /* ---- replacement (controller.h ops) -------------------------------------- */
 
+static int *hub_replicas(const p3d_placement *pl, int *nrep);
+
+/* The job runs at another width (a shrink, a grow): the controller's
+ * world, replicas and width follow the placement of now. */
+static void hub_width(hub *h)
+{
+    int nrep = 0;
+    int *rep = hub_replicas(h->L->job->pl, &nrep);
+    p3d_ctl_set_width(h->ctl, p3d_mesh_size(&h->L->job->pl->mesh, P3D_DIM_DP), h->L->job->pl->world, rep);
+    free(rep);
+}
+
 static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     hub *h = ctx;
@@ -146,10 +158,27 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
         idx[k] = h->nodes[lost[k]];
     int rc = h->L->replace(h->L->replace_ctx, idx, nlost, gen, reason, msg);
     free(idx);
+    if (rc == 2)
+        hub_width(h); /* shrunk: the controller's figures follow */
     /* only spares lost, nothing restarts: the successor list built
      * without them goes to every node the next time it speaks */
     for (int i = 0; rc == 1 && h->L->successors && i < h->n; i++)
         h->ln[i].succ_sent = 0;
+    return rc;
+}
+
+static int hub_grow_room(void *ctx)
+{
+    hub *h = ctx;
+    return h->L->grow_room(h->L->replace_ctx);
+}
+
+static int hub_grow(void *ctx, int gen, char **msg)
+{
+    hub *h = ctx;
+    int rc = h->L->grow(h->L->replace_ctx, gen, msg);
+    if (rc == 0)
+        hub_width(h);
     return rc;
 }
 
@@ -463,6 +492,49 @@ static int *hub_replicas(const p3d_placement *pl, int *nrep)
     return rep;
 }
 
+/* The end: the root cause, the recovery story and the width history, the
+ * end line, result.json and the end record. */
+static void hub_end(hub *h, int code)
+{
+    const p3d_launch *L = h->L;
+    const char *sum = p3d_ctl_summary(h->ctl);
+    if (sum[0])
+        hub_say(h, sum);
+    const char *st = p3d_ctl_story(h->ctl), *wh = p3d_ctl_width_history(h->ctl);
+    if ((p3d_ctl_replaced(h->ctl) > 0 || wh[0]) && st[0]) {
+        char head[512], rec[256];
+        hub_recovery_text(h->ctl, rec, sizeof rec);
+        char wc[64] = "";
+        int ns = p3d_ctl_shrinks(h->ctl), ng = p3d_ctl_grows(h->ctl);
+        if (ns || ng)
+            snprintf(wc, sizeof wc, ", %d shrink%s, %d grow%s", ns, ns == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
+        snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced%s, %d restart%s, %s, exit %d\n",
+                 p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", wc, p3d_ctl_restarts(h->ctl),
+                 p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
+        hub_say(h, head);
+        hub_say(h, st);
+    }
+    if (wh[0]) {
+        char line[320];
+        snprintf(line, sizeof line, "par3drun: width: %s\n", wh);
+        hub_say(h, line);
+    }
+    char rmax[32] = "null", smax[32] = "null";
+    if (p3d_ctl_recovery_max(h->ctl) >= 0)
+        snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
+    if (p3d_ctl_resumed_max(h->ctl) >= 0)
+        snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
+    if (L->o->cmd != P3D_CMD_AGENT) {
+        hub_end_line(h, code);
+        p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
+    }
+    p3d_event(L->events_fd, L->t0,
+              "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
+              "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
+              code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
+              p3d_ctl_recovering(h->ctl) ? "true" : "false");
+}
+
 static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan **chans, const hub_tk *tk)
 {
     hub H = {.L = L, .n = nnodes, .sfd = -1, .nodes = nodes, .tk_me = tk ? tk->me : -1};
@@ -517,6 +589,9 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
         .elect = L->failover && L->elect_news && L->elect_fd >= 0,
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
+        .dp = p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
+        .full_dp = L->job->full_dp > 0 ? L->job->full_dp : p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
+        .min_dp = L->job->min_dp, .grow_wait = L->o->grow_wait,
     };
     int *replicas = hub_replicas(L->job->pl, &cfg.nreplicas);
     cfg.replica_of = replicas;
@@ -530,6 +605,10 @@ static int hub_run(const p3d_launch *L, const int *nodes, int nnodes, p3d_chan *
     if (L->replace) {
         ops.replace = hub_replace;
         ops.respawn = hub_respawn;
+    }
+    if (L->replace && L->grow && L->grow_room) {
+        ops.grow_room = hub_grow_room;
+        ops.grow = hub_grow;
     }
     if (L->o->health_check)
         ops.health = hub_health_start;
@@ -633,35 +712,8 @@ out:
         if (h->ln[i].pid > 0)
             p3d_kill_tree(h->ln[i].pid, SIGKILL);
     p3d_sweep_children();
-    if (h->ctl) {
-        const char *sum = p3d_ctl_summary(h->ctl);
-        if (sum[0])
-            hub_say(h, sum);
-        const char *st = p3d_ctl_story(h->ctl);
-        if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
-            char head[512], rec[256];
-            hub_recovery_text(h->ctl, rec, sizeof rec);
-            snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
-                     p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
-                     p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
-            hub_say(h, head);
-            hub_say(h, st);
-        }
-        char rmax[32] = "null", smax[32] = "null";
-        if (p3d_ctl_recovery_max(h->ctl) >= 0)
-            snprintf(rmax, sizeof rmax, "%.3f", p3d_ctl_recovery_max(h->ctl));
-        if (p3d_ctl_resumed_max(h->ctl) >= 0)
-            snprintf(smax, sizeof smax, "%.3f", p3d_ctl_resumed_max(h->ctl));
-        if (L->o->cmd != P3D_CMD_AGENT) {
-            hub_end_line(h, code);
-            p3d_result_end(L, h->ctl, code); /* RUN_DIR/result.json */
-        }
-        p3d_event(L->events_fd, L->t0,
-                  "\"event\": \"end\", \"exit_code\": %d, \"restarts\": %d, \"replaced\": %d, "
-                  "\"recovery_max_s\": %s, \"resumed_max_s\": %s, \"ended_during_recovery\": %s",
-                  code, p3d_ctl_restarts(h->ctl), p3d_ctl_replaced(h->ctl), rmax, smax,
-                  p3d_ctl_recovering(h->ctl) ? "true" : "false");
-    }
+    if (h->ctl)
+        hub_end(h, code);
     p3d_sink_close(&h->sink);
     hub_round_free(h, h->round);
     for (int i = 0; h->ln && i < nnodes; i++) {
