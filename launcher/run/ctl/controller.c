@@ -241,6 +241,11 @@ double p3d_ctl_deadline(const p3d_ctl *c)
     }
 }
 
+int p3d_ctl_retiring(const p3d_ctl *c)
+{
+    return c->state == P3D_CTL_REPLACING || c->state == P3D_CTL_SHRINKING || c->state == P3D_CTL_GROWING;
+}
+
 p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c)
 {
     return c->state;

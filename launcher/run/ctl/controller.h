@@ -419,6 +419,9 @@ void p3d_ctl_election(p3d_ctl *c, int news, const char *why, double now);
  * (only events move the job on). */
 double p3d_ctl_deadline(const p3d_ctl *c);
 p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
+/* Every agent was told to retire and starts again on a new placement
+ * (REPLACING, SHRINKING, GROWING): a stop order now is a retirement. */
+int p3d_ctl_retiring(const p3d_ctl *c);
 /* A lost node (never started again). */
 int p3d_ctl_is_dead(const p3d_ctl *c, int a);
 /* The job's exit code (valid in DONE). */

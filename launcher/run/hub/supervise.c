@@ -58,10 +58,10 @@ static void hub_send(void *ctx, int a, const p3d_amsg *m)
         return;
     if (m->type == P3D_AM_RESTART) /* a fresh agent store for the generation */
         p3d_store_generation(h->L->store, m->gen);
-    /* a retire order (REPLACING) keeps a remote node's connection: its
-     * relay ends the ranks and awaits the new placement */
+    /* a retire order (REPLACING, SHRINKING, GROWING) keeps a remote node's
+     * connection: its relay ends the ranks and awaits the new placement */
     p3d_amsg q = {.type = P3D_AM_RETIRE};
-    int rlen = m->type == P3D_AM_STOP && p3d_ctl_get_state(h->ctl) == P3D_CTL_REPLACING
+    int rlen = m->type == P3D_AM_STOP && p3d_ctl_retiring(h->ctl)
                    ? p3d_amsg_encode(&q, rbuf, sizeof rbuf)
                    : -1;
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++) {
