@@ -15,7 +15,8 @@
 C4=$T/four.json
 printf '{"nodes": [{"name": "n[1-4]", "topology": "%s", "rack": "r1"}]}\n' \
   "$P3D_SRC/examples/topologies/pcie4.xml" >"$C4"
-JOB=(--emulate --cluster "$C4" --tp 2 --pp 2 --dp 4 --global-batch 24 --micro-batch 2 --grace 3 --max-restarts 2)
+JOB=(--emulate --cluster "$C4" --tp 2 --pp 2 --dp 4 --global-batch 24 --micro-batch 2 --grace 3 --max-restarts 2
+     --progress-interval 0.2)
 # steps enough that the job is still running when the first checkpoint
 # is there (the loss comes then); the ranks resume from the newest one
 W=(--backend cpu --verify --layers 4 --hidden 16 --lr 1 --timeout 60 --steps 3000 --checkpoint-every 25
@@ -94,6 +95,11 @@ for r in pl["ranks"]:
 res = json.load(open(d + "/rd/result.json"))
 assert res["width"] == {"dp": 3, "full_dp": 4, "min_dp": 2, "shrinks": 1, "grows": 0}, res.get("width")
 PY
+
+# par3drun status: the width where the job ended, full and minimum
+"$PAR3DRUN" status "$T_DIR/rd" >"$T_DIR/status" 2>&1 || { cat "$T_DIR/status"; fail "par3drun status failed"; }
+grep -q '^width: dp 3 of 4 (--min-dp 2); dp 4 -> 3 (node n3 lost)$' "$T_DIR/status" ||
+  { cat "$T_DIR/status"; fail "par3drun status does not show the width"; }
 
 # ---- 2. below --min-dp: the job stops ---------------------------------------
 echo "== 2. a loss below --min-dp stops the job" >&2
