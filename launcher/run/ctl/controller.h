@@ -127,6 +127,19 @@
  *   CHECKING, REPLACING, TAKEOVER --preempt--> STOPPING (nothing runs to
  *      checkpoint; exit P3D_EXIT_PREEMPTED)
  *
+ * Elastic width (controller_elastic.c; cfg.min_dp > 0, docs/controller.md
+ * "Shrink and grow"): a loss no spare can take comes back from ops.replace
+ * as 2, a placement on fewer whole DP replicas (>= cfg.min_dp):
+ *
+ *   STARTING, RUNNING, RESTARTING, COLLECTING, CHECKING, REPLACING, TAKEOVER
+ *      --loss, no spare, elastic--> SHRINKING (every agent retires, as in
+ *      REPLACING) --all gone--> RESTARTING at the smaller width
+ *   (below cfg.min_dp the replace refuses: STOPPING, exit 1)
+ *   RUNNING below cfg.full_dp --GROW (the spares hold a whole replica, and
+ *      a checkpoint newer than the shrink came or cfg.grow_wait passed)-->
+ *      GROWING (every agent retires) --all gone--> RESTARTING wider
+ *   SHRINKING, GROWING --loss--> REPLACING | SHRINKING; --preempt--> STOPPING
+ *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
