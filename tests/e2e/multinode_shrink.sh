@@ -38,7 +38,10 @@ for i in 0 3 4; do wait "${AG[$i]}"; codes="$codes $?"; done
 wait "${AG[1]}" "${AG[2]}" 2>/dev/null
 [ "$codes" = " 0 0 0" ] || { bad "exit codes$codes, want 0 0 0"; tail -20 "$T/sh.0.err" | sed 's/^/  /'; }
 grep -q 'verify: pass' "$T"/sh.*.out "$T"/sh.*.err || bad "--verify did not pass across the heal and the shrink"
-grep -q 'resuming at dp 3' "$T"/sh.*.out "$T"/sh.*.err || bad "the ranks did not resume at dp 3"
+# (rank 0's line; the ranks' output may be dropped under load, which
+# par3drun says: then the line cannot be asked for)
+grep -q 'resuming at dp 3' "$T"/sh.*.out "$T"/sh.*.err || grep -q 'bytes of output dropped here' "$T"/sh.*.err ||
+  bad "the ranks did not resume at dp 3"
 ev=$T/sh.rd0/events.jsonl
 python3 - "$ev" <<'PY' || { bad "events"; sed 's/^/  /' "$ev"; }
 import json, sys
