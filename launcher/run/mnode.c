@@ -256,6 +256,18 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
     return rc;
 }
 
+/* The leader's (and a successor's) replacement ops, and an elastic job's
+ * grow. */
+void p3d_mnode_heal_ops(mnode *m, p3d_launch *L)
+{
+    L->replace = p3d_mnode_replace;
+    L->replace_ctx = m;
+    if (m->res.job.min_dp > 0) {
+        L->grow_room = p3d_mnode_grow_room;
+        L->grow = p3d_mnode_grow;
+    }
+}
+
 /* L->grow_room and L->grow, the leader: spares hold whole replicas again. */
 int p3d_mnode_grow_room(void *ctx)
 {
@@ -581,14 +593,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r)
         p3d_mnode_elect_setup(m, &L);
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     }
-    if (m->me == 0 && (o->spares > 0 || m->res.job.min_dp > 0) && m->have_res) {
-        L.replace = p3d_mnode_replace;
-        L.replace_ctx = m;
-    }
-    if (m->me == 0 && m->res.job.min_dp > 0 && m->have_res) {
-        L.grow_room = p3d_mnode_grow_room;
-        L.grow = p3d_mnode_grow;
-    }
+    if (m->me == 0 && (o->spares > 0 || m->res.job.min_dp > 0) && m->have_res)
+        p3d_mnode_heal_ops(m, &L);
     if (m->me == 0 && m->checked) {
         p3d_mnode_tell_preflight(m, m->res.cluster, L.events_fd, L.t0);
         tell_health(m, &L);

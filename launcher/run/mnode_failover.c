@@ -200,13 +200,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     L->unhealthy = m->unhealthy;
     if (L->events_fd < 0)
         L->events_fd = p3d_events_open(m->prep.run_dir);
-    L->replace = p3d_mnode_replace;
-    L->replace_ctx = m;
-    if (m->res.job.min_dp > 0) {
-        /* the successor goes on shrinking and growing (the frame's figures) */
-        L->grow_room = p3d_mnode_grow_room;
-        L->grow = p3d_mnode_grow;
-    }
+    p3d_mnode_heal_ops(m, L); /* an elastic job goes on shrinking and growing (the frame's figures) */
     p3d_mnode_sent(m); /* every node holds this placement: differences against it */
     int rc = p3d_hub_takeover(L, nodes, m->nnodes, m->me, leader, heard, why);
     free(nodes);
