@@ -8,7 +8,9 @@
 # (its agent SIGKILLed) to every rank running again on a spare, for 4+1
 # emulated nodes (--spares 1, 4 CPU ranks per node: the controller's own
 # cost, not a worker's start time), emulated and with 5 separate agents
-# over the static TCP rendezvous on loopback. Median of RUNS runs.
+# over the static TCP rendezvous on loopback; and from a node killed with
+# no spare left to every rank running at the smaller width (an elastic
+# job, --min-dp: the shrink). Median of RUNS runs.
 # Two columns: respawn (failure seen -> every rank running again) and
 # resumed (failure seen -> the first output line of a restarted rank: the
 # restarted ranks here print one line at once and end, so the difference
@@ -108,6 +110,27 @@ for _ in $(seq "$runs"); do
   figures "$T/rd/events.jsonl"
 done
 report "emulated 4+1 nodes x 4 ranks" "node killed -> all ranks running again on the spare / -> a first line"
+# ---- a node killed, no spare, --min-dp: the job shrinks -------------------
+# (docs/launch.md, "Elastic width") 4 emulated nodes, one data-parallel
+# replica each (tp2 pp2 on 4 CPU ranks), no spare, --min-dp 2: k4's agent
+# SIGKILLed; the figure is failure seen -> every rank running at dp 3 (the
+# shrink's restart 1, events.jsonl running/recovery_s)
+printf '{"nodes": [{"name": "k[1-4]", "topology": "%s", "rack": "r1"}]}\n' \
+  "$PWD/examples/topologies/cpu-only.xml" >"$T/four.json"
+: >"$T/times"
+: >"$T/resumed"
+for _ in $(seq "$runs"); do
+  rm -f "$T"/up-* "$T"/agent-*
+  rm -rf "$T/rd"
+  ( T_DIR=$T "$par3drun" --emulate --cluster "$T/four.json" --nproc-per-node 4 --tp 2 --pp 2 --min-dp 2 \
+      --max-restarts 1 --run-dir "$T/rd" -- "$T/k.sh" >"$T/out" 2>&1; echo $? >"$T/rc" ) &
+  for _ in $(seq 600); do [ "$(ls "$T" | grep -c '^up-')" -ge 16 ] && break; sleep 0.01; done
+  kill -9 "$(cat "$T/agent-k4")"
+  wait
+  [ "$(cat "$T/rc")" = 0 ] && grep -q '"event": "shrink"' "$T/rd/events.jsonl" || { cat "$T/out"; exit 1; }
+  figures "$T/rd/events.jsonl"
+done
+report "shrink: emulated 4 nodes -> dp 3" "node killed, no spare -> all ranks running at the smaller width / -> a first line"
 # ---- the same over the static TCP rendezvous: 5 separate agents -----------
 # (4 used + 1 spare, 4 CPU ranks each) on loopback; node rank 2's agent
 # SIGKILLed; the leader's events.jsonl holds the recovery time

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cmd_status.c — `par3drun status RUN_DIR`: a job's nodes, generation,
- * spares, steps and slowest nodes, as its controller last wrote them to
+ * spares, width (an elastic job's current, full and minimum dp), steps and
+ * slowest nodes, as its controller last wrote them to
  * RUN_DIR/status.txt (supervise.c, once a --progress-interval).
  */
 #include "commands.h"

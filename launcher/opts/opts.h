@@ -105,6 +105,7 @@ typedef struct p3d_opts {
     int slow_windows;           /* --slow-windows: for this many intervals */
     const char *slow_node;      /* --slow-node report|replace */
     double slow_wait;           /* --slow-wait: replace without a checkpoint */
+    double grow_wait;           /* --grow-wait: grow without a checkpoint */
     int preflight;              /* --preflight: benchmark every node first */
     double preflight_timeout;   /* --preflight-timeout SECONDS */
     const char *master_addr;

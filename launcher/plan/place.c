@@ -583,9 +583,8 @@ int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, in
     for (size_t i = 0; i < c->nnodes; i++)
         spares += c->nodes[i].role == P3D_NODE_SPARE;
     if (!spares) {
-        p3d_err(err, "no spare node left to take the ranks of %s (--spares %d, all in use or lost); the job does not "
-                     "shrink: it stops",
-                fname[0], o->spares);
+        p3d_err(err, "no spare node left to take the ranks of %s (--spares %d, all in use or lost)%s", fname[0],
+                o->spares, r->job.min_dp > 0 ? "" : "; the job is not elastic (--min-dp D lets it shrink), so it stops");
         goto out;
     }
     p3d_previous prev = {.world = world, .node = node, .gpu = gpu, .restart = restart, .nfailed = (size_t)nlost,

@@ -3,7 +3,8 @@
  * plan.h — the public header of launcher/plan/: the placement pipeline
  * that --dry-run, `par3drun plan`, `par3drun cluster` and every launch
  * run (place.c: options -> cluster -> job -> policy -> checks, plus the
- * naive baseline), placing again without lost nodes (place_replace.c), and
+ * naive baseline), placing again without lost nodes (place_replace.c), at
+ * another width (place_reshape.c), and
  * the placement's warnings as the launch prints them (warnings.c). It
  * starts nothing and owns no process: what it owns is the plan result.
  */
@@ -11,6 +12,7 @@
 #define P3D_PLAN_H
 
 #include "opts.h"
+#include "p3d/elastic.h"
 #include "p3d/p3d.h"
 
 /* ---- place.c: the placement pipeline shared by `--dry-run` and launch ---- */
@@ -130,5 +132,32 @@ int p3d_join_fits(const p3d_cluster *c, const p3d_node *n, char **why);
  * a topology of the same hash: the next p3d_place_replace may put a lost
  * node's ranks on it. Its node index, or -1 with *err. */
 int p3d_plan_add_spare(p3d_plan_result *r, p3d_node *n, const char *name, const char *rack, char **err);
+
+/* ---- place_reshape.c: the running job at another width ------------------ */
+/* docs/launch.md, "Elastic width". r->job stays at the full width, r->pl
+ * holds the width the job runs at; error-level checks of a reshaped
+ * placement refuse it. Each writes its events.jsonl record ("shrink",
+ * "grow": docs/events.md) to events_fd (-1 none). */
+/* The job's elastic figures (--min-dp and the batch); -1 with *err when
+ * it is not elastic. */
+int p3d_plan_elastic(const p3d_plan_result *r, p3d_elastic *e, char **err);
+/* A loss no spare can take: whole replicas dropped (p3d_policy_shrink),
+ * the lost nodes marked lost, the dropped replicas' surviving nodes made
+ * spares. 0 with a story line in *msg; -1 with why in *msg (below
+ * --min-dp: D, the replicas left and what was lost are named). */
+int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart,
+                     const char *reason, int events_fd, double t0, char **msg);
+/* How many more whole replicas the spares can hold now (0: none, or the
+ * job runs at full width, or it is not elastic). */
+int p3d_place_grow_room(const p3d_plan_result *r);
+/* The grow (p3d_grow_plan): 0 with a story line in *msg, 1 nothing fits
+ * (*msg says so), -1 with why. */
+int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int events_fd, double t0, char **msg);
+/* A lost node's replacement (p3d_replace_place) and, when no spare can
+ * take its ranks and the job is elastic, the shrink: p3d_replace_place's
+ * 1, 0 (*was set: then p3d_replace_story), -1; or 2 shrunk (*msg: its
+ * story, *was NULL). */
+int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart,
+                   const char *reason, int events_fd, double t0, int **was, char **msg);
 
 #endif

@@ -33,35 +33,63 @@ typedef struct launch_state {
     p3d_jobstate job;   /* the placement of now, which L->job reads */
 } launch_state;
 
-/* L->replace (launch.h): a lost node's ranks move to a spare. */
+/* The placement of now is the job's: placement.json written again (the
+ * old one kept as placement.<restart>.json) and the agents forked next
+ * read it; full_dp set while the job runs below its full width. */
+static int adopt_placement(launch_state *S, int restart, char **msg)
+{
+    p3d_plan_result *res = &S->res;
+    char *err = NULL;
+    p3d_job j = res->job;
+    j.mesh.size[P3D_DIM_DP] = p3d_mesh_size(&res->pl->mesh, P3D_DIM_DP);
+    p3d_report_in in = p3d_plan_report_in(res);
+    in.job = &j;
+    char *json = p3d_report_json(&in);
+    if (!json || p3d_prep_replace_json(&S->prep, restart, json, strlen(json), &err) < 0) {
+        free(json);
+        free(*msg);
+        *msg = err ? err : strdup("cannot render the placement JSON (out of memory)");
+        return -1;
+    }
+    free(json);
+    int full = p3d_mesh_size(&res->job.mesh, P3D_DIM_DP);
+    S->job.pl = res->pl;
+    S->job.gen0 = restart;
+    S->job.full_dp = j.mesh.size[P3D_DIM_DP] < full ? full : 0;
+    return 0;
+}
+
+/* L->replace (launch.h): a lost node's ranks move to a spare, or (an
+ * elastic job without one) the job runs on fewer replicas. */
 static int replace_node(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
 {
     launch_state *S = ctx;
     const p3d_launch *L = S->L;
-    p3d_plan_result *res = &S->res;
-    char *err = NULL;
     int *was = NULL;
-    int rc = p3d_replace_place(S->o, res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
-    if (rc != 0)
+    int rc = p3d_place_heal(S->o, &S->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    if (rc == 1 || rc < 0)
         return rc;
-    rc = -1;
-    {
-        p3d_report_in in = p3d_plan_report_in(res);
-        char *json = p3d_report_json(&in);
-        if (!json || p3d_prep_replace_json(&S->prep, restart, json, strlen(json), &err) < 0) {
-            free(json);
-            *msg = err ? err : strdup("cannot render the placement JSON (out of memory)");
-            err = NULL;
-            goto out;
-        }
-        free(json);
-    }
-    S->job.pl = res->pl;
-    S->job.gen0 = restart;
-    rc = p3d_replace_story(res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
-out:
-    free(err);
+    if (adopt_placement(S, restart, msg) < 0)
+        rc = -1;
+    else if (rc == 0)
+        rc = p3d_replace_story(&S->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
     free(was);
+    return rc;
+}
+
+/* L->grow_room and L->grow (launch.h): spares hold whole replicas again. */
+static int grow_room(void *ctx)
+{
+    launch_state *S = ctx;
+    return p3d_place_grow_room(&S->res);
+}
+
+static int grow_job(void *ctx, int restart, char **msg)
+{
+    launch_state *S = ctx;
+    int rc = p3d_place_grow(S->o, &S->res, restart, S->L->events_fd, S->L->t0, msg);
+    if (rc == 0 && adopt_placement(S, restart, msg) < 0)
+        rc = -1;
     return rc;
 }
 
@@ -236,11 +264,16 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
     S->job.pl = S->res.pl;
     S->job.job_id = S->job_id;
     S->job.master_addr = S->master_addr;
+    S->job.min_dp = S->res.job.min_dp;
     p3d_prep_fill(&S->prep, L, 1);
     S->o = o;
-    if (o->emulate && o->cmd != P3D_CMD_AGENT && o->spares > 0) {
+    if (o->emulate && o->cmd != P3D_CMD_AGENT && (o->spares > 0 || S->res.job.min_dp > 0)) {
         L->replace = replace_node;
         L->replace_ctx = S;
+    }
+    if (o->emulate && o->cmd != P3D_CMD_AGENT && S->res.job.min_dp > 0) {
+        L->grow_room = grow_room;
+        L->grow = grow_job;
     }
     if (o->preflight && (rc = after_preflight(o, S, L)) != 0) {
         said = 1;

@@ -110,6 +110,15 @@ static int own_record(mnode *m, char **err)
 
 /* ---- a node replaced (docs/multinode.md, "When a node dies") ------------ */
 
+/* The width figures every node holds (the placement frame's): full_dp
+ * while the job runs below its full width, for the ranks' batch. */
+static void mnode_width(mnode *m)
+{
+    int dp = p3d_mesh_size(&m->pm.pl->mesh, P3D_DIM_DP);
+    m->job.full_dp = m->pm.full_dp > dp ? m->pm.full_dp : 0;
+    m->job.min_dp = m->pm.min_dp;
+}
+
 /* L->mn->adopt, every node (the leader after its own replace): the CPLACE body
  * becomes this node's placement for restart gen; placement.json replaced
  * in one rename, the previous one kept as placement.<gen>.json. */
@@ -168,6 +177,7 @@ static int mnode_adopt(void *ctx, int type, const unsigned char *body, size_t le
     m->job.nccl_port = m->pm.nccl_port;
     if (gen >= 0)
         m->job.gen0 = gen;
+    mnode_width(m);
     return 0;
 fail:
     p3d_place_msg_free(&pm);
@@ -175,35 +185,31 @@ fail:
     return -1;
 }
 
-/* L->replace, the leader: places again without the lost nodes (the
- * bundled policies move only their ranks, to a spare), adopts the new
- * placement here and keeps its frame for the others (L->job->cplace). */
-int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+/* The leader placed again (a replacement, a shrink, a grow): the new
+ * placement adopted here and its frame kept for the others
+ * (L->job->cplace, or the difference from the one they hold); the
+ * successor list built again without the nodes lost. 0, or -1 with *err. */
+static int mnode_publish(mnode *m, int restart, char **err)
 {
-    mnode *m = ctx;
     const p3d_launch *L = m->L;
-    int *was = NULL, compact = 0;
-    char *json = NULL, *err = NULL;
-    int rc = p3d_replace_place(m->o, &m->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
-    /* only spares lost: no restart carries a new successor list, so the
-     * hub sends this one as it is (hub_replace); a frozen spare kept on
-     * the list would hold every node that loses the leader */
-    if (rc == 1 && m->succ_list && p3d_mnode_successors(m, m->job.gen0) == 0)
-        m->hooks->successors = &m->sframe;
-    if (rc != 0)
-        return rc;
-    rc = -1;
+    int compact = 0;
+    p3d_job j = m->res.job; /* the report of the width it runs at */
+    j.mesh.size[P3D_DIM_DP] = p3d_mesh_size(&m->res.pl->mesh, P3D_DIM_DP);
     p3d_report_in in = p3d_plan_report_in(&m->res);
+    in.job = &j;
     in.preflight_json = m->pf_json; /* the figures of the start, in every placement after it */
-    json = p3d_report_json(&in);
+    char *json = p3d_report_json(&in);
     p3d_wbuf_free(&m->rframe);
-    if (!json) {
-        p3d_err(&err, "cannot render the placement JSON (out of memory)");
-        goto out;
-    }
-    if (p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, &err) < 0 ||
-        mnode_adopt(m, P3D_MSG_CPLACE, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), restart, &err) < 0)
-        goto out;
+    if (!json)
+        return p3d_err(err, "cannot render the placement JSON (out of memory)");
+    int rc = p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, err) < 0 ||
+                     mnode_adopt(m, P3D_MSG_CPLACE, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe),
+                                 restart, err) < 0
+                 ? -1
+                 : 0;
+    free(json);
+    if (rc < 0)
+        return -1;
     m->job.cplace = &m->rframe;
     /* the nodes hold base (the last placement sent; a second loss before
      * the restart keeps it): the difference is what goes, when smaller */
@@ -217,25 +223,75 @@ int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const 
         fprintf(stderr, "par3drun: restart %d: the new placement is %zu bytes, %zu as the difference from the last "
                         "one sent; sending the %s to every node\n",
                 restart, m->rframe.len, m->rdelta.len, L->job->cdelta ? "difference" : "whole placement");
-    rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
     /* the successor list without the nodes lost now, resent with the
      * restart (hub_respawn); kept as it was if it cannot be built */
-    if (rc >= 0 && m->succ_list) {
+    if (m->succ_list) {
         if (p3d_mnode_successors(m, restart) == 0)
             m->hooks->successors = &m->sframe; /* a successor's first list (the leader's is set already) */
         else if (m->o->verbose)
             fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
                             "last one\n", restart);
     }
-out:
-    if (rc < 0 && err) {
+    return 0;
+}
+
+/* L->replace, the leader: places again without the lost nodes (the
+ * bundled policies move only their ranks, to a spare; an elastic job
+ * without one drops whole replicas) and publishes it. */
+int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg)
+{
+    mnode *m = ctx;
+    const p3d_launch *L = m->L;
+    int *was = NULL;
+    char *err = NULL;
+    int rc = p3d_place_heal(m->o, &m->res, lost, nlost, restart, reason, L->events_fd, L->t0, &was, msg);
+    /* only spares lost: no restart carries a new successor list, so the
+     * hub sends this one as it is (hub_replace); a frozen spare kept on
+     * the list would hold every node that loses the leader */
+    if (rc == 1 && m->succ_list && p3d_mnode_successors(m, m->job.gen0) == 0)
+        m->hooks->successors = &m->sframe;
+    if (rc != 0 && rc != 2)
+        return rc;
+    if (mnode_publish(m, restart, &err) < 0) {
         free(*msg);
         *msg = err;
-        err = NULL;
+        rc = -1;
+    } else if (rc == 0) {
+        rc = p3d_replace_story(&m->res, was, lost, nlost, restart, reason, L->events_fd, L->t0, msg);
     }
-    free(err);
-    free(json);
     free(was);
+    return rc;
+}
+
+/* The leader's (and a successor's) replacement ops, and an elastic job's
+ * grow. */
+void p3d_mnode_heal_ops(mnode *m, p3d_launch *L)
+{
+    L->replace = p3d_mnode_replace;
+    L->replace_ctx = m;
+    if (m->res.job.min_dp > 0) {
+        L->grow_room = p3d_mnode_grow_room;
+        L->grow = p3d_mnode_grow;
+    }
+}
+
+/* L->grow_room and L->grow, the leader: spares hold whole replicas again. */
+int p3d_mnode_grow_room(void *ctx)
+{
+    mnode *m = ctx;
+    return p3d_place_grow_room(&m->res);
+}
+
+int p3d_mnode_grow(void *ctx, int restart, char **msg)
+{
+    mnode *m = ctx;
+    char *err = NULL;
+    int rc = p3d_place_grow(m->o, &m->res, restart, m->L->events_fd, m->L->t0, msg);
+    if (rc == 0 && mnode_publish(m, restart, &err) < 0) {
+        free(*msg);
+        *msg = err;
+        rc = -1;
+    }
     return rc;
 }
 
@@ -520,6 +576,7 @@ static void fill_launch(mnode *m, p3d_launch *L)
     m->job.master_addr = m->pm.master_addr;
     m->job.master_port = m->pm.master_port;
     m->job.nccl_port = m->pm.nccl_port;
+    mnode_width(m);
     p3d_prep_fill(&m->prep, L, m->me == 0);
     m->L = L;
     m->setup = L;
@@ -545,12 +602,10 @@ static void fill_launch(mnode *m, p3d_launch *L)
         p3d_mnode_elect_setup(m);
         p3d_mnode_sent(m); /* the placement every node got at the rendezvous */
     }
-    if (m->me == 0 && m->have_res && (o->spares > 0 || o->max_restarts > 0)) {
-        /* a node that joins the running job is a spare too: with a
-         * restart to spend, a lost node may move to it without --spares */
-        L->replace = p3d_mnode_replace;
-        L->replace_ctx = m;
-    }
+    /* a node that joins the running job is a spare too: with a restart
+     * to spend, a lost node may move to it without --spares */
+    if (m->me == 0 && m->have_res && (o->spares > 0 || o->max_restarts > 0 || m->res.job.min_dp > 0))
+        p3d_mnode_heal_ops(m, L);
     if (m->me == 0 && m->have_res) {
         H->jport = m->jport;
         H->join_check = p3d_mnode_join_check;

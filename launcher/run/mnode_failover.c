@@ -200,8 +200,7 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     m->hooks->unhealthy = m->unhealthy;
     if (L->events_fd < 0)
         L->events_fd = p3d_events_open(m->prep.run_dir);
-    L->replace = p3d_mnode_replace;
-    L->replace_ctx = m;
+    p3d_mnode_heal_ops(m, L); /* an elastic job goes on shrinking and growing (the frame's figures) */
     p3d_mnode_sent(m); /* every node holds this placement: differences against it */
     int rc = p3d_hub_takeover(L, nodes, m->nnodes, m->me, leader, heard, why);
     free(nodes);

@@ -75,6 +75,12 @@ typedef struct mnode {
 /* L->replace (mnode.c): a lost node's ranks move to a spare; the leader
  * sends the new placement down. */
 int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
+/* L->grow_room, L->grow (mnode.c): an elastic job grows back on spares. */
+int p3d_mnode_grow_room(void *ctx);
+int p3d_mnode_grow(void *ctx, int restart, char **msg);
+/* L->replace (and for an elastic job L->grow_room, L->grow) set to the
+ * above, with m as their context: the leader's and a successor's. */
+void p3d_mnode_heal_ops(mnode *m, p3d_launch *L);
 /* L->mn->sent (mnode_failover.c): every node now holds the newest placement: the
  * differences of the next replacement are taken against it. */
 void p3d_mnode_sent(void *ctx);

@@ -138,6 +138,10 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
         .master_addr = o->master_addr ? o->master_addr : m0->addr,
         .master_port = o->master_port ? o->master_port : m0->master_port,
         .nccl_port = m0->nccl_port,
+        /* an elastic job: its full width and floor go along, so that every
+         * node (a successor too) knows them at any width */
+        .full_dp = res->job.min_dp > 0 ? p3d_mesh_size(&res->job.mesh, P3D_DIM_DP) : 0,
+        .min_dp = res->job.min_dp > 0 ? res->job.min_dp : 0,
         .cluster = res->cluster,
         .pl = res->pl,
         .json = json,

@@ -65,11 +65,17 @@ int p3d_takeover_plan(const p3d_opts *o, const unsigned char *cplace, size_t len
     if (p3d_opts_job(o, &out->job, err) < 0)
         goto out;
     out->job.spares = o->spares;
-    /* dp as the leader resolved it: over the nodes that run ranks */
+    /* dp as the leader resolved it: over the nodes that run ranks; an
+     * elastic job's full width and floor from the frame (it may run
+     * narrower now: whole replicas of world / dp ranks each) */
     size_t gpus = 0;
+    int dp_now = p3d_mesh_size(&pm->pl->mesh, P3D_DIM_DP);
     for (size_t i = 0; i < out->cluster->nnodes; i++)
         if (out->cluster->nodes[i].role == P3D_NODE_USE)
             gpus += (size_t)out->cluster->nodes[i].topo->ngpus;
+    if (pm->full_dp > 0)
+        gpus = (size_t)pm->full_dp * (size_t)(pm->pl->world / (dp_now > 0 ? dp_now : 1));
+    out->job.min_dp = pm->min_dp;
     if (p3d_job_resolve_dp(&out->job, gpus, err) < 0)
         goto out;
     for (int q = 0; q < pm->pl->world; q++) {
@@ -81,7 +87,9 @@ int p3d_takeover_plan(const p3d_opts *o, const unsigned char *cplace, size_t len
     }
     out->pl = pm->pl;
     pm->pl = NULL;
-    if (p3d_analyze(out->cluster, &out->job, out->pl, &out->an, err) < 0)
+    p3d_job at = out->job; /* the checks read the width it runs at */
+    at.mesh.size[P3D_DIM_DP] = dp_now;
+    if (p3d_analyze(out->cluster, &at, out->pl, &out->an, err) < 0)
         goto out;
     rc = 0;
 out:

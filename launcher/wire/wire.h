@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 12       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 13       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -49,7 +49,9 @@
                                 * per connection; 11: the f packet's
                                 * step, error line and frame line; 12:
                                 * a JOIN of node rank -1 and 0 nodes, a
-                                * node joining the running job) */
+                                * node joining the running job; 13: the
+                                * placement frames' full_dp and min_dp,
+                                * the elastic width) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -142,6 +144,10 @@ typedef struct p3d_place_msg {
     char *job_id;
     char *master_addr;
     int master_port, nccl_port;
+    /* the elastic width (docs/launch.md, "Elastic width"): the job's full
+     * data-parallel width and --min-dp (0 0: not elastic); the placement
+     * itself holds the width it runs at. A successor goes on from them. */
+    int full_dp, min_dp;
     int nnodes;
     char **names;            /* cluster node names, index = node rank */
     char **hashes;           /* node hash after --nproc-per-node, per node */
@@ -164,6 +170,9 @@ int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b);
  * carry them; decoding checks that both grids describe the world it
  * announces: the world, or -1 (r->bad set). */
 void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl);
+/* A frame's width figures agree with its placement: full_dp 0 and min_dp
+ * 0 (not elastic), or min_dp <= the placement's dp <= full_dp. */
+int p3d_width_ok(int full_dp, int min_dp, const p3d_placement *pl);
 int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl);
 int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
                      char **err);
@@ -454,6 +463,7 @@ void p3d_gather_free(p3d_gather *g);
 typedef struct p3d_cplace_in {
     const char *job_id, *master_addr;
     int master_port, nccl_port;
+    int full_dp, min_dp;     /* as p3d_place_msg's */
     const p3d_cluster *cluster;
     const p3d_placement *pl;
     const char *json;        /* the leader's own rendering of the report */

@@ -475,6 +475,12 @@ int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl)
     return world;
 }
 
+int p3d_width_ok(int full_dp, int min_dp, const p3d_placement *pl)
+{
+    int dp = p3d_mesh_size(&pl->mesh, P3D_DIM_DP);
+    return full_dp ? min_dp <= full_dp && dp <= full_dp && dp >= min_dp : !min_dp;
+}
+
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
 {
     const p3d_placement *pl = m->pl;
@@ -483,6 +489,8 @@ int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
     p3d_wbuf_str(b, m->master_addr);
     wb_int(b, m->master_port);
     wb_int(b, m->nccl_port);
+    wb_int(b, m->full_dp);
+    wb_int(b, m->min_dp);
     wb_int(b, m->nnodes);
     for (int i = 0; i < m->nnodes; i++) {
         p3d_wbuf_str(b, m->names[i]);
@@ -509,6 +517,8 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
     m->master_addr = p3d_rbuf_str(&r, 255);
     m->master_port = rb_int(&r, 0, 65535);
     m->nccl_port = rb_int(&r, 0, 65535);
+    m->full_dp = rb_int(&r, 0, 1 << 24);
+    m->min_dp = rb_int(&r, 0, 1 << 24);
     int nn = rb_int(&r, 1, 1 << 20);
     if (r.bad || (size_t)nn * 8 > r.len - r.off)
         goto bad;
@@ -524,7 +534,7 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
     }
     p3d_placement *pl = m->pl;
     int world = p3d_mesh_decode(&r, pl);
-    if (world < 0 || (size_t)world * 32 > r.len - r.off)
+    if (world < 0 || (size_t)world * 32 > r.len - r.off || !p3d_width_ok(m->full_dp, m->min_dp, pl))
         goto bad;
     pl->ranks = calloc((size_t)world, sizeof *pl->ranks);
     if (!pl->ranks)

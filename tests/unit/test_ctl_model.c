@@ -93,6 +93,28 @@
  * (refused, "retry"; accepted once it is over), a join during a
  * replacement, the joined node lost before it is used, and the joined
  * node taking a lost node's ranks.
+ *
+ * Elastic width (cfg.min_dp; docs/controller.md, "Shrink and grow"): a
+ * further SEQUENCES / 4 random sequences (and SEQUENCES / 8 with
+ * preemption), after the fingerprint, where a node with ranks holds one
+ * data-parallel replica, --min-dp is 1 to the full width, and spares may
+ * join a shrunk job later (par3drun --join). A loss no spare can take
+ * shrinks the job (SHRINKING); below --min-dp the replace refuses and
+ * the job stops with 1. Checked after every event: the controller's width
+ * is the cluster's; RUNNING never below --min-dp nor above the full
+ * width; the nodes holding ranks are exactly dp distinct live ones (never
+ * a GPU twice, none on a lost node); a grow only in RUNNING, below full
+ * width, within --max-restarts, and only at a checkpoint newer than the
+ * shrink or --grow-wait after the spares could hold a replica; SHRINKING
+ * and GROWING always have a deadline. The global batch is not the
+ * controller's: the transport keeps it (p3d_width, tested in
+ * test_elastic and by tests/integration/launch_shrink.sh's --verify).
+ * elastic_cases plays the second faults by hand: a loss during a shrink,
+ * a loss at exactly --min-dp (the stop names D), a preemption during a
+ * shrink and during a grow, a grow at a checkpoint and one by
+ * --grow-wait, a loss during a grow, the leader lost after a shrink (the
+ * successor keeps full and minimum width) and 2000 grows followed by
+ * random faults (a failure of the old generation during the grow, ...).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -164,6 +186,12 @@ typedef struct env {
     int told_ckpt[MAXA];   /* its ranks were sent the preempt signal */
     int fwd_all;           /* a FORWARD of it to every agent was sent */
     int pre_stop;          /* the stop came from PREEMPTING, or from a warning */
+    /* elastic width (cfg.min_dp): a node with ranks holds one replica */
+    int elastic, full_dp, min_dp, dp;
+    double grow_wait;
+    int shrink_ckpt;       /* the controller's checkpoint at the last shrink */
+    double room_since;     /* since when the spares could hold a replica, -1 */
+    int late[MAXA];        /* a spare that joins the running job later */
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -185,6 +213,8 @@ static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /
 static int model_preempt; /* setup: the sequences with preemption on */
 static int model_join;    /* random_event: nodes join at random */
 static unsigned long joins_ok, joins_refused, joins_replacing, joins_used; /* join figures */
+static int model_elastic; /* setup: the sequences with --min-dp */
+static unsigned long shrinks, grows, below_d; /* elastic figures, all sequences */
 static unsigned long pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends; /* preemption figures */
 #define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
@@ -333,6 +363,90 @@ static void o_cell(void *ctx, p3d_ctl_state s, p3d_ctl_event ev, p3d_ctl_state t
 
 static int o_spares_left(void *ctx);
 
+/* Elastic: no spare can take the lost replicas; the job runs on fewer,
+ * never below --min-dp (then the transport refuses, naming D). */
+static int model_shrink(env *e, char **msg)
+{
+    fp_str("shrink");
+    /* every replica on a dead node goes: the lost ones, and one whose node
+     * failed its check before the start (the model keeps its ranks there) */
+    int need = 0;
+    for (int i = 0; i < e->n; i++)
+        need += e->rank_node[i] && p3d_ctl_is_dead(e->c, i);
+    if (e->dp - need < e->min_dp) {
+        below_d++;
+        char buf[128];
+        snprintf(buf, sizeof buf, "no spare left and %d replicas would be left, below --min-dp %d", e->dp - need,
+                 e->min_dp);
+        *msg = strdup(buf);
+        return -1;
+    }
+    for (int i = 0; i < e->n; i++)
+        if (p3d_ctl_is_dead(e->c, i))
+            e->rank_node[i] = 0;
+    e->dp -= need;
+    int ckpt;
+    p3d_ctl_progress_max(e->c, &ckpt, &e->shrink_ckpt);
+    (void)ckpt;
+    e->room_since = -1;
+    shrinks++;
+    p3d_ctl_set_width(e->c, e->dp, 4 * e->dp, NULL);
+    *msg = strdup("dropped the lost replicas");
+    return 2;
+}
+
+/* The spares' room for whole replicas (a spare node holds one). */
+static int o_grow_room(void *ctx)
+{
+    env *e = ctx;
+    int room = 0;
+    for (int i = 0; i < e->n; i++)
+        room += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i) && e->alive[i] && !e->late[i];
+    if (room > e->full_dp - e->dp)
+        room = e->full_dp - e->dp;
+    if (room <= 0)
+        e->room_since = -1;
+    else if (e->room_since < 0)
+        e->room_since = e->now;
+    return room;
+}
+
+/* The grow: only in RUNNING below the full width, at a checkpoint newer
+ * than the shrink or --grow-wait after the spares could hold a replica. */
+static int o_grow(void *ctx, int gen, char **msg)
+{
+    env *e = ctx;
+    int step, ckpt;
+    fp_str("grow");
+    fp_int(gen);
+    p3d_ctl_progress_max(e->c, &step, &ckpt);
+    if (p3d_ctl_get_state(e->c) != P3D_CTL_RUNNING)
+        broken(e, "a grow in %s", p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
+    if (e->dp >= e->full_dp)
+        broken(e, "a grow at full width %d", e->dp);
+    if (gen > e->max_restarts)
+        broken(e, "a grow for restart %d past --max-restarts %d", gen, e->max_restarts);
+    if (!(ckpt > e->shrink_ckpt) && !(e->room_since >= 0 && e->now >= e->room_since + e->grow_wait - 1e-9))
+        broken(e, "a grow at %.2f without a checkpoint newer than %d or --grow-wait %g (spares since %.2f)", e->now,
+               e->shrink_ckpt, e->grow_wait, e->room_since);
+    int room = o_grow_room(e);
+    if (room <= 0) {
+        *msg = strdup("no spare fits");
+        return 1;
+    }
+    for (int i = 0; i < e->n && room; i++)
+        if (!e->rank_node[i] && !p3d_ctl_is_dead(e->c, i) && e->alive[i] && !e->late[i]) {
+            e->rank_node[i] = 1;
+            e->dp++;
+            room--;
+        }
+    e->room_since = -1;
+    grows++;
+    p3d_ctl_set_width(e->c, e->dp, 4 * e->dp, NULL);
+    *msg = strdup("replicas added on the spares");
+    return 0;
+}
+
 static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     env *e = ctx;
@@ -362,13 +476,15 @@ static int o_replace(void *ctx, const int *lost, int nlost, int gen, const char 
     }
     int have = 0;
     for (int i = 0; i < e->n; i++)
-        have += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i);
+        have += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i) && !e->late[i];
+    if (have < need && e->elastic)
+        return model_shrink(e, msg);
     if (have < need) {
         *msg = strdup("no spare node left");
         return -1;
     }
     for (int i = 0; i < e->n && need; i++)
-        if (!e->rank_node[i] && !p3d_ctl_is_dead(e->c, i)) {
+        if (!e->rank_node[i] && !p3d_ctl_is_dead(e->c, i) && !e->late[i]) {
             e->rank_node[i] = 1;
             joins_used += (unsigned long)p3d_ctl_joined(e->c, i); /* a joined spare takes ranks */
             need--;
@@ -454,7 +570,7 @@ static int o_spares_left(void *ctx)
     env *e = ctx;
     int n = 0;
     for (int i = 0; i < e->n; i++)
-        n += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i);
+        n += !e->rank_node[i] && !p3d_ctl_is_dead(e->c, i) && !e->late[i];
     return n;
 }
 
@@ -470,15 +586,19 @@ static void o_join_accept(void *ctx, int a, int gen, int start_now)
         broken(e, "a joined node became agent %d, the cluster has %d", a, e->n);
     if (s == P3D_CTL_STOPPING || s == P3D_CTL_DONE || s == P3D_CTL_TAKEOVER || s == P3D_CTL_PREEMPTING)
         broken(e, "a node joined in %s", p3d_ctl_state_name(s));
-    if (start_now != (s != P3D_CTL_REPLACING))
+    int retiring = s == P3D_CTL_REPLACING || s == P3D_CTL_SHRINKING || s == P3D_CTL_GROWING;
+    if (start_now != !retiring)
         broken(e, "a node joined in %s, started %s", p3d_ctl_state_name(s), start_now ? "now" : "later");
     e->n = a + 1;
-    e->members += start_now; /* a node of this generation (REPLACING: of the next) */
+    e->members += start_now; /* a node of this generation (a retirement: of the next) */
     e->rank_node[a] = 0;
     e->alive[a] = start_now;
     e->gen[a] = gen;
     e->up_sent[a] = e->done_sent[a] = -1;
-    e->told_stop[a] = e->killed[a] = e->was_dead[a] = e->crashed[a] = e->tk_rej[a] = e->told_ckpt[a] = 0;
+    e->told_stop[a] = e->killed[a] = e->was_dead[a] = e->crashed[a] = e->told_ckpt[a] = 0;
+    /* after a takeover acted (its retirement under way) the joiner came to
+     * this leader itself: connected here like a node that rejoined */
+    e->tk_rej[a] = e->tk != 0;
     joins_ok++;
     joins_replacing += !start_now;
 }
@@ -521,7 +641,9 @@ static void np_check(env *e, p3d_ctl_state before, p3d_ctl_state s, int r)
         p3d_ctl_progress_max(e->c, &e->np_step, &e->np_ckpt);
     }
     e->last_replaced = p3d_ctl_replaced(e->c);
-    if (s == P3D_CTL_STOPPING && before != P3D_CTL_STOPPING && p3d_ctl_code(e->c) == NP_CODE && e->max_np) {
+    /* (a shrink's stop can end the job at once: every agent already gone) */
+    if ((s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != P3D_CTL_STOPPING && before != P3D_CTL_DONE &&
+        p3d_ctl_code(e->c) == NP_CODE && e->max_np) {
         if (np_would(e) < e->max_np)
             broken(e, "stopped for no progress after %d restarts without (--max-no-progress %d)", e->np_run, e->max_np);
         e->np_stopped = 1;
@@ -586,8 +708,21 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         e->was_dead[i] |= p3d_ctl_is_dead(e->c, i);
     }
     preempt_check(e, before, ev, s, r);
+    if (e->elastic) {
+        int dp, full, min;
+        p3d_ctl_width(e->c, &dp, &full, &min);
+        if (dp != e->dp || full != e->full_dp || min != e->min_dp)
+            broken(e, "width %d (full %d, min %d), the cluster runs %d", dp, full, min, e->dp);
+        if (s == P3D_CTL_RUNNING && (dp < min || dp > full))
+            broken(e, "running at dp %d outside [%d, %d]", dp, min, full);
+        int held = 0;
+        for (int i = 0; i < e->n; i++)
+            held += e->rank_node[i];
+        if (held != e->dp) /* one replica a node: never a node (a GPU) twice, none lost */
+            broken(e, "%d nodes hold ranks at dp %d", held, e->dp);
+    }
     if ((s == P3D_CTL_CHECKING || s == P3D_CTL_REPLACING || s == P3D_CTL_STOPPING || s == P3D_CTL_TAKEOVER ||
-         s == P3D_CTL_PREEMPTING) &&
+         s == P3D_CTL_PREEMPTING || s == P3D_CTL_SHRINKING || s == P3D_CTL_GROWING) &&
         !(p3d_ctl_deadline(e->c) > 0))
         broken(e, "state %s without a deadline", p3d_ctl_state_name(s));
     if (s != P3D_CTL_CHECKING && before == P3D_CTL_CHECKING)
@@ -841,7 +976,12 @@ static void join(env *e)
         broken(e, "a join in %s: agent %d of %d, not accepted", p3d_ctl_state_name(b), a, e->n);
     if (b == P3D_CTL_TAKEOVER && !strstr(why ? why : "", "retry"))
         broken(e, "a join refused during a takeover without a retry: %s", why ? why : "");
-    if (p3d_ctl_get_state(e->c) != b)
+    /* no join cell moves the state; in a retirement the completion raised
+     * after it may (all gone, the fence passed: the respawn a tick would
+     * have made) */
+    int retiring = b == P3D_CTL_REPLACING || b == P3D_CTL_SHRINKING || b == P3D_CTL_GROWING;
+    p3d_ctl_state now = p3d_ctl_get_state(e->c);
+    if (now != b && !(retiring && (now == P3D_CTL_RESTARTING || now == P3D_CTL_STOPPING)))
         broken(e, "a join moved the state %s -> %s", p3d_ctl_state_name(b),
                p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
 }
@@ -871,8 +1011,20 @@ static int pick_alive(env *e)
 }
 
 /* One fault, or one ordinary event, at random. */
+static void join_late(env *e)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->late[i]) {
+            tr(e, "%7.2f %-10s spare %d joins\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), i);
+            e->late[i] = 0;
+            return;
+        }
+}
+
 static void random_event(env *e)
 {
+    if (e->elastic && e->dp < e->full_dp && rnd(e, 6) == 0)
+        join_late(e); /* a shrunk job; only here: the other sequences' stream is that of before */
     int a = pick_alive(e);
     if (model_join && rnd(e, 10) == 0) {
         join(e);
@@ -1023,6 +1175,12 @@ static int cooperative_event(env *e)
                 }
                 return 1;
             }
+    if (s == P3D_CTL_RUNNING && e->elastic && e->dp < e->full_dp)
+        for (int i = 0; i < e->n; i++)
+            if (e->late[i]) {
+                join_late(e); /* a spare joins the shrunk job: it may grow */
+                return 1;
+            }
     if (s == P3D_CTL_RUNNING && e->intervals > 0) {
         /* the ranks run a few intervals before they are done */
         e->intervals--;
@@ -1100,6 +1258,34 @@ static void check_code(env *e)
                e->stop_cause >= 0 ? p3d_ctl_event_name((p3d_ctl_event)e->stop_cause) : "nothing");
 }
 
+/* Elastic sequences (drawn only there: the others' random stream is that
+ * of before): every node with ranks holds one replica; --min-dp 1 to the
+ * full width; --grow-wait 0-3 s; spares can refill a shrunk job. */
+static void elastic_cfg(env *e, int spares, p3d_ctl_cfg *cfg, p3d_ctl_ops *ops)
+{
+    e->elastic = 1;
+    e->full_dp = e->dp = e->n - spares;
+    e->min_dp = 1 + (int)rnd(e, (unsigned)e->full_dp);
+    e->grow_wait = rnd(e, 4);
+    e->shrink_ckpt = -1;
+    e->room_since = -1;
+    cfg->full_dp = e->full_dp;
+    cfg->min_dp = e->min_dp;
+    cfg->grow_wait = e->grow_wait;
+    ops->grow_room = o_grow_room;
+    ops->grow = o_grow;
+    for (int i = e->full_dp; i < e->n; i++)
+        e->late[i] = rnd(e, 4) != 0; /* joins later (par3drun --join) */
+    /* restarts enough for a shrink and a grow, mostly; a few intervals
+     * of running at the end, where a spare joins a shrunk job */
+    e->intervals = 2 + (int)rnd(e, 4);
+    e->max_restarts = cfg->max_restarts = 1 + (int)rnd(e, 4);
+    if (!ops->replace && rnd(e, 2)) {
+        ops->replace = o_replace;
+        ops->respawn = o_respawn;
+    }
+}
+
 static void setup(env *e, int seed)
 {
     memset(e, 0, sizeof *e);
@@ -1160,6 +1346,8 @@ static void setup(env *e, int seed)
     }
     if (rnd(e, 3))
         ops.health = o_health;
+    if (model_elastic)
+        elastic_cfg(e, spares, &cfg, &ops);
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     /* the nodes with ranks do the same work (one group), or two halves */
@@ -1390,6 +1578,196 @@ static void preempt_ckpt(env *e, int a, int ckpt)
 {
     p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = 0, .step = 10 * ckpt, .busy_us = 1000, .ckpt = ckpt, .nranks = 4};
     DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
+/* Elastic, directed: n agents, the first `ranked` hold one replica each,
+ * the rest spares that join later; --min-dp min, --grow-wait 30. Every
+ * agent up: RUNNING. */
+static void elastic_setup(env *e, int n, int ranked, int min, int failover)
+{
+    memset(e, 0, sizeof *e);
+    e->n = n;
+    e->leader = failover ? 0 : -1;
+    e->failover = failover;
+    e->node_timeout = 1;
+    e->max_restarts = 5;
+    e->stop_cause = -1;
+    e->rng = 4242;
+    e->np_step = e->np_ckpt = -1;
+    e->elastic = 1;
+    e->full_dp = e->dp = ranked;
+    e->min_dp = min;
+    e->grow_wait = 30;
+    e->shrink_ckpt = -1;
+    e->room_since = -1;
+    e->grace = 5;
+    for (int i = 0; i < n; i++) {
+        e->rank_node[i] = i < ranked;
+        e->late[i] = i >= ranked;
+        e->alive[i] = 1;
+        e->up_sent[i] = e->done_sent[i] = -1;
+    }
+    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = 5, .grace = 5,
+                       .leader = e->leader, .health_timeout = 3, .failover = failover, .node_timeout = 1,
+                       .preempt_sig = SIGUSR1, .full_dp = ranked, .min_dp = min, .grow_wait = 30,
+                       .progress_interval = 1, .slow_factor = 1.3, .slow_windows = 1};
+    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left,
+                       .grow_room = o_grow_room, .grow = o_grow};
+    e->preempt = 1;
+    e->c = p3d_ctl_new(&cfg, &ops, 0);
+    assert_non_null(e->c);
+    e->members = n;
+    for (int i = 0; i < n; i++)
+        msg(e, i, P3D_AM_UP, 0, 0, 0, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+}
+
+/* Every agent told to retire goes, and every agent restarted comes up:
+ * until the state is s (a bounded number of events). */
+static void elastic_until(env *e, p3d_ctl_state s)
+{
+    for (int k = 0; k < 40 && p3d_ctl_get_state(e->c) != s; k++)
+        if (!cooperative_event(e))
+            break;
+    assert_int_equal(p3d_ctl_get_state(e->c), s);
+}
+
+static void elastic_width(env *e, int want)
+{
+    int dp, full, min;
+    p3d_ctl_width(e->c, &dp, &full, &min);
+    assert_int_equal(dp, want);
+}
+
+/* Node a reports checkpoint ckpt in the generation it runs. */
+static void elastic_ckpt(env *e, int a, int ckpt)
+{
+    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = e->gen[a], .step = 10 * ckpt, .busy_us = 1000, .ckpt = ckpt,
+                  .nranks = 4};
+    DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
+}
+
+/* 5 agents, 4 replicas, --min-dp 2: node 3 lost, shrunk to 3 and running
+ * again; the late spare 4 joins. */
+static void elastic_shrunk(env *e, int failover)
+{
+    elastic_setup(e, 5, 4, 2, failover);
+    e->now = 1;
+    gone(e, 3, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_SHRINKING);
+    elastic_until(e, P3D_CTL_RUNNING);
+    elastic_width(e, 3);
+    join_late(e);
+}
+
+static void elastic_end(env *e, int code)
+{
+    elastic_until(e, P3D_CTL_DONE);
+    assert_int_equal(p3d_ctl_code(e->c), code);
+    finish(e);
+}
+
+/* Random second faults during a grow: a shrunk job grows at a
+ * checkpoint, then anything may happen (seed's stream). */
+static void elastic_grow_random(env *e, int seed)
+{
+    elastic_shrunk(e, seed % 2);
+    e->rng = 0x2545f4914f6cdd1dull ^ (uint64_t)seed * 0x9e3779b97f4a7c15ull;
+    e->seed = seed;
+    e->ckpt = 7;
+    elastic_ckpt(e, 0, 7);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_GROWING);
+    int faults = 1 + (int)rnd(e, 12);
+    for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+        random_event(e);
+    finish(e);
+}
+
+/* Directed: the second faults of a width change. */
+static void elastic_cases(env *e)
+{
+    for (int seed = 1; seed <= 2000; seed++)
+        elastic_grow_random(e, seed);
+    /* a loss with no spare: SHRINKING; a second loss during it shrinks
+     * again; at exactly D a third loss stops the job (exit 1), naming D */
+    elastic_setup(e, 4, 4, 2, 0);
+    e->now = 1;
+    gone(e, 3, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_SHRINKING);
+    elastic_width(e, 3);
+    gone(e, 2, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_SHRINKING);
+    elastic_width(e, 2);
+    elastic_until(e, P3D_CTL_RUNNING);
+    assert_int_equal(p3d_ctl_shrinks(e->c), 2);
+    assert_string_equal(p3d_ctl_width_history(e->c), "dp 4 -> 3 (node n3 lost) -> 2 (node n2 lost)");
+    e->now = 2;
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "below --min-dp 2"));
+    elastic_end(e, P3D_EXIT_LOST);
+
+    /* the scheduler's warning during a shrink: nothing runs to checkpoint */
+    elastic_setup(e, 4, 4, 2, 0);
+    gone(e, 3, 0);
+    signal_ev(e, SIGUSR1);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    elastic_end(e, P3D_EXIT_PREEMPTED);
+
+    /* a grow at the first checkpoint newer than the shrink (not before:
+     * a joined spare alone waits); a failure of the old generation
+     * during the grow means nothing; back at full width */
+    elastic_shrunk(e, 0);
+    e->now = 3;
+    tick(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+    elastic_ckpt(e, 0, 7);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_GROWING);
+    msg(e, 1, P3D_AM_FAIL, e->gen[1], 4, 3, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_GROWING);
+    elastic_until(e, P3D_CTL_RUNNING);
+    elastic_width(e, 4);
+    assert_int_equal(p3d_ctl_grows(e->c), 1);
+    assert_string_equal(p3d_ctl_width_history(e->c), "dp 4 -> 3 (node n3 lost) -> 4 (grown at step 70)");
+    elastic_end(e, 0);
+
+    /* no checkpoint: the grow comes --grow-wait after the spare joined,
+     * not before; a preemption during it stops the job */
+    elastic_shrunk(e, 0);
+    e->now = 3;
+    tick(e);
+    e->now = 32.5;
+    tick(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_RUNNING);
+    e->now = 33.5;
+    tick(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_GROWING);
+    signal_ev(e, SIGUSR1);
+    elastic_end(e, P3D_EXIT_PREEMPTED);
+
+    /* a loss during the grow: no spare for it, so it shrinks again */
+    elastic_shrunk(e, 0);
+    elastic_ckpt(e, 0, 7);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_GROWING);
+    gone(e, 1, 0);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_SHRINKING);
+    elastic_until(e, P3D_CTL_RUNNING);
+    elastic_width(e, 3);
+    elastic_end(e, 0);
+
+    /* the leader lost after a shrink: the successor keeps the width's
+     * figures and, with no spare for the leader's replica, shrinks to D */
+    elastic_shrunk(e, 1);
+    e->late[4] = 1; /* the spare is not there yet */
+    e->now = 5;
+    leader_lost(e);
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_TAKEOVER);
+    elastic_until(e, P3D_CTL_RUNNING);
+    int dp, full, min;
+    p3d_ctl_width(e->c, &dp, &full, &min);
+    assert_true(dp == 2 && full == 4 && min == 2);
+    elastic_end(e, 0);
 }
 
 /* Directed: preemption with second faults. */
@@ -1910,6 +2288,26 @@ static void test_model(void **st)
     }
     model_join = model_preempt = 0;
     join_cases(e);
+    /* elastic: after the fingerprint too (cfg.min_dp draws numbers); nodes
+     * join at random here as well (a join while shrinking or growing) */
+    model_elastic = model_join = 1;
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
+        setup(e, 6 * SEQUENCES + seed);
+        int faults = 20 + (int)rnd(e, 100); /* time for a shrink, a join and a grow */
+        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+            random_event(e);
+        finish(e);
+    }
+    model_preempt = 1;
+    for (int seed = 1; seed <= SEQUENCES / 8; seed++) {
+        setup(e, 7 * SEQUENCES + seed);
+        int faults = (int)rnd(e, 40);
+        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+            random_event(e);
+        finish(e);
+    }
+    model_preempt = model_elastic = model_join = 0;
+    elastic_cases(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
     for (int st = 0; st < P3D_CTL_NSTATES; st++)
         for (int v = 0; v < P3D_CTL_NEVENTS; v++) {
@@ -1954,6 +2352,8 @@ static void test_model(void **st)
            "joined node took a lost node's ranks in %lu sequences\n", joins_ok, joins_replacing, joins_refused,
            joins_used);
     assert_true(joins_ok > 0 && joins_replacing > 0 && joins_refused > 0 && joins_used > 0);
+    printf("model: elastic: %lu shrinks, %lu grows, %lu losses refused below --min-dp\n", shrinks, grows, below_d);
+    assert_true(shrinks > 0 && grows > 0 && below_d > 0);
     free(e);
     free(e2);
 }

@@ -87,7 +87,8 @@ static void test_shape(void **st)
 {
     (void)st;
     unsigned live = 1u << P3D_CTL_STARTING | 1u << P3D_CTL_RUNNING | 1u << P3D_CTL_CHECKING |
-                    1u << P3D_CTL_RESTARTING | 1u << P3D_CTL_REPLACING | 1u << P3D_CTL_TAKEOVER;
+                    1u << P3D_CTL_RESTARTING | 1u << P3D_CTL_REPLACING | 1u << P3D_CTL_TAKEOVER |
+                    1u << P3D_CTL_SHRINKING | 1u << P3D_CTL_GROWING;
     for (int e = 0; e < P3D_CTL_NEVENTS; e++) {
         /* nothing runs once the job is over; nothing leads back from the stop */
         assert_int_not_equal(cell(P3D_CTL_DONE, e).kind, P3D_CTL_CELL_RUN);
@@ -98,6 +99,20 @@ static void test_shape(void **st)
                 assert_true(cell(s, e).next & 1u << P3D_CTL_STOPPING);
     }
     assert_true(cell(P3D_CTL_TAKEOVER, P3D_CTL_EV_ABORT).next & 1u << P3D_CTL_STOPPING);
+    /* a width change retires every agent like a replacement: a signal, an
+     * abort or a preemption stops it, all gone starts the ranks again, a
+     * loss on the way replaces or shrinks once more; GROW only in RUNNING */
+    for (int s = P3D_CTL_SHRINKING; s <= P3D_CTL_GROWING; s++) {
+        assert_true(cell(s, P3D_CTL_EV_SIGNAL).next & 1u << P3D_CTL_STOPPING);
+        assert_true(cell(s, P3D_CTL_EV_PREEMPT).next & 1u << P3D_CTL_STOPPING);
+        assert_true(cell(s, P3D_CTL_EV_ALL_GONE).next & 1u << P3D_CTL_RESTARTING);
+        assert_true(cell(s, P3D_CTL_EV_GONE).next & 1u << P3D_CTL_REPLACING);
+    }
+    assert_true(cell(P3D_CTL_RUNNING, P3D_CTL_EV_GONE).next & 1u << P3D_CTL_SHRINKING);
+    assert_true(cell(P3D_CTL_RUNNING, P3D_CTL_EV_GROW).next & 1u << P3D_CTL_GROWING);
+    for (int s = 0; s < P3D_CTL_NSTATES; s++)
+        if (s != P3D_CTL_RUNNING)
+            assert_int_equal(cell(s, P3D_CTL_EV_GROW).kind, P3D_CTL_CELL_IMPOSSIBLE);
     /* the completions, each where it is waited for */
     assert_int_equal(cell(P3D_CTL_STARTING, P3D_CTL_EV_ALL_UP).next, 1u << P3D_CTL_RUNNING);
     assert_int_equal(cell(P3D_CTL_RESTARTING, P3D_CTL_EV_ALL_UP).next, 1u << P3D_CTL_RUNNING);

@@ -44,6 +44,7 @@ static void opts_defaults(p3d_opts *o)
     o->slow_windows = 3;
     o->slow_node = "report";
     o->slow_wait = 600.0;
+    o->grow_wait = 600.0;
     o->preflight_timeout = 30.0;
     o->node_rank = -1;
     o->rdzv = "auto";

@@ -35,9 +35,11 @@ const opt_row p3d_cli_rows[] = {
     {"pp", T_INT, OFF(pp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N", "pipeline-parallel size (plan: pin it)"},
     {"dp", T_INT, OFF(dp), 0, 1, 1 << 24, C_PLACE, "N", "data-parallel size (default: what is left of the world)"},
     {"min-dp", T_INT, OFF(min_dp), 0, 1, 1 << 24, C_PLACE, "D",
-     "elastic range: the job may run with D up to --dp whole data-parallel replicas (checked before the "
-     "start, the batch kept at each width; shrinking a running job is not built yet: a loss past the last "
-     "spare still ends it; docs/launch.md \"Elastic width\"; dry run: the widths and their step times)"},
+     "elastic range: the job may run with D up to --dp whole data-parallel replicas: a loss no spare can "
+     "take drops whole replicas and the job goes on (--emulate and multi-node), below D it stops (exit 1); "
+     "it grows back when spares hold whole replicas again (--grow-wait); the global batch is kept by "
+     "gradient accumulation (P3D_MICRO_BATCHES); docs/launch.md \"Elastic width\"; dry run: the widths "
+     "and their step times"},
     {"cp", T_INT, OFF(cp), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
      "context-parallel size (default 1; plan: pin it, else searched for long sequences)"},
     {"ep", T_INT, OFF(ep), 0, 1, 1 << 20, C_PLACE | C_PLAN, "N",
@@ -195,6 +197,10 @@ const opt_row p3d_cli_rows[] = {
     {"slow-wait", T_DOUBLE, OFF(slow_wait), 0, 0, 1e9, C_LAUNCH, "SECONDS",
      "--slow-node replace: replace a slow node this long after the detection when no newer checkpoint is "
      "reported (default 600)"},
+    {"grow-wait", T_DOUBLE, OFF(grow_wait), 0, 0, 1e9, C_LAUNCH, "SECONDS",
+     "an elastic job below its full width grows back at the ranks' next checkpoint once spares hold a whole "
+     "replica, or this long after that when no newer checkpoint is reported (default 600: a restart without "
+     "one loses the work since the last checkpoint, so waiting up to a usual checkpoint interval costs less)"},
     {"preflight", T_FLAG, OFF(preflight), 0, NOB, C_LAUNCH | C_DRY, NULL,
      "benchmark every node before the placement (compute, memory, GPU peer links on GPU nodes, TCP on a ring; "
      "par3drun preflight): a node "
@@ -227,7 +233,7 @@ const opt_row p3d_cli_rows[] = {
     /* multi-node */
     {"nnodes", T_INT, OFF(nnodes), 0, 1, 1 << 20, C_LAUNCH, "N",
      "number of agents (nodes); torchrun's MIN:MAX: start on MAX, MIN nodes' worth of data-parallel "
-     "replicas as the elastic range (as --min-dp)"},
+     "replicas as the elastic range (as --min-dp: the running job shrinks down to it and grows back)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"join", T_FLAG, OFF(join), 0, NOB, C_LAUNCH, NULL,
      "join the RUNNING job at --rdzv static:HOST:PORT (its token too) as a spare node: no --node-rank, "

@@ -7,6 +7,7 @@
 #include "controller_int.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
@@ -43,6 +44,11 @@ p3d_ctl *p3d_ctl_new(const p3d_ctl_cfg *cfg, const p3d_ctl_ops *ops, double now)
     c->old_leader = -1;
     c->join.first = cfg->nagents;
     ctl_gen_members(c);
+    c->els.dp = cfg->dp > 0 ? cfg->dp : cfg->full_dp;
+    c->els.nranks_cap = cfg->nranks;
+    c->els.nrep_cap = c->flt.nreplicas;
+    c->els.ckpt0 = -1;
+    snprintf(c->els.hist, sizeof c->els.hist, "dp %d", c->els.dp);
     if (cfg->timeout > 0)
         c->timeout_at = now + cfg->timeout;
     return c;
@@ -232,10 +238,12 @@ double p3d_ctl_deadline(const p3d_ctl *c)
         return t > 0 && t < d ? t : d;
     }
     case P3D_CTL_STOPPING:
-    case P3D_CTL_REPLACING: {
+    case P3D_CTL_REPLACING:
+    case P3D_CTL_SHRINKING:
+    case P3D_CTL_GROWING: {
         /* the next force (kill_at), then giving up on them (giveup_at);
-         * REPLACING with every agent gone: the lost nodes' fence */
-        double d = c->state == P3D_CTL_REPLACING ? c->fence_at : c->end.giveup_at;
+         * a retirement with every agent gone: the lost nodes' fence */
+        double d = c->state != P3D_CTL_STOPPING ? c->fence_at : c->end.giveup_at;
         for (int i = 0; i < c->cfg.nagents; i++)
             if (!c->gone[i] && !c->killed[i]) {
                 d = c->end.kill_at;
@@ -252,12 +260,19 @@ double p3d_ctl_deadline(const p3d_ctl *c)
     case P3D_CTL_PREEMPTING:
         return t > 0 && t < c->pre.until ? t : c->pre.until;
     case P3D_CTL_RUNNING: {
-        double s = ctl_slow_deadline(c);
+        double s = ctl_slow_deadline(c), g = ctl_grow_deadline(c);
+        if (g > 0 && (!s || g < s))
+            s = g;
         return s > 0 && (!t || s < t) ? s : t;
     }
     default:
         return t;
     }
+}
+
+int p3d_ctl_retiring(const p3d_ctl *c)
+{
+    return c->state == P3D_CTL_REPLACING || c->state == P3D_CTL_SHRINKING || c->state == P3D_CTL_GROWING;
 }
 
 p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c)

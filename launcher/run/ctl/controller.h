@@ -144,6 +144,19 @@
  * A joined spare is like any other: its loss moves nothing, a lost
  * rank node's ranks may move to it (ops.replace, ops.spares_left).
  *
+ * Elastic width (controller_elastic.c; cfg.min_dp > 0, docs/controller.md
+ * "Shrink and grow"): a loss no spare can take comes back from ops.replace
+ * as 2, a placement on fewer whole DP replicas (>= cfg.min_dp):
+ *
+ *   STARTING, RUNNING, RESTARTING, COLLECTING, CHECKING, REPLACING, TAKEOVER
+ *      --loss, no spare, elastic--> SHRINKING (every agent retires, as in
+ *      REPLACING) --all gone--> RESTARTING at the smaller width
+ *   (below cfg.min_dp the replace refuses: STOPPING, exit 1)
+ *   RUNNING below cfg.full_dp --GROW (the spares hold a whole replica, and
+ *      a checkpoint newer than the shrink came or cfg.grow_wait passed)-->
+ *      GROWING (every agent retires) --all gone--> RESTARTING wider
+ *   SHRINKING, GROWING --loss--> REPLACING | SHRINKING; --preempt--> STOPPING
+ *
  * Slow nodes (controller_slow.c): the agents' progress summaries (P) are
  * the PROGRESS event; in RUNNING, every cfg.progress_interval a tick
  * judges each node against its peers (p3d_ctl_set_peers) and reports a
@@ -211,6 +224,10 @@ typedef enum p3d_ctl_state {
     P3D_CTL_COLLECTING, /* a rank failed: the others' failures are collected
                            for the fault's class (job, node, unknown) */
     P3D_CTL_PREEMPTING, /* the ranks were told to checkpoint (preemption) */
+    P3D_CTL_SHRINKING,  /* a loss past the last spare: every agent retires,
+                           then starts again on fewer DP replicas */
+    P3D_CTL_GROWING,    /* spares hold whole replicas again: every agent
+                           retires, then starts again wider */
     P3D_CTL_NSTATES
 } p3d_ctl_state;
 
@@ -245,6 +262,9 @@ typedef enum p3d_ctl_event {
                              reported a checkpoint newer than the warning */
     P3D_CTL_EV_JOIN,      /* a node asks to join the running job as a spare
                              (par3drun --join; p3d_ctl_join) */
+    P3D_CTL_EV_GROW,      /* the grow detector's: spares hold a whole replica
+                             and a checkpoint newer than the shrink came (or
+                             --grow-wait passed): posted like SLOW */
     P3D_CTL_NEVENTS
 } p3d_ctl_event;
 
@@ -266,6 +286,10 @@ typedef struct p3d_ctl_ops {
      * for restart gen; 0 with a one-line story in *msg, 1 when they ran
      * no rank (spares: nothing to restart), -1 with why */
     int (*replace)(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg);
+    /* (replace's 2: no spare left and the job is elastic (cfg.min_dp): it
+     * was placed again on fewer whole DP replicas, >= cfg.min_dp; the
+     * transport told the new width with p3d_ctl_set_width; *msg says it.
+     * Below min_dp replace answers -1 naming D, what is left and lost.) */
     /* every agent has retired: start the agents not dead on the current
      * placement, restart count gen; 0, or -1 */
     int (*respawn)(void *ctx, int gen, const unsigned char *dead);
@@ -279,6 +303,14 @@ typedef struct p3d_ctl_ops {
      * --slow-node replace asks before it replaces, so that a slow node
      * with no spare left is only reported, never a reason to stop */
     int (*spares_left)(void *ctx);
+    /* Elastic jobs (cfg.min_dp > 0; NULL: the job never grows): how many
+     * whole DP replicas the spares can hold now under the placement rules
+     * (p3d_grow_plan; spares that join the running job count as soon as
+     * they are there), 0 none; and the grow itself for restart gen: the
+     * job placed again wider (p3d_ctl_set_width told), 0 with a one-line
+     * story in *msg, 1 nothing fits after all, -1 with why. */
+    int (*grow_room)(void *ctx);
+    int (*grow)(void *ctx, int gen, char **msg);
     /* Optional: the cell of (s, e) ran and left the state `to` (the
      * model test counts the cells and checks each move against the
      * table; a transport leaves it NULL). */
@@ -349,6 +381,14 @@ typedef struct p3d_ctl_cfg {
      * P3D_EXIT_PREEMPTED. */
     int preempt_sig;
     int preempt_term;
+    /* elastic width (docs/launch.md, "Elastic width"): min_dp 0: not
+     * elastic (a loss past the last spare stops the job); else the job
+     * shrinks down to min_dp whole replicas and grows back to full_dp,
+     * at the ranks' first checkpoint newer than the shrink, or grow_wait
+     * seconds after the spares could hold a replica (--grow-wait). dp: the
+     * width it starts at (a successor's may be below full_dp). */
+    int full_dp, min_dp, dp;
+    double grow_wait;
 } p3d_ctl_cfg;
 
 typedef struct p3d_ctl p3d_ctl;
@@ -382,6 +422,10 @@ void p3d_ctl_fence(p3d_ctl *c, int a, double until);
  * ("pp stage 3", copied). Set at the start and after every replacement
  * (a spare takes its lost node's group); not an event. */
 void p3d_ctl_set_peers(p3d_ctl *c, const int *group, const char *const *what);
+/* The job runs at another width now (the transport's replace or grow op
+ * placed it so): dp replicas, nranks ranks, rank r's replica
+ * replica_of[r] (copied; nranks no more than cfg.nranks). Not an event. */
+void p3d_ctl_set_width(p3d_ctl *c, int dp, int nranks, const int *replica_of);
 /* The controller's own process got sig. */
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now);
 /* The transport could not start or reach agents: stop with code. */
@@ -430,6 +474,9 @@ int p3d_ctl_join(p3d_ctl *c, const char *name, const char *addr, int gpus, doubl
  * (only events move the job on). */
 double p3d_ctl_deadline(const p3d_ctl *c);
 p3d_ctl_state p3d_ctl_get_state(const p3d_ctl *c);
+/* Every agent was told to retire and starts again on a new placement
+ * (REPLACING, SHRINKING, GROWING): a stop order now is a retirement. */
+int p3d_ctl_retiring(const p3d_ctl *c);
 /* A lost node (never started again). */
 int p3d_ctl_is_dead(const p3d_ctl *c, int a);
 /* The job's exit code (valid in DONE). */
@@ -477,6 +524,14 @@ int p3d_ctl_joins(const p3d_ctl *c);
 int p3d_ctl_join_refusals(const p3d_ctl *c);
 int p3d_ctl_joined(const p3d_ctl *c, int a);
 
+/* The width now, the full one and the floor (cfg.min_dp, 0: not
+ * elastic); the shrinks and grows so far. */
+void p3d_ctl_width(const p3d_ctl *c, int *dp, int *full_dp, int *min_dp);
+int p3d_ctl_shrinks(const p3d_ctl *c);
+int p3d_ctl_grows(const p3d_ctl *c);
+/* "dp 4 -> 3 (node n2 lost) -> 4 (grown at step 40)"; "" when the width
+ * never changed (owned by c). */
+const char *p3d_ctl_width_history(const p3d_ctl *c);
 /* Slow nodes reported so far (the slow events). */
 int p3d_ctl_slow_count(const p3d_ctl *c);
 /* How many judgements of the progress summaries were made (one per

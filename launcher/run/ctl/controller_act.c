@@ -137,6 +137,11 @@ void ctl_running_again(p3d_ctl *c, double now)
 {
     if (c->in_takeover)
         takeover_done(c, now);
+    if (c->els.since > 0) {
+        ctl_event(c, "\"event\": \"running\", \"restart\": %d, \"dp\": %d, \"grow_s\": %.3f", c->gen, c->els.dp,
+                  now - c->els.since);
+        c->els.since = 0;
+    }
     if (c->recovering) {
         double t = now - c->fail_seen;
         if (!c->recoveries++ || t > c->recovery_max)
@@ -247,6 +252,25 @@ static int replace_refused(p3d_ctl *c, const int *lost, int nlost, const char *r
     return 0;
 }
 
+/* ops.replace placed the job on fewer replicas (its p3d_ctl_set_width
+ * came first): said, recorded, and every agent retires (SHRINKING). */
+static void shrunk(p3d_ctl *c, const int *lost, int nlost, const char *reason, const char *msg, double now)
+{
+    char why[96];
+    c->els.shrinks++;
+    snprintf(why, sizeof why, "node %s%s lost", c->cfg.names[lost[0]], nlost > 1 ? " and more" : "");
+    ctl_width_note(c, c->els.dp, why, -1);
+    c->els.ckpt0 = c->ckpt_max;
+    c->els.seen_at = 0;
+    c->els.said = 0;
+    c->els.poll_at = 0;
+    ctl_say(c, "par3drun: %s; no spare left: %s; restarting all ranks at dp %d of %d (restart %d of %d)\n", reason,
+            msg ? msg : "shrunk", c->els.dp, c->cfg.full_dp, c->gen, c->cfg.max_restarts);
+    ctl_story(c, now, "no spare left: %s; restart %d", msg ? msg : "shrunk", c->gen);
+    ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"shrink\"", c->gen);
+    ctl_retire_all(c, P3D_CTL_SHRINKING, now);
+}
+
 /* Nodes lost[0..nlost) are gone for good: a new placement without them,
  * then every agent retires and starts again on it (one restart). When
  * they ran no rank (spares) nothing moves and the job goes on in the
@@ -269,7 +293,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
     c->gen++;
     char *msg = NULL;
     int rr = c->ops.replace(c->ops.ctx, lost, nlost, c->gen, reason, &msg);
-    if (rr == 0 && c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
+    if (rr >= 0 && rr != 1 && c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
         /* ranks would start again: judged only now, as losing a spare
          * restarts nothing; the placement made for it is not used */
         free(msg);
@@ -277,7 +301,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         ctl_np_stop(c, reason, now);
         return REPLACE_STOPPED;
     }
-    if (rr > 0) {
+    if (rr == 1) {
         /* the lost nodes ran no rank (spares): nothing to restart */
         c->gen--;
         ctl_say(c, "par3drun: %s; %s\n", reason, msg ? msg : "it ran no rank");
@@ -294,22 +318,29 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
         return REPLACE_STOPPED;
     }
     ctl_np_restart(c, next);
-    c->replaced += nlost;
     await_resume(c);
+    if (rr == 2) {
+        /* no spare left, an elastic job: fewer whole replicas */
+        shrunk(c, lost, nlost, reason, msg, now);
+        free(msg);
+        return REPLACE_UNDER_WAY;
+    }
+    c->replaced += nlost;
     ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
         c->cfg.max_restarts);
     ctl_story(c, now, "%s; restart %d", msg ? msg : "replaced", c->gen);
     free(msg);
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"replacement\"", c->gen);
-    ctl_retire_all(c, now);
+    ctl_retire_all(c, P3D_CTL_REPLACING, now);
     return REPLACE_UNDER_WAY;
 }
 
-/* REPLACING: every agent still there is told to retire; once all are
- * gone, the table's ALL_GONE starts them again on the current placement. */
-void ctl_retire_all(p3d_ctl *c, double now)
+/* REPLACING, SHRINKING, GROWING (to): every agent still there is told to
+ * retire; once all are gone, the table's ALL_GONE starts them again on
+ * the current placement. */
+void ctl_retire_all(p3d_ctl *c, p3d_ctl_state to, double now)
 {
-    ctl_go(c, P3D_CTL_REPLACING); /* before the orders: the transport retires on them */
+    ctl_go(c, to); /* before the orders: the transport retires on them */
     double k = now + c->cfg.grace + P3D_CTL_SLACK;
     if (!c->end.kill_at || k < c->end.kill_at)
         c->end.kill_at = k;

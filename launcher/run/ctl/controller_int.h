@@ -11,6 +11,9 @@
  *   controller_fault.c  fault classification: the window's failures, the
  *                       verdict (job, node, unknown) and its remedy
  *   controller_preempt.c  preemption: the PREEMPT event, PREEMPTING's cells
+ *   controller_elastic.c  the width: the grow detector (it posts GROW) and
+ *                       the grow (GROWING); a shrink is a replacement
+ *                       that came back narrower (controller_act.c)
  *   controller_act.c    the actions the handlers share: the one transition
  *                       (ctl_go), stop, restart, replace, respawn
  *   controller_text.c   names, lines for the user, events.jsonl records
@@ -193,6 +196,22 @@ struct p3d_ctl {
         int ckpt0;         /* the newest checkpoint known then, -1 */
         char where[64];    /* "to par3drun", "to node n3" */
     } pre;
+    /* the elastic width (controller_elastic.c; SHRINKING, GROWING and the
+     * grow detector in RUNNING) */
+    struct {
+        int dp;            /* replicas running now (cfg.full_dp when full) */
+        int nranks_cap;    /* cfg.nranks at the start: the arrays' size */
+        int nrep_cap;      /* the replicas the fault arrays hold */
+        int shrinks, grows;
+        int ckpt0;         /* ckpt_max at the latest shrink: a grow waits
+                              for a newer one (or cfg.grow_wait) */
+        double seen_at;    /* since when the spares hold a replica, 0 not */
+        double poll_at;    /* the next look at the spares */
+        int posted;        /* GROW posted for the table */
+        int said;          /* the wait for the grow was said */
+        double since;      /* a grow began then (its running record), 0 */
+        char hist[256];    /* "dp 4 -> 3 (node n2 lost) -> 4 (grown at step 40)" */
+    } els;
 };
 
 /* What ctl_begin_replace did. */
@@ -211,6 +230,8 @@ void ctl_summary_fmt(p3d_ctl *c, const char *fmt, ...) __attribute__((format(pri
 void ctl_set_summary(p3d_ctl *c, char *s);
 const char *ctl_jstr(const char *s, char *buf, size_t cap);
 const char *ctl_sig_name(int sig, char *buf, size_t cap);
+/* The width history's next step: " -> dp (why)", or "(why n)" for n >= 0. */
+void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n);
 
 /* controller_act.c: the actions. */
 int ctl_stopping(const p3d_ctl *c);
@@ -228,7 +249,8 @@ int ctl_np_next(const p3d_ctl *c);
 int ctl_np_stop(p3d_ctl *c, const char *then, double now);
 void ctl_np_restart(p3d_ctl *c, int next);
 void ctl_respawn(p3d_ctl *c);
-void ctl_retire_all(p3d_ctl *c, double now); /* -> REPLACING */
+/* -> to (REPLACING, SHRINKING, GROWING): every agent retires */
+void ctl_retire_all(p3d_ctl *c, p3d_ctl_state to, double now);
 void ctl_mark_lost(p3d_ctl *c, int a);       /* dead for good */
 void ctl_mark_gone(p3d_ctl *c, int a);
 /* TAKEOVER: every node of the generation that is neither dead nor an old
@@ -271,6 +293,13 @@ const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap);
 /* "node x is 2.00x slower than its 3 peers (...)" */
 void ctl_slow_text(const p3d_ctl *c, int a, char *buf, size_t cap);
 
+/* controller_elastic.c: the grow detector in RUNNING (progress and
+ * tick): looks at the spares, posts GROW when its time came; and when it
+ * wants the next tick (0 none). (A shrink is a replacement that came
+ * back narrower: controller_act.c.) */
+void ctl_grow_look(p3d_ctl *c, double now);
+double ctl_grow_deadline(const p3d_ctl *c);
+
 /* controller_preempt.c: every agent is done, gone, or reported a
  * checkpoint newer than the preemption warning's (ALL_CKPT is due). */
 int ctl_preempt_through(const p3d_ctl *c);
@@ -299,7 +328,9 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting) X(on_leader_lost_preempting)          \
     X(on_preempt_over)                                                                                       \
     /* controller_join.c */                                                                                  \
-    X(on_join) X(on_join_replacing) X(on_join_ending) X(on_join_takeover)
+    X(on_join) X(on_join_replacing) X(on_join_ending) X(on_join_takeover)                                    \
+    /* controller_elastic.c */                                                                               \
+    X(on_grow)
 /* clang-format on */
 #define CTL_DECLARE(h) void ctl_##h(p3d_ctl *c, const ctl_ev *e);
 CTL_HANDLERS(CTL_DECLARE)

@@ -128,11 +128,14 @@ void ctl_on_progress(p3d_ctl *c, const ctl_ev *e)
     ctl_slow_record(c, e);
 }
 
-/* RUNNING: a slow node's newer checkpoint may post its replacement. */
+/* RUNNING: a slow node's newer checkpoint may post its replacement, and a
+ * checkpoint newer than a shrink the grow (controller_elastic.c). */
 void ctl_on_progress_running(p3d_ctl *c, const ctl_ev *e)
 {
-    if (ctl_slow_record(c, e))
+    if (ctl_slow_record(c, e)) {
         ctl_slow_ckpt(c, e->a);
+        ctl_grow_look(c, e->now); /* a checkpoint newer than the shrink */
+    }
 }
 
 /* The first sign of life of an agent's restarted ranks (V). */
@@ -352,8 +355,10 @@ void ctl_on_tick_timeout(p3d_ctl *c, const ctl_ev *e)
  * posts a SLOW event for a slow node whose time has come). */
 void ctl_on_tick_running(p3d_ctl *c, const ctl_ev *e)
 {
-    if (!timed_out(c, e->now))
+    if (!timed_out(c, e->now)) {
         ctl_slow_tick(c, e->now);
+        ctl_grow_look(c, e->now);
+    }
 }
 
 /* CHECKING: --timeout, or no result by its deadline: the nodes count as

@@ -40,6 +40,11 @@ typedef struct ctl_cell {
 #define TAKEOVER CTL_TO(P3D_CTL_TAKEOVER)
 #define COLLECTING CTL_TO(P3D_CTL_COLLECTING)
 #define PREEMPTING CTL_TO(P3D_CTL_PREEMPTING)
+#define SHRINKING CTL_TO(P3D_CTL_SHRINKING)
+#define GROWING CTL_TO(P3D_CTL_GROWING)
+/* where a loss may lead once ranks run: a spare takes it, or (an elastic
+ * job with no spare left) fewer replicas run, or the job stops */
+#define LOSS_TO (REPLACING | SHRINKING | STOPPING)
 
 /* Cells every state that runs ranks (STARTING, RUNNING, RESTARTING)
  * shares; a row overrides the few where it differs. */
@@ -47,7 +52,7 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_UP] = RUN(on_up, STAY), [P3D_CTL_EV_DONE] = RUN(on_done, STAY),                                      \
     [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | RESTARTING | STOPPING | COLLECTING),                           \
     [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),                                                               \
-    [P3D_CTL_EV_GONE] = RUN(on_gone_live, STAY | REPLACING | STOPPING),                                               \
+    [P3D_CTL_EV_GONE] = RUN(on_gone_live, STAY | LOSS_TO),                                                            \
     [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING), [P3D_CTL_EV_ABORT] = RUN(on_abort, STOPPING),             \
     [P3D_CTL_EV_TICK] = RUN(on_tick_timeout, STAY | STOPPING), [P3D_CTL_EV_HEALTH] = IGNORED,                        \
     [P3D_CTL_EV_MARK_DEAD] = IGNORED, [P3D_CTL_EV_PROGRESS] = RUN(on_progress, STAY),                               \
@@ -61,7 +66,7 @@ typedef struct ctl_cell {
 
 /* The preemption's events in a row: the warning's cell (p); ALL_CKPT is
  * raised in PREEMPTING only. */
-#define PREEMPT_COLS(p) [P3D_CTL_EV_PREEMPT] = p, [P3D_CTL_EV_ALL_CKPT] = IMPOSSIBLE
+#define PREEMPT_COLS(p) [P3D_CTL_EV_PREEMPT] = p, [P3D_CTL_EV_ALL_CKPT] = IMPOSSIBLE, [P3D_CTL_EV_GROW] = IMPOSSIBLE
 
 /* The states where no rank runs for the job: the agents' reports of an
  * older generation (UP, FAIL, DONE, PROGRESS, RESUMED) and a late health
@@ -72,6 +77,25 @@ typedef struct ctl_cell {
     [P3D_CTL_EV_RESUMED] = IGNORED, [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,                 \
     [P3D_CTL_EV_TAKEOVER_READY] = IMPOSSIBLE, PREEMPT_COLS(RUN(on_preempt_now, STOPPING)),                         \
     [P3D_CTL_EV_JOIN] = RUN(on_join_ending, STAY)
+
+/* REPLACING, SHRINKING, GROWING: every agent was told to retire; once all
+ * are gone they start again on the new placement. A loss on the way is
+ * one more replacement (or shrink), from the placement just made. */
+#define RETIRE_ROW(loss)                                                                                                \
+    QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),                                                   \
+    [P3D_CTL_EV_GONE] = RUN(on_gone_replacing, STAY | STOPPING | (loss)),                                          \
+    [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING),                                                            \
+    [P3D_CTL_EV_ABORT] = RUN(on_abort, STOPPING), [P3D_CTL_EV_TICK] = RUN(on_tick_replacing, STAY | STOPPING),      \
+    [P3D_CTL_EV_LEADER_LOST] = RUN(on_leader_lost, TAKEOVER | STOPPING),                                              \
+    [P3D_CTL_EV_REJOIN] = RUN(on_rejoin_refuse, STAY),                                                                \
+    [P3D_CTL_EV_ELECTION] = RUN(on_election_live, STAY | STOPPING),                                                   \
+    [P3D_CTL_EV_ALL_GONE] = RUN(on_all_retired, STAY | RESTARTING | STOPPING),                                        \
+    /* the generation moved on: nobody is up in it before the respawn */                                           \
+    [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,                                            \
+    /* posted in RUNNING: dropped once one moved the state */                                                       \
+    [P3D_CTL_EV_SLOW] = IMPOSSIBLE,                                                                                   \
+    /* every agent retires: the respawn starts the joined one too */                                                \
+    [P3D_CTL_EV_JOIN] = RUN(on_join_replacing, STAY)
 
 /* Designated initializers override the row macros' defaults: gcc's
  * -Woverride-init says so for every override, which is the point here. */
@@ -85,11 +109,12 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     [P3D_CTL_RUNNING] = {LIVE_ROW, [P3D_CTL_EV_TICK] = RUN(on_tick_running, STAY | STOPPING),
                          [P3D_CTL_EV_PROGRESS] = RUN(on_progress_running, STAY),
                          [P3D_CTL_EV_ALL_UP] = IGNORED,
-                         [P3D_CTL_EV_SLOW] = RUN(on_slow, STAY | REPLACING | STOPPING)},
+                         [P3D_CTL_EV_SLOW] = RUN(on_slow, STAY | LOSS_TO),
+                         [P3D_CTL_EV_GROW] = RUN(on_grow, STAY | GROWING)},
     [P3D_CTL_CHECKING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = IGNORED,
                           [P3D_CTL_EV_GONE] = RUN(on_gone_checking, STAY | STOPPING),
-                          [P3D_CTL_EV_TICK] = RUN(on_tick_checking, STAY | STOPPING | REPLACING | RESTARTING),
-                          [P3D_CTL_EV_HEALTH] = RUN(on_health, REPLACING | RESTARTING | STOPPING),
+                          [P3D_CTL_EV_TICK] = RUN(on_tick_checking, STAY | LOSS_TO | RESTARTING),
+                          [P3D_CTL_EV_HEALTH] = RUN(on_health, LOSS_TO | RESTARTING),
                           [P3D_CTL_EV_PROGRESS] = IGNORED, [P3D_CTL_EV_RESUMED] = IGNORED,
                           [P3D_CTL_EV_ALL_UP] = IGNORED, [P3D_CTL_EV_ALL_DONE] = IGNORED,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED,
@@ -98,21 +123,12 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     /* a failure restarts in place again: RESTARTING is where it stays */
     [P3D_CTL_RESTARTING] = {LIVE_ROW, [P3D_CTL_EV_FAIL] = RUN(on_fail, STAY | CHECKING | STOPPING | COLLECTING),
                             [P3D_CTL_EV_ALL_UP] = RUN(on_all_up_again, RUNNING)},
-    [P3D_CTL_REPLACING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig, STOPPING),
-                           [P3D_CTL_EV_GONE] = RUN(on_gone_replacing, STAY | STOPPING),
-                           [P3D_CTL_EV_SIGNAL] = RUN(on_signal, STAY | STOPPING),
-                           [P3D_CTL_EV_ABORT] = RUN(on_abort, STOPPING),
-                           [P3D_CTL_EV_TICK] = RUN(on_tick_replacing, STAY | STOPPING),
-                           [P3D_CTL_EV_LEADER_LOST] = RUN(on_leader_lost, TAKEOVER | STOPPING),
-                           [P3D_CTL_EV_REJOIN] = RUN(on_rejoin_refuse, STAY),
-                           [P3D_CTL_EV_ELECTION] = RUN(on_election_live, STAY | STOPPING),
-                           [P3D_CTL_EV_ALL_GONE] = RUN(on_all_retired, STAY | RESTARTING | STOPPING),
-                           /* the generation moved on: nobody is up in it before the respawn */
-                           [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
-                           /* posted in RUNNING: dropped once one moved the state */
-                           [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
-                           /* every agent retires: the respawn starts the joined one too */
-                           [P3D_CTL_EV_JOIN] = RUN(on_join_replacing, STAY)},
+    [P3D_CTL_REPLACING] = {RETIRE_ROW(SHRINKING)},
+    /* a loss past the last spare (elastic): the same retirement, then the
+     * ranks start again on fewer replicas */
+    [P3D_CTL_SHRINKING] = {RETIRE_ROW(REPLACING)},
+    /* the spares hold replicas again: the same retirement, then wider */
+    [P3D_CTL_GROWING] = {RETIRE_ROW(REPLACING | SHRINKING)},
     [P3D_CTL_STOPPING] = {QUIET_ROW, [P3D_CTL_EV_NODE_SIG] = RUN(on_node_sig_again, STAY),
                           [P3D_CTL_EV_GONE] = RUN(on_gone_stopping, STAY),
                           [P3D_CTL_EV_SIGNAL] = RUN(on_signal_again, STAY),
@@ -146,7 +162,7 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                           [P3D_CTL_EV_ELECTION] = RUN(on_election_takeover, STAY | STOPPING),
                           [P3D_CTL_EV_ALL_UP] = IMPOSSIBLE, [P3D_CTL_EV_ALL_DONE] = IMPOSSIBLE,
                           [P3D_CTL_EV_ALL_GONE] = IGNORED,
-                          [P3D_CTL_EV_TAKEOVER_READY] = RUN(on_takeover_act, REPLACING | STOPPING),
+                          [P3D_CTL_EV_TAKEOVER_READY] = RUN(on_takeover_act, LOSS_TO),
                           [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
                           /* the majority is counted over the generation's nodes: "retry" */
                           [P3D_CTL_EV_JOIN] = RUN(on_join_takeover, STAY)},
@@ -155,7 +171,7 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
     [P3D_CTL_COLLECTING] = {LIVE_ROW,
                             [P3D_CTL_EV_FAIL] = RUN(on_fail_collecting, STAY | CHECKING | RESTARTING | STOPPING),
                             [P3D_CTL_EV_GONE] = RUN(on_gone_collecting,
-                                                    STAY | REPLACING | CHECKING | RESTARTING | STOPPING),
+                                                    STAY | LOSS_TO | CHECKING | RESTARTING),
                             [P3D_CTL_EV_TICK] = RUN(on_tick_collecting, STAY | CHECKING | RESTARTING | STOPPING),
                             [P3D_CTL_EV_ALL_UP] = IGNORED,
                             [P3D_CTL_EV_ALL_DONE] = RUN(on_all_done_collecting, CHECKING | RESTARTING | STOPPING),
@@ -185,6 +201,7 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                             [P3D_CTL_EV_SLOW] = IMPOSSIBLE,
                             [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_again, STAY | STOPPING),
                             [P3D_CTL_EV_ALL_CKPT] = RUN(on_preempt_over, STOPPING),
+                            [P3D_CTL_EV_GROW] = IMPOSSIBLE,
                             /* the job ends once the ranks checkpointed: nothing to join */
                             [P3D_CTL_EV_JOIN] = RUN(on_join_ending, STAY)},
 };
@@ -271,6 +288,14 @@ void ctl_dispatch(p3d_ctl *c, const ctl_ev *e)
         run_cell(c, &s);
     }
     c->nposted = 0;
+    /* GROW likewise: posted in RUNNING, dropped once the state moved */
+    if (c->els.posted) {
+        c->els.posted = 0;
+        if (c->state == P3D_CTL_RUNNING) {
+            ctl_ev g = {.type = P3D_CTL_EV_GROW, .a = -1, .now = e->now};
+            run_cell(c, &g);
+        }
+    }
     /* A progress summary changes no agent's up, done or gone, which is
      * all the completions look at (O(agents)): it settles only when it
      * moved the state (a slow node's replacement). Every node sends one

@@ -185,7 +185,7 @@ void ctl_on_takeover_act(p3d_ctl *c, const ctl_ev *e)
     ctl_np_restart(c, ctl_np_next(c));
     c->gen++;
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"takeover\"", c->gen);
-    ctl_retire_all(c, e->now);
+    ctl_retire_all(c, P3D_CTL_REPLACING, e->now);
 }
 
 /* Not elected in time (why), or this node's leadership lapsed: it stops. */

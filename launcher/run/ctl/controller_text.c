@@ -20,6 +20,7 @@ static const char *const state_names[P3D_CTL_NSTATES] = {
     [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
     [P3D_CTL_COLLECTING] = "collecting",
     [P3D_CTL_PREEMPTING] = "preempting",
+    [P3D_CTL_SHRINKING] = "shrinking",   [P3D_CTL_GROWING] = "growing",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {
@@ -46,6 +47,7 @@ static const char *const event_names[P3D_CTL_NEVENTS] = {
     [P3D_CTL_EV_PREEMPT] = "preempt",
     [P3D_CTL_EV_ALL_CKPT] = "all-checkpointed",
     [P3D_CTL_EV_JOIN] = "join",
+    [P3D_CTL_EV_GROW] = "grow",
 };
 
 const char *p3d_ctl_state_name(p3d_ctl_state s)
@@ -132,4 +134,16 @@ void ctl_summary_fmt(p3d_ctl *c, const char *fmt, ...)
     va_start(ap, fmt);
     ctl_set_summary(c, p3d_vfmt(fmt, ap));
     va_end(ap);
+}
+
+/* The width history's next step: " -> dp (why[ n])". */
+void ctl_width_note(p3d_ctl *c, int dp, const char *why, int n)
+{
+    size_t k = strlen(c->els.hist);
+    if (k + 8 >= sizeof c->els.hist)
+        return;
+    if (n >= 0)
+        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s %d)", dp, why, n);
+    else
+        snprintf(c->els.hist + k, sizeof c->els.hist - k, " -> %d (%s)", dp, why);
 }

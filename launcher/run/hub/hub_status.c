@@ -102,6 +102,13 @@ void hub_write_status(hub *h)
     p3d_str_appendf(&s, "", "nodes: %d, %d reporting progress, %d spare%s left, %d lost%s%s%s%s\n", n, nfig, spares,
                     spares == 1 ? "" : "s", nlost, nlost ? " (" : "", lost ? lost : "", nlost > 10 ? ", ..." : "",
                     nlost ? ")" : "");
+    int dp, full_dp, min_dp;
+    p3d_ctl_width(h->ctl, &dp, &full_dp, &min_dp);
+    if (min_dp > 0) {
+        /* an elastic job: where it runs in its range, and how it got there */
+        const char *wh = p3d_ctl_width_history(h->ctl);
+        p3d_str_appendf(&s, "", "width: dp %d of %d (--min-dp %d)%s%s\n", dp, full_dp, min_dp, wh[0] ? "; " : "", wh);
+    }
     if (p3d_ctl_restarts(h->ctl) > 0) {
         /* a recovery's two figures, as the end line gives them */
         char sp[40] = "not completed", su[40] = "not seen";

@@ -49,14 +49,18 @@ char *p3d_result_json(const p3d_result *r)
     else
         snprintf(jid, sizeof jid, "null");
     p3d_json_str(jfault, sizeof jfault, r->fault ? r->fault : "unknown");
-    char *out = NULL;
+    char *out = NULL, width[160] = "";
+    if (r->min_dp > 0)
+        snprintf(width, sizeof width,
+                 ", \"width\": {\"dp\": %d, \"full_dp\": %d, \"min_dp\": %d, \"shrinks\": %d, \"grows\": %d}", r->dp,
+                 r->full_dp, r->min_dp, r->shrinks, r->grows);
     if (asprintf(&out,
                  "{\"version\": 1, \"job_id\": %s, \"exit_code\": %d, \"ok\": %s, \"cause\": %s, \"fault\": %s, "
                  "\"restarts\": %d, \"replaced\": %d, \"step\": %s, \"ckpt\": %s, \"started\": %.3f, "
-                 "\"ended\": %.3f, \"seconds\": %.3f, \"preempted\": %s}\n",
+                 "\"ended\": %.3f, \"seconds\": %.3f, \"preempted\": %s%s}\n",
                  jid, r->exit_code, r->exit_code == 0 ? "true" : "false", jcause, jfault, r->restarts, r->replaced,
                  opt_int(r->step, step, sizeof step), opt_int(r->ckpt, ckpt, sizeof ckpt), r->started, r->ended,
-                 r->ended > r->started ? r->ended - r->started : 0.0, r->preempted ? "true" : "false") < 0)
+                 r->ended > r->started ? r->ended - r->started : 0.0, r->preempted ? "true" : "false", width) < 0)
         out = NULL;
     return out;
 }
@@ -89,6 +93,9 @@ void p3d_result_end(const p3d_launch *L, const p3d_ctl *c, int code)
                     .started = L->t0 > 0 ? wall - (p3d_now() - L->t0) : wall,
                     .ended = wall};
     p3d_ctl_progress_max(c, &r.step, &r.ckpt);
+    p3d_ctl_width(c, &r.dp, &r.full_dp, &r.min_dp);
+    r.shrinks = p3d_ctl_shrinks(c);
+    r.grows = p3d_ctl_grows(c);
     if (r.step < 0)
         r.step = p3d_ctl_fault_step(c); /* no summary came: the failure's own */
     int pc;

@@ -20,6 +20,9 @@ typedef struct p3d_result {
     int step, ckpt;       /* the latest step and checkpoint seen, -1 none;
                              preempted: the checkpoint every node holds */
     int preempted;        /* ended by a preemption (P3D_EXIT_PREEMPTED) */
+    /* an elastic job (min_dp > 0; else no "width" object): the width it
+     * ended at, its full width and floor, the shrinks and grows */
+    int dp, full_dp, min_dp, shrinks, grows;
     double started;       /* wall clock, Unix seconds */
     double ended;
 } p3d_result;

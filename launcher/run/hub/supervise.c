@@ -58,10 +58,10 @@ static void hub_send(void *ctx, int a, const p3d_amsg *m)
         return;
     if (m->type == P3D_AM_RESTART) /* a fresh agent store for the generation */
         p3d_store_generation(h->L->store, m->gen);
-    /* a retire order (REPLACING) keeps a remote node's connection: its
-     * relay ends the ranks and awaits the new placement */
+    /* a retire order (REPLACING, SHRINKING, GROWING) keeps a remote node's
+     * connection: its relay ends the ranks and awaits the new placement */
     p3d_amsg q = {.type = P3D_AM_RETIRE};
-    int rlen = m->type == P3D_AM_STOP && p3d_ctl_get_state(h->ctl) == P3D_CTL_REPLACING
+    int rlen = m->type == P3D_AM_STOP && p3d_ctl_retiring(h->ctl)
                    ? p3d_amsg_encode(&q, rbuf, sizeof rbuf)
                    : -1;
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++) {
@@ -136,6 +136,18 @@ static int hub_fork(hub *h, int i)
 
 /* ---- replacement (controller.h ops) -------------------------------------- */
 
+static int *hub_replicas(const p3d_placement *pl, int *nrep);
+
+/* The job runs at another width (a shrink, a grow): the controller's
+ * world, replicas and width follow the placement of now. */
+static void hub_width(hub *h)
+{
+    int nrep = 0;
+    int *rep = hub_replicas(h->L->job->pl, &nrep);
+    p3d_ctl_set_width(h->ctl, p3d_mesh_size(&h->L->job->pl->mesh, P3D_DIM_DP), h->L->job->pl->world, rep);
+    free(rep);
+}
+
 static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const char *reason, char **msg)
 {
     hub *h = ctx;
@@ -146,10 +158,27 @@ static int hub_replace(void *ctx, const int *lost, int nlost, int gen, const cha
         idx[k] = h->nodes[lost[k]];
     int rc = h->L->replace(h->L->replace_ctx, idx, nlost, gen, reason, msg);
     free(idx);
+    if (rc == 2)
+        hub_width(h); /* shrunk: the controller's figures follow */
     /* only spares lost, nothing restarts: the successor list built
      * without them goes to every node the next time it speaks */
     for (int i = 0; rc == 1 && h->L->mn && h->L->mn->successors && i < h->n; i++)
         h->ln[i].succ_sent = 0;
+    return rc;
+}
+
+static int hub_grow_room(void *ctx)
+{
+    hub *h = ctx;
+    return h->L->grow_room(h->L->replace_ctx);
+}
+
+static int hub_grow(void *ctx, int gen, char **msg)
+{
+    hub *h = ctx;
+    int rc = h->L->grow(h->L->replace_ctx, gen, msg);
+    if (rc == 0)
+        hub_width(h);
     return rc;
 }
 
@@ -512,6 +541,9 @@ static int hub_new_ctl(hub *h, int leader)
         .elect = hub_elects(L),
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
+        .dp = p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
+        .full_dp = L->job->full_dp > 0 ? L->job->full_dp : p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
+        .min_dp = L->job->min_dp, .grow_wait = L->o->grow_wait,
     };
     int *replicas = hub_replicas(L->job->pl, &cfg.nreplicas);
     cfg.replica_of = replicas;
@@ -525,6 +557,10 @@ static int hub_new_ctl(hub *h, int leader)
     if (L->replace) {
         ops.replace = hub_replace;
         ops.respawn = hub_respawn;
+    }
+    if (L->replace && L->grow && L->grow_room) {
+        ops.grow_room = hub_grow_room;
+        ops.grow = hub_grow;
     }
     if (L->o->health_check)
         ops.health = hub_health_start;
@@ -612,24 +648,32 @@ static void hub_start_agents(hub *h, const unsigned char *bad)
 }
 
 /* The job's end told: the controller's summary, what happened (a node
- * replaced), the end line, RUN_DIR/result.json and the "end" event. */
+ * replaced, the width history), the end line, RUN_DIR/result.json and the "end" event. */
 static void hub_tell_end(hub *h, int code)
 {
     const p3d_launch *L = h->L;
     const char *sum = p3d_ctl_summary(h->ctl);
     if (sum[0])
         hub_say(h, sum);
-    const char *st = p3d_ctl_story(h->ctl);
-    if (p3d_ctl_replaced(h->ctl) > 0 && st[0]) {
-        char head[512], rec[256];
+    const char *st = p3d_ctl_story(h->ctl), *wh = p3d_ctl_width_history(h->ctl);
+    if ((p3d_ctl_replaced(h->ctl) > 0 || wh[0]) && st[0]) {
+        char head[512], rec[256], wc[64] = "";
         hub_recovery_text(h->ctl, rec, sizeof rec);
-        snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced, %d restart%s, %s, exit %d\n",
-                 p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", p3d_ctl_restarts(h->ctl),
+        int ns = p3d_ctl_shrinks(h->ctl), ng = p3d_ctl_grows(h->ctl);
+        if (ns || ng)
+            snprintf(wc, sizeof wc, ", %d shrink%s, %d grow%s", ns, ns == 1 ? "" : "s", ng, ng == 1 ? "" : "s");
+        snprintf(head, sizeof head, "par3drun: what happened: %d node%s replaced%s, %d restart%s, %s, exit %d\n",
+                 p3d_ctl_replaced(h->ctl), p3d_ctl_replaced(h->ctl) == 1 ? "" : "s", wc, p3d_ctl_restarts(h->ctl),
                  p3d_ctl_restarts(h->ctl) == 1 ? "" : "s", rec, code);
         hub_say(h, head);
         hub_say(h, st);
     } else if (p3d_ctl_joins(h->ctl) > 0 && st[0]) {
         hub_say(h, st); /* the joins, and what else happened */
+    }
+    if (wh[0]) {
+        char line[320];
+        snprintf(line, sizeof line, "par3drun: width: %s\n", wh);
+        hub_say(h, line);
     }
     char rmax[32] = "null", smax[32] = "null";
     if (p3d_ctl_recovery_max(h->ctl) >= 0)

@@ -69,6 +69,8 @@ typedef struct p3d_jobstate {
     int full_dp;                 /* the job's full data-parallel width when pl
                                     runs below it (a shrink), 0: pl's own dp;
                                     the batch figures of the ranks follow */
+    int min_dp;                  /* --min-dp D (0: not elastic): what a
+                                    successor needs to go on shrinking */
     /* multi-node leader: the placement's CPLACE frame (wire.h) that
      * supervise.c sends to every remote node after a replacement, and the
      * same as the difference from the one every node holds (a CDELTA,
@@ -105,9 +107,17 @@ typedef struct p3d_launch {
      * event, and sets job->pl and job->gen0 for the agents forked next. Returns 0 with a
      * one-line story in *msg, 1 when the lost nodes ran no rank (nothing
      * moves, no restart), or -1 with the reason in *msg. NULL: this
-     * job cannot replace nodes. */
+     * job cannot replace nodes. An elastic job (--min-dp) whose lost
+     * ranks no spare can take is placed on fewer whole replicas instead:
+     * 2, with job->full_dp set (docs/launch.md, "Elastic width"). */
     int (*replace)(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
     void *replace_ctx;
+    /* An elastic job below its full width (replace_ctx; NULL: it never
+     * grows): how many more whole replicas the spares hold now, and the
+     * grow for restart `restart` (job->pl wider, job->gen0 set; 0 with a
+     * story in *msg, 1 nothing fits, -1 with why). */
+    int (*grow_room)(void *ctx);
+    int (*grow)(void *ctx, int restart, char **msg);
     const char *bind_addr;  /* where this node's listeners bind (multi-node; NULL: a job on one host):
                              * the ranks get it as P3D_BIND_ADDR */
     /* A multi-node job's own hooks: the new placement a relay adopts,
