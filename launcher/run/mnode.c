@@ -488,7 +488,10 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
 {
     p3d_rdzv *r = m->r;
     m->hello.job_id = strdup(r->boot.job_id);
-    if (p3d_rdzv_publish(r, err) < 0 || listen_addr(m, -1, err) < 0)
+    int pr = p3d_rdzv_publish(r, err);
+    if (pr < 0)
+        return pr == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+    if (listen_addr(m, -1, err) < 0)
         return P3D_EXIT_FAIL;
     open_gate(m);
     own_health(m, name);
@@ -500,6 +503,8 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
     p3d_mnode_ring_close(m);
     /* refused by the leader: 2; no rendezvous (a late agent's
      * "Connection refused" included): 1, as the leader's timeout */
+    if (tj < 0 && m->me < 0)
+        return p3d_mnode_join_unreached(m, tj, err);
     if (tj < 0)
         return tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
     if (m->me < 0 && p3d_mnode_joined(m, err) < 0)
