@@ -515,6 +515,28 @@ static void close_backend(p3d_rdzv *r)
     r->ops = NULL;
 }
 
+/* --join through a backend that cannot find a running job's leader:
+ * -1 with *err naming what to use instead, else 0. */
+static int join_refused(const char *name, const char *spec, char **err)
+{
+    if (!strcmp(name, "k8s")) {
+        /* a pod finds its leader by its Job's index: a joiner has none */
+        p3d_err(err, "--join --rdzv %s: the k8s rendezvous finds the leader by the pod's Job index, which a joining "
+                     "pod does not have: join through --rdzv static:LEADER:PORT (the job's leader pod, e.g. "
+                     "JOB-0.SERVICE, and the job's k8s port, 29400 by default; after a failover the successor's pod "
+                     "at the same port) with the job's --rdzv-token-file", spec);
+        return -1;
+    }
+    if (strcmp(name, "static") && strcmp(name, "etcd")) {
+        /* Slurm's and PMIx's joins are not built: said, not guessed */
+        p3d_err(err, "--join needs the running job's leader: --rdzv static:HOST:PORT (or torchrun's "
+                     "--rdzv-endpoint HOST:PORT) or --rdzv etcd:URL --job-id ID; joining through --rdzv %s is not "
+                     "supported", spec);
+        return -1;
+    }
+    return 0;
+}
+
 int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
 {
     char msg[1024];
@@ -531,22 +553,8 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
     memcpy(name, spec, nl);
     name[nl] = 0;
     const char *arg = colon ? colon + 1 : "";
-    if (o->join && !strcmp(name, "k8s")) {
-        /* a pod finds its leader by its Job's index: a joiner has none */
-        p3d_err(err, "--join --rdzv %s: the k8s rendezvous finds the leader by the pod's Job index, which a joining "
-                     "pod does not have: join through --rdzv static:LEADER:PORT (the job's leader pod, e.g. "
-                     "JOB-0.SERVICE, and the job's k8s port, 29400 by default; after a failover the successor's pod "
-                     "at the same port) with the job's --rdzv-token-file", spec);
+    if (o->join && join_refused(name, spec, err) < 0)
         goto out;
-    }
-    if (o->join && strcmp(name, "static") && strcmp(name, "etcd")) {
-        /* Slurm's and PMIx's joins are not built: said, not guessed */
-        p3d_err(err, "--join needs the running job's leader: --rdzv static:HOST:PORT (or torchrun's "
-                     "--rdzv-endpoint HOST:PORT) or --rdzv etcd:URL --job-id ID; joining through --rdzv %s is not "
-                     "supported", spec);
-        goto out;
-    }
-
     if (!strcmp(name, "none")) {
         rc = 0;
         goto out;

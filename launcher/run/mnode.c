@@ -512,6 +512,15 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
     return 0;
 }
 
+/* L->mn->takeover: the successor's join port first (mnode_join.c), so
+ * that joiners come here from now on and its leader key names the port,
+ * then the takeover (mnode_failover.c). */
+static int takeover_joins(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore)
+{
+    p3d_mnode_join_open(ctx);
+    return p3d_mnode_takeover(ctx, leader, heard, why, before, nbefore);
+}
+
 /* The launch that runs this node's part of the job (L): the job record
  * from the placement, and what the multi-node flow adds to the one-node
  * launch (adopting a new placement, failover, replacement, the pre-start
@@ -535,7 +544,7 @@ static void fill_launch(mnode *m, p3d_launch *L)
     H->failover = m->gate != NULL;
     H->key = m->r->boot.token;
     H->gate = m->gate;
-    H->takeover = p3d_mnode_takeover;
+    H->takeover = takeover_joins;
     H->takeover_ctx = m;
     H->place_hash = p3d_mnode_place_hash;
     H->rejoined = p3d_mnode_rejoined;

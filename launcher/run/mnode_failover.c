@@ -135,6 +135,7 @@ static int campaign(mnode *m, const int *before, int nbefore)
     char value[700], *err = NULL;
     double nt = m->o->node_timeout > 0 ? m->o->node_timeout : 30;
     /* no token: the etcd plugin signs the value with it (docs/multinode.md) */
+    /* m->jport_port: opened first (mnode.c, takeover_joins), 0 none */
     snprintf(value, sizeof value, "%d %s restart %d node %d join %d", m->gate ? m->gate_port : 0,
              m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->job.gen0, m->me, m->jport_port);
     if (p3d_rdzv_campaign(m->r, before, nbefore, value, p3d_now() + 2 * nt + 2 * P3D_CTL_SLACK, &err) < 0) {
@@ -153,8 +154,6 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
 {
     mnode *m = ctx;
     p3d_launch *L = m->setup;
-    /* joiners come to this node from now on (its port in the leader key) */
-    p3d_mnode_join_open(m);
     if (m->elects && campaign(m, before, nbefore) < 0)
         return P3D_EXIT_LOST;
     p3d_mnode_elect_setup(m);
