@@ -133,6 +133,8 @@ static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double 
     *state = NULL;
     if (split_endpoint(arg, b->leader_host, sizeof b->leader_host, &b->leader_port) < 0)
         return p3d_plugin_say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)", arg);
+    if (o_nnodes == 0 && o_node_rank == -1)
+        return 1; /* --join: the leader is where the job's nodes met */
     if (o_nnodes < 1)
         return p3d_plugin_say(msg, cap, "--rdzv static needs --nnodes N (how many agents meet)");
     if (o_node_rank < 0)
@@ -475,9 +477,10 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
     r->boot.lease_ttl = o->node_timeout <= 0 ? 0 : o->node_timeout < 2 ? 2 : o->node_timeout > 3600 ? 3600
                                                                                                : (int)(o->node_timeout + 0.999);
     msg[0] = 0;
-    /* --join: the backend finds the leader as a node of a job of two
-     * would; the node's index comes from the leader (P3D_JOIN_RUNNING) */
-    int k = r->ops->detect(arg ? arg : "", o->join ? 2 : o->nnodes, o->join ? 1 : o->node_rank, t, &r->boot,
+    /* --join: 0 nodes and node rank -1 (plugin.h): the backend finds the
+     * running job's leader; the node's index comes from the leader
+     * (P3D_JOIN_RUNNING) */
+    int k = r->ops->detect(arg ? arg : "", o->join ? 0 : o->nnodes, o->join ? -1 : o->node_rank, t, &r->boot,
                            &r->state, msg, cap);
     if (k < 0) {
         p3d_err(err, "%s", msg[0] ? msg : "rendezvous failed");
@@ -512,6 +515,28 @@ static void close_backend(p3d_rdzv *r)
     r->ops = NULL;
 }
 
+/* --join through a backend that cannot find a running job's leader:
+ * -1 with *err naming what to use instead, else 0. */
+static int join_refused(const char *name, const char *spec, char **err)
+{
+    if (!strcmp(name, "k8s")) {
+        /* a pod finds its leader by its Job's index: a joiner has none */
+        p3d_err(err, "--join --rdzv %s: the k8s rendezvous finds the leader by the pod's Job index, which a joining "
+                     "pod does not have: join through --rdzv static:LEADER:PORT (the job's leader pod, e.g. "
+                     "JOB-0.SERVICE, and the job's k8s port, 29400 by default; after a failover the successor's pod "
+                     "at the same port) with the job's --rdzv-token-file", spec);
+        return -1;
+    }
+    if (strcmp(name, "static") && strcmp(name, "etcd")) {
+        /* Slurm's and PMIx's joins are not built: said, not guessed */
+        p3d_err(err, "--join needs the running job's leader: --rdzv static:HOST:PORT (or torchrun's "
+                     "--rdzv-endpoint HOST:PORT) or --rdzv etcd:URL --job-id ID; joining through --rdzv %s is not "
+                     "supported", spec);
+        return -1;
+    }
+    return 0;
+}
+
 int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
 {
     char msg[1024];
@@ -528,14 +553,8 @@ int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err)
     memcpy(name, spec, nl);
     name[nl] = 0;
     const char *arg = colon ? colon + 1 : "";
-    if (o->join && strcmp(name, "static")) {
-        /* the other backends' joins are not built: said, not guessed */
-        p3d_err(err, "--join needs the running job's leader address: --rdzv static:HOST:PORT (or torchrun's "
-                     "--rdzv-endpoint HOST:PORT); joining through --rdzv %s is not supported",
-                spec);
+    if (o->join && join_refused(name, spec, err) < 0)
         goto out;
-    }
-
     if (!strcmp(name, "none")) {
         rc = 0;
         goto out;
@@ -634,8 +653,11 @@ int p3d_rdzv_publish(p3d_rdzv *r, char **err)
     char msg[1024] = "";
     if (!r->ops->publish)
         return 0;
-    if (r->ops->publish(r->state, &r->boot, msg, sizeof msg) < 0)
-        return p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "publish failed");
+    int k = r->ops->publish(r->state, &r->boot, msg, sizeof msg);
+    if (k < 0) {
+        p3d_err(err, "rendezvous '%s': %s", r->ops->name, msg[0] ? msg : "publish failed");
+        return k == -2 && r->boot.node_rank == P3D_JOIN_RUNNING ? -2 : -1;
+    }
     return 0;
 }
 

@@ -64,7 +64,8 @@ typedef struct p3d_rdzv {
  * single-node one (auto found nothing, or "none"), -1 with *err (exit 2).
  * Caller ends it with p3d_rdzv_close(). */
 int p3d_rdzv_open(const p3d_opts *o, p3d_rdzv *r, char **err);
-/* The backend's publish step (see p3d_rdzv_ops). */
+/* The backend's publish step (see p3d_rdzv_ops): 0, or -1 with *err;
+ * -2 with *err when it refuses a joiner (--join: exit 2). */
 int p3d_rdzv_publish(p3d_rdzv *r, char **err);
 void p3d_rdzv_close(p3d_rdzv *r);
 

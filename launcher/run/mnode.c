@@ -544,7 +544,10 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
 {
     p3d_rdzv *r = m->r;
     m->hello.job_id = strdup(r->boot.job_id);
-    if (p3d_rdzv_publish(r, err) < 0 || listen_addr(m, -1, err) < 0)
+    int pr = p3d_rdzv_publish(r, err);
+    if (pr < 0)
+        return pr == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
+    if (listen_addr(m, -1, err) < 0)
         return P3D_EXIT_FAIL;
     open_gate(m);
     own_health(m, name);
@@ -556,11 +559,22 @@ static int join_rendezvous(mnode *m, const char *name, char **err)
     p3d_mnode_ring_close(m);
     /* refused by the leader: 2; no rendezvous (a late agent's
      * "Connection refused" included): 1, as the leader's timeout */
+    if (tj < 0 && m->me < 0)
+        return p3d_mnode_join_unreached(m, tj, err);
     if (tj < 0)
         return tj == -2 ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
     if (m->me < 0 && p3d_mnode_joined(m, err) < 0)
         return P3D_EXIT_FAIL;
     return 0;
+}
+
+/* L->mn->takeover: the successor's join port first (mnode_join.c), so
+ * that joiners come here from now on and its leader key names the port,
+ * then the takeover (mnode_failover.c). */
+static int takeover_joins(void *ctx, int leader, double heard, const char *why, const int *before, int nbefore)
+{
+    p3d_mnode_join_open(ctx);
+    return p3d_mnode_takeover(ctx, leader, heard, why, before, nbefore);
 }
 
 /* The launch that runs this node's part of the job (L): the job record
@@ -587,7 +601,7 @@ static void fill_launch(mnode *m, p3d_launch *L)
     H->failover = m->gate != NULL;
     H->key = m->r->boot.token;
     H->gate = m->gate;
-    H->takeover = p3d_mnode_takeover;
+    H->takeover = takeover_joins;
     H->takeover_ctx = m;
     H->place_hash = p3d_mnode_place_hash;
     H->rejoined = p3d_mnode_rejoined;

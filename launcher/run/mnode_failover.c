@@ -135,8 +135,9 @@ static int campaign(mnode *m, const int *before, int nbefore)
     char value[700], *err = NULL;
     double nt = m->o->node_timeout > 0 ? m->o->node_timeout : 30;
     /* no token: the etcd plugin signs the value with it (docs/multinode.md) */
-    snprintf(value, sizeof value, "%d %s restart %d node %d", m->gate ? m->gate_port : 0,
-             m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->job.gen0, m->me);
+    /* m->jport_port: opened first (mnode.c, takeover_joins), 0 none */
+    snprintf(value, sizeof value, "%d %s restart %d node %d join %d", m->gate ? m->gate_port : 0,
+             m->join.addr && m->join.addr[0] ? m->join.addr : "127.0.0.1", m->job.gen0, m->me, m->jport_port);
     if (p3d_rdzv_campaign(m->r, before, nbefore, value, p3d_now() + 2 * nt + 2 * P3D_CTL_SLACK, &err) < 0) {
         p3d_say_error("cannot take over from the lost leader: %s", err);
         free(err);

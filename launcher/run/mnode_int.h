@@ -68,6 +68,7 @@ typedef struct mnode {
     p3d_cluster **old_cl;      /*   (names are borrowed from them) */
     int nold;
     p3d_jport *jport;          /* leader: the join port (--join), NULL none */
+    int jport_port;            /*   its port (a successor's: in its leader key) */
     int elects;                /* the backend elects the leader (etcd) */
     int leads;                 /*   this node holds the leadership there */
 } mnode;
@@ -93,6 +94,15 @@ void p3d_mnode_sent(void *ctx);
 int p3d_mnode_join_check(void *ctx, const p3d_joiner *jn, char **name, char **why);
 int p3d_mnode_join_add(void *ctx, const p3d_joiner *jn, char **err);
 int p3d_mnode_joined(mnode *m, char **err);
+/* A successor taking over (p3d_mnode_takeover): its own join port, so
+ * that nodes can join the job it leads now; on the job's rendezvous port
+ * (r->boot.leader_port) at this node's address when that is free, else
+ * on any (m->jport_port says which), the hub's L->mn hooks set. Said on
+ * stderr either way; no port (said) leaves the job without joins. */
+void p3d_mnode_join_open(mnode *m);
+/* The joiner did not get in (p3d_tree_join's tj < 0): the exit code,
+ * *err told where a failed-over job takes joiners now. */
+int p3d_mnode_join_unreached(const mnode *m, int tj, char **err);
 
 /* Leader failover (mnode_failover.c; docs/multinode.md, "When the leader
  * dies"): L->mn->place_hash, rejoined and takeover, and the leader's

@@ -112,10 +112,11 @@ static int grow_arrays(mnode *m, const p3d_joiner *jn)
     p3d_mpeer *pe = realloc(m->peers, (size_t)(n + 1) * sizeof *pe);
     if (pe)
         m->peers = pe;
-    p3d_chan **ch = realloc(m->chans, (size_t)(n + 1) * sizeof *ch);
+    /* a successor has neither: every entry zeroed, not only the new one */
+    p3d_chan **ch = m->chans ? realloc(m->chans, (size_t)(n + 1) * sizeof *ch) : calloc((size_t)n + 1, sizeof *ch);
     if (ch)
         m->chans = ch;
-    p3d_join *jo = realloc(m->joins, (size_t)(n + 1) * sizeof *jo);
+    p3d_join *jo = m->joins ? realloc(m->joins, (size_t)(n + 1) * sizeof *jo) : calloc((size_t)n + 1, sizeof *jo);
     if (jo)
         m->joins = jo;
     p3d_health_res *hr = m->health ? realloc(m->health, (size_t)(n + 1) * sizeof *hr) : NULL;
@@ -190,6 +191,61 @@ out:
     free(name);
     free(json);
     return rc;
+}
+
+void p3d_mnode_join_open(mnode *m)
+{
+    if (m->jport)
+        return;
+    const p3d_rdzv *r = m->r;
+    const char *host = r->bind_addr[0] ? r->bind_addr : NULL;
+    int bound = 0, want = r->boot.leader_port;
+    char *e = NULL;
+    int lfd = want > 0 ? p3d_tcp_listen(host, want, &bound, &e) : -1;
+    if (lfd < 0) {
+        free(e);
+        e = NULL;
+        lfd = p3d_tcp_listen(host, 0, &bound, &e);
+    }
+    m->jport = lfd >= 0 ? p3d_jport_new(lfd, r, &e) : NULL;
+    if (!m->jport) {
+        fprintf(stderr, "par3drun: warning: node[%d] leads the job now but has no join port (%s): nodes cannot "
+                        "join the job\n", m->me, e ? e : "?");
+        free(e);
+        return;
+    }
+    m->jport_port = bound;
+    m->hooks->jport = m->jport;
+    m->hooks->join_check = p3d_mnode_join_check;
+    m->hooks->join_add = p3d_mnode_join_add;
+    fprintf(stderr, "par3drun: node[%d] leads the job now: nodes join it at %s:%d (par3drun --join --rdzv "
+                    "static:%s:%d%s)\n", m->me, host ? host : "*", bound, host ? host : "THIS_HOST", bound,
+            bound == want ? ", the job's rendezvous port" : "");
+}
+
+int p3d_mnode_join_unreached(const mnode *m, int tj, char **err)
+{
+    if (tj == -2) /* the leader refused it: its reason says it all */
+        return P3D_EXIT_BADINPUT;
+    if (!*err || !strstr(*err, "cannot reach"))
+        return P3D_EXIT_FAIL; /* reached, then lost: as any node */
+    const p3d_rdzv_boot *b = &m->r->boot;
+    int etcd = !strcmp(m->r->ops->name, "etcd");
+    char *e = *err;
+    *err = NULL;
+    if (etcd)
+        /* etcd named this leader as the job's current one: it is gone
+         * and no successor took the key (yet) */
+        p3d_err(err, "%s: the job's leader that etcd names, %s:%d, is gone: the job ended, or its leader died and "
+                     "no successor has taken over yet (retry once the job's --node-timeout has passed)",
+                e ? e : "?", b->leader_host, b->leader_port);
+    else
+        p3d_err(err, "%s: the leader at %s:%d is gone; if the job failed over, join through its successor, which "
+                     "takes joiners on the same port at its own address (its log says \"nodes join it at "
+                     "HOST:PORT\"): par3drun --join --rdzv static:SUCCESSOR:%d",
+                e ? e : "?", b->leader_host, b->leader_port, b->leader_port);
+    free(e);
+    return etcd ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
 }
 
 int p3d_mnode_joined(mnode *m, char **err)

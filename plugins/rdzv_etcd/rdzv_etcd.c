@@ -37,6 +37,7 @@
  */
 #include "p3d/plugin.h"
 #include "etcd_int.h"
+#include "etcd_join.h"
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
@@ -407,7 +408,10 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
                              "etcd:http://10.0.0.5:2379)", arg);
     if (strlen(arg) >= sizeof s->url)
         return p3d_plugin_say(msg, cap, "--rdzv etcd:URL: the URL is over %zu bytes", sizeof s->url - 1);
-    if (o_nnodes < 1)
+    /* o_nnodes 0, o_node_rank -1: par3drun --join (nothing registered;
+     * publish() reads the job's current leader) */
+    int joins = o_nnodes == 0 && o_node_rank == -1;
+    if (o_nnodes < 1 && !joins)
         return p3d_plugin_say(msg, cap, "--rdzv etcd needs --nnodes N (how many agents meet)");
     if (o_node_rank >= o_nnodes)
         return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
@@ -429,6 +433,14 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     if (!s->h) {
         p3d_plugin_say(msg, cap, "etcd: curl_easy_init failed");
         goto out;
+    }
+    if (joins) {
+        b->nnodes = 0;
+        b->node_rank = -1;
+        snprintf(b->job_id, sizeof b->job_id, "%s", job);
+        s->rank = -1;
+        *state = s;
+        return 1;
     }
     if (etcd_elect_init(s, msg, cap) < 0)
         goto out;
@@ -588,12 +600,47 @@ out:
     return rc;
 }
 
+/* par3drun --join: the job's current leader, read once from its key and
+ * believed only when signed with the job key (as the nodes of the start
+ * believe it): its join endpoint into b. 0, or -2 with msg (the joiner
+ * exits 2: nothing to join, or a value not to be trusted). */
+static int join_leader(etcd_state *s, p3d_rdzv_boot *b, char *msg, size_t cap)
+{
+    char lkey[256], *key = NULL, *val = NULL, fields[ETCD_VALUE_MAX + 1], why[300];
+    long long lease = 0;
+    snprintf(lkey, sizeof lkey, "%sleader", s->prefix);
+    int n = range(s, lkey, NULL, &key, &val, &lease, 1, msg, cap);
+    int rc = -2;
+    if (n < 0) {
+        char m2[900];
+        snprintf(m2, sizeof m2, "%s", msg);
+        p3d_plugin_say(msg, cap, "--join: cannot read the job's leader from etcd: %s", m2);
+    } else if (n == 0) {
+        p3d_plugin_say(msg, cap, "--join: etcd at %s holds no leader for this job (no key %s): the job ended, or "
+                                 "none runs under this --job-id; nothing to join", s->url, lkey);
+    } else if (lease == 0 || etcd_verify(s, val, fields, sizeof fields) < 0) {
+        p3d_plugin_say(msg, cap, "--join: etcd at %s: %s is %s: refused (a forged value, another job's, or this "
+                                 "node's --rdzv-token-file is not the job's)", s->url, lkey,
+                       lease == 0 ? "held by no lease (no par3drun leader put it)" : "not signed with this job's key");
+    } else if (etcd_join_endpoint(fields, b->leader_host, sizeof b->leader_host, &b->leader_port, why,
+                                  sizeof why) < 0) {
+        p3d_plugin_say(msg, cap, "--join: etcd at %s: %s: %s", s->url, lkey, why);
+    } else {
+        rc = 0;
+    }
+    free(key);
+    free(val);
+    return rc;
+}
+
 static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
 {
     etcd_state *s = state;
     char *val = NULL;
     /* the job key signs and checks the leader's value; etcd never sees it */
     snprintf(s->key, sizeof s->key, "%s", b->token);
+    if (s->nnodes == 0)
+        return join_leader(s, b, msg, cap);
     if (b->node_rank == 0) {
         if (wait_for(s, 1, NULL, msg, cap) < 0)
             return -1;

@@ -236,9 +236,10 @@ const opt_row p3d_cli_rows[] = {
      "replicas as the elastic range (as --min-dp: the running job shrinks down to it and grows back)"},
     {"node-rank", T_INT, OFF(node_rank), 0, 0, 1 << 20, C_LAUNCH, "I", "this agent's node rank"},
     {"join", T_FLAG, OFF(join), 0, NOB, C_LAUNCH, NULL,
-     "join the RUNNING job at --rdzv static:HOST:PORT (its token too) as a spare node: no --node-rank, "
-     "--nnodes or mesh options (the job has them); its own --topology, --nproc-per-node and program "
-     "(docs/multinode.md \"Adding a node to a running job\")"},
+     "join the RUNNING job as a spare node, through --rdzv static:HOST:PORT (the leader, or after a failover "
+     "its successor at the same port) or --rdzv etcd:URL --job-id ID (the job's current leader), with the "
+     "job's token: no --node-rank, --nnodes or mesh options (the job has them); its own --topology, "
+     "--nproc-per-node and program (docs/multinode.md \"Adding a node to a running job\")"},
     {"rdzv", T_STR, OFF(rdzv), 0, NOB, C_LAUNCH, "SPEC", "auto (default), pmix, slurm, static:HOST:PORT, k8s[:[HOST:]PORT], etcd:URL"},
     {"rdzv-timeout", T_DOUBLE, OFF(rdzv_timeout), 0, 0.1, 1e6, C_LAUNCH, "SECONDS",
      "give up waiting for agents (default 60 + 0.1 per node)"},

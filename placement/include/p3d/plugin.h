@@ -111,7 +111,10 @@ enum {
 typedef struct p3d_rdzv_ops {
     const char *name;        /* "static", "slurm", "pmix", "etcd" */
     /* arg: what follows "name:" in --rdzv ("" when none); o_nnodes /
-     * o_node_rank: --nnodes / --node-rank (0 / -1 when not given).
+     * o_node_rank: --nnodes / --node-rank (0 / -1 when not given); both
+     * 0 and -1 under par3drun --join: the node joins the running job,
+     * registers nothing and publish() finds the job's current leader
+     * (a backend that cannot find it declines or fails, msg says why).
      * Returns 1 and fills *boot (except a leader_port the leader chooses)
      * and *state when this is its environment (P3D_PLUGIN_OK), 0 to
      * decline ("not my environment"; msg says why), -1 on failure (msg). */
@@ -121,8 +124,9 @@ typedef struct p3d_rdzv_ops {
     /* Leader side, after it listens: make "host port token" known to the
      * other nodes. Others: wait for it and fill boot->leader_host,
      * leader_port and token. NULL when detect() already knew everything
-     * (static, slurm). 0 or -1 with msg. Bounded by the timeout given to
-     * detect(). */
+     * (static, slurm). 0 or -1 with msg; -2 with msg refuses a joiner
+     * (exit 2: nothing to join, an untrusted leader value). Bounded by
+     * the timeout given to detect(). */
     int (*publish)(void *state, p3d_rdzv_boot *boot, char *msg,
                    size_t msgcap);
     /* Ends the backend's session (PMIx_Finalize, lease revoke). May be
