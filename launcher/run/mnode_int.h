@@ -73,10 +73,22 @@ typedef struct mnode {
     int leads;                 /*   this node holds the leadership there */
 } mnode;
 
-/* L->replace (mnode.c): a lost node's ranks move to a spare; the leader
- * sends the new placement down. */
+/* The placement placed again (mnode_heal.c). A deep copy of a node
+ * record, through the wire encoding (which also proves the record
+ * survives the trip the agents' records take); NULL with *err. */
+p3d_node *p3d_mnode_node_clone(const p3d_node *n, char **err);
+/* The width figures every node
+ * holds (the placement frame's) into m->job: full_dp while the job runs
+ * below its full width, and min_dp. */
+void p3d_mnode_width(mnode *m);
+/* L->mn->adopt, every node:
+ * a CPLACE or CDELTA body becomes this node's placement for restart gen
+ * (gen < 0: the cluster grew, nothing restarts). */
+int p3d_mnode_adopt(void *ctx, int type, const unsigned char *body, size_t len, int gen, char **err);
+/* L->replace: a lost node's ranks move to a spare (or, elastic, whole
+ * replicas go); the leader sends the new placement down. */
 int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
-/* L->grow_room, L->grow (mnode.c): an elastic job grows back on spares. */
+/* L->grow_room, L->grow: an elastic job grows back on spares. */
 int p3d_mnode_grow_room(void *ctx);
 int p3d_mnode_grow(void *ctx, int restart, char **msg);
 /* L->replace (and for an elastic job L->grow_room, L->grow) set to the
@@ -115,6 +127,8 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
  * and both it and a successor hear its news in the hub (L->mn->elect_*). */
 void p3d_mnode_keep(mnode *m);
 void p3d_mnode_elect_setup(mnode *m);
+/* The successor list of generation gen into m->sframe (mnode_heal.c): 0,
+ * or -1 (no failover then). */
 int p3d_mnode_successors(mnode *m, int gen);
 
 /* --preflight (mnode_preflight.c): this node's own benchmark before it
