@@ -161,7 +161,8 @@ int p3d_place_grow_room(const p3d_plan_result *r)
     return room > 0 ? room : 0;
 }
 
-int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int events_fd, double t0, char **msg)
+int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, const char *when, int events_fd, double t0,
+                   char **msg)
 {
     (void)o;
     p3d_elastic e;
@@ -178,8 +179,9 @@ int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int event
     }
     if (adopt(r, &rs, msg) < 0)
         goto out;
-    char why[64];
-    snprintf(why, sizeof why, "the spares hold %d more replica%s", rs.width.dp - now, rs.width.dp - now == 1 ? "" : "s");
+    char why[256];
+    snprintf(why, sizeof why, "the spares hold %d more replica%s%s%s", rs.width.dp - now,
+             rs.width.dp - now == 1 ? "" : "s", when ? ", " : "", when ? when : "");
     rc = width_record(r, &rs, old_world, restart, 1, why, events_fd, t0, msg);
 out:
     p3d_reshape_free(&rs);
