@@ -106,7 +106,9 @@ static int width_record(const p3d_plan_result *r, const p3d_reshape *rs, int old
               grow ? "grow" : "shrink", rs->old_dp, w->dp, old_world, r->pl->world, grow ? "added" : "dropped",
               grow ? w->dp - rs->old_dp : rs->old_dp - w->dp, grow ? "" : drop, B, w->b, w->m, w->batch,
               w->exact ? "true" : "false", restart, jw);
-    if (w->exact)
+    if (B <= 0) /* no --global-batch: no batch to keep */
+        snprintf(bnote, sizeof bnote, "no --global-batch to keep: each replica's batch as before");
+    else if (w->exact)
         snprintf(bnote, sizeof bnote, "batch %d kept: %d micro-batch%s of %d a replica", w->batch, w->m,
                  w->m == 1 ? "" : "es", w->b);
     else
