@@ -200,12 +200,12 @@ for _ in $(seq "$runs"); do
   done
   for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-0-')" -ge 6 ] && break; sleep 0.01; done
   kill -9 "${pids[2]}"
+  wait "${pids[2]}" 2>/dev/null || true
   for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-1-')" -ge 4 ] && break; sleep 0.01; done
   T_DIR=$T "$par3drun" --join --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
     --topology examples/topologies/dgx-h100.xml --nproc-per-node 2 --run-dir "$T/grd3" -- "$T/g.sh" >"$T/gout3" 2>&1 &
   pids+=($!)
   for i in 0 1 3; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/gout0"; exit 1; }; done
-  wait "${pids[2]}" 2>/dev/null || true
   python3 - "$T/grd0/events.jsonl" >>"$T/times" 2>>"$T/resumed" <<'PY'
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
