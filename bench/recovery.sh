@@ -10,7 +10,9 @@
 # cost, not a worker's start time), emulated and with 5 separate agents
 # over the static TCP rendezvous on loopback; and from a node killed with
 # no spare left to every rank running at the smaller width (an elastic
-# job, --min-dp: the shrink). Median of RUNS runs.
+# job, --min-dp: the shrink); and from a node that joins the shrunk job
+# to every rank running at the full width again (the grow). Median of RUNS
+# runs.
 # Two columns: respawn (failure seen -> every rank running again) and
 # resumed (failure seen -> the first output line of a restarted rank: the
 # restarted ranks here print one line at once and end, so the difference
@@ -166,6 +168,58 @@ for _ in $(seq "$runs"); do
   figures "$T/srd0/events.jsonl"
 done
 report "static TCP 4+1 agents x 4 ranks" "node killed -> all ranks running again on the spare / -> a first line"
+# ---- a node joins a shrunk job -> it grows back --------------------------------
+# (docs/launch.md, "A running job shrinks and grows") 3 static agents on
+# loopback, one replica each (tp2 on 2 rank slots of a DGX H100 topology:
+# a grow places whole TP groups on one NVLink domain), no spare, --min-dp
+# 1, --grow-wait 0 (these ranks report no checkpoint: the grow comes at the
+# controller's next look at the spares, at most 1 s); node rank 2's agent
+# SIGKILLed -> dp 2; then a par3drun --join: figures from the leader's
+# events.jsonl: the join record to every rank running at dp 3 again (the
+# wait for the next look included), and the grow's own respawn (grow_s:
+# the grow decided -> every rank running at the wider placement)
+cat >"$T/g.sh" <<'SH'
+#!/bin/sh
+[ "$P3D_RESTART_COUNT" = 2 ] && exit 0
+touch "$T_DIR/up-$P3D_RESTART_COUNT-$RANK"
+exec sleep 100
+SH
+chmod +x "$T/g.sh"
+: >"$T/times"
+: >"$T/resumed"
+for _ in $(seq "$runs"); do
+  rm -f "$T"/up-*
+  rm -rf "$T"/grd*
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  pids=()
+  for i in 0 1 2; do
+    T_DIR=$T "$par3drun" --nnodes 3 --node-rank "$i" --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
+      --topology examples/topologies/dgx-h100.xml --nproc-per-node 2 --tp 2 --min-dp 1 --grow-wait 0 \
+      --max-restarts 2 --run-dir "$T/grd$i" -- "$T/g.sh" >"$T/gout$i" 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-0-')" -ge 6 ] && break; sleep 0.01; done
+  kill -9 "${pids[2]}"
+  wait "${pids[2]}" 2>/dev/null || true
+  for _ in $(seq 1000); do [ "$(ls "$T" | grep -c '^up-1-')" -ge 4 ] && break; sleep 0.01; done
+  T_DIR=$T "$par3drun" --join --rdzv "static:127.0.0.1:$port" --rdzv-token-file "$T/token" \
+    --topology examples/topologies/dgx-h100.xml --nproc-per-node 2 --run-dir "$T/grd3" -- "$T/g.sh" >"$T/gout3" 2>&1 &
+  pids+=($!)
+  for i in 0 1 3; do wait "${pids[$i]}" 2>/dev/null || { cat "$T/gout0"; exit 1; }; done
+  python3 - "$T/grd0/events.jsonl" >>"$T/times" 2>>"$T/resumed" <<'PY'
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+j = next(e for e in ev if e["event"] == "join")
+g = next(e for e in ev if e["event"] == "grow")
+r = next(e for e in ev if e["event"] == "running" and e.get("restart") == g["restart"])
+assert (g["old_dp"], g["new_dp"]) == (2, 3), g
+print("%.3f" % (r["t"] - j["t"]))
+print("%.3f" % r["grow_s"], file=sys.stderr)
+PY
+done
+printf '%-34s join -> grown median %s s, the grow'"'"'s respawn median %s s over %d runs (%s)\n' \
+  "join -> grown: static 2+1 agents" "$(median <"$T/times")" "$(median <"$T/resumed")" "$runs" \
+  "join record -> all ranks running at dp 3 / grow decided -> all ranks running"
 # ---- the leader killed -> a successor takes over ----------------------------
 # (docs/multinode.md, "When the leader dies") the same 5 agents, --node-timeout
 # 3; node rank 0's par3drun SIGKILLed: node rank 1 takes over once it may

@@ -16,10 +16,17 @@ CPU and gloo, so that it runs anywhere; a GPU program differs only in the
 device and the nccl backend. Options: --steps N (train to step N), --ckpt
 FILE (resume from it when it exists; written after every step), --log FILE
 (rank 0 appends "step S width W loss L" lines).
+
+After each step every rank writes par3drun's progress line to
+$P3D_HEARTBEAT (docs/launch.md, "When a node is slow"), its ckpt= the step
+just saved: a job that shrank grows back at the first such checkpoint, not
+--grow-wait later (tests/e2e/elastic_torch_grow.sh runs it shrinking and
+growing under par3drun).
 """
 import argparse
 import contextlib
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -62,9 +69,11 @@ def main():
     ddp = nn.parallel.DistributedDataParallel(model)
     x, y = dataset()
     loss_fn = nn.MSELoss(reduction="mean")
+    hb = os.environ.get("P3D_HEARTBEAT")
 
     while step < a.steps:
         total = torch.zeros(1, dtype=torch.float64)
+        t0 = time.perf_counter()
         for i in range(m):
             lo = step * B + (r * m + i) * b  # this replica's i-th micro-batch of step `step`
             idx = torch.arange(lo, lo + b) % SAMPLES
@@ -73,6 +82,7 @@ def main():
                 # DDP averages over dp replicas: scaled so the gradient is the mean over B
                 (loss * b / B * dp).backward()
             total += loss.detach() * b
+        busy = time.perf_counter() - t0  # the last backward's all-reduce included: a tiny model
         opt.step()
         opt.zero_grad()
         dist.all_reduce(total)
@@ -85,6 +95,10 @@ def main():
                 with open(a.log, "a") as f:
                     f.write(f"step {step} width {dp} loss {total.item() / B:.12e}\n")
         dist.barrier()  # nobody starts a step rank 0 has not committed
+        if hb:  # the progress line: step `step` done, its checkpoint durable
+            with open(hb + ".tmp", "w") as f:
+                f.write(f"step={step} busy={busy:.6f} ckpt={step}\n")
+            os.replace(hb + ".tmp", hb)
     dist.destroy_process_group()
 
 

@@ -106,7 +106,9 @@ static int width_record(const p3d_plan_result *r, const p3d_reshape *rs, int old
               grow ? "grow" : "shrink", rs->old_dp, w->dp, old_world, r->pl->world, grow ? "added" : "dropped",
               grow ? w->dp - rs->old_dp : rs->old_dp - w->dp, grow ? "" : drop, B, w->b, w->m, w->batch,
               w->exact ? "true" : "false", restart, jw);
-    if (w->exact)
+    if (B <= 0) /* no --global-batch: no batch to keep */
+        snprintf(bnote, sizeof bnote, "no --global-batch to keep: each replica's batch as before");
+    else if (w->exact)
         snprintf(bnote, sizeof bnote, "batch %d kept: %d micro-batch%s of %d a replica", w->batch, w->m,
                  w->m == 1 ? "" : "es", w->b);
     else
@@ -161,7 +163,8 @@ int p3d_place_grow_room(const p3d_plan_result *r)
     return room > 0 ? room : 0;
 }
 
-int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int events_fd, double t0, char **msg)
+int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, const char *when, int events_fd, double t0,
+                   char **msg)
 {
     (void)o;
     p3d_elastic e;
@@ -178,8 +181,9 @@ int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int event
     }
     if (adopt(r, &rs, msg) < 0)
         goto out;
-    char why[64];
-    snprintf(why, sizeof why, "the spares hold %d more replica%s", rs.width.dp - now, rs.width.dp - now == 1 ? "" : "s");
+    char why[256];
+    snprintf(why, sizeof why, "the spares hold %d more replica%s%s%s", rs.width.dp - now,
+             rs.width.dp - now == 1 ? "" : "s", when ? ", " : "", when ? when : "");
     rc = width_record(r, &rs, old_world, restart, 1, why, events_fd, t0, msg);
 out:
     p3d_reshape_free(&rs);

@@ -151,8 +151,10 @@ int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int
  * job runs at full width, or it is not elastic). */
 int p3d_place_grow_room(const p3d_plan_result *r);
 /* The grow (p3d_grow_plan): 0 with a story line in *msg, 1 nothing fits
- * (*msg says so), -1 with why. */
-int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, int events_fd, double t0, char **msg);
+ * (*msg says so), -1 with why. `when` (NULL: none) says what made it due
+ * and ends the grow record's reason. */
+int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, const char *when, int events_fd, double t0,
+                   char **msg);
 /* A lost node's replacement (p3d_replace_place) and, when no spare can
  * take its ranks and the job is elastic, the shrink: p3d_replace_place's
  * 1, 0 (*was set: then p3d_replace_story), -1; or 2 shrunk (*msg: its

@@ -84,10 +84,10 @@ static int grow_room(void *ctx)
     return p3d_place_grow_room(&S->res);
 }
 
-static int grow_job(void *ctx, int restart, char **msg)
+static int grow_job(void *ctx, int restart, const char *when, char **msg)
 {
     launch_state *S = ctx;
-    int rc = p3d_place_grow(S->o, &S->res, restart, S->L->events_fd, S->L->t0, msg);
+    int rc = p3d_place_grow(S->o, &S->res, restart, when, S->L->events_fd, S->L->t0, msg);
     if (rc == 0 && adopt_placement(S, restart, msg) < 0)
         rc = -1;
     return rc;

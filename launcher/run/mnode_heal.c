@@ -36,12 +36,16 @@ p3d_node *p3d_mnode_node_clone(const p3d_node *n, char **err)
 /* ---- a node replaced (docs/multinode.md, "When a node dies") ------------ */
 
 /* The width figures every node holds (the placement frame's): full_dp
- * while the job runs below its full width, for the ranks' batch. */
+ * while the job runs below its full width, for the ranks' batch; and the
+ * leader's batch figures on a node given none (a joined one). */
 void p3d_mnode_width(mnode *m)
 {
     int dp = p3d_mesh_size(&m->pm.pl->mesh, P3D_DIM_DP);
     m->job.full_dp = m->pm.full_dp > dp ? m->pm.full_dp : 0;
     m->job.min_dp = m->pm.min_dp;
+    const p3d_opts *o = m->o;
+    m->job.batch = m->pm.batch;
+    m->job.batch_leader = o->global_batch <= 0 && o->micro_batch <= 0 && o->micro_batches <= 0;
 }
 
 /* L->mn->adopt, every node (the leader after its own replace): the CPLACE body
@@ -207,11 +211,11 @@ int p3d_mnode_grow_room(void *ctx)
     return p3d_place_grow_room(&m->res);
 }
 
-int p3d_mnode_grow(void *ctx, int restart, char **msg)
+int p3d_mnode_grow(void *ctx, int restart, const char *when, char **msg)
 {
     mnode *m = ctx;
     char *err = NULL;
-    int rc = p3d_place_grow(m->o, &m->res, restart, m->L->events_fd, m->L->t0, msg);
+    int rc = p3d_place_grow(m->o, &m->res, restart, when, m->L->events_fd, m->L->t0, msg);
     if (rc == 0 && mnode_publish(m, restart, &err) < 0) {
         free(*msg);
         *msg = err;

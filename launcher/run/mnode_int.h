@@ -90,7 +90,7 @@ int p3d_mnode_adopt(void *ctx, int type, const unsigned char *body, size_t len, 
 int p3d_mnode_replace(void *ctx, const int *lost, int nlost, int restart, const char *reason, char **msg);
 /* L->grow_room, L->grow: an elastic job grows back on spares. */
 int p3d_mnode_grow_room(void *ctx);
-int p3d_mnode_grow(void *ctx, int restart, char **msg);
+int p3d_mnode_grow(void *ctx, int restart, const char *when, char **msg);
 /* L->replace (and for an elastic job L->grow_room, L->grow) set to the
  * above, with m as their context: the leader's and a successor's. */
 void p3d_mnode_heal_ops(mnode *m, p3d_launch *L);

@@ -142,6 +142,11 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
          * node (a successor too) knows them at any width */
         .full_dp = res->job.min_dp > 0 ? p3d_mesh_size(&res->job.mesh, P3D_DIM_DP) : 0,
         .min_dp = res->job.min_dp > 0 ? res->job.min_dp : 0,
+        /* and the batch: a node that joins later is given none */
+        .batch = {.global = o->global_batch > 0 ? o->global_batch : 0,
+                  .micro = o->micro_batch > 0 ? o->micro_batch : 0,
+                  .micros = o->micro_batches > 0 ? o->micro_batches : 0,
+                  .tol_mpct = o->batch_tolerance > 0 ? (int)(o->batch_tolerance * 1000 + 0.5) : 0},
         .cluster = res->cluster,
         .pl = res->pl,
         .json = json,

@@ -32,7 +32,7 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 13       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO 14       /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -51,7 +51,8 @@
                                 * a JOIN of node rank -1 and 0 nodes, a
                                 * node joining the running job; 13: the
                                 * placement frames' full_dp and min_dp,
-                                * the elastic width) */
+                                * the elastic width; 14: their batch
+                                * figures, for a joined node's ranks) */
 
 enum {
     P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
@@ -138,6 +139,15 @@ typedef struct p3d_hello {
                               * HELLO without it still decodes */
 } p3d_hello;
 
+/* The job's batch figures as the leader was given them (docs/launch.md,
+ * "Elastic width"): --global-batch, --micro-batch, --micro-batches (0: not
+ * given) and --batch-tolerance in thousandths of a percent (0: exact).
+ * They go with every placement, so that a node that joined the running
+ * job (which is given none of them) sets its ranks' batch as every node. */
+typedef struct p3d_wbatch {
+    int global, micro, micros, tol_mpct;
+} p3d_wbatch;
+
 /* PLACE: the leader's decision, byte for byte the same for every agent
  * except `you`. */
 typedef struct p3d_place_msg {
@@ -148,6 +158,7 @@ typedef struct p3d_place_msg {
      * data-parallel width and --min-dp (0 0: not elastic); the placement
      * itself holds the width it runs at. A successor goes on from them. */
     int full_dp, min_dp;
+    p3d_wbatch batch;
     int nnodes;
     char **names;            /* cluster node names, index = node rank */
     char **hashes;           /* node hash after --nproc-per-node, per node */
@@ -173,6 +184,10 @@ void p3d_mesh_encode(p3d_wbuf *b, const p3d_placement *pl);
 /* A frame's width figures agree with its placement: full_dp 0 and min_dp
  * 0 (not elastic), or min_dp <= the placement's dp <= full_dp. */
 int p3d_width_ok(int full_dp, int min_dp, const p3d_placement *pl);
+/* The batch figures after the width, in PLACE and CPLACE. Decoding sets
+ * r->bad on a figure out of range. */
+void p3d_wbatch_encode(p3d_wbuf *b, const p3d_wbatch *w);
+void p3d_wbatch_decode(p3d_rbuf *r, p3d_wbatch *w);
 int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl);
 int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
                      char **err);
@@ -464,6 +479,7 @@ typedef struct p3d_cplace_in {
     const char *job_id, *master_addr;
     int master_port, nccl_port;
     int full_dp, min_dp;     /* as p3d_place_msg's */
+    p3d_wbatch batch;
     const p3d_cluster *cluster;
     const p3d_placement *pl;
     const char *json;        /* the leader's own rendering of the report */

@@ -481,6 +481,22 @@ int p3d_width_ok(int full_dp, int min_dp, const p3d_placement *pl)
     return full_dp ? min_dp <= full_dp && dp <= full_dp && dp >= min_dp : !min_dp;
 }
 
+void p3d_wbatch_encode(p3d_wbuf *b, const p3d_wbatch *w)
+{
+    wb_int(b, w->global);
+    wb_int(b, w->micro);
+    wb_int(b, w->micros);
+    wb_int(b, w->tol_mpct);
+}
+
+void p3d_wbatch_decode(p3d_rbuf *r, p3d_wbatch *w)
+{
+    w->global = rb_int(r, 0, 1 << 30);
+    w->micro = rb_int(r, 0, 1 << 30);
+    w->micros = rb_int(r, 0, 1 << 30);
+    w->tol_mpct = rb_int(r, 0, 100000); /* --batch-tolerance: 0..100 % */
+}
+
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
 {
     const p3d_placement *pl = m->pl;
@@ -491,6 +507,7 @@ int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
     wb_int(b, m->nccl_port);
     wb_int(b, m->full_dp);
     wb_int(b, m->min_dp);
+    p3d_wbatch_encode(b, &m->batch);
     wb_int(b, m->nnodes);
     for (int i = 0; i < m->nnodes; i++) {
         p3d_wbuf_str(b, m->names[i]);
@@ -519,6 +536,7 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
     m->nccl_port = rb_int(&r, 0, 65535);
     m->full_dp = rb_int(&r, 0, 1 << 24);
     m->min_dp = rb_int(&r, 0, 1 << 24);
+    p3d_wbatch_decode(&r, &m->batch);
     int nn = rb_int(&r, 1, 1 << 20);
     if (r.bad || (size_t)nn * 8 > r.len - r.off)
         goto bad;

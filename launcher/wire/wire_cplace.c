@@ -164,6 +164,7 @@ static void enc_compact(const p3d_cplace_in *in, p3d_wbuf *b, size_t head, size_
     p3d_wbuf_int(b, in->nccl_port);
     p3d_wbuf_int(b, in->full_dp);
     p3d_wbuf_int(b, in->min_dp);
+    p3d_wbatch_encode(b, &in->batch);
     p3d_wbuf_int(b, (int)c->nnodes);
     p3d_wbuf_u32(b, (uint32_t)head);
     p3d_wbuf_bytes(b, in->json, head);
@@ -274,7 +275,7 @@ static int enc_verbatim(const p3d_cplace_in *in, p3d_wbuf *b, char **err)
     const p3d_cluster *c = in->cluster;
     p3d_place_msg pm = {
         .job_id = (char *)in->job_id, .master_addr = (char *)in->master_addr, .master_port = in->master_port,
-        .nccl_port = in->nccl_port, .full_dp = in->full_dp, .min_dp = in->min_dp, .nnodes = (int)c->nnodes,
+        .nccl_port = in->nccl_port, .full_dp = in->full_dp, .min_dp = in->min_dp, .batch = in->batch, .nnodes = (int)c->nnodes,
         .pl = (p3d_placement *)in->pl,
         .json = (char *)in->json, .json_len = strlen(in->json),
     };
@@ -523,6 +524,7 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
     m->nccl_port = p3d_rbuf_int(r, 0, 65535);
     m->full_dp = p3d_rbuf_int(r, 0, 1 << 24);
     m->min_dp = p3d_rbuf_int(r, 0, 1 << 24);
+    p3d_wbatch_decode(r, &m->batch);
     int nn = p3d_rbuf_int(r, 1, 1 << 20);
     head = p3d_rbuf_blob(r, P3D_WIRE_MAX, &hn);
     tail = p3d_rbuf_blob(r, P3D_WIRE_MAX, &tn);

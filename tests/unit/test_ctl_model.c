@@ -413,13 +413,17 @@ static int o_grow_room(void *ctx)
 
 /* The grow: only in RUNNING below the full width, at a checkpoint newer
  * than the shrink or --grow-wait after the spares could hold a replica. */
-static int o_grow(void *ctx, int gen, char **msg)
+static int o_grow(void *ctx, int gen, const char *when, char **msg)
 {
     env *e = ctx;
     int step, ckpt;
     fp_str("grow");
     fp_int(gen);
     p3d_ctl_progress_max(e->c, &step, &ckpt);
+    /* the record says what made the grow due: the checkpoint or the wait */
+    if (!when || (ckpt > e->shrink_ckpt) != (strstr(when, "checkpoint step") != NULL))
+        broken(e, "a grow whose reason '%s' does not match checkpoint %d (shrink's %d)", when ? when : "(null)", ckpt,
+               e->shrink_ckpt);
     if (p3d_ctl_get_state(e->c) != P3D_CTL_RUNNING)
         broken(e, "a grow in %s", p3d_ctl_state_name(p3d_ctl_get_state(e->c)));
     if (e->dp >= e->full_dp)

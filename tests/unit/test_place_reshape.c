@@ -132,13 +132,13 @@ static void test_shrink_grow(void **st)
     assert_non_null(strstr(e, "\"global_batch\": 24, \"micro_batch\": 2, \"micro_batches\": 4, \"batch\": 24"));
     /* one spare node holds half a replica: no room */
     assert_int_equal(p3d_place_grow_room(&r), 0);
-    assert_int_equal(p3d_place_grow(&o, &r, 2, fileno(ev), 0, &msg), 1);
+    assert_int_equal(p3d_place_grow(&o, &r, 2, NULL, fileno(ev), 0, &msg), 1);
     free(msg);
     /* a node joins (m3's name again, a fresh node): a whole replica fits */
     r.cluster->nodes[m3].role = P3D_NODE_SPARE;
     assert_int_equal(p3d_place_grow_room(&r), 1);
     before = copy_of(r.pl);
-    assert_int_equal(p3d_place_grow(&o, &r, 2, fileno(ev), 0, &msg), 0);
+    assert_int_equal(p3d_place_grow(&o, &r, 2, "at the ranks' checkpoint step 40", fileno(ev), 0, &msg), 0);
     assert_non_null(strstr(msg, "grown from dp 3 to dp 4 (world 12 -> 16)"));
     free(msg);
     assert_int_equal(dp_of(&r), 4);
@@ -147,6 +147,8 @@ static void test_shrink_grow(void **st)
     kept(before, r.pl);
     free_copy(before);
     assert_non_null(strstr(events(ev), "\"event\": \"grow\", \"old_dp\": 3, \"new_dp\": 4"));
+    /* the record says what made the grow due */
+    assert_non_null(strstr(events(ev), "\"reason\": \"the spares hold 1 more replica, at the ranks' checkpoint step 40\""));
     assert_int_equal(p3d_place_grow_room(&r), 0); /* full width */
     /* down to D = 2, then one more loss: refused, naming D */
     int m1 = node_of(&r, "m1"), m5 = node_of(&r, "m5"), m7 = node_of(&r, "m7");

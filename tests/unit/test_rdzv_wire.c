@@ -95,8 +95,10 @@ static void place_roundtrip(void **st)
     }
     strcpy(pl.mesh.order_str, "tp-cp-ep-dp-pp");
     char *names[2] = {"a", "b"}, *hashes[2] = {"0123456789abcdef", "fedcba9876543210"};
+    /* the batch figures go along (a joined node is given none of its own) */
     p3d_place_msg m = {.job_id = "j", .master_addr = "10.0.0.1", .master_port = 5, .nnodes = 2, .names = names,
-                       .hashes = hashes, .pl = &pl, .json = "{\"x\": 1}\n", .json_len = 9};
+                       .hashes = hashes, .pl = &pl, .json = "{\"x\": 1}\n", .json_len = 9,
+                       .batch = {.global = 24, .micro = 2, .micros = 3, .tol_mpct = 2500}};
     p3d_wbuf b = {0};
     assert_int_equal(p3d_place_encode(&m, &b), 0);
     p3d_place_msg d;
@@ -107,6 +109,10 @@ static void place_roundtrip(void **st)
     assert_int_equal(d.pl->ranks[1].coord[P3D_DIM_DP], 1);
     assert_memory_equal(d.json, m.json, 9);
     assert_string_equal(d.names[1], "b");
+    assert_int_equal(d.batch.global, 24);
+    assert_int_equal(d.batch.micro, 2);
+    assert_int_equal(d.batch.micros, 3);
+    assert_int_equal(d.batch.tol_mpct, 2500);
     p3d_place_msg_free(&d);
     for (size_t cut = 0; cut < b.len - 5; cut++) {
         err = NULL;
@@ -464,7 +470,7 @@ static void cplace_expands(void **st)
     p3d_report_in in = {.cluster = c, .pl = &pl, .an = &an};
     char *json = p3d_report_json(&in);
     p3d_cplace_in ci = {.job_id = "j", .master_addr = "10.0.0.1", .master_port = 7, .nccl_port = 8, .cluster = c,
-                        .pl = &pl, .json = json};
+                        .pl = &pl, .json = json, .batch = {.global = 48, .micro = 1, .micros = 0, .tol_mpct = 0}};
     p3d_wbuf b = {0};
     int compact = 0;
     assert_int_equal(p3d_cplace_encode(&ci, &b, &compact, &err), 0);
@@ -479,6 +485,8 @@ static void cplace_expands(void **st)
     assert_int_equal(m.pl->ranks[9].node, pl.ranks[9].node);
     assert_int_equal(m.pl->ranks[9].gpu, 6);
     assert_int_equal(m.pl->ranks[77].coord[P3D_DIM_PP], pl.ranks[77].coord[P3D_DIM_PP]);
+    assert_int_equal(m.batch.global, 48);
+    assert_int_equal(m.batch.micro, 1);
     p3d_place_msg_free(&m);
     mangle(&b, dec_cplace, &m, fr_cplace);
     p3d_wbuf_free(&b);
@@ -488,6 +496,7 @@ static void cplace_expands(void **st)
     assert_int_equal(compact, 0);
     assert_int_equal(p3d_cplace_decode(b.p + 5, b.len - 5, &m, &err), 0);
     assert_string_equal(m.json, ci.json);
+    assert_int_equal(m.batch.global, 48);
     p3d_place_msg_free(&m);
     p3d_wbuf_free(&b);
     free(json);

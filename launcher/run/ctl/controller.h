@@ -307,10 +307,11 @@ typedef struct p3d_ctl_ops {
      * whole DP replicas the spares can hold now under the placement rules
      * (p3d_grow_plan; spares that join the running job count as soon as
      * they are there), 0 none; and the grow itself for restart gen: the
-     * job placed again wider (p3d_ctl_set_width told), 0 with a one-line
+     * job placed again wider (p3d_ctl_set_width told; `when` says what
+     * made it due, for its record), 0 with a one-line
      * story in *msg, 1 nothing fits after all, -1 with why. */
     int (*grow_room)(void *ctx);
-    int (*grow)(void *ctx, int gen, char **msg);
+    int (*grow)(void *ctx, int gen, const char *when, char **msg);
     /* Optional: the cell of (s, e) ran and left the state `to` (the
      * model test counts the cells and checks each move against the
      * table; a transport leaves it NULL). */

@@ -92,9 +92,14 @@ void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
         return;
     }
     int old = c->els.dp, step = c->step_max;
-    char *msg = NULL;
+    char *msg = NULL, when[160];
+    int at_ckpt = c->ckpt_max > c->els.ckpt0;
+    if (at_ckpt)
+        snprintf(when, sizeof when, "at the ranks' checkpoint step %d, newer than the shrink's", c->ckpt_max);
+    else
+        snprintf(when, sizeof when, "--grow-wait %g s passed with no newer checkpoint reported", c->cfg.grow_wait);
     c->gen++;
-    int rr = c->ops.grow(c->ops.ctx, c->gen, &msg);
+    int rr = c->ops.grow(c->ops.ctx, c->gen, when, &msg);
     if (rr != 0) {
         c->gen--;
         if (rr < 0)
@@ -108,7 +113,7 @@ void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
     c->els.grows++;
     c->els.since = e->now;
     ctl_say(c, "par3drun: growing from dp %d to dp %d%s: %s; restarting all ranks (restart %d of %d)\n", old,
-            c->els.dp, c->ckpt_max > c->els.ckpt0 ? " at a checkpoint" : " (--grow-wait passed)", msg ? msg : "",
+            c->els.dp, at_ckpt ? " at a checkpoint" : " (--grow-wait passed)", msg ? msg : "",
             c->gen, c->cfg.max_restarts);
     ctl_story(c, e->now, "grown from dp %d to dp %d at step %d; restart %d", old, c->els.dp, step, c->gen);
     ctl_width_note(c, c->els.dp, step >= 0 ? "grown at step" : "grown", step);

@@ -124,6 +124,9 @@ static int accept_node(p3d_ctl *c, const ctl_ev *e, int start_now)
     ctl_story(c, e->now, "node %s joined as a spare (%d GPU%s)", e->how, e->gen, e->gen == 1 ? "" : "s");
     if (c->ops.join_accept)
         c->ops.join_accept(c->ops.ctx, a, c->gen, start_now);
+    /* a job below its full width looks at the spares at once, not at
+     * its next once-a-second look: the joined node may hold a replica */
+    c->els.poll_at = e->now;
     return a;
 }
 

@@ -173,10 +173,10 @@ static int hub_grow_room(void *ctx)
     return h->L->grow_room(h->L->replace_ctx);
 }
 
-static int hub_grow(void *ctx, int gen, char **msg)
+static int hub_grow(void *ctx, int gen, const char *when, char **msg)
 {
     hub *h = ctx;
-    int rc = h->L->grow(h->L->replace_ctx, gen, msg);
+    int rc = h->L->grow(h->L->replace_ctx, gen, when, msg);
     if (rc == 0)
         hub_width(h);
     return rc;

@@ -176,25 +176,29 @@ out:
 static int batch_env(p3d_envv *out, const p3d_launch *L, const p3d_placement *pl)
 {
     const p3d_opts *o = L->o;
+    const p3d_wbatch *lb = L->job->batch_leader ? &L->job->batch : NULL;
+    int gb = lb ? lb->global : o->global_batch, mb = lb ? lb->micro : o->micro_batch;
+    int mbs = lb ? lb->micros : o->micro_batches;
+    double tol = lb ? lb->tol_mpct / 1000.0 : o->batch_tolerance;
     int e = 0;
-    if (o->global_batch <= 0) {
-        if (o->micro_batch > 0)
-            e |= p3d_envv_set(out, "P3D_MICRO_BATCH", "%d", o->micro_batch);
-        if (o->micro_batches > 0)
-            e |= p3d_envv_set(out, "P3D_MICRO_BATCHES", "%d", o->micro_batches);
+    if (gb <= 0) {
+        if (mb > 0)
+            e |= p3d_envv_set(out, "P3D_MICRO_BATCH", "%d", mb);
+        if (mbs > 0)
+            e |= p3d_envv_set(out, "P3D_MICRO_BATCHES", "%d", mbs);
         return e;
     }
     p3d_job j;
     p3d_job_init(&j);
     j.mesh = pl->mesh;
     j.mesh.size[P3D_DIM_DP] = L->job->full_dp > 0 ? L->job->full_dp : p3d_mesh_size(&pl->mesh, P3D_DIM_DP);
-    j.global_batch = o->global_batch, j.micro_batch_size = o->micro_batch, j.micro_batches = o->micro_batches;
+    j.global_batch = gb, j.micro_batch_size = mb, j.micro_batches = mbs;
     p3d_elastic el;
     p3d_width w;
     /* the launch checked these figures (place.c); a failure here can only
      * be a non-elastic job's inexact batch, which a check warned about */
-    if (p3d_elastic_init(&j, 0, o->batch_tolerance > 0 ? o->batch_tolerance : 0, &el, NULL) < 0) {
-        el.b = o->micro_batch > 0 ? o->micro_batch : 1;
+    if (p3d_elastic_init(&j, 0, tol > 0 ? tol : 0, &el, NULL) < 0) {
+        el.b = mb > 0 ? mb : 1;
         el.tol_pct = 100;
     }
     p3d_width_at(&el, &pl->mesh, p3d_mesh_size(&pl->mesh, P3D_DIM_DP), &w);

@@ -71,6 +71,10 @@ typedef struct p3d_jobstate {
                                     the batch figures of the ranks follow */
     int min_dp;                  /* --min-dp D (0: not elastic): what a
                                     successor needs to go on shrinking */
+    int batch_leader;            /* 1: the ranks' batch figures are batch's,
+                                    the leader's (a joined node, given none
+                                    of its own); 0: the node's options' */
+    p3d_wbatch batch;
     /* multi-node leader: the placement's CPLACE frame (wire.h) that
      * supervise.c sends to every remote node after a replacement, and the
      * same as the difference from the one every node holds (a CDELTA,
@@ -117,7 +121,7 @@ typedef struct p3d_launch {
      * grow for restart `restart` (job->pl wider, job->gen0 set; 0 with a
      * story in *msg, 1 nothing fits, -1 with why). */
     int (*grow_room)(void *ctx);
-    int (*grow)(void *ctx, int restart, char **msg);
+    int (*grow)(void *ctx, int restart, const char *when, char **msg);
     const char *bind_addr;  /* where this node's listeners bind (multi-node; NULL: a job on one host):
                              * the ranks get it as P3D_BIND_ADDR */
     /* A multi-node job's own hooks: the new placement a relay adopts,
