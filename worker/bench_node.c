@@ -34,7 +34,7 @@
  * --connect-timeout, and the line has no gflops or mem_gbps.
  *
  * P3D_WORKER_BENCH_SLOWDOWN=F[:NODE] (a test knob, read only here): every
- * repetition's work is done F times (an integer 1..1000) and the TCP loop
+ * repetition's work is done F times (an integer 1..1000000) and the TCP loop
  * idles F-1 times as long as it worked, on every node or only on node NODE
  * ($P3D_NODE): a slow node for the preflight's tests.
  * P3D_WORKER_BENCH_TCP_SLOWDOWN=F[:NODE], the same for the TCP loop alone
@@ -75,10 +75,10 @@ static int slowdown(const char *var)
     char name[128] = "";
     if (!s || !*s)
         return 1;
-    if (sscanf(s, "%d%n", &f, &n) != 1 || f < 1 || f > 1000 ||
+    if (sscanf(s, "%d%n", &f, &n) != 1 || f < 1 || f > 1000000 ||
         (s[n] && (s[n] != ':' || sscanf(s + n + 1, "%127s", name) != 1))) {
         fprintf(stderr,
-                "p3d-worker: %s='%s': expected F or F:NODE, F an integer 1..1000 (a test knob)\n", var, s);
+                "p3d-worker: %s='%s': expected F or F:NODE, F an integer 1..1000000 (a test knob)\n", var, s);
         return 0;
     }
     if (name[0] && (!node || strcmp(node, name)))
@@ -500,8 +500,10 @@ int p3dw_bench_node(const p3dw_opts *o)
     int f = slowdown("P3D_WORKER_BENCH_SLOWDOWN"), ft = slowdown("P3D_WORKER_BENCH_TCP_SLOWDOWN"), rc = -1, n = 192;
     if (!f || !ft)
         return -1;
+    /* the TCP loop's factor, both knobs at once: bounded as each is */
+    int fft = (long long)f * ft > 1000000 ? 1000000 : f * ft;
     if (o->bench_tcp_only)
-        return bench_tcp_only(o, f * ft);
+        return bench_tcp_only(o, fft);
     gemm_ctx g = {.n = n};
     copy_ctx c = {.n = 16u << 20};
     g.a = malloc(sizeof(float) * (size_t)n * n);
@@ -544,7 +546,7 @@ int p3dw_bench_node(const p3dw_opts *o)
         ring_end = t0 + off + sn * slot;
     }
     /* one host's loopback ring (par3drun's own listeners): no key */
-    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, NULL, o->bench_seconds, f * ft,
+    if (o->bench_tcp_peer && tcp_ring(o->bench_tcp_fd, o->bench_tcp_peer, NULL, o->bench_seconds, fft,
                                       o->connect_timeout / 3, send_at, ring_end, &out_mbps, &in_mbps) < 0)
         goto out;
     if (o->bench_serial && ring_end > 0) {

@@ -127,7 +127,9 @@ assert not [r for r in d["ranks"] if r["node"] == "n3"]
 PY
 
 echo "== 6. a node past --preflight-timeout" >&2
-P3D_WORKER_BENCH_SLOWDOWN=1000:n2 run "$T/6" preflight "${JOB[@]}" --preflight-timeout 20
+# (100000 times the work: hours a repetition on any machine, where 1000
+# times could end within the 20 s on a quiet, fast one)
+P3D_WORKER_BENCH_SLOWDOWN=100000:n2 run "$T/6" preflight "${JOB[@]}" --preflight-timeout 20
 [ "$(cat "$T/6/rc")" = 1 ] || { show "$T/6"; fail "exit $(cat "$T/6/rc"), want 1"; }
 grep -Eq '^n2 +EXCLUDED .*its benchmark failed: timed out after 20 s' "$T/6/out" || { show "$T/6"; fail "n2 not timed out"; }
 [ "$(grep -c EXCLUDED "$T/6/out")" = 1 ] || { show "$T/6"; fail "its neighbours were excluded too"; }
