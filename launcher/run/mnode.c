@@ -51,8 +51,9 @@ static int fd_room(int nnodes, char **err)
     if (getrlimit(RLIMIT_NOFILE, &rl) < 0 || rl.rlim_cur >= need)
         return 0;
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
-        return p3d_err(err, "the leader of %d nodes needs %llu file descriptors; the hard limit is %llu (raise it: "
-                            "ulimit -Hn, /etc/security/limits.conf, or systemd LimitNOFILE)",
+        return p3d_err(err,
+                       "the leader of %d nodes needs %llu file descriptors; the hard limit is %llu (raise it: "
+                       "ulimit -Hn, /etc/security/limits.conf, or systemd LimitNOFILE)",
                        nnodes, (unsigned long long)need, (unsigned long long)rl.rlim_max);
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need * 2 ? need * 2 : rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
@@ -81,9 +82,14 @@ static int own_record(mnode *m, char **err)
     if (!t)
         return -1;
     /* a joiner's record is the only one of its gather: rank 0 there */
-    p3d_grec rec = {.rank = m->me < 0 ? 0 : m->me, .hostname = h->hostname, .addr = h->addr, .rack = h->rack,
-                    .master_port = h->master_port, .nccl_port = h->nccl_port, .failover_port = m->gate_port,
-                    .health = !m->own_checked         ? P3D_GREC_HEALTH_NONE
+    p3d_grec rec = {.rank = m->me < 0 ? 0 : m->me,
+                    .hostname = h->hostname,
+                    .addr = h->addr,
+                    .rack = h->rack,
+                    .master_port = h->master_port,
+                    .nccl_port = h->nccl_port,
+                    .failover_port = m->gate_port,
+                    .health = !m->own_checked    ? P3D_GREC_HEALTH_NONE
                               : m->own_health.ok ? P3D_GREC_HEALTH_OK
                                                  : P3D_GREC_HEALTH_FAILED,
                     .health_how = m->own_health.how,
@@ -104,7 +110,7 @@ static void own_health(mnode *m, const char *name)
     p3d_health_run(m->o, &name, 1, NULL, &m->own_health);
     if (!m->own_health.ok)
         p3d_say_error("node %s failed its --health-check before the start (%s)%s", name, m->own_health.how,
-                 m->me == 0 ? "" : "; the leader excludes it");
+                      m->me == 0 ? "" : "; the leader excludes it");
 }
 
 /* The leader: every node's pre-start result, from the gathered records,
@@ -142,8 +148,8 @@ static void tell_health(mnode *m, const p3d_launch *L)
         p3d_health_event(L->events_fd, L->t0, m->pm.names[i], &m->health[i]);
         if (!m->health[i].ok)
             p3d_say_error("node %s failed its --health-check before the start (%s): excluded, it runs no rank; a spare "
-                     "took its place",
-                     m->pm.names[i], m->health[i].how);
+                          "took its place",
+                          m->pm.names[i], m->health[i].how);
     }
     for (int i = 0; m->pf_bad && i < m->nnodes; i++)
         if (m->pf_bad[i] && (m->health[i].ok || !m->checked[i]))
@@ -152,8 +158,8 @@ static void tell_health(mnode *m, const p3d_launch *L)
                           m->pm.names[i], m->pf.nodes[i].why);
     if (with && without)
         p3d_say_error("warning: %d of %d nodes ran no --health-check (give every node the same options); they count as "
-                 "healthy",
-                 without, m->nnodes);
+                      "healthy",
+                      without, m->nnodes);
 }
 
 /* ---- where this node listens ----------------------------------------------- */
@@ -170,8 +176,8 @@ static int listen_addr(mnode *m, int lfd, char **err)
         snprintf(r->bind_addr, sizeof r->bind_addr, "%s", m->o->bind_addr);
     else if (lfd >= 0 && p3d_sock_addr(lfd, r->bind_addr, sizeof r->bind_addr) < 0)
         return p3d_err(err, "rendezvous: cannot read the address of the leader's own port: %s", strerror(errno));
-    else if (lfd < 0 && p3d_route_addr(r->boot.leader_host, r->boot.leader_port, r->bind_addr,
-                                       sizeof r->bind_addr, err) < 0)
+    else if (lfd < 0 &&
+             p3d_route_addr(r->boot.leader_host, r->boot.leader_port, r->bind_addr, sizeof r->bind_addr, err) < 0)
         return -1;
     if (m->o->verbose) {
         char who[32] = "the joining node";
@@ -238,7 +244,7 @@ static int lead_listen(mnode *m, const char *host, int *lfd, char **err)
         snprintf(r->boot.leader_host, sizeof r->boot.leader_host, "%s", host);
     if ((!r->boot.token[0] && p3d_random_hex(r->boot.token, 24) < 0) ||
         (!r->boot.job_id[0] && p3d_random_hex(r->boot.job_id, 6) < 0)) {
-        p3d_err(err, "no random bytes for the job's token (OpenSSL's RAND_bytes failed)");
+        p3d_err(err, "no random bytes for the job's token (getrandom failed)");
         return P3D_EXIT_FAIL;
     }
     h->job_id = strdup(r->boot.job_id);
@@ -252,8 +258,8 @@ static int lead_listen(mnode *m, const char *host, int *lfd, char **err)
     }
     open_gate(m);
     if (o->verbose)
-        fprintf(stderr, "par3drun: rendezvous (%s): leader listening on %s:%d for %d nodes, job %s\n",
-                r->ops->name, r->boot.leader_host, r->boot.leader_port, m->nnodes, r->boot.job_id);
+        fprintf(stderr, "par3drun: rendezvous (%s): leader listening on %s:%d for %d nodes, job %s\n", r->ops->name,
+                r->boot.leader_host, r->boot.leader_port, m->nnodes, r->boot.job_id);
     if (p3d_rdzv_publish(r, err) < 0)
         return P3D_EXIT_FAIL;
     return 0;
@@ -324,8 +330,9 @@ static int lead_send(mnode *m, int fanout, const p3d_wbuf *frame, char **err)
         return P3D_EXIT_LOST; /* the others learn through their dropped connections */
     m->st.t_send = p3d_now() - t1;
     if (m->o->verbose)
-        fprintf(stderr, "par3drun: rendezvous: %d nodes: records in after %.3f s, placed in %.3f s, the placement "
-                        "(%zu bytes, JSON %zu bytes) sent to %d tree children in %.3f s; the leader sent %llu bytes\n",
+        fprintf(stderr,
+                "par3drun: rendezvous: %d nodes: records in after %.3f s, placed in %.3f s, the placement "
+                "(%zu bytes, JSON %zu bytes) sent to %d tree children in %.3f s; the leader sent %llu bytes\n",
                 m->nnodes, m->st.t_join, m->st.t_place, m->st.cplace_len, m->st.json_len, nk, m->st.t_send,
                 (unsigned long long)m->st.bytes_sent);
     if (p3d_cplace_decode(p3d_frame_body(frame), p3d_frame_body_len(frame), &m->pm, err) < 0)
@@ -435,8 +442,9 @@ static void say_here(const mnode *m, const p3d_launch *L)
         int nl = 0;
         for (int q = 0; q < L->job->pl->world; q++)
             nl += L->job->pl->ranks[q].node == m->me;
-        fprintf(stderr, "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
-                        "MASTER_PORT=%d\n",
+        fprintf(stderr,
+                "par3drun: node[%d] %s: job %s, %d of %d ranks here, placement %s, MASTER_ADDR=%s "
+                "MASTER_PORT=%d\n",
                 m->me, m->cluster->nodes[m->me].name, L->job->job_id, nl, L->job->pl->world, m->prep.placement_path,
                 L->job->master_addr, L->job->master_port);
     }

@@ -32,7 +32,8 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO 14       /* wire protocol number, sent in HELLO and JOIN
+#define P3D_WIRE_PROTO                                                                                                 \
+    14 /* wire protocol number, sent in HELLO and JOIN
                                 * (2: the distribution tree; 3: the
                                 * gathered record's health check; 4: the
                                 * integrity tag of TREE, CPLACE, CDELTA
@@ -55,38 +56,38 @@
                                 * figures, for a joined node's ranks) */
 
 enum {
-    P3D_MSG_HELLO = 'H',     /* agent -> leader: who I am */
-    P3D_MSG_REFUSE = 'N',    /* leader -> agent: refused, with the reason */
-    P3D_MSG_PLACE = 'P',     /* leader -> agent: the job's placement */
-    P3D_MSG_FATE = 'F',      /* both ways: a supervise.c packet, relayed */
+    P3D_MSG_HELLO = 'H',  /* agent -> leader: who I am */
+    P3D_MSG_REFUSE = 'N', /* leader -> agent: refused, with the reason */
+    P3D_MSG_PLACE = 'P',  /* leader -> agent: the job's placement */
+    P3D_MSG_FATE = 'F',   /* both ways: a supervise.c packet, relayed */
     /* the distribution tree (rdzv_tree.c, docs/multinode.md "The tree") */
-    P3D_MSG_JOIN = 'J',      /* agent -> leader: who I am, where I listen */
-    P3D_MSG_TREE = 'W',      /* leader -> agent: your parent, your children */
-    P3D_MSG_TJOIN = 'K',     /* child -> tree parent: its node rank */
-    P3D_MSG_GATHER = 'G',    /* child -> parent: its subtree's node records */
-    P3D_MSG_CPLACE = 'C',    /* parent -> child: the compact placement */
-    P3D_MSG_CDELTA = 'D',    /* leader -> node: a placement made again, as the
+    P3D_MSG_JOIN = 'J',   /* agent -> leader: who I am, where I listen */
+    P3D_MSG_TREE = 'W',   /* leader -> agent: your parent, your children */
+    P3D_MSG_TJOIN = 'K',  /* child -> tree parent: its node rank */
+    P3D_MSG_GATHER = 'G', /* child -> parent: its subtree's node records */
+    P3D_MSG_CPLACE = 'C', /* parent -> child: the compact placement */
+    P3D_MSG_CDELTA = 'D', /* leader -> node: a placement made again, as the
                               * difference from the node's (wire_cdelta.c) */
     /* leader failover (wire_rejoin.c, docs/multinode.md "When the leader dies") */
     P3D_MSG_SUCCESSORS = 'S', /* leader -> node: who succeeds, where it listens */
-    P3D_MSG_REJOIN = 'L',    /* node -> successor: I lost the leader too */
-    P3D_MSG_REJOINED = 'M',  /* successor -> node: taken, or refused and why */
+    P3D_MSG_REJOIN = 'L',     /* node -> successor: I lost the leader too */
+    P3D_MSG_REJOINED = 'M',   /* successor -> node: taken, or refused and why */
 };
 
 /* A growable byte buffer (encoding). */
 typedef struct p3d_wbuf {
     unsigned char *p;
     size_t len, cap;
-    int oom;                 /* set on allocation failure; checked at the end */
+    int oom; /* set on allocation failure; checked at the end */
 } p3d_wbuf;
 
 void p3d_wbuf_u32(p3d_wbuf *b, uint32_t v);
 void p3d_wbuf_u64(p3d_wbuf *b, uint64_t v);
 void p3d_wbuf_bytes(p3d_wbuf *b, const void *p, size_t n);
-void p3d_wbuf_str(p3d_wbuf *b, const char *s);  /* NULL encodes as "" */
+void p3d_wbuf_str(p3d_wbuf *b, const char *s); /* NULL encodes as "" */
 /* Starts a frame of type t (reserves the length); p3d_wbuf_end fills it. */
 void p3d_wbuf_begin(p3d_wbuf *b, int type);
-int p3d_wbuf_end(p3d_wbuf *b);  /* 0, or -1 when oom / over P3D_WIRE_MAX */
+int p3d_wbuf_end(p3d_wbuf *b); /* 0, or -1 when oom / over P3D_WIRE_MAX */
 /* A built frame's type, body and body length (the frame must hold at
  * least its header: p3d_wbuf_end succeeded). */
 static inline int p3d_frame_type(const p3d_wbuf *b)
@@ -126,15 +127,15 @@ const unsigned char *p3d_rbuf_blob(p3d_rbuf *r, size_t max, size_t *n);
 
 /* HELLO: what an agent tells the leader. */
 typedef struct p3d_hello {
-    uint32_t proto;          /* P3D_WIRE_PROTO */
-    char *version;           /* P3D_VERSION */
-    char *job_id;            /* "" when unknown */
+    uint32_t proto; /* P3D_WIRE_PROTO */
+    char *version;  /* P3D_VERSION */
+    char *job_id;   /* "" when unknown */
     int nnodes, node_rank;
     char *hostname;
-    char *addr;              /* the address others reach this node at */
-    int master_port, nccl_port;   /* free ports here, used when rank 0 lands here */
-    p3d_node *topo;          /* the node record (owned) */
-    char *rack;              /* leaf switch from SLURM_TOPOLOGY_ADDR (alloc.c),
+    char *addr;                 /* the address others reach this node at */
+    int master_port, nccl_port; /* free ports here, used when rank 0 lands here */
+    p3d_node *topo;             /* the node record (owned) */
+    char *rack;                 /* leaf switch from SLURM_TOPOLOGY_ADDR (alloc.c),
                               * NULL when unknown; optional trailing field: a
                               * HELLO without it still decodes */
 } p3d_hello;
@@ -160,20 +161,19 @@ typedef struct p3d_place_msg {
     int full_dp, min_dp;
     p3d_wbatch batch;
     int nnodes;
-    char **names;            /* cluster node names, index = node rank */
-    char **hashes;           /* node hash after --nproc-per-node, per node */
-    p3d_placement *pl;       /* ranks, mesh, policy (owned) */
-    char *json;              /* the placement JSON, written on every node */
+    char **names;      /* cluster node names, index = node rank */
+    char **hashes;     /* node hash after --nproc-per-node, per node */
+    p3d_placement *pl; /* ranks, mesh, policy (owned) */
+    char *json;        /* the placement JSON, written on every node */
     size_t json_len;
-    unsigned char *raw;      /* CPLACE: the body it was decoded from (the
+    unsigned char *raw; /* CPLACE: the body it was decoded from (the
                               * base of a later CDELTA, wire_cdelta.c) */
     size_t raw_len;
 } p3d_place_msg;
 
 int p3d_hello_encode(const p3d_hello *h, p3d_wbuf *b);
 /* body: the frame's bytes after the type byte. 0 or -1 with *err. */
-int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h,
-                     char **err);
+int p3d_hello_decode(const unsigned char *body, size_t len, p3d_hello *h, char **err);
 void p3d_hello_free(p3d_hello *h);
 
 int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b);
@@ -189,8 +189,7 @@ int p3d_width_ok(int full_dp, int min_dp, const p3d_placement *pl);
 void p3d_wbatch_encode(p3d_wbuf *b, const p3d_wbatch *w);
 void p3d_wbatch_decode(p3d_rbuf *r, p3d_wbatch *w);
 int p3d_mesh_decode(p3d_rbuf *r, p3d_placement *pl);
-int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m,
-                     char **err);
+int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, char **err);
 void p3d_place_msg_free(p3d_place_msg *m);
 
 /* The node record alone (also used by plugins' tests). */
@@ -220,7 +219,7 @@ int p3d_frame_write_bounded(int fd, const p3d_wbuf *b, double stall, char **err)
 typedef struct p3d_framer {
     unsigned char *buf;
     size_t len, cap;
-    uint32_t first_max;   /* > 0: the bound of the first frame (p3d_framer_first_max) */
+    uint32_t first_max; /* > 0: the bound of the first frame (p3d_framer_first_max) */
 } p3d_framer;
 /* Reads what is available. Returns 1 when a whole frame is ready (take it
  * with p3d_framer_take), 0 when more is needed, -1 at EOF/error (*err
@@ -275,31 +274,31 @@ int p3d_framer_feed(p3d_framer *f, const unsigned char *p, size_t n, char **err)
 /* What a connection is for: part of T, so a handshake or frame taken from
  * one kind of link does not pass on another. */
 enum {
-    P3D_LINK_CTRL = 1,      /* agent -> leader: JOIN, then the fate channel */
-    P3D_LINK_TREE = 2,      /* child -> its tree parent: TJOIN, GATHER, CPLACE */
-    P3D_LINK_GATE = 3,      /* node -> successor's failover port: REJOIN */
-    P3D_LINK_RING = 4,      /* --preflight: node -> its ring's next node */
+    P3D_LINK_CTRL = 1, /* agent -> leader: JOIN, then the fate channel */
+    P3D_LINK_TREE = 2, /* child -> its tree parent: TJOIN, GATHER, CPLACE */
+    P3D_LINK_GATE = 3, /* node -> successor's failover port: REJOIN */
+    P3D_LINK_RING = 4, /* --preflight: node -> its ring's next node */
 };
 enum {
-    P3D_MSG_AUTH = 'A',     /* initiator's challenge */
-    P3D_MSG_PROVE = 'B',    /* acceptor's answer and challenge */
-    P3D_MSG_PROOF = 'E',    /* initiator's answer */
+    P3D_MSG_AUTH = 'A',  /* initiator's challenge */
+    P3D_MSG_PROVE = 'B', /* acceptor's answer and challenge */
+    P3D_MSG_PROOF = 'E', /* initiator's answer */
 };
 
 /* One side of a handshake in progress. Pure: no I/O (fuzzed in
  * tests/fuzz/fuzz_rdzv_wire.c); the job key is copied in. */
 typedef struct p3d_hs {
-    int acceptor;            /* 1: the side that accepted the connection */
-    int kind;                /* P3D_LINK_* */
-    int state;               /* 0 waiting for the peer's next frame, 1 done */
-    int step;                /* frames taken so far */
+    int acceptor; /* 1: the side that accepted the connection */
+    int kind;     /* P3D_LINK_* */
+    int state;    /* 0 waiting for the peer's next frame, 1 done */
+    int step;     /* frames taken so far */
     unsigned char key[256];
     size_t klen;
     unsigned char ni[P3D_NONCE_LEN], na[P3D_NONCE_LEN];
 } p3d_hs;
 
 /* 2*nbytes random hex digits and a NUL into out (nbytes <= 64) from
- * OpenSSL's CSPRNG (wire_random.c): job tokens, generated job ids, ring
+ * the kernel's CSPRNG, getrandom(2) (wire_random.c): job tokens, generated job ids, ring
  * keys. 0, or -1 (out empty) when no randomness can be had. */
 int p3d_random_hex(char *out, size_t nbytes);
 
@@ -323,10 +322,10 @@ void p3d_hs_wipe(p3d_hs *h);
 typedef struct p3d_chan {
     int fd;
     int acceptor;
-    uint64_t tx, rx;         /* sequence numbers, per direction */
-    unsigned char sk[32];    /* the session key */
-    p3d_framer fr;           /* what was read and not taken yet */
-    char peer[160];          /* "ADDR:PORT" or a name, for messages */
+    uint64_t tx, rx;      /* sequence numbers, per direction */
+    unsigned char sk[32]; /* the session key */
+    p3d_framer fr;        /* what was read and not taken yet */
+    char peer[160];       /* "ADDR:PORT" or a name, for messages */
 } p3d_chan;
 
 /* The channel a finished handshake (state 1) gives fd; the framer fr
@@ -390,9 +389,9 @@ typedef struct p3d_join {
     char *version, *job_id;
     int nnodes, node_rank;
     char *hostname;
-    char *addr;              /* where this agent listens for its children */
-    int port;                /* 1..65535; 0: it listens nowhere (a leaf) */
-    int ring_port;           /* --preflight: where it takes the previous
+    char *addr;    /* where this agent listens for its children */
+    int port;      /* 1..65535; 0: it listens nowhere (a leaf) */
+    int ring_port; /* --preflight: where it takes the previous
                               * node's TCP stream (on addr); 0: no ring */
 } p3d_join;
 
@@ -400,10 +399,10 @@ typedef struct p3d_join {
  * connection) and how many children will connect to this agent. */
 typedef struct p3d_treepos {
     int parent;
-    char *addr;              /* the parent's listen address ("" for 0) */
+    char *addr; /* the parent's listen address ("" for 0) */
     int port;
     int nchildren;
-    int fanout;              /* the tree's k: children are k*i+1 .. */
+    int fanout; /* the tree's k: children are k*i+1 .. */
     /* --preflight: the next node of the TCP ring (its JOIN's addr and
      * ring_port); ring_port 0: this node streams to nobody */
     char *ring_addr;
@@ -427,13 +426,13 @@ enum { P3D_GREC_HEALTH_NONE = 0, P3D_GREC_HEALTH_OK = 1, P3D_GREC_HEALTH_FAILED 
 
 typedef struct p3d_grec {
     int rank;
-    char *hostname, *addr, *rack;  /* rack NULL when unknown */
+    char *hostname, *addr, *rack; /* rack NULL when unknown */
     int master_port, nccl_port;
-    int failover_port;             /* where a successor takes the nodes
+    int failover_port; /* where a successor takes the nodes
                                     * (rdzv_failover.h); 0: none */
     int topo;
-    int health;                    /* P3D_GREC_HEALTH_* */
-    char *health_how;              /* NULL when health is NONE or OK */
+    int health;       /* P3D_GREC_HEALTH_* */
+    char *health_how; /* NULL when health is NONE or OK */
     /* the node's own --preflight benchmark, run before it joined: NULL
      * (none), its figures line as the benchmark printed it ("preflight
      * backend=... gflops=G mem_gbps=M ..."), or "failed: REASON"; at most
@@ -445,9 +444,9 @@ typedef struct p3d_grec {
 /* GATHER: the records of a subtree, merged at each level. */
 typedef struct p3d_gather {
     int ntopos;
-    p3d_node **topos;        /* owned */
+    p3d_node **topos; /* owned */
     int nrec;
-    p3d_grec *recs;          /* owned */
+    p3d_grec *recs; /* owned */
 } p3d_gather;
 
 int p3d_join_encode(const p3d_join *j, p3d_wbuf *b);
@@ -478,11 +477,11 @@ void p3d_gather_free(p3d_gather *g);
 typedef struct p3d_cplace_in {
     const char *job_id, *master_addr;
     int master_port, nccl_port;
-    int full_dp, min_dp;     /* as p3d_place_msg's */
+    int full_dp, min_dp; /* as p3d_place_msg's */
     p3d_wbatch batch;
     const p3d_cluster *cluster;
     const p3d_placement *pl;
-    const char *json;        /* the leader's own rendering of the report */
+    const char *json; /* the leader's own rendering of the report */
 } p3d_cplace_in;
 
 /* Encodes; when the compact form does not expand to exactly json (a bug,
@@ -627,19 +626,19 @@ enum {
 };
 
 typedef struct p3d_amsg {
-    int type;          /* P3D_AM_* */
-    int gen;           /* F D A R P W */
-    int code;          /* F T */
-    int rank;          /* F */
-    int sig;           /* F S T U */
-    int nranks;        /* A P */
-    int seq;           /* C H */
-    int ok;            /* H */
-    int ms;            /* B */
-    int step;          /* P; F: -1 none */
-    int busy_us;       /* P */
-    int ckpt;          /* P, -1: none */
-    const char *text;  /* F H; decoded: points into the packet (NUL-ended) */
+    int type;         /* P3D_AM_* */
+    int gen;          /* F D A R P W */
+    int code;         /* F T */
+    int rank;         /* F */
+    int sig;          /* F S T U */
+    int nranks;       /* A P */
+    int seq;          /* C H */
+    int ok;           /* H */
+    int ms;           /* B */
+    int step;         /* P; F: -1 none */
+    int busy_us;      /* P */
+    int ckpt;         /* P, -1: none */
+    const char *text; /* F H; decoded: points into the packet (NUL-ended) */
     /* F: the rank's error file (torch's @record). One line each, ended by
      * a newline or the NUL (decoded: pointing into the packet, which is
      * not changed, ended by the newline: read up to it, p3d_amsg_line) */
@@ -701,7 +700,7 @@ void p3d_amsg_send(int fd, const p3d_amsg *m);
 typedef struct p3d_successor {
     int node_rank;
     char addr[P3D_FAILOVER_ADDR_MAX + 1];
-    int port;                /* its failover port, 1..65535 */
+    int port; /* its failover port, 1..65535 */
 } p3d_successor;
 typedef struct p3d_successors {
     int gen;
@@ -711,16 +710,16 @@ typedef struct p3d_successors {
 
 /* REJOIN: a node that lost the leader, to a successor. */
 typedef struct p3d_rejoin {
-    uint32_t proto;          /* P3D_WIRE_PROTO */
+    uint32_t proto; /* P3D_WIRE_PROTO */
     int nnodes, node_rank;
-    int gen;                 /* the generation its ranks ran */
-    int leader;              /* the node rank of the leader it lost */
-    uint64_t place_hash;     /* p3d_delta_hash of the CPLACE body it holds */
+    int gen;             /* the generation its ranks ran */
+    int leader;          /* the node rank of the leader it lost */
+    uint64_t place_hash; /* p3d_delta_hash of the CPLACE body it holds */
     /* where it is reached, as its rendezvous record said (the successor
      * holds no other node's record: MASTER_ADDR follows rank 0 there) */
     char addr[P3D_FAILOVER_ADDR_MAX + 1];
     int master_port, nccl_port;
-    int failover_port;       /* its own failover port (0: none), for the
+    int failover_port; /* its own failover port (0: none), for the
                               * successor's own successor list */
 } p3d_rejoin;
 
@@ -745,12 +744,9 @@ int p3d_rejoined_frame(const p3d_rejoined *a, p3d_wbuf *out);
  * with *out filled, or -1 with *err naming what was wrong (the type, the
  * size, a field and the range it must be in). nnodes: the job's
  * node count as this node knows it. */
-int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes,
-                        p3d_successors *out, char **err);
-int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out,
-                    char **err);
-int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
-                      char **err);
+int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_successors *out, char **err);
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out, char **err);
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out, char **err);
 
 /* ---- the events.jsonl line (wire_event.c; RUN_DIR/events.jsonl, docs/events.md) ---- */
 

@@ -132,9 +132,9 @@ static int beyond(const char *key, double v, char *why, size_t cap)
     static const struct {
         const char *key, *unit;
         double max;
-    } b[] = {{"gflops", "GFLOP/s", P3D_JUDGE_GFLOPS_MAX},    {"mem_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},
-             {"p2p_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},       {"tcp_out_mbps", "MB/s", P3D_JUDGE_MBPS_MAX},
-             {"tcp_in_mbps", "MB/s", P3D_JUDGE_MBPS_MAX},    {"seconds", "s", P3D_JUDGE_SECONDS_MAX}};
+    } b[] = {{"gflops", "GFLOP/s", P3D_JUDGE_GFLOPS_MAX}, {"mem_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},
+             {"p2p_gbps", "GB/s", P3D_JUDGE_GBPS_MAX},    {"tcp_out_mbps", "MB/s", P3D_JUDGE_MBPS_MAX},
+             {"tcp_in_mbps", "MB/s", P3D_JUDGE_MBPS_MAX}, {"seconds", "s", P3D_JUDGE_SECONDS_MAX}};
     for (size_t i = 0; i < sizeof b / sizeof b[0]; i++)
         if (!strcmp(key, b[i].key) && v > b[i].max) {
             snprintf(why, cap, "its figures line says %s=%.6g: beyond any hardware (at most %g %s)", key, v, b[i].max,
@@ -203,15 +203,17 @@ static int parse_line(const char *text, p3d_preflight_node *nd, int tcp_only, ch
         if (dst && dst != &gpus && dst != &maxrel && parse_num(eq + 1, dst) == 0 && beyond(w, *dst, why, cap))
             return -1;
         if (!dst || parse_num(eq + 1, dst) < 0 || (dst == &gpus && (gpus != (int)gpus || gpus > 65536))) {
-            snprintf(why, cap, "its figures line has %s '%.40s=%.40s' (expected gpus, gflops, mem_gbps, p2p_gbps, "
-                               "gemm_maxrel, tcp_out_mbps, tcp_in_mbps, seconds as numbers >= 0)",
+            snprintf(why, cap,
+                     "its figures line has %s '%.40s=%.40s' (expected gpus, gflops, mem_gbps, p2p_gbps, "
+                     "gemm_maxrel, tcp_out_mbps, tcp_in_mbps, seconds as numbers >= 0)",
                      dst ? "the bad value" : "the unknown word", w, eq + 1);
             return -1;
         }
     }
     nd->gpus = (int)gpus;
     if (tcp_only ? nd->tcp_out_mbps < 0 || nd->tcp_in_mbps < 0 : nd->gflops < 0 || nd->mem_gbps < 0) {
-        snprintf(why, cap, "its figures line lacks %s", tcp_only ? "tcp_out_mbps or tcp_in_mbps" : "gflops or mem_gbps");
+        snprintf(why, cap, "its figures line lacks %s",
+                 tcp_only ? "tcp_out_mbps or tcp_in_mbps" : "gflops or mem_gbps");
         return -1;
     }
     return 0;
@@ -269,7 +271,10 @@ int p3d_preflight_ring(const p3d_opts *o, const char *name, int lfd, int key_fd,
         goto out;
     }
     const char *cmds[1] = {cmd};
-    p3d_health_cmd hc = {.cmds = cmds, .timeout = o->preflight_timeout + 2, .what = "--preflight TCP ring", .outs = outs};
+    p3d_health_cmd hc = {.cmds = cmds,
+                         .timeout = o->preflight_timeout + 2,
+                         .what = "--preflight TCP ring",
+                         .outs = outs};
     p3d_health_run_cmd(&hc, &name, 1, NULL, &res);
     p3d_preflight_node nd;
     char pwhy[200];
@@ -336,11 +341,10 @@ static int ring_open(int n, int *fds, int *port, char **err)
 {
     char key[33];
     if (p3d_random_hex(key, 16) < 0)
-        return p3d_err(err, "--preflight: no random bytes for the ring's key (OpenSSL's RAND_bytes failed)");
+        return p3d_err(err, "--preflight: no random bytes for the ring's key (getrandom failed)");
     for (int i = 0; i < n; i++) {
         if ((fds[2 * i] = listen_loopback(&port[i])) < 0)
-            return p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s",
-                           strerror(errno));
+            return p3d_err(err, "--preflight: cannot open a listening TCP socket on the loopback: %s", strerror(errno));
         if ((fds[2 * i + 1] = p3d_preflight_key_fd(key)) < 0)
             return p3d_err(err, "--preflight: cannot hand the ring's key over: %s", strerror(errno));
     }
@@ -382,8 +386,8 @@ static void judge(p3d_preflight *pf, int i)
         double v, med;
         int on;
     } f[] = {{pf->any_gpu && !nd->gpus ? "compute (no usable GPU: its benchmark ran on the CPU)"
-              : nd->gpus > 1               ? "compute (its slowest GPU)"
-                                           : "compute",
+              : nd->gpus > 1           ? "compute (its slowest GPU)"
+                                       : "compute",
               "GFLOP/s", nd->gflops, pf->median_gflops, pf->judged},
              {nd->gpus > 1 ? "memory bandwidth (its slowest GPU)" : "memory bandwidth", "GB/s", nd->mem_gbps,
               pf->median_mem_gbps, pf->judged},
@@ -440,7 +444,7 @@ static void clear_between(p3d_preflight *pf, int *ord)
         if (!both_links_slow(pf, ord[k]))
             start = k;
     if (start < 0)
-        return; /* no good link anywhere: nothing to attribute against */
+        return;            /* no good link anywhere: nothing to attribute against */
     int *runbuf = ord + m; /* room for the run: ord has 2n places */
     for (int s = 1; s <= m; s++) {
         int i = ord[(start + s) % m];
@@ -616,8 +620,8 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
         w = 40;
     /* GPU nodes: their count and the peer links, in two more columns */
     if (pf->any_gpu)
-        p3d_sb_printf(&b, "%-*s  %-8s %4s %9s %9s %9s %9s %9s  %s\n", w, "node", "result", "GPUs", "GFLOP/s", "mem GB/s",
-                      "P2P GB/s", "TCP out", "TCP in", "why");
+        p3d_sb_printf(&b, "%-*s  %-8s %4s %9s %9s %9s %9s %9s  %s\n", w, "node", "result", "GPUs", "GFLOP/s",
+                      "mem GB/s", "P2P GB/s", "TCP out", "TCP in", "why");
     else
         p3d_sb_printf(&b, "%-*s  %-8s %9s %9s %9s %9s  %s\n", w, "node", "result", "GFLOP/s", "mem GB/s", "TCP out",
                       "TCP in", "why");
@@ -654,25 +658,30 @@ void p3d_preflight_table(const p3d_preflight *pf, FILE *f)
         p3d_sb_printf(&b, "TCP: %s. ", pf->tcp_note);
     else
         p3d_sb_printf(&b, "TCP: MB/s on a ring of pairs (node i streams to node i+1)%s. ",
-                      pf->n < 2 ? ", none with one node" : pf->tcp_judged ? "" : ", not judged with fewer than 3 nodes on it");
+                      pf->n < 2        ? ", none with one node"
+                      : pf->tcp_judged ? ""
+                                       : ", not judged with fewer than 3 nodes on it");
     p3d_sb_printf(&b, "NVLink links: %s.\n", pf->n ? pf->nodes[0].links : PF_LINKS_CPU);
     int nfig = 0;
     for (int i = 0; i < pf->n; i++)
         nfig += pf->nodes[i].ran && pf->nodes[i].gflops >= 0;
     if (nfig && !pf->judged)
-        p3d_sb_printf(&b, "Compute and memory: cannot judge: %d node%s gave figures (at least %d needed; with two, "
-                          "either could be the slow one); none excluded for them.\n",
+        p3d_sb_printf(&b,
+                      "Compute and memory: cannot judge: %d node%s gave figures (at least %d needed; with two, "
+                      "either could be the slow one); none excluded for them.\n",
                       nfig, nfig == 1 ? "" : "s", P3D_JUDGE_MIN);
     if (pf->nrun_none)
-        p3d_sb_printf(&b, "%d node%s ran no preflight (started without --preflight: give every node the same "
-                          "options); not judged.\n",
+        p3d_sb_printf(&b,
+                      "%d node%s ran no preflight (started without --preflight: give every node the same "
+                      "options); not judged.\n",
                       pf->nrun_none, pf->nrun_none == 1 ? "" : "s");
     int timed_out = 0;
     for (int i = 0; i < pf->n; i++)
         timed_out += strstr(pf->nodes[i].why, "timed out after") != NULL;
     if (pf->n > 1 && timed_out == pf->n)
-        p3d_sb_printf(&b, "Every node timed out: --preflight-timeout %g s is shorter than the benchmark takes here "
-                          "(about %.1f s of CPU per node, and the TCP ring); give a longer one.\n",
+        p3d_sb_printf(&b,
+                      "Every node timed out: --preflight-timeout %g s is shorter than the benchmark takes here "
+                      "(about %.1f s of CPU per node, and the TCP ring); give a longer one.\n",
                       pf->timeout, 3 * PF_BENCH_SECONDS);
     char *s = p3d_sb_finish(&b);
     if (s) {
@@ -715,8 +724,9 @@ char *p3d_preflight_json(const p3d_preflight *pf)
     p3d_sb_json_num(&b, pf->timeout);
     p3d_sb_printf(&b, ", \"seconds\": ");
     p3d_sb_json_num(&b, pf->seconds);
-    p3d_sb_printf(&b, ", \"excluded\": %d, \"tcp_judged\": %s, \"judged\": %s, \"median\": {\"gflops\": ",
-                  pf->nexcluded, pf->tcp_judged ? "true" : "false", pf->judged ? "true" : "false");
+    p3d_sb_printf(&b,
+                  ", \"excluded\": %d, \"tcp_judged\": %s, \"judged\": %s, \"median\": {\"gflops\": ", pf->nexcluded,
+                  pf->tcp_judged ? "true" : "false", pf->judged ? "true" : "false");
     if (pf->median_gflops < 0)
         p3d_sb_puts(&b, "null");
     else
