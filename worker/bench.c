@@ -41,8 +41,7 @@ int p3dw_bench_memcpy(const p3dw_opts *o)
             best = t; /* the first copy faults the pages in */
     }
     /* A copy reads and writes every byte; report bytes copied per second. */
-    printf("{\"bench\":\"memcpy\",\"bytes\":%zu,\"time_s\":%.6g,\"gbps\":%.4g}\n", n, best,
-           n / best / 1e9);
+    printf("{\"bench\":\"memcpy\",\"bytes\":%zu,\"time_s\":%.6g,\"gbps\":%.4g}\n", n, best, n / best / 1e9);
     rc = 0;
 out:
     free(a);
@@ -54,8 +53,7 @@ static double cpu_s(void)
 {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec +
-           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+    return ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
 }
 
 /* Each repetition starts after a barrier and lasts as long as its slowest
@@ -97,8 +95,9 @@ int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w)
             goto out;
         for (size_t i = 0; i < count; i++)
             if (buf[i] != want[i % 16]) {
-                fprintf(stderr, "p3d-worker: rank %d: all-reduce of %zu bytes over %d ranks "
-                                "gave %g at element %zu, expected %g\n",
+                fprintf(stderr,
+                        "p3d-worker: rank %d: all-reduce of %zu bytes over %d ranks "
+                        "gave %g at element %zu, expected %g\n",
                         me, bytes, n, buf[i], i, want[i % 16]);
                 goto out;
             }
@@ -126,8 +125,8 @@ int p3dw_bench_allreduce(const p3dw_opts *o, tcp_world *w)
         if (me == 0)
             printf("{\"bench\":\"allreduce\",\"ranks\":%d,\"bytes\":%zu,\"iters\":%d,"
                    "\"time_s\":%.6g,\"algbw_gbps\":%.4g,\"busbw_gbps\":%.4g,"
-                   "\"cpu_s\":%.6g}\n", n, b, iters, best, b / best / 1e9,
-                   2.0 * (n - 1) / n * b / best / 1e9, cpu_all / iters);
+                   "\"cpu_s\":%.6g}\n",
+                   n, b, iters, best, b / best / 1e9, 2.0 * (n - 1) / n * b / best / 1e9, cpu_all / iters);
         fflush(stdout);
     }
     rc = 0;

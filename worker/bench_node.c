@@ -63,8 +63,14 @@ static double clock_s(clockid_t id)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static double cpu_now(void) { return clock_s(CLOCK_THREAD_CPUTIME_ID); }
-static double wall_now(void) { return clock_s(CLOCK_MONOTONIC); }
+static double cpu_now(void)
+{
+    return clock_s(CLOCK_THREAD_CPUTIME_ID);
+}
+static double wall_now(void)
+{
+    return clock_s(CLOCK_MONOTONIC);
+}
 
 /* The knob for this node: 1 when unset or for another node; 0 on a
  * malformed value (message printed). */
@@ -77,8 +83,7 @@ static int slowdown(const char *var)
         return 1;
     if (sscanf(s, "%d%n", &f, &n) != 1 || f < 1 || f > 1000000 ||
         (s[n] && (s[n] != ':' || sscanf(s + n + 1, "%127s", name) != 1))) {
-        fprintf(stderr,
-                "p3d-worker: %s='%s': expected F or F:NODE, F an integer 1..1000000 (a test knob)\n", var, s);
+        fprintf(stderr, "p3d-worker: %s='%s': expected F or F:NODE, F an integer 1..1000000 (a test knob)\n", var, s);
         return 0;
     }
     if (name[0] && (!node || strcmp(node, name)))
@@ -182,8 +187,8 @@ static int connect_peer(const char *peer, double deadline)
  * ended): the link counts as 0 MB/s, this node goes on. */
 static void link_warn(const char *what, const char *peer)
 {
-    fprintf(stderr, "p3d-worker: --bench-node: cannot %s (ring peer %s): %s; that link counts as 0 MB/s\n", what,
-            peer, errno ? strerror(errno) : "the connection ended");
+    fprintf(stderr, "p3d-worker: --bench-node: cannot %s (ring peer %s): %s; that link counts as 0 MB/s\n", what, peer,
+            errno ? strerror(errno) : "the connection ended");
 }
 
 static void in_lost(int *in_done, int *figure_sent, double *in_mbps, const char *what, const char *peer)
@@ -234,8 +239,8 @@ typedef struct ring {
     int lfd, in, out, my_port;
     unsigned char nonce_a[P3DW_RING_NONCE]; /* the next node's challenge, when keyed */
     size_t na_got;
-    unsigned char want[32];               /* the next node's answer to our hello */
-    unsigned char go[P3DW_RING_ANSWER];   /* what it sent so far: its answer, then 'g' */
+    unsigned char want[32];             /* the next node's answer to our hello */
+    unsigned char go[P3DW_RING_ANSWER]; /* what it sent so far: its answer, then 'g' */
     size_t go_len, go_got;
     int go_seen, out_shut, in_done, figure_sent;
     p3dw_ring_cand pool[P3DW_RING_PENDING]; /* connections to our port still proving the key */
@@ -351,7 +356,10 @@ static int ring_turn(ring *g, double now)
 {
     /* each side watched until it is over: a socket at its end stays readable */
     struct pollfd p[2 + P3DW_RING_PENDING] = {
-        {.fd = g->in_done ? -1 : g->in >= 0 ? g->in : g->lfd, .events = POLLIN},
+        {.fd = g->in_done   ? -1
+               : g->in >= 0 ? g->in
+                            : g->lfd,
+         .events = POLLIN},
         {.fd = g->fig_got < sizeof g->fig ? g->out : -1,
          .events = POLLIN | (g->go_seen && !g->out_shut && now >= g->send_at ? POLLOUT : 0)}};
     for (int i = 0; i < P3DW_RING_PENDING; i++) /* the candidates' proofs wake us too */
@@ -392,12 +400,20 @@ static void ring_nap(double now, double t, double max)
  * send_at > 0 (this clock): the stream starts no earlier (its slot), and
  * the node stays until ring_end, so that no link of the ring is measured
  * while another streams or a node already computes (--bench-tcp-slot). */
-static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, int f, double timeout,
-                    double send_at, double ring_end, double *out_mbps, double *in_mbps)
+static int tcp_ring(int lfd, const char *peer, const char *key, double seconds, int f, double timeout, double send_at,
+                    double ring_end, double *out_mbps, double *in_mbps)
 {
-    ring g = {.buf = malloc(RING_CHUNK), .peer = peer, .key = key, .lfd = lfd, .in = -1, .out = -1,
-              .my_port = listen_port(lfd), .go_len = key ? P3DW_RING_ANSWER : 1, .seconds = seconds,
-              .send_at = send_at, .in_mbps = in_mbps};
+    ring g = {.buf = malloc(RING_CHUNK),
+              .peer = peer,
+              .key = key,
+              .lfd = lfd,
+              .in = -1,
+              .out = -1,
+              .my_port = listen_port(lfd),
+              .go_len = key ? P3DW_RING_ANSWER : 1,
+              .seconds = seconds,
+              .send_at = send_at,
+              .in_mbps = in_mbps};
     int rc = -1;
     double deadline = wall_now() + timeout, idle_until = 0;
     double accept_by = wall_now() + (timeout < ACCEPT_WAIT ? timeout : ACCEPT_WAIT);
@@ -536,8 +552,9 @@ int p3dw_bench_node(const p3dw_opts *o)
         double t0 = 0, slot = o->bench_seconds + 0.05;
         if (sscanf(o->bench_tcp_slot, "%d:%d:%lf%n", &si, &sn, &t0, &k) != 3 || o->bench_tcp_slot[k] || si < 0 ||
             sn < 1 || si >= sn || t0 <= 0) {
-            fprintf(stderr, "p3d-worker: --bench-tcp-slot '%s': expected I:N:T (slot I of N, T the start, "
-                            "seconds since 1970)\n",
+            fprintf(stderr,
+                    "p3d-worker: --bench-tcp-slot '%s': expected I:N:T (slot I of N, T the start, "
+                    "seconds since 1970)\n",
                     o->bench_tcp_slot);
             goto out;
         }

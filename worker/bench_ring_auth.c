@@ -31,8 +31,8 @@
 
 #include "bench_ring_auth.h"
 
-static int mac(const char *key, const char *label, int port, const unsigned char *nonce_a,
-               const unsigned char *nonce_c, unsigned char out[32])
+static int mac(const char *key, const char *label, int port, const unsigned char *nonce_a, const unsigned char *nonce_c,
+               unsigned char out[32])
 {
     unsigned char buf[64 + 2 * P3DW_RING_NONCE];
     size_t n = strlen(label) + 1;

@@ -55,15 +55,58 @@
 
 /* Header words, host byte order. */
 enum {
-    H_MAGIC, H_VERSION, H_STEP, H_WORLD, H_RANK, H_TP, H_PP, H_DP, H_EP, H_ETP, H_EDP,
-    H_CTP, H_CPP, H_CDP, H_CEP, H_LAYERS, H_HIDDEN, H_EXPERTS, H_TOPK, H_BATCH, H_SEED,
-    H_NPARAM, H_GEN, H_NLOSS, H_SUM, H_NWORDS
+    H_MAGIC,
+    H_VERSION,
+    H_STEP,
+    H_WORLD,
+    H_RANK,
+    H_TP,
+    H_PP,
+    H_DP,
+    H_EP,
+    H_ETP,
+    H_EDP,
+    H_CTP,
+    H_CPP,
+    H_CDP,
+    H_CEP,
+    H_LAYERS,
+    H_HIDDEN,
+    H_EXPERTS,
+    H_TOPK,
+    H_BATCH,
+    H_SEED,
+    H_NPARAM,
+    H_GEN,
+    H_NLOSS,
+    H_SUM,
+    H_NWORDS
 };
-static const char *const h_name[H_NWORDS] = {
-    "magic", "version", "step", "world size", "rank", "tp", "pp", "dp", "ep", "etp", "edp",
-    "tp coordinate", "pp coordinate", "dp coordinate", "ep coordinate", "--layers",
-    "--hidden", "--experts", "--top-k", "--global-batch x --seq-len", "--seed", "parameter count",
-    "generation", "loss count", "checksum"};
+static const char *const h_name[H_NWORDS] = {"magic",
+                                             "version",
+                                             "step",
+                                             "world size",
+                                             "rank",
+                                             "tp",
+                                             "pp",
+                                             "dp",
+                                             "ep",
+                                             "etp",
+                                             "edp",
+                                             "tp coordinate",
+                                             "pp coordinate",
+                                             "dp coordinate",
+                                             "ep coordinate",
+                                             "--layers",
+                                             "--hidden",
+                                             "--experts",
+                                             "--top-k",
+                                             "--global-batch x --seq-len",
+                                             "--seed",
+                                             "parameter count",
+                                             "generation",
+                                             "loss count",
+                                             "checksum"};
 
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
@@ -83,8 +126,7 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void fill_header(const p3dw_ckpt *c, uint64_t h[H_NWORDS], int step, size_t nparam,
-                        long gen)
+static void fill_header(const p3dw_ckpt *c, uint64_t h[H_NWORDS], int step, size_t nparam, long gen)
 {
     const p3dw_env *e = c->e;
     memset(h, 0, sizeof(uint64_t) * H_NWORDS);
@@ -141,8 +183,8 @@ int p3dw_ckpt_open(p3dw_ckpt *c)
     struct stat st;
     c->dfd = -1;
     if (ck_mkdirs(c->dir)) {
-        fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s: cannot create it: %s\n",
-                c->e->rank, c->dir, strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s: cannot create it: %s\n", c->e->rank, c->dir,
+                strerror(errno));
         return -1;
     }
     /* A link the user gave (~/ck -> /scratch/...) is followed, as for
@@ -152,8 +194,10 @@ int p3dw_ckpt_open(p3dw_ckpt *c)
     if (fd < 0 || fstat(fd, &st) || ck_check_private_dir(&st, msg, sizeof msg)) {
         if (fd < 0)
             snprintf(msg, sizeof msg, "cannot be opened (%s)", strerror(errno));
-        fprintf(stderr, "p3d-worker: rank %d: --checkpoint-dir %s %s; refusing it: choose a "
-                        "directory of yours that only you can write\n", c->e->rank, c->dir, msg);
+        fprintf(stderr,
+                "p3d-worker: rank %d: --checkpoint-dir %s %s; refusing it: choose a "
+                "directory of yours that only you can write\n",
+                c->e->rank, c->dir, msg);
         if (fd >= 0)
             close(fd);
         return -1;
@@ -188,18 +232,20 @@ static int step_marker(const p3dw_ckpt *c, int step, int sdfd, marker *m)
     if (v == 1)
         return 1;
     if (v < 0 || m->step != step) {
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s: %s; ignoring "
-                        "checkpoint step %d\n", rank, c->dir, step, MARKER,
-                v < 0 ? why : "it names another step", step);
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s: %s; ignoring "
+                "checkpoint step %d\n",
+                rank, c->dir, step, MARKER, v < 0 ? why : "it names another step", step);
         return 1;
     }
     my_marker(c, step, &want);
     for (int i = 0; i < M_NMESH; i++)
         if (m->mesh[i] != want.mesh[i] && !width_word(i)) {
-            fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d was written with %s "
-                            "%ld, this run has %ld: resume with the mesh it was written with "
-                            "(only dp may differ), or use another --checkpoint-dir\n", rank, c->dir,
-                    step, ck_marker_field[i], m->mesh[i], want.mesh[i]);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: checkpoint %s/step-%08d was written with %s "
+                    "%ld, this run has %ld: resume with the mesh it was written with "
+                    "(only dp may differ), or use another --checkpoint-dir\n",
+                    rank, c->dir, step, ck_marker_field[i], m->mesh[i], want.mesh[i]);
             return 2;
         }
     return 0;
@@ -223,23 +269,27 @@ static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, int src,
     if (!f) {
         if (fd >= 0)
             close(fd);
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s %s; ignoring checkpoint "
-                        "step %d\n", rank, c->dir, step, name, why ? why : strerror(errno), step);
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s %s; ignoring checkpoint "
+                "step %d\n",
+                rank, c->dir, step, name, why ? why : strerror(errno), step);
         return 1;
     }
-    if (fread(got, sizeof got, 1, f) != 1 || got[H_MAGIC] != CK_MAGIC ||
-        got[H_VERSION] != CK_VERSION) {
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s is not a p3d-worker "
-                        "checkpoint shard (version %u) or is truncated; ignoring checkpoint step "
-                        "%d\n", rank, c->dir, step, name, CK_VERSION, step);
+    if (fread(got, sizeof got, 1, f) != 1 || got[H_MAGIC] != CK_MAGIC || got[H_VERSION] != CK_VERSION) {
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s is not a p3d-worker "
+                "checkpoint shard (version %u) or is truncated; ignoring checkpoint step "
+                "%d\n",
+                rank, c->dir, step, name, CK_VERSION, step);
         goto out;
     }
-    if (got[H_GEN] != want[H_GEN] || got[H_STEP] != want[H_STEP] ||
-        got[H_RANK] != want[H_RANK]) {
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s holds step %llu, rank "
-                        "%llu, generation %llu, not what its name says; ignoring checkpoint step "
-                        "%d\n", rank, c->dir, step, name, (unsigned long long)got[H_STEP],
-                (unsigned long long)got[H_RANK], (unsigned long long)got[H_GEN], step);
+    if (got[H_GEN] != want[H_GEN] || got[H_STEP] != want[H_STEP] || got[H_RANK] != want[H_RANK]) {
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s holds step %llu, rank "
+                "%llu, generation %llu, not what its name says; ignoring checkpoint step "
+                "%d\n",
+                rank, c->dir, step, name, (unsigned long long)got[H_STEP], (unsigned long long)got[H_RANK],
+                (unsigned long long)got[H_GEN], step);
         goto out;
     }
     for (int i = H_WORLD; i < H_SUM; i++) {
@@ -248,33 +298,33 @@ static int read_shard(const p3dw_ckpt *c, int step, int sdfd, long gen, int src,
         if (cross && (i == H_WORLD || i == H_DP || i == H_EDP || i == H_CDP))
             continue; /* another width: another replica's copy of the same weights */
         if (got[i] != want[i]) {
-            fprintf(stderr, "p3d-worker: rank %d: checkpoint shard %s/step-%08d/%s was written "
-                            "with %s %llu, this run has %llu: resume with the mesh and model "
-                            "options it was written with, or use another --checkpoint-dir\n",
-                    rank, c->dir, step, name, h_name[i], (unsigned long long)got[i],
-                    (unsigned long long)want[i]);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: checkpoint shard %s/step-%08d/%s was written "
+                    "with %s %llu, this run has %llu: resume with the mesh and model "
+                    "options it was written with, or use another --checkpoint-dir\n",
+                    rank, c->dir, step, name, h_name[i], (unsigned long long)got[i], (unsigned long long)want[i]);
             rc = 2;
             goto out;
         }
     }
     size_t nloss = (size_t)got[H_NLOSS];
     if (nloss > (1u << 20)) { /* --steps' bound: a larger count is corrupt */
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s: loss count %zu is out "
-                        "of range (corrupt); ignoring checkpoint step %d\n", rank, c->dir, step,
-                name, nloss, step);
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s: loss count %zu is out "
+                "of range (corrupt); ignoring checkpoint step %d\n",
+                rank, c->dir, step, name, nloss, step);
         goto out;
     }
     float *p = malloc(sizeof *p * (nparam ? nparam : 1));
     double *l = malloc(sizeof *l * (nloss ? nloss : 1));
-    int ok = p && l && fread(p, sizeof *p, nparam, f) == nparam &&
-             fread(l, sizeof *l, nloss, f) == nloss && fgetc(f) == EOF;
-    uint64_t sum = ok ? fnv1a(fnv1a(0xcbf29ce484222325ull, p, sizeof *p * nparam), l,
-                               sizeof *l * nloss)
-                      : 0;
+    int ok =
+        p && l && fread(p, sizeof *p, nparam, f) == nparam && fread(l, sizeof *l, nloss, f) == nloss && fgetc(f) == EOF;
+    uint64_t sum = ok ? fnv1a(fnv1a(0xcbf29ce484222325ull, p, sizeof *p * nparam), l, sizeof *l * nloss) : 0;
     if (!ok || sum != got[H_SUM]) {
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d/%s: %s; ignoring checkpoint "
-                        "step %d\n", rank, c->dir, step, name,
-                !ok ? "wrong size (truncated?)" : "checksum mismatch (corrupt)", step);
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d/%s: %s; ignoring checkpoint "
+                "step %d\n",
+                rank, c->dir, step, name, !ok ? "wrong size (truncated?)" : "checksum mismatch (corrupt)", step);
     } else {
         memcpy(params, p, sizeof *p * nparam);
         for (int s = 0; s < c->o->steps; s++)
@@ -311,8 +361,9 @@ static int find_source(const p3dw_ckpt *c, int step, int sdfd, long gen, long ol
         if (ok)
             return (int)r;
     }
-    fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d: no shard of generation %ld holds tp %d, pp %d, "
-                    "ep %d (written at another width); ignoring checkpoint step %d\n",
+    fprintf(stderr,
+            "p3d-worker: warning: rank %d: %s/step-%08d: no shard of generation %ld holds tp %d, pp %d, "
+            "ep %d (written at another width); ignoring checkpoint step %d\n",
             e->rank, c->dir, step, gen, e->coord[P3DW_TP], e->coord[P3DW_PP], e->coord[P3DW_EP], step);
     return -1;
 }
@@ -325,8 +376,10 @@ static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, 
     marker m;
     int sdfd = ck_open_step(c, step, 0, msg, sizeof msg);
     if (sdfd < 0) {
-        fprintf(stderr, "p3d-worker: warning: rank %d: %s/step-%08d %s; ignoring checkpoint "
-                        "step %d\n", c->e->rank, c->dir, step, msg, step);
+        fprintf(stderr,
+                "p3d-worker: warning: rank %d: %s/step-%08d %s; ignoring checkpoint "
+                "step %d\n",
+                c->e->rank, c->dir, step, msg, step);
         return 1;
     }
     int v = step_marker(c, step, sdfd, &m);
@@ -337,8 +390,10 @@ static int try_step(const p3dw_ckpt *c, int step, float *params, size_t nparam, 
     if (v == 0)
         v = read_shard(c, step, sdfd, m.gen, src, cross, params, nparam, losses);
     if (v == 0 && cross && c->e->rank == 0)
-        fprintf(stderr, "p3d-worker: checkpoint step %d was written at dp %ld; resuming at dp %d (each rank "
-                        "reads the shard of its tp, pp and ep)\n", step, m.mesh[M_DP], c->e->size[P3DW_DP]);
+        fprintf(stderr,
+                "p3d-worker: checkpoint step %d was written at dp %ld; resuming at dp %d (each rank "
+                "reads the shard of its tp, pp and ep)\n",
+                step, m.mesh[M_DP], c->e->size[P3DW_DP]);
     close(sdfd);
     return v;
 }
@@ -378,8 +433,10 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
         for (int r = 0; r < world; r++) {
             if (all[r] == -2) {
                 if (mine != -2 && rank == 0)
-                    fprintf(stderr, "p3d-worker: rank %d's checkpoint does not match this "
-                                    "run (see its message)\n", r);
+                    fprintf(stderr,
+                            "p3d-worker: rank %d's checkpoint does not match this "
+                            "run (see its message)\n",
+                            r);
                 rc = -2;
                 goto out;
             }
@@ -389,8 +446,10 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
         }
         if (lo < 0) {
             if (rank == 0 && n > 0)
-                fprintf(stderr, "p3d-worker: warning: no checkpoint in %s is complete and good "
-                                "on every rank; starting from step 0\n", c->dir);
+                fprintf(stderr,
+                        "p3d-worker: warning: no checkpoint in %s is complete and good "
+                        "on every rank; starting from step 0\n",
+                        c->dir);
             memset(losses, 0, sizeof *losses * (size_t)c->o->steps);
             rc = 0;
             goto out;
@@ -408,8 +467,10 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
             marker m;
             int sdfd = ck_open_step(c, steps[k], 0, msg, sizeof msg);
             if (sdfd >= 0 && ck_read_marker(sdfd, &m, &why) == 1)
-                fprintf(stderr, "p3d-worker: warning: %s/step-%08d has no completion marker "
-                                "(not every rank wrote its shard): ignored\n", c->dir, steps[k]);
+                fprintf(stderr,
+                        "p3d-worker: warning: %s/step-%08d has no completion marker "
+                        "(not every rank wrote its shard): ignored\n",
+                        c->dir, steps[k]);
             if (sdfd >= 0)
                 close(sdfd);
         }
@@ -419,9 +480,11 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
         /* Nothing would run: a --verify or report of it would describe a
          * training that did not happen. */
         if (rank == 0)
-            fprintf(stderr, "p3d-worker: checkpoint step %d in %s is at or past --steps %d: "
-                            "nothing left to train (exit 3); raise --steps to train on, or use "
-                            "another --checkpoint-dir\n", rc, c->dir, c->o->steps);
+            fprintf(stderr,
+                    "p3d-worker: checkpoint step %d in %s is at or past --steps %d: "
+                    "nothing left to train (exit 3); raise --steps to train on, or use "
+                    "another --checkpoint-dir\n",
+                    rc, c->dir, c->o->steps);
         rc = -3;
     }
 out:
@@ -463,15 +526,15 @@ static int fenced(const p3dw_ckpt *c, int step, int sdfd, const marker *me)
     const char *why;
     if (ck_read_marker(sdfd, &m, &why) != 0 || strcmp(m.job, me->job) != 0 || m.gen <= me->gen)
         return 0;
-    fprintf(stderr, "p3d-worker: rank %d: %s/step-%08d was committed by generation %ld of this "
-                    "job, newer than this rank's P3D_GENERATION %ld: this rank is a stale copy "
-                    "(it was replaced); not writing into it, stopping\n", c->e->rank, c->dir,
-            step, m.gen, me->gen);
+    fprintf(stderr,
+            "p3d-worker: rank %d: %s/step-%08d was committed by generation %ld of this "
+            "job, newer than this rank's P3D_GENERATION %ld: this rank is a stale copy "
+            "(it was replaced); not writing into it, stopping\n",
+            c->e->rank, c->dir, step, m.gen, me->gen);
     return 1;
 }
 
-int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam,
-                   const double *losses)
+int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam, const double *losses)
 {
     char msg[256], name[64];
     uint64_t h[H_NWORDS];
@@ -487,8 +550,7 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
     size_t len[3] = {sizeof h, sizeof *params * nparam, sizeof *losses * (size_t)c->o->steps};
     int sdfd = ck_open_step(c, step, 1, msg, sizeof msg);
     if (sdfd < 0) {
-        fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d %s\n", rank, c->dir, step,
-                msg);
+        fprintf(stderr, "p3d-worker: rank %d: checkpoint %s/step-%08d %s\n", rank, c->dir, step, msg);
         ok = 0;
     }
     /* A marker of this job's newer generation fences me out.  Any other
@@ -499,13 +561,13 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
     if (ok && fenced(c, step, sdfd, &me))
         ok = 0;
     if (ok && unlinkat(sdfd, MARKER, 0) && errno != ENOENT) {
-        fprintf(stderr, "p3d-worker: rank %d: removing %s/step-%08d/%s: %s\n", rank, c->dir,
-                step, MARKER, strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: removing %s/step-%08d/%s: %s\n", rank, c->dir, step, MARKER,
+                strerror(errno));
         ok = 0;
     }
     if (ok && ck_write_atomic(sdfd, name, part, len, 3, 0)) {
-        fprintf(stderr, "p3d-worker: rank %d: writing checkpoint file %s/step-%08d/%s: %s\n",
-                rank, c->dir, step, name, strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: writing checkpoint file %s/step-%08d/%s: %s\n", rank, c->dir, step, name,
+                strerror(errno));
         ok = 0;
     }
     all = malloc(sizeof *all * (size_t)world);
@@ -515,8 +577,10 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
     for (int r = 0; r < world; r++)
         if (!all[r]) {
             if (rank == 0)
-                fprintf(stderr, "p3d-worker: rank %d could not write its checkpoint shard of "
-                                "step %d; stopping\n", r, step);
+                fprintf(stderr,
+                        "p3d-worker: rank %d could not write its checkpoint shard of "
+                        "step %d; stopping\n",
+                        r, step);
             goto out;
         }
     if (rank == 0) {
@@ -534,14 +598,15 @@ int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t npa
             w = ck_write_atomic(sdfd, MARKER, bp, bl, 1, 0);
         }
         if (w) {
-            fprintf(stderr, "p3d-worker: rank 0: writing checkpoint file %s/step-%08d/%s: %s\n",
-                    c->dir, step, MARKER, strerror(errno));
+            fprintf(stderr, "p3d-worker: rank 0: writing checkpoint file %s/step-%08d/%s: %s\n", c->dir, step, MARKER,
+                    strerror(errno));
             goto out;
         }
         prune(c, step);
-        fprintf(stderr, "p3d-worker: checkpoint step %d written to %s/step-%08d (%d shards, "
-                        "generation %ld, %.3f s)\n", step, c->dir, step, world, me.gen,
-                now_s() - t0);
+        fprintf(stderr,
+                "p3d-worker: checkpoint step %d written to %s/step-%08d (%d shards, "
+                "generation %ld, %.3f s)\n",
+                step, c->dir, step, world, me.gen, now_s() - t0);
     }
     rc = 0;
 out:

@@ -23,8 +23,8 @@ const char *const ck_marker_field[M_NMESH] = {"world_size", "tp", "pp", "dp", "e
 
 int ck_format_marker(const marker *m, char *out, size_t n)
 {
-    int k = snprintf(out, n, "p3d-worker checkpoint %u\nstep %ld\ngeneration %ld\njob %s\n",
-                     CK_VERSION, m->step, m->gen, m->job);
+    int k = snprintf(out, n, "p3d-worker checkpoint %u\nstep %ld\ngeneration %ld\njob %s\n", CK_VERSION, m->step,
+                     m->gen, m->job);
     for (int i = 0; i < M_NMESH && k > 0 && (size_t)k < n; i++)
         k += snprintf(out + k, n - (size_t)k, "%s %ld\n", ck_marker_field[i], m->mesh[i]);
     return k > 0 && (size_t)k < n ? k : -1;
@@ -126,8 +126,10 @@ int ck_check_private_dir(const struct stat *st, char *msg, size_t n)
         return -1;
     }
     if (st->st_uid != geteuid()) {
-        snprintf(msg, n, "belongs to uid %u, not to you (uid %u): its owner could replace "
-                         "the checkpoint files", (unsigned)st->st_uid, (unsigned)geteuid());
+        snprintf(msg, n,
+                 "belongs to uid %u, not to you (uid %u): its owner could replace "
+                 "the checkpoint files",
+                 (unsigned)st->st_uid, (unsigned)geteuid());
         return -1;
     }
     if (st->st_mode & (S_IWGRP | S_IWOTH)) {
@@ -153,10 +155,10 @@ int ck_open_step(const p3dw_ckpt *c, int step, int create, char *msg, size_t n)
     int fd = openat(c->dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        if ((e == ELOOP || e == ENOTDIR) && !fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW) &&
-            S_ISLNK(st.st_mode))
-            snprintf(msg, n, "is a symbolic link: refused (nothing is read, written or "
-                             "deleted through it)");
+        if ((e == ELOOP || e == ENOTDIR) && !fstatat(c->dfd, name, &st, AT_SYMLINK_NOFOLLOW) && S_ISLNK(st.st_mode))
+            snprintf(msg, n,
+                     "is a symbolic link: refused (nothing is read, written or "
+                     "deleted through it)");
         else
             snprintf(msg, n, "%s", e == ENOTDIR ? "is not a directory" : strerror(e));
         return -1;
@@ -203,8 +205,7 @@ int ck_read_marker(int sdfd, marker *m, const char **why)
  * written through), fsync, then rename (commit == 0) or link (commit != 0:
  * fails with EEXIST instead of replacing an existing name), then fsync of the
  * directory.  Returns 0, or -1 with errno set. */
-int ck_write_atomic(int dfd, const char *name, const void *const *part, const size_t *len,
-                        int nparts, int commit)
+int ck_write_atomic(int dfd, const char *name, const void *const *part, const size_t *len, int nparts, int commit)
 {
     char tmp[64];
     int fd = -1, rc = -1;
@@ -275,8 +276,7 @@ int *ck_list_steps(const p3dw_ckpt *c, int *n)
     struct dirent *de;
     while ((de = readdir(d))) {
         long s;
-        if (strncmp(de->d_name, "step-", 5) != 0 ||
-            ck_parse_digits(de->d_name + 5, strlen(de->d_name + 5), &s))
+        if (strncmp(de->d_name, "step-", 5) != 0 || ck_parse_digits(de->d_name + 5, strlen(de->d_name + 5), &s))
             continue;
         if (*n == cap) {
             int *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
@@ -325,8 +325,10 @@ void ck_remove_step(const p3dw_ckpt *c, int step)
     char msg[256], name[32];
     int sdfd = ck_open_step(c, step, 0, msg, sizeof msg);
     if (sdfd < 0) {
-        fprintf(stderr, "p3d-worker: warning: --checkpoint-keep: %s/step-%08d %s; not "
-                        "removing it\n", c->dir, step, msg);
+        fprintf(stderr,
+                "p3d-worker: warning: --checkpoint-keep: %s/step-%08d %s; not "
+                "removing it\n",
+                c->dir, step, msg);
         return;
     }
     int fd = dup(sdfd);

@@ -11,9 +11,9 @@
 
 #include "worker.h"
 
-#define CK_VERSION 2u                  /* 2: the generation word */
+#define CK_VERSION 2u /* 2: the generation word */
 #define MARKER "complete"
-#define MARKER_MAX 1024                /* a larger marker is not ours */
+#define MARKER_MAX 1024 /* a larger marker is not ours */
 
 /* What the marker records besides step and generation: the fields a resume
  * must match (world and mesh sizes), in the order they are written. */
@@ -59,8 +59,7 @@ int ck_read_marker(int sdfd, marker *m, const char **why);
 /* Writes nparts parts to dfd/name through an O_EXCL | O_NOFOLLOW temporary,
  * fsync, rename (commit == 0) or link (commit != 0: EEXIST instead of
  * replacing), fsync of the directory.  0, or -1 with errno. */
-int ck_write_atomic(int dfd, const char *name, const void *const *part, const size_t *len,
-                    int nparts, int commit);
+int ck_write_atomic(int dfd, const char *name, const void *const *part, const size_t *len, int nparts, int commit);
 
 /* Step numbers in DIR (names step-<digits> only), newest first; malloc'd
  * (caller frees; NULL when out of memory), *n entries. */

@@ -18,16 +18,30 @@ static void *cpu_alloc(size_t n)
     return p;
 }
 
-static void cpu_release(void *p) { free(p); }
-static void cpu_upload(void *dst, const float *src, size_t n) { memcpy(dst, src, n * sizeof *src); }
-static void cpu_download(float *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof *dst); }
-static void cpu_zero(void *dst, size_t n) { memset(dst, 0, n * sizeof(float)); }
-static void cpu_copy(void *dst, const void *src, size_t n) { memcpy(dst, src, n * sizeof(float)); }
+static void cpu_release(void *p)
+{
+    free(p);
+}
+static void cpu_upload(void *dst, const float *src, size_t n)
+{
+    memcpy(dst, src, n * sizeof *src);
+}
+static void cpu_download(float *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n * sizeof *dst);
+}
+static void cpu_zero(void *dst, size_t n)
+{
+    memset(dst, 0, n * sizeof(float));
+}
+static void cpu_copy(void *dst, const void *src, size_t n)
+{
+    memcpy(dst, src, n * sizeof(float));
+}
 
 /* C = op(A)·op(B) + beta·C, row-major.  Loop orders keep the inner loop on
  * contiguous memory for the three shapes train.c uses. */
-static void cpu_gemm(int ta, int tb, int M, int N, int K, const void *Av, const void *Bv,
-                     void *Cv, float beta)
+static void cpu_gemm(int ta, int tb, int M, int N, int K, const void *Av, const void *Bv, void *Cv, float beta)
 {
     const float *A = Av, *B = Bv;
     float *C = Cv;
@@ -142,22 +156,22 @@ static int cpu_allreduce_f64(p3dw_group *g, double *buf, size_t n)
     return tcp_allreduce(c, buf, n, TCP_F64);
 }
 
-static int cpu_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom,
-                        void *rbuf, size_t rn)
+static int cpu_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf, size_t rn)
 {
     tcp_comm *c = g->impl;
     activity(g, sto >= 0 && rfrom >= 0 ? "send+receive" : sto >= 0 ? "send" : "receive");
     return tcp_sendrecv(c, sto, sbuf, sn * sizeof(float), rfrom, rbuf, rn * sizeof(float));
 }
 
-static int cpu_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
-                         const size_t *rbytes)
+static int cpu_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes)
 {
     activity(g, "all-to-all");
     return tcp_alltoallv(g->impl, sbuf, sbytes, rbuf, rbytes);
 }
 
-static void cpu_sync(void) {}
+static void cpu_sync(void)
+{
+}
 
 const p3d_ops p3dw_cpu_ops = {
     .name = "cpu",

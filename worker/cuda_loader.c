@@ -38,8 +38,10 @@ const p3dw_cuda_api *p3dw_cuda_load(const char **why)
     }
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
-        snprintf(msg, sizeof msg, "the CUDA backend cannot be loaded: %s (built without "
-                 "CUDA/NCCL, or their libraries are missing)", dlerror());
+        snprintf(msg, sizeof msg,
+                 "the CUDA backend cannot be loaded: %s (built without "
+                 "CUDA/NCCL, or their libraries are missing)",
+                 dlerror());
         *why = msg;
         return NULL;
     }

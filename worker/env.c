@@ -18,8 +18,10 @@ static int get_int(const char *name, int *out, int dflt, int required)
     const char *s = getenv(name);
     if (!s || !*s) {
         if (required) {
-            fprintf(stderr, "p3d-worker: environment variable %s is not set "
-                            "(start the worker under par3drun, or set it)\n", name);
+            fprintf(stderr,
+                    "p3d-worker: environment variable %s is not set "
+                    "(start the worker under par3drun, or set it)\n",
+                    name);
             return -1;
         }
         *out = dflt;
@@ -86,22 +88,19 @@ out:
 
 int p3dw_env_read(p3dw_env *e, int need_mesh)
 {
-    static const char *const rank_var[P3DW_NALL] = {"P3D_TP_RANK", "P3D_PP_RANK", "P3D_DP_RANK",
+    static const char *const rank_var[P3DW_NALL] = {"P3D_TP_RANK", "P3D_PP_RANK",  "P3D_DP_RANK",
                                                     "P3D_EP_RANK", "P3D_ETP_RANK", "P3D_EDP_RANK"};
-    static const char *const size_var[P3DW_NALL] = {"P3D_TP_SIZE", "P3D_PP_SIZE", "P3D_DP_SIZE",
+    static const char *const size_var[P3DW_NALL] = {"P3D_TP_SIZE", "P3D_PP_SIZE",  "P3D_DP_SIZE",
                                                     "P3D_EP_SIZE", "P3D_ETP_SIZE", "P3D_EDP_SIZE"};
-    static const char *const group_var[P3DW_NALL] = {"P3D_TP_GROUP", "P3D_PP_GROUP",
-                                                     "P3D_DP_GROUP", "P3D_EP_GROUP",
-                                                     "P3D_ETP_GROUP", "P3D_EDP_GROUP"};
+    static const char *const group_var[P3DW_NALL] = {"P3D_TP_GROUP", "P3D_PP_GROUP",  "P3D_DP_GROUP",
+                                                     "P3D_EP_GROUP", "P3D_ETP_GROUP", "P3D_EDP_GROUP"};
     memset(e, 0, sizeof *e);
     if (get_int("RANK", &e->rank, 0, 1) || get_int("WORLD_SIZE", &e->world, 0, 1) ||
-        get_int("LOCAL_RANK", &e->local_rank, 0, 0) ||
-        get_int("LOCAL_WORLD_SIZE", &e->local_world, 1, 0) ||
+        get_int("LOCAL_RANK", &e->local_rank, 0, 0) || get_int("LOCAL_WORLD_SIZE", &e->local_world, 1, 0) ||
         get_int("NODE_RANK", &e->node_rank, 0, 0) || get_int("MASTER_PORT", &e->master_port, 0, 1))
         return -1;
     if (e->world < 1 || e->rank >= e->world) {
-        fprintf(stderr, "p3d-worker: RANK=%d WORLD_SIZE=%d: expected 0 <= RANK < WORLD_SIZE\n",
-                e->rank, e->world);
+        fprintf(stderr, "p3d-worker: RANK=%d WORLD_SIZE=%d: expected 0 <= RANK < WORLD_SIZE\n", e->rank, e->world);
         return -1;
     }
     if (e->master_port < 1 || e->master_port > 65535) {
@@ -136,8 +135,10 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
 
     const char *cp = getenv("P3D_CP_SIZE");
     if (cp && strcmp(cp, "1") != 0 && *cp) {
-        fprintf(stderr, "p3d-worker: P3D_CP_SIZE=%s: the bundled worker has no context "
-                        "parallelism; run it with --cp 1\n", cp);
+        fprintf(stderr,
+                "p3d-worker: P3D_CP_SIZE=%s: the bundled worker has no context "
+                "parallelism; run it with --cp 1\n",
+                cp);
         return -1;
     }
     for (int d = 0; d < P3DW_NALL; d++) {
@@ -155,32 +156,30 @@ int p3dw_env_read(p3dw_env *e, int need_mesh)
             get_int(size_var[d], &e->size[d], dflt_size, need_mesh && d < P3DW_NDIM))
             return -1;
         if (e->size[d] < 1 || e->coord[d] >= e->size[d]) {
-            fprintf(stderr, "p3d-worker: %s=%d %s=%d: expected 0 <= rank < size\n", rank_var[d],
-                    e->coord[d], size_var[d], e->size[d]);
+            fprintf(stderr, "p3d-worker: %s=%d %s=%d: expected 0 <= rank < size\n", rank_var[d], e->coord[d],
+                    size_var[d], e->size[d]);
             return -1;
         }
         const char *g = getenv(group_var[d]);
         if (g && *g) {
             e->ngroup[d] = p3dw_parse_list(g, &e->group[d]);
             if (e->ngroup[d] < 0) {
-                fprintf(stderr, "p3d-worker: %s='%s': expected comma-separated ranks\n",
-                        group_var[d], g);
+                fprintf(stderr, "p3d-worker: %s='%s': expected comma-separated ranks\n", group_var[d], g);
                 e->ngroup[d] = 0;
                 return -1;
             }
         }
     }
     if ((long)e->size[0] * e->size[1] * e->size[2] != e->world) {
-        fprintf(stderr, "p3d-worker: P3D_TP_SIZE*P3D_PP_SIZE*P3D_DP_SIZE = %d*%d*%d != WORLD_SIZE=%d\n",
-                e->size[0], e->size[1], e->size[2], e->world);
+        fprintf(stderr, "p3d-worker: P3D_TP_SIZE*P3D_PP_SIZE*P3D_DP_SIZE = %d*%d*%d != WORLD_SIZE=%d\n", e->size[0],
+                e->size[1], e->size[2], e->world);
         return -1;
     }
-    if ((long)e->size[P3DW_ETP] * e->size[P3DW_EP] * e->size[P3DW_EDP] * e->size[P3DW_PP] !=
-        e->world) {
-        fprintf(stderr, "p3d-worker: P3D_ETP_SIZE*P3D_EP_SIZE*P3D_EDP_SIZE*P3D_PP_SIZE = "
-                        "%d*%d*%d*%d != WORLD_SIZE=%d (the expert grid must cover the world)\n",
-                e->size[P3DW_ETP], e->size[P3DW_EP], e->size[P3DW_EDP], e->size[P3DW_PP],
-                e->world);
+    if ((long)e->size[P3DW_ETP] * e->size[P3DW_EP] * e->size[P3DW_EDP] * e->size[P3DW_PP] != e->world) {
+        fprintf(stderr,
+                "p3d-worker: P3D_ETP_SIZE*P3D_EP_SIZE*P3D_EDP_SIZE*P3D_PP_SIZE = "
+                "%d*%d*%d*%d != WORLD_SIZE=%d (the expert grid must cover the world)\n",
+                e->size[P3DW_ETP], e->size[P3DW_EP], e->size[P3DW_EDP], e->size[P3DW_PP], e->world);
         return -1;
     }
     return 0;

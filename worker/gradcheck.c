@@ -55,8 +55,8 @@ static void backward(gc *c)
 
 /* Checks `samples` entries of parameter P (n floats) against its analytic
  * gradient dP.  Returns the worst relative error. */
-static double check_param(gc *c, const char *name, float *P, const float *dP, size_t n,
-                          int samples, uint64_t seed, int verbose)
+static double check_param(gc *c, const char *name, float *P, const float *dP, size_t n, int samples, uint64_t seed,
+                          int verbose)
 {
     float *hp = malloc(n * sizeof *hp), *hg = malloc(n * sizeof *hg);
     double worst = 0, gmax = 0;
@@ -71,8 +71,7 @@ static double check_param(gc *c, const char *name, float *P, const float *dP, si
     for (size_t i = 0; i < n; i++)
         gmax = fmax(gmax, fabs(hg[i]));
     for (int s = 0; s < samples; s++) {
-        size_t i = (size_t)((p3dw_hash_uniform(seed, K_GC + 1, (uint64_t)s, 0) + 1.0f) * 0.5f *
-                            (float)n) % n;
+        size_t i = (size_t)((p3dw_hash_uniform(seed, K_GC + 1, (uint64_t)s, 0) + 1.0f) * 0.5f * (float)n) % n;
         float keep = hp[i], e = 3e-2f * fmaxf(fabsf(keep), 0.1f);
         hp[i] = keep + e;
         c->ops->upload(P, hp, n);
@@ -90,7 +89,8 @@ static double check_param(gc *c, const char *name, float *P, const float *dP, si
             worst = rel;
         if (verbose)
             printf("p3d-worker: check-grad %s[%zu]: analytic %.6g finite difference %.6g rel "
-                   "diff %.2g\n", name, i, an, fd, rel);
+                   "diff %.2g\n",
+                   name, i, an, fd, rel);
     }
     free(hp);
     free(hg);
@@ -103,8 +103,7 @@ int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verb
     c.f = 4 * c.h;
     size_t bh = (size_t)c.b * c.h, hf = (size_t)c.h * c.f, bf = (size_t)c.b * c.f;
     float *host = malloc(hf * sizeof *host);
-    float **bufs[] = {&c.X, &c.T, &c.Y, &c.dY, &c.dX, &c.A, &c.B, &c.dA, &c.dB,
-                      &c.Z, &c.G, &c.dZ, &c.dG};
+    float **bufs[] = {&c.X, &c.T, &c.Y, &c.dY, &c.dX, &c.A, &c.B, &c.dA, &c.dB, &c.Z, &c.G, &c.dZ, &c.dG};
     size_t sizes[] = {bh, bh, bh, bh, bh, hf, hf, hf, hf, bf, bf, bf, bf};
     int rc = -1;
     if (!host)
@@ -135,12 +134,15 @@ int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verb
     if (w <= tol) {
         printf("p3d-worker: check-grad: pass (one layer, hidden %d, batch %d, %s backend: 32 "
                "gradient entries agree with finite differences, worst rel diff %.2g, "
-               "tolerance %g)\n", c.h, c.b, ops->name, w, tol);
+               "tolerance %g)\n",
+               c.h, c.b, ops->name, w, tol);
         rc = 0;
     } else {
-        fprintf(stderr, "p3d-worker: --check-grad FAILED: a gradient of the %s backend differs "
-                        "from its finite difference by %.3g relative (tolerance %g): an "
-                        "operation's forward and backward disagree\n", ops->name, w, tol);
+        fprintf(stderr,
+                "p3d-worker: --check-grad FAILED: a gradient of the %s backend differs "
+                "from its finite difference by %.3g relative (tolerance %g): an "
+                "operation's forward and backward disagree\n",
+                ops->name, w, tol);
         rc = 1;
     }
 out:

@@ -21,8 +21,7 @@ static void print_list(FILE *f, const int *v, int n)
         fprintf(f, "%s%d", i ? "," : "", v[i]);
 }
 
-int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine, const int *env,
-                       int nenv)
+int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine, const int *env, int nenv)
 {
     int same = nmine == nenv;
     for (int i = 0; same && i < nmine; i++)
@@ -71,10 +70,11 @@ int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NALL], 
         int idx = c[0] + e->size[0] * (c[1] + e->size[1] * c[2]);
         if (c[0] >= e->size[0] || c[1] >= e->size[1] || c[2] >= e->size[2] || seen[idx]) {
             if (e->rank == 0)
-                fprintf(stderr, "p3d-worker: rank %d has coordinates tp=%d pp=%d dp=%d: %s "
-                                "(mesh tp=%d pp=%d dp=%d)\n", r, c[0], c[1], c[2],
-                        seen[idx] ? "used by another rank too" : "outside the mesh",
-                        e->size[0], e->size[1], e->size[2]);
+                fprintf(stderr,
+                        "p3d-worker: rank %d has coordinates tp=%d pp=%d dp=%d: %s "
+                        "(mesh tp=%d pp=%d dp=%d)\n",
+                        r, c[0], c[1], c[2], seen[idx] ? "used by another rank too" : "outside the mesh", e->size[0],
+                        e->size[1], e->size[2]);
             goto out;
         }
         seen[idx] = 1;
@@ -96,13 +96,14 @@ int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NALL], 
     static const char *const up[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
     for (int d = 0; d < P3DW_NALL; d++) {
         if (comm[d].size != e->size[d] || comm[d].rank != e->coord[d]) {
-            fprintf(stderr, "p3d-worker: rank %d: %s group has %d members and I am #%d, but "
-                            "P3D_%s_SIZE/RANK say %d and %d\n", e->rank, p3dw_dim_name[d],
-                    comm[d].size, comm[d].rank, up[d], e->size[d], e->coord[d]);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: %s group has %d members and I am #%d, but "
+                    "P3D_%s_SIZE/RANK say %d and %d\n",
+                    e->rank, p3dw_dim_name[d], comm[d].size, comm[d].rank, up[d], e->size[d], e->coord[d]);
             bad = 1;
         }
-        if (e->group[d] && p3dw_group_compare(e->rank, p3dw_dim_name[d], comm[d].members,
-                                               comm[d].size, e->group[d], e->ngroup[d]))
+        if (e->group[d] &&
+            p3dw_group_compare(e->rank, p3dw_dim_name[d], comm[d].members, comm[d].size, e->group[d], e->ngroup[d]))
             bad = 1;
     }
     /* Agree on the verdict so that every rank stops, not only the ones

@@ -30,17 +30,23 @@ static const opt_row rows[] = {
     {"layers", O_INT, OFF(layers), 1, 4096, "number of MLP layers (default 4)"},
     {"hidden", O_INT, OFF(hidden), 1, 65536, "hidden size h; each layer is h x 4h x h (default 64)"},
     {"global-batch", O_INT, OFF(global_batch), 1, 1 << 24, "samples per step, all replicas (default 16)"},
-    {"seq-len", O_INT, OFF(seq_len), 1, 1 << 16, "tokens per sample, each one row of h values the MLP trains on (default 1); sets tokens/s"},
+    {"seq-len", O_INT, OFF(seq_len), 1, 1 << 16,
+     "tokens per sample, each one row of h values the MLP trains on (default 1); sets tokens/s"},
     {"micro-batches", O_INT, OFF(micro_batches), 1, 1 << 20, "micro-batches per replica and step (default 1)"},
     {"steps", O_INT, OFF(steps), 1, 1 << 20, "training steps (default 5)"},
     {"lr", O_DBL, OFF(lr), 0, 1e6, "SGD learning rate (default 1.0)"},
     {"seed", O_U64, OFF(seed), 0, 0, "seed of weights and data (default 1234)"},
-    {"verify", O_FLAG, OFF(verify), 0, 0, "rank 0 reruns the training in one process on the CPU backend and compares losses"},
-    {"verify-tol", O_DBL, OFF(verify_tol), 0, 1, "largest relative loss difference --verify accepts (default 1e-5 cpu, 1e-3 cuda)"},
-    {"check-grad", O_FLAG, OFF(check_grad), 0, 0, "rank 0 checks one layer's gradients against finite differences first"},
+    {"verify", O_FLAG, OFF(verify), 0, 0,
+     "rank 0 reruns the training in one process on the CPU backend and compares losses"},
+    {"verify-tol", O_DBL, OFF(verify_tol), 0, 1,
+     "largest relative loss difference --verify accepts (default 1e-5 cpu, 1e-3 cuda)"},
+    {"check-grad", O_FLAG, OFF(check_grad), 0, 0,
+     "rank 0 checks one layer's gradients against finite differences first"},
     {"backend", O_STR, OFF(backend), 0, 0, "cpu, cuda or auto (default auto: cuda when a GPU is usable)"},
-    {"p2p", O_STR, OFF(p2p), 0, 0, "buffered or strict: a send completes only once its receive is posted, as in NCCL (default buffered)"},
-    {"json", O_FLAG, OFF(json), 0, 0, "JSON lines instead of text: losses, verify steps, every rank's report and the summary"},
+    {"p2p", O_STR, OFF(p2p), 0, 0,
+     "buffered or strict: a send completes only once its receive is posted, as in NCCL (default buffered)"},
+    {"json", O_FLAG, OFF(json), 0, 0,
+     "JSON lines instead of text: losses, verify steps, every rank's report and the summary"},
     {"timeout", O_DBL, OFF(timeout), 0.1, 1e6, "seconds one communication may wait (default 120)"},
     {"connect-timeout", O_DBL, OFF(connect_timeout), 0.1, 1e6, "seconds for bootstrap and connections (default 30)"},
     {"bench-allreduce", O_FLAG, OFF(bench_allreduce), 0, 0, "benchmark the CPU ring all-reduce over the world"},
@@ -48,18 +54,28 @@ static const opt_row rows[] = {
     {"bench-min", O_SIZE, OFF(bench_min), 4, 1ull << 34, "smallest benchmark buffer, bytes or K/M/G (default 1K)"},
     {"bench-max", O_SIZE, OFF(bench_max), 4, 1ull << 34, "largest benchmark buffer (default 64M)"},
     {"bench-iters", O_INT, OFF(bench_iters), 1, 100000, "repetitions per size (default 5)"},
-    {"bench-node", O_FLAG, OFF(bench_node), 0, 0, "this node's preflight figures: compute, memory, TCP on a ring (par3drun --preflight runs it)"},
-    {"bench-tcp-fd", O_INT, OFF(bench_tcp_fd), 0, 1 << 20, "--bench-node: the listening socket for the previous node's stream"},
-    {"bench-tcp-key-fd", O_INT, OFF(bench_tcp_key_fd), 0, 1 << 20, "--bench-node: read the job key from this descriptor; the ring's connections prove it"},
+    {"bench-node", O_FLAG, OFF(bench_node), 0, 0,
+     "this node's preflight figures: compute, memory, TCP on a ring (par3drun --preflight runs it)"},
+    {"bench-tcp-fd", O_INT, OFF(bench_tcp_fd), 0, 1 << 20,
+     "--bench-node: the listening socket for the previous node's stream"},
+    {"bench-tcp-key-fd", O_INT, OFF(bench_tcp_key_fd), 0, 1 << 20,
+     "--bench-node: read the job key from this descriptor; the ring's connections prove it"},
     {"bench-tcp-peer", O_STR, OFF(bench_tcp_peer), 0, 0, "--bench-node: HOST:PORT of the next node of the ring"},
-    {"bench-tcp-slot", O_STR, OFF(bench_tcp_slot), 0, 0, "--bench-node: I:N:T, stream in slot I of N from T (seconds since 1970): one link at a time, for nodes that share a host"},
-    {"bench-serial", O_FLAG, OFF(bench_serial), 0, 0, "--bench-node with --bench-tcp-slot: compute and memory in slot I too (2 x --bench-seconds + 0.25 s each), after the ring's last slot (nodes that share a host's cores)"},
-    {"bench-tcp-only", O_FLAG, OFF(bench_tcp_only), 0, 0, "--bench-node: the TCP ring's figures alone (par3drun runs it once a multi-node job's leader named each node's next one)"},
+    {"bench-tcp-slot", O_STR, OFF(bench_tcp_slot), 0, 0,
+     "--bench-node: I:N:T, stream in slot I of N from T (seconds since 1970): one link at a time, for nodes that share a host"},
+    {"bench-serial", O_FLAG, OFF(bench_serial), 0, 0,
+     "--bench-node with --bench-tcp-slot: compute and memory in slot I too (2 x --bench-seconds + 0.25 s each), after the ring's last slot (nodes that share a host's cores)"},
+    {"bench-tcp-only", O_FLAG, OFF(bench_tcp_only), 0, 0,
+     "--bench-node: the TCP ring's figures alone (par3drun runs it once a multi-node job's leader named each node's next one)"},
     {"bench-seconds", O_DBL, OFF(bench_seconds), 0.01, 60, "--bench-node: seconds per figure (default 0.2)"},
-    {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0, "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},
-    {"checkpoint-every", O_INT, OFF(checkpoint_every), 0, 1 << 20, "steps between checkpoints (default 0: only after the last step)"},
-    {"checkpoint-keep", O_INT, OFF(checkpoint_keep), 0, 1 << 20, "complete checkpoints kept, older ones removed (default 2; 0: all)"},
-    {"experts", O_INT, OFF(experts), 0, 4096, "experts per MoE layer; every second layer becomes MoE (default 0: none)"},
+    {"checkpoint-dir", O_STR, OFF(checkpoint_dir), 0, 0,
+     "save checkpoints in DIR (created, mode 0700) and resume from the newest complete one"},
+    {"checkpoint-every", O_INT, OFF(checkpoint_every), 0, 1 << 20,
+     "steps between checkpoints (default 0: only after the last step)"},
+    {"checkpoint-keep", O_INT, OFF(checkpoint_keep), 0, 1 << 20,
+     "complete checkpoints kept, older ones removed (default 2; 0: all)"},
+    {"experts", O_INT, OFF(experts), 0, 4096,
+     "experts per MoE layer; every second layer becomes MoE (default 0: none)"},
     {"top-k", O_INT, OFF(top_k), 1, 4096, "experts each token is routed to (default 2)"},
 };
 #define NROWS (sizeof rows / sizeof rows[0])
@@ -134,17 +150,14 @@ static int set_value(const opt_row *row, char *base, const char *val)
         *(size_t *)base = v;
         break;
     }
-    default:
-        *(const char **)base = val;
+    default: *(const char **)base = val;
     }
     if (bad) {
         if (row->type == O_SIZE || row->type == O_U64)
             fprintf(stderr, "p3d-worker: --%s '%s': expected %s\n", row->name, val,
-                    row->type == O_SIZE ? "a size such as 4096, 64K or 1M in range"
-                                        : "a non-negative integer");
+                    row->type == O_SIZE ? "a size such as 4096, 64K or 1M in range" : "a non-negative integer");
         else
-            fprintf(stderr, "p3d-worker: --%s '%s': expected a number in [%g, %g]\n",
-                    row->name, val, row->lo, row->hi);
+            fprintf(stderr, "p3d-worker: --%s '%s': expected a number in [%g, %g]\n", row->name, val, row->lo, row->hi);
     }
     return bad;
 }
@@ -183,11 +196,26 @@ static int check_opts(const p3dw_opts *o)
 
 static int parse_args(int argc, char **argv, p3dw_opts *o)
 {
-    *o = (p3dw_opts){.layers = 4, .hidden = 64, .global_batch = 16, .seq_len = 1, .micro_batches = 1,
-                     .steps = 5, .lr = 1.0, .seed = 1234, .backend = "auto", .timeout = 120,
-                     .connect_timeout = 30, .p2p = "buffered", .bench_min = 1024, .bench_max = 64u << 20,
-                     .bench_iters = 5, .checkpoint_keep = 2, .top_k = 2,
-                     .bench_tcp_fd = -1, .bench_tcp_key_fd = -1, .bench_seconds = 0.2};
+    *o = (p3dw_opts){.layers = 4,
+                     .hidden = 64,
+                     .global_batch = 16,
+                     .seq_len = 1,
+                     .micro_batches = 1,
+                     .steps = 5,
+                     .lr = 1.0,
+                     .seed = 1234,
+                     .backend = "auto",
+                     .timeout = 120,
+                     .connect_timeout = 30,
+                     .p2p = "buffered",
+                     .bench_min = 1024,
+                     .bench_max = 64u << 20,
+                     .bench_iters = 5,
+                     .checkpoint_keep = 2,
+                     .top_k = 2,
+                     .bench_tcp_fd = -1,
+                     .bench_tcp_key_fd = -1,
+                     .bench_seconds = 0.2};
     if (p3dw_env_batch(o))
         return -1;
     for (int i = 1; i < argc; i++) {
@@ -233,8 +261,7 @@ static int parse_args(int argc, char **argv, p3dw_opts *o)
 
 /* Picks the backend.  Returns the ops table (and *cuda for the CUDA one),
  * or NULL (message printed). */
-static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e,
-                                     const p3dw_cuda_api **cuda)
+static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e, const p3dw_cuda_api **cuda)
 {
     int want_cuda = !strcmp(o->backend, "cuda");
     const char *why = NULL;
@@ -258,8 +285,7 @@ static const p3d_ops *choose_backend(const p3dw_opts *o, const p3dw_env *e,
  * reference's own loss must fall by 10% or more over the steps, or a
  * wrong backward/SGD/gradient reduction could hide in an unmoving loss
  * (a warning says so).  Returns 0 if every step agrees within tol. */
-static int verify(const p3dw_opts *o, const double *losses, double tol, double *max_rel,
-                  double *drop)
+static int verify(const p3dw_opts *o, const double *losses, double tol, double *max_rel, double *drop)
 {
     p3dw_run ref = {.ops = &p3dw_cpu_ops, .micro_batches = 1, .quiet = 1};
     const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
@@ -281,20 +307,21 @@ static int verify(const p3dw_opts *o, const double *losses, double tol, double *
             *max_rel = rel;
         if (o->json)
             printf("{\"verify_step\":%d,\"loss\":%.9g,\"reference\":%.9g,\"rel_diff\":%.3g,"
-                   "\"ok\":%s}\n", s + 1, losses[s], rl[s], rel, rel <= tol ? "true" : "false");
+                   "\"ok\":%s}\n",
+                   s + 1, losses[s], rl[s], rel, rel <= tol ? "true" : "false");
         else
-            printf("p3d-worker: verify step %d: loss %.9g reference %.9g rel diff %.3g%s\n",
-                   s + 1, losses[s], rl[s], rel, rel <= tol ? "" : "  MISMATCH");
+            printf("p3d-worker: verify step %d: loss %.9g reference %.9g rel diff %.3g%s\n", s + 1, losses[s], rl[s],
+                   rel, rel <= tol ? "" : "  MISMATCH");
     }
     *drop = (rl[0] - rl[o->steps - 1]) / fmax(fabs(rl[0]), 1e-30);
-    printf("p3d-worker: verify: the reference loss fell by %.1f%% over %d steps%s\n",
-           100 * *drop, o->steps,
+    printf("p3d-worker: verify: the reference loss fell by %.1f%% over %d steps%s\n", 100 * *drop, o->steps,
            *drop >= 0.1 ? "" : " (less than 10%: verify is weak here; raise --lr or --steps)");
     fflush(stdout);
     if (bad)
-        fprintf(stderr, "p3d-worker: --verify FAILED: the distributed losses differ from the "
-                        "single-process CPU reference by up to %.3g (tolerance %g)\n", *max_rel,
-                tol);
+        fprintf(stderr,
+                "p3d-worker: --verify FAILED: the distributed losses differ from the "
+                "single-process CPU reference by up to %.3g (tolerance %g)\n",
+                *max_rel, tol);
     rc = bad ? -1 : 0;
 out:
     free(rl);
@@ -336,13 +363,17 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
     } else if (!strcmp(b, "router")) {
         g_break_router = 1;
     } else {
-        fprintf(stderr, "p3d-worker: P3DW_BREAK='%s': expected gelu, dp-allreduce, "
-                        "edp-allreduce or router\n", b);
+        fprintf(stderr,
+                "p3d-worker: P3DW_BREAK='%s': expected gelu, dp-allreduce, "
+                "edp-allreduce or router\n",
+                b);
         return NULL;
     }
     if (rank == 0)
-        fprintf(stderr, "p3d-worker: P3DW_BREAK=%s: the %s backend is broken on purpose "
-                        "(a test switch)\n", b, ops->name);
+        fprintf(stderr,
+                "p3d-worker: P3DW_BREAK=%s: the %s backend is broken on purpose "
+                "(a test switch)\n",
+                b, ops->name);
     return &broken;
 }
 
@@ -354,27 +385,26 @@ static const p3d_ops *maybe_break(const p3d_ops *ops, int rank)
  * be tested without a GPU (the op counts and losses in the report).
  * Returns 0 or 1, -1 for a malformed value (message printed). */
 static const p3d_ops *g_solo_real;
-static int solo_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom,
-                         void *rbuf, size_t rn)
+static int solo_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf, size_t rn)
 {
     if (g->size != 1)
         return g_solo_real->sendrecv(g, sto, sbuf, sn, rfrom, rbuf, rn);
     if (sto != rfrom || sn != rn) {
-        fprintf(stderr, "p3d-worker: internal error: a self send/receive of %zu floats to %d "
-                        "and %zu from %d\n", sn, sto, rn, rfrom);
+        fprintf(stderr,
+                "p3d-worker: internal error: a self send/receive of %zu floats to %d "
+                "and %zu from %d\n",
+                sn, sto, rn, rfrom);
         return -1;
     }
     g_solo_real->copy(rbuf, sbuf, sn);
     return 0;
 }
-static int solo_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
-                          const size_t *rbytes)
+static int solo_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes)
 {
     if (g->size != 1)
         return g_solo_real->alltoallv(g, sbuf, sbytes, rbuf, rbytes);
     if (sbytes[0] != rbytes[0] || sbytes[0] % sizeof(float)) {
-        fprintf(stderr, "p3d-worker: internal error: a self all-to-all of %zu bytes into %zu\n",
-                sbytes[0], rbytes[0]);
+        fprintf(stderr, "p3d-worker: internal error: a self all-to-all of %zu bytes into %zu\n", sbytes[0], rbytes[0]);
         return -1;
     }
     g_solo_real->copy(rbuf, sbuf, sbytes[0] / sizeof(float));
@@ -433,8 +463,8 @@ static double stall_for(void)
     char name[128] = "";
     if (!s || !*s)
         return 0;
-    if ((sscanf(s, "%d%n", &ms, &n) != 1 || (s[n] && (sscanf(s + n, ":%127[^:]:%d", name, &ms2) != 2))) ||
-        ms < 0 || ms > 60000 || ms2 < 0 || ms2 > 60000) {
+    if ((sscanf(s, "%d%n", &ms, &n) != 1 || (s[n] && (sscanf(s + n, ":%127[^:]:%d", name, &ms2) != 2))) || ms < 0 ||
+        ms > 60000 || ms2 < 0 || ms2 > 60000) {
         fprintf(stderr, "p3d-worker: P3DW_STALL='%s': expected MS or MS:NODE:MS (a test switch)\n", s);
         return -1;
     }
@@ -454,17 +484,17 @@ static int make_groups(tcp_world *w, const p3dw_env *e, const p3dw_opts *o, tcp_
         for (int i = 0; same && i < comm[P3DW_TP].size; i++)
             same = comm[P3DW_ETP].members[i] == comm[P3DW_TP].members[i];
         if (!same) {
-            fprintf(stderr, "p3d-worker: rank %d: --experts: the ETP group (P3D_ETP_GROUP) is "
-                            "not the TP group: the rank order puts expert tensor parallelism "
-                            "elsewhere than tp, which the bundled MoE layer does not support\n",
+            fprintf(stderr,
+                    "p3d-worker: rank %d: --experts: the ETP group (P3D_ETP_GROUP) is "
+                    "not the TP group: the rank order puts expert tensor parallelism "
+                    "elsewhere than tp, which the bundled MoE layer does not support\n",
                     e->rank);
             return 2;
         }
     }
     const char *names[P3DW_NALL] = {"TP", "PP", "DP", "EP", "ETP", "EDP"};
     for (int d = 0; d < P3DW_NALL; d++)
-        run->g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d],
-                                 .impl = &comm[d]};
+        run->g[d] = (p3dw_group){.size = comm[d].size, .rank = comm[d].rank, .name = names[d], .impl = &comm[d]};
     return 0;
 }
 
@@ -472,8 +502,13 @@ static int make_groups(tcp_world *w, const p3dw_env *e, const p3dw_opts *o, tcp_
  * bad directory or switch. */
 static int prepare_run(const p3dw_opts *o, tcp_world *w, p3dw_env *e, p3dw_ckpt *ck, p3dw_run *run)
 {
-    *ck = (p3dw_ckpt){.dir = o->checkpoint_dir, .every = o->checkpoint_every,
-                      .keep = o->checkpoint_keep, .w = w, .e = e, .o = o, .dfd = -1};
+    *ck = (p3dw_ckpt){.dir = o->checkpoint_dir,
+                      .every = o->checkpoint_every,
+                      .keep = o->checkpoint_keep,
+                      .w = w,
+                      .e = e,
+                      .o = o,
+                      .dfd = -1};
     if (o->checkpoint_dir) {
         if (p3dw_ckpt_open(ck))
             return 2;
@@ -488,21 +523,24 @@ static int prepare_run(const p3dw_opts *o, tcp_world *w, p3dw_env *e, p3dw_ckpt 
 static void announce(const p3dw_opts *o, const p3dw_env *e, const p3d_ops *ops)
 {
     if (e->rank == 0)
-        fprintf(stderr, "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
-                        "hidden %d, global batch %d (%d token%s each), %d micro-batches, %d steps\n",
-                ops->name, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden,
-                o->global_batch, o->seq_len, o->seq_len == 1 ? "" : "s", o->micro_batches, o->steps);
+        fprintf(stderr,
+                "p3d-worker: %s backend, world %d = tp %d x pp %d x dp %d, %d layers, "
+                "hidden %d, global batch %d (%d token%s each), %d micro-batches, %d steps\n",
+                ops->name, e->world, e->size[0], e->size[1], e->size[2], o->layers, o->hidden, o->global_batch,
+                o->seq_len, o->seq_len == 1 ? "" : "s", o->micro_batches, o->steps);
     if (e->rank == 0 && o->experts > 0)
-        fprintf(stderr, "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
-                        "etp %d x edp %d (%d experts per rank)\n", o->experts, o->top_k,
-                e->size[P3DW_EP], e->size[P3DW_ETP], e->size[P3DW_EDP], o->experts / e->size[P3DW_EP]);
+        fprintf(stderr,
+                "p3d-worker: MoE: %d experts, top-%d, every second layer; ep %d x "
+                "etp %d x edp %d (%d experts per rank)\n",
+                o->experts, o->top_k, e->size[P3DW_EP], e->size[P3DW_ETP], e->size[P3DW_EDP],
+                o->experts / e->size[P3DW_EP]);
 }
 
 /* After training: every rank's record to all, the loss rank's losses to
  * rank 0, which checks them and prints the summary. Returns the exit
  * status: 1 when an exchange fails or the check does (grad_bad too). */
-static int report(const p3dw_opts *o, p3dw_env *e, tcp_world *w, const p3d_ops *ops, int on_gpu,
-                  p3dw_rank_record *mine, p3dw_rank_record *all, double *losses, int grad_bad)
+static int report(const p3dw_opts *o, p3dw_env *e, tcp_world *w, const p3d_ops *ops, int on_gpu, p3dw_rank_record *mine,
+                  p3dw_rank_record *all, double *losses, int grad_bad)
 {
     for (int d = 0; d < P3DW_NALL; d++)
         mine->coord[d] = e->coord[d];
@@ -619,8 +657,10 @@ int main(int argc, char **argv)
     if (run.preempted) {
         /* the steps left are the resumed job's: no report, no --verify */
         if (e.rank == 0)
-            fprintf(stderr, "p3d-worker: preempted (SIG%s): checkpoint of step %d written; ending (the next "
-                    "run resumes from it)\n", sigabbrev_np(run.preempt_sig), run.preempted);
+            fprintf(stderr,
+                    "p3d-worker: preempted (SIG%s): checkpoint of step %d written; ending (the next "
+                    "run resumes from it)\n",
+                    sigabbrev_np(run.preempt_sig), run.preempted);
         rc = 0;
         goto out;
     }

@@ -41,12 +41,12 @@
 #define K_EXPERT (1ull << 32)
 
 typedef struct moe_act {
-    int *idx, *pos;     /* b*K: expert and send row of slot t*K+j */
-    float *p;           /* b*K: gate */
-    int *scnt, *rcnt;   /* ep*el: rows to / from member j for its / my local expert e */
-    size_t *sb, *rb;    /* ep: bytes of rows to / from member j */
-    float *out;         /* device b*K x h: full expert output per slot, send order */
-    float *xin, *z, *ga;/* device rmax x h / fe / fe: owner's inputs and activations */
+    int *idx, *pos;      /* b*K: expert and send row of slot t*K+j */
+    float *p;            /* b*K: gate */
+    int *scnt, *rcnt;    /* ep*el: rows to / from member j for its / my local expert e */
+    size_t *sb, *rb;     /* ep: bytes of rows to / from member j */
+    float *out;          /* device b*K x h: full expert output per slot, send order */
+    float *xin, *z, *ga; /* device rmax x h / fe / fe: owner's inputs and activations */
 } moe_act;
 
 struct p3dw_moe {
@@ -55,12 +55,12 @@ struct p3dw_moe {
     p3dw_stats *st;
     const p3d_ops *ops;
     int h, E, K, b, ep, me, el, fe, rmax, nslot;
-    moe_act *act;        /* [m * nslot] */
+    moe_act *act;                                     /* [m * nslot] */
     float *sbuf, *rbuf, *dg, *dz, *logit, *tmp, *cnt; /* device temporaries */
     float *hx, *hy, *hbuf, *hbuf2, *hlog, *hcnt;      /* host */
     double *hg;
-    int *start;          /* ep*el: routing scratch */
-    size_t *cb;          /* ep: bytes of counts per member */
+    int *start; /* ep*el: routing scratch */
+    size_t *cb; /* ep: bytes of counts per member */
 };
 
 static double now_s(void)
@@ -75,32 +75,42 @@ int p3dw_check_moe(const p3dw_opts *o, int tp, int ep, int etp)
     if (!o->experts)
         return 0;
     if (o->layers < 2) {
-        fprintf(stderr, "p3d-worker: --experts: every second layer is an MoE layer, so "
-                        "--layers must be at least 2 (got %d)\n", o->layers);
+        fprintf(stderr,
+                "p3d-worker: --experts: every second layer is an MoE layer, so "
+                "--layers must be at least 2 (got %d)\n",
+                o->layers);
         return -1;
     }
     if (o->top_k > o->experts) {
-        fprintf(stderr, "p3d-worker: --top-k %d: larger than --experts %d\n", o->top_k,
-                o->experts);
+        fprintf(stderr, "p3d-worker: --top-k %d: larger than --experts %d\n", o->top_k, o->experts);
         return -1;
     }
     if (o->experts % ep) {
-        fprintf(stderr, "p3d-worker: --experts %d: must be divisible by the expert-parallel "
-                        "size ep=%d (P3D_EP_SIZE)\n", o->experts, ep);
+        fprintf(stderr,
+                "p3d-worker: --experts %d: must be divisible by the expert-parallel "
+                "size ep=%d (P3D_EP_SIZE)\n",
+                o->experts, ep);
         return -1;
     }
     if (etp != tp) {
-        fprintf(stderr, "p3d-worker: --experts: the bundled worker's MoE layer shards each "
-                        "expert over the TP group, so it needs etp = tp (P3D_ETP_SIZE=%d, "
-                        "P3D_TP_SIZE=%d): run par3drun without --etp or with --etp %d\n", etp,
-                tp, tp);
+        fprintf(stderr,
+                "p3d-worker: --experts: the bundled worker's MoE layer shards each "
+                "expert over the TP group, so it needs etp = tp (P3D_ETP_SIZE=%d, "
+                "P3D_TP_SIZE=%d): run par3drun without --etp or with --etp %d\n",
+                etp, tp, tp);
         return -1;
     }
     return 0;
 }
 
-size_t p3dw_moe_router_size(const p3dw_moe *M) { return (size_t)M->h * M->E; }
-size_t p3dw_moe_expert_size(const p3dw_moe *M) { return (size_t)M->el * 2 * M->h * M->fe; }
+size_t p3dw_moe_router_size(const p3dw_moe *M)
+{
+    return (size_t)M->h * M->E;
+}
+size_t p3dw_moe_expert_size(const p3dw_moe *M)
+{
+    return (size_t)M->el * 2 * M->h * M->fe;
+}
 
 void p3dw_moe_free(p3dw_moe *M)
 {
@@ -173,14 +183,12 @@ p3dw_moe *p3dw_moe_new(const p3dw_opts *o, p3dw_run *r, p3dw_stats *st, int b, i
     M->hg = malloc(sizeof(double) * bk);
     M->cb = malloc(sizeof(size_t) * M->ep);
     M->start = malloc(sizeof(int) * q);
-    if (!M->start || !M->act || !M->hx || !M->hy || !M->hbuf || !M->hbuf2 || !M->hlog || !M->hcnt || !M->hg ||
-        !M->cb)
+    if (!M->start || !M->act || !M->hx || !M->hy || !M->hbuf || !M->hbuf2 || !M->hlog || !M->hcnt || !M->hg || !M->cb)
         goto fail;
     for (int j = 0; j < M->ep; j++)
         M->cb[j] = sizeof(int) * M->el;
     ok = (M->sbuf = ops->alloc(bk * h)) && (M->rbuf = ops->alloc((size_t)M->rmax * h)) &&
-         (M->dg = ops->alloc((size_t)M->rmax * M->fe)) &&
-         (M->dz = ops->alloc((size_t)M->rmax * M->fe)) &&
+         (M->dg = ops->alloc((size_t)M->rmax * M->fe)) && (M->dz = ops->alloc((size_t)M->rmax * M->fe)) &&
          (M->logit = ops->alloc((size_t)b * M->E)) && (M->tmp = ops->alloc((size_t)b * h)) &&
          (M->cnt = ops->alloc(2 * q));
     for (int i = 0; ok && i < m * nslot; i++) {
@@ -189,8 +197,7 @@ p3dw_moe *p3dw_moe_new(const p3dw_opts *o, p3dw_run *r, p3dw_stats *st, int b, i
              (a->p = malloc(sizeof(float) * bk)) && (a->scnt = malloc(sizeof(int) * q)) &&
              (a->rcnt = malloc(sizeof(int) * q)) && (a->sb = malloc(sizeof(size_t) * M->ep)) &&
              (a->rb = malloc(sizeof(size_t) * M->ep)) && (a->out = ops->alloc(bk * h)) &&
-             (a->xin = ops->alloc((size_t)M->rmax * h)) &&
-             (a->z = ops->alloc((size_t)M->rmax * M->fe)) &&
+             (a->xin = ops->alloc((size_t)M->rmax * h)) && (a->z = ops->alloc((size_t)M->rmax * M->fe)) &&
              (a->ga = ops->alloc((size_t)M->rmax * M->fe));
     }
     if (ok)
@@ -211,21 +218,17 @@ void p3dw_moe_init(p3dw_moe *M, int layer, float *router, float *experts, float 
     for (int r = 0; r < h; r++)
         for (int c = 0; c < M->E; c++)
             host[(size_t)r * M->E + c] =
-                sa * p3dw_hash_uniform(M->o->seed, K_ROUTER + (uint64_t)layer, (uint64_t)r,
-                                       (uint64_t)c);
+                sa * p3dw_hash_uniform(M->o->seed, K_ROUTER + (uint64_t)layer, (uint64_t)r, (uint64_t)c);
     M->ops->upload(router, host, (size_t)h * M->E);
     for (int e = 0; e < M->el; e++) {
-        uint64_t ge = (uint64_t)(M->me * M->el + e), kind = K_EXPERT + ((uint64_t)layer << 13) +
-                                                               (ge << 1);
+        uint64_t ge = (uint64_t)(M->me * M->el + e), kind = K_EXPERT + ((uint64_t)layer << 13) + (ge << 1);
         float *A = host, *B = host + (size_t)h * fe;
         for (int r = 0; r < h; r++)
             for (int c = 0; c < fe; c++)
-                A[(size_t)r * fe + c] = sa * p3dw_hash_uniform(M->o->seed, kind, (uint64_t)r,
-                                                               (uint64_t)(c0 + c));
+                A[(size_t)r * fe + c] = sa * p3dw_hash_uniform(M->o->seed, kind, (uint64_t)r, (uint64_t)(c0 + c));
         for (int r = 0; r < fe; r++)
             for (int c = 0; c < h; c++)
-                B[(size_t)r * h + c] = sb * p3dw_hash_uniform(M->o->seed, kind + 1,
-                                                              (uint64_t)(c0 + r), (uint64_t)c);
+                B[(size_t)r * h + c] = sb * p3dw_hash_uniform(M->o->seed, kind + 1, (uint64_t)(c0 + r), (uint64_t)c);
         M->ops->upload(experts + (size_t)e * 2 * h * fe, host, 2 * (size_t)h * fe);
     }
 }
@@ -302,14 +305,16 @@ static int route(p3dw_moe *M, moe_act *a)
         }
     }
     if (total > (size_t)M->rmax) {
-        fprintf(stderr, "p3d-worker: internal error: %zu MoE rows received, at most %d expected "
-                        "(ranks disagree on the model?)\n", total, M->rmax);
+        fprintf(stderr,
+                "p3d-worker: internal error: %zu MoE rows received, at most %d expected "
+                "(ranks disagree on the model?)\n",
+                total, M->rmax);
         return -1;
     }
     return 0;
 }
 
-#define EXPERT_A(M, W, e) ((W) + (size_t)(e) * 2 * (M)->h * (M)->fe)
+#define EXPERT_A(M, W, e) ((W) + (size_t)(e)*2 * (M)->h * (M)->fe)
 #define EXPERT_B(M, W, e) (EXPERT_A(M, W, e) + (size_t)(M)->h * (M)->fe)
 
 
@@ -320,8 +325,7 @@ static int dispatch(p3dw_moe *M, moe_act *a, const float *host, float *dst)
     M->ops->upload(M->sbuf, host, (size_t)M->b * M->K * M->h);
     return a2a(M, M->sbuf, a->sb, dst, a->rb);
 }
-int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
-                     const float *X, float *Y)
+int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts, const float *X, float *Y)
 {
     const p3d_ops *ops = M->ops;
     moe_act *a = &M->act[k * M->nslot + slot];
@@ -348,24 +352,22 @@ int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const fl
         ops->gemm(0, 0, c, h, fe, ga, EXPERT_B(M, experts, e), M->rbuf + off * h, 0.0f);
         off += (size_t)c;
     }
-    if (a2a(M, M->rbuf, a->rb, a->out, a->sb) ||
-        p3dw_tp_allreduce(M->r, M->st, a->out, (size_t)b * K * h))
+    if (a2a(M, M->rbuf, a->rb, a->out, a->sb) || p3dw_tp_allreduce(M->r, M->st, a->out, (size_t)b * K * h))
         return -1;
     ops->download(M->hbuf, a->out, (size_t)b * K * h);
     for (int t = 0; t < b; t++)
         for (int c = 0; c < h; c++) {
             double y = M->hx[(size_t)t * h + c];
             for (int j = 0; j < K; j++)
-                y += (double)a->p[(size_t)t * K + j] *
-                     M->hbuf[(size_t)a->pos[t * K + j] * h + c];
+                y += (double)a->p[(size_t)t * K + j] * M->hbuf[(size_t)a->pos[t * K + j] * h + c];
             M->hy[(size_t)t * h + c] = (float)y;
         }
     ops->upload(Y, M->hy, bh);
     return 0;
 }
 
-int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
-                      float *drouter, float *dexperts, const float *X, const float *dy, float *dx)
+int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const float *experts, float *drouter,
+                      float *dexperts, const float *X, const float *dy, float *dx)
 {
     const p3d_ops *ops = M->ops;
     moe_act *a = &M->act[k * M->nslot + slot];
@@ -392,8 +394,7 @@ int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const f
             continue;
         const float *A = EXPERT_A(M, experts, e), *B = EXPERT_B(M, experts, e);
         float *dA = EXPERT_A(M, dexperts, e), *dB = EXPERT_B(M, dexperts, e);
-        float *dout = M->rbuf + off * h, *xin = a->xin + off * h, *z = a->z + off * fe,
-              *ga = a->ga + off * fe;
+        float *dout = M->rbuf + off * h, *xin = a->xin + off * h, *z = a->z + off * fe, *ga = a->ga + off * fe;
         ops->gemm(1, 0, fe, h, c, ga, dout, dB, 1.0f);
         ops->gemm(0, 1, c, fe, h, dout, B, M->dg, 0.0f);
         ops->gelu_bwd(z, M->dg, M->dz, (size_t)c * fe);
@@ -421,8 +422,7 @@ int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const f
         for (int j = 0; j < K; j++)
             pg += (double)a->p[t * K + j] * M->hg[t * K + j];
         for (int j = 0; j < K; j++)
-            M->hlog[(size_t)t * E + a->idx[t * K + j]] =
-                (float)(a->p[t * K + j] * (M->hg[t * K + j] - pg));
+            M->hlog[(size_t)t * E + a->idx[t * K + j]] = (float)(a->p[t * K + j] * (M->hg[t * K + j] - pg));
     }
     ops->upload(M->logit, M->hlog, (size_t)b * E);
     if (!M->r->break_router) /* P3DW_BREAK=router (tests only) skips it */

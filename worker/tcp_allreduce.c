@@ -49,14 +49,14 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t)
 #define SEG_LEN(i) (SEG_OFF((i) + 1) - SEG_OFF(i))
     for (int s = 0; s < n - 1; s++) {
         int sc = (c->rank - s + 2 * n) % n, rcv = (c->rank - s - 1 + 2 * n) % n;
-        if (tcp_exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left,
-                     b + SEG_OFF(rcv) * es, SEG_LEN(rcv) * es, add, es))
+        if (tcp_exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left, b + SEG_OFF(rcv) * es,
+                         SEG_LEN(rcv) * es, add, es))
             return -1;
     }
     for (int s = 0; s < n - 1; s++) {
         int sc = (c->rank + 1 - s + 2 * n) % n, rcv = (c->rank - s + 2 * n) % n;
-        if (tcp_exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left,
-                     b + SEG_OFF(rcv) * es, SEG_LEN(rcv) * es, NULL, es))
+        if (tcp_exchange(c->w, c->tag, right, b + SEG_OFF(sc) * es, SEG_LEN(sc) * es, left, b + SEG_OFF(rcv) * es,
+                         SEG_LEN(rcv) * es, NULL, es))
             return -1;
     }
 #undef SEG_OFF
@@ -68,8 +68,7 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t)
 /* All-to-all: my own segment is copied; then n-1 steps, step s sending to
  * member rank+s while receiving from member rank-s (that member sends to
  * me in the same step), both directions progressing together. */
-int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf,
-                  const size_t *rbytes)
+int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes)
 {
     int n = c->size, me = c->rank;
     size_t soff = 0, roff = 0;
@@ -80,8 +79,10 @@ int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbu
         roff += rbytes[j];
     }
     if (sbytes[me] != rbytes[me]) {
-        fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
-                        "itself but expects %zu\n", c->w->rank, sbytes[me], rbytes[me]);
+        fprintf(stderr,
+                "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
+                "itself but expects %zu\n",
+                c->w->rank, sbytes[me], rbytes[me]);
         return -1;
     }
     if (sbytes[me])
@@ -93,8 +94,8 @@ int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbu
             so += sbytes[j];
         for (int j = 0; j < from; j++)
             ro += rbytes[j];
-        if (tcp_exchange(c->w, c->tag, c->members[to], sb + so, sbytes[to], c->members[from],
-                         rb + ro, rbytes[from], NULL, 1))
+        if (tcp_exchange(c->w, c->tag, c->members[to], sb + so, sbytes[to], c->members[from], rb + ro, rbytes[from],
+                         NULL, 1))
             return -1;
     }
     return 0;

@@ -138,17 +138,21 @@ static int bind_ip(const tcp_world *w, const p3dw_env *e, uint32_t *ip)
             *ip = in.s_addr;
             return 0;
         }
-        fprintf(stderr, "p3d-worker: P3D_BIND_ADDR '%s': expected an IPv4 address of this node (the bundled "
-                        "worker's TCP backend speaks IPv4)\n", b);
+        fprintf(stderr,
+                "p3d-worker: P3D_BIND_ADDR '%s': expected an IPv4 address of this node (the bundled "
+                "worker's TCP backend speaks IPv4)\n",
+                b);
         return -1;
     }
     if (w->rank == 0)
         return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(e->master_port ? e->master_port : 9)),
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)(e->master_port ? e->master_port : 9)),
                             .sin_addr.s_addr = *ip};
     socklen_t al = sizeof a;
     int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = -1;
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr *)&a, &al) == 0) {
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0) {
         *ip = a.sin_addr.s_addr;
         rc = 0;
     } else {
@@ -185,8 +189,7 @@ static int connect_retry(uint32_t ip, int port, uint32_t from, double deadline)
         }
         int e = errno;
         close(fd);
-        if (e != ECONNREFUSED && e != EINTR && e != ETIMEDOUT && e != ENETUNREACH &&
-            e != EHOSTUNREACH) {
+        if (e != ECONNREFUSED && e != EINTR && e != ETIMEDOUT && e != ENETUNREACH && e != EHOSTUNREACH) {
             errno = e;
             return -1;
         }
@@ -241,14 +244,17 @@ static void make_hello(const tcp_world *w, unsigned char h[24])
 static int check_hello(const tcp_world *w, const unsigned char h[24], int *port)
 {
     if (get32(h) != HELLO_MAGIC || get64(h + 4) != w->job_hash) {
-        fprintf(stderr, "p3d-worker: rank %d: ignoring a connection that is not from this job "
-                        "(wrong magic or P3D_JOB_ID)\n", w->rank);
+        fprintf(stderr,
+                "p3d-worker: rank %d: ignoring a connection that is not from this job "
+                "(wrong magic or P3D_JOB_ID)\n",
+                w->rank);
         return -1;
     }
     uint32_t r = get32(h + 12), ws = get32(h + 16);
     if ((int)ws != w->size || r >= ws || (int)r == w->rank) {
-        fprintf(stderr, "p3d-worker: rank %d: peer says rank %u of world %u, expected a rank "
-                        "< %d other than mine (are two jobs sharing MASTER_PORT?)\n",
+        fprintf(stderr,
+                "p3d-worker: rank %d: peer says rank %u of world %u, expected a rank "
+                "< %d other than mine (are two jobs sharing MASTER_PORT?)\n",
                 w->rank, r, ws, w->size);
         return -1;
     }
@@ -303,8 +309,7 @@ static int open_listener(tcp_world *w, const p3dw_env *e, double deadline)
             nanosleep(&ts, NULL);
         }
     } else if ((w->listen_fd = listen_on(ip, 0, &myport)) < 0) {
-        fprintf(stderr, "p3d-worker: rank %d: cannot open a listening socket: %s\n", w->rank,
-                strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: cannot open a listening socket: %s\n", w->rank, strerror(errno));
         return -1;
     }
     w->port[w->rank] = (uint16_t)myport;
@@ -320,9 +325,10 @@ static int root_accept_all(tcp_world *w, const p3dw_env *e, double deadline)
         uint32_t ip;
         int fd = accept_until(w->listen_fd, deadline, &ip);
         if (fd < 0) {
-            fprintf(stderr, "p3d-worker: rank 0: only %d of %d ranks connected to port %d "
-                            "within %.0f s; missing:", joined, w->size, e->master_port,
-                    w->connect_timeout);
+            fprintf(stderr,
+                    "p3d-worker: rank 0: only %d of %d ranks connected to port %d "
+                    "within %.0f s; missing:",
+                    joined, w->size, e->master_port, w->connect_timeout);
             for (int r = 1; r < w->size; r++)
                 if (w->c[r].fd < 0)
                     fprintf(stderr, " %d", r);
@@ -360,8 +366,7 @@ static int root_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, s
     }
     for (int r = 1; r < w->size; r++)
         if (io_full(w->c[r].fd, tbl, tbl_len, deadline, 1)) {
-            fprintf(stderr, "p3d-worker: rank 0: sending the address table to rank %d: %s\n",
-                    r, strerror(errno));
+            fprintf(stderr, "p3d-worker: rank 0: sending the address table to rank %d: %s\n", r, strerror(errno));
             return -1;
         }
     return 0;
@@ -375,17 +380,16 @@ static int peer_bootstrap(tcp_world *w, const p3dw_env *e, unsigned char *tbl, s
         return -1;
     int fd = connect_retry(ip, e->master_port, w->addr[w->rank], deadline);
     if (fd < 0) {
-        fprintf(stderr, "p3d-worker: rank %d: no connection to rank 0 at %s:%d within %.0f s: %s\n",
-                w->rank, e->master_addr, e->master_port, w->connect_timeout, strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: no connection to rank 0 at %s:%d within %.0f s: %s\n", w->rank,
+                e->master_addr, e->master_port, w->connect_timeout, strerror(errno));
         return -1;
     }
     w->c[0].fd = fd;
     unsigned char h[24];
     make_hello(w, h);
     if (io_full(fd, h, sizeof h, deadline, 1) || io_full(fd, tbl, tbl_len, deadline, 0)) {
-        fprintf(stderr, "p3d-worker: rank %d: bootstrap with rank 0 at %s:%d failed: %s\n",
-                w->rank, e->master_addr, e->master_port,
-                errno == EPIPE ? "rank 0 closed the connection" : strerror(errno));
+        fprintf(stderr, "p3d-worker: rank %d: bootstrap with rank 0 at %s:%d failed: %s\n", w->rank, e->master_addr,
+                e->master_port, errno == EPIPE ? "rank 0 closed the connection" : strerror(errno));
         return -1;
     }
     for (int r = 0; r < w->size; r++) {
@@ -428,8 +432,8 @@ tcp_world *tcp_world_init(const p3dw_env *e, double connect_timeout, double op_t
     size_t tbl_len = (size_t)w->size * 6;
     if (!(tbl = calloc(1, tbl_len)))
         goto out;
-    if ((w->rank == 0 ? root_bootstrap(w, e, tbl, tbl_len, deadline)
-                      : peer_bootstrap(w, e, tbl, tbl_len, deadline)) < 0)
+    if ((w->rank == 0 ? root_bootstrap(w, e, tbl, tbl_len, deadline) : peer_bootstrap(w, e, tbl, tbl_len, deadline)) <
+        0)
         goto out;
     for (int r = 0; r < w->size; r++)
         if (w->c[r].fd >= 0)
@@ -472,9 +476,18 @@ void tcp_world_free(tcp_world *w)
     free(w);
 }
 
-int tcp_world_rank(const tcp_world *w) { return w->rank; }
-void tcp_world_set_strict(tcp_world *w, int strict) { w->strict = strict; }
-int tcp_world_size(const tcp_world *w) { return w->size; }
+int tcp_world_rank(const tcp_world *w)
+{
+    return w->rank;
+}
+void tcp_world_set_strict(tcp_world *w, int strict)
+{
+    w->strict = strict;
+}
+int tcp_world_size(const tcp_world *w)
+{
+    return w->size;
+}
 
 int tcp_comm_split(tcp_world *w, int colour, int key, tcp_comm *c)
 {
@@ -547,8 +560,8 @@ int tcp_world_connect(tcp_world *w)
         if (fd < 0 || io_full(fd, h, sizeof h, deadline, 1)) {
             char ip[INET_ADDRSTRLEN];
             inet_ntop(AF_INET, &w->addr[p], ip, sizeof ip);
-            fprintf(stderr, "p3d-worker: rank %d: cannot connect to rank %d at %s:%d: %s\n",
-                    w->rank, p, ip, w->port[p], strerror(errno));
+            fprintf(stderr, "p3d-worker: rank %d: cannot connect to rank %d at %s:%d: %s\n", w->rank, p, ip, w->port[p],
+                    strerror(errno));
             if (fd >= 0)
                 close(fd);
             return -1;
@@ -571,8 +584,7 @@ int tcp_world_connect(tcp_world *w)
             r = check_hello(w, h, &port);
         if (r < 0 || r < w->rank || !w->need[r] || w->c[r].fd >= 0) {
             if (r >= 0)
-                fprintf(stderr, "p3d-worker: rank %d: unexpected connection from rank %d\n",
-                        w->rank, r);
+                fprintf(stderr, "p3d-worker: rank %d: unexpected connection from rank %d\n", w->rank, r);
             close(fd);
             continue;
         }

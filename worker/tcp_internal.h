@@ -35,7 +35,7 @@ typedef struct conn {
     msg *head, *tail; /* complete messages not yet received (owned) */
     unsigned char hdr[16];
     size_t hdr_got;
-    msg *cur;         /* message being read into the inbox (owned) */
+    msg *cur; /* message being read into the inbox (owned) */
     size_t cur_got;
     /* The posted receive (exchange()): the next message with post_tag and
      * post_len goes to post_buf (borrowed, valid while posted), summed into
@@ -52,16 +52,16 @@ struct tcp_world {
     double op_timeout, connect_timeout;
     int listen_fd;
     uint64_t job_hash;
-    uint32_t *addr;   /* IPv4, network order, per rank */
-    uint16_t *port;   /* listening port, host order, per rank */
-    conn *c;          /* per rank */
-    char *need;       /* ranks this process needs a direct connection to */
+    uint32_t *addr; /* IPv4, network order, per rank */
+    uint16_t *port; /* listening port, host order, per rank */
+    conn *c;        /* per rank */
+    char *need;     /* ranks this process needs a direct connection to */
     uint32_t next_tag;
     char activity[64];
     struct pollfd *pfd;
     int *pfd_peer;
-    char *stage;      /* STAGE_BYTES, for summing receives (owned) */
-    int strict;       /* --p2p strict: sends wait for the matching receive */
+    char *stage; /* STAGE_BYTES, for summing receives (owned) */
+    int strict;  /* --p2p strict: sends wait for the matching receive */
 };
 
 static inline double now_s(void)
@@ -98,8 +98,8 @@ void tcp_conn_close(conn *c, int err);
  * `from` (either side off with -1; they may be the same peer), both framed
  * with tag; received bytes land in rbuf, or are summed into it (add,
  * element size es).  Returns 0 or -1 (message printed). */
-int tcp_exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
-                 void *rbuf, size_t rlen, void (*add)(void *, const void *, size_t), size_t es);
+int tcp_exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen,
+                 void (*add)(void *, const void *, size_t), size_t es);
 int tcp_msg_send(tcp_world *w, int peer, uint32_t tag, const void *buf, size_t len);
 int tcp_msg_recv(tcp_world *w, int peer, uint32_t tag, void *buf, size_t len);
 

@@ -169,8 +169,7 @@ static void drain(tcp_world *w, int peer)
          * the same tag waits in the inbox (FIFO per tag) and the length
          * agrees (a wrong length goes to the inbox, where the receiver
          * finds it and reports both lengths). */
-        if (c->posted && !c->post_done && tag == c->post_tag && len == c->post_len &&
-            !inbox_has(c, tag)) {
+        if (c->posted && !c->post_done && tag == c->post_tag && len == c->post_len && !inbox_has(c, tag)) {
             c->hdr_got = 0;
             c->post_got = 0;
             if (len == 0)
@@ -181,8 +180,10 @@ static void drain(tcp_world *w, int peer)
         }
         c->cur = malloc(sizeof *c->cur + len);
         if (!c->cur) {
-            fprintf(stderr, "p3d-worker: rank %d: out of memory for a %llu-byte message "
-                            "from rank %d\n", w->rank, (unsigned long long)len, peer);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: out of memory for a %llu-byte message "
+                    "from rank %d\n",
+                    w->rank, (unsigned long long)len, peer);
             tcp_conn_close(c, ENOMEM);
             return;
         }
@@ -204,8 +205,7 @@ static int progress(tcp_world *w, int wpeer, int wpeer2, double deadline)
     for (int r = 0; r < w->size; r++) {
         if (w->c[r].fd < 0)
             continue;
-        short ev = (short)((held(w, &w->c[r]) ? 0 : POLLIN) |
-                           (r == wpeer || r == wpeer2 ? POLLOUT : 0));
+        short ev = (short)((held(w, &w->c[r]) ? 0 : POLLIN) | (r == wpeer || r == wpeer2 ? POLLOUT : 0));
         /* A held socket is left out: POLLERR/POLLHUP on it would make
          * poll() return at once, every time, until it is posted again. */
         if (!ev)
@@ -232,9 +232,11 @@ static int progress(tcp_world *w, int wpeer, int wpeer2, double deadline)
 static int peer_gone(tcp_world *w, int peer, const char *doing)
 {
     conn *c = &w->c[peer];
-    fprintf(stderr, "p3d-worker: rank %d: connection to rank %d %s (%s) while %s (%s): did "
-                    "rank %d exit or crash?\n", w->rank, peer, c->err ? "failed" : "closed",
-            c->err ? strerror(c->err) : "end of stream", doing, w->activity, peer);
+    fprintf(stderr,
+            "p3d-worker: rank %d: connection to rank %d %s (%s) while %s (%s): did "
+            "rank %d exit or crash?\n",
+            w->rank, peer, c->err ? "failed" : "closed", c->err ? strerror(c->err) : "end of stream", doing,
+            w->activity, peer);
     return -1;
 }
 
@@ -242,8 +244,7 @@ static int have_conn(tcp_world *w, int peer)
 {
     if (w->c[peer].fd >= 0 || w->c[peer].closed)
         return 1;
-    fprintf(stderr, "p3d-worker: rank %d: internal error: no connection to rank %d (%s)\n",
-            w->rank, peer, w->activity);
+    fprintf(stderr, "p3d-worker: rank %d: internal error: no connection to rank %d (%s)\n", w->rank, peer, w->activity);
     return 0;
 }
 
@@ -371,8 +372,9 @@ static int pull_recv(xchg *x)
     conn *rc = x->rc;
     msg *m = inbox_take(rc, x->tag);
     if (m && m->len != x->rlen) {
-        fprintf(stderr, "p3d-worker: rank %d: message from rank %d has %zu bytes, "
-                        "expected %zu (%s): ranks disagree on the model shape?\n",
+        fprintf(stderr,
+                "p3d-worker: rank %d: message from rank %d has %zu bytes, "
+                "expected %zu (%s): ranks disagree on the model shape?\n",
                 w->rank, x->from, m->len, x->rlen, w->activity);
         free(m);
         return -1;
@@ -404,17 +406,21 @@ static void say_timeout(const xchg *x)
 {
     const tcp_world *w = x->w;
     if (x->wait_cts)
-        fprintf(stderr, "p3d-worker: rank %d: rank %d did not post the receive matching "
-                        "my %zu-byte send within %.0f s (%s; --p2p strict: a send "
-                        "waits for its receive): a deadlock, or rank %d is stuck\n",
+        fprintf(stderr,
+                "p3d-worker: rank %d: rank %d did not post the receive matching "
+                "my %zu-byte send within %.0f s (%s; --p2p strict: a send "
+                "waits for its receive): a deadlock, or rank %d is stuck\n",
                 w->rank, x->to, x->slen, w->op_timeout, w->activity, x->to);
     else if (!x->sdone)
-        fprintf(stderr, "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
-                        "finish within %.0f s (%s): rank %d does not receive\n",
+        fprintf(stderr,
+                "p3d-worker: rank %d: sending %zu bytes to rank %d did not "
+                "finish within %.0f s (%s): rank %d does not receive\n",
                 w->rank, x->slen, x->to, w->op_timeout, w->activity, x->to);
     else
-        fprintf(stderr, "p3d-worker: rank %d: no message from rank %d within %.0f s "
-                        "(%s)\n", w->rank, x->from, w->op_timeout, w->activity);
+        fprintf(stderr,
+                "p3d-worker: rank %d: no message from rank %d within %.0f s "
+                "(%s)\n",
+                w->rank, x->from, w->op_timeout, w->activity);
 }
 
 /* Bytes moved so far, both directions: progress resets the deadline. */
@@ -431,11 +437,19 @@ static size_t moved(const xchg *x)
  * drained into their inboxes meanwhile (a peer blocked writing to us is
  * never left waiting on us).  The op fails when nothing moves for
  * op_timeout seconds, or a peer it needs has gone.  Returns 0 or -1. */
-int tcp_exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from,
-                    void *rbuf, size_t rlen, void (*add)(void *, const void *, size_t), size_t es)
+int tcp_exchange(tcp_world *w, uint32_t tag, int to, const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen,
+                 void (*add)(void *, const void *, size_t), size_t es)
 {
-    xchg x = {.w = w, .tag = tag, .to = to, .from = from, .sbuf = sbuf, .slen = slen, .rbuf = rbuf,
-              .rlen = rlen, .add = add, .es = es};
+    xchg x = {.w = w,
+              .tag = tag,
+              .to = to,
+              .from = from,
+              .sbuf = sbuf,
+              .slen = slen,
+              .rbuf = rbuf,
+              .rlen = rlen,
+              .add = add,
+              .es = es};
     conn *sc = x.sc = to >= 0 ? &w->c[to] : NULL, *rc = x.rc = from >= 0 ? &w->c[from] : NULL;
     int ret = -1;
     x.hoff = sizeof x.hdr;
@@ -509,8 +523,7 @@ int tcp_world_allgather(tcp_world *w, const void *mine, void *all, size_t each)
     char *a = all;
     memmove(a + (size_t)w->rank * each, mine, each);
     if (w->rank != 0)
-        return tcp_msg_send(w, 0, WORLD_TAG, mine, each) ||
-                       tcp_msg_recv(w, 0, WORLD_TAG, a, each * (size_t)w->size)
+        return tcp_msg_send(w, 0, WORLD_TAG, mine, each) || tcp_msg_recv(w, 0, WORLD_TAG, a, each * (size_t)w->size)
                    ? -1
                    : 0;
     for (int r = 1; r < w->size; r++)
@@ -529,9 +542,8 @@ int tcp_world_barrier(tcp_world *w)
     free(all);
     return rc;
 }
-int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
-                 size_t rlen)
+int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen)
 {
-    return tcp_exchange(c->w, c->tag, to >= 0 ? c->members[to] : -1, sbuf, slen,
-                    from >= 0 ? c->members[from] : -1, rbuf, rlen, NULL, 1);
+    return tcp_exchange(c->w, c->tag, to >= 0 ? c->members[to] : -1, sbuf, slen, from >= 0 ? c->members[from] : -1,
+                        rbuf, rlen, NULL, 1);
 }

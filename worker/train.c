@@ -56,23 +56,28 @@ float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b)
 int p3dw_check_shape(const p3dw_opts *o, int tp, int pp, int dp, int m)
 {
     if ((4L * o->hidden) % tp) {
-        fprintf(stderr, "p3d-worker: --hidden %d: 4*hidden must be divisible by tp=%d\n",
-                o->hidden, tp);
+        fprintf(stderr, "p3d-worker: --hidden %d: 4*hidden must be divisible by tp=%d\n", o->hidden, tp);
         return -1;
     }
     if (o->layers < pp) {
-        fprintf(stderr, "p3d-worker: --layers %d: need at least one layer per pipeline stage "
-                        "(pp=%d)\n", o->layers, pp);
+        fprintf(stderr,
+                "p3d-worker: --layers %d: need at least one layer per pipeline stage "
+                "(pp=%d)\n",
+                o->layers, pp);
         return -1;
     }
     if (p3dw_rows(o) > (1L << 24)) {
-        fprintf(stderr, "p3d-worker: --global-batch %d x --seq-len %d = %ld rows per step: at most "
-                        "%ld (lower one of them)\n", o->global_batch, o->seq_len, p3dw_rows(o), 1L << 24);
+        fprintf(stderr,
+                "p3d-worker: --global-batch %d x --seq-len %d = %ld rows per step: at most "
+                "%ld (lower one of them)\n",
+                o->global_batch, o->seq_len, p3dw_rows(o), 1L << 24);
         return -1;
     }
     if (o->global_batch % ((long)dp * m)) {
-        fprintf(stderr, "p3d-worker: --global-batch %d: must be divisible by dp*micro-batches "
-                        "= %d*%d\n", o->global_batch, dp, m);
+        fprintf(stderr,
+                "p3d-worker: --global-batch %d: must be divisible by dp*micro-batches "
+                "= %d*%d\n",
+                o->global_batch, dp, m);
         return -1;
     }
     return 0;
@@ -84,16 +89,16 @@ typedef struct state {
     p3dw_stats *st;
     const p3d_ops *ops;
     int h, f, b, m, nl, first, stage, nstage, tp, dp_rank, dp;
-    float *w, *g;                 /* dense weights, gradients: per layer A then B, or the router */
-    float *we, *ge;               /* MoE layers: this rank's expert shards, their gradients */
-    size_t *woff, *eoff;          /* per local layer: offset in w/g and we/ge */
-    int *slot;                    /* per local layer: index among this stage's MoE layers, -1 */
+    float *w, *g;        /* dense weights, gradients: per layer A then B, or the router */
+    float *we, *ge;      /* MoE layers: this rank's expert shards, their gradients */
+    size_t *woff, *eoff; /* per local layer: offset in w/g and we/ge */
+    int *slot;           /* per local layer: index among this stage's MoE layers, -1 */
     size_t wn, wen;
     p3dw_moe *moe;
-    float **act;                  /* per micro-batch: X_i, Z_i, G_i per layer, Y */
-    float **dout;                 /* last stage: dLoss/dY per micro-batch */
+    float **act;  /* per micro-batch: X_i, Z_i, G_i per layer, Y */
+    float **dout; /* last stage: dLoss/dY per micro-batch */
     float *dy, *dx, *dx2, *dg, *dz, *tgt;
-    float *host;                  /* staging, b*h */
+    float *host; /* staging, b*h */
     double loss;
     int step;
 } state;
@@ -130,8 +135,7 @@ static int tp_allreduce(state *S, float *buf, size_t n)
 /* One pipeline exchange: send sn floats to stage sto and/or receive rn
  * floats from stage rfrom (-1: none), as one grouped operation.  Time in an
  * exchange with a receive is waiting for the neighbour: the bubble. */
-static int pp_xchg(state *S, int sto, const float *sbuf, size_t sn, int rfrom, float *rbuf,
-                   size_t rn)
+static int pp_xchg(state *S, int sto, const float *sbuf, size_t sn, int rfrom, float *rbuf, size_t rn)
 {
     if (sto < 0 && rfrom < 0)
         return 0;
@@ -156,8 +160,8 @@ static int pp_xchg(state *S, int sto, const float *sbuf, size_t sn, int rfrom, f
 /* Global sample index of row i of micro-batch k of this replica. */
 static uint64_t sample_id(const state *S, int k, int i)
 {
-    return (uint64_t)S->step * (uint64_t)p3dw_rows(S->o) + (uint64_t)S->dp_rank * S->b * S->m +
-           (uint64_t)k * S->b + (uint64_t)i;
+    return (uint64_t)S->step * (uint64_t)p3dw_rows(S->o) + (uint64_t)S->dp_rank * S->b * S->m + (uint64_t)k * S->b +
+           (uint64_t)i;
 }
 
 static void make_data(state *S, int k, uint64_t kind, float scale, float *dst)
@@ -177,8 +181,8 @@ static int forward(state *S, int k)
         make_data(S, k, K_INPUT, 1.0f, ACT_X(S, k, 0));
     for (int i = 0; i < S->nl; i++) {
         if (S->slot[i] >= 0) {
-            if (p3dw_moe_forward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i),
-                                 ACT_X(S, k, i), ACT_X(S, k, i + 1)))
+            if (p3dw_moe_forward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i), ACT_X(S, k, i),
+                                 ACT_X(S, k, i + 1)))
                 return -1;
             continue;
         }
@@ -220,8 +224,8 @@ static int backward(state *S, int k)
     for (int i = S->nl - 1; i >= 0; i--) {
         if (S->slot[i] >= 0) {
             float *dx = i % 2 ? S->dx2 : S->dx;
-            if (p3dw_moe_backward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i),
-                                  LAYER_G(S, i), LAYER_EG(S, i), ACT_X(S, k, i), dy, dx))
+            if (p3dw_moe_backward(S->moe, k, S->slot[i], LAYER_W(S, i), LAYER_EW(S, i), LAYER_G(S, i), LAYER_EG(S, i),
+                                  ACT_X(S, k, i), dy, dx))
                 return -1;
             dy = dx;
             continue;
@@ -272,8 +276,7 @@ static int one_step(state *S)
     for (int i = 0; i < rest; i++) {
         int fk = warm + i;
         /* send-forward + recv-backward */
-        if (forward(S, fk) || pp_xchg(S, next, ACT_Y(S, fk), bh, next, S->dy, bh) ||
-            backward(S, i))
+        if (forward(S, fk) || pp_xchg(S, next, ACT_Y(S, fk), bh, next, S->dy, bh) || backward(S, i))
             return -1;
         /* send-backward + recv-forward (the last one sends only) */
         int more = i + 1 < rest;
@@ -281,8 +284,7 @@ static int one_step(state *S)
             return -1;
     }
     for (int k = rest; k < m; k++)
-        if (pp_xchg(S, -1, NULL, 0, next, S->dy, bh) || backward(S, k) ||
-            pp_xchg(S, prev, S->dx, bh, -1, NULL, 0))
+        if (pp_xchg(S, -1, NULL, 0, next, S->dy, bh) || backward(S, k) || pp_xchg(S, prev, S->dx, bh, -1, NULL, 0))
             return -1;
 #undef RECV_FWD
     return 0;
@@ -304,20 +306,21 @@ static void init_weights(state *S, float *host)
         for (int r = 0; r < h; r++)
             for (int c = 0; c < f; c++)
                 A[(size_t)r * f + c] =
-                    sa * p3dw_hash_uniform(S->o->seed, K_WEIGHT_A + 2 * layer, (uint64_t)r,
-                                           (uint64_t)(c0 + c));
+                    sa * p3dw_hash_uniform(S->o->seed, K_WEIGHT_A + 2 * layer, (uint64_t)r, (uint64_t)(c0 + c));
         for (int r = 0; r < f; r++)
             for (int c = 0; c < h; c++)
                 B[(size_t)r * h + c] =
-                    sb * p3dw_hash_uniform(S->o->seed, K_WEIGHT_B + 2 * layer,
-                                           (uint64_t)(c0 + r), (uint64_t)c);
+                    sb * p3dw_hash_uniform(S->o->seed, K_WEIGHT_B + 2 * layer, (uint64_t)(c0 + r), (uint64_t)c);
         S->ops->upload(LAYER_W(S, i), host, 2 * (size_t)h * f);
     }
 }
 
 /* The parameters a checkpoint holds, gathered into / scattered from one
  * host array. */
-static size_t param_count(const state *S) { return S->wn + S->wen; }
+static size_t param_count(const state *S)
+{
+    return S->wn + S->wen;
+}
 
 static void params_get(state *S, float *host)
 {
@@ -359,8 +362,8 @@ static int layout(state *S)
 
 /* Sums the gradients over a data-parallel group (DP for dense weights,
  * EDP for expert shards), timed into the given counters. */
-static int grad_allreduce(state *S, p3dw_group *g, float *buf, size_t n, double *ops_,
-                          double *bytes, double *bus, double *t)
+static int grad_allreduce(state *S, p3dw_group *g, float *buf, size_t n, double *ops_, double *bytes, double *bus,
+                          double *t)
 {
     if ((g->size == 1 && !S->r->solo_comm) || n == 0)
         return 0;
@@ -446,11 +449,9 @@ static int alloc_buffers(state *S, float **hostw)
     if (!S->act || !S->dout || !S->host || !*hostw)
         return -1;
     if (!(S->w = S->ops->alloc(wn)) || !(S->g = S->ops->alloc(wn)) ||
-        (wen && (!(S->we = S->ops->alloc(wen)) || !(S->ge = S->ops->alloc(wen)))) ||
-        !(S->dy = S->ops->alloc(bh)) || !(S->dx = S->ops->alloc(bh)) ||
-        !(S->dx2 = S->ops->alloc(bh)) ||
-        !(S->dg = S->ops->alloc(bf)) || !(S->dz = S->ops->alloc(bf)) ||
-        !(S->tgt = S->ops->alloc(bh)))
+        (wen && (!(S->we = S->ops->alloc(wen)) || !(S->ge = S->ops->alloc(wen)))) || !(S->dy = S->ops->alloc(bh)) ||
+        !(S->dx = S->ops->alloc(bh)) || !(S->dx2 = S->ops->alloc(bh)) || !(S->dg = S->ops->alloc(bf)) ||
+        !(S->dz = S->ops->alloc(bf)) || !(S->tgt = S->ops->alloc(bh)))
         return -1;
     for (int k = 0; k < S->m; k++)
         if (!(S->act[k] = S->ops->alloc(an)) || (last && !(S->dout[k] = S->ops->alloc(bh))))
@@ -472,8 +473,7 @@ static int record_loss(state *S, double *losses, double norm)
         if (r->json)
             printf("{\"step\":%d,\"loss\":%.9g}\n", S->step + 1, losses[S->step]);
         else
-            printf("p3d-worker: step %d/%d loss %.9g\n", S->step + 1, o->steps,
-                   losses[S->step]);
+            printf("p3d-worker: step %d/%d loss %.9g\n", S->step + 1, o->steps, losses[S->step]);
         fflush(stdout);
     }
     return 0;
@@ -485,8 +485,7 @@ static void die_if_asked(const state *S)
     const p3dw_run *r = S->r;
     if (S->step + 1 == r->die_at_step) {
         /* P3DW_DIE (tests only): a crash mid-training, no clean-up. */
-        fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n",
-                S->step + 1);
+        fprintf(stderr, "p3d-worker: P3DW_DIE: rank killing itself before step %d\n", S->step + 1);
         fflush(NULL);
         raise(SIGKILL);
     }
@@ -522,10 +521,8 @@ static int train_step(state *S, double *losses, double norm, int *durable)
     stall(S);
     if (one_step(S))
         return -1;
-    if (grad_allreduce(S, &r->g[P3DW_DP], S->g, wn, &st->dp_ops, &st->dp_bytes, &st->dp_bus_bytes,
-                       &st->dp_time) ||
-        grad_allreduce(S, &r->g[P3DW_EDP], S->ge, wen, &st->edp_ops, &st->edp_bytes,
-                       &st->edp_bus_bytes, &st->edp_time))
+    if (grad_allreduce(S, &r->g[P3DW_DP], S->g, wn, &st->dp_ops, &st->dp_bytes, &st->dp_bus_bytes, &st->dp_time) ||
+        grad_allreduce(S, &r->g[P3DW_EDP], S->ge, wen, &st->edp_ops, &st->edp_bytes, &st->edp_bus_bytes, &st->edp_time))
         return -1;
     S->ops->sgd(S->w, S->g, wn, (float)o->lr);
     if (wen)

@@ -36,15 +36,15 @@ extern "C" {
 
 typedef struct p3dw_opts {
     int layers, hidden, global_batch, micro_batches, steps;
-    int seq_len;               /* tokens per sample; each is one row of h values */
+    int seq_len; /* tokens per sample; each is one row of h values */
     double lr;
     uint64_t seed;
     int verify, json, check_grad;
-    double verify_tol;         /* 0: the backend's default */
-    const char *backend;       /* "cpu", "cuda" or "auto" */
-    const char *p2p;           /* "buffered" or "strict" (CPU backend) */
-    double timeout;            /* seconds for one communication op */
-    double connect_timeout;    /* seconds for bootstrap and connections */
+    double verify_tol;      /* 0: the backend's default */
+    const char *backend;    /* "cpu", "cuda" or "auto" */
+    const char *p2p;        /* "buffered" or "strict" (CPU backend) */
+    double timeout;         /* seconds for one communication op */
+    double connect_timeout; /* seconds for bootstrap and connections */
     int bench_allreduce, bench_memcpy;
     size_t bench_min, bench_max; /* bytes */
     int bench_iters;
@@ -84,10 +84,10 @@ typedef struct p3dw_env {
     char master_addr[256];
     int master_port;
     char job_id[128];
-    char node[64];             /* P3D_NODE (the cluster's node name), else the host name */
-    long generation;           /* P3D_GENERATION (0 when unset): the fencing token */
+    char node[64];   /* P3D_NODE (the cluster's node name), else the host name */
+    long generation; /* P3D_GENERATION (0 when unset): the fencing token */
     int coord[P3DW_NALL], size[P3DW_NALL];
-    int *group[P3DW_NALL];     /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
+    int *group[P3DW_NALL]; /* launcher's P3D_*_GROUP lists (owned; NULL if unset) */
     int ngroup[P3DW_NALL];
 } p3dw_env;
 
@@ -106,13 +106,13 @@ int p3dw_parse_list(const char *s, int **out);
 
 /* ---- TCP communicator (tcp_boot.c, tcp_xchg.c, tcp_allreduce.c) ---------------------------------- */
 
-typedef struct tcp_world tcp_world;   /* one per process */
+typedef struct tcp_world tcp_world; /* one per process */
 typedef struct tcp_comm {
     tcp_world *w;
-    uint32_t tag;      /* distinguishes this communicator's messages */
-    int size, rank;    /* my index in members */
-    int *members;      /* world ranks, ordered by key (owned) */
-    int colour;        /* of the split that made it (the CUDA backend splits alike) */
+    uint32_t tag;   /* distinguishes this communicator's messages */
+    int size, rank; /* my index in members */
+    int *members;   /* world ranks, ordered by key (owned) */
+    int colour;     /* of the split that made it (the CUDA backend splits alike) */
 } tcp_comm;
 
 /* Rank 0 binds master_port (SO_REUSEADDR); the others connect with retries
@@ -147,16 +147,14 @@ int tcp_allreduce(tcp_comm *c, void *buf, size_t count, tcp_dtype t);
 /* Sends slen bytes to member `to` while receiving rlen bytes from member
  * `from` (-1: that side off), both progressing together: the CPU form of a
  * grouped ncclSend + ncclRecv. */
-int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf,
-                 size_t rlen);
+int tcp_sendrecv(tcp_comm *c, int to, const void *sbuf, size_t slen, int from, void *rbuf, size_t rlen);
 /* All-to-all with per-member byte counts: segment j of sbuf (sbytes[j],
  * segments back to back in member order) goes to member j, segment j of
  * rbuf comes from member j.  n-1 pairwise exchanges (send to rank+s while
  * receiving from rank-s), each progressing both directions, so it cannot
  * deadlock under --p2p strict.  Members need direct connections to every
  * other member: call tcp_comm_connect_all() before tcp_world_connect(). */
-int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf,
-                  const size_t *rbytes);
+int tcp_alltoallv(tcp_comm *c, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes);
 /* Marks every member of c as needing a direct connection (all-to-all). */
 void tcp_comm_connect_all(tcp_comm *c);
 /* What the comm is used for, for error messages ("TP all-reduce"). */
@@ -172,8 +170,7 @@ void tcp_set_activity(tcp_world *w, const char *what);
 int p3dw_groups_make(tcp_world *w, const p3dw_env *e, tcp_comm comm[P3DW_NALL], int moe);
 /* Compares a derived group with the launcher's; 0 if equal, else -1 with a
  * message naming both.  Exposed for tests through the worker's output. */
-int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine,
-                       const int *env, int nenv);
+int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine, const int *env, int nenv);
 
 /* ---- backend operations (cpu_ops.c, cuda/) ---------------------------- */
 
@@ -181,7 +178,7 @@ int p3dw_group_compare(int rank, const char *dim, const int *mine, int nmine,
 typedef struct p3dw_group {
     int size, rank;
     const char *name; /* "TP", "PP" or "DP", for messages */
-    void *impl;    /* tcp_comm * (cpu) or the CUDA backend's communicator */
+    void *impl;       /* tcp_comm * (cpu) or the CUDA backend's communicator */
 } p3dw_group;
 
 /* Buffers are opaque "device" pointers of floats.  Compute calls may be
@@ -197,8 +194,7 @@ typedef struct p3d_ops {
     void (*zero)(void *dst, size_t n);
     void (*copy)(void *dst, const void *src, size_t n);
     /* Row-major C[M x N] = op(A)·op(B) + beta·C; ta/tb: 0 plain, 1 transposed. */
-    void (*gemm)(int ta, int tb, int M, int N, int K, const void *A, const void *B,
-                 void *C, float beta);
+    void (*gemm)(int ta, int tb, int M, int N, int K, const void *A, const void *B, void *C, float beta);
     void (*gelu_fwd)(const void *Z, void *G, size_t n);
     void (*gelu_bwd)(const void *Z, const void *dG, void *dZ, size_t n);
     /* Returns sum((Y-T)^2) and writes dY = scale·(Y-T). */
@@ -213,13 +209,11 @@ typedef struct p3d_ops {
      * together (NCCL: one ncclGroupStart/End), so a pair of stages that
      * send to each other cannot deadlock even when a send waits for its
      * receive.  The pipeline's only point-to-point primitive. */
-    int (*sendrecv)(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
-                    size_t rn);
+    int (*sendrecv)(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf, size_t rn);
     /* All-to-all in bytes (MoE dispatch/combine over the EP group):
      * segment j of sbuf (sbytes[j], back to back) to member j, segment j of
      * rbuf from member j.  NCCL: ncclSend/ncclRecv per peer, grouped. */
-    int (*alltoallv)(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
-                     const size_t *rbytes);
+    int (*alltoallv)(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes);
     void (*sync)(void);
 } p3d_ops;
 
@@ -228,12 +222,12 @@ extern const p3d_ops p3dw_cpu_ops;
 /* ---- training (train.c) ------------------------------------------------ */
 
 typedef struct p3dw_stats {
-    double steps, step_time;                  /* sum over steps */
+    double steps, step_time; /* sum over steps */
     double tp_ops, tp_bytes, tp_bus_bytes, tp_time;
     double pp_send_ops, pp_send_bytes, pp_send_time;
-    double pp_recv_ops, pp_recv_bytes, pp_recv_time;  /* recv time = idle */
+    double pp_recv_ops, pp_recv_bytes, pp_recv_time; /* recv time = idle */
     double dp_ops, dp_bytes, dp_bus_bytes, dp_time;
-    double ep_ops, ep_bytes, ep_time;  /* all-to-all: bytes sent to other members */
+    double ep_ops, ep_bytes, ep_time; /* all-to-all: bytes sent to other members */
     double edp_ops, edp_bytes, edp_bus_bytes, edp_time;
 } p3dw_stats;
 
@@ -245,7 +239,7 @@ typedef struct p3dw_ckpt {
     tcp_world *w;
     const p3dw_env *e;
     const p3dw_opts *o;
-    int dfd;           /* the checked directory (p3dw_ckpt_open); -1 when closed */
+    int dfd; /* the checked directory (p3dw_ckpt_open); -1 when closed */
 } p3dw_ckpt;
 /* Creates the directory (mode 0700) and opens it once, refusing one that is
  * not ours or that others may write.  0 or -1 (message printed: exit 2).
@@ -262,14 +256,13 @@ int p3dw_ckpt_load(const p3dw_ckpt *c, float *params, size_t nparam, double *los
 /* Collective: writes this rank's shard of `step` atomically, then rank 0
  * the completion marker once every rank's shard is durable; refuses (-1)
  * to write into a step a newer generation of this job committed.  0 or -1. */
-int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam,
-                   const double *losses);
+int p3dw_ckpt_save(const p3dw_ckpt *c, int step, const float *params, size_t nparam, const double *losses);
 
 typedef struct p3dw_run {
     const p3d_ops *ops;
-    p3dw_group g[P3DW_NALL];  /* ETP is the TP group (the MoE layer needs etp == tp) */
+    p3dw_group g[P3DW_NALL]; /* ETP is the TP group (the MoE layer needs etp == tp) */
     int micro_batches;
-    int print_loss;        /* this rank prints the loss of each step */
+    int print_loss; /* this rank prints the loss of each step */
     int json;
     int quiet;             /* reference run: no printing */
     const p3dw_ckpt *ckpt; /* NULL: no checkpoints (the --verify reference) */
@@ -279,7 +272,7 @@ typedef struct p3dw_run {
      * one (all-reduce, a self send/receive on the last stage's output, the
      * all-to-all's self segment), so one GPU runs each NCCL data call. */
     int solo_comm;
-    int break_router;      /* P3DW_BREAK=router: the MoE router gradient dropped */
+    int break_router; /* P3DW_BREAK=router: the MoE router gradient dropped */
     /* preemption (preempt.c): the ranks agree after every step whether
      * one was told to stop (armed: P3D_PREEMPT_SIGNAL and --checkpoint-dir);
      * preempted: the step whose checkpoint they wrote before ending, 0 none */
@@ -325,12 +318,11 @@ size_t p3dw_moe_expert_size(const p3dw_moe *M); /* floats: this rank's expert sh
 void p3dw_moe_init(p3dw_moe *M, int layer, float *router, float *experts, float *host);
 /* Forward of micro-batch k through MoE layer `slot` (0.. on this stage):
  * X -> Y (b x h).  Collective over EP and TP.  0 or -1. */
-int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
-                     const float *X, float *Y);
+int p3dw_moe_forward(p3dw_moe *M, int k, int slot, const float *router, const float *experts, const float *X, float *Y);
 /* Backward: dy -> dx (dx != dy), accumulating the router's and experts'
  * gradients.  0 or -1. */
-int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const float *experts,
-                      float *drouter, float *dexperts, const float *X, const float *dy, float *dx);
+int p3dw_moe_backward(p3dw_moe *M, int k, int slot, const float *router, const float *experts, float *drouter,
+                      float *dexperts, const float *X, const float *dy, float *dx);
 
 /* Deterministic value in [-1, 1) from a seed and three indices. */
 float p3dw_hash_uniform(uint64_t seed, uint64_t kind, uint64_t a, uint64_t b);
@@ -346,17 +338,15 @@ int p3dw_check_grad(const p3dw_opts *o, const p3d_ops *ops, double tol, int verb
 typedef struct p3dw_rank_record {
     double rank, node_rank, coord[P3DW_NALL];
     p3dw_stats st;
-    char node[64];             /* the rank's p3dw_env.node, NUL-terminated */
+    char node[64]; /* the rank's p3dw_env.node, NUL-terminated */
 } p3dw_rank_record;
 
 /* Per-rank JSON: on stdout with --json, in P3D_LOG_DIR when set. */
-void p3dw_report_rank(const p3dw_env *e, const char *backend, int m,
-                      const p3dw_rank_record *rec, int json);
+void p3dw_report_rank(const p3dw_env *e, const char *backend, int m, const p3dw_rank_record *rec, int json);
 /* Rank 0: a human table (default) or the JSON summary (--json), and the
  * JSON summary in P3D_LOG_DIR when set. */
-void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o,
-                         const p3dw_rank_record *all, int n, const char *verify,
-                         double max_rel, double drop);
+void p3dw_report_summary(const p3dw_env *e, const char *backend, const p3dw_opts *o, const p3dw_rank_record *all, int n,
+                         const char *verify, double max_rel, double drop);
 double p3dw_analytic_bubble(int pp, int m);
 
 /* ---- benchmarks (bench.c) --------------------------------------------- */
@@ -375,15 +365,15 @@ int p3dw_bench_node(const p3dw_opts *o);
  * slowest GPU's and its slowest peer link's. */
 typedef struct p3dw_gpu_figs {
     int ngpus;
-    double gflops;      /* SGEMM GFLOP/s of the slowest GPU (gflops_gpu) */
+    double gflops; /* SGEMM GFLOP/s of the slowest GPU (gflops_gpu) */
     int gflops_gpu;
-    double mem_gbps;    /* device-to-device copy GB/s of the slowest (mem_gpu) */
+    double mem_gbps; /* device-to-device copy GB/s of the slowest (mem_gpu) */
     int mem_gpu;
     double gemm_maxrel; /* the SGEMMs against the CPU reference, worst */
     double p2p_gbps;    /* the slowest peer link of the fastest class, one
                          * way (p2p_a -> p2p_b); -1: no peer-capable pair */
     int p2p_a, p2p_b;
-    int npairs;         /* ordered pairs measured */
+    int npairs; /* ordered pairs measured */
 } p3dw_gpu_figs;
 
 #define P3DW_CUDA_ABI 4
@@ -395,8 +385,8 @@ typedef struct p3dw_cuda_api {
      * from rank 0 through the TCP world) and the TP/PP/DP/EP/EDP
      * communicators by ncclCommSplit with groups.c's colours (ETP shares
      * TP's).  Fills g[]. Returns 0 or -1. */
-    int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
-                 p3dw_group g[P3DW_NALL], double op_timeout);
+    int (*setup)(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL], p3dw_group g[P3DW_NALL],
+                 double op_timeout);
     /* Frees what setup made; failed != 0 after any failure: communicators
      * are then aborted, not finalized (peers may be gone). */
     void (*teardown)(p3dw_group g[P3DW_NALL], int failed);

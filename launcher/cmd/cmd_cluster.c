@@ -58,8 +58,8 @@ static char *text(const p3d_cluster *c, const char *excluded)
 {
     p3d_sb b = {0};
     p3d_sb_printf(&b, "cluster: %zu node%s, %zu GPUs, %zu rack%s, %zu multi-node NVLink domain%s\n", c->nnodes,
-                  c->nnodes == 1 ? "" : "s", p3d_cluster_gpus(c), c->nracks, c->nracks == 1 ? "" : "s",
-                  c->nnvl_domains, c->nnvl_domains == 1 ? "" : "s");
+                  c->nnodes == 1 ? "" : "s", p3d_cluster_gpus(c), c->nracks, c->nracks == 1 ? "" : "s", c->nnvl_domains,
+                  c->nnvl_domains == 1 ? "" : "s");
     p3d_sb_printf(&b, "source: %s%s%s\n", c->source ? p3d_tesc(c->source) : "this node",
                   c->slurm_topology ? "; slurm topology " : "", c->slurm_topology ? p3d_tesc(c->slurm_topology) : "");
     if (excluded)
@@ -99,8 +99,7 @@ static char *text(const p3d_cluster *c, const char *excluded)
             for (const char *s = c->topos[t]->notes; *s;) {
                 const char *e = strchr(s, '\n');
                 size_t len = e ? (size_t)(e - s) : strlen(s);
-                if (!strncmp(s, "allocation:", 11))
-                {
+                if (!strncmp(s, "allocation:", 11)) {
                     char *note = p3d_term_dup(s, len, len, 0);
                     p3d_sb_printf(&b, "%s: %s\n", p3d_tesc(c->topos[t]->source), note ? note : "?");
                     free(note);
@@ -127,8 +126,9 @@ static char *json(const p3d_cluster *c, char **err)
         const char *src = a->topo && a->topo->source ? a->topo->source : "";
         if (!strcmp(src, "local") || !src[0]) {
             p3d_sb_free(&b);
-            p3d_err(err, "node %s: its topology was discovered live, which a cluster file cannot name: save it "
-                         "first (lstopo --of xml FILE, or nvidia-smi topo -m > FILE) and give --topology FILE",
+            p3d_err(err,
+                    "node %s: its topology was discovered live, which a cluster file cannot name: save it "
+                    "first (lstopo --of xml FILE, or nvidia-smi topo -m > FILE) and give --topology FILE",
                     p3d_tesc(a->name));
             return NULL;
         }

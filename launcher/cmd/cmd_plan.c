@@ -136,8 +136,10 @@ static void policy_note(const p3d_opts *o, p3d_plan *pl)
     char list[512] = "", passed[256] = "";
     int w = !r->nerrors && r->nwarnings;
     size_t k = (size_t)snprintf(list, sizeof list, "%s %.2f s%s%s%s", r->policy, r->cost.step_time,
-                                r->nerrors ? " (fails a check)" : w ? " (warns " : "", w ? r->warned : "",
-                                w ? ")" : "");
+                                r->nerrors ? " (fails a check)"
+                                : w        ? " (warns "
+                                           : "",
+                                w ? r->warned : "", w ? ")" : "");
     size_t kp = 0;
     double fastest = r->cost.step_time;
     for (int i = 0; i < res.nalt; i++) {
@@ -146,12 +148,13 @@ static void policy_note(const p3d_opts *o, p3d_plan *pl)
             continue;
         if (k < sizeof list)
             k += (size_t)snprintf(list + k, sizeof list - k, ", %s %.2f s%s%s%s", a->name, a->step_time,
-                                  a->nerrors ? " (fails a check)" : a->nwarnings ? " (warns " : "",
-                                  !a->nerrors && a->nwarnings ? a->warned : "",
-                                  !a->nerrors && a->nwarnings ? ")" : "");
+                                  a->nerrors     ? " (fails a check)"
+                                  : a->nwarnings ? " (warns "
+                                                 : "",
+                                  !a->nerrors && a->nwarnings ? a->warned : "", !a->nerrors && a->nwarnings ? ")" : "");
         if (!a->nerrors && a->step_time < fastest - 0.005 && a->nwarnings > r->nwarnings && kp < sizeof passed)
-            kp += (size_t)snprintf(passed + kp, sizeof passed - kp, "%s%s's %.2f s warns %s", kp ? "; " : "",
-                                   a->name, a->step_time, a->warned);
+            kp += (size_t)snprintf(passed + kp, sizeof passed - kp, "%s%s's %.2f s warns %s", kp ? "; " : "", a->name,
+                                   a->step_time, a->warned);
     }
     if (r->nerrors)
         snprintf(pl->policy_note, sizeof pl->policy_note,
@@ -162,12 +165,12 @@ static void policy_note(const p3d_opts *o, p3d_plan *pl)
         snprintf(pl->policy_note, sizeof pl->policy_note,
                  "layout #1 placed by each bundled policy: %s. The run line uses %s (%.2f s, %s): %s, so it is "
                  "not advised",
-                 list, r->policy, r->cost.step_time,
-                 r->nwarnings ? "the fewest warnings" : "no warning-level check", passed);
+                 list, r->policy, r->cost.step_time, r->nwarnings ? "the fewest warnings" : "no warning-level check",
+                 passed);
     else
         snprintf(pl->policy_note, sizeof pl->policy_note,
-                 "layout #1 placed by each bundled policy: %s. The run line uses %s, the fastest%s%s", list,
-                 r->policy, r->nwarnings ? "; its placement warns " : " without a warning-level check",
+                 "layout #1 placed by each bundled policy: %s. The run line uses %s, the fastest%s%s", list, r->policy,
+                 r->nwarnings ? "; its placement warns " : " without a warning-level check",
                  r->nwarnings ? r->warned : "");
     p3d_plan_result_free(&res);
 }
@@ -190,8 +193,8 @@ static int report_roles(const p3d_cluster *c)
                 names[n++] = c->nodes[i].name;
         char *hl = n ? p3d_hostlist_compress(names, n) : NULL;
         if (hl)
-            fprintf(stderr, "par3drun: plan: %zu node%s %s, not planned on: %s\n", n, n == 1 ? "" : "s",
-                    kinds[k].what, p3d_tesc(hl));
+            fprintf(stderr, "par3drun: plan: %zu node%s %s, not planned on: %s\n", n, n == 1 ? "" : "s", kinds[k].what,
+                    p3d_tesc(hl));
         free(hl);
     }
     free(names);
@@ -246,9 +249,10 @@ static int plan_cluster(const p3d_opts *o, p3d_job *job, p3d_cluster **out, char
      * nodes took over 5 minutes and 3 GB. Bounded so that it answers in
      * seconds or refuses at once (docs/limits.md). */
     if (c->nnodes > P3D_PLAN_MAX_NODES)
-        return p3d_err(err, "plan: %s has %zu usable nodes; the limit is %d (plan places every candidate mesh on "
-                            "every node): plan a slice of the cluster file (e.g. one rack group) and check the mesh "
-                            "it finds with --dry-run on the whole cluster",
+        return p3d_err(err,
+                       "plan: %s has %zu usable nodes; the limit is %d (plan places every candidate mesh on "
+                       "every node): plan a slice of the cluster file (e.g. one rack group) and check the mesh "
+                       "it finds with --dry-run on the whole cluster",
                        o->cluster ? p3d_tesc(o->cluster) : "the cluster", c->nnodes, P3D_PLAN_MAX_NODES);
     return 0;
 }
@@ -283,8 +287,9 @@ static void plan_warnings(const p3d_opts *o, const p3d_cluster *c, const p3d_pla
     for (size_t i = 0; i < c->nwarnings; i++)
         fprintf(stderr, "par3drun: warning: %s\n", p3d_tesc(c->warnings[i]));
     if (pl->racks_unknown)
-        fprintf(stderr, "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
-                        "(add \"rack\" to each node entry)\n",
+        fprintf(stderr,
+                "par3drun: warning: %s names no racks: plan assumes all %d nodes share one leaf switch "
+                "(add \"rack\" to each node entry)\n",
                 o->cluster ? p3d_tesc(o->cluster) : "the cluster", pl->nodes);
 }
 

@@ -41,8 +41,8 @@
 #define RUNS_FRESH_S 60.0
 
 typedef struct run_entry {
-    char *name;                /* entry name in the scanned directory */
-    time_t when;               /* newest of the dir and events.jsonl mtimes */
+    char *name;  /* entry name in the scanned directory */
+    time_t when; /* newest of the dir and events.jsonl mtimes */
     int has_events, ended, exit_code, running;
     unsigned long long bytes;
 } run_entry;
@@ -251,8 +251,10 @@ static double parse_duration(const char *s)
     double x = strtod(s, &end);
     if (errno || end == s || !(x >= 0) || x > 1e10)
         return -1;
-    static const struct { char unit; double mult; } units[] = {
-        {'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 7 * 86400}};
+    static const struct {
+        char unit;
+        double mult;
+    } units[] = {{'s', 1}, {'m', 60}, {'h', 3600}, {'d', 86400}, {'w', 7 * 86400}};
     if (!*end)
         return x;
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
@@ -315,8 +317,8 @@ static void print_row(const char *dir, const run_entry *r, const char *action)
     const char *job = strncmp(r->name, "par3drun-", 9) ? r->name : r->name + 9;
     char stamp[96];
     snprintf(stamp, sizeof stamp, "%s (%s)", when, age);
-    printf("%-24s %-28s %-18s %10s  %s/%s%s%s\n", p3d_tesc(job), stamp, verdict(r, vb, sizeof vb), size,
-           p3d_tesc(dir), p3d_tesc(r->name), action ? "  " : "", action ? action : "");
+    printf("%-24s %-28s %-18s %10s  %s/%s%s%s\n", p3d_tesc(job), stamp, verdict(r, vb, sizeof vb), size, p3d_tesc(dir),
+           p3d_tesc(r->name), action ? "  " : "", action ? action : "");
 }
 
 /* Why r is not pruned, or NULL: running, among the --keep newest, or
@@ -385,8 +387,8 @@ static int prune(const p3d_opts *o, const char *dir, run_entry *v, size_t n, dou
     }
     char size[32];
     human_size(freed, size, sizeof size);
-    printf("par3drun runs: %s %zu of %zu run directories (%s)%s\n", o->runs_dry ? "would remove" : "removed",
-           removed, n, size, failed ? "; some could not be removed" : "");
+    printf("par3drun runs: %s %zu of %zu run directories (%s)%s\n", o->runs_dry ? "would remove" : "removed", removed,
+           n, size, failed ? "; some could not be removed" : "");
     return failed ? P3D_EXIT_FAIL : P3D_EXIT_OK;
 }
 

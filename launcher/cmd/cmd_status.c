@@ -34,8 +34,9 @@ int p3d_cmd_status(const p3d_opts *o)
     snprintf(path, sizeof path, "%s/status.txt", o->status_dir);
     fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        p3d_err(&err, "status: %s: %s; the job writes it once its ranks report progress (P3D_HEARTBEAT lines, "
-                      "docs/launch.md \"When a node is slow\"), every --progress-interval",
+        p3d_err(&err,
+                "status: %s: %s; the job writes it once its ranks report progress (P3D_HEARTBEAT lines, "
+                "docs/launch.md \"When a node is slow\"), every --progress-interval",
                 path, strerror(errno));
         goto bad;
     }

@@ -57,8 +57,7 @@ int p3d_cmd_topo(const p3d_opts *o)
                 e = errno;
         }
         if (bad) {
-            if (asprintf(&err, "--output %s: cannot write: %s", o->output,
-                         strerror(e)) < 0)
+            if (asprintf(&err, "--output %s: cannot write: %s", o->output, strerror(e)) < 0)
                 err = NULL;
             rc = p3d_fail_input(err);
             err = NULL;

@@ -400,7 +400,8 @@ int p3d_loop_run(p3d_loop *l)
 int p3d_wait_fd(int fd, int events, double until)
 {
     struct pollfd p = {.fd = fd,
-                       .events = (short)(((events & P3D_LOOP_IN) ? POLLIN : 0) | ((events & P3D_LOOP_OUT) ? POLLOUT : 0))};
+                       .events =
+                           (short)(((events & P3D_LOOP_IN) ? POLLIN : 0) | ((events & P3D_LOOP_OUT) ? POLLOUT : 0))};
     for (;;) {
         int ms = p3d_poll_ms(until);
         int r = loop_wait(&p, fd >= 0, ms);

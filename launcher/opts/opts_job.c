@@ -11,9 +11,9 @@
 static int p3d_opts_model(const p3d_opts *o, p3d_job *job, char **err)
 {
     p3d_model *md = &job->model;
-    int any = o->params || o->layers || o->hidden || o->heads || o->seq_len || o->vocab || o->ffn ||
-              o->query_groups || o->kv_channels || o->swiglu || o->untie || o->experts || o->topk || o->moe_ffn ||
-              o->moe_shared_ffn || o->normalization;
+    int any = o->params || o->layers || o->hidden || o->heads || o->seq_len || o->vocab || o->ffn || o->query_groups ||
+              o->kv_channels || o->swiglu || o->untie || o->experts || o->topk || o->moe_ffn || o->moe_shared_ffn ||
+              o->normalization;
     if (!any)
         return 0;
     if (!job->has_model) {
@@ -23,26 +23,41 @@ static int p3d_opts_model(const p3d_opts *o, p3d_job *job, char **err)
                                 "--num-layers --hidden-size --num-attention-heads --seq-length), or start from "
                                 "a preset with --model or a config.json with --model-config");
     }
-    if (o->params) md->params = o->params, md->params_forced = 1;
-    if (o->layers) md->layers = o->layers;
-    if (o->hidden) md->hidden = o->hidden;
-    if (o->heads) md->heads = o->heads;
-    if (o->seq_len) md->seq_len = o->seq_len;
-    if (o->vocab) md->vocab = o->vocab;
-    if (o->ffn) md->ffn = o->ffn;
-    if (o->query_groups) md->query_groups = o->query_groups;
-    if (o->kv_channels) md->kv_channels = o->kv_channels;
-    if (o->swiglu) md->swiglu = 1;
-    if (o->untie) md->untied = 1;
+    if (o->params)
+        md->params = o->params, md->params_forced = 1;
+    if (o->layers)
+        md->layers = o->layers;
+    if (o->hidden)
+        md->hidden = o->hidden;
+    if (o->heads)
+        md->heads = o->heads;
+    if (o->seq_len)
+        md->seq_len = o->seq_len;
+    if (o->vocab)
+        md->vocab = o->vocab;
+    if (o->ffn)
+        md->ffn = o->ffn;
+    if (o->query_groups)
+        md->query_groups = o->query_groups;
+    if (o->kv_channels)
+        md->kv_channels = o->kv_channels;
+    if (o->swiglu)
+        md->swiglu = 1;
+    if (o->untie)
+        md->untied = 1;
     if (o->normalization) {
         if (strcmp(o->normalization, "RMSNorm") && strcmp(o->normalization, "LayerNorm"))
             return p3d_err(err, "--normalization: expected RMSNorm or LayerNorm, got '%s'", o->normalization);
         md->rmsnorm = !strcmp(o->normalization, "RMSNorm");
     }
-    if (o->experts) md->experts = o->experts;
-    if (o->topk) md->top_k = o->topk;
-    if (o->moe_ffn) md->moe_ffn = o->moe_ffn;
-    if (o->moe_shared_ffn) md->moe_shared_ffn = o->moe_shared_ffn;
+    if (o->experts)
+        md->experts = o->experts;
+    if (o->topk)
+        md->top_k = o->topk;
+    if (o->moe_ffn)
+        md->moe_ffn = o->moe_ffn;
+    if (o->moe_shared_ffn)
+        md->moe_shared_ffn = o->moe_shared_ffn;
     if (md->experts > 0 && md->top_k == 0)
         md->top_k = md->experts < 2 ? md->experts : 2; /* Megatron's default top-k */
     if (md->experts > 0 && md->moe_ffn == 0)
@@ -60,7 +75,7 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
     m->size[P3D_DIM_CP] = o->cp ? o->cp : 1;
     m->size[P3D_DIM_EP] = o->ep ? o->ep : 1;
     m->size[P3D_DIM_ETP] = o->etp; /* 0: same as tp (p3d_mesh_resolve) */
-    m->size[P3D_DIM_DP] = o->dp; /* 0: what is left, see p3d_job_resolve_dp */
+    m->size[P3D_DIM_DP] = o->dp;   /* 0: what is left, see p3d_job_resolve_dp */
     if (o->order && p3d_mesh_set_order(m, o->order, err) < 0)
         return -1;
     job->micro_batches = o->micro_batches;
@@ -101,8 +116,10 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
     job->inference = o->inference;
     job->serve = (p3d_infer_opts){o->context_len, o->prompt_len, o->serve_batch};
     if (o->model && o->model_config)
-        return p3d_err(err, "--model %s and --model-config %s: give one of them (options such as "
-                            "--seq-length then change what it says)", o->model, o->model_config);
+        return p3d_err(err,
+                       "--model %s and --model-config %s: give one of them (options such as "
+                       "--seq-length then change what it says)",
+                       o->model, o->model_config);
     if (o->model) {
         if (p3d_model_preset(o->model, &job->model, err) < 0)
             return -1;
@@ -117,16 +134,20 @@ int p3d_opts_job(const p3d_opts *o, p3d_job *job, char **err)
         return -1;
     const p3d_model *md = &job->model;
     if (job->has_model && md->seq_len <= 0)
-        return p3d_err(err, "%s: key \"max_position_embeddings\" missing: give the training sequence length "
-                            "with --seq-length", md->config ? md->config : "the model");
+        return p3d_err(err,
+                       "%s: key \"max_position_embeddings\" missing: give the training sequence length "
+                       "with --seq-length",
+                       md->config ? md->config : "the model");
     /* expert parallelism splits the experts evenly (Megatron refuses the rest) */
     if (job->has_model && md->experts > 0 && o->ep > 0 && md->experts % o->ep)
-        return p3d_err(err, "--ep %d does not divide the %d experts of %s: every EP rank holds experts/ep of them "
-                            "(choose a divisor of %d)",
+        return p3d_err(err,
+                       "--ep %d does not divide the %d experts of %s: every EP rank holds experts/ep of them "
+                       "(choose a divisor of %d)",
                        o->ep, md->experts, md->name, md->experts);
     if (job->has_model && md->experts == 0 && o->ep > 1)
-        return p3d_err(err, "--ep %d: expert parallelism needs a mixture-of-experts model; %s is dense (MoE "
-                            "presets: deepseek-v3, mixtral-8x22b)",
+        return p3d_err(err,
+                       "--ep %d: expert parallelism needs a mixture-of-experts model; %s is dense (MoE "
+                       "presets: deepseek-v3, mixtral-8x22b)",
                        o->ep, md->name);
     return 0;
 }

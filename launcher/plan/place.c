@@ -59,8 +59,9 @@ static int load_cluster(const p3d_opts *o, p3d_cluster **out, char **err)
         const char *alloc = getenv("SLURM_JOB_NODELIST");
         size_t listed = c->nnodes;
         if (alloc && *alloc && p3d_cluster_restrict(c, alloc, &e) < 0) {
-            p3d_err(err, "SLURM_JOB_NODELIST '%s' against %s: %s (unset SLURM_JOB_NODELIST to place on the "
-                         "whole cluster file)",
+            p3d_err(err,
+                    "SLURM_JOB_NODELIST '%s' against %s: %s (unset SLURM_JOB_NODELIST to place on the "
+                    "whole cluster file)",
                     alloc, o->cluster, e ? e : "no match");
             goto out;
         }
@@ -147,7 +148,8 @@ static int apply_exclude(const char *list, p3d_cluster *c, char **err)
         while (i < c->nnodes && strcmp(c->nodes[i].name, names[k]) != 0)
             i++;
         if (i == c->nnodes) {
-            p3d_err(err, "--exclude '%s': node '%s' is not in %s", list, names[k], c->source ? c->source : "the cluster");
+            p3d_err(err, "--exclude '%s': node '%s' is not in %s", list, names[k],
+                    c->source ? c->source : "the cluster");
             goto out;
         }
         c->nodes[i].role = P3D_NODE_EXCLUDED;
@@ -336,10 +338,13 @@ static int compare_policies(const p3d_opts *o, p3d_plan_result *out, char **err)
          * that the estimate is gone (a batch mismatch, typically) */
         const char *why = "the cost model gave none";
         for (size_t i = 0; i < best_an->nchecks; i++)
-            if (!strcmp(best_an->checks[i].code, "COST_UNAVAILABLE") || !strcmp(best_an->checks[i].code, "BATCH_MISMATCH"))
+            if (!strcmp(best_an->checks[i].code, "COST_UNAVAILABLE") ||
+                !strcmp(best_an->checks[i].code, "BATCH_MISMATCH"))
                 why = best_an->checks[i].message;
-        p3d_err(err, "--policy auto ranks the policies by the cost model's step-time estimate, and there is none: %s "
-                     "(make the batch figures agree, or name a policy: --policy megatron)", why);
+        p3d_err(err,
+                "--policy auto ranks the policies by the cost model's step-time estimate, and there is none: %s "
+                "(make the batch figures agree, or name a policy: --policy megatron)",
+                why);
         p3d_placement_free(best_pl);
         p3d_analysis_free(best_an);
         return -1;
@@ -375,13 +380,15 @@ void p3d_place_policy_note(const p3d_plan_result *r, char *buf, size_t cap)
     }
     if (best >= 0) {
         /* the reason: rerun the comparison on the costs we have */
-        snprintf(buf, cap, "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s); "
+        snprintf(buf, cap,
+                 "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s); "
                  "--policy %s or --policy auto uses it",
                  r->alt[best].name, r->an->cost.step_time - r->alt[best].step_time, me, r->alt[best].step_time,
                  r->an->cost.step_time, r->alt[best].why[0] ? ": " : "", r->alt[best].why, r->alt[best].name);
     } else if (warned >= 0 && !r->auto_chosen) {
         /* faster on paper, but its own checks warn against it: named, not advised */
-        snprintf(buf, cap, "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s), "
+        snprintf(buf, cap,
+                 "policy %s's estimate is %.2f s faster than %s's on this input (step %.2f s vs %.2f s%s%s), "
                  "but its placement warns %s; %s is kept (docs/plan.md, \"Which policy\")",
                  r->alt[warned].name, r->an->cost.step_time - r->alt[warned].step_time, me, r->alt[warned].step_time,
                  r->an->cost.step_time, r->alt[warned].why[0] ? ": " : "", r->alt[warned].why, r->alt[warned].warned,
@@ -442,8 +449,8 @@ static int resolve_elastic(const p3d_opts *o, p3d_plan_result *out, char **err)
     if (o->min_dp && o->nnodes_min)
         return p3d_err(err, "--min-dp %d and --nnodes %d:%d both set the elastic range: give one of them", o->min_dp,
                        o->nnodes_min, o->nnodes);
-    if (o->nnodes_min && p3d_elastic_min_dp_of_nodes(o->nnodes_min, (int)v->nnodes, j->mesh.size[P3D_DIM_DP],
-                                                     &j->min_dp, err) < 0)
+    if (o->nnodes_min &&
+        p3d_elastic_min_dp_of_nodes(o->nnodes_min, (int)v->nnodes, j->mesh.size[P3D_DIM_DP], &j->min_dp, err) < 0)
         return -1;
     if (!j->min_dp && o->batch_tolerance < 0)
         return 0; /* not elastic: today's checks (BATCH_NOT_DIVISIBLE) say the rest */
@@ -475,8 +482,7 @@ int p3d_place_cluster(const p3d_opts *o, p3d_cluster *cluster, p3d_plan_result *
         goto out;
     /* p3d_job_resolve_dp's own message points at the local machine */
     if (o->cluster && p3d_cluster_gpus(out->cluster) == 0) {
-        p3d_err(err, "%s: the cluster has no GPUs: give --nproc-per-node N to run N CPU ranks per node",
-                o->cluster);
+        p3d_err(err, "%s: the cluster has no GPUs: give --nproc-per-node N to run N CPU ranks per node", o->cluster);
         goto out;
     }
     if (resolve_dp(out, err) < 0 || resolve_elastic(o, out, err) < 0)
@@ -570,8 +576,8 @@ int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, in
         c->nodes[lost[k]].role = P3D_NODE_LOST;
         fname[k] = cn->name;
         frack[k] = c->nracks ? c->racks[cn->rack] : NULL;
-        fnvl[k] = cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains ? c->nvl_domains[cn->nvl_domain]
-                                                                                  : NULL;
+        fnvl[k] =
+            cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains ? c->nvl_domains[cn->nvl_domain] : NULL;
     }
     for (int q = 0; q < world; q++) {
         node[q] = c->nodes[old->ranks[q].node].name;
@@ -584,11 +590,18 @@ int p3d_place_replace(const p3d_opts *o, p3d_plan_result *r, const int *lost, in
         spares += c->nodes[i].role == P3D_NODE_SPARE;
     if (!spares) {
         p3d_err(err, "no spare node left to take the ranks of %s (--spares %d, all in use or lost)%s", fname[0],
-                o->spares, r->job.min_dp > 0 ? "" : "; the job is not elastic (--min-dp D lets it shrink), so it stops");
+                o->spares,
+                r->job.min_dp > 0 ? "" : "; the job is not elastic (--min-dp D lets it shrink), so it stops");
         goto out;
     }
-    p3d_previous prev = {.world = world, .node = node, .gpu = gpu, .restart = restart, .nfailed = (size_t)nlost,
-                         .failed = fname, .failed_rack = frack, .failed_nvl = fnvl};
+    p3d_previous prev = {.world = world,
+                         .node = node,
+                         .gpu = gpu,
+                         .restart = restart,
+                         .nfailed = (size_t)nlost,
+                         .failed = fname,
+                         .failed_rack = frack,
+                         .failed_nvl = fnvl};
     p3d_job job = r->job;
     job.previous = &prev;
     /* the view: the nodes that hold ranks and the spares (only they have

@@ -54,8 +54,9 @@ int p3d_join_fits(const p3d_cluster *c, const p3d_node *n, char **why)
     if (!k)
         return p3d_err(why, "the job has no node left to compare it with");
     if (n->ngpus != k->ngpus)
-        return p3d_err(why, "it has %d GPU%s (rank slots), the job's nodes have %d: give it the job's "
-                            "--nproc-per-node, or a node of the job's kind",
+        return p3d_err(why,
+                       "it has %d GPU%s (rank slots), the job's nodes have %d: give it the job's "
+                       "--nproc-per-node, or a node of the job's kind",
                        n->ngpus, n->ngpus == 1 ? "" : "s", k->ngpus);
     const char *mn = n->ngpus ? n->gpus[0].model : "", *mk = k->ngpus ? k->gpus[0].model : "";
     if (*mn && *mk && strcmp(mn, mk))
@@ -64,8 +65,9 @@ int p3d_join_fits(const p3d_cluster *c, const p3d_node *n, char **why)
     domain_shape(n, sn, sizeof sn);
     domain_shape(k, sk, sizeof sk);
     if (strcmp(sn, sk))
-        return p3d_err(why, "its NVLink domains hold %s GPUs, the job's nodes' hold %s: a tensor-parallel group "
-                            "placed on it would cross a slower link",
+        return p3d_err(why,
+                       "its NVLink domains hold %s GPUs, the job's nodes' hold %s: a tensor-parallel group "
+                       "placed on it would cross a slower link",
                        sn, sk);
     return 0;
 }

@@ -126,12 +126,13 @@ int p3d_replace_story(const p3d_plan_result *res, const int *was, const int *los
             if (ln->nvl_domain >= 0 && sn->nvl_domain == ln->nvl_domain && (size_t)sn->nvl_domain < c->nnvl_domains)
                 snprintf(where, sizeof where, "same NVLink domain %s", c->nvl_domains[sn->nvl_domain]);
             else if (ln->nvl_domain >= 0)
-                snprintf(where, sizeof where, "%s rack %s, outside NVLink domain %s", sn->rack == ln->rack ? "same" : "other",
-                         rs, (size_t)ln->nvl_domain < c->nnvl_domains ? c->nvl_domains[ln->nvl_domain] : "?");
+                snprintf(where, sizeof where, "%s rack %s, outside NVLink domain %s",
+                         sn->rack == ln->rack ? "same" : "other", rs,
+                         (size_t)ln->nvl_domain < c->nnvl_domains ? c->nvl_domains[ln->nvl_domain] : "?");
             else
                 snprintf(where, sizeof where, "%s rack %s", sn->rack == ln->rack ? "same" : "other", rs);
-            k += (size_t)snprintf(story + k, sizeof story - k, "%srank%s %s of %s moved to spare %s (%s)", k ? "; " : "",
-                                  n == 1 ? "" : "s", ranks, ln->name, sname, where);
+            k += (size_t)snprintf(story + k, sizeof story - k, "%srank%s %s of %s moved to spare %s (%s)",
+                                  k ? "; " : "", n == 1 ? "" : "s", ranks, ln->name, sname, where);
         } else {
             k += (size_t)snprintf(story + k, sizeof story - k, "%snode %s ran no rank", k ? "; " : "",
                                   c->nodes[lost[j]].name);

@@ -123,8 +123,8 @@ static int width_record(const p3d_plan_result *r, const p3d_reshape *rs, int old
     return 0;
 }
 
-int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart,
-                     const char *reason, int events_fd, double t0, char **msg)
+int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, const char *reason,
+                     int events_fd, double t0, char **msg)
 {
     p3d_elastic e;
     p3d_reshape rs;
@@ -190,8 +190,8 @@ out:
     return rc;
 }
 
-int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart,
-                   const char *reason, int events_fd, double t0, int **was, char **msg)
+int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart, const char *reason,
+                   int events_fd, double t0, int **was, char **msg)
 {
     int rc = p3d_replace_place(o, res, lost, nlost, restart, reason, events_fd, t0, was, msg);
     if (rc >= 0 || res->job.min_dp <= 0)
@@ -204,8 +204,8 @@ int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int
         *msg = second;
         return 2;
     }
-    if (asprintf(msg, "%s; and the job cannot shrink: %s", first ? first : "no spare", second ? second : "out of memory") <
-        0)
+    if (asprintf(msg, "%s; and the job cannot shrink: %s", first ? first : "no spare",
+                 second ? second : "out of memory") < 0)
         *msg = NULL;
     free(first);
     free(second);

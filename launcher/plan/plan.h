@@ -20,14 +20,14 @@
 /* options -> cluster -> job -> policy -> checks, plus the naive baseline
  * that reports compare against. docs/dry-run.md describes what it reads. */
 typedef struct p3d_plan_result {
-    p3d_cluster *cluster;     /* owned */
-    p3d_job job;              /* dp resolved */
-    p3d_placement *pl;        /* the chosen policy's placement, owned */
-    p3d_analysis *an;         /* its checks and link scores, owned */
-    p3d_placement *base_pl;   /* naive.lua on the same input; NULL when the
+    p3d_cluster *cluster;   /* owned */
+    p3d_job job;            /* dp resolved */
+    p3d_placement *pl;      /* the chosen policy's placement, owned */
+    p3d_analysis *an;       /* its checks and link scores, owned */
+    p3d_placement *base_pl; /* naive.lua on the same input; NULL when the
                                  policy is naive itself or the baseline failed */
     p3d_analysis *base_an;
-    char *base_err;           /* why there is no baseline (NULL when there is
+    char *base_err; /* why there is no baseline (NULL when there is
                                  one or the policy is naive), owned */
     /* The other bundled policies (and --policy-candidates) on the same
      * input, when a model gives estimates: each one's step time and error
@@ -38,13 +38,13 @@ typedef struct p3d_plan_result {
      * estimate), and alt[] holds the rest. */
     struct p3d_policy_alt {
         char name[64];
-        double step_time;   /* seconds, 0 without an estimate */
+        double step_time; /* seconds, 0 without an estimate */
         int nerrors, nwarnings;
-        char warned[96];    /* its warning-level check codes, comma-separated */
-        char why[160];      /* what the faster one saves, when it is faster */
+        char warned[96]; /* its warning-level check codes, comma-separated */
+        char why[160];   /* what the faster one saves, when it is faster */
     } alt[8];
     int nalt;
-    int auto_chosen;          /* 1: --policy auto picked pl */
+    int auto_chosen; /* 1: --policy auto picked pl */
     /* The nodes the policy sees: those with role P3D_NODE_USE (plus, for a
      * replacement, the spares), borrowed from cluster; view_map[i] is view
      * node i's index in cluster. NULL when every node is used. */
@@ -145,8 +145,8 @@ int p3d_plan_elastic(const p3d_plan_result *r, p3d_elastic *e, char **err);
  * the lost nodes marked lost, the dropped replicas' surviving nodes made
  * spares. 0 with a story line in *msg; -1 with why in *msg (below
  * --min-dp: D, the replicas left and what was lost are named). */
-int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart,
-                     const char *reason, int events_fd, double t0, char **msg);
+int p3d_place_shrink(const p3d_opts *o, p3d_plan_result *r, const int *lost, int nlost, int restart, const char *reason,
+                     int events_fd, double t0, char **msg);
 /* How many more whole replicas the spares can hold now (0: none, or the
  * job runs at full width, or it is not elastic). */
 int p3d_place_grow_room(const p3d_plan_result *r);
@@ -159,7 +159,7 @@ int p3d_place_grow(const p3d_opts *o, p3d_plan_result *r, int restart, const cha
  * take its ranks and the job is elastic, the shrink: p3d_replace_place's
  * 1, 0 (*was set: then p3d_replace_story), -1; or 2 shrunk (*msg: its
  * story, *was NULL). */
-int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart,
-                   const char *reason, int events_fd, double t0, int **was, char **msg);
+int p3d_place_heal(const p3d_opts *o, p3d_plan_result *res, const int *lost, int nlost, int restart, const char *reason,
+                   int events_fd, double t0, int **was, char **msg);
 
 #endif

@@ -54,8 +54,9 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err)
         goto out;
     }
     if (st.st_mode & 077) {
-        p3d_err(err, "--rdzv-token-file %s: mode %04o is readable by group or others: the token is the job's key; "
-                     "run: chmod 600 %s",
+        p3d_err(err,
+                "--rdzv-token-file %s: mode %04o is readable by group or others: the token is the job's key; "
+                "run: chmod 600 %s",
                 p3d_tesc(path), (unsigned)(st.st_mode & 07777), p3d_tesc(path));
         goto out;
     }
@@ -83,8 +84,9 @@ int p3d_rdzv_read_token(const char *path, char *tok, size_t cap, char **err)
         goto out;
     }
     if (strlen(s) < 8 || strlen(s) >= cap || strlen(s) > 255) {
-        p3d_err(err, "--rdzv-token-file %s: the token is %zu bytes: expected 8..255 (e.g. head -c 24 /dev/urandom "
-                     "| base64 > FILE)",
+        p3d_err(err,
+                "--rdzv-token-file %s: the token is %zu bytes: expected 8..255 (e.g. head -c 24 /dev/urandom "
+                "| base64 > FILE)",
                 p3d_tesc(path), strlen(s));
         goto out;
     }
@@ -126,13 +128,14 @@ static int split_endpoint(const char *arg, char *host, size_t cap, int *port)
     return 0;
 }
 
-static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
-                         void **state, char *msg, size_t cap)
+static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b, void **state,
+                         char *msg, size_t cap)
 {
     (void)timeout;
     *state = NULL;
     if (split_endpoint(arg, b->leader_host, sizeof b->leader_host, &b->leader_port) < 0)
-        return p3d_plugin_say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)", arg);
+        return p3d_plugin_say(msg, cap, "--rdzv static:%s: expected static:HOST:PORT (port 1..65535; [IPv6]:PORT)",
+                              arg);
     if (o_nnodes == 0 && o_node_rank == -1)
         return 1; /* --join: the leader is where the job's nodes met */
     if (o_nnodes < 1)
@@ -140,14 +143,16 @@ static int static_detect(const char *arg, int o_nnodes, int o_node_rank, double 
     if (o_node_rank < 0)
         return p3d_plugin_say(msg, cap, "--rdzv static needs --node-rank I (0 on the node that listens on %s)", arg);
     if (o_node_rank >= o_nnodes)
-        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
+        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1,
+                              o_nnodes);
     b->nnodes = o_nnodes;
     b->node_rank = o_node_rank;
     return 1;
 }
 
 const p3d_rdzv_ops p3d_rdzv_static = {
-    .name = "static", .detect = static_detect,
+    .name = "static",
+    .detect = static_detect,
 };
 
 /* A set, non-empty environment variable, or NULL. */
@@ -186,8 +191,8 @@ int p3d_k8s_leader_host(const char *hostname, const char *fqdn, long index, char
     return 0;
 }
 
-static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
-                      void **state, char *msg, size_t cap)
+static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b, void **state,
+                      char *msg, size_t cap)
 {
     (void)timeout;
     *state = NULL;
@@ -196,14 +201,16 @@ static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double tim
     if (ix) {
         unsigned long long v;
         if (p3d_decimal(ix, 1UL << 20, &v) < 0)
-            return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX='%s': expected a node index 0..%ld in plain "
-                                            "decimal digits",
+            return p3d_plugin_say(msg, cap,
+                                  "k8s: JOB_COMPLETION_INDEX='%s': expected a node index 0..%ld in plain "
+                                  "decimal digits",
                                   p3d_tesc(ix), 1L << 20);
         index = (long)v;
     }
     if (index < 0 && o_node_rank < 0)
-        return p3d_plugin_say(msg, cap, "k8s: JOB_COMPLETION_INDEX is not set (not a pod of an Indexed Job or "
-                                        "JobSet?): give --node-rank I");
+        return p3d_plugin_say(msg, cap,
+                              "k8s: JOB_COMPLETION_INDEX is not set (not a pod of an Indexed Job or "
+                              "JobSet?): give --node-rank I");
     if (index >= 0 && o_node_rank >= 0 && index != o_node_rank)
         return p3d_plugin_say(msg, cap, "k8s: --node-rank %d disagrees with JOB_COMPLETION_INDEX=%ld", o_node_rank,
                               index);
@@ -223,8 +230,8 @@ static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double tim
             char *end;
             long p = strtol(arg, &end, 10);
             if (*end || p < 1 || p > 65535)
-                return p3d_plugin_say(msg, cap, "--rdzv k8s:%s: expected k8s, k8s:PORT or k8s:HOST:PORT (port 1..65535)",
-                                      arg);
+                return p3d_plugin_say(msg, cap,
+                                      "--rdzv k8s:%s: expected k8s, k8s:PORT or k8s:HOST:PORT (port 1..65535)", arg);
             b->leader_port = (int)p;
         }
         char host[256] = "", *fqdn = NULL;
@@ -247,7 +254,8 @@ static int k8s_detect(const char *arg, int o_nnodes, int o_node_rank, double tim
 }
 
 const p3d_rdzv_ops p3d_rdzv_k8s = {
-    .name = "k8s", .detect = k8s_detect,
+    .name = "k8s",
+    .detect = k8s_detect,
 };
 
 /* ---- slurm: from the job step's environment -------------------------------- */
@@ -295,15 +303,16 @@ static int slurm_node_addr(const char *name, char *out, size_t cap, char *msg, s
         pclose(f);
     }
     if (!found)
-        return p3d_plugin_say(msg, mcap,
-                   "slurm: the first node of the step, '%s', does not resolve and scontrol does not know its "
-                   "NodeAddr: give the leader's address with --rdzv slurm:ADDR",
-                   name);
+        return p3d_plugin_say(
+            msg, mcap,
+            "slurm: the first node of the step, '%s', does not resolve and scontrol does not know its "
+            "NodeAddr: give the leader's address with --rdzv slurm:ADDR",
+            name);
     return 0;
 }
 
-static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
-                        void **state, char *msg, size_t cap)
+static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b, void **state,
+                        char *msg, size_t cap)
 {
     (void)timeout;
     (void)o_nnodes;
@@ -320,8 +329,9 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     const char *nt = env2("SLURM_STEP_NUM_TASKS", "SLURM_NTASKS");
     const char *nid = env("SLURM_NODEID");
     if (!list || !nn || !nid)
-        return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
-                             "inside a job step");
+        return p3d_plugin_say(msg, cap,
+                              "slurm: SLURM_STEP_NODELIST, SLURM_STEP_NUM_NODES and SLURM_NODEID must be set "
+                              "inside a job step");
     unsigned long long vnn, vnid, vnt = 0, vjob, vstep;
     /* plain decimal digits only: " 1", "+1" or "1x" would name a node;
      * each count against its documented bound (docs/limits.md) before
@@ -347,13 +357,14 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
     }
     int nnodes = (int)vnn, rank = (int)vnid;
     if (nnodes < 1 || rank < 0 || rank >= nnodes)
-        return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid, nnodes - 1,
-                   nn);
+        return p3d_plugin_say(msg, cap, "slurm: SLURM_NODEID=%s outside 0..%d (SLURM_STEP_NUM_NODES=%s)", nid,
+                              nnodes - 1, nn);
     if (nt && vnt != (unsigned long long)nnodes)
-        return p3d_plugin_say(msg, cap,
-                   "slurm: the step runs %s tasks on %d nodes: par3drun starts the ranks itself, run one per node "
-                   "(srun --ntasks-per-node=1)",
-                   nt, nnodes);
+        return p3d_plugin_say(
+            msg, cap,
+            "slurm: the step runs %s tasks on %d nodes: par3drun starts the ranks itself, run one per node "
+            "(srun --ntasks-per-node=1)",
+            nt, nnodes);
     char **names = NULL;
     size_t n = 0;
     char *e = NULL;
@@ -399,8 +410,9 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
         snprintf(first, sizeof first, "%.*s", (int)(fl < sizeof first ? fl : sizeof first - 1), resv);
         if (fl >= sizeof first || p3d_decimal(first, 65535, &rp) < 0 || rp < 1 ||
             (last && (p3d_decimal(last, 65535, &lp) < 0 || lp < rp)))
-            return p3d_plugin_say(msg, cap, "slurm: SLURM_STEP_RESV_PORTS='%s': expected PORT or FIRST-LAST (decimal "
-                                            "1..65535)",
+            return p3d_plugin_say(msg, cap,
+                                  "slurm: SLURM_STEP_RESV_PORTS='%s': expected PORT or FIRST-LAST (decimal "
+                                  "1..65535)",
                                   p3d_tesc(resv));
     }
     if (rp > 0)
@@ -415,7 +427,8 @@ static int slurm_detect(const char *arg, int o_nnodes, int o_node_rank, double t
 }
 
 const p3d_rdzv_ops p3d_rdzv_slurm = {
-    .name = "slurm", .detect = slurm_detect,
+    .name = "slurm",
+    .detect = slurm_detect,
 };
 
 /* ---- plugins ---------------------------------------------------------------- */
@@ -474,14 +487,16 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
         copy(r->boot.job_id, sizeof r->boot.job_id, o->job_id);
     /* a backend that holds leases lets a dead agent's registration (and
      * a dead leader's leadership) lapse as fast as the nodes notice it */
-    r->boot.lease_ttl = o->node_timeout <= 0 ? 0 : o->node_timeout < 2 ? 2 : o->node_timeout > 3600 ? 3600
-                                                                                               : (int)(o->node_timeout + 0.999);
+    r->boot.lease_ttl = o->node_timeout <= 0     ? 0
+                        : o->node_timeout < 2    ? 2
+                        : o->node_timeout > 3600 ? 3600
+                                                 : (int)(o->node_timeout + 0.999);
     msg[0] = 0;
     /* --join: 0 nodes and node rank -1 (plugin.h): the backend finds the
      * running job's leader; the node's index comes from the leader
      * (P3D_JOIN_RUNNING) */
-    int k = r->ops->detect(arg ? arg : "", o->join ? 0 : o->nnodes, o->join ? -1 : o->node_rank, t, &r->boot,
-                           &r->state, msg, cap);
+    int k = r->ops->detect(arg ? arg : "", o->join ? 0 : o->nnodes, o->join ? -1 : o->node_rank, t, &r->boot, &r->state,
+                           msg, cap);
     if (k < 0) {
         p3d_err(err, "%s", msg[0] ? msg : "rendezvous failed");
         return -1;
@@ -494,8 +509,8 @@ static int try_backend(p3d_rdzv *r, const char *arg, const p3d_opts *o, char *ms
         return 1;
     }
     if (r->boot.nnodes < 1 || r->boot.node_rank < 0 || r->boot.node_rank >= r->boot.nnodes) {
-        return p3d_err(err, "rendezvous '%s': node rank %d of %d nodes: out of range", r->ops->name,
-                       r->boot.node_rank, r->boot.nnodes);
+        return p3d_err(err, "rendezvous '%s': node rank %d of %d nodes: out of range", r->ops->name, r->boot.node_rank,
+                       r->boot.nnodes);
     }
     return 1;
 }
@@ -521,17 +536,21 @@ static int join_refused(const char *name, const char *spec, char **err)
 {
     if (!strcmp(name, "k8s")) {
         /* a pod finds its leader by its Job's index: a joiner has none */
-        p3d_err(err, "--join --rdzv %s: the k8s rendezvous finds the leader by the pod's Job index, which a joining "
-                     "pod does not have: join through --rdzv static:LEADER:PORT (the job's leader pod, e.g. "
-                     "JOB-0.SERVICE, and the job's k8s port, 29400 by default; after a failover the successor's pod "
-                     "at the same port) with the job's --rdzv-token-file", spec);
+        p3d_err(err,
+                "--join --rdzv %s: the k8s rendezvous finds the leader by the pod's Job index, which a joining "
+                "pod does not have: join through --rdzv static:LEADER:PORT (the job's leader pod, e.g. "
+                "JOB-0.SERVICE, and the job's k8s port, 29400 by default; after a failover the successor's pod "
+                "at the same port) with the job's --rdzv-token-file",
+                spec);
         return -1;
     }
     if (strcmp(name, "static") && strcmp(name, "etcd")) {
         /* Slurm's and PMIx's joins are not built: said, not guessed */
-        p3d_err(err, "--join needs the running job's leader: --rdzv static:HOST:PORT (or torchrun's "
-                     "--rdzv-endpoint HOST:PORT) or --rdzv etcd:URL --job-id ID; joining through --rdzv %s is not "
-                     "supported", spec);
+        p3d_err(err,
+                "--join needs the running job's leader: --rdzv static:HOST:PORT (or torchrun's "
+                "--rdzv-endpoint HOST:PORT) or --rdzv etcd:URL --job-id ID; joining through --rdzv %s is not "
+                "supported",
+                spec);
         return -1;
     }
     return 0;
@@ -623,13 +642,15 @@ out:
         } else if (env("P3D_RDZV_TOKEN")) {
             copy(r->boot.token, sizeof r->boot.token, env("P3D_RDZV_TOKEN"));
         }
-        if (rc == 1 && !r->boot.token[0] && (!strcmp(r->ops->name, "static") || !strcmp(r->ops->name, "k8s") ||
-                                          !strcmp(r->ops->name, "etcd"))) {
+        if (rc == 1 && !r->boot.token[0] &&
+            (!strcmp(r->ops->name, "static") || !strcmp(r->ops->name, "k8s") || !strcmp(r->ops->name, "etcd"))) {
             /* etcd holds no secret (it signs its values with the key): the
              * key comes from each node */
-            p3d_err(err, "--rdzv %s needs the job's token on every node: --rdzv-token-file FILE (same content "
-                         "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE; on Kubernetes a Secret "
-                         "mounted as a file) or P3D_RDZV_TOKEN", r->ops->name);
+            p3d_err(err,
+                    "--rdzv %s needs the job's token on every node: --rdzv-token-file FILE (same content "
+                    "everywhere; e.g. head -c 24 /dev/urandom | base64 > FILE; on Kubernetes a Secret "
+                    "mounted as a file) or P3D_RDZV_TOKEN",
+                    r->ops->name);
             rc = -1;
         }
         if (rc == 1 && o->job_id)
@@ -713,8 +734,10 @@ int p3d_rdzv_fanout(const p3d_opts *o, int *fanout, char **err)
         return 0;
     unsigned long long k;
     if (p3d_decimal(v, P3D_FANOUT_MAX, &k) < 0 || k < 1)
-        return p3d_err(err, "P3D_RDZV_FANOUT=%s: expected an integer 1..%d in plain decimal digits (children per "
-                            "agent in the distribution tree)", p3d_tesc(v), P3D_FANOUT_MAX);
+        return p3d_err(err,
+                       "P3D_RDZV_FANOUT=%s: expected an integer 1..%d in plain decimal digits (children per "
+                       "agent in the distribution tree)",
+                       p3d_tesc(v), P3D_FANOUT_MAX);
     *fanout = (int)k;
     return 0;
 }

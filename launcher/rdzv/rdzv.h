@@ -43,7 +43,7 @@ typedef struct p3d_rdzv {
     const p3d_rdzv_ops *ops;
     void *state;
     p3d_rdzv_boot boot;
-    double timeout;          /* seconds, resolved (default grows with nnodes) */
+    double timeout; /* seconds, resolved (default grows with nnodes) */
     /* --preflight's TCP ring across the hosts (docs/launch.md,
      * "Preflight"): when this node's JOIN has a ring_port, the leader
      * holds every tree position until all nodes joined and names in each
@@ -140,11 +140,11 @@ void p3d_tcp_refuse_chan(p3d_chan *c, const char *why);
 
 /* Sizes of what the tree moved, for --verbose and bench/swarm. */
 typedef struct p3d_tree_stats {
-    uint64_t bytes_sent;     /* by this process on rendezvous sockets */
+    uint64_t bytes_sent; /* by this process on rendezvous sockets */
     uint64_t bytes_recv;
-    double t_join;           /* leader: until every record was in */
-    double t_place;          /* leader: placement + encoding */
-    double t_send;           /* leader: distribution to its children */
+    double t_join;  /* leader: until every record was in */
+    double t_place; /* leader: placement + encoding */
+    double t_send;  /* leader: distribution to its children */
     size_t json_len, cplace_len;
 } p3d_tree_stats;
 
@@ -263,8 +263,7 @@ int p3d_fgate_fd(const p3d_fgate *g);
  * too much, or nothing within P3D_FGATE_DEADLINE are dropped; each drop is counted and
  * its reason kept (p3d_fgate_dropped) and said on stderr when verbose.
  * *next (may be NULL) is lowered to the next deadline of a stranger. */
-int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out,
-                   p3d_chan **ch);
+int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out, p3d_chan **ch);
 /* How many strangers the gate holds: accepted, their frame not whole yet.
  * Their bytes do not make the listening socket readable: while any are
  * held, call p3d_fgate_take again soon (a frame that arrived just after

@@ -57,11 +57,15 @@ int p3d_route_addr(const char *host, int port, char *out, size_t cap, char **err
 int p3d_bind_addr_check(const char *what, const char *addr, char **err)
 {
     unsigned char buf[sizeof(struct in6_addr)];
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICHOST | AI_PASSIVE}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICHOST | AI_PASSIVE},
+                    *ai = NULL;
     if (!*addr || getaddrinfo(addr, "0", &hints, &ai) != 0)
-        return p3d_err(err, "%s '%s': expected one numeric IPv4 or IPv6 address of this node (e.g. 10.0.0.5 or "
-                            "fd00::5; no brackets, no port, no name)", what, addr);
+        return p3d_err(err,
+                       "%s '%s': expected one numeric IPv4 or IPv6 address of this node (e.g. 10.0.0.5 or "
+                       "fd00::5; no brackets, no port, no name)",
+                       what, addr);
     int any = (inet_pton(AF_INET, addr, buf) == 1 && !memcmp(buf, "\0\0\0\0", 4)) ||
               (inet_pton(AF_INET6, addr, buf) == 1 && !memcmp(buf, &in6addr_any, sizeof in6addr_any));
     int fd = any ? -1 : socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -70,8 +74,10 @@ int p3d_bind_addr_check(const char *what, const char *addr, char **err)
         close(fd);
     freeaddrinfo(ai);
     if (any)
-        return p3d_err(err, "%s '%s': every interface is what this option keeps the listeners off; give one "
-                            "address of this node", what, addr);
+        return p3d_err(err,
+                       "%s '%s': every interface is what this option keeps the listeners off; give one "
+                       "address of this node",
+                       what, addr);
     if (!ok)
         return p3d_err(err, "%s '%s': cannot bind it: %s%s", what, addr, strerror(e),
                        e == EADDRNOTAVAIL ? " (not an address of this node)" : "");

@@ -47,8 +47,8 @@ static int connect_once(const struct addrinfo *a, double deadline)
 
 /* Connects to host:port, retrying until the deadline. The fd, or -1 with
  * *err (who: "the leader (node rank 0)" or "the tree parent node[3]"). */
-int rz_connect_retry(const char *host, int port, double t0, double deadline, double timeout, const char *who,
-                         int me, int chatty, char **err)
+int rz_connect_retry(const char *host, int port, double t0, double deadline, double timeout, const char *who, int me,
+                     int chatty, char **err)
 {
     int fd = -1, last = 0;
     double next_note = p3d_now() + PROGRESS_EVERY;

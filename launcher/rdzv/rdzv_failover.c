@@ -25,10 +25,10 @@
 struct p3d_fgate {
     int lfd;
     int maxpend;
-    pending *s;              /* the strangers: accepted, not yet rejoined */
+    pending *s; /* the strangers: accepted, not yet rejoined */
     int dropped;
     char why[200];
-    char key[256];           /* the job key the handshake proves */
+    char key[256]; /* the job key the handshake proves */
 };
 
 p3d_fgate *p3d_fgate_open(const char *host, int maxpend, int *port, char **err)
@@ -118,8 +118,7 @@ int p3d_fgate_waiting(const p3d_fgate *g)
     return k;
 }
 
-int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out,
-                   p3d_chan **ch)
+int p3d_fgate_take(p3d_fgate *g, int nnodes, double now, double *next, int verbose, p3d_rejoin *out, p3d_chan **ch)
 {
     accept_all(g, now, verbose);
     for (int i = 0; i < g->maxpend; i++) {
@@ -276,7 +275,10 @@ int p3d_failover_answer(p3d_chan *ch, double deadline, p3d_rejoined *out, char *
     char *e = NULL;
     int type = p3d_chan_read(ch, deadline, &body, &len, &e);
     int rc = type > 0 ? p3d_rejoined_open(type, body, len, out, err)
-                      : p3d_err(err, "failover: the successor: %s", type == 0 ? "closed the connection" : e ? e : "?");
+                      : p3d_err(err, "failover: the successor: %s",
+                                type == 0 ? "closed the connection"
+                                : e       ? e
+                                          : "?");
     free(body);
     free(e);
     return rc;

@@ -30,7 +30,7 @@
 #define JPORT_SLOTS 16
 
 typedef struct told {
-    p3d_chan *ch;            /* NULL: a free slot */
+    p3d_chan *ch; /* NULL: a free slot */
     p3d_join j;
     char peer[160];
     double since;

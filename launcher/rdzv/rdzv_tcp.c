@@ -74,12 +74,13 @@ int p3d_tcp_listen(const char *host, int port, int *bound, char **err)
     if (fd < 0)
         return p3d_err(err, "rendezvous: cannot listen on %s:%d: %s%s", host, port, strerror(e),
                        e == EADDRINUSE ? " (another job on this port? give another one, or --rdzv-timeout to retry)"
-                       : e == EADDRNOTAVAIL ? " (not an address of this node)" : "");
+                       : e == EADDRNOTAVAIL ? " (not an address of this node)"
+                                            : "");
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
         *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
+                                                : ((struct sockaddr_in *)&ss)->sin_port);
     rz_set_nonblock(fd, 1);
     return fd;
 }
@@ -128,7 +129,6 @@ void rz_peer_name(int fd, char *buf, size_t cap)
 }
 
 /* ---- accepting peers: the pre-authentication limits ---------------------- */
-
 
 
 void rz_drop_pending(pending *p, const char *why, int verbose)
@@ -285,8 +285,9 @@ int rz_pending_auth(pending *p, const char *key, int kind, unsigned char **body,
         snprintf(peer, sizeof peer, "%s", p->peer);
         int type = rz_pending_frame(p, &b, &n);
         if (type < 0 && proved) {
-            snprintf(p->why, sizeof p->why, "it left the handshake after the challenge: wrong job token (another "
-                                            "job's agent, a different --rdzv-token-file, or a stranger)");
+            snprintf(p->why, sizeof p->why,
+                     "it left the handshake after the challenge: wrong job token (another "
+                     "job's agent, a different --rdzv-token-file, or a stranger)");
             fprintf(stderr, "rendezvous: refused %s: %s\n", peer, p->why);
         }
         int k = type > 0 ? pending_step(p, type, b, n) : type;
@@ -325,7 +326,8 @@ const char *rz_auth_verdict(const p3d_rdzv *r, uint32_t proto, const char *versi
                             size_t cap)
 {
     if (proto != P3D_WIRE_PROTO || !version || strcmp(version, P3D_VERSION) != 0) {
-        snprintf(why, cap, "par3drun version mismatch: the leader runs %s (wire protocol %d), this agent %s "
+        snprintf(why, cap,
+                 "par3drun version mismatch: the leader runs %s (wire protocol %d), this agent %s "
                  "(wire protocol %u): run the same par3drun on every node",
                  P3D_VERSION, P3D_WIRE_PROTO, version ? p3d_tesc(version) : "?", proto);
         return why;
@@ -367,8 +369,8 @@ typedef struct treesend {
     p3d_chan *const *ch;
     const int *ranks;
     int n, left, failed;
-    const p3d_wbuf *b;       /* the frame, its length counting the tag */
-    unsigned char *tags;     /* child i's tag: P3D_TAG_LEN bytes at i */
+    const p3d_wbuf *b;   /* the frame, its length counting the tag */
+    unsigned char *tags; /* child i's tag: P3D_TAG_LEN bytes at i */
     size_t *off;
     p3d_tree_stats *st;
     char **err;

@@ -26,7 +26,7 @@ typedef struct pending {
     double since; /* accepted at */
     int hs_on;    /* the handshake began (hs) */
     p3d_hs hs;
-    p3d_chan *ch; /* the handshake is done: the peer proved the job key;
+    p3d_chan *ch;  /* the handshake is done: the peer proved the job key;
                    * fd is ch's then */
     char why[200]; /* why it was last dropped (kept after the drop) */
 } pending;

@@ -47,17 +47,17 @@ static int refusal(const unsigned char *body, size_t len, const p3d_rdzv *r, cha
 typedef struct agentj {
     const p3d_rdzv *r;
     int me, k, lfd, verbose;
-    p3d_chan *ctrl, *up;     /* the leader; the tree parent (== ctrl when
+    p3d_chan *ctrl, *up; /* the leader; the tree parent (== ctrl when
                               * the parent is the leader) */
-    int nkids;               /* expected children */
-    p3d_chan **kch;          /* per child slot (child rank - first), NULL */
+    int nkids;           /* expected children */
+    p3d_chan **kch;      /* per child slot (child rank - first), NULL */
     unsigned char *kdone;
     int ndone;
-    int refused;             /* the leader refused this node: exit 2 */
+    int refused; /* the leader refused this node: exit 2 */
     p3d_gather *g;
     p3d_tree_stats *st;
-    double t0, deadline;     /* the join's start, the rendezvous' timeout */
-    int chatty;              /* progress lines (--verbose or a terminal) */
+    double t0, deadline; /* the join's start, the rendezvous' timeout */
+    int chatty;          /* progress lines (--verbose or a terminal) */
 } agentj;
 
 /* A child's TJOIN on a pending connection: adopts it (its slot) or
@@ -95,7 +95,8 @@ static int adopt_child(agentj *A, pending *p, const unsigned char *body, size_t 
     } else {
         int c = t.node_rank - first;
         if (A->verbose)
-            fprintf(stderr, "rendezvous: node[%d] attached its tree child node[%d] (%s)\n", A->me, t.node_rank, p->peer);
+            fprintf(stderr, "rendezvous: node[%d] attached its tree child node[%d] (%s)\n", A->me, t.node_rank,
+                    p->peer);
         A->kch[c] = p->ch; /* its records may have come in the same read */
         p->ch = NULL;
         p->fd = -1;
@@ -147,7 +148,8 @@ static int child_event(agentj *A, int c, char **err)
     if (f < 0 || type < 0) {
         /* the leader notices the lost child too and ends the rendezvous */
         if (A->verbose || type < 0)
-            fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x, e ? p3d_tesc(e) : "?");
+            fprintf(stderr, "rendezvous: node[%d] lost its tree child node[%d] (%s)\n", A->me, x,
+                    e ? p3d_tesc(e) : "?");
         p3d_chan_free(A->kch[c]);
         A->kch[c] = NULL;
     }
@@ -196,8 +198,9 @@ static int updown_event(agentj *A, p3d_chan *fd, int parent, unsigned char **out
          * (on the control connection) the placement when it is our
          * parent, else only fate packets (heartbeats: the leader's supervisor
          * may be running before the placement reached us) */
-        p3d_err(err, "rendezvous: node[%d]: %s sent message type %d where the placement (type %d) was expected: "
-                     "refused",
+        p3d_err(err,
+                "rendezvous: node[%d]: %s sent message type %d where the placement (type %d) was expected: "
+                "refused",
                 A->me, fd == A->ctrl ? "the leader" : "its tree parent", type, P3D_MSG_CPLACE);
         free(e);
         return -1;
@@ -230,8 +233,9 @@ static int updown_event(agentj *A, p3d_chan *fd, int parent, unsigned char **out
         free(body);
         free(e2);
     }
-    p3d_err(err, "rendezvous: node[%d] lost its tree parent node[%d] before the placement came (%s); the job "
-                 "cannot start",
+    p3d_err(err,
+            "rendezvous: node[%d] lost its tree parent node[%d] before the placement came (%s); the job "
+            "cannot start",
             A->me, parent, e ? e : "?");
     free(e);
     return -1;
@@ -292,7 +296,7 @@ static int wait_place(agentj *A, double until, int parent, unsigned char **out, 
 typedef struct kidwait {
     agentj *A;
     pending *pd;
-    int maxpend, rc;     /* rc: 1 all in, -1 failed (err set) */
+    int maxpend, rc; /* rc: 1 all in, -1 failed (err set) */
     char **err;
     int *watched, nwatched;
 } kidwait;
@@ -523,8 +527,8 @@ static int await_position(agentj *A, p3d_treepos *pos, char **err)
         if (type == P3D_MSG_TREE) {
             char *te = NULL;
             if (p3d_treepos_decode(body, len, pos, &te) < 0) {
-                p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A->me,
-                        host, port, te ? te : "?");
+                p3d_err(err, "rendezvous: node[%d] refused the tree position from the leader at %s:%d: %s", A->me, host,
+                        port, te ? te : "?");
                 free(te);
                 goto out;
             }
@@ -555,7 +559,9 @@ static int dial_parent(agentj *A, const p3d_treepos *pos, p3d_wbuf *b, char **er
     A->up = dial_auth(A->r, pos->addr, pos->port, P3D_LINK_TREE, A->t0, A->deadline, who, A->chatty, &refused, err);
     if (!A->up)
         return -1;
-    p3d_tjoin t = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = (char *)A->r->boot.job_id,
+    p3d_tjoin t = {.proto = P3D_WIRE_PROTO,
+                   .version = P3D_VERSION,
+                   .job_id = (char *)A->r->boot.job_id,
                    .node_rank = A->me};
     if (p3d_tjoin_encode(&t, b) < 0 || p3d_chan_send(A->up, b, 30, NULL) < 0)
         return p3d_err(err, "rendezvous: cannot send to the tree parent node[%d] at %s:%d", pos->parent, pos->addr,
@@ -615,8 +621,7 @@ static int send_records_up(agentj *A, int parent, p3d_wbuf *b, char **err)
  * anything else sees it: the whole decode into out; only a placement this
  * node would run on goes to its children, as the same bytes (each with
  * its own tag). 0, or -1 (out freed). */
-static int pass_placement(agentj *A, int parent, const unsigned char *body, size_t len, p3d_place_msg *out,
-                          char **err)
+static int pass_placement(agentj *A, int parent, const unsigned char *body, size_t len, p3d_place_msg *out, char **err)
 {
     char *e = NULL;
     if (p3d_cplace_decode(body, len, out, &e) < 0) {

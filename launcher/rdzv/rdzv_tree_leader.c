@@ -45,8 +45,8 @@ static char *rank_list(const p3d_rdzv *r, const unsigned char *have)
         if (shown >= 20)
             continue;
         char one[300];
-        const char *h = r->boot.hostnames && r->boot.hostnames[i] && r->boot.hostnames[i][0] ? r->boot.hostnames[i]
-                                                                                             : NULL;
+        const char *h =
+            r->boot.hostnames && r->boot.hostnames[i] && r->boot.hostnames[i][0] ? r->boot.hostnames[i] : NULL;
         int n = snprintf(one, sizeof one, "%snode[%d]%s%s%s", shown ? ", " : "", i, h ? " (" : "", h ? h : "",
                          h ? ")" : "");
         p3d_wbuf_bytes(&b, one, (size_t)n);
@@ -68,12 +68,12 @@ static char *rank_list(const p3d_rdzv *r, const unsigned char *have)
 typedef struct leader {
     const p3d_rdzv *r;
     int n, k, verbose;
-    p3d_chan **ch;           /* per node rank: its control connection */
+    p3d_chan **ch; /* per node rank: its control connection */
     p3d_join *joins;
     unsigned char *joined, *have;
     int njoined, nhave;
-    int ring;                /* --preflight's TCP ring: positions once all joined */
-    int ring_due;            /* they went out: the leader's own part is due */
+    int ring;     /* --preflight's TCP ring: positions once all joined */
+    int ring_due; /* they went out: the leader's own part is due */
     p3d_gather *g;
     p3d_tree_stats *st;
 } leader;
@@ -97,9 +97,13 @@ static int tell_position(leader *L, int x, char **err)
 {
     int p = rz_tree_parent(x, L->k);
     int nx = ring_next(L, x);
-    p3d_treepos t = {.parent = p, .addr = p > 0 ? L->joins[p].addr : "", .port = p > 0 ? L->joins[p].port : 0,
-                     .nchildren = rz_tree_nchildren(x, L->k, L->n), .fanout = L->k,
-                     .ring_addr = nx >= 0 ? L->joins[nx].addr : "", .ring_port = nx >= 0 ? L->joins[nx].ring_port : 0};
+    p3d_treepos t = {.parent = p,
+                     .addr = p > 0 ? L->joins[p].addr : "",
+                     .port = p > 0 ? L->joins[p].port : 0,
+                     .nchildren = rz_tree_nchildren(x, L->k, L->n),
+                     .fanout = L->k,
+                     .ring_addr = nx >= 0 ? L->joins[nx].addr : "",
+                     .ring_port = nx >= 0 ? L->joins[nx].ring_port : 0};
     if (t.nchildren > 0 && L->joins[x].port == 0)
         return p3d_err(err, "rendezvous: node[%d] (%s) listens nowhere but has %d children in the tree", x,
                        p3d_tesc(L->joins[x].hostname), t.nchildren);
@@ -110,7 +114,8 @@ static int tell_position(leader *L, int x, char **err)
         L->st->bytes_sent += b.len + P3D_TAG_LEN;
     p3d_wbuf_free(&b);
     if (rc < 0)
-        return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x, p3d_tesc(L->joins[x].hostname));
+        return p3d_err(err, "rendezvous: cannot tell node[%d] (%s) its place in the tree", x,
+                       p3d_tesc(L->joins[x].hostname));
     return 0;
 }
 
@@ -136,8 +141,9 @@ static int leader_join(leader *L, pending *p, const unsigned char *body, size_t 
     }
     free(e);
     if (!verdict && j.node_rank == P3D_JOIN_RUNNING) {
-        snprintf(why, sizeof why, "the job has not started yet (its rendezvous still gathers its %d nodes): --join "
-                                  "adds a node to a running job; try again once it runs",
+        snprintf(why, sizeof why,
+                 "the job has not started yet (its rendezvous still gathers its %d nodes): --join "
+                 "adds a node to a running job; try again once it runs",
                  L->n);
         verdict = why;
     } else if (!verdict && j.nnodes != L->n) {
@@ -201,15 +207,16 @@ static int leader_frame(leader *L, int x, int type, const unsigned char *body, s
     p3d_gather g;
     char *e = NULL;
     if (p3d_gather_decode(body, len, L->n, &g, &e) < 0) {
-        p3d_err(err, "rendezvous: node[%d] (%s) sent bad records: %s", x, p3d_tesc(L->joins[x].hostname), e ? p3d_tesc(e) : "?");
+        p3d_err(err, "rendezvous: node[%d] (%s) sent bad records: %s", x, p3d_tesc(L->joins[x].hostname),
+                e ? p3d_tesc(e) : "?");
         free(e);
         return -1;
     }
     for (int i = 0; i < g.nrec; i++) {
         int y = g.recs[i].rank;
         if (!rz_in_subtree(y, x, L->k) || L->have[y]) {
-            p3d_err(err, "rendezvous: node[%d] (%s) sent the record of node[%d], %s", x, p3d_tesc(L->joins[x].hostname), y,
-                    L->have[y] ? "which was already in" : "which is not in its subtree");
+            p3d_err(err, "rendezvous: node[%d] (%s) sent the record of node[%d], %s", x, p3d_tesc(L->joins[x].hostname),
+                    y, L->have[y] ? "which was already in" : "which is not in its subtree");
             p3d_gather_free(&g);
             return -1;
         }
@@ -243,7 +250,10 @@ static int leader_conn(leader *L, int x, char **err)
     if (!bad && f < 0) {
         int nc = rz_tree_nchildren(x, L->k, L->n);
         p3d_err(err, "rendezvous: node[%d] (%s) was lost before the placement was sent (its connection %s)%s", x,
-                p3d_tesc(L->joins[x].hostname), e && !strcmp(e, "closed") ? "closed" : e ? e : "failed",
+                p3d_tesc(L->joins[x].hostname),
+                e && !strcmp(e, "closed") ? "closed"
+                : e                       ? e
+                                          : "failed",
                 nc > 0 ? "; it was an interior agent of the distribution tree: its subtree cannot be reached; "
                          "nothing started"
                        : "; nothing started");
@@ -330,8 +340,9 @@ static void gather_timeout(leader *L, char **err)
         free(m);
     } else {
         char *m = rank_list(r, L->have);
-        p3d_err(err, TIMEOUT_TEXT " after %g s: all %d nodes joined, but the records of %d never came "
-                     "up the distribution tree (%s): an interior agent above them is stuck",
+        p3d_err(err,
+                TIMEOUT_TEXT " after %g s: all %d nodes joined, but the records of %d never came "
+                             "up the distribution tree (%s): an interior agent above them is stuck",
                 r->timeout, n, n - L->nhave, m ? m : "?");
         free(m);
     }

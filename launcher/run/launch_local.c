@@ -30,7 +30,7 @@ typedef struct launch_state {
     const p3d_launch *L; /* read-only once prepare() filled it */
     int serve_store;     /* this process hosts every node: it serves the store */
     p3d_store *store;    /* the agent store (tcpstore.h), NULL none */
-    p3d_jobstate job;   /* the placement of now, which L->job reads */
+    p3d_jobstate job;    /* the placement of now, which L->job reads */
 } launch_state;
 
 /* The placement of now is the job's: placement.json written again (the
@@ -102,7 +102,8 @@ static int after_preflight(const p3d_opts *o, launch_state *S, const p3d_launch 
     char *pf = NULL, *err = NULL;
     if (o->cmd == P3D_CMD_AGENT) {
         fputs("par3drun: __agent: --preflight is run by the launch that starts every node (--emulate), "
-              "not by one node's agent\n", stderr);
+              "not by one node's agent\n",
+              stderr);
         return P3D_EXIT_BADINPUT;
     }
     int rc = p3d_preflight_apply(o, &S->res, L->events_fd, L->t0, o->quiet ? NULL : stderr, &pf);
@@ -167,8 +168,9 @@ static int job_nodes(const p3d_opts *o, launch_state *S, char **err)
             S->nodes[S->nnodes++] = (int)i;
     free(has);
     if (S->nnodes > 1 && !o->emulate && o->cmd != P3D_CMD_AGENT)
-        return p3d_err(err, "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
-                            "docs/launch.md) or add --emulate to run them all on this host",
+        return p3d_err(err,
+                       "the placement spans %d nodes of %s: start one par3drun per node (multi-node rendezvous, "
+                       "docs/launch.md) or add --emulate to run them all on this host",
                        S->nnodes, o->cluster ? o->cluster : "the cluster");
     return 0;
 }
@@ -284,8 +286,8 @@ static int prepare(const p3d_opts *o, launch_state *S, p3d_launch *L)
                 "par3drun: job %s: placement %s, MASTER_ADDR=%s MASTER_PORT=%d "
                 "(place %.1f ms: cluster %.1f, policy %.1f, checks %.1f, baseline %.1f)\n",
                 p3d_tesc(S->job_id), p3d_tesc(S->prep.placement_path), p3d_tesc(S->master_addr), S->job.master_port,
-                1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline),
-                1e3 * S->res.t_cluster, 1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
+                1e3 * (S->res.t_cluster + S->res.t_policy + S->res.t_check + S->res.t_baseline), 1e3 * S->res.t_cluster,
+                1e3 * S->res.t_policy, 1e3 * S->res.t_check, 1e3 * S->res.t_baseline);
     rc = 0;
 out:
     if (rc && !said) {

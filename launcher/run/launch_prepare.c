@@ -83,8 +83,10 @@ int p3d_prep_begin(const p3d_opts *o, const char *rdzv, p3d_prep *P, char **err)
         goto out;
     }
     if (rdzv && o->emulate) {
-        p3d_err(err, "--emulate runs a cluster file's nodes on one host; it does not mix with a multi-node "
-                     "rendezvous (--rdzv %s)", rdzv);
+        p3d_err(err,
+                "--emulate runs a cluster file's nodes on one host; it does not mix with a multi-node "
+                "rendezvous (--rdzv %s)",
+                rdzv);
         goto out;
     }
     if (rdzv && o->cluster)

@@ -19,8 +19,8 @@ int p3d_mnode_launch(const p3d_opts *o, p3d_rdzv *r);
  * says it failed its --health-check is excluded and uses up a spare. 0,
  * -1, or -2 when failed health checks leave the job short (or the
  * leader's own failed): nothing may start. */
-int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
-                    p3d_tree_stats *st, char **err);
+int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame, p3d_tree_stats *st,
+                    char **err);
 
 /* A gathered record's health_how that starts so: the node was excluded by
  * the leader's --preflight verdict (mnode_preflight.c), not by its own
@@ -32,7 +32,7 @@ int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, 
 typedef struct p3d_mpeer {
     char *addr;
     int master_port, nccl_port;
-    int failover_port;  /* 0: none (rdzv_failover.h) */
+    int failover_port; /* 0: none (rdzv_failover.h) */
 } p3d_mpeer;
 
 /* p3d_mnode_place that also hands back the placement (*keep, for

@@ -96,8 +96,7 @@ static int elect_news(void *ctx, char *msg, size_t cap)
     int gen = -1;
     uint64_t hash = 0, own = p3d_mnode_place_hash(m);
     if (!kept[0]) {
-        snprintf(msg, cap, "elected by etcd (no job state was kept: this node's restart %d is the job's)",
-                 m->job.gen0);
+        snprintf(msg, cap, "elected by etcd (no job state was kept: this node's restart %d is the job's)", m->job.gen0);
         m->leads = 1;
         return k;
     }
@@ -107,7 +106,8 @@ static int elect_news(void *ctx, char *msg, size_t cap)
         return P3D_RDZV_NEWS_NOT_WON;
     }
     if (gen != m->job.gen0 || hash != own) {
-        snprintf(msg, cap, "elected by etcd, but the job state kept there is restart %d, placement %016" PRIx64
+        snprintf(msg, cap,
+                 "elected by etcd, but the job state kept there is restart %d, placement %016" PRIx64
                  ", and this node holds restart %d, placement %016" PRIx64 ": it cannot lead that job",
                  gen, hash, m->job.gen0, own);
         return P3D_RDZV_NEWS_NOT_WON;
@@ -202,9 +202,8 @@ int p3d_mnode_takeover(void *ctx, int leader, double heard, const char *why, con
     if (L->events_fd < 0)
         L->events_fd = p3d_events_open(m->prep.run_dir);
     p3d_mnode_heal_ops(m, L); /* an elastic job goes on shrinking and growing (the frame's figures) */
-    p3d_mnode_sent(m); /* every node holds this placement: differences against it */
+    p3d_mnode_sent(m);        /* every node holds this placement: differences against it */
     int rc = p3d_hub_takeover(L, nodes, m->nnodes, m->me, leader, heard, why);
     free(nodes);
     return rc;
 }
-

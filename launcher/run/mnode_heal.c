@@ -72,8 +72,8 @@ int p3d_mnode_adopt(void *ctx, int type, const unsigned char *body, size_t len, 
     /* gen < 0: the cluster grew (a node joined the running job), nothing
      * restarts; every node then holds the new count */
     if ((gen >= 0 ? pm.nnodes != m->nnodes : pm.nnodes < m->nnodes) || strcmp(pm.job_id, m->pm.job_id) != 0) {
-        p3d_err(err, "the new placement is for job %s on %d nodes; this node runs job %s on %d", pm.job_id,
-                pm.nnodes, m->pm.job_id, m->nnodes);
+        p3d_err(err, "the new placement is for job %s on %d nodes; this node runs job %s on %d", pm.job_id, pm.nnodes,
+                m->pm.job_id, m->nnodes);
         goto fail;
     }
     p3d_node *t = p3d_mnode_node_clone(m->cluster->topos[0], err);
@@ -133,7 +133,7 @@ static int mnode_publish(mnode *m, int restart, char **err)
         return p3d_err(err, "cannot render the placement JSON (out of memory)");
     int rc = p3d_mnode_encode(m->o, m->pm.job_id, &m->res, m->peers, json, &m->rframe, &compact, err) < 0 ||
                      p3d_mnode_adopt(m, P3D_MSG_CPLACE, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe),
-                                 restart, err) < 0
+                                     restart, err) < 0
                  ? -1
                  : 0;
     free(json);
@@ -145,12 +145,15 @@ static int mnode_publish(mnode *m, int restart, char **err)
     p3d_wbuf_free(&m->rdelta);
     m->job.cdelta = NULL;
     p3d_wbuf_begin(&m->rdelta, P3D_MSG_CDELTA);
-    if (m->base && p3d_delta_make(m->base, m->base_len, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), &m->rdelta) == 0 &&
+    if (m->base &&
+        p3d_delta_make(m->base, m->base_len, p3d_frame_body(&m->rframe), p3d_frame_body_len(&m->rframe), &m->rdelta) ==
+            0 &&
         p3d_wbuf_end(&m->rdelta) == 0 && m->rdelta.len < m->rframe.len)
         m->job.cdelta = &m->rdelta;
     if (m->o->verbose)
-        fprintf(stderr, "par3drun: restart %d: the new placement is %zu bytes, %zu as the difference from the last "
-                        "one sent; sending the %s to every node\n",
+        fprintf(stderr,
+                "par3drun: restart %d: the new placement is %zu bytes, %zu as the difference from the last "
+                "one sent; sending the %s to every node\n",
                 restart, m->rframe.len, m->rdelta.len, L->job->cdelta ? "difference" : "whole placement");
     /* the successor list without the nodes lost now, resent with the
      * restart (hub_respawn); kept as it was if it cannot be built */
@@ -158,8 +161,10 @@ static int mnode_publish(mnode *m, int restart, char **err)
         if (p3d_mnode_successors(m, restart) == 0)
             m->hooks->successors = &m->sframe; /* a successor's first list (the leader's is set already) */
         else if (m->o->verbose)
-            fprintf(stderr, "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
-                            "last one\n", restart);
+            fprintf(stderr,
+                    "par3drun: restart %d: the successor list could not be built again; the nodes keep the "
+                    "last one\n",
+                    restart);
     }
     return 0;
 }
@@ -249,8 +254,7 @@ int p3d_mnode_successors(mnode *m, int gen)
                 lost[i] = c->nodes[i].role == P3D_NODE_LOST || c->nodes[i].role == P3D_NODE_EXCLUDED;
         }
         p3d_wbuf f = {0};
-        if (p3d_failover_list(m->nnodes, m->me, lost, addr, port, gen, &s) == 0 &&
-            p3d_successors_frame(&s, &f) == 0) {
+        if (p3d_failover_list(m->nnodes, m->me, lost, addr, port, gen, &s) == 0 && p3d_successors_frame(&s, &f) == 0) {
             p3d_wbuf_free(&m->sframe);
             m->sframe = f;
             rc = 0;

@@ -19,58 +19,58 @@
 
 typedef struct mnode {
     const p3d_opts *o;
-    p3d_jobstate job;          /* the placement of now, which L->job reads */
+    p3d_jobstate job; /* the placement of now, which L->job reads */
     p3d_rdzv *r;
     int me, nnodes;
-    p3d_hello hello;           /* this node's record (topology owned here) */
-    p3d_place_msg pm;          /* the placement as received */
-    p3d_cluster *cluster;      /* names of all nodes; only our topology */
-    p3d_prep prep;             /* program, environment, run dir (prepare.h) */
-    p3d_chan **chans;          /* leader: the channel per node rank (NULL
+    p3d_hello hello;      /* this node's record (topology owned here) */
+    p3d_place_msg pm;     /* the placement as received */
+    p3d_cluster *cluster; /* names of all nodes; only our topology */
+    p3d_prep prep;        /* program, environment, run dir (prepare.h) */
+    p3d_chan **chans;     /* leader: the channel per node rank (NULL
                                   self/lost) */
-    p3d_join *joins;           /* leader: every node's JOIN */
-    p3d_join join;             /* this node's JOIN */
-    p3d_gather mine;           /* this node's record, as the tree gathers it */
+    p3d_join *joins;      /* leader: every node's JOIN */
+    p3d_join join;        /* this node's JOIN */
+    p3d_gather mine;      /* this node's record, as the tree gathers it */
     p3d_tree_stats st;
-    p3d_chan *up;              /* others: the channel to the leader */
-    const p3d_launch *L;       /* the job, as the agents get it (read-only) */
-    p3d_launch *setup;         /* the same, for this file's setups only: the
+    p3d_chan *up;           /* others: the channel to the leader */
+    const p3d_launch *L;    /* the job, as the agents get it (read-only) */
+    p3d_launch *setup;      /* the same, for this file's setups only: the
                                   first, and a takeover's (the controller's
                                   role begins: a setup of its own) */
-    p3d_mnode_hooks *hooks;    /* L->mn, writable here (agent.h) */
-    p3d_plan_result res;       /* leader: the placement (replacements) */
+    p3d_mnode_hooks *hooks; /* L->mn, writable here (agent.h) */
+    p3d_plan_result res;    /* leader: the placement (replacements) */
     int have_res;
-    p3d_mpeer *peers;          /* leader: every node's MASTER_ADDR/ports */
-    p3d_fgate *gate;           /* failover: where a successor takes nodes */
+    p3d_mpeer *peers; /* leader: every node's MASTER_ADDR/ports */
+    p3d_fgate *gate;  /* failover: where a successor takes nodes */
     int gate_port;
-    p3d_wbuf sframe;           /* leader: the successor list (each node's
+    p3d_wbuf sframe;                   /* leader: the successor list (each node's
                                   channel tags it) */
-    int succ_list;             /* leader: sframe is sent (L->mn->successors) */
-    p3d_wbuf rframe;           /* leader: the latest replacement's CPLACE */
-    p3d_wbuf rdelta;           /*   and as a CDELTA against base */
-    const unsigned char *base; /* leader: the CPLACE body every node holds: */
-    size_t base_len;           /*   raw of m->pm or an old_pm (kept to the end) */
-    p3d_health_res own_health; /* this node's pre-start --health-check */
-    int own_checked;           /*   run (this node has --health-check) */
-    p3d_health_res *health;    /* leader: every node's, by node rank */
-    unsigned char *checked;    /*   which ran one */
-    unsigned char *unhealthy;  /*   which failed it (L->mn->unhealthy) */
+    int succ_list;                     /* leader: sframe is sent (L->mn->successors) */
+    p3d_wbuf rframe;                   /* leader: the latest replacement's CPLACE */
+    p3d_wbuf rdelta;                   /*   and as a CDELTA against base */
+    const unsigned char *base;         /* leader: the CPLACE body every node holds: */
+    size_t base_len;                   /*   raw of m->pm or an old_pm (kept to the end) */
+    p3d_health_res own_health;         /* this node's pre-start --health-check */
+    int own_checked;                   /*   run (this node has --health-check) */
+    p3d_health_res *health;            /* leader: every node's, by node rank */
+    unsigned char *checked;            /*   which ran one */
+    unsigned char *unhealthy;          /*   which failed it (L->mn->unhealthy) */
     char own_pf[P3D_GREC_HOW_MAX + 1]; /* this node's --preflight line */
-    int own_pf_ran;            /*   (it has --preflight) */
-    int ring_fd;               /*   its TCP ring's listening socket, -1 */
-    int ring_port;             /*   (in its JOIN; 0: none) */
-    p3d_preflight pf;          /* leader: the verdict on every node's */
+    int own_pf_ran;                    /*   (it has --preflight) */
+    int ring_fd;                       /*   its TCP ring's listening socket, -1 */
+    int ring_port;                     /*   (in its JOIN; 0: none) */
+    p3d_preflight pf;                  /* leader: the verdict on every node's */
     int have_pf;
-    char *pf_json;             /*   as placement.json's "preflight" object */
-    char **pf_names;           /*   "host:rank" until the cluster names them */
-    unsigned char *pf_bad;     /*   which it excluded */
-    p3d_place_msg *old_pm;     /* placements replaced: kept to the end */
-    p3d_cluster **old_cl;      /*   (names are borrowed from them) */
+    char *pf_json;         /*   as placement.json's "preflight" object */
+    char **pf_names;       /*   "host:rank" until the cluster names them */
+    unsigned char *pf_bad; /*   which it excluded */
+    p3d_place_msg *old_pm; /* placements replaced: kept to the end */
+    p3d_cluster **old_cl;  /*   (names are borrowed from them) */
     int nold;
-    p3d_jport *jport;          /* leader: the join port (--join), NULL none */
-    int jport_port;            /*   its port (a successor's: in its leader key) */
-    int elects;                /* the backend elects the leader (etcd) */
-    int leads;                 /*   this node holds the leadership there */
+    p3d_jport *jport; /* leader: the join port (--join), NULL none */
+    int jport_port;   /*   its port (a successor's: in its leader key) */
+    int elects;       /* the backend elects the leader (etcd) */
+    int leads;        /*   this node holds the leadership there */
 } mnode;
 
 /* The placement placed again (mnode_heal.c). A deep copy of a node

@@ -77,8 +77,7 @@ int p3d_mnode_join_check(void *ctx, const p3d_joiner *jn, char **name, char **wh
         free(e);
     }
     p3d_node_free(t);
-    if (rc == 0 && !(*name = joiner_name(m, jn->j.hostname && jn->j.hostname[0] ? jn->j.hostname : "node",
-                                         m->nnodes)))
+    if (rc == 0 && !(*name = joiner_name(m, jn->j.hostname && jn->j.hostname[0] ? jn->j.hostname : "node", m->nnodes)))
         rc = p3d_err(why, "the leader is out of memory");
     return rc;
 }
@@ -94,8 +93,8 @@ static char *joiner_name(const mnode *m, const char *host, int index)
     int taken = 0;
     for (size_t i = 0; i < c->nnodes && !taken; i++) {
         const char *nm = c->nodes[i].name;
-        taken = !strncmp(nm, host, hl) && (!nm[hl] || (nm[hl] == ':' && nm[hl + 1] &&
-                                                       strspn(nm + hl + 1, "0123456789") == strlen(nm + hl + 1)));
+        taken = !strncmp(nm, host, hl) &&
+                (!nm[hl] || (nm[hl] == ':' && nm[hl + 1] && strspn(nm + hl + 1, "0123456789") == strlen(nm + hl + 1)));
     }
     char *s = NULL;
     if (asprintf(&s, taken ? "%s:%d" : "%s", host, index) < 0)
@@ -133,7 +132,9 @@ static int grow_arrays(mnode *m, const p3d_joiner *jn)
         free(addr);
         return -1;
     }
-    m->peers[n] = (p3d_mpeer){.addr = addr, .master_port = x->master_port, .nccl_port = x->nccl_port,
+    m->peers[n] = (p3d_mpeer){.addr = addr,
+                              .master_port = x->master_port,
+                              .nccl_port = x->nccl_port,
                               .failover_port = x->failover_port};
     m->chans[n] = NULL; /* the hub holds its channel */
     memset(&m->joins[n], 0, sizeof m->joins[n]);
@@ -209,8 +210,10 @@ void p3d_mnode_join_open(mnode *m)
     }
     m->jport = lfd >= 0 ? p3d_jport_new(lfd, r, &e) : NULL;
     if (!m->jport) {
-        fprintf(stderr, "par3drun: warning: node[%d] leads the job now but has no join port (%s): nodes cannot "
-                        "join the job\n", m->me, e ? e : "?");
+        fprintf(stderr,
+                "par3drun: warning: node[%d] leads the job now but has no join port (%s): nodes cannot "
+                "join the job\n",
+                m->me, e ? e : "?");
         free(e);
         return;
     }
@@ -218,8 +221,10 @@ void p3d_mnode_join_open(mnode *m)
     m->hooks->jport = m->jport;
     m->hooks->join_check = p3d_mnode_join_check;
     m->hooks->join_add = p3d_mnode_join_add;
-    fprintf(stderr, "par3drun: node[%d] leads the job now: nodes join it at %s:%d (par3drun --join --rdzv "
-                    "static:%s:%d%s)\n", m->me, host ? host : "*", bound, host ? host : "THIS_HOST", bound,
+    fprintf(stderr,
+            "par3drun: node[%d] leads the job now: nodes join it at %s:%d (par3drun --join --rdzv "
+            "static:%s:%d%s)\n",
+            m->me, host ? host : "*", bound, host ? host : "THIS_HOST", bound,
             bound == want ? ", the job's rendezvous port" : "");
 }
 
@@ -236,13 +241,15 @@ int p3d_mnode_join_unreached(const mnode *m, int tj, char **err)
     if (etcd)
         /* etcd named this leader as the job's current one: it is gone
          * and no successor took the key (yet) */
-        p3d_err(err, "%s: the job's leader that etcd names, %s:%d, is gone: the job ended, or its leader died and "
-                     "no successor has taken over yet (retry once the job's --node-timeout has passed)",
+        p3d_err(err,
+                "%s: the job's leader that etcd names, %s:%d, is gone: the job ended, or its leader died and "
+                "no successor has taken over yet (retry once the job's --node-timeout has passed)",
                 e ? e : "?", b->leader_host, b->leader_port);
     else
-        p3d_err(err, "%s: the leader at %s:%d is gone; if the job failed over, join through its successor, which "
-                     "takes joiners on the same port at its own address (its log says \"nodes join it at "
-                     "HOST:PORT\"): par3drun --join --rdzv static:SUCCESSOR:%d",
+        p3d_err(err,
+                "%s: the leader at %s:%d is gone; if the job failed over, join through its successor, which "
+                "takes joiners on the same port at its own address (its log says \"nodes join it at "
+                "HOST:PORT\"): par3drun --join --rdzv static:SUCCESSOR:%d",
                 e ? e : "?", b->leader_host, b->leader_port, b->leader_port);
     free(e);
     return etcd ? P3D_EXIT_BADINPUT : P3D_EXIT_FAIL;
@@ -269,8 +276,8 @@ int p3d_mnode_joined(mnode *m, char **err)
         }
         free(body);
         if (k < 0 || (k == 1 && a.type == P3D_AM_STOP)) {
-            p3d_err(err, "the leader %s before this node started", k < 0 ? (e ? e : "closed the connection")
-                                                                         : "stopped the job");
+            p3d_err(err, "the leader %s before this node started",
+                    k < 0 ? (e ? e : "closed the connection") : "stopped the job");
             free(e);
             return -1;
         }

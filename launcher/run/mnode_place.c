@@ -155,8 +155,8 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
 }
 
 /* Places on the gathered cluster and builds the CPLACE frame. */
-int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame,
-                    p3d_tree_stats *st, char **err)
+int p3d_mnode_place(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, int n, p3d_wbuf *frame, p3d_tree_stats *st,
+                    char **err)
 {
     return p3d_mnode_place_keep(o, r, g, n, frame, st, NULL, NULL, NULL, err);
 }
@@ -180,8 +180,9 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
         const char *how = x->health_how ? x->health_how : "failed";
         int pf = !strncmp(how, P3D_MNODE_PF_PREFIX, lp); /* the leader's --preflight verdict */
         if (i == 0) {
-            p3d_err(err, P3D_REFUSE_FAILED "the leader's node %s failed %s before the start (%s); the leader runs the "
-                         "job controller and cannot be replaced: nothing started",
+            p3d_err(err,
+                    P3D_REFUSE_FAILED "the leader's node %s failed %s before the start (%s); the leader runs the "
+                                      "job controller and cannot be replaced: nothing started",
                     c->nodes[0].name, pf ? "the --preflight" : "its --health-check", pf ? how + lp : how);
             free(who);
             return -2;
@@ -193,10 +194,13 @@ static int exclude_unhealthy(const p3d_opts *o, const p3d_gather *g, const int *
     }
     int rc = 0;
     if (nbad > o->spares) {
-        p3d_err(err, P3D_REFUSE_FAILED "%d node%s failed the %s before the start and no spare can take "
-                     "%s place (--spares %d): %s%s; nothing started",
+        p3d_err(err,
+                P3D_REFUSE_FAILED "%d node%s failed the %s before the start and no spare can take "
+                                  "%s place (--spares %d): %s%s; nothing started",
                 nbad, nbad == 1 ? "" : "s",
-                !npf ? "--health-check" : npf == nbad ? "--preflight" : "--health-check or the --preflight",
+                !npf          ? "--health-check"
+                : npf == nbad ? "--preflight"
+                              : "--health-check or the --preflight",
                 nbad == 1 ? "its" : "their", o->spares, who ? who : "?", nbad > 8 ? "; ..." : "");
         rc = -2;
     } else {
@@ -255,8 +259,9 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
     placed = 1;
     if (res.an && res.an->nerrors > 0) {
         char buf[4096];
-        int k = snprintf(buf, sizeof buf, "the placement fails %d error-level check%s; nothing started:",
-                         res.an->nerrors, res.an->nerrors == 1 ? "" : "s");
+        int k =
+            snprintf(buf, sizeof buf, "the placement fails %d error-level check%s; nothing started:", res.an->nerrors,
+                     res.an->nerrors == 1 ? "" : "s");
         for (size_t i = 0; i < res.an->nchecks && k < (int)sizeof buf; i++)
             if (res.an->checks[i].severity == P3D_SEV_ERROR)
                 k += snprintf(buf + k, sizeof buf - (size_t)k, " %s: %s", res.an->checks[i].code,
@@ -280,8 +285,10 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
     }
     for (int i = 0; i < n; i++) {
         const p3d_grec *gr = &g->recs[by[i]];
-        pe[i] = (p3d_mpeer){.addr = strdup(gr->addr ? gr->addr : ""), .master_port = gr->master_port,
-                            .nccl_port = gr->nccl_port, .failover_port = gr->failover_port};
+        pe[i] = (p3d_mpeer){.addr = strdup(gr->addr ? gr->addr : ""),
+                            .master_port = gr->master_port,
+                            .nccl_port = gr->nccl_port,
+                            .failover_port = gr->failover_port};
         if (!pe[i].addr) {
             p3d_err(err, "out of memory");
             goto out;
@@ -296,8 +303,10 @@ int p3d_mnode_place_keep(const p3d_opts *o, const p3d_rdzv *r, p3d_gather *g, in
         st->t_place = p3d_now() - t0;
     }
     if (o->verbose && !compact)
-        fprintf(stderr, "par3drun: rendezvous: the compact placement does not expand to the same JSON here; "
-                        "sending the JSON itself (%zu bytes)\n", strlen(json));
+        fprintf(stderr,
+                "par3drun: rendezvous: the compact placement does not expand to the same JSON here; "
+                "sending the JSON itself (%zu bytes)\n",
+                strlen(json));
     if (o->verbose)
         fprintf(stderr,
                 "par3drun: rendezvous: placed %d ranks on %d nodes (cluster %.1f ms, policy %.1f ms, checks %.1f "
@@ -338,8 +347,9 @@ int p3d_mnode_local_cluster(const p3d_opts *o, p3d_node *t, const p3d_place_msg 
     if (o->nproc_per_node > 0 && p3d_cluster_set_slots(c, o->nproc_per_node, err) < 0)
         goto out;
     if (strcmp(c->topos[0]->hash, pm->hashes[me]) != 0) {
-        p3d_err(err, "node[%d] %s: the leader placed on topology hash %s, this node has %s (different "
-                     "--nproc-per-node on this node?)",
+        p3d_err(err,
+                "node[%d] %s: the leader placed on topology hash %s, this node has %s (different "
+                "--nproc-per-node on this node?)",
                 me, pm->names[me], pm->hashes[me], c->topos[0]->hash);
         goto out;
     }
@@ -351,8 +361,10 @@ int p3d_mnode_local_cluster(const p3d_opts *o, p3d_node *t, const p3d_place_msg 
     c->nodes = nodes;
     free(c->nodes[0].name);
     for (int i = 0; i < n; i++) {
-        c->nodes[i] = (p3d_cnode){.name = strdup(pm->names[i]), .topo = i == me ? c->topos[0] : NULL,
-                                  .rack = 0, .nvl_domain = -1};
+        c->nodes[i] = (p3d_cnode){.name = strdup(pm->names[i]),
+                                  .topo = i == me ? c->topos[0] : NULL,
+                                  .rack = 0,
+                                  .nvl_domain = -1};
         if (!c->nodes[i].name) {
             c->nnodes = (size_t)i;
             p3d_err(err, "out of memory");

@@ -16,13 +16,13 @@
  * p3d_prep_finish. */
 typedef struct p3d_prep {
     const p3d_opts *o;
-    const char *rdzv;       /* the rendezvous backend's name; NULL: one host */
-    char *program;          /* resolved o->argv[0] */
-    p3d_envv extra;         /* --env-file then --env */
+    const char *rdzv; /* the rendezvous backend's name; NULL: one host */
+    char *program;    /* resolved o->argv[0] */
+    p3d_envv extra;   /* --env-file then --env */
     char *run_dir, *placement_path;
-    int own_run_dir;        /* made under $TMPDIR: p3d_rundir_finish decides */
-    int nkept;              /* placement.<R>.json files kept */
-    int started;            /* p3d_prep_fill ran: the job was handed over */
+    int own_run_dir; /* made under $TMPDIR: p3d_rundir_finish decides */
+    int nkept;       /* placement.<R>.json files kept */
+    int started;     /* p3d_prep_fill ran: the job was handed over */
 } p3d_prep;
 
 /* Before anything is placed: the refusals of the path (rdzv set: --emulate

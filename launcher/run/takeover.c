@@ -57,8 +57,8 @@ int p3d_takeover_plan(const p3d_opts *o, const unsigned char *cplace, size_t len
     }
     for (size_t i = 0; i < c->nnodes; i++)
         c->nodes[i].role = P3D_NODE_USE;
-    if (set_roles(c, doc, "spares", P3D_NODE_SPARE, err) < 0 || set_roles(c, doc, "excluded", P3D_NODE_EXCLUDED, err) < 0 ||
-        set_roles(c, doc, "lost", P3D_NODE_LOST, err) < 0)
+    if (set_roles(c, doc, "spares", P3D_NODE_SPARE, err) < 0 ||
+        set_roles(c, doc, "excluded", P3D_NODE_EXCLUDED, err) < 0 || set_roles(c, doc, "lost", P3D_NODE_LOST, err) < 0)
         goto out;
     out->cluster = c;
     c = NULL;

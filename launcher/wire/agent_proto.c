@@ -16,7 +16,23 @@
 #include <time.h>
 
 /* Which fields a type carries, in wire order, with their valid ranges. */
-enum { F_GEN, F_CODE, F_RANK, F_SIG, F_NRANKS, F_SEQ, F_OK, F_MS, F_STEP, F_BUSY, F_CKPT, F_FSTEP, F_ELINE, F_ETS, F_N };
+enum {
+    F_GEN,
+    F_CODE,
+    F_RANK,
+    F_SIG,
+    F_NRANKS,
+    F_SEQ,
+    F_OK,
+    F_MS,
+    F_STEP,
+    F_BUSY,
+    F_CKPT,
+    F_FSTEP,
+    F_ELINE,
+    F_ETS,
+    F_N
+};
 
 typedef struct field_def {
     size_t off;
@@ -149,8 +165,8 @@ int p3d_amsg_encode(const p3d_amsg *m, char *buf, size_t cap)
 
 int p3d_amsg_decode_why(char *pkt, size_t len, p3d_amsg *m, const char **why)
 {
-    static const char *const fname[F_N] = {"gen", "code", "rank", "sig", "nranks", "seq", "ok", "ms", "step", "busy",
-                                           "ckpt", "step", "errline", "errtime"};
+    static const char *const fname[F_N] = {"gen", "code", "rank", "sig",  "nranks", "seq",     "ok",
+                                           "ms",  "step", "busy", "ckpt", "step",   "errline", "errtime"};
     static _Thread_local char buf[96];
     const char *w = buf;
     memset(m, 0, sizeof *m);
@@ -223,8 +239,7 @@ int p3d_amsg_dir_ok(int type, int down)
     case P3D_AM_STOP:
     case P3D_AM_FORWARD:
     case P3D_AM_RETIRE:
-    case P3D_AM_CHECK:
-        return down;
+    case P3D_AM_CHECK: return down;
     case P3D_AM_FAIL:
     case P3D_AM_DONE:
     case P3D_AM_UP:
@@ -232,12 +247,9 @@ int p3d_amsg_dir_ok(int type, int down)
     case P3D_AM_RETIRED:
     case P3D_AM_PROGRESS:
     case P3D_AM_RESUMED:
-    case P3D_AM_HEALTH:
-        return !down;
-    case P3D_AM_BEAT:
-        return 1;
-    default:
-        return 0;
+    case P3D_AM_HEALTH: return !down;
+    case P3D_AM_BEAT: return 1;
+    default: return 0;
     }
 }
 

@@ -154,8 +154,9 @@ int p3d_delta_apply(const unsigned char *old, size_t on, const unsigned char *de
     if (r.bad || nl > P3D_WIRE_MAX || nops > dn)
         return p3d_err(err, "the placement difference is malformed (header)");
     if (bl != on || bh != p3d_delta_hash(old, on))
-        return p3d_err(err, "the placement difference is against another placement than this node's (%u bytes, "
-                            "hash %016llx; this node holds %zu bytes, hash %016llx)",
+        return p3d_err(err,
+                       "the placement difference is against another placement than this node's (%u bytes, "
+                       "hash %016llx; this node holds %zu bytes, hash %016llx)",
                        bl, (unsigned long long)bh, on, (unsigned long long)p3d_delta_hash(old, on));
     unsigned char *b = malloc(nl ? nl : 1);
     if (!b)

@@ -73,8 +73,11 @@ static int hs_mac(const p3d_hs *h, const char *label, unsigned char out[P3D_TAG_
 
 static const char *kind_name(int k)
 {
-    return k == P3D_LINK_CTRL ? "control" : k == P3D_LINK_TREE ? "tree" : k == P3D_LINK_GATE ? "failover"
-                                         : k == P3D_LINK_RING ? "preflight ring" : "unknown";
+    return k == P3D_LINK_CTRL   ? "control"
+           : k == P3D_LINK_TREE ? "tree"
+           : k == P3D_LINK_GATE ? "failover"
+           : k == P3D_LINK_RING ? "preflight ring"
+                                : "unknown";
 }
 
 int p3d_hs_start(p3d_hs *h, const char *key, int acceptor, int kind, p3d_wbuf *out, char **err)
@@ -108,8 +111,10 @@ static int hs_auth(p3d_hs *h, const unsigned char *body, size_t len, p3d_wbuf *o
     p3d_rbuf r = {.p = body, .len = len};
     uint32_t proto = p3d_rbuf_u32(&r), kind = p3d_rbuf_u32(&r);
     if (r.bad || proto != P3D_WIRE_PROTO)
-        return p3d_err(err, "par3drun version mismatch: this node speaks wire protocol %d, the peer %u: run the "
-                            "same par3drun on every node", P3D_WIRE_PROTO, r.bad ? 0 : proto);
+        return p3d_err(err,
+                       "par3drun version mismatch: this node speaks wire protocol %d, the peer %u: run the "
+                       "same par3drun on every node",
+                       P3D_WIRE_PROTO, r.bad ? 0 : proto);
     if (len != 8 + P3D_NONCE_LEN)
         return p3d_err(err, "a malformed challenge (%zu bytes, %d expected)", len, 8 + P3D_NONCE_LEN);
     if ((int)kind != h->kind)
@@ -129,8 +134,7 @@ static int hs_prove(p3d_hs *h, const unsigned char *body, size_t len, p3d_wbuf *
 {
     unsigned char m[P3D_TAG_LEN];
     if (len != P3D_NONCE_LEN + P3D_TAG_LEN)
-        return p3d_err(err, "a malformed handshake answer (%zu bytes, %d expected)", len,
-                       P3D_NONCE_LEN + P3D_TAG_LEN);
+        return p3d_err(err, "a malformed handshake answer (%zu bytes, %d expected)", len, P3D_NONCE_LEN + P3D_TAG_LEN);
     memcpy(h->na, body, P3D_NONCE_LEN);
     if (hs_mac(h, "p3d-acceptor", m) < 0)
         return p3d_err(err, "cannot compute the handshake (libcrypto)");
@@ -298,8 +302,10 @@ int p3d_chan_open(p3d_chan *c, int type, const unsigned char *body, size_t *len,
     if (chan_mac(c, !c->acceptor, c->rx, (unsigned char)type, body, n, tag) < 0)
         return p3d_err(err, "cannot compute the tag (libcrypto)");
     if (CRYPTO_memcmp(tag, body + n, P3D_TAG_LEN) != 0)
-        return p3d_err(err, "the tag does not match this connection's session key and frame number %llu (forged, "
-                            "replayed, or corrupted)", (unsigned long long)c->rx);
+        return p3d_err(err,
+                       "the tag does not match this connection's session key and frame number %llu (forged, "
+                       "replayed, or corrupted)",
+                       (unsigned long long)c->rx);
     c->rx++;
     *len = n;
     return 0;
@@ -351,15 +357,14 @@ static long hs_read(int fd, double deadline, unsigned char *buf, const char *pee
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
-            return p3d_err(err, "%s closed the connection during the handshake%s", peer,
-                           k < 0 ? " (reset)" : "");
+            return p3d_err(err, "%s closed the connection during the handshake%s", peer, k < 0 ? " (reset)" : "");
         have += (size_t)k;
         if (have == 4) {
             uint32_t n = (uint32_t)buf[0] << 24 | (uint32_t)buf[1] << 16 | (uint32_t)buf[2] << 8 | buf[3];
             /* a refusal may say more than a handshake frame holds */
             if (n < 1 || n > HS_FRAME_MAX + 1024)
-                return p3d_err(err, "%s sent a handshake frame of %u bytes: not a par3drun peer of this version?",
-                               peer, n);
+                return p3d_err(err, "%s sent a handshake frame of %u bytes: not a par3drun peer of this version?", peer,
+                               n);
             want = 4 + n;
         }
     }

@@ -166,10 +166,19 @@ static int rb_int(p3d_rbuf *r, int lo, int hi)
     return v;
 }
 
-static void wb_int(p3d_wbuf *b, int v) { p3d_wbuf_u32(b, (uint32_t)(int32_t)v); }
+static void wb_int(p3d_wbuf *b, int v)
+{
+    p3d_wbuf_u32(b, (uint32_t)(int32_t)v);
+}
 
-int p3d_rbuf_int(p3d_rbuf *r, int lo, int hi) { return rb_int(r, lo, hi); }
-void p3d_wbuf_int(p3d_wbuf *b, int v) { wb_int(b, v); }
+int p3d_rbuf_int(p3d_rbuf *r, int lo, int hi)
+{
+    return rb_int(r, lo, hi);
+}
+void p3d_wbuf_int(p3d_wbuf *b, int v)
+{
+    wb_int(b, v);
+}
 
 static void rb_fixed(p3d_rbuf *r, char *dst, size_t cap)
 {
@@ -196,9 +205,9 @@ static void wb_double(p3d_wbuf *b, double d)
 
 /* ---- node record --------------------------------------------------------- */
 
-#define STR_MAX 4096          /* names, PCI ids, cpusets */
+#define STR_MAX 4096 /* names, PCI ids, cpusets */
 #define NOTES_MAX (1u << 20)
-#define MAX_GPUS 4096         /* as p3d_node_alloc */
+#define MAX_GPUS 4096 /* as p3d_node_alloc */
 
 void p3d_node_encode(const p3d_node *n, p3d_wbuf *b)
 {
@@ -329,8 +338,9 @@ p3d_node *p3d_node_decode(p3d_rbuf *r, char **err)
         goto fail;
     }
     if (strcmp(n->hash, hash) != 0) {
-        p3d_err(err, "node record of %s: topology hash %s computed here, the agent sent %s "
-                     "(different par3drun builds?)",
+        p3d_err(err,
+                "node record of %s: topology hash %s computed here, the agent sent %s "
+                "(different par3drun builds?)",
                 n->hostname ? n->hostname : "?", n->hash, hash);
         goto fail;
     }

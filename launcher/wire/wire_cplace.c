@@ -274,10 +274,17 @@ static int enc_verbatim(const p3d_cplace_in *in, p3d_wbuf *b, char **err)
 {
     const p3d_cluster *c = in->cluster;
     p3d_place_msg pm = {
-        .job_id = (char *)in->job_id, .master_addr = (char *)in->master_addr, .master_port = in->master_port,
-        .nccl_port = in->nccl_port, .full_dp = in->full_dp, .min_dp = in->min_dp, .batch = in->batch, .nnodes = (int)c->nnodes,
+        .job_id = (char *)in->job_id,
+        .master_addr = (char *)in->master_addr,
+        .master_port = in->master_port,
+        .nccl_port = in->nccl_port,
+        .full_dp = in->full_dp,
+        .min_dp = in->min_dp,
+        .batch = in->batch,
+        .nnodes = (int)c->nnodes,
         .pl = (p3d_placement *)in->pl,
-        .json = (char *)in->json, .json_len = strlen(in->json),
+        .json = (char *)in->json,
+        .json_len = strlen(in->json),
     };
     p3d_wbuf inner = {0};
     pm.names = calloc(c->nnodes + 1, sizeof *pm.names);

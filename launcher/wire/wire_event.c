@@ -54,7 +54,7 @@ void p3d_event(int fd, double t0, const char *fmt, ...)
     if (!body)
         return;
     int n = asprintf(&line, "{\"ts\": %lld.%03ld, \"t\": %.3f, %s}\n", (long long)ts.tv_sec, ts.tv_nsec / 1000000,
-                 t0 > 0 ? p3d_now() - t0 : 0.0, body);
+                     t0 > 0 ? p3d_now() - t0 : 0.0, body);
     free(body);
     if (n < 0)
         return;

@@ -118,8 +118,8 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err)
             /* deliver what arrived before the EOF first; the next call
              * reports the EOF again */
             if (f->len >= 4) {
-                uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 |
-                             (uint32_t)f->buf[2] << 8 | f->buf[3];
+                uint32_t n =
+                    (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 | f->buf[3];
                 if (n >= 1 && n <= P3D_WIRE_MAX && f->len >= 4 + (size_t)n)
                     return 1;
             }
@@ -127,8 +127,7 @@ int p3d_framer_fill(p3d_framer *f, int fd, char **err)
         }
         f->len += (size_t)k;
         if (f->len >= 4) {
-            uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 |
-                         f->buf[3];
+            uint32_t n = (uint32_t)f->buf[0] << 24 | (uint32_t)f->buf[1] << 16 | (uint32_t)f->buf[2] << 8 | f->buf[3];
             if (n < 1 || n > P3D_WIRE_MAX)
                 return p3d_err(err, "bad frame length %u: not a par3drun peer?", n);
             if (f->len >= 4 + (size_t)n)
@@ -159,7 +158,7 @@ int p3d_framer_take(p3d_framer *f, unsigned char **body, size_t *len)
     memmove(f->buf, f->buf + 4 + n, f->len - 4 - n);
     f->len -= 4 + n;
     f->first_max = 0; /* the first frame is out: the peer's later frames are its joined ones */
-    if (!type) { /* a type-0 frame is dropped */
+    if (!type) {      /* a type-0 frame is dropped */
         free(b);
         return 0;
     }

@@ -27,12 +27,9 @@
 static const char *frame_name(int type)
 {
     switch (type) {
-    case P3D_MSG_SUCCESSORS:
-        return "successor list (S)";
-    case P3D_MSG_REJOIN:
-        return "reconnect (L)";
-    default:
-        return "reconnect answer (M)";
+    case P3D_MSG_SUCCESSORS: return "successor list (S)";
+    case P3D_MSG_REJOIN: return "reconnect (L)";
+    default: return "reconnect answer (M)";
     }
 }
 
@@ -89,8 +86,7 @@ int p3d_successors_frame(const p3d_successors *s, p3d_wbuf *out)
     return finish(out);
 }
 
-int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes,
-                        p3d_successors *out, char **err)
+int p3d_successors_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_successors *out, char **err)
 {
     size_t n = 0;
     if (open_checked(P3D_MSG_SUCCESSORS, type, len, SUCCESSORS_MAX, &n, err) < 0)
@@ -114,12 +110,15 @@ int p3d_successors_open(int type, const unsigned char *body, size_t len, int nno
         free(a);
         if (r.bad || !c->addr[0]) {
             r.bad = 1;
-            return field_err(&r, err, type, "a candidate: node rank 0..nnodes-1, an address of 1..255 bytes, a port "
-                                            "1..65535");
+            return field_err(&r, err, type,
+                             "a candidate: node rank 0..nnodes-1, an address of 1..255 bytes, a port "
+                             "1..65535");
         }
         if (c->node_rank <= prev)
-            return p3d_err(err, "%s frame: candidate %d (node rank %d) does not come after node rank %d: the list "
-                           "goes lowest node rank first", frame_name(type), i, c->node_rank, prev);
+            return p3d_err(err,
+                           "%s frame: candidate %d (node rank %d) does not come after node rank %d: the list "
+                           "goes lowest node rank first",
+                           frame_name(type), i, c->node_rank, prev);
         prev = c->node_rank;
     }
     if (r.off != r.len)
@@ -150,8 +149,7 @@ int p3d_rejoin_frame(const p3d_rejoin *j, p3d_wbuf *out)
     return finish(out);
 }
 
-int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out,
-                    char **err)
+int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes, p3d_rejoin *out, char **err)
 {
     size_t n = 0;
     if (open_checked(P3D_MSG_REJOIN, type, len, REJOIN_MAX, &n, err) < 0)
@@ -180,8 +178,9 @@ int p3d_rejoin_open(int type, const unsigned char *body, size_t len, int nnodes,
     if (!r.bad && !out->addr[0])
         r.bad = 1;
     if (r.bad || r.off != r.len)
-        return field_err(&r, err, type, "node rank and leader 0..nnodes-1, a generation >= 0, the placement hash, "
-                                        "an address of 1..255 bytes, ports 0..65535");
+        return field_err(&r, err, type,
+                         "node rank and leader 0..nnodes-1, a generation >= 0, the placement hash, "
+                         "an address of 1..255 bytes, ports 0..65535");
     return 0;
 }
 
@@ -198,8 +197,7 @@ int p3d_rejoined_frame(const p3d_rejoined *a, p3d_wbuf *out)
     return finish(out);
 }
 
-int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out,
-                      char **err)
+int p3d_rejoined_open(int type, const unsigned char *body, size_t len, p3d_rejoined *out, char **err)
 {
     size_t n = 0;
     if (open_checked(P3D_MSG_REJOINED, type, len, REJOINED_MAX, &n, err) < 0)

@@ -57,21 +57,20 @@ int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh, const p3d
     for (int r = 0; r < world; r++) {
         const p3d_rank *rk = &pl->ranks[r];
         if (rk->node < 0 || (size_t)rk->node >= c->nnodes) {
-            p3d_err(err, "%s: rank %d: node index %d is not in the cluster (0..%zu)", who, r, rk->node,
-                    c->nnodes - 1);
+            p3d_err(err, "%s: rank %d: node index %d is not in the cluster (0..%zu)", who, r, rk->node, c->nnodes - 1);
             goto out;
         }
         const p3d_cnode *cn = &c->nodes[rk->node];
         int ng = cn->topo ? cn->topo->ngpus : 0;
         if (rk->gpu < 0 || rk->gpu >= ng) {
-            p3d_err(err, "%s: rank %d: GPU %d does not exist on %s (it has %d GPUs, indices 0..%d)", who, r,
-                    rk->gpu, cn->name, ng, ng - 1);
+            p3d_err(err, "%s: rank %d: GPU %d does not exist on %s (it has %d GPUs, indices 0..%d)", who, r, rk->gpu,
+                    cn->name, ng, ng - 1);
             goto out;
         }
         size_t s = first[rk->node] + (size_t)rk->gpu;
         if (owner[s] >= 0) {
-            p3d_err(err, "%s: GPU %d of %s is assigned to both rank %d and rank %d", who, rk->gpu, cn->name,
-                    owner[s], r);
+            p3d_err(err, "%s: GPU %d of %s is assigned to both rank %d and rank %d", who, rk->gpu, cn->name, owner[s],
+                    r);
             goto out;
         }
         owner[s] = r;
@@ -79,8 +78,9 @@ int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh, const p3d
         p3d_mesh_coord(mesh, r, want);
         for (int d = 0; d < P3D_NDIMS; d++)
             if (rk->coord[d] != want[d] && !(partial && rk->coord[d] == P3D_COORD_UNSET)) {
-                p3d_err(err, "%s: rank %d: %s=%d, but under %s rank %d has %s=%d (rank = sum of coord*stride, "
-                             "strides from the order string)",
+                p3d_err(err,
+                        "%s: rank %d: %s=%d, but under %s rank %d has %s=%d (rank = sum of coord*stride, "
+                        "strides from the order string)",
                         who, r, p3d_dim_name(d), rk->coord[d], order_desc(mesh, od, sizeof od), r, p3d_dim_name(d),
                         want[d]);
                 goto out;
@@ -93,8 +93,7 @@ out:
     return rc;
 }
 
-int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis **out,
-                char **err)
+int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis **out, char **err)
 {
     int rc = -1;
     p3d_analysis *a = calloc(1, sizeof *a);

@@ -13,8 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int p3d_analysis_add(p3d_analysis *a, p3d_severity sev, const char *code,
-                     const char *fmt, ...)
+int p3d_analysis_add(p3d_analysis *a, p3d_severity sev, const char *code, const char *fmt, ...)
 {
     char *msg = NULL;
     va_list ap;

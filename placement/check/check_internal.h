@@ -20,16 +20,14 @@ static inline int p3d_group_first(const p3d_mesh *m, int dim, int g)
 
 /* Appends a check (message copied from the format). Returns 0 or -1 when
  * out of memory. */
-int p3d_analysis_add(p3d_analysis *a, p3d_severity sev, const char *code,
-                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int p3d_analysis_add(p3d_analysis *a, p3d_severity sev, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Scores every group of every dimension (check_links.c): fills a->dim[]. */
-int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job,
-                       const p3d_placement *pl, p3d_analysis *a, char **err);
+int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a, char **err);
 
 /* The named checks (check_rules.c): appends to a->checks. */
-int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job,
-                       const p3d_placement *pl, p3d_analysis *a, char **err);
+int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a, char **err);
 
 /* Figures the reports compare against the baseline. */
 /* TP groups whose worst link is slower than (multi-node) NVLink. */
@@ -44,7 +42,6 @@ int p3d_pp_cross_rack(const p3d_analysis *a);
 void p3d_objective(const p3d_analysis *a, long long out[P3D_OBJECTIVE_LEN]);
 
 /* "node001/0" or the multi-node NVLink domain's name, into buf. */
-void p3d_gpu_domain_name(const p3d_cluster *c, int node, int gpu, char *buf,
-                         size_t cap);
+void p3d_gpu_domain_name(const p3d_cluster *c, int node, int gpu, char *buf, size_t cap);
 
 #endif

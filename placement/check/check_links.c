@@ -40,15 +40,15 @@
 typedef struct ctx {
     const p3d_cluster *c;
     const p3d_placement *pl;
-    int gid;             /* stamp of the group being scored */
-    int *node_stamp;     /* per node: gid that last touched it */
-    int *node_head;      /* per node: first member index (list via next) */
-    int *next;           /* per member index */
-    int *distinct;       /* nodes of the group, first-seen order */
-    int *combo_stamp;    /* per (rack, nvl domain) pair, or NULL */
+    int gid;          /* stamp of the group being scored */
+    int *node_stamp;  /* per node: gid that last touched it */
+    int *node_head;   /* per node: first member index (list via next) */
+    int *next;        /* per member index */
+    int *distinct;    /* nodes of the group, first-seen order */
+    int *combo_stamp; /* per (rack, nvl domain) pair, or NULL */
     unsigned char *combo_count;
     size_t ncombos;
-    int *reps;           /* representative nodes of the group */
+    int *reps; /* representative nodes of the group */
 } ctx;
 
 static p3d_link link_of(const ctx *x, int ra, int rb)
@@ -222,8 +222,7 @@ static p3d_link collective_worst(ctx *x, int first, int stride, int n)
     return w;
 }
 
-int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a,
-                       char **err)
+int p3d_analysis_links(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a, char **err)
 {
     int rc = -1;
     const p3d_mesh *m = &pl->mesh;

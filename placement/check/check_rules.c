@@ -19,10 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ADD(sev, code, ...)                                        \
-    do {                                                           \
-        if (p3d_analysis_add(a, sev, code, __VA_ARGS__) < 0)       \
-            goto oom;                                              \
+#define ADD(sev, code, ...)                                                                                            \
+    do {                                                                                                               \
+        if (p3d_analysis_add(a, sev, code, __VA_ARGS__) < 0)                                                           \
+            goto oom;                                                                                                  \
     } while (0)
 
 /* Largest NVLink domain in GPUs, and how many disjoint groups of tp GPUs
@@ -276,8 +276,7 @@ static int pp_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placemen
                      "The racks (%s) hold at most %lld whole pipeline block%s of %lld GPUs (pp x tp x cp) and "
                      "the job has %lld, so at least %lld must cross racks: a dp that gives at most %lld block%s "
                      "keeps every pipeline in one rack.",
-                     sizes, whole, whole == 1 ? "" : "s", pipe, blocks, blocks - whole, whole,
-                     whole == 1 ? "" : "s");
+                     sizes, whole, whole == 1 ? "" : "s", pipe, blocks, blocks - whole, whole, whole == 1 ? "" : "s");
         else if (!strcmp(pol, "megatron") || !strcmp(pol, "devicemesh"))
             snprintf(cause, sizeof cause,
                      "By GPU count the racks (%s) could hold all %lld pipeline blocks of %lld GPUs whole; policy %s "
@@ -460,8 +459,8 @@ static int ep_rules(const p3d_cluster *c, const p3d_placement *pl, p3d_analysis 
                 "MoE layer run over %s, because expert blocks of etp*ep = %d GPUs do not all fit the NVLink "
                 "domains (largest: %d GPU%s). Keep etp*ep <= %d to stay on NVLink, or accept it (large-EP "
                 "recipes such as DeepSeek-V3's ep=64 do).",
-                off_nvl, st->ngroups, ep, grp, p3d_link_desc((p3d_link)l), block, largest,
-                largest == 1 ? "" : "s", largest);
+                off_nvl, st->ngroups, ep, grp, p3d_link_desc((p3d_link)l), block, largest, largest == 1 ? "" : "s",
+                largest);
     }
     if (xr) {
         long long rack = 0, whole = 0;
@@ -471,10 +470,11 @@ static int ep_rules(const p3d_cluster *c, const p3d_placement *pl, p3d_analysis 
             "%d of %d EP groups (ep=%d) span racks, e.g. %s: the token all-to-alls of every MoE layer cross the "
             "spine switches (more hops, shared and often oversubscribed). %s",
             xr, st->ngroups, ep, grp,
-            block > rack ? "An expert block of etp*ep GPUs needs more than the largest rack holds: lower ep (or etp) so "
-                           "one block fits a rack."
-                         : "An expert block of etp*ep GPUs fits one rack here: use a rack-aware policy "
-                           "(--policy megatron) or list nodes rack by rack.");
+            block > rack
+                ? "An expert block of etp*ep GPUs needs more than the largest rack holds: lower ep (or etp) so "
+                  "one block fits a rack."
+                : "An expert block of etp*ep GPUs fits one rack here: use a rack-aware policy "
+                  "(--policy megatron) or list nodes rack by rack.");
     }
     return 0;
 oom:
@@ -501,9 +501,8 @@ static int world_rules(const p3d_cluster *c, const p3d_job *job, const p3d_place
         for (size_t i = 0; i < c->nnodes; i++)
             idle_nodes += !used[i];
         free(used);
-        ADD(P3D_SEV_INFO, "NODES_IDLE",
-            "the job uses %lld of %zu %ss: %zu %s%s idle (%zu node%s without any rank).", world, gpus, w,
-            gpus - (size_t)world, w, gpus - (size_t)world == 1 ? " stays" : "s stay", idle_nodes,
+        ADD(P3D_SEV_INFO, "NODES_IDLE", "the job uses %lld of %zu %ss: %zu %s%s idle (%zu node%s without any rank).",
+            world, gpus, w, gpus - (size_t)world, w, gpus - (size_t)world == 1 ? " stays" : "s stay", idle_nodes,
             idle_nodes == 1 ? "" : "s");
     }
     return 0;
@@ -517,8 +516,8 @@ oom:
 static int serving_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a)
 {
     char *cerr = NULL;
-    if (p3d_infer_layout(c, job, pl->mesh.size[P3D_DIM_TP], pl->mesh.size[P3D_DIM_PP], pl->world, &a->infer,
-                         &cerr) < 0) {
+    if (p3d_infer_layout(c, job, pl->mesh.size[P3D_DIM_TP], pl->mesh.size[P3D_DIM_PP], pl->world, &a->infer, &cerr) <
+        0) {
         /* asked for and impossible (a prompt longer than the context): an error, not a note */
         int r = p3d_analysis_add(a, P3D_SEV_ERROR, "SERVING_UNAVAILABLE", "no serving estimate: %s",
                                  cerr ? cerr : "the cost model failed");
@@ -576,8 +575,7 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placem
             "%s needs about %.1f GB per GPU of %.1f GB: less than the %.1f GB (%s) kept free for the CUDA "
             "context, NCCL buffers and fragmentation, which the estimate does not count. Expect out-of-memory "
             "errors; lower the memory as MODEL_DOES_NOT_FIT says, or set --mem-reserve if you know better.",
-            job->model.name, k->mem_total / 1e9, k->gpu_mem / 1e9, k->mem_reserve / 1e9,
-            k->mem_reserve_source);
+            job->model.name, k->mem_total / 1e9, k->gpu_mem / 1e9, k->mem_reserve / 1e9, k->mem_reserve_source);
     if (!k->fits_raw)
         ADD(P3D_SEV_ERROR, "MODEL_DOES_NOT_FIT",
             "%s needs about %.1f GB per GPU (weights %.1f, gradients %.1f, optimizer %.1f, activations %.1f "
@@ -585,7 +583,9 @@ static int cost_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placem
             "dp > 1, a smaller --micro-batch, or --recompute full.",
             job->model.name, k->mem_total / 1e9, k->mem_weights / 1e9, k->mem_grads / 1e9, k->mem_optim / 1e9,
             k->mem_act / 1e9, k->micro_batch_size,
-            job->micro_batch_size > 0 ? "" : job->micro_batches > 0 ? " = global batch / (dp x micro-batches)" : "",
+            job->micro_batch_size > 0 ? ""
+            : job->micro_batches > 0  ? " = global batch / (dp x micro-batches)"
+                                      : "",
             k->inflight, k->gpu_mem / 1e9);
     return 0;
 oom:
@@ -632,8 +632,7 @@ oom:
     return -1;
 }
 
-int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a,
-                       char **err)
+int p3d_analysis_rules(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis *a, char **err)
 {
     if (world_rules(c, job, pl, a) < 0 || tp_rules(c, job, pl, a) < 0 || pp_rules(c, job, pl, a) < 0 ||
         dp_rules(job, a) < 0 || cp_rules(job, a) < 0 || ep_rules(c, pl, a) < 0 || cost_rules(c, job, pl, a) < 0 ||

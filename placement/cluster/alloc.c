@@ -126,13 +126,13 @@ static int slurm_indices(p3d_alloc *a, char **ent, int nent, const p3d_node *nod
             lo = hi = plain_index(ent[i]);
         }
         if (lo < 0 || hi < lo)
-            return p3d_err(err, "%s='%s': '%s' is not a GPU index or range (expected e.g. 4,5,6,7 or 0-3)",
-                           a->var, a->value, ent[i]);
+            return p3d_err(err, "%s='%s': '%s' is not a GPU index or range (expected e.g. 4,5,6,7 or 0-3)", a->var,
+                           a->value, ent[i]);
         for (long g = lo; g <= hi; g++) {
             if (g >= node->ngpus)
                 return p3d_err(err, "%s='%s': GPU %ld, but this node (%s) has %d GPU%s (indices 0-%d)", a->var,
-                               a->value, g, node->source ? node->source : "?", node->ngpus,
-                               node->ngpus == 1 ? "" : "s", node->ngpus - 1);
+                               a->value, g, node->source ? node->source : "?", node->ngpus, node->ngpus == 1 ? "" : "s",
+                               node->ngpus - 1);
             int *ng = realloc(a->gpu, sizeof *ng * (size_t)(a->n + 1));
             char **nv = ng ? realloc(a->visible, sizeof *nv * (size_t)(a->n + 1)) : NULL;
             if (ng)
@@ -184,8 +184,9 @@ static int from_cvd(p3d_alloc *a, char **ent, int nent, const p3d_node *node, ch
         const char *s = ent[i];
         long g;
         if (!strncasecmp(s, "MIG-", 4))
-            return p3d_err(err, "%s='%s': MIG instances are not placed by par3drun (one rank per whole GPU); "
-                                "give whole GPUs",
+            return p3d_err(err,
+                           "%s='%s': MIG instances are not placed by par3drun (one rank per whole GPU); "
+                           "give whole GPUs",
                            a->var, a->value);
         if (!strncasecmp(s, "GPU-", 4)) {
             g = by_uuid(a, node, s, err);

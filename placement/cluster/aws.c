@@ -35,8 +35,7 @@ const char *p3d_aws_type_topology(const char *type)
     return NULL;
 }
 
-int p3d_aws_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn,
-                       char **err)
+int p3d_aws_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn, char **err)
 {
     const cJSON *inst = cJSON_GetObjectItemCaseSensitive(root, "Instances");
     cJSON *doc = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(doc, "nodes");

@@ -143,8 +143,7 @@ size_t p3d_cluster_gpus(const p3d_cluster *c)
 /* Same node: what the node's topology says; otherwise one multi-node NVLink
  * domain, then one rack (leaf switch), then the network across racks. Bad
  * indices answer the worst class rather than crash. */
-p3d_link p3d_cluster_link(const p3d_cluster *c, size_t a, int ga, size_t b,
-                          int gb)
+p3d_link p3d_cluster_link(const p3d_cluster *c, size_t a, int ga, size_t b, int gb)
 {
     if (!c || a >= c->nnodes || b >= c->nnodes)
         return P3D_LINK_XRACK;
@@ -157,8 +156,7 @@ p3d_link p3d_cluster_link(const p3d_cluster *c, size_t a, int ga, size_t b,
             return P3D_LINK_SELF;
         if (!t->gg_class)
             return P3D_LINK_SYS;
-        return (p3d_link)t->gg_class[(size_t)ga * (size_t)t->ngpus +
-                                     (size_t)gb];
+        return (p3d_link)t->gg_class[(size_t)ga * (size_t)t->ngpus + (size_t)gb];
     }
     if (na->nvl_domain >= 0 && na->nvl_domain == nb->nvl_domain)
         return P3D_LINK_MNNVL;
@@ -170,8 +168,7 @@ p3d_link p3d_cluster_link(const p3d_cluster *c, size_t a, int ga, size_t b,
 /* Renumbers one name table (racks or NVLink domains) in order of first use
  * through idx_of(node); unused names are freed. map_out (optional) gets
  * old -> new (-1 unused); the caller frees it. */
-static int compact_table(p3d_cluster *c, char ***names, size_t *n, int is_rack,
-                         int **map_out)
+static int compact_table(p3d_cluster *c, char ***names, size_t *n, int is_rack, int **map_out)
 {
     int rc = -1;
     int *map = NULL;
@@ -239,8 +236,7 @@ int p3d_cluster_compact(p3d_cluster *c, char **err)
         for (size_t i = 0; i < old_nracks; i++)
             for (size_t j = 0; j < old_nracks; j++)
                 if (rmap[i] >= 0 && rmap[j] >= 0)
-                    d[(size_t)rmap[i] * n + (size_t)rmap[j]] =
-                        c->rack_dist[i * old_nracks + j];
+                    d[(size_t)rmap[i] * n + (size_t)rmap[j]] = c->rack_dist[i * old_nracks + j];
         free(c->rack_dist);
         c->rack_dist = d;
     }
@@ -279,8 +275,7 @@ static int compact_topos(p3d_cluster *c)
     qsort(refs, c->ntopos, sizeof *refs, cmp_topo_ref);
     for (size_t i = 0; i < c->nnodes; i++) {
         topo_ref key = {c->nodes[i].topo, 0};
-        topo_ref *r = bsearch(&key, refs, c->ntopos, sizeof *refs,
-                              cmp_topo_ref);
+        topo_ref *r = bsearch(&key, refs, c->ntopos, sizeof *refs, cmp_topo_ref);
         if (r)
             used[r->idx] = 1;
     }
@@ -309,20 +304,17 @@ int p3d_cluster_restrict(p3d_cluster *c, const char *hostlist, char **err)
     p3d_strmap byname = {0}, seen = {0};
     p3d_cnode *nodes = NULL;
     const char *src = c->source ? c->source : "the cluster";
-    if (p3d_hostlist_expand(hostlist, &names, &nnames, P3D_CLUSTER_MAX_NODES,
-                            &e) < 0) {
+    if (p3d_hostlist_expand(hostlist, &names, &nnames, P3D_CLUSTER_MAX_NODES, &e) < 0) {
         p3d_err(err, "node list: %s", e);
         goto out;
     }
     if (nnames == 0) {
         p3d_err(err, "node list is empty (expected host names such as "
-                "node[001-004])");
+                     "node[001-004])");
         goto out;
     }
-    if (p3d_strmap_init(&byname, c->nnodes) < 0 ||
-        p3d_strmap_init(&seen, nnames) < 0 ||
-        !(nodes = calloc(nnames, sizeof *nodes)) ||
-        !(missing = calloc(nnames, sizeof *missing)))
+    if (p3d_strmap_init(&byname, c->nnodes) < 0 || p3d_strmap_init(&seen, nnames) < 0 ||
+        !(nodes = calloc(nnames, sizeof *nodes)) || !(missing = calloc(nnames, sizeof *missing)))
         goto oom;
     for (size_t i = 0; i < c->nnodes; i++)
         if (p3d_strmap_put(&byname, c->nodes[i].name, i, NULL) < 0)
@@ -345,8 +337,8 @@ int p3d_cluster_restrict(p3d_cluster *c, const char *hostlist, char **err)
     if (nmissing) {
         if (!(miss = p3d_hostlist_compress(missing, nmissing)))
             goto oom;
-        p3d_err(err, "node list: %zu node%s not described in %s: %s",
-                nmissing, nmissing == 1 ? " is" : "s are", src, miss);
+        p3d_err(err, "node list: %zu node%s not described in %s: %s", nmissing, nmissing == 1 ? " is" : "s are", src,
+                miss);
         goto out;
     }
     /* names now move into the new list; the old ones are freed */
@@ -411,8 +403,8 @@ int p3d_cluster_set_racks(p3d_cluster *c, char *const *rack, char **err)
     free(c->rack_dist); /* names only: no switch distances known */
     c->rack_dist = NULL;
     if (known < c->nnodes)
-        p3d_cluster_warn(c, "%zu of %zu nodes named no rack; they are put in a rack named 'default'",
-                         c->nnodes - known, c->nnodes);
+        p3d_cluster_warn(c, "%zu of %zu nodes named no rack; they are put in a rack named 'default'", c->nnodes - known,
+                         c->nnodes);
     rc = 0;
     goto out;
 oom:

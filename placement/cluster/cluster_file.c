@@ -109,8 +109,7 @@ static int is_file(const char *p)
 /* Where a "topology" value points: "synthetic:..." as is; an absolute
  * path; relative to the cluster file; then among the bundled topologies.
  * *src gets a malloc'd string; NULL with *err when nothing matches. */
-static int resolve_topo(cf_ctx *x, const char *t, const char *at, char **src,
-                        char **err)
+static int resolve_topo(cf_ctx *x, const char *t, const char *at, char **src, char **err)
 {
     char *cand = NULL, *bdir = NULL, *list = NULL;
     int rc = -1;
@@ -143,8 +142,10 @@ static int resolve_topo(cf_ctx *x, const char *t, const char *at, char **src,
         P3D_FREE(&cand);
     }
     list = bundled_list(bdir);
-    p3d_err(err, "%s: no such file '%s' (looked next to %s and in %s; "
-            "bundled: %s)", at, t, x->path, bdir, list ? list : "?");
+    p3d_err(err,
+            "%s: no such file '%s' (looked next to %s and in %s; "
+            "bundled: %s)",
+            at, t, x->path, bdir, list ? list : "?");
     goto out;
 oom:
     p3d_err(err, "%s: out of memory", at);
@@ -157,8 +158,7 @@ out:
 
 /* Index into c->topos for the value t of nodes[entry].topology, loading
  * the file the first time any spelling of it is seen. */
-static int get_topo(cf_ctx *x, size_t entry, const char *t, size_t *idx,
-                    char **err)
+static int get_topo(cf_ctx *x, size_t entry, const char *t, size_t *idx, char **err)
 {
     int rc = -1;
     char at[512], *src = NULL, *real = NULL, *e = NULL;
@@ -168,8 +168,7 @@ static int get_topo(cf_ctx *x, size_t entry, const char *t, size_t *idx,
     cf_where(x, entry, "topology", at, sizeof at);
     if (resolve_topo(x, t, at, &src, err) < 0)
         goto out;
-    real = strncmp(src, "synthetic:", 10) == 0 ? strdup(src)
-                                                : realpath(src, NULL);
+    real = strncmp(src, "synthetic:", 10) == 0 ? strdup(src) : realpath(src, NULL);
     if (!real) {
         p3d_err(err, "%s: cannot resolve '%s'", at, src);
         goto out;
@@ -219,8 +218,7 @@ out:
 
 /* ---- names: racks and NVLink domains ------------------------------------ */
 
-static int intern(p3d_strmap *m, char ***v, size_t *n, size_t *cap,
-                  const char *name, int *idx)
+static int intern(p3d_strmap *m, char ***v, size_t *n, size_t *cap, const char *name, int *idx)
 {
     size_t i;
     if (p3d_strmap_get(m, name, &i)) {
@@ -236,8 +234,7 @@ static int intern(p3d_strmap *m, char ***v, size_t *n, size_t *cap,
 
 /* ---- the document -------------------------------------------------------- */
 
-static void warn_key(cf_ctx *x, size_t entry, const char *key,
-                     const char *known)
+static void warn_key(cf_ctx *x, size_t entry, const char *key, const char *known)
 {
     char at[512];
     if (++x->nkey_warnings > MAX_KEY_WARNINGS)
@@ -245,12 +242,10 @@ static void warn_key(cf_ctx *x, size_t entry, const char *key,
     cf_where(x, entry, NULL, at, sizeof at);
     if (entry == SIZE_MAX)
         snprintf(at, sizeof at, "%s", x->path);
-    p3d_cluster_warn(x->c, "%s: unknown key '%s' ignored (known: %s)", at,
-                     key, known);
+    p3d_cluster_warn(x->c, "%s: unknown key '%s' ignored (known: %s)", at, key, known);
 }
 
-static int get_string(cf_ctx *x, size_t entry, const cJSON *o,
-                      const char *key, int required, const char **out,
+static int get_string(cf_ctx *x, size_t entry, const cJSON *o, const char *key, int required, const char **out,
                       char **err)
 {
     char at[512];
@@ -269,13 +264,11 @@ static int get_string(cf_ctx *x, size_t entry, const cJSON *o,
     /* positions cost a scan of the text: only on the error path */
     cf_where(x, entry, key, at, sizeof at);
     if (!cJSON_IsString(v))
-        return p3d_err(err, "%s: expected a string, found %s", at,
-                       json_type(v));
+        return p3d_err(err, "%s: expected a string, found %s", at, json_type(v));
     return p3d_err(err, "%s: empty string", at);
 }
 
-static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
-                    int rack, int dom, char **err)
+static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo, int rack, int dom, char **err)
 {
     p3d_cluster *c = x->c;
     size_t prev;
@@ -297,9 +290,10 @@ static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
         char at[512];
         cf_where(x, entry, "name", at, sizeof at);
         if (r == 0)
-            p3d_err(err, "%s: node '%s' is already listed in nodes[%zu]; "
-                    "every node name must be unique", at, name,
-                    x->entry_of_node[prev]);
+            p3d_err(err,
+                    "%s: node '%s' is already listed in nodes[%zu]; "
+                    "every node name must be unique",
+                    at, name, x->entry_of_node[prev]);
         else
             p3d_err(err, "%s: out of memory", at);
         free(name);
@@ -315,19 +309,19 @@ static int add_node(cf_ctx *x, size_t entry, char *name, size_t topo,
     return 0;
 }
 
-static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
-                      int *saw_rack, int *saw_norack, char **err)
+static int read_entry(cf_ctx *x, size_t entry, const cJSON *o, int *saw_rack, int *saw_norack, char **err)
 {
-    static const char *const known[] = {"name", "topology", "rack",
-                                        "nvlink_domain"};
+    static const char *const known[] = {"name", "topology", "rack", "nvlink_domain"};
     char at[512], *e = NULL, **names = NULL;
     size_t nn = 0, topo;
     const char *name, *t, *rack, *dom;
     int rc = -1, ri, di = -1;
     if (!cJSON_IsObject(o)) {
         cf_where(x, entry, NULL, at, sizeof at);
-        return p3d_err(err, "%s: expected an object {\"name\": ..., "
-                       "\"topology\": ...}, found %s", at, json_type(o));
+        return p3d_err(err,
+                       "%s: expected an object {\"name\": ..., "
+                       "\"topology\": ...}, found %s",
+                       at, json_type(o));
     }
     for (const cJSON *k = o->child; k; k = k->next) {
         size_t i;
@@ -340,8 +334,7 @@ static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
             return p3d_err(err, "%s: key given twice", at);
         }
     }
-    if (get_string(x, entry, o, "name", 1, &name, err) < 0 ||
-        get_string(x, entry, o, "topology", 1, &t, err) < 0 ||
+    if (get_string(x, entry, o, "name", 1, &name, err) < 0 || get_string(x, entry, o, "topology", 1, &t, err) < 0 ||
         get_string(x, entry, o, "rack", 0, &rack, err) < 0 ||
         get_string(x, entry, o, "nvlink_domain", 0, &dom, err) < 0)
         return -1;
@@ -359,10 +352,8 @@ static int read_entry(cf_ctx *x, size_t entry, const cJSON *o,
     if (get_topo(x, entry, t, &topo, err) < 0)
         goto out;
     *(rack ? saw_rack : saw_norack) = 1;
-    if (intern(&x->racks, &x->c->racks, &x->c->nracks, &x->cap_racks,
-               rack ? rack : "default", &ri) < 0 ||
-        (dom && intern(&x->domains, &x->c->nvl_domains, &x->c->nnvl_domains,
-                       &x->cap_domains, dom, &di) < 0)) {
+    if (intern(&x->racks, &x->c->racks, &x->c->nracks, &x->cap_racks, rack ? rack : "default", &ri) < 0 ||
+        (dom && intern(&x->domains, &x->c->nvl_domains, &x->c->nnvl_domains, &x->cap_domains, dom, &di) < 0)) {
         p3d_err(err, "%s: out of memory", x->path);
         goto out;
     }
@@ -388,25 +379,30 @@ static int read_link_gbps(cf_ctx *x, const cJSON *o, char **err)
     char at[512];
     cf_where(x, SIZE_MAX, "link_gbps", at, sizeof at);
     if (!cJSON_IsObject(o))
-        return p3d_err(err, "%s: expected an object such as {\"RACK\": 50, "
-                       "\"XRACK\": 25}, found %s", at, json_type(o));
+        return p3d_err(err,
+                       "%s: expected an object such as {\"RACK\": 50, "
+                       "\"XRACK\": 25}, found %s",
+                       at, json_type(o));
     for (const cJSON *k = o->child; k; k = k->next) {
         int l;
         for (l = 0; l < P3D_LINK_COUNT; l++)
             if (strcasecmp(k->string, p3d_link_name((p3d_link)l)) == 0)
                 break;
         if (l == P3D_LINK_COUNT)
-            return p3d_err(err, "%s: unknown link class '%s' (known: X, NV, "
-                           "MNNVL, PIX, PXB, PHB, NODE, SYS, RACK, XRACK)", at,
-                           k->string);
-        if (!cJSON_IsNumber(k) || !isfinite(k->valuedouble) ||
-            k->valuedouble <= 0 || k->valuedouble > P3D_CLUSTER_MAX_GBPS)
-            return p3d_err(err, "%s.%s: expected a positive number of GB/s "
-                           "per direction, at most %g, found %s", at, k->string,
-                           (double)P3D_CLUSTER_MAX_GBPS,
-                           !cJSON_IsNumber(k) ? json_type(k)
+            return p3d_err(err,
+                           "%s: unknown link class '%s' (known: X, NV, "
+                           "MNNVL, PIX, PXB, PHB, NODE, SYS, RACK, XRACK)",
+                           at, k->string);
+        if (!cJSON_IsNumber(k) || !isfinite(k->valuedouble) || k->valuedouble <= 0 ||
+            k->valuedouble > P3D_CLUSTER_MAX_GBPS)
+            return p3d_err(err,
+                           "%s.%s: expected a positive number of GB/s "
+                           "per direction, at most %g, found %s",
+                           at, k->string, (double)P3D_CLUSTER_MAX_GBPS,
+                           !cJSON_IsNumber(k)          ? json_type(k)
                            : !isfinite(k->valuedouble) ? "a number out of range"
-                           : k->valuedouble <= 0 ? "a number <= 0" : "a larger number");
+                           : k->valuedouble <= 0       ? "a number <= 0"
+                                                       : "a larger number");
         x->c->link_gbps[l] = k->valuedouble;
     }
     return 0;
@@ -427,8 +423,7 @@ static int check_raw_text(const cf_ctx *x, size_t skip, char **err)
     while (ws < len && strchr(" \t\r\n", buf[ws]))
         ws++;
     if (ws == len)
-        return p3d_err(err, "%s: empty file (expected a JSON object with \"nodes\")",
-                       path);
+        return p3d_err(err, "%s: empty file (expected a JSON object with \"nodes\")", path);
     /* A raw NUL byte would cut a C string (cJSON copies it into one) and
      * raw control characters inside strings are not JSON (RFC 8259 wants
      * them escaped) and would reach the terminal in names: refuse both. */
@@ -439,8 +434,8 @@ static int check_raw_text(const cf_ctx *x, size_t skip, char **err)
             for (size_t k = 0; k < i; k++, col++)
                 if (buf[k] == '\n')
                     line++, col = 0;
-            return p3d_err(err, "%s:%zu:%zu: a raw %s byte 0x%02x%s (write it as a \\u escape, or leave it out)",
-                           path, line, col, ch ? "control" : "NUL", ch, instr ? " inside a string" : "");
+            return p3d_err(err, "%s:%zu:%zu: a raw %s byte 0x%02x%s (write it as a \\u escape, or leave it out)", path,
+                           line, col, ch ? "control" : "NUL", ch, instr ? " inside a string" : "");
         }
         if (instr && ch == '\\')
             i++;
@@ -461,8 +456,10 @@ static int check_raw_text(const cf_ctx *x, size_t skip, char **err)
         size_t line = 1;
         for (size_t k = 0; k < i; k++)
             line += buf[k] == '\n';
-        return p3d_err(err, "%s:%zu: a string contains \\u0000 (NUL), which no "
-                       "host, rack or file name can hold", path, line);
+        return p3d_err(err,
+                       "%s:%zu: a string contains \\u0000 (NUL), which no "
+                       "host, rack or file name can hold",
+                       path, line);
     }
     return 0;
 }
@@ -485,12 +482,13 @@ static int parse_root(cf_ctx *x, size_t skip, cJSON **root, char **err)
         size_t off = (size_t)(end - buf), line = 1;
         for (size_t i = 0; i < off; i++)
             line += buf[i] == '\n';
-        return p3d_err(err, "%s:%zu: unexpected text after the JSON object (one "
-                       "object per file)", path, line);
+        return p3d_err(err,
+                       "%s:%zu: unexpected text after the JSON object (one "
+                       "object per file)",
+                       path, line);
     }
     if (!cJSON_IsObject(*root))
-        return p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s",
-                       path, json_type(*root));
+        return p3d_err(err, "%s: expected a JSON object {\"nodes\": [...]}, found %s", path, json_type(*root));
     return 0;
 }
 
@@ -519,17 +517,15 @@ static int translate_foreign(cf_ctx *x, cJSON **root, const char *topology, char
 static int check_top_keys(cf_ctx *x, const cJSON *root, char **err)
 {
     for (const cJSON *k = root->child; k; k = k->next) {
-        if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") &&
-            strcmp(k->string, "description"))
+        if (strcmp(k->string, "nodes") && strcmp(k->string, "link_gbps") && strcmp(k->string, "description"))
             warn_key(x, SIZE_MAX, k->string, "nodes, link_gbps, description");
         /* cJSON keeps both copies of a repeated key and lookups see the
          * first: a second "nodes" would be silently ignored */
-        int known = !strcmp(k->string, "nodes") || !strcmp(k->string, "link_gbps") ||
-                    !strcmp(k->string, "description");
+        int known = !strcmp(k->string, "nodes") || !strcmp(k->string, "link_gbps") || !strcmp(k->string, "description");
         for (const cJSON *d = root->child; known && d != k; d = d->next)
             if (!strcmp(d->string, k->string))
-                return p3d_err(err, "%s: top-level key \"%s\" appears twice (one file, one \"%s\")", x->path,
-                               k->string, k->string);
+                return p3d_err(err, "%s: top-level key \"%s\" appears twice (one file, one \"%s\")", x->path, k->string,
+                               k->string);
     }
     return 0;
 }
@@ -550,8 +546,10 @@ static int read_top(cf_ctx *x, const cJSON *root, char **err)
     if (gbps && read_link_gbps(x, gbps, err) < 0)
         return -1;
     if (!nodes)
-        return p3d_err(err, "%s: missing \"nodes\" (an array of {\"name\": ..., "
-                       "\"topology\": ...})", path);
+        return p3d_err(err,
+                       "%s: missing \"nodes\" (an array of {\"name\": ..., "
+                       "\"topology\": ...})",
+                       path);
     cf_where(x, SIZE_MAX, "nodes", at, sizeof at);
     if (!cJSON_IsArray(nodes))
         return p3d_err(err, "%s: expected an array, found %s", at, json_type(nodes));
@@ -565,11 +563,12 @@ static int read_top(cf_ctx *x, const cJSON *root, char **err)
         if (read_entry(x, entry, o, &saw_rack, &saw_norack, err) < 0)
             return -1;
     if (saw_rack && saw_norack)
-        p3d_cluster_warn(x->c, "%s: some nodes have no \"rack\"; they are put "
-                         "in a rack named 'default'", path);
+        p3d_cluster_warn(x->c,
+                         "%s: some nodes have no \"rack\"; they are put "
+                         "in a rack named 'default'",
+                         path);
     if (x->nkey_warnings > MAX_KEY_WARNINGS)
-        p3d_cluster_warn(x->c, "%s: %zu more unknown keys ignored", path,
-                         x->nkey_warnings - MAX_KEY_WARNINGS);
+        p3d_cluster_warn(x->c, "%s: %zu more unknown keys ignored", path, x->nkey_warnings - MAX_KEY_WARNINGS);
     return 0;
 }
 
@@ -582,18 +581,15 @@ int p3d_cluster_load_as(const char *path, const char *topology, p3d_cluster **ou
     cf_ctx x = {0};
     *out = NULL;
     x.path = path;
-    if (p3d_read_small_file(path, "cluster file", P3D_CLUSTER_MAX_FILE, &buf,
-                            &len, err) < 0)
+    if (p3d_read_small_file(path, "cluster file", P3D_CLUSTER_MAX_FILE, &buf, &len, err) < 0)
         goto out;
     x.buf = buf;
     x.len = len;
     {
         const char *slash = strrchr(path, '/');
-        x.dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path))
-                      : strdup(".");
+        x.dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
     }
-    if (!(x.c = p3d_cluster_new()) || !x.dir ||
-        !(x.c->source = strdup(path))) {
+    if (!(x.c = p3d_cluster_new()) || !x.dir || !(x.c->source = strdup(path))) {
         p3d_err(err, "%s: out of memory", path);
         goto out;
     }

@@ -13,19 +13,19 @@
 #include "strmap.h"
 
 typedef struct cf_ctx {
-    const char *path;       /* as given, for messages */
+    const char *path; /* as given, for messages */
     const char *buf;
     size_t len;
-    char *dir;              /* directory of the file ("." when none) */
+    char *dir; /* directory of the file ("." when none) */
     /* where nodes[] entries sit in the text, found on first need */
     int scanned;
     size_t nspans, *span_lo, *span_hi;
     p3d_cluster *c;
     p3d_strmap topo_by_str, topo_by_real, racks, domains, names;
-    char **reals;           /* realpath strings (keys of topo_by_real) */
+    char **reals; /* realpath strings (keys of topo_by_real) */
     size_t nreals, cap_reals;
     size_t cap_nodes, cap_topos, cap_racks, cap_domains;
-    size_t *entry_of_node;  /* nodes[] entry each node came from */
+    size_t *entry_of_node; /* nodes[] entry each node came from */
     size_t nkey_warnings;
 } cf_ctx;
 

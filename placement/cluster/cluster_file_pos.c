@@ -48,8 +48,7 @@ static void cf_scan_spans(cf_ctx *x)
             continue;
         }
         if (ch == ':' && depth == 1)
-            last_was_nodes = key_hi - key_lo == 5 &&
-                             memcmp(s + key_lo, "nodes", 5) == 0;
+            last_was_nodes = key_hi - key_lo == 5 && memcmp(s + key_lo, "nodes", 5) == 0;
         if (ch == '[' || ch == '{') {
             depth++;
             if (ch == '[' && depth == 2 && last_was_nodes)
@@ -104,12 +103,10 @@ size_t cf_find_line(cf_ctx *x, size_t entry, const char *key)
 }
 
 /* "PATH:LINE: nodes[3].topology" (or without LINE when unknown). */
-void cf_where(cf_ctx *x, size_t entry, const char *key, char *out,
-                  size_t cap)
+void cf_where(cf_ctx *x, size_t entry, const char *key, char *out, size_t cap)
 {
     size_t line = cf_find_line(x, entry, key);
-    int k = line ? snprintf(out, cap, "%s:%zu: ", x->path, line)
-                 : snprintf(out, cap, "%s: ", x->path);
+    int k = line ? snprintf(out, cap, "%s:%zu: ", x->path, line) : snprintf(out, cap, "%s: ", x->path);
     if (k < 0 || (size_t)k >= cap)
         return;
     if (entry == SIZE_MAX)
@@ -169,24 +166,27 @@ int cf_syntax_error(cf_ctx *x, const char *end, char **err)
         }
     }
     if (maxdepth >= CJSON_NESTING_LIMIT)
-        return p3d_err(err, "%s:%zu:%zu: JSON nested deeper than %d levels "
-                       "(a cluster file needs 3)", x->path, line, col,
-                       CJSON_NESTING_LIMIT);
+        return p3d_err(err,
+                       "%s:%zu:%zu: JSON nested deeper than %d levels "
+                       "(a cluster file needs 3)",
+                       x->path, line, col, CJSON_NESTING_LIMIT);
     if (pos >= x->len || enddepth > 0 || endstr) {
         size_t el = 1, ec = 1;
         for (size_t i = 0; i < x->len; i++, ec++)
             if (x->buf[i] == '\n')
                 el++, ec = 0;
-        return p3d_err(err, "%s:%zu:%zu: invalid JSON: unexpected end of file"
-                       "%s", x->path, el, ec,
-                       endstr ? " inside a string"
-                       : enddepth > 0 ? " (a '{' or '[' is never closed)" : "");
+        return p3d_err(err,
+                       "%s:%zu:%zu: invalid JSON: unexpected end of file"
+                       "%s",
+                       x->path, el, ec,
+                       endstr         ? " inside a string"
+                       : enddepth > 0 ? " (a '{' or '[' is never closed)"
+                                      : "");
     }
     char near[24];
     size_t k = 0;
     for (size_t i = pos; i < x->len && k < 16 && x->buf[i] != '\n'; i++)
         near[k++] = (unsigned char)x->buf[i] < 0x20 ? '?' : x->buf[i];
     near[k] = 0;
-    return p3d_err(err, "%s:%zu:%zu: invalid JSON near '%s'", x->path, line,
-                   col, near);
+    return p3d_err(err, "%s:%zu:%zu: invalid JSON near '%s'", x->path, line, col, near);
 }

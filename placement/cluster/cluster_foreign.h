@@ -21,18 +21,13 @@
  * or a malloc'd line for the report) when it is a foreign document, 0 when
  * it is not (a plain cluster file), -1 with *err. topology: --topology
  * given by the user (overrides the bundled-topology tables), or NULL. */
-int p3d_cluster_foreign(const char *path, const cJSON *root,
-                        const char *topology, cJSON **out, char **warn,
+int p3d_cluster_foreign(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn,
                         char **err);
 
 /* The two translators (same contract, called once root is known to be
  * theirs). */
-int p3d_k8s_to_cluster(const char *path, const cJSON *root,
-                       const char *topology, cJSON **out, char **warn,
-                       char **err);
-int p3d_aws_to_cluster(const char *path, const cJSON *root,
-                       const char *topology, cJSON **out, char **warn,
-                       char **err);
+int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn, char **err);
+int p3d_aws_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn, char **err);
 
 /* The bundled topology of an EC2 instance type (aws.c's table), or NULL;
  * also used for EKS nodes without a gpu.product label. */
@@ -45,7 +40,6 @@ char *p3d_foreign_topology(const char *topology, const char *bundled);
 
 /* Appends {"name", "topology", "rack"?, "nvlink_domain"?} to nodes. 0 or
  * -1 (out of memory). */
-int p3d_foreign_node(cJSON *nodes, const char *name, const char *topo,
-                     const char *rack, const char *domain);
+int p3d_foreign_node(cJSON *nodes, const char *name, const char *topo, const char *rack, const char *domain);
 
 #endif

@@ -36,27 +36,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_NAME_WARNINGS 5     /* per kind, then one summary line */
-#define MAX_RACK_DIST 4096      /* racks; beyond that rack_dist stays NULL */
+#define MAX_NAME_WARNINGS 5 /* per kind, then one summary line */
+#define MAX_RACK_DIST 4096  /* racks; beyond that rack_dist stays NULL */
 
-typedef struct tc_ent {         /* a switch or a block; strings owned by the topology */
+typedef struct tc_ent { /* a switch or a block; strings owned by the topology */
     const char *name;
     size_t line;
-    const char *nodes;          /* hostlist or NULL */
-    const char *switches;       /* child switches (hostlist) or NULL */
+    const char *nodes;    /* hostlist or NULL */
+    const char *switches; /* child switches (hostlist) or NULL */
     size_t *child, nchild;
     size_t nparents;
-    int rack;                   /* rack/domain index once used, else -1 */
+    int rack; /* rack/domain index once used, else -1 */
 } tc_ent;
 
 typedef struct tc_ctx {
     const char *path;
     p3d_cluster *c;
-    const p3d_st_topo *t;       /* spellings for messages */
+    const p3d_st_topo *t; /* spellings for messages */
     tc_ent *ents;
     size_t nents;
-    int kind;                   /* 1 tree, 2 block */
-    p3d_strmap by_name;         /* entity name -> index */
+    int kind;           /* 1 tree, 2 block */
+    p3d_strmap by_name; /* entity name -> index */
     size_t nunmatched_warned, nunmatched_more;
 } tc_ctx;
 
@@ -95,8 +95,7 @@ static int link_children(tc_ctx *x, char **err)
         if (!e->switches)
             continue;
         if (p3d_hostlist_expand(e->switches, &names, &n, x->nents + 1, &he) < 0) {
-            p3d_err(err, "%s:%zu: switch %s: %s: %s", x->path, e->line,
-                    e->name, x->t->children_key, he);
+            p3d_err(err, "%s:%zu: switch %s: %s: %s", x->path, e->line, e->name, x->t->children_key, he);
             free(he);
             return -1;
         }
@@ -107,9 +106,10 @@ static int link_children(tc_ctx *x, char **err)
         for (size_t k = 0; k < n; k++) {
             size_t ci;
             if (!p3d_strmap_get(&x->by_name, names[k], &ci)) {
-                p3d_err(err, "%s:%zu: switch %s lists switch '%s', which "
-                        "no %s defines", x->path, e->line,
-                        e->name, names[k], x->t->switch_def);
+                p3d_err(err,
+                        "%s:%zu: switch %s lists switch '%s', which "
+                        "no %s defines",
+                        x->path, e->line, e->name, names[k], x->t->switch_def);
                 p3d_strv_free(names, n);
                 return -1;
             }
@@ -160,16 +160,17 @@ static int find_cycle(tc_ctx *x, char **err)
                 size_t k = 0, shown = 0;
                 path[0] = 0;
                 for (size_t i = from; i < sp && k < sizeof path - 64; i++) {
-                    k += (size_t)snprintf(path + k, sizeof path - k, "%s -> ",
-                                          x->ents[stack[i]].name);
+                    k += (size_t)snprintf(path + k, sizeof path - k, "%s -> ", x->ents[stack[i]].name);
                     shown++;
                 }
                 if (shown < sp - from)
                     k += (size_t)snprintf(path + k, sizeof path - k, "... -> ");
                 snprintf(path + k, sizeof path - k, "%s", x->ents[v].name);
-                p3d_err(err, "%s:%zu: switches form a cycle: %s (topology/"
+                p3d_err(err,
+                        "%s:%zu: switches form a cycle: %s (topology/"
                         "tree describes a tree: each switch lists only the "
-                        "switches below it)", x->path, x->ents[u].line, path);
+                        "switches below it)",
+                        x->path, x->ents[u].line, path);
                 goto out;
             }
         }
@@ -184,8 +185,7 @@ out:
 
 /* Hops between every pair of used leaf switches (BFS over the undirected
  * switch graph, once per leaf). Racks without a switch get -1. */
-static int rack_distances(tc_ctx *x, size_t nracks, const size_t *rack_sw,
-                          int **out, char **err)
+static int rack_distances(tc_ctx *x, size_t nracks, const size_t *rack_sw, int **out, char **err)
 {
     int rc = -1;
     size_t S = x->nents, E = 0;
@@ -289,13 +289,14 @@ static void warn_unmatched(tc_ctx *x, const tc_ent *e, char **names, size_t n)
     if (like)
         snprintf(hint, sizeof hint, " (did you mean %s?)", like);
     else if (looks_guid(names[0]))
-        snprintf(hint, sizeof hint, " (these look like InfiniBand GUIDs, "
+        snprintf(hint, sizeof hint,
+                 " (these look like InfiniBand GUIDs, "
                  "not host names)");
-    p3d_cluster_warn(x->c, "%s:%zu: %s %s lists %zu name%s that match%s no "
-                     "node of the cluster: %s%s", x->path, e->line,
-                     x->kind == 1 ? "switch" : "block", e->name, n,
-                     n == 1 ? "" : "s", n == 1 ? "es" : "", list ? list : "?",
-                     hint);
+    p3d_cluster_warn(x->c,
+                     "%s:%zu: %s %s lists %zu name%s that match%s no "
+                     "node of the cluster: %s%s",
+                     x->path, e->line, x->kind == 1 ? "switch" : "block", e->name, n, n == 1 ? "" : "s",
+                     n == 1 ? "es" : "", list ? list : "?", hint);
     free(list);
 }
 
@@ -323,10 +324,9 @@ static int match_nodes(tc_ctx *x, size_t *owner, size_t *matched, char **err)
         size_t n = 0, nunm = 0;
         if (!e->nodes)
             continue;
-        if (p3d_hostlist_expand(e->nodes, &names, &n, P3D_CLUSTER_MAX_NODES,
-                                &he) < 0) {
-            p3d_err(err, "%s:%zu: %s %s: %s: %s", x->path, e->line,
-                    x->kind == 1 ? "switch" : "block", e->name, x->t->nodes_key, he);
+        if (p3d_hostlist_expand(e->nodes, &names, &n, P3D_CLUSTER_MAX_NODES, &he) < 0) {
+            p3d_err(err, "%s:%zu: %s %s: %s: %s", x->path, e->line, x->kind == 1 ? "switch" : "block", e->name,
+                    x->t->nodes_key, he);
             free(he);
             goto out;
         }
@@ -359,17 +359,18 @@ static int match_nodes(tc_ctx *x, size_t *owner, size_t *matched, char **err)
     }
     const char *what = x->kind == 1 ? "listed under switches" : "in blocks";
     for (size_t i = 0; i < ndup && i < MAX_NAME_WARNINGS; i++)
-        p3d_cluster_warn(x->c, "%s:%zu: node %s is %s %s (line %zu) and %s; "
-                         "using %s", x->path, x->ents[dup_b[i]].line, dups[i],
-                         what, x->ents[dup_a[i]].name, x->ents[dup_a[i]].line,
+        p3d_cluster_warn(x->c,
+                         "%s:%zu: node %s is %s %s (line %zu) and %s; "
+                         "using %s",
+                         x->path, x->ents[dup_b[i]].line, dups[i], what, x->ents[dup_a[i]].name, x->ents[dup_a[i]].line,
                          x->ents[dup_b[i]].name, x->ents[dup_a[i]].name);
     if (ndup > MAX_NAME_WARNINGS)
-        p3d_cluster_warn(x->c, "%s: %zu more nodes are %s twice", x->path,
-                         ndup - MAX_NAME_WARNINGS, what);
+        p3d_cluster_warn(x->c, "%s: %zu more nodes are %s twice", x->path, ndup - MAX_NAME_WARNINGS, what);
     if (x->nunmatched_more)
-        p3d_cluster_warn(x->c, "%s: %zu more %s list names that match no node "
-                         "of the cluster", x->path, x->nunmatched_more,
-                         x->kind == 1 ? "switches" : "blocks");
+        p3d_cluster_warn(x->c,
+                         "%s: %zu more %s list names that match no node "
+                         "of the cluster",
+                         x->path, x->nunmatched_more, x->kind == 1 ? "switches" : "blocks");
     rc = 0;
     goto out;
 oom:
@@ -436,29 +437,29 @@ static int apply_tree(tc_ctx *x, const size_t *owner, char **err)
         node_rack[i] = (size_t)k;
     }
     if ((orph = orphans(c, owner, &norph)) && norph)
-        p3d_cluster_warn(c, "%s: %zu node%s of the cluster %s under no switch; "
+        p3d_cluster_warn(c,
+                         "%s: %zu node%s of the cluster %s under no switch; "
                          "each is its own rack at unknown distance: %s",
-                         x->path, norph, norph == 1 ? "" : "s",
-                         norph == 1 ? "is" : "are", orph);
+                         x->path, norph, norph == 1 ? "" : "s", norph == 1 ? "is" : "are", orph);
     for (size_t s = 0; s < x->nents; s++)
         if (x->ents[s].nparents > 1)
-            p3d_cluster_warn(c, "%s:%zu: switch %s is listed under %zu "
+            p3d_cluster_warn(c,
+                             "%s:%zu: switch %s is listed under %zu "
                              "switches; distances take the shortest path",
-                             x->path, x->ents[s].line, x->ents[s].name,
-                             x->ents[s].nparents);
+                             x->path, x->ents[s].line, x->ents[s].name, x->ents[s].nparents);
     if (nracks <= MAX_RACK_DIST) {
         if (rack_distances(x, nracks, rack_sw, &rd, err) < 0)
             goto out;
     } else {
-        p3d_cluster_warn(c, "%s: %zu racks: switch distances between racks "
-                         "are not kept above %d racks", x->path, nracks,
-                         MAX_RACK_DIST);
+        p3d_cluster_warn(c,
+                         "%s: %zu racks: switch distances between racks "
+                         "are not kept above %d racks",
+                         x->path, nracks, MAX_RACK_DIST);
     }
-    int had_racks = c->nracks > 1 ||
-                    (c->nracks == 1 && strcmp(c->racks[0], "default") != 0);
+    int had_racks = c->nracks > 1 || (c->nracks == 1 && strcmp(c->racks[0], "default") != 0);
     if (had_racks)
-        p3d_cluster_warn(c, "%s: leaf switches replace the racks of %s",
-                         x->path, c->source ? c->source : "the cluster");
+        p3d_cluster_warn(c, "%s: leaf switches replace the racks of %s", x->path,
+                         c->source ? c->source : "the cluster");
     p3d_strv_free(c->racks, c->nracks);
     free(c->rack_dist);
     c->racks = racks;
@@ -497,8 +498,7 @@ static int apply_block(tc_ctx *x, const size_t *owner, char **err)
             continue;
         }
         if (x->ents[s].rack < 0) {
-            long k = p3d_strv_push(&doms, &ndoms, &cap,
-                                   strdup(x->ents[s].name));
+            long k = p3d_strv_push(&doms, &ndoms, &cap, strdup(x->ents[s].name));
             if (k < 0)
                 goto oom;
             x->ents[s].rack = (int)k;
@@ -506,13 +506,13 @@ static int apply_block(tc_ctx *x, const size_t *owner, char **err)
         node_dom[i] = x->ents[s].rack;
     }
     if ((orph = orphans(c, owner, &norph)) && norph)
-        p3d_cluster_warn(c, "%s: %zu node%s of the cluster %s in no block "
-                         "(no multi-node NVLink domain): %s", x->path, norph,
-                         norph == 1 ? "" : "s", norph == 1 ? "is" : "are",
-                         orph);
+        p3d_cluster_warn(c,
+                         "%s: %zu node%s of the cluster %s in no block "
+                         "(no multi-node NVLink domain): %s",
+                         x->path, norph, norph == 1 ? "" : "s", norph == 1 ? "is" : "are", orph);
     if (c->nnvl_domains)
-        p3d_cluster_warn(c, "%s: blocks replace the nvlink_domain values of %s",
-                         x->path, c->source ? c->source : "the cluster");
+        p3d_cluster_warn(c, "%s: blocks replace the nvlink_domain values of %s", x->path,
+                         c->source ? c->source : "the cluster");
     p3d_strv_free(c->nvl_domains, c->nnvl_domains);
     c->nvl_domains = doms;
     c->nnvl_domains = ndoms;
@@ -551,20 +551,16 @@ static int apply_ctx(tc_ctx *x, char **err)
             char first[64];
             if (!x->ents[i].nodes)
                 continue;
-            snprintf(first, sizeof first, "%.*s",
-                     (int)strcspn(x->ents[i].nodes, ", \t"), x->ents[i].nodes);
+            snprintf(first, sizeof first, "%.*s", (int)strcspn(x->ents[i].nodes, ", \t"), x->ents[i].nodes);
             guid = looks_guid(first);
         }
-        p3d_err(err, "%s: no node of the cluster (%s...) is %s%s%s%s", path,
-                c->nodes[0].name,
+        p3d_err(err, "%s: no node of the cluster (%s...) is %s%s%s%s", path, c->nodes[0].name,
                 x->kind == 1 ? "under any switch" : "in any block",
-                guid ? "; its " : "; is this the topology of another machine?",
-                guid ? x->t->nodes_key : "",
+                guid ? "; its " : "; is this the topology of another machine?", guid ? x->t->nodes_key : "",
                 guid ? " hold InfiniBand GUIDs (0x...), not host names" : "");
         goto out;
     }
-    if ((x->kind == 1 ? apply_tree(x, owner, err)
-                      : apply_block(x, owner, err)) < 0)
+    if ((x->kind == 1 ? apply_tree(x, owner, err) : apply_block(x, owner, err)) < 0)
         goto out;
     rc = 0;
 out:
@@ -599,8 +595,8 @@ static int apply_topologies(p3d_cluster *c, const char *path, const p3d_st_topo 
             continue;
         const p3d_st_topo *tp = &t[pick];
         if (count > 1)
-            p3d_cluster_warn(c, "%s: %zu %s topologies; using '%s' (line %zu, %s) and ignoring the others", path,
-                             count, kind == P3D_ST_TREE ? "tree" : "block", tp->name ? tp->name : "?", tp->line,
+            p3d_cluster_warn(c, "%s: %zu %s topologies; using '%s' (line %zu, %s) and ignoring the others", path, count,
+                             kind == P3D_ST_TREE ? "tree" : "block", tp->name ? tp->name : "?", tp->line,
                              tp->cluster_default ? "cluster_default" : "the first");
         tc_ctx x = {.path = path, .c = c, .t = tp, .kind = kind == P3D_ST_TREE ? 1 : 2};
         int ok = p3d_strmap_init(&x.by_name, 64) == 0 &&

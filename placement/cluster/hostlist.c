@@ -41,12 +41,12 @@ typedef struct hl_range {
 /* One item ("a[1-2]b[3-4]-ib") split into parts: nlits+1 literal pieces
  * around nbr brackets; lit i comes before bracket i, the last one after. */
 typedef struct hl_item {
-    const char *expr;       /* whole expression, for messages */
-    size_t start, end;      /* item's span in expr */
+    const char *expr;  /* whole expression, for messages */
+    size_t start, end; /* item's span in expr */
     size_t nbr;
-    size_t *lit_off, *lit_len; /* nbr+1 each */
+    size_t *lit_off, *lit_len;     /* nbr+1 each */
     size_t *rng_first, *rng_count; /* per bracket, into ranges */
-    uint64_t *br_count;     /* names per bracket */
+    uint64_t *br_count;            /* names per bracket */
     hl_range *ranges;
     size_t nranges, cap_ranges, cap_br;
 } hl_item;
@@ -129,8 +129,7 @@ static int item_add_range(hl_item *it, hl_range r)
 }
 
 /* Reads a number at expr[*pos]; digits only. */
-static int parse_number(const char *expr, size_t *pos, uint64_t *v, int *width,
-                        char **err)
+static int parse_number(const char *expr, size_t *pos, uint64_t *v, int *width, char **err)
 {
     size_t p = *pos, n = 0;
     uint64_t x = 0;
@@ -139,14 +138,12 @@ static int parse_number(const char *expr, size_t *pos, uint64_t *v, int *width,
         if (expr[p] == ']' || expr[p] == ',')
             snprintf(msg, sizeof msg, "empty range (expected a number)");
         else
-            snprintf(msg, sizeof msg,
-                     "expected a number or lo-hi range, found '%c'", expr[p]);
+            snprintf(msg, sizeof msg, "expected a number or lo-hi range, found '%c'", expr[p]);
         return hl_error(err, expr, p, msg);
     }
     while (is_digit(expr[p])) {
         if (++n > HL_MAX_DIGITS)
-            return hl_error(err, expr, *pos,
-                            "number has more than 18 digits");
+            return hl_error(err, expr, *pos, "number has more than 18 digits");
         x = x * 10 + (uint64_t)(expr[p] - '0');
         p++;
     }
@@ -164,8 +161,7 @@ static int parse_bracket(hl_item *it, size_t open, size_t *pos, char **err)
     size_t p = *pos;
     uint64_t total = 0;
     char unclosed[64];
-    snprintf(unclosed, sizeof unclosed, "'[' at column %zu is never closed",
-             open + 1);
+    snprintf(unclosed, sizeof unclosed, "'[' at column %zu is never closed", open + 1);
     it->rng_first[it->nbr] = it->nranges;
     for (;;) {
         hl_range r;
@@ -184,9 +180,8 @@ static int parse_bracket(hl_item *it, size_t open, size_t *pos, char **err)
                 return -1;
             if (r.hi < r.lo) {
                 char msg[128];
-                snprintf(msg, sizeof msg,
-                         "range %llu-%llu goes backwards (lo must be <= hi)",
-                         (unsigned long long)r.lo, (unsigned long long)r.hi);
+                snprintf(msg, sizeof msg, "range %llu-%llu goes backwards (lo must be <= hi)", (unsigned long long)r.lo,
+                         (unsigned long long)r.hi);
                 return hl_error(err, e, at, msg);
             }
         }
@@ -303,8 +298,7 @@ static int item_expand(const hl_item *it, char **out, char **err)
             if (b == nb)
                 break;
             const hl_range *r = &it->ranges[it->rng_first[b] + ri[b]];
-            int w = snprintf(buf + len, sizeof buf - len, "%0*llu", r->width,
-                             (unsigned long long)val[b]);
+            int w = snprintf(buf + len, sizeof buf - len, "%0*llu", r->width, (unsigned long long)val[b]);
             if (w < 0 || len + (size_t)w > HL_MAX_NAME)
                 goto toolong;
             len += (size_t)w;
@@ -337,8 +331,7 @@ static int item_expand(const hl_item *it, char **out, char **err)
     rc = 0;
     goto out;
 toolong:
-    hl_error(err, it->expr, it->start,
-             "a name would be longer than 255 characters");
+    hl_error(err, it->expr, it->start, "a name would be longer than 255 characters");
 out:
     free(speed);
     free(ri);
@@ -346,8 +339,7 @@ out:
     return rc;
 }
 
-int p3d_hostlist_expand(const char *expr, char ***names, size_t *n, size_t max,
-                        char **err)
+int p3d_hostlist_expand(const char *expr, char ***names, size_t *n, size_t max, char **err)
 {
     int rc = -1;
     char **v = NULL;
@@ -374,11 +366,10 @@ int p3d_hostlist_expand(const char *expr, char ***names, size_t *n, size_t max,
             if (c == UINT64_MAX)
                 snprintf(msg, sizeof msg,
                          "expands to more names than can be counted; the "
-                         "limit is %zu", max);
+                         "limit is %zu",
+                         max);
             else
-                snprintf(msg, sizeof msg,
-                         "expands to %llu names%s; the limit is %zu",
-                         (unsigned long long)(c + nv),
+                snprintf(msg, sizeof msg, "expands to %llu names%s; the limit is %zu", (unsigned long long)(c + nv),
                          nv ? " (with the items before it)" : "", max);
             hl_error(err, expr, p, msg);
             goto out;
@@ -523,8 +514,7 @@ char *p3d_hostlist_compress(char *const *names, size_t n)
             split_name(names[j], &lo, &lw, &h);
             hi = lo;
             size_t k = j + 1;
-            while (k < e && hi < UINT64_MAX &&
-                   same_digits(hi + 1, lw, names[k] + pl)) {
+            while (k < e && hi < UINT64_MAX && same_digits(hi + 1, lw, names[k] + pl)) {
                 hi++;
                 k++;
             }

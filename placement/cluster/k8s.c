@@ -24,20 +24,18 @@
 
 /* The rack: the network level nearest to the node, first label present. */
 static const char *const rack_labels[] = {
-    "network.topology.nvidia.com/block",        /* NVIDIA topograph: leaf switch block */
-    "cloud.google.com/gce-topology-subblock",   /* GKE */
-    "topology.k8s.aws/network-node-layer-3",    /* EKS: the layer nearest the instance */
-    "network.topology.nvidia.com/spine",        /* coarser levels when the finer are absent */
-    "cloud.google.com/gce-topology-block",
-    "topology.k8s.aws/network-node-layer-2",
-    "network.topology.nvidia.com/datacenter",
-    "topology.k8s.aws/network-node-layer-1",
+    "network.topology.nvidia.com/block",      /* NVIDIA topograph: leaf switch block */
+    "cloud.google.com/gce-topology-subblock", /* GKE */
+    "topology.k8s.aws/network-node-layer-3",  /* EKS: the layer nearest the instance */
+    "network.topology.nvidia.com/spine",      /* coarser levels when the finer are absent */
+    "cloud.google.com/gce-topology-block",    "topology.k8s.aws/network-node-layer-2",
+    "network.topology.nvidia.com/datacenter", "topology.k8s.aws/network-node-layer-1",
 };
 
 /* The multi-node NVLink domain. */
 static const char *const nvl_labels[] = {
-    "nvidia.com/gpu.clique",                    /* GPU operator: <cluster UUID>.<clique id> */
-    "network.topology.nvidia.com/accelerator",  /* topograph */
+    "nvidia.com/gpu.clique",                   /* GPU operator: <cluster UUID>.<clique id> */
+    "network.topology.nvidia.com/accelerator", /* topograph */
 };
 
 /* gpu.product (as feature discovery writes it, e.g. NVIDIA-H100-80GB-HBM3)
@@ -48,12 +46,8 @@ static const struct {
     int count;
     const char *topo;
 } product_table[] = {
-    {"GB200", 4, "gb200-tray.xml"},
-    {"H100", 8, "dgx-h100.xml"},
-    {"H200", 8, "dgx-h100.xml"},
-    {"H800", 8, "dgx-h100.xml"},
-    {"A100", 8, "dgx-a100.xml"},
-    {"A800", 8, "dgx-a100.xml"},
+    {"GB200", 4, "gb200-tray.xml"}, {"H100", 8, "dgx-h100.xml"}, {"H200", 8, "dgx-h100.xml"},
+    {"H800", 8, "dgx-h100.xml"},    {"A100", 8, "dgx-a100.xml"}, {"A800", 8, "dgx-a100.xml"},
     {"V100", 8, "dgx1-v100.xml"},
 };
 
@@ -111,8 +105,7 @@ static const char *bundled_for(const char *product, long count)
     return NULL;
 }
 
-int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn,
-                       char **err)
+int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn, char **err)
 {
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(root, "items");
     cJSON *doc = cJSON_CreateObject(), *nodes = cJSON_AddArrayToObject(doc, "nodes");
@@ -165,7 +158,8 @@ int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology
                 p3d_err(err,
                         "%s: node %s: %ld x '%s' has no bundled topology (docs/kubernetes.md lists the table); give "
                         "--topology FILE for these nodes",
-                        path, p3d_tesc(nm->valuestring), count, product ? p3d_tesc(product) : "(no nvidia.com/gpu.product label)");
+                        path, p3d_tesc(nm->valuestring), count,
+                        product ? p3d_tesc(product) : "(no nvidia.com/gpu.product label)");
                 goto fail;
             }
         }
@@ -182,9 +176,8 @@ int p3d_k8s_to_cluster(const char *path, const cJSON *root, const char *topology
         p3d_err(err, "%s: no node with NVIDIA GPUs (labels nvidia.com/gpu.count or capacity nvidia.com/gpu)", path);
         goto fail;
     }
-    if (nskipped &&
-        asprintf(warn, "%s: %zu node%s without GPUs left out (%s%s)", path, nskipped, nskipped == 1 ? "" : "s",
-                 skipped, nskipped > 3 ? ", ..." : "") < 0)
+    if (nskipped && asprintf(warn, "%s: %zu node%s without GPUs left out (%s%s)", path, nskipped,
+                             nskipped == 1 ? "" : "s", skipped, nskipped > 3 ? ", ..." : "") < 0)
         *warn = NULL;
     char desc[256];
     snprintf(desc, sizeof desc, "kubectl get nodes -o json: %zu GPU nodes", n);
@@ -203,8 +196,7 @@ fail:
     return -1;
 }
 
-int p3d_cluster_foreign(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn,
-                        char **err)
+int p3d_cluster_foreign(const char *path, const cJSON *root, const char *topology, cJSON **out, char **warn, char **err)
 {
     *out = NULL;
     *warn = NULL;

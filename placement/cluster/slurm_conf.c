@@ -23,8 +23,8 @@
 #include <strings.h>
 
 typedef struct conf_line {
-    char *text;                 /* one logical line, comments removed */
-    size_t line;                /* where it starts in the file */
+    char *text;  /* one logical line, comments removed */
+    size_t line; /* where it starts in the file */
 } conf_line;
 
 typedef struct conf_ctx {
@@ -54,8 +54,7 @@ static int split_lines(conf_ctx *x, char *buf, char **err)
             size_t len = eol ? (size_t)(eol - p) : strlen(p);
             char *hash = memchr(p, '#', len);
             size_t keep = hash ? (size_t)(hash - p) : len;
-            while (keep && (p[keep - 1] == '\r' || p[keep - 1] == ' ' ||
-                            p[keep - 1] == '\t'))
+            while (keep && (p[keep - 1] == '\r' || p[keep - 1] == ' ' || p[keep - 1] == '\t'))
                 keep--;
             if (!hash && keep && p[keep - 1] == '\\') {
                 keep--;
@@ -156,8 +155,8 @@ static int block_sizes(conf_ctx *x, const conf_line *ln, const char *val, char *
     const char *v = val;
     while (*v) {
         if (!isdigit((unsigned char)*v))
-            return p3d_err(err, "%s:%zu: BlockSizes: expected a comma list of numbers, found '%s'", x->path,
-                           ln->line, val);
+            return p3d_err(err, "%s:%zu: BlockSizes: expected a comma list of numbers, found '%s'", x->path, ln->line,
+                           val);
         while (isdigit((unsigned char)*v))
             v++;
         if (*v == ',')
@@ -186,12 +185,13 @@ static int parse_line(conf_ctx *x, conf_line *ln, char **err)
         return p3d_err(err, "%s:%zu: %s= belongs in slurm.conf; a topology.conf has SwitchName= or BlockName= lines",
                        x->path, ln->line, key);
     else
-        return p3d_err(err, "%s:%zu: expected SwitchName=, BlockName= or BlockSizes=, found '%s='", x->path,
-                       ln->line, key);
+        return p3d_err(err, "%s:%zu: expected SwitchName=, BlockName= or BlockSizes=, found '%s='", x->path, ln->line,
+                       key);
     if (x->t->kind && x->t->kind != kind)
-        return p3d_err(err, "%s:%zu: %s= in a file that already has %s= lines; a topology.conf is either "
-                       "topology/tree (SwitchName) or topology/block (BlockName)", x->path, ln->line, key,
-                       x->t->kind == P3D_ST_TREE ? "SwitchName" : "BlockName");
+        return p3d_err(err,
+                       "%s:%zu: %s= in a file that already has %s= lines; a topology.conf is either "
+                       "topology/tree (SwitchName) or topology/block (BlockName)",
+                       x->path, ln->line, key, x->t->kind == P3D_ST_TREE ? "SwitchName" : "BlockName");
     x->t->kind = kind;
     if (sizes)
         return block_sizes(x, ln, val, err);

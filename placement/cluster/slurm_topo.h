@@ -16,17 +16,17 @@
 
 enum { P3D_ST_TREE = 1, P3D_ST_BLOCK = 2, P3D_ST_FLAT = 3 };
 
-typedef struct p3d_st_ent {     /* a switch (tree) or a block */
+typedef struct p3d_st_ent { /* a switch (tree) or a block */
     char *name;
-    char *nodes;                /* hostlist, or NULL */
-    char *children;             /* tree: child switches (hostlist), or NULL */
-    size_t line;                /* where its name is */
+    char *nodes;    /* hostlist, or NULL */
+    char *children; /* tree: child switches (hostlist), or NULL */
+    size_t line;    /* where its name is */
 } p3d_st_ent;
 
 typedef struct p3d_st_topo {
-    char *name;                 /* topology.yaml's name; NULL from a topology.conf */
+    char *name; /* topology.yaml's name; NULL from a topology.conf */
     size_t line;
-    int kind;                   /* P3D_ST_* */
+    int kind; /* P3D_ST_* */
     int cluster_default;
     p3d_st_ent *ents;
     size_t nents;
@@ -52,8 +52,7 @@ int p3d_slurm_conf_parse(p3d_cluster *c, const char *path, char *buf, p3d_st_top
  * on c; anchors, aliases, tags, duplicate keys, several documents and
  * nesting past a bound are errors naming path:line. Returns 0 with *out
  * and *n (caller frees with p3d_st_free), or -1 with *err. */
-int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_st_topo **out, size_t *n,
-                         char **err);
+int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_st_topo **out, size_t *n, char **err);
 
 /* Whether text looks like a topology.yaml rather than a topology.conf: its
  * first line that is not blank or a comment starts with '-' or "---". */

@@ -38,12 +38,12 @@ enum { Y_NULL, Y_SCALAR, Y_SEQ, Y_MAP };
 typedef struct yn {
     int t;
     size_t line;
-    char *s;                    /* scalar */
-    struct yn **v;              /* sequence items / mapping values */
-    char **k;                   /* mapping keys */
-    size_t *kline;              /* and the lines they are on */
+    char *s;       /* scalar */
+    struct yn **v; /* sequence items / mapping values */
+    char **k;      /* mapping keys */
+    size_t *kline; /* and the lines they are on */
     size_t n, cap;
-    char *key;                  /* a mapping being built: the key waiting for its value */
+    char *key; /* a mapping being built: the key waiting for its value */
     size_t key_line;
 } yn;
 
@@ -143,8 +143,10 @@ static int syntax_error(yp *p, const char *buf, const yaml_parser_t *ps)
 /* What a topology.yaml does not need, refused by name. */
 static int refuse(yp *p, size_t line, const char *what, const char *text)
 {
-    return p3d_err(p->err, "%s:%zu: %s%s%s%s is not accepted in a topology.yaml (it needs none); write the value "
-                   "plainly", p->path, line, what, text ? " '" : "", text ? text : "", text ? "'" : "");
+    return p3d_err(p->err,
+                   "%s:%zu: %s%s%s%s is not accepted in a topology.yaml (it needs none); write the value "
+                   "plainly",
+                   p->path, line, what, text ? " '" : "", text ? text : "", text ? "'" : "");
 }
 
 /* A scalar's value as a node: plain empty, "~" and "null" are null; a
@@ -240,20 +242,18 @@ static int build(yp *p, const char *buf, yn **root)
         const yaml_char_t *anchor = NULL, *tag = NULL;
         int fail = 0;
         switch (ev.type) {
-        case YAML_STREAM_END_EVENT:
-            done = 1;
-            break;
+        case YAML_STREAM_END_EVENT: done = 1; break;
         case YAML_DOCUMENT_START_EVENT:
             if (++docs > 1)
-                fail = p3d_err(p->err, "%s:%zu: one YAML document expected (a topology.yaml is one list of "
-                                       "topologies)", p->path, line);
+                fail = p3d_err(p->err,
+                               "%s:%zu: one YAML document expected (a topology.yaml is one list of "
+                               "topologies)",
+                               p->path, line);
             else if (ev.data.document_start.version_directive ||
                      ev.data.document_start.tag_directives.start != ev.data.document_start.tag_directives.end)
                 fail = p3d_err(p->err, "%s:%zu: YAML directives ('%%...') are not supported here", p->path, line);
             break;
-        case YAML_ALIAS_EVENT:
-            fail = refuse(p, line, "an alias", (const char *)ev.data.alias.anchor);
-            break;
+        case YAML_ALIAS_EVENT: fail = refuse(p, line, "an alias", (const char *)ev.data.alias.anchor); break;
         case YAML_SCALAR_EVENT:
             anchor = ev.data.scalar.anchor;
             tag = ev.data.scalar.tag;
@@ -262,23 +262,20 @@ static int build(yp *p, const char *buf, yn **root)
             break;
         case YAML_SEQUENCE_START_EVENT:
         case YAML_MAPPING_START_EVENT:
-            anchor = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.anchor
-                                                          : ev.data.mapping_start.anchor;
+            anchor =
+                ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.anchor : ev.data.mapping_start.anchor;
             tag = ev.type == YAML_SEQUENCE_START_EVENT ? ev.data.sequence_start.tag : ev.data.mapping_start.tag;
             if (anchor || tag)
                 break;
             if (depth >= MAX_DEPTH)
-                fail = p3d_err(p->err, "%s:%zu: nested deeper than %d levels; a topology.yaml needs 5", p->path,
-                               line, MAX_DEPTH);
+                fail = p3d_err(p->err, "%s:%zu: nested deeper than %d levels; a topology.yaml needs 5", p->path, line,
+                               MAX_DEPTH);
             else if (!(y = yn_new(ev.type == YAML_SEQUENCE_START_EVENT ? Y_SEQ : Y_MAP, line)))
                 fail = p3d_err(p->err, "%s: out of memory", p->path);
             break;
         case YAML_SEQUENCE_END_EVENT:
-        case YAML_MAPPING_END_EVENT:
-            depth--;
-            break;
-        default:
-            break;
+        case YAML_MAPPING_END_EVENT: depth--; break;
+        default: break;
         }
         if (!fail && anchor)
             fail = refuse(p, line, "an anchor", (const char *)anchor);
@@ -331,8 +328,7 @@ static void warn_unknown(yp *p, const yn *m, const char *const *known, const cha
         for (size_t k = 0; known[k] && !ok; k++)
             ok = !strcmp(m->k[i], known[k]);
         if (!ok)
-            p3d_cluster_warn(p->c, "%s:%zu: unknown key '%s' in %s ignored", p->path, m->v[i]->line, m->k[i],
-                             where);
+            p3d_cluster_warn(p->c, "%s:%zu: unknown key '%s' in %s ignored", p->path, m->v[i]->line, m->k[i], where);
     }
 }
 
@@ -356,8 +352,7 @@ static int want_name(yp *p, const yn *m, const char *key, const char *what, char
 {
     const yn *v = get(m, key);
     if (!v || v->t == Y_NULL)
-        return p3d_err(p->err, "%s:%zu: %s without '%s:' (it must name the %s)", p->path, m->line, what, key,
-                       what);
+        return p3d_err(p->err, "%s:%zu: %s without '%s:' (it must name the %s)", p->path, m->line, what, key, what);
     if (v->t != Y_SCALAR || !v->s[0])
         return p3d_err(p->err, "%s:%zu: %s: expected a name", p->path, v->line, key);
     if (!(*out = strdup(v->s)))
@@ -417,8 +412,10 @@ static int block_sizes(yp *p, const yn *v)
                 return p3d_err(p->err, "%s:%zu: block_sizes: expected positive node counts, found '%s'", p->path,
                                it->line, it->t == Y_SCALAR ? it->s : "a mapping");
             if (prev && x <= prev)
-                return p3d_err(p->err, "%s:%zu: block_sizes: %ld after %ld; each size must be larger than the one "
-                                       "before", p->path, it->line, x, prev);
+                return p3d_err(p->err,
+                               "%s:%zu: block_sizes: %ld after %ld; each size must be larger than the one "
+                               "before",
+                               p->path, it->line, x, prev);
             prev = x;
             if (!*e)
                 break;
@@ -431,8 +428,8 @@ static int block_sizes(yp *p, const yn *v)
 static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p3d_st_topo *t)
 {
     if (!list || list->t != Y_SEQ)
-        return p3d_err(p->err, "%s:%zu: topology %s: '%s:' must be a list of %ss", p->path,
-                       list ? list->line : t->line, t->name, lkey, nkey);
+        return p3d_err(p->err, "%s:%zu: topology %s: '%s:' must be a list of %ss", p->path, list ? list->line : t->line,
+                       t->name, lkey, nkey);
     if (list->n == 0)
         return p3d_err(p->err, "%s:%zu: topology %s: '%s:' is empty", p->path, list->line, t->name, lkey);
     if (!(t->ents = calloc(list->n, sizeof *t->ents)))
@@ -451,8 +448,8 @@ static int entities(yp *p, const yn *list, const char *lkey, const char *nkey, p
             return -1;
         if (t->kind == P3D_ST_TREE) {
             if (strlen(e->name) > MAX_SWITCH_NAME)
-                return p3d_err(p->err, "%s:%zu: switch name '%.20s...' is longer than %d characters", p->path,
-                               m->line, e->name, MAX_SWITCH_NAME);
+                return p3d_err(p->err, "%s:%zu: switch name '%.20s...' is longer than %d characters", p->path, m->line,
+                               e->name, MAX_SWITCH_NAME);
             if (want_hostlist(p, get(m, "children"), "children", &e->children) < 0)
                 return -1;
         }
@@ -466,13 +463,14 @@ static int topology(yp *p, const yn *m, p3d_st_topo *t)
     static const char *const keys[] = {"topology", "cluster_default", "tree", "block", "flat", NULL};
     t->line = m->line;
     if (m->t != Y_MAP)
-        return p3d_err(p->err, "%s:%zu: each item of a topology.yaml is a mapping that starts with 'topology: "
-                               "NAME'", p->path, m->line);
+        return p3d_err(p->err,
+                       "%s:%zu: each item of a topology.yaml is a mapping that starts with 'topology: "
+                       "NAME'",
+                       p->path, m->line);
     if (want_name(p, m, "topology", "topology", &t->name) < 0)
         return -1;
     warn_unknown(p, m, keys, "a topology");
-    const yn *cd = get(m, "cluster_default"), *tree = get(m, "tree"), *block = get(m, "block"),
-             *flat = get(m, "flat");
+    const yn *cd = get(m, "cluster_default"), *tree = get(m, "tree"), *block = get(m, "block"), *flat = get(m, "flat");
     if (cd && want_bool(p, cd, "cluster_default", &t->cluster_default) < 0)
         return -1;
     int isflat = 0;
@@ -480,8 +478,10 @@ static int topology(yp *p, const yn *m, p3d_st_topo *t)
         return -1;
     int kinds = !!tree + !!block + isflat;
     if (kinds != 1)
-        return p3d_err(p->err, "%s:%zu: topology %s: needs exactly one of 'tree:', 'block:' or 'flat: true' "
-                               "(found %d)", p->path, m->line, t->name, kinds);
+        return p3d_err(p->err,
+                       "%s:%zu: topology %s: needs exactly one of 'tree:', 'block:' or 'flat: true' "
+                       "(found %d)",
+                       p->path, m->line, t->name, kinds);
     if (isflat) {
         t->kind = P3D_ST_FLAT;
         return 0;
@@ -490,8 +490,7 @@ static int topology(yp *p, const yn *m, p3d_st_topo *t)
         static const char *const tk[] = {"switches", NULL};
         t->kind = P3D_ST_TREE;
         if (tree->t != Y_MAP)
-            return p3d_err(p->err, "%s:%zu: topology %s: 'tree:' must hold 'switches:'", p->path, tree->line,
-                           t->name);
+            return p3d_err(p->err, "%s:%zu: topology %s: 'tree:' must hold 'switches:'", p->path, tree->line, t->name);
         warn_unknown(p, tree, tk, "tree");
         return entities(p, get(tree, "switches"), "switches", "switch", t);
     }
@@ -505,8 +504,7 @@ static int topology(yp *p, const yn *m, p3d_st_topo *t)
     return entities(p, get(block, "blocks"), "blocks", "block", t);
 }
 
-int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_st_topo **out, size_t *n,
-                         char **err)
+int p3d_slurm_yaml_parse(p3d_cluster *c, const char *path, const char *buf, p3d_st_topo **out, size_t *n, char **err)
 {
     yp p = {.path = path, .c = c, .err = err};
     yn *root = NULL;

@@ -47,7 +47,7 @@ void p3d_compute_times(const p3d_gpu_perf *g, double peak_tflops, const p3d_mode
     double attn_in = mc->attn / h - attn_out;
     gemm(g, peak, 1, M, attn_in / t, h, &fl, &ga);
     gemm(g, peak, 1, M, h, attn_out / t, &fl, &ga);
-    double mlp_width = f;   /* the MLP part of the elementwise work */
+    double mlp_width = f; /* the MLP part of the elementwise work */
     if (md->experts > 0) {
         /* an MoE layer: the shared experts like a dense MLP; the routed
          * ones as E/ep grouped GEMMs of the tokens each expert receives */

@@ -18,8 +18,7 @@ void p3d_infer_json(p3d_sb *b, const p3d_infer_cost *k);
 /* Human-readable lines (each prefixed by `indent`, ending in '\n'): memory
  * per GPU, traffic and time per dimension, bubble, step time and MFU. When
  * base is not NULL each line also shows the baseline's figure. */
-void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base,
-                   const char *indent);
+void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const char *indent);
 
 /* b, m, B as the cost model uses them: B = dp·b·m, missing ones derived
  * from the others (docs/cost-model.md, "Batch"). The one place that resolves
@@ -27,17 +26,17 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base,
  * model really does. Returns -1 with *err naming the figures that disagree. */
 typedef struct p3d_batch {
     int b, m, B;
-    int b_derived;   /* b = B/(dp·m): --micro-batch not given, --micro-batches was */
-    int m_derived;   /* m = B/(dp·b) */
-    int m_assumed;   /* neither B nor m given: m = 4·pp */
+    int b_derived; /* b = B/(dp·m): --micro-batch not given, --micro-batches was */
+    int m_derived; /* m = B/(dp·b) */
+    int m_assumed; /* neither B nor m given: m = 4·pp */
 } p3d_batch;
 int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err);
 
 /* One line (ending in '\n', prefixed by indent) saying why `base` (named
  * base_name) comes out faster than c (named name): which dimension's traffic
  * moved to which link; nothing when c is not slower. */
-void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
-                           const char *base_name, const char *indent);
+void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base, const char *base_name,
+                           const char *indent);
 
 /* One line (prefixed by indent, ending in '\n') with the model's
  * architecture: FFN, attention kind, embeddings, norm, published total. */

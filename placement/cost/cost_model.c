@@ -34,8 +34,7 @@
  * 18 bytes; ZeRO paper's stages for the sharding): w bytes of weights, gb
  * of main gradients, K = 12 of optimizer state for 16-bit training (fp32
  * main copy, momentum, variance), 8 for fp32 (no main copy). */
-void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights,
-                           double *grads, double *optim)
+void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *weights, double *grads, double *optim)
 {
     double K = w >= 4 ? 8.0 : 12.0;
     double dd = d > 0 ? d : 1;
@@ -51,8 +50,7 @@ void p3d_cost_model_states(double psi, int d, int zero, int w, int gb, double *w
  *   tensor + sequence par sbh(34 + 5as/h)/t
  *   selective recompute   drops the 5as/h term (attention scores recomputed)
  *   full recompute        keeps only the layer input, 2sbh (/t with SP). */
-double p3d_cost_act_layer_f(int s, int b, int h, int a, int f, int t, int seq_parallel,
-                            int recompute)
+double p3d_cost_act_layer_f(int s, int b, int h, int a, int f, int t, int seq_parallel, int recompute)
 {
     double sbh = (double)s * b * h;
     double attn = recompute >= 1 ? 0.0 : 5.0 * a * (double)s / h;
@@ -67,8 +65,7 @@ double p3d_cost_act_layer_f(int s, int b, int h, int a, int f, int t, int seq_pa
     return sbh * (10.0 + 24.0 / t + attn / t);
 }
 
-double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel,
-                          int recompute)
+double p3d_cost_act_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute)
 {
     return p3d_cost_act_layer_f(s, b, h, a, 4 * h, t, seq_parallel, recompute);
 }
@@ -95,8 +92,8 @@ double p3d_cost_ep_bytes_layer(int b, int s, int h, int top_k, int t, int cp, in
     return n * tokens * top_k * h * w * (ep - 1) / (double)ep;
 }
 
-double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute,
-                              int copies, int f, int etp)
+double p3d_cost_act_moe_layer(int s, int b, int h, int a, int t, int seq_parallel, int recompute, int copies, int f,
+                              int etp)
 {
     if (t < 1)
         t = 1;
@@ -147,20 +144,15 @@ static double cluster_gpu_mem(const p3d_cluster *c)
 static const struct {
     const char *match, *name;
     double peak;
-    p3d_gpu_perf perf;              /* docs/cost-model.md, "Compute time" */
+    p3d_gpu_perf perf; /* docs/cost-model.md, "Compute time" */
 } gpu_peaks[] = {
     /* HBM TB/s from the data sheets; GEMM ceiling, half-efficiency sizes
      * and attention efficiency calibrated (bench/plan-accuracy.sh) */
-    {"GB200", "GB200", 2250, {8.0, 0.72, 96, 256, 0.45}},
-    {"B200", "B200", 2250, {8.0, 0.72, 96, 256, 0.45}},
-    {"H200", "H200", 989, {4.8, 0.78, 64, 160, 0.50}},
-    {"H100", "H100", 989, {3.35, 0.78, 64, 160, 0.50}},
-    {"H800", "H800", 989, {3.35, 0.78, 64, 160, 0.50}},
-    {"L40S", "L40S", 362, {0.86, 0.75, 32, 96, 0.45}},
-    {"A100", "A100", 312, {2.04, 0.72, 32, 96, 0.18}},
-    {"A800", "A800", 312, {2.04, 0.72, 32, 96, 0.18}},
-    {"A6000", "RTX A6000", 155, {0.77, 0.80, 32, 96, 0.45}},
-    {"V100", "V100", 125, {0.9, 0.80, 32, 96, 0.40}},
+    {"GB200", "GB200", 2250, {8.0, 0.72, 96, 256, 0.45}},    {"B200", "B200", 2250, {8.0, 0.72, 96, 256, 0.45}},
+    {"H200", "H200", 989, {4.8, 0.78, 64, 160, 0.50}},       {"H100", "H100", 989, {3.35, 0.78, 64, 160, 0.50}},
+    {"H800", "H800", 989, {3.35, 0.78, 64, 160, 0.50}},      {"L40S", "L40S", 362, {0.86, 0.75, 32, 96, 0.45}},
+    {"A100", "A100", 312, {2.04, 0.72, 32, 96, 0.18}},       {"A800", "A800", 312, {2.04, 0.72, 32, 96, 0.18}},
+    {"A6000", "RTX A6000", 155, {0.77, 0.80, 32, 96, 0.45}}, {"V100", "V100", 125, {0.9, 0.80, 32, 96, 0.40}},
 };
 
 /* The GPU the FLOP/s figures are for: the slowest known family any GPU of
@@ -213,8 +205,9 @@ int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
      * with neither B nor m, m = 4·pp (keeps the 1F1B bubble near 20%). */
     if (B > 0 && m > 0 && b <= 0) {
         if (B % ((long long)d * m))
-            return p3d_err(err, "--global-batch %d is not a multiple of dp %d x --micro-batches %d = %lld, "
-                                "so no micro-batch size follows from them",
+            return p3d_err(err,
+                           "--global-batch %d is not a multiple of dp %d x --micro-batches %d = %lld, "
+                           "so no micro-batch size follows from them",
                            B, d, m, (long long)d * m);
         b = B / (d * m);
         r->b_derived = 1;
@@ -224,8 +217,8 @@ int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
     if (m <= 0) {
         if (B > 0) {
             if (B % ((long long)d * b))
-                return p3d_err(err, "--global-batch %d is not a multiple of dp %d x micro-batch %d%s = %lld",
-                               B, d, b, job->micro_batch_size > 0 ? "" : " (default)", (long long)d * b);
+                return p3d_err(err, "--global-batch %d is not a multiple of dp %d x micro-batch %d%s = %lld", B, d, b,
+                               job->micro_batch_size > 0 ? "" : " (default)", (long long)d * b);
             m = B / (d * b);
             r->m_derived = 1;
         } else {
@@ -236,8 +229,8 @@ int p3d_batch_resolve(const p3d_job *job, p3d_batch *r, char **err)
     if (B <= 0)
         B = d * b * m;
     if ((long long)d * b * m != B)
-        return p3d_err(err, "dp %d x micro-batch %d%s x --micro-batches %d = %lld samples, but --global-batch is %d",
-                       d, b, job->micro_batch_size > 0 ? "" : " (default)", m, (long long)d * b * m, B);
+        return p3d_err(err, "dp %d x micro-batch %d%s x --micro-batches %d = %lld samples, but --global-batch is %d", d,
+                       b, job->micro_batch_size > 0 ? "" : " (default)", m, (long long)d * b * m, B);
     r->b = b, r->m = m, r->B = B;
     return 0;
 }
@@ -319,9 +312,8 @@ static void shard_memory(const p3d_model_counts *mc, const p3d_job *job, int lps
         out->mem_grads += eg;
         out->mem_optim += eo;
     }
-    out->bytes_per_param = out->params_shard > 0
-                               ? (out->mem_weights + out->mem_grads + out->mem_optim) / out->params_shard
-                               : 0;
+    out->bytes_per_param =
+        out->params_shard > 0 ? (out->mem_weights + out->mem_grads + out->mem_optim) / out->params_shard : 0;
 }
 
 /* Activations of the first stage, which holds the most micro-batches
@@ -350,8 +342,7 @@ static void act_first_stage(const p3d_model *md, const p3d_job *job, int lps, in
     double embed = (8.0 * sb + sb * h) * mbs / (sp ? t : 1) * scale;
     double output = 0;
     if (p == 1)
-        output = (sp ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t
-                     : 2.0 * (sb * md->vocab / t + sb * h)) * scale;
+        output = (sp ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t : 2.0 * (sb * md->vocab / t + sb * h)) * scale;
     /* par3drun's addition for MoE layers, kept apart: Megatron's estimator
      * counts an MoE layer like a dense one of --ffn-hidden-size, while each
      * token's dispatched copies (top-k and shared) hold activations in
@@ -360,8 +351,8 @@ static void act_first_stage(const p3d_model *md, const p3d_job *job, int lps, in
     if (md->experts > 0 && job->recompute < 2) {
         double shared = md->moe_shared_ffn > 0 ? (double)md->moe_shared_ffn / md->moe_ffn : md->shared_experts;
         int copies = md->top_k + (int)(shared + 0.5);
-        double moe = p3d_cost_act_moe_layer(s, b, h, md->heads, t, sp, job->recompute, copies, md->moe_ffn, etp) *
-                     scale;
+        double moe =
+            p3d_cost_act_moe_layer(s, b, h, md->heads, t, sp, job->recompute, copies, md->moe_ffn, etp) * scale;
         int moe_layers = lps < md->layers - md->dense_layers ? lps : md->layers - md->dense_layers;
         if (moe > out->act_layer)
             out->mem_act_moe = (moe - out->act_layer) * moe_layers * mbs;
@@ -392,12 +383,15 @@ int p3d_cost_stage_layers(int L, int p, int v, int first, int last, int out[3], 
     if (p < 2)
         return p3d_err(err, "--decoder-%s-pipeline-num-layers needs pp > 1", first ? "first" : "last");
     if (v > 1)
-        return p3d_err(err, "--decoder-first/last-pipeline-num-layers: not with --virtual-stages %d (Megatron "
-                            "refuses uneven stages with interleaving)", v);
+        return p3d_err(err,
+                       "--decoder-first/last-pipeline-num-layers: not with --virtual-stages %d (Megatron "
+                       "refuses uneven stages with interleaving)",
+                       v);
     int others = p - (first > 0) - (last > 0), rest = L - first - last;
     if (rest < 0 || (others == 0 && rest != 0) || (others > 0 && (rest < others || rest % others)))
-        return p3d_err(err, "--decoder-first-pipeline-num-layers %d, --decoder-last-pipeline-num-layers %d: the "
-                            "other %d stage%s must share the remaining %d of %d layers evenly, at least one each",
+        return p3d_err(err,
+                       "--decoder-first-pipeline-num-layers %d, --decoder-last-pipeline-num-layers %d: the "
+                       "other %d stage%s must share the remaining %d of %d layers evenly, at least one each",
                        first, last, others, others == 1 ? "" : "s", rest, L);
     int mid = others > 0 ? rest / others : 0;
     out[0] = first ? first : mid;
@@ -429,8 +423,8 @@ static void layer_mem(const p3d_model_counts *mc, const p3d_job *job, int L, int
 /* Memory per GPU of the k-th stage (k > 0; 1F1B: it holds min(m, p - k)
  * micro-batches); the last one adds the output layer's weights (Megatron
  * keeps a copy there even when tied) and its logits' activations. */
-static double later_stage_mem(const p3d_model_counts *mc, const p3d_job *job, const p3d_cost *first, int layers,
-                              int k, int p, int m, int t, int dcp)
+static double later_stage_mem(const p3d_model_counts *mc, const p3d_job *job, const p3d_cost *first, int layers, int k,
+                              int p, int m, int t, int dcp)
 {
     const p3d_model *md = &job->model;
     const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2, held = m < p - k ? m : p - k;
@@ -439,8 +433,10 @@ static double later_stage_mem(const p3d_model_counts *mc, const p3d_job *job, co
         double a, g, o;
         p3d_cost_model_states(mc->embedding / t, dcp, job->zero, w, first->grad_bytes, &a, &g, &o);
         const double sb = (double)md->seq_len * first->micro_batch_size, h = md->hidden, scale = w / 2.0;
-        total += a + g + o + (first->seq_parallel ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t
-                                                  : 2.0 * (sb * md->vocab / t + sb * h)) * scale;
+        total += a + g + o +
+                 (first->seq_parallel ? 4.0 * sb * h * (1.0 + (double)md->vocab / h) / t
+                                      : 2.0 * (sb * md->vocab / t + sb * h)) *
+                     scale;
     }
     return total;
 }
@@ -548,8 +544,8 @@ static void eval_pp(const p3d_cluster *c, const p3d_hops *hops, const eval_shape
 
 /* Traffic per GPU per step of every dimension, and its time on the link
  * that paces it. */
-static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS],
-                         const p3d_hops *hops, const eval_shape *g, double psi, double psi_e, p3d_cost *out)
+static void eval_traffic(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
+                         const eval_shape *g, double psi, double psi_e, p3d_cost *out)
 {
     const int t = g->t, p = g->p, d = g->d, cp = g->cp, w = g->w, ep = g->ep, edp = g->edp, dcp = g->dcp, b = g->b,
               m = g->m, s = g->s, h = g->h, L = g->L, lps = g->lps;
@@ -655,8 +651,7 @@ static void eval_step(const p3d_cluster *c, const p3d_job *job, const p3d_model_
     } else {
         /* from the GEMM shapes (compute_time.c): the last stage's layers
          * and the output layer per micro-batch, m of them */
-        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, mc, b, t, cp, ep, etp, job->recompute, w,
-                          out);
+        p3d_compute_times(&gpu_peaks[fam].perf, out->peak_tflops, md, mc, b, t, cp, ep, etp, job->recompute, w, out);
         double stage = stage_slowest(out->stage_layers, out->t_layer, out->t_head),
                avg = (L * out->t_layer + out->t_head) / p;
         out->stage_imbalance = p > 1 ? stage / avg : 1.0;
@@ -684,22 +679,20 @@ static void eval_step(const p3d_cluster *c, const p3d_job *job, const p3d_model_
     if (out->dp_exposed < floor_exposed)
         out->dp_exposed = floor_exposed;
     out->dp_overlap = isfinite(grad_time) ? grad_time - out->dp_exposed : 0;
-    out->step_time = (out->compute_time + out->tp_time + out->cp_time + out->ep_time + out->pp_time) *
-                         (1.0 + out->bubble_overhead) +
-                     out->dp_exposed;
+    out->step_time =
+        (out->compute_time + out->tp_time + out->cp_time + out->ep_time + out->pp_time) * (1.0 + out->bubble_overhead) +
+        out->dp_exposed;
     out->mfu = out->step_time > 0 && isfinite(out->step_time)
                    ? out->flops_model / (out->step_time * N * out->peak_tflops * 1e12)
                    : 0;
 }
 
-int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job,
-                  const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
+int p3d_cost_eval(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS], p3d_cost *out, char **err)
 {
     return p3d_cost_eval_hops(c, job, link, NULL, out, err);
 }
 
-int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
-                       const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
+int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job, const p3d_link link[P3D_NDIMS], const p3d_hops *hops,
                        p3d_cost *out, char **err)
 {
     memset(out, 0, sizeof *out);
@@ -708,10 +701,9 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
                             "--hidden --heads --seq-len)");
     const p3d_model *md = &job->model;
     if (md->params <= 0 || md->layers <= 0 || md->hidden <= 0 || md->heads <= 0 || md->seq_len <= 0)
-        return p3d_err(err, "cost model: model '%s' needs params, layers, hidden, heads and seq-len > 0",
-                       md->name);
-    const int t = job->mesh.size[P3D_DIM_TP], p = job->mesh.size[P3D_DIM_PP],
-              d = job->mesh.size[P3D_DIM_DP], cp = job->mesh.size[P3D_DIM_CP];
+        return p3d_err(err, "cost model: model '%s' needs params, layers, hidden, heads and seq-len > 0", md->name);
+    const int t = job->mesh.size[P3D_DIM_TP], p = job->mesh.size[P3D_DIM_PP], d = job->mesh.size[P3D_DIM_DP],
+              cp = job->mesh.size[P3D_DIM_CP];
     const int v = job->virtual_stages > 0 ? job->virtual_stages : 1;
     const int w = job->dtype_bytes > 0 ? job->dtype_bytes : 2;
     if (t < 1 || p < 1 || d < 1 || cp < 1 || job->mesh.size[P3D_DIM_EP] < 1)
@@ -723,8 +715,9 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
         return p3d_err(err, "cost model: --ep %d needs a mixture-of-experts model; '%s' is dense (no experts)", ep,
                        md->name);
     if (md->experts > 0 && md->experts % ep)
-        return p3d_err(err, "cost model: --ep %d does not divide the %d experts of '%s': every EP rank must "
-                            "hold the same number of experts",
+        return p3d_err(err,
+                       "cost model: --ep %d does not divide the %d experts of '%s': every EP rank must "
+                       "hold the same number of experts",
                        ep, md->experts, md->name);
     if (md->experts > 0 && (etp < 1 || edp < 1))
         return p3d_err(err, "cost model: the expert grid etp=%d ep=%d does not divide the world", etp, ep);
@@ -758,8 +751,25 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job,
             lps = out->stage_layers[k];
     out->layers_per_stage = lps;
 
-    eval_shape g = {.t = t, .p = p, .d = d, .cp = cp, .v = v, .w = w, .ep = ep, .etp = etp, .edp = edp,
-                    .dcp = dcp, .b = b, .m = m, .B = B, .s = s, .h = h, .L = L, .V = V, .lps = lps, .N = N};
+    eval_shape g = {.t = t,
+                    .p = p,
+                    .d = d,
+                    .cp = cp,
+                    .v = v,
+                    .w = w,
+                    .ep = ep,
+                    .etp = etp,
+                    .edp = edp,
+                    .dcp = dcp,
+                    .b = b,
+                    .m = m,
+                    .B = B,
+                    .s = s,
+                    .h = h,
+                    .L = L,
+                    .V = V,
+                    .lps = lps,
+                    .N = N};
     double psi = 0, psi_e = 0;
     eval_memory(c, job, &mc, &g, out, &psi, &psi_e);
     eval_traffic(c, job, link, hops, &g, psi, psi_e, out);

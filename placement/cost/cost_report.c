@@ -148,8 +148,8 @@ void p3d_cost_json(p3d_sb *b, const p3d_cost *c)
     p3d_sb_putc(b, '}');
 }
 
-static void dim_line(p3d_sb *b, const char *indent, const char *label, p3d_link l, double gbps,
-                     double bytes, double secs, const p3d_cost *base, p3d_link bl, double bsecs)
+static void dim_line(p3d_sb *b, const char *indent, const char *label, p3d_link l, double gbps, double bytes,
+                     double secs, const p3d_cost *base, p3d_link bl, double bsecs)
 {
     p3d_sb_printf(b, "%s%-30s %-6s %6.0f %10.2f %9.3f", indent, label, p3d_link_name(l), gbps, bytes / 1e9, secs);
     if (base)
@@ -160,8 +160,8 @@ static void dim_line(p3d_sb *b, const char *indent, const char *label, p3d_link 
 void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const char *indent)
 {
     char label[64];
-    p3d_sb_printf(b, "%s%-30s %-6s %6s %10s %9s", indent, "per GPU per step (estimates)", "link", "GB/s",
-                  "GB", "seconds");
+    p3d_sb_printf(b, "%s%-30s %-6s %6s %10s %9s", indent, "per GPU per step (estimates)", "link", "GB/s", "GB",
+                  "seconds");
     if (base)
         p3d_sb_printf(b, "  | %-6s %9s", "naive", "seconds");
     p3d_sb_putc(b, '\n');
@@ -174,29 +174,32 @@ void p3d_cost_text(p3d_sb *b, const p3d_cost *c, const p3d_cost *base, const cha
         snprintf(label, sizeof label, "PP send/recv, %ld/%ld hops XRACK", c->hops.n[P3D_DIM_PP][P3D_LINK_XRACK], hops);
     else
         snprintf(label, sizeof label, "PP send/recv");
-    dim_line(b, indent, label, c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time,
-             base, base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
+    dim_line(b, indent, label, c->link[P3D_DIM_PP], c->link_gbps[P3D_DIM_PP], c->pp_bytes_step, c->pp_time, base,
+             base ? base->link[P3D_DIM_PP] : 0, base ? base->pp_time : 0);
     if (c->moe)
         dim_line(b, indent, "EP all-to-all (MoE layers)", c->link[P3D_DIM_EP], c->link_gbps[P3D_DIM_EP],
                  c->ep_bytes_step, c->ep_time, base, base ? base->link[P3D_DIM_EP] : 0, base ? base->ep_time : 0);
-    dim_line(b, indent, "DP all-reduce (exposed part)", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP],
-             c->dp_bytes_step, c->dp_exposed, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_exposed : 0);
-    p3d_sb_printf(b, "%scompute %.2f s at %.0f TFLOP/s (%s, %s; MFU vs %.0f peak), bubble %.1f%%, step %.2f s, "
-                     "MFU %.1f%%",
+    dim_line(b, indent, "DP all-reduce (exposed part)", c->link[P3D_DIM_DP], c->link_gbps[P3D_DIM_DP], c->dp_bytes_step,
+             c->dp_exposed, base, base ? base->link[P3D_DIM_DP] : 0, base ? base->dp_exposed : 0);
+    p3d_sb_printf(b,
+                  "%scompute %.2f s at %.0f TFLOP/s (%s, %s; MFU vs %.0f peak), bubble %.1f%%, step %.2f s, "
+                  "MFU %.1f%%",
                   indent, c->compute_time, c->tflops, c->gpu_name ? c->gpu_name : "H100",
                   c->tflops_source ? c->tflops_source : "default", c->peak_tflops, 100 * c->bubble, c->step_time,
                   100 * c->mfu);
     if (base)
         p3d_sb_printf(b, "  | naive step %.2f s, MFU %.1f%%", base->step_time, 100 * base->mfu);
     p3d_sb_putc(b, '\n');
-    p3d_sb_printf(b, "%smemory per GPU %.1f of %.1f GB (%s): weights %.1f, grads %.1f, optimizer %.1f, "
-                     "activations %.1f%s\n",
+    p3d_sb_printf(b,
+                  "%smemory per GPU %.1f of %.1f GB (%s): weights %.1f, grads %.1f, optimizer %.1f, "
+                  "activations %.1f%s\n",
                   indent, c->mem_total / 1e9, c->gpu_mem / 1e9, c->gpu_mem_source ? c->gpu_mem_source : "default",
                   c->mem_weights / 1e9, c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9,
                   c->fits ? "" : "  DOES NOT FIT");
-    p3d_sb_printf(b, "%s(Megatron's arithmetic: %.3gB params on the most loaded shard x %.3g B/param, activations "
-                     "%s, sequence parallelism %s; par3drun keeps %.1f GB more free for CUDA context, NCCL "
-                     "buffers, fragmentation)\n",
+    p3d_sb_printf(b,
+                  "%s(Megatron's arithmetic: %.3gB params on the most loaded shard x %.3g B/param, activations "
+                  "%s, sequence parallelism %s; par3drun keeps %.1f GB more free for CUDA context, NCCL "
+                  "buffers, fragmentation)\n",
                   indent, c->params_shard / 1e9, c->bytes_per_param, c->act_formula ? c->act_formula : "megatron-sp",
                   c->seq_parallel ? "on" : "off", c->mem_reserve / 1e9);
     if (base)
@@ -219,8 +222,8 @@ static double dim_cost(const p3d_cost *c, int d)
                              : c->dp_exposed;
 }
 
-void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base,
-                           const char *base_name, const char *indent)
+void p3d_cost_compare_note(p3d_sb *b, const p3d_cost *c, const char *name, const p3d_cost *base, const char *base_name,
+                           const char *indent)
 {
     (void)name;
     static const int dims[4] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_EP};

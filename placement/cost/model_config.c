@@ -70,8 +70,9 @@ static int read_dense(const cfg *c, p3d_model *m, char **err)
     const char *need[] = {"num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size"};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
         if (!cJSON_GetObjectItemCaseSensitive(c->root, need[i]))
-            return p3d_err(err, "%s: key \"%s\" missing (expected a HuggingFace config.json of a Llama, "
-                                "Mistral/Mixtral, Qwen2 or DeepSeek model)",
+            return p3d_err(err,
+                           "%s: key \"%s\" missing (expected a HuggingFace config.json of a Llama, "
+                           "Mistral/Mixtral, Qwen2 or DeepSeek model)",
                            c->path, need[i]);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(c->root, "hidden_act");
     /* silu/swish: a gated MLP (SwiGLU), the families' default */
@@ -84,9 +85,9 @@ static int read_dense(const cfg *c, p3d_model *m, char **err)
 static int read_moe(const cfg *c, p3d_model *m, char **err)
 {
     int shared_ffn = 0, step = 0;
-    if (get_int(c, "num_local_experts", 1, 1 << 16, 1, &m->experts, err) < 0 ||    /* Mixtral */
-        get_int(c, "num_experts", 1, 1 << 16, 1, &m->experts, err) < 0 ||          /* Qwen2-MoE */
-        get_int(c, "n_routed_experts", 1, 1 << 16, 1, &m->experts, err) < 0 ||     /* DeepSeek */
+    if (get_int(c, "num_local_experts", 1, 1 << 16, 1, &m->experts, err) < 0 || /* Mixtral */
+        get_int(c, "num_experts", 1, 1 << 16, 1, &m->experts, err) < 0 ||       /* Qwen2-MoE */
+        get_int(c, "n_routed_experts", 1, 1 << 16, 1, &m->experts, err) < 0 ||  /* DeepSeek */
         get_int(c, "num_experts_per_tok", 1, 1 << 16, 1, &m->top_k, err) < 0 ||
         get_int(c, "moe_intermediate_size", 1, BIG, 1, &m->moe_ffn, err) < 0 ||
         get_int(c, "shared_expert_intermediate_size", 1, BIG, 1, &shared_ffn, err) < 0 ||
@@ -96,8 +97,10 @@ static int read_moe(const cfg *c, p3d_model *m, char **err)
         get_int(c, "moe_layer_freq", 1, 1 << 20, 1, &step, err) < 0)
         return -1;
     if (m->experts > 0 && step > 1)
-        return p3d_err(err, "%s: MoE layers every %d layers are not modelled (only every layer after the "
-                            "first dense ones)", c->path, step);
+        return p3d_err(err,
+                       "%s: MoE layers every %d layers are not modelled (only every layer after the "
+                       "first dense ones)",
+                       c->path, step);
     if (m->experts > 0 && m->moe_ffn == 0)
         m->moe_ffn = m->ffn; /* Mixtral: the experts are intermediate_size wide */
     m->moe_shared_ffn = shared_ffn;

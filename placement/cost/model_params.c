@@ -24,11 +24,15 @@
 /* ------------------------------------------------------------------------ */
 
 /* name, published total, L, h, a, s, V, then the architecture */
-#define GPT(n, pub, L, h, a, V) {.name = n, .published = pub, .layers = L, .hidden = h, .heads = a, \
-                                 .seq_len = 2048, .vocab = V}
-#define LLAMA(n, pub, L, h, a, g, f, s, V)                                                           \
-    {.name = n, .published = pub, .layers = L, .hidden = h, .heads = a, .query_groups = g, .ffn = f, \
-     .seq_len = s, .vocab = V, .swiglu = 1, .untied = 1, .rmsnorm = 1}
+#define GPT(n, pub, L, h, a, V)                                                                                        \
+    {                                                                                                                  \
+        .name = n, .published = pub, .layers = L, .hidden = h, .heads = a, .seq_len = 2048, .vocab = V                 \
+    }
+#define LLAMA(n, pub, L, h, a, g, f, s, V)                                                                             \
+    {                                                                                                                  \
+        .name = n, .published = pub, .layers = L, .hidden = h, .heads = a, .query_groups = g, .ffn = f, .seq_len = s,  \
+        .vocab = V, .swiglu = 1, .untied = 1, .rmsnorm = 1                                                             \
+    }
 
 static const p3d_model presets[] = {
     /* Brown et al. 2020, Table 2.1 (GELU MLP of 4h, LayerNorm, tied
@@ -51,16 +55,46 @@ static const p3d_model presets[] = {
     /* DeepSeek-V3 technical report (arXiv:2412.19437) section 4.2 +
      * released config.json: 671B total (without the MTP module), 37B
      * active, multi-latent attention, 4K pre-training sequences. */
-    {.name = "deepseek-v3", .published = 671e9, .layers = 61, .hidden = 7168, .heads = 128, .seq_len = 4096,
-     .vocab = 129280, .experts = 256, .top_k = 8, .moe_ffn = 2048, .shared_experts = 1, .dense_layers = 3,
-     .ffn = 18432, .swiglu = 1, .untied = 1, .rmsnorm = 1, .mla = 1, .q_lora_rank = 1536,
-     .kv_lora_rank = 512, .qk_head_dim = 128, .qk_rope_dim = 64, .v_head_dim = 128},
+    {.name = "deepseek-v3",
+     .published = 671e9,
+     .layers = 61,
+     .hidden = 7168,
+     .heads = 128,
+     .seq_len = 4096,
+     .vocab = 129280,
+     .experts = 256,
+     .top_k = 8,
+     .moe_ffn = 2048,
+     .shared_experts = 1,
+     .dense_layers = 3,
+     .ffn = 18432,
+     .swiglu = 1,
+     .untied = 1,
+     .rmsnorm = 1,
+     .mla = 1,
+     .q_lora_rank = 1536,
+     .kv_lora_rank = 512,
+     .qk_head_dim = 128,
+     .qk_rope_dim = 64,
+     .v_head_dim = 128},
     /* Mixtral 8x22B (Mistral AI, April 2024: 141B total, 39B active) and
      * the released Mixtral-8x22B-v0.1 config.json; 4096 as in NeMo's
      * mixtral_8x22b pre-training recipe. */
-    {.name = "mixtral-8x22b", .published = 140.6e9, .layers = 56, .hidden = 6144, .heads = 48,
-     .query_groups = 8, .seq_len = 4096, .vocab = 32000, .experts = 8, .top_k = 2, .moe_ffn = 16384,
-     .ffn = 16384, .swiglu = 1, .untied = 1, .rmsnorm = 1},
+    {.name = "mixtral-8x22b",
+     .published = 140.6e9,
+     .layers = 56,
+     .hidden = 6144,
+     .heads = 48,
+     .query_groups = 8,
+     .seq_len = 4096,
+     .vocab = 32000,
+     .experts = 8,
+     .top_k = 2,
+     .moe_ffn = 16384,
+     .ffn = 16384,
+     .swiglu = 1,
+     .untied = 1,
+     .rmsnorm = 1},
 };
 #define NPRESETS (sizeof presets / sizeof presets[0])
 
@@ -86,8 +120,9 @@ int p3d_model_preset(const char *name, p3d_model *m, char **err)
             strcat(list, ", ");
         strcat(list, presets[i].name);
     }
-    return p3d_err(err, "--model: unknown preset '%s' (known: %s; or give --num-layers --hidden-size "
-                        "--num-attention-heads --seq-length ..., or --model-config config.json)",
+    return p3d_err(err,
+                   "--model: unknown preset '%s' (known: %s; or give --num-layers --hidden-size "
+                   "--num-attention-heads --seq-length ..., or --model-config config.json)",
                    name ? name : "", list);
 }
 

@@ -270,8 +270,7 @@ static int keep_variant(p3d_plan *pl, size_t *cap, const p3d_plan_row *r, int *f
     return push_row(pl, cap, r);
 }
 
-int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
-                    p3d_plan **out, char **err)
+int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode, p3d_plan **out, char **err)
 {
     return p3d_plan_search_pinned(c, job, zero_mode, NULL, out, err);
 }
@@ -279,8 +278,8 @@ int p3d_plan_search(const p3d_cluster *c, const p3d_job *job, int zero_mode,
 /* What the search needs and the pins allow: a model, a global batch, a
  * ZeRO choice, expert pins that fit the model. Fills pl's copy of the job,
  * its pins and the cluster's shape. 0, or -1 with *err (bad input). */
-static int plan_setup(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins,
-                      p3d_plan *pl, char **err)
+static int plan_setup(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins, p3d_plan *pl,
+                      char **err)
 {
     if (!job->has_model) {
         p3d_err(err, "plan: no model given (use --model NAME, e.g. gpt3-175b, or --params --layers "
@@ -304,20 +303,23 @@ static int plan_setup(const p3d_cluster *c, const p3d_job *job, int zero_mode, c
     const p3d_model *md = &job->model;
     const int moe = md->experts > 0;
     if (!moe && (pl->pins.ep > 1 || pl->pins.etp > 0)) {
-        p3d_err(err, "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
-                     "(MoE presets: deepseek-v3, mixtral-8x22b)",
+        p3d_err(err,
+                "plan: --%s %d: expert parallelism needs a mixture-of-experts model; %s is dense "
+                "(MoE presets: deepseek-v3, mixtral-8x22b)",
                 pl->pins.ep > 1 ? "ep" : "etp", pl->pins.ep > 1 ? pl->pins.ep : pl->pins.etp, job->model.name);
         return -1;
     }
     if (moe && pl->pins.ep > 0 && md->experts % pl->pins.ep) {
-        p3d_err(err, "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
-                     "number of experts",
+        p3d_err(err,
+                "plan: --ep %d does not divide the %d experts of %s: every EP rank must hold the same "
+                "number of experts",
                 pl->pins.ep, md->experts, md->name);
         return -1;
     }
     if (moe && pl->pins.etp > 0 && pl->pins.tp > 0 && pl->pins.etp > pl->pins.tp) {
-        p3d_err(err, "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
-                     "TP group's NVLink domain (etp <= tp)",
+        p3d_err(err,
+                "plan: --etp %d is larger than --tp %d: plan keeps expert tensor parallelism within the "
+                "TP group's NVLink domain (etp <= tp)",
                 pl->pins.etp, pl->pins.tp);
         return -1;
     }
@@ -469,8 +471,8 @@ static int plan_layout(plan_try *x, int zero_mode, char **err)
     return 0;
 }
 
-int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode,
-                           const p3d_plan_pins *pins, p3d_plan **out, char **err)
+int p3d_plan_search_pinned(const p3d_cluster *c, const p3d_job *job, int zero_mode, const p3d_plan_pins *pins,
+                           p3d_plan **out, char **err)
 {
     int rc = -1;
     size_t cap = 0;

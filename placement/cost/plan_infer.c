@@ -109,21 +109,22 @@ static void text_report(p3d_sb *b, const p3d_plan *shape, const p3d_model *m, co
     p3d_sb_puts(b, "par3drun plan --inference: serving estimates (docs/plan.md, \"Inference\"), not measurements\n");
     p3d_sb_printf(b, "model    %s: %.1fB params, %d layers, hidden %d, %d heads, %d KV heads\n", m->name,
                   m->params / 1e9, m->layers, m->hidden, m->heads, m->query_groups > 0 ? m->query_groups : m->heads);
-    p3d_sb_printf(b, "cluster  %s: %d node%s x %d GPUs = %d GPUs, NVLink domain %d GPUs; %s, %.1f GB, %.1f GB kept free\n",
+    p3d_sb_printf(b,
+                  "cluster  %s: %d node%s x %d GPUs = %d GPUs, NVLink domain %d GPUs; %s, %.1f GB, %.1f GB kept free\n",
                   shape->cluster_source ? shape->cluster_source : "(cluster)", shape->nodes,
                   shape->nodes == 1 ? "" : "s", shape->gpus_per_node, shape->gpus,
                   shape->mnnvl_gpus > shape->nvl_gpus ? shape->mnnvl_gpus : shape->nvl_gpus, g->name, g->mem / 1e9,
                   g->reserve / 1e9);
-    p3d_sb_printf(b, "serving  %d sequences in flight per replica, context %d tokens (prompt %d); bf16 weights "
-                     "%.1f GB, KV cache %.0f KB per token = %.1f GB per replica\n",
+    p3d_sb_printf(b,
+                  "serving  %d sequences in flight per replica, context %d tokens (prompt %d); bf16 weights "
+                  "%.1f GB, KV cache %.0f KB per token = %.1f GB per replica\n",
                   io->batch, io->context, io->prompt, 2.0 * m->params / 1e9, kvt / 1e3,
                   kvt * io->context * io->batch / 1e9);
     p3d_sb_puts(b, "\n #  tp  pp  replicas  mem/GPU GB  fits   TTFT ms  TPOT ms  tok/s/GPU\n");
     for (size_t i = 0; i < n && i < 6; i++) {
         const infer_row *r = &rows[i];
         p3d_sb_printf(b, "%2zu %3d %3d %9d %7.1f/%-4.0f %-5s %8.0f %8.1f %10.0f\n", i + 1, r->tp, r->pp, r->replicas,
-                      r->total / 1e9, g->mem / 1e9, r->fits ? "yes" : "no", 1e3 * r->ttft, 1e3 * r->tpot,
-                      r->tok_s_gpu);
+                      r->total / 1e9, g->mem / 1e9, r->fits ? "yes" : "no", 1e3 * r->ttft, 1e3 * r->tpot, r->tok_s_gpu);
     }
     if (!rows[0].fits) {
         p3d_sb_puts(b, "\nno replica fits: give more GPUs per replica's memory (more nodes), a shorter --context-len "
@@ -131,18 +132,18 @@ static void text_report(p3d_sb *b, const p3d_plan *shape, const p3d_model *m, co
         return;
     }
     const infer_row *r = &rows[0];
-    p3d_sb_printf(b, "\nbest     tp=%d pp=%d x %d replica%s: ", r->tp, r->pp, r->replicas,
-                  r->replicas == 1 ? "" : "s");
+    p3d_sb_printf(b, "\nbest     tp=%d pp=%d x %d replica%s: ", r->tp, r->pp, r->replicas, r->replicas == 1 ? "" : "s");
     if (r->pp > 1)
         p3d_sb_printf(b, "pp=%d across nodes because %.1f GB per GPU would not fit one NVLink domain of %d; ", r->pp,
                       (r->weights * r->pp + r->kv * r->pp) / 1e9, r->tp);
     else
-        p3d_sb_printf(b, "tp inside one NVLink domain, no pp (a replica fits %d GPU%s); ", r->tp, r->tp == 1 ? "" : "s");
+        p3d_sb_printf(b, "tp inside one NVLink domain, no pp (a replica fits %d GPU%s); ", r->tp,
+                      r->tp == 1 ? "" : "s");
     p3d_sb_printf(b, "the most tokens/s per GPU (%.0f) of the layouts that fit", r->tok_s_gpu);
     for (size_t i = 1; i < n; i++)
         if (rows[i].fits && rows[i].tpot < r->tpot) {
-            p3d_sb_printf(b, "; for latency tp=%d pp=%d gives %.1f ms per token at %.0f tokens/s per GPU",
-                          rows[i].tp, rows[i].pp, 1e3 * rows[i].tpot, rows[i].tok_s_gpu);
+            p3d_sb_printf(b, "; for latency tp=%d pp=%d gives %.1f ms per token at %.0f tokens/s per GPU", rows[i].tp,
+                          rows[i].pp, 1e3 * rows[i].tpot, rows[i].tok_s_gpu);
             break;
         }
     p3d_sb_puts(b, ".\n");
@@ -213,11 +214,23 @@ int p3d_infer_layout(const p3d_cluster *c, const p3d_job *job, int tp, int pp, i
     p3d_cost_gpu(c, job, &g);
     infer_row r = {.tp = tp, .pp = pp};
     eval_row(&r, m, &mc, &g, &o, gpus);
-    *out = (p3d_infer_cost){.tp = tp, .pp = pp, .replicas = r.replicas, .fits = r.fits,
-                            .context = o.context, .prompt = o.prompt, .batch = o.batch,
-                            .kv_per_token = kv_per_token(m), .weights = r.weights, .kv = r.kv, .total = r.total,
-                            .gpu_mem = g.mem, .reserve = g.reserve, .ttft = r.ttft, .tpot = r.tpot,
-                            .tok_s_gpu = r.tok_s_gpu, .gpu_name = g.name};
+    *out = (p3d_infer_cost){.tp = tp,
+                            .pp = pp,
+                            .replicas = r.replicas,
+                            .fits = r.fits,
+                            .context = o.context,
+                            .prompt = o.prompt,
+                            .batch = o.batch,
+                            .kv_per_token = kv_per_token(m),
+                            .weights = r.weights,
+                            .kv = r.kv,
+                            .total = r.total,
+                            .gpu_mem = g.mem,
+                            .reserve = g.reserve,
+                            .ttft = r.ttft,
+                            .tpot = r.tpot,
+                            .tok_s_gpu = r.tok_s_gpu,
+                            .gpu_name = g.name};
     return 0;
 }
 
@@ -225,10 +238,17 @@ void p3d_infer_json(p3d_sb *b, const p3d_infer_cost *k)
 {
     p3d_sb_printf(b, "{\"tp\":%d,\"pp\":%d,\"replicas\":%d,\"fits\":%s,\"context\":%d,\"prompt\":%d,\"batch\":%d",
                   k->tp, k->pp, k->replicas, k->fits ? "true" : "false", k->context, k->prompt, k->batch);
-    static const char *const names[] = {"kv_bytes_per_token", "weights", "kv_cache", "total", "gpu_mem", "reserve",
-                                        "ttft_seconds", "tpot_seconds", "tokens_per_second_per_gpu"};
-    const double vals[] = {k->kv_per_token, k->weights, k->kv, k->total, k->gpu_mem, k->reserve,
-                           k->ttft, k->tpot, k->tok_s_gpu};
+    static const char *const names[] = {"kv_bytes_per_token",
+                                        "weights",
+                                        "kv_cache",
+                                        "total",
+                                        "gpu_mem",
+                                        "reserve",
+                                        "ttft_seconds",
+                                        "tpot_seconds",
+                                        "tokens_per_second_per_gpu"};
+    const double vals[] = {k->kv_per_token, k->weights, k->kv,   k->total,    k->gpu_mem,
+                           k->reserve,      k->ttft,    k->tpot, k->tok_s_gpu};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         p3d_sb_printf(b, ",\"%s\":", names[i]);
         p3d_sb_json_num(b, vals[i]);

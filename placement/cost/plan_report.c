@@ -121,9 +121,7 @@ static void describe_part(p3d_sb *b, int k, const p3d_plan_row *r, const p3d_pla
         p3d_sb_printf(b, "PP send/recv (%s vs %s)", p3d_link_name(c->link[P3D_DIM_PP]),
                       p3d_link_name(w->link[P3D_DIM_PP]));
         break;
-    case PART_BUBBLE:
-        p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble);
-        break;
+    case PART_BUBBLE: p3d_sb_printf(b, "bubble (%.1f%% vs %.1f%%)", 100 * c->bubble, 100 * w->bubble); break;
     case PART_EP:
         p3d_sb_printf(b, "EP all-to-all (ep=%d on %s vs ep=%d on %s)", r->ep, lname(c->link[P3D_DIM_EP]), best->ep,
                       lname(w->link[P3D_DIM_EP]));
@@ -149,8 +147,9 @@ void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, in
     const p3d_cost *c = &r->cost;
     double dpshare = c->step_time > 0 ? c->dp_exposed / c->step_time : 0;
     if (is_best) {
-        p3d_sb_printf(b, "fastest estimate: compute %.2f s, bubble %.1f%%, TP %.2f s on %s (%.0f GB/s), "
-                         "PP %.2f s on %s, ",
+        p3d_sb_printf(b,
+                      "fastest estimate: compute %.2f s, bubble %.1f%%, TP %.2f s on %s (%.0f GB/s), "
+                      "PP %.2f s on %s, ",
                       c->compute_time, 100 * c->bubble, c->tp_time, lname(c->link[P3D_DIM_TP]),
                       c->link_gbps[P3D_DIM_TP], c->pp_time, lname(c->link[P3D_DIM_PP]));
         if (c->moe && r->ep > 1) {
@@ -161,20 +160,23 @@ void p3d_plan_why(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, in
             if (c->link[P3D_DIM_EP] <= P3D_LINK_MNNVL)
                 p3d_sb_printf(b, "every expert block of etp*ep = %d GPUs inside one NVLink domain), ", block);
             else
-                p3d_sb_printf(b, "expert blocks of etp*ep = %d GPUs do not fit one NVLink domain, so the "
-                                 "all-to-alls run on %s), ",
+                p3d_sb_printf(b,
+                              "expert blocks of etp*ep = %d GPUs do not fit one NVLink domain, so the "
+                              "all-to-alls run on %s), ",
                               block, lname(c->link[P3D_DIM_EP]));
         } else if (c->moe) {
             p3d_sb_puts(b, "no EP all-to-all (ep=1: every GPU holds all experts), ");
         }
         if (c->moe && (r->dp > 1 || r->edp > 1))
-            p3d_sb_printf(b, "DP all-reduce %.2f s on %s and expert gradients over edp=%d %.2f s on %s, %.2f s of "
-                             "them exposed after the backward (%.1f%% of the step);",
+            p3d_sb_printf(b,
+                          "DP all-reduce %.2f s on %s and expert gradients over edp=%d %.2f s on %s, %.2f s of "
+                          "them exposed after the backward (%.1f%% of the step);",
                           c->dp_time, lname(c->link[P3D_DIM_DP]), r->edp, c->edp_time, lname(c->link[P3D_DIM_EDP]),
                           c->dp_exposed, 100 * dpshare);
         else if (r->dp > 1)
-            p3d_sb_printf(b, "DP all-reduce %.2f s on %s, %.2f s of it exposed after the backward (%.1f%% of "
-                             "the step);",
+            p3d_sb_printf(b,
+                          "DP all-reduce %.2f s on %s, %.2f s of it exposed after the backward (%.1f%% of "
+                          "the step);",
                           c->dp_time, lname(c->link[P3D_DIM_DP]), c->dp_exposed, 100 * dpshare);
         else
             p3d_sb_puts(b, "no DP all-reduce (dp=1);");
@@ -243,7 +245,10 @@ static void search_scope(p3d_sb *b, const p3d_plan *pl)
     const struct {
         const char *name;
         int pin;
-    } dims[] = {{"tp", pn->tp}, {"pp", pn->pp}, {"cp", pn->cp}, {"micro-batch", pn->micro_batch},
+    } dims[] = {{"tp", pn->tp},
+                {"pp", pn->pp},
+                {"cp", pn->cp},
+                {"micro-batch", pn->micro_batch},
                 {"virtual stages", pn->virtual_stages}};
     int np = 0;
     p3d_sb_puts(b, " Searched: dp");
@@ -293,8 +298,9 @@ static void header(p3d_sb *b, const p3d_plan *pl)
                   m->vocab);
     p3d_model_describe(b, m, "         ");
     if (m->experts > 0 && counted)
-        p3d_sb_printf(b, "         MoE: %d experts (top-%d) of FFN %d, %d dense layer%s first; %.1fB in "
-                         "routed experts, %.1fB active per token\n",
+        p3d_sb_printf(b,
+                      "         MoE: %d experts (top-%d) of FFN %d, %d dense layer%s first; %.1fB in "
+                      "routed experts, %.1fB active per token\n",
                       m->experts, m->top_k, m->moe_ffn, m->dense_layers, m->dense_layers == 1 ? "" : "s",
                       mc.expert_block / 1e9, mc.active / 1e9);
     {
@@ -326,8 +332,7 @@ static void header(p3d_sb *b, const p3d_plan *pl)
     else
         p3d_sb_puts(b, ", 1F1B or interleaved\n");
     const p3d_cost *any = pl->nrows ? &pl->rows[0].cost : pl->has_misfit ? &pl->misfit.cost : NULL;
-    if (any)
-    {
+    if (any) {
         p3d_sb as = {0};
         int unknown = any->tflops_source && strcmp(any->tflops_source, "default") == 0;
         if (unknown)
@@ -336,8 +341,9 @@ static void header(p3d_sb *b, const p3d_plan *pl)
         else
             p3d_sb_printf(&as, "%s (%s): ", any->gpu_name ? any->gpu_name : "H100",
                           any->tflops_source ? any->tflops_source : "default");
-        p3d_sb_printf(&as, "%.0f TFLOP/s sustained per GPU, MFU against %.0f peak; %.1f GB per GPU (%s), "
-                           "%.1f GB of it kept free (%s)",
+        p3d_sb_printf(&as,
+                      "%.0f TFLOP/s sustained per GPU, MFU against %.0f peak; %.1f GB per GPU (%s), "
+                      "%.1f GB of it kept free (%s)",
                       any->tflops, any->peak_tflops, any->gpu_mem / 1e9, any->gpu_mem_source, any->mem_reserve / 1e9,
                       any->mem_reserve_source && strcmp(any->mem_reserve_source, "default") == 0
                           ? "default: 5%, at least 3 GB; --mem-reserve to change"
@@ -394,8 +400,7 @@ static void header(p3d_sb *b, const p3d_plan *pl)
 /* A shell word: as is when it holds only safe characters, else quoted. */
 static void shell_word(p3d_sb *b, const char *w)
 {
-    if (w && *w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") ==
-                       strlen(w)) {
+    if (w && *w && strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+=./:,@%") == strlen(w)) {
         p3d_sb_puts(b, w);
         return;
     }
@@ -497,13 +502,15 @@ char *p3d_plan_none_reason(const p3d_plan *pl)
         p3d_sb_printf(&b, "no tp x pp x dp uses all %d GPUs with tp inside an NVLink domain of %d GPUs", pl->gpus,
                       pl->mnnvl_gpus > pl->gpus_per_node ? pl->mnnvl_gpus : pl->gpus_per_node);
     } else if (pl->has_headroom_drop) {
-        p3d_sb_printf(&b, "no layout fits in GPU memory with %.1f GB per GPU kept free: the fastest needs %.1f of "
-                          "%.1f GB (--mem-reserve GB to change the reserve)",
+        p3d_sb_printf(&b,
+                      "no layout fits in GPU memory with %.1f GB per GPU kept free: the fastest needs %.1f of "
+                      "%.1f GB (--mem-reserve GB to change the reserve)",
                       pl->headroom_drop.cost.mem_reserve / 1e9, pl->headroom_drop.cost.mem_total / 1e9,
                       pl->headroom_drop.cost.gpu_mem / 1e9);
     } else if (pl->has_misfit) {
-        p3d_sb_printf(&b, "no layout fits in GPU memory: %zu of %zu mesh shapes pass the rules, but even the "
-                          "closest needs %.1f GB per GPU of %.1f GB",
+        p3d_sb_printf(&b,
+                      "no layout fits in GPU memory: %zu of %zu mesh shapes pass the rules, but even the "
+                      "closest needs %.1f GB per GPU of %.1f GB",
                       pl->searched - rules, pl->searched, pl->misfit.cost.mem_total / 1e9,
                       pl->misfit.cost.gpu_mem / 1e9);
     } else {
@@ -545,8 +552,9 @@ static void rows_table(p3d_sb *b, const p3d_plan *pl, const size_t *idx, size_t 
             const p3d_cost *c = &r->cost;
             char mem[32];
             snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
-            p3d_sb_printf(b, "%2zu %3d %3d %3d %4d %3d %3d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %-5s "
-                             "%4.1f%% %7.2f %4.1f%%\n",
+            p3d_sb_printf(b,
+                          "%2zu %3d %3d %3d %4d %3d %3d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %-5s "
+                          "%4.1f%% %7.2f %4.1f%%\n",
                           i + 1, r->tp, r->cp, r->pp, r->dp, r->ep, r->etp, r->virtual_stages, r->micro_batch,
                           r->micro_batches, r->zero, mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble,
                           lname(c->link[P3D_DIM_TP]), lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_EP]),
@@ -563,8 +571,9 @@ static void rows_table(p3d_sb *b, const p3d_plan *pl, const size_t *idx, size_t 
         const p3d_cost *c = &r->cost;
         char mem[32];
         snprintf(mem, sizeof mem, "%.1f/%.0f", c->mem_total / 1e9, c->gpu_mem / 1e9);
-        p3d_sb_printf(b, "%2zu %3d %3d %3d %4d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f "
-                         "%4.1f%%\n",
+        p3d_sb_printf(b,
+                      "%2zu %3d %3d %3d %4d %3d %3d %5d %4d %12s %4.0f%% %5.1f%% %-5s %-5s %-5s %4.1f%% %7.2f "
+                      "%4.1f%%\n",
                       i + 1, r->tp, r->cp, r->pp, r->dp, r->virtual_stages, r->micro_batch, r->micro_batches, r->zero,
                       mem, 100 * (1 - c->mem_total / c->gpu_mem), 100 * c->bubble, lname(c->link[P3D_DIM_TP]),
                       lname(c->link[P3D_DIM_PP]), lname(c->link[P3D_DIM_DP]),
@@ -603,15 +612,17 @@ static void best_lines(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best)
     p3d_sb_putc(&mb, '.');
     p3d_plan_split sp;
     if (p3d_plan_uneven(pl, best, &sp)) {
-        p3d_sb_printf(&mb, " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
-                           "layer's time), the first holds the embedding; Megatron's",
+        p3d_sb_printf(&mb,
+                      " Uneven stages: the last stage also runs the output layer (%.0f%% of a "
+                      "layer's time), the first holds the embedding; Megatron's",
                       100 * best->cost.t_head / best->cost.t_layer);
         if (sp.first)
             p3d_sb_printf(&mb, " --decoder-first-pipeline-num-layers %d", sp.first);
         if (sp.last)
             p3d_sb_printf(&mb, " --decoder-last-pipeline-num-layers %d", sp.last);
-        p3d_sb_printf(&mb, " saves about %.2f s per step (%.1f%%); the fullest stage needs %.1f GB "
-                           "per GPU instead of %.1f.",
+        p3d_sb_printf(&mb,
+                      " saves about %.2f s per step (%.1f%%); the fullest stage needs %.1f GB "
+                      "per GPU instead of %.1f.",
                       sp.saves, 100 * sp.saves / best->cost.step_time, sp.mem_new / 1e9, sp.mem_now / 1e9);
     }
     char *mbt = p3d_sb_finish(&mb);
@@ -622,7 +633,7 @@ static void best_lines(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best)
     p3d_plan_run_line(b, pl, best);
     p3d_sb_putc(b, '\n');
     p3d_sb_printf(b, "sequence parallelism: %s\n",
-                  best->tp <= 1               ? "none (tp=1)"
+                  best->tp <= 1             ? "none (tp=1)"
                   : pl->job.no_seq_parallel ? "off (--no-sequence-parallel): the estimate is without it"
                                             : "assumed (tp > 1); the lines below turn it on");
     p3d_sb_puts(b, "Megatron-LM:   pretrain_gpt.py ");
@@ -643,8 +654,8 @@ static void dropped(p3d_sb *b, const p3d_plan *pl, size_t n)
                  "%zu variant%s fit%s the GPU only without the %.1f GB reserve; the fastest, tp=%d cp=%d pp=%d dp=%d%s "
                  "v=%d b=%d ZeRO-%d (step %.2f s), needs %.1f of %.1f GB. --mem-reserve GB changes the reserve.",
                  pl->headroom_variants, pl->headroom_variants == 1 ? "" : "s", pl->headroom_variants == 1 ? "s" : "",
-                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, ep_text(h), h->virtual_stages,
-                 h->micro_batch, h->zero, h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
+                 h->cost.mem_reserve / 1e9, h->tp, h->cp, h->pp, h->dp, ep_text(h), h->virtual_stages, h->micro_batch,
+                 h->zero, h->cost.step_time, h->cost.mem_total / 1e9, h->cost.gpu_mem / 1e9);
         wrapped(b, line, "\ndropped for headroom: ", "   ");
     }
     if (pl->has_misfit && (n == 0 || pl->rejected[P3D_PLAN_REJ_MEMORY])) {

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const rej_key[P3D_PLAN_NREJ] = {"memory", "tp_outside_nvlink", "batch", "heads",
-                                                   "layers", "headroom", "sequence"};
+static const char *const rej_key[P3D_PLAN_NREJ] = {"memory", "tp_outside_nvlink", "batch",   "heads",
+                                                   "layers", "headroom",          "sequence"};
 
 static void row_json(p3d_sb *b, const p3d_plan_row *r, const p3d_plan_row *best, int rank)
 {
@@ -62,16 +62,17 @@ static void inputs_json(p3d_sb *b, const p3d_plan *pl)
     p3d_sb_printf(b, ",\"layers\":%d,\"hidden\":%d,\"heads\":%d,\"seq_len\":%d,\"vocab\":%d", m->layers, m->hidden,
                   m->heads, m->seq_len, m->vocab);
     if (m->experts > 0)
-        p3d_sb_printf(b, ",\"experts\":%d,\"top_k\":%d,\"moe_ffn\":%d,\"shared_experts\":%d,\"dense_layers\":%d,"
-                         "\"ffn\":%d",
+        p3d_sb_printf(b,
+                      ",\"experts\":%d,\"top_k\":%d,\"moe_ffn\":%d,\"shared_experts\":%d,\"dense_layers\":%d,"
+                      "\"ffn\":%d",
                       m->experts, m->top_k, m->moe_ffn, m->shared_experts, m->dense_layers, m->ffn);
     p3d_sb_puts(b, "},");
     p3d_sb_puts(b, "\"cluster\":{\"source\":");
     p3d_sb_json_str(b, pl->cluster_source);
-    p3d_sb_printf(b, ",\"nodes\":%d,\"gpus_per_node\":%d,\"gpus\":%d,\"racks\":%d,\"nodes_per_rack\":%d,"
-                     "\"nvlink_domain_gpus\":%d,\"mnnvl_domain_gpus\":%d,\"link_gbps\":{",
-                  pl->nodes, pl->gpus_per_node, pl->gpus, pl->nracks, pl->nodes_per_rack, pl->nvl_gpus,
-                  pl->mnnvl_gpus);
+    p3d_sb_printf(b,
+                  ",\"nodes\":%d,\"gpus_per_node\":%d,\"gpus\":%d,\"racks\":%d,\"nodes_per_rack\":%d,"
+                  "\"nvlink_domain_gpus\":%d,\"mnnvl_domain_gpus\":%d,\"link_gbps\":{",
+                  pl->nodes, pl->gpus_per_node, pl->gpus, pl->nracks, pl->nodes_per_rack, pl->nvl_gpus, pl->mnnvl_gpus);
     for (int l = 1; l < P3D_LINK_COUNT; l++) {
         p3d_sb_printf(b, "%s\"%s\":", l > 1 ? "," : "", p3d_link_name((p3d_link)l));
         p3d_sb_json_num(b, pl->link_gbps[l]);
@@ -84,8 +85,8 @@ static void search_json(p3d_sb *b, const p3d_plan *pl)
 {
     const p3d_job *j = &pl->job;
     const int moe = j->model.experts > 0;
-    p3d_sb_printf(b, ",\"job\":{\"global_batch\":%d,\"dtype_bytes\":%d,\"recompute\":\"%s\",\"zero\":",
-                  j->global_batch, j->dtype_bytes > 0 ? j->dtype_bytes : 2, p3d_recompute_name(j->recompute));
+    p3d_sb_printf(b, ",\"job\":{\"global_batch\":%d,\"dtype_bytes\":%d,\"recompute\":\"%s\",\"zero\":", j->global_batch,
+                  j->dtype_bytes > 0 ? j->dtype_bytes : 2, p3d_recompute_name(j->recompute));
     if (pl->zero_mode == P3D_PLAN_ZERO_SEARCH)
         p3d_sb_puts(b, "\"search\"");
     else if (pl->zero_mode == P3D_PLAN_ZERO_DEFAULT)
@@ -95,8 +96,9 @@ static void search_json(p3d_sb *b, const p3d_plan *pl)
     const p3d_plan_pins *pn = &pl->pins;
     p3d_sb_printf(b, ",\"mem_reserve_gb\":");
     p3d_sb_json_num(b, j->mem_reserve_set ? j->mem_reserve_bytes / 1e9 : -1);
-    p3d_sb_printf(b, "},\"pins\":{\"tp\":%d,\"pp\":%d,\"cp\":%d,\"ep\":%d,\"micro_batch\":%d,"
-                     "\"virtual_stages\":%d",
+    p3d_sb_printf(b,
+                  "},\"pins\":{\"tp\":%d,\"pp\":%d,\"cp\":%d,\"ep\":%d,\"micro_batch\":%d,"
+                  "\"virtual_stages\":%d",
                   pn->tp, pn->pp, pn->cp, pn->ep, pn->micro_batch, pn->virtual_stages);
     if (moe)
         p3d_sb_printf(b, ",\"etp\":%d", pn->etp);
@@ -138,8 +140,9 @@ static void best_json(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *best)
     p3d_plan_split sp;
     p3d_sb_puts(b, ",\"uneven_stages\":");
     if (p3d_plan_uneven(pl, best, &sp)) {
-        p3d_sb_printf(b, "{\"decoder_first_pipeline_num_layers\":%d,\"decoder_last_pipeline_num_layers\":%d,"
-                         "\"saves_seconds\":",
+        p3d_sb_printf(b,
+                      "{\"decoder_first_pipeline_num_layers\":%d,\"decoder_last_pipeline_num_layers\":%d,"
+                      "\"saves_seconds\":",
                       sp.first, sp.last);
         p3d_sb_json_num(b, sp.saves);
         p3d_sb_puts(b, ",\"memory_before\":");

@@ -45,8 +45,7 @@ void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r
     const p3d_model *m = &j->model;
     p3d_sb_printf(b, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d", r->tp, r->pp);
     if (r->virtual_stages > 1)
-        p3d_sb_printf(b, " --num-layers-per-virtual-pipeline-stage %d",
-                      m->layers / (r->pp * r->virtual_stages));
+        p3d_sb_printf(b, " --num-layers-per-virtual-pipeline-stage %d", m->layers / (r->pp * r->virtual_stages));
     if (r->cp > 1)
         p3d_sb_printf(b, " --context-parallel-size %d", r->cp);
     if (m->experts > 0)
@@ -77,8 +76,7 @@ void p3d_plan_megatron_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r
 void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row *r)
 {
     const p3d_job *j = &pl->job;
-    p3d_sb_printf(b, "--parallelism.tensor_parallel_degree %d --parallelism.pipeline_parallel_degree %d", r->tp,
-                  r->pp);
+    p3d_sb_printf(b, "--parallelism.tensor_parallel_degree %d --parallelism.pipeline_parallel_degree %d", r->tp, r->pp);
     if (r->zero >= 3)
         p3d_sb_printf(b, " --parallelism.data_parallel_shard_degree %d", r->dp);
     else
@@ -89,12 +87,15 @@ void p3d_plan_torchtitan_line(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row 
     if (r->ep > 1)
         p3d_sb_printf(b, " --parallelism.expert_parallel_degree %d", r->ep);
     if (r->pp > 1)
-        p3d_sb_printf(b, " --parallelism.pipeline_parallel_schedule %s --parallelism.pipeline_parallel_microbatch_size %d",
+        p3d_sb_printf(b,
+                      " --parallelism.pipeline_parallel_schedule %s --parallelism.pipeline_parallel_microbatch_size %d",
                       r->virtual_stages > 1 ? "Interleaved1F1B" : "1F1B", r->micro_batch);
     p3d_sb_printf(b, " --training.local_batch_size %d --training.global_batch_size %d --training.seq_len %d",
                   j->global_batch / (r->dp > 0 ? r->dp : 1), j->global_batch, j->model.seq_len);
     p3d_sb_printf(b, " --activation_checkpoint.mode %s",
-                  j->recompute >= 2 ? "full" : j->recompute == 1 ? "selective" : "none");
+                  j->recompute >= 2   ? "full"
+                  : j->recompute == 1 ? "selective"
+                                      : "none");
 }
 
 /* The fastest kept variant of best's shape (same tp, cp, pp, dp, ep, etp, v
@@ -104,9 +105,9 @@ static const p3d_plan_row *variant_b(const p3d_plan *pl, const p3d_plan_row *bes
     const p3d_plan_row *w = NULL;
     for (size_t i = 0; i < pl->nrows; i++) {
         const p3d_plan_row *r = &pl->rows[i];
-        if (r->micro_batch != bsz || r->tp != best->tp || r->cp != best->cp || r->pp != best->pp ||
-            r->dp != best->dp || r->ep != best->ep || r->etp != best->etp ||
-            r->virtual_stages != best->virtual_stages || r->zero != best->zero)
+        if (r->micro_batch != bsz || r->tp != best->tp || r->cp != best->cp || r->pp != best->pp || r->dp != best->dp ||
+            r->ep != best->ep || r->etp != best->etp || r->virtual_stages != best->virtual_stages ||
+            r->zero != best->zero)
             continue;
         if (!w || r->cost.step_time < w->cost.step_time)
             w = r;
@@ -133,8 +134,9 @@ void p3d_plan_micro_batch_note(p3d_sb *b, const p3d_plan *pl, const p3d_plan_row
             continue;
         }
         const p3d_cost *x = &o->cost;
-        p3d_sb_printf(b, "; b=%d: %.2f s (%+.1f%%): GEMMs at %.0f%% of peak vs %.0f%%, bubble %.1f%% vs %.1f%%, "
-                         "activations %.1f vs %.1f GB",
+        p3d_sb_printf(b,
+                      "; b=%d: %.2f s (%+.1f%%): GEMMs at %.0f%% of peak vs %.0f%%, bubble %.1f%% vs %.1f%%, "
+                      "activations %.1f vs %.1f GB",
                       cand[k], x->step_time, c->step_time > 0 ? 100 * (x->step_time / c->step_time - 1) : 0,
                       100 * x->gemm_eff, 100 * c->gemm_eff, 100 * x->bubble, 100 * c->bubble, x->mem_act / 1e9,
                       c->mem_act / 1e9);

@@ -51,8 +51,8 @@ int p3d_mesh_set_order(p3d_mesh *m, const char *order, char **err)
             if (len == 2 && strncmp(p, p3d_dim_name(default_order[k]), 2) == 0)
                 dim = default_order[k];
         if (dim < 0)
-            return p3d_err(err, "--order: unknown dimension '%.*s' in '%s' (expected tp, cp, ep, dp, pp)",
-                           (int)len, order + (p - low), order);
+            return p3d_err(err, "--order: unknown dimension '%.*s' in '%s' (expected tp, cp, ep, dp, pp)", (int)len,
+                           order + (p - low), order);
         if (used[dim])
             return p3d_err(err, "--order: dimension '%s' appears twice in '%s'", p3d_dim_name(dim), order);
         used[dim] = 1;
@@ -240,15 +240,16 @@ static int check_order(const p3d_mesh *m, const int s[P3D_NDIMS], char **err)
         if (big < 0 || listed(m, t) || k >= sizeof missing)
             continue;
         if (big == t)
-            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "",
-                                  p3d_dim_name(t), s[t]);
+            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "", p3d_dim_name(t),
+                                  s[t]);
         else
-            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (%s=%d)", k ? ", " : "",
-                                  p3d_dim_name(t), p3d_dim_name(big), s[big]);
+            k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (%s=%d)", k ? ", " : "", p3d_dim_name(t),
+                                  p3d_dim_name(big), s[big]);
     }
     if (k)
-        return p3d_err(err, "--order %s leaves out %s: Megatron requires every dimension of size > 1 in the "
-                            "order string",
+        return p3d_err(err,
+                       "--order %s leaves out %s: Megatron requires every dimension of size > 1 in the "
+                       "order string",
                        m->order_str, missing);
     return 0;
 }
@@ -282,8 +283,9 @@ static int check_order_devicemesh(const p3d_mesh *m, const int s[P3D_NDIMS], int
         k += (size_t)snprintf(missing + k, sizeof missing - k, "%s%s (size %d)", k ? ", " : "", p3d_dim_name(t), n);
     }
     if (k)
-        return p3d_err(err, "--order %s leaves out %s: the order string names the DeviceMesh's dimensions "
-                            "(mesh_dim_names, fastest first); list every dimension of size > 1",
+        return p3d_err(err,
+                       "--order %s leaves out %s: the order string names the DeviceMesh's dimensions "
+                       "(mesh_dim_names, fastest first); list every dimension of size > 1",
                        m->order_str, missing);
     return 0;
 }
@@ -355,14 +357,14 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err)
     return p3d_job_resolve_dp_on(job, gpus, "GPU", 0, 0, err);
 }
 
-int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes,
-                          char **err)
+int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes, char **err)
 {
     p3d_mesh *m = &job->mesh;
     char sp[192] = "";
     if (spare_nodes > 0)
-        snprintf(sp, sizeof sp, " (not counting the %zu %s%s of the %d --spares node%s, kept free to replace a "
-                                "lost node: lower --spares or the mesh)",
+        snprintf(sp, sizeof sp,
+                 " (not counting the %zu %s%s of the %d --spares node%s, kept free to replace a "
+                 "lost node: lower --spares or the mesh)",
                  spare_gpus, unit, spare_gpus == 1 ? "" : "s", spare_nodes, spare_nodes == 1 ? "" : "s");
     long long other = 1;
     for (int d = 0; d < P3D_NORDER; d++)
@@ -370,13 +372,13 @@ int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t sp
             other *= m->size[d];
     if (m->size[P3D_DIM_DP] == 0) {
         if (gpus == 0)
-            return p3d_err(err, "no GPUs found (see par3drun topo): give --nproc-per-node N to run N CPU ranks per node");
+            return p3d_err(err,
+                           "no GPUs found (see par3drun topo): give --nproc-per-node N to run N CPU ranks per node");
         if ((long long)gpus % other != 0)
             return p3d_err(err,
                            "mesh does not divide the world: %zu %ss%s is not a multiple of tp*cp*pp = %lld "
                            "(tp=%d cp=%d pp=%d); choose sizes whose product divides %zu or give --dp",
-                           gpus, unit, sp, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP],
-                           gpus);
+                           gpus, unit, sp, other, m->size[P3D_DIM_TP], m->size[P3D_DIM_CP], m->size[P3D_DIM_PP], gpus);
         m->size[P3D_DIM_DP] = (int)((long long)gpus / other);
     } else {
         long long world = other * m->size[P3D_DIM_DP];

@@ -49,8 +49,9 @@ int p3d_sandbox_raise_kill(lua_State *L, p3d_sandbox *sb)
                  sb->cpu_limit);
         lua_pushstring(L, msg);
     } else {
-        lua_pushfstring(L, "policy exceeded its instruction budget of %I instructions "
-                           "(an endless loop? raise it with P3D_POLICY_MAX_INSTRUCTIONS)",
+        lua_pushfstring(L,
+                        "policy exceeded its instruction budget of %I instructions "
+                        "(an endless loop? raise it with P3D_POLICY_MAX_INSTRUCTIONS)",
                         (lua_Integer)sb->budget);
     }
     lua_concat(L, 2);

@@ -23,7 +23,8 @@ static int dim_of(lua_State *L, int arg)
     for (int d = 0; d < P3D_NDIMS; d++)
         if (strcmp(s, p3d_dim_name(d)) == 0)
             return d;
-    return luaL_argerror(L, arg, lua_pushfstring(L, "unknown dimension '%s' (expected tp, cp, ep, dp, pp, etp, edp)", s));
+    return luaL_argerror(L, arg,
+                         lua_pushfstring(L, "unknown dimension '%s' (expected tp, cp, ep, dp, pp, etp, edp)", s));
 }
 
 /* Raises err (freed) as a Lua error. */
@@ -73,7 +74,8 @@ static void read_mesh(lua_State *L, int t, int order_arg, int rules_tab, p3d_mes
     const char *order = NULL;
     if (order_arg && !lua_isnoneornil(L, order_arg))
         order = luaL_checkstring(L, order_arg);
-    else if (lua_getfield(L, t, "order_str") == LUA_TSTRING || (lua_pop(L, 1), lua_getfield(L, t, "order")) == LUA_TSTRING)
+    else if (lua_getfield(L, t, "order_str") == LUA_TSTRING ||
+             (lua_pop(L, 1), lua_getfield(L, t, "order")) == LUA_TSTRING)
         order = lua_tostring(L, -1);
     if (order && p3d_mesh_set_order(m, order, &err) < 0)
         raise(L, err);
@@ -228,9 +230,8 @@ static int l_groups(lua_State *L)
 int luaopen_par3d_core(lua_State *L)
 {
     static const luaL_Reg fns[] = {
-        {"mesh", l_mesh},       {"parse_order", l_parse_order}, {"coords", l_coords},
-        {"rank", l_rank},       {"group", l_group},             {"groups", l_groups},
-        {NULL, NULL},
+        {"mesh", l_mesh},   {"parse_order", l_parse_order}, {"coords", l_coords}, {"rank", l_rank},
+        {"group", l_group}, {"groups", l_groups},           {NULL, NULL},
     };
     luaL_newlib(L, fns);
     p3d_lua_result_register(L);

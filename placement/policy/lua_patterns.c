@@ -187,20 +187,11 @@ static int m_body(lua_State *M)
     for (int i = 0; i < rq->nargs; i++) {
         const marg *a = &rq->args[i];
         switch (a->kind) {
-        case A_STR:
-            lua_pushlstring(M, a->s, a->len);
-            break;
-        case A_INT:
-            lua_pushinteger(M, a->i);
-            break;
-        case A_BOOL:
-            lua_pushboolean(M, (int)a->i);
-            break;
-        case A_REF:
-            lua_rawgeti(M, LUA_REGISTRYINDEX, a->i);
-            break;
-        default:
-            lua_pushnil(M);
+        case A_STR: lua_pushlstring(M, a->s, a->len); break;
+        case A_INT: lua_pushinteger(M, a->i); break;
+        case A_BOOL: lua_pushboolean(M, (int)a->i); break;
+        case A_REF: lua_rawgeti(M, LUA_REGISTRYINDEX, a->i); break;
+        default: lua_pushnil(M);
         }
     }
     if (!rq->fn) {
@@ -291,15 +282,12 @@ static void take_results(lua_State *L, lua_State *M, int from, int n)
         size_t len;
         const char *s;
         switch (lua_type(M, i)) {
-        case LUA_TNUMBER:
-            lua_pushinteger(L, lua_tointeger(M, i));
-            break;
+        case LUA_TNUMBER: lua_pushinteger(L, lua_tointeger(M, i)); break;
         case LUA_TSTRING:
             s = lua_tolstring(M, i, &len);
             lua_pushlstring(L, s, len);
             break;
-        default:
-            lua_pushnil(L);
+        default: lua_pushnil(L);
         }
     }
     lua_settop(M, 0);

@@ -86,8 +86,8 @@ static int l_assign_slots(lua_State *L)
         lua_Integer k = (lua_Integer)s0 + i;
         int node = p3d_lres_int_at(L, 3, k, "nodes"), gpu = p3d_lres_int_at(L, 4, k, "gpus");
         if (node < 1 || gpu < 0)
-            return luaL_error(L, "res:assign_slots: slot %I: node %d gpu %d (expected node >= 1, gpu >= 0)", k,
-                              node, gpu);
+            return luaL_error(L, "res:assign_slots: slot %I: node %d gpu %d (expected node >= 1, gpu >= 0)", k, node,
+                              gpu);
         r->node[first + i] = node;
         r->gpu[first + i] = gpu;
     }
@@ -214,9 +214,10 @@ static int l_tp_split(lua_State *L)
         }
         lua_pop(L, 1);
     }
-#define DOM(q) (res->node[q] >= 1 && res->node[q] <= nn && res->gpu[q] >= 0 && (size_t)res->gpu[q] < len[res->node[q] - 1] \
-                    ? dmap[first[res->node[q] - 1] + 1 + (size_t)res->gpu[q]]                                             \
-                    : 0)
+#define DOM(q)                                                                                                         \
+    (res->node[q] >= 1 && res->node[q] <= nn && res->gpu[q] >= 0 && (size_t)res->gpu[q] < len[res->node[q] - 1]        \
+         ? dmap[first[res->node[q] - 1] + 1 + (size_t)res->gpu[q]]                                                     \
+         : 0)
     lua_Integer split = 0, groups = 0;
     for (int r = 0; r < m.world; r++) {
         if ((r / m.stp) % m.tp != 0)
@@ -413,8 +414,7 @@ static int l_fill(lua_State *L)
     lua_Integer first = luaL_checkinteger(L, 2), n = luaL_checkinteger(L, 3);
     luaL_checkany(L, 4);
     if (n < 0 || n > (1 << 28) || first < 1 || first > LUA_MAXINTEGER - n)
-        return luaL_error(L, "par3d.fill: range %I + %I is out of range (first >= 1, 0 <= n <= %d)", first, n,
-                          1 << 28);
+        return luaL_error(L, "par3d.fill: range %I + %I is out of range (first >= 1, 0 <= n <= %d)", first, n, 1 << 28);
     if (lua_getmetatable(L, 1))
         return luaL_error(L, "par3d.fill: expected a plain table (this one has a metatable)");
     p3d_sandbox_charge(L, (unsigned long long)n);
@@ -428,8 +428,14 @@ static int l_fill(lua_State *L)
 void p3d_lua_result_register(lua_State *L)
 {
     static const luaL_Reg methods[] = {
-        {"set", l_set},   {"assign", l_assign},   {"assign_slots", l_assign_slots}, {"nest_units", l_nest_units},
-        {"get", l_get},   {"totable", l_totable}, {"place_ep", p3d_lua_place_ep}, {"tp_split", l_tp_split},
+        {"set", l_set},
+        {"assign", l_assign},
+        {"assign_slots", l_assign_slots},
+        {"nest_units", l_nest_units},
+        {"get", l_get},
+        {"totable", l_totable},
+        {"place_ep", p3d_lua_place_ep},
+        {"tp_split", l_tp_split},
         {"keep_previous", l_keep_previous},
         {NULL, NULL},
     };

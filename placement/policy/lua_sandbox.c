@@ -368,10 +368,9 @@ static int sb_panic(lua_State *L)
     return 0; /* Lua aborts */
 }
 
-static const luaL_Reg allowed_libs[] = {
-    {LUA_GNAME, luaopen_base},     {LUA_STRLIBNAME, luaopen_string},
-    {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
-    {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
+static const luaL_Reg allowed_libs[] = {{LUA_GNAME, luaopen_base},       {LUA_STRLIBNAME, luaopen_string},
+                                        {LUA_TABLIBNAME, luaopen_table}, {LUA_MATHLIBNAME, luaopen_math},
+                                        {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL}};
 
 /* Names removed from base after opening it. */
 static const char *const removed_globals[] = {"dofile", "loadfile", NULL};
@@ -446,8 +445,8 @@ static void charge_table_functions(lua_State *L)
 }
 
 static const luaL_Reg replaced_globals[] = {
-    {"load", sb_load},       {"collectgarbage", sb_collectgarbage}, {"print", sb_print},
-    {"xpcall", sb_xpcall},   {"setmetatable", sb_setmetatable},     {NULL, NULL}};
+    {"load", sb_load},     {"collectgarbage", sb_collectgarbage}, {"print", sb_print},
+    {"xpcall", sb_xpcall}, {"setmetatable", sb_setmetatable},     {NULL, NULL}};
 
 static int setup(lua_State *L)
 {
@@ -494,7 +493,8 @@ int p3d_sandbox_limits_from_env(p3d_sandbox_limits *lim, char **err)
         errno = 0;
         double v = strtod(t, &end);
         if (errno || *end || !(v >= 0.1 && v <= 86400))
-            return p3d_err(err, "P3D_POLICY_CPU_SECONDS: expected seconds between 0.1 and 86400, got '%s'", p3d_tesc(t));
+            return p3d_err(err, "P3D_POLICY_CPU_SECONDS: expected seconds between 0.1 and 86400, got '%s'",
+                           p3d_tesc(t));
         lim->cpu_seconds = v;
     }
     return 0;

@@ -27,23 +27,23 @@ union p3d_mblock; /* a block of the matcher state (lua_patterns.c) */
 struct p3d_sandbox {
     lua_State *L;
     size_t used, peak, cap;
-    int hit_cap;                 /* the allocator refused a block */
-    int mem_fixed, cpu_fixed;    /* set by the caller or environment: never scaled */
+    int hit_cap;              /* the allocator refused a block */
+    int mem_fixed, cpu_fixed; /* set by the caller or environment: never scaled */
     unsigned long long instr, budget;
-    int killed;                  /* 1: budget spent, 2: CPU time spent; every instruction now fails */
-    double cpu_limit;            /* seconds of thread CPU time from cpu_start */
+    int killed;       /* 1: budget spent, 2: CPU time spent; every instruction now fails */
+    double cpu_limit; /* seconds of thread CPU time from cpu_start */
     struct timespec cpu_start;
     timer_t timer;
     int have_timer;
     sigset_t saved_mask, run_mask; /* before the sandbox / while it runs */
     p3d_watch watch;
-    size_t printed, dropped;     /* bytes print() wrote / left out */
-    char name[256];              /* chunk name of the last load, for messages */
+    size_t printed, dropped; /* bytes print() wrote / left out */
+    char name[256];          /* chunk name of the last load, for messages */
     /* the matcher (lua_patterns.c) */
     lua_State *M;
-    union p3d_mblock *mblocks;   /* every live block of M, to abandon it */
-    unsigned mgen;               /* bumped when M is closed or abandoned */
-    int *release;                /* registry refs of M to release on next use */
+    union p3d_mblock *mblocks; /* every live block of M, to abandon it */
+    unsigned mgen;             /* bumped when M is closed or abandoned */
+    int *release;              /* registry refs of M to release on next use */
     size_t nrelease, release_cap;
 };
 

@@ -223,8 +223,8 @@ static void push_topo_parts(lua_State *L, int cache, const p3d_node *n)
     lua_rawsetp(L, cache, n);
 }
 
-static const char *const shared_fields[] = {"gpus", "domains", "nvlink", "nics", "ngpus",
-                                            "ndomains", "topology", "hash", NULL};
+static const char *const shared_fields[] = {"gpus",     "domains",  "nvlink", "nics", "ngpus",
+                                            "ndomains", "topology", "hash",   NULL};
 
 static int rack_of(const p3d_cluster *c, size_t i)
 {

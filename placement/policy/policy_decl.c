@@ -28,8 +28,9 @@ static int check_fields(lua_State *L, int decl, const char *chunk, char **err)
                 known |= strcmp(lua_tostring(L, -2), decl_fields[i]) == 0;
         if (!known) {
             const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
-            p3d_err(err, "%s: the table the policy returns has a field '%s'; expected only place, spares, "
-                         "shrink and follows",
+            p3d_err(err,
+                    "%s: the table the policy returns has a field '%s'; expected only place, spares, "
+                    "shrink and follows",
                     chunk, p3d_tesc(k));
             lua_pop(L, 2);
             return -1;
@@ -51,8 +52,9 @@ int p3d_policy_declare(p3d_sandbox *sb, const char *chunk, const char *text, siz
         return 0;
     }
     if (ty != LUA_TTABLE) {
-        p3d_err(err, "%s: the policy returns %s; expected a table {place = ..., spares = ..., follows = ...} "
-                     "(or nothing, with place as a global function)",
+        p3d_err(err,
+                "%s: the policy returns %s; expected a table {place = ..., spares = ..., follows = ...} "
+                "(or nothing, with place as a global function)",
                 chunk, luaL_typename(L, -1));
         lua_pop(L, 1);
         return -1;

@@ -14,9 +14,8 @@
  * messages, e.g. "megatron.lua"); source is recorded as policy_source.
  * lim NULL means the environment's limits. Caller frees *out with
  * p3d_placement_free(). */
-int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len,
-                        const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
-                        p3d_placement **out, char **err);
+int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len, const p3d_cluster *c,
+                        const p3d_job *job, const p3d_sandbox_limits *lim, p3d_placement **out, char **err);
 
 /* The refusals every placement makes before it places (policy_run.c), in
  * one order for the policy runner and the computed naive baseline: each
@@ -76,7 +75,6 @@ int p3d_naive_is_bundled(const char *source);
 /* naive.lua's placement of job on c, without a second policy run: the same
  * refusals, ranks, coordinates and local ranks. Caller frees *out with
  * p3d_placement_free(). */
-int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *source, p3d_placement **out,
-                      char **err);
+int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *source, p3d_placement **out, char **err);
 
 #endif

@@ -21,8 +21,9 @@ int p3d_naive_computed_min(long long *min, char **err)
     unsigned long long v;
     int k = p3d_env_decimal("P3D_NAIVE_COMPUTED_MIN", 1ULL << 40, &v);
     if (k < 0)
-        return p3d_err(err, "P3D_NAIVE_COMPUTED_MIN: expected a number of ranks (0 always computes the naive "
-                            "baseline, a number above the world never), got '%s'",
+        return p3d_err(err,
+                       "P3D_NAIVE_COMPUTED_MIN: expected a number of ranks (0 always computes the naive "
+                       "baseline, a number above the world never), got '%s'",
                        p3d_tesc(getenv("P3D_NAIVE_COMPUTED_MIN")));
     *min = k > 0 ? (long long)v : P3D_NAIVE_COMPUTED_MIN;
     return 0;
@@ -35,8 +36,7 @@ int p3d_naive_is_bundled(const char *source)
     return source && strcmp(source, path) == 0;
 }
 
-int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *source, p3d_placement **out,
-                      char **err)
+int p3d_naive_compute(const p3d_cluster *c, const p3d_job *job, const char *source, p3d_placement **out, char **err)
 {
     int rc = -1;
     int *count = NULL;

@@ -22,8 +22,9 @@ int p3d_policy_fetch_url(const char *url, size_t max, char **text, size_t *len, 
     char *e = NULL, *perr = NULL;
     int k = p3d_plugin_find(P3D_PLUGIN_POLICY, "fetch", &pl, &e);
     if (k <= 0) {
-        p3d_err(err, "policy URLs need %s (Debian: install the par3drun-curl package; a source build: build it "
-                     "with libcurl; or download the policy and pass its path)",
+        p3d_err(err,
+                "policy URLs need %s (Debian: install the par3drun-curl package; a source build: build it "
+                "with libcurl; or download the policy and pass its path)",
                 e ? e : "the policy fetch plugin");
         free(e);
         return -1;
@@ -56,7 +57,7 @@ int p3d_policy_check_pin(const char *source, const char *text, size_t len, const
     if (p3d_sha256_hex(text, len, have) < 0)
         return p3d_err(err, "--policy-sha256: libcrypto could not compute the SHA-256 of %s", source);
     if (strcmp(have, want) != 0)
-        return p3d_err(err, "--policy-sha256: policy %s has SHA-256 %s, expected %s; refusing to run it", source,
-                       have, want);
+        return p3d_err(err, "--policy-sha256: policy %s has SHA-256 %s, expected %s; refusing to run it", source, have,
+                       want);
     return 0;
 }

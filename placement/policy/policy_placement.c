@@ -25,8 +25,7 @@ int p3d_policy_sizes(const p3d_cluster *c, const p3d_job *job, p3d_mesh *mesh, i
     for (size_t i = 0; i < c->nnodes; i++)
         total += c->nodes[i].topo ? (size_t)c->nodes[i].topo->ngpus : 0;
     if ((size_t)*world > total)
-        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", *world,
-                       total);
+        return p3d_err(err, "world size %d (tp*cp*dp*pp) is larger than the %zu GPUs of the cluster", *world, total);
     return 0;
 }
 

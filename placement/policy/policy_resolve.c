@@ -121,8 +121,9 @@ int p3d_policy_resolve(const char *policy, p3d_policy_src *r, char **err)
                 r->chunk = strdup(policy);
             } else if (access(path, F_OK) != 0) {
                 char *list = bundled_list();
-                p3d_err(err, "--policy: unknown policy '%s': no bundled policy of that name in %s/lua and no such "
-                             "file (bundled: %s)",
+                p3d_err(err,
+                        "--policy: unknown policy '%s': no bundled policy of that name in %s/lua and no such "
+                        "file (bundled: %s)",
                         policy, p3d_data_dir(), list ? list : "?");
                 free(list);
                 return -1;

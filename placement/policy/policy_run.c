@@ -50,7 +50,8 @@ int p3d_policy_run(const char *policy, const char *sha256_pin, const p3d_cluster
         char hex[65];
         if (p3d_sha256_hex(r.text, r.len, hex) == 0)
             p3d_warn("policy %s is not pinned: whoever can change that URL changes the placement; pin this "
-                     "version with --policy-sha256 %s", r.source, hex);
+                     "version with --policy-sha256 %s",
+                     r.source, hex);
     }
     if (p3d_sandbox_limits_from_env(&lim, err) < 0)
         goto out;
@@ -87,14 +88,14 @@ typedef struct run_ctx {
     const char *chunk;
     const char *text;
     size_t len;
-    char *helper;       /* par3d.lua source */
+    char *helper; /* par3d.lua source */
     size_t helper_len;
     const p3d_cluster *c;
     const p3d_job *job;
     int world;
     p3d_placement *pl;
-    size_t *by_name;    /* node indices sorted by name, built on demand */
-    char *err;          /* a step failed: message for the caller */
+    size_t *by_name; /* node indices sorted by name, built on demand */
+    char *err;       /* a step failed: message for the caller */
 } run_ctx;
 
 static const p3d_cluster *sort_cluster;
@@ -150,14 +151,16 @@ static int int_field(lua_State *L, int t, int key, lua_Integer *v)
 static int finish(lua_State *L, run_ctx *x, int res, int notes_idx);
 
 /* A par3d.result: its arrays are C's already, no table per rank to read. */
-static int collect_result(lua_State *L, run_ctx *x, int res, int bworld, const int *bnode, const int *bgpu, int notes_idx)
+static int collect_result(lua_State *L, run_ctx *x, int res, int bworld, const int *bnode, const int *bgpu,
+                          int notes_idx)
 {
     const p3d_cluster *c = x->c;
     const char *who = x->chunk;
     p3d_rank *R = x->pl->ranks;
     if (bworld != x->world)
-        return p3d_err(&x->err, "%s: place() returned a par3d.result of %d ranks, expected %d (world = "
-                                "tp*cp*dp*pp)",
+        return p3d_err(&x->err,
+                       "%s: place() returned a par3d.result of %d ranks, expected %d (world = "
+                       "tp*cp*dp*pp)",
                        who, bworld, x->world);
     for (int r = 0; r < bworld; r++) {
         if (!bnode[r])
@@ -185,13 +188,15 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
     if (p3d_lua_result_get(L, res, &bworld, &bnode, &bgpu))
         return collect_result(L, x, res, bworld, bnode, bgpu, notes_idx);
     if (lua_type(L, res) != LUA_TTABLE)
-        return p3d_err(&x->err, "%s: place() returned %s, expected a table with one entry per rank ({rank=, node=, "
-                                "gpu=}, %d entries) or a par3d.result",
+        return p3d_err(&x->err,
+                       "%s: place() returned %s, expected a table with one entry per rank ({rank=, node=, "
+                       "gpu=}, %d entries) or a par3d.result",
                        who, luaL_typename(L, res), world);
     size_t n = lua_rawlen(L, res);
     if (n > (size_t)world)
-        return p3d_err(&x->err, "%s: place() returned %zu entries, expected %d (one per rank, world = "
-                                "tp*cp*dp*pp)",
+        return p3d_err(&x->err,
+                       "%s: place() returned %zu entries, expected %d (one per rank, world = "
+                       "tp*cp*dp*pp)",
                        who, n, world);
     int keys = lua_gettop(L) + 1;
     static const char *const fixed[] = {"rank", "node", "gpu"};
@@ -246,13 +251,13 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
                                (long long)rank, lua_tostring(L, -1), c->nnodes);
             node = v - 1;
         } else
-            return p3d_err(&x->err, "%s: rank %lld: field 'node' %s, expected a node index 1..%zu or a node name",
-                           who, (long long)rank, nt == LUA_TNIL ? "is missing" : "has the wrong type", c->nnodes);
+            return p3d_err(&x->err, "%s: rank %lld: field 'node' %s, expected a node index 1..%zu or a node name", who,
+                           (long long)rank, nt == LUA_TNIL ? "is missing" : "has the wrong type", c->nnodes);
         lua_pop(L, 1);
         k = int_field(L, e, keys + F_GPU, &gpu);
         if (k <= 0)
-            return p3d_err(&x->err, "%s: rank %lld: field 'gpu' %s, expected a GPU index of %s", who,
-                           (long long)rank, k == 0 ? "is missing" : "is not an integer", c->nodes[node].name);
+            return p3d_err(&x->err, "%s: rank %lld: field 'gpu' %s, expected a GPU index of %s", who, (long long)rank,
+                           k == 0 ? "is missing" : "is not an integer", c->nodes[node].name);
         R[rank].node = (int)node;
         R[rank].gpu = gpu < 0 ? -1 : gpu > INT_MAX ? INT_MAX : (int)gpu; /* the validator names the range */
         for (int d = 0; d < P3D_NDIMS; d++) {
@@ -269,8 +274,8 @@ static int collect(lua_State *L, run_ctx *x, int res, int notes_idx)
         int miss = 0;
         while (miss < world && R[miss].node >= 0)
             miss++;
-        return p3d_err(&x->err, "%s: place() returned %zu entries for a world of %d: rank %d is missing", who, n,
-                       world, miss);
+        return p3d_err(&x->err, "%s: place() returned %zu entries for a world of %d: rank %d is missing", who, n, world,
+                       miss);
     }
     return finish(L, x, res, notes_idx);
 }
@@ -365,7 +370,7 @@ int p3d_policy_load_par3d(p3d_sandbox *sb, const char *text, size_t len, char **
     lua_State *L = p3d_sandbox_state(sb);
     if (p3d_sandbox_load(sb, text, len, "par3d.lua", err) < 0)
         return -1;
-    luaopen_par3d_core(L); /* the chunk's arguments: the mesh arithmetic in C, */
+    luaopen_par3d_core(L);            /* the chunk's arguments: the mesh arithmetic in C, */
     p3d_policy_push_module_loader(L); /* and the loader of lua/par3d/NAME.lua */
     lua_pushvalue(L, -1);
     lua_insert(L, -4); /* kept below the chunk, to be closed after it */
@@ -393,9 +398,10 @@ static int declared_rules(lua_State *L, run_ctx *x, int decl)
         rules = p3d_rules_parse(lua_tostring(L, -1));
     if ((ty != LUA_TNIL && ty != LUA_TSTRING) || rules < 0) {
         const char *v = ty == LUA_TSTRING ? lua_tostring(L, -1) : luaL_typename(L, -1);
-        p3d_err(&x->err, "%s: follows = %s%.60s%s: expected \"megatron\" (Megatron-LM's order-string rules) or "
-                "\"devicemesh\" (PyTorch DeviceMesh's)", x->chunk, ty == LUA_TSTRING ? "'" : "(a ", p3d_tesc(v),
-                ty == LUA_TSTRING ? "'" : ")");
+        p3d_err(&x->err,
+                "%s: follows = %s%.60s%s: expected \"megatron\" (Megatron-LM's order-string rules) or "
+                "\"devicemesh\" (PyTorch DeviceMesh's)",
+                x->chunk, ty == LUA_TSTRING ? "'" : "(a ", p3d_tesc(v), ty == LUA_TSTRING ? "'" : ")");
         goto out;
     }
     x->pl->mesh.rules = rules;
@@ -443,9 +449,8 @@ static int run_body(lua_State *L)
     return 0;
 }
 
-int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len,
-                        const p3d_cluster *c, const p3d_job *job, const p3d_sandbox_limits *lim,
-                        p3d_placement **out, char **err)
+int p3d_policy_run_text(const char *name, const char *source, const char *text, size_t len, const p3d_cluster *c,
+                        const p3d_job *job, const p3d_sandbox_limits *lim, p3d_placement **out, char **err)
 {
     int rc = -1;
     run_ctx x;

@@ -28,10 +28,10 @@ typedef struct shrink_ctx {
     const p3d_placement *pl;
     const p3d_gpuref *lost;
     size_t nlost;
-    const p3d_reshape *def;  /* C's default */
-    unsigned char *intact;   /* [old dp]: whole after the loss */
-    int *keep;               /* what the hook chose, def->width.dp entries */
-    int hooked;              /* 1: the policy has a shrink hook and chose */
+    const p3d_reshape *def; /* C's default */
+    unsigned char *intact;  /* [old dp]: whole after the loss */
+    int *keep;              /* what the hook chose, def->width.dp entries */
+    int hooked;             /* 1: the policy has a shrink hook and chose */
     char *err;
 } shrink_ctx;
 
@@ -179,9 +179,8 @@ static int run_hook(const char *policy, const char *sha, shrink_ctx *x, char **e
         (sha && *sha && p3d_policy_check_pin(r.source, r.text, r.len, sha, err) < 0))
         goto out;
     x->chunk = r.chunk, x->text = r.text, x->len = r.len;
-    if (p3d_policy_read_helper(&x->helper, &x->helper_len, err) < 0 ||
-        p3d_sandbox_limits_from_env(&lim, err) < 0 || p3d_sandbox_new(&lim, &x->sb, err) < 0 ||
-        p3d_sandbox_protect(x->sb, shrink_body, x, err) < 0)
+    if (p3d_policy_read_helper(&x->helper, &x->helper_len, err) < 0 || p3d_sandbox_limits_from_env(&lim, err) < 0 ||
+        p3d_sandbox_new(&lim, &x->sb, err) < 0 || p3d_sandbox_protect(x->sb, shrink_body, x, err) < 0)
         goto out;
     if (x->err) {
         p3d_err(err, "%s", x->err);

@@ -19,30 +19,26 @@
 
 typedef struct spares_ctx {
     p3d_sandbox *sb;
-    const char *chunk;   /* the policy in messages, NULL: the default rule */
+    const char *chunk; /* the policy in messages, NULL: the default rule */
     const char *text;
     size_t len;
     char *helper;
     size_t helper_len;
-    p3d_cluster *c;      /* the whole cluster: roles are set here */
+    p3d_cluster *c;          /* the whole cluster: roles are set here */
     const p3d_cluster *view; /* its usable nodes, what the hook sees */
-    const size_t *map;   /* view index -> cluster index */
+    const size_t *map;       /* view index -> cluster index */
     const p3d_job *job;
-    size_t *chosen;      /* cluster indices, job->spares of them */
+    size_t *chosen; /* cluster indices, job->spares of them */
     char *err;
 } spares_ctx;
 
 static const char *role_words(int role)
 {
     switch (role) {
-    case P3D_NODE_EXCLUDED:
-        return "is excluded (--exclude or a failed --health-check)";
-    case P3D_NODE_LOST:
-        return "was lost";
-    case P3D_NODE_SPARE:
-        return "is already a spare";
-    default:
-        return "is not usable";
+    case P3D_NODE_EXCLUDED: return "is excluded (--exclude or a failed --health-check)";
+    case P3D_NODE_LOST: return "was lost";
+    case P3D_NODE_SPARE: return "is already a spare";
+    default: return "is not usable";
     }
 }
 
@@ -78,8 +74,7 @@ static int collect(lua_State *L, spares_ctx *x, int res, const char *who)
                 goto out;
             if (!p3d_strmap_get(&byname, nm, &node)) {
                 char *esc = p3d_sandbox_escape(nm, strlen(nm), 200, 0);
-                p3d_err(&x->err, "%s: spares() entry %zu: node '%s' is not in the cluster", who, e,
-                        esc ? esc : "?");
+                p3d_err(&x->err, "%s: spares() entry %zu: node '%s' is not in the cluster", who, e, esc ? esc : "?");
                 free(esc);
                 goto out;
             }
@@ -87,15 +82,17 @@ static int collect(lua_State *L, spares_ctx *x, int res, const char *who)
             int ok;
             lua_Integer v = lua_tointegerx(L, -1, &ok);
             if (!ok || v < 1 || (size_t)v > x->view->nnodes) {
-                p3d_err(&x->err, "%s: spares() entry %zu: %s is not a node index 1..%zu into cluster.nodes (or a "
-                                 "node name)",
+                p3d_err(&x->err,
+                        "%s: spares() entry %zu: %s is not a node index 1..%zu into cluster.nodes (or a "
+                        "node name)",
                         who, e, lua_tostring(L, -1), x->view->nnodes);
                 goto out;
             }
             node = x->map[v - 1];
         } else {
-            p3d_err(&x->err, "%s: spares() entry %zu is %s, expected a node name or a 1-based index into "
-                             "cluster.nodes",
+            p3d_err(&x->err,
+                    "%s: spares() entry %zu is %s, expected a node name or a 1-based index into "
+                    "cluster.nodes",
                     who, e, luaL_typename(L, -1));
             goto out;
         }
@@ -146,8 +143,9 @@ static int spares_body(lua_State *L)
             hook = 1;
             who = x->chunk;
         } else if (ty != LUA_TNIL) {
-            p3d_err(&x->err, "%s: %s 'spares' is %s, expected a function spares(cluster, job) (or none: "
-                             "par3d.default_spares chooses)",
+            p3d_err(&x->err,
+                    "%s: %s 'spares' is %s, expected a function spares(cluster, job) (or none: "
+                    "par3d.default_spares chooses)",
                     x->chunk, p3d_policy_decl_where(L, decl), luaL_typename(L, -1));
             return 0;
         } else {
@@ -177,8 +175,7 @@ static int spares_body(lua_State *L)
     return 0;
 }
 
-int p3d_policy_pick_spares(const char *policy, const char *sha256_pin, p3d_cluster *c, const p3d_job *job,
-                           char **err)
+int p3d_policy_pick_spares(const char *policy, const char *sha256_pin, p3d_cluster *c, const p3d_job *job, char **err)
 {
     int k = job->spares, rc = -1;
     size_t usable = 0;
@@ -223,9 +220,8 @@ int p3d_policy_pick_spares(const char *policy, const char *sha256_pin, p3d_clust
         x.text = r.text;
         x.len = r.len;
     }
-    if (p3d_policy_read_helper(&x.helper, &x.helper_len, err) < 0 ||
-        p3d_sandbox_limits_from_env(&lim, err) < 0 || p3d_sandbox_new(&lim, &x.sb, err) < 0 ||
-        p3d_sandbox_protect(x.sb, spares_body, &x, err) < 0)
+    if (p3d_policy_read_helper(&x.helper, &x.helper_len, err) < 0 || p3d_sandbox_limits_from_env(&lim, err) < 0 ||
+        p3d_sandbox_new(&lim, &x.sb, err) < 0 || p3d_sandbox_protect(x.sb, spares_body, &x, err) < 0)
         goto out;
     if (x.err) {
         p3d_err(err, "%s", x.err);

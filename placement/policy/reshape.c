@@ -124,14 +124,13 @@ static char *lost_names(const p3d_cluster *c, const p3d_gpuref *lost, size_t n)
  * is whole, and per replica whether all of it is. */
 typedef struct survey {
     int dp, nu, tp;
-    unsigned char *unit_ok;  /* [dp*nu] */
-    unsigned char *rep_ok;   /* [dp] */
-    unsigned char *used;     /* [dp*nu]: taken into an assembled replica */
+    unsigned char *unit_ok; /* [dp*nu] */
+    unsigned char *rep_ok;  /* [dp] */
+    unsigned char *used;    /* [dp*nu]: taken into an assembled replica */
     int intact;
 } survey;
 
-static int survey_take(const p3d_cluster *c, const p3d_placement *pl, const p3d_gpuref *lost, size_t nlost,
-                       survey *s)
+static int survey_take(const p3d_cluster *c, const p3d_placement *pl, const p3d_gpuref *lost, size_t nlost, survey *s)
 {
     rs_lostmap lm = {0};
     const p3d_mesh *m = &pl->mesh;
@@ -273,8 +272,8 @@ static int ep_block(const p3d_mesh *m)
 }
 
 /* Keeps old replica d as new replica j (every unit in place). */
-static void keep_whole(const p3d_placement *pl, const survey *s, const p3d_mesh *nm, int d, int j,
-                       p3d_reshape *out, int *node, int *gpu)
+static void keep_whole(const p3d_placement *pl, const survey *s, const p3d_mesh *nm, int d, int j, p3d_reshape *out,
+                       int *node, int *gpu)
 {
     for (int u = 0; u < s->nu; u++)
         move_unit(pl, nm, d, u, j, node, gpu);
@@ -284,8 +283,8 @@ static void keep_whole(const p3d_placement *pl, const survey *s, const p3d_mesh 
 /* Fills node/gpu for the new width: whole expert-grid blocks of intact
  * replicas first, then the other intact replicas (lowest old dp first),
  * then replicas assembled rack by rack. */
-static void shrink_fill(const p3d_cluster *c, const p3d_placement *pl, survey *s, const p3d_mesh *nm,
-                        p3d_reshape *out, int *node, int *gpu)
+static void shrink_fill(const p3d_cluster *c, const p3d_placement *pl, survey *s, const p3d_mesh *nm, p3d_reshape *out,
+                        int *node, int *gpu)
 {
     int j = 0, ndp = out->width.dp, k = ep_block(&pl->mesh);
     unsigned char *kept = s->used; /* per replica, in its unit 0's slot: taken whole */
@@ -329,8 +328,9 @@ int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_ela
     if (p3d_width_choose(e, &pl->mesh, most, &out->width) < 0) {
         char *names = lost_names(c, lost, nlost);
         const char *why = most >= e->min_dp ? out->width.note : "";
-        p3d_err(err, "the job cannot continue: %d whole data-parallel replica%s of %d left after losing %s, and "
-                     "--min-dp is %d%s%s%s",
+        p3d_err(err,
+                "the job cannot continue: %d whole data-parallel replica%s of %d left after losing %s, and "
+                "--min-dp is %d%s%s%s",
                 most, most == 1 ? "" : "s", s.dp, names ? names : "nothing", e->min_dp,
                 *why ? " (no width from there down has a valid batch: " : "", why, *why ? ")" : "");
         free(names);

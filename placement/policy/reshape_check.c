@@ -74,8 +74,7 @@ static int same_geometry(const p3d_placement *old, const p3d_placement *neu, cha
 
 /* Every rank on its own GPU of a usable node, none lost, coordinates as
  * the mesh gives them. */
-static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_gpuref *lost, size_t nlost,
-                       char **err)
+static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_gpuref *lost, size_t nlost, char **err)
 {
     int rc = -1;
     rs_lostmap lm = {0};
@@ -99,7 +98,8 @@ static int ranks_sound(const p3d_cluster *c, const p3d_placement *p, const p3d_g
             goto out;
         }
         if (c->nodes[k->node].role == P3D_NODE_LOST || c->nodes[k->node].role == P3D_NODE_EXCLUDED) {
-            p3d_err(err, "rank %d: node %s is %s", r, nm, c->nodes[k->node].role == P3D_NODE_LOST ? "lost" : "excluded");
+            p3d_err(err, "rank %d: node %s is %s", r, nm,
+                    c->nodes[k->node].role == P3D_NODE_LOST ? "lost" : "excluded");
             goto out;
         }
         if (seen[base[k->node] + (size_t)k->gpu]++) {
@@ -120,8 +120,8 @@ out:
     return rc;
 }
 
-int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_placement *neu,
-                      const p3d_elastic *e, const p3d_gpuref *lost, size_t nlost, char **err)
+int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_placement *neu, const p3d_elastic *e,
+                      const p3d_gpuref *lost, size_t nlost, char **err)
 {
     int dp = p3d_mesh_size(&neu->mesh, P3D_DIM_DP), oom = 0;
     p3d_width w;
@@ -141,8 +141,7 @@ int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_
         int bad = first_broken(c, neu, rule[i], &oom);
         if (bad >= 0 && first_broken(c, old, rule[i], &oom) < 0 && !oom)
             return p3d_err(err, "rank %d: its %s group %s, which the job's placement never did", bad,
-                           p3d_dim_name(rule[i]),
-                           rule[i] == P3D_DIM_TP ? "leaves its NVLink domain" : "spans racks");
+                           p3d_dim_name(rule[i]), rule[i] == P3D_DIM_TP ? "leaves its NVLink domain" : "spans racks");
         if (oom)
             return p3d_err(err, "out of memory checking the new placement");
     }

@@ -93,8 +93,7 @@ static int slot_replicas(const p3d_cluster *c, const slot *v, int n, int nu)
     return total;
 }
 
-int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, p3d_reshape *out,
-                  char **err)
+int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, p3d_reshape *out, char **err)
 {
     int rc = -1, n = 0, *node = NULL, *gpu = NULL, *pick = NULL;
     const p3d_mesh *m = &pl->mesh;

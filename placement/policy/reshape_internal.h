@@ -30,7 +30,7 @@ int rs_rank(const p3d_mesh *nm, const int coord[P3D_NDIMS], int dp);
 /* The lost GPUs as one bit per GPU of the cluster (a shrink may lose
  * thousands: a list searched per rank would be quadratic). */
 typedef struct rs_lostmap {
-    size_t *base;           /* [nnodes + 1]: node i's first bit */
+    size_t *base; /* [nnodes + 1]: node i's first bit */
     unsigned char *bit;
 } rs_lostmap;
 

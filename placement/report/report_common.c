@@ -6,8 +6,8 @@
 
 int p3d_report_dims(const p3d_mesh *m, int dims[P3D_NDIMS])
 {
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
-                                         P3D_DIM_ETP, P3D_DIM_EDP};
+    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP,  P3D_DIM_DP, P3D_DIM_CP,
+                                         P3D_DIM_EP, P3D_DIM_ETP, P3D_DIM_EDP};
     /* the expert grid's ep, etp, edp whenever it differs from the dense one */
     int expert = p3d_mesh_size(m, P3D_DIM_EP) > 1 || p3d_mesh_size(m, P3D_DIM_ETP) != p3d_mesh_size(m, P3D_DIM_TP);
     int n = 0;

@@ -118,9 +118,10 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
     R("step time", F_TIME, step_time, -1);
     R("MFU", F_PCT, mfu, -1);
 #undef R
-    p3d_sb_printf(b, "  memory as Megatron-LM counts it: %.3gB params on the most loaded shard x %.3g B/param\n"
-                     "    (fp%d main gradients), activations %s%s, sequence parallelism %s;\n"
-                     "    the reserve is par3drun's (CUDA context, NCCL buffers, fragmentation)\n",
+    p3d_sb_printf(b,
+                  "  memory as Megatron-LM counts it: %.3gB params on the most loaded shard x %.3g B/param\n"
+                  "    (fp%d main gradients), activations %s%s, sequence parallelism %s;\n"
+                  "    the reserve is par3drun's (CUDA context, NCCL buffers, fragmentation)\n",
                   x->params_shard / 1e9, x->bytes_per_param, x->grad_bytes == 2 ? 16 : 32,
                   x->act_formula ? x->act_formula : "megatron-sp",
                   x->mem_act_moe > 0 ? " + par3drun's MoE dispatch copies" : "", x->seq_parallel ? "on" : "off");
@@ -128,12 +129,13 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
                   x->gpu_name ? x->gpu_name : "H100", x->tflops, x->tflops_source ? x->tflops_source : "default",
                   x->peak_tflops);
     if (x->uneven)
-        p3d_sb_printf(b, "  uneven stages (--decoder-first/last-pipeline-num-layers): first %d layers + embedding "
-                         "%.1f GB,\n    %s %d layers %.1f GB, last %d layers + output layer %.1f GB; the fullest "
-                         "sets the memory,\n    the slowest (%.0f%% of an even stage's work) the pipeline's pace\n",
-                      x->stage_layers[0], x->stage_mem[0] / 1e9, in->pl->mesh.size[P3D_DIM_PP] > 2 ? "middle" : "(none)",
-                      x->stage_layers[1], x->stage_mem[1] / 1e9, x->stage_layers[2], x->stage_mem[2] / 1e9,
-                      100 * x->stage_imbalance);
+        p3d_sb_printf(b,
+                      "  uneven stages (--decoder-first/last-pipeline-num-layers): first %d layers + embedding "
+                      "%.1f GB,\n    %s %d layers %.1f GB, last %d layers + output layer %.1f GB; the fullest "
+                      "sets the memory,\n    the slowest (%.0f%% of an even stage's work) the pipeline's pace\n",
+                      x->stage_layers[0], x->stage_mem[0] / 1e9,
+                      in->pl->mesh.size[P3D_DIM_PP] > 2 ? "middle" : "(none)", x->stage_layers[1],
+                      x->stage_mem[1] / 1e9, x->stage_layers[2], x->stage_mem[2] / 1e9, 100 * x->stage_imbalance);
     if (x->micro_batches_assumed)
         p3d_sb_printf(b, "  assumed: %d micro-batches (4 x pp; give --global-batch or --micro-batches)\n",
                       x->micro_batches);
@@ -145,8 +147,9 @@ void p3d_report_cost_table(p3d_sb *b, const p3d_report_in *in, const char *label
 void p3d_report_infer_table(p3d_sb *b, const p3d_infer_cost *k)
 {
     char v[48];
-    p3d_sb_printf(b, "  one replica = tp %d x pp %d GPUs, %d replica%s; %d sequences in flight per replica, context "
-                     "%d tokens (prompt %d)\n",
+    p3d_sb_printf(b,
+                  "  one replica = tp %d x pp %d GPUs, %d replica%s; %d sequences in flight per replica, context "
+                  "%d tokens (prompt %d)\n",
                   k->tp, k->pp, k->replicas, k->replicas == 1 ? "" : "s", k->batch, k->context, k->prompt);
 #define ROW(label, fmt, val)                                                                                           \
     do {                                                                                                               \
@@ -163,8 +166,9 @@ void p3d_report_infer_table(p3d_sb *b, const p3d_infer_cost *k)
 #undef ROW
     p3d_sb_printf(b, "  %-34s  %18.0f\n", "tokens/s per GPU", k->tok_s_gpu);
     fmt_bytes(v, sizeof v, k->kv_per_token);
-    p3d_sb_printf(b, "  KV cache %s per token (K and V of every KV head of every layer, bf16), split over tp and pp;\n"
-                     "  assumed: %s, decode reads at 80%% of HBM bandwidth (plan --inference's arithmetic)\n",
+    p3d_sb_printf(b,
+                  "  KV cache %s per token (K and V of every KV head of every layer, bf16), split over tp and pp;\n"
+                  "  assumed: %s, decode reads at 80%% of HBM bandwidth (plan --inference's arithmetic)\n",
                   v, k->gpu_name ? k->gpu_name : "H100");
     if (!k->fits)
         p3d_sb_puts(b, "  the serving layout does NOT fit GPU memory (see SERVING_DOES_NOT_FIT)\n");

@@ -22,11 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CW 68          /* GPU cell */
+#define CW 68 /* GPU cell */
 #define CH 34
 #define GAP 4
-#define NPAD 6         /* node padding */
-#define NHEAD 16       /* node label */
+#define NPAD 6   /* node padding */
+#define NHEAD 16 /* node label */
 #define NGAP 8
 #define RPAD 10
 #define RHEAD 22
@@ -38,10 +38,10 @@
 #define PAGE_MARGIN 56        /* the SVG report's 2 x 12, the HTML page's 2 x 16 */
 #define HIDDEN_RACKS_H 24     /* the line under the racks that names those not drawn */
 #define MAX_LINES 3000
-#define LEG_ROW 18      /* one row of legend swatches */
-#define LEG_LINES 40    /* the two text lines under the swatches */
-#define LEG_ENTRY 44    /* one swatch and its number */
-#define LEG_ROWS 3      /* swatch rows at most */
+#define LEG_ROW 18   /* one row of legend swatches */
+#define LEG_LINES 40 /* the two text lines under the swatches */
+#define LEG_ENTRY 44 /* one swatch and its number */
+#define LEG_ROWS 3   /* swatch rows at most */
 #define NHUES 12
 #define NTIERS 3
 #define NPATTERNS 4
@@ -56,7 +56,7 @@ typedef struct dnode {
 
 typedef struct drack {
     int x, y, w, h;
-    int drawn;                     /* one of the first MAX_RACKS with nodes */
+    int drawn; /* one of the first MAX_RACKS with nodes */
     int nnodes, nhidden;
     int hidden_first, hidden_last; /* node indices of the summarised nodes */
     int rank_lo, rank_hi;          /* ranks on the summarised nodes */
@@ -67,14 +67,14 @@ struct p3d_draw {
     size_t nnodes, nracks;
     dnode *nodes;
     drack *racks;
-    size_t *gpu_off;        /* first slot of node i in rank_at */
-    int *rank_at;           /* (node, gpu) -> rank, -1 none */
-    int *gid[P3D_NDIMS];    /* rank -> dense group index per dim (tp, pp, dp) */
+    size_t *gpu_off;     /* first slot of node i in rank_at */
+    int *rank_at;        /* (node, gpu) -> rank, -1 none */
+    int *gid[P3D_NDIMS]; /* rank -> dense group index per dim (tp, pp, dp) */
     int ngroups[P3D_NDIMS];
-    int nracks_hidden;      /* racks with nodes beyond MAX_RACKS */
+    int nracks_hidden; /* racks with nodes beyond MAX_RACKS */
     int hidden_rack_first, hidden_rack_last, hidden_rank_lo, hidden_rank_hi;
-    int w, h;               /* drawing without legend */
-    int leg_h;              /* tallest legend of the four views */
+    int w, h;  /* drawing without legend */
+    int leg_h; /* tallest legend of the four views */
 };
 
 static int legend_height(const p3d_draw *d, int view);
@@ -94,12 +94,18 @@ static void hsl_hex(double hue, int tier, char out[8])
     double s = 0.65, l = L[tier % NTIERS];
     double c = (1 - fabs(2 * l - 1)) * s, hp = fmod(hue, 360.0) / 60.0;
     double x = c * (1 - fabs(fmod(hp, 2.0) - 1)), r = 0, g = 0, bl = 0;
-    if (hp < 1) r = c, g = x;
-    else if (hp < 2) r = x, g = c;
-    else if (hp < 3) g = c, bl = x;
-    else if (hp < 4) g = x, bl = c;
-    else if (hp < 5) r = x, bl = c;
-    else r = c, bl = x;
+    if (hp < 1)
+        r = c, g = x;
+    else if (hp < 2)
+        r = x, g = c;
+    else if (hp < 3)
+        g = c, bl = x;
+    else if (hp < 4)
+        g = x, bl = c;
+    else if (hp < 5)
+        r = x, bl = c;
+    else
+        r = c, bl = x;
     double mm = l - c / 2;
     snprintf(out, 8, "#%02x%02x%02x", (int)lround((r + mm) * 255), (int)lround((g + mm) * 255),
              (int)lround((bl + mm) * 255));
@@ -137,23 +143,24 @@ static cstyle view_style(int view, int idx, int n)
  * drawings, and a pattern defined in a hidden one would not paint). */
 static void pattern_defs(p3d_sb *b, int view)
 {
-    p3d_sb_printf(b, "<defs>\n"
-                     "<pattern id=\"p3d-v%d-pat1\" width=\"7\" height=\"7\" patternUnits=\"userSpaceOnUse\" "
-                     "patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"7\" fill=\"#000\" "
-                     "fill-opacity=\"0.22\"/></pattern>\n"
-                     "<pattern id=\"p3d-v%d-pat2\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\">"
-                     "<circle cx=\"3\" cy=\"3\" r=\"1.3\" fill=\"#000\" fill-opacity=\"0.3\"/></pattern>\n"
-                     "<pattern id=\"p3d-v%d-pat3\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\">"
-                     "<path d=\"M0 0L8 8M8 0L0 8\" stroke=\"#000\" stroke-opacity=\"0.22\" stroke-width=\"1.2\"/>"
-                     "</pattern>\n</defs>\n",
+    p3d_sb_printf(b,
+                  "<defs>\n"
+                  "<pattern id=\"p3d-v%d-pat1\" width=\"7\" height=\"7\" patternUnits=\"userSpaceOnUse\" "
+                  "patternTransform=\"rotate(45)\"><rect width=\"2\" height=\"7\" fill=\"#000\" "
+                  "fill-opacity=\"0.22\"/></pattern>\n"
+                  "<pattern id=\"p3d-v%d-pat2\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\">"
+                  "<circle cx=\"3\" cy=\"3\" r=\"1.3\" fill=\"#000\" fill-opacity=\"0.3\"/></pattern>\n"
+                  "<pattern id=\"p3d-v%d-pat3\" width=\"8\" height=\"8\" patternUnits=\"userSpaceOnUse\">"
+                  "<path d=\"M0 0L8 8M8 0L0 8\" stroke=\"#000\" stroke-opacity=\"0.22\" stroke-width=\"1.2\"/>"
+                  "</pattern>\n</defs>\n",
                   view, view, view);
 }
 
 /* A filled rectangle in a style: the colour, then its pattern on top. */
 static void style_rect(p3d_sb *b, int view, const cstyle *st, int x, int y, int w, int h, int rx)
 {
-    p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"%d\" fill=\"%s\"/>", x, y, w, h,
-                  rx, st->fill);
+    p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"%d\" fill=\"%s\"/>", x, y, w, h, rx,
+                  st->fill);
     if (st->pattern)
         p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"%d\" fill=\"url(#p3d-v%d-pat%d)\"/>",
                       x, y, w, h, rx, view, st->pattern);
@@ -499,8 +506,9 @@ static void draw_links(p3d_sb *b, const p3d_draw *d, int view, int *nwarn)
             double ax, ay, zx, zy;
             cell_exit(x1, y1, x2 - x1, y2 - y1, &ax, &ay);
             cell_exit(x2, y2, x1 - x2, y1 - y2, &zx, &zy);
-            p3d_sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%s\" "
-                             "stroke-opacity=\"0.8\"><title>%s ranks %d-%d over %s</title></line>\n",
+            p3d_sb_printf(b,
+                          "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%s\" "
+                          "stroke-opacity=\"0.8\"><title>%s ranks %d-%d over %s</title></line>\n",
                           ax, ay, zx, zy, warn ? WARN : GREY, warn ? "2.5" : "1.2", p3d_dim_name(dim), members[k],
                           members[k + 1], p3d_link_desc(l));
             lines++;
@@ -513,23 +521,26 @@ static void legend(p3d_sb *b, const p3d_draw *d, int view, int y, int nwarn)
 {
     int n = view_count(d, view), shown = legend_shown(d, view), per = legend_per_row(d);
     int rows = shown ? (shown + per - 1) / per : 1;
-    p3d_sb_printf(b, "<g class=\"legend\" transform=\"translate(0,%d)\" font-size=\"11\">\n<text x=\"0\" y=\"15\">%s</text>\n",
-                  y, view_caption(view));
+    p3d_sb_printf(
+        b, "<g class=\"legend\" transform=\"translate(0,%d)\" font-size=\"11\">\n<text x=\"0\" y=\"15\">%s</text>\n", y,
+        view_caption(view));
     for (int i = 0; i < shown; i++) {
         cstyle st = view_style(view, i, n);
         int x = LEG_X0 + (i % per) * LEG_ENTRY, yy = 4 + (i / per) * LEG_ROW;
         style_rect(b, view, &st, x, yy, 14, 14, 0);
-        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"none\" stroke=\"#333\"/>"
-                         "<text x=\"%d\" y=\"%d\">%d</text>\n",
+        p3d_sb_printf(b,
+                      "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"none\" stroke=\"#333\"/>"
+                      "<text x=\"%d\" y=\"%d\">%d</text>\n",
                       x, yy, x + 18, yy + 11, i);
     }
     int ly = 4 + rows * LEG_ROW;
-    p3d_sb_printf(b, "<rect x=\"0\" y=\"%d\" width=\"22\" height=\"12\" fill=\"none\" stroke=\"#333\" "
-                     "stroke-dasharray=\"4 2\"/><text x=\"28\" y=\"%d\">NVLink domain</text>"
-                     "<line x1=\"130\" y1=\"%d\" x2=\"158\" y2=\"%d\" stroke=\"" GREY "\" stroke-width=\"1.2\"/>"
-                     "<text x=\"164\" y=\"%d\">group link between nodes</text>"
-                     "<line x1=\"330\" y1=\"%d\" x2=\"358\" y2=\"%d\" stroke=\"" WARN "\" stroke-width=\"2.5\"/>"
-                     "<text x=\"364\" y=\"%d\">leaves its domain (TP: NVLink domain, PP: rack)",
+    p3d_sb_printf(b,
+                  "<rect x=\"0\" y=\"%d\" width=\"22\" height=\"12\" fill=\"none\" stroke=\"#333\" "
+                  "stroke-dasharray=\"4 2\"/><text x=\"28\" y=\"%d\">NVLink domain</text>"
+                  "<line x1=\"130\" y1=\"%d\" x2=\"158\" y2=\"%d\" stroke=\"" GREY "\" stroke-width=\"1.2\"/>"
+                  "<text x=\"164\" y=\"%d\">group link between nodes</text>"
+                  "<line x1=\"330\" y1=\"%d\" x2=\"358\" y2=\"%d\" stroke=\"" WARN "\" stroke-width=\"2.5\"/>"
+                  "<text x=\"364\" y=\"%d\">leaves its domain (TP: NVLink domain, PP: rack)",
                   ly, ly + 10, ly + 6, ly + 6, ly + 10, ly + 6, ly + 6, ly + 10);
     if (view != P3D_VIEW_STAGE)
         p3d_sb_printf(b, ": %d link%s", nwarn, nwarn == 1 ? "" : "s");
@@ -559,8 +570,9 @@ static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
     for (size_t r = 0; r < d->nracks; r++) {
         const drack *rk = &d->racks[r];
         if (rk->drawn)
-            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
-                             "stroke=\"#999\"/>\n",
+            p3d_sb_printf(b,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"6\" fill=\"#f4f4f4\" "
+                          "stroke=\"#999\"/>\n",
                           rk->x, rk->y, rk->w, rk->h);
     }
     for (size_t i = 0; i < d->nnodes; i++) {
@@ -569,8 +581,9 @@ static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
             continue;
         const p3d_cnode *cn = &c->nodes[i];
         int mn = cn->nvl_domain >= 0;
-        p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"#fff\" stroke=\"%s\" "
-                         "stroke-width=\"%s\"/>\n",
+        p3d_sb_printf(b,
+                      "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"#fff\" stroke=\"%s\" "
+                      "stroke-width=\"%s\"/>\n",
                       nd->x, nd->y, nd->w, nd->h, mn ? "#7b3fa0" : "#444", mn ? "2.5" : "1");
         const p3d_node *t = cn->topo;
         int g = t ? t->ngpus : 0;
@@ -588,8 +601,9 @@ static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
                     cnt++;
                 }
             if (cnt > 1)
-                p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\" "
-                                 "stroke-dasharray=\"4 2\"/>\n",
+                p3d_sb_printf(b,
+                              "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#333\" "
+                              "stroke-dasharray=\"4 2\"/>\n",
                               x0 - 2, y0 - 2, x1 - x0 + 4, y1 - y0 + 4);
         }
         for (int k = 0; k < g; k++) {
@@ -602,7 +616,8 @@ static void draw_cells(p3d_sb *b, const p3d_draw *d, int view)
             }
             p3d_sb_puts(b, "<g>");
             style_rect(b, view, &st, cx, cy, CW, CH, 3);
-            p3d_sb_printf(b, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"none\" stroke=\"#555\"/>",
+            p3d_sb_printf(b,
+                          "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"3\" fill=\"none\" stroke=\"#555\"/>",
                           cx, cy, CW, CH);
             if (rank >= 0) {
                 const p3d_rank *rk = &pl->ranks[rank];
@@ -631,28 +646,32 @@ static void draw_labels(p3d_sb *b, const p3d_draw *d, int view)
         const drack *rk = &d->racks[r];
         if (!rk->drawn)
             continue;
-        p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\" stroke=\"#f4f4f4\" "
-                         "stroke-width=\"3\">rack ",
+        p3d_sb_printf(b,
+                      "<text x=\"%d\" y=\"%d\" font-size=\"13\" font-weight=\"bold\" stroke=\"#f4f4f4\" "
+                      "stroke-width=\"3\">rack ",
                       rk->x + 8, rk->y + 16);
         p3d_xml_text(b, c->nracks ? c->racks[r] : "default");
         p3d_sb_printf(b, " (%d node%s)</text>\n", rk->nnodes, rk->nnodes == 1 ? "" : "s");
         if (rk->nhidden) {
-            p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" stroke-width=\"3\">+ %d "
-                             "more node%s: ",
+            p3d_sb_printf(b,
+                          "<text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" stroke-width=\"3\">+ %d "
+                          "more node%s: ",
                           rk->x + RPAD, rk->y + rk->h - RPAD - 18, rk->nhidden, rk->nhidden == 1 ? "" : "s");
             p3d_xml_text(b, c->nodes[rk->hidden_first].name);
             p3d_sb_puts(b, " .. ");
             p3d_xml_text(b, c->nodes[rk->hidden_last].name);
             if (rk->rank_lo >= 0)
-                p3d_sb_printf(b, "</text><text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" "
-                                 "stroke-width=\"3\">ranks %d..%d (not drawn)",
+                p3d_sb_printf(b,
+                              "</text><text x=\"%d\" y=\"%d\" font-size=\"11\" stroke=\"#f4f4f4\" "
+                              "stroke-width=\"3\">ranks %d..%d (not drawn)",
                               rk->x + RPAD, rk->y + rk->h - RPAD - 4, rk->rank_lo, rk->rank_hi);
             p3d_sb_puts(b, "</text>\n");
         }
     }
     if (d->nracks_hidden) {
-        p3d_sb_printf(b, "<text x=\"0\" y=\"%d\" font-size=\"12\" stroke=\"#fff\" stroke-width=\"3\">+ %d more "
-                         "rack%s not drawn: ",
+        p3d_sb_printf(b,
+                      "<text x=\"0\" y=\"%d\" font-size=\"12\" stroke=\"#fff\" stroke-width=\"3\">+ %d more "
+                      "rack%s not drawn: ",
                       d->h - 6, d->nracks_hidden, d->nracks_hidden == 1 ? "" : "s");
         p3d_xml_text(b, c->racks[d->hidden_rack_first]);
         if (d->hidden_rack_last != d->hidden_rack_first) {
@@ -682,17 +701,19 @@ static void draw_labels(p3d_sb *b, const p3d_draw *d, int view)
             int cx, cy, rank = d->rank_at[d->gpu_off[i] + (size_t)k];
             cell_pos(d, i, k, &cx, &cy);
             if (rank < 0) {
-                p3d_sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#888\" "
-                                 "stroke=\"#eeeeee\" stroke-width=\"3\">GPU %d</text>\n",
+                p3d_sb_printf(b,
+                              "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#888\" "
+                              "stroke=\"#eeeeee\" stroke-width=\"3\">GPU %d</text>\n",
                               cx + CW / 2, cy + 21, k);
                 continue;
             }
             const p3d_rank *rk = &pl->ranks[rank];
             cstyle st = view_style(view, view == P3D_VIEW_STAGE ? rk->coord[P3D_DIM_PP] : d->gid[dim][rank], n);
-            p3d_sb_printf(b, "<g stroke=\"%s\" stroke-width=\"3\"><text x=\"%d\" y=\"%d\" font-size=\"11\" "
-                             "font-weight=\"bold\">r%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
-                             "text-anchor=\"end\" fill=\"#333\">g%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
-                             "text-anchor=\"middle\">%d,%d,%d</text></g>\n",
+            p3d_sb_printf(b,
+                          "<g stroke=\"%s\" stroke-width=\"3\"><text x=\"%d\" y=\"%d\" font-size=\"11\" "
+                          "font-weight=\"bold\">r%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
+                          "text-anchor=\"end\" fill=\"#333\">g%d</text><text x=\"%d\" y=\"%d\" font-size=\"9\" "
+                          "text-anchor=\"middle\">%d,%d,%d</text></g>\n",
                           st.fill, cx + 4, cy + 14, rank, cx + CW - 4, cy + 13, k, cx + CW / 2, cy + 28,
                           rk->coord[P3D_DIM_TP], rk->coord[P3D_DIM_PP], rk->coord[P3D_DIM_DP]);
         }

@@ -54,11 +54,13 @@ static int html(p3d_sb *bp, const p3d_report_in *in)
     }
     p3d_sb_puts(&b, "<nav id=\"views\">\n");
     for (int v = 0; v < P3D_NVIEWS; v++)
-        p3d_sb_printf(&b, "<button type=\"button\" data-view=\"%s\">%s</button>\n", view_ids[v], p3d_draw_view_title(v));
+        p3d_sb_printf(&b, "<button type=\"button\" data-view=\"%s\">%s</button>\n", view_ids[v],
+                      p3d_draw_view_title(v));
     p3d_sb_puts(&b, "</nav>\n");
     for (int v = 0; v < P3D_NVIEWS; v++) {
-        p3d_sb_printf(&b, "<section class=\"view\" id=\"view-%s\">\n<h3>%s</h3>\n"
-                          "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n",
+        p3d_sb_printf(&b,
+                      "<section class=\"view\" id=\"view-%s\">\n<h3>%s</h3>\n"
+                      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n",
                       view_ids[v], p3d_draw_view_title(v), w + 4, h + 4);
         p3d_draw_view(&b, d, v, 2, 2);
         p3d_sb_puts(&b, "</svg>\n</section>\n");
@@ -68,7 +70,9 @@ static int html(p3d_sb *bp, const p3d_report_in *in)
         p3d_xml_text(&b, in->job->model.name);
         p3d_sb_puts(&b, " (per GPU per step; docs/cost-model.md)</h3>\n<pre>");
         p3d_sb t = {0};
-        p3d_report_cost_table(&t, in, in->pl->policy ? in->pl->policy : "policy"); /* the text report's table; xml_text escapes it */
+        p3d_report_cost_table(&t, in,
+                              in->pl->policy ? in->pl->policy
+                                             : "policy"); /* the text report's table; xml_text escapes it */
         char *txt = p3d_sb_finish(&t);
         p3d_xml_text(&b, txt ? txt : "");
         free(txt);

@@ -26,8 +26,8 @@ static void key(p3d_sb *b, int indent, const char *k)
 
 static void mesh_obj(p3d_sb *b, const p3d_mesh *m)
 {
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
-                                         P3D_DIM_ETP, P3D_DIM_EDP};
+    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP,  P3D_DIM_DP, P3D_DIM_CP,
+                                         P3D_DIM_EP, P3D_DIM_ETP, P3D_DIM_EDP};
     p3d_sb_putc(b, '{');
     for (int k = 0; k < P3D_NDIMS; k++) {
         p3d_sb_printf(b, "%s\"%s\": ", k ? ", " : "", p3d_dim_name(order[k]));
@@ -78,10 +78,10 @@ static void node_strs_for(node_strs *s, const p3d_cluster *c, const p3d_cnode *c
 
 static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
 {
-    static const char *const keys[P3D_NDIMS] = {", \"tp\": ", ", \"pp\": ", ", \"dp\": ", ", \"cp\": ",
-                                                 ", \"ep\": ", ", \"etp\": ", ", \"edp\": "};
-    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP, P3D_DIM_DP, P3D_DIM_CP, P3D_DIM_EP,
-                                         P3D_DIM_ETP, P3D_DIM_EDP};
+    static const char *const keys[P3D_NDIMS] = {", \"tp\": ", ", \"pp\": ",  ", \"dp\": ", ", \"cp\": ",
+                                                ", \"ep\": ", ", \"etp\": ", ", \"edp\": "};
+    static const int order[P3D_NDIMS] = {P3D_DIM_TP, P3D_DIM_PP,  P3D_DIM_DP, P3D_DIM_CP,
+                                         P3D_DIM_EP, P3D_DIM_ETP, P3D_DIM_EDP};
     node_strs ns = {0};
     key(b, 2, "ranks");
     p3d_sb_puts(b, "[\n");
@@ -112,9 +112,8 @@ static void ranks(p3d_sb *b, const p3d_cluster *c, const p3d_placement *pl)
         else
             p3d_sb_puts(b, "null");
         p3d_sb_puts(b, ", \"nic\": ");
-        p3d_sb_json_str(b, g->nearest_nic >= 0 && g->nearest_nic < cn->topo->nnics
-                               ? cn->topo->nics[g->nearest_nic].name
-                               : NULL);
+        p3d_sb_json_str(b, g->nearest_nic >= 0 && g->nearest_nic < cn->topo->nnics ? cn->topo->nics[g->nearest_nic].name
+                                                                                   : NULL);
         /* same text as p3d_gpu_domain_name(), without snprintf */
         p3d_sb_puts(b, ", \"nvlink_domain\": ");
         if (cn->nvl_domain >= 0 && (size_t)cn->nvl_domain < c->nnvl_domains) {

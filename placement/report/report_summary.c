@@ -33,7 +33,8 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
     size_t nn = in->cluster ? in->cluster->nnodes : 0;
     if (max < 4)
         return 0;
-    snprintf(lines[n++], P3D_SUMMARY_LEN, "par3drun placement: policy %s, order %s, tp=%d pp=%d dp=%d (%d rank%s on %zu node%s)",
+    snprintf(lines[n++], P3D_SUMMARY_LEN,
+             "par3drun placement: policy %s, order %s, tp=%d pp=%d dp=%d (%d rank%s on %zu node%s)",
              pl && pl->policy ? pl->policy : "?", m->order_str, m->size[P3D_DIM_TP], m->size[P3D_DIM_PP],
              m->size[P3D_DIM_DP], pl ? pl->world : 0, pl && pl->world == 1 ? "" : "s", nn, nn == 1 ? "" : "s");
     if (!in->an)
@@ -48,9 +49,9 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
             len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s - (size 1)%s", p3d_dim_name(dims[i]),
                                     i < 2 ? "," : "");
         else
-            len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s %s (%d group%s)%s",
-                                    p3d_dim_name(dims[i]), p3d_link_name((p3d_link)st->worst), st->ngroups,
-                                    st->ngroups == 1 ? "" : "s", i < 2 ? "," : "");
+            len += (size_t)snprintf(line + len, P3D_SUMMARY_LEN - len, " %s %s (%d group%s)%s", p3d_dim_name(dims[i]),
+                                    p3d_link_name((p3d_link)st->worst), st->ngroups, st->ngroups == 1 ? "" : "s",
+                                    i < 2 ? "," : "");
     }
     if (len < P3D_SUMMARY_LEN)
         snprintf(line + len, P3D_SUMMARY_LEN - len, "; checks: %d error%s, %d warning%s", an->nerrors,
@@ -65,8 +66,8 @@ int p3d_draw_summary_lines(const p3d_report_in *in, char lines[][P3D_SUMMARY_LEN
              "estimated step %.2f s (compute %.2f, TP %.2f on %s, PP %.2f on %s, %s), "
              "bubble %.1f%%, MFU %.1f%%; memory %.1f of %.1f GB per GPU",
              c->step_time, c->compute_time, c->tp_time, p3d_link_name(c->link[P3D_DIM_TP]), c->pp_time,
-             m->size[P3D_DIM_PP] > 1 ? p3d_link_name(c->link[P3D_DIM_PP]) : "-", dp, 100 * c->bubble,
-             100 * c->mfu, c->mem_total / 1e9, c->gpu_mem / 1e9);
+             m->size[P3D_DIM_PP] > 1 ? p3d_link_name(c->link[P3D_DIM_PP]) : "-", dp, 100 * c->bubble, 100 * c->mfu,
+             c->mem_total / 1e9, c->gpu_mem / 1e9);
     if (in->base_an && in->base_an->has_cost && c->step_time > 0) {
         const p3d_cost *bc = &in->base_an->cost;
         const p3d_dim_stats *ps = &an->dim[P3D_DIM_PP], *bs = &in->base_an->dim[P3D_DIM_PP];

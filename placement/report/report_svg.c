@@ -28,9 +28,10 @@ static int svg(p3d_sb *b, const p3d_report_in *in)
     /* the summary is a few lines: held until the header that needs its height */
     p3d_draw_summary(&sum, in, 12, 4, &sh);
     int height = sh + 8 + P3D_NVIEWS * (26 + h + 16);
-    p3d_sb_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-                     "viewBox=\"0 0 %d %d\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
+    p3d_sb_printf(b,
+                  "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "viewBox=\"0 0 %d %d\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"#ffffff\"/>\n",
                   w + 24, height, w + 24, height);
     if (sum.oom)
         b->oom = 1;
@@ -39,8 +40,9 @@ static int svg(p3d_sb *b, const p3d_report_in *in)
     p3d_sb_free(&sum);
     int y = sh + 8;
     for (int v = 0; v < P3D_NVIEWS; v++) {
-        p3d_sb_printf(b, "<text x=\"12\" y=\"%d\" font-size=\"14\" font-weight=\"bold\" "
-                         "font-family=\"sans-serif\">%d. %s</text>\n",
+        p3d_sb_printf(b,
+                      "<text x=\"12\" y=\"%d\" font-size=\"14\" font-weight=\"bold\" "
+                      "font-family=\"sans-serif\">%d. %s</text>\n",
                       y + 16, v + 1, p3d_draw_view_title(v));
         p3d_draw_view(b, d, v, 12, y + 26);
         y += 26 + h + 16;

@@ -236,10 +236,11 @@ static void header(tx *t, const p3d_report_in *in)
             slots += !strcmp(c->nodes[i].topo->gpus[g].model, "CPU slot");
     if (slots && slots == gpus)
         p3d_sb_printf(b, ", world %d on %zu CPU slot%s (no GPU) of %zu node%s, %zu rack%s", pl->world, slots,
-                      slots == 1 ? "" : "s", c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
+                      slots == 1 ? "" : "s", c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks,
+                      c->nracks == 1 ? "" : "s");
     else if (slots)
-        p3d_sb_printf(b, ", world %d on %zu GPUs and %zu CPU slots of %zu node%s, %zu rack%s", pl->world,
-                      gpus - slots, slots, c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
+        p3d_sb_printf(b, ", world %d on %zu GPUs and %zu CPU slots of %zu node%s, %zu rack%s", pl->world, gpus - slots,
+                      slots, c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
     else
         p3d_sb_printf(b, ", world %d on %zu GPU%s of %zu node%s, %zu rack%s", pl->world, gpus, gpus == 1 ? "" : "s",
                       c->nnodes, c->nnodes == 1 ? "" : "s", c->nracks, c->nracks == 1 ? "" : "s");
@@ -271,8 +272,7 @@ static void header(tx *t, const p3d_report_in *in)
         if (job->micro_batches)
             p3d_sb_printf(b, ", %d micro-batches", job->micro_batches);
         if (job->micro_batch_size)
-            p3d_sb_printf(b, "%s micro-batch size %d", job->micro_batches ? " of" : ",",
-                          job->micro_batch_size);
+            p3d_sb_printf(b, "%s micro-batch size %d", job->micro_batches ? " of" : ",", job->micro_batch_size);
         if (job->global_batch)
             p3d_sb_printf(b, ", global batch %d", job->global_batch);
         if (job->virtual_stages > 1)

@@ -91,8 +91,10 @@ int p3d_widths_report(const p3d_cluster *c, const p3d_job *job, const p3d_placem
     if (e.B > 0)
         p3d_sb_printf(&t, "; global batch %d, micro-batch %d, tolerance %g%%", e.B, e.b, e.tol_pct);
     p3d_sb_printf(&t, "):\n  %6s %7s %13s %7s %10s  %s\n", "dp", "world", "micro-batches", "batch", "step", "note");
-    p3d_sb_printf(&j, "{\"full_dp\": %d, \"min_dp\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
-                      "\"batch_tolerance\": ", e.full_dp, e.min_dp, e.B, e.b);
+    p3d_sb_printf(&j,
+                  "{\"full_dp\": %d, \"min_dp\": %d, \"global_batch\": %d, \"micro_batch\": %d, "
+                  "\"batch_tolerance\": ",
+                  e.full_dp, e.min_dp, e.B, e.b);
     p3d_sb_json_num(&j, e.tol_pct);
     p3d_sb_puts(&j, ", \"widths\": [");
     for (int dp = e.full_dp; dp >= e.min_dp; dp--) {

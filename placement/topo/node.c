@@ -15,15 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-p3d_node *p3d_node_new(const char *hostname, const char *source,
-                       const char *source_kind)
+p3d_node *p3d_node_new(const char *hostname, const char *source, const char *source_kind)
 {
     p3d_node *n = calloc(1, sizeof *n);
     if (!n)
         return NULL;
     n->fabric_clique = -1;
-    if ((hostname && !(n->hostname = strdup(hostname))) ||
-        (source && !(n->source = strdup(source))) ||
+    if ((hostname && !(n->hostname = strdup(hostname))) || (source && !(n->source = strdup(source))) ||
         (source_kind && !(n->source_kind = strdup(source_kind)))) {
         p3d_node_free(n);
         return NULL;
@@ -56,8 +54,8 @@ int p3d_node_alloc(p3d_node *n, int ngpus, int nnics, char **err)
     /* 4096 is far above any node we know of (NVL72 trays hold 4); the bound
      * keeps ngpus*ngpus and ngpus*nnics from overflowing. */
     if (ngpus < 0 || nnics < 0 || ngpus > 4096 || nnics > 4096) {
-        p3d_err(err, "%s: %d GPUs and %d NICs: expected 0..4096 of each",
-                n->source ? n->source : "topology", ngpus, nnics);
+        p3d_err(err, "%s: %d GPUs and %d NICs: expected 0..4096 of each", n->source ? n->source : "topology", ngpus,
+                nnics);
         goto out;
     }
     size_t g = (size_t)ngpus, k = (size_t)nnics;
@@ -108,12 +106,16 @@ int p3d_nvlink_validate(const double *m, int k, const char *what, char **err)
         for (int j = 0; j < k; j++) {
             double a = m[(size_t)i * k + j], b = m[(size_t)j * k + i];
             if (!isfinite(a) || a < 0)
-                return p3d_err(err, "%s: entry [%d][%d] is %g: expected a "
-                               "finite bandwidth >= 0 GB/s", what, i, j, a);
+                return p3d_err(err,
+                               "%s: entry [%d][%d] is %g: expected a "
+                               "finite bandwidth >= 0 GB/s",
+                               what, i, j, a);
             if (i < j && fabs(a - b) > 1e-6 * fmax(fabs(a), fabs(b)))
-                return p3d_err(err, "%s: not symmetric: [%d][%d] = %g but "
+                return p3d_err(err,
+                               "%s: not symmetric: [%d][%d] = %g but "
                                "[%d][%d] = %g (NVLink bandwidth is the same "
-                               "both ways)", what, i, j, a, j, i, b);
+                               "both ways)",
+                               what, i, j, a, j, i, b);
         }
     return 0;
 }
@@ -144,7 +146,10 @@ int p3d_link_parse(const char *s)
  * components fall back to a greedy split (see split_component). */
 typedef uint64_t mask_t;
 
-static int popcount64(mask_t m) { return __builtin_popcountll(m); }
+static int popcount64(mask_t m)
+{
+    return __builtin_popcountll(m);
+}
 
 static double clique_min_bw(const p3d_node *n, mask_t c)
 {
@@ -174,8 +179,7 @@ static int clique_better(const p3d_node *n, mask_t c, mask_t best)
 
 /* Bron–Kerbosch with pivoting over bit masks: reports every maximal clique
  * of the graph restricted to P ∪ R, keeping the best in *best. */
-static void bron_kerbosch(const p3d_node *n, const mask_t *adj, mask_t R,
-                          mask_t P, mask_t X, mask_t *best)
+static void bron_kerbosch(const p3d_node *n, const mask_t *adj, mask_t R, mask_t P, mask_t X, mask_t *best)
 {
     if (!P && !X) {
         if (clique_better(n, R, *best))
@@ -223,8 +227,7 @@ static void split_component(p3d_node *n, const int *m, int k, int *ndom)
                     continue;
                 int ok = 1;
                 for (int c = 0; c < k && ok; c++)
-                    if (n->gpus[m[c]].domain == d &&
-                        !(n->nvlink[(size_t)m[c] * g + m[b]] > 0))
+                    if (n->gpus[m[c]].domain == d && !(n->nvlink[(size_t)m[c] * g + m[b]] > 0))
                         ok = 0;
                 if (ok)
                     n->gpus[m[b]].domain = d;
@@ -402,12 +405,10 @@ static int compute_nearest_nic(p3d_node *n, char **err)
         int pos = 0; /* earlier GPUs with the same candidate set */
         for (int e = 0; e < i; e++)
             if (ncand[e] == ncand[i] &&
-                !memcmp(&cand[(size_t)e * k], &cand[(size_t)i * k],
-                        sizeof(int) * (size_t)ncand[i]))
+                !memcmp(&cand[(size_t)e * k], &cand[(size_t)i * k], sizeof(int) * (size_t)ncand[i]))
                 pos++;
         gp->nearest_nic = cand[(size_t)i * k + pos % ncand[i]];
-        gp->nic_same_numa =
-            gp->numa >= 0 && n->nics[gp->nearest_nic].numa == gp->numa;
+        gp->nic_same_numa = gp->numa >= 0 && n->nics[gp->nearest_nic].numa == gp->numa;
     }
     rc = 0;
 out:
@@ -464,11 +465,9 @@ int p3d_node_finish(p3d_node *n, char **err)
         p3d_err(err, "no node record");
         goto out;
     }
-    if (n->ngpus < 0 || n->nnics < 0 ||
-        (n->ngpus && (!n->gpus || !n->nvlink || !n->gg_class)) ||
+    if (n->ngpus < 0 || n->nnics < 0 || (n->ngpus && (!n->gpus || !n->nvlink || !n->gg_class)) ||
         (n->ngpus && n->nnics && (!n->nics || !n->gn_class))) {
-        p3d_err(err, "%s: incomplete node record (%d GPUs, %d NICs)", src,
-                n->ngpus, n->nnics);
+        p3d_err(err, "%s: incomplete node record (%d GPUs, %d NICs)", src, n->ngpus, n->nnics);
         goto out;
     }
     char what[600];
@@ -497,21 +496,20 @@ int p3d_node_finish(p3d_node *n, char **err)
         goto out;
     if (n->nvlink_connected_not_clique)
         p3d_node_note(n, "NVLink connects GPUs that are not all mutually "
-                      "linked (e.g. a DGX-1 hybrid cube-mesh): domains are "
-                      "the largest all-to-all cliques; a TP group spanning "
-                      "them still runs over NVLink as a ring, but not "
-                      "all-to-all");
+                         "linked (e.g. a DGX-1 hybrid cube-mesh): domains are "
+                         "the largest all-to-all cliques; a TP group spanning "
+                         "them still runs over NVLink as a ring, but not "
+                         "all-to-all");
     if (g && n->nnics == 0)
         p3d_node_note(n, "no NIC found: inter-node traffic goes through "
-                      "whatever the host routes to");
+                         "whatever the host routes to");
     for (int i = 0; i < g; i++)
-        if (n->gpus[i].nearest_nic >= 0 && !n->gpus[i].nic_same_numa &&
-            n->gpus[i].numa >= 0)
-            p3d_node_note(n, "GPU%d (NUMA %d) has no NIC on its NUMA node; "
-                          "nearest is %s (%s)", i, n->gpus[i].numa,
-                          n->nics[n->gpus[i].nearest_nic].name,
-                          p3d_link_name((p3d_link)n->gn_class[
-                              (size_t)i * n->nnics + n->gpus[i].nearest_nic]));
+        if (n->gpus[i].nearest_nic >= 0 && !n->gpus[i].nic_same_numa && n->gpus[i].numa >= 0)
+            p3d_node_note(n,
+                          "GPU%d (NUMA %d) has no NIC on its NUMA node; "
+                          "nearest is %s (%s)",
+                          i, n->gpus[i].numa, n->nics[n->gpus[i].nearest_nic].name,
+                          p3d_link_name((p3d_link)n->gn_class[(size_t)i * n->nnics + n->gpus[i].nearest_nic]));
     compute_hash(n);
     rc = 0;
 out:

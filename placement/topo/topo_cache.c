@@ -130,20 +130,15 @@ char *p3d_topo_cache_name(const char *key)
         h += strlen("\nkey host ");
         size_t i = 0;
         for (; h[i] && h[i] != '\n' && i < sizeof host - 1; i++)
-            host[i] = isalnum((unsigned char)h[i]) || h[i] == '.' ||
-                              h[i] == '-' || h[i] == '_'
-                          ? h[i]
-                          : '_';
+            host[i] = isalnum((unsigned char)h[i]) || h[i] == '.' || h[i] == '-' || h[i] == '_' ? h[i] : '_';
         host[i] = 0;
     }
-    if (asprintf(&name, "topo-%s-%016llx", host[0] ? host : "_",
-                 (unsigned long long)fnv_str(key, strlen(key))) < 0)
+    if (asprintf(&name, "topo-%s-%016llx", host[0] ? host : "_", (unsigned long long)fnv_str(key, strlen(key))) < 0)
         name = NULL;
     return name;
 }
 
-static void say(const char *dir, const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static void say(const char *dir, const char *name, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(const char *dir, const char *name, const char *fmt, ...)
 {
     char msg[1024];
@@ -152,8 +147,8 @@ static void say(const char *dir, const char *name, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     /* dir comes from the environment: escaped like every outside name */
-    fprintf(stderr, "par3drun: topology cache: %s%s%s: %s\n", p3d_tesc(dir),
-            name ? "/" : "", name ? p3d_tesc(name) : "", msg);
+    fprintf(stderr, "par3drun: topology cache: %s%s%s: %s\n", p3d_tesc(dir), name ? "/" : "",
+            name ? p3d_tesc(name) : "", msg);
 }
 
 /* The directory's rule: a real directory (O_NOFOLLOW), ours or root's, that
@@ -177,17 +172,17 @@ static int open_dir(const char *dir, int create, int loud)
     }
     if (fd < 0) {
         if (loud && errno != ENOENT)
-            say(dir, NULL, "%s: not used (expected a directory that is not "
+            say(dir, NULL,
+                "%s: not used (expected a directory that is not "
                 "a symlink; set P3D_TOPO_CACHE_DIR or --no-topo-cache)",
-                errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory"
-                                                   : strerror(errno));
+                errno == ELOOP || errno == ENOTDIR ? "a symlink or not a directory" : strerror(errno));
         return -1;
     }
     struct stat st;
-    if (fstat(fd, &st) < 0 || (st.st_uid != geteuid() && st.st_uid != 0) ||
-        (st.st_mode & 022)) {
+    if (fstat(fd, &st) < 0 || (st.st_uid != geteuid() && st.st_uid != 0) || (st.st_mode & 022)) {
         if (loud)
-            say(dir, NULL, "owner uid %u, mode %04o: not used (expected a "
+            say(dir, NULL,
+                "owner uid %u, mode %04o: not used (expected a "
                 "directory of this user or root that group and others cannot "
                 "write: chmod go-w it, or set P3D_TOPO_CACHE_DIR)",
                 (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
@@ -214,12 +209,11 @@ static int read_entry(int dfd, const char *name, char **text, char **why)
         p3d_err(why, "not a regular file");
         goto out;
     }
-    if ((st.st_uid != geteuid() && st.st_uid != 0) || st.st_nlink != 1 ||
-        (st.st_mode & 022)) {
-        p3d_err(why, "owner uid %u, %u links, mode %04o (expected one link, "
+    if ((st.st_uid != geteuid() && st.st_uid != 0) || st.st_nlink != 1 || (st.st_mode & 022)) {
+        p3d_err(why,
+                "owner uid %u, %u links, mode %04o (expected one link, "
                 "this user's or root's, not writable by group or others)",
-                (unsigned)st.st_uid, (unsigned)st.st_nlink,
-                (unsigned)(st.st_mode & 07777));
+                (unsigned)st.st_uid, (unsigned)st.st_nlink, (unsigned)(st.st_mode & 07777));
         goto out;
     }
     if ((size_t)st.st_size > TOPO_CACHE_MAX) {
@@ -229,8 +223,7 @@ static int read_entry(int dfd, const char *name, char **text, char **why)
     char *b = malloc((size_t)st.st_size + 1);
     size_t k = 0;
     ssize_t r = 0;
-    while (b && k < (size_t)st.st_size &&
-           (r = read(fd, b + k, (size_t)st.st_size - k)) > 0)
+    while (b && k < (size_t)st.st_size && (r = read(fd, b + k, (size_t)st.st_size - k)) > 0)
         k += (size_t)r;
     if (!b || r < 0) {
         free(b);
@@ -269,8 +262,10 @@ static int cache_key(int dfd, int create, unsigned char k[CACHE_KEY_BYTES], char
             close(fd);
             if (ok)
                 return 1;
-            return p3d_err(why, "its key %s is not a %d-byte file of one link that only you can read (mode 0600); "
-                                "remove it to make a new one", name, CACHE_KEY_BYTES);
+            return p3d_err(why,
+                           "its key %s is not a %d-byte file of one link that only you can read (mode 0600); "
+                           "remove it to make a new one",
+                           name, CACHE_KEY_BYTES);
         }
         if (errno != ENOENT)
             return p3d_err(why, "its key %s: %s", name, errno == ELOOP ? "a symlink" : strerror(errno));
@@ -279,8 +274,8 @@ static int cache_key(int dfd, int create, unsigned char k[CACHE_KEY_BYTES], char
         unsigned char nk[CACHE_KEY_BYTES];
         if (getrandom(nk, sizeof nk, 0) != (ssize_t)sizeof nk || getrandom(r, sizeof r, GRND_NONBLOCK) != sizeof r)
             return p3d_err(why, "no random bytes for its key");
-        snprintf(tmp, sizeof tmp, ".tmp-key-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5],
-                 r[6], r[7]);
+        snprintf(tmp, sizeof tmp, ".tmp-key-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5], r[6],
+                 r[7]);
         fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         int w = fd >= 0 && write(fd, nk, sizeof nk) == (ssize_t)sizeof nk;
         if (fd >= 0 && close(fd) < 0)
@@ -364,7 +359,7 @@ int p3d_topo_cache_lookup(const char *key, p3d_node **raw, p3d_topo_extra *x)
     if (!dir || !name) {
         if (cfg_verbose)
             fprintf(stderr, "par3drun: topology cache: no directory (no HOME; "
-                    "set P3D_TOPO_CACHE_DIR): discovering live\n");
+                            "set P3D_TOPO_CACHE_DIR): discovering live\n");
         goto out;
     }
     if ((dfd = open_dir(dir, 0, 1)) < 0) {
@@ -387,13 +382,13 @@ int p3d_topo_cache_lookup(const char *key, p3d_node **raw, p3d_topo_extra *x)
     explicit_bzero(ck, sizeof ck);
     if (rec && p3d_topo_raw_decode(rec, raw, x, &why) == 0) {
         if (cfg_verbose)
-            say(dir, name, "reused (the whole key matched: boot id, hwloc, "
+            say(dir, name,
+                "reused (the whole key matched: boot id, hwloc, "
                 "PCI devices, allowed CPUs and memory nodes, par3drun version)");
         rc = 1;
         goto out;
     }
-    say(dir, name, "%s: ignored; discovering live and rewriting it",
-        why ? why : "corrupt");
+    say(dir, name, "%s: ignored; discovering live and rewriting it", why ? why : "corrupt");
 out:
     if (dfd >= 0)
         close(dfd);
@@ -442,8 +437,7 @@ void p3d_topo_cache_store(const char *key, const char *raw_text)
     p3d_sb b = {0};
     if (!dir || !name || (dfd = open_dir(dir, 1, 0)) < 0) {
         if (cfg_verbose && dir)
-            say(dir, NULL, "cannot use it to store the record (%s)",
-                strerror(errno));
+            say(dir, NULL, "cannot use it to store the record (%s)", strerror(errno));
         goto out;
     }
     unsigned char ck[CACHE_KEY_BYTES];
@@ -465,10 +459,8 @@ void p3d_topo_cache_store(const char *key, const char *raw_text)
     unsigned char r[8];
     if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r)
         goto out;
-    snprintf(tmp, sizeof tmp, ".tmp-%02x%02x%02x%02x%02x%02x%02x%02x", r[0],
-             r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
-    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                0600);
+    snprintf(tmp, sizeof tmp, ".tmp-%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+    fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || b.oom)
         goto fail;
     size_t off = 0;

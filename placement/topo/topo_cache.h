@@ -70,8 +70,7 @@ typedef struct p3d_topo_extra {
  * back. decode validates every field; on failure it returns -1 with *why
  * ("line 7: expected 9 fields"). hostname/source are not part of it. */
 char *p3d_topo_raw_encode(const p3d_node *n, const p3d_topo_extra *x);
-int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
-                        char **why);
+int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x, char **why);
 
 /* Whether this process uses the cache (p3d_topo_cache_configure, else
  * P3D_TOPO_CACHE), and whether it says what it does (--verbose). */
@@ -100,11 +99,9 @@ char *p3d_topo_cache_name(const char *key);
 /* Test hook of topo_hwloc.c: an XML loaded with or without the type
  * filters live discovery uses (trim), before p3d_node_finish, so a test can
  * show they change nothing the record holds. */
-int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len,
-                           int trim, p3d_node **out, p3d_topo_extra *x,
+int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len, int trim, p3d_node **out, p3d_topo_extra *x,
                            char **err);
 /* The same for live discovery (no cache involved). */
-int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x,
-                             char **err);
+int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x, char **err);
 
 #endif

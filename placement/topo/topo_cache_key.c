@@ -32,8 +32,7 @@ static char *read_small(const char *root, const char *path)
     if (fd < 0)
         return NULL;
     ssize_t n, k = 0;
-    while (k < (ssize_t)sizeof buf - 1 &&
-           (n = read(fd, buf + k, sizeof buf - 1 - (size_t)k)) > 0)
+    while (k < (ssize_t)sizeof buf - 1 && (n = read(fd, buf + k, sizeof buf - 1 - (size_t)k)) > 0)
         k += n;
     close(fd);
     if (k < 0)
@@ -53,8 +52,7 @@ static char *trimmed(char *s)
 }
 
 /* One sysfs attribute of a PCI device, trimmed, into out (or "?"). */
-static void pci_attr(int dfd, const char *dev, const char *attr, char *out,
-                     size_t cap)
+static void pci_attr(int dfd, const char *dev, const char *attr, char *out, size_t cap)
 {
     char p[512];
     snprintf(p, sizeof p, "%s/%s", dev, attr);
@@ -237,11 +235,9 @@ static char *hwloc_lib(void)
     Dl_info di;
     struct stat st;
     char *s = NULL;
-    if (!dladdr((void *)hwloc_get_api_version, &di) || !di.dli_fname ||
-        stat(di.dli_fname, &st) < 0)
+    if (!dladdr((void *)hwloc_get_api_version, &di) || !di.dli_fname || stat(di.dli_fname, &st) < 0)
         return strdup("");
-    if (asprintf(&s, "%s:%lld:%lld", di.dli_fname, (long long)st.st_size,
-                 (long long)st.st_mtime) < 0)
+    if (asprintf(&s, "%s:%lld:%lld", di.dli_fname, (long long)st.st_size, (long long)st.st_mtime) < 0)
         s = NULL;
     return s;
 }
@@ -263,8 +259,7 @@ int p3d_topo_key_gather(p3d_topo_key *k, const char *root, char **err)
     int rc = -1;
     char host[256] = "", *status = NULL;
     memset(k, 0, sizeof *k);
-    if (!(k->boot_id = trimmed(read_small(root, "/proc/sys/kernel/random/boot_id"))) ||
-        !k->boot_id[0]) {
+    if (!(k->boot_id = trimmed(read_small(root, "/proc/sys/kernel/random/boot_id"))) || !k->boot_id[0]) {
         p3d_err(err, "%s/proc/sys/kernel/random/boot_id: cannot read it", root);
         goto out;
     }
@@ -276,10 +271,8 @@ int p3d_topo_key_gather(p3d_topo_key *k, const char *root, char **err)
     if (gethostname(host, sizeof host - 1) < 0)
         host[0] = 0;
     k->hwloc_api = hwloc_get_api_version();
-    if (!(k->version = strdup(P3D_VERSION)) || !(k->host = strdup(host)) ||
-        !(k->hwloc_lib = hwloc_lib()) ||
-        !(k->cpus = cpu_list()) || !(k->pci = pci_list(root)) ||
-        !(k->env = hwloc_env())) {
+    if (!(k->version = strdup(P3D_VERSION)) || !(k->host = strdup(host)) || !(k->hwloc_lib = hwloc_lib()) ||
+        !(k->cpus = cpu_list()) || !(k->pci = pci_list(root)) || !(k->env = hwloc_env())) {
         p3d_err(err, "cannot read this process's CPUs or the PCI device list");
         goto out;
     }
@@ -296,8 +289,8 @@ char *p3d_topo_key_text(const p3d_topo_key *k)
     p3d_sb b = {0};
     p3d_sb_printf(&b, "key format %d\nkey par3drun ", TOPO_CACHE_FORMAT);
     p3d_cache_record_put_esc(&b, k->version);
-    p3d_sb_printf(&b, "\nkey hwloc %u.%u.%u\nkey hwloc_lib ", k->hwloc_api >> 16,
-                  (k->hwloc_api >> 8) & 0xff, k->hwloc_api & 0xff);
+    p3d_sb_printf(&b, "\nkey hwloc %u.%u.%u\nkey hwloc_lib ", k->hwloc_api >> 16, (k->hwloc_api >> 8) & 0xff,
+                  k->hwloc_api & 0xff);
     p3d_cache_record_put_esc(&b, k->hwloc_lib);
     p3d_sb_puts(&b, "\nkey boot_id ");
     p3d_cache_record_put_esc(&b, k->boot_id);

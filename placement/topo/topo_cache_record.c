@@ -84,8 +84,8 @@ char *p3d_topo_raw_encode(const p3d_node *n, const p3d_topo_extra *x)
 {
     p3d_sb b = {0};
     int g = n->ngpus, k = n->nnics;
-    p3d_sb_printf(&b, "counts %d %d %d %d %d %d %d %d\n", g, k, n->nnuma,
-                  n->npackages, n->ncores, n->npus, x->had_matrix, x->namd);
+    p3d_sb_printf(&b, "counts %d %d %d %d %d %d %d %d\n", g, k, n->nnuma, n->npackages, n->ncores, n->npus,
+                  x->had_matrix, x->namd);
     for (int i = 0; i < g; i++) {
         const p3d_gpu *gp = &n->gpus[i];
         p3d_sb_puts(&b, "gpu ");
@@ -94,8 +94,7 @@ char *p3d_topo_raw_encode(const p3d_node *n, const p3d_topo_extra *x)
         p3d_cache_record_put_esc(&b, gp->model);
         p3d_sb_putc(&b, ' ');
         p3d_cache_record_put_esc(&b, gp->osdev);
-        p3d_sb_printf(&b, " %d %d %llu ", gp->numa, gp->package,
-                      (unsigned long long)gp->mem_bytes);
+        p3d_sb_printf(&b, " %d %d %llu ", gp->numa, gp->package, (unsigned long long)gp->mem_bytes);
         p3d_cache_record_put_esc(&b, gp->uuid);
         p3d_sb_putc(&b, ' ');
         p3d_cache_record_put_esc(&b, gp->cpus);
@@ -199,8 +198,7 @@ static int cpulist_ok(const char *s, long limit)
     return 1;
 }
 
-int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
-                        char **why)
+int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x, char **why)
 {
     int rc = -1, line = 0, nt, c[8];
     char *copy = strdup(text), *p = copy;
@@ -211,14 +209,17 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
         p3d_err(why, "out of memory");
         goto out;
     }
-#define BAD(...) do { p3d_err(why, __VA_ARGS__); goto out; } while (0)
+#define BAD(...)                                                                                                       \
+    do {                                                                                                               \
+        p3d_err(why, __VA_ARGS__);                                                                                     \
+        goto out;                                                                                                      \
+    } while (0)
     line++;
     if ((nt = next_line(&p, tok, MAXTOK)) != 9 || strcmp(tok[0], "counts"))
         BAD("record line %d: expected 'counts' and 8 numbers", line);
     for (int i = 0; i < 8; i++)
         if (get_int(tok[i + 1], i < 2 ? 0 : -1, i < 2 ? 4096 : 1 << 24, &c[i]) < 0)
-            BAD("record line %d: field %d is '%s': expected a count", line,
-                i + 2, tok[i + 1]);
+            BAD("record line %d: field %d is '%s': expected a count", line, i + 2, tok[i + 1]);
     if (p3d_node_alloc(n, c[0], c[1], &err) < 0)
         BAD("record line %d: %s", line, err ? err : "bad counts");
     int g = c[0], k = c[1];
@@ -237,14 +238,10 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
         char *end;
         errno = 0;
         unsigned long long mem = strtoull(tok[6], &end, 10);
-        if (get_esc(tok[1], gp->pci, sizeof gp->pci) < 0 ||
-            get_esc(tok[2], gp->model, sizeof gp->model) < 0 ||
-            get_esc(tok[3], gp->osdev, sizeof gp->osdev) < 0 ||
-            get_int(tok[4], -1, 1 << 20, &gp->numa) < 0 ||
-            get_int(tok[5], -1, 1 << 20, &gp->package) < 0 ||
-            errno || end == tok[6] || *end || tok[6][0] == '-' ||
-            get_esc(tok[7], gp->uuid, sizeof gp->uuid) < 0 ||
-            get_esc(tok[8], cpus, sizeof cpus) < 0)
+        if (get_esc(tok[1], gp->pci, sizeof gp->pci) < 0 || get_esc(tok[2], gp->model, sizeof gp->model) < 0 ||
+            get_esc(tok[3], gp->osdev, sizeof gp->osdev) < 0 || get_int(tok[4], -1, 1 << 20, &gp->numa) < 0 ||
+            get_int(tok[5], -1, 1 << 20, &gp->package) < 0 || errno || end == tok[6] || *end || tok[6][0] == '-' ||
+            get_esc(tok[7], gp->uuid, sizeof gp->uuid) < 0 || get_esc(tok[8], cpus, sizeof cpus) < 0)
             BAD("record line %d: a malformed GPU field", line);
         gp->mem_bytes = mem;
         /* bounded by the CPUs that can exist: CPU numbers are sparse (a
@@ -266,10 +263,8 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
         p3d_nic *ni = &n->nics[j];
         line++;
         if ((nt = next_line(&p, tok, MAXTOK)) != 5 || strcmp(tok[0], "nic") ||
-            get_esc(tok[1], ni->name, sizeof ni->name) < 0 ||
-            get_esc(tok[2], ni->pci, sizeof ni->pci) < 0 ||
-            get_esc(tok[3], ni->kind, sizeof ni->kind) < 0 ||
-            get_int(tok[4], -1, 1 << 20, &ni->numa) < 0)
+            get_esc(tok[1], ni->name, sizeof ni->name) < 0 || get_esc(tok[2], ni->pci, sizeof ni->pci) < 0 ||
+            get_esc(tok[3], ni->kind, sizeof ni->kind) < 0 || get_int(tok[4], -1, 1 << 20, &ni->numa) < 0)
             BAD("record line %d: expected 'nic NAME PCI KIND NUMA'", line);
     }
     for (int i = 0; i < g; i++) {
@@ -293,15 +288,12 @@ int p3d_topo_raw_decode(const char *text, p3d_node **out, p3d_topo_extra *x,
         unsigned char *m = pass ? n->gn_class : n->gg_class;
         for (int i = 0; i < g && cols; i++) {
             line++;
-            if ((nt = next_line(&p, tok, MAXTOK)) != cols + 1 ||
-                strcmp(tok[0], pass ? "gn" : "gg"))
-                BAD("record line %d: expected '%s' and %d link classes", line,
-                    pass ? "gn" : "gg", cols);
+            if ((nt = next_line(&p, tok, MAXTOK)) != cols + 1 || strcmp(tok[0], pass ? "gn" : "gg"))
+                BAD("record line %d: expected '%s' and %d link classes", line, pass ? "gn" : "gg", cols);
             for (int j = 0; j < cols; j++) {
                 int v;
                 if (get_int(tok[j + 1], 0, P3D_LINK_COUNT - 1, &v) < 0)
-                    BAD("record line %d: '%s' is not a link class", line,
-                        tok[j + 1]);
+                    BAD("record line %d: '%s' is not a link class", line, tok[j + 1]);
                 m[(size_t)i * cols + j] = (unsigned char)v;
             }
         }

@@ -23,23 +23,23 @@
  * NVLink state and fabric clique (augment: live discovery only), the notes,
  * and p3d_node_finish's derivations. Runs on a cached record too. Consumes
  * nd: on success *out owns it, on failure it is freed. */
-static int complete_node(p3d_node *nd, const p3d_topo_extra *x, int augment,
-                         p3d_node **out, char **err)
+static int complete_node(p3d_node *nd, const p3d_topo_extra *x, int augment, p3d_node **out, char **err)
 {
     int rc = -1, filled = 0, ng = nd->ngpus;
     if (augment)
         filled = p3d_topo_nvml_augment(nd);
     if (ng > 1 && !x->had_matrix && !filled)
         p3d_node_note(nd, "no NVLinkBandwidth matrix in this source (hwloc "
-                      "without its NVML backend records none): GPUs are "
-                      "shown as PCIe-only");
+                          "without its NVML backend records none): GPUs are "
+                          "shown as PCIe-only");
     if (x->namd)
-        p3d_node_note(nd, "%d AMD GPU%s (rsmi) found and not used: par3drun "
-                      "places NVIDIA GPUs only (CUDA/NCCL)", x->namd,
-                      x->namd == 1 ? "" : "s");
+        p3d_node_note(nd,
+                      "%d AMD GPU%s (rsmi) found and not used: par3drun "
+                      "places NVIDIA GPUs only (CUDA/NCCL)",
+                      x->namd, x->namd == 1 ? "" : "s");
     if (ng == 0)
         p3d_node_note(nd, "no NVIDIA GPU found: only CPU and NUMA facts "
-                      "are shown");
+                          "are shown");
     if (p3d_node_finish(nd, err) < 0)
         goto out;
     *out = nd;
@@ -50,8 +50,7 @@ out:
     return rc;
 }
 
-static int build_node(hwloc_topology_t t, const char *source,
-                      const char *kind, const char *hostname, int augment,
+static int build_node(hwloc_topology_t t, const char *source, const char *kind, const char *hostname, int augment,
                       p3d_node **out, char **err)
 {
     p3d_node *nd = NULL;
@@ -100,8 +99,7 @@ static void trim_filters(hwloc_topology_t t)
     hwloc_topology_set_cache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_icache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
     hwloc_topology_set_type_filter(t, HWLOC_OBJ_MISC, HWLOC_TYPE_FILTER_KEEP_NONE);
-    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE,
-                                   HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
 }
 
 /* A topology that keeps every I/O object; trim: live discovery's filters
@@ -137,8 +135,7 @@ const char *__lsan_default_suppressions(void)
 #endif
 
 /* Live discovery, trimmed (trim_filters); the raw record and its extras. */
-static int discover_local(const char *host, int trim, p3d_node **raw,
-                          p3d_topo_extra *x, char **err)
+static int discover_local(const char *host, int trim, p3d_node **raw, p3d_topo_extra *x, char **err)
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
@@ -151,8 +148,7 @@ static int discover_local(const char *host, int trim, p3d_node **raw,
         p3d_err(err, "local: hwloc could not discover this machine");
         goto out;
     }
-    rc = p3d_hwloc_collect_node(t, "local", "local", host[0] ? host : NULL,
-                                raw, x, err);
+    rc = p3d_hwloc_collect_node(t, "local", "local", host[0] ? host : NULL, raw, x, err);
 out:
     if (t)
         hwloc_topology_destroy(t);
@@ -182,7 +178,7 @@ int p3d_topo_hwloc_local(p3d_node **out, char **err)
         }
     } else if (p3d_topo_cache_verbose()) {
         fprintf(stderr, "par3drun: topology cache: off (--no-topo-cache or "
-                "P3D_TOPO_CACHE=0): discovering live\n");
+                        "P3D_TOPO_CACHE=0): discovering live\n");
     }
     if (key && p3d_topo_cache_lookup(key, &raw, &x) == 1) {
         free(raw->hostname);
@@ -204,7 +200,7 @@ int p3d_topo_hwloc_local(p3d_node **out, char **err)
             enc = p3d_topo_raw_encode(raw, &x);
         else if (key && p3d_topo_cache_verbose())
             fprintf(stderr, "par3drun: topology cache: not stored: hwloc "
-                    "supplied the NVLink matrix, which is link state\n");
+                            "supplied the NVLink matrix, which is link state\n");
     }
     rc = complete_node(raw, &x, 1, out, err);
     raw = NULL;
@@ -218,8 +214,7 @@ out:
     return rc;
 }
 
-int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x,
-                             char **err)
+int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x, char **err)
 {
     char host[256] = "";
     if (gethostname(host, sizeof host - 1) < 0)
@@ -227,16 +222,14 @@ int p3d_topo_hwloc_local_raw(int trim, p3d_node **out, p3d_topo_extra *x,
     return discover_local(host, trim, out, x, err);
 }
 
-int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len,
-                           int trim, p3d_node **out, p3d_topo_extra *x,
+int p3d_topo_hwloc_xml_raw(const char *path, const char *text, size_t len, int trim, p3d_node **out, p3d_topo_extra *x,
                            char **err)
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
     if (topo_init(&t, trim, err) < 0)
         goto out;
-    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
-        hwloc_topology_load(t) < 0) {
+    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 || hwloc_topology_load(t) < 0) {
         p3d_err(err, "%s: hwloc rejected this XML", path);
         goto out;
     }
@@ -247,8 +240,7 @@ out:
     return rc;
 }
 
-int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
-                              p3d_node **out, char **err)
+int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len, p3d_node **out, char **err)
 {
     int rc = -1;
     hwloc_topology_t t = NULL;
@@ -259,8 +251,7 @@ int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
         goto out;
     }
     /* hwloc wants the terminating NUL counted in the length */
-    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
-        hwloc_topology_load(t) < 0) {
+    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 || hwloc_topology_load(t) < 0) {
         unsigned api = hwloc_get_api_version();
         const char *v3 = strstr(text, "<topology version=\"3.");
         int vl = 0;
@@ -268,13 +259,15 @@ int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
                (unsigned char)v3[19 + vl] < 127)
             vl++;
         if (v3 && v3 - text < 4096)
-            p3d_err(err, "%s: an hwloc 3.x export (<topology version=\"%.*s\">), which the installed libhwloc "
+            p3d_err(err,
+                    "%s: an hwloc 3.x export (<topology version=\"%.*s\">), which the installed libhwloc "
                     "%u.%u.%u cannot read; par3drun reads what its libhwloc reads (hwloc 2.x exports here): "
                     "export the node again with an hwloc 2.x lstopo (`lstopo --of xml FILE` on that node), or "
                     "give par3drun a libhwloc that reads 3.x",
                     path, vl, v3 ? v3 + 19 : "", api >> 16, (api >> 8) & 0xff, api & 0xff);
         else
-            p3d_err(err, "%s: hwloc rejected this XML (malformed or not an "
+            p3d_err(err,
+                    "%s: hwloc rejected this XML (malformed or not an "
                     "hwloc 2.x export: re-create it with `lstopo --of xml`)",
                     path);
         goto out;
@@ -327,16 +320,16 @@ int p3d_topo_hwloc_synthetic(const char *desc, p3d_node **out, char **err)
         goto out;
     }
     if (synthetic_too_big(desc, &total)) {
-        p3d_err(err, "%s: describes %.0f PUs; at most %u (docs/limits.md)", src, total,
-                SYNTHETIC_MAX_PUS);
+        p3d_err(err, "%s: describes %.0f PUs; at most %u (docs/limits.md)", src, total, SYNTHETIC_MAX_PUS);
         goto out;
     }
     if (topo_init(&t, 0, err) < 0)
         goto out;
-    if (hwloc_topology_set_synthetic(t, desc) < 0 ||
-        hwloc_topology_load(t) < 0) {
-        p3d_err(err, "%s: not a valid hwloc synthetic description (expected "
-                "e.g. 'pack:2 numa:1 core:4 pu:1')", src);
+    if (hwloc_topology_set_synthetic(t, desc) < 0 || hwloc_topology_load(t) < 0) {
+        p3d_err(err,
+                "%s: not a valid hwloc synthetic description (expected "
+                "e.g. 'pack:2 numa:1 core:4 pu:1')",
+                src);
         goto out;
     }
     rc = build_node(t, src, "synthetic", "synthetic", 0, out, err);

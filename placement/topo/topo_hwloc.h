@@ -17,8 +17,7 @@
  * p3d_node_finish (what the cache keeps). hostname NULL: hwloc's HostName.
  * source and kind name the record. Returns 0 with *out (caller frees with
  * p3d_node_free) and *x filled, or -1 with *err. */
-int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
-                           const char *kind, const char *hostname,
+int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source, const char *kind, const char *hostname,
                            p3d_node **out, p3d_topo_extra *x, char **err);
 
 #endif

@@ -38,27 +38,21 @@ static int osdev_is_nvidia_gpu(hwloc_obj_t o)
 {
     if (o->type != HWLOC_OBJ_OS_DEVICE)
         return 0;
-    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC &&
-        o->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU)
+    if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC && o->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU)
         return 0;
     return starts(o->name, "cuda") || starts(o->name, "nvml") ||
-           (o->subtype && (!strcmp(o->subtype, "CUDA") ||
-                           !strcmp(o->subtype, "NVML")));
+           (o->subtype && (!strcmp(o->subtype, "CUDA") || !strcmp(o->subtype, "NVML")));
 }
 
 static int osdev_is_amd_gpu(hwloc_obj_t o)
 {
-    return o->type == HWLOC_OBJ_OS_DEVICE &&
-           (starts(o->name, "rsmi") ||
-            (o->subtype && !strcmp(o->subtype, "RSMI")));
+    return o->type == HWLOC_OBJ_OS_DEVICE && (starts(o->name, "rsmi") || (o->subtype && !strcmp(o->subtype, "RSMI")));
 }
 
 static int pcidev_is_nvidia_gpu(hwloc_obj_t o)
 {
-    return o->type == HWLOC_OBJ_PCI_DEVICE &&
-           o->attr->pcidev.vendor_id == 0x10de &&
-           (o->attr->pcidev.class_id == 0x0300 ||
-            o->attr->pcidev.class_id == 0x0302);
+    return o->type == HWLOC_OBJ_PCI_DEVICE && o->attr->pcidev.vendor_id == 0x10de &&
+           (o->attr->pcidev.class_id == 0x0300 || o->attr->pcidev.class_id == 0x0302);
 }
 
 /* Non-I/O ancestor's nodeset: where a device's memory traffic lands. */
@@ -88,8 +82,7 @@ static int package_of(hwloc_topology_t t, hwloc_obj_t o)
     hwloc_obj_t p = NULL;
     while ((p = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, p)))
         if (p->cpuset && hwloc_bitmap_isincluded(a->cpuset, p->cpuset))
-            return (int)p->os_index == -1 ? (int)p->logical_index
-                                          : (int)p->os_index;
+            return (int)p->os_index == -1 ? (int)p->logical_index : (int)p->os_index;
     return -1;
 }
 
@@ -106,14 +99,12 @@ static char *cpulist(hwloc_topology_t t, hwloc_obj_t o)
 
 static int is_pci_bridge(hwloc_obj_t o)
 {
-    return o->type == HWLOC_OBJ_BRIDGE &&
-           o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
+    return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI;
 }
 
 static int is_host_bridge(hwloc_obj_t o)
 {
-    return o->type == HWLOC_OBJ_BRIDGE &&
-           o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+    return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
 }
 
 static int is_ancestor(hwloc_obj_t anc, hwloc_obj_t o)
@@ -147,15 +138,12 @@ static p3d_link pci_class(hwloc_topology_t t, hwloc_obj_t a, hwloc_obj_t b)
         while (c && !is_ancestor(c, b))
             c = c->parent;
         if (c && (is_pci_bridge(c) || c->type == HWLOC_OBJ_PCI_DEVICE))
-            return bridges_below(a, c) <= 1 && bridges_below(b, c) <= 1
-                       ? P3D_LINK_PIX
-                       : P3D_LINK_PXB;
+            return bridges_below(a, c) <= 1 && bridges_below(b, c) <= 1 ? P3D_LINK_PIX : P3D_LINK_PXB;
         if (c && is_host_bridge(c))
             return P3D_LINK_PHB;
     }
     hwloc_obj_t ca = a ? cpu_side(t, a) : NULL, cb = b ? cpu_side(t, b) : NULL;
-    if (ca && cb && ca->nodeset && cb->nodeset &&
-        hwloc_bitmap_intersects(ca->nodeset, cb->nodeset))
+    if (ca && cb && ca->nodeset && cb->nodeset && hwloc_bitmap_intersects(ca->nodeset, cb->nodeset))
         return P3D_LINK_NODE;
     return P3D_LINK_SYS;
 }
@@ -177,27 +165,22 @@ static int gpu_cmp(const void *pa, const void *pb)
 {
     const gpu_ref *a = pa, *b = pb;
     if (a->pci && b->pci) {
-        const struct hwloc_pcidev_attr_s *x = &a->pci->attr->pcidev,
-                                         *y = &b->pci->attr->pcidev;
-        unsigned long kx = ((unsigned long)x->domain << 24) |
-                           ((unsigned long)x->bus << 16) |
-                           ((unsigned long)x->dev << 8) | x->func;
-        unsigned long ky = ((unsigned long)y->domain << 24) |
-                           ((unsigned long)y->bus << 16) |
-                           ((unsigned long)y->dev << 8) | y->func;
+        const struct hwloc_pcidev_attr_s *x = &a->pci->attr->pcidev, *y = &b->pci->attr->pcidev;
+        unsigned long kx =
+            ((unsigned long)x->domain << 24) | ((unsigned long)x->bus << 16) | ((unsigned long)x->dev << 8) | x->func;
+        unsigned long ky =
+            ((unsigned long)y->domain << 24) | ((unsigned long)y->bus << 16) | ((unsigned long)y->dev << 8) | y->func;
         return kx < ky ? -1 : kx > ky;
     }
     if (!!a->pci != !!b->pci)
         return a->pci ? -1 : 1;
-    return strverscmp(a->osdev->name ? a->osdev->name : "",
-                      b->osdev->name ? b->osdev->name : "");
+    return strverscmp(a->osdev->name ? a->osdev->name : "", b->osdev->name ? b->osdev->name : "");
 }
 
 static int nic_cmp(const void *pa, const void *pb)
 {
     const nic_ref *a = pa, *b = pb;
-    return strverscmp(a->osdev->name ? a->osdev->name : "",
-                      b->osdev->name ? b->osdev->name : "");
+    return strverscmp(a->osdev->name ? a->osdev->name : "", b->osdev->name ? b->osdev->name : "");
 }
 
 /* Finds (or adds) the GPU entry for anchor pci/osdev. */
@@ -210,8 +193,7 @@ static gpu_ref *gpu_slot(gpu_ref *v, int *n, hwloc_obj_t pci)
     return &v[(*n)++];
 }
 
-static int collect_gpus(hwloc_topology_t t, gpu_ref **out, int *nout,
-                        int *namd)
+static int collect_gpus(hwloc_topology_t t, gpu_ref **out, int *nout, int *namd)
 {
     int cap = 0, n = 0;
     hwloc_obj_t o = NULL;
@@ -238,8 +220,7 @@ static int collect_gpus(hwloc_topology_t t, gpu_ref **out, int *nout,
             continue;
         }
         /* prefer cuda* (what CUDA numbers) over nvml* over others */
-        if (!g->osdev || (starts(o->name, "cuda") &&
-                          !starts(g->osdev->name, "cuda")))
+        if (!g->osdev || (starts(o->name, "cuda") && !starts(g->osdev->name, "cuda")))
             g->osdev = o;
     }
     while ((o = hwloc_get_next_pcidev(t, o)))
@@ -288,9 +269,7 @@ static int collect_nics(hwloc_topology_t t, nic_ref **out, int *nout)
             continue;
         const char *kind = "eth";
         if (of)
-            kind = p->attr->pcidev.vendor_id == 0x1d0f || starts(o->name, "efa")
-                       ? "efa"
-                       : "ib";
+            kind = p->attr->pcidev.vendor_id == 0x1d0f || starts(o->name, "efa") ? "efa" : "ib";
         v[n++] = (nic_ref){p, o, kind};
     }
     qsort(v, (size_t)n, sizeof *v, nic_cmp);
@@ -313,8 +292,7 @@ static int gpu_of_obj(const gpu_ref *g, int n, hwloc_obj_t o)
     return -1;
 }
 
-static int read_nvlink(hwloc_topology_t t, p3d_node *nd, const gpu_ref *g,
-                       int *had, char **err)
+static int read_nvlink(hwloc_topology_t t, p3d_node *nd, const gpu_ref *g, int *had, char **err)
 {
     int rc = -1, ng = nd->ngpus;
     unsigned nr = 1;
@@ -345,8 +323,7 @@ static int read_nvlink(hwloc_topology_t t, p3d_node *nd, const gpu_ref *g,
         int gi = gpu_of_obj(g, ng, o);
         if (gi >= 0)
             role[i] = gi;
-        else if (o->type == HWLOC_OBJ_PCI_DEVICE ||
-                 o->type == HWLOC_OBJ_OS_DEVICE)
+        else if (o->type == HWLOC_OBJ_PCI_DEVICE || o->type == HWLOC_OBJ_OS_DEVICE)
             role[i] = -2; /* NVSwitch (or another NVLink peer device) */
     }
     /* Both directions must agree; p3d_node_finish checks the GPU x GPU
@@ -357,13 +334,12 @@ static int read_nvlink(hwloc_topology_t t, p3d_node *nd, const gpu_ref *g,
                 continue;
             hwloc_uint64_t a = d->values[i * k + j], b = d->values[j * k + i];
             if (a != b) {
-                p3d_err(err, "%s: NVLinkBandwidth matrix not symmetric: "
+                p3d_err(err,
+                        "%s: NVLinkBandwidth matrix not symmetric: "
                         "%s->%s is %llu MB/s but %s->%s is %llu MB/s",
                         nd->source, d->objs[i]->name ? d->objs[i]->name : "?",
-                        d->objs[j]->name ? d->objs[j]->name : "?",
-                        (unsigned long long)a,
-                        d->objs[j]->name ? d->objs[j]->name : "?",
-                        d->objs[i]->name ? d->objs[i]->name : "?",
+                        d->objs[j]->name ? d->objs[j]->name : "?", (unsigned long long)a,
+                        d->objs[j]->name ? d->objs[j]->name : "?", d->objs[i]->name ? d->objs[i]->name : "?",
                         (unsigned long long)b);
                 goto out;
             }
@@ -372,8 +348,7 @@ static int read_nvlink(hwloc_topology_t t, p3d_node *nd, const gpu_ref *g,
                 double *v = &nd->nvlink[(size_t)role[i] * ng + role[j]];
                 if ((double)a / 1000.0 > *v)
                     *v = (double)a / 1000.0;
-            }
-            else if (role[i] >= 0 && role[j] == -2)
+            } else if (role[i] >= 0 && role[j] == -2)
                 to_sw[role[i]] += (double)a / 1000.0;
         }
     for (int a = 0; a < ng; a++)
@@ -401,8 +376,7 @@ static void copy_str(char *dst, size_t cap, const char *s)
 /* Discovery's facts: everything the record holds that comes from hwloc,
  * nothing that the completion step (complete_node, topo_hwloc.c) adds.
  * Live discovery caches this part (topo_cache.c). */
-int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
-                           const char *kind, const char *hostname,
+int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source, const char *kind, const char *hostname,
                            p3d_node **out, p3d_topo_extra *x, char **err)
 {
     int rc = -1, ng = 0, nn = 0, namd = 0;
@@ -414,8 +388,7 @@ int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
     if (!hn && root)
         hn = hwloc_obj_get_info_by_name(root, "HostName");
     nd = p3d_node_new(hn ? hn : "unknown", source, kind);
-    if (!nd || collect_gpus(t, &g, &ng, &namd) < 0 ||
-        collect_nics(t, &c, &nn) < 0) {
+    if (!nd || collect_gpus(t, &g, &ng, &namd) < 0 || collect_nics(t, &c, &nn) < 0) {
         p3d_err(err, "out of memory");
         goto out;
     }
@@ -429,20 +402,16 @@ int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
         p3d_gpu *gp = &nd->gpus[i];
         hwloc_obj_t pci = g[i].pci, os = g[i].osdev;
         if (pci)
-            snprintf(gp->pci, sizeof gp->pci, "%04x:%02x:%02x.%x",
-                     (unsigned)pci->attr->pcidev.domain,
-                     pci->attr->pcidev.bus, pci->attr->pcidev.dev,
-                     pci->attr->pcidev.func);
-        const char *model = os ? hwloc_obj_get_info_by_name(os, "GPUModel")
-                               : NULL;
+            snprintf(gp->pci, sizeof gp->pci, "%04x:%02x:%02x.%x", (unsigned)pci->attr->pcidev.domain,
+                     pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+        const char *model = os ? hwloc_obj_get_info_by_name(os, "GPUModel") : NULL;
         if (!model && pci)
             model = hwloc_obj_get_info_by_name(pci, "PCIDevice");
         copy_str(gp->model, sizeof gp->model, model);
         copy_str(gp->osdev, sizeof gp->osdev, os ? os->name : NULL);
         /* the UUID, for CUDA_VISIBLE_DEVICES=GPU-... (alloc.c) */
         copy_str(gp->uuid, sizeof gp->uuid, gpu_uuid(pci, os));
-        const char *mem =
-            os ? hwloc_obj_get_info_by_name(os, "CUDAGlobalMemorySize") : NULL;
+        const char *mem = os ? hwloc_obj_get_info_by_name(os, "CUDAGlobalMemorySize") : NULL;
         if (mem)
             gp->mem_bytes = strtoull(mem, NULL, 10) * 1024ULL;
         gp->numa = lowest_numa(t, g[i].any);
@@ -456,8 +425,7 @@ int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
         p3d_nic *ni = &nd->nics[j];
         copy_str(ni->name, sizeof ni->name, c[j].osdev->name);
         hwloc_obj_t p = c[j].pci;
-        snprintf(ni->pci, sizeof ni->pci, "%04x:%02x:%02x.%x",
-                 (unsigned)p->attr->pcidev.domain, p->attr->pcidev.bus,
+        snprintf(ni->pci, sizeof ni->pci, "%04x:%02x:%02x.%x", (unsigned)p->attr->pcidev.domain, p->attr->pcidev.bus,
                  p->attr->pcidev.dev, p->attr->pcidev.func);
         copy_str(ni->kind, sizeof ni->kind, c[j].kind);
         ni->numa = lowest_numa(t, p);
@@ -465,11 +433,9 @@ int p3d_hwloc_collect_node(hwloc_topology_t t, const char *source,
     for (int a = 0; a < ng; a++) {
         for (int b = 0; b < ng; b++)
             if (a != b)
-                nd->gg_class[(size_t)a * ng + b] =
-                    (unsigned char)pci_class(t, g[a].pci, g[b].pci);
+                nd->gg_class[(size_t)a * ng + b] = (unsigned char)pci_class(t, g[a].pci, g[b].pci);
         for (int j = 0; j < nn; j++)
-            nd->gn_class[(size_t)a * nn + j] =
-                (unsigned char)pci_class(t, g[a].pci, c[j].pci);
+            nd->gn_class[(size_t)a * nn + j] = (unsigned char)pci_class(t, g[a].pci, c[j].pci);
     }
     x->had_matrix = 0;
     x->namd = namd;

@@ -18,8 +18,7 @@
 /* A fresh, empty node (all counts 0, numeric fields -1 where "unknown" is
  * -1). hostname/source/source_kind are copied when not NULL. Returns NULL
  * only when out of memory. Caller frees with p3d_node_free(). */
-p3d_node *p3d_node_new(const char *hostname, const char *source,
-                       const char *source_kind);
+p3d_node *p3d_node_new(const char *hostname, const char *source, const char *source_kind);
 
 /* Sets the GPU and NIC counts and allocates gpus[], nics[], nvlink (zeros),
  * gg_class and gn_class (filled with P3D_LINK_SYS, diagonal P3D_LINK_SELF).
@@ -28,8 +27,7 @@ p3d_node *p3d_node_new(const char *hostname, const char *source,
 int p3d_node_alloc(p3d_node *n, int ngpus, int nnics, char **err);
 
 /* Appends one line to n->notes (copied). */
-void p3d_node_note(p3d_node *n, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void p3d_node_note(p3d_node *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Validates an NVLink matrix of k*k GB/s values (finite, non-negative,
  * symmetric within 1e-6 relative, zero diagonal ignored). what names the
@@ -41,8 +39,7 @@ int p3d_nvlink_validate(const double *m, int k, const char *what, char **err);
 
 /* `nvidia-smi topo -m` text already read into memory (topo_nvsmi.c). path is
  * only used in messages and as n->source. */
-int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
-                         char **err);
+int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out, char **err);
 
 /* 1 when text looks like `nvidia-smi topo -m`/`-mp` output (a "GPU0 ... X"
  * row), 0 otherwise; a mangled header still counts, so the parser can name
@@ -52,8 +49,7 @@ int p3d_topo_looks_nvsmi(const char *text);
 /* NCCL's topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE), text of len
  * bytes (topo_nccl.c). augment: let the NVML plugin fill NVLink in when the
  * file has none (on the machine itself). */
-int p3d_topo_parse_nccl(const char *path, const char *text, size_t len,
-                        int augment, p3d_node **out, char **err);
+int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augment, p3d_node **out, char **err);
 
 /* 1 when the XML's root element is <system> (NCCL's format), 0 otherwise. */
 int p3d_topo_looks_nccl(const char *text, size_t len);
@@ -63,21 +59,18 @@ int p3d_topo_looks_nccl(const char *text, size_t len);
  * without the NUL) and the caller has already run p3d_topo_xml_check() and
  * p3d_topo_xml_probe(). */
 int p3d_topo_hwloc_local(p3d_node **out, char **err);
-int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len,
-                              p3d_node **out, char **err);
+int p3d_topo_hwloc_xml_buffer(const char *path, const char *text, size_t len, p3d_node **out, char **err);
 int p3d_topo_hwloc_synthetic(const char *desc, p3d_node **out, char **err);
 
 /* Checks that an hwloc XML text will not crash hwloc 2.9 (topo_xmlcheck.c):
  * well-formed enough, <topology version="2.x">, and every CPU-side object
  * carries complete_cpuset / complete_nodeset. path names the file. */
-int p3d_topo_xml_check(const char *path, const char *text, size_t len,
-                       char **err);
+int p3d_topo_xml_check(const char *path, const char *text, size_t len, char **err);
 
 /* Loads the XML with hwloc in a child process first (topo_xmlcheck.c), so
  * an input that still crashes or hangs hwloc becomes an error message, not a
  * dead par3drun. */
-int p3d_topo_xml_probe(const char *path, const char *text, size_t len,
-                       char **err);
+int p3d_topo_xml_probe(const char *path, const char *text, size_t len, char **err);
 
 /* Runs the "nvml" topology source plugin (plugins/nvml/ builds
  * p3d_topo_nvml.so; found by the plugin registry, p3d/plugin.h) on a "local"

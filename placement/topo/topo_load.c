@@ -32,7 +32,9 @@ static int read_file(const char *path, char **text, size_t *len, char **err)
     if (k < 0 && errno == ENOENT)
         return p3d_err(err, "%s: no such file", path);
     if (k == 0 && S_ISDIR(st.st_mode))
-        return p3d_err(err, "%s: is a directory: expected an hwloc XML, an NCCL topology XML or an `nvidia-smi topo -m` text", path);
+        return p3d_err(
+            err, "%s: is a directory: expected an hwloc XML, an NCCL topology XML or an `nvidia-smi topo -m` text",
+            path);
     return p3d_read_small_file(path, "topology file", P3D_TOPO_MAX_FILE, text, len, err);
 }
 
@@ -44,8 +46,7 @@ static char *bundled_path(const char *name)
     static const char *const ext[] = {"", ".xml", ".txt"};
     for (size_t i = 0; i < sizeof ext / sizeof *ext; i++) {
         char *p = NULL;
-        if (asprintf(&p, "%s/examples/topologies/%s%s", p3d_data_dir(), name,
-                     ext[i]) < 0)
+        if (asprintf(&p, "%s/examples/topologies/%s%s", p3d_data_dir(), name, ext[i]) < 0)
             return NULL;
         struct stat st;
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode))
@@ -68,28 +69,33 @@ static int load_file(const char *path, p3d_node **out, char **err)
     while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
         p++;
     if (!*p) {
-        p3d_err(err, "%s: empty file: expected an hwloc XML or an "
-                "`nvidia-smi topo -m` text", path);
+        p3d_err(err,
+                "%s: empty file: expected an hwloc XML or an "
+                "`nvidia-smi topo -m` text",
+                path);
         goto out;
     }
     if (*p == '<' && p3d_topo_looks_nccl(text, len)) {
         if (p3d_topo_parse_nccl(path, text, len, 1, out, err) < 0)
             goto out;
     } else if (*p == '<') {
-        if (p3d_topo_xml_check(path, text, len, err) < 0 ||
-            p3d_topo_xml_probe(path, text, len, err) < 0 ||
+        if (p3d_topo_xml_check(path, text, len, err) < 0 || p3d_topo_xml_probe(path, text, len, err) < 0 ||
             p3d_topo_hwloc_xml_buffer(path, text, len, out, err) < 0)
             goto out;
     } else if (memchr(text, 0, len)) {
-        p3d_err(err, "%s: binary data: expected an hwloc XML or an "
-                "`nvidia-smi topo -m` text", path);
+        p3d_err(err,
+                "%s: binary data: expected an hwloc XML or an "
+                "`nvidia-smi topo -m` text",
+                path);
         goto out;
     } else if (strstr(text, "GPU0")) {
         if (p3d_topo_parse_nvsmi(path, text, out, err) < 0)
             goto out;
     } else {
-        p3d_err(err, "%s: neither an hwloc XML (starts with '<') nor an "
-                "`nvidia-smi topo -m` text (no 'GPU0' header)", path);
+        p3d_err(err,
+                "%s: neither an hwloc XML (starts with '<') nor an "
+                "`nvidia-smi topo -m` text (no 'GPU0' header)",
+                path);
         goto out;
     }
     rc = 0;

@@ -55,20 +55,20 @@
 
 /* Per element: what the semantic pass found. */
 typedef struct nx_info {
-    int cpu;          /* index of the enclosing <cpu> element, -1 */
-    int numa;         /* its numaid */
-    uint64_t key;     /* <pci>: bus id key */
-    char busid[32];   /* <pci>: canonical bus id */
-    unsigned long cls; /* <pci>: class, 0 when absent */
+    int cpu;               /* index of the enclosing <cpu> element, -1 */
+    int numa;              /* its numaid */
+    uint64_t key;          /* <pci>: bus id key */
+    char busid[32];        /* <pci>: canonical bus id */
+    unsigned long cls;     /* <pci>: class, 0 when absent */
     int has_class, vendor; /* vendor -1 when absent */
-    int gpu_child;    /* <pci>: element index of its <gpu>, -1 */
-    int nic_child;    /* <pci>: has a <nic> */
-    int sm;           /* <gpu>: sm, -1 */
+    int gpu_child;         /* <pci>: element index of its <gpu>, -1 */
+    int nic_child;         /* <pci>: has a <nic> */
+    int sm;                /* <gpu>: sm, -1 */
 } nx_info;
 
 typedef struct dev_ref {
-    int el;           /* the <pci> (or the <net>/<nic> for a NIC without one) */
-    int pci;          /* the <pci> element, -1 for a NIC with no PCI position */
+    int el;  /* the <pci> (or the <net>/<nic> for a NIC without one) */
+    int pci; /* the <pci> element, -1 for a NIC with no PCI position */
     uint64_t key;
     int order;
     const char *name; /* NIC name */
@@ -120,13 +120,13 @@ static double link_gbps(int sm, int *known)
 {
     *known = 1;
     if (sm >= 60 && sm < 70)
-        return 20.0;    /* NVLink 1 (P100) */
+        return 20.0; /* NVLink 1 (P100) */
     if (sm == 86 || sm == 87)
         return 14.0625; /* GA10x NVLink bridge: 56.25 GB/s over 4 links */
     if (sm >= 70 && sm < 100)
-        return 25.0;    /* NVLink 2, 3, 4 (V100, A100, H100) */
+        return 25.0; /* NVLink 2, 3, 4 (V100, A100, H100) */
     if (sm >= 100 && sm < 110)
-        return 50.0;    /* NVLink 5 (B200, GB200) */
+        return 50.0; /* NVLink 5 (B200, GB200) */
     *known = 0;
     return 25.0;
 }
@@ -150,9 +150,9 @@ static int check_parent(nx_doc *d, int i, char **err)
         char allowed[40];
         snprintf(allowed, sizeof allowed, " %s ", rules[r].parents);
         if (!p || !strstr(allowed, pn))
-            return p3d_err(err, "%s:%d: <%s> inside %s%.*s%s: expected it inside <%s>", d->path, e->line,
-                           rules[r].el, p ? "<" : "no element", p ? (int)p->nlen : 0, p ? p->name : "",
-                           p ? ">" : "", rules[r].parents);
+            return p3d_err(err, "%s:%d: <%s> inside %s%.*s%s: expected it inside <%s>", d->path, e->line, rules[r].el,
+                           p ? "<" : "no element", p ? (int)p->nlen : 0, p ? p->name : "", p ? ">" : "",
+                           rules[r].parents);
     }
     return 0;
 }
@@ -178,8 +178,9 @@ static int dup_busid(nx_doc *d, const nx_info *inf, char **err)
     qsort(idx, (size_t)np, sizeof *idx, cmp_pci_el);
     for (int k = 1; k < np; k++)
         if (inf[idx[k]].key == inf[idx[k - 1]].key) {
-            p3d_err(err, "%s:%d: <pci busid=\"%s\"> appears twice (first at line %d): expected one element per PCI "
-                         "device",
+            p3d_err(err,
+                    "%s:%d: <pci busid=\"%s\"> appears twice (first at line %d): expected one element per PCI "
+                    "device",
                     d->path, d->el[idx[k]].line, inf[idx[k]].busid, d->el[idx[k - 1]].line);
             goto out;
         }
@@ -215,8 +216,8 @@ int p3d_topo_looks_nccl(const char *text, size_t len)
             return 0;
         p = close + (*close == '?' || *close == ']' ? 2 : *close == '>' ? 1 : 3);
     }
-    return end - p >= 7 && !memcmp(p, "<system", 7) && (end - p == 7 || isspace((unsigned char)p[7]) ||
-                                                        p[7] == '>' || p[7] == '/');
+    return end - p >= 7 && !memcmp(p, "<system", 7) &&
+           (end - p == 7 || isspace((unsigned char)p[7]) || p[7] == '>' || p[7] == '/');
 }
 
 /* Everything one parse holds, so that each pass below is a function of it. */
@@ -293,8 +294,8 @@ static int read_pci(nx_parse *p, int i, char **err)
         return -1;
     }
     unsigned long h = 0;
-    int got = hex_attr(d, e, "class", "a PCI class such as 0x030200", "a 24-bit PCI class such as 0x030200",
-                       0xffffff, &h, err);
+    int got = hex_attr(d, e, "class", "a PCI class such as 0x030200", "a 24-bit PCI class such as 0x030200", 0xffffff,
+                       &h, err);
     if (got < 0)
         return -1;
     if (got) {
@@ -424,8 +425,7 @@ static int collect_nic(nx_parse *p, int i, char **err)
     if (!p3d_nccl_xml_is_name(&d->el[pci], "pci"))
         pci = -1;
     if (!p3d_nccl_xml_is_name(e, "nic")) {
-        p->nic[p->nnic++] =
-            (dev_ref){i, pci, pci >= 0 ? p->inf[pci].key : 0, i, p3d_nccl_xml_get(d, e, "name")->val};
+        p->nic[p->nnic++] = (dev_ref){i, pci, pci >= 0 ? p->inf[pci].key : 0, i, p3d_nccl_xml_get(d, e, "name")->val};
         return 0;
     }
     int has_net = 0;
@@ -434,8 +434,9 @@ static int collect_nic(nx_parse *p, int i, char **err)
     if (has_net)
         return 0;
     if (pci < 0) {
-        p3d_err(err, "%s:%d: <nic> without a <net name=...> and outside any <pci>: expected a <net> that "
-                     "names the device",
+        p3d_err(err,
+                "%s:%d: <nic> without a <net name=...> and outside any <pci>: expected a <net> that "
+                "names the device",
                 d->path, e->line);
         return -1;
     }
@@ -471,8 +472,7 @@ static int collect_devices(nx_parse *p, char **err)
         }
     }
     if (p->ngpu > 4096 || p->nnic > 4096) {
-        p3d_err(err, "%s: %d GPUs and %d NICs: expected at most 4096 of each (one machine)", d->path, p->ngpu,
-                p->nnic);
+        p3d_err(err, "%s: %d GPUs and %d NICs: expected at most 4096 of each (one machine)", d->path, p->ngpu, p->nnic);
         return -1;
     }
     if (dup_busid(d, p->inf, err) < 0)
@@ -482,8 +482,8 @@ static int collect_devices(nx_parse *p, char **err)
     for (int j = 1; j < p->nnic; j++)
         for (int k = 0; k < j; k++)
             if (!strcmp(p->nic[j].name, p->nic[k].name)) {
-                p3d_err(err, "%s:%d: NIC '%s' appears twice (first at line %d): expected one <net> per device",
-                        d->path, d->el[p->nic[j].el].line, p3d_tesc(p->nic[j].name), d->el[p->nic[k].el].line);
+                p3d_err(err, "%s:%d: NIC '%s' appears twice (first at line %d): expected one <net> per device", d->path,
+                        d->el[p->nic[j].el].line, p3d_tesc(p->nic[j].name), d->el[p->nic[k].el].line);
                 return -1;
             }
     return 0;
@@ -537,13 +537,12 @@ static int fill_node(nx_parse *p, char **err)
     for (int a = 0; a < ngpu; a++) {
         for (int b = 0; b < ngpu; b++)
             if (a != b)
-                n->gg_class[(size_t)a * ngpu + b] =
-                    (unsigned char)pci_link(d, p->inf, p->gpu[a].pci, p->gpu[b].pci);
+                n->gg_class[(size_t)a * ngpu + b] = (unsigned char)pci_link(d, p->inf, p->gpu[a].pci, p->gpu[b].pci);
         for (int j = 0; j < nnic; j++) {
             const dev_ref *r = &p->nic[j];
-            int link = r->pci >= 0 ? pci_link(d, p->inf, p->gpu[a].pci, r->pci)
+            int link = r->pci >= 0                                      ? pci_link(d, p->inf, p->gpu[a].pci, r->pci)
                        : p->inf[r->el].cpu == p->inf[p->gpu[a].pci].cpu ? P3D_LINK_NODE
-                                                                         : P3D_LINK_SYS;
+                                                                        : P3D_LINK_SYS;
             n->gn_class[(size_t)a * nnic + j] = (unsigned char)link;
         }
     }
@@ -571,8 +570,9 @@ static int count_nvlink(nx_parse *p, int a, const nx_el *e, char **err)
         if (p->gpu[b].key == key)
             peer = b;
     if (peer == a) {
-        p3d_err(err, "%s:%d: <nvlink target=\"%s\"> of GPU %s links the GPU to itself: expected another "
-                     "GPU or an NVSwitch",
+        p3d_err(err,
+                "%s:%d: <nvlink target=\"%s\"> of GPU %s links the GPU to itself: expected another "
+                "GPU or an NVSwitch",
                 d->path, e->line, c, p->n->gpus[a].pci);
         return -1;
     }
@@ -583,8 +583,9 @@ static int count_nvlink(nx_parse *p, int a, const nx_el *e, char **err)
     else if (ta && ((tc >> 8) == 0x0604 || (tc >> 8) == 0x0600 || (tc >> 16) == 0x0b))
         return 0; /* NVLink to a CPU (POWER9): not GPU-to-GPU */
     else {
-        p3d_err(err, "%s:%d: <nvlink target=\"%s\"%s%s%s>: the target is no GPU of this file: expected a "
-                     "GPU's bus id, or tclass=\"0x068000\" for an NVSwitch",
+        p3d_err(err,
+                "%s:%d: <nvlink target=\"%s\"%s%s%s>: the target is no GPU of this file: expected a "
+                "GPU's bus id, or tclass=\"0x068000\" for an NVSwitch",
                 d->path, e->line, c, ta ? " tclass=\"" : "", ta ? p3d_tesc(ta->val) : "", ta ? "\"" : "");
         return -1;
     }
@@ -668,8 +669,8 @@ static int read_doc(nx_parse *p, size_t len, char **err)
     nx_doc *d = &p->d;
     const char *path = d->path;
     if (len > NX_MAX_BYTES) {
-        p3d_err(err, "%s: %zu bytes: expected an NCCL topology file of at most %zu MiB (real ones are a few KB)",
-                path, len, NX_MAX_BYTES >> 20);
+        p3d_err(err, "%s: %zu bytes: expected an NCCL topology file of at most %zu MiB (real ones are a few KB)", path,
+                len, NX_MAX_BYTES >> 20);
         return -1;
     }
     if (p3d_nccl_xml_parse(d, err) < 0)
@@ -689,8 +690,7 @@ static int read_doc(nx_parse *p, size_t len, char **err)
     return 0;
 }
 
-int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augment, p3d_node **out,
-                        char **err)
+int p3d_topo_parse_nccl(const char *path, const char *text, size_t len, int augment, p3d_node **out, char **err)
 {
     int rc = -1;
     nx_parse p = {.d = {.path = path, .text = text, .end = text + len}, .unknown_sm = -1};

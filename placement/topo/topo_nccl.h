@@ -71,16 +71,14 @@ const nx_attr *p3d_nccl_xml_get(nx_doc *d, const nx_el *e, const char *name);
 int p3d_nccl_attr_bad_val(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, char **err);
 
 /* *out = attribute attr of e; -1 when e has none. */
-int p3d_nccl_attr_need(nx_doc *d, const nx_el *e, const char *attr, const char *want, const nx_attr **out,
-                       char **err);
+int p3d_nccl_attr_need(nx_doc *d, const nx_el *e, const char *attr, const char *want, const nx_attr **out, char **err);
 
 /* A decimal integer in [lo, hi]. */
 int p3d_nccl_attr_dec(nx_doc *d, const nx_el *e, const nx_attr *a, long lo, long hi, const char *want, long *out,
                       char **err);
 
 /* "0x030200" (up to 8 hex digits). */
-int p3d_nccl_attr_hex(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, unsigned long *out,
-                      char **err);
+int p3d_nccl_attr_hex(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, unsigned long *out, char **err);
 
 /* These three take the text alone and say nothing: the caller names it. */
 

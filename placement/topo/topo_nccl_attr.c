@@ -18,12 +18,11 @@
  * what was expected. */
 int p3d_nccl_attr_bad_val(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, char **err)
 {
-    return p3d_err(err, "%s:%d: <%.*s %.*s=\"%s\">: expected %s", d->path, a->line, (int)e->nlen, e->name,
-                   (int)a->nlen, a->name, p3d_tesc(a->val), want);
+    return p3d_err(err, "%s:%d: <%.*s %.*s=\"%s\">: expected %s", d->path, a->line, (int)e->nlen, e->name, (int)a->nlen,
+                   a->name, p3d_tesc(a->val), want);
 }
 
-int p3d_nccl_attr_need(nx_doc *d, const nx_el *e, const char *attr, const char *want, const nx_attr **out,
-                       char **err)
+int p3d_nccl_attr_need(nx_doc *d, const nx_el *e, const char *attr, const char *want, const nx_attr **out, char **err)
 {
     *out = p3d_nccl_xml_get(d, e, attr);
     if (!*out)
@@ -51,8 +50,7 @@ int p3d_nccl_attr_dec(nx_doc *d, const nx_el *e, const nx_attr *a, long lo, long
 }
 
 /* "0x030200" (up to 8 hex digits). */
-int p3d_nccl_attr_hex(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, unsigned long *out,
-                      char **err)
+int p3d_nccl_attr_hex(nx_doc *d, const nx_el *e, const nx_attr *a, const char *want, unsigned long *out, char **err)
 {
     const char *s = a->val;
     unsigned long v = 0;
@@ -78,8 +76,8 @@ int p3d_nccl_attr_busid(const char *s, uint64_t *key, char canon[32])
         if (isxdigit((unsigned char)*p)) {
             if (++nd[part] > maxd[part])
                 return -1;
-            *f[part] = *f[part] * 16 + (unsigned)(isdigit((unsigned char)*p) ? *p - '0'
-                                                                              : tolower((unsigned char)*p) - 'a' + 10);
+            *f[part] = *f[part] * 16 +
+                       (unsigned)(isdigit((unsigned char)*p) ? *p - '0' : tolower((unsigned char)*p) - 'a' + 10);
         } else if ((*p == ':' && part < 2) || (*p == '.' && part == 2)) {
             if (!nd[part])
                 return -1;
@@ -118,7 +116,8 @@ int p3d_nccl_attr_mask(const char *s, unsigned char *bits)
         for (size_t i = 0; i < n; i++) {
             if (!isxdigit((unsigned char)p[i]))
                 return -1;
-            v = v * 16 + (unsigned long)(isdigit((unsigned char)p[i]) ? p[i] - '0' : tolower((unsigned char)p[i]) - 'a' + 10);
+            v = v * 16 +
+                (unsigned long)(isdigit((unsigned char)p[i]) ? p[i] - '0' : tolower((unsigned char)p[i]) - 'a' + 10);
         }
         for (int b = 0; b < 32; b++)
             if (v >> b & 1) {

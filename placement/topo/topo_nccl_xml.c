@@ -83,8 +83,9 @@ static int nx_take_element(nx_doc *d, xmlNode *e, int parent, int depth, char **
 {
     int line = (int)xmlGetLineNo(e);
     if (depth >= NX_MAX_DEPTH)
-        return p3d_err(err, "%s:%d: elements nested deeper than %d: expected an NCCL topology (a few levels of PCI "
-                            "bridges)",
+        return p3d_err(err,
+                       "%s:%d: elements nested deeper than %d: expected an NCCL topology (a few levels of PCI "
+                       "bridges)",
                        d->path, line, NX_MAX_DEPTH);
     char *own = strdup((const char *)e->name);
     if (!own)
@@ -96,8 +97,7 @@ static int nx_take_element(nx_doc *d, xmlNode *e, int parent, int depth, char **
     int n = 0;
     for (xmlAttr *a = e->properties; a; a = a->next) {
         if (++n > NX_MAX_ATTRS)
-            return p3d_err(err, "%s:%d: <%s> has more than %d attributes", d->path, line, p3d_tesc(own),
-                           NX_MAX_ATTRS);
+            return p3d_err(err, "%s:%d: <%s> has more than %d attributes", d->path, line, p3d_tesc(own), NX_MAX_ATTRS);
         char *aown = strdup((const char *)a->name);
         char *vown = (char *)xmlNodeListGetString(e->doc, a->children, 1);
         char *v = vown ? strdup(vown) : strdup(""); /* ours is free()d, libxml2's xmlFree()d */
@@ -144,7 +144,8 @@ static int nx_walk(nx_doc *d, xmlNode *first, int parent, int depth, char **err)
 {
     for (xmlNode *c = first; c; c = c->next) {
         if (c->type == XML_ELEMENT_NODE) {
-            if (nx_take_element(d, c, parent, depth, err) < 0 || nx_walk(d, c->children, d->nel - 1, depth + 1, err) < 0)
+            if (nx_take_element(d, c, parent, depth, err) < 0 ||
+                nx_walk(d, c->children, d->nel - 1, depth + 1, err) < 0)
                 return -1;
         } else if ((c->type == XML_TEXT_NODE && !nx_blank(c)) || c->type == XML_CDATA_SECTION_NODE ||
                    c->type == XML_ENTITY_REF_NODE) {

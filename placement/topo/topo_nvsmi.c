@@ -43,24 +43,24 @@ typedef struct nv_row {
     int line;
     unsigned char *cls;
     int *nv;
-    char *cpus;       /* CPU Affinity (GPU rows), malloc'd, NULL if N/A */
-    int numa;         /* lowest NUMA Affinity entry, -1 when unknown */
-    int numa_multi;   /* NUMA Affinity listed more than one node */
+    char *cpus;     /* CPU Affinity (GPU rows), malloc'd, NULL if N/A */
+    int numa;       /* lowest NUMA Affinity entry, -1 when unknown */
+    int numa_multi; /* NUMA Affinity listed more than one node */
 } nv_row;
 
 /* The parser's state, so that one cleanup frees everything. */
 typedef struct nv_parse {
     const char *path;
-    char *buf;        /* copy of the text, cut into lines */
-    char **tok;       /* token pointers for the current line */
+    char *buf;  /* copy of the text, cut into lines */
+    char **tok; /* token pointers for the current line */
     int tokcap;
     nv_col *cols;
-    int ncols;        /* all header columns */
-    int nmat;         /* matrix columns: GPUs then NICs */
+    int ncols; /* all header columns */
+    int nmat;  /* matrix columns: GPUs then NICs */
     int ngpu, nnic;
-    int naff;         /* affinity columns after the matrix */
+    int naff; /* affinity columns after the matrix */
     int header_line;
-    nv_row *rows;     /* nmat rows: GPU rows then NIC rows, by column */
+    nv_row *rows; /* nmat rows: GPU rows then NIC rows, by column */
 } nv_parse;
 
 static void nv_parse_free(nv_parse *ps)
@@ -90,13 +90,11 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
             c.kind = COL_CPUAFF;
             snprintf(c.name, sizeof c.name, "CPU Affinity");
             i++;
-        } else if (!strcmp(tok[i], "NUMA") && i + 1 < nt &&
-                   !strcmp(tok[i + 1], "Affinity")) {
+        } else if (!strcmp(tok[i], "NUMA") && i + 1 < nt && !strcmp(tok[i + 1], "Affinity")) {
             c.kind = COL_NUMAAFF;
             snprintf(c.name, sizeof c.name, "NUMA Affinity");
             i++;
-        } else if (!strcmp(tok[i], "GPU") && i + 2 < nt &&
-                   !strcmp(tok[i + 1], "NUMA") && !strcmp(tok[i + 2], "ID")) {
+        } else if (!strcmp(tok[i], "GPU") && i + 2 < nt && !strcmp(tok[i + 1], "NUMA") && !strcmp(tok[i + 2], "ID")) {
             c.kind = COL_GPUNUMA;
             snprintf(c.name, sizeof c.name, "GPU NUMA ID");
             i += 2;
@@ -117,8 +115,7 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
                                ps->path, line, tok[i]);
             for (int j = 0; j < ps->ncols; j++)
                 if (ps->cols[j].kind == COL_NIC && !strcmp(ps->cols[j].name, tok[i]))
-                    return p3d_err(err, "%s:%d: header names NIC '%s' twice",
-                                   ps->path, line, tok[i]);
+                    return p3d_err(err, "%s:%d: header names NIC '%s' twice", ps->path, line, tok[i]);
             c.kind = COL_NIC;
             snprintf(c.name, sizeof c.name, "%s", tok[i]);
             ps->nnic++;
@@ -129,14 +126,12 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
                            "%s:%d: mangled header: column %d '%s%s%s' is not a GPU, "
                            "NIC or affinity column name (expected GPU0 GPU1 ... NICs "
                            "... CPU Affinity NUMA Affinity)",
-                           ps->path, line, ps->ncols + 1, tok[i], two ? " " : "",
-                           two ? tok[i + 1] : "");
+                           ps->path, line, ps->ncols + 1, tok[i], two ? " " : "", two ? tok[i + 1] : "");
         }
         if (c.kind >= COL_CPUAFF) {
             for (int j = 0; j < ps->ncols; j++)
                 if (ps->cols[j].kind == c.kind)
-                    return p3d_err(err, "%s:%d: header names '%s' twice", ps->path,
-                                   line, c.name);
+                    return p3d_err(err, "%s:%d: header names '%s' twice", ps->path, line, c.name);
             ps->naff++;
         }
         ps->cols[ps->ncols++] = c;
@@ -145,8 +140,7 @@ static int parse_header(nv_parse *ps, char **tok, int nt, int line, char **err)
         return p3d_err(err, "%s:%d: header has no GPU columns", ps->path, line);
     ps->nmat = ps->ngpu + ps->nnic;
     if (ps->nmat > NVSMI_MAX_COLS)
-        return p3d_err(err, "%s:%d: %d matrix columns (at most %d)", ps->path, line,
-                       ps->nmat, NVSMI_MAX_COLS);
+        return p3d_err(err, "%s:%d: %d matrix columns (at most %d)", ps->path, line, ps->nmat, NVSMI_MAX_COLS);
     ps->rows = calloc((size_t)ps->nmat, sizeof *ps->rows);
     if (!ps->rows)
         return p3d_err(err, "%s: out of memory", ps->path);
@@ -168,17 +162,14 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
     int is_gpu = r < ps->ngpu;
     int ncells = nt - 1;
     if (row->line)
-        return p3d_err(err, "%s:%d: second row for %s (first on line %d)", ps->path,
-                       line, ps->cols[r].name, row->line);
+        return p3d_err(err, "%s:%d: second row for %s (first on line %d)", ps->path, line, ps->cols[r].name, row->line);
     /* NIC rows carry no affinity in real output; accept it when present. */
-    if (is_gpu ? ncells != ps->nmat + ps->naff
-               : ncells != ps->nmat && ncells != ps->nmat + ps->naff)
+    if (is_gpu ? ncells != ps->nmat + ps->naff : ncells != ps->nmat && ncells != ps->nmat + ps->naff)
         return p3d_err(err,
                        "%s:%d: row %s has %d fields, expected %d (the header on line "
                        "%d has %d matrix and %d affinity columns)",
-                       ps->path, line, ps->cols[r].name, ncells,
-                       ps->nmat + (is_gpu ? ps->naff : 0), ps->header_line, ps->nmat,
-                       ps->naff);
+                       ps->path, line, ps->cols[r].name, ncells, ps->nmat + (is_gpu ? ps->naff : 0), ps->header_line,
+                       ps->nmat, ps->naff);
     row->line = line;
     for (int j = 0; j < ps->nmat; j++) {
         const char *cell = tok[1 + j];
@@ -199,8 +190,7 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
                 return p3d_err(err,
                                "%s:%d: row %s, column %s: '%s' (NV# needs a link count "
                                "of 1 or more, between two GPUs)",
-                               ps->path, line, ps->cols[r].name, ps->cols[j].name,
-                               cell);
+                               ps->path, line, ps->cols[r].name, ps->cols[j].name, cell);
         }
         row->cls[j] = (unsigned char)l;
     }
@@ -228,8 +218,8 @@ static int parse_row(nv_parse *ps, int r, char **tok, int nt, int line, char **e
                                ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
             row->numa_multi = strspn(v, "0123456789") != strlen(v);
         } else if (c->kind == COL_GPUNUMA && !nvsmi_cpulist_ok(v, NVSMI_MAX_NUMA, NULL)) {
-            return p3d_err(err, "%s:%d: row %s, GPU NUMA ID '%s' (expected a NUMA node number 0..%d, or N/A)",
-                           ps->path, line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
+            return p3d_err(err, "%s:%d: row %s, GPU NUMA ID '%s' (expected a NUMA node number 0..%d, or N/A)", ps->path,
+                           line, ps->cols[r].name, v, NVSMI_MAX_NUMA);
         }
         /* GPU NUMA ID is the GPU memory's own NUMA node on coherent
          * systems (Grace Hopper/Blackwell); the placement needs the CPU
@@ -251,8 +241,8 @@ static int apply_nic_legend(nv_parse *ps, char **tok, int nt, int line, char **e
         if (strcmp(ps->cols[j].name, tok[0]))
             continue;
         if (!nvsmi_nic_label_ok(tok[1]))
-            return p3d_err(err, "%s:%d: NIC Legend gives '%s' for %s (not a device name)",
-                           ps->path, line, tok[1], tok[0]);
+            return p3d_err(err, "%s:%d: NIC Legend gives '%s' for %s (not a device name)", ps->path, line, tok[1],
+                           tok[0]);
         snprintf(ps->cols[j].name, sizeof ps->cols[j].name, "%s", tok[1]);
         return 0;
     }
@@ -266,8 +256,8 @@ static int check_symmetry(const nv_parse *ps, char **err)
     for (int i = 0; i < ps->nmat; i++) {
         if (!ps->rows[i].line) {
             if (i < ps->ngpu)
-                return p3d_err(err, "%s: no row for %s (the header on line %d lists it)",
-                               ps->path, ps->cols[i].name, ps->header_line);
+                return p3d_err(err, "%s: no row for %s (the header on line %d lists it)", ps->path, ps->cols[i].name,
+                               ps->header_line);
             continue; /* a NIC row may be missing: the GPU rows hold GPU<->NIC */
         }
         for (int j = 0; j < i; j++) {
@@ -287,8 +277,8 @@ static int check_symmetry(const nv_parse *ps, char **err)
                 return p3d_err(err,
                                "%s:%d: asymmetric matrix: row %s says %s for %s, but row "
                                "%s (line %d) says %s",
-                               ps->path, b->line, ps->cols[i].name, cb, ps->cols[j].name,
-                               ps->cols[j].name, a->line, ca);
+                               ps->path, b->line, ps->cols[i].name, cb, ps->cols[j].name, ps->cols[j].name, a->line,
+                               ca);
             }
         }
     }
@@ -326,8 +316,7 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
         const nv_col *c = &ps->cols[order[k]];
         for (int m = 0; m < k; m++)
             if (!strcmp(n->nics[m].name, c->name)) {
-                p3d_err(err, "%s: NIC '%s' appears twice (after the NIC Legend)",
-                        ps->path, c->name);
+                p3d_err(err, "%s: NIC '%s' appears twice (after the NIC Legend)", ps->path, c->name);
                 goto out;
             }
         nic_of_col[order[k]] = k;
@@ -345,8 +334,7 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
         gpu->numa = row->numa;
         have_numa |= row->numa >= 0;
         if (row->numa_multi)
-            p3d_node_note(n, "GPU%d: NUMA Affinity lists several nodes; using %d", g,
-                          row->numa);
+            p3d_node_note(n, "GPU%d: NUMA Affinity lists several nodes; using %d", g, row->numa);
         gpu->cpus = row->cpus; /* ownership moves to the node */
         row->cpus = NULL;
         for (int h = 0; h < ng; h++) {
@@ -365,7 +353,8 @@ static int build_node(nv_parse *ps, p3d_node **out, char **err)
             if (n->gpus[g].numa >= 0 && n->gn_class[g * nn + k] <= P3D_LINK_NODE)
                 n->nics[k].numa = n->gpus[g].numa;
 
-    p3d_node_note(n, "read from nvidia-smi topo text: NV# counted as %g GB/s per link "
+    p3d_node_note(n,
+                  "read from nvidia-smi topo text: NV# counted as %g GB/s per link "
                   "per direction; PCI ids, GPU models and package numbers are not in "
                   "this text",
                   NVSMI_GBPS_PER_LINK);
@@ -396,8 +385,7 @@ typedef struct nv_before {
 /* A line before the header: the header itself (returns 1), a GPU row too
  * early (an error), or anything else (a title, a pasted prompt: ignored,
  * but remembered in *before). */
-static int read_pre_header(nv_parse *ps, char **tok, int nt, int line, const char *keep, nv_before *before,
-                           char **err)
+static int read_pre_header(nv_parse *ps, char **tok, int nt, int line, const char *keep, nv_before *before, char **err)
 {
     if (!strcmp(tok[0], "GPU0") && (nt == 1 || nvsmi_cell_class(tok[1]) < 0))
         return parse_header(ps, tok, nt, line, err) < 0 ? -1 : 1;
@@ -454,8 +442,7 @@ static int grow_tokens(nv_parse *ps, size_t len, char **err)
     return 0;
 }
 
-int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
-                         char **err)
+int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out, char **err)
 {
     int rc = -1;
     nv_parse ps = {.path = path ? path : "(text)"};
@@ -490,8 +477,7 @@ int p3d_topo_parse_nvsmi(const char *path, const char *text, p3d_node **out,
         char **tok = ps.tok;
         if (nt == 0 || nvsmi_is_comment(tok[0]))
             continue;
-        if (!strcmp(tok[0], "Legend:") || (nt >= 2 && !strcmp(tok[0], "NIC") &&
-                                           !strcmp(tok[1], "Legend:"))) {
+        if (!strcmp(tok[0], "Legend:") || (nt >= 2 && !strcmp(tok[0], "NIC") && !strcmp(tok[1], "Legend:"))) {
             if (state == PRE)
                 break; /* no header: reported below */
             state = strcmp(tok[0], "NIC") ? LEGEND : NIC_LEGEND;

@@ -41,8 +41,7 @@ int nvsmi_cell_class(const char *s)
     if (!strcmp(s, "SOC"))
         return P3D_LINK_SYS;
     int l = p3d_link_parse(s);
-    if (l == P3D_LINK_SELF || l == P3D_LINK_NVLINK ||
-        (l >= P3D_LINK_PIX && l <= P3D_LINK_SYS))
+    if (l == P3D_LINK_SELF || l == P3D_LINK_NVLINK || (l >= P3D_LINK_PIX && l <= P3D_LINK_SYS))
         return l;
     return -1;
 }
@@ -73,35 +72,30 @@ int nvsmi_gpu_label(const char *s)
  * broken mid-word, is reported instead of read as NIC names. */
 int nvsmi_nic_label_ok(const char *s)
 {
-    static const char *const reserved[] = {"X", "CPU", "NUMA", "Affinity",
-                                           "ID", "GPU", "Legend:"};
+    static const char *const reserved[] = {"X", "CPU", "NUMA", "Affinity", "ID", "GPU", "Legend:"};
     size_t len = strlen(s);
     if (len == 0 || len >= NVSMI_NAME_LEN)
         return 0;
     if (!isalpha((unsigned char)s[0]))
         return 0;
     for (const char *p = s; *p; p++)
-        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' &&
-            *p != '.' && *p != ':')
+        if (!isalnum((unsigned char)*p) && *p != '_' && *p != '-' && *p != '.' && *p != ':')
             return 0;
     for (size_t i = 0; i < sizeof reserved / sizeof reserved[0]; i++)
         if (!strcmp(s, reserved[i]))
             return 0;
-    if (nvsmi_cell_class(s) >= 0 || !strncmp(s, "GPU", 3) ||
-        !strncmp(s, "Affinit", 7))
+    if (nvsmi_cell_class(s) >= 0 || !strncmp(s, "GPU", 3) || !strncmp(s, "Affinit", 7))
         return 0;
     return 1;
 }
 
 const char *nvsmi_nic_kind(const char *name)
 {
-    if (!strncmp(name, "mlx", 3) || !strncmp(name, "ib", 2) ||
-        !strncmp(name, "hfi", 3) || !strncmp(name, "qib", 3))
+    if (!strncmp(name, "mlx", 3) || !strncmp(name, "ib", 2) || !strncmp(name, "hfi", 3) || !strncmp(name, "qib", 3))
         return "ib";
     if (!strncmp(name, "efa", 3))
         return "efa";
-    if (!strncmp(name, "eth", 3) || !strncmp(name, "en", 2) ||
-        !strncmp(name, "bnxt", 4) || !strncmp(name, "irdma", 5))
+    if (!strncmp(name, "eth", 3) || !strncmp(name, "en", 2) || !strncmp(name, "bnxt", 4) || !strncmp(name, "irdma", 5))
         return "eth";
     return "other";
 }

@@ -20,12 +20,11 @@
 
 #include "strbuf.h"
 
-#define CELL 6          /* width of one matrix column */
-#define LINE_MAX_W 100  /* DESIGN.md: text fits 100 columns for 8 GPUs */
-#define NIC_BLOCK 14    /* NIC columns per GPU x NIC block: 6 + 14*6 < 100 */
+#define CELL 6         /* width of one matrix column */
+#define LINE_MAX_W 100 /* DESIGN.md: text fits 100 columns for 8 GPUs */
+#define NIC_BLOCK 14   /* NIC columns per GPU x NIC block: 6 + 14*6 < 100 */
 
-static const char *const C_NV = "\033[32m", *const C_SYS = "\033[33m",
-                         *const C_OFF = "\033[0m";
+static const char *const C_NV = "\033[32m", *const C_SYS = "\033[33m", *const C_OFF = "\033[0m";
 
 static void link_cell(char *buf, size_t cap, const p3d_node *n, int i, int j)
 {
@@ -112,8 +111,7 @@ static void gpu_matrix(p3d_sb *b, const p3d_node *n, int color)
             put_cell(b, cell, color);
         }
         put_numa(b, n->gpus[i].numa);
-        const char *cpus = n->gpus[i].cpus && *n->gpus[i].cpus
-                               ? n->gpus[i].cpus : "N/A";
+        const char *cpus = n->gpus[i].cpus && *n->gpus[i].cpus ? n->gpus[i].cpus : "N/A";
         int len = (int)strlen(cpus);
         if (room >= 8 && len > room)
             p3d_sb_printf(b, "%.*s...\n", room - 3, cpus);
@@ -140,9 +138,7 @@ static void nic_matrix(p3d_sb *b, const p3d_node *n, int color)
         for (int i = 0; i < g; i++) {
             put_label(b, "GPU%d", i);
             for (int j = start; j < end; j++)
-                put_cell(b, p3d_link_name((p3d_link)
-                                          n->gn_class[(size_t)i * k + j]),
-                         color);
+                put_cell(b, p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + j]), color);
             /* trailing blanks from the padding are noise in diffs */
             while (b->len && b->p[b->len - 1] == ' ')
                 b->len--;
@@ -157,8 +153,7 @@ static void nic_legend(p3d_sb *b, const p3d_node *n)
     p3d_sb_puts(b, "\nNIC legend:\n");
     for (int j = 0; j < k; j++) {
         const p3d_nic *c = &n->nics[j];
-        p3d_sb_printf(b, "  NIC%-3d %-12s %-5s %-13s NUMA ", j, c->name,
-                      c->kind, c->pci[0] ? c->pci : "N/A");
+        p3d_sb_printf(b, "  NIC%-3d %-12s %-5s %-13s NUMA ", j, c->name, c->kind, c->pci[0] ? c->pci : "N/A");
         put_numa(b, c->numa);
         while (b->len && b->p[b->len - 1] == ' ')
             b->len--;
@@ -190,11 +185,9 @@ static void domains_text(p3d_sb *b, const p3d_node *n)
         if (k == 1)
             p3d_sb_puts(b, "  (1 GPU, no NVLink peer)\n");
         else if (lo == hi)
-            p3d_sb_printf(b, "  (%d GPUs, all-to-all, %g GB/s per pair)\n", k,
-                          lo);
+            p3d_sb_printf(b, "  (%d GPUs, all-to-all, %g GB/s per pair)\n", k, lo);
         else
-            p3d_sb_printf(b, "  (%d GPUs, all-to-all, %g-%g GB/s per pair)\n",
-                          k, lo, hi);
+            p3d_sb_printf(b, "  (%d GPUs, all-to-all, %g-%g GB/s per pair)\n", k, lo, hi);
     }
     if (n->nvlink_connected_not_clique)
         p3d_sb_puts(b, "  NVLink also joins these domains (not all-to-all): "
@@ -215,13 +208,11 @@ static void nearest_text(p3d_sb *b, const p3d_node *n)
         }
         const p3d_nic *c = &n->nics[gp->nearest_nic];
         p3d_sb_printf(b, "  GPU%-3d %-12s %-4s ", i, c->name,
-                      p3d_link_name((p3d_link)n->gn_class[
-                          (size_t)i * n->nnics + gp->nearest_nic]));
+                      p3d_link_name((p3d_link)n->gn_class[(size_t)i * n->nnics + gp->nearest_nic]));
         if (gp->nic_same_numa)
             p3d_sb_printf(b, "same NUMA node (%d)\n", gp->numa);
         else if (gp->numa >= 0)
-            p3d_sb_printf(b, "no NIC on its NUMA node %d (NIC on %d)\n",
-                          gp->numa, c->numa);
+            p3d_sb_printf(b, "no NIC on its NUMA node %d (NIC on %d)\n", gp->numa, c->numa);
         else
             p3d_sb_puts(b, "GPU's NUMA node unknown\n");
     }
@@ -292,19 +283,16 @@ char *p3d_topo_text(const p3d_node *n, int color)
      * exceed 100 columns */
     p3d_sb_puts(&b, "Node ");
     node_name(&b, n);
-    p3d_sb_printf(&b, " (hash %s)\nSource: %s (%s)\n", n->hash,
-                  n->source ? n->source : "?",
+    p3d_sb_printf(&b, " (hash %s)\nSource: %s (%s)\n", n->hash, n->source ? n->source : "?",
                   n->source_kind ? n->source_kind : "?");
-    p3d_sb_printf(&b, "%d GPU%s, %d NIC%s", n->ngpus, n->ngpus == 1 ? "" : "s",
-                  n->nnics, n->nnics == 1 ? "" : "s");
+    p3d_sb_printf(&b, "%d GPU%s, %d NIC%s", n->ngpus, n->ngpus == 1 ? "" : "s", n->nnics, n->nnics == 1 ? "" : "s");
     count_text(&b, n->npackages, "package", "packages");
     count_text(&b, n->nnuma, "NUMA node", "NUMA nodes");
     count_text(&b, n->ncores, "core", "cores");
     count_text(&b, n->npus, "PU", "PUs");
     p3d_sb_puts(&b, "\n");
     if (n->fabric_uuid)
-        p3d_sb_printf(&b, "GPU fabric: cluster %s, clique %d\n",
-                      n->fabric_uuid, n->fabric_clique);
+        p3d_sb_printf(&b, "GPU fabric: cluster %s, clique %d\n", n->fabric_uuid, n->fabric_clique);
     if (n->ngpus) {
         p3d_sb_puts(&b, "\nLegend: X = self, NV# = NVLink (# = GB/s / 25), "
                         "PIX < PXB < PHB < NODE < SYS (PCIe)\n\n");
@@ -345,22 +333,19 @@ static void json_gpu(p3d_sb *b, const p3d_node *n, int i)
 {
     const p3d_gpu *gp = &n->gpus[i];
     int k = n->nnics;
-    p3d_sb_printf(b, "%s\n    {\"index\": %d, \"pci\": ", i ? "," : "",
-                  i);
+    p3d_sb_printf(b, "%s\n    {\"index\": %d, \"pci\": ", i ? "," : "", i);
     p3d_sb_json_str(b, gp->pci[0] ? gp->pci : NULL);
     p3d_sb_puts(b, ", \"numa\": ");
     json_int_or_null(b, gp->numa);
     p3d_sb_puts(b, ", \"nearest_nic\": ");
-    p3d_sb_json_str(b, gp->nearest_nic >= 0
-                           ? n->nics[gp->nearest_nic].name : NULL);
+    p3d_sb_json_str(b, gp->nearest_nic >= 0 ? n->nics[gp->nearest_nic].name : NULL);
     p3d_sb_puts(b, ", \"nearest_nic_class\": ");
-    p3d_sb_json_str(b, gp->nearest_nic >= 0
-                           ? p3d_link_name((p3d_link)n->gn_class[
-                                 (size_t)i * k + gp->nearest_nic])
-                           : NULL);
-    p3d_sb_printf(b, ", \"nic_same_numa\": %s, \"domain\": %d,\n"
-                  "     \"package\": ", gp->nic_same_numa ? "true" : "false",
-                  gp->domain);
+    p3d_sb_json_str(b, gp->nearest_nic >= 0 ? p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + gp->nearest_nic])
+                                            : NULL);
+    p3d_sb_printf(b,
+                  ", \"nic_same_numa\": %s, \"domain\": %d,\n"
+                  "     \"package\": ",
+                  gp->nic_same_numa ? "true" : "false", gp->domain);
     json_int_or_null(b, gp->package);
     p3d_sb_puts(b, ", \"cpus\": ");
     p3d_sb_json_str(b, gp->cpus ? gp->cpus : "");
@@ -368,8 +353,7 @@ static void json_gpu(p3d_sb *b, const p3d_node *n, int i)
     p3d_sb_json_str(b, gp->model[0] ? gp->model : NULL);
     p3d_sb_puts(b, ", \"osdev\": ");
     p3d_sb_json_str(b, gp->osdev[0] ? gp->osdev : NULL);
-    p3d_sb_printf(b, ", \"mem_bytes\": %llu}",
-                  (unsigned long long)gp->mem_bytes);
+    p3d_sb_printf(b, ", \"mem_bytes\": %llu}", (unsigned long long)gp->mem_bytes);
 }
 
 static void json_nic(p3d_sb *b, const p3d_node *n, int j)
@@ -410,13 +394,11 @@ static void json_matrices(p3d_sb *b, const p3d_node *n)
         }
         p3d_sb_putc(b, ']');
     }
-    p3d_sb_puts(b, g ? "\n  ],\n  \"gpu_nic_links\": ["
-                     : "],\n  \"gpu_nic_links\": [");
+    p3d_sb_puts(b, g ? "\n  ],\n  \"gpu_nic_links\": [" : "],\n  \"gpu_nic_links\": [");
     for (int i = 0; i < g; i++) {
         p3d_sb_puts(b, i ? ",\n    [" : "\n    [");
         for (int j = 0; j < k; j++)
-            p3d_sb_printf(b, "%s\"%s\"", j ? ", " : "",
-                          p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + j]));
+            p3d_sb_printf(b, "%s\"%s\"", j ? ", " : "", p3d_link_name((p3d_link)n->gn_class[(size_t)i * k + j]));
         p3d_sb_putc(b, ']');
     }
 }

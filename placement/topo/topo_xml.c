@@ -25,13 +25,12 @@ int p3d_xml_line_of(const char *text, size_t len, const char *s)
     return line;
 }
 
-int p3d_xml_prescan(const char *path, const char *text, size_t len, size_t max_tags, const char *what,
-                    char **err)
+int p3d_xml_prescan(const char *path, const char *text, size_t len, size_t max_tags, const char *what, char **err)
 {
     const char *nul = memchr(text, 0, len);
     if (nul)
-        return p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected %s", path,
-                       (size_t)(nul - text), what);
+        return p3d_err(err, "%s: binary data (a NUL byte at offset %zu): expected %s", path, (size_t)(nul - text),
+                       what);
     if (memmem(text, len, "<!ENTITY", 8))
         return p3d_err(err, "%s:%d: an entity declaration (<!ENTITY): not expected in %s", path,
                        p3d_xml_line_of(text, len, "<!ENTITY"), what);

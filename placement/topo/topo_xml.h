@@ -17,8 +17,7 @@
  * than max_tags '<' (so that what libxml2 builds stays bounded) are
  * refused; what names the expected format in the message. 0, or -1 with
  * *err. */
-int p3d_xml_prescan(const char *path, const char *text, size_t len, size_t max_tags, const char *what,
-                    char **err);
+int p3d_xml_prescan(const char *path, const char *text, size_t len, size_t max_tags, const char *what, char **err);
 
 /* An xmlStructuredErrorFunc that keeps the first error into the xmlError
  * arg points to (zeroed before the parse); free its message with xmlFree. */

@@ -204,8 +204,7 @@ static void probe_child(const char *text, size_t len)
     hwloc_topology_t t;
     /* The parent's crash handlers (a test framework's, a debugger's) must
      * not run here: this process exists to die cleanly if hwloc crashes. */
-    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,
-                               SIGALRM};
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM};
     for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
         signal(sigs[i], SIG_DFL);
     int fd = open("/dev/null", O_WRONLY);
@@ -217,14 +216,12 @@ static void probe_child(const char *text, size_t len)
     if (hwloc_topology_init(&t) < 0)
         _exit(3);
     hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_ALL);
-    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 ||
-        hwloc_topology_load(t) < 0)
+    if (hwloc_topology_set_xmlbuffer(t, text, (int)len + 1) < 0 || hwloc_topology_load(t) < 0)
         _exit(3);
     _exit(0);
 }
 
-int p3d_topo_xml_probe(const char *path, const char *text, size_t len,
-                       char **err)
+int p3d_topo_xml_probe(const char *path, const char *text, size_t len, char **err)
 {
     int rc = -1, st = 0;
     if (len > (size_t)0x7ffffffe)
@@ -249,16 +246,17 @@ int p3d_topo_xml_probe(const char *path, const char *text, size_t len,
         goto out;
     }
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
-        p3d_err(err, "%s: hwloc did not finish reading this XML within 10 s",
-                path);
+        p3d_err(err, "%s: hwloc did not finish reading this XML within 10 s", path);
     else if (WIFSIGNALED(st))
-        p3d_err(err, "%s: hwloc crashed reading this XML (signal %d, %s): the "
+        p3d_err(err,
+                "%s: hwloc crashed reading this XML (signal %d, %s): the "
                 "file is malformed; re-export it with `lstopo --of xml`",
                 path, WTERMSIG(st), strsignal(WTERMSIG(st)));
     else
-        p3d_err(err, "%s: hwloc crashed reading this XML (exit %d): the file "
-                "is malformed; re-export it with `lstopo --of xml`", path,
-                WEXITSTATUS(st));
+        p3d_err(err,
+                "%s: hwloc crashed reading this XML (exit %d): the file "
+                "is malformed; re-export it with `lstopo --of xml`",
+                path, WEXITSTATUS(st));
 out:
     return rc;
 }

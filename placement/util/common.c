@@ -43,19 +43,18 @@ void p3d_str_appendf(char **s, const char *sep, const char *fmt, ...)
     free(piece);
 }
 
-static const char *const link_names[P3D_LINK_COUNT] = {
-    "X", "NV", "MNNVL", "PIX", "PXB", "PHB", "NODE", "SYS", "RACK", "XRACK"};
-static const char *const link_descs[P3D_LINK_COUNT] = {
-    "the same GPU",
-    "NVLink",
-    "multi-node NVLink",
-    "PCIe (one switch)",
-    "PCIe (several switches)",
-    "PCIe host bridge",
-    "PCIe across host bridges",
-    "the CPU interconnect (across sockets)",
-    "the network within a rack",
-    "the network across racks"};
+static const char *const link_names[P3D_LINK_COUNT] = {"X",   "NV",   "MNNVL", "PIX",  "PXB",
+                                                       "PHB", "NODE", "SYS",   "RACK", "XRACK"};
+static const char *const link_descs[P3D_LINK_COUNT] = {"the same GPU",
+                                                       "NVLink",
+                                                       "multi-node NVLink",
+                                                       "PCIe (one switch)",
+                                                       "PCIe (several switches)",
+                                                       "PCIe host bridge",
+                                                       "PCIe across host bridges",
+                                                       "the CPU interconnect (across sockets)",
+                                                       "the network within a rack",
+                                                       "the network across racks"};
 
 const char *p3d_link_name(p3d_link l)
 {

@@ -261,8 +261,7 @@ static int try_file(int kind, const char *name, const char *dir, const char *pat
     if (!d)
         snprintf(buf, sizeof buf, "does not export the descriptor %s", sym);
     else if (d->abi != P3D_PLUGIN_ABI)
-        snprintf(buf, sizeof buf, "plugin ABI %d, this par3drun needs %d (rebuild the plugin)", d->abi,
-                 P3D_PLUGIN_ABI);
+        snprintf(buf, sizeof buf, "plugin ABI %d, this par3drun needs %d (rebuild the plugin)", d->abi, P3D_PLUGIN_ABI);
     else if (d->kind != kind)
         snprintf(buf, sizeof buf, "its descriptor says kind %d, expected %d (%s)", d->kind, kind, prefixes[kind]);
     else if (!d->name || strcmp(d->name, name) != 0)

@@ -12,8 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int p3d_read_small_file(const char *path, const char *what, size_t cap,
-                        char **buf, size_t *len, char **err)
+int p3d_read_small_file(const char *path, const char *what, size_t cap, char **buf, size_t *len, char **err)
 {
     int rc = -1, fd = -1;
     char *b = NULL;
@@ -32,9 +31,10 @@ int p3d_read_small_file(const char *path, const char *what, size_t cap,
         goto out;
     }
     if ((size_t)st.st_size > cap) {
-        p3d_err(err, "%s: %s is %.0f MiB; the limit is %zu MiB (is this the "
-                "right file?)", path, what, (double)st.st_size / 1048576.0,
-                cap >> 20);
+        p3d_err(err,
+                "%s: %s is %.0f MiB; the limit is %zu MiB (is this the "
+                "right file?)",
+                path, what, (double)st.st_size / 1048576.0, cap >> 20);
         goto out;
     }
     size_t want = (size_t)st.st_size, got = 0;

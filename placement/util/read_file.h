@@ -10,7 +10,6 @@
 /* Reads a whole regular file (NUL-terminated) of at most `cap` bytes. `what`
  * names it in messages ("cluster file", "topology.conf", "policy"). A FIFO,
  * device or directory is refused without blocking. Caller frees *buf. */
-int p3d_read_small_file(const char *path, const char *what, size_t cap,
-                        char **buf, size_t *len, char **err);
+int p3d_read_small_file(const char *path, const char *what, size_t cap, char **buf, size_t *len, char **err);
 
 #endif

@@ -18,7 +18,7 @@ typedef struct p3d_sb {
     /* A streamed buffer (p3d_sb_stream): full buffers go to sink instead
      * of growing, so a whole-world report never sits in memory. */
     FILE *sink;
-    int werr;    /* a write to sink failed (errno kept) */
+    int werr; /* a write to sink failed (errno kept) */
 } p3d_sb;
 
 /* Streams b into f through a buffer of cap bytes: whatever does not fit is
@@ -61,8 +61,7 @@ static inline void p3d_sb_putc(p3d_sb *b, char c)
 }
 /* n copies of c (padding). */
 void p3d_sb_pad(p3d_sb *b, char c, int n);
-void p3d_sb_printf(p3d_sb *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+void p3d_sb_printf(p3d_sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Decimal integer without printf (the JSON writer's hot path). */
 void p3d_sb_int(p3d_sb *b, long long v);
 /* A JSON string literal with quotes; NULL writes null. */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 typedef struct p3d_strmap {
-    const char **keys;  /* cap slots, NULL = empty */
+    const char **keys; /* cap slots, NULL = empty */
     size_t *vals;
     size_t cap, len;
 } p3d_strmap;

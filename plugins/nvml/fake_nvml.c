@@ -21,17 +21,22 @@ int nvmlInit_v2(void)
     const char *f = getenv("P3D_FAKE_NVML_FAIL_INIT");
     return f && *f == '1' ? 1 : 0;
 }
-int nvmlShutdown(void) { return 0; }
+int nvmlShutdown(void)
+{
+    return 0;
+}
 int nvmlDeviceGetHandleByPciBusId_v2(const char *id, void **dev)
 {
     unsigned dom, bus, d, f;
-    if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &d, &f) != 4 || dom || d || f ||
-        bus < 0x10 || bus > 0x13)
+    if (sscanf(id, "%x:%x:%x.%x", &dom, &bus, &d, &f) != 4 || dom || d || f || bus < 0x10 || bus > 0x13)
         return NVML_ERROR_INVALID_ARGUMENT;
     *dev = (void *)(size_t)(bus - 0x10 + 1);
     return 0;
 }
-static int gpu(void *dev) { return (int)(size_t)dev - 1; }
+static int gpu(void *dev)
+{
+    return (int)(size_t)dev - 1;
+}
 int nvmlDeviceGetNvLinkState(void *dev, unsigned link, int *active)
 {
     int g = gpu(dev);
@@ -45,8 +50,7 @@ int nvmlDeviceGetNvLinkVersion(void *dev, unsigned link, unsigned *v)
     *v = 4;
     return 0;
 }
-int nvmlDeviceGetNvLinkRemotePciInfo_v2(void *dev, unsigned link,
-                                        nvmlPciInfo_t *p)
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(void *dev, unsigned link, nvmlPciInfo_t *p)
 {
     int g = gpu(dev);
     memset(p, 0, sizeof *p);
@@ -57,8 +61,7 @@ int nvmlDeviceGetNvLinkRemotePciInfo_v2(void *dev, unsigned link,
         snprintf(p->busId, sizeof p->busId, "00000000:90:00.0");
         p->pciDeviceId = (0x1234u << 16) | 0x10de;
     } else {
-        snprintf(p->busId, sizeof p->busId, "00000000:%02x:00.0",
-                 0x10 + (g == 0 ? 1 : 0));
+        snprintf(p->busId, sizeof p->busId, "00000000:%02x:00.0", 0x10 + (g == 0 ? 1 : 0));
         p->pciDeviceId = (0x2330u << 16) | 0x10de;
     }
     return 0;

@@ -54,8 +54,7 @@ static int bind_api(void *h, nvml_api *a)
     *(void **)&a->fabric = dlsym(h, "nvmlDeviceGetGpuFabricInfo");
     *(void **)&a->name = dlsym(h, "nvmlDeviceGetName");
     *(void **)&a->remote_type = dlsym(h, "nvmlDeviceGetNvLinkRemoteDeviceType");
-    return a->init && a->shutdown && a->by_pci && a->link_state &&
-           a->link_remote;
+    return a->init && a->shutdown && a->by_pci && a->link_state && a->link_remote;
 }
 
 /* Per-direction GB/s of one link: NVLink 1 moved 20, NVLink 2-4 move 25
@@ -83,8 +82,7 @@ static int augment(p3d_node *n)
 {
     int filled = 0, g = n->ngpus, have_links = 0;
     const char *lib = getenv("P3D_NVML_LIBRARY");
-    void *h = dlopen(lib && *lib ? lib : "libnvidia-ml.so.1",
-                     RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(lib && *lib ? lib : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     nvml_api a;
     nvmlDevice_t *dev = NULL;
     unsigned long long *key = NULL;
@@ -99,8 +97,7 @@ static int augment(p3d_node *n)
         goto out;
     inited = 1;
     for (int i = 0; i < g; i++)
-        if (pci_key(n->gpus[i].pci, &key[i]) < 0 ||
-            a.by_pci(n->gpus[i].pci, &dev[i]) != NVML_SUCCESS)
+        if (pci_key(n->gpus[i].pci, &key[i]) < 0 || a.by_pci(n->gpus[i].pci, &dev[i]) != NVML_SUCCESS)
             dev[i] = NULL;
     for (int i = 0; i < g * g; i++)
         have_links |= n->nvlink[i] > 0;
@@ -116,8 +113,7 @@ static int augment(p3d_node *n)
             if (a.link_state(dev[i], l, &up) != NVML_SUCCESS || !up)
                 continue;
             memset(&r, 0, sizeof r);
-            if (a.link_remote(dev[i], l, &r) != NVML_SUCCESS ||
-                pci_key(r.busId, &rk) < 0)
+            if (a.link_remote(dev[i], l, &r) != NVML_SUCCESS || pci_key(r.busId, &rk) < 0)
                 continue;
             double bw = link_gbps(&a, dev[i], l);
             int peer = -1;
@@ -143,22 +139,17 @@ static int augment(p3d_node *n)
      * one end reported a link down. */
     for (int i = 0; i < g; i++)
         for (int j = i + 1; j < g; j++) {
-            double x = n->nvlink[(size_t)i * g + j],
-                   y = n->nvlink[(size_t)j * g + i], m = x > y ? x : y;
+            double x = n->nvlink[(size_t)i * g + j], y = n->nvlink[(size_t)j * g + i], m = x > y ? x : y;
             n->nvlink[(size_t)i * g + j] = n->nvlink[(size_t)j * g + i] = m;
         }
     for (int i = 0; i < g; i++) {
         if (!dev[i])
             continue;
-        if (a.name && !n->gpus[i].model[0] &&
-            a.name(dev[i], n->gpus[i].model, sizeof n->gpus[i].model) ==
-                NVML_SUCCESS)
+        if (a.name && !n->gpus[i].model[0] && a.name(dev[i], n->gpus[i].model, sizeof n->gpus[i].model) == NVML_SUCCESS)
             filled = 1;
         nvmlGpuFabricInfo_t fi;
         memset(&fi, 0, sizeof fi);
-        if (!n->fabric_uuid && a.fabric &&
-            a.fabric(dev[i], &fi) == NVML_SUCCESS &&
-            fi.status == NVML_SUCCESS &&
+        if (!n->fabric_uuid && a.fabric && a.fabric(dev[i], &fi) == NVML_SUCCESS && fi.status == NVML_SUCCESS &&
             fi.state == NVML_GPU_FABRIC_STATE_COMPLETED) {
             static const char hex[] = "0123456789abcdef";
             char u[37];

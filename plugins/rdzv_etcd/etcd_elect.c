@@ -82,7 +82,7 @@ void etcd_job_revoke(etcd_state *s)
 {
     char msg[700];
     if (!s->jlease || !s->leads || s->lease_lost || !s->h)
-        return; /* not ours to end: the leader that holds it now does */
+        return;                                             /* not ours to end: the leader that holds it now does */
     etcd_lease_revoke(s, s->h, s->jlease, msg, sizeof msg); /* else it lapses */
 }
 
@@ -225,8 +225,10 @@ void etcd_keep_put(etcd_state *s, CURL *h, const char *text, int *warned)
     }
     /* like the keepalive: the job goes on without it, so say it once */
     if (!ok && !*warned) {
-        fprintf(stderr, "par3drun: warning: %s: cannot keep the leader's state in etcd (%s; a successor starts from an "
-                        "older one, or none)\n", msg, key);
+        fprintf(stderr,
+                "par3drun: warning: %s: cannot keep the leader's state in etcd (%s; a successor starts from an "
+                "older one, or none)\n",
+                msg, key);
         *warned = 1;
     }
     cJSON_Delete(j);
@@ -277,8 +279,9 @@ static char *txn_body(const etcd_state *s, const etcd_bid *bid)
     if (ff)
         bad = fclose(ff) != 0 || bad;
     /* cmp and fail start with a ',' */
-    if (!bad && asprintf(&out, "{\"compare\":[%s],\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\","
-                               "\"lease\":\"%lld\"}},{\"request_range\":{\"key\":\"%s\"}}],\"failure\":[%s]}",
+    if (!bad && asprintf(&out,
+                         "{\"compare\":[%s],\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\","
+                         "\"lease\":\"%lld\"}},{\"request_range\":{\"key\":\"%s\"}}],\"failure\":[%s]}",
                          cmp + 1, lk, v, s->lease, sk, fail + 1) < 0)
         out = NULL;
     free(cmp);
@@ -363,9 +366,10 @@ static int drop_squatter(etcd_state *s, CURL *h, const cJSON *range, double tmo)
     snprintf(key, sizeof key, "%sleader", s->prefix);
     char *lk = etcd_b64_enc(key, strlen(key));
     cJSON *j = NULL;
-    if (lk && asprintf(&body, "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"MOD\","
-                                "\"mod_revision\":\"%lld\"}],\"success\":[{\"request_delete_range\":{\"key\":"
-                                "\"%s\"}}]}",
+    if (lk && asprintf(&body,
+                       "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"MOD\","
+                       "\"mod_revision\":\"%lld\"}],\"success\":[{\"request_delete_range\":{\"key\":"
+                       "\"%s\"}}]}",
                        lk, etcd_num(kv, "mod_revision"), lk) < 0)
         body = NULL;
     int ok = body && etcd_post(h, s->url, "/v3/kv/txn", body, tmo < 2 ? tmo : 2, &j, msg, sizeof msg) == 0;
@@ -396,7 +400,8 @@ void etcd_leader_check(etcd_state *s, CURL *h, long long *said)
         return;
     snprintf(key, sizeof key, "%sleader", s->prefix);
     k = etcd_b64_enc(key, strlen(key));
-    if (!k || asprintf(&body, "{\"key\":\"%s\"}", k) < 0 || etcd_post(h, s->url, "/v3/kv/range", body, 2.0, &j, msg, sizeof msg) < 0)
+    if (!k || asprintf(&body, "{\"key\":\"%s\"}", k) < 0 ||
+        etcd_post(h, s->url, "/v3/kv/range", body, 2.0, &j, msg, sizeof msg) < 0)
         goto out; /* etcd away: the lease's own warning says so */
     const cJSON *kv = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "kvs"), 0);
     char *cur = range_value(j);
@@ -408,15 +413,17 @@ void etcd_leader_check(etcd_state *s, CURL *h, long long *said)
     v = etcd_b64_enc(mine, strlen(mine));
     free(body);
     body = NULL;
-    if (v && asprintf(&body, "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"%s\",\"%s\":\"%lld\"}],"
-                            "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
-                     k, kv ? "MOD" : "CREATE", kv ? "mod_revision" : "create_revision", rev, k, v, s->lease) < 0)
+    if (v && asprintf(&body,
+                      "{\"compare\":[{\"key\":\"%s\",\"result\":\"EQUAL\",\"target\":\"%s\",\"%s\":\"%lld\"}],"
+                      "\"success\":[{\"request_put\":{\"key\":\"%s\",\"value\":\"%s\",\"lease\":\"%lld\"}}]}",
+                      k, kv ? "MOD" : "CREATE", kv ? "mod_revision" : "create_revision", rev, k, v, s->lease) < 0)
         body = NULL;
     int ok = body && etcd_post(h, s->url, "/v3/kv/txn", body, 2.0, &t, msg, sizeof msg) == 0 &&
              cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "succeeded"));
     if (*said != rev + 1) {
-        fprintf(stderr, "par3drun: warning: etcd at %s: %sleader %s while this node leads (a squatter: a put by hand "
-                        "or by a stranger)%s\n",
+        fprintf(stderr,
+                "par3drun: warning: etcd at %s: %sleader %s while this node leads (a squatter: a put by hand "
+                "or by a stranger)%s\n",
                 s->url, s->prefix, kv ? "holds another value or lease" : "is gone",
                 ok ? ": put back" : ": not put back (it changed again, or etcd refused)");
         *said = rev + 1;
@@ -449,8 +456,10 @@ static int try_once(etcd_state *s, CURL *h, const etcd_bid *bid, char **kept, ch
     }
     if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "succeeded"))) { /* proto3 omits false */
         if (drop_squatter(s, h, resp_range(j, 0), tmo)) {
-            snprintf(why, cap, "%sleader was a stranger's (no lease or no valid signature; deleted: the next try "
-                               "may win)", s->prefix);
+            snprintf(why, cap,
+                     "%sleader was a stranger's (no lease or no valid signature; deleted: the next try "
+                     "may win)",
+                     s->prefix);
             goto out;
         }
         char *st = range_value(resp_range(j, 1));
@@ -541,8 +550,7 @@ static void *campaigner(void *arg)
 
 /* Hands the bid to the campaign thread (started on the first one): a bid
  * still running is replaced at once, without waiting for its request. */
-int etcd_campaign(void *state, const int *before, int nbefore, const char *value, double until, char *msg,
-                  size_t cap)
+int etcd_campaign(void *state, const int *before, int nbefore, const char *value, double until, char *msg, size_t cap)
 {
     etcd_state *s = state;
     int rc = -1;

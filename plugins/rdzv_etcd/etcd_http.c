@@ -98,7 +98,7 @@ static size_t on_data(char *d, size_t sz, size_t nm, void *u)
 
 /* tmo is clamped to 0.2..5 s; connecting gets at most 2 s of it */
 int etcd_post(CURL *h, const char *url, const char *path, const char *body, double tmo, cJSON **out, char *msg,
-                size_t cap)
+              size_t cap)
 {
     char full[700];
     reply r = {0};
@@ -134,7 +134,8 @@ int etcd_post(CURL *h, const char *url, const char *path, const char *body, doub
         if (!cJSON_IsString(m))
             m = j ? cJSON_GetObjectItemCaseSensitive(j, "error") : NULL;
         p3d_plugin_say(msg, cap, "etcd at %s: %s: HTTP %ld%s%s%s", url, path, code, cJSON_IsString(m) ? ": " : "",
-            cJSON_IsString(m) ? m->valuestring : "", code == 404 ? " (is this etcd >= 3.4's client URL?)" : "");
+                       cJSON_IsString(m) ? m->valuestring : "",
+                       code == 404 ? " (is this etcd >= 3.4's client URL?)" : "");
         cJSON_Delete(j);
         goto out;
     }

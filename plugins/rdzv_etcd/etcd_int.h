@@ -15,15 +15,15 @@
 #include <stddef.h>
 #include <time.h>
 
-#define ETCD_NEWS_MAX 8       /* queued news; the oldest goes when full */
-#define ETCD_NEWS_MSG 4608    /* a WON carries the kept text (<= 4096 bytes) */
-#define ETCD_BEFORE_MAX 64    /* campaign(): node ranks ahead of this one */
-#define ETCD_VALUE_MAX 1024   /* campaign(): the leadership's value */
-#define ETCD_KEEP_MAX 4096    /* keep(): the leader's state text */
-#define ETCD_SIG_LEN 69       /* " sig=" and 64 hex digits after a signed value */
+#define ETCD_NEWS_MAX 8     /* queued news; the oldest goes when full */
+#define ETCD_NEWS_MSG 4608  /* a WON carries the kept text (<= 4096 bytes) */
+#define ETCD_BEFORE_MAX 64  /* campaign(): node ranks ahead of this one */
+#define ETCD_VALUE_MAX 1024 /* campaign(): the leadership's value */
+#define ETCD_KEEP_MAX 4096  /* keep(): the leader's state text */
+#define ETCD_SIG_LEN 69     /* " sig=" and 64 hex digits after a signed value */
 
 typedef struct etcd_news_item {
-    int kind;                 /* P3D_RDZV_NEWS_* */
+    int kind; /* P3D_RDZV_NEWS_* */
     char msg[ETCD_NEWS_MSG];
 } etcd_news_item;
 
@@ -32,48 +32,48 @@ typedef struct etcd_bid {
     int before[ETCD_BEFORE_MAX];
     int nbefore;
     char value[ETCD_VALUE_MAX + 1];
-    double until;             /* CLOCK_MONOTONIC seconds */
+    double until; /* CLOCK_MONOTONIC seconds */
 } etcd_bid;
 
 typedef struct etcd_state {
-    char url[512];           /* base URL, no trailing '/' */
-    char prefix[200];        /* /par3drun/<job-id>/ */
-    char host[256];          /* gethostname, the value of rank/<i> */
-    long long lease;         /* 0: none granted; set before any thread starts */
-    int ttl;                 /* s: the lease's TTL (boot->lease_ttl or 10) */
+    char url[512];    /* base URL, no trailing '/' */
+    char prefix[200]; /* /par3drun/<job-id>/ */
+    char host[256];   /* gethostname, the value of rank/<i> */
+    long long lease;  /* 0: none granted; set before any thread starts */
+    int ttl;          /* s: the lease's TTL (boot->lease_ttl or 10) */
     int nnodes, rank;
-    char key[256];           /* the job key (boot->token), set by publish():
+    char key[256];                  /* the job key (boot->token), set by publish():
                               * signs and checks the leader key's value */
     char mine[ETCD_VALUE_MAX + 80]; /* the leader value this agent put (signed),
                               * "" until it leads: the keepalive thread
                               * checks the key still holds it (under mu) */
-    int lost;                /* etcd went away: no revoke warning at close */
-    double deadline;         /* monotonic seconds: detect() + timeout */
+    int lost;                       /* etcd went away: no revoke warning at close */
+    double deadline;                /* monotonic seconds: detect() + timeout */
     double timeout;
-    CURL *h;                 /* the main thread's handle (owned) */
+    CURL *h; /* the main thread's handle (owned) */
     /* Everything below is shared with the threads: under mu. Each thread
      * uses its own CURL handle. */
     pthread_mutex_t mu;
-    pthread_t ka;            /* the keepalive thread; it also puts keep()'s text */
+    pthread_t ka; /* the keepalive thread; it also puts keep()'s text */
     int ka_up, stop;
-    pthread_cond_t cv;       /* wakes the keepalive thread: stop, pending */
-    char *pending;           /* keep()'s newest text not yet put (owned) */
-    long long jlease;        /* the job lease that holds state (0 none):
+    pthread_cond_t cv; /* wakes the keepalive thread: stop, pending */
+    char *pending;     /* keep()'s newest text not yet put (owned) */
+    long long jlease;  /* the job lease that holds state (0 none):
                               * granted by the first keep(), adopted by
                               * the successor that wins, renewed by the
                               * keepalive thread; it outlives a leader */
-    int leads;               /* this agent holds the leadership: it revokes
+    int leads;         /* this agent holds the leadership: it revokes
                               * the job lease at close */
-    int lease_lost;          /* LEASE_LOST was queued (it is said once) */
-    pthread_t camp;          /* the campaign thread, started by the first bid */
+    int lease_lost;    /* LEASE_LOST was queued (it is said once) */
+    pthread_t camp;    /* the campaign thread, started by the first bid */
     int camp_up, camp_stop;
-    pthread_cond_t camp_cv;  /* wakes it: a new bid, stop */
+    pthread_cond_t camp_cv; /* wakes it: a new bid, stop */
     etcd_bid bid;
-    unsigned bid_gen;        /* bumped by each campaign(): replaces the bid */
-    int bid_on;              /* a bid is running */
+    unsigned bid_gen; /* bumped by each campaign(): replaces the bid */
+    int bid_on;       /* a bid is running */
     etcd_news_item news[ETCD_NEWS_MAX];
-    int news_head, news_n;   /* FIFO: oldest at news_head */
-    int pipe_rd, pipe_wr;    /* notify_fd(): readable while news_n > 0 */
+    int news_head, news_n; /* FIFO: oldest at news_head */
+    int pipe_rd, pipe_wr;  /* notify_fd(): readable while news_n > 0 */
 } etcd_state;
 
 /* etcd_elect.c: the live leader checks its own key and puts it back
@@ -136,8 +136,7 @@ void etcd_job_renew(etcd_state *s, CURL *h);
  * leads (its state key goes with it). */
 void etcd_job_revoke(etcd_state *s);
 
-int etcd_campaign(void *state, const int *before, int nbefore, const char *value, double until, char *msg,
-                  size_t cap);
+int etcd_campaign(void *state, const int *before, int nbefore, const char *value, double until, char *msg, size_t cap);
 int etcd_keep(void *state, const char *text, char *msg, size_t cap);
 int etcd_notify_fd(void *state);
 int etcd_news(void *state, char *msg, size_t cap);

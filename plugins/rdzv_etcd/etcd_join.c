@@ -52,13 +52,15 @@ int etcd_join_endpoint(const char *fields, char *host, size_t hcap, int *port, c
     const char *j = strstr(p, " join ");
     long jp = j ? port_at(j + 6, &e) : -1;
     if (!j || jp < 0 || *e) {
-        snprintf(msg, cap, "a successor's value without its join port (\"... join PORT\"): a par3drun older than "
-                           "this one leads the job, which cannot take joiners after a failover");
+        snprintf(msg, cap,
+                 "a successor's value without its join port (\"... join PORT\"): a par3drun older than "
+                 "this one leads the job, which cannot take joiners after a failover");
         return -1;
     }
     if (jp == 0) {
-        snprintf(msg, cap, "the job's leader (a successor after a failover) could not open a join port: it takes "
-                           "no joiners (its log says why)");
+        snprintf(msg, cap,
+                 "the job's leader (a successor after a failover) could not open a join port: it takes "
+                 "no joiners (its log says why)");
         return -1;
     }
     *port = (int)jp;

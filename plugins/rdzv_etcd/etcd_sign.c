@@ -32,9 +32,8 @@ static int mac(const etcd_state *s, const char *fields, size_t n, unsigned char 
     memcpy(buf + sizeof label, s->prefix, lp + 1);
     memcpy(buf + sizeof label + lp + 1, fields, n);
     unsigned int len = 0;
-    return HMAC(EVP_sha256(), s->key, (int)strlen(s->key), buf, sizeof label + lp + 1 + n, out, &len) && len == 32
-               ? 0
-               : -1;
+    return HMAC(EVP_sha256(), s->key, (int)strlen(s->key), buf, sizeof label + lp + 1 + n, out, &len) && len == 32 ? 0
+                                                                                                                   : -1;
 }
 
 int etcd_sign(const etcd_state *s, const char *fields, char *out, size_t cap)

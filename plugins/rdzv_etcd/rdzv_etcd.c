@@ -52,7 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TTL_DEFAULT 10      /* s: how long keys outlive a dead agent */
+#define TTL_DEFAULT 10 /* s: how long keys outlive a dead agent */
 #define TTL_MIN 2
 #define TTL_MAX 3600
 
@@ -296,8 +296,9 @@ static void *keepalive(void *arg)
             /* The job's fate travels over the TCP channel, not etcd: losing
              * etcd after the rendezvous only costs the cleanup, so warn once. */
             if (r <= 0 && !warned) {
-                fprintf(stderr, "par3drun: warning: %s: cannot keep the rendezvous lease alive (the job goes on; "
-                                "its keys under %s expire after %d s)\n",
+                fprintf(stderr,
+                        "par3drun: warning: %s: cannot keep the rendezvous lease alive (the job goes on; "
+                        "its keys under %s expire after %d s)\n",
                         msg, s->prefix, s->ttl);
                 warned = 1;
             }
@@ -397,15 +398,17 @@ static int grant(etcd_state *s, int ttl, char *msg, size_t cap)
     return 0;
 }
 
-static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
-                       void **state, char *msg, size_t cap)
+static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b, void **state,
+                       char *msg, size_t cap)
 {
     etcd_state *s = NULL;
     int rc = -1;
     *state = NULL;
     if (strncmp(arg, "http://", 7) && strncmp(arg, "https://", 8))
-        return p3d_plugin_say(msg, cap, "--rdzv etcd:%s: expected etcd:http://HOST:PORT (etcd's client URL, e.g. "
-                             "etcd:http://10.0.0.5:2379)", arg);
+        return p3d_plugin_say(msg, cap,
+                              "--rdzv etcd:%s: expected etcd:http://HOST:PORT (etcd's client URL, e.g. "
+                              "etcd:http://10.0.0.5:2379)",
+                              arg);
     if (strlen(arg) >= sizeof s->url)
         return p3d_plugin_say(msg, cap, "--rdzv etcd:URL: the URL is over %zu bytes", sizeof s->url - 1);
     /* o_nnodes 0, o_node_rank -1: par3drun --join (nothing registered;
@@ -414,12 +417,14 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     if (o_nnodes < 1 && !joins)
         return p3d_plugin_say(msg, cap, "--rdzv etcd needs --nnodes N (how many agents meet)");
     if (o_node_rank >= o_nnodes)
-        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1, o_nnodes);
+        return p3d_plugin_say(msg, cap, "--node-rank %d: expected 0..%d for --nnodes %d", o_node_rank, o_nnodes - 1,
+                              o_nnodes);
     /* rdzv.c hands --job-id over in b->job_id; inside Slurm its job id */
     const char *job = b->job_id[0] ? b->job_id : getenv("SLURM_JOB_ID");
     if (!job || !*job)
-        return p3d_plugin_say(msg, cap, "--rdzv etcd needs --job-id ID: the same on every node, new for every job (it names "
-                             "the etcd prefix /par3drun/ID/)");
+        return p3d_plugin_say(msg, cap,
+                              "--rdzv etcd needs --job-id ID: the same on every node, new for every job (it names "
+                              "the etcd prefix /par3drun/ID/)");
     size_t jl = strlen(job);
     for (const char *p = job; *p; p++)
         if (!isalnum((unsigned char)*p) && !strchr("._-", *p))
@@ -444,8 +449,10 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     }
     if (etcd_elect_init(s, msg, cap) < 0)
         goto out;
-    int ttl = b->lease_ttl <= 0 ? TTL_DEFAULT : b->lease_ttl < TTL_MIN ? TTL_MIN : b->lease_ttl > TTL_MAX ? TTL_MAX
-                                                                                                      : b->lease_ttl;
+    int ttl = b->lease_ttl <= 0        ? TTL_DEFAULT
+              : b->lease_ttl < TTL_MIN ? TTL_MIN
+              : b->lease_ttl > TTL_MAX ? TTL_MAX
+                                       : b->lease_ttl;
     if (grant(s, ttl, msg, cap) < 0)
         goto out;
     if (etcd_thread_start(&s->ka, keepalive, s) != 0) {
@@ -468,13 +475,15 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     }
     if (s->rank < 0) {
         if (o_node_rank >= 0)
-            p3d_plugin_say(msg, cap, "etcd at %s: node rank %d of job %s is taken (%srank/%d exists): another agent has it, "
-                          "or a previous job with the same --job-id (its keys expire %d s after it ended)",
-                s->url, o_node_rank, job, s->prefix, o_node_rank, s->ttl);
+            p3d_plugin_say(msg, cap,
+                           "etcd at %s: node rank %d of job %s is taken (%srank/%d exists): another agent has it, "
+                           "or a previous job with the same --job-id (its keys expire %d s after it ended)",
+                           s->url, o_node_rank, job, s->prefix, o_node_rank, s->ttl);
         else
-            p3d_plugin_say(msg, cap, "etcd at %s: all %d node ranks of job %s are taken (%srank/0..%d): more agents than "
-                          "--nnodes, or a previous job with the same --job-id (its keys expire %d s after it ended)",
-                s->url, o_nnodes, job, s->prefix, o_nnodes - 1, s->ttl);
+            p3d_plugin_say(msg, cap,
+                           "etcd at %s: all %d node ranks of job %s are taken (%srank/0..%d): more agents than "
+                           "--nnodes, or a previous job with the same --job-id (its keys expire %d s after it ended)",
+                           s->url, o_nnodes, job, s->prefix, o_nnodes - 1, s->ttl);
         goto out;
     }
     b->nnodes = o_nnodes;
@@ -507,8 +516,9 @@ static int leader_believed(etcd_state *s, char *val, long long lease, char **ref
     if (ok) {
         memcpy(val, fields, strlen(fields) + 1); /* fields is a prefix of val */
     } else if (!*refused || strcmp(*refused, val)) {
-        fprintf(stderr, "par3drun: warning: etcd at %s: %sleader ignored: %s (a stranger's or another job's "
-                        "value; still waiting for this job's leader)\n",
+        fprintf(stderr,
+                "par3drun: warning: etcd at %s: %sleader ignored: %s (a stranger's or another job's "
+                "value; still waiting for this job's leader)\n",
                 s->url, s->prefix, lease == 0 ? "held by no lease" : "not signed with this job's key");
         free(*refused);
         *refused = strdup(val);
@@ -544,8 +554,9 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);
             s->lost = 1;
-            p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (node rank %d, job prefix %s, waiting for %s): %s", s->rank,
-                s->prefix, leader ? "the other nodes to register" : "the leader's endpoint", m2);
+            p3d_plugin_say(msg, cap,
+                           "lost etcd during the rendezvous (node rank %d, job prefix %s, waiting for %s): %s", s->rank,
+                           s->prefix, leader ? "the other nodes to register" : "the leader's endpoint", m2);
             goto out;
         }
         /* seen: every rank registered at some poll. An agent that went
@@ -588,9 +599,10 @@ static int wait_for(etcd_state *s, int leader, char **val, char *msg, size_t cap
     }
     if (shown > 16)
         snprintf(miss + len, sizeof miss - len, " and %d more", shown - 16);
-    p3d_plugin_say(msg, cap, "etcd at %s: timed out after %.1f s: %d/%d nodes registered under %srank/; never arrived: %s",
-        s->url, s->timeout, nseen, s->nnodes, s->prefix,
-        shown ? miss : "none (but the leader, node[0], never published its endpoint)");
+    p3d_plugin_say(msg, cap,
+                   "etcd at %s: timed out after %.1f s: %d/%d nodes registered under %srank/; never arrived: %s",
+                   s->url, s->timeout, nseen, s->nnodes, s->prefix,
+                   shown ? miss : "none (but the leader, node[0], never published its endpoint)");
 out:
     free(keys);
     free(vals);
@@ -616,14 +628,18 @@ static int join_leader(etcd_state *s, p3d_rdzv_boot *b, char *msg, size_t cap)
         snprintf(m2, sizeof m2, "%s", msg);
         p3d_plugin_say(msg, cap, "--join: cannot read the job's leader from etcd: %s", m2);
     } else if (n == 0) {
-        p3d_plugin_say(msg, cap, "--join: etcd at %s holds no leader for this job (no key %s): the job ended, or "
-                                 "none runs under this --job-id; nothing to join", s->url, lkey);
+        p3d_plugin_say(msg, cap,
+                       "--join: etcd at %s holds no leader for this job (no key %s): the job ended, or "
+                       "none runs under this --job-id; nothing to join",
+                       s->url, lkey);
     } else if (lease == 0 || etcd_verify(s, val, fields, sizeof fields) < 0) {
-        p3d_plugin_say(msg, cap, "--join: etcd at %s: %s is %s: refused (a forged value, another job's, or this "
-                                 "node's --rdzv-token-file is not the job's)", s->url, lkey,
+        p3d_plugin_say(msg, cap,
+                       "--join: etcd at %s: %s is %s: refused (a forged value, another job's, or this "
+                       "node's --rdzv-token-file is not the job's)",
+                       s->url, lkey,
                        lease == 0 ? "held by no lease (no par3drun leader put it)" : "not signed with this job's key");
-    } else if (etcd_join_endpoint(fields, b->leader_host, sizeof b->leader_host, &b->leader_port, why,
-                                  sizeof why) < 0) {
+    } else if (etcd_join_endpoint(fields, b->leader_host, sizeof b->leader_host, &b->leader_port, why, sizeof why) <
+               0) {
         p3d_plugin_say(msg, cap, "--join: etcd at %s: %s: %s", s->url, lkey, why);
     } else {
         rc = 0;
@@ -654,7 +670,8 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
             s->lost = 1;
             char m2[900];
             snprintf(m2, sizeof m2, "%s", msg);
-            return p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (publishing the leader's endpoint): %s", m2);
+            return p3d_plugin_say(msg, cap, "lost etcd during the rendezvous (publishing the leader's endpoint): %s",
+                                  m2);
         }
         pthread_mutex_lock(&s->mu);
         s->leads = 1; /* the first leadership: held with this agent's lease */
@@ -669,7 +686,8 @@ static int etcd_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
     int n = sscanf(val, "%d %255s", &port, host);
     free(val);
     if (n < 2 || port < 1 || port > 65535)
-        return p3d_plugin_say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST sig=HEX\")", s->url, s->prefix);
+        return p3d_plugin_say(msg, cap, "etcd at %s: %sleader: malformed (expected \"PORT HOST sig=HEX\")", s->url,
+                              s->prefix);
     b->leader_port = port;
     snprintf(b->leader_host, sizeof b->leader_host, "%s", host);
     return 0;

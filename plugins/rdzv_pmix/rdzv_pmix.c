@@ -22,12 +22,12 @@
 
 typedef struct pmix_state {
     pmix_proc_t me;
-    int up;                  /* PMIx_Init succeeded, not finalized yet */
-    int timeout;             /* seconds for the fence */
+    int up;      /* PMIx_Init succeeded, not finalized yet */
+    int timeout; /* seconds for the fence */
 } pmix_state;
 
-static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b,
-                       void **state, char *msg, size_t cap)
+static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *b, void **state,
+                       char *msg, size_t cap)
 {
     (void)arg;
     (void)o_node_rank;
@@ -67,8 +67,9 @@ static int pmix_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
     if (o_nnodes > 0 && (uint32_t)o_nnodes != size) {
         PMIx_Finalize(NULL, 0);
         free(s);
-        return p3d_plugin_say(msg, cap, "pmix: the job has %u processes but --nnodes says %d: start one par3drun per node",
-                   size, o_nnodes);
+        return p3d_plugin_say(msg, cap,
+                              "pmix: the job has %u processes but --nnodes says %d: start one par3drun per node", size,
+                              o_nnodes);
     }
     b->nnodes = (int)size;
     b->node_rank = (int)s->me.rank;
@@ -118,7 +119,7 @@ static int pmix_publish(void *state, p3d_rdzv_boot *b, char *msg, size_t cap)
     PMIX_INFO_DESTRUCT(&info[1]);
     if (rc != PMIX_SUCCESS)
         return p3d_plugin_say(msg, cap, "PMIx_Fence: %s (a node never arrived within %d s?)", PMIx_Error_string(rc),
-                   s->timeout);
+                              s->timeout);
     if (b->node_rank != 0) {
         pmix_proc_t lead;
         PMIX_PROC_CONSTRUCT(&lead);

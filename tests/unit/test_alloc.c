@@ -247,9 +247,9 @@ static void test_topology_addr_rack(void **st)
     } cases[] = {
         {"spine1.leaf3.node17", "switch.switch.node", "leaf3"},
         {"leaf3.node17", "switch.node", "leaf3"},
-        {"node17", "node", NULL},               /* no switch above the node */
+        {"node17", "node", NULL}, /* no switch above the node */
         {"s1.s2.s3.n9", "switch.switch.switch.node", "s3"},
-        {"spine1.leaf3.node17", NULL, "leaf3"}, /* no pattern: the last is the node */
+        {"spine1.leaf3.node17", NULL, "leaf3"},          /* no pattern: the last is the node */
         {"spine1.leaf3.node17", "switch.node", "leaf3"}, /* pattern of another shape: ignored */
         {"block4.n2", "block.node", "block4"},
         {"", "switch.node", NULL},
@@ -274,9 +274,17 @@ static void test_hello_rack(void **st)
     (void)st;
     p3d_node *n = load(h100);
     for (int with = 0; with < 2; with++) {
-        p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "j",
-                       .nnodes = 4, .node_rank = 2, .hostname = "n3", .addr = "10.0.0.3", .master_port = 1,
-                       .nccl_port = 2, .topo = n, .rack = with ? "leaf7" : NULL};
+        p3d_hello h = {.proto = P3D_WIRE_PROTO,
+                       .version = P3D_VERSION,
+                       .job_id = "j",
+                       .nnodes = 4,
+                       .node_rank = 2,
+                       .hostname = "n3",
+                       .addr = "10.0.0.3",
+                       .master_port = 1,
+                       .nccl_port = 2,
+                       .topo = n,
+                       .rack = with ? "leaf7" : NULL};
         p3d_wbuf b = {0};
         assert_int_equal(p3d_hello_encode(&h, &b), 0);
         p3d_hello got;
@@ -296,10 +304,14 @@ static void test_hello_rack(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slurm_renumbered), cmocka_unit_test(test_slurm_not_renumbered_and_job_gpus),
-        cmocka_unit_test(test_inherited_cvd),    cmocka_unit_test(test_uuids),
-        cmocka_unit_test(test_errors),           cmocka_unit_test(test_rank_cvd),
-        cmocka_unit_test(test_topology_addr_rack), cmocka_unit_test(test_hello_rack),
+        cmocka_unit_test(test_slurm_renumbered),
+        cmocka_unit_test(test_slurm_not_renumbered_and_job_gpus),
+        cmocka_unit_test(test_inherited_cvd),
+        cmocka_unit_test(test_uuids),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_rank_cvd),
+        cmocka_unit_test(test_topology_addr_rack),
+        cmocka_unit_test(test_hello_rack),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

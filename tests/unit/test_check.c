@@ -373,8 +373,7 @@ static void reports(void **state)
     assert_int_equal(cJSON_GetArrayItem(cJSON_GetArrayItem(pp, 3), 1)->valueint, 19);
     cJSON *m = cJSON_GetObjectItem(doc, "metrics");
     assert_int_equal(cJSON_GetObjectItem(m, "pipelines_crossing_racks")->valueint, 16);
-    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "baseline"), "pipelines_crossing_racks")->valueint,
-                     16);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "baseline"), "pipelines_crossing_racks")->valueint, 16);
     cJSON_Delete(doc);
     in.color = 1;
     char *tc = p3d_report_text(&in);
@@ -432,15 +431,22 @@ static void pp_cause_is_true(void **state)
         int racks[4];
         const char *policy, *want;
     } cases[] = {
-        {{0, 0, 0, 1}, "hand",
+        {{0, 0, 0, 1},
+         "hand",
          "The racks (8 to 24 GPUs) hold at most 1 whole pipeline block of 16 GPUs (pp x tp x cp) and the job "
          "has 2, so at least 1 must cross racks"},
-        {{0, 1, 2, 3}, "hand", "A pipeline block (pp x tp x cp = 16 GPUs) needs more GPUs than any rack holds "
-                               "(racks of 8 GPUs)"},
-        {{0, 0, 1, 1}, "hand", "A pipeline block (16 GPUs) fits in one rack here (racks of 16 GPUs) and the "
-                               "racks hold all 2: use a rack-aware policy"},
-        {{0, 0, 1, 1}, "megatron", "By GPU count the racks (16 GPUs) could hold all 2 pipeline blocks of 16 "
-                                   "GPUs whole; policy megatron crossed racks"},
+        {{0, 1, 2, 3},
+         "hand",
+         "A pipeline block (pp x tp x cp = 16 GPUs) needs more GPUs than any rack holds "
+         "(racks of 8 GPUs)"},
+        {{0, 0, 1, 1},
+         "hand",
+         "A pipeline block (16 GPUs) fits in one rack here (racks of 16 GPUs) and the "
+         "racks hold all 2: use a rack-aware policy"},
+        {{0, 0, 1, 1},
+         "megatron",
+         "By GPU count the racks (16 GPUs) could hold all 2 pipeline blocks of 16 "
+         "GPUs whole; policy megatron crossed racks"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         p3d_cluster *c = mkcluster(4, 8, 8, cases[i].racks, NULL);
@@ -466,10 +472,14 @@ static void pp_cause_is_true(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(naive_pipelines_cross_racks), cmocka_unit_test(tp_across_nodes_is_error),
-        cmocka_unit_test(tp_wider_than_domain_is_warning), cmocka_unit_test(tp_in_mnnvl_domain),
-        cmocka_unit_test(bad_placements_fail), cmocka_unit_test(batch_and_world_rules),
-        cmocka_unit_test(reports), cmocka_unit_test(tp_advice_names_the_cause),
+        cmocka_unit_test(naive_pipelines_cross_racks),
+        cmocka_unit_test(tp_across_nodes_is_error),
+        cmocka_unit_test(tp_wider_than_domain_is_warning),
+        cmocka_unit_test(tp_in_mnnvl_domain),
+        cmocka_unit_test(bad_placements_fail),
+        cmocka_unit_test(batch_and_world_rules),
+        cmocka_unit_test(reports),
+        cmocka_unit_test(tp_advice_names_the_cause),
         cmocka_unit_test(pp_cause_is_true),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -26,8 +26,7 @@
 static char tmpdir[256];
 static char a100[512], pairs[512];
 
-static void write_file(const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void write_file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void write_file(const char *name, const char *fmt, ...)
 {
     char path[512];
@@ -73,8 +72,7 @@ static int setup(void **state)
     if (!mkdtemp(tmpdir))
         return -1;
     snprintf(a100, sizeof a100, "%s/realdata/topo/dgx-a100_12nic.txt", fx);
-    snprintf(pairs, sizeof pairs,
-             "%s/realdata/topo/a6000x8_nvlink-bridge-pairs_pytorch79299.txt", fx);
+    snprintf(pairs, sizeof pairs, "%s/realdata/topo/a6000x8_nvlink-bridge-pairs_pytorch79299.txt", fx);
     copy_file(a100, tpath("a100.txt"));
     copy_file(pairs, tpath("pairs.txt"));
     return 0;
@@ -132,7 +130,8 @@ static void test_basic(void **state)
                "    {\"name\": \"n[01-04]\", \"topology\": \"a100.txt\", \"rack\": \"r1\"},\n"
                "    {\"name\": \"n[05-07],n08\", \"topology\": \"./a100.txt\", \"rack\": \"r2\"},\n"
                "    {\"name\": \"p1\", \"topology\": \"%s\", \"rack\": \"r1\"}\n"
-               "  ]\n}\n", pairs);
+               "  ]\n}\n",
+               pairs);
     p3d_cluster *c = load_ok(tpath("basic.json"));
     assert_int_equal(c->nnodes, 9);
     assert_string_equal(c->nodes[0].name, "n01");
@@ -171,13 +170,12 @@ static void test_basic(void **state)
 static void test_domains_and_gbps(void **state)
 {
     (void)state;
-    write_file("nvl.json",
-               "{\"link_gbps\": {\"RACK\": 40, \"xrack\": 12.5, \"MNNVL\": 800},\n"
-               " \"nodes\": [\n"
-               "  {\"name\": \"t[01-02]\", \"topology\": \"a100.txt\", \"nvlink_domain\": \"nvl0\"},\n"
-               "  {\"name\": \"t[03-04]\", \"topology\": \"a100.txt\", \"nvlink_domain\": \"nvl1\"},\n"
-               "  {\"name\": \"t05\", \"topology\": \"a100.txt\"}\n"
-               "]}\n");
+    write_file("nvl.json", "{\"link_gbps\": {\"RACK\": 40, \"xrack\": 12.5, \"MNNVL\": 800},\n"
+                           " \"nodes\": [\n"
+                           "  {\"name\": \"t[01-02]\", \"topology\": \"a100.txt\", \"nvlink_domain\": \"nvl0\"},\n"
+                           "  {\"name\": \"t[03-04]\", \"topology\": \"a100.txt\", \"nvlink_domain\": \"nvl1\"},\n"
+                           "  {\"name\": \"t05\", \"topology\": \"a100.txt\"}\n"
+                           "]}\n");
     p3d_cluster *c = load_ok(tpath("nvl.json"));
     assert_int_equal(c->nracks, 1);
     assert_string_equal(c->racks[0], "default");
@@ -192,24 +190,23 @@ static void test_domains_and_gbps(void **state)
     p3d_cluster_free(c);
 
     write_file("gbps1.json", "{\"link_gbps\": {\"FAST\": 1}, \"nodes\": "
-               "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
+                             "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
     load_fails("gbps1.json", "unknown link class 'FAST'", "XRACK");
     write_file("gbps2.json", "{\"link_gbps\": {\"RACK\": -5}, \"nodes\": "
-               "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
+                             "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
     load_fails("gbps2.json", "link_gbps.RACK", "positive");
     write_file("gbps3.json", "{\"link_gbps\": [50], \"nodes\": "
-               "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
+                             "[{\"name\": \"a\", \"topology\": \"a100.txt\"}]}");
     load_fails("gbps3.json", "link_gbps", "found an array");
 }
 
 static void test_warnings(void **state)
 {
     (void)state;
-    write_file("warn.json",
-               "{\"nodes\": [\n"
-               "  {\"name\": \"w1\", \"topology\": \"a100.txt\", \"rack\": \"r1\", \"gpus\": 8},\n"
-               "  {\"name\": \"w2\", \"topology\": \"a100.txt\"}\n"
-               "], \"version\": 2}\n");
+    write_file("warn.json", "{\"nodes\": [\n"
+                            "  {\"name\": \"w1\", \"topology\": \"a100.txt\", \"rack\": \"r1\", \"gpus\": 8},\n"
+                            "  {\"name\": \"w2\", \"topology\": \"a100.txt\"}\n"
+                            "], \"version\": 2}\n");
     p3d_cluster *c = load_ok(tpath("warn.json"));
     assert_true(has_warning(c, "warn.json:2: nodes[0]", "unknown key 'gpus'"));
     assert_true(has_warning(c, "unknown key 'version'", NULL));
@@ -221,23 +218,25 @@ static void test_warnings(void **state)
 static void test_errors(void **state)
 {
     (void)state;
-    write_file("missing.json",
-               "{\"nodes\": [\n"
-               "  {\"name\": \"a1\", \"topology\": \"a100.txt\"},\n"
-               "  {\"name\": \"a2\",\n"
-               "   \"topology\": \"dgx-h200.xml\"}\n"
-               "]}\n");
-    load_fails("missing.json", "missing.json:4: nodes[1].topology: no such "
-               "file 'dgx-h200.xml'", "bundled:");
-    write_file("dup.json",
-               "{\"nodes\": [\n"
-               "  {\"name\": \"d[1-4]\", \"topology\": \"a100.txt\"},\n"
-               "  {\"name\": \"d[4-5]\", \"topology\": \"a100.txt\"}\n"
-               "]}\n");
-    load_fails("dup.json", "dup.json:3: nodes[1].name: node 'd4' is already "
-               "listed in nodes[0]", NULL);
+    write_file("missing.json", "{\"nodes\": [\n"
+                               "  {\"name\": \"a1\", \"topology\": \"a100.txt\"},\n"
+                               "  {\"name\": \"a2\",\n"
+                               "   \"topology\": \"dgx-h200.xml\"}\n"
+                               "]}\n");
+    load_fails("missing.json",
+               "missing.json:4: nodes[1].topology: no such "
+               "file 'dgx-h200.xml'",
+               "bundled:");
+    write_file("dup.json", "{\"nodes\": [\n"
+                           "  {\"name\": \"d[1-4]\", \"topology\": \"a100.txt\"},\n"
+                           "  {\"name\": \"d[4-5]\", \"topology\": \"a100.txt\"}\n"
+                           "]}\n");
+    load_fails("dup.json",
+               "dup.json:3: nodes[1].name: node 'd4' is already "
+               "listed in nodes[0]",
+               NULL);
     write_file("dup2.json", "{\"nodes\": [{\"name\": \"x[1,1]\", "
-               "\"topology\": \"a100.txt\"}]}");
+                            "\"topology\": \"a100.txt\"}]}");
     load_fails("dup2.json", "node 'x1' is already listed in nodes[0]", NULL);
     write_file("empty.json", "{\"nodes\": []}");
     load_fails("empty.json", "nodes: empty", NULL);
@@ -250,24 +249,22 @@ static void test_errors(void **state)
     write_file("nodesobj.json", "{\"nodes\": {\"name\": \"a\"}}");
     load_fails("nodesobj.json", "nodes: expected an array", "found an object");
     write_file("type.json", "{\"nodes\": [\n {\"name\": 7, \"topology\": \"a100.txt\"}]}");
-    load_fails("type.json", "type.json:2: nodes[0].name: expected a string",
-               "found a number");
+    load_fails("type.json", "type.json:2: nodes[0].name: expected a string", "found a number");
     write_file("type2.json", "{\"nodes\": [{\"name\": \"a\", \"topology\": "
-               "\"a100.txt\", \"rack\": 3}]}");
+                             "\"a100.txt\", \"rack\": 3}]}");
     load_fails("type2.json", "nodes[0].rack: expected a string", NULL);
     write_file("entry.json", "{\"nodes\": [\"node1\"]}");
     load_fails("entry.json", "nodes[0]: expected an object", "found a string");
     write_file("notopo.json", "{\"nodes\": [{\"name\": \"a\"}]}");
     load_fails("notopo.json", "nodes[0]: missing \"topology\"", NULL);
     write_file("twice.json", "{\"nodes\": [{\"name\": \"a\", \"name\": \"b\", "
-               "\"topology\": \"a100.txt\"}]}");
+                             "\"topology\": \"a100.txt\"}]}");
     load_fails("twice.json", "nodes[0].name: key given twice", NULL);
     write_file("hl.json", "{\"nodes\": [\n\n {\"name\": \"n[1-\", "
-               "\"topology\": \"a100.txt\"}]}");
-    load_fails("hl.json", "hl.json:3: nodes[0].name: hostlist 'n[1-'",
-               "column 2: '[' at column 2 is never closed");
+                          "\"topology\": \"a100.txt\"}]}");
+    load_fails("hl.json", "hl.json:3: nodes[0].name: hostlist 'n[1-'", "column 2: '[' at column 2 is never closed");
     write_file("huge.json", "{\"nodes\": [{\"name\": \"n[0-9999999999]\", "
-               "\"topology\": \"a100.txt\"}]}");
+                            "\"topology\": \"a100.txt\"}]}");
     load_fails("huge.json", "expands to 10000000000 names", "limit is 1048576");
     write_file("syntax.json", "{\"nodes\": [\n  {\"name\": \"a\",,}\n]}");
     load_fails("syntax.json", "syntax.json:2:", "invalid JSON");
@@ -276,7 +273,7 @@ static void test_errors(void **state)
     write_file("trail.json", "{\"nodes\": []}\n\n]");
     load_fails("trail.json", "trail.json:3: unexpected text after", NULL);
     write_file("badtopo.json", "{\"nodes\": [{\"name\": \"a\", \"topology\": "
-               "\"junk.txt\"}]}");
+                               "\"junk.txt\"}]}");
     write_file("junk.txt", "this is not a topology\n");
     load_fails("badtopo.json", "nodes[0].topology: ", "junk.txt");
     load_fails("does-not-exist.json", "cannot open cluster file", NULL);
@@ -320,8 +317,7 @@ static void test_bundled_lookup(void **state)
     (void)state;
     char dd[512], cmd[1200];
     snprintf(dd, sizeof dd, "%s/data", tmpdir);
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s/examples/topologies' '%s/sub'", dd,
-             tmpdir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/examples/topologies' '%s/sub'", dd, tmpdir);
     assert_int_equal(system(cmd), 0);
     char bt[600];
     snprintf(bt, sizeof bt, "%s/examples/topologies/bundled-a100.txt", dd);
@@ -329,14 +325,13 @@ static void test_bundled_lookup(void **state)
     char *old = getenv("P3D_DATA_DIR") ? strdup(getenv("P3D_DATA_DIR")) : NULL;
     setenv("P3D_DATA_DIR", dd, 1);
     write_file("sub/b.json", "{\"nodes\": [{\"name\": \"b1\", \"topology\": "
-               "\"bundled-a100.txt\"}]}");
+                             "\"bundled-a100.txt\"}]}");
     p3d_cluster *c = load_ok(tpath("sub/b.json"));
     assert_int_equal(c->topos[0]->ngpus, 8);
     p3d_cluster_free(c);
     write_file("sub/c.json", "{\"nodes\": [{\"name\": \"b1\", \"topology\": "
-               "\"nope.xml\"}]}");
-    load_fails("sub/c.json", "no such file 'nope.xml'",
-               "bundled: bundled-a100.txt)");
+                             "\"nope.xml\"}]}");
+    load_fails("sub/c.json", "no such file 'nope.xml'", "bundled: bundled-a100.txt)");
     if (old) {
         setenv("P3D_DATA_DIR", old, 1);
         free(old);
@@ -348,13 +343,12 @@ static void test_bundled_lookup(void **state)
 static void test_restrict(void **state)
 {
     (void)state;
-    write_file("r.json",
-               "{\"nodes\": [\n"
-               "  {\"name\": \"n[01-04]\", \"topology\": \"a100.txt\", \"rack\": \"r1\"},\n"
-               "  {\"name\": \"n[05-08]\", \"topology\": \"pairs.txt\", \"rack\": \"r2\",\n"
-               "   \"nvlink_domain\": \"d\"},\n"
-               "  {\"name\": \"m[1-2]\", \"topology\": \"pairs.txt\", \"rack\": \"r3\"}\n"
-               "]}\n");
+    write_file("r.json", "{\"nodes\": [\n"
+                         "  {\"name\": \"n[01-04]\", \"topology\": \"a100.txt\", \"rack\": \"r1\"},\n"
+                         "  {\"name\": \"n[05-08]\", \"topology\": \"pairs.txt\", \"rack\": \"r2\",\n"
+                         "   \"nvlink_domain\": \"d\"},\n"
+                         "  {\"name\": \"m[1-2]\", \"topology\": \"pairs.txt\", \"rack\": \"r3\"}\n"
+                         "]}\n");
     p3d_cluster *c = load_ok(tpath("r.json"));
     char *err = NULL;
     assert_int_equal(p3d_cluster_restrict(c, "n[07,02-03]", &err), 0);
@@ -433,12 +427,15 @@ static void test_scale(void **state)
     fprintf(f, "{\"nodes\": [\n");
     fprintf(g, "{\"nodes\": [\n");
     for (int r = 0; r < 512; r++)
-        fprintf(f, "%s{\"name\": \"node[%05d-%05d]\", \"topology\": "
-                "\"a100.txt\", \"rack\": \"r%03d\"}\n", r ? "," : "",
-                r * 32 + 1, r * 32 + 32, r);
+        fprintf(f,
+                "%s{\"name\": \"node[%05d-%05d]\", \"topology\": "
+                "\"a100.txt\", \"rack\": \"r%03d\"}\n",
+                r ? "," : "", r * 32 + 1, r * 32 + 32, r);
     for (int i = 0; i < 16384; i++)
-        fprintf(g, "%s{\"name\": \"node%05d\", \"topology\": \"a100.txt\", "
-                "\"rack\": \"r%03d\"}\n", i ? "," : "", i + 1, i / 32);
+        fprintf(g,
+                "%s{\"name\": \"node%05d\", \"topology\": \"a100.txt\", "
+                "\"rack\": \"r%03d\"}\n",
+                i ? "," : "", i + 1, i / 32);
     fprintf(f, "]}\n");
     fprintf(g, "]}\n");
     fclose(f);
@@ -452,8 +449,7 @@ static void test_scale(void **state)
         free(err);
         err = NULL;
         /* the whole list, reversed in two halves */
-        assert_int_equal(p3d_cluster_restrict(
-                             c, "node[08193-16384],node[00001-08192]", &err), 0);
+        assert_int_equal(p3d_cluster_restrict(c, "node[08193-16384],node[00001-08192]", &err), 0);
         double t2 = now();
         assert_int_equal(c->nnodes, 16384);
         assert_int_equal(p3d_cluster_gpus(c), 131072);
@@ -461,8 +457,7 @@ static void test_scale(void **state)
         assert_string_equal(c->nodes[0].name, "node08193");
         assert_string_equal(c->racks[c->nodes[0].rack], "r256");
         print_message("16384 nodes, %s: load %.3f s, restrict %.3f s\n",
-                      k == 1 ? "one entry per rack" : "one entry per node",
-                      t1 - t0, t2 - t1);
+                      k == 1 ? "one entry per rack" : "one entry per node", t1 - t0, t2 - t1);
         p3d_cluster_free(c);
     }
 }
@@ -522,8 +517,7 @@ static void test_examples(void **state)
         char *err = NULL;
         if (p3d_cluster_load(path, &c, &err) != 0) {
             if (strstr(err, "no such file")) {
-                print_message("skip %s: bundled topology missing: %s\n",
-                              e->d_name, err);
+                print_message("skip %s: bundled topology missing: %s\n", e->d_name, err);
                 skipped++;
                 free(err);
                 continue;
@@ -546,16 +540,11 @@ static void test_examples(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_basic),
-        cmocka_unit_test(test_domains_and_gbps),
-        cmocka_unit_test(test_warnings),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_deep_nesting),
-        cmocka_unit_test(test_huge_file),
-        cmocka_unit_test(test_bundled_lookup),
-        cmocka_unit_test(test_restrict),
-        cmocka_unit_test(test_from_node),
-        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_basic),          cmocka_unit_test(test_domains_and_gbps),
+        cmocka_unit_test(test_warnings),       cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_deep_nesting),   cmocka_unit_test(test_huge_file),
+        cmocka_unit_test(test_bundled_lookup), cmocka_unit_test(test_restrict),
+        cmocka_unit_test(test_from_node),      cmocka_unit_test(test_scale),
         cmocka_unit_test(test_examples),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -15,11 +15,11 @@
 #include "cost_internal.h"
 
 /* relative tolerance check */
-#define NEAR(x, want, rel)                                                              \
-    do {                                                                                \
-        double x_ = (x), w_ = (want);                                                   \
-        if (!(fabs(x_ - w_) <= (rel) * fabs(w_) + 1e-12))                               \
-            fail_msg("%s = %.9g, want %.9g (rel %.g)", #x, x_, w_, (double)(rel));       \
+#define NEAR(x, want, rel)                                                                                             \
+    do {                                                                                                               \
+        double x_ = (x), w_ = (want);                                                                                  \
+        if (!(fabs(x_ - w_) <= (rel)*fabs(w_) + 1e-12))                                                                \
+            fail_msg("%s = %.9g, want %.9g (rel %.g)", #x, x_, w_, (double)(rel));                                     \
     } while (0)
 
 /* ZeRO paper, Figure 1: Psi = 7.5B, N_d = 64 -> 120 / 31.4 / 16.6 / 1.9 GB
@@ -54,11 +54,11 @@ static void zero_paper_example(void **state)
 static void bubble(void **state)
 {
     (void)state;
-    NEAR(p3d_cost_bubble(4, 8, 1), 3.0 / 11.0, 1e-12);   /* (p-1)/(m+p-1) */
+    NEAR(p3d_cost_bubble(4, 8, 1), 3.0 / 11.0, 1e-12); /* (p-1)/(m+p-1) */
     NEAR(p3d_cost_bubble(16, 512, 1), 15.0 / 527.0, 1e-12);
-    NEAR(p3d_cost_bubble(4, 8, 2), 3.0 / 19.0, 1e-12);   /* (p-1)/(v*m+p-1) */
+    NEAR(p3d_cost_bubble(4, 8, 2), 3.0 / 19.0, 1e-12); /* (p-1)/(v*m+p-1) */
     NEAR(p3d_cost_bubble(1, 8, 1), 0.0, 0);
-    NEAR(p3d_cost_bubble(2, 1, 1), 0.5, 1e-12);           /* no overlap at all */
+    NEAR(p3d_cost_bubble(2, 1, 1), 0.5, 1e-12); /* no overlap at all */
 }
 
 /* Korthikanti et al. 2022 for GPT-3 175B: s=2048, b=1, h=12288, a=96, t=8.
@@ -150,21 +150,21 @@ static void eval_175b(void **state)
     /* the first stage: (6 layers of 12h^2 + the embedding V h)/8 + 6 layers' norms (4h) */
     NEAR(c.params_per_gpu, 1437894144.0, 1e-12);
     NEAR(c.mem_weights, 2875788288.0, 1e-12);
-    NEAR(c.mem_grads, 5751576576.0, 1e-12);      /* fp32 main gradients */
-    NEAR(c.mem_optim, 4313682432.0, 1e-12);      /* 12 psi / 4 */
+    NEAR(c.mem_grads, 5751576576.0, 1e-12); /* fp32 main gradients */
+    NEAR(c.mem_optim, 4313682432.0, 1e-12); /* 12 psi / 4 */
     /* 34sbh/8 * 6 layers * 16 in flight + (8sb + sbh) * 16 / 8 */
     NEAR(c.mem_act, 10318020608.0, 1e-12);
     NEAR(c.mem_total, 23259067904.0, 1e-12);
     NEAR(c.gpu_mem, 80e9, 0);
     assert_string_equal(c.gpu_mem_source, "default");
     assert_true(c.fits);
-    NEAR(c.tp_bytes_layer, 352321536.0, 1e-12);  /* 4 * 2*7/8 * sbh * 2 */
-    NEAR(c.tp_time, 2.40518168576, 1e-9);        /* * 6 layers * 512 / 450e9 */
+    NEAR(c.tp_bytes_layer, 352321536.0, 1e-12); /* 4 * 2*7/8 * sbh * 2 */
+    NEAR(c.tp_time, 2.40518168576, 1e-9);       /* * 6 layers * 512 / 450e9 */
     NEAR(c.pp_bytes_boundary, 100663296.0, 1e-12);
-    NEAR(c.pp_latency, 2 * 512 * 5e-6, 1e-12);   /* fwd + bwd message per micro-batch, 5 us on RACK */
+    NEAR(c.pp_latency, 2 * 512 * 5e-6, 1e-12);      /* fwd + bwd message per micro-batch, 5 us on RACK */
     NEAR(c.pp_time, 0.12884901888 + 0.00512, 1e-9); /* /8 * 512 / 50e9 + latency */
-    NEAR(c.dp_bytes_step, 4313682432.0, 1e-12);  /* 2*3/4 * 2 psi */
-    NEAR(c.dp_time, 0.17254729728, 1e-9);        /* / 25e9 */
+    NEAR(c.dp_bytes_step, 4313682432.0, 1e-12);     /* 2*3/4 * 2 psi */
+    NEAR(c.dp_time, 0.17254729728, 1e-9);           /* / 25e9 */
     /* last stage: 6 layers of (1 + s/6h) plus the LM head V/16h, against
      * (96 (1 + s/6h) + V/16h)/16 on average */
     const double lw = 1 + 2048.0 / (6 * 12288), hw = 51200.0 / (16 * 12288);
@@ -354,7 +354,7 @@ static void eval_full_recompute_and_interleave(void **state)
     const double flight = 16 * (1 + 15.0 / 32);
     NEAR(c.mem_act, 2 * sbh / 8 * 6 * flight + (8 * 2048 + sbh) / 8 * flight + 34 * sbh / 8, 1e-12);
     NEAR(c.tp_bytes_layer, 6 * 2 * 7.0 / 8 * sbh * 2, 1e-12); /* 6 all-reduces */
-    NEAR(c.pp_time, 2 * (0.12884901888 + 0.00512), 1e-9);    /* v x the boundaries */
+    NEAR(c.pp_time, 2 * (0.12884901888 + 0.00512), 1e-9);     /* v x the boundaries */
     NEAR(c.bubble_overhead, 15.0 / 1024, 1e-12);              /* (p-1)/(v*m) */
     NEAR(c.flops_step, 96.0 / 72.0 * c.flops_model, 1e-12);
     j.zero = 3;

@@ -15,11 +15,11 @@
 #include "p3d/p3d.h"
 #include "cost_internal.h"
 
-#define NEAR(x, want, rel)                                                              \
-    do {                                                                                \
-        double x_ = (x), w_ = (want);                                                   \
-        if (!(fabs(x_ - w_) <= (rel) * fabs(w_) + 1e-12))                               \
-            fail_msg("%s = %.12g, want %.12g (rel %.g)", #x, x_, w_, (double)(rel));     \
+#define NEAR(x, want, rel)                                                                                             \
+    do {                                                                                                               \
+        double x_ = (x), w_ = (want);                                                                                  \
+        if (!(fabs(x_ - w_) <= (rel)*fabs(w_) + 1e-12))                                                                \
+            fail_msg("%s = %.12g, want %.12g (rel %.g)", #x, x_, w_, (double)(rel));                                   \
     } while (0)
 
 /* DeepSeek-V3 in Megatron-LM's estimator's terms (h 7168, 128 heads):

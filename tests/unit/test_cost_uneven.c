@@ -15,7 +15,7 @@
 
 #include "p3d/p3d.h"
 
-#define NEAR(a, b, rel) assert_true(fabs((double)(a) - (double)(b)) <= (rel) * fabs((double)(b)) + 1e-9)
+#define NEAR(a, b, rel) assert_true(fabs((double)(a) - (double)(b)) <= (rel)*fabs((double)(b)) + 1e-9)
 
 static void splits(void **state)
 {
@@ -36,7 +36,7 @@ static void splits(void **state)
     assert_non_null(strstr(err, "remaining 25 of 32 layers"));
     assert_int_equal(p3d_cost_stage_layers(32, 2, 1, 10, 10, l, &err), -1); /* 12 layers on no stage */
     assert_int_equal(p3d_cost_stage_layers(32, 4, 1, 20, 20, l, &err), -1);
-    assert_int_equal(p3d_cost_stage_layers(32, 4, 1, 15, 15, l, &err), 0); /* middles of one layer */
+    assert_int_equal(p3d_cost_stage_layers(32, 4, 1, 15, 15, l, &err), 0);  /* middles of one layer */
     assert_int_equal(p3d_cost_stage_layers(32, 4, 1, 15, 16, l, &err), -1); /* one layer, two stages */
     assert_int_equal(p3d_cost_stage_layers(32, 1, 1, 0, 5, l, &err), -1);
     assert_non_null(strstr(err, "pp > 1"));

@@ -137,61 +137,61 @@ static const char *names[MAXA] = {"n0", "n1", "n2", "n3", "n4", "n5"};
 typedef struct env {
     int n, leader, max_restarts;
     double timeout;
-    int rank_node[MAXA];   /* runs ranks (a spare: 0) */
-    int alive[MAXA];       /* its process is there (the cluster's view) */
-    int told_stop[MAXA];   /* a stop or retire order since it started */
-    int killed[MAXA];      /* ops.kill: it will be reported gone */
-    int gen[MAXA];         /* the generation its ranks run */
+    int rank_node[MAXA];                /* runs ranks (a spare: 0) */
+    int alive[MAXA];                    /* its process is there (the cluster's view) */
+    int told_stop[MAXA];                /* a stop or retire order since it started */
+    int killed[MAXA];                   /* ops.kill: it will be reported gone */
+    int gen[MAXA];                      /* the generation its ranks run */
     int up_sent[MAXA], done_sent[MAXA]; /* generation reported, -1 */
     int was_dead[MAXA];
     int health_pending;
-    int respawn_fail;      /* a fault: the next respawn fails */
-    int respawn_failed;    /* it did: whatever event completed it, exit 1 */
-    double fence_at;       /* a lost agent's ranks may run until then */
+    int respawn_fail;   /* a fault: the next respawn fails */
+    int respawn_failed; /* it did: whatever event completed it, exit 1 */
+    double fence_at;    /* a lost agent's ranks may run until then */
     int last_restarts;
-    int stop_cause;        /* the event that moved it to STOPPING, -1 */
-    int stop_in_takeover;  /*   from TAKEOVER (a takeover that could not place) */
+    int stop_cause;       /* the event that moved it to STOPPING, -1 */
+    int stop_in_takeover; /*   from TAKEOVER (a takeover that could not place) */
     int stop_sig, stop_code, fail_code;
-    int slow;              /* the node whose ranks are slow, -1 none */
-    int ckpt;              /* the checkpoint the ranks report */
-    int intervals;         /* progress rounds left before the ranks are done */
-    int failover;          /* cfg.failover */
+    int slow;      /* the node whose ranks are slow, -1 none */
+    int ckpt;      /* the checkpoint the ranks report */
+    int intervals; /* progress rounds left before the ranks are done */
+    int failover;  /* cfg.failover */
     double node_timeout;
-    int members;           /* the generation's nodes (the majority's base) */
-    int tk;                /* a takeover waits for its respawn */
-    int tk_members;        /* members when it began */
-    int tk_rej[MAXA];      /* rejoined the successor (accepted) */
-    int crashed[MAXA];     /* its node is gone: it never rejoins */
-    int elect;             /* cfg.elect: etcd elects the successor */
-    int tk_won;            /*   this takeover was elected */
-    int no_win;            /*   (a partition) etcd is on the other side */
-    int losses;            /* leader losses in this sequence */
-    int respawned;         /* respawns that succeeded */
+    int members;       /* the generation's nodes (the majority's base) */
+    int tk;            /* a takeover waits for its respawn */
+    int tk_members;    /* members when it began */
+    int tk_rej[MAXA];  /* rejoined the successor (accepted) */
+    int crashed[MAXA]; /* its node is gone: it never rejoins */
+    int elect;         /* cfg.elect: etcd elects the successor */
+    int tk_won;        /*   this takeover was elected */
+    int no_win;        /*   (a partition) etcd is on the other side */
+    int losses;        /* leader losses in this sequence */
+    int respawned;     /* respawns that succeeded */
     /* no progress, no loop (cfg.max_no_progress): the model's own count */
-    int max_np;            /* --max-no-progress, 0 off */
-    int np_run;            /* restarts in a row without progress */
-    int np_step, np_ckpt;  /* the controller's figures at the last restart */
-    int np_replaced;       /* a node was replaced within that run */
-    int np_stopped;        /* it stopped the job with NP_CODE, rightly */
+    int max_np;           /* --max-no-progress, 0 off */
+    int np_run;           /* restarts in a row without progress */
+    int np_step, np_ckpt; /* the controller's figures at the last restart */
+    int np_replaced;      /* a node was replaced within that run */
+    int np_stopped;       /* it stopped the job with NP_CODE, rightly */
     int last_replaced;
     /* fault classification: the model's own view */
-    int max_job;           /* --max-job-restarts */
-    int job_now;           /* a job verdict in the event being handled */
-    int verdict_stop;      /* a verdict's remedy was a stop */
-    const char *f_err;     /* the next F's error line and step */
+    int max_job;       /* --max-job-restarts */
+    int job_now;       /* a job verdict in the event being handled */
+    int verdict_stop;  /* a verdict's remedy was a stop */
+    const char *f_err; /* the next F's error line and step */
     int f_step;
     /* preemption (cfg.preempt_sig = SIGUSR1) */
     int preempt, preempt_term;
-    double grace, pre_at;  /* cfg.grace; when PREEMPTING began */
-    int told_ckpt[MAXA];   /* its ranks were sent the preempt signal */
-    int fwd_all;           /* a FORWARD of it to every agent was sent */
-    int pre_stop;          /* the stop came from PREEMPTING, or from a warning */
+    double grace, pre_at; /* cfg.grace; when PREEMPTING began */
+    int told_ckpt[MAXA];  /* its ranks were sent the preempt signal */
+    int fwd_all;          /* a FORWARD of it to every agent was sent */
+    int pre_stop;         /* the stop came from PREEMPTING, or from a warning */
     /* elastic width (cfg.min_dp): a node with ranks holds one replica */
     int elastic, full_dp, min_dp, dp;
     double grow_wait;
-    int shrink_ckpt;       /* the controller's checkpoint at the last shrink */
-    double room_since;     /* since when the spares could hold a replica, -1 */
-    int late[MAXA];        /* a spare that joins the running job later */
+    int shrink_ckpt;   /* the controller's checkpoint at the last shrink */
+    double room_since; /* since when the spares could hold a replica, -1 */
+    int late[MAXA];    /* a spare that joins the running job later */
     p3d_ctl *c;
     double now;
     uint64_t rng;
@@ -201,20 +201,20 @@ typedef struct env {
 
 static unsigned long cells[P3D_CTL_NSTATES][P3D_CTL_NEVENTS];
 static unsigned long total_events;
-static unsigned long slow_seen; /* slow nodes reported, all sequences */
-static unsigned long slow_moved; /* ... and replaced */
-static unsigned long takeovers;  /* completed, all sequences */
-static unsigned long doubles;    /* sequences with two leader losses or more */
-static unsigned long refused;    /* rejoins refused */
-static unsigned long parts_major, parts_minor; /* partitions: successor ran / stopped */
+static unsigned long slow_seen;                 /* slow nodes reported, all sequences */
+static unsigned long slow_moved;                /* ... and replaced */
+static unsigned long takeovers;                 /* completed, all sequences */
+static unsigned long doubles;                   /* sequences with two leader losses or more */
+static unsigned long refused;                   /* rejoins refused */
+static unsigned long parts_major, parts_minor;  /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
 static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
 static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /* fault classification */
-static int model_preempt; /* setup: the sequences with preemption on */
-static int model_join;    /* random_event: nodes join at random */
+static int model_preempt;                                                  /* setup: the sequences with preemption on */
+static int model_join;                                                     /* random_event: nodes join at random */
 static unsigned long joins_ok, joins_refused, joins_replacing, joins_used; /* join figures */
-static int model_elastic; /* setup: the sequences with --min-dp */
-static unsigned long shrinks, grows, below_d; /* elastic figures, all sequences */
+static int model_elastic;                                                  /* setup: the sequences with --min-dp */
+static unsigned long shrinks, grows, below_d;                              /* elastic figures, all sequences */
 static unsigned long pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends; /* preemption figures */
 #define NP_CODE 93
 /* Everything the controller did through its ops, all sequences: an
@@ -735,7 +735,8 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         before != P3D_CTL_PREEMPTING) /* there a checkpoint ends the wait */
         broken(e, "a progress summary stopped the job (a slow node must never stop it)");
     if (ev == P3D_CTL_EV_RESUMED && s != before)
-        broken(e, "a first sign of life (V) moved the state %s -> %s", p3d_ctl_state_name(before), p3d_ctl_state_name(s));
+        broken(e, "a first sign of life (V) moved the state %s -> %s", p3d_ctl_state_name(before),
+               p3d_ctl_state_name(s));
     if (p3d_ctl_resumed_max(e->c) >= 0 && !r)
         broken(e, "a training-resumed figure without a restart");
     if ((s == P3D_CTL_STOPPING || s == P3D_CTL_DONE) && before != P3D_CTL_STOPPING && before != P3D_CTL_DONE) {
@@ -746,11 +747,11 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
     }
 }
 
-#define DISPATCH(e, ev, sig, code, call)                                                                             \
-    do {                                                                                                             \
-        p3d_ctl_state b_ = p3d_ctl_get_state((e)->c);                                                                \
-        call;                                                                                                        \
-        after((e), b_, (ev), (sig), (code));                                                                         \
+#define DISPATCH(e, ev, sig, code, call)                                                                               \
+    do {                                                                                                               \
+        p3d_ctl_state b_ = p3d_ctl_get_state((e)->c);                                                                  \
+        call;                                                                                                          \
+        after((e), b_, (ev), (sig), (code));                                                                           \
     } while (0)
 
 /* sig is the scheduler's warning in this sequence */
@@ -763,8 +764,14 @@ static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
 {
     /* a spare runs no rank: its A says 0 (the fault window waits for
      * every rank of the nodes that run some) */
-    p3d_amsg m = {.type = type, .gen = gen, .rank = rank, .code = code, .sig = sig,
-                  .nranks = e->rank_node[a] ? 4 : 0, .step = -1, .errts = -1};
+    p3d_amsg m = {.type = type,
+                  .gen = gen,
+                  .rank = rank,
+                  .code = code,
+                  .sig = sig,
+                  .nranks = e->rank_node[a] ? 4 : 0,
+                  .step = -1,
+                  .errts = -1};
     if (type == P3D_AM_FAIL) {
         m.err = e->f_err;
         m.step = e->f_step;
@@ -774,8 +781,8 @@ static void msg(env *e, int a, int type, int gen, int rank, int code, int sig)
                        : type == P3D_AM_FAIL ? P3D_CTL_EV_FAIL
                        : preempts(e, sig)    ? P3D_CTL_EV_PREEMPT
                                              : P3D_CTL_EV_NODE_SIG;
-    tr(e, "%7.2f %-10s %c from %d gen %d rank %d code %d sig %d\n", e->now,
-       p3d_ctl_state_name(p3d_ctl_get_state(e->c)), type, a, gen, rank, code, sig);
+    tr(e, "%7.2f %-10s %c from %d gen %d rank %d code %d sig %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)),
+       type, a, gen, rank, code, sig);
     if (ev == P3D_CTL_EV_FAIL)
         e->fail_code = code;
     DISPATCH(e, ev, sig, code, p3d_ctl_message(e->c, a, &m, e->now));
@@ -830,11 +837,14 @@ static void progress(env *e, int a)
     if (rnd(e, 3) == 0)
         e->ckpt += 1 + (int)rnd(e, 3);
     int gen = e->gen[a] - (rnd(e, 8) == 0);
-    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = gen, .step = 10 * e->ckpt + 1,
-                  .busy_us = (a == e->slow ? 300000 : 100000) + (int)rnd(e, 20000), .ckpt = e->ckpt - 1,
+    p3d_amsg m = {.type = P3D_AM_PROGRESS,
+                  .gen = gen,
+                  .step = 10 * e->ckpt + 1,
+                  .busy_us = (a == e->slow ? 300000 : 100000) + (int)rnd(e, 20000),
+                  .ckpt = e->ckpt - 1,
                   .nranks = 4};
-    tr(e, "%7.2f %-10s P from %d gen %d busy %d ckpt %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a,
-       gen, m.busy_us, m.ckpt);
+    tr(e, "%7.2f %-10s P from %d gen %d busy %d ckpt %d\n", e->now, p3d_ctl_state_name(p3d_ctl_get_state(e->c)), a, gen,
+       m.busy_us, m.ckpt);
     DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
 }
 
@@ -1065,9 +1075,7 @@ static void random_event(env *e)
     }
     case 16:
     case 17:
-    case 18: /* an interval: every agent's summary (those still there) */
-        progress_round(e, 4);
-        break;
+    case 18: /* an interval: every agent's summary (those still there) */ progress_round(e, 4); break;
     case 0:
     case 1:
         if (a >= 0)
@@ -1109,9 +1117,7 @@ static void random_event(env *e)
             DISPATCH(e, P3D_CTL_EV_ABORT, 0, 2, p3d_ctl_abort(e->c, "the transport failed", 2, e->now));
         }
         break;
-    case 11:
-        e->respawn_fail = rnd(e, 4) == 0;
-        break;
+    case 11: e->respawn_fail = rnd(e, 4) == 0; break;
     case 12:
         if (p3d_ctl_get_state(e->c) != P3D_CTL_STARTING && a >= 0) {
             tr(e, "%7.2f mark-dead %d (ignored past the start)\n", e->now, a);
@@ -1170,8 +1176,12 @@ static int cooperative_event(env *e)
                 e->told_ckpt[i] = 2;
                 if (i % 2) {
                     e->ckpt++;
-                    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = e->gen[i], .step = 10 * e->ckpt, .busy_us = 1000,
-                                  .ckpt = e->ckpt, .nranks = 4};
+                    p3d_amsg m = {.type = P3D_AM_PROGRESS,
+                                  .gen = e->gen[i],
+                                  .step = 10 * e->ckpt,
+                                  .busy_us = 1000,
+                                  .ckpt = e->ckpt,
+                                  .nranks = 4};
                     tr(e, "%7.2f %-10s P from %d ckpt %d (preempted)\n", e->now, p3d_ctl_state_name(s), i, m.ckpt);
                     DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, i, &m, e->now));
                 } else {
@@ -1211,25 +1221,13 @@ static void check_code(env *e)
     int code = p3d_ctl_code(e->c), ok;
     switch (e->stop_cause) {
     case P3D_CTL_EV_SIGNAL:
-    case P3D_CTL_EV_NODE_SIG:
-        ok = code == 128 + e->stop_sig;
-        break;
-    case P3D_CTL_EV_ABORT:
-        ok = code == e->stop_code;
-        break;
-    case P3D_CTL_EV_FAIL:
-        ok = code == e->fail_code || code == P3D_EXIT_LOST;
-        break;
+    case P3D_CTL_EV_NODE_SIG: ok = code == 128 + e->stop_sig; break;
+    case P3D_CTL_EV_ABORT: ok = code == e->stop_code; break;
+    case P3D_CTL_EV_FAIL: ok = code == e->fail_code || code == P3D_EXIT_LOST; break;
     case P3D_CTL_EV_DONE:
-    case P3D_CTL_EV_UP:
-        ok = code == 0;
-        break;
-    case P3D_CTL_EV_ELECTION: /* not elected, or the leadership lapsed */
-        ok = code == P3D_EXIT_LOST;
-        break;
-    case P3D_CTL_EV_TICK:
-        ok = code == 124 || code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
-        break;
+    case P3D_CTL_EV_UP: ok = code == 0; break;
+    case P3D_CTL_EV_ELECTION: /* not elected, or the leadership lapsed */ ok = code == P3D_EXIT_LOST; break;
+    case P3D_CTL_EV_TICK: ok = code == 124 || code == P3D_EXIT_LOST || code == 0 || code == e->fail_code; break;
     default: /* GONE, HEALTH: a loss, or the last agent's work was done */
         ok = code == P3D_EXIT_LOST || code == 0 || code == e->fail_code;
         break;
@@ -1322,12 +1320,22 @@ static void setup(env *e, int seed)
     e->np_step = e->np_ckpt = -1;
     e->max_job = (seed / 4) % 4;
     e->f_step = -1;
-    p3d_ctl_cfg cfg = {.nagents = e->n, .names = names, .nranks = 4 * e->n, .max_restarts = e->max_restarts,
-                       .max_no_progress = e->max_np, .no_progress_code = NP_CODE,
-                       .max_job_restarts = e->max_job, .fault_window = (seed / 16) % 3,
-                       .grace = rnd(e, 4), .timeout = e->timeout, .leader = e->leader,
-                       .health_timeout = 1 + rnd(e, 5), .failover = e->failover,
-                       .node_timeout = e->node_timeout, .elect = e->elect, .elect_wait = e->node_timeout + 4,
+    p3d_ctl_cfg cfg = {.nagents = e->n,
+                       .names = names,
+                       .nranks = 4 * e->n,
+                       .max_restarts = e->max_restarts,
+                       .max_no_progress = e->max_np,
+                       .no_progress_code = NP_CODE,
+                       .max_job_restarts = e->max_job,
+                       .fault_window = (seed / 16) % 3,
+                       .grace = rnd(e, 4),
+                       .timeout = e->timeout,
+                       .leader = e->leader,
+                       .health_timeout = 1 + rnd(e, 5),
+                       .failover = e->failover,
+                       .node_timeout = e->node_timeout,
+                       .elect = e->elect,
+                       .elect_wait = e->node_timeout + 4,
                        .verbose = seed % 2};
     /* preemption: from the flag and the seed, not the random stream */
     e->preempt = model_preempt;
@@ -1342,8 +1350,15 @@ static void setup(env *e, int seed)
         cfg.slow_replace = (int)rnd(e, 2);
         cfg.slow_wait = rnd(e, 6);
     }
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .spares_left = o_spares_left, .join_accept = o_join_accept, .join_refuse = o_join_refuse};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .spares_left = o_spares_left,
+                       .join_accept = o_join_accept,
+                       .join_refuse = o_join_refuse};
     if (rnd(e, 5)) {
         ops.replace = o_replace;
         ops.respawn = o_respawn;
@@ -1411,11 +1426,17 @@ static void seed_zero(env *e)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 1, .grace = 1, .leader = -1,
-                       .health_timeout = 3};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+    p3d_ctl_cfg cfg = {
+        .nagents = 3, .names = names, .nranks = 8, .max_restarts = 1, .grace = 1, .leader = -1, .health_timeout = 3};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
                        .replace = o_replace,
-                       .respawn = o_respawn, .health = o_health};
+                       .respawn = o_respawn,
+                       .health = o_health};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     for (int i = 0; i < 3; i++)
@@ -1456,19 +1477,25 @@ static void all_gone_case(env *e, int variant)
         e->alive[i] = 1; /* rank_node 0: "it ran no rank" */
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = 2, .names = names, .nranks = 8, .max_restarts = 2, .grace = 1, .leader = -1,
-                       .health_timeout = 3};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn};
+    p3d_ctl_cfg cfg = {
+        .nagents = 2, .names = names, .nranks = 8, .max_restarts = 2, .grace = 1, .leader = -1, .health_timeout = 3};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     for (int i = 0; variant >= 1 && i < 2; i++)
         msg(e, i, P3D_AM_UP, 0, 0, 0, 0);
     if (variant == 2)
         msg(e, 0, P3D_AM_FAIL, 0, 1, 3, 0); /* no --health-check: a restart in place */
-    assert_int_equal(p3d_ctl_get_state(e->c), variant == 0 ? P3D_CTL_STARTING
-                                               : variant == 1 ? P3D_CTL_RUNNING
-                                                              : P3D_CTL_RESTARTING);
+    assert_int_equal(p3d_ctl_get_state(e->c), variant == 0   ? P3D_CTL_STARTING
+                                              : variant == 1 ? P3D_CTL_RUNNING
+                                                             : P3D_CTL_RESTARTING);
     gone(e, 0, 0);
     gone(e, 1, 0);
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_DONE);
@@ -1481,8 +1508,8 @@ static void all_gone_case(env *e, int variant)
  * time: no progress). */
 static void same_progress(env *e, int a)
 {
-    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = p3d_ctl_restarts(e->c), .step = 5, .busy_us = 100000, .ckpt = 4,
-                  .nranks = 4};
+    p3d_amsg m = {
+        .type = P3D_AM_PROGRESS, .gen = p3d_ctl_restarts(e->c), .step = 5, .busy_us = 100000, .ckpt = 4, .nranks = 4};
     DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
 }
 
@@ -1509,10 +1536,24 @@ static void no_progress_case(env *e)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 5, .grace = 1, .leader = -1,
-                       .health_timeout = 3, .max_no_progress = 2, .no_progress_code = NP_CODE};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left};
+    p3d_ctl_cfg cfg = {.nagents = 3,
+                       .names = names,
+                       .nranks = 8,
+                       .max_restarts = 5,
+                       .grace = 1,
+                       .leader = -1,
+                       .health_timeout = 3,
+                       .max_no_progress = 2,
+                       .no_progress_code = NP_CODE};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn,
+                       .spares_left = o_spares_left};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     for (int round = 0; round < 3; round++) {
@@ -1532,8 +1573,8 @@ static void no_progress_case(env *e)
     assert_int_equal(p3d_ctl_replaced(e->c), 1);
     assert_non_null(strstr(p3d_ctl_summary(e->c), "no progress: 2 restarts in a row"));
     assert_int_equal(p3d_ctl_code(e->c), NP_CODE); /* decided at the stop */
-    assert_true(e->np_stopped);                   /* and found due by the model */
-    finish(e); /* DONE with that code (check_code), then freed */
+    assert_true(e->np_stopped);                    /* and found due by the model */
+    finish(e);                                     /* DONE with that code (check_code), then freed */
 }
 
 /* A preemption case's controller: n nodes with ranks, failover as asked
@@ -1559,11 +1600,26 @@ static void preempt_setup(env *e, int n, int failover, int term, int seed)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = 3, .grace = 5,
-                       .leader = e->leader, .health_timeout = 3, .failover = failover, .node_timeout = 1,
-                       .preempt_sig = SIGUSR1, .preempt_term = term};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left};
+    p3d_ctl_cfg cfg = {.nagents = n,
+                       .names = names,
+                       .nranks = 4 * n,
+                       .max_restarts = 3,
+                       .grace = 5,
+                       .leader = e->leader,
+                       .health_timeout = 3,
+                       .failover = failover,
+                       .node_timeout = 1,
+                       .preempt_sig = SIGUSR1,
+                       .preempt_term = term};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn,
+                       .spares_left = o_spares_left};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     e->members = n;
@@ -1611,13 +1667,33 @@ static void elastic_setup(env *e, int n, int ranked, int min, int failover)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = 5, .grace = 5,
-                       .leader = e->leader, .health_timeout = 3, .failover = failover, .node_timeout = 1,
-                       .preempt_sig = SIGUSR1, .full_dp = ranked, .min_dp = min, .grow_wait = 30,
-                       .progress_interval = 1, .slow_factor = 1.3, .slow_windows = 1};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left,
-                       .grow_room = o_grow_room, .grow = o_grow};
+    p3d_ctl_cfg cfg = {.nagents = n,
+                       .names = names,
+                       .nranks = 4 * n,
+                       .max_restarts = 5,
+                       .grace = 5,
+                       .leader = e->leader,
+                       .health_timeout = 3,
+                       .failover = failover,
+                       .node_timeout = 1,
+                       .preempt_sig = SIGUSR1,
+                       .full_dp = ranked,
+                       .min_dp = min,
+                       .grow_wait = 30,
+                       .progress_interval = 1,
+                       .slow_factor = 1.3,
+                       .slow_windows = 1};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn,
+                       .spares_left = o_spares_left,
+                       .grow_room = o_grow_room,
+                       .grow = o_grow};
     e->preempt = 1;
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
@@ -1647,8 +1723,8 @@ static void elastic_width(env *e, int want)
 /* Node a reports checkpoint ckpt in the generation it runs. */
 static void elastic_ckpt(env *e, int a, int ckpt)
 {
-    p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = e->gen[a], .step = 10 * ckpt, .busy_us = 1000, .ckpt = ckpt,
-                  .nranks = 4};
+    p3d_amsg m = {
+        .type = P3D_AM_PROGRESS, .gen = e->gen[a], .step = 10 * ckpt, .busy_us = 1000, .ckpt = ckpt, .nranks = 4};
     DISPATCH(e, P3D_CTL_EV_PROGRESS, 0, 0, p3d_ctl_message(e->c, a, &m, e->now));
 }
 
@@ -1870,17 +1946,31 @@ static void partition_case(env *ea, env *eb, int seed)
     *eb = *ea;
     eb->seed = -seed;
     eb->trace[0] = 0;
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * n, .max_restarts = ea->max_restarts,
-                       .grace = 1, .leader = ea->leader, .health_timeout = 2, .failover = 1,
-                       .node_timeout = ea->node_timeout, .elect = ea->elect, .elect_wait = ea->node_timeout + 4};
+    p3d_ctl_cfg cfg = {.nagents = n,
+                       .names = names,
+                       .nranks = 4 * n,
+                       .max_restarts = ea->max_restarts,
+                       .grace = 1,
+                       .leader = ea->leader,
+                       .health_timeout = 2,
+                       .failover = 1,
+                       .node_timeout = ea->node_timeout,
+                       .elect = ea->elect,
+                       .elect_wait = ea->node_timeout + 4};
     /* under an election etcd is on one side: the leader's (it keeps its
      * lease; the successor is never elected) or the successor's (the
      * leader's lease lapses) */
     int etcd_with_leader = ea->elect && rnd(ea, 2);
     eb->no_win = etcd_with_leader;
-    p3d_ctl_ops ops = {.ctx = eb, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
+    p3d_ctl_ops ops = {.ctx = eb,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
                        .spares_left = o_spares_left,
-                       .replace = o_replace, .respawn = o_respawn};
+                       .replace = o_replace,
+                       .respawn = o_respawn};
     eb->c = p3d_ctl_new(&cfg, &ops, ea->now);
     assert_non_null(eb->c);
     for (int i = 0; i < n; i++) {
@@ -1976,12 +2066,29 @@ static void fault_setup(env *e, int takeover, int mode)
         e->up_sent[i] = e->done_sent[i] = -1;
     }
     e->members = 4;
-    p3d_ctl_cfg cfg = {.nagents = 4, .names = names, .nranks = one ? 4 : 12, .max_restarts = 5, .grace = 1,
-                       .leader = e->leader, .health_timeout = 3, .max_job_restarts = 2, .fault_window = 2,
-                       .failover = takeover, .node_timeout = 1, .replica_of = one ? rep_one : rep_across,
-                       .nreplicas = one ? 2 : 4, .preempt_sig = e->preempt ? SIGUSR1 : 0};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn, .health = o_health,
+    p3d_ctl_cfg cfg = {.nagents = 4,
+                       .names = names,
+                       .nranks = one ? 4 : 12,
+                       .max_restarts = 5,
+                       .grace = 1,
+                       .leader = e->leader,
+                       .health_timeout = 3,
+                       .max_job_restarts = 2,
+                       .fault_window = 2,
+                       .failover = takeover,
+                       .node_timeout = 1,
+                       .replica_of = one ? rep_one : rep_across,
+                       .nreplicas = one ? 2 : 4,
+                       .preempt_sig = e->preempt ? SIGUSR1 : 0};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn,
+                       .health = o_health,
                        .spares_left = o_spares_left};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
@@ -2118,7 +2225,7 @@ static void rank_fault_case(env *e)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
     assert_string_equal(p3d_ctl_fault(e->c), "none");
     ranks_fail(e, 0, "ValueError: bad batch", r01 + 1); /* node 0's next rank, during the wait */
-    assert_int_equal(p3d_ctl_restarts(e->c), 0); /* it may end the wait, never restart */
+    assert_int_equal(p3d_ctl_restarts(e->c), 0);        /* it may end the wait, never restart */
     assert_int_equal(p3d_ctl_replaced(e->c), 0);
     finish(e); /* the model's check: no restart while preempting */
     /* 4. one node runs every rank: two ranks of replica 0 (one of two) are
@@ -2165,11 +2272,26 @@ static void join_setup(env *e, int n, int ranked, int seed)
         e->alive[i] = 1;
         e->up_sent[i] = e->done_sent[i] = -1;
     }
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 4 * ranked, .max_restarts = 3, .grace = 1,
-                       .leader = 0, .health_timeout = 3, .failover = 1, .node_timeout = 2};
-    p3d_ctl_ops ops = {.ctx = e, .send = o_send, .kill = o_kill, .say = o_say, .event = o_event, .cell = o_cell,
-                       .replace = o_replace, .respawn = o_respawn, .spares_left = o_spares_left,
-                       .join_accept = o_join_accept, .join_refuse = o_join_refuse};
+    p3d_ctl_cfg cfg = {.nagents = n,
+                       .names = names,
+                       .nranks = 4 * ranked,
+                       .max_restarts = 3,
+                       .grace = 1,
+                       .leader = 0,
+                       .health_timeout = 3,
+                       .failover = 1,
+                       .node_timeout = 2};
+    p3d_ctl_ops ops = {.ctx = e,
+                       .send = o_send,
+                       .kill = o_kill,
+                       .say = o_say,
+                       .event = o_event,
+                       .cell = o_cell,
+                       .replace = o_replace,
+                       .respawn = o_respawn,
+                       .spares_left = o_spares_left,
+                       .join_accept = o_join_accept,
+                       .join_refuse = o_join_refuse};
     e->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(e->c);
     e->members = n;
@@ -2337,24 +2459,25 @@ static void test_model(void **st)
     assert_int_equal(missing, 0);
     assert_true(slow_seen > 0 && slow_moved > 0); /* the sequences do reach the detection */
     printf("model: failover: %lu takeovers completed, %lu sequences with two leader losses or more, %lu rejoins "
-           "refused; partitions: %lu successor sides ran, %lu stopped\n", takeovers, doubles, refused, parts_major,
-           parts_minor);
+           "refused; partitions: %lu successor sides ran, %lu stopped\n",
+           takeovers, doubles, refused, parts_major, parts_minor);
     printf("model: election: %lu takeovers ran once elected, %lu stops on a lapsed leadership\n", elected_runs,
            lease_stops);
     assert_true(takeovers > 0 && doubles > 0 && refused > 0 && parts_major > 0 && parts_minor > 0);
     assert_true(elected_runs > 0 && lease_stops > 0);
-    printf("model: no progress: %lu stops with exit %d, %lu of them with a node replaced during the count\n",
-           np_stops, NP_CODE, np_stops_mixed);
+    printf("model: no progress: %lu stops with exit %d, %lu of them with a node replaced during the count\n", np_stops,
+           NP_CODE, np_stops_mixed);
     assert_true(np_stops > 0 && np_stops_mixed > 0);
     printf("model: faults: %lu job verdicts (%lu of them stops), %lu node, %lu unknown\n", job_verdicts, job_stops,
            node_verdicts, unknown_verdicts);
     assert_true(job_verdicts > job_stops && job_stops > 0 && node_verdicts > 0 && unknown_verdicts > 0);
     printf("model: preemption: %lu waits; ended by every node's checkpoint or end %lu, by the grace %lu; %lu "
-           "warnings during a recovery stopped at once\n", pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends);
+           "warnings during a recovery stopped at once\n",
+           pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends);
     assert_true(pre_waits > 0 && pre_ckpt_ends > 0 && pre_grace_ends > 0 && pre_now_ends > 0);
     printf("model: joins: %lu accepted (%lu of them while replacing, started by the respawn), %lu refused; the "
-           "joined node took a lost node's ranks in %lu sequences\n", joins_ok, joins_replacing, joins_refused,
-           joins_used);
+           "joined node took a lost node's ranks in %lu sequences\n",
+           joins_ok, joins_replacing, joins_refused, joins_used);
     assert_true(joins_ok > 0 && joins_replacing > 0 && joins_refused > 0 && joins_used > 0);
     printf("model: elastic: %lu shrinks, %lu grows, %lu losses refused below --min-dp\n", shrinks, grows, below_d);
     assert_true(shrinks > 0 && grows > 0 && below_d > 0);

@@ -115,11 +115,26 @@ static void start(job *j, int n, int replace, int spares, const int *group)
     j->n = n;
     j->rng = 88172645463325252ull;
     j->r.spares = spares;
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 8 * n, .max_restarts = 3, .grace = 1,
-                       .leader = -1, .health_timeout = 3, .progress_interval = 1.0, .slow_factor = 1.3,
-                       .slow_windows = 3, .slow_replace = replace, .slow_wait = 30};
-    p3d_ctl_ops ops = {.ctx = &j->r, .send = r_send, .kill = r_kill, .say = r_say, .event = r_event,
-                       .replace = r_replace, .respawn = r_respawn, .spares_left = r_spares};
+    p3d_ctl_cfg cfg = {.nagents = n,
+                       .names = names,
+                       .nranks = 8 * n,
+                       .max_restarts = 3,
+                       .grace = 1,
+                       .leader = -1,
+                       .health_timeout = 3,
+                       .progress_interval = 1.0,
+                       .slow_factor = 1.3,
+                       .slow_windows = 3,
+                       .slow_replace = replace,
+                       .slow_wait = 30};
+    p3d_ctl_ops ops = {.ctx = &j->r,
+                       .send = r_send,
+                       .kill = r_kill,
+                       .say = r_say,
+                       .event = r_event,
+                       .replace = r_replace,
+                       .respawn = r_respawn,
+                       .spares_left = r_spares};
     j->c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(j->c);
     int g0[N] = {0};
@@ -140,8 +155,12 @@ static void interval(job *j, const double *busy, int step, int ckpt)
 {
     j->now += 0.5;
     for (int a = 0; a < j->n; a++) {
-        p3d_amsg m = {.type = P3D_AM_PROGRESS, .gen = p3d_ctl_restarts(j->c), .step = step,
-                      .busy_us = (int)(busy[a] * 1e6), .ckpt = ckpt, .nranks = 8};
+        p3d_amsg m = {.type = P3D_AM_PROGRESS,
+                      .gen = p3d_ctl_restarts(j->c),
+                      .step = step,
+                      .busy_us = (int)(busy[a] * 1e6),
+                      .ckpt = ckpt,
+                      .nranks = 8};
         p3d_ctl_message(j->c, a, &m, j->now);
     }
     if (p3d_ctl_get_state(j->c) != P3D_CTL_RUNNING)
@@ -169,8 +188,10 @@ static void test_slow_named(void **st)
         interval(&j, busy, 3, -1);
         assert_int_equal(p3d_ctl_slow_count(j.c), 1);
         char want[160];
-        snprintf(want, sizeof want, "par3drun: node n7 is %.2fx slower than its 7 peers (busy %.2f s vs 0.50 s per "
-                 "step, pp stage 3) for 3 s\n", factors[f], 0.5 * factors[f]);
+        snprintf(want, sizeof want,
+                 "par3drun: node n7 is %.2fx slower than its 7 peers (busy %.2f s vs 0.50 s per "
+                 "step, pp stage 3) for 3 s\n",
+                 factors[f], 0.5 * factors[f]);
         assert_non_null(strstr(j.r.said, want));
         assert_non_null(strstr(j.r.events, "\"event\": \"slow\", \"node\": \"n7\""));
         assert_non_null(strstr(j.r.events, "\"action\": \"report\""));
@@ -355,11 +376,25 @@ static void test_progress_parse(void **st)
     assert_int_equal(p.ckpt, -1);
     assert_int_equal(p3d_progress_parse("", 0, &p), 0);
     assert_int_equal(p3d_progress_parse("\n", 1, &p), 0);
-    static const char *bad[] = {"step=-1 busy=1", "step=1 busy=-1", "step=1 busy=1e3", "step=1  busy=1",
-                                "step=1 busy=1 ckpt=", "step=1 busy=.5", "step=1 busy=1.", "step=2147483648 busy=1",
-                                "busy=1 step=1", "step=1 busy=1\n\n", "step=1 busy=1 extra=2", "step=1 busy=12345678",
-                                "step=1 busy=1 ckpt=1 ", "STEP=1 busy=1", "step=0x10 busy=1", "step=1\tbusy=1",
-                                "step=1 busy=1.0000000001", "garbage", "step=1 busy=1\0"};
+    static const char *bad[] = {"step=-1 busy=1",
+                                "step=1 busy=-1",
+                                "step=1 busy=1e3",
+                                "step=1  busy=1",
+                                "step=1 busy=1 ckpt=",
+                                "step=1 busy=.5",
+                                "step=1 busy=1.",
+                                "step=2147483648 busy=1",
+                                "busy=1 step=1",
+                                "step=1 busy=1\n\n",
+                                "step=1 busy=1 extra=2",
+                                "step=1 busy=12345678",
+                                "step=1 busy=1 ckpt=1 ",
+                                "STEP=1 busy=1",
+                                "step=0x10 busy=1",
+                                "step=1\tbusy=1",
+                                "step=1 busy=1.0000000001",
+                                "garbage",
+                                "step=1 busy=1\0"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t l = strlen(bad[i]) + (i == sizeof bad / sizeof bad[0] - 1);
         assert_int_equal(p3d_progress_parse(bad[i], l, &p), -1);
@@ -432,9 +467,17 @@ static void test_scale(void **st)
     }
     rec *r = calloc(1, sizeof *r);
     assert_non_null(r);
-    p3d_ctl_cfg cfg = {.nagents = BIG, .names = (const char *const *)bnames, .nranks = 8 * BIG, .max_restarts = 1,
-                       .grace = 1, .leader = -1, .health_timeout = 3, .progress_interval = 5, .slow_factor = 1.3,
-                       .slow_windows = 3, .slow_wait = 600};
+    p3d_ctl_cfg cfg = {.nagents = BIG,
+                       .names = (const char *const *)bnames,
+                       .nranks = 8 * BIG,
+                       .max_restarts = 1,
+                       .grace = 1,
+                       .leader = -1,
+                       .health_timeout = 3,
+                       .progress_interval = 5,
+                       .slow_factor = 1.3,
+                       .slow_windows = 3,
+                       .slow_wait = 600};
     p3d_ctl_ops ops = {.ctx = r, .send = r_send, .kill = r_kill, .say = r_say, .event = r_event};
     p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(c);
@@ -462,7 +505,8 @@ static void test_scale(void **st)
         judge_s += t2 - t1;
     }
     printf("slow-node detection at %d nodes: %.2f ms per interval to take the summaries, %.2f ms to judge "
-           "(%d intervals)\n", BIG, msg_s / IV * 1e3, judge_s / IV * 1e3, IV);
+           "(%d intervals)\n",
+           BIG, msg_s / IV * 1e3, judge_s / IV * 1e3, IV);
     assert_int_equal(p3d_ctl_slow_count(c), 1);
     assert_non_null(strstr(r->said, "node n12345 is "));
     p3d_ctl_free(c);
@@ -472,12 +516,17 @@ static void test_scale(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slow_named),      cmocka_unit_test(test_no_false_positive),
-        cmocka_unit_test(test_groups_apart),    cmocka_unit_test(test_replace),
-        cmocka_unit_test(test_tiny_steps),      cmocka_unit_test(test_liar_low),
+        cmocka_unit_test(test_slow_named),
+        cmocka_unit_test(test_no_false_positive),
+        cmocka_unit_test(test_groups_apart),
+        cmocka_unit_test(test_replace),
+        cmocka_unit_test(test_tiny_steps),
+        cmocka_unit_test(test_liar_low),
         cmocka_unit_test(test_two_cannot_judge),
-        cmocka_unit_test(test_progress_parse),  cmocka_unit_test(test_wire),
-        cmocka_unit_test(test_peer_groups),     cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_progress_parse),
+        cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_peer_groups),
+        cmocka_unit_test(test_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,9 +86,8 @@ static void test_every_cell(void **st)
 static void test_shape(void **st)
 {
     (void)st;
-    unsigned live = 1u << P3D_CTL_STARTING | 1u << P3D_CTL_RUNNING | 1u << P3D_CTL_CHECKING |
-                    1u << P3D_CTL_RESTARTING | 1u << P3D_CTL_REPLACING | 1u << P3D_CTL_TAKEOVER |
-                    1u << P3D_CTL_SHRINKING | 1u << P3D_CTL_GROWING;
+    unsigned live = 1u << P3D_CTL_STARTING | 1u << P3D_CTL_RUNNING | 1u << P3D_CTL_CHECKING | 1u << P3D_CTL_RESTARTING |
+                    1u << P3D_CTL_REPLACING | 1u << P3D_CTL_TAKEOVER | 1u << P3D_CTL_SHRINKING | 1u << P3D_CTL_GROWING;
     for (int e = 0; e < P3D_CTL_NEVENTS; e++) {
         /* nothing runs once the job is over; nothing leads back from the stop */
         assert_int_not_equal(cell(P3D_CTL_DONE, e).kind, P3D_CTL_CELL_RUN);
@@ -169,8 +168,10 @@ static void test_docs(void **st)
     char *t = printed();
     const char *why = doc_block_check("controller.md", BEGIN, END, t);
     if (why) {
-        fprintf(stderr, "table: docs/controller.md: %s; print it with build/tests/test_ctl_table --print and paste it "
-                "between the markers. The code's table:\n%s", why, t);
+        fprintf(stderr,
+                "table: docs/controller.md: %s; print it with build/tests/test_ctl_table --print and paste it "
+                "between the markers. The code's table:\n%s",
+                why, t);
         fail_msg("docs/controller.md is out of date");
     }
     free(t);

@@ -94,7 +94,7 @@ static void init_refusals(void **state)
     assert_non_null(strstr(err, "full width dp 4"));
     P3D_FREE(&err);
     assert_int_equal(p3d_elastic_init(&j, 2, 25, &e, &err), 0); /* 8 or 12: 20% off */
-    j.global_batch = 12, j.micro_batches = 2; /* b = 12 / (4 * 2) is no whole number */
+    j.global_batch = 12, j.micro_batches = 2;                   /* b = 12 / (4 * 2) is no whole number */
     assert_int_equal(p3d_elastic_init(&j, 2, 0, &e, &err), -1);
     assert_non_null(strstr(err, "no micro-batch size follows"));
     P3D_FREE(&err);
@@ -385,9 +385,11 @@ static char *policy_with(const char *dir, const char *name, const char *body)
     snprintf(path, 512, "%s/%s.lua", dir, name);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fprintf(f, "local function place(cluster, job) error('not for a shrink') end\n"
-               "local function shrink(cluster, job, s)\n%s\nend\n"
-               "return {place = place, shrink = shrink}\n", body);
+    fprintf(f,
+            "local function place(cluster, job) error('not for a shrink') end\n"
+            "local function shrink(cluster, job, s)\n%s\nend\n"
+            "return {place = place, shrink = shrink}\n",
+            body);
     fclose(f);
     return path;
 }
@@ -433,7 +435,9 @@ static void shrink_policy_hook(void **state)
     assert_int_equal(p3d_policy_shrink(dflt, NULL, f.c, &j, f.pl, &e, lost, 1, &r, &err), 0);
     assert_int_equal(r.from[2], 3);
     p3d_reshape_free(&r);
-    static const struct { const char *body, *msg; } bad[] = {
+    static const struct {
+        const char *body, *msg;
+    } bad[] = {
         {"  return {0, 1, 2, 3, 4, 5}", "replica 2 lost GPUs"},
         {"  return {0, 1, 3, 3, 4, 5}", "names replica 3 twice"},
         {"  return {0, 1}", "expected exactly s.dp = 6"},
@@ -497,11 +501,12 @@ static void shrink_example_policy(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(widths_and_batch),  cmocka_unit_test(widths_expert_grid), cmocka_unit_test(init_refusals),
-        cmocka_unit_test(nnodes_range),      cmocka_unit_test(shrink_one_node),    cmocka_unit_test(shrink_assembles),
-        cmocka_unit_test(shrink_below_min),  cmocka_unit_test(grow_back),          cmocka_unit_test(check_refuses),
-        cmocka_unit_test(shrink_policy_hook), cmocka_unit_test(shrink_example_policy),
-        cmocka_unit_test(shrink_expert_grid),
+        cmocka_unit_test(widths_and_batch),      cmocka_unit_test(widths_expert_grid),
+        cmocka_unit_test(init_refusals),         cmocka_unit_test(nnodes_range),
+        cmocka_unit_test(shrink_one_node),       cmocka_unit_test(shrink_assembles),
+        cmocka_unit_test(shrink_below_min),      cmocka_unit_test(grow_back),
+        cmocka_unit_test(check_refuses),         cmocka_unit_test(shrink_policy_hook),
+        cmocka_unit_test(shrink_example_policy), cmocka_unit_test(shrink_expert_grid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -166,8 +166,8 @@ static void test_escapes(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_record_shape),     cmocka_unit_test(test_parent_copy_shape),
-        cmocka_unit_test(test_absent_is_zero),   cmocka_unit_test(test_hostile),
+        cmocka_unit_test(test_record_shape),   cmocka_unit_test(test_parent_copy_shape),
+        cmocka_unit_test(test_absent_is_zero), cmocka_unit_test(test_hostile),
         cmocka_unit_test(test_escapes),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

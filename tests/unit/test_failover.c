@@ -98,9 +98,16 @@ static void expect_refused(int rc, char **errp, const char *needle)
 static void test_rejoin_frames(void **st)
 {
     (void)st;
-    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 3, .gen = 2, .leader = 0,
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO,
+                    .nnodes = 5,
+                    .node_rank = 3,
+                    .gen = 2,
+                    .leader = 0,
                     .place_hash = 0x1122334455667788ull,
-                    .addr = "10.0.0.4", .master_port = 29500, .nccl_port = 29501, .failover_port = 40123};
+                    .addr = "10.0.0.4",
+                    .master_port = 29500,
+                    .nccl_port = 29501,
+                    .failover_port = 40123};
     p3d_wbuf w = {0};
     assert_int_equal(p3d_rejoin_frame(&j, &w), 0);
     assert_int_equal(ftype(&w), P3D_MSG_REJOIN);
@@ -221,8 +228,7 @@ static void test_successors_frames(void **st)
     assert_int_equal(p3d_successors_frame(&s, &w), 0);
     p3d_successors got;
     char *err = NULL;
-    assert_int_equal(
-        p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 16384, &got, &err), 0);
+    assert_int_equal(p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 16384, &got, &err), 0);
     assert_int_equal(got.gen, 1);
     assert_int_equal(got.n, 3);
     assert_string_equal(got.c[2].addr, "node005.cluster");
@@ -236,8 +242,8 @@ static void test_successors_frames(void **st)
     s.c[2].node_rank = 9;
     assert_int_equal(p3d_successors_frame(&s, &w), 0);
     err = NULL;
-    expect_refused(p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 64, &got, &err),
-                   &err, "lowest node rank first");
+    expect_refused(p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 64, &got, &err), &err,
+                   "lowest node rank first");
     p3d_wbuf_free(&w);
     /* the largest list there can be fits its bound */
     p3d_successors m = {.gen = 7, .n = P3D_FAILOVER_CANDIDATES};
@@ -248,8 +254,7 @@ static void test_successors_frames(void **st)
     }
     assert_int_equal(p3d_successors_frame(&m, &w), 0);
     err = NULL;
-    assert_int_equal(
-        p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 16384, &got, &err), 0);
+    assert_int_equal(p3d_successors_open(ftype(&w), p3d_frame_body(&w), p3d_frame_body_len(&w), 16384, &got, &err), 0);
     assert_int_equal(got.n, P3D_FAILOVER_CANDIDATES);
     p3d_wbuf_free(&w);
     /* more candidates than may travel: the encoder refuses */
@@ -261,8 +266,8 @@ static void test_successors_frames(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_candidates),       cmocka_unit_test(test_list_and_next),
-        cmocka_unit_test(test_rejoin_frames),    cmocka_unit_test(test_rejoined_frames),
+        cmocka_unit_test(test_candidates),        cmocka_unit_test(test_list_and_next),
+        cmocka_unit_test(test_rejoin_frames),     cmocka_unit_test(test_rejoined_frames),
         cmocka_unit_test(test_successors_frames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -47,7 +47,7 @@ typedef struct dialer {
     p3d_successor c;
     p3d_rejoin j;
     const char *key;
-    int fate;          /* 1: after the handshake, a FATE frame, not REJOIN */
+    int fate; /* 1: after the handshake, a FATE frame, not REJOIN */
     p3d_chan *ch;
     char *err;
     pthread_t t;
@@ -125,8 +125,15 @@ static void test_rejoin_over_loopback(void **st)
     assert_non_null(g);
     assert_true(port > 0);
     p3d_fgate_set_key(g, KEY);
-    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 3, .gen = 2, .leader = 0, .place_hash = 42,
-                    .addr = "127.0.0.1", .master_port = 7, .nccl_port = 8};
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO,
+                    .nnodes = 5,
+                    .node_rank = 3,
+                    .gen = 2,
+                    .leader = 0,
+                    .place_hash = 42,
+                    .addr = "127.0.0.1",
+                    .master_port = 7,
+                    .nccl_port = 8};
     dialer d;
     dial_start(&d, "127.0.0.1", port, &j, KEY, 0);
     p3d_rejoin got;
@@ -270,8 +277,13 @@ static void test_own_address_only(void **st)
         close(fd);
         fail_msg("a dial to 127.0.0.1:%d reached a gate that listens on %s", port, at);
     }
-    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = 5, .node_rank = 2, .gen = 1, .leader = 0,
-                    .addr = "x", .failover_port = port};
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO,
+                    .nnodes = 5,
+                    .node_rank = 2,
+                    .gen = 1,
+                    .leader = 0,
+                    .addr = "x",
+                    .failover_port = port};
     dialer d;
     dial_start(&d, at, port, &j, KEY, 0);
     p3d_rejoin got;
@@ -381,10 +393,8 @@ static void test_strangers_dropped(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rejoin_over_loopback),
-        cmocka_unit_test(test_frame_after_accept),
-        cmocka_unit_test(test_own_address_only),
-        cmocka_unit_test(test_listen_address),
+        cmocka_unit_test(test_rejoin_over_loopback), cmocka_unit_test(test_frame_after_accept),
+        cmocka_unit_test(test_own_address_only),     cmocka_unit_test(test_listen_address),
         cmocka_unit_test(test_strangers_dropped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -243,10 +243,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         /* the children of these start from this process's rate-limit
          * state: nothing may be said here before them */
-        cmocka_unit_test(test_good_packets),
-        cmocka_unit_test(test_bad_packets_dropped),
-        cmocka_unit_test(test_rate_limited),
-        cmocka_unit_test(test_escaped_packet_text),
+        cmocka_unit_test(test_good_packets),        cmocka_unit_test(test_bad_packets_dropped),
+        cmocka_unit_test(test_rate_limited),        cmocka_unit_test(test_escaped_packet_text),
         cmocka_unit_test(test_bad_tag_disconnects),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -35,8 +35,7 @@ static void expect(const char *expr, const char *want)
 }
 
 /* Expects a failure whose message contains every fragment given. */
-static void expect_err(const char *expr, size_t max, const char *frag1,
-                       const char *frag2)
+static void expect_err(const char *expr, size_t max, const char *frag1, const char *frag2)
 {
     char **v = NULL, *err = NULL;
     size_t n = 0;
@@ -77,14 +76,11 @@ static void test_cartesian_slurm_order(void **state)
     (void)state;
     expect("a[1-2]b[3-4]", "a1b3 a1b4 a2b3 a2b4");
     expect("n[1-2][3-4]", "n13 n14 n23 n24");
-    expect("a[1-2]b[3-4]c[5-6]",
-           "a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 a1b4c6 a2b4c5 a2b4c6");
-    expect("a[1-2]b[3-4]c[5-6]d[7-8]",
-           "a1b3c5d7 a1b3c5d8 a2b3c5d7 a2b3c5d8 a1b4c5d7 a1b4c5d8 a2b4c5d7 "
-           "a2b4c5d8 a1b3c6d7 a1b3c6d8 a2b3c6d7 a2b3c6d8 a1b4c6d7 a1b4c6d8 "
-           "a2b4c6d7 a2b4c6d8");
-    expect("p[1-2]q[3-4],r[1-2]s[5-6]",
-           "p1q3 p1q4 p2q3 p2q4 r1s5 r1s6 r2s5 r2s6");
+    expect("a[1-2]b[3-4]c[5-6]", "a1b3c5 a1b3c6 a2b3c5 a2b3c6 a1b4c5 a1b4c6 a2b4c5 a2b4c6");
+    expect("a[1-2]b[3-4]c[5-6]d[7-8]", "a1b3c5d7 a1b3c5d8 a2b3c5d7 a2b3c5d8 a1b4c5d7 a1b4c5d8 a2b4c5d7 "
+                                       "a2b4c5d8 a1b3c6d7 a1b3c6d8 a2b3c6d7 a2b3c6d8 a1b4c6d7 a1b4c6d8 "
+                                       "a2b4c6d7 a2b4c6d8");
+    expect("p[1-2]q[3-4],r[1-2]s[5-6]", "p1q3 p1q4 p2q3 p2q4 r1s5 r1s6 r2s5 r2s6");
     expect("n[1-2]b[01-2]", "n1b01 n1b02 n2b01 n2b02");
     expect("a[1,3]b[7]", "a1b7 a3b7");
 }
@@ -125,12 +121,11 @@ static void test_huge_fails_fast(void **state)
     expect_err("n[0-9999999999]", 0, "10000000000 names", "limit is 4194304");
     expect_err("a[0-99999]b[0-99999]c[0-99999]", 0, "limit", NULL);
     expect_err("a[0-999999999999999999]b[0-999999999999999999]"
-               "c[0-999999999999999999]", 0, "more names than can be counted",
-               NULL);
+               "c[0-999999999999999999]",
+               0, "more names than can be counted", NULL);
     /* the size check comes before any expansion; the time is a figure,
      * not a bound (a loaded 2-CPU machine would make a bound flake) */
-    print_message("3 oversized expressions refused in %.3f s CPU\n",
-                  (double)(clock() - t0) / CLOCKS_PER_SEC);
+    print_message("3 oversized expressions refused in %.3f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
 }
 
 static void test_long_expr_message_is_trimmed(void **state)
@@ -204,11 +199,9 @@ static void test_compress_random(void **state)
             int w = rand_r(&seed) % 4, num = rand_r(&seed) % 25;
             if (rand_r(&seed) % 3 && i > 0) {
                 /* often continue a run to produce ranges */
-                snprintf(buf, sizeof buf, "%s%0*d", pfx[round % 5], w,
-                         (int)i + 100);
+                snprintf(buf, sizeof buf, "%s%0*d", pfx[round % 5], w, (int)i + 100);
             } else {
-                snprintf(buf, sizeof buf, "%s%0*d",
-                         pfx[rand_r(&seed) % 5], w, num);
+                snprintf(buf, sizeof buf, "%s%0*d", pfx[rand_r(&seed) % 5], w, num);
             }
             if (rand_r(&seed) % 17 == 0)
                 snprintf(buf, sizeof buf, "plain");
@@ -230,8 +223,7 @@ static void test_many(void **state)
     assert_string_equal(v[16383], "node16384");
     char *s = p3d_hostlist_compress(v, n);
     assert_string_equal(s, "node[00001-16384]");
-    print_message("16384 names expanded and compressed in %.3f s CPU\n",
-                  (double)(clock() - t0) / CLOCKS_PER_SEC);
+    print_message("16384 names expanded and compressed in %.3f s CPU\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
     free(s);
     p3d_strv_free(v, n);
 }

@@ -17,7 +17,7 @@
 #include "controller.h"
 
 typedef struct rec {
-    char sent[4096];   /* "a:packet-header|" per send */
+    char sent[4096]; /* "a:packet-header|" per send */
     char said[4096];
     int killed[4];
 } rec;
@@ -52,8 +52,8 @@ static const char *names[] = {"n0", "n1", "n2"};
 static p3d_ctl *mk(rec *r, int n, int max_restarts, double timeout)
 {
     memset(r, 0, sizeof *r);
-    p3d_ctl_cfg cfg = {.nagents = n, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3,
-                       .timeout = timeout};
+    p3d_ctl_cfg cfg = {
+        .nagents = n, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3, .timeout = timeout};
     p3d_ctl_ops ops = {.ctx = r, .send = r_send, .kill = r_kill, .say = r_say};
     p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(c);
@@ -73,11 +73,25 @@ static void test_proto_roundtrip(void **st)
 {
     (void)st;
     p3d_amsg in[] = {
-        {.type = P3D_AM_FAIL, .gen = 2, .code = 137, .rank = 13, .sig = 9, .text = "par3drun: root cause: x\n  y\n",
-         .step = -1, .errts = -1},
+        {.type = P3D_AM_FAIL,
+         .gen = 2,
+         .code = 137,
+         .rank = 13,
+         .sig = 9,
+         .text = "par3drun: root cause: x\n  y\n",
+         .step = -1,
+         .errts = -1},
         {.type = P3D_AM_FAIL, .gen = 0, .code = 1, .rank = -1, .step = -1, .errts = -1},
-        {.type = P3D_AM_FAIL, .gen = 3, .code = 1, .rank = 5, .step = 3, .err = "ValueError: bad batch",
-         .where = "/w/train.py", .errline = 12, .errts = 1796578499, .text = "par3drun: root cause: rank 5\n"},
+        {.type = P3D_AM_FAIL,
+         .gen = 3,
+         .code = 1,
+         .rank = 5,
+         .step = 3,
+         .err = "ValueError: bad batch",
+         .where = "/w/train.py",
+         .errline = 12,
+         .errts = 1796578499,
+         .text = "par3drun: root cause: rank 5\n"},
         {.type = P3D_AM_DONE, .gen = 4},
         {.type = P3D_AM_UP, .gen = 1, .nranks = 8},
         {.type = P3D_AM_SIGNAL, .sig = 2},
@@ -121,8 +135,16 @@ static void test_proto_roundtrip(void **st)
     }
     /* the error line is one line: a newline in it ends it (the frame line
      * and the text stay where they are) */
-    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = 1, .code = 1, .rank = 0, .step = 2, .errts = -1,
-                  .err = "E: two\nlines", .where = "a.py", .text = "t\n"}, out;
+    p3d_amsg f = {.type = P3D_AM_FAIL,
+                  .gen = 1,
+                  .code = 1,
+                  .rank = 0,
+                  .step = 2,
+                  .errts = -1,
+                  .err = "E: two\nlines",
+                  .where = "a.py",
+                  .text = "t\n"},
+             out;
     char buf[512];
     int n = p3d_amsg_encode(&f, buf, sizeof buf - 1);
     /* the packet is left as it came (a relay forwards it): decoded twice */
@@ -141,14 +163,44 @@ static void test_proto_rejects(void **st)
 {
     (void)st;
     const char *bad[] = {
-        "", "X 1\n", "B 5000\n", "R 1\n", "f 1 2 3\n", "f 1 2 3 65 -1 0 -1\n\n\n", "f -1 2 3 0\n", "f 1 256 3 0 -1 0 -1\n\n\n", "f 1 2 -2 0\n", "d\n",
-        "d 1 2\n", "d 1\ntext", "t 15\n", "t 15 0x\n", "r 99999999999\n", "u  10\n", "a 1\n", "s +2\n",
+        "",
+        "X 1\n",
+        "B 5000\n",
+        "R 1\n",
+        "f 1 2 3\n",
+        "f 1 2 3 65 -1 0 -1\n\n\n",
+        "f -1 2 3 0\n",
+        "f 1 256 3 0 -1 0 -1\n\n\n",
+        "f 1 2 -2 0\n",
+        "d\n",
+        "d 1 2\n",
+        "d 1\ntext",
+        "t 15\n",
+        "t 15 0x\n",
+        "r 99999999999\n",
+        "u  10\n",
+        "a 1\n",
+        "s +2\n",
         /* the health check's request and answer: seq >= 0, ok 0 or 1, a
          * request carries no text */
-        "c\n", "c -1\n", "c 1 2\n", "c 1\nsh -c rm", "c 2147483648\n", "h 1\n", "h 1 2\nx", "h -1 1\n",
-        "h 1 1 1\n", "h 1 -1\n", "h x 1\n",
+        "c\n",
+        "c -1\n",
+        "c 1 2\n",
+        "c 1\nsh -c rm",
+        "c 2147483648\n",
+        "h 1\n",
+        "h 1 2\nx",
+        "h -1 1\n",
+        "h 1 1 1\n",
+        "h 1 -1\n",
+        "h x 1\n",
         /* heartbeat: exactly one non-negative ms field, no text */
-        "b\n", "b -1\n", "b 1 2\n", "b 1\nx", "b 2147483648\n", "b 5s\n",
+        "b\n",
+        "b -1\n",
+        "b 1 2\n",
+        "b 1\nx",
+        "b 2147483648\n",
+        "b 5s\n",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char buf[64];
@@ -228,9 +280,10 @@ static void test_restart_then_root_cause(void **st)
     msg(c, 0, "f 1 7 1 0 -1 0 -1\n\n\npar3drun: root cause: rank 1 the end\n", 3.0);
     assert_int_equal(p3d_ctl_get_state(c), P3D_CTL_STOPPING);
     assert_string_equal(r.sent, "-1:r 1|-1:t 15 7|");
-    assert_string_equal(p3d_ctl_summary(c), "par3drun: root cause: rank 1 the end\npar3drun: fault: node: only node "
-                                            "n0's ranks failed (rank 1, exit code 7) while the ranks of 1 other node ran "
-                                            "on; stop: no restart left (--max-restarts 1)\n");
+    assert_string_equal(p3d_ctl_summary(c),
+                        "par3drun: root cause: rank 1 the end\npar3drun: fault: node: only node "
+                        "n0's ranks failed (rank 1, exit code 7) while the ranks of 1 other node ran "
+                        "on; stop: no restart left (--max-restarts 1)\n");
     assert_string_equal(p3d_ctl_fault(c), "node");
     p3d_ctl_gone(c, 0, "x", 3.5);
     p3d_ctl_gone(c, 1, "x", 3.6);
@@ -325,7 +378,8 @@ static void test_timeout_and_node_signal(void **st)
 
     c = mk(&r, 3, 0, 0);
     msg(c, 1, "s 2\n", 1);
-    assert_string_equal(r.said, "par3drun: node n1 (node rank 1) was stopped by SIGINT; stopping the job (grace 3 s)\n");
+    assert_string_equal(r.said,
+                        "par3drun: node n1 (node rank 1) was stopped by SIGINT; stopping the job (grace 3 s)\n");
     assert_string_equal(r.sent, "-1:t 2 130|");
     for (int a = 0; a < 3; a++)
         p3d_ctl_gone(c, a, NULL, 2);
@@ -338,8 +392,8 @@ static void test_timeout_and_node_signal(void **st)
 
 typedef struct rrec {
     rec r;
-    int replace_rc;       /* what the replace op answers */
-    int replaced[4];      /* lost agents it was given */
+    int replace_rc;  /* what the replace op answers */
+    int replaced[4]; /* lost agents it was given */
     int nreplaced, respawns, respawn_gen;
     unsigned char dead[4];
 } rrec;
@@ -368,10 +422,10 @@ static p3d_ctl *mk_r(rrec *x, int max_restarts, int leader, int replace_rc)
 {
     memset(x, 0, sizeof *x);
     x->replace_rc = replace_rc;
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3,
-                       .leader = leader};
-    p3d_ctl_ops ops = {.ctx = x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
-                       .respawn = r_respawn};
+    p3d_ctl_cfg cfg = {
+        .nagents = 3, .names = names, .nranks = 8, .max_restarts = max_restarts, .grace = 3, .leader = leader};
+    p3d_ctl_ops ops = {
+        .ctx = x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace, .respawn = r_respawn};
     p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(c);
     return c;
@@ -391,10 +445,15 @@ static int r_health_start(void *ctx, const unsigned char *dead)
  * replace_rc is kept (it says what the replace op answers). */
 static p3d_ctl *mk_health(rrec *x)
 {
-    p3d_ctl_cfg cfg = {.nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1,
-                       .health_timeout = 10};
-    p3d_ctl_ops ops = {.ctx = x, .send = r_send, .kill = r_kill, .say = r_say, .replace = r_replace,
-                       .respawn = r_respawn, .health = r_health_start};
+    p3d_ctl_cfg cfg = {
+        .nagents = 3, .names = names, .nranks = 8, .max_restarts = 2, .grace = 3, .leader = -1, .health_timeout = 10};
+    p3d_ctl_ops ops = {.ctx = x,
+                       .send = r_send,
+                       .kill = r_kill,
+                       .say = r_say,
+                       .replace = r_replace,
+                       .respawn = r_respawn,
+                       .health = r_health_start};
     p3d_ctl *c = p3d_ctl_new(&cfg, &ops, 0);
     assert_non_null(c);
     return c;
@@ -562,15 +621,19 @@ static void test_replace_impossible(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_proto_roundtrip), cmocka_unit_test(test_proto_rejects),
+        cmocka_unit_test(test_proto_roundtrip),
+        cmocka_unit_test(test_proto_rejects),
         cmocka_unit_test(test_restart_then_root_cause),
         cmocka_unit_test(test_stopped_during_recovery),
         cmocka_unit_test(test_all_done),
-        cmocka_unit_test(test_lost_agent), cmocka_unit_test(test_deadlines),
-        cmocka_unit_test(test_timeout_and_node_signal), cmocka_unit_test(test_replace_lost_node),
+        cmocka_unit_test(test_lost_agent),
+        cmocka_unit_test(test_deadlines),
+        cmocka_unit_test(test_timeout_and_node_signal),
+        cmocka_unit_test(test_replace_lost_node),
         cmocka_unit_test(test_health_replaces_after_the_checks),
         cmocka_unit_test(test_health_fails_only_on_a_spare),
-        cmocka_unit_test(test_replace_second_loss_while_retiring), cmocka_unit_test(test_replace_impossible),
+        cmocka_unit_test(test_replace_second_loss_while_retiring),
+        cmocka_unit_test(test_replace_impossible),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

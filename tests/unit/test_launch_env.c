@@ -245,10 +245,10 @@ static void test_free_port(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_torchrun_names),   cmocka_unit_test(test_groups_and_coords),
-        cmocka_unit_test(test_cuda_visible),     cmocka_unit_test(test_extra_env_and_nccl),
-        cmocka_unit_test(test_env_file),         cmocka_unit_test(test_rank_list_and_tag),
-        cmocka_unit_test(test_free_port),        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_torchrun_names), cmocka_unit_test(test_groups_and_coords),
+        cmocka_unit_test(test_cuda_visible),   cmocka_unit_test(test_extra_env_and_nccl),
+        cmocka_unit_test(test_env_file),       cmocka_unit_test(test_rank_list_and_tag),
+        cmocka_unit_test(test_free_port),      cmocka_unit_test(test_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -217,9 +217,12 @@ static void test_lines_whole(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_success),          cmocka_unit_test(test_fail_fast_code),
-        cmocka_unit_test(test_grace_then_kill),  cmocka_unit_test(test_signal_code),
-        cmocka_unit_test(test_restarts_same_ranks), cmocka_unit_test(test_lines_whole),
+        cmocka_unit_test(test_success),
+        cmocka_unit_test(test_fail_fast_code),
+        cmocka_unit_test(test_grace_then_kill),
+        cmocka_unit_test(test_signal_code),
+        cmocka_unit_test(test_restarts_same_ranks),
+        cmocka_unit_test(test_lines_whole),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

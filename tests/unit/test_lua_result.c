@@ -523,8 +523,8 @@ static void test_replace_equals_lua(void **state)
     }
     c->nodes[77].role = P3D_NODE_SPARE; /* in use before, a spare now */
     const char *failed[2] = {"gone-a", "gone-b"}, *racks[2] = {"r1", "r29"};
-    p3d_previous prev = {.world = W, .node = names, .gpu = gpus, .restart = 1, .nfailed = 2, .failed = failed,
-                         .failed_rack = racks};
+    p3d_previous prev = {
+        .world = W, .node = names, .gpu = gpus, .restart = 1, .nfailed = 2, .failed = failed, .failed_rack = racks};
     p3d_job j;
     fx_job(&j, 8, 1, 1, 2044, 1, NULL);
     j.previous = &prev;
@@ -556,8 +556,7 @@ static void test_bad_results_refused(void **state)
                 "  for n = 1, #c.nodes - 1 do r:assign((n - 1) * 8, n, 0, 8) end\n"
                 "  return r end\n",
                 0, "rank 16376 is not assigned");
-    expect_fail("function place(c, j) return par3d.result(8) end\n", 0,
-                "a par3d.result of 8 ranks, expected 16384");
+    expect_fail("function place(c, j) return par3d.result(8) end\n", 0, "a par3d.result of 8 ranks, expected 16384");
     expect_fail("function place(c, j) local r = par3d.result(16384); r:assign(16380, 1, 0, 8) end\n", 0,
                 "ranks 16380..16387 are out of range 0..16383");
     expect_fail("function place(c, j) local r = par3d.result(16384); r:set(16384, 1, 0) end\n", 0,

@@ -19,12 +19,12 @@
 #include "sha256.h"
 
 /* A valid naive result for the 2x8 cluster (used by policies below). */
-#define NAIVE_BODY                                                                                                \
-    "local function naive(cluster, job)\n"                                                                        \
-    "  local m = par3d.mesh(job); local res = {}\n"                                                               \
-    "  for r = 0, m.world - 1 do local c = m:coords(r)\n"                                                         \
-    "    c.rank, c.node, c.gpu = r, r // 8 + 1, r % 8; res[r + 1] = c end\n"                                     \
-    "  return res\n"                                                                                              \
+#define NAIVE_BODY                                                                                                     \
+    "local function naive(cluster, job)\n"                                                                             \
+    "  local m = par3d.mesh(job); local res = {}\n"                                                                    \
+    "  for r = 0, m.world - 1 do local c = m:coords(r)\n"                                                              \
+    "    c.rank, c.node, c.gpu = r, r // 8 + 1, r % 8; res[r + 1] = c end\n"                                           \
+    "  return res\n"                                                                                                   \
     "end\n"
 
 static p3d_cluster *cl;
@@ -114,8 +114,8 @@ static void test_no_dangerous_globals(void **state)
               "end\n"
               "assert(string and table and math and utf8 and pcall and load)\n"
               "function place(c, j) return naive(c, j) end\n");
-    expect_fail("io.lua", "function place(c, j) local f = io.open('/etc/passwd') end\n", "io.lua:1:",
-                "global 'io'", "stack traceback", NULL);
+    expect_fail("io.lua", "function place(c, j) local f = io.open('/etc/passwd') end\n", "io.lua:1:", "global 'io'",
+                "stack traceback", NULL);
     expect_fail("os.lua", "function place(c, j) os.execute('true') end\n", "os.lua:1:", "global 'os'", NULL);
     expect_fail("req.lua", "local d = require('debug')\n", "req.lua:1:", "global 'require'", NULL);
 }
@@ -168,28 +168,27 @@ static void test_module_loader(void **state)
     free(msg);
     p3d_sandbox_free(sb);
 
-    expect_ok("modules.lua", NAIVE_BODY
-              "for _, f in ipairs{'mesh', 'stable_sort', 'racks', 'node_sequence', 'capacity', 'units',\n"
-              "                   'rack_counts', 'pack', 'place_nested', 'place_ep', 'replace',\n"
-              "                   'spare_units', 'default_spares'} do\n"
-              "  assert(type(par3d[f]) == 'function', 'par3d.' .. f .. ' is missing')\n"
-              "end\n"
-              "assert(load_module == nil and shared == nil and par3d.load_module == nil)\n"
-              "function place(c, j) return naive(c, j) end\n");
+    expect_ok("modules.lua",
+              NAIVE_BODY "for _, f in ipairs{'mesh', 'stable_sort', 'racks', 'node_sequence', 'capacity', 'units',\n"
+                         "                   'rack_counts', 'pack', 'place_nested', 'place_ep', 'replace',\n"
+                         "                   'spare_units', 'default_spares'} do\n"
+                         "  assert(type(par3d[f]) == 'function', 'par3d.' .. f .. ' is missing')\n"
+                         "end\n"
+                         "assert(load_module == nil and shared == nil and par3d.load_module == nil)\n"
+                         "function place(c, j) return naive(c, j) end\n");
 }
 
 static void test_no_bytecode(void **state)
 {
     (void)state;
     /* string.dump works, but load refuses the binary chunk whatever mode says */
-    expect_ok("dump.lua", NAIVE_BODY
-              "local bc = string.dump(function() return 1 end)\n"
-              "local f, e = load(bc, 'x', 'b')\n"
-              "assert(f == nil and e:find('binary chunk'), 'bytecode loaded: ' .. tostring(e))\n"
-              "local g = load('return x + 1', 'chunk', 't', {x = 41})\n"
-              "assert(g() == 42)\n"
-              "assert(not pcall(load, function() return nil end))\n"
-              "function place(c, j) return naive(c, j) end\n");
+    expect_ok("dump.lua", NAIVE_BODY "local bc = string.dump(function() return 1 end)\n"
+                                     "local f, e = load(bc, 'x', 'b')\n"
+                                     "assert(f == nil and e:find('binary chunk'), 'bytecode loaded: ' .. tostring(e))\n"
+                                     "local g = load('return x + 1', 'chunk', 't', {x = 41})\n"
+                                     "assert(g() == 42)\n"
+                                     "assert(not pcall(load, function() return nil end))\n"
+                                     "function place(c, j) return naive(c, j) end\n");
 }
 
 static void test_collectgarbage_limited(void **state)
@@ -211,20 +210,20 @@ static void test_instruction_budget(void **state)
 {
     (void)state;
     double t0 = now();
-    expect_fail("loop.lua", "function place(c, j)\n  while true do end\nend\n", "loop.lua:2:",
-                "instruction budget of 20000000", NULL);
+    expect_fail("loop.lua", "function place(c, j)\n  while true do end\nend\n",
+                "loop.lua:2:", "instruction budget of 20000000", NULL);
     /* pcall cannot swallow the kill */
-    expect_fail("pcall.lua", NAIVE_BODY
-                "function place(c, j)\n"
-                "  while true do pcall(function() while true do end end) end\n"
-                "end\n",
+    expect_fail("pcall.lua",
+                NAIVE_BODY "function place(c, j)\n"
+                           "  while true do pcall(function() while true do end end) end\n"
+                           "end\n",
                 "instruction budget", NULL);
     /* nor can a result returned right after a caught kill */
-    expect_fail("late.lua", NAIVE_BODY
-                "function place(c, j)\n"
-                "  pcall(function() while true do end end)\n"
-                "  return naive(c, j)\n"
-                "end\n",
+    expect_fail("late.lua",
+                NAIVE_BODY "function place(c, j)\n"
+                           "  pcall(function() while true do end end)\n"
+                           "  return naive(c, j)\n"
+                           "end\n",
                 "instruction budget", NULL);
     /* nor an error handler that loops itself */
     expect_fail("xpcall.lua",
@@ -243,12 +242,12 @@ static void test_instruction_budget(void **state)
     expect_fail("gc.lua", "function place(c, j)\n  setmetatable({}, {__gc = function() while true do end end})\nend\n",
                 "gc.lua:2:", "__gc metamethods are not allowed", NULL);
     /* xpcall still behaves like xpcall */
-    expect_ok("xp.lua", NAIVE_BODY
-              "local ok, v = xpcall(function(a, b) return a + b end, function(m) return 'h' end, 1, 2)\n"
-              "assert(ok == true and v == 3)\n"
-              "local ok2, v2 = xpcall(function() error('boom') end, function(m) return 'h:' .. m end)\n"
-              "assert(ok2 == false and v2:find('h:.*boom'))\n"
-              "function place(c, j) return naive(c, j) end\n");
+    expect_ok("xp.lua",
+              NAIVE_BODY "local ok, v = xpcall(function(a, b) return a + b end, function(m) return 'h' end, 1, 2)\n"
+                         "assert(ok == true and v == 3)\n"
+                         "local ok2, v2 = xpcall(function() error('boom') end, function(m) return 'h:' .. m end)\n"
+                         "assert(ok2 == false and v2:find('h:.*boom'))\n"
+                         "function place(c, j) return naive(c, j) end\n");
     /* figures only: a hang is caught by ctest's timeout, not a timed assertion */
     print_message("instruction-budget kills took %.2f s\n", now() - t0);
 }
@@ -265,10 +264,9 @@ static void test_memory_cap(void **state)
     expect_fail("rep.lua", "function place(c, j) return string.rep('x', 1 << 30) end\n", "memory limit of 16 MiB",
                 NULL);
     /* a caught memory error leaves a usable state */
-    expect_ok("memok.lua", NAIVE_BODY
-              "local ok = pcall(string.rep, 'x', 1 << 30)\n"
-              "assert(not ok)\n"
-              "function place(c, j) return naive(c, j) end\n");
+    expect_ok("memok.lua", NAIVE_BODY "local ok = pcall(string.rep, 'x', 1 << 30)\n"
+                                      "assert(not ok)\n"
+                                      "function place(c, j) return naive(c, j) end\n");
 }
 
 static void test_error_locations(void **state)
@@ -328,8 +326,7 @@ static void test_validator(void **state)
                 NAIVE_BODY "function place(c, j) local r = naive(c, j); r[17] = {rank=0,node=1,gpu=0}; return r end\n",
                 "17 entries, expected 16", NULL);
     /* duplicate rank */
-    expect_fail("duprank.lua",
-                NAIVE_BODY "function place(c, j) local r = naive(c, j); r[2].rank = 0; return r end\n",
+    expect_fail("duprank.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[2].rank = 0; return r end\n",
                 "rank 0 appears twice", NULL);
     /* wrong coordinates for the declared order */
     expect_fail("coord.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[3].dp = 0; return r end\n",
@@ -337,16 +334,13 @@ static void test_validator(void **state)
     /* nonexistent node / GPU, bad types */
     expect_fail("node.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].node = 3; return r end\n",
                 "node 3 is not a node index 1..2", NULL);
-    expect_fail("name.lua",
-                NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].node = 'nx'; return r end\n",
+    expect_fail("name.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].node = 'nx'; return r end\n",
                 "node 'nx' is not in the cluster", NULL);
     expect_fail("gpu.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].gpu = 8; return r end\n",
                 "GPU 8 does not exist on n00001", NULL);
-    expect_fail("type.lua",
-                NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].gpu = '0'; return r end\n",
+    expect_fail("type.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].gpu = '0'; return r end\n",
                 "field 'gpu' is not an integer", NULL);
-    expect_fail("frac.lua",
-                NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].rank = 0.5; return r end\n",
+    expect_fail("frac.lua", NAIVE_BODY "function place(c, j) local r = naive(c, j); r[1].rank = 0.5; return r end\n",
                 "field 'rank' is not an integer", NULL);
     expect_fail("ret.lua", "function place(c, j) return 42 end\n", "returned number", NULL);
     /* metatable tricks: entries served by __index, a __len that lies */
@@ -481,12 +475,20 @@ static void test_sha256_vectors(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_policy_runs),   cmocka_unit_test(test_no_dangerous_globals),
-        cmocka_unit_test(test_no_bytecode), cmocka_unit_test(test_module_loader),         cmocka_unit_test(test_collectgarbage_limited),
-        cmocka_unit_test(test_instruction_budget),  cmocka_unit_test(test_memory_cap),
-        cmocka_unit_test(test_error_locations),     cmocka_unit_test(test_read_only_tables),
-        cmocka_unit_test(test_validator),           cmocka_unit_test(test_resolve),
-        cmocka_unit_test(test_world_too_large), cmocka_unit_test(test_example_policy),     cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_valid_policy_runs),
+        cmocka_unit_test(test_no_dangerous_globals),
+        cmocka_unit_test(test_no_bytecode),
+        cmocka_unit_test(test_module_loader),
+        cmocka_unit_test(test_collectgarbage_limited),
+        cmocka_unit_test(test_instruction_budget),
+        cmocka_unit_test(test_memory_cap),
+        cmocka_unit_test(test_error_locations),
+        cmocka_unit_test(test_read_only_tables),
+        cmocka_unit_test(test_validator),
+        cmocka_unit_test(test_resolve),
+        cmocka_unit_test(test_world_too_large),
+        cmocka_unit_test(test_example_policy),
+        cmocka_unit_test(test_sha256_vectors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

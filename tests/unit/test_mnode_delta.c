@@ -98,13 +98,13 @@ static void corner_cases(void **st)
     (void)st;
     unsigned char a[] = "abc", b[] = "abd";
     size_t dl;
-    roundtrip(a, 3, b, 3, NULL);                  /* shorter than a block */
-    roundtrip(a, 0, b, 3, NULL);                  /* empty base */
-    roundtrip(a, 3, b, 0, NULL);                  /* empty result */
+    roundtrip(a, 3, b, 3, NULL); /* shorter than a block */
+    roundtrip(a, 0, b, 3, NULL); /* empty base */
+    roundtrip(a, 3, b, 0, NULL); /* empty result */
     unsigned char *old = make_old(50000), *other = make_old(50000);
-    roundtrip(old, 50000, old, 50000, &dl);       /* the same: one copy */
+    roundtrip(old, 50000, old, 50000, &dl); /* the same: one copy */
     assert_true(dl < 64);
-    roundtrip(old, 50000, other, 50000, NULL);    /* nothing shared */
+    roundtrip(old, 50000, other, 50000, NULL); /* nothing shared */
     free(old);
     free(other);
 }

@@ -82,8 +82,8 @@ static void mixtral_8x22b_config(void **state)
     assert_int_equal(m.top_k, 2);
     assert_int_equal(m.moe_ffn, 16384);
     assert_int_equal(p3d_model_count(&m, &c, NULL), 0);
-    assert_true(rel(c.total, 141e9) < 0.005);  /* Mistral AI: 141B total */
-    assert_true(rel(c.active, 39e9) < 0.01);   /* 39B active */
+    assert_true(rel(c.total, 141e9) < 0.005); /* Mistral AI: 141B total */
+    assert_true(rel(c.active, 39e9) < 0.01);  /* 39B active */
 }
 
 /* Writes text to a temporary file; returns its path (static). */
@@ -99,8 +99,8 @@ static const char *tmp_config(const char *text)
     return p;
 }
 
-#define LLAMA_KEYS                                                                                        \
-    "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, " \
+#define LLAMA_KEYS                                                                                                     \
+    "\"num_hidden_layers\": 2, \"hidden_size\": 64, \"intermediate_size\": 128, \"num_attention_heads\": 4, "          \
     "\"vocab_size\": 100"
 
 /* Bad input: one message naming the file and the key, never a crash. */
@@ -140,8 +140,8 @@ static void hostile(void **state)
         int rc = p3d_model_config_load(p, &m, &err);
         unlink(p);
         if (rc != -1 || !err || !strstr(err, cases[i].want) || !strstr(err, "/tmp/p3d-model-config-"))
-            fail_msg("case %zu: rc %d, message '%s', want one naming the file and '%s'", i, rc,
-                     err ? err : "(none)", cases[i].want);
+            fail_msg("case %zu: rc %d, message '%s', want one naming the file and '%s'", i, rc, err ? err : "(none)",
+                     cases[i].want);
         free(err);
     }
     /* a missing file and a directory are refused too */
@@ -162,8 +162,8 @@ static void nested_and_mla(void **state)
     (void)state;
     p3d_model m;
     char *err = NULL;
-    const char *p = tmp_config("{\"model_type\": \"x\", \"text_config\": {" LLAMA_KEYS
-                               ", \"max_position_embeddings\": 16}}");
+    const char *p =
+        tmp_config("{\"model_type\": \"x\", \"text_config\": {" LLAMA_KEYS ", \"max_position_embeddings\": 16}}");
     assert_int_equal(p3d_model_config_load(p, &m, &err), 0);
     unlink(p);
     assert_int_equal(m.layers, 2);
@@ -187,10 +187,8 @@ static void nested_and_mla(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(presets_match_published),
-        cmocka_unit_test(llama3_70b_config),
-        cmocka_unit_test(mixtral_8x22b_config),
-        cmocka_unit_test(hostile),
+        cmocka_unit_test(presets_match_published), cmocka_unit_test(llama3_70b_config),
+        cmocka_unit_test(mixtral_8x22b_config),    cmocka_unit_test(hostile),
         cmocka_unit_test(nested_and_mla),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

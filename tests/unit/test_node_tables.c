@@ -31,17 +31,27 @@
 typedef struct machine {
     const char *name; /* "relay", "agent" */
     int nstates, nevents, first;
-    int end_mask;     /* the states the machine ends in */
+    int end_mask; /* the states the machine ends in */
     const char *(*sname)(int);
     const char *(*ename)(int);
     int (*cell)(int, int, p3d_node_cell *);
 } machine;
 
-static const machine relay_m = {"relay", P3D_RELAY_NSTATES, P3D_RELAY_NEVENTS, P3D_RELAY_RELAYING,
-                                1 << P3D_RELAY_DONE | 1 << P3D_RELAY_SUCCEEDING, p3d_relay_state_name,
-                                p3d_relay_event_name, p3d_relay_cell};
-static const machine agent_m = {"agent", P3D_AGENT_NSTATES, P3D_AGENT_NEVENTS, P3D_AGENT_STARTING,
-                                1 << P3D_AGENT_EXITED, p3d_agent_state_name, p3d_agent_event_name,
+static const machine relay_m = {"relay",
+                                P3D_RELAY_NSTATES,
+                                P3D_RELAY_NEVENTS,
+                                P3D_RELAY_RELAYING,
+                                1 << P3D_RELAY_DONE | 1 << P3D_RELAY_SUCCEEDING,
+                                p3d_relay_state_name,
+                                p3d_relay_event_name,
+                                p3d_relay_cell};
+static const machine agent_m = {"agent",
+                                P3D_AGENT_NSTATES,
+                                P3D_AGENT_NEVENTS,
+                                P3D_AGENT_STARTING,
+                                1 << P3D_AGENT_EXITED,
+                                p3d_agent_state_name,
+                                p3d_agent_event_name,
                                 p3d_agent_cell};
 
 static p3d_node_cell cell(const machine *m, int s, int e)
@@ -209,8 +219,8 @@ static void test_relay_shape(void **st)
 {
     (void)st;
     const machine *m = &relay_m;
-    unsigned live = P3D_NODE_TO(P3D_RELAY_RELAYING) | P3D_NODE_TO(P3D_RELAY_RETIRING) |
-                    P3D_NODE_TO(P3D_RELAY_PARKED) | P3D_NODE_TO(P3D_RELAY_FAILOVER);
+    unsigned live = P3D_NODE_TO(P3D_RELAY_RELAYING) | P3D_NODE_TO(P3D_RELAY_RETIRING) | P3D_NODE_TO(P3D_RELAY_PARKED) |
+                    P3D_NODE_TO(P3D_RELAY_FAILOVER);
     /* never two agents at once: an agent is forked again only from PARKED,
      * where none is left (no agent event can happen there), on the new
      * placement */
@@ -267,8 +277,8 @@ static void test_agent_shape(void **st)
 {
     (void)st;
     const machine *m = &agent_m;
-    unsigned ranks = P3D_NODE_TO(P3D_AGENT_STARTING) | P3D_NODE_TO(P3D_AGENT_RUNNING) |
-                     P3D_NODE_TO(P3D_AGENT_HOLDING) | P3D_NODE_TO(P3D_AGENT_STOPPING) | P3D_NODE_TO(P3D_AGENT_IDLE);
+    unsigned ranks = P3D_NODE_TO(P3D_AGENT_STARTING) | P3D_NODE_TO(P3D_AGENT_RUNNING) | P3D_NODE_TO(P3D_AGENT_HOLDING) |
+                     P3D_NODE_TO(P3D_AGENT_STOPPING) | P3D_NODE_TO(P3D_AGENT_IDLE);
     /* never two generations at once: a generation starts only from
      * STARTING, when no rank runs (ALL_EXITED) */
     int from[64], ev[64];
@@ -329,8 +339,10 @@ static void check_doc(const machine *m)
     char *t = printed(m);
     const char *why = doc_block_check("agent.md", begin, end, t);
     if (why) {
-        fprintf(stderr, "docs/agent.md: the %s table: %s; print it with build/tests/test_node_tables --print %s and "
-                "paste it between the markers %s and %s. The code's table:\n%s", m->name, why, m->name, begin, end, t);
+        fprintf(stderr,
+                "docs/agent.md: the %s table: %s; print it with build/tests/test_node_tables --print %s and "
+                "paste it between the markers %s and %s. The code's table:\n%s",
+                m->name, why, m->name, begin, end, t);
         fail_msg("docs/agent.md is out of date");
     }
     free(t);
@@ -346,9 +358,9 @@ static void test_docs(void **st)
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--print")) {
-        const machine *m = argc > 2 && !strcmp(argv[2], "agent") ? &agent_m
+        const machine *m = argc > 2 && !strcmp(argv[2], "agent")   ? &agent_m
                            : argc > 2 && !strcmp(argv[2], "relay") ? &relay_m
-                                                                    : NULL;
+                                                                   : NULL;
         if (!m) {
             fprintf(stderr, "usage: test_node_tables --print relay|agent\n");
             return 2;

@@ -31,15 +31,34 @@ static void write_cluster(void)
     snprintf(cluster_path, sizeof cluster_path, "/tmp/p3d-reshape-%d.json", (int)getpid());
     FILE *f = fopen(cluster_path, "w");
     assert_non_null(f);
-    fprintf(f, "{\"nodes\": [{\"name\": \"m[1-8]\", \"topology\": \"%s/examples/topologies/dgx-h100.xml\", "
-               "\"rack\": \"r1\"}]}\n", src ? src : "..");
+    fprintf(f,
+            "{\"nodes\": [{\"name\": \"m[1-8]\", \"topology\": \"%s/examples/topologies/dgx-h100.xml\", "
+            "\"rack\": \"r1\"}]}\n",
+            src ? src : "..");
     fclose(f);
 }
 
 static void place(p3d_opts *o, p3d_plan_result *res, const char *min_dp)
 {
-    char *argv[] = {"par3drun", "--cluster", cluster_path, "--nproc-per-node", "2", "--tp", "2", "--pp", "2", "--dp",
-                    "4", "--global-batch", "24", "--micro-batch", "2", "--min-dp", (char *)min_dp, "--dry-run", NULL};
+    char *argv[] = {"par3drun",
+                    "--cluster",
+                    cluster_path,
+                    "--nproc-per-node",
+                    "2",
+                    "--tp",
+                    "2",
+                    "--pp",
+                    "2",
+                    "--dp",
+                    "4",
+                    "--global-batch",
+                    "24",
+                    "--micro-batch",
+                    "2",
+                    "--min-dp",
+                    (char *)min_dp,
+                    "--dry-run",
+                    NULL};
     int argc = 18;
     char *err = NULL;
     memset(o, 0, sizeof *o);
@@ -148,7 +167,8 @@ static void test_shrink_grow(void **st)
     free_copy(before);
     assert_non_null(strstr(events(ev), "\"event\": \"grow\", \"old_dp\": 3, \"new_dp\": 4"));
     /* the record says what made the grow due */
-    assert_non_null(strstr(events(ev), "\"reason\": \"the spares hold 1 more replica, at the ranks' checkpoint step 40\""));
+    assert_non_null(
+        strstr(events(ev), "\"reason\": \"the spares hold 1 more replica, at the ranks' checkpoint step 40\""));
     assert_int_equal(p3d_place_grow_room(&r), 0); /* full width */
     /* down to D = 2, then one more loss: refused, naming D */
     int m1 = node_of(&r, "m1"), m5 = node_of(&r, "m5"), m7 = node_of(&r, "m7");

@@ -56,8 +56,8 @@ static char *notes_of(const p3d_placement *pl)
     return s;
 }
 
-#define PLACE_ALL                                                                                               \
-    "local function place(c, j) local r = {} for i = 0, j.world - 1 do "                                      \
+#define PLACE_ALL                                                                                                      \
+    "local function place(c, j) local r = {} for i = 0, j.world - 1 do "                                               \
     "r[#r + 1] = {rank = i, node = c.nodes[1].name, gpu = i} end return r end\n"
 
 static void test_declaration(void **state)
@@ -82,14 +82,15 @@ static void test_declaration(void **state)
     expect_error("function place() end\nreturn {}", c, &j,
                  "t.lua: the policy does not define a function place(cluster, job) (found nil)");
     /* the older form, globals and no return, still works */
-    assert_int_equal(run("follows = \"devicemesh\"\nfunction place(c, j) return par3d.place_nested(c, j) end", c,
-                         &j, &pl, &msg),
+    assert_int_equal(run("follows = \"devicemesh\"\nfunction place(c, j) return par3d.place_nested(c, j) end", c, &j,
+                         &pl, &msg),
                      0);
     assert_int_equal(pl->mesh.rules, P3D_RULES_DEVICEMESH);
     p3d_placement_free(pl);
     /* refused by name */
-    expect_error(PLACE_ALL "return {place = place, plcae = place}", c, &j,
-                 "t.lua: the table the policy returns has a field 'plcae'; expected only place, spares, shrink and follows");
+    expect_error(
+        PLACE_ALL "return {place = place, plcae = place}", c, &j,
+        "t.lua: the table the policy returns has a field 'plcae'; expected only place, spares, shrink and follows");
     expect_error(PLACE_ALL "return {place = place, [1] = 2}", c, &j,
                  "the table the policy returns has a field 'number'");
     expect_error(PLACE_ALL "return place", c, &j,
@@ -147,31 +148,30 @@ static void test_spares_hook(void **state)
     pick(PLACE_ALL "return {place = place, spares = 5}", c, 1, -1,
          "the returned table's field 'spares' is number, expected a function spares(cluster, job)");
     pick("spares = 5\n" PLACE_ALL, c, 1, -1, "the global 'spares' is number");
-    pick(PLACE_ALL "return {place = place, spraes = 1}", c, 1, -1,
-         "the table the policy returns has a field 'spraes'");
+    pick(PLACE_ALL "return {place = place, spraes = 1}", c, 1, -1, "the table the policy returns has a field 'spraes'");
     fx_free(c);
 }
 
 /* The vocabulary's records: what megatron.lua reads instead of English. */
-#define RECORDS                                                                                                   \
-    "local function place(cluster, job)\n"                                                                        \
-    "  local U = par3d.tp_groups(cluster, job)\n"                                                                 \
-    "  local order, crossed = par3d.pipelines(U, job)\n"                                                          \
-    "  local res = par3d.nest(job, U, order)\n"                                                                   \
-    "  local moved = par3d.rank0_rule(res, cluster, job, U)\n"                                                    \
-    "  local notes = {}\n"                                                                                        \
-    "  for _, d in ipairs(U.degraded) do\n"                                                                       \
-    "    notes[#notes + 1] = string.format('%s %s %d/%d', d.rule, d.kind, d.count, d.of) end\n"                   \
-    "  if crossed then notes[#notes + 1] = string.format('%s %s %s %d/%d %d', crossed.rule, crossed.kind,\n"      \
-    "    crossed.cause, crossed.count, crossed.of, crossed.gpus) end\n"                                           \
-    "  if moved then notes[#notes + 1] = string.format('%s %s %s %s %s', moved.rule, moved.kind, moved.cause,\n" \
-    "    moved.node, moved.first) end\n"                                                                          \
-    "  local spare, err = par3d.take_spares(cluster, 99, function(u) return {0} end)\n"                           \
-    "  notes[#notes + 1] = string.format('%s %s %d %d %s %s %s', tostring(spare), err.kind, err.asked,\n"         \
-    "    err.usable, tostring(par3d.gpus_per_node(cluster)), tostring(par3d.is_moe(job)),\n"                       \
-    "    tostring(par3d.is_moe({tp = 2, etp = 1})))\n"                                                            \
-    "  return res, notes\n"                                                                                       \
-    "end\n"                                                                                                       \
+#define RECORDS                                                                                                        \
+    "local function place(cluster, job)\n"                                                                             \
+    "  local U = par3d.tp_groups(cluster, job)\n"                                                                      \
+    "  local order, crossed = par3d.pipelines(U, job)\n"                                                               \
+    "  local res = par3d.nest(job, U, order)\n"                                                                        \
+    "  local moved = par3d.rank0_rule(res, cluster, job, U)\n"                                                         \
+    "  local notes = {}\n"                                                                                             \
+    "  for _, d in ipairs(U.degraded) do\n"                                                                            \
+    "    notes[#notes + 1] = string.format('%s %s %d/%d', d.rule, d.kind, d.count, d.of) end\n"                        \
+    "  if crossed then notes[#notes + 1] = string.format('%s %s %s %d/%d %d', crossed.rule, crossed.kind,\n"           \
+    "    crossed.cause, crossed.count, crossed.of, crossed.gpus) end\n"                                                \
+    "  if moved then notes[#notes + 1] = string.format('%s %s %s %s %s', moved.rule, moved.kind, moved.cause,\n"       \
+    "    moved.node, moved.first) end\n"                                                                               \
+    "  local spare, err = par3d.take_spares(cluster, 99, function(u) return {0} end)\n"                                \
+    "  notes[#notes + 1] = string.format('%s %s %d %d %s %s %s', tostring(spare), err.kind, err.asked,\n"              \
+    "    err.usable, tostring(par3d.gpus_per_node(cluster)), tostring(par3d.is_moe(job)),\n"                           \
+    "    tostring(par3d.is_moe({tp = 2, etp = 1})))\n"                                                                 \
+    "  return res, notes\n"                                                                                            \
+    "end\n"                                                                                                            \
     "return {place = place}"
 
 static void expect_notes(const char *policy, const p3d_cluster *c, const p3d_job *j, const char *want)
@@ -197,7 +197,8 @@ static void test_records(void **state)
      * whole ones by GPU count, the fourth crosses */
     p3d_cluster *c = fx_simple(9, 8, 8, 3);
     fx_job(&j, 8, 1, 1, 4, 2, NULL);
-    expect_notes(RECORDS, c, &j, "pipeline blocks_span_racks racks_too_small 1/4 16|nil too_few_nodes 99 9 8 false true");
+    expect_notes(RECORDS, c, &j,
+                 "pipeline blocks_span_racks racks_too_small 1/4 16|nil too_few_nodes 99 9 8 false true");
     /* the same fact in each bundled policy's words */
     p3d_placement *pl;
     char *msg;
@@ -215,7 +216,8 @@ static void test_records(void **state)
     p3d_placement_free(pl);
     /* replicas (pp = 1, cp = 2): megatron keeps the helper's words */
     fx_job(&j, 8, 2, 1, 4, 1, NULL);
-    expect_notes(RECORDS, c, &j, "replica blocks_span_racks racks_too_small 1/4 16|nil too_few_nodes 99 9 8 false true");
+    expect_notes(RECORDS, c, &j,
+                 "replica blocks_span_racks racks_too_small 1/4 16|nil too_few_nodes 99 9 8 false true");
     assert_int_equal(p3d_policy_run("megatron", NULL, c, &j, &pl, &msg), 0);
     got = notes_of(pl);
     assert_string_equal(got, "replica rule degraded: 1 of 4 replicas span racks (each needs 16 GPUs; the racks hold "

@@ -237,15 +237,13 @@ static void megatron_case(int nodes, int gpus, int tp, int pp, int cp, int ep)
 }
 
 static const int megatron_params[][6] = {
-    {1, 1, 1, 1, 1, 1},    {1, 8, 8, 1, 1, 1},    {1, 8, 2, 2, 1, 1},    {1, 8, 2, 4, 1, 1},
-    {3, 8, 8, 3, 1, 1},    {4, 8, 2, 4, 1, 1},    {8, 8, 8, 8, 1, 1},    {8, 8, 2, 1, 1, 4},
-    {8, 8, 2, 2, 2, 4},    {8, 8, 2, 1, 4, 8},    {8, 8, 2, 2, 2, 8},    {16, 8, 4, 8, 1, 1},
-    {16, 8, 4, 8, 1, 4},   {16, 8, 4, 8, 4, 1},   {16, 8, 8, 8, 1, 1},   {16, 8, 4, 8, 1, 1},
-    {16, 8, 8, 8, 1, 1},   {32, 8, 4, 8, 1, 1},   {32, 8, 8, 8, 1, 1},   {32, 8, 4, 8, 1, 4},
-    {32, 8, 8, 8, 4, 1},   {64, 8, 4, 2, 8, 8},   {64, 8, 4, 8, 1, 1},   {64, 8, 8, 8, 1, 1},
-    {96, 8, 4, 8, 1, 1},   {128, 8, 4, 2, 8, 8},  {128, 8, 4, 8, 1, 1},  {256, 8, 4, 8, 1, 1},
-    {316, 8, 4, 8, 1, 1},  {384, 8, 4, 8, 1, 1},  {512, 8, 4, 8, 1, 1},  {768, 8, 4, 8, 1, 1},
-    {1024, 8, 4, 8, 1, 1}, {1280, 8, 4, 8, 1, 1}, {1344, 8, 4, 8, 1, 1},
+    {1, 1, 1, 1, 1, 1},   {1, 8, 8, 1, 1, 1},   {1, 8, 2, 2, 1, 1},    {1, 8, 2, 4, 1, 1},    {3, 8, 8, 3, 1, 1},
+    {4, 8, 2, 4, 1, 1},   {8, 8, 8, 8, 1, 1},   {8, 8, 2, 1, 1, 4},    {8, 8, 2, 2, 2, 4},    {8, 8, 2, 1, 4, 8},
+    {8, 8, 2, 2, 2, 8},   {16, 8, 4, 8, 1, 1},  {16, 8, 4, 8, 1, 4},   {16, 8, 4, 8, 4, 1},   {16, 8, 8, 8, 1, 1},
+    {16, 8, 4, 8, 1, 1},  {16, 8, 8, 8, 1, 1},  {32, 8, 4, 8, 1, 1},   {32, 8, 8, 8, 1, 1},   {32, 8, 4, 8, 1, 4},
+    {32, 8, 8, 8, 4, 1},  {64, 8, 4, 2, 8, 8},  {64, 8, 4, 8, 1, 1},   {64, 8, 8, 8, 1, 1},   {96, 8, 4, 8, 1, 1},
+    {128, 8, 4, 2, 8, 8}, {128, 8, 4, 8, 1, 1}, {256, 8, 4, 8, 1, 1},  {316, 8, 4, 8, 1, 1},  {384, 8, 4, 8, 1, 1},
+    {512, 8, 4, 8, 1, 1}, {768, 8, 4, 8, 1, 1}, {1024, 8, 4, 8, 1, 1}, {1280, 8, 4, 8, 1, 1}, {1344, 8, 4, 8, 1, 1},
 };
 
 static void test_megatron_parametrized(void **state)
@@ -711,10 +709,14 @@ static void test_scale(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_megatron_literal_cases), cmocka_unit_test(test_megatron_parametrized),
-        cmocka_unit_test(test_worked_examples),        cmocka_unit_test(test_interleaved_racks),
-        cmocka_unit_test(test_degradations),           cmocka_unit_test(test_property_random),
-        cmocka_unit_test(test_scale),                  cmocka_unit_test(test_devicemesh_rules),
+        cmocka_unit_test(test_megatron_literal_cases),
+        cmocka_unit_test(test_megatron_parametrized),
+        cmocka_unit_test(test_worked_examples),
+        cmocka_unit_test(test_interleaved_racks),
+        cmocka_unit_test(test_degradations),
+        cmocka_unit_test(test_property_random),
+        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_devicemesh_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

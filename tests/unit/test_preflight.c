@@ -22,8 +22,9 @@ static void parse_good(void **st)
     (void)st;
     p3d_preflight_node nd = {0};
     char why[200] = "";
-    const char *out = "noise before\npreflight backend=cpu gflops=1.5 mem_gbps=12 links=skipped\n"
-                      "preflight backend=cpu gflops=1.25 mem_gbps=10.5 tcp_out_mbps=400 tcp_in_mbps=380 links=skipped\n";
+    const char *out =
+        "noise before\npreflight backend=cpu gflops=1.5 mem_gbps=12 links=skipped\n"
+        "preflight backend=cpu gflops=1.25 mem_gbps=10.5 tcp_out_mbps=400 tcp_in_mbps=380 links=skipped\n";
     assert_int_equal(p3d_preflight_parse(out, &nd, why, sizeof why), 0);
     /* the last line counts */
     assert_true(nd.gflops == 1.25 && nd.mem_gbps == 10.5 && nd.tcp_out_mbps == 400 && nd.tcp_in_mbps == 380);
@@ -79,8 +80,12 @@ static p3d_preflight make(int n, int slow, int which, double by)
     for (int i = 0; i < n; i++) {
         /* +-10% between nodes: never excluded at 1.3 */
         double f = 1.0 + 0.05 * (i % 3) - 0.05;
-        pf.nodes[i] = (p3d_preflight_node){.name = names[i], .ran = 1, .gflops = 1.0 * f, .mem_gbps = 10 * f,
-                                           .tcp_out_mbps = 500 * f, .tcp_in_mbps = 480 * f};
+        pf.nodes[i] = (p3d_preflight_node){.name = names[i],
+                                           .ran = 1,
+                                           .gflops = 1.0 * f,
+                                           .mem_gbps = 10 * f,
+                                           .tcp_out_mbps = 500 * f,
+                                           .tcp_in_mbps = 480 * f};
     }
     if (slow >= 0) {
         p3d_preflight_node *s = &pf.nodes[slow];
@@ -136,8 +141,8 @@ static void judge_rules(void **st)
     /* a node that did not run (already excluded, no figures) is left out
      * of the medians: the others are judged among themselves */
     pf = make(5, -1, 0, 1);
-    pf.nodes[0] = (p3d_preflight_node){.name = "n1", .excluded = 1, .gflops = -1, .mem_gbps = -1,
-                                       .tcp_out_mbps = -1, .tcp_in_mbps = -1};
+    pf.nodes[0] = (p3d_preflight_node){
+        .name = "n1", .excluded = 1, .gflops = -1, .mem_gbps = -1, .tcp_out_mbps = -1, .tcp_in_mbps = -1};
     snprintf(pf.nodes[0].why, sizeof pf.nodes[0].why, "its benchmark failed: timed out after 30 s");
     pf.nexcluded = 1;
     assert_int_equal(p3d_preflight_judge(&pf), 0);
@@ -351,11 +356,14 @@ static void gathered_ring(void **st)
     p3d_preflight_node nd;
     char why[200];
     memset(&nd, 0, sizeof nd);
-    assert_int_equal(p3d_preflight_parse_tcp("x\npreflight backend=cpu tcp_out_mbps=812.5 tcp_in_mbps=790 links=skipped\n",
-                                             &nd, why, sizeof why), 0);
+    assert_int_equal(
+        p3d_preflight_parse_tcp("x\npreflight backend=cpu tcp_out_mbps=812.5 tcp_in_mbps=790 links=skipped\n", &nd, why,
+                                sizeof why),
+        0);
     assert_true(nd.tcp_out_mbps > 812.4 && nd.tcp_out_mbps < 812.6 && nd.tcp_in_mbps > 789.9);
     assert_true(nd.gflops < 0);
-    assert_true(p3d_preflight_parse_tcp("preflight backend=cpu tcp_out_mbps=812.5 links=skipped", &nd, why, sizeof why) < 0);
+    assert_true(
+        p3d_preflight_parse_tcp("preflight backend=cpu tcp_out_mbps=812.5 links=skipped", &nd, why, sizeof why) < 0);
     assert_non_null(strstr(why, "lacks tcp_out_mbps or tcp_in_mbps"));
     assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=nan tcp_in_mbps=1", &nd, why, sizeof why) < 0);
     assert_true(p3d_preflight_parse_tcp("preflight tcp_out_mbps=-3 tcp_in_mbps=1", &nd, why, sizeof why) < 0);
@@ -421,13 +429,9 @@ static void gathered_gpus(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(parse_good),
-        cmocka_unit_test(parse_bad),
-        cmocka_unit_test(judge_rules), cmocka_unit_test(judge_robust), cmocka_unit_test(judge_pick),
-        cmocka_unit_test(json_and_table),
-        cmocka_unit_test(gathered_lines),
-        cmocka_unit_test(gathered_ring),
-        cmocka_unit_test(gathered_gpus),
+        cmocka_unit_test(parse_good),     cmocka_unit_test(parse_bad),     cmocka_unit_test(judge_rules),
+        cmocka_unit_test(judge_robust),   cmocka_unit_test(judge_pick),    cmocka_unit_test(json_and_table),
+        cmocka_unit_test(gathered_lines), cmocka_unit_test(gathered_ring), cmocka_unit_test(gathered_gpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,9 +31,16 @@ static p3d_node *node(void)
 static void hello_roundtrip(void **st)
 {
     (void)st;
-    p3d_hello h = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "j1",
-                   .nnodes = 4, .node_rank = 2, .hostname = "n2", .addr = "10.0.0.2", .master_port = 1234,
-                   .nccl_port = 0, .topo = node()};
+    p3d_hello h = {.proto = P3D_WIRE_PROTO,
+                   .version = P3D_VERSION,
+                   .job_id = "j1",
+                   .nnodes = 4,
+                   .node_rank = 2,
+                   .hostname = "n2",
+                   .addr = "10.0.0.2",
+                   .master_port = 1234,
+                   .nccl_port = 0,
+                   .topo = node()};
     /* what an allocation made of the GPUs travels with them (alloc.c) */
     for (int g = 0; g < h.topo->ngpus; g++) {
         h.topo->gpus[g].phys = 7 - g;
@@ -96,8 +103,15 @@ static void place_roundtrip(void **st)
     strcpy(pl.mesh.order_str, "tp-cp-ep-dp-pp");
     char *names[2] = {"a", "b"}, *hashes[2] = {"0123456789abcdef", "fedcba9876543210"};
     /* the batch figures go along (a joined node is given none of its own) */
-    p3d_place_msg m = {.job_id = "j", .master_addr = "10.0.0.1", .master_port = 5, .nnodes = 2, .names = names,
-                       .hashes = hashes, .pl = &pl, .json = "{\"x\": 1}\n", .json_len = 9,
+    p3d_place_msg m = {.job_id = "j",
+                       .master_addr = "10.0.0.1",
+                       .master_port = 5,
+                       .nnodes = 2,
+                       .names = names,
+                       .hashes = hashes,
+                       .pl = &pl,
+                       .json = "{\"x\": 1}\n",
+                       .json_len = 9,
                        .batch = {.global = 24, .micro = 2, .micros = 3, .tol_mpct = 2500}};
     p3d_wbuf b = {0};
     assert_int_equal(p3d_place_encode(&m, &b), 0);
@@ -179,8 +193,14 @@ static void mangle(const p3d_wbuf *b, dec_fn dec, void *out, void (*fr)(void *))
     }
 }
 
-static int dec_gather(const unsigned char *p, size_t n, void *o, char **e) { return p3d_gather_decode(p, n, 64, o, e); }
-static void fr_gather(void *o) { p3d_gather_free(o); }
+static int dec_gather(const unsigned char *p, size_t n, void *o, char **e)
+{
+    return p3d_gather_decode(p, n, 64, o, e);
+}
+static void fr_gather(void *o)
+{
+    p3d_gather_free(o);
+}
 static int dec_join(const unsigned char *p, size_t n, void *o, char **e)
 {
     int rc = p3d_join_decode(p, n, o, e);
@@ -188,17 +208,33 @@ static int dec_join(const unsigned char *p, size_t n, void *o, char **e)
         p3d_join_free(o);
     return rc;
 }
-static void fr_join(void *o) { p3d_join_free(o); }
-static int dec_cplace(const unsigned char *p, size_t n, void *o, char **e) { return p3d_cplace_decode(p, n, o, e); }
-static void fr_cplace(void *o) { p3d_place_msg_free(o); }
+static void fr_join(void *o)
+{
+    p3d_join_free(o);
+}
+static int dec_cplace(const unsigned char *p, size_t n, void *o, char **e)
+{
+    return p3d_cplace_decode(p, n, o, e);
+}
+static void fr_cplace(void *o)
+{
+    p3d_place_msg_free(o);
+}
 
 /* JOIN, TREE and TJOIN survive the trip; a wrong protocol number stops
  * JOIN after the token (the leader says "version mismatch"). */
 static void tree_messages(void **st)
 {
     (void)st;
-    p3d_join j = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "j1",
-                  .nnodes = 40, .node_rank = 9, .hostname = "n9", .addr = "10.0.0.9", .port = 4242, .ring_port = 4343};
+    p3d_join j = {.proto = P3D_WIRE_PROTO,
+                  .version = P3D_VERSION,
+                  .job_id = "j1",
+                  .nnodes = 40,
+                  .node_rank = 9,
+                  .hostname = "n9",
+                  .addr = "10.0.0.9",
+                  .port = 4242,
+                  .ring_port = 4343};
     p3d_wbuf b = {0};
     char *err = NULL;
     assert_int_equal(p3d_join_encode(&j, &b), 0);
@@ -267,8 +303,7 @@ static void tree_messages(void **st)
     assert_true(p3d_treepos_decode(b.p + 5, b.len - 5, &dt, &err) < 0);
     free(err);
     err = NULL;
-    p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "", .node_rank = 37},
-              dtj;
+    p3d_tjoin tj = {.proto = P3D_WIRE_PROTO, .version = P3D_VERSION, .job_id = "", .node_rank = 37}, dtj;
     assert_int_equal(p3d_tjoin_encode(&tj, &b), 0);
     assert_int_equal(p3d_tjoin_decode(b.p + 5, b.len - 5, &dtj, &err), 0);
     assert_int_equal(dtj.node_rank, 37);
@@ -324,7 +359,10 @@ static void gather_health(void **st)
     p3d_gather g = {0}, d;
     char *err = NULL;
     p3d_grec r0 = {.rank = 0, .hostname = "n0", .addr = "a", .health = P3D_GREC_HEALTH_OK},
-             r1 = {.rank = 1, .hostname = "n1", .addr = "b", .health = P3D_GREC_HEALTH_FAILED,
+             r1 = {.rank = 1,
+                   .hostname = "n1",
+                   .addr = "b",
+                   .health = P3D_GREC_HEALTH_FAILED,
                    .health_how = "its process ended with exit code 1: gpu 3 is missing"},
              r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
     p3d_wbuf b = {0};
@@ -392,7 +430,10 @@ static void gather_preflight(void **st)
     (void)st;
     p3d_gather g = {0}, d;
     char *err = NULL;
-    p3d_grec r0 = {.rank = 0, .hostname = "n0", .addr = "a", .preflight = "preflight gflops=6.2 mem_gbps=14 seconds=0.9"},
+    p3d_grec r0 = {.rank = 0,
+                   .hostname = "n0",
+                   .addr = "a",
+                   .preflight = "preflight gflops=6.2 mem_gbps=14 seconds=0.9"},
              r1 = {.rank = 1, .hostname = "n1", .addr = "b", .preflight = "failed: its benchmark failed: exit 1"},
              r2 = {.rank = 2, .hostname = "n2", .addr = "c"};
     p3d_wbuf b = {0};
@@ -469,8 +510,14 @@ static void cplace_expands(void **st)
     memset(&an, 0, sizeof an);
     p3d_report_in in = {.cluster = c, .pl = &pl, .an = &an};
     char *json = p3d_report_json(&in);
-    p3d_cplace_in ci = {.job_id = "j", .master_addr = "10.0.0.1", .master_port = 7, .nccl_port = 8, .cluster = c,
-                        .pl = &pl, .json = json, .batch = {.global = 48, .micro = 1, .micros = 0, .tol_mpct = 0}};
+    p3d_cplace_in ci = {.job_id = "j",
+                        .master_addr = "10.0.0.1",
+                        .master_port = 7,
+                        .nccl_port = 8,
+                        .cluster = c,
+                        .pl = &pl,
+                        .json = json,
+                        .batch = {.global = 48, .micro = 1, .micros = 0, .tol_mpct = 0}};
     p3d_wbuf b = {0};
     int compact = 0;
     assert_int_equal(p3d_cplace_encode(&ci, &b, &compact, &err), 0);
@@ -589,8 +636,8 @@ static void k8s_leader_name(void **state)
 {
     (void)state;
     char out[256], msg[256];
-    assert_int_equal(p3d_k8s_leader_host("p3d-train-3", "p3d-train-3.p3d.ml.svc.cluster.local", 3, out, sizeof out,
-                                         msg, sizeof msg),
+    assert_int_equal(p3d_k8s_leader_host("p3d-train-3", "p3d-train-3.p3d.ml.svc.cluster.local", 3, out, sizeof out, msg,
+                                         sizeof msg),
                      0);
     assert_string_equal(out, "p3d-train-0.p3d.ml.svc.cluster.local");
     /* a JobSet pod: <jobset>-<replicated job>-<job index>-<pod index> */
@@ -612,15 +659,9 @@ static void k8s_leader_name(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(hello_roundtrip),
-        cmocka_unit_test(place_roundtrip),
-        cmocka_unit_test(frame_bounds),
-        cmocka_unit_test(frame_preauth),
-        cmocka_unit_test(tree_messages),
-        cmocka_unit_test(gather_merge),
-        cmocka_unit_test(gather_health),
-        cmocka_unit_test(gather_preflight),
-        cmocka_unit_test(cplace_expands),
+        cmocka_unit_test(hello_roundtrip), cmocka_unit_test(place_roundtrip),  cmocka_unit_test(frame_bounds),
+        cmocka_unit_test(frame_preauth),   cmocka_unit_test(tree_messages),    cmocka_unit_test(gather_merge),
+        cmocka_unit_test(gather_health),   cmocka_unit_test(gather_preflight), cmocka_unit_test(cplace_expands),
         cmocka_unit_test(k8s_leader_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

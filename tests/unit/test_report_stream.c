@@ -127,7 +127,8 @@ static void test_text_svg_html_streamed(void **state)
     free(c->nodes[0].name);
     c->nodes[0].name = strdup("n\033[2Jfirst");
     free(c->nodes[99].name);
-    c->nodes[99].name = strdup("last\xe2\x80\xae" "evil");
+    c->nodes[99].name = strdup("last\xe2\x80\xae"
+                               "evil");
     free(c->racks[6]);
     c->racks[6] = strdup("r\rack7");
     p3d_job j;
@@ -141,9 +142,9 @@ static void test_text_svg_html_streamed(void **state)
     char *t;
     same_streamed(&in, p3d_report_text, p3d_report_text_to, &t);
     assert_non_null(strstr(t, "\033[1mpar3drun dry run")); /* our colour, kept */
-    assert_null(strstr(t, "\033[2J"));                    /* theirs, escaped */
+    assert_null(strstr(t, "\033[2J"));                     /* theirs, escaped */
     assert_non_null(strstr(t, "n\\x1b[2Jfirst"));
-    assert_non_null(strstr(t, "last\\u202Eevil"));       /* a tail node, shown */
+    assert_non_null(strstr(t, "last\\u202Eevil")); /* a tail node, shown */
     assert_non_null(strstr(t, "r\\rack7"));
     assert_non_null(strstr(t, "... 44 nodes not shown"));
     assert_null(strstr(t, "n00050 ")); /* a middle node, not shown */

@@ -358,12 +358,9 @@ static void labels_over_lines(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(two_nodes_svg),
-        cmocka_unit_test(tp_across_nodes_is_red),
-        cmocka_unit_test(big_cluster_summarised),
-        cmocka_unit_test(html_self_contained),
-        cmocka_unit_test(names_escaped),
-        cmocka_unit_test(styles_tell_groups_apart),
+        cmocka_unit_test(two_nodes_svg),          cmocka_unit_test(tp_across_nodes_is_red),
+        cmocka_unit_test(big_cluster_summarised), cmocka_unit_test(html_self_contained),
+        cmocka_unit_test(names_escaped),          cmocka_unit_test(styles_tell_groups_apart),
         cmocka_unit_test(labels_over_lines),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,10 +37,16 @@ static void test_cause(void **state)
 static void test_json(void **state)
 {
     (void)state;
-    p3d_result r = {.job_id = "a\"b\\c\n", .exit_code = 3,
+    p3d_result r = {.job_id = "a\"b\\c\n",
+                    .exit_code = 3,
                     .summary = "par3drun: root cause: rank 1 said \"boom\"\x01 here\n",
-                    .fault = NULL, .restarts = 2, .replaced = 1, .step = -1, .ckpt = 40,
-                    .started = 100.0, .ended = 101.5};
+                    .fault = NULL,
+                    .restarts = 2,
+                    .replaced = 1,
+                    .step = -1,
+                    .ckpt = 40,
+                    .started = 100.0,
+                    .ended = 101.5};
     char *j = p3d_result_json(&r);
     assert_non_null(j);
     assert_non_null(strstr(j, "\"job_id\": \"a\\\"b\\\\c\\u000a\""));

@@ -26,12 +26,12 @@ static p3d_job job;
 static const p3d_sandbox_limits small = {16u << 20, 20000000ULL, 2.0};
 static const p3d_sandbox_limits *limits = &small;
 
-#define GOOD_POLICY                                                                                        \
-    "function place(cluster, job)\n"                                                                       \
-    "  local m = par3d.mesh(job); local res = {}\n"                                                        \
-    "  for r = 0, m.world - 1 do local c = m:coords(r)\n"                                                  \
-    "    c.rank, c.node, c.gpu = r, r // 8 + 1, (r * 3) % 8; res[r + 1] = c end\n"                          \
-    "  return res, {'good'}\n"                                                                             \
+#define GOOD_POLICY                                                                                                    \
+    "function place(cluster, job)\n"                                                                                   \
+    "  local m = par3d.mesh(job); local res = {}\n"                                                                    \
+    "  for r = 0, m.world - 1 do local c = m:coords(r)\n"                                                              \
+    "    c.rank, c.node, c.gpu = r, r // 8 + 1, (r * 3) % 8; res[r + 1] = c end\n"                                     \
+    "  return res, {'good'}\n"                                                                                         \
     "end\n"
 
 static int setup(void **state)
@@ -133,8 +133,7 @@ static void test_pattern_backtracking(void **state)
     limits = &roomy;
     for (size_t i = 0; i < sizeof calls / sizeof *calls; i++) {
         char src[512];
-        snprintf(src, sizeof src, "function place(c, j)\n  local s = string.rep('a', 4000)\n  %s\nend\n",
-                 calls[i]);
+        snprintf(src, sizeof src, "function place(c, j)\n  local s = string.rep('a', 4000)\n  %s\nend\n", calls[i]);
         char name[32];
         snprintf(name, sizeof name, "pattern%zu.lua", i);
         expect_fail_fast(name, src, 10.0, "CPU time limit of 1.0 s", NULL);
@@ -192,9 +191,8 @@ static void test_allocation_work(void **state)
                      "  while true do local s = table.concat(t) .. table.concat(t) end\nend\n",
                      20.0, "instruction budget", NULL);
     /* pcall around the allocation cannot swallow the kill */
-    expect_fail_fast("reppcall.lua",
-                     "function place(c, j)\n  while true do pcall(string.rep, 'x', 1 << 22) end\nend\n", 20.0,
-                     "instruction budget", NULL);
+    expect_fail_fast("reppcall.lua", "function place(c, j)\n  while true do pcall(string.rep, 'x', 1 << 22) end\nend\n",
+                     20.0, "instruction budget", NULL);
 }
 
 static void test_recursion(void **state)
@@ -299,16 +297,18 @@ static void test_forged_arguments(void **state)
     (void)state;
     expect_fail_fast("forge.lua", "function place(c, j) local f = pairs(c); f(setmetatable({}, {__index = 1})) end\n",
                      5.0, "not a par3drun read-only table", NULL);
-    expect_fail_fast("forge2.lua",
-                     "function place(c, j) local f = pairs(c); f(setmetatable({}, {__index = {}, __newindex = print})) end\n",
-                     5.0, "not a par3drun read-only table", NULL);
+    expect_fail_fast(
+        "forge2.lua",
+        "function place(c, j) local f = pairs(c); f(setmetatable({}, {__index = {}, __newindex = print})) end\n", 5.0,
+        "not a par3drun read-only table", NULL);
     expect_fail_fast("forge3.lua", "function place(c, j) local f = pairs(c.nodes); return f('x') end\n", 5.0,
                      "not a par3drun read-only table", NULL);
     expect_fail_fast("move.lua", "function place(c, j) table.move({1}, 1, math.maxinteger, 0) end\n", 5.0,
                      "instruction budget", NULL);
-    expect_fail_fast("insert.lua",
-                     "function place(c, j) table.insert(setmetatable({}, {__len = function() return 1e15 end}), 1, 2) end\n",
-                     5.0, "instruction budget", NULL);
+    expect_fail_fast(
+        "insert.lua",
+        "function place(c, j) table.insert(setmetatable({}, {__len = function() return 1e15 end}), 1, 2) end\n", 5.0,
+        "instruction budget", NULL);
     /* xpcall pushes its arguments again: a few hundred need luaL_checkstack */
     expect_ok("xpcall.lua", "function place0() end\n"
                             "local t = {} for i = 1, 7000 do t[i] = i end\n"
@@ -407,9 +407,13 @@ static void test_rack_distance_view(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_pattern_backtracking), cmocka_unit_test(test_forged_arguments),
-        cmocka_unit_test(test_output_cap), cmocka_unit_test(test_rack_distance_view), cmocka_unit_test(test_allocation_work),
-        cmocka_unit_test(test_recursion),            cmocka_unit_test(test_reachable),
+        cmocka_unit_test(test_pattern_backtracking),
+        cmocka_unit_test(test_forged_arguments),
+        cmocka_unit_test(test_output_cap),
+        cmocka_unit_test(test_rack_distance_view),
+        cmocka_unit_test(test_allocation_work),
+        cmocka_unit_test(test_recursion),
+        cmocka_unit_test(test_reachable),
         cmocka_unit_test(test_no_half_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -37,8 +37,7 @@ static char *fixture(const char *name)
     return buf;
 }
 
-static void write_file(const char *name, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static void write_file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void write_file(const char *name, const char *fmt, ...)
 {
     FILE *f = fopen(tpath(name), "w");
@@ -74,8 +73,10 @@ static int teardown(void **state)
 /* A cluster of the nodes named by hostlist (optional rack per node: none). */
 static p3d_cluster *cluster_of(const char *hostlist)
 {
-    write_file("c.json", "{\"nodes\": [{\"name\": \"%s\", \"topology\": "
-               "\"%s\"}]}", hostlist, topo);
+    write_file("c.json",
+               "{\"nodes\": [{\"name\": \"%s\", \"topology\": "
+               "\"%s\"}]}",
+               hostlist, topo);
     p3d_cluster *c = NULL;
     char *err = NULL;
     if (p3d_cluster_load(tpath("c.json"), &c, &err) != 0)
@@ -120,8 +121,7 @@ static void dump_warnings(const p3d_cluster *c)
         print_message("  warning: %s\n", c->warnings[i]);
 }
 
-static void apply_fails(p3d_cluster *c, const char *path, const char *f1,
-                        const char *f2)
+static void apply_fails(p3d_cluster *c, const char *path, const char *f1, const char *f2)
 {
     char *err = NULL;
     if (p3d_cluster_apply_slurm_topology(c, path, &err) == 0)
@@ -149,13 +149,10 @@ static void test_circe(void **state)
     p3d_cluster *c = cluster_of("circe-n[001-080]");
     apply_ok(c, fixture("slurm-superpod-circe_topology.conf"));
     dump_warnings(c);
-    assert_true(has_warning(c, "switch s0 lists 2 names that match no node",
-                            "n[019-020] (did you mean circe-n019?)"));
-    assert_true(has_warning(c, "node circe-n051 is listed under switches s2",
-                            "and s4; using s2"));
+    assert_true(has_warning(c, "switch s0 lists 2 names that match no node", "n[019-020] (did you mean circe-n019?)"));
+    assert_true(has_warning(c, "node circe-n051 is listed under switches s2", "and s4; using s2"));
     /* circe-n019/020 are under no switch either (s0's entries miss them) */
-    assert_true(has_warning(c, "3 nodes of the cluster are under no switch",
-                            "circe-n[019-020,059]"));
+    assert_true(has_warning(c, "3 nodes of the cluster are under no switch", "circe-n[019-020,059]"));
     assert_string_equal(rack_of(c, "circe-n001"), "s0");
     assert_string_equal(rack_of(c, "circe-n017"), "s1");
     assert_string_equal(rack_of(c, "circe-n051"), "s2");
@@ -168,8 +165,7 @@ static void test_circe(void **state)
     int s0 = rack_index(c, "s0"), s1 = rack_index(c, "s1");
     assert_int_equal(c->rack_dist[s0 * (int)c->nracks + s0], 0);
     assert_int_equal(c->rack_dist[s0 * (int)c->nracks + s1], -1);
-    assert_string_equal(c->slurm_topology,
-                        fixture("slurm-superpod-circe_topology.conf"));
+    assert_string_equal(c->slurm_topology, fixture("slurm-superpod-circe_topology.conf"));
     size_t a = node_index(c, "circe-n041"), b = node_index(c, "circe-n051");
     assert_int_equal(p3d_cluster_link(c, a, 0, b, 0), P3D_LINK_RACK);
     a = node_index(c, "circe-n037");
@@ -217,8 +213,8 @@ static void test_azure_cyclic(void **state)
 {
     (void)state;
     p3d_cluster *c = cluster_of("hpcbench-hpc-[1-72]");
-    apply_fails(c, fixture("azure-cyclecloud-slurm_topology.conf"),
-                "switches form a cycle: ibsw14 -> ibsw47 -> ibsw14", NULL);
+    apply_fails(c, fixture("azure-cyclecloud-slurm_topology.conf"), "switches form a cycle: ibsw14 -> ibsw47 -> ibsw14",
+                NULL);
     /* nothing changed */
     assert_null(c->slurm_topology);
     assert_int_equal(c->nracks, 1);
@@ -235,8 +231,7 @@ static void test_azure_block(void **state)
     dump_warnings(c);
     assert_int_equal(c->nwarnings, 0);
     assert_int_equal(c->nnvl_domains, 4);
-    assert_string_equal(c->nvl_domains[0],
-                        "block_5e797fc6-0f46-421a-8724-0e102c0f723c");
+    assert_string_equal(c->nvl_domains[0], "block_5e797fc6-0f46-421a-8724-0e102c0f723c");
     int count[4] = {0};
     for (size_t i = 0; i < c->nnodes; i++) {
         assert_true(c->nodes[i].nvl_domain >= 0);
@@ -286,32 +281,35 @@ static void test_bad_input(void **state)
     (void)state;
     p3d_cluster *c = cluster_of("n[1-4]");
     write_file("t1.conf", "SwitchName=s0 Nodes=n[1-2]\nSwitchName=s0 Nodes=n[3-4]\n");
-    apply_fails(c, tpath("t1.conf"), "t1.conf:2: switch 's0' is already "
-                "defined on line 1", NULL);
+    apply_fails(c, tpath("t1.conf"),
+                "t1.conf:2: switch 's0' is already "
+                "defined on line 1",
+                NULL);
     write_file("t2.conf", "SwitchName=s0 Nodes=n[1-4]\nSwitchName=top Switches=s[0-1]\n");
-    apply_fails(c, tpath("t2.conf"), "t2.conf:2: switch top lists switch 's1'",
-                "no SwitchName= line defines");
+    apply_fails(c, tpath("t2.conf"), "t2.conf:2: switch top lists switch 's1'", "no SwitchName= line defines");
     write_file("t3.conf", "SwitchName=s0 Nodes=n[1-4] Switches=s0\n");
     apply_fails(c, tpath("t3.conf"), "cycle: s0 -> s0", NULL);
     write_file("t4.conf", "# comment\n\nSwitchName=s0 Nodes=n[1-4]\n"
-               "BlockName=b0 Nodes=n[1-4]\n");
+                          "BlockName=b0 Nodes=n[1-4]\n");
     apply_fails(c, tpath("t4.conf"), "t4.conf:4: BlockName=", "either");
     write_file("t5.conf", "NodeName=n1 CPUs=4\n");
-    apply_fails(c, tpath("t5.conf"), "t5.conf:1: NodeName= belongs in slurm.conf",
-                NULL);
+    apply_fails(c, tpath("t5.conf"), "t5.conf:1: NodeName= belongs in slurm.conf", NULL);
     write_file("t6.conf", "SwitchName=s0 Nodes=n[1-\n");
-    apply_fails(c, tpath("t6.conf"), "t6.conf:1: switch s0: Nodes=: hostlist",
-                "never closed");
+    apply_fails(c, tpath("t6.conf"), "t6.conf:1: switch s0: Nodes=: hostlist", "never closed");
     write_file("t7.conf", "SwitchName=s0 Nodes=x[1-4]\n");
-    apply_fails(c, tpath("t7.conf"), "no node of the cluster (n1...) is under "
-                "any switch", "another machine");
+    apply_fails(c, tpath("t7.conf"),
+                "no node of the cluster (n1...) is under "
+                "any switch",
+                "another machine");
     write_file("t8.conf", "SwitchName=ib1 Nodes=0x155dfffd33ff7d,0x155dfffd33ffbd\n");
     apply_fails(c, tpath("t8.conf"), "InfiniBand GUIDs", NULL);
     write_file("t9.conf", "SwitchName=s0 Nodes n1\n");
     apply_fails(c, tpath("t9.conf"), "t9.conf:1: expected Key=Value", "'Nodes'");
     write_file("t10.conf", "Frobnicate=1\n");
-    apply_fails(c, tpath("t10.conf"), "expected SwitchName=, BlockName= or "
-                "BlockSizes=", NULL);
+    apply_fails(c, tpath("t10.conf"),
+                "expected SwitchName=, BlockName= or "
+                "BlockSizes=",
+                NULL);
     write_file("t11.conf", "# only comments\n\n");
     apply_fails(c, tpath("t11.conf"), "no SwitchName= or BlockName= lines", NULL);
     write_file("t12.conf", "BlockName=b0 Nodes=n[1-4]\nBlockSizes=4,x\n");
@@ -320,9 +318,11 @@ static void test_bad_input(void **state)
     apply_fails(c, tpath("t13.yaml"), "topology.yaml", NULL);
     apply_fails(c, tpath("nonexistent.conf"), "cannot open", NULL);
     write_file("t14.conf", "SwitchName=a Switches=b\nSwitchName=b Switches=c\n"
-               "SwitchName=c Switches=a\nSwitchName=d Nodes=n[1-4]\n");
-    apply_fails(c, tpath("t14.conf"), "t14.conf:3: switches form a cycle: "
-                "a -> b -> c -> a", NULL);
+                           "SwitchName=c Switches=a\nSwitchName=d Nodes=n[1-4]\n");
+    apply_fails(c, tpath("t14.conf"),
+                "t14.conf:3: switches form a cycle: "
+                "a -> b -> c -> a",
+                NULL);
     /* after all these failures the cluster is unchanged */
     assert_int_equal(c->nracks, 1);
     assert_null(c->slurm_topology);
@@ -336,33 +336,34 @@ static void test_tree_details(void **state)
     /* continuation lines, comments, keys in any case, a switch under two
      * parents (warning), a node under no switch, LinkSpeed ignored, an
      * unknown key warned */
-    write_file("d.conf",
-               "SwitchName=leaf1 Nodes=n[1-2] LinkSpeed=100 # rack A\n"
-               "switchname=leaf2 \\\n   nodes=n[3-4]\n"
-               "SwitchName=leaf3 Nodes=n[5-7] Color=blue\n"
-               "SwitchName=spine1 Switches=leaf[1-2]\n"
-               "SwitchName=spine2 Switches=leaf[2-3]\n"
-               "SwitchName=core Switches=spine[1-2]\n");
+    write_file("d.conf", "SwitchName=leaf1 Nodes=n[1-2] LinkSpeed=100 # rack A\n"
+                         "switchname=leaf2 \\\n   nodes=n[3-4]\n"
+                         "SwitchName=leaf3 Nodes=n[5-7] Color=blue\n"
+                         "SwitchName=spine1 Switches=leaf[1-2]\n"
+                         "SwitchName=spine2 Switches=leaf[2-3]\n"
+                         "SwitchName=core Switches=spine[1-2]\n");
     apply_ok(c, tpath("d.conf"));
     dump_warnings(c);
     assert_true(has_warning(c, "d.conf:4: unknown key 'Color'", NULL));
     assert_true(has_warning(c, "switch leaf2 is listed under 2 switches", NULL));
     assert_true(has_warning(c, "under no switch", "n8"));
     assert_int_equal(c->nracks, 4);
-    int l1 = rack_index(c, "leaf1"), l2 = rack_index(c, "leaf2"),
-        l3 = rack_index(c, "leaf3"), l8 = rack_index(c, "noswitch:n8");
+    int l1 = rack_index(c, "leaf1"), l2 = rack_index(c, "leaf2"), l3 = rack_index(c, "leaf3"),
+        l8 = rack_index(c, "noswitch:n8");
     int n = (int)c->nracks;
-    assert_int_equal(c->rack_dist[l1 * n + l2], 2);  /* via spine1 */
-    assert_int_equal(c->rack_dist[l2 * n + l3], 2);  /* via spine2 */
-    assert_int_equal(c->rack_dist[l1 * n + l3], 4);  /* via the core */
+    assert_int_equal(c->rack_dist[l1 * n + l2], 2); /* via spine1 */
+    assert_int_equal(c->rack_dist[l2 * n + l3], 2); /* via spine2 */
+    assert_int_equal(c->rack_dist[l1 * n + l3], 4); /* via the core */
     assert_int_equal(c->rack_dist[l1 * n + l8], -1);
     assert_int_equal(c->rack_dist[l8 * n + l8], 0);
     assert_int_equal(p3d_cluster_link(c, 7, 0, 6, 0), P3D_LINK_XRACK);
     p3d_cluster_free(c);
 
     /* racks from the cluster file are replaced, with a warning */
-    write_file("rk.json", "{\"nodes\": [{\"name\": \"n[1-2]\", \"topology\": "
-               "\"%s\", \"rack\": \"old\"}]}", topo);
+    write_file("rk.json",
+               "{\"nodes\": [{\"name\": \"n[1-2]\", \"topology\": "
+               "\"%s\", \"rack\": \"old\"}]}",
+               topo);
     char *err = NULL;
     assert_int_equal(p3d_cluster_load(tpath("rk.json"), &c, &err), 0);
     write_file("rk.conf", "SwitchName=s Nodes=n[1-2]\n");
@@ -403,17 +404,14 @@ static void test_scale(void **state)
     (void)state;
     FILE *f = fopen(tpath("big.conf"), "w");
     for (int l = 0; l < 512; l++)
-        fprintf(f, "SwitchName=leaf%03d Nodes=node[%05d-%05d]\n", l,
-                l * 32 + 1, l * 32 + 32);
+        fprintf(f, "SwitchName=leaf%03d Nodes=node[%05d-%05d]\n", l, l * 32 + 1, l * 32 + 32);
     for (int s = 0; s < 16; s++)
-        fprintf(f, "SwitchName=spine%02d Switches=leaf[%03d-%03d]\n", s,
-                s * 32, s * 32 + 31);
+        fprintf(f, "SwitchName=spine%02d Switches=leaf[%03d-%03d]\n", s, s * 32, s * 32 + 31);
     fprintf(f, "SwitchName=core Switches=spine[00-15]\n");
     fclose(f);
     f = fopen(tpath("bigb.conf"), "w");
     for (int b = 0; b < 16384 / 18; b++)
-        fprintf(f, "BlockName=nvl%03d Nodes=node[%05d-%05d]\n", b,
-                b * 18 + 1, b * 18 + 18);
+        fprintf(f, "BlockName=nvl%03d Nodes=node[%05d-%05d]\n", b, b * 18 + 1, b * 18 + 18);
     fprintf(f, "BlockSizes=18\n");
     fclose(f);
     p3d_cluster *c = cluster_of("node[00001-16384]");
@@ -423,14 +421,14 @@ static void test_scale(void **state)
     apply_ok(c, tpath("bigb.conf"));
     double t2 = now();
     print_message("16384 nodes: tree (512 leaves) %.3f s, block (910 blocks) "
-                  "%.3f s\n", t1 - t0, t2 - t1);
+                  "%.3f s\n",
+                  t1 - t0, t2 - t1);
     assert_int_equal(c->nracks, 512);
     assert_int_equal(c->nnvl_domains, 910);
     int n = (int)c->nracks;
     assert_int_equal(c->rack_dist[0 * n + 1], 2);
     assert_int_equal(c->rack_dist[0 * n + 511], 4);
-    assert_true(has_warning(c, "4 nodes of the cluster are in no block",
-                            "node[16381-16384]"));
+    assert_true(has_warning(c, "4 nodes of the cluster are in no block", "node[16381-16384]"));
     p3d_cluster_free(c);
 }
 
@@ -491,24 +489,23 @@ static void test_yaml_manual_example(void **state)
     c = cluster_of("n[1-4]");
     write_file("two-trees.yml", "- topology: other\n  tree:\n    switches:\n      - {switch}\n");
     apply_fails(c, tpath("two-trees.yml"), "two-trees.yml:4: switch without 'switch:'", NULL);
-    write_file("two-trees.yml",
-               "# two trees; the default one wins\n"
-               "- topology: other\n"
-               "  tree:\n"
-               "    switches:\n"
-               "      - switch: all\n"
-               "        nodes: n[1-4]\n"
-               "- topology: \"main\"   # quoted name\n"
-               "  cluster_default: yes\n"
-               "  tree:\n"
-               "    switches:\n"
-               "      - switch: left\n"
-               "        nodes: [n1, 'n2']\n"
-               "      - switch: right\n"
-               "        nodes: n[3-4]\n"
-               "      - switch: spine\n"
-               "        children: [left, right]\n"
-               "        speed: 100\n");
+    write_file("two-trees.yml", "# two trees; the default one wins\n"
+                                "- topology: other\n"
+                                "  tree:\n"
+                                "    switches:\n"
+                                "      - switch: all\n"
+                                "        nodes: n[1-4]\n"
+                                "- topology: \"main\"   # quoted name\n"
+                                "  cluster_default: yes\n"
+                                "  tree:\n"
+                                "    switches:\n"
+                                "      - switch: left\n"
+                                "        nodes: [n1, 'n2']\n"
+                                "      - switch: right\n"
+                                "        nodes: n[3-4]\n"
+                                "      - switch: spine\n"
+                                "        children: [left, right]\n"
+                                "        speed: 100\n");
     apply_ok(c, tpath("two-trees.yml"));
     dump_warnings(c);
     assert_string_equal(rack_of(c, "n2"), "left");
@@ -528,7 +525,8 @@ static void test_yaml_bad(void **state)
     } cases[] = {
         {"- topology: t\n\ttree:\n", "y.yaml:2: a tab in the indentation", NULL},
         {"- topology: t\n  tree: &a\n", "y.yaml:2: an anchor 'a' is not accepted", NULL},
-        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: *x\n", "y.yaml:5: an alias 'x' is not accepted", NULL},
+        {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: *x\n",
+         "y.yaml:5: an alias 'x' is not accepted", NULL},
         {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: n1\n      nodes: n2\n",
          "y.yaml:6: 'nodes' appears twice (first on line 5)", NULL},
         {"- topology: t\n  flat: true\n  tree:\n    switches:\n    - switch: s\n      nodes: n1\n",
@@ -558,8 +556,10 @@ static void test_yaml_bad(void **state)
          "y.yaml:5: nodes: item 2 is not a name", NULL},
         {"- topology: t\n  tree:\n    switches:\n    - switch: s\n      nodes: x[1-4]\n",
          "no node of the cluster (n1...) is under any switch", NULL},
-        {"- topology: t\n  flat: true\n- topology: t\n  flat: true\n", "y.yaml:3: topology 't' is already defined on "
-         "line 1", NULL},
+        {"- topology: t\n  flat: true\n- topology: t\n  flat: true\n",
+         "y.yaml:3: topology 't' is already defined on "
+         "line 1",
+         NULL},
         {"- topology: t\n  cluster_default: maybe\n  flat: true\n", "y.yaml:2: cluster_default: expected true or false",
          NULL},
         /* tags, anchors on any node, duplicate keys at any level, a
@@ -568,9 +568,9 @@ static void test_yaml_bad(void **state)
         {"- topology: t\n  tree: !fabric\n    switches: []\n", "y.yaml:2: a tag '!fabric' is not accepted", NULL},
         {"- &top\n  topology: t\n  flat: true\n", "y.yaml:1: an anchor 'top' is not accepted", NULL},
         {"- topology: t\n  block:\n    blocks:\n    - block: b\n      nodes: &n n[1-4]\n    - block: c\n"
-         "      nodes: *n\n", "y.yaml:5: an anchor 'n' is not accepted", NULL},
-        {"- topology: t\n  topology: u\n  flat: true\n", "y.yaml:2: 'topology' appears twice (first on line 1)",
-         NULL},
+         "      nodes: *n\n",
+         "y.yaml:5: an anchor 'n' is not accepted", NULL},
+        {"- topology: t\n  topology: u\n  flat: true\n", "y.yaml:2: 'topology' appears twice (first on line 1)", NULL},
         {"- topology: t\n  tree:\n    switches: []\n  tree:\n    switches: []\n",
          "y.yaml:4: 'tree' appears twice (first on line 2)", NULL},
         {"- ? [a, b]\n  : x\n", "y.yaml:1: a mapping key must be a name, not a list", NULL},
@@ -597,7 +597,7 @@ static void test_yaml_bad(void **state)
     assert_string_equal(rack_of(c, "n2"), "s");
     /* and so are block scalars and comments anywhere */
     write_file("folded.yaml", "- topology: t  # the fabric\n  tree:\n    switches:\n    - switch: s\n"
-               "      nodes: >-\n        n[1-2],\n        n[3-4]\n");
+                              "      nodes: >-\n        n[1-2],\n        n[3-4]\n");
     apply_ok(c, tpath("folded.yaml"));
     assert_string_equal(rack_of(c, "n4"), "s");
     /* sniffed by content whatever the name: a '-' first means YAML */

@@ -64,8 +64,13 @@ static void leader(const p3d_opts *o, int nn, p3d_plan_result *res, p3d_wbuf *fr
     p3d_report_in in = p3d_plan_report_in(res);
     char *json = p3d_report_json(&in);
     assert_non_null(json);
-    p3d_cplace_in ci = {.job_id = "j1", .master_addr = "127.0.0.1", .master_port = 29500, .nccl_port = 29501,
-                        .cluster = res->cluster, .pl = res->pl, .json = json};
+    p3d_cplace_in ci = {.job_id = "j1",
+                        .master_addr = "127.0.0.1",
+                        .master_port = 29500,
+                        .nccl_port = 29501,
+                        .cluster = res->cluster,
+                        .pl = res->pl,
+                        .json = json};
     int compact = 0;
     assert_int_equal(p3d_cplace_encode(&ci, frame, &compact, &err), 0);
     assert_int_equal(compact, 1);
@@ -159,8 +164,13 @@ static void test_refused(void **st)
     p3d_place_msg pm;
     char *err = NULL;
     /* a placement sent as JSON: no topologies to place with */
-    p3d_cplace_in ci = {.job_id = "j1", .master_addr = "127.0.0.1", .master_port = 1, .nccl_port = 2,
-                        .cluster = lr.cluster, .pl = lr.pl, .json = "{\"not\": \"a report\"}\n"};
+    p3d_cplace_in ci = {.job_id = "j1",
+                        .master_addr = "127.0.0.1",
+                        .master_port = 1,
+                        .nccl_port = 2,
+                        .cluster = lr.cluster,
+                        .pl = lr.pl,
+                        .json = "{\"not\": \"a report\"}\n"};
     p3d_wbuf vb = {0};
     int compact = 1;
     assert_int_equal(p3d_cplace_encode(&ci, &vb, &compact, &err), 0);

@@ -33,16 +33,57 @@ static void put(q *m, const void *p, size_t n)
     memcpy(m->b + m->n, p, n);
     m->n += n;
 }
-static void u8(q *m, unsigned v) { unsigned char c = (unsigned char)v; put(m, &c, 1); }
-static void u64(q *m, uint64_t v) { put(m, &v, 8); }
-static void u32(q *m, uint32_t v) { put(m, &v, 4); }
-static void str(q *m, const char *s) { u64(m, strlen(s)); put(m, s, strlen(s)); }
+static void u8(q *m, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    put(m, &c, 1);
+}
+static void u64(q *m, uint64_t v)
+{
+    put(m, &v, 8);
+}
+static void u32(q *m, uint32_t v)
+{
+    put(m, &v, 4);
+}
+static void str(q *m, const char *s)
+{
+    u64(m, strlen(s));
+    put(m, s, strlen(s));
+}
 
 /* torch 1.13's numbering, and 2.x's (VALIDATE first, WATCH_KEY gone) */
-enum { V1_SET, V1_CSET, V1_GET, V1_ADD, V1_CHECK, V1_WAIT, V1_NUMKEYS, V1_WATCH, V1_DELETE, V1_APPEND,
-       V1_MGET, V1_MSET, V1_CANCEL }; /* 10-12: the 2.x releases before VALIDATE */
-enum { V2_VALIDATE, V2_SET, V2_CSET, V2_GET, V2_ADD, V2_CHECK, V2_WAIT, V2_NUMKEYS, V2_DELETE,
-       V2_APPEND, V2_MGET, V2_MSET, V2_CANCEL, V2_PING };
+enum {
+    V1_SET,
+    V1_CSET,
+    V1_GET,
+    V1_ADD,
+    V1_CHECK,
+    V1_WAIT,
+    V1_NUMKEYS,
+    V1_WATCH,
+    V1_DELETE,
+    V1_APPEND,
+    V1_MGET,
+    V1_MSET,
+    V1_CANCEL
+}; /* 10-12: the 2.x releases before VALIDATE */
+enum {
+    V2_VALIDATE,
+    V2_SET,
+    V2_CSET,
+    V2_GET,
+    V2_ADD,
+    V2_CHECK,
+    V2_WAIT,
+    V2_NUMKEYS,
+    V2_DELETE,
+    V2_APPEND,
+    V2_MGET,
+    V2_MSET,
+    V2_CANCEL,
+    V2_PING
+};
 #define MAGIC 0x3C85F7CEu
 
 static int send_q(p3d_store *s, int id, q *m)
@@ -409,8 +450,8 @@ static void test_hostile(void **st)
     int h1 = p3d_store_client_new(h, -1), h2 = p3d_store_client_new(h, -1);
     unsigned char part[87] = {V1_SET, 10};
     part[19] = 60;
-    assert_int_equal(p3d_store_input(h, h1, part, 30), 0);      /* 30 held */
-    assert_int_equal(p3d_store_input(h, h2, part, 60), 0);      /* 90 */
+    assert_int_equal(p3d_store_input(h, h1, part, 30), 0);       /* 30 held */
+    assert_int_equal(p3d_store_input(h, h2, part, 60), 0);       /* 90 */
     assert_int_equal(p3d_store_input(h, h1, part + 30, 30), -1); /* 120: over */
     p3d_store_client_drop(h, h1);
     p3d_store_client_drop(h, h2);
@@ -529,9 +570,8 @@ static void test_socket(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_v1_queries),  cmocka_unit_test(test_v1_byte_at_a_time),
-        cmocka_unit_test(test_v2_queries),  cmocka_unit_test(test_hostile),
-        cmocka_unit_test(test_random_bytes), cmocka_unit_test(test_generation),
+        cmocka_unit_test(test_v1_queries), cmocka_unit_test(test_v1_byte_at_a_time), cmocka_unit_test(test_v2_queries),
+        cmocka_unit_test(test_hostile),    cmocka_unit_test(test_random_bytes),      cmocka_unit_test(test_generation),
         cmocka_unit_test(test_socket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

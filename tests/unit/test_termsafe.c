@@ -48,7 +48,10 @@ static void test_term_escapes(void **state)
     term_is("l1\nl2\t", 6, P3D_TERM_KEEP_NL | P3D_TERM_KEEP_TAB, "l1\nl2\t");
     term_is("\x7f", 1, 0, "\\x7f");
     /* U+202E (bidi override), U+009B (C1 CSI), U+2066 (isolate) */
-    term_is("r\xe2\x80\xae" "x\xc2\x9b" "y\xe2\x81\xa6", 11, 0, "r\\u202Ex\\u009By\\u2066");
+    term_is("r\xe2\x80\xae"
+            "x\xc2\x9b"
+            "y\xe2\x81\xa6",
+            11, 0, "r\\u202Ex\\u009By\\u2066");
     /* other scripts pass unchanged */
     term_is("\xc3\xa9t\xc3\xa9 \xe6\x97\xa5", 9, 0, "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5");
     /* invalid: stray continuation, overlong, surrogate, truncated, > U+10FFFF */
@@ -82,7 +85,9 @@ static void test_json_utf8(void **state)
     json_is("n1", "\"n1\"");
     json_is("q\"b\\\n\t\r", "\"q\\\"b\\\\\\n\\t\\r\"");
     json_is("e\x1b\x07\x7f", "\"e\\u001b\\u0007\\u007f\"");
-    json_is("r\xe2\x80\xae" "d\xc2\x9b", "\"r\\u202ed\\u009b\"");
+    json_is("r\xe2\x80\xae"
+            "d\xc2\x9b",
+            "\"r\\u202ed\\u009b\"");
     json_is("\xc3\xa9\xe6\x97\xa5", "\"\xc3\xa9\xe6\x97\xa5\"");
     /* each byte that starts no valid sequence is one U+FFFD */
     json_is("n1\xff\xc3(", "\"n1\\ufffd\\ufffd(\"");
@@ -109,8 +114,8 @@ static int valid_safe(const char *s)
 static void test_exhaustive_short(void **state)
 {
     (void)state;
-    static const unsigned char pick[] = {0x00 + 1, 0x07, 0x1b, 0x22, 0x41, 0x5c, 0x7f, 0x80, 0x9b, 0xa0,
-                                         0xae, 0xbf, 0xc0, 0xc2, 0xc3, 0xe2, 0xed, 0xef, 0xf0, 0xf4, 0xff};
+    static const unsigned char pick[] = {0x00 + 1, 0x07, 0x1b, 0x22, 0x41, 0x5c, 0x7f, 0x80, 0x9b, 0xa0, 0xae,
+                                         0xbf,     0xc0, 0xc2, 0xc3, 0xe2, 0xed, 0xef, 0xf0, 0xf4, 0xff};
     size_t np = sizeof pick;
     for (size_t a = 0; a < np; a++)
         for (size_t c = 0; c <= np; c++)
@@ -159,11 +164,8 @@ static void test_guard(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_term_escapes),
-        cmocka_unit_test(test_term_dup_cut),
-        cmocka_unit_test(test_json_utf8),
-        cmocka_unit_test(test_exhaustive_short),
-        cmocka_unit_test(test_guard),
+        cmocka_unit_test(test_term_escapes),     cmocka_unit_test(test_term_dup_cut), cmocka_unit_test(test_json_utf8),
+        cmocka_unit_test(test_exhaustive_short), cmocka_unit_test(test_guard),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

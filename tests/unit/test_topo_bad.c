@@ -27,8 +27,7 @@ static char *fixture_text(const char *name, size_t *len)
 {
     const char *dir = getenv("P3D_FIXTURES");
     char path[1024];
-    snprintf(path, sizeof path, "%s/realdata/%s", dir && *dir ? dir : "fixtures",
-             name);
+    snprintf(path, sizeof path, "%s/realdata/%s", dir && *dir ? dir : "fixtures", name);
     FILE *f = fopen(path, "rb");
     if (!f)
         fail_msg("cannot open %s", path);
@@ -164,8 +163,7 @@ static void test_missing_complete_sets(void **s)
 {
     (void)s;
     size_t len;
-    static const char *const attrs[] = {"complete_cpuset", "complete_nodeset",
-                                        "nodeset", "cpuset"};
+    static const char *const attrs[] = {"complete_cpuset", "complete_nodeset", "nodeset", "cpuset"};
     for (size_t a = 0; a < 4; a++) {
         char *t = fixture_text("hwloc/psmgmt-topo.jwb0004.xml", &len);
         drop_attr(t, attrs[a]);
@@ -220,8 +218,7 @@ static void test_no_gpus(void **s)
     const char *dir = getenv("P3D_FIXTURES");
     char path[1024], *err = NULL;
     p3d_node *n = NULL;
-    snprintf(path, sizeof path, "%s/realdata/hwloc/mpibind-eas-tioga.xml",
-             dir && *dir ? dir : "fixtures");
+    snprintf(path, sizeof path, "%s/realdata/hwloc/mpibind-eas-tioga.xml", dir && *dir ? dir : "fixtures");
     assert_int_equal(p3d_topo_load(path, &n, &err), 0);
     assert_int_equal(n->ngpus, 0);
     char *t = p3d_topo_text(n, 0);

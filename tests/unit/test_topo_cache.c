@@ -70,8 +70,7 @@ static char *key_now(void)
 }
 
 /* Changing rel to changed makes a new key; putting orig back, the old. */
-static void expect_file_matters(const char *base, const char *rel,
-                                const char *changed, const char *orig)
+static void expect_file_matters(const char *base, const char *rel, const char *changed, const char *orig)
 {
     put(rel, changed);
     char *t = key_now();
@@ -98,19 +97,16 @@ static void test_key_files(void **s)
     assert_non_null(strstr(base, "key boot_id 11111111-2222-3333-4444-555555555555\n"));
     assert_non_null(strstr(base, "key mems 0-1\n"));
     assert_non_null(strstr(base, "0000:18:00.0:10DE_2330:0:nvidia"));
-    expect_file_matters(base, "proc/sys/kernel/random/boot_id",
-                        "99999999-2222-3333-4444-555555555555\n",
+    expect_file_matters(base, "proc/sys/kernel/random/boot_id", "99999999-2222-3333-4444-555555555555\n",
                         "11111111-2222-3333-4444-555555555555\n");
     /* vendor, device, driver (bound or not) */
     expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
                         "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=1002:2330\n", UE_GPU);
     expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
                         "DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:2331\n", UE_GPU);
-    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent",
-                        "PCI_CLASS=30200\nPCI_ID=10DE:2330\n", UE_GPU);
+    expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/uevent", "PCI_CLASS=30200\nPCI_ID=10DE:2330\n", UE_GPU);
     expect_file_matters(base, "sys/bus/pci/devices/0000:18:00.0/numa_node", "1\n", "0\n");
-    expect_file_matters(base, "proc/self/status",
-                        "Name:\tx\nMems_allowed_list:\t0\n",
+    expect_file_matters(base, "proc/self/status", "Name:\tx\nMems_allowed_list:\t0\n",
                         "Name:\tx\nCpus_allowed_list:\t0-3\nMems_allowed_list:\t0-1\nVmRSS:\t1 kB\n");
     /* a device that appears (hot plug, a VF) */
     put("sys/bus/pci/devices/0000:19:00.0/uevent", "PCI_ID=15B3:1021\n");
@@ -151,16 +147,16 @@ static void test_key_fields(void **s)
     char *err = NULL;
     assert_int_equal(p3d_topo_key_gather(&k, root, &err), 0);
     char *base = p3d_topo_key_text(&k);
-#define EXPECT_FIELD(field, val)                                     \
-    do {                                                             \
-        char *old = k.field;                                         \
-        k.field = strdup(val);                                       \
-        char *t = p3d_topo_key_text(&k);                             \
-        if (!strcmp(t, base))                                        \
-            fail_msg("changing " #field " did not change the key");  \
-        free(t);                                                     \
-        free(k.field);                                               \
-        k.field = old;                                               \
+#define EXPECT_FIELD(field, val)                                                                                       \
+    do {                                                                                                               \
+        char *old = k.field;                                                                                           \
+        k.field = strdup(val);                                                                                         \
+        char *t = p3d_topo_key_text(&k);                                                                               \
+        if (!strcmp(t, base))                                                                                          \
+            fail_msg("changing " #field " did not change the key");                                                    \
+        free(t);                                                                                                       \
+        free(k.field);                                                                                                 \
+        k.field = old;                                                                                                 \
     } while (0)
     EXPECT_FIELD(version, "0.1.1");
     EXPECT_FIELD(hwloc_lib, "/lib/libhwloc.so.15:1:2");
@@ -386,8 +382,7 @@ static void test_filters_change_nothing(void **s)
     p3d_topo_extra x, y;
     p3d_node *a = NULL, *b = NULL;
     char *err = NULL;
-    if (p3d_topo_hwloc_local_raw(0, &a, &x, &err) != 0 ||
-        p3d_topo_hwloc_local_raw(1, &b, &y, &err) != 0)
+    if (p3d_topo_hwloc_local_raw(0, &a, &x, &err) != 0 || p3d_topo_hwloc_local_raw(1, &b, &y, &err) != 0)
         fail_msg("local: %s", err);
     char *ea = p3d_topo_raw_encode(a, &x), *eb = p3d_topo_raw_encode(b, &y);
     assert_string_equal(ea, eb);
@@ -436,14 +431,14 @@ static void test_hit_reads_nvml_live(void **s)
     p3d_node *live = NULL;
     if (p3d_topo_load("local", &live, &err) != 0)
         fail_msg("%s", err);
-    assert_int_equal(live->ngpus, 4);       /* the cached record ... */
-    assert_int_equal(live->ndomains, 1);    /* ... with NVLink from NVML now */
+    assert_int_equal(live->ngpus, 4);    /* the cached record ... */
+    assert_int_equal(live->ndomains, 1); /* ... with NVLink from NVML now */
     assert_int_equal(live->fabric_clique, 7);
     p3d_node_free(live);
     setenv("P3D_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
     assert_int_equal(p3d_topo_load("local", &live, &err), 0);
     assert_int_equal(live->ngpus, 4);
-    assert_int_equal(live->ndomains, 4);    /* NVML gone: no links now */
+    assert_int_equal(live->ndomains, 4); /* NVML gone: no links now */
     assert_int_equal(live->fabric_clique, -1);
     p3d_node_free(live);
     unsetenv("P3D_NVML_LIBRARY");

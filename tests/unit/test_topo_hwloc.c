@@ -23,8 +23,7 @@ static p3d_node *load(const char *name)
     const char *dir = getenv("P3D_FIXTURES");
     char path[1024], *err = NULL;
     p3d_node *n = NULL;
-    snprintf(path, sizeof path, "%s/realdata/hwloc/%s",
-             dir && *dir ? dir : "fixtures", name);
+    snprintf(path, sizeof path, "%s/realdata/hwloc/%s", dir && *dir ? dir : "fixtures", name);
     if (p3d_topo_load(path, &n, &err) != 0)
         fail_msg("%s: %s", name, err ? err : "(no message)");
     assert_null(err);
@@ -38,8 +37,7 @@ static void expect_numa(const p3d_node *n, const int *numa)
 {
     for (int i = 0; i < n->ngpus; i++)
         if (n->gpus[i].numa != numa[i])
-            fail_msg("GPU%d: NUMA %d, expected %d", i, n->gpus[i].numa,
-                     numa[i]);
+            fail_msg("GPU%d: NUMA %d, expected %d", i, n->gpus[i].numa, numa[i]);
 }
 
 /* nic[i] = expected nearest NIC name of GPU i (NULL: none). */
@@ -53,8 +51,7 @@ static void expect_nearest(const p3d_node *n, const char *const *nic)
         }
         assert_true(k >= 0 && k < n->nnics);
         if (strcmp(n->nics[k].name, nic[i]))
-            fail_msg("GPU%d: nearest NIC %s, expected %s", i,
-                     n->nics[k].name, nic[i]);
+            fail_msg("GPU%d: nearest NIC %s, expected %s", i, n->nics[k].name, nic[i]);
     }
 }
 
@@ -64,8 +61,7 @@ static void expect_domains(const p3d_node *n, int ndom, const int *dom)
     assert_int_equal(n->ndomains, ndom);
     for (int i = 0; i < n->ngpus; i++)
         if (n->gpus[i].domain != dom[i])
-            fail_msg("GPU%d: domain %d, expected %d", i, n->gpus[i].domain,
-                     dom[i]);
+            fail_msg("GPU%d: domain %d, expected %d", i, n->gpus[i].domain, dom[i]);
 }
 
 static int gn(const p3d_node *n, int g, int k)
@@ -138,8 +134,7 @@ static void test_lassen(void **s)
     }
     expect_numa(n, (int[]){0, 0, 8, 8});
     /* two GPUs share two equally near ports: one each */
-    expect_nearest(n, (const char *[]){"mlx5_0", "mlx5_1", "mlx5_2",
-                                       "mlx5_3"});
+    expect_nearest(n, (const char *[]){"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"});
     for (int i = 0; i < 4; i++) {
         assert_int_equal(n->gpus[i].nic_same_numa, 1);
         /* GPU and NIC sit on different PCI domains: no PCIe switch shared */
@@ -163,8 +158,7 @@ static void test_g4dn(void **s)
     assert_int_equal(n->nics[0].numa, 1);
     expect_numa(n, (int[]){0, 0, 0, 0, 1, 1, 1, 1});
     const char *efa = n->nics[0].name;
-    expect_nearest(n, (const char *[]){efa, efa, efa, efa, efa, efa, efa,
-                                       efa});
+    expect_nearest(n, (const char *[]){efa, efa, efa, efa, efa, efa, efa, efa});
     for (int i = 0; i < 8; i++) {
         assert_int_equal(n->gpus[i].nic_same_numa, i >= 4);
         assert_int_equal(gn(n, i, 0), i < 4 ? P3D_LINK_SYS : P3D_LINK_NODE);
@@ -184,8 +178,7 @@ static void test_juwels(void **s)
     assert_int_equal(n->ngpus, 4);
     assert_int_equal(n->nnics, 4);
     expect_numa(n, (int[]){3, 1, 7, 5});
-    expect_nearest(n, (const char *[]){"mlx5_0", "mlx5_1", "mlx5_2",
-                                       "mlx5_3"});
+    expect_nearest(n, (const char *[]){"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"});
     for (int i = 0; i < 4; i++) {
         assert_string_equal(n->gpus[i].osdev, "");
         assert_int_equal(gn(n, i, i), P3D_LINK_PIX);
@@ -229,8 +222,7 @@ static void test_synthetic(void **s)
     (void)s;
     p3d_node *n = NULL;
     char *err = NULL;
-    assert_int_equal(p3d_topo_load("synthetic:pack:2 numa:1 core:4 pu:2", &n,
-                                   &err), 0);
+    assert_int_equal(p3d_topo_load("synthetic:pack:2 numa:1 core:4 pu:2", &n, &err), 0);
     assert_int_equal(n->ngpus, 0);
     assert_int_equal(n->npackages, 2);
     assert_int_equal(n->nnuma, 2);
@@ -274,21 +266,17 @@ static void test_json_schema(void **s)
     cJSON *g1 = cJSON_GetArrayItem(gpus, 1);
     assert_int_equal(cJSON_GetObjectItem(g1, "index")->valueint, 1);
     assert_int_equal(cJSON_GetObjectItem(g1, "numa")->valueint, 1);
-    assert_string_equal(cJSON_GetObjectItem(g1, "nearest_nic")->valuestring,
-                        "mlx5_1");
-    assert_string_equal(
-        cJSON_GetObjectItem(g1, "nearest_nic_class")->valuestring, "PIX");
+    assert_string_equal(cJSON_GetObjectItem(g1, "nearest_nic")->valuestring, "mlx5_1");
+    assert_string_equal(cJSON_GetObjectItem(g1, "nearest_nic_class")->valuestring, "PIX");
     assert_int_equal(cJSON_GetObjectItem(g1, "domain")->valueint, 1);
-    assert_string_equal(cJSON_GetObjectItem(g1, "pci")->valuestring,
-                        n->gpus[1].pci);
+    assert_string_equal(cJSON_GetObjectItem(g1, "pci")->valuestring, n->gpus[1].pci);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(doc, "nics")), 4);
     cJSON *nv = cJSON_GetObjectItem(doc, "nvlink");
     assert_int_equal(cJSON_GetArraySize(nv), 4);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetArrayItem(nv, 0)), 4);
     cJSON *dom = cJSON_GetObjectItem(doc, "domains");
     assert_int_equal(cJSON_GetArraySize(dom), 4);
-    assert_string_equal(cJSON_GetObjectItem(doc, "node")->valuestring,
-                        "jwb0004.juwels");
+    assert_string_equal(cJSON_GetObjectItem(doc, "node")->valuestring, "jwb0004.juwels");
     cJSON_Delete(doc);
     free(j);
     p3d_node_free(n);
@@ -318,11 +306,10 @@ static void test_text_width(void **s)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dgx2),       cmocka_unit_test(test_power8),
-        cmocka_unit_test(test_lassen),     cmocka_unit_test(test_g4dn),
-        cmocka_unit_test(test_juwels),     cmocka_unit_test(test_tioga),
-        cmocka_unit_test(test_synthetic),  cmocka_unit_test(test_local),
-        cmocka_unit_test(test_json_schema), cmocka_unit_test(test_text_width),
+        cmocka_unit_test(test_dgx2),       cmocka_unit_test(test_power8), cmocka_unit_test(test_lassen),
+        cmocka_unit_test(test_g4dn),       cmocka_unit_test(test_juwels), cmocka_unit_test(test_tioga),
+        cmocka_unit_test(test_synthetic),  cmocka_unit_test(test_local),  cmocka_unit_test(test_json_schema),
+        cmocka_unit_test(test_text_width),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -194,8 +194,10 @@ static void test_refusals(void **state)
     (void)state;
     expect_err("<system>\n</system>\n", "t.xml:1: <system> has no version attribute");
     expect_err("<system version=\"x\"></system>", "<system version=\"x\">: expected version=\"1\"");
-    expect_err("<system version=\"1\"><cpu numaid=\"0\"></system>", "t.xml:1: not well-formed XML: Opening and ending tag mismatch: cpu line 1 and system");
-    expect_err("<system version=\"1\"></system>\n<system version=\"1\"/>", "t.xml:2: not well-formed XML: Extra content at the end of the document");
+    expect_err("<system version=\"1\"><cpu numaid=\"0\"></system>",
+               "t.xml:1: not well-formed XML: Opening and ending tag mismatch: cpu line 1 and system");
+    expect_err("<system version=\"1\"></system>\n<system version=\"1\"/>",
+               "t.xml:2: not well-formed XML: Extra content at the end of the document");
     expect_err("<system version=\"1\">hello</system>", "text 'hello' between elements");
     expect_err("<system version=\"1\"><!DOCTYPE x></system>", "t.xml:1: not well-formed XML");
     expect_err("<!DOCTYPE system>\n<system version=\"1\"/>", "t.xml:1: a DTD (<!DOCTYPE ...>): not expected");
@@ -208,7 +210,7 @@ static void test_refusals(void **state)
     expect_err("<system version=\"1\"><cpu numaid=\"0\" affinity=\"zz\"/></system>",
                "<cpu affinity=\"zz\">: expected a CPU mask");
     expect_err("<system version=\"1\"><pci busid=\"0000:01:00.0\"/></system>", "<pci> inside <system>: expected it "
-                                                                             "inside <cpu pci>");
+                                                                               "inside <cpu pci>");
     expect_err("<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\"/>"
                "<pci busid=\"0000:01:00.0\"/></cpu></system>",
                "<pci busid=\"0000:01:00.0\"> appears twice (first at line 1)");

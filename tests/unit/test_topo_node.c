@@ -43,8 +43,7 @@ static void expect_domains(const p3d_node *n, int ndom, const int *dom)
     assert_int_equal(n->ndomains, ndom);
     for (int i = 0; i < n->ngpus; i++)
         if (n->gpus[i].domain != dom[i])
-            fail_msg("GPU%d: domain %d, expected %d", i, n->gpus[i].domain,
-                     dom[i]);
+            fail_msg("GPU%d: domain %d, expected %d", i, n->gpus[i].domain, dom[i]);
 }
 
 static void test_clique(void **s)
@@ -150,8 +149,7 @@ static void test_matrix_validation(void **s)
     p3d_node_free(n);
 }
 
-static void set_nic(p3d_node *n, int k, const char *name, const char *kind,
-                    int numa)
+static void set_nic(p3d_node *n, int k, const char *name, const char *kind, int numa)
 {
     snprintf(n->nics[k].name, sizeof n->nics[k].name, "%s", name);
     snprintf(n->nics[k].kind, sizeof n->nics[k].kind, "%s", kind);

@@ -29,8 +29,7 @@ static p3d_node *four_gpus(void)
     assert_non_null(n);
     assert_int_equal(p3d_node_alloc(n, 4, 0, &err), 0);
     for (int i = 0; i < 4; i++)
-        snprintf(n->gpus[i].pci, sizeof n->gpus[i].pci, "0000:%02x:00.0",
-                 0x10 + i);
+        snprintf(n->gpus[i].pci, sizeof n->gpus[i].pci, "0000:%02x:00.0", 0x10 + i);
     return n;
 }
 
@@ -46,8 +45,7 @@ static void expect_untouched(const p3d_node *n)
 static void test_decline_without_plugin(void **s)
 {
     (void)s;
-    char *old = getenv("P3D_PLUGIN_DIR") ? strdup(getenv("P3D_PLUGIN_DIR"))
-                                         : NULL;
+    char *old = getenv("P3D_PLUGIN_DIR") ? strdup(getenv("P3D_PLUGIN_DIR")) : NULL;
     setenv("P3D_PLUGIN_DIR", "/nonexistent/plugins", 1);
     p3d_node *n = four_gpus();
     assert_int_equal(p3d_topo_nvml_augment(n), 0);

@@ -20,8 +20,7 @@ static char *slurp_fixture(const char *name)
 {
     const char *dir = getenv("P3D_FIXTURES");
     char path[1024];
-    snprintf(path, sizeof path, "%s/realdata/topo/%s", dir && *dir ? dir : "fixtures",
-             name);
+    snprintf(path, sizeof path, "%s/realdata/topo/%s", dir && *dir ? dir : "fixtures", name);
     FILE *f = fopen(path, "rb");
     if (!f)
         fail_msg("cannot open %s", path);
@@ -96,8 +95,14 @@ static void expect_domains(const p3d_node *n, const char *spec)
     }
 }
 
-static double bw(const p3d_node *n, int a, int b) { return n->nvlink[a * n->ngpus + b]; }
-static int gg(const p3d_node *n, int a, int b) { return n->gg_class[a * n->ngpus + b]; }
+static double bw(const p3d_node *n, int a, int b)
+{
+    return n->nvlink[a * n->ngpus + b];
+}
+static int gg(const p3d_node *n, int a, int b)
+{
+    return n->gg_class[a * n->ngpus + b];
+}
 static int gn(const p3d_node *n, int g, const char *nic)
 {
     return n->gn_class[g * n->nnics + nic_index(n, nic)];
@@ -109,9 +114,8 @@ static void test_dgx_a100(void **state)
     p3d_node *n = load_fixture("dgx-a100_12nic.txt");
     assert_int_equal(n->ngpus, 8);
     assert_int_equal(n->nnics, 12);
-    static const char *const names[12] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",
-                                          "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7",
-                                          "mlx5_8", "mlx5_9", "mlx5_10", "mlx5_11"};
+    static const char *const names[12] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4",  "mlx5_5",
+                                          "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_10", "mlx5_11"};
     for (int k = 0; k < 12; k++) {
         assert_string_equal(n->nics[k].name, names[k]);
         assert_string_equal(n->nics[k].kind, "ib");
@@ -127,8 +131,7 @@ static void test_dgx_a100(void **state)
     assert_int_equal(gn(n, 0, "mlx5_0"), P3D_LINK_PXB);
     assert_int_equal(gn(n, 0, "mlx5_4"), P3D_LINK_SYS);
     /* GPU pairs share two NICs: the pair takes one each */
-    static const char *const near[8] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3",
-                                        "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"};
+    static const char *const near[8] = {"mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"};
     expect_nearest(n, near);
     for (int g = 0; g < 8; g++)
         assert_int_equal(n->gpus[g].nic_same_numa, 1);
@@ -168,8 +171,7 @@ static void test_dgx1_v100(void **state)
     assert_int_equal(gn(n, 2, "mlx5_1"), P3D_LINK_PIX);
     assert_int_equal(gn(n, 2, "mlx5_2"), P3D_LINK_SYS);
     assert_int_equal(gn(n, 0, "mlx5_1"), P3D_LINK_PHB);
-    static const char *const near[8] = {"mlx5_0", "mlx5_0", "mlx5_1", "mlx5_1",
-                                        "mlx5_2", "mlx5_2", "mlx5_3", "mlx5_3"};
+    static const char *const near[8] = {"mlx5_0", "mlx5_0", "mlx5_1", "mlx5_1", "mlx5_2", "mlx5_2", "mlx5_3", "mlx5_3"};
     expect_nearest(n, near);
     assert_string_equal(n->gpus[5].cpus, "20-39,60-79");
     assert_non_null(strstr(n->notes, "no NUMA Affinity column"));
@@ -191,8 +193,7 @@ static void test_dgx1_topo_mp(void **state)
     assert_int_equal(gg(n, 0, 1), P3D_LINK_PIX);
     assert_int_equal(gg(n, 0, 2), P3D_LINK_PHB);
     assert_int_equal(gg(n, 3, 4), P3D_LINK_SYS);
-    static const char *const near[8] = {"mlx5_0", "mlx5_0", "mlx5_1", "mlx5_1",
-                                        "mlx5_2", "mlx5_2", "mlx5_3", "mlx5_3"};
+    static const char *const near[8] = {"mlx5_0", "mlx5_0", "mlx5_1", "mlx5_1", "mlx5_2", "mlx5_2", "mlx5_3", "mlx5_3"};
     expect_nearest(n, near);
     assert_int_equal(n->nics[3].numa, 1);
     assert_non_null(strstr(n->notes, "no NV# cells"));
@@ -212,8 +213,7 @@ static void test_a6000_pairs(void **state)
     assert_true(bw(n, 1, 2) == 0.0);
     assert_int_equal(gg(n, 1, 2), P3D_LINK_NODE);
     assert_int_equal(gg(n, 3, 4), P3D_LINK_SYS);
-    static const char *const near[8] = {"(none)", "(none)", "(none)", "(none)",
-                                        "(none)", "(none)", "(none)", "(none)"};
+    static const char *const near[8] = {"(none)", "(none)", "(none)", "(none)", "(none)", "(none)", "(none)", "(none)"};
     expect_nearest(n, near);
     assert_string_equal(n->gpus[7].cpus, "64-127,192-254");
     p3d_node_free(n);
@@ -239,8 +239,7 @@ static void test_rtx4090(void **state)
     assert_int_equal(n->nics[0].numa, 1);
     assert_int_equal(n->nics[1].numa, 1);
     /* every GPU has the same candidates; node.c spreads them in turn */
-    static const char *const near[8] = {"NIC0", "NIC1", "NIC0", "NIC1",
-                                        "NIC0", "NIC1", "NIC0", "NIC1"};
+    static const char *const near[8] = {"NIC0", "NIC1", "NIC0", "NIC1", "NIC0", "NIC1", "NIC0", "NIC1"};
     expect_nearest(n, near);
     assert_int_equal(n->gpus[6].nic_same_numa, 1);
     assert_int_equal(n->gpus[0].nic_same_numa, 0);
@@ -252,22 +251,21 @@ static void test_rtx4090(void **state)
 static void test_nic_legend_crlf(void **state)
 {
     (void)state;
-    const char *t =
-        "        GPU0    GPU1    NIC0    NIC1    CPU Affinity    NUMA Affinity    GPU NUMA ID\r\n"
-        "GPU0     X      NV18    PIX     SYS     0-55,112-167    0               N/A\r\n"
-        "GPU1    NV18     X      SYS     PIX     56-111,168-223  1               N/A\r\n"
-        "NIC0    PIX     SYS      X      SYS\r\n"
-        "NIC1    SYS     PIX     SYS      X\r\n"
-        "\r\n"
-        "Legend:\r\n"
-        "\r\n"
-        "  X    = Self\r\n"
-        "  NV#  = Connection traversing a bonded set of # NVLinks\r\n"
-        "\r\n"
-        "NIC Legend:\r\n"
-        "\r\n"
-        "  NIC0: mlx5_3\r\n"
-        "  NIC1: mlx5_10\r\n";
+    const char *t = "        GPU0    GPU1    NIC0    NIC1    CPU Affinity    NUMA Affinity    GPU NUMA ID\r\n"
+                    "GPU0     X      NV18    PIX     SYS     0-55,112-167    0               N/A\r\n"
+                    "GPU1    NV18     X      SYS     PIX     56-111,168-223  1               N/A\r\n"
+                    "NIC0    PIX     SYS      X      SYS\r\n"
+                    "NIC1    SYS     PIX     SYS      X\r\n"
+                    "\r\n"
+                    "Legend:\r\n"
+                    "\r\n"
+                    "  X    = Self\r\n"
+                    "  NV#  = Connection traversing a bonded set of # NVLinks\r\n"
+                    "\r\n"
+                    "NIC Legend:\r\n"
+                    "\r\n"
+                    "  NIC0: mlx5_3\r\n"
+                    "  NIC1: mlx5_10\r\n";
     p3d_node *n = NULL;
     char *err = NULL;
     assert_int_equal(p3d_topo_looks_nvsmi(t), 1);
@@ -295,8 +293,7 @@ static void expect_fail(const char *text, const char *where, const char *what)
     assert_non_null(err);
     assert_null(strchr(err, '\n'));
     if (strncmp(err, where, strlen(where)) || !strstr(err, what))
-        fail_msg("message '%s': expected to start with '%s' and mention '%s'", err, where,
-                 what);
+        fail_msg("message '%s': expected to start with '%s' and mention '%s'", err, where, what);
     free(err);
 }
 
@@ -324,44 +321,34 @@ static void test_bad_inputs(void **state)
 {
     (void)state;
     /* header wrapped by a terminal mid-word */
-    expect_fail("# title\n\tGPU0\tGPU1\tGPU2\tmlx5_0\tCPU Affi\nnity\n" R0 R1 R2 RN,
-                "bad.txt:2:", "mangled header");
+    expect_fail("# title\n\tGPU0\tGPU1\tGPU2\tmlx5_0\tCPU Affi\nnity\n" R0 R1 R2 RN, "bad.txt:2:", "mangled header");
     /* header lost its first column name: the line above the rows is named */
-    expect_fail("\tPU0\tGPU1\tGPU2\tmlx5_0\tCPU Affinity\tNUMA Affinity\n" R0 R1 R2 RN,
-                "bad.txt:1:", "mangled header");
+    expect_fail("\tPU0\tGPU1\tGPU2\tmlx5_0\tCPU Affinity\tNUMA Affinity\n" R0 R1 R2 RN, "bad.txt:1:", "mangled header");
     /* GPU columns out of order */
-    expect_fail("\tGPU0\tGPU2\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity\n" R0,
-                "bad.txt:1:", "GPU1");
+    expect_fail("\tGPU0\tGPU2\tGPU1\tmlx5_0\tCPU Affinity\tNUMA Affinity\n" R0, "bad.txt:1:", "GPU1");
     /* rows without any header */
     expect_fail(R0 R1 R2, "bad.txt:1:", "before any header");
     /* wrong column count */
-    expect_fail(HDR R0 "GPU1\tNV2\t X \tSYS\t0-7\t0\n" R2 RN, "bad.txt:3:",
-                "has 5 fields, expected 6");
+    expect_fail(HDR R0 "GPU1\tNV2\t X \tSYS\t0-7\t0\n" R2 RN, "bad.txt:3:", "has 5 fields, expected 6");
     expect_fail(HDR R0 R1 R2 "mlx5_0\tPIX\tPIX\tSYS\n", "bad.txt:5:", "fields");
     /* unknown cell */
-    expect_fail(HDR R0 "GPU1\tNV2\t X \tPCI\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:",
-                "unknown cell 'PCI'");
-    expect_fail(HDR R0 "GPU1\tNV2\t X \tRACK\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:",
-                "unknown cell 'RACK'");
+    expect_fail(HDR R0 "GPU1\tNV2\t X \tPCI\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:", "unknown cell 'PCI'");
+    expect_fail(HDR R0 "GPU1\tNV2\t X \tRACK\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:", "unknown cell 'RACK'");
     /* X off the diagonal, NV to a NIC, NV without a count */
     expect_fail(HDR R0 "GPU1\tX\t X \tSYS\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:", "diagonal");
     expect_fail(HDR R0 R1 "GPU2\tSYS\tSYS\t X \tNV1\t8-15\t1\n" RN, "bad.txt:4:", "NV#");
     expect_fail(HDR R0 R1 "GPU2\tNV\tSYS\t X \tSYS\t8-15\t1\n" RN, "bad.txt:4:", "NV#");
     /* asymmetric NV cells, asymmetric classes, GPU<->NIC disagreement */
-    expect_fail(HDR R0 "GPU1\tNV1\t X \tSYS\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:",
-                "asymmetric");
-    expect_fail(HDR R0 R1 "GPU2\tSYS\tPHB\t X \tSYS\t8-15\t1\n" RN, "bad.txt:4:",
-                "asymmetric");
+    expect_fail(HDR R0 "GPU1\tNV1\t X \tSYS\tPIX\t0-7\t0\n" R2 RN, "bad.txt:3:", "asymmetric");
+    expect_fail(HDR R0 R1 "GPU2\tSYS\tPHB\t X \tSYS\t8-15\t1\n" RN, "bad.txt:4:", "asymmetric");
     expect_fail(HDR R0 R1 R2 "mlx5_0\tPIX\tPXB\tSYS\t X \n", "bad.txt:5:", "asymmetric");
     /* a GPU row missing, a duplicated row, an unknown row label */
     expect_fail(HDR R0 R2 RN, "bad.txt:", "no row for GPU1");
     expect_fail(HDR R0 R1 R1 R2 RN, "bad.txt:4:", "second row");
     expect_fail(HDR R0 R1 R2 "mlx5_9\tPIX\tPIX\tSYS\t X \n", "bad.txt:5:", "mlx5_9");
     /* bad affinity values */
-    expect_fail(HDR R0 R1 "GPU2\tSYS\tSYS\t X \tSYS\tcpus\t1\n" RN, "bad.txt:4:",
-                "CPU Affinity");
-    expect_fail(HDR R0 R1 "GPU2\tSYS\tSYS\t X \tSYS\t8-15\tone\n" RN, "bad.txt:4:",
-                "NUMA Affinity");
+    expect_fail(HDR R0 R1 "GPU2\tSYS\tSYS\t X \tSYS\tcpus\t1\n" RN, "bad.txt:4:", "CPU Affinity");
+    expect_fail(HDR R0 R1 "GPU2\tSYS\tSYS\t X \tSYS\t8-15\tone\n" RN, "bad.txt:4:", "NUMA Affinity");
     /* empty or text-free files */
     expect_fail("", "bad.txt:", "empty");
     expect_fail("\n \n\t\n", "bad.txt:", "empty");
@@ -385,9 +372,9 @@ static void test_looks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_dgx_a100),      cmocka_unit_test(test_dgx1_v100),
-        cmocka_unit_test(test_dgx1_topo_mp),  cmocka_unit_test(test_a6000_pairs),
-        cmocka_unit_test(test_rtx4090),       cmocka_unit_test(test_nic_legend_crlf),
+        cmocka_unit_test(test_dgx_a100),       cmocka_unit_test(test_dgx1_v100),
+        cmocka_unit_test(test_dgx1_topo_mp),   cmocka_unit_test(test_a6000_pairs),
+        cmocka_unit_test(test_rtx4090),        cmocka_unit_test(test_nic_legend_crlf),
         cmocka_unit_test(test_good_synthetic), cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_looks),
     };

@@ -44,8 +44,7 @@ static void setup(fixture *f, long gen, const char *job, int steps)
     snprintf(f->e.job_id, sizeof f->e.job_id, "%s", job);
     for (int d = 0; d < P3DW_NALL; d++)
         f->e.size[d] = 1;
-    f->o = (p3dw_opts){.layers = 2, .hidden = 8, .global_batch = 4, .steps = steps, .seed = 7,
-                       .top_k = 2};
+    f->o = (p3dw_opts){.layers = 2, .hidden = 8, .global_batch = 4, .steps = steps, .seed = 7, .top_k = 2};
     f->c = (p3dw_ckpt){.dir = f->dir, .e = &f->e, .o = &f->o, .dfd = -1};
     assert_int_equal(p3dw_ckpt_open(&f->c), 0);
 }

@@ -39,7 +39,8 @@
 #include <string.h>
 #include <time.h>
 
-namespace {
+namespace
+{
 
 struct cuda_group {
     ncclComm_t comm;
@@ -54,24 +55,23 @@ int g_rank;
 
 void die_cuda(cudaError_t e, const char *what, int line)
 {
-    fprintf(stderr, "p3d-worker: rank %d: CUDA error in %s (cuda_backend.cu:%d): %s\n", g_rank,
-            what, line, cudaGetErrorString(e));
+    fprintf(stderr, "p3d-worker: rank %d: CUDA error in %s (cuda_backend.cu:%d): %s\n", g_rank, what, line,
+            cudaGetErrorString(e));
     exit(1);
 }
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess)                                                                     \
-            die_cuda(e_, #x, __LINE__);                                                            \
+#define CK(x)                                                                                                          \
+    do {                                                                                                               \
+        cudaError_t e_ = (x);                                                                                          \
+        if (e_ != cudaSuccess)                                                                                         \
+            die_cuda(e_, #x, __LINE__);                                                                                \
     } while (0)
-#define CKB(x)                                                                                     \
-    do {                                                                                           \
-        cublasStatus_t s_ = (x);                                                                   \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
-            fprintf(stderr, "p3d-worker: rank %d: cuBLAS %s (%d) in %s\n", g_rank, blas_name(s_),  \
-                    (int)s_, #x);                                                              \
-            exit(1);                                                                               \
-        }                                                                                          \
+#define CKB(x)                                                                                                         \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (x);                                                                                       \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                             \
+            fprintf(stderr, "p3d-worker: rank %d: cuBLAS %s (%d) in %s\n", g_rank, blas_name(s_), (int)s_, #x);        \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
     } while (0)
 
 double now_s()
@@ -97,8 +97,8 @@ const char *blas_name(cublasStatus_t s)
 
 int nccl_fail(ncclResult_t r, const char *what)
 {
-    fprintf(stderr, "p3d-worker: rank %d: NCCL %s failed: %s (%s)\n", g_rank, what,
-            ncclGetErrorString(r), ncclGetLastError(NULL));
+    fprintf(stderr, "p3d-worker: rank %d: NCCL %s failed: %s (%s)\n", g_rank, what, ncclGetErrorString(r),
+            ncclGetLastError(NULL));
     return -1;
 }
 
@@ -127,8 +127,8 @@ int wait_comm_call(ncclComm_t *pcomm, const char *what, const char *group, int s
         if (qr != ncclSuccess)
             ar = qr;
         if (ar != ncclSuccess && ar != ncclInProgress) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n",
-                    g_rank, what, group, ncclGetErrorString(ar), ncclGetLastError(*pcomm));
+            fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n", g_rank, what, group,
+                    ncclGetErrorString(ar), ncclGetLastError(*pcomm));
             abort_comm(pcomm);
             return -1;
         }
@@ -144,8 +144,9 @@ int wait_comm_call(ncclComm_t *pcomm, const char *what, const char *group, int s
                 die_cuda(e, what, __LINE__);
         }
         if (now_s() > deadline) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group did not finish within "
-                            "%.0f s: a peer is stuck or gone; aborting the communicator\n",
+            fprintf(stderr,
+                    "p3d-worker: rank %d: NCCL %s on the %s group did not finish within "
+                    "%.0f s: a peer is stuck or gone; aborting the communicator\n",
                     g_rank, what, group, g_timeout);
             abort_comm(pcomm);
             return -1;
@@ -161,8 +162,8 @@ int wait_comm_call(ncclComm_t *pcomm, const char *what, const char *group, int s
 int finish_op(ncclResult_t r, ncclComm_t *pcomm, const char *what, const char *group)
 {
     if (r != ncclSuccess && r != ncclInProgress) {
-        fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n", g_rank,
-                what, group, ncclGetErrorString(r), ncclGetLastError(*pcomm));
+        fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group failed: %s (%s)\n", g_rank, what, group,
+                ncclGetErrorString(r), ncclGetLastError(*pcomm));
         abort_comm(pcomm);
         return -1;
     }
@@ -173,8 +174,7 @@ constexpr double GELU_C = 0.7978845608028654; /* sqrt(2/pi), as cpu_ops.c */
 
 __global__ void k_gelu_fwd(const float *Z, float *G, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double x = Z[i];
         G[i] = (float)(0.5 * x * (1.0 + tanh(GELU_C * (x + 0.044715 * x * x * x))));
     }
@@ -182,8 +182,7 @@ __global__ void k_gelu_fwd(const float *Z, float *G, size_t n)
 
 __global__ void k_gelu_bwd(const float *Z, const float *dG, float *dZ, size_t n)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double x = Z[i], t = tanh(GELU_C * (x + 0.044715 * x * x * x));
         double d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * GELU_C * (1.0 + 3 * 0.044715 * x * x);
         dZ[i] = (float)(dG[i] * d);
@@ -193,8 +192,7 @@ __global__ void k_gelu_bwd(const float *Z, const float *dG, float *dZ, size_t n)
 __global__ void k_mse(const float *Y, const float *T, float *dY, size_t n, float scale, double *sum)
 {
     double s = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         double d = (double)Y[i] - T[i];
         s += d * d;
         dY[i] = (float)(scale * d);
@@ -204,15 +202,13 @@ __global__ void k_mse(const float *Y, const float *T, float *dY, size_t n, float
 
 __global__ void k_sgd(float *W, const float *G, size_t n, float lr)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         W[i] -= lr * G[i];
 }
 
 __global__ void k_axpy(float *Y, const float *X, size_t n, float a)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         Y[i] += a * X[i];
 }
 
@@ -227,8 +223,7 @@ void *c_alloc(size_t n)
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, (n ? n : 1) * sizeof(float));
     if (e != cudaSuccess) {
-        fprintf(stderr, "p3d-worker: rank %d: cudaMalloc of %zu floats: %s\n", g_rank, n,
-                cudaGetErrorString(e));
+        fprintf(stderr, "p3d-worker: rank %d: cudaMalloc of %zu floats: %s\n", g_rank, n, cudaGetErrorString(e));
         return NULL;
     }
     CK(cudaMemsetAsync(p, 0, (n ? n : 1) * sizeof(float), g_stream));
@@ -253,7 +248,10 @@ void c_download(float *dst, const void *src, size_t n)
     CK(cudaStreamSynchronize(g_stream));
 }
 
-void c_zero(void *dst, size_t n) { CK(cudaMemsetAsync(dst, 0, n * sizeof(float), g_stream)); }
+void c_zero(void *dst, size_t n)
+{
+    CK(cudaMemsetAsync(dst, 0, n * sizeof(float), g_stream));
+}
 
 void c_copy(void *dst, const void *src, size_t n)
 {
@@ -266,9 +264,8 @@ void c_copy(void *dst, const void *src, size_t n)
 void c_gemm(int ta, int tb, int M, int N, int K, const void *A, const void *B, void *C, float beta)
 {
     const float alpha = 1.0f;
-    CKB(cublasSgemm(g_blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M,
-                    K, &alpha, (const float *)B, tb ? K : N, (const float *)A, ta ? M : K, &beta,
-                    (float *)C, N));
+    CKB(cublasSgemm(g_blas, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha,
+                    (const float *)B, tb ? K : N, (const float *)A, ta ? M : K, &beta, (float *)C, N));
 }
 
 void c_gelu_fwd(const void *Z, void *G, size_t n)
@@ -287,8 +284,7 @@ double c_mse(const void *Y, const void *T, void *dY, size_t n, float scale)
 {
     double s = 0;
     CK(cudaMemsetAsync(g_dscratch, 0, sizeof(double), g_stream));
-    k_mse<<<blocks(n), 256, 0, g_stream>>>((const float *)Y, (const float *)T, (float *)dY, n,
-                                           scale, g_dscratch);
+    k_mse<<<blocks(n), 256, 0, g_stream>>>((const float *)Y, (const float *)T, (float *)dY, n, scale, g_dscratch);
     CK(cudaGetLastError());
     CK(cudaMemcpyAsync(&s, g_dscratch, sizeof s, cudaMemcpyDeviceToHost, g_stream));
     CK(cudaStreamSynchronize(g_stream));
@@ -307,8 +303,10 @@ ncclComm_t *group_comm(p3dw_group *g, const char *what)
 {
     cuda_group *cg = (cuda_group *)g->impl;
     if (!cg || !cg->comm) {
-        fprintf(stderr, "p3d-worker: rank %d: NCCL %s on the %s group: its communicator was "
-                        "aborted after an earlier failure\n", g_rank, what, g->name);
+        fprintf(stderr,
+                "p3d-worker: rank %d: NCCL %s on the %s group: its communicator was "
+                "aborted after an earlier failure\n",
+                g_rank, what, g->name);
         return NULL;
     }
     return &cg->comm;
@@ -339,8 +337,7 @@ int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
         return -1;
     }
     CK(cudaMemcpyAsync(g_dscratch + 1, buf, sizeof *buf, cudaMemcpyHostToDevice, g_stream));
-    ncclResult_t r = ncclAllReduce(g_dscratch + 1, g_dscratch + 1, 1, ncclDouble, ncclSum, *comm,
-                                   g_stream);
+    ncclResult_t r = ncclAllReduce(g_dscratch + 1, g_dscratch + 1, 1, ncclDouble, ncclSum, *comm, g_stream);
     if (finish_op(r, comm, "loss all-reduce", g->name))
         return -1;
     CK(cudaMemcpyAsync(buf, g_dscratch + 1, sizeof *buf, cudaMemcpyDeviceToHost, g_stream));
@@ -354,12 +351,11 @@ int c_allreduce_f64(p3dw_group *g, double *buf, size_t n)
  * receive.  ncclGroupEnd is called even when an enqueue failed, so the
  * group nesting stays balanced.  sto == rfrom == my rank (P3DW_SOLO_COMM on
  * a group of one) is NCCL's send/receive to self. */
-int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf,
-               size_t rn)
+int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, void *rbuf, size_t rn)
 {
     const char *what = sto >= 0 && rfrom >= 0 ? "pipeline send+receive"
-                       : sto >= 0            ? "pipeline send"
-                                             : "pipeline receive";
+                       : sto >= 0             ? "pipeline send"
+                                              : "pipeline receive";
     ncclComm_t *comm = group_comm(g, what);
     if (!comm)
         return -1;
@@ -383,8 +379,7 @@ int c_sendrecv(p3dw_group *g, int sto, const void *sbuf, size_t sn, int rfrom, v
  * where it is NCCL's send/receive to self so that NCCL runs.  The self
  * segment's sizes are checked before anything is queued: a mismatch must
  * not leave peers' sends half enqueued.  Byte counts, ncclChar. */
-int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf,
-                const size_t *rbytes)
+int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbuf, const size_t *rbytes)
 {
     ncclComm_t *comm = group_comm(g, "all-to-all");
     if (!comm)
@@ -393,8 +388,10 @@ int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbu
     char *rb = (char *)rbuf;
     size_t so = 0, ro = 0;
     if (sbytes[g->rank] != rbytes[g->rank]) {
-        fprintf(stderr, "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
-                        "itself but expects %zu\n", g_rank, sbytes[g->rank], rbytes[g->rank]);
+        fprintf(stderr,
+                "p3d-worker: rank %d: internal error: all-to-all sends %zu bytes to "
+                "itself but expects %zu\n",
+                g_rank, sbytes[g->rank], rbytes[g->rank]);
         return -1;
     }
     ncclResult_t r = ncclGroupStart();
@@ -404,8 +401,7 @@ int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbu
         int ok = r == ncclSuccess || r == ncclInProgress;
         if (j == g->rank && g->size > 1) {
             if (sbytes[j])
-                CK(cudaMemcpyAsync(rb + ro, sb + so, sbytes[j], cudaMemcpyDeviceToDevice,
-                                   g_stream));
+                CK(cudaMemcpyAsync(rb + ro, sb + so, sbytes[j], cudaMemcpyDeviceToDevice, g_stream));
         } else {
             if (ok && sbytes[j])
                 r = ncclSend(sb + so, sbytes[j], ncclChar, j, *comm, g_stream);
@@ -422,14 +418,16 @@ int c_alltoallv(p3dw_group *g, const void *sbuf, const size_t *sbytes, void *rbu
     return finish_op(r, comm, "all-to-all", g->name);
 }
 
-void c_sync() { CK(cudaStreamSynchronize(g_stream)); }
+void c_sync()
+{
+    CK(cudaStreamSynchronize(g_stream));
+}
 
 } // namespace
 
 const p3d_ops cuda_ops = {
-    "cuda",     c_alloc,    c_release, c_upload,        c_download, c_zero,
-    c_copy,     c_gemm,     c_gelu_fwd, c_gelu_bwd,     c_mse,      c_sgd,  c_axpy,
-    c_allreduce, c_allreduce_f64, c_sendrecv, c_alltoallv, c_sync,
+    "cuda",     c_alloc, c_release, c_upload, c_download,  c_zero,          c_copy,     c_gemm,      c_gelu_fwd,
+    c_gelu_bwd, c_mse,   c_sgd,     c_axpy,   c_allreduce, c_allreduce_f64, c_sendrecv, c_alltoallv, c_sync,
 };
 
 /* "No driver" and "driver too old" need different fixes, so they get
@@ -446,10 +444,11 @@ static int p3dw_cuda_probe(const char **why)
         return 0;
     }
     if (cudaRuntimeGetVersion(&rt) == cudaSuccess && !p3dw_cuda_driver_may_run(drv, rt)) {
-        snprintf(msg, sizeof msg, "no GPU: the NVIDIA driver supports CUDA %d.%d, an older major "
-                                  "version than the CUDA %d.%d runtime p3d-worker was built "
-                                  "with: update the driver", drv / 1000, drv % 1000 / 10,
-                 rt / 1000, rt % 1000 / 10);
+        snprintf(msg, sizeof msg,
+                 "no GPU: the NVIDIA driver supports CUDA %d.%d, an older major "
+                 "version than the CUDA %d.%d runtime p3d-worker was built "
+                 "with: update the driver",
+                 drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
         *why = msg;
         return 0;
     }
@@ -486,8 +485,8 @@ ncclConfig_t nonblocking_config()
 
 /* setup's work; on failure everything made so far is left in g_* and g[]
  * for p3dw_cuda_setup to abort. */
-static int setup_comms(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
-                       p3dw_group g[P3DW_NALL], int *pdev, int *pndev)
+static int setup_comms(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL], p3dw_group g[P3DW_NALL],
+                       int *pdev, int *pndev)
 {
     int ndev = 0;
     CK(cudaGetDeviceCount(&ndev));
@@ -547,27 +546,30 @@ static int setup_comms(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW
         cfg = nonblocking_config();
         r = ncclCommSplit(g_world, comm[d].colour, e->coord[d], &cg->comm, &cfg);
         if (r != ncclSuccess && r != ncclInProgress) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group failed: "
-                            "%s (%s)\n", e->rank, p3dw_dim_name[d], ncclGetErrorString(r),
-                    ncclGetLastError(g_world));
+            fprintf(stderr,
+                    "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group failed: "
+                    "%s (%s)\n",
+                    e->rank, p3dw_dim_name[d], ncclGetErrorString(r), ncclGetLastError(g_world));
             return -1;
         }
         if (!cg->comm) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group returned "
-                            "no communicator\n", e->rank, p3dw_dim_name[d]);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: NCCL ncclCommSplit of the %s group returned "
+                    "no communicator\n",
+                    e->rank, p3dw_dim_name[d]);
             return -1;
         }
         if (wait_comm_call(&cg->comm, "ncclCommSplit", p3dw_dim_name[d], 0) ||
             wait_comm_call(&g_world, "ncclCommSplit (parent)", "world", 0))
             return -1;
         int cnt = 0, me = 0;
-        if ((r = ncclCommCount(cg->comm, &cnt)) != ncclSuccess ||
-            (r = ncclCommUserRank(cg->comm, &me)) != ncclSuccess)
+        if ((r = ncclCommCount(cg->comm, &cnt)) != ncclSuccess || (r = ncclCommUserRank(cg->comm, &me)) != ncclSuccess)
             return nccl_fail(r, "ncclCommCount/ncclCommUserRank");
         if (cnt != comm[d].size || me != comm[d].rank) {
-            fprintf(stderr, "p3d-worker: rank %d: NCCL %s communicator has %d ranks and I am %d, "
-                            "the TCP split says %d and %d\n", e->rank, p3dw_dim_name[d], cnt, me,
-                    comm[d].size, comm[d].rank);
+            fprintf(stderr,
+                    "p3d-worker: rank %d: NCCL %s communicator has %d ranks and I am %d, "
+                    "the TCP split says %d and %d\n",
+                    e->rank, p3dw_dim_name[d], cnt, me, comm[d].size, comm[d].rank);
             return -1;
         }
     }
@@ -580,8 +582,8 @@ static int setup_comms(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW
  * so this rank leaves nothing behind and its peers' next NCCL call (a split
  * or the first collective) fails or times out with a message instead of
  * waiting for it. */
-static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL],
-                           p3dw_group g[P3DW_NALL], double op_timeout)
+static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[P3DW_NALL], p3dw_group g[P3DW_NALL],
+                           double op_timeout)
 {
     int dev = 0, ndev = 0;
     g_rank = e->rank;
@@ -589,16 +591,20 @@ static int p3dw_cuda_setup(tcp_world *w, const p3dw_env *e, const tcp_comm comm[
     for (int d = 0; d < P3DW_NALL; d++)
         g[d].impl = NULL; /* main.c's TCP handles: not the CUDA backend's */
     if (setup_comms(w, e, comm, g, &dev, &ndev)) {
-        fprintf(stderr, "p3d-worker: rank %d: CUDA/NCCL setup failed: aborting the NCCL "
-                        "communicators made so far\n", e->rank);
+        fprintf(stderr,
+                "p3d-worker: rank %d: CUDA/NCCL setup failed: aborting the NCCL "
+                "communicators made so far\n",
+                e->rank);
         p3dw_cuda_teardown(g, 1);
         return -1;
     }
     if (e->rank == 0) {
         int v = 0;
         if (ncclGetVersion(&v) == ncclSuccess)
-            fprintf(stderr, "p3d-worker: NCCL %d, %d GPU(s) visible to rank 0, using device %d, "
-                            "non-blocking communicators\n", v, ndev, dev);
+            fprintf(stderr,
+                    "p3d-worker: NCCL %d, %d GPU(s) visible to rank 0, using device %d, "
+                    "non-blocking communicators\n",
+                    v, ndev, dev);
     }
     return 0;
 }
@@ -627,13 +633,13 @@ static void close_comm(ncclComm_t *comm, int failed, const char *name)
             r = ncclCommDestroy(*comm);
             *comm = NULL;
             if (r != ncclSuccess)
-                fprintf(stderr, "p3d-worker: rank %d: ncclCommDestroy (%s): %s\n", g_rank, name,
-                        ncclGetErrorString(r));
+                fprintf(stderr, "p3d-worker: rank %d: ncclCommDestroy (%s): %s\n", g_rank, name, ncclGetErrorString(r));
             return;
         }
-        fprintf(stderr, "p3d-worker: rank %d: finalizing the NCCL %s communicator failed (%s); "
-                        "aborting it\n", g_rank, name,
-                ncclGetErrorString(r != ncclSuccess ? r : ar));
+        fprintf(stderr,
+                "p3d-worker: rank %d: finalizing the NCCL %s communicator failed (%s); "
+                "aborting it\n",
+                g_rank, name, ncclGetErrorString(r != ncclSuccess ? r : ar));
     }
     abort_comm(comm);
 }
@@ -665,8 +671,7 @@ static void p3dw_cuda_teardown(p3dw_group g[P3DW_NALL], int failed)
     if (g_stream) {
         cudaError_t e = cudaStreamDestroy(g_stream);
         if (e != cudaSuccess)
-            fprintf(stderr, "p3d-worker: rank %d: cudaStreamDestroy: %s\n", g_rank,
-                    cudaGetErrorString(e));
+            fprintf(stderr, "p3d-worker: rank %d: cudaStreamDestroy: %s\n", g_rank, cudaGetErrorString(e));
     }
     g_stream = NULL;
 }

@@ -27,7 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-namespace {
+namespace
+{
 
 const int GEMM_N = 4096;
 const size_t COPY_BYTES = (size_t)256 << 20;
@@ -56,20 +57,26 @@ int fail_blas(bench_ctx *b, int dev, const char *what, cublasStatus_t s)
 }
 
 /* One failure path for CUDA and cuBLAS calls: the message, then out. */
-#define TRY(what, x, ok, fail)                                                                     \
-    do {                                                                                           \
-        auto s_ = (x);                                                                             \
-        if (s_ != (ok)) {                                                                          \
-            rc = fail(b, dev, what, s_);                                                           \
-            goto out;                                                                              \
-        }                                                                                          \
+#define TRY(what, x, ok, fail)                                                                                         \
+    do {                                                                                                               \
+        auto s_ = (x);                                                                                                 \
+        if (s_ != (ok)) {                                                                                              \
+            rc = fail(b, dev, what, s_);                                                                               \
+            goto out;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 #define TRYC(what, x) TRY(what, x, cudaSuccess, fail_cuda)
 #define TRYB(what, x) TRY(what, x, CUBLAS_STATUS_SUCCESS, fail_blas)
 
 /* Operand entries: small exact values, different in A and B. */
-float val_a(size_t i) { return (float)((int)(i * 7 % 13) - 6) * 0.125f; }
-float val_b(size_t i) { return (float)((int)(i * 5 % 11) - 5) * 0.25f; }
+float val_a(size_t i)
+{
+    return (float)((int)(i * 7 % 13) - 6) * 0.125f;
+}
+float val_b(size_t i)
+{
+    return (float)((int)(i * 5 % 11) - 5) * 0.25f;
+}
 
 /* A stream of the current GPU and two events to time work on it. */
 struct timing {
@@ -150,8 +157,8 @@ int bench_gpu(bench_ctx *b, int dev, double seconds, int f, double *gflops, doub
     TRYC("cudaMemcpy", cudaMemcpy(da, ha, nn * sizeof *ha, cudaMemcpyHostToDevice));
     TRYC("cudaMemcpy", cudaMemcpy(db, hb, nn * sizeof *hb, cudaMemcpyHostToDevice));
     /* warm-up (cuBLAS picks its kernel), then timed */
-    TRYB("cublasSgemm", cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, da, GEMM_N, db,
-                                    GEMM_N, &zero, dc, GEMM_N));
+    TRYB("cublasSgemm", cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, da, GEMM_N, db, GEMM_N,
+                                    &zero, dc, GEMM_N));
     t = best_time(&tm, seconds, [&]() {
         for (int k = 0; k < f; k++)
             if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_N, GEMM_N, GEMM_N, &one, da, GEMM_N, db, GEMM_N, &zero,

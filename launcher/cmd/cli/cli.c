@@ -214,8 +214,7 @@ static int set_value(p3d_opts *o, const opt_row *r, const char *val, char **err)
             return p3d_err(err, "--%s: expected %s, got '%s'", r->name,
                            strchr(r->metavar, '|') ? r->metavar : "an integer", val);
         if ((double)x < r->min || (double)x > r->max)
-            return p3d_err(err, "--%s: %lld is out of range (expected %.0f to %.0f)", r->name, x, r->min,
-                           r->max);
+            return p3d_err(err, "--%s: %lld is out of range (expected %.0f to %.0f)", r->name, x, r->min, r->max);
         *(int *)(base + r->off) = (int)x;
         return 0;
     }
@@ -290,8 +289,10 @@ static int positional(int argc, char **argv, int i, p3d_opts *o, char **err)
         return 0;
     }
     if (o->cmd == P3D_CMD_LAUNCH && i == 1 && nearest_command(a) && !on_path(a))
-        return p3d_err(err, "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
-                            "goes after --: par3drun [options] -- PROGRAM)", a, nearest_command(a));
+        return p3d_err(err,
+                       "unknown command '%s': did you mean 'par3drun %s'? (a program to launch "
+                       "goes after --: par3drun [options] -- PROGRAM)",
+                       a, nearest_command(a));
     if (o->cmd == P3D_CMD_LAUNCH || o->cmd == P3D_CMD_AGENT) {
         /* torchrun/mpirun style: the program may follow the options
          * without "--". */
@@ -305,8 +306,8 @@ static int positional(int argc, char **argv, int i, p3d_opts *o, char **err)
 
 /* The long option a (after short-option translation; attached: -r3's 3)
  * with its value from the same word or the next (*i moves past it). */
-static int long_option(int argc, char **argv, int *i, const char *a, const char *attached, p3d_opts *o,
-                       cli_seen *seen, char **err)
+static int long_option(int argc, char **argv, int *i, const char *a, const char *attached, p3d_opts *o, cli_seen *seen,
+                       char **err)
 {
     const char *name = a + 2, *eq = strchr(name, '=');
     size_t len = eq ? (size_t)(eq - name) : strlen(name);
@@ -396,24 +397,50 @@ static int env_switches(p3d_opts *o, char **err)
 
 /* --join: what the running job decided already (its mesh, its nodes,
  * its rendezvous' shape) is not the joiner's to give. */
-static const char *const job_owned[] = {
-    "tp", "pp", "dp", "min-dp", "cp", "ep", "expert-model-parallel-size", "etp", "expert-tensor-parallel-size",
-    "order", "policy", "policy-candidates", "policy-sha256", "micro-batches", "micro-batch", "global-batch",
-    "spares", "exclude", "nnodes", "node-rank", "emulate", "cluster", "slurm-topology", "master-addr",
-    "master-port", "max-restarts", "standalone", "virtual-stages"};
+static const char *const job_owned[] = {"tp",
+                                        "pp",
+                                        "dp",
+                                        "min-dp",
+                                        "cp",
+                                        "ep",
+                                        "expert-model-parallel-size",
+                                        "etp",
+                                        "expert-tensor-parallel-size",
+                                        "order",
+                                        "policy",
+                                        "policy-candidates",
+                                        "policy-sha256",
+                                        "micro-batches",
+                                        "micro-batch",
+                                        "global-batch",
+                                        "spares",
+                                        "exclude",
+                                        "nnodes",
+                                        "node-rank",
+                                        "emulate",
+                                        "cluster",
+                                        "slurm-topology",
+                                        "master-addr",
+                                        "master-port",
+                                        "max-restarts",
+                                        "standalone",
+                                        "virtual-stages"};
 
 static int join_options(const p3d_opts *o, const cli_seen *seen, char **err)
 {
     if (!o->join)
         return 0;
     if (o->cmd != P3D_CMD_LAUNCH)
-        return p3d_err(err, "--join starts a node of a running job: it takes a program (par3drun --join [options] "
-                            "-- PROGRAM), not %s", seen->dry ? "--dry-run" : cmd_name(o->cmd));
+        return p3d_err(err,
+                       "--join starts a node of a running job: it takes a program (par3drun --join [options] "
+                       "-- PROGRAM), not %s",
+                       seen->dry ? "--dry-run" : cmd_name(o->cmd));
     for (size_t k = 0; k < seen->n; k++)
         for (size_t i = 0; i < sizeof job_owned / sizeof *job_owned; i++)
             if (!strcmp(seen->rows[k]->name, job_owned[i]))
-                return p3d_err(err, "--%s cannot be given with --join: the running job has it already (a joining "
-                                    "node takes the job's mesh and gets its node index from the leader); drop it",
+                return p3d_err(err,
+                               "--%s cannot be given with --join: the running job has it already (a joining "
+                               "node takes the job's mesh and gets its node index from the leader); drop it",
                                seen->rows[k]->name);
     return 0;
 }
@@ -433,8 +460,9 @@ static int combinations(p3d_opts *o, const cli_seen *seen, char **err)
         if (!given)
             o->max_restarts = o->spares;
         else if (o->max_restarts == 0)
-            return p3d_err(err, "--spares %d with --max-restarts 0: replacing a lost node is a restart, so no "
-                                "spare could ever be used; give --max-restarts N (N >= 1) or drop --spares",
+            return p3d_err(err,
+                           "--spares %d with --max-restarts 0: replacing a lost node is a restart, so no "
+                           "spare could ever be used; give --max-restarts N (N >= 1) or drop --spares",
                            o->spares);
     }
     if (o->cmd != P3D_CMD_AGENT) {
@@ -512,8 +540,7 @@ void p3d_cli_free(p3d_opts *o)
     o->policy_candidates = NULL;
 }
 
-static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static int append(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
 {
     va_list ap;
@@ -549,12 +576,13 @@ char *p3d_cli_help(p3d_cmd cmd)
                "Shows one node's GPUs, NICs, NUMA affinity, the GPU/NIC link matrix in\n"
                "nvidia-smi topo -m notation, the NVLink domains and each GPU's nearest NIC.\n\n");
     } else if (cmd == P3D_CMD_CLUSTER) {
-        append(&b, &len, &cap,
-               "usage: par3drun cluster [--cluster SRC] [--slurm-topology FILE] [--format text|json] [--output FILE]\n\n"
-               "Prints the resolved cluster: nodes, GPUs per node, racks, NVLink domains and the GPUs\n"
-               "this node's allocation excludes. SRC: a cluster file, kubectl get nodes -o json, or aws\n"
-               "ec2 describe-instance-topology; without it, this node. --format json writes a cluster\n"
-               "file (docs/cluster-file.md).\n\n");
+        append(
+            &b, &len, &cap,
+            "usage: par3drun cluster [--cluster SRC] [--slurm-topology FILE] [--format text|json] [--output FILE]\n\n"
+            "Prints the resolved cluster: nodes, GPUs per node, racks, NVLink domains and the GPUs\n"
+            "this node's allocation excludes. SRC: a cluster file, kubectl get nodes -o json, or aws\n"
+            "ec2 describe-instance-topology; without it, this node. --format json writes a cluster\n"
+            "file (docs/cluster-file.md).\n\n");
     } else if (cmd == P3D_CMD_STATUS) {
         append(&b, &len, &cap,
                "usage: par3drun status RUN_DIR\n\n"

@@ -25,11 +25,11 @@ typedef enum { T_FLAG, T_INT, T_DOUBLE, T_STR, T_STRV, T_NOFLAG } opt_type;
 #define C_ALL (C_LAUNCH | C_DRY | C_TOPO | C_PLAN | C_CLUSTER | C_PF)
 
 typedef struct opt_row {
-    const char *name;     /* without the leading "--" */
+    const char *name; /* without the leading "--" */
     opt_type type;
-    size_t off;           /* offset in p3d_opts */
-    size_t count_off;     /* T_STRV: offset of the size_t count */
-    double min, max;      /* bounds for numbers */
+    size_t off;       /* offset in p3d_opts */
+    size_t count_off; /* T_STRV: offset of the size_t count */
+    double min, max;  /* bounds for numbers */
     unsigned cmds;
     const char *metavar;
     const char *help;

@@ -172,9 +172,9 @@ static int torchrun_output(p3d_opts *o, char **err)
 /* --rdzv-conf K=V,...: the keys of torchrun's rendezvous handlers. */
 static int torchrun_rdzv_conf(p3d_opts *o, int timeout_given, char **err)
 {
-    static const char *const inert[] = {"last_call_timeout", "close_timeout", "read_timeout", "keep_alive_interval",
-                                        "keep_alive_max_attempt", "heartbeat", "use_libuv", "is_host",
-                                        "store_type", "rank"};
+    static const char *const inert[] = {
+        "last_call_timeout", "close_timeout", "read_timeout", "keep_alive_interval", "keep_alive_max_attempt",
+        "heartbeat",         "use_libuv",     "is_host",      "store_type",          "rank"};
     const char *p = o->rdzv_conf;
     while (p && *p) {
         const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
@@ -192,17 +192,18 @@ static int torchrun_rdzv_conf(p3d_opts *o, int timeout_given, char **err)
             if (vl >= sizeof num || errno || e == num || *e || !(t >= 0.1 && t <= 1e6))
                 return p3d_err(err, "--rdzv-conf %.*s: expected seconds from 0.1 to 1e6", (int)(end - p), p);
             if (timeout_given)
-                return p3d_err(err, "--rdzv-conf %.*s and --rdzv-timeout both bound the rendezvous: give one",
-                               (int)kl, p);
+                return p3d_err(err, "--rdzv-conf %.*s and --rdzv-timeout both bound the rendezvous: give one", (int)kl,
+                               p);
             o->rdzv_timeout = t;
         } else {
             size_t k = 0;
             while (k < sizeof inert / sizeof inert[0] && !(strlen(inert[k]) == kl && !strncmp(p, inert[k], kl)))
                 k++;
             if (k == sizeof inert / sizeof inert[0])
-                return p3d_err(err, "--rdzv-conf: unknown key '%.*s' (join_timeout, timeout, and torchrun's "
-                                    "last_call_timeout, close_timeout, read_timeout, keep_alive_*, heartbeat, "
-                                    "use_libuv, is_host, which change nothing here)",
+                return p3d_err(err,
+                               "--rdzv-conf: unknown key '%.*s' (join_timeout, timeout, and torchrun's "
+                               "last_call_timeout, close_timeout, read_timeout, keep_alive_*, heartbeat, "
+                               "use_libuv, is_host, which change nothing here)",
                                (int)kl, p);
         }
         p = comma ? comma + 1 : end;
@@ -217,8 +218,7 @@ static int torchrun_rdzv(p3d_opts *o, char **err)
     if (o->standalone && (o->rdzv_endpoint || o->nnodes > 1))
         return p3d_err(err, "--standalone is one node: drop --rdzv-endpoint and --nnodes, or drop --standalone");
     if (b && strcmp(b, "c10d") && strcmp(b, "static") && strcmp(b, "etcd") && strcmp(b, "etcd-v2"))
-        return p3d_err(err, "--rdzv-backend: expected c10d, static, etcd or etcd-v2 (torchrun's names), got '%s'",
-                       b);
+        return p3d_err(err, "--rdzv-backend: expected c10d, static, etcd or etcd-v2 (torchrun's names), got '%s'", b);
     if (!o->rdzv_endpoint && b && strcmp(b, "static"))
         return p3d_err(err, "--rdzv-backend %s needs --rdzv-endpoint HOST:PORT", b);
     if (!o->rdzv_endpoint && !strcmp(o->rdzv, "auto")) {
@@ -228,8 +228,7 @@ static int torchrun_rdzv(p3d_opts *o, char **err)
             /* torchrun's static rendezvous: the agents meet at
              * MASTER_ADDR:MASTER_PORT (default 29500); the ranks' store
              * then takes a free port of rank 0's node */
-            if (asprintf(&o->rdzv_owned, "static:%s:%d", o->master_addr,
-                         o->master_port ? o->master_port : 29500) < 0)
+            if (asprintf(&o->rdzv_owned, "static:%s:%d", o->master_addr, o->master_port ? o->master_port : 29500) < 0)
                 return p3d_err(err, "out of memory");
             o->rdzv = o->rdzv_owned;
             o->master_addr = NULL;
@@ -268,19 +267,29 @@ static int torchrun_words(p3d_opts *o, const opt_row *const *seen, size_t nseen,
         strcmp(o->start_method, "forkserver"))
         return p3d_err(err, "--start-method: expected spawn, fork or forkserver, got '%s'", o->start_method);
     if (o->event_log_handler && strcmp(o->event_log_handler, "null"))
-        return p3d_err(err, "--event-log-handler %s: not supported (a Python handler); par3drun writes every "
-                            "event to RUN_DIR/events.jsonl (--run-dir DIR keeps it)", o->event_log_handler);
+        return p3d_err(err,
+                       "--event-log-handler %s: not supported (a Python handler); par3drun writes every "
+                       "event to RUN_DIR/events.jsonl (--run-dir DIR keeps it)",
+                       o->event_log_handler);
     if (o->logs_specs)
-        return p3d_err(err, "--logs-specs %s: not supported (a Python entry point of torchrun's); use --log-dir "
-                            "DIR, --output-ranks, --local-ranks-filter", o->logs_specs);
+        return p3d_err(err,
+                       "--logs-specs %s: not supported (a Python entry point of torchrun's); use --log-dir "
+                       "DIR, --output-ranks, --local-ranks-filter",
+                       o->logs_specs);
     if (o->local_addr)
-        return p3d_err(err, "--local-addr %s: not supported: other nodes reach an agent at the address its "
-                            "rendezvous connection came from (MASTER_ADDR: --master-addr)", o->local_addr);
+        return p3d_err(err,
+                       "--local-addr %s: not supported: other nodes reach an agent at the address its "
+                       "rendezvous connection came from (MASTER_ADDR: --master-addr)",
+                       o->local_addr);
     if (o->numa_binding) {
-        const char *b = !strcmp(o->numa_binding, "node") ? "numa" : !strcmp(o->numa_binding, "exclusive") ? "core" : NULL;
+        const char *b = !strcmp(o->numa_binding, "node")        ? "numa"
+                        : !strcmp(o->numa_binding, "exclusive") ? "core"
+                                                                : NULL;
         if (!b)
-            return p3d_err(err, "--numa-binding %s: not supported; node (--bind numa, par3drun's default) and "
-                                "exclusive (--bind core) are", o->numa_binding);
+            return p3d_err(err,
+                           "--numa-binding %s: not supported; node (--bind numa, par3drun's default) and "
+                           "exclusive (--bind core) are",
+                           o->numa_binding);
         if (given(seen, nseen, "bind"))
             return p3d_err(err, "--numa-binding and --bind both say how to bind: give one");
         o->bind = b;
@@ -313,9 +322,11 @@ static int torchrun_signals(const char *list, char **err)
         while (k < sizeof known / sizeof known[0] && !(strlen(known[k]) == l && !strncmp(p, known[k], l)))
             k++;
         if (k == sizeof known / sizeof known[0])
-            return p3d_err(err, "--signals-to-handle: '%.*s' is not one par3drun handles (it always handles "
-                                "SIGTERM, SIGINT, SIGHUP, SIGQUIT: stop the job; SIGUSR1, SIGUSR2: passed to "
-                                "the ranks)", (int)l, p);
+            return p3d_err(err,
+                           "--signals-to-handle: '%.*s' is not one par3drun handles (it always handles "
+                           "SIGTERM, SIGINT, SIGHUP, SIGQUIT: stop the job; SIGUSR1, SIGUSR2: passed to "
+                           "the ranks)",
+                           (int)l, p);
         p = comma ? comma + 1 : end;
     }
     return 0;
@@ -340,10 +351,7 @@ static int ends_with(const char *s, const char *suffix)
 static char *python_path(const p3d_opts *o, const char *what, char **err)
 {
     const char *env = getenv("PAR3D_PYTHON"), *exec = getenv("PYTHON_EXEC");
-    const char *py = o->python             ? o->python
-                     : env && *env         ? env
-                     : exec && *exec       ? exec
-                                           : "python3";
+    const char *py = o->python ? o->python : env && *env ? env : exec && *exec ? exec : "python3";
     char *e = NULL, *path = p3d_resolve_program(py, &e);
     if (!path) {
         p3d_err(err, "no Python interpreter to run %s: %s (give --python PATH or set PAR3D_PYTHON)", what,
@@ -387,8 +395,9 @@ int p3d_torchrun_program(p3d_opts *o, char **err)
         if (!why)
             return 0;
         /* not on PATH and no .py: show both forms */
-        int rc = p3d_err(err, "%s; the forms are: par3drun [options] SCRIPT.py [ARGS...] (run with python3, "
-                              "or -m MODULE), par3drun [options] [--] PROGRAM [ARGS...] (a program on PATH or a path)",
+        int rc = p3d_err(err,
+                         "%s; the forms are: par3drun [options] SCRIPT.py [ARGS...] (run with python3, "
+                         "or -m MODULE), par3drun [options] [--] PROGRAM [ARGS...] (a program on PATH or a path)",
                          why);
         free(why);
         return rc;

@@ -41,50 +41,50 @@ struct agent {
     const p3d_launch *L;
     int node, upstream, sfd;
     int nlocal;
-    int *ranks;             /* global ranks in local-rank order */
-    pid_t *pid;             /* 0 = not running */
+    int *ranks; /* global ranks in local-rank order */
+    pid_t *pid; /* 0 = not running */
     p3d_rank_out *out;
     p3d_binder *binder;
     p3d_outsink sink;
-    p3d_tlogs tlogs;        /* torchrun's --log-dir layout (-r/-t) */
-    p3d_hangwatch *hang;    /* --hang-timeout, NULL when off */
-    p3d_progwatch *prog;    /* the ranks' progress lines (progress.c) */
-    unsigned prog_timer;    /* the next read of them */
+    p3d_tlogs tlogs;     /* torchrun's --log-dir layout (-r/-t) */
+    p3d_hangwatch *hang; /* --hang-timeout, NULL when off */
+    p3d_progwatch *prog; /* the ranks' progress lines (progress.c) */
+    unsigned prog_timer; /* the next read of them */
     pid_t self;
-    int gen;                /* restart count of the running group */
-    int running;            /* live workers */
+    int gen;     /* restart count of the running group */
+    int running; /* live workers */
     p3d_loop *loop;
-    p3d_stopper stop;       /* the stop signal sent, SIGKILL after the grace */
-    int nwatched;           /* output fds watched, in watched[] */
+    p3d_stopper stop; /* the stop signal sent, SIGKILL after the grace */
+    int nwatched;     /* output fds watched, in watched[] */
     int *watched;
     /* the machine: its state, the outside event being handled (the cause
      * of every change it makes), the moves of the cell that runs */
     p3d_agent_state state;
     p3d_agent_event cause;
     unsigned cell_next;
-    struct {                /* what the event brings, while its cell runs */
-        const p3d_amsg *m;  /* BEAT, RESTART, STOP, FORWARD */
-        int sig;            /* SIGNAL, USR, PREEMPT */
-        int i, status;      /* RANK_FAIL: the local rank, its wait status */
+    struct {               /* what the event brings, while its cell runs */
+        const p3d_amsg *m; /* BEAT, RESTART, STOP, FORWARD */
+        int sig;           /* SIGNAL, USR, PREEMPT */
+        int i, status;     /* RANK_FAIL: the local rank, its wait status */
     } ev;
     /* the generation's first failure (HOLDING, and after it until the
      * next generation): no DONE is sent, its code is the agent's */
     struct {
         int failed;
         int code;
-        unsigned hold;      /* the other ranks run on until this timer
+        unsigned hold; /* the other ranks run on until this timer
                                (--fault-window) or the controller's order,
                                so that their own failures are reported too
                                (the verdict counts ranks) */
     } fail;
-    int restart_gen;        /* RESTARTING: the generation started next */
-    int exit_code;          /* decided result */
-    int final;              /* ENDING was reached: the job's end decided */
-    int swept;              /* the generation's leftovers were swept */
-    int preempted;          /* the ranks were sent the preempt signal */
-    double next_beat;       /* --node-timeout: the next heartbeat (B) */
-    double heard_up;        /* when the upstream last sent anything */
-    double up_to;           /* the upstream's timeout (its B says); 0 until
+    int restart_gen;  /* RESTARTING: the generation started next */
+    int exit_code;    /* decided result */
+    int final;        /* ENDING was reached: the job's end decided */
+    int swept;        /* the generation's leftovers were swept */
+    int preempted;    /* the ranks were sent the preempt signal */
+    double next_beat; /* --node-timeout: the next heartbeat (B) */
+    double heard_up;  /* when the upstream last sent anything */
+    double up_to;     /* the upstream's timeout (its B says); 0 until
                                it beats: an upstream that never beats is
                                never judged */
 };
@@ -243,8 +243,12 @@ static int agent_spawn_all(agent *a, char **err)
         }
         free(ef);
         p3d_spawn_req req = {
-            .path = L->program, .argv = L->o->argv, .envp = env.v, .binder = a->binder,
-            .local = i, .parent = a->self,
+            .path = L->program,
+            .argv = L->o->argv,
+            .envp = env.v,
+            .binder = a->binder,
+            .local = i,
+            .parent = a->self,
         };
         int fds[2];
         int s = p3d_spawn(&req, &a->pid[i], fds, err);
@@ -300,8 +304,8 @@ static char *agent_summary(agent *a, int i, int status, const char *exc)
     if (topo && k->gpu >= 0 && k->gpu < topo->ngpus && p3d_is_cpu_slot(topo, k->gpu))
         snprintf(gpu, sizeof gpu, "CPU slot %d (no GPU)", k->gpu);
     else if (topo && k->gpu >= 0 && k->gpu < topo->ngpus)
-        snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "",
-                 topo->gpus[k->gpu].pci, topo->gpus[k->gpu].pci[0] ? ")" : "");
+        snprintf(gpu, sizeof gpu, "GPU %d%s%s%s", k->gpu, topo->gpus[k->gpu].pci[0] ? " (" : "", topo->gpus[k->gpu].pci,
+                 topo->gpus[k->gpu].pci[0] ? ")" : "");
     char *tail = p3d_rank_out_tail(&a->out[i], "    ");
     char *s = NULL;
     /* printed only for the failure that ends the job, which happens in
@@ -330,9 +334,14 @@ static void agent_report_fail(agent *a, int i, int status)
     char *exc = NULL;
     int have = agent_exception(a, i, &rc, &exc);
     char *sum = agent_summary(a, i, status, exc);
-    p3d_amsg f = {.type = P3D_AM_FAIL, .gen = a->gen, .code = p3d_code_of(status), .rank = a->ranks[i],
-                  .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0, .text = sum ? sum : "",
-                  .step = p3d_progress_step(a->prog, i), .errts = -1};
+    p3d_amsg f = {.type = P3D_AM_FAIL,
+                  .gen = a->gen,
+                  .code = p3d_code_of(status),
+                  .rank = a->ranks[i],
+                  .sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0,
+                  .text = sum ? sum : "",
+                  .step = p3d_progress_step(a->prog, i),
+                  .errts = -1};
     if (have) {
         f.err = rc.message;
         f.where = rc.file;
@@ -356,8 +365,8 @@ static void agent_go(agent *a, p3d_agent_state to)
         return;
     const char *name = a->L->job->cluster->nodes[a->node].name;
     if (!(a->cell_next & P3D_NODE_TO(to)))
-        say(a, "par3drun: node %s: agent: %s -> %s (%s) is not in the table\n", name,
-            p3d_agent_state_name(a->state), p3d_agent_state_name(to), p3d_agent_event_name(a->cause));
+        say(a, "par3drun: node %s: agent: %s -> %s (%s) is not in the table\n", name, p3d_agent_state_name(a->state),
+            p3d_agent_state_name(to), p3d_agent_event_name(a->cause));
     if (a->L->o->verbose)
         say(a, "par3drun: node %s: agent: state %s -> %s (%s)\n", name, p3d_agent_state_name(a->state),
             p3d_agent_state_name(to), p3d_agent_event_name(a->cause));
@@ -435,7 +444,8 @@ static void on_tick(agent *a)
     while ((i = p3d_hang_check(a->hang, a->pid, p3d_now())) >= 0) {
         int sig = p3d_hang_signal(a->hang);
         say(a, "par3drun: rank %d on node %s is hung (no heartbeat or output for %g s): sending SIG%s\n", a->ranks[i],
-            a->L->job->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang), sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+            a->L->job->cluster->nodes[a->node].name, p3d_hang_timeout(a->hang),
+            sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
     }
 }
 
@@ -460,8 +470,9 @@ static void on_orphaned(agent *a)
  * beside its replacement. */
 static void on_fence(agent *a)
 {
-    say(a, "par3drun: node %s: nothing from its supervisor for %.1f s (--node-timeout %g): ending its ranks now "
-           "(fenced: the leader replaces this node)\n",
+    say(a,
+        "par3drun: node %s: nothing from its supervisor for %.1f s (--node-timeout %g): ending its ranks now "
+        "(fenced: the leader replaces this node)\n",
         a->L->job->cluster->nodes[a->node].name, p3d_now() - a->heard_up, a->up_to);
     if (!a->exit_code)
         a->exit_code = P3D_EXIT_LOST;
@@ -688,9 +699,18 @@ typedef struct agent_cell {
     unsigned char kind;
 } agent_cell;
 
-#define RUN(h, next) {h, #h, (next), P3D_NODE_CELL_RUN}
-#define IGNORED {NULL, NULL, P3D_NODE_STAY, P3D_NODE_CELL_IGNORED}
-#define IMPOSSIBLE {NULL, NULL, 0, P3D_NODE_CELL_IMPOSSIBLE}
+#define RUN(h, next)                                                                                                   \
+    {                                                                                                                  \
+        h, #h, (next), P3D_NODE_CELL_RUN                                                                               \
+    }
+#define IGNORED                                                                                                        \
+    {                                                                                                                  \
+        NULL, NULL, P3D_NODE_STAY, P3D_NODE_CELL_IGNORED                                                               \
+    }
+#define IMPOSSIBLE                                                                                                     \
+    {                                                                                                                  \
+        NULL, NULL, 0, P3D_NODE_CELL_IMPOSSIBLE                                                                        \
+    }
 #define STAY P3D_NODE_STAY
 #define RUNNING P3D_NODE_TO(P3D_AGENT_RUNNING)
 #define HOLDING P3D_NODE_TO(P3D_AGENT_HOLDING)
@@ -702,12 +722,12 @@ typedef struct agent_cell {
 
 /* What the controller's packets and the signals do wherever the agent
  * still has a loop; the rows override where they differ. */
-#define LIVE_ROW                                                                                                      \
-    [P3D_AGENT_EV_RANK_FAIL] = IGNORED, [P3D_AGENT_EV_TICK] = IGNORED, [P3D_AGENT_EV_HOLD_OVER] = IMPOSSIBLE,         \
-    [P3D_AGENT_EV_BEAT] = RUN(on_beat, STAY), [P3D_AGENT_EV_RESTART] = RUN(on_restart, STARTING),                 \
-    [P3D_AGENT_EV_STOP] = RUN(on_stop, ENDING), [P3D_AGENT_EV_FORWARD] = RUN(on_forward, STAY),                      \
-    [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, ENDING), [P3D_AGENT_EV_FENCE] = RUN(on_fence, ENDING),                 \
-    [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, ENDING), [P3D_AGENT_EV_USR] = RUN(on_usr, STAY),                          \
+#define LIVE_ROW                                                                                                       \
+    [P3D_AGENT_EV_RANK_FAIL] = IGNORED, [P3D_AGENT_EV_TICK] = IGNORED, [P3D_AGENT_EV_HOLD_OVER] = IMPOSSIBLE,          \
+    [P3D_AGENT_EV_BEAT] = RUN(on_beat, STAY), [P3D_AGENT_EV_RESTART] = RUN(on_restart, STARTING),                      \
+    [P3D_AGENT_EV_STOP] = RUN(on_stop, ENDING), [P3D_AGENT_EV_FORWARD] = RUN(on_forward, STAY),                        \
+    [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, ENDING), [P3D_AGENT_EV_FENCE] = RUN(on_fence, ENDING),                   \
+    [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, ENDING), [P3D_AGENT_EV_USR] = RUN(on_usr, STAY),                            \
     [P3D_AGENT_EV_PREEMPT] = RUN(on_preempt, STAY)
 
 #pragma GCC diagnostic push
@@ -716,38 +736,46 @@ typedef struct agent_cell {
 #pragma clang diagnostic ignored "-Winitializer-overrides"
 #endif
 static const agent_cell table[P3D_AGENT_NSTATES][P3D_AGENT_NEVENTS] = {
-    [P3D_AGENT_RUNNING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_first_fail, HOLDING | STOPPING),
-                           [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED),
-                           [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY)},
-    [P3D_AGENT_HOLDING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
-                           [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED),
-                           [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
-                           [P3D_AGENT_EV_HOLD_OVER] = RUN(on_hold_over, STAY | STOPPING)},
+    [P3D_AGENT_RUNNING] =
+        {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_first_fail, HOLDING | STOPPING),
+         [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED), [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY)},
+    [P3D_AGENT_HOLDING] =
+        {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
+         [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED), [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
+         [P3D_AGENT_EV_HOLD_OVER] = RUN(on_hold_over, STAY | STOPPING)},
     [P3D_AGENT_STOPPING] = {LIVE_ROW, [P3D_AGENT_EV_ALL_EXITED] = RUN(on_all_exited, IDLE | EXITED)},
     [P3D_AGENT_STARTING] = {LIVE_ROW, [P3D_AGENT_EV_ALL_EXITED] = RUN(on_start, RUNNING | STOPPING),
-                              [P3D_AGENT_EV_RESTART] = RUN(on_restart, STAY)},
+                            [P3D_AGENT_EV_RESTART] = RUN(on_restart, STAY)},
     [P3D_AGENT_IDLE] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = IMPOSSIBLE, [P3D_AGENT_EV_ALL_EXITED] = IGNORED,
                         [P3D_AGENT_EV_HOLD_OVER] = IGNORED},
-    [P3D_AGENT_ENDING] = {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
-                          [P3D_AGENT_EV_ALL_EXITED] = RUN(on_exit_now, EXITED), [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
-                          [P3D_AGENT_EV_HOLD_OVER] = IGNORED, [P3D_AGENT_EV_RESTART] = IGNORED,
-                          [P3D_AGENT_EV_STOP] = RUN(on_stop, STAY), [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, STAY),
-                          [P3D_AGENT_EV_FENCE] = RUN(on_fence, STAY), [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, STAY)},
-    [P3D_AGENT_EXITED] = {[P3D_AGENT_EV_RANK_FAIL] = IGNORED, [P3D_AGENT_EV_ALL_EXITED] = IGNORED,
-                          [P3D_AGENT_EV_TICK] = IGNORED, [P3D_AGENT_EV_HOLD_OVER] = IGNORED,
-                          [P3D_AGENT_EV_BEAT] = IGNORED, [P3D_AGENT_EV_RESTART] = IGNORED,
-                          [P3D_AGENT_EV_STOP] = IGNORED, [P3D_AGENT_EV_FORWARD] = IGNORED,
-                          [P3D_AGENT_EV_UP_LOST] = IGNORED, [P3D_AGENT_EV_FENCE] = IGNORED,
-                          [P3D_AGENT_EV_SIGNAL] = IGNORED, [P3D_AGENT_EV_USR] = IGNORED,
+    [P3D_AGENT_ENDING] =
+        {LIVE_ROW, [P3D_AGENT_EV_RANK_FAIL] = RUN(on_fail_report, STAY),
+         [P3D_AGENT_EV_ALL_EXITED] = RUN(on_exit_now, EXITED), [P3D_AGENT_EV_TICK] = RUN(on_tick, STAY),
+         [P3D_AGENT_EV_HOLD_OVER] = IGNORED, [P3D_AGENT_EV_RESTART] = IGNORED, [P3D_AGENT_EV_STOP] = RUN(on_stop, STAY),
+         [P3D_AGENT_EV_UP_LOST] = RUN(on_orphaned, STAY), [P3D_AGENT_EV_FENCE] = RUN(on_fence, STAY),
+         [P3D_AGENT_EV_SIGNAL] = RUN(on_signal, STAY)},
+    [P3D_AGENT_EXITED] = {[P3D_AGENT_EV_RANK_FAIL] = IGNORED,
+                          [P3D_AGENT_EV_ALL_EXITED] = IGNORED,
+                          [P3D_AGENT_EV_TICK] = IGNORED,
+                          [P3D_AGENT_EV_HOLD_OVER] = IGNORED,
+                          [P3D_AGENT_EV_BEAT] = IGNORED,
+                          [P3D_AGENT_EV_RESTART] = IGNORED,
+                          [P3D_AGENT_EV_STOP] = IGNORED,
+                          [P3D_AGENT_EV_FORWARD] = IGNORED,
+                          [P3D_AGENT_EV_UP_LOST] = IGNORED,
+                          [P3D_AGENT_EV_FENCE] = IGNORED,
+                          [P3D_AGENT_EV_SIGNAL] = IGNORED,
+                          [P3D_AGENT_EV_USR] = IGNORED,
                           [P3D_AGENT_EV_PREEMPT] = IGNORED},
 };
 #pragma GCC diagnostic pop
 
 static const char *const state_names[P3D_AGENT_NSTATES] = {"starting", "running", "holding", "stopping",
-                                                           "idle", "ending", "exited"};
-static const char *const event_names[P3D_AGENT_NEVENTS] = {
-    "rank-fail", "all-exited", "tick", "hold-over", "beat", "restart", "stop", "forward", "upstream-lost",
-    "fence", "signal", "usr-signal", "preempt"};
+                                                           "idle",     "ending",  "exited"};
+static const char *const event_names[P3D_AGENT_NEVENTS] = {"rank-fail",     "all-exited", "tick",   "hold-over",
+                                                           "beat",          "restart",    "stop",   "forward",
+                                                           "upstream-lost", "fence",      "signal", "usr-signal",
+                                                           "preempt"};
 
 const char *p3d_agent_state_name(int s)
 {
@@ -976,8 +1004,13 @@ static double agent_prepare(p3d_loop *l, double now, void *ctx)
 
 int p3d_agent_run(const p3d_launch *L, int node, int upstream)
 {
-    agent A = {.L = L, .node = node, .upstream = upstream, .sfd = -1, .gen = L->job->gen0,
-               .state = P3D_AGENT_STARTING, .restart_gen = L->job->gen0,
+    agent A = {.L = L,
+               .node = node,
+               .upstream = upstream,
+               .sfd = -1,
+               .gen = L->job->gen0,
+               .state = P3D_AGENT_STARTING,
+               .restart_gen = L->job->gen0,
                .tlogs = {.dfd = -1}};
     agent *a = &A;
     char *err = NULL;
@@ -999,8 +1032,10 @@ int p3d_agent_run(const p3d_launch *L, int node, int upstream)
     if (agent_setup(a, &err) < 0)
         goto out;
     a->watched = calloc((size_t)a->nlocal * 2 + 1, sizeof *a->watched);
-    if (!a->watched || (a->upstream >= 0 && p3d_loop_watch(a->loop, a->upstream, P3D_LOOP_IN, agent_on_upstream, a) < 0) ||
-        (p3d_hang_fd(a->hang) >= 0 && p3d_loop_watch(a->loop, p3d_hang_fd(a->hang), P3D_LOOP_IN, agent_on_hang, a) < 0) ||
+    if (!a->watched ||
+        (a->upstream >= 0 && p3d_loop_watch(a->loop, a->upstream, P3D_LOOP_IN, agent_on_upstream, a) < 0) ||
+        (p3d_hang_fd(a->hang) >= 0 &&
+         p3d_loop_watch(a->loop, p3d_hang_fd(a->hang), P3D_LOOP_IN, agent_on_hang, a) < 0) ||
         (p3d_progress_fd(a->prog) >= 0 &&
          p3d_loop_watch(a->loop, p3d_progress_fd(a->prog), P3D_LOOP_IN, agent_on_heartbeat, a) < 0) ||
         p3d_loop_prepare(a->loop, agent_prepare, a) < 0 ||

@@ -167,13 +167,13 @@ int p3d_relay_cell(int s, int e, p3d_node_cell *out);
 
 /* agent.c: a node's agent. */
 typedef enum p3d_agent_state {
-    P3D_AGENT_STARTING,   /* the next generation starts once no rank runs (the first, or a restart order's) */
-    P3D_AGENT_RUNNING,    /* the generation's ranks run */
-    P3D_AGENT_HOLDING,    /* a rank failed: the others run on for --fault-window */
-    P3D_AGENT_STOPPING,   /* the ranks are stopped, the controller not heard yet */
-    P3D_AGENT_IDLE,       /* no rank runs: the controller's word awaited */
-    P3D_AGENT_ENDING,     /* the job's end (stop order, signal, lost upstream): exit once empty */
-    P3D_AGENT_EXITED,     /* the loop ends */
+    P3D_AGENT_STARTING, /* the next generation starts once no rank runs (the first, or a restart order's) */
+    P3D_AGENT_RUNNING,  /* the generation's ranks run */
+    P3D_AGENT_HOLDING,  /* a rank failed: the others run on for --fault-window */
+    P3D_AGENT_STOPPING, /* the ranks are stopped, the controller not heard yet */
+    P3D_AGENT_IDLE,     /* no rank runs: the controller's word awaited */
+    P3D_AGENT_ENDING,   /* the job's end (stop order, signal, lost upstream): exit once empty */
+    P3D_AGENT_EXITED,   /* the loop ends */
     P3D_AGENT_NSTATES
 } p3d_agent_state;
 typedef enum p3d_agent_event {

@@ -31,8 +31,9 @@ int p3d_fate_send(p3d_chan *ch, const char *pkt, size_t len)
 
 void p3d_fate_forged(const char *peer, int down, const char *why)
 {
-    p3d_fate_complain(peer, down ? "nothing more is taken from it: the local ranks stop, exit 1"
-                                 : "disconnecting: the node counts as lost",
+    p3d_fate_complain(peer,
+                      down ? "nothing more is taken from it: the local ranks stop, exit 1"
+                           : "disconnecting: the node counts as lost",
                       "a frame failed its tag check: %s", why ? why : "?");
 }
 

@@ -54,17 +54,17 @@ typedef void (*relay_handler)(relay *r);
 struct relay {
     const p3d_launch *L;
     int me, up, sfd, local; /* up: upch's fd, -1 */
-    p3d_chan *upch;    /* the leader (or its successor): the fate channel */
+    p3d_chan *upch;         /* the leader (or its successor): the fate channel */
     pid_t agent;
     int agent_status;
-    int code;          /* the job's code once known, -1 */
+    int code; /* the job's code once known, -1 */
     p3d_loop *loop;
-    p3d_stopper stop;  /* the agent is ended by force when its time is up */
+    p3d_stopper stop;     /* the agent is ended by force when its time is up */
     p3d_health_job *hjob; /* our --health-check, while it runs */
     int hseq;
     p3d_health_res hres;
-    int next_gen;      /* the restart count for the agent forked next */
-    int leader;        /* the node rank of our upstream now */
+    int next_gen;        /* the restart count for the agent forked next */
+    int leader;          /* the node rank of our upstream now */
     p3d_successors succ; /* the leader's last successor list (S) */
     int have_succ;
     /* the machine: its state, the outside event being handled (the cause
@@ -72,19 +72,19 @@ struct relay {
     p3d_relay_state state;
     p3d_relay_event cause;
     unsigned cell_next;
-    int posted;        /* an event + 1, 0: none */
+    int posted; /* an event + 1, 0: none */
     /* what the event brings (valid while its cell runs) */
     struct {
-        const p3d_amsg *m;     /* the packets' events */
-        int sig;               /* SIGNAL, USR, PREEMPT */
-        int type;              /* PLACEMENT: the frame */
+        const p3d_amsg *m; /* the packets' events */
+        int sig;           /* SIGNAL, USR, PREEMPT */
+        int type;          /* PLACEMENT: the frame */
         const unsigned char *body;
         size_t len;
     } ev;
     /* --node-timeout (r_beat) */
-    double beat_to;    /* the leader's node timeout (its B says; ours until then) */
-    double next_beat;  /* our next heartbeat to the leader */
-    double heard_up;   /* when the leader last sent anything */
+    double beat_to;     /* the leader's node timeout (its B says; ours until then) */
+    double next_beat;   /* our next heartbeat to the leader */
+    double heard_up;    /* when the leader last sent anything */
     double heard_local; /* when our agent last sent anything */
     double last_check;
     /* STOPPING: the signal that stopped it (a second one kills), and the
@@ -223,8 +223,7 @@ static void r_say_stop(relay *r)
         return;
     r->fail.said = 1;
     p3d_failure_how(r->fail.code, r->fail.sig, how, sizeof how);
-    fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n", r_name(r), r->fail.rank,
-            how);
+    fprintf(stderr, "par3drun: node %s: rank %d failed (%s); the leader stops the job\n", r_name(r), r->fail.rank, how);
 }
 
 /* ---- the handlers: one cell each, or a few that mean the same ---------------- */
@@ -494,10 +493,14 @@ static int r_dial_one(relay *r, const p3d_successor *c)
 {
     const p3d_mnode_hooks *mn = r->L->mn;
     char *e = NULL;
-    p3d_rejoin j = {.proto = P3D_WIRE_PROTO, .nnodes = (int)r->L->job->cluster->nnodes, .node_rank = r->me,
-                    .gen = r->next_gen, .leader = r->lost.old,
+    p3d_rejoin j = {.proto = P3D_WIRE_PROTO,
+                    .nnodes = (int)r->L->job->cluster->nnodes,
+                    .node_rank = r->me,
+                    .gen = r->next_gen,
+                    .leader = r->lost.old,
                     .place_hash = mn->place_hash ? mn->place_hash(mn->ctx) : 0,
-                    .master_port = mn->self_master_port, .nccl_port = mn->self_nccl_port,
+                    .master_port = mn->self_master_port,
+                    .nccl_port = mn->self_nccl_port,
                     .failover_port = mn->self_failover_port};
     snprintf(j.addr, sizeof j.addr, "%s", mn->self_addr && mn->self_addr[0] ? mn->self_addr : "127.0.0.1");
     double until = p3d_now() + (r->beat_to > 0 ? r->beat_to : 30) + 2 * P3D_CTL_SLACK;
@@ -559,8 +562,10 @@ static void on_dial(relay *r)
         if (r->lost.nbefore < P3D_FAILOVER_CANDIDATES)
             r->lost.before[r->lost.nbefore++] = c->node_rank;
     }
-    fprintf(stderr, "par3drun: node %s: lost the leader (%s) and no successor took this node: ending, exit 1 "
-                    "(majority rule: a side without a majority stops)\n", r_name(r), r->lost.why);
+    fprintf(stderr,
+            "par3drun: node %s: lost the leader (%s) and no successor took this node: ending, exit 1 "
+            "(majority rule: a side without a majority stops)\n",
+            r_name(r), r->lost.why);
     r_stop(r, SIGKILL, P3D_EXIT_LOST);
 }
 
@@ -626,9 +631,18 @@ typedef struct relay_cell {
     unsigned char kind;
 } relay_cell;
 
-#define RUN(h, next) {h, #h, (next), P3D_NODE_CELL_RUN}
-#define IGNORED {NULL, NULL, P3D_NODE_STAY, P3D_NODE_CELL_IGNORED}
-#define IMPOSSIBLE {NULL, NULL, 0, P3D_NODE_CELL_IMPOSSIBLE}
+#define RUN(h, next)                                                                                                   \
+    {                                                                                                                  \
+        h, #h, (next), P3D_NODE_CELL_RUN                                                                               \
+    }
+#define IGNORED                                                                                                        \
+    {                                                                                                                  \
+        NULL, NULL, P3D_NODE_STAY, P3D_NODE_CELL_IGNORED                                                               \
+    }
+#define IMPOSSIBLE                                                                                                     \
+    {                                                                                                                  \
+        NULL, NULL, 0, P3D_NODE_CELL_IMPOSSIBLE                                                                        \
+    }
 #define STAY P3D_NODE_STAY
 #define RELAYING P3D_NODE_TO(P3D_RELAY_RELAYING)
 #define RETIRING P3D_NODE_TO(P3D_RELAY_RETIRING)
@@ -641,25 +655,25 @@ typedef struct relay_cell {
 /* What the leader's packets and the node's own events do in every state
  * the relay still has a leader and a loop in; the rows override where
  * they differ. */
-#define LIVE_ROW                                                                                                      \
-    [P3D_RELAY_EV_CHECK] = RUN(on_check, STAY), [P3D_RELAY_EV_LEADER_BEAT] = RUN(on_leader_beat, STAY),             \
-    [P3D_RELAY_EV_STOP] = RUN(on_stop, STOPPING), [P3D_RELAY_EV_PACKET] = RUN(on_packet, STAY),                      \
-    [P3D_RELAY_EV_SUCCESSORS] = RUN(on_successors, STAY), [P3D_RELAY_EV_PLACEMENT] = IGNORED,                        \
-    [P3D_RELAY_EV_FORGED] = RUN(on_forged, STOPPING),                                                                 \
-    [P3D_RELAY_EV_LEADER_LOST] = RUN(on_leader_lost, FAILOVER | STOPPING),                                           \
-    [P3D_RELAY_EV_LEADER_SILENT] = RUN(on_leader_silent, FAILOVER | STOPPING), [P3D_RELAY_EV_DIAL] = IMPOSSIBLE,     \
-    [P3D_RELAY_EV_SIGNAL] = RUN(on_signal, STOPPING), [P3D_RELAY_EV_USR] = RUN(on_usr, STAY),                        \
+#define LIVE_ROW                                                                                                       \
+    [P3D_RELAY_EV_CHECK] = RUN(on_check, STAY), [P3D_RELAY_EV_LEADER_BEAT] = RUN(on_leader_beat, STAY),                \
+    [P3D_RELAY_EV_STOP] = RUN(on_stop, STOPPING), [P3D_RELAY_EV_PACKET] = RUN(on_packet, STAY),                        \
+    [P3D_RELAY_EV_SUCCESSORS] = RUN(on_successors, STAY), [P3D_RELAY_EV_PLACEMENT] = IGNORED,                          \
+    [P3D_RELAY_EV_FORGED] = RUN(on_forged, STOPPING),                                                                  \
+    [P3D_RELAY_EV_LEADER_LOST] = RUN(on_leader_lost, FAILOVER | STOPPING),                                             \
+    [P3D_RELAY_EV_LEADER_SILENT] = RUN(on_leader_silent, FAILOVER | STOPPING), [P3D_RELAY_EV_DIAL] = IMPOSSIBLE,       \
+    [P3D_RELAY_EV_SIGNAL] = RUN(on_signal, STOPPING), [P3D_RELAY_EV_USR] = RUN(on_usr, STAY),                          \
     [P3D_RELAY_EV_PREEMPT] = RUN(on_preempt, STAY), [P3D_RELAY_EV_HEALTH_DONE] = RUN(on_health_done, STAY)
 
 /* Where the loop is over: whatever is still delivered means nothing. */
-#define OVER_ROW                                                                                                      \
-    [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,                                   \
-    [P3D_RELAY_EV_AGENT_SILENT] = IGNORED, [P3D_RELAY_EV_AGENT_ENDED] = IGNORED, [P3D_RELAY_EV_CHECK] = IGNORED,     \
-    [P3D_RELAY_EV_LEADER_BEAT] = IGNORED, [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = IGNORED,         \
-    [P3D_RELAY_EV_STOP] = IGNORED, [P3D_RELAY_EV_PACKET] = IGNORED, [P3D_RELAY_EV_SUCCESSORS] = IGNORED,             \
-    [P3D_RELAY_EV_PLACEMENT] = IGNORED, [P3D_RELAY_EV_FORGED] = IGNORED, [P3D_RELAY_EV_LEADER_LOST] = IGNORED,       \
-    [P3D_RELAY_EV_LEADER_SILENT] = IGNORED, [P3D_RELAY_EV_DIAL] = IMPOSSIBLE, [P3D_RELAY_EV_SIGNAL] = IGNORED,       \
-    [P3D_RELAY_EV_USR] = IGNORED, [P3D_RELAY_EV_PREEMPT] = IGNORED, [P3D_RELAY_EV_GRACE_OVER] = IGNORED,             \
+#define OVER_ROW                                                                                                       \
+    [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,                                      \
+    [P3D_RELAY_EV_AGENT_SILENT] = IGNORED, [P3D_RELAY_EV_AGENT_ENDED] = IGNORED, [P3D_RELAY_EV_CHECK] = IGNORED,       \
+    [P3D_RELAY_EV_LEADER_BEAT] = IGNORED, [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = IGNORED,           \
+    [P3D_RELAY_EV_STOP] = IGNORED, [P3D_RELAY_EV_PACKET] = IGNORED, [P3D_RELAY_EV_SUCCESSORS] = IGNORED,               \
+    [P3D_RELAY_EV_PLACEMENT] = IGNORED, [P3D_RELAY_EV_FORGED] = IGNORED, [P3D_RELAY_EV_LEADER_LOST] = IGNORED,         \
+    [P3D_RELAY_EV_LEADER_SILENT] = IGNORED, [P3D_RELAY_EV_DIAL] = IMPOSSIBLE, [P3D_RELAY_EV_SIGNAL] = IGNORED,         \
+    [P3D_RELAY_EV_USR] = IGNORED, [P3D_RELAY_EV_PREEMPT] = IGNORED, [P3D_RELAY_EV_GRACE_OVER] = IGNORED,               \
     [P3D_RELAY_EV_GIVE_UP] = IGNORED, [P3D_RELAY_EV_HEALTH_DONE] = IGNORED
 
 #pragma GCC diagnostic push
@@ -668,58 +682,66 @@ typedef struct relay_cell {
 #pragma clang diagnostic ignored "-Winitializer-overrides"
 #endif
 static const relay_cell table[P3D_RELAY_NSTATES][P3D_RELAY_NEVENTS] = {
-    [P3D_RELAY_RELAYING] = {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = RUN(on_agent_packet, STAY),
-                            [P3D_RELAY_EV_AGENT_CLOSED] = RUN(on_agent_closed, STAY),
-                            [P3D_RELAY_EV_AGENT_SILENT] = RUN(on_agent_silent, STAY),
-                            [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended, DONE),
-                            [P3D_RELAY_EV_RETIRE] = RUN(on_retire, RETIRING),
-                            [P3D_RELAY_EV_RESTART] = RUN(on_restart, STAY),
-                            [P3D_RELAY_EV_PLACEMENT] = RUN(on_grown, STAY),
-                            [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE, [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE},
-    [P3D_RELAY_RETIRING] = {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,
-                            [P3D_RELAY_EV_AGENT_SILENT] = IGNORED,
-                            [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_retired, PARKED | DONE),
-                            [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = RUN(on_restart_parked, STAY),
-                            [P3D_RELAY_EV_GRACE_OVER] = RUN(on_grace_over, STAY),
-                            [P3D_RELAY_EV_GIVE_UP] = RUN(on_give_up, DONE)},
-    [P3D_RELAY_PARKED] = {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IMPOSSIBLE,
-                          [P3D_RELAY_EV_AGENT_CLOSED] = IMPOSSIBLE, [P3D_RELAY_EV_AGENT_SILENT] = IMPOSSIBLE,
-                          [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended_parked, STAY | DONE),
-                          [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = RUN(on_restart_parked, STAY),
-                          [P3D_RELAY_EV_PLACEMENT] = RUN(on_placement, RELAYING | STOPPING),
-                          [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE, [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE},
-    [P3D_RELAY_FAILOVER] = {OVER_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_AGENT_CLOSED] = IMPOSSIBLE, [P3D_RELAY_EV_AGENT_SILENT] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_AGENT_ENDED] = IMPOSSIBLE, [P3D_RELAY_EV_CHECK] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_LEADER_BEAT] = IMPOSSIBLE, [P3D_RELAY_EV_RETIRE] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_RESTART] = IMPOSSIBLE, [P3D_RELAY_EV_STOP] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_PACKET] = IMPOSSIBLE, [P3D_RELAY_EV_SUCCESSORS] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_PLACEMENT] = IMPOSSIBLE, [P3D_RELAY_EV_FORGED] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_LEADER_LOST] = IMPOSSIBLE, [P3D_RELAY_EV_LEADER_SILENT] = IMPOSSIBLE,
+    [P3D_RELAY_RELAYING] =
+        {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = RUN(on_agent_packet, STAY),
+         [P3D_RELAY_EV_AGENT_CLOSED] = RUN(on_agent_closed, STAY),
+         [P3D_RELAY_EV_AGENT_SILENT] = RUN(on_agent_silent, STAY),
+         [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended, DONE), [P3D_RELAY_EV_RETIRE] = RUN(on_retire, RETIRING),
+         [P3D_RELAY_EV_RESTART] = RUN(on_restart, STAY), [P3D_RELAY_EV_PLACEMENT] = RUN(on_grown, STAY),
+         [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE, [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE},
+    [P3D_RELAY_RETIRING] =
+        {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,
+         [P3D_RELAY_EV_AGENT_SILENT] = IGNORED, [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_retired, PARKED | DONE),
+         [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = RUN(on_restart_parked, STAY),
+         [P3D_RELAY_EV_GRACE_OVER] = RUN(on_grace_over, STAY), [P3D_RELAY_EV_GIVE_UP] = RUN(on_give_up, DONE)},
+    [P3D_RELAY_PARKED] =
+        {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IMPOSSIBLE, [P3D_RELAY_EV_AGENT_CLOSED] = IMPOSSIBLE,
+         [P3D_RELAY_EV_AGENT_SILENT] = IMPOSSIBLE, [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended_parked, STAY | DONE),
+         [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = RUN(on_restart_parked, STAY),
+         [P3D_RELAY_EV_PLACEMENT] = RUN(on_placement, RELAYING | STOPPING), [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE,
+         [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE},
+    [P3D_RELAY_FAILOVER] = {OVER_ROW,
+                            [P3D_RELAY_EV_AGENT_PACKET] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_AGENT_CLOSED] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_AGENT_SILENT] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_AGENT_ENDED] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_CHECK] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_LEADER_BEAT] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_RETIRE] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_RESTART] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_STOP] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_PACKET] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_SUCCESSORS] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_PLACEMENT] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_FORGED] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_LEADER_LOST] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_LEADER_SILENT] = IMPOSSIBLE,
                             [P3D_RELAY_EV_DIAL] = RUN(on_dial, PARKED | SUCCEEDING | STOPPING),
-                            [P3D_RELAY_EV_SIGNAL] = IMPOSSIBLE, [P3D_RELAY_EV_USR] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_PREEMPT] = IMPOSSIBLE, [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE,
-                            [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE, [P3D_RELAY_EV_HEALTH_DONE] = IMPOSSIBLE},
-    [P3D_RELAY_STOPPING] = {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,
-                            [P3D_RELAY_EV_AGENT_SILENT] = IGNORED,
-                            [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended, DONE), [P3D_RELAY_EV_RETIRE] = IGNORED,
-                            [P3D_RELAY_EV_RESTART] = RUN(on_restart, STAY), [P3D_RELAY_EV_STOP] = RUN(on_stop, STAY),
-                            [P3D_RELAY_EV_FORGED] = RUN(on_forged, STAY), [P3D_RELAY_EV_LEADER_LOST] = IGNORED,
-                            [P3D_RELAY_EV_LEADER_SILENT] = IGNORED, [P3D_RELAY_EV_SIGNAL] = RUN(on_signal, STAY),
-                            [P3D_RELAY_EV_PREEMPT] = RUN(on_preempt_late, STAY),
-                            [P3D_RELAY_EV_GRACE_OVER] = RUN(on_grace_over, STAY),
-                            [P3D_RELAY_EV_GIVE_UP] = RUN(on_give_up, DONE)},
+                            [P3D_RELAY_EV_SIGNAL] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_USR] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_PREEMPT] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_GRACE_OVER] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_GIVE_UP] = IMPOSSIBLE,
+                            [P3D_RELAY_EV_HEALTH_DONE] = IMPOSSIBLE},
+    [P3D_RELAY_STOPPING] =
+        {LIVE_ROW, [P3D_RELAY_EV_AGENT_PACKET] = IGNORED, [P3D_RELAY_EV_AGENT_CLOSED] = IGNORED,
+         [P3D_RELAY_EV_AGENT_SILENT] = IGNORED, [P3D_RELAY_EV_AGENT_ENDED] = RUN(on_agent_ended, DONE),
+         [P3D_RELAY_EV_RETIRE] = IGNORED, [P3D_RELAY_EV_RESTART] = RUN(on_restart, STAY),
+         [P3D_RELAY_EV_STOP] = RUN(on_stop, STAY), [P3D_RELAY_EV_FORGED] = RUN(on_forged, STAY),
+         [P3D_RELAY_EV_LEADER_LOST] = IGNORED, [P3D_RELAY_EV_LEADER_SILENT] = IGNORED,
+         [P3D_RELAY_EV_SIGNAL] = RUN(on_signal, STAY), [P3D_RELAY_EV_PREEMPT] = RUN(on_preempt_late, STAY),
+         [P3D_RELAY_EV_GRACE_OVER] = RUN(on_grace_over, STAY), [P3D_RELAY_EV_GIVE_UP] = RUN(on_give_up, DONE)},
     [P3D_RELAY_SUCCEEDING] = {OVER_ROW},
     [P3D_RELAY_DONE] = {OVER_ROW},
 };
 #pragma GCC diagnostic pop
 
-static const char *const state_names[P3D_RELAY_NSTATES] = {"relaying", "retiring", "parked", "failover",
+static const char *const state_names[P3D_RELAY_NSTATES] = {"relaying", "retiring",   "parked", "failover",
                                                            "stopping", "succeeding", "done"};
 static const char *const event_names[P3D_RELAY_NEVENTS] = {
-    "agent-packet", "agent-closed", "agent-silent", "agent-ended", "check", "leader-beat", "retire", "restart",
-    "stop", "packet", "successors", "placement", "forged", "leader-lost", "leader-silent", "dial", "signal",
-    "usr-signal", "preempt", "grace-over", "give-up", "health-done"};
+    "agent-packet", "agent-closed", "agent-silent", "agent-ended", "check",   "leader-beat", "retire",        "restart",
+    "stop",         "packet",       "successors",   "placement",   "forged",  "leader-lost", "leader-silent", "dial",
+    "signal",       "usr-signal",   "preempt",      "grace-over",  "give-up", "health-done"};
 
 const char *p3d_relay_state_name(int s)
 {
@@ -970,8 +992,17 @@ static double r_prepare(p3d_loop *l, double now, void *ctx)
 int p3d_relay_run(const p3d_launch *L, int me, p3d_chan *upch)
 {
     int up = upch ? upch->fd : -1;
-    relay R = {.L = L, .me = me, .up = up, .upch = upch, .sfd = -1, .local = -1, .code = -1, .fail = {.gen = -1},
-               .beat_to = L->o->node_timeout, .leader = 0, .state = P3D_RELAY_RELAYING,
+    relay R = {.L = L,
+               .me = me,
+               .up = up,
+               .upch = upch,
+               .sfd = -1,
+               .local = -1,
+               .code = -1,
+               .fail = {.gen = -1},
+               .beat_to = L->o->node_timeout,
+               .leader = 0,
+               .state = P3D_RELAY_RELAYING,
                .next_gen = L->job->gen0}; /* a node that joined the running job starts on the job's */
     relay *r = &R;
     r->heard_up = r->heard_local = p3d_now();

@@ -91,15 +91,9 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
         return;
     ctl_ev e = {.a = a, .m = m, .now = now};
     switch (m->type) {
-    case P3D_AM_FAIL:
-        e.type = P3D_CTL_EV_FAIL;
-        break;
-    case P3D_AM_UP:
-        e.type = P3D_CTL_EV_UP;
-        break;
-    case P3D_AM_DONE:
-        e.type = P3D_CTL_EV_DONE;
-        break;
+    case P3D_AM_FAIL: e.type = P3D_CTL_EV_FAIL; break;
+    case P3D_AM_UP: e.type = P3D_CTL_EV_UP; break;
+    case P3D_AM_DONE: e.type = P3D_CTL_EV_DONE; break;
     case P3D_AM_SIGNAL:
         e.type = P3D_CTL_EV_NODE_SIG;
         if (ctl_preempts(c, m->sig)) {
@@ -107,14 +101,9 @@ void p3d_ctl_message(p3d_ctl *c, int a, const p3d_amsg *m, double now)
             e.sig = m->sig;
         }
         break;
-    case P3D_AM_PROGRESS:
-        e.type = P3D_CTL_EV_PROGRESS;
-        break;
-    case P3D_AM_RESUMED:
-        e.type = P3D_CTL_EV_RESUMED;
-        break;
-    default:
-        return;
+    case P3D_AM_PROGRESS: e.type = P3D_CTL_EV_PROGRESS; break;
+    case P3D_AM_RESUMED: e.type = P3D_CTL_EV_RESUMED; break;
+    default: return;
     }
     ctl_dispatch(c, &e);
 }
@@ -148,8 +137,7 @@ void p3d_ctl_fence(p3d_ctl *c, int a, double until)
 
 void p3d_ctl_signal(p3d_ctl *c, int sig, double now)
 {
-    ctl_ev e = {.type = ctl_preempts(c, sig) ? P3D_CTL_EV_PREEMPT : P3D_CTL_EV_SIGNAL, .a = -1, .sig = sig,
-                .now = now};
+    ctl_ev e = {.type = ctl_preempts(c, sig) ? P3D_CTL_EV_PREEMPT : P3D_CTL_EV_SIGNAL, .a = -1, .sig = sig, .now = now};
     ctl_dispatch(c, &e);
 }
 
@@ -181,8 +169,12 @@ void p3d_ctl_rejoin(p3d_ctl *c, int a, int gen, double now)
 
 int p3d_ctl_join(p3d_ctl *c, const char *name, const char *addr, int gpus, double now, const char **why)
 {
-    ctl_ev e = {.type = P3D_CTL_EV_JOIN, .a = -1, .how = name && *name ? name : "?", .addr = addr ? addr : "",
-                .gen = gpus, .now = now};
+    ctl_ev e = {.type = P3D_CTL_EV_JOIN,
+                .a = -1,
+                .how = name && *name ? name : "?",
+                .addr = addr ? addr : "",
+                .gen = gpus,
+                .now = now};
     c->join.result = -1;
     c->join.why = "the job is over"; /* DONE ignores the event */
     ctl_dispatch(c, &e);
@@ -224,10 +216,8 @@ double p3d_ctl_deadline(const p3d_ctl *c)
 {
     double t = c->timeout_at;
     switch (c->state) {
-    case P3D_CTL_DONE:
-        return 0;
-    case P3D_CTL_CHECKING:
-        return t > 0 && t < c->chk.health_at ? t : c->chk.health_at;
+    case P3D_CTL_DONE: return 0;
+    case P3D_CTL_CHECKING: return t > 0 && t < c->chk.health_at ? t : c->chk.health_at;
     case P3D_CTL_TAKEOVER: {
         /* before a majority: its deadline; with one: the old leader's
          * fence, and past it the deadline unless every node is in (then
@@ -255,18 +245,15 @@ double p3d_ctl_deadline(const p3d_ctl *c)
             t = 0;
         return t > 0 && t < d ? t : d;
     }
-    case P3D_CTL_COLLECTING:
-        return t > 0 && t < c->flt.until ? t : c->flt.until;
-    case P3D_CTL_PREEMPTING:
-        return t > 0 && t < c->pre.until ? t : c->pre.until;
+    case P3D_CTL_COLLECTING: return t > 0 && t < c->flt.until ? t : c->flt.until;
+    case P3D_CTL_PREEMPTING: return t > 0 && t < c->pre.until ? t : c->pre.until;
     case P3D_CTL_RUNNING: {
         double s = ctl_slow_deadline(c), g = ctl_grow_deadline(c);
         if (g > 0 && (!s || g < s))
             s = g;
         return s > 0 && (!t || s < t) ? s : t;
     }
-    default:
-        return t;
+    default: return t;
     }
 }
 

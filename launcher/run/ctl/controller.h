@@ -220,7 +220,7 @@ typedef enum p3d_ctl_state {
     P3D_CTL_REPLACING,
     P3D_CTL_STOPPING,
     P3D_CTL_DONE,
-    P3D_CTL_TAKEOVER, /* a successor waits for a majority (failover) */
+    P3D_CTL_TAKEOVER,   /* a successor waits for a majority (failover) */
     P3D_CTL_COLLECTING, /* a rank failed: the others' failures are collected
                            for the fault's class (job, node, unknown) */
     P3D_CTL_PREEMPTING, /* the ranks were told to checkpoint (preemption) */
@@ -233,36 +233,36 @@ typedef enum p3d_ctl_state {
 
 /* What moves the controller: one per entry point below. */
 typedef enum p3d_ctl_event {
-    P3D_CTL_EV_UP,        /* an agent's ranks run (A) */
-    P3D_CTL_EV_FAIL,      /* a rank failed, or could not start (F) */
-    P3D_CTL_EV_DONE,      /* an agent's ranks all ended 0 (D) */
-    P3D_CTL_EV_NODE_SIG,  /* an agent was stopped by a signal (S) */
-    P3D_CTL_EV_GONE,      /* an agent ended or disconnected */
-    P3D_CTL_EV_SIGNAL,    /* the controller's own process got a signal */
-    P3D_CTL_EV_ABORT,     /* the transport cannot go on */
-    P3D_CTL_EV_TICK,      /* time passed */
-    P3D_CTL_EV_HEALTH,    /* the health checks' result */
-    P3D_CTL_EV_MARK_DEAD, /* a node failed its check before the start */
-    P3D_CTL_EV_PROGRESS,  /* an agent's progress summary (P) */
-    P3D_CTL_EV_RESUMED,   /* an agent's ranks showed their first life (V) */
+    P3D_CTL_EV_UP,          /* an agent's ranks run (A) */
+    P3D_CTL_EV_FAIL,        /* a rank failed, or could not start (F) */
+    P3D_CTL_EV_DONE,        /* an agent's ranks all ended 0 (D) */
+    P3D_CTL_EV_NODE_SIG,    /* an agent was stopped by a signal (S) */
+    P3D_CTL_EV_GONE,        /* an agent ended or disconnected */
+    P3D_CTL_EV_SIGNAL,      /* the controller's own process got a signal */
+    P3D_CTL_EV_ABORT,       /* the transport cannot go on */
+    P3D_CTL_EV_TICK,        /* time passed */
+    P3D_CTL_EV_HEALTH,      /* the health checks' result */
+    P3D_CTL_EV_MARK_DEAD,   /* a node failed its check before the start */
+    P3D_CTL_EV_PROGRESS,    /* an agent's progress summary (P) */
+    P3D_CTL_EV_RESUMED,     /* an agent's ranks showed their first life (V) */
     P3D_CTL_EV_LEADER_LOST, /* the controller's own node was lost */
-    P3D_CTL_EV_REJOIN,    /* a node reconnected to the successor */
-    P3D_CTL_EV_ELECTION,  /* the backend's election said something (etcd) */
+    P3D_CTL_EV_REJOIN,      /* a node reconnected to the successor */
+    P3D_CTL_EV_ELECTION,    /* the backend's election said something (etcd) */
     /* Completions: raised by the table itself after an event that may
      * have completed a wait, never by a transport. */
-    P3D_CTL_EV_ALL_UP,    /* every agent still there runs the generation */
-    P3D_CTL_EV_ALL_DONE,  /* every agent still there ran its ranks to the end */
-    P3D_CTL_EV_ALL_GONE,  /* no agent is left (retired, ended, lost) */
+    P3D_CTL_EV_ALL_UP,         /* every agent still there runs the generation */
+    P3D_CTL_EV_ALL_DONE,       /* every agent still there ran its ranks to the end */
+    P3D_CTL_EV_ALL_GONE,       /* no agent is left (retired, ended, lost) */
     P3D_CTL_EV_TAKEOVER_READY, /* a takeover may act (majority, fence) */
-    P3D_CTL_EV_SLOW,      /* a slow node's time to move (the detector's) */
-    P3D_CTL_EV_PREEMPT,   /* the scheduler's warning: the preempt signal (or
+    P3D_CTL_EV_SLOW,           /* a slow node's time to move (the detector's) */
+    P3D_CTL_EV_PREEMPT,        /* the scheduler's warning: the preempt signal (or
                              SIGTERM with cfg.preempt_term) reached the
                              controller's process or a node's */
-    P3D_CTL_EV_ALL_CKPT,  /* completion: every agent still there is done or
+    P3D_CTL_EV_ALL_CKPT,       /* completion: every agent still there is done or
                              reported a checkpoint newer than the warning */
-    P3D_CTL_EV_JOIN,      /* a node asks to join the running job as a spare
+    P3D_CTL_EV_JOIN,           /* a node asks to join the running job as a spare
                              (par3drun --join; p3d_ctl_join) */
-    P3D_CTL_EV_GROW,      /* the grow detector's: spares hold a whole replica
+    P3D_CTL_EV_GROW,           /* the grow detector's: spares hold a whole replica
                              and a checkpoint newer than the shrink came (or
                              --grow-wait passed): posted like SLOW */
     P3D_CTL_NEVENTS
@@ -353,13 +353,13 @@ typedef struct p3d_ctl_cfg {
      * the replicas is the job's (copied; NULL: not compared) */
     const int *replica_of;
     int nreplicas;
-    double grace;             /* --grace */
-    double timeout;           /* --timeout, 0 none */
-    double health_timeout;    /* the longest a health check may take */
+    double grace;          /* --grace */
+    double timeout;        /* --timeout, 0 none */
+    double health_timeout; /* the longest a health check may take */
     int verbose;
-    int leader;               /* the agent of the controller's own node
+    int leader; /* the agent of the controller's own node
                                  (a multi-node leader), -1 none */
-    double t0;                /* the job's start (story times) */
+    double t0;  /* the job's start (story times) */
     /* slow nodes (controller_slow.c); progress_interval 0: off */
     double progress_interval; /* --progress-interval */
     double slow_factor;       /* --slow-factor */
@@ -368,7 +368,7 @@ typedef struct p3d_ctl_cfg {
     double slow_wait;         /* --slow-wait */
     /* leader failover (0: --no-failover, or a job of one host) */
     int failover;
-    double node_timeout;      /* --node-timeout: the majority's deadline */
+    double node_timeout; /* --node-timeout: the majority's deadline */
     /* leadership decided by the rendezvous backend's election (etcd)
      * instead of the majority rule: a successor acts once elected, and
      * waits for that up to elect_wait seconds past its deadline */

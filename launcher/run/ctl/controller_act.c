@@ -118,14 +118,19 @@ static void takeover_done(p3d_ctl *c, double now)
     char jo[160], jn[160], jw[600];
     double t = now - c->heard;
     const char *nl = c->cfg.leader >= 0 ? c->cfg.names[c->cfg.leader] : "";
-    ctl_event(c, "\"event\": \"takeover\", \"old_leader\": %s, \"new_leader\": %s, \"reason\": %s, "
+    ctl_event(c,
+              "\"event\": \"takeover\", \"old_leader\": %s, \"new_leader\": %s, \"reason\": %s, "
               "\"restart\": %d, \"heartbeat_to_running_s\": %.3f, \"decided_by\": \"%s\"",
               ctl_jstr(c->cfg.names[c->old_leader], jo, sizeof jo), ctl_jstr(nl, jn, sizeof jn),
               ctl_jstr(c->takeover_why, jw, sizeof jw), c->gen, t, c->cfg.elect ? "election" : "majority");
-    ctl_say(c, "par3drun: takeover: node %s leads the job now; all ranks running again (restart %d) %.2f s after "
-            "the old leader %s was last heard\n", nl, c->gen, t, c->cfg.names[c->old_leader]);
-    ctl_story(c, now, "takeover by %s: all ranks running again (restart %d), %.2f s after the leader's last "
-              "heartbeat", nl, c->gen, t);
+    ctl_say(c,
+            "par3drun: takeover: node %s leads the job now; all ranks running again (restart %d) %.2f s after "
+            "the old leader %s was last heard\n",
+            nl, c->gen, t, c->cfg.names[c->old_leader]);
+    ctl_story(c, now,
+              "takeover by %s: all ranks running again (restart %d), %.2f s after the leader's last "
+              "heartbeat",
+              nl, c->gen, t);
     c->in_takeover = 0;
     c->takeovers++;
     c->old_leader = -1;
@@ -176,12 +181,16 @@ void ctl_resumed(p3d_ctl *c, int a, int gen, double now)
     if (!c->resumes++ || t > c->resumed_max)
         c->resumed_max = t;
     if (c->cfg.verbose || c->replaced)
-        ctl_say(c, "par3drun: restart %d: training resumed %.2f s after the failure was seen (first heartbeat or "
-                   "output, node %s)\n", gen, t, c->cfg.names[a]);
+        ctl_say(c,
+                "par3drun: restart %d: training resumed %.2f s after the failure was seen (first heartbeat or "
+                "output, node %s)\n",
+                gen, t, c->cfg.names[a]);
     ctl_event(c, "\"event\": \"resumed\", \"restart\": %d, \"node\": %s, \"resumed_s\": %.3f", gen,
               ctl_jstr(c->cfg.names[a], jn, sizeof jn), t);
-    ctl_story(c, now, "training resumed (restart %d: first heartbeat or output, node %s), %.2f s after the failure "
-                      "was seen", gen, c->cfg.names[a], t);
+    ctl_story(c, now,
+              "training resumed (restart %d: first heartbeat or output, node %s), %.2f s after the failure "
+              "was seen",
+              gen, c->cfg.names[a], t);
 }
 
 /* No progress, no loop: the count of restarts in a row without progress
@@ -209,12 +218,15 @@ int ctl_np_stop(p3d_ctl *c, const char *then, double now)
     if (c->cfg.max_no_progress <= 0 || next < c->cfg.max_no_progress)
         return 0;
     char jt[512];
-    ctl_summary_fmt(c, "par3drun: root cause: no progress: %d restart%s in a row reached no later step than %d and "
-                   "no newer checkpoint than %d (--max-no-progress %d), then %s; exit %d: do not requeue\n",
-                   next, next == 1 ? "" : "s", c->step_max, c->ckpt_max, c->cfg.max_no_progress, then,
-                   c->cfg.no_progress_code);
-    ctl_event(c, "\"event\": \"no_progress\", \"restarts\": %d, \"step\": %d, \"ckpt\": %d, \"exit_code\": %d, "
-             "\"then\": %s", next, c->step_max, c->ckpt_max, c->cfg.no_progress_code, ctl_jstr(then, jt, sizeof jt));
+    ctl_summary_fmt(c,
+                    "par3drun: root cause: no progress: %d restart%s in a row reached no later step than %d and "
+                    "no newer checkpoint than %d (--max-no-progress %d), then %s; exit %d: do not requeue\n",
+                    next, next == 1 ? "" : "s", c->step_max, c->ckpt_max, c->cfg.max_no_progress, then,
+                    c->cfg.no_progress_code);
+    ctl_event(c,
+              "\"event\": \"no_progress\", \"restarts\": %d, \"step\": %d, \"ckpt\": %d, \"exit_code\": %d, "
+              "\"then\": %s",
+              next, c->step_max, c->ckpt_max, c->cfg.no_progress_code, ctl_jstr(then, jt, sizeof jt));
     ctl_stop(c, SIGTERM, c->cfg.no_progress_code, now);
     return 1;
 }
@@ -234,19 +246,25 @@ static int replace_refused(p3d_ctl *c, const int *lost, int nlost, const char *r
 {
     for (int k = 0; k < nlost; k++)
         if (lost[k] == c->cfg.leader) {
-            ctl_summary_fmt(c, "par3drun: root cause: %s; it is the leader's own node (the job controller runs there) "
-                           "and cannot be replaced: put the leader on a node that runs no ranks (docs/launch.md, "
-                           "\"When a node dies\")\n", reason);
+            ctl_summary_fmt(c,
+                            "par3drun: root cause: %s; it is the leader's own node (the job controller runs there) "
+                            "and cannot be replaced: put the leader on a node that runs no ranks (docs/launch.md, "
+                            "\"When a node dies\")\n",
+                            reason);
             return 1;
         }
     if (!c->ops.replace || !c->ops.respawn) {
-        ctl_summary_fmt(c, "par3drun: root cause: %s; no spare to replace it (--spares K keeps some; an --emulate job "
-                       "and a multi-node leader replace nodes in this version)\n", reason);
+        ctl_summary_fmt(c,
+                        "par3drun: root cause: %s; no spare to replace it (--spares K keeps some; an --emulate job "
+                        "and a multi-node leader replace nodes in this version)\n",
+                        reason);
         return 1;
     }
     if (c->gen >= c->cfg.max_restarts) {
-        ctl_summary_fmt(c, "par3drun: root cause: %s; no restart left to replace it (--max-restarts %d, every restart "
-                       "counts)\n", reason, c->cfg.max_restarts);
+        ctl_summary_fmt(c,
+                        "par3drun: root cause: %s; no restart left to replace it (--max-restarts %d, every restart "
+                        "counts)\n",
+                        reason, c->cfg.max_restarts);
         return 1;
     }
     return 0;
@@ -327,7 +345,7 @@ int ctl_begin_replace(p3d_ctl *c, const int *lost, int nlost, const char *reason
     }
     c->replaced += nlost;
     ctl_say(c, "par3drun: %s; %s; restarting all ranks (restart %d of %d)\n", reason, msg ? msg : "replaced", c->gen,
-        c->cfg.max_restarts);
+            c->cfg.max_restarts);
     ctl_story(c, now, "%s; restart %d", msg ? msg : "replaced", c->gen);
     free(msg);
     ctl_event(c, "\"event\": \"restart\", \"restart\": %d, \"kind\": \"replacement\"", c->gen);
@@ -361,7 +379,7 @@ void ctl_restart_in_place(p3d_ctl *c, double now)
     p3d_failure_how(c->pend.code, c->pend.sig, how, sizeof how);
     if (c->gen >= c->cfg.max_restarts) {
         ctl_summary_fmt(c, "par3drun: root cause: rank %d failed (%s); no restart left (--max-restarts %d)\n",
-                    c->pend.rank, how, c->cfg.max_restarts);
+                        c->pend.rank, how, c->cfg.max_restarts);
         ctl_stop(c, SIGTERM, c->pend.code > 0 ? c->pend.code : P3D_EXIT_LOST, now);
         return;
     }
@@ -382,7 +400,7 @@ void ctl_restart_in_place(p3d_ctl *c, double now)
                 c->gen, c->cfg.max_restarts);
     else
         ctl_say(c, "par3drun: node %s could not start its ranks (%s); restarting all ranks (restart %d of %d)\n",
-            c->cfg.names[c->pend.a], how, c->gen, c->cfg.max_restarts);
+                c->cfg.names[c->pend.a], how, c->gen, c->cfg.max_restarts);
     for (int k = 0; k < c->cfg.nagents; k++)
         c->done_gen[k] = -1;
     ctl_gen_members(c);

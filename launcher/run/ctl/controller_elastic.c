@@ -49,9 +49,10 @@ void ctl_grow_look(p3d_ctl *c, double now)
     int ckpt = c->ckpt_max > c->els.ckpt0;
     if (!ckpt && now < c->els.seen_at + c->cfg.grow_wait) {
         if (!c->els.said++)
-            ctl_say(c, "par3drun: the spares can hold a data-parallel replica again (dp %d of %d): growing at the "
-                    "ranks' next checkpoint, or in %g s (--grow-wait)\n", c->els.dp, c->cfg.full_dp,
-                    c->els.seen_at + c->cfg.grow_wait - now);
+            ctl_say(c,
+                    "par3drun: the spares can hold a data-parallel replica again (dp %d of %d): growing at the "
+                    "ranks' next checkpoint, or in %g s (--grow-wait)\n",
+                    c->els.dp, c->cfg.full_dp, c->els.seen_at + c->cfg.grow_wait - now);
         return;
     }
     c->els.posted = 1;
@@ -74,8 +75,10 @@ double ctl_grow_deadline(const p3d_ctl *c)
 void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
 {
     if (c->gen >= c->cfg.max_restarts) {
-        ctl_say(c, "par3drun: the job could grow back to more data-parallel replicas, but no restart is left "
-                "(--max-restarts %d): it runs on at dp %d\n", c->cfg.max_restarts, c->els.dp);
+        ctl_say(c,
+                "par3drun: the job could grow back to more data-parallel replicas, but no restart is left "
+                "(--max-restarts %d): it runs on at dp %d\n",
+                c->cfg.max_restarts, c->els.dp);
         c->els.poll_at = e->now + 3600; /* said once an hour at most */
         c->els.seen_at = 0;
         return;
@@ -85,8 +88,10 @@ void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
      * and the job runs on as it is */
     int next = ctl_np_next(c);
     if (c->cfg.max_no_progress > 0 && next >= c->cfg.max_no_progress) {
-        ctl_say(c, "par3drun: not growing: the ranks reached no later step and no newer checkpoint since the last "
-                "restart (--max-no-progress %d)\n", c->cfg.max_no_progress);
+        ctl_say(c,
+                "par3drun: not growing: the ranks reached no later step and no newer checkpoint since the last "
+                "restart (--max-no-progress %d)\n",
+                c->cfg.max_no_progress);
         c->els.seen_at = 0;
         c->els.poll_at = e->now + c->cfg.grow_wait + GROW_POLL;
         return;
@@ -112,9 +117,8 @@ void ctl_on_grow(p3d_ctl *c, const ctl_ev *e)
     ctl_np_restart(c, next);
     c->els.grows++;
     c->els.since = e->now;
-    ctl_say(c, "par3drun: growing from dp %d to dp %d%s: %s; restarting all ranks (restart %d of %d)\n", old,
-            c->els.dp, at_ckpt ? " at a checkpoint" : " (--grow-wait passed)", msg ? msg : "",
-            c->gen, c->cfg.max_restarts);
+    ctl_say(c, "par3drun: growing from dp %d to dp %d%s: %s; restarting all ranks (restart %d of %d)\n", old, c->els.dp,
+            at_ckpt ? " at a checkpoint" : " (--grow-wait passed)", msg ? msg : "", c->gen, c->cfg.max_restarts);
     ctl_story(c, e->now, "grown from dp %d to dp %d at step %d; restart %d", old, c->els.dp, step, c->gen);
     ctl_width_note(c, c->els.dp, step >= 0 ? "grown at step" : "grown", step);
     free(msg);

@@ -112,8 +112,12 @@ void ctl_fault_add(p3d_ctl *c, const ctl_ev *e)
     struct ctl_failure *f = &c->flt.f[c->flt.n];
     if (!c->flt.n)
         c->flt.first_at = e->now;
-    *f = (struct ctl_failure){.a = e->a, .rank = m->rank, .code = m->code, .sig = m->sig,
-                              .step = m->step >= 0 ? m->step : -1, .errline = m->errline,
+    *f = (struct ctl_failure){.a = e->a,
+                              .rank = m->rank,
+                              .code = m->code,
+                              .sig = m->sig,
+                              .step = m->step >= 0 ? m->step : -1,
+                              .errline = m->errline,
                               .errts = m->errts >= 0 ? m->errts : -1};
     f->err = line_of(m->err, P3D_AMSG_ERR_MAX);
     f->where = line_of(m->where, P3D_AMSG_WHERE_MAX);
@@ -189,7 +193,8 @@ static void record_failures(p3d_ctl *c, const char *verdict)
                      ctl_jstr(f->err, je, sizeof je), ctl_jstr(f->where, jw, sizeof jw), f->errline, f->errts);
         else
             snprintf(rc, sizeof rc, "null");
-        ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": %d, \"cause\": \"%s\", \"exit_code\": %d, "
+        ctl_event(c,
+                  "\"event\": \"failure\", \"node\": %s, \"rank\": %d, \"cause\": \"%s\", \"exit_code\": %d, "
                   "\"signal\": %d, \"fault\": \"%s\", \"step\": %s, \"root_cause\": %s",
                   ctl_jstr(c->cfg.names[f->a], jn, sizeof jn), f->rank,
                   f->rank >= 0 ? "rank failed" : "ranks could not start", f->code, f->sig, verdict, step, rc);
@@ -284,32 +289,41 @@ static void classify(p3d_ctl *c, verdict *d)
                  d->nodes_same, words);
     } else if (c->flt.have_last && same_way(p, &c->flt.last) && p->step >= 0 && p->step == c->flt.last.step) {
         d->v = "job";
-        snprintf(d->why, sizeof d->why, "rank %d failed as before the restart, at the same step (%s): the program's "
-                 "own fault", p->rank, words);
+        snprintf(d->why, sizeof d->why,
+                 "rank %d failed as before the restart, at the same step (%s): the program's "
+                 "own fault",
+                 p->rank, words);
     } else if (c->flt.n == 1 && c->flt.early) {
         d->v = "unknown";
-        snprintf(d->why, sizeof d->why, "rank %d failed (%s); with no restart left the job stops without waiting to "
-                 "compare it with the other ranks'", p->rank, words);
+        snprintf(d->why, sizeof d->why,
+                 "rank %d failed (%s); with no restart left the job stops without waiting to "
+                 "compare it with the other ranks'",
+                 p->rank, words);
     } else if (d->nodes_any == 1 && live >= 2) {
         d->v = "node";
-        snprintf(d->why, sizeof d->why, "only node %s's ranks failed (rank %d, %s) while the ranks of %d other "
-                 "node%s ran on", c->cfg.names[p->a], p->rank, words, live - 1, live == 2 ? "" : "s");
+        snprintf(d->why, sizeof d->why,
+                 "only node %s's ranks failed (rank %d, %s) while the ranks of %d other "
+                 "node%s ran on",
+                 c->cfg.names[p->a], p->rank, words, live - 1, live == 2 ? "" : "s");
     } else if (d->reps_same >= 2 && 2 * d->reps_same > nrep) {
         d->v = "job";
-        snprintf(d->why, sizeof d->why, "%d ranks of %d of the %d data-parallel replicas failed the same way (%s): "
-                 "the program's own fault", d->same, d->reps_same, nrep, words);
+        snprintf(d->why, sizeof d->why,
+                 "%d ranks of %d of the %d data-parallel replicas failed the same way (%s): "
+                 "the program's own fault",
+                 d->same, d->reps_same, nrep, words);
     } else {
         d->v = "unknown";
         if (c->flt.n == 1)
-            snprintf(d->why, sizeof d->why, "rank %d failed (%s) and no other rank failed to compare it with",
-                     p->rank, words);
+            snprintf(d->why, sizeof d->why, "rank %d failed (%s) and no other rank failed to compare it with", p->rank,
+                     words);
         else if (d->same == c->flt.n)
-            snprintf(d->why, sizeof d->why, "%d ranks of node %s failed the same way (%s), in %d of the %d "
-                     "data-parallel replicas: not most of them", d->same, c->cfg.names[p->a], words, d->reps_same,
-                     nrep);
+            snprintf(d->why, sizeof d->why,
+                     "%d ranks of node %s failed the same way (%s), in %d of the %d "
+                     "data-parallel replicas: not most of them",
+                     d->same, c->cfg.names[p->a], words, d->reps_same, nrep);
         else
-            snprintf(d->why, sizeof d->why, "%d ranks failed, not the same way (first rank %d: %s)", c->flt.n,
-                     p->rank, words);
+            snprintf(d->why, sizeof d->why, "%d ranks failed, not the same way (first rank %d: %s)", c->flt.n, p->rank,
+                     words);
     }
 }
 
@@ -366,9 +380,11 @@ void ctl_fault_decide(p3d_ctl *c, double now)
     record_failures(c, d.v);
     if (p->step >= 0)
         snprintf(step, sizeof step, "%d", p->step);
-    ctl_event(c, "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, "
+    ctl_event(c,
+              "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, "
               "\"replicas\": %s, \"exit_code\": %d, \"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\", "
-              "\"window_s\": %.3f", d.v, ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, d.replicas, p->code, p->sig,
+              "\"window_s\": %.3f",
+              d.v, ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, d.replicas, p->code, p->sig,
               ctl_jstr(p->err, je, sizeof je), step, remedy, now - c->flt.first_at);
     snprintf(line, sizeof line, "fault: %s: %s; %s", d.v, d.why, remedy);
     /* said now unless the summary says it at the end (a stop), or there

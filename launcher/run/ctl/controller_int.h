@@ -68,52 +68,52 @@ struct p3d_ctl {
     p3d_ctl_cfg cfg;
     p3d_ctl_ops ops;
     p3d_ctl_state state;
-    p3d_ctl_event cause;   /* the outside event being handled (state records) */
+    p3d_ctl_event cause; /* the outside event being handled (state records) */
     int gen;
     /* per agent */
-    int *up_gen;           /* last generation agent a reported started, -1 */
-    int *done_gen;         /* last generation agent a reported done, -1 */
-    unsigned char *gone;   /* agent a ended / disconnected */
-    unsigned char *killed; /* ops->kill called for a */
-    unsigned char *dead;   /* agent a's node is lost for good */
+    int *up_gen;             /* last generation agent a reported started, -1 */
+    int *done_gen;           /* last generation agent a reported done, -1 */
+    unsigned char *gone;     /* agent a ended / disconnected */
+    unsigned char *killed;   /* ops->kill called for a */
+    unsigned char *dead;     /* agent a's node is lost for good */
     unsigned char *retiring; /* told to end before a respawn (REPLACING) */
-    int ngone;             /* always the count of gone[] */
+    int ngone;               /* always the count of gone[] */
     int ndead;
     /* the job's end */
-    int code;              /* -1 undecided */
+    int code; /* -1 undecided */
     char *summary;
-    int stop_sig;          /* the signal of the stop order (0: done) */
-    int stops;             /* stop requests seen */
-    double timeout_at;     /* --timeout deadline, 0 none */
+    int stop_sig;      /* the signal of the stop order (0: done) */
+    int stops;         /* stop requests seen */
+    double timeout_at; /* --timeout deadline, 0 none */
     /* recoveries, across the states one passes through */
     struct {
         int a, rank, code, sig;
-    } pend;                /* the rank failure being recovered from */
-    double fail_seen;      /* when the failure being recovered from was seen */
+    } pend;           /* the rank failure being recovered from */
+    double fail_seen; /* when the failure being recovered from was seen */
     double recovery_max;
-    int recoveries;        /* recoveries completed (recovery_max valid) */
-    int recovering;        /* a failure seen, not every rank running again */
-    int resume_gen;        /* the restart awaiting its first sign of life, -1 */
-    double resume_from;    /* when its failure was seen */
+    int recoveries;     /* recoveries completed (recovery_max valid) */
+    int recovering;     /* a failure seen, not every rank running again */
+    int resume_gen;     /* the restart awaiting its first sign of life, -1 */
+    double resume_from; /* when its failure was seen */
     double resumed_max;
-    int resumes;           /* restarts whose ranks showed life (resumed_max valid) */
+    int resumes; /* restarts whose ranks showed life (resumed_max valid) */
     int replaced;
     int step_max, ckpt_max; /* the latest step and checkpoint reported, -1 */
     struct {
-        int count;         /* restarts in a row whose ranks made no progress */
-        int step, ckpt;    /* step_max, ckpt_max at the last restart */
-    } np;                  /* no progress, no loop (cfg.max_no_progress) */
-    char *story;           /* the recoveries, whole lines */
-    double fence_at;       /* no respawn before (p3d_ctl_fence) */
+        int count;      /* restarts in a row whose ranks made no progress */
+        int step, ckpt; /* step_max, ckpt_max at the last restart */
+    } np;               /* no progress, no loop (cfg.max_no_progress) */
+    char *story;        /* the recoveries, whole lines */
+    double fence_at;    /* no respawn before (p3d_ctl_fence) */
     /* leader failover across states: the generation's members (majority
      * rule) and the takeover under way until every rank runs again */
-    int members;           /* the generation's nodes (not dead at its start) */
-    int dead0;             /* ndead when the generation started */
-    int in_takeover;       /* a takeover began, not every rank running yet */
-    int old_leader;        /* the first lost leader of this takeover */
-    double heard;          /* when it was last heard */
+    int members;     /* the generation's nodes (not dead at its start) */
+    int dead0;       /* ndead when the generation started */
+    int in_takeover; /* a takeover began, not every rank running yet */
+    int old_leader;  /* the first lost leader of this takeover */
+    double heard;    /* when it was last heard */
     char *takeover_why;
-    int takeovers;         /* completed */
+    int takeovers; /* completed */
     /* CHECKING */
     struct {
         unsigned char *lostq; /* agents lost while the checks ran */
@@ -121,61 +121,61 @@ struct p3d_ctl {
     } chk;
     /* REPLACING and STOPPING: the agents' deadlines */
     struct {
-        double kill_at;    /* agents still there are ended by force then */
-        double giveup_at;  /* past this, they count as gone */
+        double kill_at;   /* agents still there are ended by force then */
+        double giveup_at; /* past this, they count as gone */
     } end;
     /* REPLACING */
     struct {
-        int fence_said;    /* the wait for the lost node's fence was said */
+        int fence_said; /* the wait for the lost node's fence was said */
     } rep;
     /* TAKEOVER */
     struct {
         unsigned char *rejoined; /* a reconnected to the successor */
         int nrejoined;
-        unsigned char *olds;     /* the lost leaders (two in a row) */
-        double until;            /* no majority by then: stop */
-        int elected;             /* with cfg.elect: the backend elected us */
+        unsigned char *olds; /* the lost leaders (two in a row) */
+        double until;        /* no majority by then: stop */
+        int elected;         /* with cfg.elect: the backend elected us */
     } tk;
     /* slow nodes (controller_slow.c): per agent */
     struct ctl_prog {
-        int gen;           /* generation of the figures below, -1 none */
+        int gen; /* generation of the figures below, -1 none */
         int step, ckpt, nranks;
-        double busy;       /* median busy s per step of its ranks */
-        int fresh;         /* a summary came since the last judgement */
-        int windows;       /* judged slow this many intervals in a row */
-        int flagged;       /* reported slow in generation flagged - 1 */
-        double flag_at;    /* when */
-        int flag_ckpt;     /* its checkpoint then */
+        double busy;    /* median busy s per step of its ranks */
+        int fresh;      /* a summary came since the last judgement */
+        int windows;    /* judged slow this many intervals in a row */
+        int flagged;    /* reported slow in generation flagged - 1 */
+        double flag_at; /* when */
+        int flag_ckpt;  /* its checkpoint then */
         double ratio, peer_busy;
         int npeers;
-        int group;         /* peer group, -1 none */
-        unsigned said;     /* JUDGE_SAID_*: told once a job (judge.h) */
+        int group;     /* peer group, -1 none */
+        unsigned said; /* JUDGE_SAID_*: told once a job (judge.h) */
         char what[48];
-    } *prog;
-    int *order;            /* scratch: agents by (group, busy) */
-    double eval_at;        /* the next judgement, 0 none yet */
+    } * prog;
+    int *order;     /* scratch: agents by (group, busy) */
+    double eval_at; /* the next judgement, 0 none yet */
     int nslow;
     unsigned njudged;
     struct ctl_post *posted; /* SLOW events for the table, nagents at most */
     int nposted;
     /* fault classification (controller_fault.c) */
-    int *nranks_of;        /* ranks agent a reported started (A), -1 unknown */
+    int *nranks_of; /* ranks agent a reported started (A), -1 unknown */
     struct {
-        struct ctl_failure *f; /* this window's failures, first first, one a rank
+        struct ctl_failure *f;  /* this window's failures, first first, one a rank
                                   (or one a node that could not start its ranks) */
-        int n, cap;            /* cap: nranks + nagents */
-        int *of;               /* failures agent a sent in this window */
-        unsigned char *whole;  /* agent a's ranks could not start (rank -1) */
+        int n, cap;             /* cap: nranks + nagents */
+        int *of;                /* failures agent a sent in this window */
+        unsigned char *whole;   /* agent a's ranks could not start (rank -1) */
         unsigned char *rank_in; /* rank r's failure is in the window */
-        int *replica;          /* rank r's DP replica (cfg.replica_of's copy), NULL unknown */
+        int *replica;           /* rank r's DP replica (cfg.replica_of's copy), NULL unknown */
         int nreplicas;
-        unsigned char *seen;   /* scratch: nagents + nreplicas marks (classify) */
-        double until;          /* COLLECTING: the verdict is due then */
-        double first_at;       /* when the window's first failure came */
+        unsigned char *seen;     /* scratch: nagents + nreplicas marks (classify) */
+        double until;            /* COLLECTING: the verdict is due then */
+        double first_at;         /* when the window's first failure came */
         struct ctl_failure last; /* the previous verdict's first failure */
         int have_last;
-        const char *verdict;   /* the latest ("job", ...), NULL none */
-        int early;             /* decided on the first failure (no restart left) */
+        const char *verdict; /* the latest ("job", ...), NULL none */
+        int early;           /* decided on the first failure (no restart left) */
         int job_restarts;
     } flt;
     /* nodes that joined the running job (controller_join.c) */
@@ -190,27 +190,27 @@ struct p3d_ctl {
     } join;
     /* preemption (controller_preempt.c; PREEMPTING and the verdict) */
     struct {
-        double at;         /* when the warning came, 0: never */
-        double until;      /* the checkpoint wait ends then (--grace) */
-        int sig;           /* the signal that warned */
-        int ckpt0;         /* the newest checkpoint known then, -1 */
-        char where[64];    /* "to par3drun", "to node n3" */
+        double at;      /* when the warning came, 0: never */
+        double until;   /* the checkpoint wait ends then (--grace) */
+        int sig;        /* the signal that warned */
+        int ckpt0;      /* the newest checkpoint known then, -1 */
+        char where[64]; /* "to par3drun", "to node n3" */
     } pre;
     /* the elastic width (controller_elastic.c; SHRINKING, GROWING and the
      * grow detector in RUNNING) */
     struct {
-        int dp;            /* replicas running now (cfg.full_dp when full) */
-        int nranks_cap;    /* cfg.nranks at the start: the arrays' size */
-        int nrep_cap;      /* the replicas the fault arrays hold */
+        int dp;         /* replicas running now (cfg.full_dp when full) */
+        int nranks_cap; /* cfg.nranks at the start: the arrays' size */
+        int nrep_cap;   /* the replicas the fault arrays hold */
         int shrinks, grows;
-        int ckpt0;         /* ckpt_max at the latest shrink: a grow waits
+        int ckpt0;      /* ckpt_max at the latest shrink: a grow waits
                               for a newer one (or cfg.grow_wait) */
-        double seen_at;    /* since when the spares hold a replica, 0 not */
-        double poll_at;    /* the next look at the spares */
-        int posted;        /* GROW posted for the table */
-        int said;          /* the wait for the grow was said */
-        double since;      /* a grow began then (its running record), 0 */
-        char hist[256];    /* "dp 4 -> 3 (node n2 lost) -> 4 (grown at step 40)" */
+        double seen_at; /* since when the spares hold a replica, 0 not */
+        double poll_at; /* the next look at the spares */
+        int posted;     /* GROW posted for the table */
+        int said;       /* the wait for the grow was said */
+        double since;   /* a grow began then (its running record), 0 */
+        char hist[256]; /* "dp 4 -> 3 (node n2 lost) -> 4 (grown at step 40)" */
     } els;
 };
 
@@ -251,7 +251,7 @@ void ctl_np_restart(p3d_ctl *c, int next);
 void ctl_respawn(p3d_ctl *c);
 /* -> to (REPLACING, SHRINKING, GROWING): every agent retires */
 void ctl_retire_all(p3d_ctl *c, p3d_ctl_state to, double now);
-void ctl_mark_lost(p3d_ctl *c, int a);       /* dead for good */
+void ctl_mark_lost(p3d_ctl *c, int a); /* dead for good */
 void ctl_mark_gone(p3d_ctl *c, int a);
 /* TAKEOVER: every node of the generation that is neither dead nor an old
  * leader has rejoined the successor. */
@@ -284,10 +284,10 @@ void ctl_fault_consequences(p3d_ctl *c);
 /* controller_slow.c: the slow-node detector. */
 int ctl_slow_init(p3d_ctl *c);
 void ctl_slow_free(p3d_ctl *c);
-int ctl_slow_record(p3d_ctl *c, const ctl_ev *e);  /* a P summary; 0 stale */
-void ctl_slow_ckpt(p3d_ctl *c, int a);             /* RUNNING: a checkpoint may post SLOW */
-void ctl_slow_tick(p3d_ctl *c, double now);         /* RUNNING: judge; post SLOW when due */
-double ctl_slow_deadline(const p3d_ctl *c);         /* RUNNING, 0 none */
+int ctl_slow_record(p3d_ctl *c, const ctl_ev *e); /* a P summary; 0 stale */
+void ctl_slow_ckpt(p3d_ctl *c, int a);            /* RUNNING: a checkpoint may post SLOW */
+void ctl_slow_tick(p3d_ctl *c, double now);       /* RUNNING: judge; post SLOW when due */
+double ctl_slow_deadline(const p3d_ctl *c);       /* RUNNING, 0 none */
 /* Why agent a cannot be replaced now (NULL: it can). */
 const char *ctl_slow_cannot(const p3d_ctl *c, int a, char *buf, size_t cap);
 /* "node x is 2.00x slower than its 3 peers (...)" */

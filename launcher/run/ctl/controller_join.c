@@ -61,17 +61,11 @@ static int grow(p3d_ctl *c, const char *name)
     int n = c->cfg.nagents, nr = c->cfg.nranks > 0 ? c->cfg.nranks : 0;
     if (n < 1)
         return -1;
-    if (GROW(c->up_gen, n) < 0 ||
-        GROW(c->done_gen, n) < 0 || GROW(c->gone, n) < 0 ||
-        GROW(c->killed, n) < 0 || GROW(c->dead, n) < 0 ||
-        GROW(c->retiring, n) < 0 || GROW(c->chk.lostq, n) < 0 ||
-        GROW(c->tk.rejoined, n) < 0 || GROW(c->tk.olds, n) < 0 ||
-        GROW(c->posted, n) < 0 ||
-        GROW(c->prog, n) < 0 || GROW(c->order, n) < 0 ||
-        GROW(c->flt.of, n) < 0 || GROW(c->flt.whole, n) < 0 ||
-        GROW(c->flt.seen, n + c->flt.nreplicas) < 0 ||
-        GROW(c->nranks_of, n) < 0 ||
-        GROW(c->flt.f, nr + n) < 0 || grow_names(c, name) < 0)
+    if (GROW(c->up_gen, n) < 0 || GROW(c->done_gen, n) < 0 || GROW(c->gone, n) < 0 || GROW(c->killed, n) < 0 ||
+        GROW(c->dead, n) < 0 || GROW(c->retiring, n) < 0 || GROW(c->chk.lostq, n) < 0 || GROW(c->tk.rejoined, n) < 0 ||
+        GROW(c->tk.olds, n) < 0 || GROW(c->posted, n) < 0 || GROW(c->prog, n) < 0 || GROW(c->order, n) < 0 ||
+        GROW(c->flt.of, n) < 0 || GROW(c->flt.whole, n) < 0 || GROW(c->flt.seen, n + c->flt.nreplicas) < 0 ||
+        GROW(c->nranks_of, n) < 0 || GROW(c->flt.f, nr + n) < 0 || grow_names(c, name) < 0)
         return -1;
     c->flt.cap = nr + n + 1;
     c->up_gen[n] = c->done_gen[n] = -1;
@@ -116,8 +110,10 @@ static int accept_node(p3d_ctl *c, const ctl_ev *e, int start_now)
     int a = c->cfg.nagents - 1;
     c->join.result = a;
     c->join.n++;
-    ctl_event(c, "\"event\": \"join\", \"node\": %s, \"addr\": %s, \"gpus\": %d, \"agent\": %d, \"state\": \"%s\", "
-              "\"generation\": %d", ctl_jstr(e->how, jn, sizeof jn), ctl_jstr(e->addr, ja, sizeof ja), e->gen, a,
+    ctl_event(c,
+              "\"event\": \"join\", \"node\": %s, \"addr\": %s, \"gpus\": %d, \"agent\": %d, \"state\": \"%s\", "
+              "\"generation\": %d",
+              ctl_jstr(e->how, jn, sizeof jn), ctl_jstr(e->addr, ja, sizeof ja), e->gen, a,
               p3d_ctl_state_name(c->state), c->gen);
     ctl_say(c, "par3drun: node %s (%s, %d GPU%s) joined the job as a spare%s\n", e->how, e->addr, e->gen,
             e->gen == 1 ? "" : "s", start_now ? "" : "; it starts with the other nodes after the replacement");

@@ -103,8 +103,10 @@ void ctl_on_health(p3d_ctl *c, const ctl_ev *e)
             snprintf(why, sizeof why, "node %s failed its --health-check after rank %d failed (%s)",
                      c->cfg.names[first_bad], c->pend.rank, how);
         else
-            snprintf(why, sizeof why, "lost the agent of node %s (node rank %d) during the --health-check after "
-                     "rank %d failed (%s)", c->cfg.names[first_lost], first_lost, c->pend.rank, how);
+            snprintf(why, sizeof why,
+                     "lost the agent of node %s (node rank %d) during the --health-check after "
+                     "rank %d failed (%s)",
+                     c->cfg.names[first_lost], first_lost, c->pend.rank, how);
         r = ctl_begin_replace(c, lost, nlost, why, e->now);
     }
     free(lost);
@@ -166,8 +168,10 @@ static int lost_stops(p3d_ctl *c, const ctl_ev *e, char *why, size_t cap)
     char jn[160], jh[300];
     snprintf(why, cap, "lost the agent of node %s (node rank %d): %s", c->cfg.names[a], a,
              e->how && e->how[0] ? e->how : "it ended unasked");
-    ctl_event(c, "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s, "
-              "\"fault\": \"node\"", ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
+    ctl_event(c,
+              "\"event\": \"failure\", \"node\": %s, \"rank\": -1, \"cause\": \"node lost\", \"how\": %s, "
+              "\"fault\": \"node\"",
+              ctl_jstr(c->cfg.names[a], jn, sizeof jn), ctl_jstr(e->how, jh, sizeof jh));
     ctl_fault_lost(c);
     if (c->cfg.failover && lost_majority(c, a)) {
         /* half or more of the generation gone at once: this side may be
@@ -175,10 +179,11 @@ static int lost_stops(p3d_ctl *c, const ctl_ev *e, char *why, size_t cap)
          * that starts the ranks again — this side's ranks end now, before
          * that successor's fence passes */
         ctl_mark_lost(c, a);
-        ctl_summary_fmt(c, "par3drun: root cause: %s; %d of the %d nodes of restart %d are lost: the leader no "
+        ctl_summary_fmt(c,
+                        "par3drun: root cause: %s; %d of the %d nodes of restart %d are lost: the leader no "
                         "longer has a majority and stops (majority rule: the two sides of a partition never both "
-                        "run; --no-failover turns it off)\n", why,
-                        c->ndead - c->dead0 + count_set(c->chk.lostq, c->cfg.nagents), c->members, c->gen);
+                        "run; --no-failover turns it off)\n",
+                        why, c->ndead - c->dead0 + count_set(c->chk.lostq, c->cfg.nagents), c->members, c->gen);
         ctl_stop(c, SIGKILL, P3D_EXIT_LOST, e->now);
         return 1;
     }
@@ -285,9 +290,11 @@ void ctl_on_signal(p3d_ctl *c, const ctl_ev *e)
     if (forwarded(c, sig))
         return;
     ctl_sig_name(sig, sn, sizeof sn);
-    ctl_say(c, "par3drun: %s: stopping %d rank%s on %d node%s (%s to every rank, SIGKILL after the %g s grace; a "
-            "second signal skips it)\n", sn, c->cfg.nranks, c->cfg.nranks == 1 ? "" : "s", c->cfg.nagents,
-            c->cfg.nagents == 1 ? "" : "s", sn, c->cfg.grace);
+    ctl_say(c,
+            "par3drun: %s: stopping %d rank%s on %d node%s (%s to every rank, SIGKILL after the %g s grace; a "
+            "second signal skips it)\n",
+            sn, c->cfg.nranks, c->cfg.nranks == 1 ? "" : "s", c->cfg.nagents, c->cfg.nagents == 1 ? "" : "s", sn,
+            c->cfg.grace);
     ctl_stop(c, sig, 128 + sig, e->now);
 }
 
@@ -367,8 +374,10 @@ void ctl_on_tick_checking(p3d_ctl *c, const ctl_ev *e)
 {
     if (timed_out(c, e->now) || e->now < c->chk.health_at)
         return;
-    ctl_say(c, "par3drun: warning: the --health-check result did not come within %g s; the nodes count as "
-            "healthy\n", c->cfg.health_timeout + 2 * P3D_CTL_SLACK);
+    ctl_say(c,
+            "par3drun: warning: the --health-check result did not come within %g s; the nodes count as "
+            "healthy\n",
+            c->cfg.health_timeout + 2 * P3D_CTL_SLACK);
     ctl_ev h = {.type = P3D_CTL_EV_HEALTH, .a = -1, .now = e->now};
     ctl_on_health(c, &h);
 }
@@ -401,14 +410,17 @@ void ctl_on_tick_takeover(p3d_ctl *c, const ctl_ev *e)
         return;
     double nt = c->cfg.node_timeout > 0 ? c->cfg.node_timeout : 10;
     if (c->cfg.elect)
-        ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s; etcd did not elect node %s within %g s: "
+        ctl_summary_fmt(c,
+                        "par3drun: root cause: lost the leader's node %s; etcd did not elect node %s within %g s: "
                         "another node leads, or the old leader still holds its lease, so this node stops\n",
                         c->cfg.names[c->old_leader], c->cfg.names[c->cfg.leader], nt + c->cfg.elect_wait);
     else
-        ctl_summary_fmt(c, "par3drun: root cause: lost the leader's node %s; only %d of the %d nodes of restart %d "
+        ctl_summary_fmt(c,
+                        "par3drun: root cause: lost the leader's node %s; only %d of the %d nodes of restart %d "
                         "rejoined node %s within %g s (--node-timeout): no majority, so this side stops (majority "
-                        "rule: the two sides of a partition never both run)\n", c->cfg.names[c->old_leader],
-                        c->tk.nrejoined, c->members, c->gen, c->cfg.names[c->cfg.leader], nt);
+                        "rule: the two sides of a partition never both run)\n",
+                        c->cfg.names[c->old_leader], c->tk.nrejoined, c->members, c->gen, c->cfg.names[c->cfg.leader],
+                        nt);
     ctl_stop(c, SIGKILL, P3D_EXIT_LOST, e->now);
 }
 
@@ -449,8 +461,10 @@ void ctl_on_all_retired(p3d_ctl *c, const ctl_ev *e)
     if (e->now >= c->fence_at)
         ctl_respawn(c);
     else if (!c->rep.fence_said++)
-        ctl_say(c, "par3drun: waiting %.1f s more before the replacement starts: the lost node ends its own ranks by "
-                "then (fencing; --node-timeout)\n", c->fence_at - e->now);
+        ctl_say(c,
+                "par3drun: waiting %.1f s more before the replacement starts: the lost node ends its own ranks by "
+                "then (fencing; --node-timeout)\n",
+                c->fence_at - e->now);
 }
 
 void ctl_on_all_stopped(p3d_ctl *c, const ctl_ev *e)

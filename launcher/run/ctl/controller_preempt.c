@@ -94,11 +94,12 @@ void ctl_on_preempt(p3d_ctl *c, const ctl_ev *e)
     ctl_sig_name(c->cfg.preempt_sig, pn, sizeof pn);
     if (c->pre.ckpt0 >= 0)
         snprintf(after, sizeof after, " newer than step %d", c->pre.ckpt0);
-    ctl_say(c, "par3drun: preempted (%s %s): %s to every rank; waiting up to %g s (--grace) for every node's "
+    ctl_say(c,
+            "par3drun: preempted (%s %s): %s to every rank; waiting up to %g s (--grace) for every node's "
             "checkpoint%s or end, then stopping (exit %d; a second SIGTERM or SIGINT stops at once)\n",
             ctl_sig_name(c->pre.sig, sn, sizeof sn), c->pre.where, pn, c->cfg.grace, after, P3D_EXIT_PREEMPTED);
-    ctl_event(c, "\"event\": \"preempt\", \"signal\": %d, \"ckpt_before\": %d, \"grace\": %g", c->pre.sig,
-              c->pre.ckpt0, c->cfg.grace);
+    ctl_event(c, "\"event\": \"preempt\", \"signal\": %d, \"ckpt_before\": %d, \"grace\": %g", c->pre.sig, c->pre.ckpt0,
+              c->cfg.grace);
     ctl_story(c, e->now, "preempted (%s %s): waiting for the ranks' checkpoint", sn, c->pre.where);
     p3d_amsg m = {.type = P3D_AM_FORWARD, .sig = c->cfg.preempt_sig};
     c->ops.send(c->ops.ctx, -1, &m);

@@ -82,9 +82,14 @@ int p3d_ctl_figures(const p3d_ctl *c, int a, p3d_ctl_fig *f)
     if (!ctl_agent_ok(c, a) || c->prog[a].gen != c->gen)
         return 0;
     const struct ctl_prog *p = &c->prog[a];
-    *f = (p3d_ctl_fig){.step = p->step, .ckpt = p->ckpt, .npeers = p->npeers, .busy = p->busy,
-                       .peer_busy = p->peer_busy, .ratio = p->npeers ? p->ratio : 0,
-                       .slow = p->flagged == c->gen + 1 || p->flagged == -(c->gen + 1), .what = p->what};
+    *f = (p3d_ctl_fig){.step = p->step,
+                       .ckpt = p->ckpt,
+                       .npeers = p->npeers,
+                       .busy = p->busy,
+                       .peer_busy = p->peer_busy,
+                       .ratio = p->npeers ? p->ratio : 0,
+                       .slow = p->flagged == c->gen + 1 || p->flagged == -(c->gen + 1),
+                       .what = p->what};
     return 1;
 }
 
@@ -132,22 +137,23 @@ static void report(p3d_ctl *c, int a, double now)
     else
         snprintf(action, sizeof action, "replace");
     if (c->cfg.slow_replace && no) {
-        ctl_say(c, "par3drun: node %s is not replaced: %s (--slow-node replace reports only then)\n",
-                c->cfg.names[a], no);
+        ctl_say(c, "par3drun: node %s is not replaced: %s (--slow-node replace reports only then)\n", c->cfg.names[a],
+                no);
         p->flagged = -(c->gen + 1); /* said; spares only ever become fewer */
-    }
-    else if (c->cfg.slow_replace && p->ckpt >= 0)
-        ctl_say(c, "par3drun: node %s: its ranks move to a spare after their next checkpoint (newer than step %d), "
-                   "at the latest in %g s (--slow-wait)\n", c->cfg.names[a], p->ckpt, c->cfg.slow_wait);
+    } else if (c->cfg.slow_replace && p->ckpt >= 0)
+        ctl_say(c,
+                "par3drun: node %s: its ranks move to a spare after their next checkpoint (newer than step %d), "
+                "at the latest in %g s (--slow-wait)\n",
+                c->cfg.names[a], p->ckpt, c->cfg.slow_wait);
     else if (c->cfg.slow_replace)
         ctl_say(c, "par3drun: node %s: its ranks report no checkpoint; they move to a spare in %g s (--slow-wait)\n",
                 c->cfg.names[a], c->cfg.slow_wait);
-    ctl_event(c, "\"event\": \"slow\", \"node\": %s, \"ratio\": %.3f, \"busy_s\": %.6f, \"peer_busy_s\": %.6f, "
-                 "\"peers\": %d, \"work\": %s, \"step\": %d, \"ckpt\": %d, \"windows\": %d, \"seconds\": %.3f, "
-                 "\"action\": %s",
+    ctl_event(c,
+              "\"event\": \"slow\", \"node\": %s, \"ratio\": %.3f, \"busy_s\": %.6f, \"peer_busy_s\": %.6f, "
+              "\"peers\": %d, \"work\": %s, \"step\": %d, \"ckpt\": %d, \"windows\": %d, \"seconds\": %.3f, "
+              "\"action\": %s",
               ctl_jstr(c->cfg.names[a], jn, sizeof jn), p->ratio, p->busy, p->peer_busy, p->npeers,
-              ctl_jstr(p->what, jw, sizeof jw), p->step, p->ckpt, p->windows, for_s,
-              ctl_jstr(action, ja, sizeof ja));
+              ctl_jstr(p->what, jw, sizeof jw), p->step, p->ckpt, p->windows, for_s, ctl_jstr(action, ja, sizeof ja));
 }
 
 /* --slow-node replace: agent a's time has come (why: the trigger). Acted
@@ -176,8 +182,7 @@ static int busy_physical(const struct ctl_prog *p)
 }
 
 /* Agent a is not judged this time; said once a job (what, why). */
-static void not_judged(p3d_ctl *c, int a, unsigned what, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void not_judged(p3d_ctl *c, int a, unsigned what, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static void not_judged(p3d_ctl *c, int a, unsigned what, const char *fmt, ...)
 {
     struct ctl_prog *p = &c->prog[a];
@@ -208,8 +213,9 @@ static void cannot_judge(p3d_ctl *c, const int *run, int m)
     if (told)
         return;
     const struct ctl_prog *p = &c->prog[run[0]];
-    ctl_say(c, "par3drun: slow-node detection cannot judge node %s%s%s%s%s%s: %d node%s do%s the same work (at least %d "
-               "needed; with two, either could be the slow one) (said once)\n",
+    ctl_say(c,
+            "par3drun: slow-node detection cannot judge node %s%s%s%s%s%s: %d node%s do%s the same work (at least %d "
+            "needed; with two, either could be the slow one) (said once)\n",
             c->cfg.names[run[0]], m > 1 ? " and " : "", m > 1 ? c->cfg.names[run[1]] : "", p->what[0] ? " (" : "",
             p->what, p->what[0] ? ")" : "", m, m == 1 ? "" : "s", m == 1 ? "es" : "", P3D_JUDGE_MIN);
 }

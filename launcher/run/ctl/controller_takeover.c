@@ -82,13 +82,15 @@ static void takeover_begin(p3d_ctl *c, const ctl_ev *e, int old, const char *why
     c->end.kill_at = c->end.giveup_at = 0;
     c->rep.fence_said = 0;
     if (c->cfg.elect)
-        ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once etcd elects it (within %g s) "
-                "and the nodes of restart %d have rejoined it\n", c->cfg.names[old], why, c->cfg.names[s],
-                nt + c->cfg.elect_wait, c->gen);
+        ctl_say(c,
+                "par3drun: lost the leader's node %s (%s); node %s takes over once etcd elects it (within %g s) "
+                "and the nodes of restart %d have rejoined it\n",
+                c->cfg.names[old], why, c->cfg.names[s], nt + c->cfg.elect_wait, c->gen);
     else
-        ctl_say(c, "par3drun: lost the leader's node %s (%s); node %s takes over once more than half of the %d nodes "
-                "of restart %d have rejoined it (within %g s)\n", c->cfg.names[old], why, c->cfg.names[s], c->members,
-                c->gen, nt);
+        ctl_say(c,
+                "par3drun: lost the leader's node %s (%s); node %s takes over once more than half of the %d nodes "
+                "of restart %d have rejoined it (within %g s)\n",
+                c->cfg.names[old], why, c->cfg.names[s], c->members, c->gen, nt);
     ctl_story(c, e->now, "lost the leader's node %s (%s); %s takes over", c->cfg.names[old], why, c->cfg.names[s]);
     ctl_go(c, P3D_CTL_TAKEOVER);
 }
@@ -165,8 +167,10 @@ void ctl_on_takeover_act(p3d_ctl *c, const ctl_ev *e)
             lost[nlost++] = i;
     memset(c->tk.olds, 0, (size_t)n);
     char why[640];
-    snprintf(why, sizeof why, "lost the leader's node %s (node rank %d): %s; node %s took over with %d of the %d nodes "
-             "of restart %d", c->cfg.names[c->old_leader], c->old_leader, c->takeover_why ? c->takeover_why : "",
+    snprintf(why, sizeof why,
+             "lost the leader's node %s (node rank %d): %s; node %s took over with %d of the %d nodes "
+             "of restart %d",
+             c->cfg.names[c->old_leader], c->old_leader, c->takeover_why ? c->takeover_why : "",
              c->cfg.names[c->cfg.leader], c->tk.nrejoined, c->members, c->gen);
     int r = ctl_begin_replace(c, lost, nlost, why, e->now);
     free(lost);

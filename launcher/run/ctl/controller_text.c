@@ -15,12 +15,18 @@
 #include <string.h>
 
 static const char *const state_names[P3D_CTL_NSTATES] = {
-    [P3D_CTL_STARTING] = "starting",     [P3D_CTL_RUNNING] = "running",     [P3D_CTL_CHECKING] = "checking",
-    [P3D_CTL_RESTARTING] = "restarting", [P3D_CTL_REPLACING] = "replacing", [P3D_CTL_STOPPING] = "stopping",
-    [P3D_CTL_DONE] = "done",             [P3D_CTL_TAKEOVER] = "takeover",
+    [P3D_CTL_STARTING] = "starting",
+    [P3D_CTL_RUNNING] = "running",
+    [P3D_CTL_CHECKING] = "checking",
+    [P3D_CTL_RESTARTING] = "restarting",
+    [P3D_CTL_REPLACING] = "replacing",
+    [P3D_CTL_STOPPING] = "stopping",
+    [P3D_CTL_DONE] = "done",
+    [P3D_CTL_TAKEOVER] = "takeover",
     [P3D_CTL_COLLECTING] = "collecting",
     [P3D_CTL_PREEMPTING] = "preempting",
-    [P3D_CTL_SHRINKING] = "shrinking",   [P3D_CTL_GROWING] = "growing",
+    [P3D_CTL_SHRINKING] = "shrinking",
+    [P3D_CTL_GROWING] = "growing",
 };
 
 static const char *const event_names[P3D_CTL_NEVENTS] = {

@@ -79,8 +79,8 @@ void hub_on_gate(p3d_loop *lp, int fd, int ev, void *ctx)
     (void)ev;
     p3d_rejoin j;
     p3d_chan *ch = NULL;
-    while (p3d_fgate_take(h->L->mn->gate, (int)h->L->job->cluster->nnodes, p3d_now(), NULL, h->L->o->verbose, &j, &ch) ==
-           1)
+    while (p3d_fgate_take(h->L->mn->gate, (int)h->L->job->cluster->nnodes, p3d_now(), NULL, h->L->o->verbose, &j,
+                          &ch) == 1)
         hub_rejoin(h, &j, ch);
     /* a connection accepted before its frame came: its bytes do not wake
      * the listening socket, so look again shortly (the gate drops it after

@@ -187,8 +187,7 @@ int hub_health(hub *h, const unsigned char *dead, void (*done)(hub *, unsigned c
             continue;
         r->ask[i] = 1;
         r->res[i].ok = 0;
-        snprintf(r->res[i].how, sizeof r->res[i].how, "no answer within %g s",
-                 o->health_check_timeout + P3D_CTL_SLACK);
+        snprintf(r->res[i].how, sizeof r->res[i].how, "no answer within %g s", o->health_check_timeout + P3D_CTL_SLACK);
         if (len > 0)
             hub_send_one(h, i, pkt, (size_t)len);
     }

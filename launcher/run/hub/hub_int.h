@@ -15,17 +15,17 @@
 #include "rdzv.h"
 
 typedef struct alink {
-    int fd;        /* socket pair, or ch's fd; -1 closed */
-    p3d_chan *ch;  /* remote: its authenticated channel (owned), NULL closed */
-    int remote;    /* a rendezvous connection */
-    pid_t pid;     /* local: the agent process, 0 once reaped */
-    int broken;    /* remote: a send failed; reported as gone by the loop */
-    int reported;  /* p3d_ctl_gone called */
-    char how[200]; /* remote, broken while a health check waited: why */
-    double heard;  /* when it last sent anything (--node-timeout) */
-    int parked;    /* takeover: connected, no agent running (failover) */
+    int fd;             /* socket pair, or ch's fd; -1 closed */
+    p3d_chan *ch;       /* remote: its authenticated channel (owned), NULL closed */
+    int remote;         /* a rendezvous connection */
+    pid_t pid;          /* local: the agent process, 0 once reaped */
+    int broken;         /* remote: a send failed; reported as gone by the loop */
+    int reported;       /* p3d_ctl_gone called */
+    char how[200];      /* remote, broken while a health check waited: why */
+    double heard;       /* when it last sent anything (--node-timeout) */
+    int parked;         /* takeover: connected, no agent running (failover) */
     int retire_pending; /* parked and told to retire: gone, said outside the controller */
-    int succ_sent; /* the successor list went to it (L->mn->successors) */
+    int succ_sent;      /* the successor list went to it (L->mn->successors) */
 } alink;
 
 /* ---- peers.c: the nodes that do the same work ------------------------- */
@@ -77,25 +77,25 @@ typedef struct hub {
     const char **names; /* owned (the strings are the clusters') */
     p3d_ctl *ctl;
     p3d_outsink sink;
-    int health_seq;     /* the latest C request's number */
-    int health_warned;  /* said that some nodes have no --health-check */
+    int health_seq;    /* the latest C request's number */
+    int health_warned; /* said that some nodes have no --health-check */
     p3d_loop *loop;
-    p3d_io_fn on_link;  /* supervise.c's reader of a link (hub_watch) */
-    lctx *lc;           /* lc[i]: link i's watcher context */
-    hround *round;      /* the --health-check round that runs, or NULL */
-    int health_due;     /* the controller asked for --health-check */
-    int pre_done;       /* the check before the first start is over */
+    p3d_io_fn on_link; /* supervise.c's reader of a link (hub_watch) */
+    lctx *lc;          /* lc[i]: link i's watcher context */
+    hround *round;     /* the --health-check round that runs, or NULL */
+    int health_due;    /* the controller asked for --health-check */
+    int pre_done;      /* the check before the first start is over */
     unsigned char *pre_bad;
-    double next_beat;   /* --node-timeout: the next heartbeat to the nodes */
-    double last_check;  /* when hub_beat last looked for silent agents */
-    unsigned judged;    /* the controller's judgements the status shows */
+    double next_beat;             /* --node-timeout: the next heartbeat to the nodes */
+    double last_check;            /* when hub_beat last looked for silent agents */
+    unsigned judged;              /* the controller's judgements the status shows */
     int status_gen, status_state; /* the generation and state it shows */
     int status_warned;
-    int tk_me;          /* takeover: this node's agent index, -1 none */
+    int tk_me;           /* takeover: this node's agent index, -1 none */
     unsigned gate_timer; /* takeover: the gate is read again (strangers held) */
     /* nodes joining the running job (hub_join.c) */
-    int *own_nodes;     /* nodes[] once a node joined (the first ones copied) */
-    p3d_joiner *joining; /* the one p3d_ctl_join is asked about */
+    int *own_nodes;                 /* nodes[] once a node joined (the first ones copied) */
+    p3d_joiner *joining;            /* the one p3d_ctl_join is asked about */
     p3d_joiner held[P3D_JOIN_HELD]; /* held while the job replaces or checks */
     double held_at[P3D_JOIN_HELD];
     int nheld;

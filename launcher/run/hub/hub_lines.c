@@ -60,8 +60,8 @@ void hub_start_line(hub *h, int nnodes)
     if (spares)
         snprintf(sp, sizeof sp, ", %d spare%s", spares, spares == 1 ? "" : "s");
     snprintf(line, sizeof line, "par3drun: job %s: %d rank%s (%s) on %d node%s%s; run dir %s\n", L->job->job_id,
-             L->job->pl->world, L->job->pl->world == 1 ? "" : "s", mesh, nnodes - spares, nnodes - spares == 1 ? "" : "s", sp,
-             L->run_dir);
+             L->job->pl->world, L->job->pl->world == 1 ? "" : "s", mesh, nnodes - spares,
+             nnodes - spares == 1 ? "" : "s", sp, L->run_dir);
     hub_note(h, line);
     /* torchrun says it too: the ranks' OpenMP threads are ours to size */
     int omp_given = getenv("OMP_NUM_THREADS") != NULL;
@@ -69,7 +69,7 @@ void hub_start_line(hub *h, int nnodes)
         omp_given = !strncmp(L->extra_env[i], "OMP_NUM_THREADS=", 16);
     if (!omp_given && L->job->pl->world > 1)
         hub_note(h, "par3drun: OMP_NUM_THREADS is not set: each rank gets the number of CPUs it is bound to (set "
-                   "OMP_NUM_THREADS to choose)\n");
+                    "OMP_NUM_THREADS to choose)\n");
 }
 
 void hub_end_line(hub *h, int code)

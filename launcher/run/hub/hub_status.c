@@ -21,9 +21,10 @@
 void hub_peers(hub *h)
 {
     int *group = calloc((size_t)h->n + 1, sizeof *group);
-    char (*what)[P3D_PEER_WHAT] = calloc((size_t)h->n + 1, sizeof *what);
+    char(*what)[P3D_PEER_WHAT] = calloc((size_t)h->n + 1, sizeof *what);
     const char **wp = calloc((size_t)h->n + 1, sizeof *wp);
-    if (group && what && wp && p3d_peer_groups(h->L->job->pl, h->nodes, h->n, h->L->job->cluster->nnodes, group, what) == 0) {
+    if (group && what && wp &&
+        p3d_peer_groups(h->L->job->pl, h->nodes, h->n, h->L->job->cluster->nnodes, group, what) == 0) {
         for (int i = 0; i < h->n; i++)
             wp[i] = what[i];
         p3d_ctl_set_peers(h->ctl, group, wp);
@@ -116,8 +117,8 @@ void hub_write_status(hub *h)
             snprintf(sp, sizeof sp, "%.2f s", p3d_ctl_recovery_max(h->ctl));
         if (p3d_ctl_resumed_max(h->ctl) >= 0)
             snprintf(su, sizeof su, "%.2f s", p3d_ctl_resumed_max(h->ctl));
-        p3d_str_appendf(&s, "", "slowest recovery: respawn %s, training resumed %s (after the failure was seen)\n",
-                        sp, su);
+        p3d_str_appendf(&s, "", "slowest recovery: respawn %s, training resumed %s (after the failure was seen)\n", sp,
+                        su);
     }
     if (nfig)
         p3d_str_appendf(&s, "", "steps: %d to %d\n", lo, hi);

@@ -11,19 +11,19 @@
 #include <stddef.h>
 
 typedef struct p3d_result {
-    const char *job_id;   /* borrowed; NULL: null */
+    const char *job_id; /* borrowed; NULL: null */
     int exit_code;
-    const char *summary;  /* the controller's root-cause lines, "" none */
-    const char *fault;    /* "job", "node" or "unknown" */
+    const char *summary; /* the controller's root-cause lines, "" none */
+    const char *fault;   /* "job", "node" or "unknown" */
     int restarts;
-    int replaced;         /* nodes replaced by spares */
-    int step, ckpt;       /* the latest step and checkpoint seen, -1 none;
+    int replaced;   /* nodes replaced by spares */
+    int step, ckpt; /* the latest step and checkpoint seen, -1 none;
                              preempted: the checkpoint every node holds */
-    int preempted;        /* ended by a preemption (P3D_EXIT_PREEMPTED) */
+    int preempted;  /* ended by a preemption (P3D_EXIT_PREEMPTED) */
     /* an elastic job (min_dp > 0; else no "width" object): the width it
      * ended at, its full width and floor, the shrinks and grows */
     int dp, full_dp, min_dp, shrinks, grows;
-    double started;       /* wall clock, Unix seconds */
+    double started; /* wall clock, Unix seconds */
     double ended;
 } p3d_result;
 

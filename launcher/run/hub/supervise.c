@@ -61,9 +61,7 @@ static void hub_send(void *ctx, int a, const p3d_amsg *m)
     /* a retire order (REPLACING, SHRINKING, GROWING) keeps a remote node's
      * connection: its relay ends the ranks and awaits the new placement */
     p3d_amsg q = {.type = P3D_AM_RETIRE};
-    int rlen = m->type == P3D_AM_STOP && p3d_ctl_retiring(h->ctl)
-                   ? p3d_amsg_encode(&q, rbuf, sizeof rbuf)
-                   : -1;
+    int rlen = m->type == P3D_AM_STOP && p3d_ctl_retiring(h->ctl) ? p3d_amsg_encode(&q, rbuf, sizeof rbuf) : -1;
     for (int i = a < 0 ? 0 : a; i < (a < 0 ? h->n : a + 1); i++) {
         if (h->ln[i].parked && m->type == P3D_AM_STOP && (rlen > 0 || !h->ln[i].remote)) {
             /* no agent runs there (a takeover): retired already; said to
@@ -285,7 +283,9 @@ static void hub_read_remote(hub *h, int a)
     if (!l->ch || p3d_fate_read(l->ch, h->L->job->cluster->nodes[h->nodes[a]].name, hub_remote_msg, &rc, &e) < 0) {
         char how[256];
         snprintf(how, sizeof how, "the connection %s (killed, crashed, or the node is down)",
-                 e && !strcmp(e, "closed") ? "closed" : e ? e : "failed");
+                 e && !strcmp(e, "closed") ? "closed"
+                 : e                       ? e
+                                           : "failed");
         hub_close(h, l);
         hub_gone(h, a, how, 0);
     }
@@ -330,8 +330,8 @@ static double hub_beat(hub *h, double now, int check)
             continue;
         if (check && now - l->heard > to) {
             char how[160];
-            snprintf(how, sizeof how, "no heartbeat for %.1f s (frozen or cut off; --node-timeout %g)",
-                     now - l->heard, to);
+            snprintf(how, sizeof how, "no heartbeat for %.1f s (frozen or cut off; --node-timeout %g)", now - l->heard,
+                     to);
             /* fencing: a frozen remote node's own processes end its ranks
              * by its deadline (relay.c, agent.c); no replacement before */
             if (l->remote)
@@ -409,8 +409,8 @@ static double hub_prepare(p3d_loop *lp, double now, void *ctx)
      * generation or state too: after a node replacement the ranks report
      * no progress for a while, and a view of the old generation would
      * stand there as if nothing had happened */
-    if (p3d_ctl_judgements(h->ctl) != h->judged ||
-        (h->judged && (p3d_ctl_restarts(h->ctl) != h->status_gen || (int)p3d_ctl_get_state(h->ctl) != h->status_state))) {
+    if (p3d_ctl_judgements(h->ctl) != h->judged || (h->judged && (p3d_ctl_restarts(h->ctl) != h->status_gen ||
+                                                                  (int)p3d_ctl_get_state(h->ctl) != h->status_state))) {
         h->judged = p3d_ctl_judgements(h->ctl);
         hub_write_status(h);
     }
@@ -469,8 +469,9 @@ static void hub_on_elect(p3d_loop *lp, int fd, int ev, void *ctx)
     hub *h = ctx;
     char msg[1200];
     for (int k; (k = h->L->mn->elect_news(h->L->mn->elect_ctx, msg, sizeof msg)) != P3D_RDZV_NEWS_NONE;) {
-        int news = k == P3D_RDZV_NEWS_WON ? P3D_CTL_ELECT_WON
-                   : k == P3D_RDZV_NEWS_NOT_WON ? P3D_CTL_ELECT_NOT_WON : P3D_CTL_ELECT_LOST;
+        int news = k == P3D_RDZV_NEWS_WON       ? P3D_CTL_ELECT_WON
+                   : k == P3D_RDZV_NEWS_NOT_WON ? P3D_CTL_ELECT_NOT_WON
+                                                : P3D_CTL_ELECT_LOST;
         p3d_ctl_election(h->ctl, news, msg, p3d_now());
     }
 }
@@ -528,28 +529,44 @@ static int hub_new_ctl(hub *h, int leader)
 {
     const p3d_launch *L = h->L;
     p3d_ctl_cfg cfg = {
-        .nagents = h->n, .names = h->names, .nranks = L->job->pl->world, .max_restarts = L->o->max_restarts,
-        .max_no_progress = L->o->max_no_progress, .no_progress_code = L->o->no_progress_exit_code,
-        .max_job_restarts = L->o->max_job_restarts, .fault_window = L->o->fault_window,
-        .grace = L->o->grace, .timeout = L->o->timeout, .verbose = L->o->verbose,
+        .nagents = h->n,
+        .names = h->names,
+        .nranks = L->job->pl->world,
+        .max_restarts = L->o->max_restarts,
+        .max_no_progress = L->o->max_no_progress,
+        .no_progress_code = L->o->no_progress_exit_code,
+        .max_job_restarts = L->o->max_job_restarts,
+        .fault_window = L->o->fault_window,
+        .grace = L->o->grace,
+        .timeout = L->o->timeout,
+        .verbose = L->o->verbose,
         .health_timeout = L->o->health_check_timeout + P3D_CTL_SLACK,
-        .leader = leader, .t0 = L->t0,
-        .failover = L->mn && L->mn->failover, .node_timeout = L->o->node_timeout,
-        .progress_interval = L->o->progress_interval, .slow_factor = L->o->slow_factor,
-        .slow_windows = L->o->slow_windows, .slow_wait = L->o->slow_wait,
+        .leader = leader,
+        .t0 = L->t0,
+        .failover = L->mn && L->mn->failover,
+        .node_timeout = L->o->node_timeout,
+        .progress_interval = L->o->progress_interval,
+        .slow_factor = L->o->slow_factor,
+        .slow_windows = L->o->slow_windows,
+        .slow_wait = L->o->slow_wait,
         .slow_replace = L->o->slow_node && !strcmp(L->o->slow_node, "replace"),
         .elect = hub_elects(L),
         .elect_wait = (L->o->node_timeout > 0 ? L->o->node_timeout : 30) + 2 * P3D_CTL_SLACK,
         .preempt_term = L->o->preempt_on_term,
         .dp = p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
         .full_dp = L->job->full_dp > 0 ? L->job->full_dp : p3d_mesh_size(&L->job->pl->mesh, P3D_DIM_DP),
-        .min_dp = L->job->min_dp, .grow_wait = L->o->grow_wait,
+        .min_dp = L->job->min_dp,
+        .grow_wait = L->o->grow_wait,
     };
     int *replicas = hub_replicas(L->job->pl, &cfg.nreplicas);
     cfg.replica_of = replicas;
     if (p3d_preempt_signal(L->o, &cfg.preempt_sig, NULL) < 0)
         cfg.preempt_sig = 0; /* checked before the start: cannot happen */
-    p3d_ctl_ops ops = {.ctx = h, .send = hub_send, .kill = hub_kill, .say = hub_say, .event = hub_event,
+    p3d_ctl_ops ops = {.ctx = h,
+                       .send = hub_send,
+                       .kill = hub_kill,
+                       .say = hub_say,
+                       .event = hub_event,
                        .spares_left = hub_spares_left};
     /* a replacement starts the agents again on a new placement: local
      * ones forked again, remote ones sent the new placement (a multi-node
@@ -608,7 +625,7 @@ static void hub_replace_pre_bad(hub *h, const unsigned char *bad)
     if (!lost || !h->L->replace || hub_replace(h, lost, nlost, 0, why, &msg) < 0) {
         char *s = NULL;
         if (asprintf(&s, "%s; cannot replace it: %s", why,
-                     msg ? msg
+                     msg              ? msg
                      : !h->L->replace ? "no spare (--spares K keeps some)"
                                       : "out of memory") < 0)
             s = NULL;

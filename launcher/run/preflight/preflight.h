@@ -24,31 +24,31 @@
  * outlasts --preflight-timeout, is excluded (docs/launch.md, "Preflight"). */
 /* One node's figures (-1: none) and verdict. */
 typedef struct p3d_preflight_node {
-    const char *name;   /* the caller's */
-    int ran;            /* the benchmark ended with its figures */
+    const char *name; /* the caller's */
+    int ran;          /* the benchmark ended with its figures */
     int excluded;
     double gflops, mem_gbps, tcp_out_mbps, tcp_in_mbps;
-    double p2p_gbps;    /* GPUs: the slowest peer link of the fastest class */
-    int gpus;           /* GPUs benchmarked; 0: the CPU backend */
-    int tcp_cleared;    /* both its ring links slow, explained by its slow
+    double p2p_gbps; /* GPUs: the slowest peer link of the fastest class */
+    int gpus;        /* GPUs benchmarked; 0: the CPU backend */
+    int tcp_cleared; /* both its ring links slow, explained by its slow
                          * neighbours: its TCP figure is not held against it */
     double seconds;
-    const char *links;  /* what became of the NVLink links (static text) */
-    char why[320];      /* excluded: why; "" otherwise */
+    const char *links; /* what became of the NVLink links (static text) */
+    char why[320];     /* excluded: why; "" otherwise */
 } p3d_preflight_node;
 
 typedef struct p3d_preflight {
     int n, nexcluded;
     p3d_preflight_node *nodes;
     double median_gflops, median_mem_gbps, median_tcp_mbps; /* -1: none */
-    double median_p2p_gbps; /* over the nodes with GPU peer links; -1 none */
-    int any_gpu;        /* some node benchmarked GPUs (the table's columns) */
-    int tcp_judged;     /* 3 nodes or more: a slow link's end can be told */
-    int judged;         /* compute and memory: 3 nodes or more gave them */
-    int p2p_judged;     /* GPU peer links: 3 nodes or more gave them */
+    double median_p2p_gbps;                                 /* over the nodes with GPU peer links; -1 none */
+    int any_gpu;                                            /* some node benchmarked GPUs (the table's columns) */
+    int tcp_judged;                                         /* 3 nodes or more: a slow link's end can be told */
+    int judged;                                             /* compute and memory: 3 nodes or more gave them */
+    int p2p_judged;                                         /* GPU peer links: 3 nodes or more gave them */
     double slow_factor, timeout, seconds;
     const char *tcp_note; /* no ring ran: why (static text), else NULL */
-    int nrun_none;      /* nodes that ran no preflight (multi-node: started
+    int nrun_none;        /* nodes that ran no preflight (multi-node: started
                          * without --preflight): not judged */
 } p3d_preflight;
 
@@ -150,11 +150,11 @@ int p3d_preflight_gathered(const p3d_opts *o, const char *const *names, const ch
 /* Physical bounds of the figures judged (docs/limits.md): a figure beyond
  * them is refused with the reason, never compared. Generous on purpose:
  * ten times the fastest hardware of 2026 and more. */
-#define P3D_JUDGE_BUSY_MAX 1e6     /* seconds of a rank's own work per step */
-#define P3D_JUDGE_GFLOPS_MAX 1e8   /* GFLOP/s of one GPU or CPU (100 PFLOP/s) */
-#define P3D_JUDGE_GBPS_MAX 1e5     /* GB/s of memory or a GPU peer link */
-#define P3D_JUDGE_MBPS_MAX 1e7     /* MB/s of a TCP link (10 TB/s) */
-#define P3D_JUDGE_SECONDS_MAX 1e6  /* a benchmark's own seconds */
+#define P3D_JUDGE_BUSY_MAX 1e6    /* seconds of a rank's own work per step */
+#define P3D_JUDGE_GFLOPS_MAX 1e8  /* GFLOP/s of one GPU or CPU (100 PFLOP/s) */
+#define P3D_JUDGE_GBPS_MAX 1e5    /* GB/s of memory or a GPU peer link */
+#define P3D_JUDGE_MBPS_MAX 1e7    /* MB/s of a TCP link (10 TB/s) */
+#define P3D_JUDGE_SECONDS_MAX 1e6 /* a benchmark's own seconds */
 
 /* The index of the reference in n values sorted ascending, or -1 when
  * n < P3D_JUDGE_MIN (cannot judge). high_bad: a high value is the bad one

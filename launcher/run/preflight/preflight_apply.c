@@ -35,9 +35,10 @@ int p3d_preflight_nodes(const p3d_opts *o, const p3d_plan_result *r, int **nodes
         }
     free(has);
     if (n > 1 && !o->emulate)
-        return p3d_err(err, "--preflight: the placement spans %d nodes of %s; the preflight runs them on this host "
-                            "with --emulate (a preflight across the hosts of a multi-node rendezvous is not "
-                            "done in this version)",
+        return p3d_err(err,
+                       "--preflight: the placement spans %d nodes of %s; the preflight runs them on this host "
+                       "with --emulate (a preflight across the hosts of a multi-node rendezvous is not "
+                       "done in this version)",
                        n, o->cluster ? o->cluster : "the cluster");
     return n;
 }
@@ -104,7 +105,9 @@ int p3d_preflight_apply(const p3d_opts *o, p3d_plan_result *r, int events_fd, do
     if (e < 0) {
         char line[1024];
         snprintf(line, sizeof line, "par3drun: %s; cannot replace %s: %s\n", why, nlost == 1 ? "it" : "them",
-                 msg ? msg : lost ? "no spare (--spares K keeps some)" : "out of memory");
+                 msg    ? msg
+                 : lost ? "no spare (--spares K keeps some)"
+                        : "out of memory");
         p3d_term_fputs(line, stderr);
         rc = P3D_EXIT_FAIL;
     } else {

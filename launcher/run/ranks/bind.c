@@ -34,12 +34,12 @@
 struct p3d_binder {
     hwloc_topology_t topo;
     int nlocal;
-    hwloc_bitmap_t *cpus;    /* per local rank, NULL = leave unbound */
-    hwloc_bitmap_t *mems;    /* nodesets */
-    int *numa;               /* os index, -1 unknown */
-    char **why;              /* per rank: reason it is not bound, or NULL */
+    hwloc_bitmap_t *cpus; /* per local rank, NULL = leave unbound */
+    hwloc_bitmap_t *mems; /* nodesets */
+    int *numa;            /* os index, -1 unknown */
+    char **why;           /* per rank: reason it is not bound, or NULL */
     char *mode;
-    cpu_set_t *fast;         /* fast path: per rank affinity, NULL when topo */
+    cpu_set_t *fast; /* fast path: per rank affinity, NULL when topo */
 };
 
 void p3d_binder_free(p3d_binder *b)
@@ -91,7 +91,7 @@ typedef struct numa_map {
     int n;
     int *os;
     hwloc_bitmap_t *cpus;
-    int *dist;                   /* n x n, by position in os[] */
+    int *dist; /* n x n, by position in os[] */
 } numa_map;
 
 static void numa_map_free(numa_map *m)
@@ -171,8 +171,8 @@ fail:
  * CPU first within a node; without a usable map, the allowed CPUs closest
  * in number to `first` (numbering follows packages). `via` says where
  * the added CPUs came from. */
-static void top_up(hwloc_bitmap_t in, hwloc_const_bitmap_t allowed, int numa, int first, int want,
-                   const numa_map *m, char *via, size_t vcap)
+static void top_up(hwloc_bitmap_t in, hwloc_const_bitmap_t allowed, int numa, int first, int want, const numa_map *m,
+                   char *via, size_t vcap)
 {
     int row = -1;
     via[0] = 0;
@@ -260,7 +260,8 @@ static hwloc_bitmap_t cut_to_allowed(hwloc_const_bitmap_t own, int numa, hwloc_c
         r = asprintf(why, "NUMA %d's CPUs %s are outside the allowed set: nearest allowed %s%s%s%s", numa,
                      was ? was : "?", now ? now : "?", via[0] ? " (" : "", via, via[0] ? ")" : "");
     else
-        r = asprintf(why, "NUMA %d has %d allowed CPU%s of the %d this rank's share needs: added nearest allowed %s%s%s%s",
+        r = asprintf(why,
+                     "NUMA %d has %d allowed CPU%s of the %d this rank's share needs: added nearest allowed %s%s%s%s",
                      numa, have, have == 1 ? "" : "s", want, added ? added : "?", via[0] ? " (" : "", via,
                      via[0] ? ")" : "");
     if (r < 0)
@@ -293,7 +294,7 @@ static int clamp_to_allowed(p3d_binder *b, int nlocal, const char *sysfs_root, c
     if (nallowed > 0 && nallowed < nlocal)
         p3d_warn("this process may use %d CPU%s for %d local ranks (Slurm: give --cpus-per-task or "
                  "--exclusive); ranks share CPUs",
-                nallowed, nallowed == 1 ? "" : "s", nlocal);
+                 nallowed, nallowed == 1 ? "" : "s", nlocal);
     numa_map m = {0};
     int have_map = 0;
     for (int i = 0; i < nlocal && nallowed > 0; i++) {
@@ -405,8 +406,8 @@ static int bind_fast_ok(const p3d_launch *L, const p3d_node *topo, const char *m
 }
 
 /* The fast path: each rank's GPU's cpuset and NUMA node, as read. */
-static int bind_fast(p3d_binder *b, const p3d_launch *L, const p3d_node *topo, int node, const int *ranks,
-                     int nlocal, char **err)
+static int bind_fast(p3d_binder *b, const p3d_launch *L, const p3d_node *topo, int node, const int *ranks, int nlocal,
+                     char **err)
 {
     b->fast = calloc((size_t)nlocal + 1, sizeof *b->fast);
     if (!b->fast)
@@ -445,8 +446,7 @@ static int bind_numa_sets(p3d_binder *b, int nlocal, char **err)
     if (hwloc_topology_init(&b->topo) < 0 ||
         hwloc_topology_set_io_types_filter(b->topo, HWLOC_TYPE_FILTER_KEEP_NONE) < 0 ||
         hwloc_topology_load(b->topo) < 0)
-        return p3d_err(err, "binding: hwloc cannot read this host's topology: %s (use --bind none)",
-                       strerror(errno));
+        return p3d_err(err, "binding: hwloc cannot read this host's topology: %s (use --bind none)", strerror(errno));
     int nnuma = hwloc_get_nbobjs_by_type(b->topo, HWLOC_OBJ_NUMANODE);
     for (int i = 0; i < nlocal; i++) {
         hwloc_obj_t nobj = NULL;
@@ -499,8 +499,8 @@ static void bind_split_cores(p3d_binder *b, int nlocal)
     }
 }
 
-int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out,
-                     char **note, char **err)
+int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out, char **note,
+                     char **err)
 {
     const p3d_node *topo = L->job->cluster->nodes[node].topo;
     const char *mode = L->o->bind ? L->o->bind : "numa";
@@ -565,8 +565,7 @@ int p3d_bind_apply(const p3d_binder *b, int local)
         if (numa < 0 || numa >= (int)(sizeof mask * 8))
             return 0;
         mask[numa / (8 * (int)sizeof mask[0])] |= 1ul << (numa % (8 * (int)sizeof mask[0]));
-        if (syscall(SYS_set_mempolicy, MPOL_BIND, mask, sizeof mask * 8) < 0 && errno != ENOSYS &&
-            errno != EPERM)
+        if (syscall(SYS_set_mempolicy, MPOL_BIND, mask, sizeof mask * 8) < 0 && errno != ENOSYS && errno != EPERM)
             return -1;
         return 0;
     }
@@ -634,8 +633,7 @@ char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const 
         else
             fprintf(f, "GPU none");
         fprintf(f, " -> NIC %s",
-                g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics ? topo->nics[g->nearest_nic].name
-                                                                         : "none");
+                g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics ? topo->nics[g->nearest_nic].name : "none");
         if (b && b->why[i])
             fprintf(f, " (%s)", b->why[i]);
         fputc('\n', f);

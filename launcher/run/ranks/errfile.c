@@ -173,7 +173,7 @@ int p3d_rootcause_read(const char *path, p3d_rootcause *rc, char **err)
         return r;
     r = -1;
     const char *end = NULL;
-    if (!memchr(buf, 0, len)) /* a NUL inside would end the text early */
+    if (!memchr(buf, 0, len))                                 /* a NUL inside would end the text early */
         j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1); /* strict: nothing after it */
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "message");
     if (!j || !cJSON_IsObject(j) || !m) {
@@ -194,8 +194,7 @@ int p3d_rootcause_read(const char *path, p3d_rootcause *rc, char **err)
     rc->type = type_of(text->valuestring);
     rc->file = strdup("");
     rc->timestamp = timestamp_of(ts);
-    if (!rc->message || !rc->type || !rc->file ||
-        frames_of(cJSON_IsString(tb) ? tb->valuestring : "", rc) < 0) {
+    if (!rc->message || !rc->type || !rc->file || frames_of(cJSON_IsString(tb) ? tb->valuestring : "", rc) < 0) {
         p3d_err(err, "out of memory");
         goto out;
     }

@@ -22,13 +22,13 @@
 struct p3d_hangwatch {
     double timeout, grace;
     int sig;
-    int fd;                /* inotify */
-    int dfd;               /* dir, opened once (hbdir.c) */
+    int fd;  /* inotify */
+    int dfd; /* dir, opened once (hbdir.c) */
     char dir[PATH_MAX];
     int n;
-    const int *ranks;      /* global ranks, local order (borrowed) */
-    double *last;          /* last sign of life; 0: not armed yet */
-    double *hung_at;       /* 0: not hung */
+    const int *ranks; /* global ranks, local order (borrowed) */
+    double *last;     /* last sign of life; 0: not armed yet */
+    double *hung_at;  /* 0: not hung */
 };
 
 int p3d_signal_parse(const char *s, int *sig, char **err)
@@ -47,8 +47,7 @@ int p3d_signal_parse(const char *s, int *sig, char **err)
             return 0;
         }
     }
-    return p3d_err(err, "--hang-signal '%s': expected a signal name (ABRT, SIGUSR1, ...) or number 1-%d", s,
-                   NSIG - 1);
+    return p3d_err(err, "--hang-signal '%s': expected a signal name (ABRT, SIGUSR1, ...) or number 1-%d", s, NSIG - 1);
 }
 
 int p3d_hang_new(const p3d_launch *L, const int *ranks, int nlocal, p3d_hangwatch **out, char **err)

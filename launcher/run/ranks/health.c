@@ -151,7 +151,7 @@ struct p3d_health_job {
     const unsigned char *skip;
     p3d_health_res *res;
     pid_t *pid;
-    int *st;       /* wait status; -1 running, -2 timed out (then reaped) */
+    int *st; /* wait status; -1 running, -2 timed out (then reaped) */
     capture *out;
     unsigned timer;
     double t;
@@ -292,8 +292,8 @@ p3d_health_job *p3d_health_start(p3d_loop *l, const p3d_opts *o, const char *con
 }
 
 p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, const char *const *names, int n,
-                                     const unsigned char *skip, p3d_health_res *res,
-                                     void (*done)(void *ctx, int nbad), void *ctx)
+                                     const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
+                                     void *ctx)
 {
     p3d_health_job *j = calloc(1, sizeof *j);
     if (j) {
@@ -398,8 +398,7 @@ static void run_done(void *ctx, int nbad)
     d[1] = nbad;
 }
 
-int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res)
+int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip, p3d_health_res *res)
 {
     p3d_health_cmd hc = {.cmd = o->health_check, .timeout = o->health_check_timeout, .what = "--health-check"};
     return p3d_health_run_cmd(&hc, names, n, skip, res);

@@ -47,8 +47,8 @@ void p3d_preempt_touch(const p3d_launch *L, int sig)
     char line[64];
     if (!L->run_dir)
         return;
-    int n = snprintf(line, sizeof line, "SIG%s %lld\n", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?",
-                     (long long)time(NULL));
+    int n =
+        snprintf(line, sizeof line, "SIG%s %lld\n", sigabbrev_np(sig) ? sigabbrev_np(sig) : "?", (long long)time(NULL));
     char *err = NULL;
     if (p3d_rundir_write(L->run_dir, "preempt", line, (size_t)n, &err) < 0)
         fprintf(stderr, "par3drun: cannot write %s/preempt for the ranks that poll it: %s\n", L->run_dir,

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 
-static char *area;   /* argv[0]'s first byte */
-static size_t room;  /* through the last argument's NUL */
+static char *area;       /* argv[0]'s first byte */
+static size_t room;      /* through the last argument's NUL */
 static char **copy_argv; /* what main parses (the options point into it) */
 static int copy_argc;
 

@@ -42,18 +42,18 @@
 struct p3d_progwatch {
     char dir[PATH_MAX];
     int n;
-    const int *ranks;     /* global ranks, local order (borrowed) */
+    const int *ranks; /* global ranks, local order (borrowed) */
     int gen;
-    p3d_progress *last;   /* the last good line of each rank this generation */
-    unsigned char *have;  /* last[i] is valid */
-    unsigned char *warned;/* rank i was told about garbage (once a job) */
-    long long sent_sum;   /* sum of the steps when the last summary went */
-    int sent_ckpt;        /* and its checkpoint (-1 none) */
+    p3d_progress *last;    /* the last good line of each rank this generation */
+    unsigned char *have;   /* last[i] is valid */
+    unsigned char *warned; /* rank i was told about garbage (once a job) */
+    long long sent_sum;    /* sum of the steps when the last summary went */
+    int sent_ckpt;         /* and its checkpoint (-1 none) */
     double *scratch;
-    int dfd;              /* dir, opened once (hbdir.c) */
-    int ifd, wd;          /* inotify on dir until this generation's first
+    int dfd;        /* dir, opened once (hbdir.c) */
+    int ifd, wd;    /* inotify on dir until this generation's first
                              sign (wd -1: not watched now) */
-    int signed_gen;       /* generation whose first sign was seen, -1 */
+    int signed_gen; /* generation whose first sign was seen, -1 */
 };
 
 /* Digits [lo, hi] of s at *p: the value, or -1 when there are none or too
@@ -344,8 +344,11 @@ int p3d_progress_sample(p3d_progwatch *w, p3d_amsg *m, char **warn)
     qsort(w->scratch, (size_t)nrep, sizeof *w->scratch, cmp_double);
     double med = nrep % 2 ? w->scratch[nrep / 2] : (w->scratch[nrep / 2 - 1] + w->scratch[nrep / 2]) / 2;
     double us = med * 1e6 + 0.5;
-    *m = (p3d_amsg){.type = P3D_AM_PROGRESS, .gen = w->gen, .step = minstep,
-                    .busy_us = us > INT_MAX ? INT_MAX : (int)us, .ckpt = newckpt,
+    *m = (p3d_amsg){.type = P3D_AM_PROGRESS,
+                    .gen = w->gen,
+                    .step = minstep,
+                    .busy_us = us > INT_MAX ? INT_MAX : (int)us,
+                    .ckpt = newckpt,
                     .nranks = nrep};
     return 1;
 }

@@ -123,8 +123,7 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
     const p3d_node *topo = L->job->cluster->nodes[node].topo;
     for (int r = 0; r < pl->world; r++) {
         const p3d_rank *k = &pl->ranks[r];
-        if (k->node == node && k->local_rank >= 0 && k->local_rank < nlocal &&
-            !p3d_is_cpu_slot(topo, k->gpu))
+        if (k->node == node && k->local_rank >= 0 && k->local_rank < nlocal && !p3d_is_cpu_slot(topo, k->gpu))
             gpu[k->local_rank] = k->gpu;
     }
     size_t len = 0;
@@ -146,8 +145,7 @@ char *p3d_cuda_visible(const p3d_launch *L, int node)
 }
 
 /* "0,1,8,9" — a group's members. */
-static int set_group(p3d_envv *e, const char *key, const p3d_mesh *m, int dim,
-                     int r)
+static int set_group(p3d_envv *e, const char *key, const p3d_mesh *m, int dim, int r)
 {
     int cap = p3d_mesh_size(m, dim);
     int *mem = malloc(sizeof *mem * (size_t)cap);
@@ -324,8 +322,7 @@ static int place_env(p3d_envv *out, const p3d_launch *L, int r)
     e |= p3d_envv_set(out, "P3D_GPU_PCI", "%s", g ? g->pci : "");
     e |= p3d_envv_set(out, "P3D_NUMA", "%d", g ? g->numa : -1);
     e |= p3d_envv_set(out, "P3D_NIC", "%s",
-                      g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics
-                          ? topo->nics[g->nearest_nic].name : "");
+                      g && g->nearest_nic >= 0 && g->nearest_nic < topo->nnics ? topo->nics[g->nearest_nic].name : "");
     e |= p3d_envv_set(out, "P3D_ORDER", "%s", pl->mesh.order_str);
     static const char *const up[P3D_NDIMS] = {"TP", "CP", "EP", "DP", "PP", "ETP", "EDP"};
     for (int d = 0; d < P3D_NDIMS; d++) {
@@ -410,8 +407,7 @@ int p3d_env_file_read(const char *path, p3d_envv *e, char **err)
         for (char *c = s; ok && c < eq; c++)
             ok = isalnum((unsigned char)*c) || *c == '_';
         if (!ok) {
-            p3d_err(err, "%s:%d: expected KEY=VALUE (KEY of letters, digits, _), got '%s'", path, lineno,
-                    s);
+            p3d_err(err, "%s:%d: expected KEY=VALUE (KEY of letters, digits, _), got '%s'", path, lineno, s);
             goto out;
         }
         /* strip one pair of matching quotes around the value */

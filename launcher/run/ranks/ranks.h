@@ -64,14 +64,14 @@ typedef struct p3d_jobstate {
     const char *job_id;
     const char *master_addr;
     int master_port;
-    int nccl_port;               /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
-    int gen0;                    /* the restart count agents start with */
-    int full_dp;                 /* the job's full data-parallel width when pl
+    int nccl_port;    /* > 0: NCCL_COMM_ID=master_addr:nccl_port */
+    int gen0;         /* the restart count agents start with */
+    int full_dp;      /* the job's full data-parallel width when pl
                                     runs below it (a shrink), 0: pl's own dp;
                                     the batch figures of the ranks follow */
-    int min_dp;                  /* --min-dp D (0: not elastic): what a
+    int min_dp;       /* --min-dp D (0: not elastic): what a
                                     successor needs to go on shrinking */
-    int batch_leader;            /* 1: the ranks' batch figures are batch's,
+    int batch_leader; /* 1: the ranks' batch figures are batch's,
                                     the leader's (a joined node, given none
                                     of its own); 0: the node's options' */
     p3d_wbatch batch;
@@ -89,19 +89,19 @@ typedef struct p3d_jobstate {
 struct p3d_joiner; /* rdzv.h: a node joining the running job */
 typedef struct p3d_launch {
     const p3d_opts *o;
-    const p3d_jobstate *job;     /* the placement of now */
+    const p3d_jobstate *job; /* the placement of now */
     const char *run_dir;
-    int run_dir_own;             /* made by par3drun: removed after a clean end
+    int run_dir_own;            /* made by par3drun: removed after a clean end
                                     (p3d_rundir_finish) */
-    const char *placement_path;  /* the job's placement JSON */
-    char **extra_env;            /* "K=V" from --env-file then --env */
+    const char *placement_path; /* the job's placement JSON */
+    char **extra_env;           /* "K=V" from --env-file then --env */
     size_t nextra;
-    int tag;                     /* prefix output lines */
+    int tag; /* prefix output lines */
     int emulate;
-    const char *program;         /* resolved path of o->argv[0] */
-    int events_fd;               /* RUN_DIR/events.jsonl, -1 none (events.c) */
-    double t0;                   /* monotonic start of the job */
-    struct p3d_store *store;     /* the agent store this process serves at
+    const char *program;     /* resolved path of o->argv[0] */
+    int events_fd;           /* RUN_DIR/events.jsonl, -1 none (events.c) */
+    double t0;               /* monotonic start of the job */
+    struct p3d_store *store; /* the agent store this process serves at
                                     MASTER_ADDR:MASTER_PORT (tcpstore.h;
                                     TORCHELASTIC_USE_AGENT_STORE=True), NULL:
                                     none, the ranks' rank 0 serves it */
@@ -122,7 +122,7 @@ typedef struct p3d_launch {
      * story in *msg, 1 nothing fits, -1 with why). */
     int (*grow_room)(void *ctx);
     int (*grow)(void *ctx, int restart, const char *when, char **msg);
-    const char *bind_addr;  /* where this node's listeners bind (multi-node; NULL: a job on one host):
+    const char *bind_addr; /* where this node's listeners bind (multi-node; NULL: a job on one host):
                              * the ranks get it as P3D_BIND_ADDR */
     /* A multi-node job's own hooks: the new placement a relay adopts,
      * leader failover, the election, the successor list (agent.h,
@@ -140,8 +140,7 @@ typedef struct p3d_envv {
 } p3d_envv;
 
 /* Sets K=V (replacing an existing K). Returns 0 or -1 (out of memory). */
-int p3d_envv_set(p3d_envv *e, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+int p3d_envv_set(p3d_envv *e, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Adds a "K=V" string (replacing an existing K); -1 when it has no '='. */
 int p3d_envv_put(p3d_envv *e, const char *kv);
 const char *p3d_envv_get(const p3d_envv *e, const char *key);
@@ -150,8 +149,7 @@ void p3d_envv_free(p3d_envv *e);
 /* The whole environment of global rank r (base environment, then the
  * contract of docs/launch.md, then extra_env), restart count restart.
  * Caller frees *out with p3d_envv_free(). */
-int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart,
-                 p3d_envv *out, char **err);
+int p3d_rank_env(const p3d_launch *L, char *const *base, int r, int restart, p3d_envv *out, char **err);
 
 /* 1 when GPU index gpu of topo is a synthesized CPU slot (no device). */
 int p3d_is_cpu_slot(const p3d_node *topo, int gpu);
@@ -203,7 +201,7 @@ void p3d_proctitle_set(const char *comm, const char *fmt, ...) __attribute__((fo
 
 typedef struct p3d_stopper {
     p3d_loop *loop;
-    unsigned timer;      /* the kill's timer; 0: none */
+    unsigned timer; /* the kill's timer; 0: none */
     int stopping, killed;
     double kill_at;
     void (*kill)(void *ctx);
@@ -228,8 +226,8 @@ void p3d_stopper_clear(p3d_stopper *s);
 
 typedef struct p3d_health_res {
     int ok;
-    double seconds;             /* from the start of the checks */
-    char how[P3D_HEALTH_HOW];   /* "passed", or how it failed and the last
+    double seconds;           /* from the start of the checks */
+    char how[P3D_HEALTH_HOW]; /* "passed", or how it failed and the last
                                    line of its output */
 } p3d_health_res;
 
@@ -262,8 +260,8 @@ typedef struct p3d_health_cmd {
     int nfds;
 } p3d_health_cmd;
 p3d_health_job *p3d_health_start_cmd(p3d_loop *l, const p3d_health_cmd *hc, const char *const *names, int n,
-                                     const unsigned char *skip, p3d_health_res *res,
-                                     void (*done)(void *ctx, int nbad), void *ctx);
+                                     const unsigned char *skip, p3d_health_res *res, void (*done)(void *ctx, int nbad),
+                                     void *ctx);
 int p3d_health_run_cmd(const p3d_health_cmd *hc, const char *const *names, int n, const unsigned char *skip,
                        p3d_health_res *res);
 /* Ends the checks still running (SIGKILL to their groups, reaped) and frees
@@ -272,15 +270,12 @@ void p3d_health_cancel(p3d_health_job *j);
 /* For a phase that has no loop of its own (a node's check before it
  * joins the rendezvous): the same on a loop of its own, until every check
  * ended. Returns how many failed. */
-int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip,
-                   p3d_health_res *res);
+int p3d_health_run(const p3d_opts *o, const char *const *names, int n, const unsigned char *skip, p3d_health_res *res);
 /* Sets r->how from text received from elsewhere: printable ASCII only
  * ('?' for the rest), cut to P3D_HEALTH_HOW-1 bytes. */
 void p3d_health_set_how(p3d_health_res *r, const char *text);
 /* The events.jsonl "health" record of one node's result. */
 void p3d_health_event(int events_fd, double t0, const char *node, const p3d_health_res *r);
-
-
 
 
 #include <stdint.h>
@@ -293,8 +288,8 @@ typedef struct p3d_binder p3d_binder;
  * local-rank order) of node `node`. Sets *note (malloc'd) when binding is
  * skipped as a whole (mode none, topology from a file, --emulate). Caller
  * frees *out with p3d_binder_free(). */
-int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks,
-                     int nlocal, p3d_binder **out, char **note, char **err);
+int p3d_bind_prepare(const p3d_launch *L, int node, const int *ranks, int nlocal, p3d_binder **out, char **note,
+                     char **err);
 /* In the forked child, before exec: binds the process. 0 or -1 (errno). */
 int p3d_bind_apply(const p3d_binder *b, int local);
 /* The CPUs local rank `local` of nlocal is bound to; unbound: this
@@ -306,8 +301,7 @@ int p3d_bind_ncpus(const p3d_binder *b, int local, int nlocal);
 int p3d_bind_needs_fork(const p3d_binder *b);
 /* One line per local rank: rank -> cpuset -> NUMA -> GPU -> NIC. Caller
  * frees. */
-char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node,
-                      const int *ranks, int nlocal);
+char *p3d_bind_report(const p3d_binder *b, const p3d_launch *L, int node, const int *ranks, int nlocal);
 void p3d_binder_free(p3d_binder *b);
 /* One rank's CPUs (list `own`, its NUMA node `numa`) cut to the `allowed`
  * list and topped up to `want` CPUs from the NUMA nodes nearest by the
@@ -319,20 +313,20 @@ char *p3d_bind_nearest(const char *own, int numa, const char *allowed, int want,
 /* ---- output.c ------------------------------------------------------------ */
 
 typedef struct p3d_ostream {
-    int fd;              /* read end of the rank's pipe, -1 at EOF */
-    char *buf;           /* bytes of an unfinished line */
+    int fd;    /* read end of the rank's pipe, -1 at EOF */
+    char *buf; /* bytes of an unfinished line */
     size_t len, cap;
-    size_t got;          /* bytes read in all (a first output is a sign of life) */
+    size_t got; /* bytes read in all (a first output is a sign of life) */
 } p3d_ostream;
 
 typedef struct p3d_rank_out {
     int rank;
-    char tag[96];        /* "[r3 tp1 pp0 dp0] " or "" */
-    int shown;           /* passes --output-ranks */
-    int log_fd;          /* --log-dir DIR/rank-N.log (both streams) or -1 */
-    int file_fd[2];      /* torchrun's layout: stdout.log, stderr.log or -1 */
-    int quiet[2];        /* the stream is not shown (-r without -t) */
-    p3d_ostream s[2];    /* 0 stdout, 1 stderr */
+    char tag[96];               /* "[r3 tp1 pp0 dp0] " or "" */
+    int shown;                  /* passes --output-ranks */
+    int log_fd;                 /* --log-dir DIR/rank-N.log (both streams) or -1 */
+    int file_fd[2];             /* torchrun's layout: stdout.log, stderr.log or -1 */
+    int quiet[2];               /* the stream is not shown (-r without -t) */
+    p3d_ostream s[2];           /* 0 stdout, 1 stderr */
     char *tail[P3D_TAIL_LINES]; /* last stderr lines (ring) */
     int tail_next, tail_count;
 } p3d_rank_out;
@@ -342,13 +336,13 @@ typedef struct p3d_rank_out {
 #define P3D_OUT_PENDING ((size_t)8 << 20)
 
 typedef struct p3d_outq {
-    int fd;              /* non-blocking when it could be reopened so */
-    int own;             /* fd is ours to close */
-    int regular;         /* a regular file: never waits */
-    char *buf;           /* bytes the stream did not take yet */
+    int fd;      /* non-blocking when it could be reopened so */
+    int own;     /* fd is ours to close */
+    int regular; /* a regular file: never waits */
+    char *buf;   /* bytes the stream did not take yet */
     size_t len, cap;
-    size_t dropped;      /* bytes dropped since the last note */
-    int mid;             /* the last byte written ended no line */
+    size_t dropped; /* bytes dropped since the last note */
+    int mid;        /* the last byte written ended no line */
 } p3d_outq;
 
 /* Where lines go (output.c): the agent's (or launcher's) stdout/stderr,
@@ -356,11 +350,11 @@ typedef struct p3d_outq {
  * flock()ed without waiting around each write so that no line is torn by
  * another agent's. */
 typedef struct p3d_outsink {
-    p3d_outq q[2];       /* 0 stdout, 1 stderr */
-    int same;            /* both are one file (2>&1): q[0] only */
+    p3d_outq q[2]; /* 0 stdout, 1 stderr */
+    int same;      /* both are one file (2>&1): q[0] only */
     int lock_fd;
-    int held;            /* we hold lock_fd */
-    int lock_busy;       /* the last flush found the lock taken */
+    int held;      /* we hold lock_fd */
+    int lock_busy; /* the last flush found the lock taken */
 } p3d_outsink;
 
 /* --emulate: the lock file the agents sharing the terminal take around
@@ -382,8 +376,7 @@ double p3d_sink_watch(p3d_outsink *sink, p3d_loop *l);
 void p3d_sink_close(p3d_outsink *sink);
 
 /* Parses an --output-ranks list ("0,8-15"); sets sel[r]=1 for r < world. */
-int p3d_rank_list_parse(const char *s, int world, unsigned char *sel,
-                        char **err);
+int p3d_rank_list_parse(const char *s, int world, unsigned char *sel, char **err);
 /* Launch options checked before any rank starts (exit 2 on failure):
  * --output-ranks must parse and name ranks inside the world
  * (launch_prepare.c; --log-dir: p3d_check_log_dir, rundir.h). */
@@ -395,9 +388,9 @@ void p3d_rank_tag(const p3d_placement *pl, int r, char *buf, size_t cap);
  * DIR/RUNID_XXXXXXXX/attempt_GEN/LOCAL_RANK/{stdout,stderr}.log, one
  * RUNID_XXXXXXXX per agent (a new random name, as torchrun's mkdtemp). */
 typedef struct p3d_tlogs {
-    int dfd;             /* DIR/RUNID_XXXXXXXX, -1 before the first attempt
+    int dfd;    /* DIR/RUNID_XXXXXXXX, -1 before the first attempt
                             (start as {.dfd = -1}) */
-    char *path;          /* its path (owned) */
+    char *path; /* its path (owned) */
 } p3d_tlogs;
 
 /* Makes attempt_GEN and a directory per local rank in it, and opens the
@@ -424,12 +417,12 @@ void p3d_rank_out_free(p3d_rank_out *r);
 /* ---- spawn.c ------------------------------------------------------------- */
 
 typedef struct p3d_spawn_req {
-    const char *path;      /* resolved program */
+    const char *path; /* resolved program */
     char *const *argv;
     char *const *envp;
     const p3d_binder *binder; /* may be NULL */
-    int local;             /* index for the binder */
-    pid_t parent;          /* getpid() of the spawning agent */
+    int local;                /* index for the binder */
+    pid_t parent;             /* getpid() of the spawning agent */
 } p3d_spawn_req;
 
 /* Starts one worker: own process group, parent-death signal SIGKILL (and
@@ -516,9 +509,9 @@ double p3d_hang_timeout(const p3d_hangwatch *w);
 #define P3D_PROGRESS_MAX 127
 
 typedef struct p3d_progress {
-    int step;     /* steps completed */
-    double busy;  /* seconds of the rank's own work in the last step */
-    int ckpt;     /* newest durable checkpoint step, -1 none */
+    int step;    /* steps completed */
+    double busy; /* seconds of the rank's own work in the last step */
+    int ckpt;    /* newest durable checkpoint step, -1 none */
 } p3d_progress;
 
 /* Parses "step=N busy=SECONDS[ ckpt=STEP]" (one optional newline):

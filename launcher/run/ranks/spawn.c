@@ -139,7 +139,7 @@ static void child_fail(const char *what, const char *path)
 
 typedef struct child_ctx {
     const p3d_spawn_req *req;
-    int out_w, err_w;   /* write ends of the pipes */
+    int out_w, err_w; /* write ends of the pipes */
 } child_ctx;
 
 /* The child between clone and exec. Under CLONE_VM it runs on the parent's

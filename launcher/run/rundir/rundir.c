@@ -41,17 +41,21 @@
 static int check_private(const char *path, const struct stat *st, char **err)
 {
     if (S_ISLNK(st->st_mode))
-        return p3d_err(err, "--run-dir %s: is a symbolic link; refusing it (another user may have planted it: "
-                            "remove it, or choose another --run-dir)", path);
+        return p3d_err(err,
+                       "--run-dir %s: is a symbolic link; refusing it (another user may have planted it: "
+                       "remove it, or choose another --run-dir)",
+                       path);
     if (!S_ISDIR(st->st_mode))
         return p3d_err(err, "--run-dir %s: exists and is not a directory", path);
     if (st->st_uid != geteuid())
-        return p3d_err(err, "--run-dir %s: belongs to uid %u, not to you (uid %u); refusing it (another user may "
-                            "have created it to swap files in it: remove it, or choose another --run-dir)",
+        return p3d_err(err,
+                       "--run-dir %s: belongs to uid %u, not to you (uid %u); refusing it (another user may "
+                       "have created it to swap files in it: remove it, or choose another --run-dir)",
                        path, (unsigned)st->st_uid, (unsigned)geteuid());
     if (st->st_mode & 077)
-        return p3d_err(err, "--run-dir %s: has mode %04o, expected 0700 (others could add or replace files in "
-                            "it); chmod 700 it or choose another --run-dir",
+        return p3d_err(err,
+                       "--run-dir %s: has mode %04o, expected 0700 (others could add or replace files in "
+                       "it); chmod 700 it or choose another --run-dir",
                        path, (unsigned)(st->st_mode & 07777));
     return 0;
 }
@@ -202,13 +206,15 @@ static int check_log_dir(const char *dir, const struct stat *st, char **err)
     if (!S_ISDIR(st->st_mode))
         return p3d_err(err, "--log-dir %s: exists and is not a directory", dir);
     if (st->st_uid != geteuid() && st->st_uid != 0)
-        return p3d_err(err, "--log-dir %s: belongs to uid %u, not to you (uid %u) or root; refusing it (its owner "
-                            "could replace the log files): choose a directory of yours",
+        return p3d_err(err,
+                       "--log-dir %s: belongs to uid %u, not to you (uid %u) or root; refusing it (its owner "
+                       "could replace the log files): choose a directory of yours",
                        dir, (unsigned)st->st_uid, (unsigned)geteuid());
     if ((st->st_mode & S_IWOTH) && !(st->st_mode & S_ISVTX))
-        return p3d_err(err, "--log-dir %s: has mode %04o: anyone may write it and it has no sticky bit, so "
-                            "others could rename or replace the log files; chmod o-w or +t it, or choose "
-                            "another --log-dir",
+        return p3d_err(err,
+                       "--log-dir %s: has mode %04o: anyone may write it and it has no sticky bit, so "
+                       "others could rename or replace the log files; chmod o-w or +t it, or choose "
+                       "another --log-dir",
                        dir, (unsigned)(st->st_mode & 07777));
     return 0;
 }
@@ -325,8 +331,8 @@ int p3d_check_log_dir(const char *dir, char **err)
     char probe[64];
     if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
         memset(r, 0x5a, sizeof r);
-    snprintf(probe, sizeof probe, ".par3drun-probe-%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), r[0], r[1], r[2],
-             r[3], r[4], r[5]);
+    snprintf(probe, sizeof probe, ".par3drun-probe-%d-%02x%02x%02x%02x%02x%02x", (int)getpid(), r[0], r[1], r[2], r[3],
+             r[4], r[5]);
     int fd = openat(dfd, probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
         p3d_err(err, "--log-dir %s: cannot create files in it: %s", dir, strerror(errno));

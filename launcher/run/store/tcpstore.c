@@ -42,9 +42,9 @@ enum {
  * before VALIDATE extended with MULTI_GET, MULTI_SET and CANCEL_WAIT
  * (WATCH_KEY, 7, is not served: a callback connection only a user's
  * watch_key uses); and torch 2.x's with VALIDATE first */
-static const unsigned char v1_ops[] = {OP_SET,    OP_CSET,   OP_GET,  OP_ADD,  OP_CHECK, OP_WAIT,  OP_NUMKEYS,
-                                       OP_BAD,    OP_DELETE, OP_APPEND, OP_MGET, OP_MSET, OP_CANCEL};
-static const unsigned char v2_ops[] = {OP_VALIDATE, OP_SET,    OP_CSET,   OP_GET,  OP_ADD,  OP_CHECK, OP_WAIT,
+static const unsigned char v1_ops[] = {OP_SET, OP_CSET,   OP_GET,    OP_ADD,  OP_CHECK, OP_WAIT,  OP_NUMKEYS,
+                                       OP_BAD, OP_DELETE, OP_APPEND, OP_MGET, OP_MSET,  OP_CANCEL};
+static const unsigned char v2_ops[] = {OP_VALIDATE, OP_SET,    OP_CSET,   OP_GET,  OP_ADD,  OP_CHECK,  OP_WAIT,
                                        OP_NUMKEYS,  OP_DELETE, OP_APPEND, OP_MGET, OP_MSET, OP_CANCEL, OP_PING};
 #define V2_MAGIC 0x3C85F7CEu
 enum { CHECK_READY = 0, CHECK_NOT_READY = 1, WAIT_STOP = 0, WAIT_CANCELED = 1 };
@@ -221,8 +221,14 @@ static void out_put(st_client *c, const void *b, size_t n)
     c->s->held += n;
 }
 
-static void out_u8(st_client *c, unsigned char v) { out_put(c, &v, 1); }
-static void out_i64(st_client *c, int64_t v) { out_put(c, &v, 8); }
+static void out_u8(st_client *c, unsigned char v)
+{
+    out_put(c, &v, 1);
+}
+static void out_i64(st_client *c, int64_t v)
+{
+    out_put(c, &v, 8);
+}
 static void out_str(st_client *c, const void *b, size_t n)
 {
     uint64_t l = n;
@@ -691,5 +697,11 @@ void p3d_store_free(p3d_store *s)
     free(s);
 }
 
-size_t p3d_store_nkeys(const p3d_store *s) { return s->nkv; }
-size_t p3d_store_nclients(const p3d_store *s) { return s->nlive; }
+size_t p3d_store_nkeys(const p3d_store *s)
+{
+    return s->nkv;
+}
+size_t p3d_store_nclients(const p3d_store *s)
+{
+    return s->nlive;
+}

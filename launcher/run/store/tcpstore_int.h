@@ -17,9 +17,9 @@ typedef struct st_kv {
 
 typedef struct st_client {
     p3d_store *s;
-    int id, fd; /* fd owned (-1: a test's client) */
-    int ver;    /* 0 unknown, 1 torch 1.x, 2 torch 2.x */
-    int dead;   /* broke a bound while another client was served: drop it */
+    int id, fd;        /* fd owned (-1: a test's client) */
+    int ver;           /* 0 unknown, 1 torch 1.x, 2 torch 2.x */
+    int dead;          /* broke a bound while another client was served: drop it */
     unsigned char *in; /* bytes of a query not complete yet */
     size_t inlen, incap;
     unsigned char *out; /* replies: out[outoff..outlen) still to send */

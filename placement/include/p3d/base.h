@@ -30,7 +30,11 @@ extern "C" {
 #define P3D_EXIT_BADINPUT 2
 
 /* Frees *pp and sets it to NULL. */
-#define P3D_FREE(pp) do { free(*(pp)); *(pp) = NULL; } while (0)
+#define P3D_FREE(pp)                                                                                                   \
+    do {                                                                                                               \
+        free(*(pp));                                                                                                   \
+        *(pp) = NULL;                                                                                                  \
+    } while (0)
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -38,32 +42,30 @@ extern "C" {
 
 /* Formats a message into a fresh malloc'd *err (no-op when err is NULL).
  * Always returns -1 so callers can write `return p3d_err(err, ...)`. */
-int p3d_err(char **err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int p3d_err(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* vasprintf that returns the malloc'd text, or NULL when out of memory. */
 char *p3d_vfmt(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* Appends sep (only when *s is non-empty) and the formatted piece to the
  * malloc'd string *s (NULL: empty). On OOM *s is left as it was. */
-void p3d_str_appendf(char **s, const char *sep, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void p3d_str_appendf(char **s, const char *sep, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ------------------------------------------------------------------------ */
 /* Link classes, fastest first. Comparisons (<, >) are meaningful.          */
 /* ------------------------------------------------------------------------ */
 
 typedef enum p3d_link {
-    P3D_LINK_SELF = 0,   /* same GPU */
-    P3D_LINK_NVLINK,     /* NV#: NVLink / NVSwitch inside a node */
-    P3D_LINK_MNNVL,      /* multi-node NVLink domain (GB200 NVL72, ...) */
-    P3D_LINK_PIX,        /* one PCIe switch */
-    P3D_LINK_PXB,        /* several PCIe switches, no host bridge */
-    P3D_LINK_PHB,        /* through a PCIe host bridge */
-    P3D_LINK_NODE,       /* across host bridges within one NUMA node */
-    P3D_LINK_SYS,        /* across the SMP interconnect (sockets / NUMA) */
-    P3D_LINK_RACK,       /* network, same rack (leaf switch) */
-    P3D_LINK_XRACK,      /* network, across racks */
+    P3D_LINK_SELF = 0, /* same GPU */
+    P3D_LINK_NVLINK,   /* NV#: NVLink / NVSwitch inside a node */
+    P3D_LINK_MNNVL,    /* multi-node NVLink domain (GB200 NVL72, ...) */
+    P3D_LINK_PIX,      /* one PCIe switch */
+    P3D_LINK_PXB,      /* several PCIe switches, no host bridge */
+    P3D_LINK_PHB,      /* through a PCIe host bridge */
+    P3D_LINK_NODE,     /* across host bridges within one NUMA node */
+    P3D_LINK_SYS,      /* across the SMP interconnect (sockets / NUMA) */
+    P3D_LINK_RACK,     /* network, same rack (leaf switch) */
+    P3D_LINK_XRACK,    /* network, across racks */
     P3D_LINK_COUNT
 } p3d_link;
 

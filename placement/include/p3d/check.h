@@ -21,18 +21,18 @@ typedef enum { P3D_SEV_INFO = 0, P3D_SEV_WARNING, P3D_SEV_ERROR } p3d_severity;
 
 typedef struct p3d_check {
     p3d_severity severity;
-    char code[48];          /* "TP_CROSSES_NODES", ... (docs/checks.md) */
-    char *message;          /* what happened, why it matters, what to do */
+    char code[48]; /* "TP_CROSSES_NODES", ... (docs/checks.md) */
+    char *message; /* what happened, why it matters, what to do */
 } p3d_check;
 
 typedef struct p3d_dim_stats {
     int ngroups;
-    int worst;                       /* p3d_link: worst class any group crosses */
+    int worst;                          /* p3d_link: worst class any group crosses */
     int groups_by_link[P3D_LINK_COUNT]; /* groups whose worst link is that class */
     int hops_by_link[P3D_LINK_COUNT];   /* hops of that class over all groups: pp the
                                           consecutive-stage hops, a collective its
                                           ring's (check_links.c); what the cost counts */
-    int nvlink_ring_groups;          /* of groups_by_link[NV]: groups on one node that
+    int nvlink_ring_groups;             /* of groups_by_link[NV]: groups on one node that
                                           span NVLink cliques but close an NVLink
                                           ring (DGX-1 hybrid cube-mesh) */
 } p3d_dim_stats;
@@ -44,14 +44,13 @@ typedef struct p3d_analysis {
     p3d_dim_stats dim[P3D_NDIMS];
     int has_cost;
     p3d_cost cost;
-    int has_infer;          /* job->inference: the serving estimate of the layout */
+    int has_infer; /* job->inference: the serving estimate of the layout */
     p3d_infer_cost infer;
 } p3d_analysis;
 
 /* Checks a placement against the cluster and the job and scores it. Caller
  * frees with p3d_analysis_free(). */
-int p3d_analyze(const p3d_cluster *c, const p3d_job *job,
-                const p3d_placement *pl, p3d_analysis **out, char **err);
+int p3d_analyze(const p3d_cluster *c, const p3d_job *job, const p3d_placement *pl, p3d_analysis **out, char **err);
 void p3d_analysis_free(p3d_analysis *a);
 
 /* Coordinate a placement leaves to the validator (partial mode). */
@@ -61,8 +60,7 @@ void p3d_analysis_free(p3d_analysis *a);
  * mesh as asked, every rank on an existing GPU, no GPU twice, every
  * coordinate what the order string gives (p3d_mesh_coord). With partial,
  * coordinates P3D_COORD_UNSET are accepted. Messages start with who. */
-int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh,
-                           const p3d_placement *pl, const char *who,
+int p3d_placement_validate(const p3d_cluster *c, const p3d_mesh *mesh, const p3d_placement *pl, const char *who,
                            int partial, char **err);
 
 #ifdef __cplusplus

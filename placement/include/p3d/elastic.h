@@ -22,11 +22,11 @@ extern "C" {
  * B 0: no --global-batch (no batch figures, every width is valid as far as
  * the batch goes). b: the micro-batch size every width keeps. */
 typedef struct p3d_elastic {
-    int full_dp;        /* the width the job starts at (--dp, or what is left) */
-    int min_dp;         /* D: the job stops below it (full_dp when not elastic) */
-    int B;              /* --global-batch, 0 none */
-    int b;              /* --micro-batch (or derived at full width), >= 1 */
-    double tol_pct;     /* --batch-tolerance: |batch - B| / B at most this, in % */
+    int full_dp;    /* the width the job starts at (--dp, or what is left) */
+    int min_dp;     /* D: the job stops below it (full_dp when not elastic) */
+    int B;          /* --global-batch, 0 none */
+    int b;          /* --micro-batch (or derived at full width), >= 1 */
+    double tol_pct; /* --batch-tolerance: |batch - B| / B at most this, in % */
 } p3d_elastic;
 
 /* One width and its batch: each replica accumulates m micro-batches of b
@@ -37,7 +37,7 @@ typedef struct p3d_width {
     int dp, world;
     int b, m, batch;
     int exact, valid;
-    double dev_pct;     /* 100 * |batch - B| / B */
+    double dev_pct; /* 100 * |batch - B| / B */
     char note[160];
 } p3d_width;
 
@@ -75,14 +75,14 @@ typedef struct p3d_gpuref {
 
 /* A new placement at another width and how it came from the old one. */
 typedef struct p3d_reshape {
-    p3d_placement *pl;  /* the new placement, owned (p3d_reshape_free) */
-    p3d_width width;    /* its width and batch */
+    p3d_placement *pl; /* the new placement, owned (p3d_reshape_free) */
+    p3d_width width;   /* its width and batch */
     int old_dp;
-    int *from;          /* [width.dp]: the old dp index each new replica kept,
+    int *from;    /* [width.dp]: the old dp index each new replica kept,
                            -1 for a replica assembled from pieces or new */
-    int ndropped;       /* old replicas that no longer run */
-    int *dropped;       /* [ndropped] their old dp indices */
-    int moved;          /* surviving GPUs whose (tp, cp, pp) changed (0 when
+    int ndropped; /* old replicas that no longer run */
+    int *dropped; /* [ndropped] their old dp indices */
+    int moved;    /* surviving GPUs whose (tp, cp, pp) changed (0 when
                            every one kept its coordinates) */
 } p3d_reshape;
 
@@ -97,8 +97,8 @@ void p3d_reshape_free(p3d_reshape *r);
  * one rack (pipelines stay rack-local, TP groups stay where they were, in
  * their NVLink domain). 0 with *out (caller frees with p3d_reshape_free),
  * or -1 with *err naming D, the replicas left and what was lost. */
-int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e,
-                    const p3d_gpuref *lost, size_t nlost, p3d_reshape *out, char **err);
+int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, const p3d_gpuref *lost,
+                    size_t nlost, p3d_reshape *out, char **err);
 
 /* Grow: the running placement (below e->full_dp) plus whole replicas on the
  * nodes whose role is P3D_NODE_SPARE: each new replica's TP groups inside
@@ -106,8 +106,7 @@ int p3d_shrink_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_ela
  * the largest valid width up to full_dp. 0 with *out (out->width.dp ==
  * the current dp when no replica fits: nothing to do), -1 with *err on a
  * bad input. Spare nodes the grow uses are left for the caller to mark. */
-int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, p3d_reshape *out,
-                  char **err);
+int p3d_grow_plan(const p3d_cluster *c, const p3d_placement *pl, const p3d_elastic *e, p3d_reshape *out, char **err);
 
 /* A shrink the policy may decide (placement/policy/policy_shrink.c,
  * docs/policies.md "Shrinking"): p3d_shrink_plan's width and default
@@ -127,8 +126,8 @@ int p3d_policy_shrink(const char *policy, const char *sha256_pin, const p3d_clus
  * multi-node domain) unless it already crossed one before, every pipeline
  * within one rack unless it already crossed racks. 0, or -1 with *err
  * naming the rank and the rule. */
-int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_placement *neu,
-                      const p3d_elastic *e, const p3d_gpuref *lost, size_t nlost, char **err);
+int p3d_reshape_check(const p3d_cluster *c, const p3d_placement *old, const p3d_placement *neu, const p3d_elastic *e,
+                      const p3d_gpuref *lost, size_t nlost, char **err);
 
 /* The widths of --dry-run --min-dp (placement/report/report_widths.c):
  * from the full width down to job->min_dp, each width's world, micro-

@@ -23,8 +23,7 @@ extern "C" {
  * dp's place and cp of size 1; ep has size 1 in the dense grid. TP, CP, DP,
  * PP coordinates come from the dense grid, ETP, EP, EDP from the expert one
  * (PP is the same in both: a mesh whose pipelines differ is refused). */
-enum { P3D_DIM_TP = 0, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP,
-       P3D_DIM_ETP, P3D_DIM_EDP, P3D_NDIMS };
+enum { P3D_DIM_TP = 0, P3D_DIM_CP, P3D_DIM_EP, P3D_DIM_DP, P3D_DIM_PP, P3D_DIM_ETP, P3D_DIM_EDP, P3D_NDIMS };
 /* The dimensions an order string names: tp, cp, ep, dp, pp. */
 enum { P3D_NORDER = 5 };
 
@@ -40,7 +39,7 @@ typedef struct p3d_mesh {
      * varying first (dims left out appended); order[5], order[6] are ETP
      * and EDP, which take tp's and dp's place in the expert grid. */
     int order[P3D_NDIMS];
-    char order_str[48];     /* the order string, lower-cased */
+    char order_str[48]; /* the order string, lower-cased */
     /* Whose shape rules p3d_mesh_resolve applies (P3D_RULES_*): the
      * policy's declaration (`follows = "devicemesh"`), Megatron's when it
      * declares nothing. */
@@ -85,12 +84,12 @@ int p3d_mesh_resolve(p3d_mesh *m, char **err);
 int p3d_mesh_derive(p3d_mesh *m, char **err);
 
 typedef struct p3d_model {
-    char name[48];          /* preset name, "custom" or the --model-config file's name */
-    double params;          /* parameter count P (all experts included): the
+    char name[48];     /* preset name, "custom" or the --model-config file's name */
+    double params;     /* parameter count P (all experts included): the
                              * architecture's own (p3d_model_finish) unless
                              * params_forced */
-    int params_forced;      /* 1: --params gave P; the layers' share is scaled to it */
-    double published;       /* preset: the published total, 0 unknown (tests check P against it) */
+    int params_forced; /* 1: --params gave P; the layers' share is scaled to it */
+    double published;  /* preset: the published total, 0 unknown (tests check P against it) */
     int layers, hidden, heads, seq_len, vocab;
     /* Mixture of experts (experts == 0: a dense model). Every MoE layer has
      * `experts` routed experts of moe_ffn each of which top_k serve each
@@ -106,11 +105,11 @@ typedef struct p3d_model {
      * matrices; untied: --untie-embeddings-and-output-weights; rmsnorm:
      * RMSNorm (h weights per norm) instead of LayerNorm (2h). */
     int ffn, query_groups, kv_channels, swiglu, untied, rmsnorm;
-    int moe_shared_ffn;     /* --moe-shared-expert-intermediate-size */
+    int moe_shared_ffn; /* --moe-shared-expert-intermediate-size */
     /* Multi-latent attention (DeepSeek-V2/V3; mla = 1): q_lora_rank 0 =
      * a full query projection */
     int mla, q_lora_rank, kv_lora_rank, qk_head_dim, qk_rope_dim, v_head_dim;
-    const char *config;     /* the --model-config path it came from (borrowed), or NULL */
+    const char *config; /* the --model-config path it came from (borrowed), or NULL */
 } p3d_model;
 
 /* Serving (plan --inference and the dry run with it; placement/cost/
@@ -123,32 +122,32 @@ typedef struct p3d_infer_opts {
 
 typedef struct p3d_job {
     p3d_mesh mesh;
-    int micro_batches;      /* m, 0 = unknown */
-    int micro_batch_size;   /* b, 0 = unknown */
-    int global_batch;       /* B, 0 = unknown */
-    int virtual_stages;     /* v, 1 = plain 1F1B */
+    int micro_batches;    /* m, 0 = unknown */
+    int micro_batch_size; /* b, 0 = unknown */
+    int global_batch;     /* B, 0 = unknown */
+    int virtual_stages;   /* v, 1 = plain 1F1B */
     /* Megatron's --decoder-first/last-pipeline-num-layers (0 = even
      * stages): the other stages share the rest of the layers evenly */
     int first_stage_layers, last_stage_layers;
-    int dtype_bytes;        /* 2 for bf16/fp16 */
-    int zero;               /* ZeRO stage 0..3 */
-    int recompute;          /* 0 none, 1 selective, 2 full */
-    int no_seq_parallel;    /* 1: --no-sequence-parallel (default: on when tp > 1) */
-    int grad_bf16;          /* 1: --grad-reduce-in-bf16 (main gradients 2 bytes, not 4) */
+    int dtype_bytes;     /* 2 for bf16/fp16 */
+    int zero;            /* ZeRO stage 0..3 */
+    int recompute;       /* 0 none, 1 selective, 2 full */
+    int no_seq_parallel; /* 1: --no-sequence-parallel (default: on when tp > 1) */
+    int grad_bf16;       /* 1: --grad-reduce-in-bf16 (main gradients 2 bytes, not 4) */
     int has_model;
     p3d_model model;
-    double gpu_mem_bytes;   /* override, 0 = from topology/default */
-    double tflops;          /* sustained TFLOP/s per GPU, 0 = default (cost model) */
-    int mem_reserve_set;    /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
+    double gpu_mem_bytes;     /* override, 0 = from topology/default */
+    double tflops;            /* sustained TFLOP/s per GPU, 0 = default (cost model) */
+    int mem_reserve_set;      /* 1: --mem-reserve given (mem_reserve_bytes, may be 0) */
     double mem_reserve_bytes; /* headroom kept free per GPU; unset: cost model default */
-    int spares;             /* --spares K (job.spares in a policy) */
+    int spares;               /* --spares K (job.spares in a policy) */
     /* the elastic range (p3d/elastic.h): --min-dp D (or what torchrun's
      * --nnodes MIN:MAX means in replicas), 0 = not elastic; and
      * --batch-tolerance in percent (0: a width's batch must be exact) */
     int min_dp;
     double batch_tol_pct;
-    int inference;          /* 1: --inference: the dry run costs serving, not training */
-    p3d_infer_opts serve;   /* --context-len, --prompt-len, --serve-batch */
+    int inference;                       /* 1: --inference: the dry run costs serving, not training */
+    p3d_infer_opts serve;                /* --context-len, --prompt-len, --serve-batch */
     const struct p3d_previous *previous; /* a replacement: the placement
                                before the node loss (job.previous), or NULL */
 } p3d_job;
@@ -159,11 +158,11 @@ typedef struct p3d_job {
  * none). Everything is borrowed. */
 typedef struct p3d_previous {
     int world;
-    const char *const *node;    /* [world] */
-    const int *gpu;             /* [world] */
-    int restart;                /* the restart this placement is for */
+    const char *const *node; /* [world] */
+    const int *gpu;          /* [world] */
+    int restart;             /* the restart this placement is for */
     size_t nfailed;
-    const char *const *failed;  /* [nfailed] node names */
+    const char *const *failed; /* [nfailed] node names */
     const char *const *failed_rack;
     const char *const *failed_nvl;
 } p3d_previous;
@@ -180,8 +179,7 @@ int p3d_job_resolve_dp(p3d_job *job, size_t gpus, char **err);
  * slot" on nodes without GPUs) and, when some GPUs are held back as
  * --spares, how many (spare_gpus on spare_nodes), so that a "larger than"
  * message says where the rest went. */
-int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes,
-                          char **err);
+int p3d_job_resolve_dp_on(p3d_job *job, size_t gpus, const char *unit, size_t spare_gpus, int spare_nodes, char **err);
 
 /* Model presets ("gpt3-175b", "llama2-70b", "llama3-8b", ...): fills *m.
  * Fails naming the known presets. (placement/cost/cost_model.c) */

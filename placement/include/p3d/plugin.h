@@ -49,19 +49,19 @@ extern "C" {
 #define P3D_PLUGIN_ABI 3
 
 typedef enum p3d_plugin_kind {
-    P3D_PLUGIN_TOPO = 1,  /* topology source: adds what hwloc lacks (NVML) */
-    P3D_PLUGIN_RDZV,      /* rendezvous bootstrap (launcher/rdzv/rdzv.h) */
-    P3D_PLUGIN_POLICY,    /* policy fetch: --policy http(s) URLs */
+    P3D_PLUGIN_TOPO = 1, /* topology source: adds what hwloc lacks (NVML) */
+    P3D_PLUGIN_RDZV,     /* rendezvous bootstrap (launcher/rdzv/rdzv.h) */
+    P3D_PLUGIN_POLICY,   /* policy fetch: --policy http(s) URLs */
 } p3d_plugin_kind;
 
 enum { P3D_PLUGIN_FAIL = -1, P3D_PLUGIN_DECLINE = 0, P3D_PLUGIN_OK = 1 };
 
 /* The one exported descriptor. */
 typedef struct p3d_plugin {
-    int abi;           /* P3D_PLUGIN_ABI, first */
-    int kind;          /* p3d_plugin_kind */
-    const char *name;  /* the <name> of p3d_<kind>_<name>.so */
-    const void *ops;   /* the kind's ops: p3d_topo_ops, p3d_rdzv_ops, p3d_policy_ops */
+    int abi;          /* P3D_PLUGIN_ABI, first */
+    int kind;         /* p3d_plugin_kind */
+    const char *name; /* the <name> of p3d_<kind>_<name>.so */
+    const void *ops;  /* the kind's ops: p3d_topo_ops, p3d_rdzv_ops, p3d_policy_ops */
 } p3d_plugin;
 
 /* P3D_PLUGIN_TOPO. augment() fills what it knows of a local node being built
@@ -76,12 +76,12 @@ typedef struct p3d_topo_ops {
 /* P3D_PLUGIN_RDZV: a rendezvous backend (the launcher's rdzv stage runs it). */
 /* What a backend learns; strings are copied into the fixed buffers. */
 typedef struct p3d_rdzv_boot {
-    int nnodes;              /* > 0 */
-    int node_rank;           /* 0..nnodes-1; 0 is the leader */
-    char leader_host[256];   /* where node rank 0 listens (leader: bind address) */
-    int leader_port;         /* 0: the leader picks one and publish() tells others */
-    char token[256];         /* the job's secret, "" when the backend has none */
-    char job_id[128];        /* "" when the backend has none; holds --job-id
+    int nnodes;            /* > 0 */
+    int node_rank;         /* 0..nnodes-1; 0 is the leader */
+    char leader_host[256]; /* where node rank 0 listens (leader: bind address) */
+    int leader_port;       /* 0: the leader picks one and publish() tells others */
+    char token[256];       /* the job's secret, "" when the backend has none */
+    char job_id[128];      /* "" when the backend has none; holds --job-id
                               * (or "") when detect() is called */
     /* expected hostname of each node rank, for timeout messages; NULL or
      * entries "" when unknown. malloc'd by the backend, freed by
@@ -109,7 +109,7 @@ enum {
  * these; static and slurm are built-ins of the same registry. Messages go
  * to msg (NUL-terminated, msgcap bytes): plugins cannot use p3d_err. */
 typedef struct p3d_rdzv_ops {
-    const char *name;        /* "static", "slurm", "pmix", "etcd" */
+    const char *name; /* "static", "slurm", "pmix", "etcd" */
     /* arg: what follows "name:" in --rdzv ("" when none); o_nnodes /
      * o_node_rank: --nnodes / --node-rank (0 / -1 when not given); both
      * 0 and -1 under par3drun --join: the node joins the running job,
@@ -118,8 +118,7 @@ typedef struct p3d_rdzv_ops {
      * Returns 1 and fills *boot (except a leader_port the leader chooses)
      * and *state when this is its environment (P3D_PLUGIN_OK), 0 to
      * decline ("not my environment"; msg says why), -1 on failure (msg). */
-    int (*detect)(const char *arg, int o_nnodes, int o_node_rank,
-                  double timeout, p3d_rdzv_boot *boot, void **state,
+    int (*detect)(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *boot, void **state,
                   char *msg, size_t msgcap);
     /* Leader side, after it listens: make "host port token" known to the
      * other nodes. Others: wait for it and fill boot->leader_host,
@@ -127,8 +126,7 @@ typedef struct p3d_rdzv_ops {
      * (static, slurm). 0 or -1 with msg; -2 with msg refuses a joiner
      * (exit 2: nothing to join, an untrusted leader value). Bounded by
      * the timeout given to detect(). */
-    int (*publish)(void *state, p3d_rdzv_boot *boot, char *msg,
-                   size_t msgcap);
+    int (*publish)(void *state, p3d_rdzv_boot *boot, char *msg, size_t msgcap);
     /* Ends the backend's session (PMIx_Finalize, lease revoke). May be
      * NULL. */
     void (*close)(void *state);
@@ -170,15 +168,14 @@ typedef struct p3d_policy_ops {
 /* The descriptor a plugin exports, named after its file: in
  * p3d_rdzv_etcd.so, P3D_PLUGIN_EXPORT(rdzv, etcd, P3D_PLUGIN_RDZV, &ops)
  * defines `const p3d_plugin p3d_rdzv_etcd` for name "etcd". */
-#define P3D_PLUGIN_EXPORT(prefix, name_, kind_, ops_)                                     \
-    __attribute__((visibility("default"))) const p3d_plugin p3d_##prefix##_##name_ = { \
-        P3D_PLUGIN_ABI, kind_, #name_, ops_}
+#define P3D_PLUGIN_EXPORT(prefix, name_, kind_, ops_)                                                                  \
+    __attribute__((visibility("default")))                                                                             \
+    const p3d_plugin p3d_##prefix##_##name_ = {P3D_PLUGIN_ABI, kind_, #name_, ops_}
 
 /* Formats a one-line reason into msg (msgcap bytes) and returns
  * P3D_PLUGIN_FAIL, for ops that answer through a message buffer. Inline
  * because plugins cannot call into par3drun. */
-static inline int p3d_plugin_say(char *msg, size_t msgcap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+static inline int p3d_plugin_say(char *msg, size_t msgcap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static inline int p3d_plugin_say(char *msg, size_t msgcap, const char *fmt, ...)
 {
     va_list ap;

@@ -39,29 +39,29 @@ typedef struct p3d_gpu {
 } p3d_gpu;
 
 typedef struct p3d_nic {
-    char name[32];      /* "mlx5_0", "efa0", "eth0" */
+    char name[32]; /* "mlx5_0", "efa0", "eth0" */
     char pci[32];
-    char kind[16];      /* "ib", "efa", "eth", "other" */
-    int numa;           /* -1 unknown */
+    char kind[16]; /* "ib", "efa", "eth", "other" */
+    int numa;      /* -1 unknown */
 } p3d_nic;
 
 typedef struct p3d_node {
-    char *hostname;     /* from the source, or the local hostname */
-    char *source;       /* what it was read from, as given ("local", a path...) */
-    char *source_kind;  /* "local", "hwloc-xml", "nvidia-smi", "synthetic" */
+    char *hostname;    /* from the source, or the local hostname */
+    char *source;      /* what it was read from, as given ("local", a path...) */
+    char *source_kind; /* "local", "hwloc-xml", "nvidia-smi", "synthetic" */
     int ngpus, nnics;
     int nnuma, npackages, ncores, npus;
     p3d_gpu *gpus;
     p3d_nic *nics;
-    double *nvlink;           /* ngpus*ngpus GB/s (0 = no NVLink), symmetric */
-    unsigned char *gg_class;  /* ngpus*ngpus p3d_link between GPUs */
-    unsigned char *gn_class;  /* ngpus*nnics p3d_link GPU -> NIC */
-    int ndomains;             /* NVLink domains: every GPU in exactly one */
+    double *nvlink;                  /* ngpus*ngpus GB/s (0 = no NVLink), symmetric */
+    unsigned char *gg_class;         /* ngpus*ngpus p3d_link between GPUs */
+    unsigned char *gn_class;         /* ngpus*nnics p3d_link GPU -> NIC */
+    int ndomains;                    /* NVLink domains: every GPU in exactly one */
     int nvlink_connected_not_clique; /* e.g. DGX-1 cube-mesh: noted in reports */
-    char *fabric_uuid;        /* NVML GPU fabric cluster UUID, NULL if unknown */
-    int fabric_clique;        /* NVML clique id, -1 unknown */
-    char *notes;              /* newline-separated notes for reports, or NULL */
-    char hash[17];            /* 16 hex digits over the node's facts */
+    char *fabric_uuid;               /* NVML GPU fabric cluster UUID, NULL if unknown */
+    int fabric_clique;               /* NVML clique id, -1 unknown */
+    char *notes;                     /* newline-separated notes for reports, or NULL */
+    char hash[17];                   /* 16 hex digits over the node's facts */
 } p3d_node;
 
 /* Loads one node's topology. src: "local", "synthetic:STRING", or a path

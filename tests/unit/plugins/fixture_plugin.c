@@ -12,8 +12,8 @@
 
 #include <stdio.h>
 
-static int detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *boot,
-                  void **state, char *msg, size_t msgcap)
+static int detect(const char *arg, int o_nnodes, int o_node_rank, double timeout, p3d_rdzv_boot *boot, void **state,
+                  char *msg, size_t msgcap)
 {
     (void)arg, (void)o_nnodes, (void)o_node_rank, (void)timeout, (void)boot;
     *state = NULL;
