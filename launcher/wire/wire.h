@@ -32,28 +32,20 @@
  * body: p3d_frame_body / p3d_frame_body_len give the body, what the
  * decoders and p3d_frame_open take. Nothing else counts header bytes. */
 #define P3D_FRAME_HDR 5
-#define P3D_WIRE_PROTO                                                                                                 \
-    14 /* wire protocol number, sent in HELLO and JOIN
-                                * (2: the distribution tree; 3: the
-                                * gathered record's health check; 4: the
-                                * integrity tag of TREE, CPLACE, CDELTA
-                                * and FATE frames; 5: agent packets in
-                                * lower-case letters; 6: a GPU's physical
-                                * index and CUDA_VISIBLE_DEVICES entry in
-                                * the node record, the v packet; 7: the
-                                * gathered record's failover port; 8: its
-                                * --preflight figures; 9: the --preflight
-                                * TCP ring's ports in JOIN and TREE; 10:
-                                * every connection opens with the
-                                * challenge-response of wire_chan.c, no
-                                * token in JOIN or TJOIN, frames tagged
-                                * per connection; 11: the f packet's
-                                * step, error line and frame line; 12:
-                                * a JOIN of node rank -1 and 0 nodes, a
-                                * node joining the running job; 13: the
-                                * placement frames' full_dp and min_dp,
-                                * the elastic width; 14: their batch
-                                * figures, for a joined node's ranks) */
+/* The wire protocol number, sent in HELLO and JOIN. Kept on one line:
+ * tests read it from here (fake_parent.py, multinode_tree.sh,
+ * terminal_controls.sh). 2: the distribution tree; 3: the gathered
+ * record's health check; 4: the integrity tag of TREE, CPLACE, CDELTA and
+ * FATE frames; 5: agent packets in lower-case letters; 6: a GPU's physical
+ * index and CUDA_VISIBLE_DEVICES entry in the node record, the v packet;
+ * 7: the gathered record's failover port; 8: its --preflight figures; 9:
+ * the --preflight TCP ring's ports in JOIN and TREE; 10: every connection
+ * opens with the challenge-response of wire_chan.c, no token in JOIN or
+ * TJOIN, frames tagged per connection; 11: the f packet's step, error line
+ * and frame line; 12: a JOIN of node rank -1 and 0 nodes, a node joining
+ * the running job; 13: the placement frames' full_dp and min_dp, the
+ * elastic width; 14: their batch figures, for a joined node's ranks. */
+#define P3D_WIRE_PROTO 14
 
 enum {
     P3D_MSG_HELLO = 'H',  /* agent -> leader: who I am */

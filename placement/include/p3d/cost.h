@@ -132,9 +132,9 @@ int p3d_cost_eval_hops(const p3d_cluster *c, const p3d_job *job, const p3d_link 
 double p3d_cost_default_reserve(double gpu_mem);
 
 /* Defaults of the cost model (docs/cost-model.md says where each comes from). */
-#define P3D_DEFAULT_TFLOPS                                                                                             \
-    400.0                         /* sustained bf16 TFLOP/s per H100 (the sustained
-                                       * default of any GPU is peak x 400/989) */
+/* sustained bf16 TFLOP/s per H100 (the sustained default of any GPU is
+ * peak x 400/989) */
+#define P3D_DEFAULT_TFLOPS 400.0
 #define P3D_PEAK_TFLOPS 989.0     /* H100 SXM dense bf16 peak */
 #define P3D_DEFAULT_GPU_MEM 80e9  /* bytes, when neither topology nor --gpu-mem says */
 #define P3D_MEM_RESERVE_FRAC 0.05 /* default headroom: 5% of the GPU's memory ... */
