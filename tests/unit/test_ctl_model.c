@@ -2369,6 +2369,17 @@ static void join_cases(env *e)
     join_done(e);
 }
 
+/* One random sequence: seed's setup, then lo + rnd(span) random events
+ * (fewer when the job is done first), then the end checks. */
+static void play(env *e, int seed, int lo, int span)
+{
+    setup(e, seed);
+    int faults = lo + (int)rnd(e, span);
+    for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
+        random_event(e);
+    finish(e);
+}
+
 static void test_model(void **st)
 {
     (void)st;
@@ -2378,13 +2389,8 @@ static void test_model(void **st)
     seed_zero(e);
     for (int seed = 1; seed <= SEQUENCES / 4; seed++)
         partition_case(e, e2, SEQUENCES + seed);
-    for (int seed = 1; seed <= SEQUENCES; seed++) {
-        setup(e, seed);
-        int faults = (int)rnd(e, 40);
-        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
-            random_event(e);
-        finish(e);
-    }
+    for (int seed = 1; seed <= SEQUENCES; seed++)
+        play(e, seed, 0, 40);
     /* the figure to compare across a change meant to keep behaviour: the
      * random sequences' (the directed cases below came with the table) */
     uint64_t fp_random = fingerprint;
@@ -2394,44 +2400,25 @@ static void test_model(void **st)
     fault_case(e);
     rank_fault_case(e);
     model_preempt = 1;
-    for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
-        setup(e, 3 * SEQUENCES + seed);
-        int faults = (int)rnd(e, 40);
-        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
-            random_event(e);
-        finish(e);
-    }
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++)
+        play(e, 3 * SEQUENCES + seed, 0, 40);
     model_preempt = 0;
     preempt_cases(e);
     model_join = 1;
     for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
         model_preempt = seed % 2; /* joins while preempting too */
-        setup(e, 4 * SEQUENCES + seed);
-        int faults = (int)rnd(e, 40);
-        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
-            random_event(e);
-        finish(e);
+        play(e, 4 * SEQUENCES + seed, 0, 40);
     }
     model_join = model_preempt = 0;
     join_cases(e);
     /* elastic: after the fingerprint too (cfg.min_dp draws numbers); nodes
      * join at random here as well (a join while shrinking or growing) */
     model_elastic = model_join = 1;
-    for (int seed = 1; seed <= SEQUENCES / 4; seed++) {
-        setup(e, 6 * SEQUENCES + seed);
-        int faults = 20 + (int)rnd(e, 100); /* time for a shrink, a join and a grow */
-        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
-            random_event(e);
-        finish(e);
-    }
+    for (int seed = 1; seed <= SEQUENCES / 4; seed++)
+        play(e, 6 * SEQUENCES + seed, 20, 100); /* time for a shrink, a join and a grow */
     model_preempt = 1;
-    for (int seed = 1; seed <= SEQUENCES / 8; seed++) {
-        setup(e, 7 * SEQUENCES + seed);
-        int faults = (int)rnd(e, 40);
-        for (int k = 0; k < faults && p3d_ctl_get_state(e->c) != P3D_CTL_DONE; k++)
-            random_event(e);
-        finish(e);
-    }
+    for (int seed = 1; seed <= SEQUENCES / 8; seed++)
+        play(e, 7 * SEQUENCES + seed, 0, 40);
     model_preempt = model_elastic = model_join = 0;
     elastic_cases(e);
     int visited = 0, missing = 0, handled = 0, ignored = 0, impossible = 0;
