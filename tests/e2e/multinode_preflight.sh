@@ -44,7 +44,8 @@ W='echo "rank=$RANK node=$P3D_NODE"; exit 0'
 # on this host's two vCPUs (often one core's two threads), beside another
 # test: a healthy agent came out 2.3x below the others (emulated nodes
 # compute one at a time; separate agents cannot, they meet only after)
-PF=(--tp 8 --spares 1 --grace 1 --preflight --preflight-timeout 60 --slow-factor 3)
+PF=(--tp 8 --spares 1 --grace 1 --preflight --preflight-timeout 60)
+SF=3 # --slow-factor; case 5 widens it (see there)
 
 # run NAME KNOB RANKS...: 5 agents; KNOB (VAR=VALUE, a test knob of the
 # worker's benchmark) in the environment of the listed node ranks only;
@@ -55,7 +56,7 @@ run() {
   P=$(free_port)
   for i in 0 1 2 3 4; do
     [[ " $* " == *" $i "* ]] && export "${knob?}"
-    agent "$name" $i 5 "$P" "${PF[@]}" "${EXTRA[@]}" -- sh -c "$W"
+    agent "$name" $i 5 "$P" "${PF[@]}" --slow-factor "$SF" "${EXTRA[@]}" -- sh -c "$W"
     unset "${knob%%=*}"
   done
   codes=""
@@ -126,7 +127,14 @@ grep -q "the leader's node [^ ]* failed the --preflight before the start (comput
 [ "$(cat "$T"/lead.*.out | grep -c 'rank=')" = 0 ] || bad "lead: ranks ran"
 
 # ---- 5. a node whose benchmark fails ---------------------------------------------
+# Its two neighbours keep one measured ring link each (the link to the failed
+# node reads 0), so each is judged on that one link alone. Under CI's load one
+# loopback stream came out 3.08x below the median and excluded node 4, the
+# spare, with it (the job could not start). This case is about the failed
+# benchmark, so it judges figures with --slow-factor 50.
+SF=50
 run miss P3D_WORKER_BENCH_SLOWDOWN=soon 3
+SF=3
 [ "$codes" = " 0 0 0 0 0" ] || { bad "missing: exit codes$codes, want 0 0 0 0 0"; sed 's/^/  0: /' "$T/miss.0.err"; }
 grep -Eq '^[^ ]*:3 +EXCLUDED +- +- .*its benchmark failed: ' "$T/miss.0.err" ||
   { bad "missing: node 3 is not excluded for its failed benchmark"; sed 's/^/  /' "$T/miss.0.err"; }
@@ -162,7 +170,7 @@ trap 'thaw_kill; cleanup' EXIT
 W7='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" = 0 ] && exec sleep 60; exit 0'
 P=$(free_port)
 for i in 0 1 2 3 4; do
-  agent lost $i 5 "$P" "${PF[@]}" --verbose --max-restarts 2 --node-timeout 3 -- sh -c "$W7"
+  agent lost $i 5 "$P" "${PF[@]}" --slow-factor "$SF" --verbose --max-restarts 2 --node-timeout 3 -- sh -c "$W7"
 done
 for _ in $(seq 400); do
   [ "$(cat "$T"/lost.*.out 2>/dev/null | grep -c 'gen=0')" -ge 32 ] && break
