@@ -17,6 +17,13 @@
 #  4. A second SIGTERM during the wait stops at once (SIGKILL), exit 75.
 #  5. --preempt-signal none: SIGUSR1 only goes to the ranks, the job goes
 #     on; a bad --preempt-signal is refused (exit 2) naming the option.
+#  6. The warning while the leader collects a failure (--fault-window 30):
+#     rank 0 exits 3, the others run on; SIGUSR1 to the leader cuts the
+#     window short: the failure gets its verdict (node 0's alone: "node")
+#     with the remedy "none: a preemption warning came ...", nothing
+#     restarts; with a rank gone no complete checkpoint can come, so the
+#     job ends at once (no --grace wait), exit 75 75, the root cause names
+#     the failed rank.
 . "$P3D_SRC/tests/e2e/lib/multinode_lib.sh"
 
 # both nodes, node 0 the leader: NAME PORT [par3drun args...] -- PROGRAM...
@@ -60,7 +67,13 @@ trap 'echo \$RANK >>"$T/usr1n"' USR1
 env | grep -q '^P3D_PREEMPT' && touch "$T/envset"
 touch "$T/nup.\$RANK"; while [ ! -e "$T/stop" ]; do sleep 0.05; done
 SH
-chmod +x "$T"/r[1345]
+cat >"$T/r6" <<SH
+#!/bin/sh
+touch "$T/cup.\$RANK"
+if [ "\$RANK" = 0 ]; then while [ ! -e "$T/cgo" ]; do sleep 0.05; done; exit 3; fi
+while :; do sleep 0.05; done
+SH
+chmod +x "$T"/r[13456]
 # both nodes' exit codes into codes (not in a subshell: wait needs our children)
 codes_of() { local i; codes=""; for i in 0 1; do wait "${AG[$i]}"; codes="$codes $?"; done; }
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2" 2>/dev/null; }
@@ -178,6 +191,38 @@ rc=$?
 [ "$rc" = 2 ] && grep -q "^par3drun: --preempt-signal 'TERM': expected USR1, USR2" <<<"$out" ||
   bad "5: --preempt-signal TERM: exit $rc: $out"
 [ "$fail" = 0 ] && echo "ok 5: --preempt-signal none forwards SIGUSR1 as before; TERM is refused (exit 2)"
+
+# ---- 6. the warning while a failure's window collects -------------------------
+P=$(free_port)
+job cut "$P" --grace 60 --fault-window 30 --max-restarts 3 -- "$T/r6"
+for r in 0 1 2 3; do wait_for "$T/cup.$r" || bad "6: rank $r did not start"; done
+touch "$T/cgo"
+wait_for "$T/cut.rd0/events.jsonl" '"to": "collecting"' || bad "6: the leader never collected the failure"
+kill -USR1 "${AG[0]}"
+codes_of
+[ "$codes" = " 75 75" ] || { bad "6: exit codes$codes, want 75 75"; sed 's/^/  /' "$T/cut.0.err"; }
+python3 - "$T/cut.rd0/events.jsonl" "$T/cut.rd0/result.json" <<'PY' || bad "6: events.jsonl or result.json"
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+fa = [e for e in ev if e["event"] == "failure" and e.get("rank") == 0]
+assert len(fa) == 1 and fa[0]["exit_code"] == 3 and fa[0]["fault"] == "node", fa
+ft = [e for e in ev if e["event"] == "fault"]
+assert len(ft) == 1, ft
+f = ft[0]
+assert f["fault"] == "node" and f["ranks"] == [0] and f["exit_code"] == 3, f
+assert f["remedy"].startswith("none: a preemption warning came ") and "the job ends (nothing restarts)" in f["remedy"], f["remedy"]
+assert f["window_s"] < 30, f
+kinds = [e["event"] for e in ev]
+assert kinds.index("fault") < kinds.index("preempted"), kinds
+assert not any(e["event"] == "restart" for e in ev), kinds
+r = json.load(open(sys.argv[2]))
+assert r["exit_code"] == 75 and r["preempted"] is True and r["fault"] == "node", r
+print("6: verdict:", f["why"])
+PY
+grep -q 'par3drun: fault: node: .*; none: a preemption warning came' "$T/cut.0.err" || { bad "6: no fault line"; grep par3drun: "$T/cut.0.err"; }
+grep -q 'root cause: preempted (SIGUSR1 to par3drun): rank 0 on node [^ ]* failed (exit code 3) before the warning: no complete checkpoint can be written; no checkpoint reported; exit 75' "$T/cut.0.err" ||
+  { bad "6: root cause"; grep 'par3drun:' "$T/cut.0.err"; }
+[ "$fail" = 0 ] && echo "ok 6: a warning during the fault window: the failure's verdict (node), no restart, exit 75 75"
 sleep 0.3
 [ "$(leftovers)" = 0 ] || bad "$(leftovers) processes left behind"
 exit $fail

@@ -177,6 +177,7 @@ typedef struct env {
     /* fault classification: the model's own view */
     int max_job;       /* --max-job-restarts */
     int job_now;       /* a job verdict in the event being handled */
+    int cut_now;       /* a window's verdict cut short by a warning, in it */
     int verdict_stop;  /* a verdict's remedy was a stop */
     const char *f_err; /* the next F's error line and step */
     int f_step;
@@ -209,7 +210,7 @@ static unsigned long refused;                   /* rejoins refused */
 static unsigned long parts_major, parts_minor;  /* partitions: successor ran / stopped */
 static unsigned long elected_runs, lease_stops; /* takeovers after a won election; stops on a lapsed lease */
 static unsigned long np_stops, np_stops_mixed;  /* no-progress stops; ... with a node replaced in the run */
-static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops; /* fault classification */
+static unsigned long job_verdicts, node_verdicts, unknown_verdicts, job_stops, cut_verdicts; /* fault classification */
 static int model_preempt;                                                  /* setup: the sequences with preemption on */
 static int model_join;                                                     /* random_event: nodes join at random */
 static unsigned long joins_ok, joins_refused, joins_replacing, joins_used; /* join figures */
@@ -342,6 +343,10 @@ static void o_event(void *ctx, const char *fields)
     job_stops += (unsigned long)(job && stop);
     e->job_now |= job;
     e->verdict_stop |= stop;
+    if (strstr(fields, "\"remedy\": \"none: a preemption warning came")) {
+        e->cut_now = 1;
+        cut_verdicts++;
+    }
 }
 
 /* Every cell that ran (completions included): counted, and its move
@@ -704,7 +709,15 @@ static void after(env *e, p3d_ctl_state before, p3d_ctl_event ev, int sig, int c
         broken(e, "%d job restarts, --max-job-restarts %d", p3d_ctl_job_restarts(e->c), e->max_job);
     if (s == P3D_CTL_COLLECTING && !(p3d_ctl_deadline(e->c) > 0))
         broken(e, "collecting without a deadline");
-    e->job_now = 0;
+    /* a warning while the window collects: its failures get their verdict,
+     * and only then */
+    int cut = before == P3D_CTL_COLLECTING && ev == P3D_CTL_EV_PREEMPT && s == P3D_CTL_STOPPING;
+    if (cut && !e->cut_now)
+        broken(e, "a warning during COLLECTING dropped the window's failures without a verdict");
+    if (e->cut_now && !cut)
+        broken(e, "a window cut short by a warning, but the event was %s in %s", p3d_ctl_event_name(ev),
+               p3d_ctl_state_name(before));
+    e->job_now = e->cut_now = 0;
     e->last_restarts = r;
     for (int i = 0; i < e->n; i++) {
         if (e->was_dead[i] && !p3d_ctl_is_dead(e->c, i))
@@ -2215,19 +2228,25 @@ static void rank_fault_case(env *e)
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_CHECKING);
     assert_int_equal(p3d_ctl_job_restarts(e->c), 0);
     finish(e);
-    /* 3. a preemption warning while the window collects: the ranks are
-     *    told to checkpoint, nothing restarts, no verdict is made */
+    /* 3. a preemption warning while the window collects: the failure so
+     *    far gets its verdict (node 0's alone while nodes 1, 2 run on);
+     *    with a rank failed no complete checkpoint can come: the job ends
+     *    now with the preempted code, nothing restarts */
     fault_setup(e, 0, FAULT_PREEMPT);
     until_state(e, P3D_CTL_RUNNING);
     ranks_fail(e, 0, "ValueError: bad batch", r0);
     assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_COLLECTING);
+    unsigned long cut0 = cut_verdicts;
     signal_ev(e, SIGUSR1);
-    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_PREEMPTING);
-    assert_string_equal(p3d_ctl_fault(e->c), "none");
-    ranks_fail(e, 0, "ValueError: bad batch", r01 + 1); /* node 0's next rank, during the wait */
-    assert_int_equal(p3d_ctl_restarts(e->c), 0);        /* it may end the wait, never restart */
+    assert_int_equal(p3d_ctl_get_state(e->c), P3D_CTL_STOPPING);
+    assert_int_equal(p3d_ctl_code(e->c), P3D_EXIT_PREEMPTED);
+    assert_string_equal(p3d_ctl_fault(e->c), "node");
+    assert_int_equal(cut_verdicts, cut0 + 1);
+    assert_non_null(strstr(p3d_ctl_summary(e->c), "rank 0 on node"));
+    ranks_fail(e, 0, "ValueError: bad batch", r01 + 1); /* node 0's next rank, while stopping */
+    assert_int_equal(p3d_ctl_restarts(e->c), 0);
     assert_int_equal(p3d_ctl_replaced(e->c), 0);
-    finish(e); /* the model's check: no restart while preempting */
+    finish(e);
     /* 4. one node runs every rank: two ranks of replica 0 (one of two) are
      *    not most replicas; one in each replica is the job's */
     fault_setup(e, 0, FAULT_ONE_NODE);
@@ -2455,9 +2474,11 @@ static void test_model(void **st)
     printf("model: no progress: %lu stops with exit %d, %lu of them with a node replaced during the count\n", np_stops,
            NP_CODE, np_stops_mixed);
     assert_true(np_stops > 0 && np_stops_mixed > 0);
-    printf("model: faults: %lu job verdicts (%lu of them stops), %lu node, %lu unknown\n", job_verdicts, job_stops,
-           node_verdicts, unknown_verdicts);
+    printf("model: faults: %lu job verdicts (%lu of them stops), %lu node, %lu unknown; %lu windows cut short by a "
+           "preemption warning\n",
+           job_verdicts, job_stops, node_verdicts, unknown_verdicts, cut_verdicts);
     assert_true(job_verdicts > job_stops && job_stops > 0 && node_verdicts > 0 && unknown_verdicts > 0);
+    assert_true(cut_verdicts > 0);
     printf("model: preemption: %lu waits; ended by every node's checkpoint or end %lu, by the grace %lu; %lu "
            "warnings during a recovery stopped at once\n",
            pre_waits, pre_ckpt_ends, pre_grace_ends, pre_now_ends);

@@ -367,31 +367,52 @@ static void stop_on(p3d_ctl *c, const struct ctl_failure *p, const char *line, d
     ctl_stop(c, SIGTERM, p->code > 0 ? p->code : P3D_EXIT_LOST, now);
 }
 
-void ctl_fault_decide(p3d_ctl *c, double now)
+/* The verdict d on the window with its remedy, recorded: the failures and
+ * the fault record in events.jsonl, the story; line gets the plain words. */
+static void record_verdict(p3d_ctl *c, const verdict *d, const char *remedy, char *line, size_t cap, double now)
 {
-    if (!c->flt.n)
-        return;
-    verdict d;
-    char remedy[256], line[2048], jw[4096], je[P3D_AMSG_ERR_MAX * 6 + 8], step[16] = "null";
-    classify(c, &d);
-    int stop = remedy_words(c, &d, remedy, sizeof remedy);
+    char jw[4096], je[P3D_AMSG_ERR_MAX * 6 + 8], step[16] = "null";
     const struct ctl_failure *p = &c->flt.f[0];
-    c->flt.verdict = d.v;
-    record_failures(c, d.v);
+    c->flt.verdict = d->v;
+    record_failures(c, d->v);
     if (p->step >= 0)
         snprintf(step, sizeof step, "%d", p->step);
     ctl_event(c,
               "\"event\": \"fault\", \"fault\": \"%s\", \"why\": %s, \"nodes\": %s, \"ranks\": %s, "
               "\"replicas\": %s, \"exit_code\": %d, \"signal\": %d, \"error\": %s, \"step\": %s, \"remedy\": \"%s\", "
               "\"window_s\": %.3f",
-              d.v, ctl_jstr(d.why, jw, sizeof jw), d.nodes, d.ranks, d.replicas, p->code, p->sig,
+              d->v, ctl_jstr(d->why, jw, sizeof jw), d->nodes, d->ranks, d->replicas, p->code, p->sig,
               ctl_jstr(p->err, je, sizeof je), step, remedy, now - c->flt.first_at);
-    snprintf(line, sizeof line, "fault: %s: %s; %s", d.v, d.why, remedy);
+    snprintf(line, cap, "fault: %s: %s; %s", d->v, d->why, remedy);
+    ctl_story(c, now, "%s", line);
+}
+
+void ctl_fault_cut(p3d_ctl *c, const char *remedy, double now)
+{
+    if (!c->flt.n)
+        return;
+    verdict d;
+    char line[2048];
+    classify(c, &d);
+    record_verdict(c, &d, remedy, line, sizeof line, now);
+    ctl_say(c, "par3drun: %s\n", line);
+    window_clear(c);
+}
+
+void ctl_fault_decide(p3d_ctl *c, double now)
+{
+    if (!c->flt.n)
+        return;
+    verdict d;
+    char remedy[256], line[2048];
+    classify(c, &d);
+    int stop = remedy_words(c, &d, remedy, sizeof remedy);
+    const struct ctl_failure *p = &c->flt.f[0];
+    record_verdict(c, &d, remedy, line, sizeof line, now);
     /* said now unless the summary says it at the end (a stop), or there
      * was nothing to classify (one node's first failure: as before) */
     if (!stop && !(!strcmp(d.v, "unknown") && c->flt.n == 1 && ranked_live(c) < 2))
         ctl_say(c, "par3drun: %s\n", line);
-    ctl_story(c, now, "%s", line);
     /* the repeat rule compares the next window's first failure with this one */
     failure_free(&c->flt.last);
     c->flt.last = *p;

@@ -275,6 +275,11 @@ void ctl_fault_add(p3d_ctl *c, const ctl_ev *e);
 int ctl_fault_all_in(const p3d_ctl *c);
 /* The window's verdict, recorded, and its remedy. */
 void ctl_fault_decide(p3d_ctl *c, double now);
+/* The window cut short by an event that takes the job elsewhere (a
+ * preemption warning): its failures get their verdict and evidence, said
+ * with remedy (what happens instead), and nothing restarts; the window is
+ * empty after. */
+void ctl_fault_cut(p3d_ctl *c, const char *remedy, double now);
 /* An agent was lost: a node fault (the verdict result.json shows). */
 void ctl_fault_lost(p3d_ctl *c);
 /* COLLECTING left for a lost node (replaced, or the job stopped): the
@@ -324,9 +329,9 @@ typedef void (*ctl_handler)(p3d_ctl *c, const ctl_ev *e);
     X(on_leader_lost) X(on_leader_lost_stopping) X(on_rejoin) X(on_rejoin_refuse) X(on_election_live)        \
     X(on_election_takeover) X(on_takeover_act)                                                               \
     /* controller_preempt.c */                                                                               \
-    X(on_preempt) X(on_preempt_now) X(on_preempt_again) X(on_preempt_stopping) X(on_signal_preempting)       \
-    X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting) X(on_leader_lost_preempting)          \
-    X(on_preempt_over)                                                                                       \
+    X(on_preempt) X(on_preempt_collecting) X(on_preempt_now) X(on_preempt_again) X(on_preempt_stopping)     \
+    X(on_signal_preempting) X(on_fail_preempting) X(on_gone_preempting) X(on_tick_preempting)                \
+    X(on_leader_lost_preempting) X(on_preempt_over)                                                          \
     /* controller_join.c */                                                                                  \
     X(on_join) X(on_join_replacing) X(on_join_ending) X(on_join_takeover)                                    \
     /* controller_elastic.c */                                                                               \

@@ -106,6 +106,29 @@ void ctl_on_preempt(p3d_ctl *c, const ctl_ev *e)
     ctl_go(c, P3D_CTL_PREEMPTING);
 }
 
+/* COLLECTING: a rank failed and the window was still collecting the
+ * others' failures. The warning wins: the failures so far get their
+ * verdict and evidence (said, in events.jsonl, in result.json's fault) and
+ * nothing restarts. No complete checkpoint can be written with a rank
+ * gone (a failure during the wait ends it likewise): the job ends now,
+ * from the checkpoint it had. */
+void ctl_on_preempt_collecting(p3d_ctl *c, const ctl_ev *e)
+{
+    const struct ctl_failure *p = &c->flt.f[0];
+    char remedy[160], how[64], why[256];
+    p3d_failure_how(p->code, p->sig, how, sizeof how);
+    snprintf(why, sizeof why, "%s %d on node %.40s %s (%s) before the warning: no complete checkpoint can be written",
+             p->rank >= 0 ? "rank" : "node rank", p->rank >= 0 ? p->rank : p->a, c->cfg.names[p->a],
+             p->rank >= 0 ? "failed" : "could not start its ranks", how);
+    snprintf(remedy, sizeof remedy,
+             "none: a preemption warning came %.1f s into the %g s window, the job ends (nothing restarts)",
+             e->now - c->flt.first_at, c->cfg.fault_window);
+    note_warning(c, e);
+    ctl_fault_cut(c, remedy, e->now);
+    verdict(c, why);
+    ctl_stop(c, SIGTERM, P3D_EXIT_PREEMPTED, e->now);
+}
+
 /* CHECKING, REPLACING, TAKEOVER: no generation runs to checkpoint (the
  * ranks were stopped for a recovery): the job ends now, from the
  * checkpoint it had. */

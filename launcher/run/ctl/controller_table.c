@@ -175,6 +175,9 @@ static const ctl_cell table[P3D_CTL_NSTATES][P3D_CTL_NEVENTS] = {
                             [P3D_CTL_EV_TICK] = RUN(on_tick_collecting, STAY | CHECKING | RESTARTING | STOPPING),
                             [P3D_CTL_EV_ALL_UP] = IGNORED,
                             [P3D_CTL_EV_ALL_DONE] = RUN(on_all_done_collecting, CHECKING | RESTARTING | STOPPING),
+                            /* the warning cuts the window short: its verdict, and a
+                             * generation with a failed rank cannot checkpoint */
+                            [P3D_CTL_EV_PREEMPT] = RUN(on_preempt_collecting, STOPPING),
                             /* a loss that leaves nobody completes the window: the
                              * verdict moved the state before any completion */
                             [P3D_CTL_EV_ALL_GONE] = IMPOSSIBLE},
