@@ -63,6 +63,10 @@ static int build_node(hwloc_topology_t t, const char *source, const char *kind, 
 /* hwloc's gl and opencl components pull in X11/ICU and find nothing we use
  * (GPUs come from PCI, CUDA/NVML OS devices or our NVML plugin); loading
  * them costs about half of a local discovery, which every launch pays.
+ * Its xml_libxml component maps libxml2 and the ICU at every init, for an
+ * XML import that hwloc's built-in reader does as well (the one hwloc
+ * builds without libxml2 use): par3drun checks an XML file with libxml2
+ * itself (topo_xmlcheck.c, loaded then) before hwloc reads it.
  * hwloc reads the blacklist once, when its components are first set up, so
  * it is set only around the first init and the user's value (or its
  * absence) is restored: the workers inherit the environment untouched. */
@@ -75,7 +79,7 @@ static int init_with_blacklist(hwloc_topology_t *t)
     const char *old = getenv("HWLOC_PLUGINS_BLACKLIST");
     char *saved = old ? strdup(old) : NULL;
     if (!old)
-        setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl", 1);
+        setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl,hwloc_xml_libxml", 1);
     int rc = hwloc_topology_init(t);
     if (!old)
         unsetenv("HWLOC_PLUGINS_BLACKLIST");
