@@ -10,7 +10,8 @@
 # The core only Recommends the other two, so it installs without libcurl4 and
 # libpmix2; without them par3drun says which package a URL policy or an
 # etcd/PMIx rendezvous needs. Dependencies come from dpkg-shlibdeps over each
-# package's ELF files, so each asks for exactly the libraries it links. The
+# package's ELF files, so each asks for exactly the libraries it links, and
+# the core adds libxml2, which it loads with dlopen. The
 # CUDA module's libraries (cudart, cuBLAS, NCCL) are not Debian packages: they
 # are found through its rpath.
 set(CPACK_GENERATOR DEB)
@@ -58,14 +59,24 @@ set(CPACK_DEBIAN_CURL_DESCRIPTION "The plugins that need libcurl, which par3drun
 set(CPACK_DEBIAN_PMIX_DESCRIPTION "The plugin that needs libpmix, which par3drun loads at run time:\n\
 the PMIx rendezvous (--rdzv pmix: srun --mpi=pmix, mpirun).")
 
+# libxml2 is loaded with dlopen when an XML file is read
+# (placement/topo/topo_xml_lib.c), so dpkg-shlibdeps cannot see it: the core
+# depends on the package that holds the library the build found.
+set(P3D_XML2_PACKAGE libxml2)
+execute_process(COMMAND dpkg-query -S "${P3D_XML2_REAL}" OUTPUT_VARIABLE P3D_XML2_OWNER ERROR_QUIET)
+if(P3D_XML2_OWNER MATCHES "^([^:, ]+)")
+  set(P3D_XML2_PACKAGE "${CMAKE_MATCH_1}")
+endif()
+
 find_program(P3D_DPKG_SHLIBDEPS dpkg-shlibdeps)
 if(P3D_DPKG_SHLIBDEPS)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+  set(CPACK_DEBIAN_CORE_PACKAGE_DEPENDS "${P3D_XML2_PACKAGE}")
   # libraries found by rpath, not by a Debian package (the CUDA module's)
   set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${P3D_WORKER_CUDA_LIBDIRS}
       /usr/local/cuda/lib64 /usr/local/cuda/lib)
 else()
-  set(CPACK_DEBIAN_CORE_PACKAGE_DEPENDS "libhwloc15, libxml2, liblua5.4-0, libcjson1, libyaml-0-2, libssl3")
+  set(CPACK_DEBIAN_CORE_PACKAGE_DEPENDS "libhwloc15, ${P3D_XML2_PACKAGE}, liblua5.4-0, libcjson1, libyaml-0-2, libssl3")
   string(APPEND CPACK_DEBIAN_CURL_PACKAGE_DEPENDS ", libcurl4, libcjson1")
   string(APPEND CPACK_DEBIAN_PMIX_PACKAGE_DEPENDS ", libpmix2")
 endif()

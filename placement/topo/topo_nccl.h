@@ -44,6 +44,7 @@ typedef struct nx_doc {
     int nel, capel;
     nx_attr *at;
     int nat, capat;
+    const struct p3d_xmllib *xml; /* set by p3d_nccl_xml_parse (topo_xml.h) */
 } nx_doc;
 
 /* ---- the XML reader (topo_nccl_xml.c) ---- */

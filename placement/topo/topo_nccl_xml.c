@@ -81,7 +81,7 @@ int p3d_nccl_xml_is_name(const nx_el *e, const char *s)
 /* Element e with its attributes, as the child of parent at depth. */
 static int nx_take_element(nx_doc *d, xmlNode *e, int parent, int depth, char **err)
 {
-    int line = (int)xmlGetLineNo(e);
+    int line = (int)d->xml->GetLineNo(e);
     if (depth >= NX_MAX_DEPTH)
         return p3d_err(err,
                        "%s:%d: elements nested deeper than %d: expected an NCCL topology (a few levels of PCI "
@@ -99,9 +99,9 @@ static int nx_take_element(nx_doc *d, xmlNode *e, int parent, int depth, char **
         if (++n > NX_MAX_ATTRS)
             return p3d_err(err, "%s:%d: <%s> has more than %d attributes", d->path, line, p3d_tesc(own), NX_MAX_ATTRS);
         char *aown = strdup((const char *)a->name);
-        char *vown = (char *)xmlNodeListGetString(e->doc, a->children, 1);
+        char *vown = (char *)d->xml->NodeListGetString(e->doc, a->children, 1);
         char *v = vown ? strdup(vown) : strdup(""); /* ours is free()d, libxml2's xmlFree()d */
-        xmlFree(vown);
+        (*d->xml->Free)(vown);
         if (!aown || !v) {
             free(aown);
             free(v);
@@ -129,7 +129,7 @@ static int nx_stray_text(nx_doc *d, xmlNode *t, char **err)
     int k = (int)strcspn(v, "\n");
     snprintf(snip, sizeof snip, "%.*s", k < 20 ? k : 20, v);
     return p3d_err(err, "%s:%d: text '%s' between elements: an NCCL topology file has elements and attributes only",
-                   d->path, (int)xmlGetLineNo(t), p3d_tesc(snip));
+                   d->path, (int)d->xml->GetLineNo(t), p3d_tesc(snip));
 }
 
 static int nx_blank(const xmlNode *t)
@@ -160,14 +160,17 @@ int p3d_nccl_xml_parse(nx_doc *d, char **err)
     size_t len = (size_t)(d->end - d->text);
     if (p3d_xml_prescan(d->path, d->text, len, 2 * (size_t)NX_MAX_ELEMENTS + 64, "an NCCL topology file", err) < 0)
         return -1;
-    xmlParserCtxtPtr ctx = xmlNewParserCtxt();
+    const p3d_xmllib *x = d->xml = p3d_xmllib_get(d->path, err);
+    if (!x)
+        return -1;
+    xmlParserCtxtPtr ctx = x->NewParserCtxt();
     if (!ctx)
         return p3d_err(err, "out of memory");
     xmlError first = {0};
-    xmlSetStructuredErrorFunc(&first, p3d_xml_keep_first);
-    xmlDocPtr doc = xmlCtxtReadMemory(ctx, d->text, (int)len, NULL, NULL,
+    x->SetStructuredErrorFunc(&first, p3d_xml_keep_first);
+    xmlDocPtr doc = x->CtxtReadMemory(ctx, d->text, (int)len, NULL, NULL,
                                       XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    xmlSetStructuredErrorFunc(NULL, NULL);
+    x->SetStructuredErrorFunc(NULL, NULL);
     int rc = 0;
     if (!doc)
         rc = p3d_xml_refuse(d->path, d->text, len, &first, err);
@@ -176,9 +179,9 @@ int p3d_nccl_xml_parse(nx_doc *d, char **err)
                      p3d_xml_line_of(d->text, len, "<!DOCTYPE"));
     else
         rc = nx_walk(d, doc->children, -1, 0, err);
-    xmlFree(first.message);
-    xmlFreeDoc(doc);
-    xmlFreeParserCtxt(ctx);
+    free(first.message);
+    x->FreeDoc(doc);
+    x->FreeParserCtxt(ctx);
     if (rc == 0 && !d->nel)
         rc = p3d_err(err, "%s: no element: expected <system version=\"1\"> (an NCCL topology file)", d->path);
     return rc;

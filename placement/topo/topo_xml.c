@@ -4,14 +4,16 @@
  * (topo_xml.h). Why libxml2 and not our own tokenizer: the two hand-written
  * scanners were two more parsers of hostile bytes to fuzz and keep, with
  * their own idea of well-formed; libxml2 is the parser hwloc itself reads
- * XML with on Debian, is fuzzed upstream (OSS-Fuzz), and is already in
- * every process that links hwloc. What stays ours is what each format may
- * hold, the limits, and the wording.
+ * XML with on Debian (its libxml plugin), and is fuzzed upstream
+ * (OSS-Fuzz); it is loaded only when an XML file is read
+ * (topo_xml_lib.c). What stays ours is what each format may hold, the
+ * limits, and the wording.
  */
 #include "topo_internal.h"
 #include "topo_xml.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "termsafe.h"
@@ -48,7 +50,7 @@ void p3d_xml_keep_first(void *arg, xmlErrorPtr e)
 {
     xmlError *first = arg;
     if (!first->message && e && e->level >= XML_ERR_ERROR && e->message) {
-        first->message = (char *)xmlStrdup((const xmlChar *)e->message);
+        first->message = strdup(e->message); /* NULL (out of memory): the refusal says less */
         first->line = e->line;
     }
 }

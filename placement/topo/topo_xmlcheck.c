@@ -52,6 +52,7 @@ typedef struct xscan {
     const char *path;
     int depth, elements, seen_root, stopped;
     char *err; /* our refusal, when the file is well-formed but not what hwloc can take */
+    const p3d_xmllib *xml;
 } xscan;
 
 /* attrs as libxml2's SAX2 hands them: 5 pointers an attribute (localname,
@@ -129,18 +130,18 @@ static void on_start(void *ctx, const xmlChar *localname, const xmlChar *prefix,
 {
     (void)prefix, (void)uri, (void)nns, (void)ns, (void)ndefaulted;
     xscan *s = ((xmlParserCtxtPtr)ctx)->_private;
-    int line = xmlSAX2GetLineNumber(ctx);
+    int line = s->xml->SAX2GetLineNumber(ctx);
     const char *name = (const char *)localname;
     if (++s->depth > MAX_DEPTH) {
         refuse(s, line, "nested deeper than %d levels", MAX_DEPTH);
         s->stopped = 1;
-        xmlStopParser(ctx);
+        s->xml->StopParser(ctx);
         return;
     }
     if (++s->elements > MAX_ELEMENTS) {
         refuse(s, line, "more than %d elements: expected one machine's topology", MAX_ELEMENTS);
         s->stopped = 1;
-        xmlStopParser(ctx);
+        s->xml->StopParser(ctx);
         return;
     }
     if (!s->seen_root) {
@@ -165,10 +166,13 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len, char **er
     xmlError first = {0};
     if (p3d_xml_prescan(path, text, len, 2 * (size_t)MAX_ELEMENTS + 64, "an hwloc XML text", err) < 0)
         return -1;
+    const p3d_xmllib *x = s.xml = p3d_xmllib_get(path, err);
+    if (!x)
+        return -1;
     /* no serror here: libxml2 would hand it ctx->userData; errors go to the
      * structured handler set below, with &first */
     xmlSAXHandler sax = {.initialized = XML_SAX2_MAGIC, .startElementNs = on_start, .endElementNs = on_end};
-    xmlParserCtxtPtr ctx = xmlCreateMemoryParserCtxt(text, (int)len);
+    xmlParserCtxtPtr ctx = x->CreateMemoryParserCtxt(text, (int)len);
     if (!ctx)
         return p3d_err(err, "out of memory");
     xmlSAXHandler *own = ctx->sax;
@@ -176,10 +180,10 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len, char **er
     ctx->userData = ctx; /* the callbacks get the context, so they can stop it */
     ctx->_private = &s;
 
-    xmlCtxtUseOptions(ctx, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    xmlSetStructuredErrorFunc(&first, p3d_xml_keep_first);
-    xmlParseDocument(ctx);
-    xmlSetStructuredErrorFunc(NULL, NULL);
+    x->CtxtUseOptions(ctx, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+    x->SetStructuredErrorFunc(&first, p3d_xml_keep_first);
+    x->ParseDocument(ctx);
+    x->SetStructuredErrorFunc(NULL, NULL);
     if (s.err && (s.stopped || ctx->wellFormed)) {
         *err = s.err;
         s.err = NULL;
@@ -191,8 +195,8 @@ int p3d_topo_xml_check(const char *path, const char *text, size_t len, char **er
         rc = 0;
     }
     ctx->sax = own;
-    xmlFreeParserCtxt(ctx);
-    xmlFree(first.message);
+    x->FreeParserCtxt(ctx);
+    free(first.message);
     free(s.err);
     return rc;
 }
