@@ -36,8 +36,9 @@ p3d_node *p3d_mnode_node_clone(const p3d_node *n, char **err)
 /* ---- a node replaced (docs/multinode.md, "When a node dies") ------------ */
 
 /* The width figures every node holds (the placement frame's): full_dp
- * while the job runs below its full width, for the ranks' batch; and the
- * leader's batch figures on a node given none (a joined one). */
+ * while the job runs below its full width, for the ranks' batch; the
+ * leader's batch figures on a node given none (a joined one); and the
+ * leader's --fault-window, which every node holds its ranks for. */
 void p3d_mnode_width(mnode *m)
 {
     int dp = p3d_mesh_size(&m->pm.pl->mesh, P3D_DIM_DP);
@@ -46,6 +47,8 @@ void p3d_mnode_width(mnode *m)
     const p3d_opts *o = m->o;
     m->job.batch = m->pm.batch;
     m->job.batch_leader = o->global_batch <= 0 && o->micro_batch <= 0 && o->micro_batches <= 0;
+    m->job.fault_window = m->pm.fault_ms / 1000.0;
+    m->job.fault_leader = 1;
 }
 
 /* L->mn->adopt, every node (the leader after its own replace): the CPLACE body

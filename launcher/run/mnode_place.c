@@ -147,6 +147,9 @@ int p3d_mnode_encode(const p3d_opts *o, const char *job_id, const p3d_plan_resul
                   .micro = o->micro_batch > 0 ? o->micro_batch : 0,
                   .micros = o->micro_batches > 0 ? o->micro_batches : 0,
                   .tol_mpct = o->batch_tolerance > 0 ? (int)(o->batch_tolerance * 1000 + 0.5) : 0},
+        /* and how long a node holds its ranks after one failed: the
+         * leader's window, whatever each node was given */
+        .fault_ms = p3d_fault_ms(o->fault_window),
         .cluster = res->cluster,
         .pl = res->pl,
         .json = json,

@@ -44,8 +44,9 @@
  * TJOIN, frames tagged per connection; 11: the f packet's step, error line
  * and frame line; 12: a JOIN of node rank -1 and 0 nodes, a node joining
  * the running job; 13: the placement frames' full_dp and min_dp, the
- * elastic width; 14: their batch figures, for a joined node's ranks. */
-#define P3D_WIRE_PROTO 14
+ * elastic width; 14: their batch figures, for a joined node's ranks; 15:
+ * their --fault-window, which every node holds its ranks for. */
+#define P3D_WIRE_PROTO 15
 
 enum {
     P3D_MSG_HELLO = 'H',  /* agent -> leader: who I am */
@@ -137,6 +138,14 @@ typedef struct p3d_hello {
  * given) and --batch-tolerance in thousandths of a percent (0: exact).
  * They go with every placement, so that a node that joined the running
  * job (which is given none of them) sets its ranks' batch as every node. */
+/* --fault-window's bound (3600 s), in ms as the placement frames carry it */
+#define P3D_FAULT_MS_MAX 3600000
+/* --fault-window SECONDS as the frames carry it: ms, within 0..MAX */
+static inline int p3d_fault_ms(double s)
+{
+    return !(s > 0) ? 0 : s >= P3D_FAULT_MS_MAX / 1000.0 ? P3D_FAULT_MS_MAX : (int)(s * 1000 + 0.5);
+}
+
 typedef struct p3d_wbatch {
     int global, micro, micros, tol_mpct;
 } p3d_wbatch;
@@ -152,6 +161,10 @@ typedef struct p3d_place_msg {
      * itself holds the width it runs at. A successor goes on from them. */
     int full_dp, min_dp;
     p3d_wbatch batch;
+    /* the leader's --fault-window in ms (0..P3D_FAULT_MS_MAX): a node
+     * whose rank failed keeps its other ranks running that long for the
+     * verdict (docs/launch.md) */
+    int fault_ms;
     int nnodes;
     char **names;      /* cluster node names, index = node rank */
     char **hashes;     /* node hash after --nproc-per-node, per node */
@@ -471,6 +484,7 @@ typedef struct p3d_cplace_in {
     int master_port, nccl_port;
     int full_dp, min_dp; /* as p3d_place_msg's */
     p3d_wbatch batch;
+    int fault_ms; /* as p3d_place_msg's */
     const p3d_cluster *cluster;
     const p3d_placement *pl;
     const char *json; /* the leader's own rendering of the report */

@@ -518,6 +518,7 @@ int p3d_place_encode(const p3d_place_msg *m, p3d_wbuf *b)
     wb_int(b, m->full_dp);
     wb_int(b, m->min_dp);
     p3d_wbatch_encode(b, &m->batch);
+    wb_int(b, m->fault_ms);
     wb_int(b, m->nnodes);
     for (int i = 0; i < m->nnodes; i++) {
         p3d_wbuf_str(b, m->names[i]);
@@ -547,6 +548,7 @@ int p3d_place_decode(const unsigned char *body, size_t len, p3d_place_msg *m, ch
     m->full_dp = rb_int(&r, 0, 1 << 24);
     m->min_dp = rb_int(&r, 0, 1 << 24);
     p3d_wbatch_decode(&r, &m->batch);
+    m->fault_ms = rb_int(&r, 0, P3D_FAULT_MS_MAX);
     int nn = rb_int(&r, 1, 1 << 20);
     if (r.bad || (size_t)nn * 8 > r.len - r.off)
         goto bad;

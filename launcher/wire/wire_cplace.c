@@ -165,6 +165,7 @@ static void enc_compact(const p3d_cplace_in *in, p3d_wbuf *b, size_t head, size_
     p3d_wbuf_int(b, in->full_dp);
     p3d_wbuf_int(b, in->min_dp);
     p3d_wbatch_encode(b, &in->batch);
+    p3d_wbuf_int(b, in->fault_ms);
     p3d_wbuf_int(b, (int)c->nnodes);
     p3d_wbuf_u32(b, (uint32_t)head);
     p3d_wbuf_bytes(b, in->json, head);
@@ -281,6 +282,7 @@ static int enc_verbatim(const p3d_cplace_in *in, p3d_wbuf *b, char **err)
         .full_dp = in->full_dp,
         .min_dp = in->min_dp,
         .batch = in->batch,
+        .fault_ms = in->fault_ms,
         .nnodes = (int)c->nnodes,
         .pl = (p3d_placement *)in->pl,
         .json = (char *)in->json,
@@ -532,6 +534,7 @@ static int dec_compact(p3d_rbuf *r, p3d_place_msg *m, p3d_cluster **keep, char *
     m->full_dp = p3d_rbuf_int(r, 0, 1 << 24);
     m->min_dp = p3d_rbuf_int(r, 0, 1 << 24);
     p3d_wbatch_decode(r, &m->batch);
+    m->fault_ms = p3d_rbuf_int(r, 0, P3D_FAULT_MS_MAX);
     int nn = p3d_rbuf_int(r, 1, 1 << 20);
     head = p3d_rbuf_blob(r, P3D_WIRE_MAX, &hn);
     tail = p3d_rbuf_blob(r, P3D_WIRE_MAX, &tn);

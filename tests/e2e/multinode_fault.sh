@@ -16,6 +16,11 @@
 #   4. a PyTorch gloo program raising in one rank under @record, two nodes:
 #      the root cause in the leader's summary and events.jsonl names the
 #      exception and its line (skipped when no python3 imports torch).
+#   5. the leader's --fault-window holds on every node: node rank 1 is
+#      given --fault-window 0, the leader its default (2 s); when rank 2
+#      (node 1) fails, node 1 keeps rank 3 running (its agent HOLDING, as
+#      the placement frame says), the leader's window closes on a node
+#      verdict, restart in place, both nodes exit 0.
 . "$(dirname "$0")/lib/multinode_lib.sh"
 
 ev_has() { grep -q "$2" "$1" || { bad "$3"; sed 's/^/  /' "$1"; }; }
@@ -128,7 +133,7 @@ if [ -z "$PY" ]; then
   echo "note: no python3 here imports torch: part 4 skipped"
 else
   cat >"$T/crash.py" <<'PY'
-import torch, torch.distributed as dist
+import time, torch, torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 def bad_batch(rank):
@@ -142,6 +147,11 @@ def main():
     dist.all_reduce(t)
     if rank == 1:
         bad_batch(rank)
+    # the others reach the barrier later, so that rank 1's failure is the
+    # first to reach the leader: with --max-restarts 0 the first failure
+    # decides alone (no window), and a peer's "connection closed" at the
+    # barrier raced it once under load
+    time.sleep(1)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -165,6 +175,24 @@ PY
   sleep 0.3
   [ "$(leftovers)" = 0 ] || bad "torch: $(leftovers) workers left behind"
 fi
+
+# ---- 5. the leader's --fault-window on every node ---------------------------------
+W5='echo "rank=$RANK gen=$P3D_RESTART_COUNT"; [ "$P3D_RESTART_COUNT" != 0 ] && exit 0
+[ "$RANK" = 2 ] && { sleep 0.3; exit 5; }; exec sleep 60'
+P=$(free_port)
+agent win 0 2 "$P" --tp 2 --nproc-per-node 2 --max-restarts 1 --grace 1 --verbose -- sh -c "$W5"
+agent win 1 2 "$P" --tp 2 --nproc-per-node 2 --max-restarts 1 --grace 1 --verbose --fault-window 0 -- sh -c "$W5"
+codes=""
+for i in 0 1; do wait "${AG[$i]}"; codes="$codes $?"; done
+[ "$codes" = " 0 0" ] || { bad "window: exit codes$codes, want 0 0"; sed 's/^/  0: /' "$T/win.0.err"; }
+grep -q 'agent: state running -> holding (rank-fail)' "$T/win.1.err" ||
+  { bad "window: node 1 (given --fault-window 0) did not hold its ranks for the leader's window"; grep 'agent:' "$T/win.1.err" | sed 's/^/  1: /'; }
+grep -q 'agent: state running -> stopping (rank-fail)' "$T/win.1.err" && bad "window: node 1 stopped its ranks at once (its own --fault-window 0)"
+ev=$T/win.rd0/events.jsonl
+ev_has "$ev" '"event": "fault", "fault": "node", .*"ranks": \[2\], .*"remedy": "restart in place"' "window: the node verdict on rank 2"
+grep -q 'rank=[0-3] gen=1' "$T/win.1.out" || bad "window: no restart in place"
+sleep 0.3
+[ "$(leftovers)" = 0 ] || bad "window: $(leftovers) workers left behind"
 
 [ "$fail" = 0 ] && echo "PASS multinode_fault"
 exit "$fail"

@@ -112,7 +112,8 @@ static void place_roundtrip(void **st)
                        .pl = &pl,
                        .json = "{\"x\": 1}\n",
                        .json_len = 9,
-                       .batch = {.global = 24, .micro = 2, .micros = 3, .tol_mpct = 2500}};
+                       .batch = {.global = 24, .micro = 2, .micros = 3, .tol_mpct = 2500},
+                       .fault_ms = 7500};
     p3d_wbuf b = {0};
     assert_int_equal(p3d_place_encode(&m, &b), 0);
     p3d_place_msg d;
@@ -127,12 +128,23 @@ static void place_roundtrip(void **st)
     assert_int_equal(d.batch.micro, 2);
     assert_int_equal(d.batch.micros, 3);
     assert_int_equal(d.batch.tol_mpct, 2500);
+    assert_int_equal(d.fault_ms, 7500); /* the leader's --fault-window */
     p3d_place_msg_free(&d);
     for (size_t cut = 0; cut < b.len - 5; cut++) {
         err = NULL;
         assert_true(p3d_place_decode(b.p + 5, cut, &d, &err) < 0);
         free(err);
     }
+    /* a window past --fault-window's bound, or below 0, is refused */
+    for (int k = 0; k < 2; k++) {
+        p3d_wbuf_free(&b);
+        m.fault_ms = k ? -1 : P3D_FAULT_MS_MAX + 1;
+        assert_int_equal(p3d_place_encode(&m, &b), 0);
+        err = NULL;
+        assert_true(p3d_place_decode(b.p + 5, b.len - 5, &d, &err) < 0);
+        free(err);
+    }
+    m.fault_ms = 7500;
     /* a mesh only DeviceMesh accepts (cp=2 under order "cp": no expert
      * grid) crosses the wire with its rules, and is checked under them */
     err = NULL;
@@ -517,7 +529,8 @@ static void cplace_expands(void **st)
                         .cluster = c,
                         .pl = &pl,
                         .json = json,
-                        .batch = {.global = 48, .micro = 1, .micros = 0, .tol_mpct = 0}};
+                        .batch = {.global = 48, .micro = 1, .micros = 0, .tol_mpct = 0},
+                        .fault_ms = P3D_FAULT_MS_MAX};
     p3d_wbuf b = {0};
     int compact = 0;
     assert_int_equal(p3d_cplace_encode(&ci, &b, &compact, &err), 0);
@@ -534,6 +547,7 @@ static void cplace_expands(void **st)
     assert_int_equal(m.pl->ranks[77].coord[P3D_DIM_PP], pl.ranks[77].coord[P3D_DIM_PP]);
     assert_int_equal(m.batch.global, 48);
     assert_int_equal(m.batch.micro, 1);
+    assert_int_equal(m.fault_ms, P3D_FAULT_MS_MAX);
     p3d_place_msg_free(&m);
     mangle(&b, dec_cplace, &m, fr_cplace);
     p3d_wbuf_free(&b);
@@ -544,6 +558,7 @@ static void cplace_expands(void **st)
     assert_int_equal(p3d_cplace_decode(b.p + 5, b.len - 5, &m, &err), 0);
     assert_string_equal(m.json, ci.json);
     assert_int_equal(m.batch.global, 48);
+    assert_int_equal(m.fault_ms, P3D_FAULT_MS_MAX);
     p3d_place_msg_free(&m);
     p3d_wbuf_free(&b);
     free(json);

@@ -401,7 +401,10 @@ static int agent_note_fail(agent *a)
     agent_report_fail(a, a->ev.i, a->ev.status);
     if (!first)
         return 1;
-    double w = a->L->o->fault_window;
+    /* the leader's window (every node holds its ranks as long), or this
+     * node's own on one node */
+    const p3d_jobstate *j = a->L->job;
+    double w = j && j->fault_leader ? j->fault_window : a->L->o->fault_window;
     if (w <= 0 || a->running == 0 ||
         !(a->fail.hold = p3d_loop_at(a->loop, p3d_now() + w + P3D_CTL_SLACK, agent_hold_over, a))) {
         agent_stop(a, SIGTERM);

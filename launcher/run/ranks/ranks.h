@@ -75,6 +75,10 @@ typedef struct p3d_jobstate {
                                     the leader's (a joined node, given none
                                     of its own); 0: the node's options' */
     p3d_wbatch batch;
+    int fault_leader;    /* 1: fault_window is the leader's (a multi-node
+                                    job's placement frame), 0: this node's
+                                    --fault-window applies */
+    double fault_window; /* seconds */
     /* multi-node leader: the placement's CPLACE frame (wire.h) that
      * supervise.c sends to every remote node after a replacement, and the
      * same as the difference from the one every node holds (a CDELTA,
