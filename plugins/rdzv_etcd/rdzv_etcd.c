@@ -265,6 +265,32 @@ static void lease_check(etcd_state *s, int r, double last_ok, const char *msg)
     pthread_mutex_unlock(&s->mu);
 }
 
+/* fork() while this thread is inside curl, malloc or stdio would leave
+ * the child with the lock the thread held, forever: par3drun forks its
+ * node's agent, which runs on without an exec. Under ASan that hung a
+ * leader's own agent from its first allocation (no heartbeat from the
+ * start, the node lost after --node-timeout; e2e/multinode_etcd_sign and
+ * multinode_etcd_failover, sanitizer runs only). So the thread holds
+ * fork_mu while it works, and a fork in this process waits for it (an
+ * atfork handler): at every fork the thread is asleep on its condition. */
+static pthread_mutex_t fork_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&fork_mu);
+}
+
+static void fork_done(void)
+{
+    pthread_mutex_unlock(&fork_mu);
+}
+
+static void fork_register(void)
+{
+    pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
 /* Renews the lease every ttl/3 s and puts keep()'s text as soon as it is
  * handed over. keep() wakes the thread early: the renewal's deadline is
  * set once per period, so wakeups do not push it back. */
@@ -286,6 +312,7 @@ static void *keepalive(void *arg)
         char *text = s->pending;
         s->pending = NULL;
         pthread_mutex_unlock(&s->mu);
+        pthread_mutex_lock(&fork_mu);
         if (text)
             etcd_keep_put(s, h, text, &kwarned);
         free(text);
@@ -307,6 +334,7 @@ static void *keepalive(void *arg)
             etcd_leader_check(s, h, &squat_said);
             next = etcd_mono() + period;
         }
+        pthread_mutex_unlock(&fork_mu);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -455,6 +483,7 @@ static int etcd_detect(const char *arg, int o_nnodes, int o_node_rank, double ti
                                        : b->lease_ttl;
     if (grant(s, ttl, msg, cap) < 0)
         goto out;
+    pthread_once(&fork_once, fork_register);
     if (etcd_thread_start(&s->ka, keepalive, s) != 0) {
         p3d_plugin_say(msg, cap, "etcd: cannot start the lease keepalive thread");
         goto out;
