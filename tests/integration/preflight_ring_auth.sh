@@ -36,13 +36,24 @@ def start(name, lfd, key, peer):
                           "--bench-tcp-peer", "127.0.0.1:%d" % peer],
                          pass_fds=(lfd, r), stdout=subprocess.PIPE, stderr=open(os.path.join(t, name + ".err"), "w"))
     os.close(r)
-    # what the worker was given: its command line and environment
-    with open(os.path.join(t, name + ".seen"), "wb") as f:
+    # what the worker was given: its command line and environment. Popen
+    # returns once the exec closed its error pipe, which is before the
+    # kernel has set the new image's arguments up: /proc/PID/cmdline can
+    # still read empty then (seen once under the sanitizer), so read until
+    # it holds something (2 s at most)
+    import time
+    seen = {}
+    for _ in range(200):
         for what in ("cmdline", "environ"):
             try:
-                f.write(open("/proc/%d/%s" % (p.pid, what), "rb").read())
+                seen[what] = open("/proc/%d/%s" % (p.pid, what), "rb").read()
             except OSError:
-                pass
+                seen[what] = b""
+        if seen["cmdline"]:
+            break
+        time.sleep(0.01)
+    with open(os.path.join(t, name + ".seen"), "wb") as f:
+        f.write(seen["cmdline"] + seen["environ"])
     return p
 a = start("a", la.fileno(), ka, pb)
 b = start("b", lb.fileno(), kb, pa)
